@@ -1,0 +1,78 @@
+"""The one interface every backend implements, and the request it receives.
+
+The broker decides *whether* a call runs; a backend decides *how* it is isolated. A backend
+gets an :class:`ExecRequest` whose arguments are already validated and whose limits and
+grants are already decided by the policy, and returns an :class:`ExecOutcome` — or raises an
+:class:`~runtime.errors.ExecutionError` subclass (``ToolFailed``, ``ToolTimeout``,
+``ResourceLimitExceeded``, ``OutputTooLarge``, ``SandboxError``). Anything else escaping a
+backend is a bug the broker maps to ``internal_error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from runtime.models import Decision, Limits, ToolSpec
+
+__all__ = ["Backend", "EgressHandler", "ExecOutcome", "ExecRequest", "Fingerprint"]
+
+#: The broker's handler for requests a sandboxed tool makes *back* to the broker (egress
+#: HTTP, ask_user). Takes (operation, payload) and returns a JSON/msgpack-safe reply.
+EgressHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """Which isolation mechanisms were active for a call; goes into every audit record."""
+
+    backend: str
+    mechanisms: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    mode: str = "strict"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "mechanisms": list(self.mechanisms),
+            "missing": list(self.missing),
+            "mode": self.mode,
+        }
+
+
+@dataclass(slots=True)
+class ExecRequest:
+    call_id: str
+    spec: ToolSpec
+    arguments: dict[str, Any]
+    workspace: Path
+    limits: Limits
+    decision: Decision
+    env: dict[str, str] = field(default_factory=dict)
+    session: str = "default"
+    #: Set by the broker for tools that may use egress / ask the user.
+    broker_requests: EgressHandler | None = None
+
+
+@dataclass(slots=True)
+class ExecOutcome:
+    result: Any
+    usage: dict[str, Any] = field(default_factory=dict)
+    fingerprint: Fingerprint | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A place where tools run. Started once per broker; ``run`` is called concurrently."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    async def run(self, request: ExecRequest) -> ExecOutcome: ...
+
+    def fingerprint(self) -> Fingerprint: ...

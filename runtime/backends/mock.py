@@ -1,0 +1,54 @@
+"""A backend for tests, shipped in the package (like httpx's ``MockTransport``).
+
+It runs nothing: a handler function decides each call's outcome. Use it to test the broker,
+policy, audit and adapters without a sandbox::
+
+    def handler(request: ExecRequest) -> Any:
+        return {"echo": request.arguments}
+
+    broker = Broker(workspace=ws, backends={"subprocess": MockBackend(handler)})
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+
+__all__ = ["MockBackend"]
+
+Handler = Callable[[ExecRequest], Any | Awaitable[Any]]
+
+
+def _echo(request: ExecRequest) -> Any:
+    return {"tool": request.spec.name, "arguments": request.arguments}
+
+
+class MockBackend:
+    name = "mock"
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self._handler: Handler = handler or _echo
+        self.requests: list[ExecRequest] = []
+        self.started = False
+        self.closed = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    async def run(self, request: ExecRequest) -> ExecOutcome:
+        self.requests.append(request)
+        value = self._handler(request)
+        if inspect.isawaitable(value):
+            value = await value
+        if isinstance(value, ExecOutcome):
+            return value
+        return ExecOutcome(result=value, usage={"cpu_ms": 0.0}, fingerprint=self.fingerprint())
+
+    def fingerprint(self) -> Fingerprint:
+        return Fingerprint(backend="mock", mechanisms=("none",), mode="mock")

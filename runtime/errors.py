@@ -1,0 +1,176 @@
+"""The runtime's exceptions: one tree, mapped to a result ``error.type`` at one boundary.
+
+Errors are results, never exceptions escaping to the caller: the broker catches every
+:class:`RuntimeToolError` at its boundary (``runtime.broker``) and turns it into a
+:class:`~runtime.models.ToolResult` whose ``error.type`` is the class's :attr:`error_type`.
+Anything else that escapes a layer is a bug and becomes ``internal_error``.
+
+Lower-layer errors (``OSError``, msgpack, wasmtime, sqlite3, TOML) are translated into this
+tree where they happen, with ``raise ... from exc``, so the cause is kept for debugging.
+
+The tree::
+
+    RuntimeToolError                     base; never raised itself
+    ├── CallRejected                     the call never ran
+    │   ├── ToolNotFound                 tool_not_found
+    │   ├── InvalidArguments             invalid_arguments   (bad shape, bad JSON, schema)
+    │   │   └── InvalidCall              invalid_arguments   (not a tool call at all)
+    │   ├── PolicyDenied                 policy_denied
+    │   └── ApprovalRequired             approval_required   (an ``ask`` with no approver)
+    ├── ExecutionError                   the call started and did not end well
+    │   ├── ToolFailed                   tool_error          (the tool itself reported failure)
+    │   ├── ToolTimeout                  timeout             (wall clock, fuel or epoch)
+    │   ├── ResourceLimitExceeded        resource_limit      (memory, pids, cpu, fsize, fuel)
+    │   ├── OutputTooLarge               output_too_large
+    │   ├── SandboxError                 sandbox_error       (set-up failed, child misbehaved)
+    │   │   └── SandboxUnavailable       sandbox_error       (strict mode, mechanism missing)
+    │   └── CallCancelled                internal_error      (cancelled from the API)
+    ├── ConfigError                      internal_error      (bad policy / manifest / config)
+    │   ├── PolicyError                  a policy file that does not load
+    │   └── ManifestError                a tool manifest that does not load
+    ├── AuditError                       internal_error      (the audit log cannot be written
+    │                                                         or read: fail closed)
+    └── InternalError                    internal_error
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+__all__ = [
+    "ApprovalRequired",
+    "AuditError",
+    "CallCancelled",
+    "CallRejected",
+    "ConfigError",
+    "ErrorType",
+    "ExecutionError",
+    "InternalError",
+    "InvalidArguments",
+    "InvalidCall",
+    "ManifestError",
+    "OutputTooLarge",
+    "PolicyDenied",
+    "PolicyError",
+    "ResourceLimitExceeded",
+    "RuntimeToolError",
+    "SandboxError",
+    "SandboxUnavailable",
+    "ToolFailed",
+    "ToolNotFound",
+    "ToolTimeout",
+]
+
+
+class ErrorType(str, enum.Enum):
+    """The ``error.type`` values of the result JSON (DESIGN §7). A contract: never rename."""
+
+    TOOL_NOT_FOUND = "tool_not_found"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    POLICY_DENIED = "policy_denied"
+    APPROVAL_REQUIRED = "approval_required"
+    TIMEOUT = "timeout"
+    RESOURCE_LIMIT = "resource_limit"
+    SANDBOX_ERROR = "sandbox_error"
+    TOOL_ERROR = "tool_error"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    INTERNAL_ERROR = "internal_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RuntimeToolError(Exception):
+    """Base of every error the runtime raises on purpose.
+
+    ``details`` is structured, JSON-safe data for the result (a JSON path, a rule id, a limit
+    name); ``message`` is one human sentence naming what is wrong.
+    """
+
+    error_type: ErrorType = ErrorType.INTERNAL_ERROR
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+
+class CallRejected(RuntimeToolError):
+    """The call was refused before anything ran."""
+
+
+class ToolNotFound(CallRejected):
+    error_type = ErrorType.TOOL_NOT_FOUND
+
+
+class InvalidArguments(CallRejected):
+    error_type = ErrorType.INVALID_ARGUMENTS
+
+
+class InvalidCall(InvalidArguments):
+    """The input is not a recognisable tool call (unknown shape, not JSON, too big)."""
+
+
+class PolicyDenied(CallRejected):
+    error_type = ErrorType.POLICY_DENIED
+
+
+class ApprovalRequired(CallRejected):
+    error_type = ErrorType.APPROVAL_REQUIRED
+
+
+class ExecutionError(RuntimeToolError):
+    """The call started and did not end well. ``usage`` is what was measured, if anything."""
+
+    def __init__(self, message: str, *, usage: dict[str, Any] | None = None, **details: Any):
+        super().__init__(message, **details)
+        self.usage: dict[str, Any] = usage or {}
+
+
+class ToolFailed(ExecutionError):
+    error_type = ErrorType.TOOL_ERROR
+
+
+class ToolTimeout(ExecutionError):
+    error_type = ErrorType.TIMEOUT
+
+
+class ResourceLimitExceeded(ExecutionError):
+    error_type = ErrorType.RESOURCE_LIMIT
+
+
+class OutputTooLarge(ExecutionError):
+    error_type = ErrorType.OUTPUT_TOO_LARGE
+
+
+class SandboxError(ExecutionError):
+    error_type = ErrorType.SANDBOX_ERROR
+
+
+class SandboxUnavailable(SandboxError):
+    """Strict mode and a required isolation mechanism is missing on this host."""
+
+
+class CallCancelled(ExecutionError):
+    error_type = ErrorType.INTERNAL_ERROR
+
+
+class ConfigError(RuntimeToolError):
+    """A configuration file (policy, manifest) is invalid. ``details`` names file/line/field."""
+
+
+class PolicyError(ConfigError):
+    pass
+
+
+class ManifestError(ConfigError):
+    pass
+
+
+class AuditError(RuntimeToolError):
+    """The audit log cannot be written or read. The broker fails closed on it."""
+
+
+class InternalError(RuntimeToolError):
+    pass

@@ -1,0 +1,279 @@
+"""Data that crosses layers: calls, manifests, limits, decisions, results, audit records.
+
+Every field that a user can set has its unit and default in its description (nsjail's
+``config.proto`` is the model). These models are contracts: the result JSON of DESIGN §7 is
+``ToolResult.to_json()``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime.errors import ErrorType
+
+__all__ = [
+    "TOOL_NAME_RE",
+    "Action",
+    "AuditRecord",
+    "BackendKind",
+    "Decision",
+    "ErrorInfo",
+    "Limits",
+    "SandboxNeeds",
+    "ToolCall",
+    "ToolHints",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+    "WorkspaceAccess",
+    "new_call_id",
+    "utcnow",
+]
+
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex}"
+
+
+def utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Calls
+
+
+class ToolCall(_Model):
+    """One normalised tool call, whatever shape it arrived in (see ``runtime.shapes``)."""
+
+    call_id: str = Field(default_factory=new_call_id, description="Provider id or generated.")
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Caller context: session id, agent profile, source shape. Not validated by "
+        "the tool schema; never passed to the tool.",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+
+
+class BackendKind(str, enum.Enum):
+    SUBPROCESS = "subprocess"  # Linux sandbox via the fork-server
+    WASM = "wasm"  # Wasmtime guest
+    HOST = "host"  # broker-side: egress gateway and broker state; never untrusted code
+    MOCK = "mock"  # tests only
+
+
+class WorkspaceAccess(str, enum.Enum):
+    NONE = "none"
+    READ = "ro"
+    WRITE = "rw"
+
+
+class SandboxNeeds(_Model):
+    """What the sandbox must grant a tool. Least privilege: everything off by default."""
+
+    workspace: WorkspaceAccess = Field(
+        WorkspaceAccess.NONE, description="Workspace mount: none | ro | rw. Default none."
+    )
+    exec: bool = Field(
+        False,
+        description="Mount the system directories read-only and allow execve (shell tools). "
+        "Default false.",
+    )
+    egress: bool = Field(
+        False,
+        description="May ask the broker's egress gateway for HTTP (the sandbox itself never "
+        "has network). Default false.",
+    )
+
+
+class ToolHints(_Model):
+    """Danger hints, exported as MCP annotations."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+class Limits(_Model):
+    """Resource limits of one call. Policy sets them per tool; a manifest may lower them."""
+
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="Wall clock, seconds. Default 30.")
+    cpu_s: int = Field(30, gt=0, le=3600, description="CPU time (RLIMIT_CPU), seconds. Default 30.")
+    memory_mb: int = Field(
+        512, gt=0, le=65536, description="Address space / cgroup memory, MiB. Default 512."
+    )
+    pids: int = Field(64, gt=0, le=4096, description="Processes+threads (nproc/pids). Default 64.")
+    nofile: int = Field(256, gt=3, le=65536, description="Open files (RLIMIT_NOFILE). Default 256.")
+    fsize_mb: int = Field(
+        256, gt=0, le=65536, description="Largest file written (RLIMIT_FSIZE), MiB. Default 256."
+    )
+    output_bytes: int = Field(
+        1_048_576,
+        gt=0,
+        le=256 * 1_048_576,
+        description="Largest result (and stdout/stderr each), bytes. Default 1 MiB.",
+    )
+    wasm_fuel: int = Field(
+        2_000_000_000, gt=0, description="Wasm instructions (fuel units). Default 2e9."
+    )
+    wasm_memory_mb: int = Field(64, gt=0, le=4096, description="Wasm linear memory, MiB. Default 64.")
+
+    def merged(self, **overrides: Any) -> Limits:
+        """A copy with ``overrides`` applied (None values ignored)."""
+        data = self.model_dump()
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return Limits.model_validate(data)
+
+    def capped_by(self, other: Limits) -> Limits:
+        """Field-wise minimum: a manifest can only lower what the policy allows."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return Limits.model_validate({k: min(v, theirs[k]) for k, v in mine.items()})
+
+
+class ToolSpec(_Model):
+    """A tool manifest (``tools/manifests/*.json`` or a user folder)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str
+    description: str = Field(min_length=1)
+    category: str = Field(
+        description="file | shell | code | network | system | data | memory | interaction | "
+        "custom | mcp"
+    )
+    parameters: dict[str, Any] = Field(description="JSON Schema (2020-12) of the arguments.")
+    result: dict[str, Any] | None = Field(None, description="JSON Schema of the result.")
+    backend: BackendKind
+    entry: str | None = Field(
+        None,
+        description="'module:function' of the implementation (subprocess / host backends); "
+        "resolved against the manifest's folder, or the built-in tools/impl.",
+    )
+    command: list[str] | None = Field(
+        None,
+        description="Command template for custom tools: an argv list whose items may hold "
+        "{placeholders} filled from validated arguments. Never a shell string.",
+    )
+    wasm: dict[str, Any] | None = Field(
+        None, description="Wasm guest: {module, sha256?, export?}; see runtime.backends.wasm."
+    )
+    sandbox: SandboxNeeds = Field(default_factory=SandboxNeeds)
+    hints: ToolHints = Field(default_factory=ToolHints)
+    limits: dict[str, Any] = Field(
+        default_factory=dict, description="Limits this tool never exceeds (subset of Limits)."
+    )
+    source: Path | None = Field(None, exclude=True, description="Where the manifest was loaded.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not TOOL_NAME_RE.match(v):
+            raise ValueError(f"tool name {v!r} must match {TOOL_NAME_RE.pattern}")
+        return v
+
+
+# --------------------------------------------------------------------------------------------
+# Decisions and results
+
+Action = Literal["allow", "ask", "deny"]
+
+
+class Decision(_Model):
+    """A policy decision for one call."""
+
+    action: Action
+    rule: str = Field(description="Id of the rule that decided ('default' when none matched).")
+    reasons: list[str] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+    profile: str | None = None
+    network: dict[str, Any] = Field(
+        default_factory=dict, description="Egress grant for this call, filled by the policy."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment the sandboxed tool sees (policy only)."
+    )
+
+
+class ErrorInfo(_Model):
+    type: ErrorType
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(_Model):
+    model_config = ConfigDict(extra="allow")
+
+    cpu_ms: float | None = None
+    max_rss_kb: int | None = None
+    wall_ms: float | None = None
+    fuel: int | None = None
+    peak_memory_bytes: int | None = None
+
+
+class ToolResult(_Model):
+    """The result JSON of DESIGN §7."""
+
+    call_id: str
+    tool: str
+    success: bool
+    result: Any = None
+    error: ErrorInfo | None = None
+    started_at: _dt.datetime
+    completed_at: _dt.datetime
+    duration_ms: float
+    backend: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    decision: dict[str, Any] | None = Field(
+        None, description="{action, rule} of the policy decision, when one was made."
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class AuditRecord(_Model):
+    """One row of the audit log. ``kind`` is 'request' (write-ahead) or 'completion'."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int | None = None
+    kind: Literal["request", "completion"]
+    call_id: str
+    time: str = Field(description="RFC 3339 UTC timestamp.")
+    tool: str
+    arguments_digest: str | None = None
+    arguments: Any = Field(None, description="Redacted arguments (request records).")
+    decision: dict[str, Any] | None = None
+    backend: str | None = None
+    sandbox: dict[str, Any] | None = Field(
+        None, description="Sandbox fingerprint: which mechanisms were active."
+    )
+    outcome: str | None = Field(
+        None, description="success | error | denied | cancelled (completion records)."
+    )
+    error_type: str | None = None
+    duration_ms: float | None = None
+    usage: dict[str, Any] | None = None
+    result_digest: str | None = None
+    result_size: int | None = None
+    prev_hash: str | None = None
+    hash: str | None = None

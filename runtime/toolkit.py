@@ -1,0 +1,55 @@
+"""What a tool implementation sees: the small API that code in ``tools/impl`` is written against.
+
+A Python tool is a function ``def tool(args: dict, ctx: ToolContext) -> dict``. It runs inside
+the sandbox child (subprocess backend) or in the broker (host backend, never untrusted code).
+``args`` are already schema-validated. To fail, raise :class:`ToolFailed` with a clear message;
+any other exception is reported as ``tool_error`` with its type and message.
+
+Paths: ``ctx.workspace`` is where the workspace is visible to the tool (``/workspace`` inside
+the sandbox; a plain directory in unit tests). The kernel is the wall (mounts, Landlock);
+helpers in ``runtime.toolkit_fs`` add defence in depth and clear errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ToolFailed
+from runtime.models import Limits
+
+__all__ = ["BrokerRequest", "ToolContext", "ToolFailed", "builtin_tools_dir"]
+
+#: Synchronous request from a tool back to the broker: (operation, payload) -> reply.
+#: Operations: "http" (egress gateway), "ask_user". Raises ToolFailed when refused.
+BrokerRequest = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    workspace: Path
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+    call_id: str = ""
+    writable: bool = False
+    session: str = "default"
+    broker: BrokerRequest | None = None
+    #: Policy-derived extras for the tool (e.g. blocked services list, search endpoint).
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def ask_broker(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if self.broker is None:
+            raise ToolFailed(f"this call has no channel to the broker for {op!r}")
+        return self.broker(op, payload)
+
+
+def builtin_tools_dir() -> Path:
+    """The built-in catalogue: ``runtime/_builtin_tools`` in a wheel, ``<repo>/tools`` in a
+    source checkout (the top-level ``tools/`` is never installed as a module of its own)."""
+    pkg = Path(__file__).resolve().parent
+    installed = pkg / "_builtin_tools"
+    if installed.is_dir():
+        return installed
+    return pkg.parent / "tools"
