@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 
-class ErrorType(str, enum.Enum):
+class ErrorType(enum.StrEnum):
     """The ``error.type`` values of the result JSON (DESIGN §7). A contract: never rename."""
 
     TOOL_NOT_FOUND = "tool_not_found"

@@ -21,6 +21,7 @@ from runtime.errors import ErrorType
 __all__ = [
     "TOOL_NAME_RE",
     "Action",
+    "ArgRole",
     "AuditRecord",
     "BackendKind",
     "Decision",
@@ -72,15 +73,17 @@ class ToolCall(_Model):
 # --------------------------------------------------------------------------------------------
 # Manifests
 
+ArgRole = Literal["read_path", "write_path", "command", "cwd", "url"]
 
-class BackendKind(str, enum.Enum):
+
+class BackendKind(enum.StrEnum):
     SUBPROCESS = "subprocess"  # Linux sandbox via the fork-server
     WASM = "wasm"  # Wasmtime guest
     HOST = "host"  # broker-side: egress gateway and broker state; never untrusted code
     MOCK = "mock"  # tests only
 
 
-class WorkspaceAccess(str, enum.Enum):
+class WorkspaceAccess(enum.StrEnum):
     NONE = "none"
     READ = "ro"
     WRITE = "rw"
@@ -135,7 +138,9 @@ class Limits(_Model):
     wasm_fuel: int = Field(
         2_000_000_000, gt=0, description="Wasm instructions (fuel units). Default 2e9."
     )
-    wasm_memory_mb: int = Field(64, gt=0, le=4096, description="Wasm linear memory, MiB. Default 64.")
+    wasm_memory_mb: int = Field(
+        64, gt=0, le=4096, description="Wasm linear memory, MiB. Default 64."
+    )
 
     def merged(self, **overrides: Any) -> Limits:
         """A copy with ``overrides`` applied (None values ignored)."""
@@ -177,6 +182,12 @@ class ToolSpec(_Model):
         None, description="Wasm guest: {module, sha256?, export?}; see runtime.backends.wasm."
     )
     sandbox: SandboxNeeds = Field(default_factory=SandboxNeeds)
+    arg_roles: dict[str, ArgRole] = Field(
+        default_factory=dict,
+        description="What the policy must check in which argument: {argument: read_path | "
+        "write_path | command | cwd | url}. A path role applies the policy's path rules, "
+        "'command' the command rules, 'url' the network rules.",
+    )
     hints: ToolHints = Field(default_factory=ToolHints)
     limits: dict[str, Any] = Field(
         default_factory=dict, description="Limits this tool never exceeds (subset of Limits)."

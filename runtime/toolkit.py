@@ -20,7 +20,7 @@ from typing import Any
 from runtime.errors import ToolFailed
 from runtime.models import Limits
 
-__all__ = ["BrokerRequest", "ToolContext", "ToolFailed", "builtin_tools_dir"]
+__all__ = ["BrokerRequest", "ToolContext", "ToolFailed", "builtin_tools_dir", "load_entry"]
 
 #: Synchronous request from a tool back to the broker: (operation, payload) -> reply.
 #: Operations: "http" (egress gateway), "ask_user". Raises ToolFailed when refused.
@@ -53,3 +53,37 @@ def builtin_tools_dir() -> Path:
     if installed.is_dir():
         return installed
     return pkg.parent / "tools"
+
+
+def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext], Any]:
+    """Import ``module:function`` where ``module`` is a ``.py`` file in ``base`` (a manifest's
+    folder). Modules are imported under a private package name per folder, so two folders
+    may both have a ``files.py``; the top-level name ``tools`` is never used."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    module_name, sep, func_name = entry.partition(":")
+    if not sep or not module_name or not func_name:
+        raise ValueError(f"entry {entry!r} must be 'module:function'")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise ValueError(f"entry module {module_name!r} is not a module name")
+    path = base.joinpath(*module_name.split(".")).with_suffix(".py")
+    tag = hashlib.sha256(str(base.resolve()).encode()).hexdigest()[:12]
+    qualname = f"_runtime_tools_{tag}.{module_name}"
+    module = sys.modules.get(qualname)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(qualname, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise ValueError(f"entry module {module_name!r} not found at {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[qualname] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[qualname]
+            raise
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ValueError(f"entry {entry!r}: {func_name!r} is not a function in {path}")
+    return func  # type: ignore[no-any-return]
