@@ -1,0 +1,487 @@
+"""The broker: the one place that decides whether a call may run, runs it, and records it.
+
+Pipeline of one call (DESIGN §2)::
+
+    normalise → catalogue lookup → schema validation → policy decision (allow | ask | deny)
+      → budget → approval → audit write-ahead record → backend (under the limiter)
+      → result schema + size cap → audit completion record → events
+
+Errors are results: every :class:`~runtime.errors.RuntimeToolError` becomes a ``ToolResult``
+with ``error.type`` at the one boundary in :meth:`Broker.call`; anything else is a bug and
+becomes ``internal_error``. Cancellation is never swallowed: a cancelled call is recorded as
+``cancelled`` (shielded) and the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint
+from runtime.broker.events import Event, EventBus, EventKind
+from runtime.catalogue import Catalogue
+from runtime.errors import (
+    ApprovalRequired,
+    AuditError,
+    CallCancelled,
+    InternalError,
+    OutputTooLarge,
+    PolicyDenied,
+    RuntimeToolError,
+    SandboxError,
+    ToolFailed,
+    ToolTimeout,
+)
+from runtime.models import (
+    BackendKind,
+    Decision,
+    ErrorInfo,
+    Limits,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    utcnow,
+)
+from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
+
+__all__ = ["Approver", "AskUser", "Broker"]
+
+log = logging.getLogger("runtime.broker")
+
+#: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call.
+Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
+#: ``ask_user(question, options) -> answer`` for the ask_user tool.
+AskUser = Callable[[str, list[str] | None], str]
+
+#: Extra wall time the broker grants a backend beyond the call's own timeout before it gives
+#: up on it: backends enforce timeouts themselves; this guard only catches a wedged backend.
+_BACKEND_GRACE_S = 10.0
+_STATE_DIR = ".runtime"
+
+
+@dataclass(slots=True)
+class _CallState:
+    """What is known about one call so far; the finish step turns it into a result."""
+
+    raw: Any
+    started: Any
+    t0: float
+    tc: ToolCall | None = None
+    spec: ToolSpec | None = None
+    decision: Decision | None = None
+    fingerprint: Fingerprint | None = None
+    outcome: ExecOutcome | None = None
+    error: RuntimeToolError | None = None
+    audited: bool = False
+    cancelled: bool = False
+
+
+class Broker:
+    """Async broker. Use as ``async with Broker(workspace=...) as broker``."""
+
+    def __init__(
+        self,
+        workspace: str | Path = "workspace",
+        policy: Any = None,
+        audit: str | Path | None = None,
+        *,
+        tool_folders: Iterable[str | Path] = (),
+        catalogue: Catalogue | None = None,
+        backends: Mapping[str, Backend] | None = None,
+        approver: Approver | None = None,
+        ask_user: AskUser | None = None,
+        on_event: Callable[[Event], Any] | None = None,
+        profile: str | None = None,
+        session: str = "default",
+        sandbox_mode: str | None = None,
+        call_limits: CallLimits | None = None,
+    ) -> None:
+        from runtime.audit import AuditLog
+        from runtime.policy import Policy
+
+        self.workspace = Path(workspace).resolve()
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.state_dir = self.workspace / _STATE_DIR
+        self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        if policy is None:
+            self.policy = Policy.default()
+        elif isinstance(policy, (str, Path)):
+            self.policy = Policy.load(policy)
+        else:
+            self.policy = policy
+        self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
+        self.catalogue = catalogue or Catalogue(folders=tool_folders)
+        audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
+        self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
+        self.events = EventBus()
+        if on_event is not None:
+            self.events.add_callback(on_event)
+        self.approver = approver
+        self.ask_user = ask_user
+        self.profile = profile
+        self.session = session
+        self.call_limits = call_limits or CallLimits()
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._started: set[str] = set()
+        self._start_lock: anyio.Lock | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._session_env: dict[str, dict[str, str]] = {}
+        self._budget_used: dict[tuple[str, str], int] = {}
+        self._gateway: Any = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def __aenter__(self) -> Broker:
+        self._limiter = anyio.CapacityLimiter(self.policy.max_concurrent)
+        self._start_lock = anyio.Lock()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """End every sandbox and backend (the zygote included) and close the audit log."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for name in list(self._started):
+                try:
+                    await self._backends[name].aclose()
+                except Exception:
+                    log.exception("closing backend %s failed", name)
+            if self._gateway is not None:
+                await self._gateway.aclose()
+            self.events.close()
+            self.audit.close()
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[AsyncIterator[Event]]:
+        async with self.events.subscribe() as stream:
+            yield stream
+
+    def session_env(self, session: str) -> dict[str, str]:
+        return self._session_env.setdefault(session, {})
+
+    # -- backends -----------------------------------------------------------------------------
+    def _make_backend(self, kind: str) -> Backend:
+        if kind == BackendKind.SUBPROCESS.value:
+            from runtime.backends.sandbox import SandboxBackend
+
+            mode = "best_effort" if self.sandbox_mode == "best_effort" else "strict"
+            preload = [s for s in self.catalogue.list() if s.backend is BackendKind.SUBPROCESS]
+            return SandboxBackend(mode=mode, preload=preload)
+        if kind == BackendKind.WASM.value:
+            from runtime.backends.wasm import WasmBackend
+
+            return WasmBackend()
+        if kind == BackendKind.HOST.value:
+            from runtime.backends.host import HostBackend
+
+            return HostBackend(
+                state_dir=self.state_dir, session_env=self.session_env, ask_user=self.ask_user
+            )
+        raise SandboxError(f"no backend for kind {kind!r}", backend=kind)
+
+    async def _backend(self, kind: str) -> Backend:
+        if kind in self._started:
+            return self._backends[kind]
+        if self._start_lock is None:
+            raise InternalError("the broker is not open: use 'async with Broker(...)'")
+        async with self._start_lock:
+            if kind not in self._started:
+                backend = self._backends.get(kind) or self._make_backend(kind)
+                self._backends[kind] = backend
+                await backend.start()
+                self._started.add(kind)
+        started: Backend = self._backends[kind]
+        return started
+
+    def _gateway_for_egress(self) -> Any:
+        if self._gateway is None:
+            from runtime.egress import EgressGateway
+
+            self._gateway = EgressGateway(self.policy.network)
+        return self._gateway
+
+    async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Requests a sandboxed tool makes back to the broker over its frame pipe."""
+        if op in ("http", "search"):
+            reply: dict[str, Any] = await self._gateway_for_egress().handle(op, payload)
+            return reply
+        if op == "ask_user":
+            if self.ask_user is None:
+                raise ToolFailed("no way to ask the user in this session")
+            question = str(payload.get("question", ""))
+            options = payload.get("options")
+            answer = await anyio.to_thread.run_sync(self.ask_user, question, options)
+            return {"answer": answer}
+        raise ToolFailed(f"unknown broker request {op!r}")
+
+    # -- the pipeline -------------------------------------------------------------------------
+    async def call(
+        self, call: Any, *, session: str | None = None, profile: str | None = None
+    ) -> ToolResult:
+        """Run one call of any accepted shape; always returns a ToolResult."""
+        st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
+        session = session or self.session
+        profile = profile or self.profile
+        try:
+            st.tc = tc = self._normalize(call)
+            self.events.emit(Event("requested", tc.call_id, tc.tool))
+            st.spec = spec = self.catalogue.get(tc.tool)
+            self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
+            st.decision = decision = self.policy.decide(tc, spec, profile=profile)
+            self._check_budget(session, spec.name, decision)
+            if decision.action == "deny":
+                raise PolicyDenied(
+                    f"{spec.name}: denied by policy rule {decision.rule!r}"
+                    + (f": {'; '.join(decision.reasons)}" if decision.reasons else ""),
+                    rule=decision.rule,
+                    reasons=decision.reasons,
+                )
+            if decision.action == "ask":
+                await self._approve(tc, decision)
+            backend = await self._backend(spec.backend.value)
+            st.fingerprint = backend.fingerprint()
+            self._audit_request(tc, spec, decision, st.fingerprint)
+            st.audited = True
+            self._count_budget(session, spec.name)
+            st.outcome = await self._execute(backend, tc, spec, decision, session)
+            if st.outcome.fingerprint is not None:
+                st.fingerprint = st.outcome.fingerprint
+            self._check_result(spec, decision.limits, st.outcome.result)
+        except RuntimeToolError as exc:
+            st.error = exc
+        except anyio.get_cancelled_exc_class():
+            st.cancelled = True
+            st.error = CallCancelled("the call was cancelled")
+            raise
+        except Exception as exc:
+            log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
+            st.error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            result = self._finish(st)
+        return result
+
+    def _normalize(self, call: Any) -> ToolCall:
+        if isinstance(call, (bytes, str)):
+            return parse_call_bytes(call, self.call_limits)
+        return normalize_call(call, self.call_limits)
+
+    def _check_budget(self, session: str, tool: str, decision: Decision) -> None:
+        budget = self.policy.budget(tool)
+        if budget is not None and self._budget_used.get((session, tool), 0) >= budget:
+            decision.action = "deny"
+            decision.rule = f"budget.{tool}"
+            decision.reasons = [f"{tool} may be called at most {budget} times per session"]
+
+    def _count_budget(self, session: str, tool: str) -> None:
+        key = (session, tool)
+        self._budget_used[key] = self._budget_used.get(key, 0) + 1
+
+    async def _approve(self, tc: ToolCall, decision: Decision) -> None:
+        if self.approver is None:
+            raise ApprovalRequired(
+                f"{tc.tool}: policy rule {decision.rule!r} asks for approval and no approver "
+                "is configured",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
+        verdict = self.approver(tc, decision)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if not verdict:
+            raise PolicyDenied(
+                f"{tc.tool}: the approver refused the call", rule=decision.rule, approved=False
+            )
+        decision.reasons = [*decision.reasons, "approved"]
+
+    def _audit_request(
+        self, tc: ToolCall, spec: ToolSpec, decision: Decision, fingerprint: Fingerprint | None
+    ) -> None:
+        self.audit.record_request(
+            call_id=tc.call_id,
+            tool=spec.name,
+            arguments=tc.arguments,
+            decision={
+                "action": decision.action,
+                "rule": decision.rule,
+                "reasons": decision.reasons,
+            },
+            backend=spec.backend.value,
+            sandbox=fingerprint.as_dict() if fingerprint else None,
+        )
+
+    async def _execute(
+        self, backend: Backend, tc: ToolCall, spec: ToolSpec, decision: Decision, session: str
+    ) -> ExecOutcome:
+        limits = decision.limits
+        if spec.limits:
+            limits = limits.capped_by(limits.merged(**spec.limits))
+        request = ExecRequest(
+            call_id=tc.call_id,
+            spec=spec,
+            arguments=tc.arguments,
+            workspace=self.workspace,
+            limits=limits,
+            decision=decision,
+            env=self.policy.env(self.session_env(session)),
+            session=session,
+            broker_requests=self._broker_request,
+        )
+        assert self._limiter is not None
+        async with self._limiter:
+            with anyio.move_on_after(limits.timeout_s + _BACKEND_GRACE_S) as scope:
+                return await backend.run(request)
+        if scope.cancelled_caught:  # pragma: no cover - a backend that ignores its own timeout
+            raise ToolTimeout(
+                f"{spec.name}: the {backend.name} backend did not return within "
+                f"{limits.timeout_s + _BACKEND_GRACE_S:.0f} s",
+                limit_s=limits.timeout_s,
+            )
+        raise InternalError("unreachable")  # pragma: no cover
+
+    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> None:
+        data = json.dumps(result, ensure_ascii=False, default=str)
+        if len(data.encode()) > limits.output_bytes:
+            raise OutputTooLarge(
+                f"{spec.name}: result of {len(data.encode())} bytes exceeds the limit of "
+                f"{limits.output_bytes} bytes",
+                limit=limits.output_bytes,
+                preview=data[:1024],
+            )
+        validator = self.catalogue.result_validator(spec.name)
+        if validator is not None:
+            validator.validate_result(spec.name, result)
+
+    def _finish(self, st: _CallState) -> ToolResult:
+        tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
+        outcome, error, audited = st.outcome, st.error, st.audited
+        raw, started = st.raw, st.started
+        duration_ms = (time.perf_counter() - st.t0) * 1000
+        call_id = tc.call_id if tc else _raw_call_id(raw)
+        tool = tc.tool if tc else _raw_tool(raw)
+        usage_data: dict[str, Any] = dict(outcome.usage) if outcome else {}
+        if error is not None and isinstance(getattr(error, "usage", None), dict):
+            usage_data.update(error.usage)  # type: ignore[attr-defined]
+        success = error is None
+        if st.cancelled:
+            outcome_name = "cancelled"
+        elif success:
+            outcome_name = "success"
+        elif isinstance(error, (PolicyDenied, ApprovalRequired)):
+            outcome_name = "denied"
+        else:
+            outcome_name = "error"
+        result_value = outcome.result if (outcome is not None and success) else None
+        try:
+            # Audit writes are synchronous: a cancellation cannot interrupt them halfway.
+            if not audited and not isinstance(error, AuditError):
+                # Calls refused before running are recorded too: request + completion.
+                self.audit.record_request(
+                    call_id=call_id,
+                    tool=tool,
+                    arguments=tc.arguments if tc else None,
+                    decision=_decision_dict(decision),
+                    backend=spec.backend.value if spec else None,
+                    sandbox=None,
+                )
+                audited = True
+            if audited:
+                self.audit.record_completion(
+                    call_id=call_id,
+                    tool=tool,
+                    outcome=outcome_name,
+                    error_type=str(error.error_type) if error else None,
+                    duration_ms=duration_ms,
+                    usage=usage_data or None,
+                    result=result_value,
+                    backend=spec.backend.value if spec else None,
+                    sandbox=fingerprint.as_dict() if fingerprint else None,
+                )
+        except AuditError as exc:
+            log.error("audit log write failed for %s: %s", call_id, exc)
+            if error is None and outcome is None:
+                error = exc
+            elif error is None:
+                # The tool ran; its completion could not be recorded. The request record
+                # stands, so the call reads as interrupted; report the failure loudly.
+                error = exc
+                success = False
+                result_value = None
+        error_info = None
+        if error is not None:
+            details = {k: v for k, v in error.details.items() if _jsonable(v)}
+            if isinstance(error, AuditError):
+                details["fail_closed"] = True
+            error_info = ErrorInfo(type=error.error_type, message=error.message, details=details)
+        result = ToolResult(
+            call_id=call_id,
+            tool=tool,
+            success=success,
+            result=result_value,
+            error=error_info,
+            started_at=started,
+            completed_at=utcnow(),
+            duration_ms=duration_ms,
+            backend=spec.backend.value if spec else None,
+            usage=Usage.model_validate(usage_data),
+            decision={"action": decision.action, "rule": decision.rule} if decision else None,
+        )
+        if spec is not None:
+            self.catalogue.record_call(spec.name, success=success, duration_ms=duration_ms)
+        kind: EventKind = "completed" if success else "failed"
+        if outcome_name == "denied":
+            kind = "denied"
+        info = {"error_type": str(error.error_type) if error else None, "duration_ms": duration_ms}
+        self.events.emit(Event(kind, call_id, tool, info))
+        return result
+
+
+def _decision_dict(decision: Decision | None) -> dict[str, Any] | None:
+    if decision is None:
+        return None
+    return {"action": decision.action, "rule": decision.rule, "reasons": decision.reasons}
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _raw_call_id(raw: Any) -> str:
+    from runtime.models import new_call_id
+
+    if isinstance(raw, dict):
+        for key in ("call_id", "id"):
+            if isinstance(raw.get(key), str) and 0 < len(raw[key]) <= 256:
+                return str(raw[key])
+    return new_call_id()
+
+
+def _raw_tool(raw: Any) -> str:
+    if isinstance(raw, dict):
+        for value in (
+            raw.get("tool"),
+            raw.get("name"),
+            (raw.get("function") or {}).get("name")
+            if isinstance(raw.get("function"), dict)
+            else None,
+        ):
+            if isinstance(value, str) and value:
+                return value[:64]
+    return "<invalid>"

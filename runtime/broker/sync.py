@@ -1,0 +1,82 @@
+"""A blocking facade over :class:`Broker` for scripts and the CLI.
+
+The async broker runs in an event loop on a private thread (an anyio blocking portal); each
+``call`` crosses to it and waits. Closing the SyncBroker ends every sandbox and the loop.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from runtime.broker.core import Broker
+from runtime.models import ToolResult
+
+__all__ = ["SyncBroker"]
+
+
+class SyncBroker:
+    """``with SyncBroker(workspace="ws") as broker: broker.call({...})``.
+
+    Takes the same arguments as :class:`Broker`.
+    """
+
+    def __init__(self, *args: Any, backend: str = "asyncio", **kwargs: Any) -> None:
+        self._args = args
+        self._kwargs = kwargs
+        self._backend_name = backend
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self.broker: Broker | None = None
+
+    def __enter__(self) -> SyncBroker:
+        self.open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def open(self) -> None:
+        self._portal_cm = start_blocking_portal(self._backend_name)
+        self._portal = self._portal_cm.__enter__()
+        try:
+            broker = Broker(*self._args, **self._kwargs)
+            self.broker = self._portal.call(broker.__aenter__)
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = self._portal_cm = None
+            raise
+
+    def close(self) -> None:
+        if self._portal is not None and self.broker is not None:
+            try:
+                self._portal.call(self.broker.aclose)
+            finally:
+                assert self._portal_cm is not None
+                self._portal_cm.__exit__(None, None, None)
+                self._portal = self._portal_cm = None
+                self.broker = None
+
+    def call(self, call: Any, **kwargs: Any) -> ToolResult:
+        if self._portal is None or self.broker is None:
+            raise RuntimeError("SyncBroker is not open: use 'with SyncBroker(...)'")
+        broker = self.broker
+
+        async def _run() -> ToolResult:
+            return await broker.call(call, **kwargs)
+
+        return self._portal.call(_run)
+
+    def __getattr__(self, name: str) -> Any:
+        # catalogue, policy, audit, workspace... are the async broker's.
+        if name.startswith("_") or self.broker is None:
+            raise AttributeError(name)
+        return getattr(self.broker, name)

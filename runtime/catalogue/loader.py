@@ -1,0 +1,114 @@
+"""Loading tool manifests (``*.json``) from folders.
+
+A manifest folder holds one JSON file per tool (a :class:`~runtime.models.ToolSpec`) and the
+implementation modules its ``entry`` names. Folders are searched recursively; a file that is
+not a valid manifest is an error naming the file and field, never skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from runtime.errors import ManifestError
+from runtime.models import BackendKind, ToolSpec
+from runtime.validation import check_schema
+
+__all__ = ["iter_manifest_files", "load_manifest", "load_manifests"]
+
+_MAX_MANIFEST_BYTES = 1_048_576
+
+
+def iter_manifest_files(folder: Path) -> Iterator[Path]:
+    if not folder.is_dir():
+        raise ManifestError(f"tool folder {folder} does not exist", file=str(folder))
+    for path in sorted(folder.rglob("*.json")):
+        # Hidden folders, caches and the schema files of the catalogue itself are not tools.
+        rel = path.relative_to(folder)
+        if any(part.startswith((".", "_")) for part in rel.parts) or path.name.endswith(
+            ".schema.json"
+        ):
+            continue
+        yield path
+
+
+def load_manifest(path: Path) -> ToolSpec:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(
+            f"{path}: cannot read manifest: {exc.strerror}", file=str(path)
+        ) from exc
+    if len(raw) > _MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path}: manifest larger than 1 MiB", file=str(path))
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: not valid JSON: {exc}", file=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: a manifest must be a JSON object", file=str(path))
+    try:
+        spec = ToolSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(root)"
+        raise ManifestError(
+            f"{path}: field {field}: {err['msg']}", file=str(path), field=field
+        ) from exc
+    spec.source = path
+    _check_spec(spec, path)
+    return spec
+
+
+def _check_spec(spec: ToolSpec, path: Path) -> None:
+    check_schema(spec.parameters, where=f"{path}: parameters")
+    if spec.parameters.get("type") != "object":
+        raise ManifestError(
+            f"{path}: parameters must be a JSON Schema of type 'object'",
+            file=str(path),
+            field="parameters.type",
+        )
+    if spec.result is not None:
+        check_schema(spec.result, where=f"{path}: result")
+    if spec.backend in (BackendKind.SUBPROCESS, BackendKind.HOST):
+        if spec.entry is None and spec.command is None:
+            raise ManifestError(
+                f"{path}: a {spec.backend.value} tool needs 'entry' or 'command'",
+                file=str(path),
+                field="entry",
+            )
+        if spec.command is not None and spec.backend is BackendKind.HOST:
+            raise ManifestError(
+                f"{path}: command templates run in the sandbox (backend 'subprocess')",
+                file=str(path),
+                field="command",
+            )
+    if spec.backend is BackendKind.WASM and not spec.wasm:
+        raise ManifestError(f"{path}: a wasm tool needs 'wasm'", file=str(path), field="wasm")
+    for arg in spec.arg_roles:
+        if arg not in spec.parameters.get("properties", {}):
+            raise ManifestError(
+                f"{path}: arg_roles names {arg!r}, which is not a parameter",
+                file=str(path),
+                field=f"arg_roles.{arg}",
+            )
+
+
+def load_manifests(folders: Iterable[Path]) -> list[ToolSpec]:
+    specs: list[ToolSpec] = []
+    seen: dict[str, Path] = {}
+    for folder in folders:
+        for path in iter_manifest_files(Path(folder)):
+            spec = load_manifest(path)
+            if spec.name in seen:
+                raise ManifestError(
+                    f"{path}: tool {spec.name!r} is already defined in {seen[spec.name]}",
+                    file=str(path),
+                    field="name",
+                )
+            seen[spec.name] = path
+            specs.append(spec)
+    return specs

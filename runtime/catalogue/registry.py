@@ -1,0 +1,136 @@
+"""The tool catalogue: registered manifests, their compiled validators, and call statistics."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.catalogue.export import ExportFormat, export_tool
+from runtime.catalogue.loader import _check_spec, load_manifests
+from runtime.errors import ManifestError, ToolNotFound
+from runtime.models import ToolSpec
+from runtime.toolkit import builtin_tools_dir
+from runtime.validation import SchemaValidator, compile_schema
+
+__all__ = ["Catalogue", "ToolStats"]
+
+
+@dataclass(slots=True)
+class ToolStats:
+    count: int = 0
+    failures: int = 0
+    total_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        mean = self.total_ms / self.count if self.count else 0.0
+        return {"count": self.count, "failures": self.failures, "mean_duration_ms": mean}
+
+
+@dataclass(slots=True)
+class _Entry:
+    spec: ToolSpec
+    args: SchemaValidator
+    result: SchemaValidator | None
+
+
+class Catalogue:
+    """Tools by name. Thread-safe for registration; lookups are plain dict reads."""
+
+    def __init__(
+        self,
+        specs: Iterable[ToolSpec] = (),
+        *,
+        builtins: bool = True,
+        folders: Iterable[str | Path] = (),
+    ) -> None:
+        self._tools: dict[str, _Entry] = {}
+        self._stats: dict[str, ToolStats] = {}
+        self._lock = threading.Lock()
+        dirs: list[Path] = []
+        if builtins:
+            dirs.append(builtin_tools_dir())
+        dirs.extend(Path(f) for f in folders)
+        for spec in load_manifests(dirs):
+            self.register(spec)
+        for spec in specs:
+            self.register(spec)
+
+    # -- registration -------------------------------------------------------------------------
+    def register(self, spec: ToolSpec, *, replace: bool = False) -> None:
+        where = str(spec.source) if spec.source else spec.name
+        _check_spec(spec, Path(where))
+        entry = _Entry(
+            spec=spec,
+            args=compile_schema(spec.parameters, where=f"{where}: parameters"),
+            result=compile_schema(spec.result, where=f"{where}: result") if spec.result else None,
+        )
+        with self._lock:
+            if spec.name in self._tools and not replace:
+                raise ManifestError(f"tool {spec.name!r} is already registered", field="name")
+            self._tools[spec.name] = entry
+            self._stats.setdefault(spec.name, ToolStats())
+
+    def unregister(self, name: str) -> ToolSpec:
+        with self._lock:
+            entry = self._tools.pop(name, None)
+        if entry is None:
+            raise ToolNotFound(f"no tool named {name!r}", tool=name)
+        return entry.spec
+
+    # -- lookup -------------------------------------------------------------------------------
+    def get(self, name: str) -> ToolSpec:
+        return self._entry(name).spec
+
+    def _entry(self, name: str) -> _Entry:
+        entry = self._tools.get(name)
+        if entry is None:
+            raise ToolNotFound(f"no tool named {name!r}", tool=name)
+        return entry
+
+    def argument_validator(self, name: str) -> SchemaValidator:
+        return self._entry(name).args
+
+    def result_validator(self, name: str) -> SchemaValidator | None:
+        return self._entry(name).result
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def list(self) -> builtins.list[ToolSpec]:
+        return [self._tools[n].spec for n in sorted(self._tools)]
+
+    def list_by_category(self, category: str) -> builtins.list[ToolSpec]:
+        return [s for s in self.list() if s.category == category]
+
+    def categories(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for spec in self.list():
+            out[spec.category] = out.get(spec.category, 0) + 1
+        return dict(sorted(out.items()))
+
+    # -- statistics ---------------------------------------------------------------------------
+    def record_call(self, name: str, *, success: bool, duration_ms: float) -> None:
+        with self._lock:
+            stats = self._stats.setdefault(name, ToolStats())
+            stats.count += 1
+            stats.failures += 0 if success else 1
+            stats.total_ms += duration_ms
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            calls = {n: s.as_dict() for n, s in sorted(self._stats.items()) if s.count}
+        return {"total": len(self._tools), "by_category": self.categories(), "calls": calls}
+
+    # -- export -------------------------------------------------------------------------------
+    def export(
+        self, fmt: ExportFormat = "native", names: Iterable[str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        specs = self.list() if names is None else [self.get(n) for n in names]
+        return [export_tool(s, fmt) for s in specs]
