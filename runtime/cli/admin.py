@@ -1,0 +1,135 @@
+"""``runtime policy``, ``runtime audit`` and ``runtime doctor``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runtime.cli.app import _err, _out, _read_call, app
+from runtime.cli.exitcodes import EX_INTERNAL, EX_INVALID, EX_OK, EX_USAGE
+from runtime.errors import ConfigError, RuntimeToolError
+
+__all__ = ["audit_app", "policy_app"]
+
+policy_app = typer.Typer(help="Inspect policies.", no_args_is_help=True)
+audit_app = typer.Typer(help="Verify, read and export the audit log.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+app.add_typer(audit_app, name="audit")
+
+
+@policy_app.command("check")
+def policy_check(
+    policy: Annotated[str, typer.Argument(help="Policy file (TOML), or 'default'.")],
+    call: Annotated[str, typer.Argument(help="Call file (JSON) or '-'.")],
+    profile: Annotated[str | None, typer.Option(help="Agent profile.")] = None,
+    tools_dir: Annotated[list[Path] | None, typer.Option("--tools-dir")] = None,
+) -> None:
+    """Print the policy's decision for CALL as JSON (action, rule id, reasons)."""
+    from runtime.catalogue import Catalogue
+    from runtime.policy import Policy
+    from runtime.shapes import parse_call_bytes
+
+    try:
+        pol = Policy.default() if policy == "default" else Policy.load(policy)
+        catalogue = Catalogue(folders=tools_dir or ())
+    except ConfigError as exc:
+        _err(f"runtime: {exc.message}")
+        _out({"error": {"type": "config_error", "message": exc.message, **exc.details}})
+        raise typer.Exit(EX_USAGE) from exc
+    try:
+        tc = parse_call_bytes(_read_call(call))
+        spec = catalogue.get(tc.tool)
+        catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
+        decision = pol.decide(tc, spec, profile=profile)
+    except RuntimeToolError as exc:
+        _out({"error": {"type": str(exc.error_type), "message": exc.message}})
+        raise typer.Exit(EX_INVALID) from exc
+    _out(
+        {
+            "tool": tc.tool,
+            "action": decision.action,
+            "rule": decision.rule,
+            "reasons": decision.reasons,
+            "limits": decision.limits.model_dump(),
+            "profile": decision.profile,
+        }
+    )
+
+
+def _audit_log(audit: Path | None, workspace: Path) -> Any:
+    from runtime.audit import AuditLog
+
+    path = audit or workspace / ".runtime" / "audit.db"
+    if not path.exists():
+        _err(f"runtime: no audit log at {path}")
+        raise typer.Exit(EX_USAGE)
+    return AuditLog(path)
+
+
+AuditOpt = Annotated[Path | None, typer.Option("--audit", help="Audit database.")]
+WorkspaceOpt = Annotated[Path, typer.Option(help="Workspace (default audit location).")]
+
+
+@audit_app.command("verify")
+def audit_verify(audit: AuditOpt = None, workspace: WorkspaceOpt = Path("workspace")) -> None:
+    """Check the hash chain; name the first bad record."""
+    try:
+        with _audit_log(audit, workspace) as log:
+            report = log.verify()
+            interrupted = log.interrupted()
+    except RuntimeToolError as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
+    _out(
+        {
+            "ok": report.ok,
+            "records": report.count,
+            "first_bad": report.first_bad,
+            "reason": report.reason,
+            "interrupted": interrupted,
+        }
+    )
+    raise typer.Exit(EX_OK if report.ok else 1)
+
+
+@audit_app.command("tail")
+def audit_tail(
+    n: Annotated[int, typer.Option("-n", help="Number of records.")] = 20,
+    audit: AuditOpt = None,
+    workspace: WorkspaceOpt = Path("workspace"),
+) -> None:
+    """Print the last N records as JSON lines."""
+    with _audit_log(audit, workspace) as log:
+        for record in log.tail(n):
+            sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+
+
+@audit_app.command("export")
+def audit_export(
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="JSON lines (OpenTelemetry keys).")] = True,
+    audit: AuditOpt = None,
+    workspace: WorkspaceOpt = Path("workspace"),
+) -> None:
+    """Export every record (OpenTelemetry GenAI keys next to ours)."""
+    with _audit_log(audit, workspace) as log:
+        log.export_jsonl(sys.stdout)
+
+
+@app.command("doctor")
+def doctor() -> None:
+    """Report which isolation mechanisms this host offers."""
+    from runtime.backends.sandbox import probe_host
+
+    caps = probe_host().as_dict()
+    wasm: dict[str, Any]
+    try:
+        import wasmtime
+
+        wasm = {"available": True, "wasmtime": getattr(wasmtime, "__version__", "?")}
+    except ImportError as exc:  # pragma: no cover - a hard dependency
+        wasm = {"available": False, "error": str(exc)}
+    _out({"sandbox": caps, "wasm": wasm})

@@ -1,0 +1,147 @@
+"""The ``runtime`` command line (DESIGN §7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runtime.cli.exitcodes import EX_USAGE, exit_code_for
+from runtime.errors import ConfigError, RuntimeToolError
+from runtime.models import Decision, ToolCall, ToolResult
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="runtime",
+    help="A secure execution runtime for untrusted LLM tool calls.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _out(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+
+
+def _read_call(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read(1_048_576 + 1)
+    try:
+        with open(source, "rb") as fh:
+            return fh.read(1_048_576 + 1)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read call file {source!r}: {exc.strerror}") from exc
+
+
+def _tty_prompt(prompt: str) -> str | None:
+    """Ask on the controlling terminal (stdin may be the call itself)."""
+    try:
+        with open("/dev/tty", "r+", encoding="utf-8") as tty:
+            tty.write(prompt)
+            tty.flush()
+            return tty.readline().strip()
+    except OSError:
+        return None
+
+
+def _approver(auto: bool) -> Any:
+    def approve(call: ToolCall, decision: Decision) -> bool:
+        if auto:
+            return True
+        reasons = "; ".join(decision.reasons) or decision.rule
+        answer = _tty_prompt(
+            f"runtime: {call.tool} {json.dumps(call.arguments)[:200]}\n"
+            f"  policy asks ({reasons}). Run it? [y/N] "
+        )
+        return (answer or "").lower() in ("y", "yes")
+
+    if auto or ((sys.stdin.isatty() or os.path.exists("/dev/tty")) and sys.stderr.isatty()):
+        return approve
+    return None
+
+
+def _ask_user(question: str, options: list[str] | None) -> str:
+    suffix = f" [{' / '.join(options)}]" if options else ""
+    answer = _tty_prompt(f"{question}{suffix}\n> ")
+    if answer is None:
+        raise RuntimeToolError("no terminal to ask the user")
+    return answer
+
+
+def _human(result: ToolResult) -> None:
+    if result.success:
+        _out(result.result)
+    else:
+        assert result.error is not None
+        _err(f"{result.tool}: {result.error.type}: {result.error.message}")
+
+
+@app.command("exec")
+def exec_(  # noqa: PLR0917 - typer maps parameters to options
+    call: Annotated[str, typer.Argument(help="Call file (JSON) or '-' for stdin.")],
+    policy: Annotated[Path | None, typer.Option(help="Policy file (TOML).")] = None,
+    workspace: Annotated[Path, typer.Option(help="Workspace directory.")] = Path("workspace"),
+    audit: Annotated[Path | None, typer.Option(help="Audit database (SQLite).")] = None,
+    approve: Annotated[bool, typer.Option(help="Approve 'ask' decisions.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ToolResult JSON.")] = False,
+    profile: Annotated[str | None, typer.Option(help="Agent profile of the policy.")] = None,
+    tools_dir: Annotated[
+        list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
+    ] = None,
+) -> None:
+    """Run one tool call and print its result."""
+    from runtime.broker import SyncBroker
+
+    raw = _read_call(call)
+    try:
+        broker = SyncBroker(
+            workspace=workspace,
+            policy=policy,
+            audit=audit,
+            approver=_approver(approve),
+            ask_user=_ask_user if sys.stderr.isatty() else None,
+            profile=profile,
+            tool_folders=tools_dir or (),
+        )
+        with broker:
+            result = broker.call(raw)
+    except ConfigError as exc:
+        _err(f"runtime: {exc.message}")
+        # A policy or manifest file that does not load is a usage error: nothing ran.
+        raise typer.Exit(EX_USAGE) from exc
+    if as_json or not sys.stdout.isatty():
+        _out(result.to_json_dict())
+    else:
+        _human(result)
+    raise typer.Exit(exit_code_for(result))
+
+
+@app.command("tools")
+def tools(
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="native | openai | openai-responses | anthropic | mcp"),
+    ] = "native",
+    tools_dir: Annotated[
+        list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
+    ] = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+) -> None:
+    """Print the tool definitions as JSON."""
+    from runtime.catalogue import EXPORT_FORMATS, Catalogue, export_tool
+
+    if fmt not in EXPORT_FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(EXPORT_FORMATS)}")
+    catalogue = Catalogue(folders=tools_dir or ())
+    specs = catalogue.list_by_category(category) if category else catalogue.list()
+    _out([export_tool(s, fmt) for s in specs])
