@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import pytest
 from runtime.backends.base import ExecRequest
 from runtime.backends.mock import MockBackend
 from runtime.broker import Event
-from runtime.errors import ResourceLimitExceeded, ToolFailed
+from runtime.errors import AuditError, ResourceLimitExceeded, ToolFailed
 from runtime.models import Decision, ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -177,25 +176,19 @@ async def test_cancellation_recorded_and_propagated(make_broker: MakeBroker) -> 
         assert broker.audit.verify().ok
 
 
-async def test_audit_failure_fails_closed(make_broker: MakeBroker, tmp_path: Path) -> None:
+async def test_audit_failure_fails_closed(make_broker: MakeBroker) -> None:
     backend = MockBackend()
-    audit = tmp_path / "audit.db"
-    async with make_broker(backend=backend, audit=audit) as broker:
+    async with make_broker(backend=backend) as broker:
         assert (await broker.call({"tool": "echo", "arguments": {}})).success
-        broker.audit.close()
-        audit.chmod(0o400)
-        try:
-            with sqlite3.connect(audit) as db:  # make writes impossible even for root
-                db.execute("PRAGMA query_only = 1")
-            broker.audit = type(broker.audit)(audit)
-            audit.unlink()
-            (tmp_path / "audit.db-wal").unlink(missing_ok=True)
-            audit.mkdir()  # the path is now a directory: nothing can be written there
-            result = await broker.call({"tool": "echo", "arguments": {}})
-        finally:
-            audit.chmod(0o700)
+
+        def broken(**_: Any) -> None:
+            raise AuditError("disk full")
+
+        broker.audit.record_request = broken
+        result = await broker.call({"tool": "echo", "arguments": {}})
     assert result.error is not None and result.error.type == "internal_error"
     assert result.error.details.get("fail_closed") is True
+    assert "disk full" in result.error.message
     assert len(backend.requests) == 1  # the second call never ran
 
 
