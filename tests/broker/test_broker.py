@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime.backends.base import ExecRequest
+from runtime.backends.mock import MockBackend
+from runtime.broker import Event
+from runtime.errors import AuditError, ResourceLimitExceeded, ToolFailed
+from runtime.models import Decision, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+MakeBroker = Callable[..., Any]
+
+
+async def test_success_result_json(make_broker: MakeBroker) -> None:
+    async with make_broker(lambda r: {"echo": r.arguments["text"]}) as broker:
+        result = await broker.call({"tool": "echo", "arguments": {"text": "hi"}, "call_id": "c1"})
+    assert result.success
+    assert result.result == {"echo": "hi"}
+    assert result.error is None
+    assert result.call_id == "c1"
+    assert result.backend == "mock"
+    assert result.decision is not None and result.decision["action"] == "allow"
+    data = result.to_json_dict()
+    for key in (
+        "call_id",
+        "tool",
+        "success",
+        "result",
+        "error",
+        "started_at",
+        "completed_at",
+        "duration_ms",
+        "backend",
+        "usage",
+        "decision",
+    ):
+        assert key in data
+    assert set(data["decision"]) == {"action", "rule"}
+
+
+@pytest.mark.parametrize(
+    ("call", "etype"),
+    [
+        ({"tool": "nope", "arguments": {}}, "tool_not_found"),
+        ({"tool": "echo", "arguments": {"text": 3}}, "invalid_arguments"),
+        ({"tool": "echo", "arguments": {"extra": "x"}}, "invalid_arguments"),
+        ({"weird": True}, "invalid_arguments"),
+        ('{"tool": "echo", "arguments": ', "invalid_arguments"),
+        ({"tool": "http_get", "arguments": {"url": "http://127.0.0.1/"}}, "policy_denied"),
+    ],
+)
+async def test_errors_are_results(make_broker: MakeBroker, call: Any, etype: str) -> None:
+    backend = MockBackend()
+    async with make_broker(backend=backend) as broker:
+        result = await broker.call(call)
+        assert not result.success
+        assert result.error is not None and result.error.type == etype
+        assert result.error.message
+        assert backend.requests == []  # nothing ran
+        # every call is audited, refused ones too, and the chain verifies
+        assert broker.audit.verify().ok
+        assert [r.kind for r in broker.audit.tail(2)] == ["request", "completion"]
+
+
+async def test_tool_errors_map_to_types(make_broker: MakeBroker) -> None:
+    def handler(req: ExecRequest) -> Any:
+        if req.arguments.get("text") == "fail":
+            raise ToolFailed("it broke")
+        if req.arguments.get("text") == "mem":
+            raise ResourceLimitExceeded("out of memory", usage={"max_rss_kb": 999})
+        if req.arguments.get("text") == "bug":
+            raise KeyError("oops")
+        return {"big": "x" * 2_000_000}
+
+    async with make_broker(handler) as broker:
+        r1 = await broker.call({"tool": "echo", "arguments": {"text": "fail"}})
+        r2 = await broker.call({"tool": "echo", "arguments": {"text": "mem"}})
+        r3 = await broker.call({"tool": "echo", "arguments": {"text": "bug"}})
+        r4 = await broker.call({"tool": "echo", "arguments": {"text": "big"}})
+        assert broker.audit.verify().ok
+    assert r1.error and r1.error.type == "tool_error" and r1.error.message == "it broke"
+    assert r2.error and r2.error.type == "resource_limit" and r2.usage.max_rss_kb == 999
+    assert r3.error and r3.error.type == "internal_error"
+    assert r4.error and r4.error.type == "output_too_large"
+    assert r4.error.details["preview"].startswith('{"big"')
+
+
+async def test_result_schema_checked(make_broker: MakeBroker) -> None:
+    async with make_broker(lambda r: ["not", "an", "object"]) as broker:
+        result = await broker.call({"tool": "echo", "arguments": {}})
+    assert result.error and result.error.type == "tool_error"
+    assert "schema" in result.error.message
+
+
+async def test_ask_without_approver_then_with(make_broker: MakeBroker) -> None:
+    def ask_everything(call: ToolCall, spec: Any, *, profile: str | None = None) -> Decision:
+        return Decision(action="ask", rule="test.ask", reasons=["needs a human"])
+
+    seen: list[str] = []
+
+    async def approver(call: ToolCall, decision: Decision) -> bool:
+        seen.append(decision.rule)
+        return call.arguments.get("text") == "yes"
+
+    async with make_broker() as broker:
+        broker.policy.decide = ask_everything
+        r = await broker.call({"tool": "echo", "arguments": {"text": "yes"}})
+        assert r.error and r.error.type == "approval_required"
+        broker.approver = approver
+        assert (await broker.call({"tool": "echo", "arguments": {"text": "yes"}})).success
+        r = await broker.call({"tool": "echo", "arguments": {"text": "no"}})
+        assert r.error and r.error.type == "policy_denied"
+    assert seen == ["test.ask", "test.ask"]
+
+
+async def test_events_callback_and_stream(make_broker: MakeBroker) -> None:
+    got: list[Event] = []
+    async with make_broker(on_event=got.append) as broker, broker.subscribe() as stream:
+        await broker.call({"tool": "echo", "arguments": {}})
+        await broker.call({"tool": "http_get", "arguments": {"url": "http://x/"}})
+        await broker.call({"tool": "nope", "arguments": {}})
+        kinds = []
+        async for ev in stream:
+            kinds.append(ev.kind)
+            if len(kinds) == 6:
+                break
+    assert kinds == ["requested", "completed", "requested", "denied", "requested", "failed"]
+    assert [e.kind for e in got] == kinds
+
+
+async def test_event_callback_errors_do_not_break_calls(make_broker: MakeBroker) -> None:
+    def bad(_: Event) -> None:
+        raise RuntimeError("callback bug")
+
+    async with make_broker(on_event=bad) as broker:
+        assert (await broker.call({"tool": "echo", "arguments": {}})).success
+
+
+async def test_concurrency_limiter(make_broker: MakeBroker) -> None:
+    running = 0
+    peak = 0
+
+    async def handler(_: ExecRequest) -> Any:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.01)
+        running -= 1
+        return {}
+
+    async with make_broker(handler) as broker:
+        limit = broker.policy.max_concurrent
+        async with anyio.create_task_group() as tg:
+            for _ in range(limit * 4):
+                tg.start_soon(broker.call, {"tool": "echo", "arguments": {}})
+    assert peak == limit
+
+
+async def test_cancellation_recorded_and_propagated(make_broker: MakeBroker) -> None:
+    async def slow(_: ExecRequest) -> Any:
+        await anyio.sleep(30)
+
+    async with make_broker(slow) as broker:
+        with anyio.move_on_after(0.1) as scope:
+            await broker.call({"tool": "echo", "arguments": {}, "call_id": "c-cancel"})
+        assert scope.cancelled_caught
+        last = broker.audit.tail(1)[0]
+        assert (last.call_id, last.kind, last.outcome) == ("c-cancel", "completion", "cancelled")
+        assert broker.audit.verify().ok
+
+
+async def test_audit_failure_fails_closed(make_broker: MakeBroker) -> None:
+    backend = MockBackend()
+    async with make_broker(backend=backend) as broker:
+        assert (await broker.call({"tool": "echo", "arguments": {}})).success
+
+        def broken(**_: Any) -> None:
+            raise AuditError("disk full")
+
+        broker.audit.record_request = broken
+        result = await broker.call({"tool": "echo", "arguments": {}})
+    assert result.error is not None and result.error.type == "internal_error"
+    assert result.error.details.get("fail_closed") is True
+    assert "disk full" in result.error.message
+    assert len(backend.requests) == 1  # the second call never ran
+
+
+async def test_budget_per_session(make_broker: MakeBroker) -> None:
+    async with make_broker() as broker:
+        broker.policy.budget = lambda tool: 2 if tool == "echo" else None
+        for _ in range(2):
+            assert (await broker.call({"tool": "echo", "arguments": {}})).success
+        r = await broker.call({"tool": "echo", "arguments": {}})
+        assert r.error and r.error.type == "policy_denied" and r.decision
+        assert r.decision["rule"] == "budget.echo"
+        assert (await broker.call({"tool": "echo", "arguments": {}}, session="other")).success
+
+
+async def test_redaction_in_audit(make_broker: MakeBroker) -> None:
+    async with make_broker() as broker:
+        await broker.call({"tool": "echo", "arguments": {"token": "s3cr3t-value"}})
+        request = broker.audit.tail(2)[0]
+    assert "s3cr3t-value" not in str(request.arguments)
+
+
+async def test_stats_recorded(make_broker: MakeBroker) -> None:
+    async with make_broker() as broker:
+        await broker.call({"tool": "echo", "arguments": {}})
+        await broker.call({"tool": "echo", "arguments": {"text": 1}})
+        stats = broker.catalogue.stats()["calls"]["echo"]
+    assert stats["count"] == 2 and stats["failures"] == 1
+
+
+def test_sync_broker(tmp_path: Path, catalogue: Any) -> None:
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(
+        workspace=tmp_path / "ws", catalogue=catalogue, backends={"mock": MockBackend()}
+    ) as broker:
+        result = broker.call({"type": "tool_use", "id": "t1", "name": "echo", "input": {}})
+        assert result.success and result.call_id == "t1"
+        assert broker.catalogue is catalogue
+    with pytest.raises(RuntimeError, match="not open"):
+        broker.call({"tool": "echo"})
