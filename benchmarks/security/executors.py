@@ -1,0 +1,246 @@
+"""Backends under test: ``ours`` (the runtime's broker) and the two baselines.
+
+Every executor takes one case's fixture, runs calls, and gives back :class:`CallRecord` s.
+The runner and the oracles never know which executor produced them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from .fixtures import CaseFixture, Servers
+from .oracles import BenchLimits, CallRecord
+from .procs import BASELINE_UID, kill_pids, our_processes
+
+__all__ = ["BACKENDS", "BaselineExecutor", "Executor", "OursExecutor", "make_executor"]
+
+BACKENDS = ("ours", "baseline-seed", "baseline-none")
+_WORKER = Path(__file__).resolve().parent / "baselines.py"
+_PYTHON = sys.executable
+
+
+class Executor(Protocol):
+    name: str
+    owner: int | None
+
+    def open_case(self, fx: CaseFixture) -> None: ...
+    def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord: ...
+    def followup_ok(self) -> bool: ...
+    def close_case(self) -> None: ...
+    def close(self) -> None: ...
+
+
+# ------------------------------------------------------------------------------------------
+# ours
+
+
+def bench_policy(servers: Servers, limits: BenchLimits) -> Any:
+    """The policy ``ours`` runs under: the default policy's rules, the bench limits, and the
+    one allowed host (127.0.0.3) so that the network tools are exercised, not just denied."""
+    from runtime.policy import Policy
+
+    text = f"""
+[defaults]
+timeout_s = {limits.timeout_s}
+memory_mb = {limits.memory_mb}
+pids = {limits.pids}
+output_bytes = {limits.output_bytes}
+fsize_mb = {limits.fsize_mb}
+
+[tools]
+http_get = "allow"
+http_post = "allow"
+http_request = "allow"
+web_fetch = "allow"
+web_search = "allow"
+
+[network]
+allow = ["127.0.0.3"]
+search_endpoint = "http://127.0.0.3:{servers.allowed_port}/search"
+"""
+    loads = getattr(Policy, "loads", None) or getattr(Policy, "from_toml", None)
+    if loads is None:
+        return Policy.default()
+    try:
+        return loads(text)
+    except Exception:  # the policy format is the policy engine's; fall back to its default
+        return Policy.default()
+
+
+class OursExecutor:
+    """The runtime itself: a fresh :class:`runtime.broker.SyncBroker` per case (the
+    workspace is per case), strict sandbox mode, an approver that says yes to everything (so
+    the wall is measured, not the human), and ``ask_user`` answering with the first option."""
+
+    name = "ours"
+    owner: int | None = None
+
+    def __init__(self, servers: Servers, limits: BenchLimits, policy: Any = None) -> None:
+        self.servers = servers
+        self.limits = limits
+        self._policy = policy
+        self._broker: Any = None
+
+    def open_case(self, fx: CaseFixture) -> None:
+        from runtime.broker import SyncBroker
+
+        if self._policy is None:
+            self._policy = bench_policy(self.servers, self.limits)
+        self._broker = SyncBroker(
+            workspace=fx.ws,
+            policy=self._policy,
+            approver=lambda call, decision: True,
+            ask_user=lambda question, options: (options or ["yes"])[0],
+            sandbox_mode="strict",
+        )
+        self._broker.open()
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
+        t0 = time.monotonic()
+        res = self._broker.call({"tool": tool, "arguments": arguments})
+        dur = time.monotonic() - t0
+        err = res.error
+        return CallRecord(
+            tool=tool,
+            arguments=arguments,
+            success=bool(res.success),
+            result=res.result,
+            error_type=str(err.type) if err else None,
+            error_message=str(err.message) if err else "",
+            duration_s=dur,
+        )
+
+    def followup_ok(self) -> bool:
+        rec = self.call("current_time", {})
+        return rec.success
+
+    def close_case(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+    def close(self) -> None:
+        self.close_case()
+
+
+# ------------------------------------------------------------------------------------------
+# baselines
+
+
+def _harness_rlimits() -> None:
+    # Harness safety for a shared host, set above every oracle threshold so that an
+    # uncontained baseline still shows as an overrun: processes of the private uid, memory,
+    # file size, open files.
+    resource.setrlimit(resource.RLIMIT_NPROC, (400, 400))
+    resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (700 << 20, 700 << 20))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.setsid()
+
+
+class BaselineExecutor:
+    """``baseline-seed`` / ``baseline-none``: one worker process per call, as the private
+    uid (via setpriv when the runner is root), in the case's throwaway tree."""
+
+    owner: int | None
+
+    def __init__(self, mode: str, servers: Servers, limits: BenchLimits) -> None:
+        assert mode in ("seed", "none")
+        self.mode = mode
+        self.name = f"baseline-{mode}"
+        self.servers = servers
+        self.limits = limits
+        self.owner = BASELINE_UID if os.geteuid() == 0 else None
+        self._fx: CaseFixture | None = None
+
+    def open_case(self, fx: CaseFixture) -> None:
+        self._fx = fx
+        state = fx.harness / "baseline-state.json"
+        state.write_text('{"env": {}, "snippets": {}}')
+        if self.owner is not None:
+            os.chown(state, self.owner, self.owner)
+
+    def _argv(self) -> list[str]:
+        argv = [_PYTHON, "-I", str(_WORKER)]
+        if self.owner is None:
+            return argv
+        uid = str(self.owner)
+        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", *argv]
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
+        fx = self._fx
+        assert fx is not None
+        req = {
+            "mode": self.mode, "tool": tool, "arguments": arguments,
+            "workspace": str(fx.ws), "case_root": str(fx.root),
+            "timeout_s": self.limits.timeout_s,
+            "state_file": str(fx.harness / "baseline-state.json"),
+        }
+        env = dict(os.environ)
+        env["SECBENCH_ALLOWED_PORT"] = str(self.servers.allowed_port)
+        env["HOME"] = str(fx.ws)
+        env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+        hard_cap = self.limits.timeout_s + self.limits.time_slack_s + 5
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            self._argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, cwd=fx.ws, env=env, preexec_fn=_harness_rlimits,
+        )
+        try:
+            out, _ = proc.communicate(json.dumps(req).encode(), timeout=hard_cap)
+        except subprocess.TimeoutExpired:
+            # The baseline itself never returned: stop it (and everything of its uid).
+            self._kill_all(proc)
+            out = b""
+        dur = time.monotonic() - t0
+        try:
+            data = json.loads(out)
+        except ValueError:
+            data = {"success": False, "result": None,
+                    "error": {"type": "tool_error", "message": "worker died or hung"},
+                    "harness_blocked": []}
+        err = data.get("error") or {}
+        return CallRecord(
+            tool=tool, arguments=arguments, success=bool(data["success"]),
+            result=data.get("result"), error_type=err.get("type"),
+            error_message=str(err.get("message", "")), duration_s=dur,
+            harness_blocked=list(data.get("harness_blocked", [])),
+        )
+
+    def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
+        pids = [proc.pid]
+        if self.owner is not None:
+            pids += list(our_processes())
+        kill_pids(sorted(set(pids) - {os.getpid()}))
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def followup_ok(self) -> bool:
+        return True
+
+    def close_case(self) -> None:
+        self._fx = None
+
+    def close(self) -> None:
+        self._fx = None
+
+
+def make_executor(name: str, servers: Servers, limits: BenchLimits) -> Executor:
+    if name == "ours":
+        return OursExecutor(servers, limits)
+    if name == "baseline-seed":
+        return BaselineExecutor("seed", servers, limits)
+    if name == "baseline-none":
+        return BaselineExecutor("none", servers, limits)
+    raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")

@@ -1,0 +1,188 @@
+"""Effect oracles: a case is scored on what happened, never on whether a call was refused.
+
+An attack case is *contained* when none of these effects is observed (every effect is checked
+for every case, whatever it aims at, so no oracle can pass vacuously):
+
+- ``leak``: a canary token (file content, file name, protected in-workspace secret, listener
+  or metadata body, the host's secret environment variable) appears in any result, in any
+  encoding the harness knows, and the caller did not pass it in itself;
+- ``write``: the watched trees changed (content, mtime, mode, a new or removed entry beside
+  the canaries, a protected file in the workspace, a nonce-named file in a shared temp dir,
+  the workspace root gone), or a baseline tried an outside write the harness had to stop;
+- ``connect``: the listener or the metadata stand-in saw a connection, or a baseline tried to
+  reach a non-loopback address the harness had to stop;
+- ``survivors``: processes created during the case still alive after it;
+- ``resources``: a call ran past its timeout plus slack, memory or process count grew beyond
+  the limits, a result exceeded the output cap, or a file beyond the size cap appeared;
+- ``responsive``: the host (or the backend, for a follow-up call) stopped answering.
+
+A benign case passes when every call it needs succeeded and its expectations hold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .corpus import Case, fill
+
+__all__ = ["BenchLimits", "CallRecord", "Observation", "Verdict", "score"]
+
+
+@dataclass(frozen=True)
+class BenchLimits:
+    """The limits every backend is held to (the bench policy sets the same for ``ours``)."""
+
+    timeout_s: float = 5.0
+    memory_mb: int = 256
+    pids: int = 64
+    output_bytes: int = 1 << 20
+    fsize_mb: int = 64
+    #: Grace the oracles allow beyond a limit before calling it an overrun.
+    time_slack_s: float = 5.0
+
+
+@dataclass
+class CallRecord:
+    tool: str
+    arguments: dict[str, Any]
+    success: bool
+    result: Any
+    error_type: str | None
+    error_message: str
+    duration_s: float
+    text: str = ""
+    #: Baselines only: actions the harness refused to let the baseline perform
+    #: ("write:/path", "connect:host"), scored as if they had happened.
+    harness_blocked: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            self.text = json.dumps(
+                {"result": self.result, "error": self.error_message}, ensure_ascii=False,
+                default=str,
+            )
+
+
+@dataclass
+class Observation:
+    """Everything the harness measured around one case."""
+
+    calls: list[CallRecord]
+    fs_changes: list[str] = field(default_factory=list)
+    connections: dict[str, int] = field(default_factory=dict)
+    survivors: list[str] = field(default_factory=list)
+    peak_rss_delta_mb: float = 0.0
+    peak_procs_delta: int = 0
+    big_files: list[str] = field(default_factory=list)
+    host_ok: bool = True
+    followup_ok: bool = True
+    workspace: Path | None = None
+    values: dict[str, str] = field(default_factory=dict)
+    needles: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    case_id: str
+    cls: str
+    benign: bool
+    ok: bool
+    effects: list[str]
+    detail: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.case_id, "class": self.cls, "benign": self.benign, "ok": self.ok,
+                "effects": self.effects, "detail": self.detail}
+
+
+def _leaks(obs: Observation) -> list[str]:
+    found = []
+    for rec in obs.calls:
+        args_text = json.dumps(rec.arguments, ensure_ascii=False, default=str)
+        for name, forms in obs.needles.items():
+            for form in forms:
+                if form in rec.text and form not in args_text:
+                    found.append(f"{name} in {rec.tool} result")
+                    break
+    return sorted(set(found))
+
+
+def _resources(obs: Observation, limits: BenchLimits) -> list[str]:
+    out = []
+    for rec in obs.calls:
+        if rec.duration_s > limits.timeout_s + limits.time_slack_s:
+            out.append(f"{rec.tool} ran {rec.duration_s:.1f}s (limit {limits.timeout_s}s)")
+        if len(rec.text.encode("utf-8", "replace")) > 2 * limits.output_bytes + 65536:
+            out.append(f"{rec.tool} returned {len(rec.text)} chars")
+    if obs.peak_rss_delta_mb > 1.5 * limits.memory_mb:
+        out.append(f"memory grew {obs.peak_rss_delta_mb:.0f} MiB (limit {limits.memory_mb})")
+    if obs.peak_procs_delta > 2 * limits.pids:
+        out.append(f"{obs.peak_procs_delta} extra processes (limit {limits.pids})")
+    out.extend(f"oversized file {f}" for f in obs.big_files)
+    return out
+
+
+def _benign(case: Case, obs: Observation) -> list[str]:
+    problems = []
+    for exp in fill(case.oracle["expect"], obs.values):
+        check = exp["check"]
+        if "call" in exp:
+            if exp["call"] >= len(obs.calls):
+                problems.append(f"call {exp['call']} did not run")
+                continue
+            rec = obs.calls[exp["call"]]
+            if check == "success" and not rec.success:
+                problems.append(f"call {exp['call']} ({rec.tool}) failed: "
+                                f"{rec.error_type}: {rec.error_message[:200]}")
+            elif check == "result_contains" and (
+                not rec.success or exp["text"] not in rec.text
+            ):
+                problems.append(f"call {exp['call']} result lacks {exp['text']!r}")
+            continue
+        assert obs.workspace is not None
+        path = obs.workspace / exp["path"]
+        if check == "file_content":
+            try:
+                data = path.read_bytes().decode("utf-8", "replace")
+            except OSError as exc:
+                problems.append(f"{exp['path']}: {exc.strerror}")
+                continue
+            if data != exp["text"]:
+                problems.append(f"{exp['path']} holds {data[:80]!r}")
+        elif check == "absent" and (path.exists() or path.is_symlink()):
+            problems.append(f"{exp['path']} still exists")
+        elif check == "exists" and not path.exists():
+            problems.append(f"{exp['path']} missing")
+    return problems
+
+
+def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
+    if case.benign:
+        problems = _benign(case, obs)
+        if not obs.host_ok:
+            problems.append("host stopped answering")
+        return Verdict(case.id, case.cls, True, not problems, [], problems)
+    effects: dict[str, list[str]] = {}
+    blocked = [b for rec in obs.calls for b in rec.harness_blocked]
+    if leaks := _leaks(obs):
+        effects["leak"] = leaks
+    writes = list(obs.fs_changes) + [b for b in blocked if b.startswith("write:")]
+    if writes:
+        effects["write"] = writes
+    conns = [f"{k}: {v}" for k, v in sorted(obs.connections.items()) if v]
+    conns += [b for b in blocked if b.startswith("connect:")]
+    if conns:
+        effects["connect"] = conns
+    if obs.survivors:
+        effects["survivors"] = list(obs.survivors)
+    if res := _resources(obs, limits):
+        effects["resources"] = res
+    if not obs.host_ok or not obs.followup_ok:
+        effects["responsive"] = [
+            "host stopped answering" if not obs.host_ok else "follow-up call failed"
+        ]
+    detail = [f"{k}: {v}" for k, vs in effects.items() for v in vs]
+    return Verdict(case.id, case.cls, False, not effects, sorted(effects), detail[:20])

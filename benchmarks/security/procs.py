@@ -1,0 +1,133 @@
+"""The host's process table around a case: who is ours, peak use, survivors, clean-up.
+
+"Ours" means: descendants of this process (every backend's children are: the sandbox's
+fork-server and its pid namespaces hang below the broker, the baselines' workers below the
+runner), any process of the baselines' private uid (setsid/double-fork escapes are reparented
+away from us but keep the uid), and any process whose command line carries the case's nonce.
+Nothing else on the machine is ever counted or signalled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import psutil
+
+__all__ = ["BASELINE_UID", "Monitor", "host_responsive", "kill_pids", "our_processes"]
+
+#: A uid used by nothing else on the host: the baselines run as it, so every process it owns
+#: is one the harness started.
+BASELINE_UID = 64999
+
+
+def our_processes(nonce: str | None = None) -> dict[int, tuple[int, float]]:
+    """pid -> (rss bytes, create time) of every process that is ours (see module doc)."""
+    me = psutil.Process()
+    found: dict[int, tuple[int, float]] = {}
+    try:
+        kids = me.children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for p in kids:
+        try:
+            found[p.pid] = (p.memory_info().rss, p.create_time())
+        except psutil.Error:
+            continue
+    for p in psutil.process_iter(["uids", "cmdline"]):
+        if p.pid in found or p.pid == me.pid:
+            continue
+        try:
+            uids = p.info["uids"]
+            cmd = " ".join(p.info["cmdline"] or ())
+            if (uids and uids.real == BASELINE_UID) or (nonce and nonce in cmd):
+                found[p.pid] = (p.memory_info().rss, p.create_time())
+        except (psutil.Error, TypeError):
+            continue
+    return found
+
+
+class Monitor:
+    """Samples our processes (and this process's own RSS: the wasm backend runs in it) on a
+    thread while a case runs; keeps the peaks above the starting point."""
+
+    def __init__(self, nonce: str, interval_s: float = 0.05) -> None:
+        self.nonce = nonce
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.before = our_processes(nonce)
+        self._self = psutil.Process()
+        self._rss0 = sum(r for r, _ in self.before.values()) + self._self.memory_info().rss
+        self._n0 = len(self.before)
+        self.peak_rss_delta = 0
+        self.peak_procs_delta = 0
+
+    def _sample(self) -> None:
+        now = our_processes(self.nonce)
+        rss = sum(r for r, _ in now.values()) + self._self.memory_info().rss
+        self.peak_rss_delta = max(self.peak_rss_delta, rss - self._rss0)
+        self.peak_procs_delta = max(self.peak_procs_delta, len(now) - self._n0)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> Monitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def survivors(self, grace_s: float = 1.5) -> dict[int, str]:
+        """Processes that appeared during the case and are still alive after ``grace_s``."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            now = our_processes(self.nonce)
+            new = {
+                pid: ct for pid, (_, ct) in now.items()
+                if pid not in self.before or self.before[pid][1] != ct
+            }
+            if not new or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        out: dict[int, str] = {}
+        for pid in new:
+            try:
+                p = psutil.Process(pid)
+                if p.status() == psutil.STATUS_ZOMBIE and p.ppid() == os.getpid():
+                    continue  # our own unreaped child, not the case's
+                out[pid] = " ".join(p.cmdline())[:120] or p.name()
+            except psutil.Error:
+                continue
+        return out
+
+
+def kill_pids(pids: list[int]) -> None:
+    """SIGKILL exactly these pids (never by name), then reap what is ours."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    for pid in pids:
+        try:
+            psutil.Process(pid).wait(timeout=2)
+        except (psutil.Error, psutil.TimeoutExpired):
+            continue
+
+
+def host_responsive(timeout_s: float = 10.0) -> bool:
+    """The host still runs a program and answers in time."""
+    try:
+        subprocess.run(["/bin/true"], timeout=timeout_s, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True

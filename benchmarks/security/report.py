@@ -1,0 +1,184 @@
+"""Reports: a Markdown table and a self-contained HTML page with an inline-SVG chart.
+
+The HTML has no scripts and no external resources, so a reviewer can paste or attach it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from .corpus import CLASSES, Case
+
+__all__ = ["CLASS_NAMES", "html_report", "markdown_report", "markdown_table", "svg_chart",
+           "write_report"]
+
+CLASS_NAMES = {
+    "A": "filesystem containment",
+    "B": "command policy",
+    "C": "resource exhaustion",
+    "D": "isolation / kernel",
+    "E": "network / SSRF",
+    "F": "wasm guest",
+    "G": "cross-tool",
+    "H": "benign controls (passed)",
+}
+_COLOURS = {"ours": "#2b8a3e", "baseline-seed": "#e67700", "baseline-none": "#c92a2a"}
+
+
+def _cell(res: dict[str, Any], cls: str) -> tuple[int, int]:
+    pc = res["per_class"].get(cls)
+    if not pc:
+        return 0, 0
+    return pc.get("contained", pc.get("passed", 0)), pc["total"]
+
+
+def markdown_table(results: list[dict[str, Any]]) -> str:
+    head = "| class | " + " | ".join(r["backend"] for r in results) + " |"
+    sep = "|---|" + "---:|" * len(results)
+    rows = [head, sep]
+    for cls in CLASSES:
+        if not any(cls in r["per_class"] for r in results):
+            continue
+        cells = []
+        for r in results:
+            ok, total = _cell(r, cls)
+            cells.append(f"{ok}/{total}" if total else "-")
+        rows.append(f"| {cls} {CLASS_NAMES[cls]} | " + " | ".join(cells) + " |")
+    rows.append("| **attacks contained** | " + " | ".join(
+        f"**{r['contained']}/{r['total']}**" for r in results) + " |")
+    rows.append("| **benign passed** | " + " | ".join(
+        f"**{r['benign_passed']}/{r['benign_total']}**" for r in results) + " |")
+    rows.append("| time (s) | " + " | ".join(f"{r['duration_s']:.0f}" for r in results) + " |")
+    return "\n".join(rows)
+
+
+def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any],
+                    cases: list[Case]) -> str:
+    titles = {c.id: c.title for c in cases}
+    out = [
+        "# Security benchmark",
+        "",
+        f"{meta['date']} on {meta['machine']}; {meta['cases']} cases"
+        + (" (fast subset)" if meta.get("fast") else "") + ".",
+        "Attack rows count cases *contained* (no leak, write, connection, survivor, overrun or",
+        "hang observed); the benign row counts controls that succeeded with the right result.",
+        "",
+        markdown_table(results),
+        "",
+    ]
+    for r in results:
+        if not r["failures"]:
+            continue
+        out.append(f"## {r['backend']}: {len(r['failures'])} not contained / not passed")
+        out.append("")
+        for cid in r["failures"][:200]:
+            detail = "; ".join(r.get("failure_detail", {}).get(cid, []))[:300]
+            out.append(f"- `{cid}` {titles.get(cid, '')}: {detail}")
+        out.append("")
+    return "\n".join(out)
+
+
+def svg_chart(results: list[dict[str, Any]]) -> str:
+    """Grouped bars: per class, the share contained (passed for H) for each backend."""
+    classes = [c for c in CLASSES if any(c in r["per_class"] for r in results)]
+    bw, gap, group_gap, h, top, left = 18, 3, 22, 220, 20, 40
+    group_w = len(results) * (bw + gap) + group_gap
+    width = left + len(classes) * group_w + 160
+    height = top + h + 50
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="share of cases contained per class and backend">',
+        f'<line x1="{left}" y1="{top + h}" x2="{width - 150}" y2="{top + h}" stroke="#333"/>',
+    ]
+    for pct in (0, 50, 100):
+        y = top + h - h * pct / 100
+        parts.append(f'<text x="{left - 6}" y="{y + 4}" font-size="10" '
+                     f'text-anchor="end">{pct}%</text>')
+        parts.append(f'<line x1="{left}" y1="{y}" x2="{width - 150}" y2="{y}" '
+                     'stroke="#ddd"/>')
+    for i, cls in enumerate(classes):
+        x0 = left + i * group_w + group_gap / 2
+        for j, r in enumerate(results):
+            ok, total = _cell(r, cls)
+            frac = ok / total if total else 0.0
+            bh = h * frac
+            x = x0 + j * (bw + gap)
+            colour = _COLOURS.get(r["backend"], "#555")
+            parts.append(
+                f'<rect x="{x:.1f}" y="{top + h - bh:.1f}" width="{bw}" height="{bh:.1f}" '
+                f'fill="{colour}"><title>{html.escape(r["backend"])} {cls}: {ok}/{total}'
+                "</title></rect>"
+            )
+        parts.append(f'<text x="{x0 + len(results) * (bw + gap) / 2:.1f}" y="{top + h + 16}" '
+                     f'font-size="12" text-anchor="middle">{cls}</text>')
+    for j, r in enumerate(results):
+        y = top + 10 + j * 18
+        colour = _COLOURS.get(r["backend"], "#555")
+        parts.append(f'<rect x="{width - 140}" y="{y - 10}" width="12" height="12" '
+                     f'fill="{colour}"/>')
+        parts.append(f'<text x="{width - 122}" y="{y}" font-size="12">'
+                     f'{html.escape(r["backend"])}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list[Case]) -> str:
+    titles = {c.id: c.title for c in cases}
+    rows = []
+    for cls in CLASSES:
+        if not any(cls in r["per_class"] for r in results):
+            continue
+        cells = "".join(
+            f"<td>{ok}/{total}</td>" for ok, total in (_cell(r, cls) for r in results)
+        )
+        rows.append(f"<tr><th>{cls} {html.escape(CLASS_NAMES[cls])}</th>{cells}</tr>")
+    heads = "".join(f"<th>{html.escape(r['backend'])}</th>" for r in results)
+    totals = "".join(f"<td><b>{r['contained']}/{r['total']}</b></td>" for r in results)
+    benign = "".join(f"<td><b>{r['benign_passed']}/{r['benign_total']}</b></td>"
+                     for r in results)
+    times = "".join(f"<td>{r['duration_s']:.0f}</td>" for r in results)
+    fails = []
+    for r in results:
+        if not r["failures"]:
+            continue
+        items = "".join(
+            f"<li><code>{html.escape(cid)}</code> {html.escape(titles.get(cid, ''))}: "
+            f"{html.escape('; '.join(r.get('failure_detail', {}).get(cid, []))[:300])}</li>"
+            for cid in r["failures"][:200]
+        )
+        fails.append(f"<details><summary>{html.escape(r['backend'])}: "
+                     f"{len(r['failures'])} failures</summary><ul>{items}</ul></details>")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Security benchmark</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 70em; }}
+table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 4px 10px; }}
+td {{ text-align: right; }} th {{ text-align: left; }} code {{ font-size: 90%; }}
+</style></head><body>
+<h1>Security benchmark</h1>
+<p>{html.escape(meta['date'])} on {html.escape(meta['machine'])};
+{meta['cases']} cases{' (fast subset)' if meta.get('fast') else ''}.
+Attack classes count cases <em>contained</em> (no leak, write, connection, survivor, overrun
+or hang observed); H counts benign controls that succeeded with the right result.</p>
+{svg_chart(results)}
+<table><tr><th>class</th>{heads}</tr>
+{''.join(rows)}
+<tr><th>attacks contained</th>{totals}</tr>
+<tr><th>benign passed</th>{benign}</tr>
+<tr><th>time (s)</th>{times}</tr></table>
+{''.join(fails)}
+</body></html>
+"""
+
+
+def write_report(directory: Path, results: list[dict[str, Any]], meta: dict[str, Any],
+                 cases: list[Case]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "report.md").write_text(markdown_report(results, meta, cases), encoding="utf-8")
+    (directory / "report.html").write_text(html_report(results, meta, cases), encoding="utf-8")
+    (directory / "results.json").write_text(
+        json.dumps({"meta": meta, "results": results}, indent=1), encoding="utf-8"
+    )

@@ -1,0 +1,186 @@
+"""Run cases through an executor with fresh fixtures, observe, score, summarise.
+
+Order of one case: build fixtures → snapshot → start the resource monitor (and the swap
+racer for A6) → run the calls (``repeat`` times) → stop → follow-up call → survivors (then
+kill them, by pid) → snapshot again → oversized files → host check → score → remove the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .corpus import CLASSES, Case, fill
+from .executors import Executor
+from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
+from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
+from .procs import Monitor, host_responsive, kill_pids
+
+__all__ = ["Progress", "RunSummary", "run_case", "run_cases"]
+
+_HOST_SECRET_VAR = "SECBENCH_HOST_SECRET"
+
+
+@dataclass
+class RunSummary:
+    backend: str
+    verdicts: list[Verdict] = field(default_factory=list)
+    duration_s: float = 0.0
+    case_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        attacks = [v for v in self.verdicts if not v.benign]
+        benign = [v for v in self.verdicts if v.benign]
+        per_class: dict[str, dict[str, int]] = {}
+        for cls in CLASSES:
+            vs = [v for v in self.verdicts if v.cls == cls]
+            if not vs:
+                continue
+            key = "passed" if cls == "H" else "contained"
+            per_class[cls] = {"total": len(vs), key: sum(v.ok for v in vs)}
+            if cls != "H":
+                per_class[cls]["contained"] = per_class[cls].pop(key)
+        return {
+            "backend": self.backend,
+            "total": len(attacks),
+            "contained": sum(v.ok for v in attacks),
+            "benign_total": len(benign),
+            "benign_passed": sum(v.ok for v in benign),
+            "per_class": per_class,
+            "failures": [v.case_id for v in self.verdicts if not v.ok],
+            "failure_detail": {v.case_id: v.detail for v in self.verdicts if not v.ok},
+            "duration_s": round(self.duration_s, 2),
+        }
+
+
+class Progress:
+    """A one-line progress bar on a terminal stream (``\\r``), no dependency."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+        self.total = max(total, 1)
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.failed = 0
+        self.t0 = time.monotonic()
+
+    def step(self, case: Case, ok: bool) -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        width = 30
+        filled = int(width * self.done / self.total)
+        bar = "#" * filled + "-" * (width - filled)
+        el = time.monotonic() - self.t0
+        self.stream.write(
+            f"\r{self.label:<14} [{bar}] {self.done}/{self.total} "
+            f"fail {self.failed} {el:5.0f}s {case.id:<7}"
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _big_files(fx: CaseFixture, limits: BenchLimits) -> list[str]:
+    cap = int(limits.fsize_mb * 1.5) << 20
+    out = []
+    for dirpath, _dirs, files in os.walk(fx.ws):
+        for n in files:
+            p = os.path.join(dirpath, n)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if st.st_size > cap:
+                out.append(f"{os.path.relpath(p, fx.ws)} ({st.st_size >> 20} MiB)")
+        if len(out) > 5:
+            break
+    return out
+
+
+def run_case(
+    case: Case, executor: Executor, servers: Servers, base: Path, limits: BenchLimits
+) -> Verdict:
+    fx = CaseFixture(base, case, servers, owner=executor.owner)
+    old_secret = os.environ.get(_HOST_SECRET_VAR)
+    os.environ[_HOST_SECRET_VAR] = fx.tokens["host_secret"]
+    records: list[CallRecord] = []
+    followup = True
+    try:
+        before = snapshot(fx)
+        executor.open_case(fx)
+        calls = fill(case.calls, fx.values)
+        racer = SwapRacer(fx, case.race) if case.race else None
+        with Monitor(fx.nonce) as mon, racer if racer is not None else nullcontext():
+            for _ in range(case.repeat):
+                for c in calls:
+                    records.append(executor.call(c["tool"], c["arguments"]))
+        if not case.benign:
+            followup = executor.followup_ok()
+            if case.group == "F2":
+                followup = followup and all(r.success for r in records[1:])
+        executor.close_case()
+        survivors = mon.survivors()
+        kill_pids(sorted(survivors))
+        after = snapshot(fx)
+        obs = Observation(
+            calls=records,
+            fs_changes=before.diff(after),
+            connections=servers.counts(),
+            survivors=[f"{pid} {cmd}" for pid, cmd in sorted(survivors.items())],
+            peak_rss_delta_mb=mon.peak_rss_delta / (1 << 20),
+            peak_procs_delta=mon.peak_procs_delta,
+            big_files=_big_files(fx, limits),
+            host_ok=host_responsive(),
+            followup_ok=followup,
+            workspace=fx.ws,
+            values=fx.values,
+            needles=fx.leak_needles(),
+        )
+        return score(case, obs, limits)
+    finally:
+        executor.close_case()
+        if old_secret is None:
+            os.environ.pop(_HOST_SECRET_VAR, None)
+        else:
+            os.environ[_HOST_SECRET_VAR] = old_secret
+        fx.close()
+
+
+def run_cases(
+    cases: list[Case],
+    executor: Executor,
+    servers: Servers,
+    limits: BenchLimits,
+    progress: Progress | None = None,
+    on_verdict: Callable[[Verdict], None] | None = None,
+) -> RunSummary:
+    summary = RunSummary(backend=executor.name)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="secbench-") as tmp:
+        base = Path(tmp)
+        base.chmod(0o755)
+        for case in cases:
+            c0 = time.monotonic()
+            try:
+                verdict = run_case(case, executor, servers, base, limits)
+            except Exception as exc:  # a harness failure is scored, never hidden
+                verdict = Verdict(case.id, case.cls, case.benign, False, ["harness"],
+                                  [f"harness error: {type(exc).__name__}: {exc}"])
+            summary.case_seconds[case.id] = time.monotonic() - c0
+            summary.verdicts.append(verdict)
+            if progress is not None:
+                progress.step(case, verdict.ok)
+            if on_verdict is not None:
+                on_verdict(verdict)
+    executor.close()
+    summary.duration_s = time.monotonic() - t0
+    return summary

@@ -1,0 +1,117 @@
+"""``runtime bench security``: score backends on the attack corpus, side by side.
+
+    runtime bench security [--backend ours|baseline-seed|baseline-none|all] [--class X]
+                           [--json] [--report DIR] [--fast]
+
+``--backend`` may be repeated or comma-separated; ``all`` runs the three. ``--class`` filters
+(repeatable, e.g. ``--class A --class H``). ``--fast`` runs a deterministic subset touching
+every class and group (what CI runs). ``--json`` prints one JSON object (a list when more than
+one backend ran) on stdout; otherwise a table. ``--report DIR`` writes report.md, report.html
+and results.json. A progress bar runs on stderr. Exit status: 0 when every attack run on
+``ours`` was contained and every benign control passed (baselines never fail the command),
+1 otherwise, 64 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _package() -> ModuleType:
+    """``benchmarks/security`` as a package, wherever this file lives (repo or wheel)."""
+    here = Path(__file__).resolve().parent
+    if str(here.parent) not in sys.path:
+        sys.path.insert(0, str(here.parent))
+    return importlib.import_module(f"{here.name}.security")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="runtime bench security", description=__doc__.split("\n")[0])
+    p.add_argument("--backend", action="append", default=None,
+                   help="ours | baseline-seed | baseline-none | all (repeatable)")
+    p.add_argument("--class", dest="classes", action="append", default=None,
+                   help="attack class A-H (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--report", type=Path, default=None, help="write report files into DIR")
+    p.add_argument("--fast", action="store_true", help="a few cases per class (CI)")
+    p.add_argument("--case", action="append", default=None, help="run only these case ids")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parse(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 64
+    pkg = _package()
+    corpus, executors, runner, report = (
+        pkg.corpus, pkg.executors, pkg.runner, pkg.report
+    )
+    names: list[str] = []
+    for item in args.backend or ["ours"]:
+        for name in item.split(","):
+            name = name.strip()
+            names.extend(executors.BACKENDS if name == "all" else [name])
+    for name in names:
+        if name not in executors.BACKENDS:
+            print(f"unknown backend {name!r}; choose from ours, baseline-seed, baseline-none, "
+                  "all", file=sys.stderr)
+            return 64
+    classes = [c.upper() for c in args.classes] if args.classes else None
+    if classes and not set(classes) <= set(corpus.CLASSES):
+        print(f"unknown class in {classes}; classes are A-H", file=sys.stderr)
+        return 64
+    cases = corpus.load_corpus(classes=classes)
+    if args.fast:
+        cases = corpus.fast_subset(cases)
+    if args.case:
+        wanted = set(args.case)
+        cases = [c for c in cases if c.id in wanted]
+    limits = pkg.oracles.BenchLimits()
+    results: list[dict[str, Any]] = []
+    with pkg.fixtures.Servers() as servers:
+        for name in dict.fromkeys(names):
+            ex = executors.make_executor(name, servers, limits)
+            progress = None if args.no_progress else runner.Progress(len(cases), name)
+            summary = runner.run_cases(cases, ex, servers, limits, progress=progress)
+            if progress is not None:
+                progress.finish()
+            results.append(summary.to_json())
+    meta = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.node()} {platform.machine()} Linux {platform.release()}, "
+        f"{_cpus()} CPUs",
+        "fast": bool(args.fast),
+        "cases": len(cases),
+    }
+    if args.report is not None:
+        report.write_report(args.report, results, meta, cases)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+    else:
+        print(report.markdown_table(results))
+    ours = [r for r in results if r["backend"] == "ours"]
+    bad = any(r["contained"] < r["total"] or r["benign_passed"] < r["benign_total"]
+              for r in ours)
+    return 1 if bad else 0
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
