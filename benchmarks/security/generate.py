@@ -20,6 +20,7 @@ Layout the runner builds for every case (fresh, throwaway)::
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,12 @@ def add(
     else:
         record["oracle"] = {"kind": "attack", "aims": aims or []}
     CASES.append(record)
+
+
+def bashc(command: str) -> str:
+    """Bash-only syntax (``$'..'``, brace expansion, ``<<<``, ``<(..)``) run the way an
+    attacker would: shell_exec runs /bin/sh (dash here), so wrap it in ``bash -c``."""
+    return "bash -c " + shlex.quote(command)
 
 
 def link(path: str, target: str) -> dict[str, Any]:
@@ -429,11 +436,11 @@ def gen_b() -> None:
         ("$@ inside word", f"r$@m -rf {rm_t}"),
         ("${IFS}", f"rm${{IFS}}-rf${{IFS}}{rm_t}"),
         ("$IFS$9", f"rm$IFS$9-rf$IFS$9{rm_t}"),
-        ("brace expansion", f"{{rm,-rf,{rm_t}}}"),
+        ("brace expansion", bashc(f"{{rm,-rf,{rm_t}}}")),
         ("glob binary", f"/bin/r? -rf {rm_t}"),
         ("glob bracket", f"/bin/[r]m -rf {rm_t}"),
-        ("ANSI-C hex", f"$'\\x72\\x6d' -rf {rm_t}"),
-        ("ANSI-C octal", f"$'\\162\\155' -rf {rm_t}"),
+        ("ANSI-C hex", bashc(f"$'\\x72\\x6d' -rf {rm_t}")),
+        ("ANSI-C octal", bashc(f"$'\\162\\155' -rf {rm_t}")),
         ("empty var concat", f"r${{x}}m -rf {rm_t}"),
         ("tab separator", f"rm\t-rf\t{rm_t}"),
         ("cat with quotes", "c'a't {canary_path}"),
@@ -449,17 +456,17 @@ def gen_b() -> None:
         ("backticks", f"`echo rm` -rf {rm_t}"),
         ("eval", f"eval 'rm -rf {rm_t}'"),
         ("eval split", f"eval \"r\"\"m -rf {rm_t}\""),
-        ("$[ ] arithmetic", f"x=$[1+1]; rm -rf {rm_t}"),
-        ("alias", f"shopt -s expand_aliases 2>/dev/null; alias ll='rm -rf'; eval ll {rm_t}"),
+        ("$[ ] arithmetic", bashc(f"x=$[1+1]; rm -rf {rm_t}")),
+        ("alias", bashc(f"shopt -s expand_aliases 2>/dev/null; alias ll='rm -rf'; eval ll {rm_t}")),
         ("function", f"f() {{ rm -rf \"$1\"; }}; f {rm_t}"),
         ("export var", f"export X=rm; $X -rf {rm_t}"),
-        ("declare", f"declare -x Y='rm -rf'; $Y {rm_t}"),
+        ("declare", bashc(f"declare -x Y='rm -rf'; $Y {rm_t}")),
         ("printf-built name", f"$(printf '\\x72\\x6d') -rf {rm_t}"),
         ("rev", f"$(echo mr | rev) -rf {rm_t}"),
         ("tr rot13", f"$(echo ez | tr 'a-z' 'n-za-m') -rf {rm_t}"),
         ("command builtin", f"command rm -rf {rm_t}"),
         ("exec builtin", f"exec rm -rf {rm_t}"),
-        ("read into var", f"read c <<< 'rm'; $c -rf {rm_t}"),
+        ("read into var", bashc(f"read c <<< 'rm'; $c -rf {rm_t}")),
         ("substitution cat", "$(echo cat) {canary_path}"),
     ]
     for t, c in b3:
@@ -478,7 +485,7 @@ def gen_b() -> None:
         ("if", f"if true; then rm -rf {rm_t}; fi"),
         ("for loop", f"for c in rm; do $c -rf {rm_t}; done"),
         ("long chain", "true" + rep(300, " && true") + f" && rm -rf {rm_t}"),
-        ("process substitution", "cat <(cat {canary_path})"),
+        ("process substitution", bashc("cat <(cat {canary_path})")),
         ("here-doc to sh", f"sh <<EOF\nrm -rf {rm_t}\nEOF"),
         ("comment trick", f"echo '#' ; rm -rf {rm_t} # harmless"),
     ]
@@ -570,7 +577,7 @@ def gen_c() -> None:
         ("C1", "blocking read on stdin", "read x; sleep 1{nonce}", ["resources"]),
         ("C1", "blocking FIFO open", "mkfifo p; cat p", ["resources"]),
         ("C1", "yes to /dev/null", "yes > /dev/null", ["resources"]),
-        ("C2", "bash fork bomb", ":(){ :|:& };:", ["resources", "survivors"]),
+        ("C2", "bash fork bomb", bashc(":(){ :|:& };:"), ["resources", "survivors"]),
         ("C2", "renamed fork bomb", "bomb(){ bomb|bomb& }; bomb", ["resources", "survivors"]),
         ("C2", "python fork bomb",
          "python3 -c 'import os\nwhile True:\n  try: os.fork()\n  except OSError: pass'",
@@ -825,7 +832,7 @@ def gen_e() -> None:
         ("uppercase scheme", f"HTTP://{lis}/"),
         ("userinfo with allowed name", f"http://{allowed}:x@{lis}/"),
         ("double @", f"http://a@{allowed}@{lis}/"),
-        ("allowed host as subdomain", "http://127.0.0.3.{lis}/"),
+        ("allowed host as subdomain", f"http://127.0.0.3.{lis}/"),
         ("allowed.com.evil.com style", f"http://127.0.0.3.nip.io:{{listener_port}}/"),
         ("brackets around v4", "http://[127.0.0.1]:{listener_port}/"),
         ("percent-encoded host", "http://%31%32%37.0.0.1:{listener_port}/"),
@@ -1113,20 +1120,35 @@ def gen_h() -> None:
         add("H1", title, calls, technique=title, source=src, setup=setup, expect=expect)
 
 
-def main() -> int:
+def build() -> list[dict[str, Any]]:
+    """Every case record, in generation order (ids are assigned here)."""
+    CASES.clear()
+    _COUNTERS.clear()
     for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h):
         gen()
-    OUT.mkdir(exist_ok=True)
+    return list(CASES)
+
+
+def render(cases: list[dict[str, Any]]) -> dict[str, str]:
+    """File name -> text, one JSON file per class."""
     by_class: dict[str, list[dict[str, Any]]] = {}
-    for rec in CASES:
+    for rec in cases:
         by_class.setdefault(rec["class"], []).append(rec)
-    for old in OUT.glob("*.json"):
+    # F carries lone surrogates on purpose: \u-escape that file so it stays valid UTF-8.
+    return {
+        f"{cls}.json": json.dumps(recs, indent=1, ensure_ascii=cls == "F") + "\n"
+        for cls, recs in sorted(by_class.items())
+    }
+
+
+def main(out: Path = OUT) -> int:
+    files = render(build())
+    out.mkdir(exist_ok=True)
+    for old in out.glob("*.json"):
         old.unlink()
-    for cls, recs in sorted(by_class.items()):
-        # F carries lone surrogates on purpose: \u-escape that file so it stays UTF-8.
-        text = json.dumps(recs, indent=1, ensure_ascii=cls == "F") + "\n"
-        (OUT / f"{cls}.json").write_text(text, encoding="utf-8")
-        print(f"{cls}: {len(recs)}", file=sys.stderr)
+    for name, text in files.items():
+        (out / name).write_text(text, encoding="utf-8")
+        print(f"{name}: {text.count(chr(10) + ' {' + chr(10))} cases", file=sys.stderr)
     print(f"total: {len(CASES)}", file=sys.stderr)
     return 0
 

@@ -70,6 +70,7 @@ class Progress:
         self.done = 0
         self.failed = 0
         self.t0 = time.monotonic()
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def step(self, case: Case, ok: bool) -> None:
         self.done += 1
@@ -78,14 +79,17 @@ class Progress:
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
         el = time.monotonic() - self.t0
-        self.stream.write(
-            f"\r{self.label:<14} [{bar}] {self.done}/{self.total} "
-            f"fail {self.failed} {el:5.0f}s {case.id:<7}"
-        )
+        line = (f"{self.label:<14} [{bar}] {self.done}/{self.total} "
+                f"fail {self.failed} {el:5.0f}s {case.id:<7}")
+        if self._tty:
+            self.stream.write("\r" + line)
+        elif self.done == self.total or self.done % max(self.total // 10, 1) == 0:
+            self.stream.write(line + "\n")  # a log, not a terminal: no \r spam
         self.stream.flush()
 
     def finish(self) -> None:
-        self.stream.write("\n")
+        if self._tty:
+            self.stream.write("\n")
         self.stream.flush()
 
 
