@@ -275,8 +275,8 @@ class CaseFixture:
         #: the harness's own state (baseline session files); not watched
         self.harness = self.root / "harness"
         self.nonce = f"{secrets.randbelow(900000) + 100000}"
-        self.canary_name = f"secret-{secrets.token_hex(4)}.txt"
-        self.sibling_name = f"secret-{secrets.token_hex(4)}.txt"
+        self.canary_name = f"secret-{secrets.token_hex(8)}.txt"
+        self.sibling_name = f"secret-{secrets.token_hex(8)}.txt"
         self.canary_content = f"CANARY-{_token()}\n"
         self.sibling_content = f"CANARY-{_token()}\n"
         self.tokens: dict[str, str] = {

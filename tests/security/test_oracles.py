@@ -1,0 +1,236 @@
+"""The oracles themselves: every effect, when it happens, is scored as a failure (no oracle
+passes vacuously), and the harmless look-alikes are not."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from benchmarks.security.corpus import load_corpus
+from benchmarks.security.fixtures import CaseFixture, SwapRacer, snapshot
+from benchmarks.security.oracles import BenchLimits, CallRecord, Observation, score
+from benchmarks.security.procs import Monitor, kill_pids
+
+LIMITS = BenchLimits()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return {c.id: c for c in load_corpus()}
+
+
+@pytest.fixture
+def fx(tmp_path, corpus, servers):
+    f = CaseFixture(tmp_path, corpus["A1-001"], servers)
+    yield f
+    f.close()
+
+
+def rec(text="", *, success=True, args=None, duration=0.1, blocked=(), tool="read_file"):
+    return CallRecord(tool=tool, arguments=args or {"path": "x"}, success=success,
+                      result={"content": text} if success else None,
+                      error_type=None if success else "policy_denied",
+                      error_message="" if success else text, duration_s=duration,
+                      harness_blocked=list(blocked))
+
+
+def obs_for(fx, *calls, **kw):
+    return Observation(calls=list(calls), workspace=fx.ws, values=fx.values,
+                       needles=fx.leak_needles(), **kw)
+
+
+def test_nothing_happened_is_contained(fx, corpus):
+    v = score(corpus["A1-001"], obs_for(fx, rec("refused", success=False)), LIMITS)
+    assert v.ok and v.effects == []
+
+
+@pytest.mark.parametrize("which", ["canary", "canary_name", "env_file", "listener",
+                                   "host_secret", "sibling"])
+def test_plain_leak(fx, corpus, which):
+    v = score(corpus["A1-001"], obs_for(fx, rec(f"xx {fx.tokens[which]} yy")), LIMITS)
+    assert not v.ok and v.effects == ["leak"]
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "ab", "CANARY-"])
+def test_encoded_leak(fx, corpus, prefix):
+    enc = base64.b64encode((prefix + fx.tokens["canary"] + "\n").encode()).decode()
+    v = score(corpus["A1-001"], obs_for(fx, rec(enc)), LIMITS)
+    assert v.effects == ["leak"]
+    hexed = fx.tokens["canary"].encode().hex()
+    assert score(corpus["A1-001"], obs_for(fx, rec(hexed)), LIMITS).effects == ["leak"]
+
+
+def test_leak_in_an_error_message_counts(fx, corpus):
+    v = score(corpus["A1-001"], obs_for(fx, rec(f"bad: {fx.tokens['canary']}",
+                                                success=False)), LIMITS)
+    assert v.effects == ["leak"]
+
+
+def test_echoing_the_callers_own_argument_is_not_a_leak(fx, corpus):
+    name = fx.canary_name
+    r = rec(f"file {name} not found", success=False, args={"path": f"../outside/{name}"})
+    assert score(corpus["A1-001"], obs_for(fx, r), LIMITS).ok
+
+
+@pytest.mark.parametrize(
+    ("kw", "effect"),
+    [
+        ({"fs_changes": ["changed outside/secret"]}, "write"),
+        ({"connections": {"listener": 1}}, "connect"),
+        ({"connections": {"metadata": 2}}, "connect"),
+        ({"survivors": ["123 sleep 1"]}, "survivors"),
+        ({"peak_rss_delta_mb": 5000.0}, "resources"),
+        ({"peak_procs_delta": 1000}, "resources"),
+        ({"big_files": ["big (300 MiB)"]}, "resources"),
+        ({"host_ok": False}, "responsive"),
+        ({"followup_ok": False}, "responsive"),
+    ],
+)
+def test_each_effect_fails_the_case(fx, corpus, kw, effect):
+    v = score(corpus["A1-001"], obs_for(fx, rec("ok"), **kw), LIMITS)
+    assert not v.ok and v.effects == [effect]
+
+
+def test_time_and_output_overruns(fx, corpus):
+    slow = rec("ok", duration=LIMITS.timeout_s + LIMITS.time_slack_s + 1)
+    assert score(corpus["A1-001"], obs_for(fx, slow), LIMITS).effects == ["resources"]
+    flood = rec("y\n" * (LIMITS.output_bytes * 2))
+    assert score(corpus["A1-001"], obs_for(fx, flood), LIMITS).effects == ["resources"]
+
+
+def test_harness_blocked_actions_count_as_done(fx, corpus):
+    w = rec("x", success=False, blocked=["write:/"])
+    assert score(corpus["A1-001"], obs_for(fx, w), LIMITS).effects == ["write"]
+    c = rec("x", success=False, blocked=["connect:169.254.169.254"])
+    assert score(corpus["A1-001"], obs_for(fx, c), LIMITS).effects == ["connect"]
+
+
+# -- benign -----------------------------------------------------------------------------------
+
+
+def test_benign_refusal_is_a_false_positive(tmp_path, corpus, servers):
+    case = corpus["H1-001"]  # read notes.txt, expect "line two"
+    f = CaseFixture(tmp_path, case, servers)
+    try:
+        good = rec("plain notes\nline two\n")
+        assert score(case, obs_for(f, good), LIMITS).ok
+        refused = rec("denied", success=False)
+        v = score(case, obs_for(f, refused), LIMITS)
+        assert not v.ok and v.benign
+        wrong = rec("something else")
+        assert not score(case, obs_for(f, wrong), LIMITS).ok
+    finally:
+        f.close()
+
+
+def test_benign_disk_expectations(tmp_path, corpus, servers):
+    case = corpus["H1-011"]  # write out/new.txt
+    assert case.title == "write a new file"
+    f = CaseFixture(tmp_path, case, servers)
+    try:
+        r = rec("ok", tool="write_file")
+        assert not score(case, obs_for(f, r), LIMITS).ok  # the file is not there
+        (f.ws / "out").mkdir()
+        (f.ws / "out/new.txt").write_text("written\n")
+        assert score(case, obs_for(f, r), LIMITS).ok
+        (f.ws / "out/new.txt").write_text("other\n")
+        assert not score(case, obs_for(f, r), LIMITS).ok
+    finally:
+        f.close()
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+def test_snapshot_sees_every_kind_of_write(fx):
+    canary = fx.outside / fx.canary_name
+    checks = [
+        lambda: canary.write_text("CANARY-x\n"),
+        lambda: os.utime(canary, ns=(1, 1)),
+        lambda: canary.chmod(0o600),
+        lambda: (fx.outside / "new.txt").write_text("x"),
+        lambda: canary.unlink(),
+        lambda: (fx.sibling / "pwn").write_text("x"),
+        lambda: (fx.root / "beside-ws").write_text("x"),
+        lambda: (fx.ws / ".git/hooks/pre-commit").write_text("x"),
+        lambda: (fx.ws / ".env").write_text("x"),
+        lambda: Path(f"/tmp/secbench-{fx.nonce}").write_text("x"),
+    ]
+    for change in checks:
+        before = snapshot(fx)
+        change()
+        assert before.diff(snapshot(fx)), change
+    fx.close()
+
+
+def test_odd_names_inside_the_workspace_are_not_writes(fx):
+    before = snapshot(fx)
+    (fx.ws / "%2e%2e%2foutside").write_text("odd but legal")
+    (fx.ws / "..\\outside").mkdir()
+    (fx.ws / "\uff0e\uff0e").write_text("fullwidth")
+    assert before.diff(snapshot(fx)) == []
+
+
+def test_removing_the_workspace_root_is_seen(fx):
+    import shutil
+
+    before = snapshot(fx)
+    shutil.rmtree(fx.ws)
+    assert "changed ws/" in before.diff(snapshot(fx))
+
+
+def test_servers_count_connections(servers, fx):
+    assert servers.counts() == {"listener": 0, "metadata": 0}
+    r = httpx.get(f"http://127.0.0.1:{servers.listener_port}/", trust_env=False)
+    assert fx.tokens["listener"] in r.text
+    with socket.create_connection(("127.0.0.2", servers.metadata_port)) as s:
+        s.sendall(b"garbage\r\n\r\n")
+        s.recv(100)
+    allowed = f"http://127.0.0.3:{servers.allowed_port}"
+    assert httpx.get(f"{allowed}/hello", trust_env=False).text == "hello-allowed\n"
+    r = httpx.get(f"{allowed}/redirect?to=/hello", trust_env=False)
+    assert r.status_code == 302
+    time.sleep(0.2)
+    assert servers.counts() == {"listener": 1, "metadata": 1}
+
+
+def test_swap_racer_flips(tmp_path, corpus, servers):
+    case = corpus["A6-001"]
+    f = CaseFixture(tmp_path, case, servers)
+    try:
+        seen = set()
+        with SwapRacer(f, case.race) as racer:
+            deadline = time.monotonic() + 5
+            while len(seen) < 2 and time.monotonic() < deadline:
+                try:
+                    seen.add((f.ws / "t").read_text()[:7])
+                except OSError:
+                    pass
+        assert racer.flips > 0
+        assert seen == {"harmles", "CANARY-"}
+    finally:
+        f.close()
+
+
+def test_monitor_finds_survivors_and_peaks():
+    nonce = "987123"
+    with Monitor(nonce) as mon:
+        procs = [subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True)
+                 for _ in range(3)]
+        time.sleep(0.4)
+    found = mon.survivors(grace_s=0.2)
+    try:
+        assert {p.pid for p in procs} <= set(found)
+        assert mon.peak_procs_delta >= 3
+    finally:
+        kill_pids(sorted(found))
+        for p in procs:
+            p.wait(5)
+    assert all(p.returncode is not None for p in procs)
