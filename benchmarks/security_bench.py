@@ -37,10 +37,19 @@ def _package() -> ModuleType:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="runtime bench security", description=__doc__.split("\n")[0])
-    p.add_argument("--backend", action="append", default=None,
-                   help="ours | baseline-seed | baseline-none | all (repeatable)")
-    p.add_argument("--class", dest="classes", action="append", default=None,
-                   help="attack class A-H (repeatable)")
+    p.add_argument(
+        "--backend",
+        action="append",
+        default=None,
+        help="ours | baseline-seed | baseline-none | all (repeatable)",
+    )
+    p.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        default=None,
+        help="attack class A-H (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--report", type=Path, default=None, help="write report files into DIR")
     p.add_argument("--fast", action="store_true", help="a few cases per class (CI)")
@@ -55,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 64
     pkg = _package()
-    corpus, executors, runner, report = (
-        pkg.corpus, pkg.executors, pkg.runner, pkg.report
-    )
+    corpus, executors, runner, report = (pkg.corpus, pkg.executors, pkg.runner, pkg.report)
     names: list[str] = []
     for item in args.backend or ["ours"]:
         for name in item.split(","):
@@ -65,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             names.extend(executors.BACKENDS if name == "all" else [name])
     for name in names:
         if name not in executors.BACKENDS:
-            print(f"unknown backend {name!r}; choose from ours, baseline-seed, baseline-none, "
-                  "all", file=sys.stderr)
+            print(
+                f"unknown backend {name!r}; choose from ours, baseline-seed, baseline-none, all",
+                file=sys.stderr,
+            )
             return 64
     classes = [c.upper() for c in args.classes] if args.classes else None
     if classes and not set(classes) <= set(corpus.CLASSES):
@@ -102,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(report.markdown_table(results))
     ours = [r for r in results if r["backend"] == "ours"]
-    bad = any(r["contained"] < r["total"] or r["benign_passed"] < r["benign_total"]
-              for r in ours)
+    bad = any(r["contained"] < r["total"] or r["benign_passed"] < r["benign_total"] for r in ours)
     return 1 if bad else 0
 
 

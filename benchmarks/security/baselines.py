@@ -58,8 +58,15 @@ SEED_DANGEROUS = [
 ]
 #: seed 003 ``is_blocking_service_command`` (substring match).
 SEED_BLOCKING = [
-    "http.server", "npm run dev", "npm start", "uvicorn", "gunicorn", "cargo run", "vite",
-    "next dev", "webpack-dev-server",
+    "http.server",
+    "npm run dev",
+    "npm start",
+    "uvicorn",
+    "gunicorn",
+    "cargo run",
+    "vite",
+    "next dev",
+    "webpack-dev-server",
 ]
 SEED_MAX_BUFFER = 10 * 1024 * 1024
 SEED_MAX_OUTPUT_CHARS = 10_000
@@ -139,9 +146,8 @@ def _guard_url(ctx: Ctx, url: str) -> None:
     for info in infos:
         addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         mapped = getattr(addr, "ipv4_mapped", None)
-        if not (addr.is_loopback or (mapped is not None and mapped.is_loopback)) and not (
-            str(addr) == "0.0.0.0"
-        ):
+        loopback = addr.is_loopback or (mapped is not None and mapped.is_loopback)
+        if not loopback and str(addr) != "0.0.0.0":
             ctx.blocked.append(f"connect:{addr}")
             raise Blocked(f"harness guard: no traffic beyond loopback ({addr})")
 
@@ -160,7 +166,7 @@ def _read_file(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     lines = text.splitlines(keepends=True)
     off = max(int(a.get("offset", 1)), 1) - 1
     lim = int(a.get("limit", 2000))
-    return {"content": "".join(lines[off: off + lim]), "size": len(data), "lines": len(lines)}
+    return {"content": "".join(lines[off : off + lim]), "size": len(data), "lines": len(lines)}
 
 
 def _write_file(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
@@ -250,9 +256,11 @@ def _file_search(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 
 def _code_query(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     base = _path(ctx, a.get("path", "."))
-    files = [base] if not os.path.isdir(base) else [
-        os.path.join(d, n) for d, _, ns in os.walk(base, followlinks=True) for n in ns
-    ]
+    files = (
+        [base]
+        if not os.path.isdir(base)
+        else [os.path.join(d, n) for d, _, ns in os.walk(base, followlinks=True) for n in ns]
+    )
     matches = []
     for fpath in files:
         try:
@@ -274,8 +282,12 @@ def _shell_exec(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     env.update(ctx.load_state()["env"])
     env.update(a.get("env") or {})
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     timeout = ctx.timeout_s if ctx.mode == "seed" else None
     try:
@@ -289,8 +301,11 @@ def _shell_exec(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         if len(out) > SEED_MAX_BUFFER or len(err) > SEED_MAX_BUFFER:
             raise Refused("stdout maxBuffer length exceeded")
         out, err = out[:SEED_MAX_OUTPUT_CHARS], err[:SEED_MAX_OUTPUT_CHARS]
-    return {"stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
-            "exit_code": proc.returncode}
+    return {
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+        "exit_code": proc.returncode,
+    }
 
 
 def _http(ctx: Ctx, method: str, a: dict[str, Any], as_text: bool = False) -> dict[str, Any]:
@@ -300,10 +315,12 @@ def _http(ctx: Ctx, method: str, a: dict[str, Any], as_text: bool = False) -> di
         _guard_url(ctx, str(request.url))
 
     _guard_url(ctx, a["url"])
-    with httpx.Client(follow_redirects=True, timeout=5, event_hooks={"request": [hook]},
-                      trust_env=False) as client:
-        r = client.request(method, a["url"].strip(), headers=a.get("headers"),
-                           content=a.get("body"))
+    with httpx.Client(
+        follow_redirects=True, timeout=5, event_hooks={"request": [hook]}, trust_env=False
+    ) as client:
+        r = client.request(
+            method, a["url"].strip(), headers=a.get("headers"), content=a.get("body")
+        )
     body = r.text
     if as_text:
         body = re.sub(r"<[^>]+>", " ", body)
@@ -316,8 +333,12 @@ def _web_search(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 
     url = f"http://127.0.0.3:{os.environ['SECBENCH_ALLOWED_PORT']}/search"
     r = httpx.get(url, params={"q": a["query"], "format": "json"}, timeout=5, trust_env=False)
-    return {"results": [{"title": x["title"], "url": x["url"], "snippet": x["content"]}
-                        for x in r.json()["results"]][: int(a.get("limit", 5))]}
+    return {
+        "results": [
+            {"title": x["title"], "url": x["url"], "snippet": x["content"]}
+            for x in r.json()["results"]
+        ][: int(a.get("limit", 5))]
+    }
 
 
 def _set_env(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
@@ -341,8 +362,11 @@ def _snippet_save(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _snippet_list(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-    snippets = [s for s in ctx.load_state()["snippets"].values()
-                if not a.get("tags") or set(a["tags"]) & set(s.get("tags", []))]
+    snippets = [
+        s
+        for s in ctx.load_state()["snippets"].values()
+        if not a.get("tags") or set(a["tags"]) & set(s.get("tags", []))
+    ]
     return {"count": len(snippets), "snippets": snippets}
 
 
@@ -362,8 +386,11 @@ TOOLS: dict[str, Any] = {
     "http_request": lambda c, a: _http(c, a.get("method", "GET"), a),
     "web_fetch": lambda c, a: _http(c, "GET", a, as_text=True),
     "web_search": _web_search,
-    "current_time": lambda c, a: {"timestamp": time.time(), "iso": dt.datetime.now(
-        dt.UTC).isoformat(), "timezone": a.get("timezone", "UTC")},
+    "current_time": lambda c, a: {
+        "timestamp": time.time(),
+        "iso": dt.datetime.now(dt.UTC).isoformat(),
+        "timezone": a.get("timezone", "UTC"),
+    },
     "sleep": lambda c, a: (time.sleep(float(a["seconds"])), {"slept": a["seconds"]})[1],
     "get_env": _get_env,
     "set_env": _set_env,
@@ -387,17 +414,29 @@ def run_tool(req: dict[str, Any]) -> dict[str, Any]:
         result = fn(ctx, req["arguments"])
         out: dict[str, Any] = {"success": True, "result": result, "error": None}
     except Refused as exc:
-        out = {"success": False, "result": None,
-               "error": {"type": "policy_denied", "message": str(exc)}}
+        out = {
+            "success": False,
+            "result": None,
+            "error": {"type": "policy_denied", "message": str(exc)},
+        }
     except Blocked as exc:
-        out = {"success": False, "result": None,
-               "error": {"type": "harness_blocked", "message": str(exc)}}
+        out = {
+            "success": False,
+            "result": None,
+            "error": {"type": "harness_blocked", "message": str(exc)},
+        }
     except RecursionError as exc:
-        out = {"success": False, "result": None,
-               "error": {"type": "tool_error", "message": f"RecursionError: {exc}"}}
+        out = {
+            "success": False,
+            "result": None,
+            "error": {"type": "tool_error", "message": f"RecursionError: {exc}"},
+        }
     except Exception as exc:
-        out = {"success": False, "result": None,
-               "error": {"type": "tool_error", "message": f"{type(exc).__name__}: {exc}"}}
+        out = {
+            "success": False,
+            "result": None,
+            "error": {"type": "tool_error", "message": f"{type(exc).__name__}: {exc}"},
+        }
     out["harness_blocked"] = ctx.blocked
     return out
 

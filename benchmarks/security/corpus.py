@@ -143,9 +143,7 @@ def _check(rec: Mapping[str, Any]) -> Case:
     )
 
 
-def load_corpus(
-    directory: Path = CASES_DIR, classes: Iterable[str] | None = None
-) -> list[Case]:
+def load_corpus(directory: Path = CASES_DIR, classes: Iterable[str] | None = None) -> list[Case]:
     """All cases, checked, in id order; ``classes`` filters (e.g. ``["A", "H"]``)."""
     wanted = {c.upper() for c in classes} if classes else set(CLASSES)
     cases: list[Case] = []

@@ -6,6 +6,7 @@ The runner and the oracles never know which executor produced them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -173,15 +174,24 @@ class BaselineExecutor:
         if self.owner is None:
             return argv
         uid = str(self.owner)
-        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", *argv]
+        return [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            *argv,
+        ]
 
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
         fx = self._fx
         assert fx is not None
         req = {
-            "mode": self.mode, "tool": tool, "arguments": arguments,
-            "workspace": str(fx.ws), "case_root": str(fx.root),
+            "mode": self.mode,
+            "tool": tool,
+            "arguments": arguments,
+            "workspace": str(fx.ws),
+            "case_root": str(fx.root),
             "timeout_s": self.limits.timeout_s,
             "state_file": str(fx.harness / "baseline-state.json"),
         }
@@ -192,8 +202,13 @@ class BaselineExecutor:
         hard_cap = self.limits.timeout_s + self.limits.time_slack_s + 5
         t0 = time.monotonic()
         proc = subprocess.Popen(
-            self._argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, cwd=fx.ws, env=env, preexec_fn=_harness_rlimits,
+            self._argv(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=fx.ws,
+            env=env,
+            preexec_fn=_harness_rlimits,
         )
         try:
             out, _ = proc.communicate(json.dumps(req).encode(), timeout=hard_cap)
@@ -205,14 +220,21 @@ class BaselineExecutor:
         try:
             data = json.loads(out)
         except ValueError:
-            data = {"success": False, "result": None,
-                    "error": {"type": "tool_error", "message": "worker died or hung"},
-                    "harness_blocked": []}
+            data = {
+                "success": False,
+                "result": None,
+                "error": {"type": "tool_error", "message": "worker died or hung"},
+                "harness_blocked": [],
+            }
         err = data.get("error") or {}
         return CallRecord(
-            tool=tool, arguments=arguments, success=bool(data["success"]),
-            result=data.get("result"), error_type=err.get("type"),
-            error_message=str(err.get("message", "")), duration_s=dur,
+            tool=tool,
+            arguments=arguments,
+            success=bool(data["success"]),
+            result=data.get("result"),
+            error_type=err.get("type"),
+            error_message=str(err.get("message", "")),
+            duration_s=dur,
             harness_blocked=list(data.get("harness_blocked", [])),
         )
 
@@ -221,10 +243,8 @@ class BaselineExecutor:
         if self.owner is not None:
             pids += list(our_processes())
         kill_pids(sorted(set(pids) - {os.getpid()}))
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 
     def followup_ok(self) -> bool:
         return True

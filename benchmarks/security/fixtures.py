@@ -9,9 +9,11 @@ world-writable on purpose: Unix permissions must not be what contains an attack.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import http.server
+import json
 import os
 import secrets
 import shutil
@@ -60,16 +62,19 @@ def _handler(role: str, state: ServerState) -> type[http.server.BaseHTTPRequestH
             # Counted before parsing: a gopher/dict/garbage request is still a connection.
             if role != "allowed":
                 state.hit(role)
-            try:
+            with contextlib.suppress(OSError):
                 super().handle()
-            except OSError:
-                pass
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _send(self, code: int, body: bytes, ctype: str = "text/plain",
-                  headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            code: int,
+            body: bytes,
+            ctype: str = "text/plain",
+            headers: dict[str, str] | None = None,
+        ) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -99,12 +104,19 @@ def _handler(role: str, state: ServerState) -> type[http.server.BaseHTTPRequestH
                 self._send(200, state.script.encode(), "text/x-sh")
             elif url.path in ("/search", "/search/"):
                 q = query.get("q", [""])[0]
-                body = (
-                    '{"query": "%s", "results": [{"title": "Result one", "url": '
-                    '"http://example.org/1", "content": "first snippet"}, {"title": "Result '
-                    'two", "url": "http://example.org/2", "content": "second snippet"}]}'
-                    % q.replace('"', "")
-                )
+                results = [
+                    {
+                        "title": "Result one",
+                        "url": "http://example.org/1",
+                        "content": "first snippet",
+                    },
+                    {
+                        "title": "Result two",
+                        "url": "http://example.org/2",
+                        "content": "second snippet",
+                    },
+                ]
+                body = json.dumps({"query": q, "results": results})
                 self._send(200, body.encode(), "application/json")
             elif url.path == "/echo":
                 n = int(self.headers.get("Content-Length") or 0)
@@ -150,8 +162,7 @@ class Servers:
 
     def _run(self, srv: http.server.ThreadingHTTPServer) -> None:
         srv.daemon_threads = True
-        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1},
-                             daemon=True)
+        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         t.start()
         self._servers.append(srv)
         self._threads.append(t)
@@ -281,9 +292,9 @@ class CaseFixture:
         self.sibling_content = f"CANARY-{_token()}\n"
         self.tokens: dict[str, str] = {
             "canary": self.canary_content.strip(),
-            "canary_name": self.canary_name[len("secret-"): -len(".txt")],
+            "canary_name": self.canary_name[len("secret-") : -len(".txt")],
             "sibling": self.sibling_content.strip(),
-            "sibling_name": self.sibling_name[len("secret-"): -len(".txt")],
+            "sibling_name": self.sibling_name[len("secret-") : -len(".txt")],
             "env_file": _token(),
             "id_rsa": _token(),
             "pem": _token(),
@@ -365,7 +376,7 @@ class CaseFixture:
             for pad in ("", "a", "aa"):
                 enc = base64.b64encode((pad + tok).encode()).decode().rstrip("=")
                 start = {"": 0, "a": 4, "aa": 4}[pad]
-                forms.append(enc[start: len(enc) - 4])
+                forms.append(enc[start : len(enc) - 4])
             needles[name] = [f for f in forms if len(f) >= 16]
         return needles
 

@@ -61,7 +61,8 @@ class CallRecord:
     def __post_init__(self) -> None:
         if not self.text:
             self.text = json.dumps(
-                {"result": self.result, "error": self.error_message}, ensure_ascii=False,
+                {"result": self.result, "error": self.error_message},
+                ensure_ascii=False,
                 default=str,
             )
 
@@ -94,8 +95,14 @@ class Verdict:
     detail: list[str]
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.case_id, "class": self.cls, "benign": self.benign, "ok": self.ok,
-                "effects": self.effects, "detail": self.detail}
+        return {
+            "id": self.case_id,
+            "class": self.cls,
+            "benign": self.benign,
+            "ok": self.ok,
+            "effects": self.effects,
+            "detail": self.detail,
+        }
 
 
 def _leaks(obs: Observation) -> list[str]:
@@ -135,11 +142,11 @@ def _benign(case: Case, obs: Observation) -> list[str]:
                 continue
             rec = obs.calls[exp["call"]]
             if check == "success" and not rec.success:
-                problems.append(f"call {exp['call']} ({rec.tool}) failed: "
-                                f"{rec.error_type}: {rec.error_message[:200]}")
-            elif check == "result_contains" and (
-                not rec.success or exp["text"] not in rec.text
-            ):
+                problems.append(
+                    f"call {exp['call']} ({rec.tool}) failed: "
+                    f"{rec.error_type}: {rec.error_message[:200]}"
+                )
+            elif check == "result_contains" and (not rec.success or exp["text"] not in rec.text):
                 problems.append(f"call {exp['call']} result lacks {exp['text']!r}")
             continue
         assert obs.workspace is not None

@@ -91,7 +91,8 @@ class Monitor:
         while True:
             now = our_processes(self.nonce)
             new = {
-                pid: ct for pid, (_, ct) in now.items()
+                pid: ct
+                for pid, (_, ct) in now.items()
                 if pid not in self.before or self.before[pid][1] != ct
             }
             if not new or time.monotonic() >= deadline:

@@ -12,8 +12,14 @@ from typing import Any
 
 from .corpus import CLASSES, Case
 
-__all__ = ["CLASS_NAMES", "html_report", "markdown_report", "markdown_table", "svg_chart",
-           "write_report"]
+__all__ = [
+    "CLASS_NAMES",
+    "html_report",
+    "markdown_report",
+    "markdown_table",
+    "svg_chart",
+    "write_report",
+]
 
 CLASS_NAMES = {
     "A": "filesystem containment",
@@ -47,22 +53,28 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
             ok, total = _cell(r, cls)
             cells.append(f"{ok}/{total}" if total else "-")
         rows.append(f"| {cls} {CLASS_NAMES[cls]} | " + " | ".join(cells) + " |")
-    rows.append("| **attacks contained** | " + " | ".join(
-        f"**{r['contained']}/{r['total']}**" for r in results) + " |")
-    rows.append("| **benign passed** | " + " | ".join(
-        f"**{r['benign_passed']}/{r['benign_total']}**" for r in results) + " |")
+    rows.append(
+        "| **attacks contained** | "
+        + " | ".join(f"**{r['contained']}/{r['total']}**" for r in results)
+        + " |"
+    )
+    rows.append(
+        "| **benign passed** | "
+        + " | ".join(f"**{r['benign_passed']}/{r['benign_total']}**" for r in results)
+        + " |"
+    )
     rows.append("| time (s) | " + " | ".join(f"{r['duration_s']:.0f}" for r in results) + " |")
     return "\n".join(rows)
 
 
-def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any],
-                    cases: list[Case]) -> str:
+def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list[Case]) -> str:
     titles = {c.id: c.title for c in cases}
     out = [
         "# Security benchmark",
         "",
         f"{meta['date']} on {meta['machine']}; {meta['cases']} cases"
-        + (" (fast subset)" if meta.get("fast") else "") + ".",
+        + (" (fast subset)" if meta.get("fast") else "")
+        + ".",
         "Attack rows count cases *contained* (no leak, write, connection, survivor, overrun or",
         "hang observed); the benign row counts controls that succeeded with the right result.",
         "",
@@ -95,10 +107,10 @@ def svg_chart(results: list[dict[str, Any]]) -> str:
     ]
     for pct in (0, 50, 100):
         y = top + h - h * pct / 100
-        parts.append(f'<text x="{left - 6}" y="{y + 4}" font-size="10" '
-                     f'text-anchor="end">{pct}%</text>')
-        parts.append(f'<line x1="{left}" y1="{y}" x2="{width - 150}" y2="{y}" '
-                     'stroke="#ddd"/>')
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4}" font-size="10" text-anchor="end">{pct}%</text>'
+        )
+        parts.append(f'<line x1="{left}" y1="{y}" x2="{width - 150}" y2="{y}" stroke="#ddd"/>')
     for i, cls in enumerate(classes):
         x0 = left + i * group_w + group_gap / 2
         for j, r in enumerate(results):
@@ -112,15 +124,19 @@ def svg_chart(results: list[dict[str, Any]]) -> str:
                 f'fill="{colour}"><title>{html.escape(r["backend"])} {cls}: {ok}/{total}'
                 "</title></rect>"
             )
-        parts.append(f'<text x="{x0 + len(results) * (bw + gap) / 2:.1f}" y="{top + h + 16}" '
-                     f'font-size="12" text-anchor="middle">{cls}</text>')
+        parts.append(
+            f'<text x="{x0 + len(results) * (bw + gap) / 2:.1f}" y="{top + h + 16}" '
+            f'font-size="12" text-anchor="middle">{cls}</text>'
+        )
     for j, r in enumerate(results):
         y = top + 10 + j * 18
         colour = _COLOURS.get(r["backend"], "#555")
-        parts.append(f'<rect x="{width - 140}" y="{y - 10}" width="12" height="12" '
-                     f'fill="{colour}"/>')
-        parts.append(f'<text x="{width - 122}" y="{y}" font-size="12">'
-                     f'{html.escape(r["backend"])}</text>')
+        parts.append(
+            f'<rect x="{width - 140}" y="{y - 10}" width="12" height="12" fill="{colour}"/>'
+        )
+        parts.append(
+            f'<text x="{width - 122}" y="{y}" font-size="12">{html.escape(r["backend"])}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -131,14 +147,11 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
     for cls in CLASSES:
         if not any(cls in r["per_class"] for r in results):
             continue
-        cells = "".join(
-            f"<td>{ok}/{total}</td>" for ok, total in (_cell(r, cls) for r in results)
-        )
+        cells = "".join(f"<td>{ok}/{total}</td>" for ok, total in (_cell(r, cls) for r in results))
         rows.append(f"<tr><th>{cls} {html.escape(CLASS_NAMES[cls])}</th>{cells}</tr>")
     heads = "".join(f"<th>{html.escape(r['backend'])}</th>" for r in results)
     totals = "".join(f"<td><b>{r['contained']}/{r['total']}</b></td>" for r in results)
-    benign = "".join(f"<td><b>{r['benign_passed']}/{r['benign_total']}</b></td>"
-                     for r in results)
+    benign = "".join(f"<td><b>{r['benign_passed']}/{r['benign_total']}</b></td>" for r in results)
     times = "".join(f"<td>{r['duration_s']:.0f}</td>" for r in results)
     fails = []
     for r in results:
@@ -149,8 +162,10 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
             f"{html.escape('; '.join(r.get('failure_detail', {}).get(cid, []))[:300])}</li>"
             for cid in r["failures"][:200]
         )
-        fails.append(f"<details><summary>{html.escape(r['backend'])}: "
-                     f"{len(r['failures'])} failures</summary><ul>{items}</ul></details>")
+        fails.append(
+            f"<details><summary>{html.escape(r['backend'])}: "
+            f"{len(r['failures'])} failures</summary><ul>{items}</ul></details>"
+        )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Security benchmark</title>
 <style>
@@ -159,23 +174,24 @@ table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding
 td {{ text-align: right; }} th {{ text-align: left; }} code {{ font-size: 90%; }}
 </style></head><body>
 <h1>Security benchmark</h1>
-<p>{html.escape(meta['date'])} on {html.escape(meta['machine'])};
-{meta['cases']} cases{' (fast subset)' if meta.get('fast') else ''}.
+<p>{html.escape(meta["date"])} on {html.escape(meta["machine"])};
+{meta["cases"]} cases{" (fast subset)" if meta.get("fast") else ""}.
 Attack classes count cases <em>contained</em> (no leak, write, connection, survivor, overrun
 or hang observed); H counts benign controls that succeeded with the right result.</p>
 {svg_chart(results)}
 <table><tr><th>class</th>{heads}</tr>
-{''.join(rows)}
+{"".join(rows)}
 <tr><th>attacks contained</th>{totals}</tr>
 <tr><th>benign passed</th>{benign}</tr>
 <tr><th>time (s)</th>{times}</tr></table>
-{''.join(fails)}
+{"".join(fails)}
 </body></html>
 """
 
 
-def write_report(directory: Path, results: list[dict[str, Any]], meta: dict[str, Any],
-                 cases: list[Case]) -> None:
+def write_report(
+    directory: Path, results: list[dict[str, Any]], meta: dict[str, Any], cases: list[Case]
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "report.md").write_text(markdown_report(results, meta, cases), encoding="utf-8")
     (directory / "report.html").write_text(html_report(results, meta, cases), encoding="utf-8")

@@ -79,8 +79,10 @@ class Progress:
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
         el = time.monotonic() - self.t0
-        line = (f"{self.label:<14} [{bar}] {self.done}/{self.total} "
-                f"fail {self.failed} {el:5.0f}s {case.id:<7}")
+        line = (
+            f"{self.label:<14} [{bar}] {self.done}/{self.total} "
+            f"fail {self.failed} {el:5.0f}s {case.id:<7}"
+        )
         if self._tty:
             self.stream.write("\r" + line)
         elif self.done == self.total or self.done % max(self.total // 10, 1) == 0:
@@ -177,8 +179,14 @@ def run_cases(
             try:
                 verdict = run_case(case, executor, servers, base, limits)
             except Exception as exc:  # a harness failure is scored, never hidden
-                verdict = Verdict(case.id, case.cls, case.benign, False, ["harness"],
-                                  [f"harness error: {type(exc).__name__}: {exc}"])
+                verdict = Verdict(
+                    case.id,
+                    case.cls,
+                    case.benign,
+                    False,
+                    ["harness"],
+                    [f"harness error: {type(exc).__name__}: {exc}"],
+                )
             summary.case_seconds[case.id] = time.monotonic() - c0
             summary.verdicts.append(verdict)
             if progress is not None:

@@ -24,8 +24,17 @@ def test_seed_path_check_has_the_prefix_bug():
     assert seed_resolve("/x/ws", "../ws-evil/s") == "/x/ws-evil/s"
 
 
-@pytest.mark.parametrize("cmd", ["rm -rf /", "rm  -rf  /tmp", "mkfs.ext4 /dev/sda",
-                                 "dd if=/dev/zero of=x", "npm start", "python -m http.server"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "rm -rf /",
+        "rm  -rf  /tmp",
+        "mkfs.ext4 /dev/sda",
+        "dd if=/dev/zero of=x",
+        "npm start",
+        "python -m http.server",
+    ],
+)
 def test_seed_patterns_block_the_plain_forms(cmd):
     with pytest.raises(Refused):
         seed_check_command(cmd)

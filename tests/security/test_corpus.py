@@ -20,11 +20,33 @@ from benchmarks.security.corpus import (
 )
 
 ALL_TOOLS = {
-    "read_file", "write_file", "edit_file", "list_files", "delete_file", "move_file",
-    "get_file_info", "file_search", "code_query", "shell_exec", "http_get", "http_post",
-    "http_request", "web_fetch", "web_search", "current_time", "sleep", "get_env", "set_env",
-    "json_parse", "json_stringify", "base64_encode", "base64_decode", "snippet_save",
-    "snippet_load", "snippet_list", "ask_user",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "delete_file",
+    "move_file",
+    "get_file_info",
+    "file_search",
+    "code_query",
+    "shell_exec",
+    "http_get",
+    "http_post",
+    "http_request",
+    "web_fetch",
+    "web_search",
+    "current_time",
+    "sleep",
+    "get_env",
+    "set_env",
+    "json_parse",
+    "json_stringify",
+    "base64_encode",
+    "base64_decode",
+    "snippet_save",
+    "snippet_load",
+    "snippet_list",
+    "ask_user",
 }
 
 

@@ -4,6 +4,7 @@ passes vacuously), and the harmless look-alikes are not."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import subprocess
@@ -34,16 +35,22 @@ def fx(tmp_path, corpus, servers):
 
 
 def rec(text="", *, success=True, args=None, duration=0.1, blocked=(), tool="read_file"):
-    return CallRecord(tool=tool, arguments=args or {"path": "x"}, success=success,
-                      result={"content": text} if success else None,
-                      error_type=None if success else "policy_denied",
-                      error_message="" if success else text, duration_s=duration,
-                      harness_blocked=list(blocked))
+    return CallRecord(
+        tool=tool,
+        arguments=args or {"path": "x"},
+        success=success,
+        result={"content": text} if success else None,
+        error_type=None if success else "policy_denied",
+        error_message="" if success else text,
+        duration_s=duration,
+        harness_blocked=list(blocked),
+    )
 
 
 def obs_for(fx, *calls, **kw):
-    return Observation(calls=list(calls), workspace=fx.ws, values=fx.values,
-                       needles=fx.leak_needles(), **kw)
+    return Observation(
+        calls=list(calls), workspace=fx.ws, values=fx.values, needles=fx.leak_needles(), **kw
+    )
 
 
 def test_nothing_happened_is_contained(fx, corpus):
@@ -51,8 +58,9 @@ def test_nothing_happened_is_contained(fx, corpus):
     assert v.ok and v.effects == []
 
 
-@pytest.mark.parametrize("which", ["canary", "canary_name", "env_file", "listener",
-                                   "host_secret", "sibling"])
+@pytest.mark.parametrize(
+    "which", ["canary", "canary_name", "env_file", "listener", "host_secret", "sibling"]
+)
 def test_plain_leak(fx, corpus, which):
     v = score(corpus["A1-001"], obs_for(fx, rec(f"xx {fx.tokens[which]} yy")), LIMITS)
     assert not v.ok and v.effects == ["leak"]
@@ -68,8 +76,9 @@ def test_encoded_leak(fx, corpus, prefix):
 
 
 def test_leak_in_an_error_message_counts(fx, corpus):
-    v = score(corpus["A1-001"], obs_for(fx, rec(f"bad: {fx.tokens['canary']}",
-                                                success=False)), LIMITS)
+    v = score(
+        corpus["A1-001"], obs_for(fx, rec(f"bad: {fx.tokens['canary']}", success=False)), LIMITS
+    )
     assert v.effects == ["leak"]
 
 
@@ -209,10 +218,8 @@ def test_swap_racer_flips(tmp_path, corpus, servers):
         with SwapRacer(f, case.race) as racer:
             deadline = time.monotonic() + 5
             while len(seen) < 2 and time.monotonic() < deadline:
-                try:
+                with contextlib.suppress(OSError):
                     seen.add((f.ws / "t").read_text()[:7])
-                except OSError:
-                    pass
         assert racer.flips > 0
         assert seen == {"harmles", "CANARY-"}
     finally:
@@ -222,8 +229,7 @@ def test_swap_racer_flips(tmp_path, corpus, servers):
 def test_monitor_finds_survivors_and_peaks():
     nonce = "987123"
     with Monitor(nonce) as mon:
-        procs = [subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True)
-                 for _ in range(3)]
+        procs = [subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True) for _ in range(3)]
         time.sleep(0.4)
     found = mon.survivors(grace_s=0.2)
     try:

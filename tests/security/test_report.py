@@ -1,0 +1,126 @@
+"""The report: Markdown table, self-contained HTML with an inline SVG chart, results.json,
+and the CLI entry's JSON keys."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from benchmarks.security.corpus import load_corpus
+from benchmarks.security.report import html_report, markdown_table, svg_chart, write_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RESULTS = [
+    {
+        "backend": "ours",
+        "total": 3,
+        "contained": 3,
+        "benign_total": 1,
+        "benign_passed": 1,
+        "per_class": {
+            "A": {"total": 2, "contained": 2},
+            "B": {"total": 1, "contained": 1},
+            "H": {"total": 1, "passed": 1},
+        },
+        "failures": [],
+        "failure_detail": {},
+        "duration_s": 1.0,
+    },
+    {
+        "backend": "baseline-none",
+        "total": 3,
+        "contained": 0,
+        "benign_total": 1,
+        "benign_passed": 1,
+        "per_class": {
+            "A": {"total": 2, "contained": 0},
+            "B": {"total": 1, "contained": 0},
+            "H": {"total": 1, "passed": 1},
+        },
+        "failures": ["A1-001", "A1-002", "B1-001"],
+        "failure_detail": {"A1-001": ["leak: canary in read_file result"]},
+        "duration_s": 2.0,
+    },
+]
+META = {"date": "2026-01-01 00:00 UTC", "machine": "test", "cases": 4, "fast": True}
+
+
+def test_markdown_table():
+    table = markdown_table(RESULTS)
+    assert "| class | ours | baseline-none |" in table
+    assert "| A filesystem containment | 2/2 | 0/2 |" in table
+    assert "**3/3** | **0/3**" in table
+
+
+def test_svg_has_one_bar_per_backend_and_class():
+    svg = svg_chart(RESULTS)
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert len(re.findall(r"<rect [^>]*><title>", svg)) == 2 * 3
+    assert "baseline-none A: 0/2" in svg
+
+
+def test_html_is_self_contained():
+    page = html_report(RESULTS, META, load_corpus())
+    assert "<script" not in page and "http://" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', ""
+    )
+    assert "<svg" in page and "A1-001" in page
+
+
+def test_write_report(tmp_path):
+    write_report(tmp_path, RESULTS, META, load_corpus())
+    assert {p.name for p in tmp_path.iterdir()} == {"report.md", "report.html", "results.json"}
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["results"][1]["failures"] == ["A1-001", "A1-002", "B1-001"]
+
+
+def test_cli_json_keys(capsys, tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import security_bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    code = security_bench.main(
+        [
+            "--backend",
+            "baseline-none",
+            "--class",
+            "H",
+            "--case",
+            "H1-001",
+            "--case",
+            "H1-027",
+            "--json",
+            "--no-progress",
+            "--report",
+            str(tmp_path),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in (
+        "backend",
+        "total",
+        "contained",
+        "benign_total",
+        "benign_passed",
+        "per_class",
+        "failures",
+        "duration_s",
+    ):
+        assert key in out
+    assert out["benign_total"] == 2 and out["benign_passed"] == 2
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_cli_usage_errors():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import security_bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert security_bench.main(["--backend", "nope"]) == 64
+    assert security_bench.main(["--class", "Z"]) == 64
