@@ -1,0 +1,255 @@
+"""code_query: find definitions (functions, classes, variables) and files by name.
+
+Structure, not grep: Python through :mod:`ast`; JavaScript, TypeScript, Go and Rust through
+tree-sitter when its grammar wheels are installed; anything else (or a grammar missing)
+through a regex fallback. Every match says which engine found it, so the caller knows how
+far to trust it. Files are read through the workspace-confined helpers and size-capped.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from runtime.errors import ToolFailed
+from runtime.toolkit import ToolContext
+from runtime.toolkit_fs import Workspace, read_bytes
+
+__all__ = ["code_query"]
+
+_MAX_FILE_BYTES = 1_048_576
+_MAX_FILES = 5000
+_CONTEXT = 2
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
+                        "target", "dist", "build", ".mypy_cache", ".ruff_cache", ".tox"})
+_SOURCE_EXT = frozenset({".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go",
+                         ".rs", ".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb",
+                         ".php", ".kt", ".swift", ".scala", ".sh", ".lua"})
+
+# (kind, name, line 1-based, byte column 0-based)
+Symbol = tuple[str, str, int, int]
+
+
+def _python_symbols(src: bytes) -> Iterator[Symbol]:
+    tree = ast.parse(src)
+
+    def visit(body: list[ast.stmt]) -> Iterator[Symbol]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield "function", node.name, node.lineno, node.col_offset
+                yield from visit(node.body)
+            elif isinstance(node, ast.ClassDef):
+                yield "class", node.name, node.lineno, node.col_offset
+                yield from visit(node.body)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            yield "variable", name.id, name.lineno, name.col_offset
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+                for field in ("body", "orelse", "finalbody"):
+                    yield from visit(getattr(node, field, []) or [])
+
+    yield from visit(tree.body)
+
+
+# ----------------------------------------------------------------------------- tree-sitter
+
+_TS_KINDS = {
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "method_definition": "function",
+    "method_declaration": "function",
+    "function_item": "function",
+    "function_signature_item": "function",
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "interface_declaration": "class",
+    "type_alias_declaration": "class",
+    "enum_declaration": "class",
+    "type_spec": "class",
+    "struct_item": "class",
+    "enum_item": "class",
+    "trait_item": "class",
+    "variable_declarator": "variable",
+    "var_spec": "variable",
+    "const_spec": "variable",
+    "const_item": "variable",
+    "static_item": "variable",
+    "let_declaration": "variable",
+}
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function"})
+
+
+def _load_grammars() -> dict[str, Callable[[bytes], Any]]:
+    """Parsers by file extension, for the grammar wheels that are installed."""
+    try:
+        from tree_sitter import Language, Parser
+    except ImportError:
+        return {}
+    makers: dict[str, tuple[str, str]] = {
+        ".js": ("tree_sitter_javascript", "language"),
+        ".mjs": ("tree_sitter_javascript", "language"),
+        ".cjs": ("tree_sitter_javascript", "language"),
+        ".jsx": ("tree_sitter_javascript", "language"),
+        ".ts": ("tree_sitter_typescript", "language_typescript"),
+        ".tsx": ("tree_sitter_typescript", "language_tsx"),
+        ".go": ("tree_sitter_go", "language"),
+        ".rs": ("tree_sitter_rust", "language"),
+    }
+    out: dict[str, Callable[[bytes], Any]] = {}
+    for ext, (module, func) in makers.items():
+        try:
+            mod = __import__(module)
+            parser = Parser(Language(getattr(mod, func)()))
+        except (ImportError, AttributeError, ValueError):
+            continue
+        out[ext] = parser.parse
+    return out
+
+
+_GRAMMARS: dict[str, Callable[[bytes], Any]] | None = None
+
+
+def _grammars() -> dict[str, Callable[[bytes], Any]]:
+    global _GRAMMARS  # noqa: PLW0603 - a per-process cache; the fork-server warms it once
+    if _GRAMMARS is None:
+        _GRAMMARS = _load_grammars()
+    return _GRAMMARS
+
+
+def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
+    stack = [parse(src).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(node.children))
+        kind = _TS_KINDS.get(node.type)
+        if kind is None:
+            continue
+        name = node.child_by_field_name("name") or node.child_by_field_name("pattern")
+        if name is None or name.type not in (
+            "identifier", "property_identifier", "type_identifier", "field_identifier"
+        ):
+            continue
+        if kind == "variable":
+            value = node.child_by_field_name("value")
+            if value is not None and value.type in _FUNCTION_VALUES:
+                kind = "function"
+        text = src[name.start_byte : name.end_byte].decode("utf-8", "replace")
+        yield kind, text, name.start_point[0] + 1, name.start_point[1]
+
+
+# ----------------------------------------------------------------------------- regex
+
+_REGEXES = [
+    ("class", re.compile(rb"^[ \t]*(?:export\s+|public\s+|private\s+|abstract\s+|final\s+)*"
+                         rb"(?:class|struct|interface|enum|trait|module)\s+([A-Za-z_]\w*)", re.M)),
+    ("function", re.compile(rb"^[ \t]*(?:export\s+|public\s+|private\s+|static\s+|async\s+)*"
+                            rb"(?:def|function|func|fn|sub)\s+([A-Za-z_]\w*)", re.M)),
+    ("function", re.compile(rb"^[ \t]*(?:[\w:<>*&]+\s+)+\**([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{",
+                            re.M)),
+    ("variable", re.compile(rb"^[ \t]*(?:export\s+)?(?:const|let|var|local)\s+([A-Za-z_]\w*)",
+                            re.M)),
+    ("variable", re.compile(rb"^([A-Za-z_]\w*)\s*=[^=]", re.M)),
+]
+_REGEX_STOPWORDS = frozenset({b"if", b"for", b"while", b"switch", b"return", b"else"})
+
+
+def _regex_symbols(src: bytes) -> Iterator[Symbol]:
+    for kind, rx in _REGEXES:
+        for m in rx.finditer(src):
+            if m.group(1) in _REGEX_STOPWORDS:
+                continue
+            line = src.count(b"\n", 0, m.start(1)) + 1
+            col = m.start(1) - (src.rfind(b"\n", 0, m.start(1)) + 1)
+            yield kind, m.group(1).decode("utf-8", "replace"), line, col
+
+
+# ----------------------------------------------------------------------------- the tool
+
+
+def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
+    if ext in (".py", ".pyi"):
+        try:
+            return "ast", list(_python_symbols(src))
+        except (SyntaxError, ValueError, RecursionError):
+            return "regex", list(_regex_symbols(src))
+    parse = _grammars().get(ext)
+    if parse is not None:
+        return "tree-sitter", list(_ts_symbols(parse, src))
+    return "regex", list(_regex_symbols(src))
+
+
+def _matcher(query: str) -> Callable[[str], int]:
+    """0 = no match, 2 = exact, 1 = glob / case-insensitive substring."""
+    if any(ch in query for ch in "*?["):
+        return lambda name: 1 if fnmatch.fnmatchcase(name, query) else 0
+    q = query.casefold()
+    return lambda name: 2 if name == query else (1 if q in name.casefold() else 0)
+
+
+def _excerpt(lines: list[bytes], line: int, col: int) -> tuple[str, str, int]:
+    text = lines[line - 1] if 0 < line <= len(lines) else b""
+    lo, hi = max(0, line - 1 - _CONTEXT), min(len(lines), line + _CONTEXT)
+    context = b"\n".join(lines[lo:hi]).decode("utf-8", "replace")
+    column = len(text[:col].decode("utf-8", "ignore")) + 1
+    return text.decode("utf-8", "replace").rstrip(), context, column
+
+
+def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    query: str = args["query"].strip()
+    if not query:
+        raise ToolFailed("query must not be empty", reason="empty_query")
+    want = args.get("type", "all")
+    limit = int(args.get("limit", 50))
+    match = _matcher(query)
+    found: list[tuple[int, dict[str, Any]]] = []
+    engines: set[str] = set()
+    scanned = 0
+    with Workspace(ctx.workspace) as ws:
+        base = ws.parts(args.get("path", "."))
+        if (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000:
+            entries = [(base, base[-1] if base else "")]
+        else:
+            entries = [
+                (tuple(e.path.split("/")), e.name)
+                for e in ws.walk(base, max_depth=-1)
+                if e.type == "file" and not _SKIP_DIRS.intersection(e.path.split("/")[:-1])
+            ]
+        for parts, name in entries:
+            rel = ws.rel(parts)
+            if want in ("file", "all") and (score := match(name)):
+                found.append((score, {"file": rel, "kind": "file", "name": name, "line": 1,
+                                      "column": 1, "code": "", "context": "", "engine": "path"}))
+            ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+            if want == "file" or ext not in _SOURCE_EXT or scanned >= _MAX_FILES:
+                continue
+            scanned += 1
+            fd, _ = ws.open_file(parts)
+            with fd:
+                src, too_big = read_bytes(fd.fd, _MAX_FILE_BYTES)
+            if too_big or b"\0" in src:
+                continue
+            engine, symbols = _symbols(ext, src)
+            lines = src.split(b"\n")
+            for kind, sym, line, col in symbols:
+                if want not in ("all", kind) or not (score := match(sym)):
+                    continue
+                engines.add(engine)
+                code, context, column = _excerpt(lines, line, col)
+                found.append((score, {"file": rel, "kind": kind, "name": sym, "line": line,
+                                      "column": column, "code": code, "context": context,
+                                      "engine": engine}))
+    found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
+    return {
+        "query": query,
+        "type": want,
+        "matches": [f[1] for f in found[:limit]],
+        "count": len(found),
+        "truncated": len(found) > limit or scanned >= _MAX_FILES,
+        "engines": sorted(engines),
+    }
