@@ -20,6 +20,7 @@ tree itself between two of our system calls.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fnmatch
@@ -184,9 +185,7 @@ class Workspace:
         directory. ``..`` is refused outright: through a symlink its meaning is not lexical,
         so any "harmless" ``a/../b`` would be a guess."""
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
-            raise _fail(
-                "the path contains a NUL or control character", "control_char", repr(path)
-            )
+            raise _fail("the path contains a NUL or control character", "control_char", repr(path))
         rel = path
         if path.startswith("/"):
             rel = ""
@@ -327,7 +326,9 @@ class Workspace:
         err.__cause__ = exc
         return err
 
-    def open_file(self, parts: tuple[str, ...], flags: int = os.O_RDONLY) -> tuple[Fd, os.stat_result]:
+    def open_file(
+        self, parts: tuple[str, ...], flags: int = os.O_RDONLY
+    ) -> tuple[Fd, os.stat_result]:
         """Open a regular file for reading. O_NONBLOCK keeps a FIFO from blocking the open;
         the fstat of the opened descriptor is what we check (no path re-use)."""
         try:
@@ -339,7 +340,9 @@ class Workspace:
             fd.close()
             kind = file_type(st.st_mode)
             raise _fail(
-                f"{self.rel(parts)!r} is a {kind}, not a regular file", f"is_{kind}", self.rel(parts)
+                f"{self.rel(parts)!r} is a {kind}, not a regular file",
+                f"is_{kind}",
+                self.rel(parts),
             )
         os.set_blocking(fd.fd, True)
         return fd, st
@@ -356,10 +359,8 @@ class Workspace:
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
         try:
             for i, comp in enumerate(parts):
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(comp, 0o777, dir_fd=cur.fd)
-                except FileExistsError:
-                    pass
                 nxt = self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
                 cur.close()
                 cur = nxt
@@ -447,10 +448,8 @@ class Workspace:
                 raise self.explain(exc, parts, "file") from exc
             finally:
                 if tmp:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.unlink(tmp, dir_fd=parent.fd)
-                    except OSError:
-                        pass
         return written
 
     def delete(self, parts: tuple[str, ...], *, recursive: bool) -> str:
@@ -554,9 +553,7 @@ class Workspace:
                 except OSError:
                     continue  # vanished under us
                 path = f"{rel}/{entry.name}" if rel else entry.name
-                yield Entry(
-                    entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth
-                )
+                yield Entry(entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth)
                 if stat.S_ISDIR(st.st_mode) and (max_depth < 0 or depth < max_depth):
                     try:
                         child = os.open(

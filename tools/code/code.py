@@ -23,11 +23,51 @@ __all__ = ["code_query"]
 _MAX_FILE_BYTES = 1_048_576
 _MAX_FILES = 5000
 _CONTEXT = 2
-_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
-                        "target", "dist", "build", ".mypy_cache", ".ruff_cache", ".tox"})
-_SOURCE_EXT = frozenset({".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go",
-                         ".rs", ".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb",
-                         ".php", ".kt", ".swift", ".scala", ".sh", ".lua"})
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "target",
+        "dist",
+        "build",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+    }
+)
+_SOURCE_EXT = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".jsx",
+        ".ts",
+        ".tsx",
+        ".go",
+        ".rs",
+        ".java",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".kt",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".lua",
+    }
+)
 
 # (kind, name, line 1-based, byte column 0-based)
 Symbol = tuple[str, str, int, int]
@@ -132,7 +172,10 @@ def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
             continue
         name = node.child_by_field_name("name") or node.child_by_field_name("pattern")
         if name is None or name.type not in (
-            "identifier", "property_identifier", "type_identifier", "field_identifier"
+            "identifier",
+            "property_identifier",
+            "type_identifier",
+            "field_identifier",
         ):
             continue
         if kind == "variable":
@@ -146,14 +189,30 @@ def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
 # ----------------------------------------------------------------------------- regex
 
 _REGEXES = [
-    ("class", re.compile(rb"^[ \t]*(?:export\s+|public\s+|private\s+|abstract\s+|final\s+)*"
-                         rb"(?:class|struct|interface|enum|trait|module)\s+([A-Za-z_]\w*)", re.M)),
-    ("function", re.compile(rb"^[ \t]*(?:export\s+|public\s+|private\s+|static\s+|async\s+)*"
-                            rb"(?:def|function|func|fn|sub)\s+([A-Za-z_]\w*)", re.M)),
-    ("function", re.compile(rb"^[ \t]*(?:[\w:<>*&]+\s+)+\**([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{",
-                            re.M)),
-    ("variable", re.compile(rb"^[ \t]*(?:export\s+)?(?:const|let|var|local)\s+([A-Za-z_]\w*)",
-                            re.M)),
+    (
+        "class",
+        re.compile(
+            rb"^[ \t]*(?:export\s+|public\s+|private\s+|abstract\s+|final\s+)*"
+            rb"(?:class|struct|interface|enum|trait|module)\s+([A-Za-z_]\w*)",
+            re.M,
+        ),
+    ),
+    (
+        "function",
+        re.compile(
+            rb"^[ \t]*(?:export\s+|public\s+|private\s+|static\s+|async\s+)*"
+            rb"(?:def|function|func|fn|sub)\s+([A-Za-z_]\w*)",
+            re.M,
+        ),
+    ),
+    (
+        "function",
+        re.compile(rb"^[ \t]*(?:[\w:<>*&]+\s+)+\**([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{", re.M),
+    ),
+    (
+        "variable",
+        re.compile(rb"^[ \t]*(?:export\s+)?(?:const|let|var|local)\s+([A-Za-z_]\w*)", re.M),
+    ),
     ("variable", re.compile(rb"^([A-Za-z_]\w*)\s*=[^=]", re.M)),
 ]
 _REGEX_STOPWORDS = frozenset({b"if", b"for", b"while", b"switch", b"return", b"else"})
@@ -223,8 +282,21 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         for parts, name in entries:
             rel = ws.rel(parts)
             if want in ("file", "all") and (score := match(name)):
-                found.append((score, {"file": rel, "kind": "file", "name": name, "line": 1,
-                                      "column": 1, "code": "", "context": "", "engine": "path"}))
+                found.append(
+                    (
+                        score,
+                        {
+                            "file": rel,
+                            "kind": "file",
+                            "name": name,
+                            "line": 1,
+                            "column": 1,
+                            "code": "",
+                            "context": "",
+                            "engine": "path",
+                        },
+                    )
+                )
             ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
             if want == "file" or ext not in _SOURCE_EXT or scanned >= _MAX_FILES:
                 continue
@@ -241,9 +313,21 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     continue
                 engines.add(engine)
                 code, context, column = _excerpt(lines, line, col)
-                found.append((score, {"file": rel, "kind": kind, "name": sym, "line": line,
-                                      "column": column, "code": code, "context": context,
-                                      "engine": engine}))
+                found.append(
+                    (
+                        score,
+                        {
+                            "file": rel,
+                            "kind": kind,
+                            "name": sym,
+                            "line": line,
+                            "column": column,
+                            "code": code,
+                            "context": context,
+                            "engine": engine,
+                        },
+                    )
+                )
     found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
     return {
         "query": query,

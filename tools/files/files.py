@@ -232,8 +232,14 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         rel = ws.rel(parts)
         st = ws.lstat(parts)
         if st is None:
-            return {"path": rel, "exists": False, "type": None, "size": None,
-                    "modified": None, "mode": None}
+            return {
+                "path": rel,
+                "exists": False,
+                "type": None,
+                "size": None,
+                "modified": None,
+                "mode": None,
+            }
         out = _info(rel, st) | {"exists": True, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
         if stat.S_ISLNK(st.st_mode):
             with ws.open_dir(parts[:-1]) as parent:
@@ -269,5 +275,9 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     "modified": _iso(entry.modified),
                 }
             )
-        return {"path": ws.rel(parts), "matches": matches, "count": len(matches),
-                "truncated": truncated}
+        return {
+            "path": ws.rel(parts),
+            "matches": matches,
+            "count": len(matches),
+            "truncated": truncated,
+        }

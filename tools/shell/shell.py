@@ -118,10 +118,8 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 buf += data[: max(room, 0)]
         if timed_out:
             _killpg(proc.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(_GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
             _killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
     stdout = bufs[out_fd].decode("utf-8", "replace")
