@@ -37,12 +37,12 @@ def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat()
 
 
-def _decode(raw: bytes, rel: str) -> str:
+def _decode(raw: bytes, rel: str, cut_by_cap: bool) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        # A cap may cut a multi-byte character: retry without up to 3 trailing bytes.
-        for cut in (1, 2, 3):
+        # The byte cap may cut a multi-byte character: retry without up to 3 trailing bytes.
+        for cut in (1, 2, 3) if cut_by_cap else ():
             if exc.start >= len(raw) - cut:
                 try:
                     return raw[: len(raw) - cut].decode("utf-8")
@@ -85,7 +85,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
     return {
         "path": rel,
-        "content": _decode(raw, rel),
+        "content": _decode(raw, rel, truncated and not raw.endswith(b"\n")),
         "encoding": "utf-8",
         "size": st.st_size,
         "offset": offset,
