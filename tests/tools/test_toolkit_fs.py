@@ -159,9 +159,7 @@ def test_magic_link_refused(mode: str, ws: Path) -> None:
     assert _reason(exc) == "escape"
 
 
-def test_write_through_parent_symlink_stays_inside(
-    mode: str, ws: Path, outside: Path
-) -> None:
+def test_write_through_parent_symlink_stays_inside(mode: str, ws: Path, outside: Path) -> None:
     (ws / "p").symlink_to(outside)
     with Workspace(ws) as w, pytest.raises(ToolFailed) as exc:
         w.atomic_write(w.parts("p/new.txt"), iter([b"pwn"]))
@@ -231,8 +229,27 @@ def _tree(ws: Path, outside: Path) -> set[tuple[int, int]]:
 
 
 _COMPONENTS = st.sampled_from(
-    ["a", "b", "f.txt", "g.txt", "up", "upup", "out", "abs", "in", "loop", ".", "..", "",
-     "\uff0e\uff0e", "%2e%2e", "secret.txt", "a\\..", "proc", "self"]
+    [
+        "a",
+        "b",
+        "f.txt",
+        "g.txt",
+        "up",
+        "upup",
+        "out",
+        "abs",
+        "in",
+        "loop",
+        ".",
+        "..",
+        "",
+        "\uff0e\uff0e",
+        "%2e%2e",
+        "secret.txt",
+        "a\\..",
+        "proc",
+        "self",
+    ]
 )
 
 
@@ -244,7 +261,9 @@ def _hostile(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.parametrize("use_openat2", [True, False])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(path=_hostile())
 def test_property_refused_or_inside(
     tmp_path_factory: pytest.TempPathFactory, use_openat2: bool, path: str
@@ -284,7 +303,9 @@ def test_atomic_write_keeps_mode(ws: Path) -> None:
 
 
 @pytest.mark.parametrize("victim", ["fsync", "rename"])
-def test_failed_write_leaves_original(ws: Path, monkeypatch: pytest.MonkeyPatch, victim: str) -> None:
+def test_failed_write_leaves_original(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, victim: str
+) -> None:
     (ws / "keep.txt").write_text("original")
 
     def boom(*args: object, **kwargs: object) -> None:

@@ -68,10 +68,18 @@ def test_read_file_cut_multibyte_at_cap(tool: Load, ws: Path) -> None:
 
 @pytest.mark.parametrize(
     ("path", "reason"),
-    [("missing.txt", "not_found"), ("d", "is_directory"), ("../etc/passwd", "parent_ref"),
-     ("/etc/passwd", "absolute"), (".", "root"), (".runtime/x", "runtime_state")],
+    [
+        ("missing.txt", "not_found"),
+        ("d", "is_directory"),
+        ("../etc/passwd", "parent_ref"),
+        ("/etc/passwd", "absolute"),
+        (".", "root"),
+        (".runtime/x", "runtime_state"),
+    ],
 )
-def test_read_file_bad_paths(tool: Load, ctx: ToolContext, ws: Path, path: str, reason: str) -> None:
+def test_read_file_bad_paths(
+    tool: Load, ctx: ToolContext, ws: Path, path: str, reason: str
+) -> None:
     (ws / "d").mkdir()
     _fails(tool("read_file"), {"path": path}, ctx, reason)
 
@@ -93,11 +101,16 @@ def test_write_file_create_overwrite_append(tool: Load, ctx: ToolContext, ws: Pa
 
 def test_write_file_base64(tool: Load, ctx: ToolContext, ws: Path) -> None:
     blob = os.urandom(1000)
-    r = tool("write_file")({"path": "b.bin", "content": base64.b64encode(blob).decode(),
-                            "encoding": "base64"}, ctx)
+    r = tool("write_file")(
+        {"path": "b.bin", "content": base64.b64encode(blob).decode(), "encoding": "base64"}, ctx
+    )
     assert r["bytes_written"] == 1000 and (ws / "b.bin").read_bytes() == blob
-    _fails(tool("write_file"), {"path": "c.bin", "content": "not base64!", "encoding": "base64"},
-           ctx, "bad_base64")
+    _fails(
+        tool("write_file"),
+        {"path": "c.bin", "content": "not base64!", "encoding": "base64"},
+        ctx,
+        "bad_base64",
+    )
     assert not (ws / "c.bin").exists()
 
 
@@ -137,9 +150,12 @@ def test_edit_file(tool: Load, ctx: ToolContext, ws: Path) -> None:
     (ws / "m.py").write_text("a = 1\nb = 1\nc = 2\n")
     edit = tool("edit_file")
     assert edit({"path": "m.py", "old_string": "c = 2", "new_string": "c = 3"}, ctx) == {
-        "path": "m.py", "replacements": 1}
-    err = _fails(edit, {"path": "m.py", "old_string": "= 1", "new_string": "= 9"}, ctx,
-                 "not_unique")
+        "path": "m.py",
+        "replacements": 1,
+    }
+    err = _fails(
+        edit, {"path": "m.py", "old_string": "= 1", "new_string": "= 9"}, ctx, "not_unique"
+    )
     assert err.details["occurrences"] == 2 and "2 times" in err.message
     assert (ws / "m.py").read_text() == "a = 1\nb = 1\nc = 3\n"  # nothing changed
     r = edit({"path": "m.py", "old_string": "= 1", "new_string": "= 9", "replace_all": True}, ctx)
@@ -197,7 +213,8 @@ def test_file_search(tool: Load, ctx: ToolContext, ws: Path) -> None:
     assert [m["path"] for m in r["matches"]] == ["src/a.py", "src/pkg/b.py"]
     assert search({"pattern": "*", "type": "dir"}, ctx)["matches"][0]["path"] == "src"
     assert [m["path"] for m in search({"pattern": "*.py", "max_depth": 2}, ctx)["matches"]] == [
-        "src/a.py"]
+        "src/a.py"
+    ]
     assert search({"pattern": "*.py", "path": "src/pkg"}, ctx)["count"] == 1
     for i in range(30):
         (ws / f"n{i}.txt").write_text("")
@@ -252,8 +269,14 @@ def test_get_file_info(tool: Load, ctx: ToolContext, ws: Path, outside: Path) ->
     info = tool("get_file_info")
     r = info({"path": "f"}, ctx)
     assert r["exists"] and r["type"] == "file" and r["size"] == 3 and r["mode"] == "0640"
-    assert info({"path": "nope"}, ctx) == {"path": "nope", "exists": False, "type": None,
-                                            "size": None, "modified": None, "mode": None}
+    assert info({"path": "nope"}, ctx) == {
+        "path": "nope",
+        "exists": False,
+        "type": None,
+        "size": None,
+        "modified": None,
+        "mode": None,
+    }
     assert info({"path": "nope/deeper"}, ctx)["exists"] is False
     assert info({"path": "."}, ctx)["type"] == "directory"
     (ws / "l").symlink_to(outside / "secret.txt")

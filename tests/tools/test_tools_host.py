@@ -77,12 +77,22 @@ def test_set_env_reaches_shell(tool: Load, ws: Path) -> None:
 
 def test_snippets_roundtrip_and_persist(tool: Load, ctx: ToolContext, tmp_path: Path) -> None:
     save, load, lst = tool("snippet_save"), tool("snippet_load"), tool("snippet_list")
-    r = save({"name": "hello", "code": "print('hi')", "language": "python",
-              "tags": ["demo", "io"], "description": "greets"}, ctx)
+    r = save(
+        {
+            "name": "hello",
+            "code": "print('hi')",
+            "language": "python",
+            "tags": ["demo", "io"],
+            "description": "greets",
+        },
+        ctx,
+    )
     assert r["created"] and r["name"] == "hello" and r["id"].startswith("snip_")
     save({"name": "q", "code": "SELECT 1", "language": "sql", "tags": ["demo"]}, ctx)
-    again = save({"name": "hello", "code": "print('hello')", "language": "python",
-                  "tags": ["demo", "io"]}, ctx)
+    again = save(
+        {"name": "hello", "code": "print('hello')", "language": "python", "tags": ["demo", "io"]},
+        ctx,
+    )
     assert again["id"] == r["id"] and not again["created"]
     # A new context (a restarted broker) sees the same store.
     ctx2 = ToolContext(workspace=ctx.workspace, options={"state_dir": tmp_path / "state"})
@@ -115,10 +125,18 @@ def test_no_state_dir(tool: Load, ws: Path) -> None:
 
 def test_memory_tools(tool: Load, ctx: ToolContext) -> None:
     write, read, search = tool("memory_write"), tool("memory_read"), tool("memory_search")
-    write({"key": "db", "content": "We chose PostgreSQL for the main store",
-           "category": "decision", "tags": ["arch"]}, ctx)
-    write({"key": "bug", "content": "Flaky test in the postgres migration",
-           "category": "issue"}, ctx)
+    write(
+        {
+            "key": "db",
+            "content": "We chose PostgreSQL for the main store",
+            "category": "decision",
+            "tags": ["arch"],
+        },
+        ctx,
+    )
+    write(
+        {"key": "bug", "content": "Flaky test in the postgres migration", "category": "issue"}, ctx
+    )
     auto = write({"content": "User prefers tabs"}, ctx)
     assert auto["key"].startswith("mem_") and auto["created"]
     r = search({"query": "postgres"}, ctx)
@@ -127,8 +145,9 @@ def test_memory_tools(tool: Load, ctx: ToolContext) -> None:
     write({"key": "pg2", "content": "postgres, postgres everywhere"}, ctx)
     assert search({"query": "postgres"}, ctx)["matches"][0]["key"] == "pg2"
     tool("memory_delete")({"key": "pg2"}, ctx)
-    assert [m["key"] for m in search({"query": "postgres", "category": "issue"}, ctx)[
-        "matches"]] == ["bug"]
+    assert [
+        m["key"] for m in search({"query": "postgres", "category": "issue"}, ctx)["matches"]
+    ] == ["bug"]
     assert [m["key"] for m in search({"query": "", "tags": ["arch"]}, ctx)["matches"]] == ["db"]
     assert search({"query": "postgres tabs"}, ctx)["count"] == 0
     assert read({"key": "db"}, ctx)["category"] == "decision"

@@ -31,14 +31,17 @@ def test_runs_in_workspace_and_cwd(sh: Tool, ctx: ToolContext, ws: Path) -> None
     (ws / "sub").mkdir()
     assert sh({"command": "pwd"}, ctx)["stdout"].strip() == str(ws)
     assert sh({"command": "pwd", "cwd": "sub"}, ctx)["stdout"].strip() == str(ws / "sub")
-    assert sh({"command": "pwd", "cwd": "/workspace/sub"}, ctx)["stdout"].strip() == str(
-        ws / "sub"
-    )
+    assert sh({"command": "pwd", "cwd": "/workspace/sub"}, ctx)["stdout"].strip() == str(ws / "sub")
 
 
 @pytest.mark.parametrize(
     ("cwd", "reason"),
-    [("..", "parent_ref"), ("/tmp", "absolute"), ("missing", "not_found"), ("f", "not_a_directory")],
+    [
+        ("..", "parent_ref"),
+        ("/tmp", "absolute"),
+        ("missing", "not_found"),
+        ("f", "not_a_directory"),
+    ],
 )
 def test_bad_cwd(sh: Tool, ctx: ToolContext, ws: Path, cwd: str, reason: str) -> None:
     (ws / "f").write_text("")
@@ -56,8 +59,9 @@ def test_cwd_symlink_escape(sh: Tool, ctx: ToolContext, ws: Path, outside: Path)
 
 def test_environment_is_only_given(sh: Tool, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BROKER_SECRET", "s3cr3t")
-    ctx = ToolContext(workspace=ws, env={"POLICY_VAR": "p"},
-                      options={"session_env": {"SESSION_VAR": "s"}})
+    ctx = ToolContext(
+        workspace=ws, env={"POLICY_VAR": "p"}, options={"session_env": {"SESSION_VAR": "s"}}
+    )
     out = sh({"command": "env", "env": {"ARG_VAR": "a"}}, ctx)["stdout"]
     env = dict(line.split("=", 1) for line in out.splitlines())
     assert "BROKER_SECRET" not in env
@@ -74,8 +78,13 @@ def test_refused_env_keys(sh: Tool, ctx: ToolContext, key: str) -> None:
 def test_output_cap_drains_and_truncates(sh: Tool, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(output_bytes=1000, timeout_s=20))
     # 5 MB on each pipe: without concurrent draining the child would block forever.
-    r = sh({"command": "head -c 5000000 /dev/zero | tr '\\0' a; "
-                       "head -c 5000000 /dev/zero | tr '\\0' b >&2; echo done >&2"}, ctx)
+    r = sh(
+        {
+            "command": "head -c 5000000 /dev/zero | tr '\\0' a; "
+            "head -c 5000000 /dev/zero | tr '\\0' b >&2; echo done >&2"
+        },
+        ctx,
+    )
     assert r["truncated"] and r["exit_code"] == 0
     assert r["stdout"] == "a" * 1000 and r["stderr"] == "b" * 1000
 
@@ -84,8 +93,10 @@ def test_timeout_kills_the_group(sh: Tool, ws: Path, tmp_path: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
     pidfile = ws / "pid"
     with pytest.raises(ToolTimeout) as exc:
-        sh({"command": f"sleep 300 & echo $! > {pidfile}; echo started; wait",
-            "timeout_s": 0.5}, ctx)
+        sh(
+            {"command": f"sleep 300 & echo $! > {pidfile}; echo started; wait", "timeout_s": 0.5},
+            ctx,
+        )
     assert exc.value.details["stdout"] == "started\n"
     pid = int(pidfile.read_text())
     # The background sleep was in the group: SIGKILL is delivered asynchronously, so wait

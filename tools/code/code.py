@@ -76,15 +76,16 @@ Symbol = tuple[str, str, int, int]
 def _python_symbols(src: bytes) -> Iterator[Symbol]:
     tree = ast.parse(src)
 
-    def visit(body: list[ast.stmt]) -> Iterator[Symbol]:
+    def visit(body: list[ast.stmt], local: bool) -> Iterator[Symbol]:
+        """``local``: inside a function, where assignments are locals, not definitions."""
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield "function", node.name, node.lineno, node.col_offset
-                yield from visit(node.body)
+                yield from visit(node.body, True)
             elif isinstance(node, ast.ClassDef):
                 yield "class", node.name, node.lineno, node.col_offset
-                yield from visit(node.body)
-            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                yield from visit(node.body, False)
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and not local:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     for name in ast.walk(target):
@@ -92,9 +93,9 @@ def _python_symbols(src: bytes) -> Iterator[Symbol]:
                             yield "variable", name.id, name.lineno, name.col_offset
             elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
                 for field in ("body", "orelse", "finalbody"):
-                    yield from visit(getattr(node, field, []) or [])
+                    yield from visit(getattr(node, field, []) or [], local)
 
-    yield from visit(tree.body)
+    yield from visit(tree.body, False)
 
 
 # ----------------------------------------------------------------------------- tree-sitter
@@ -120,7 +121,6 @@ _TS_KINDS = {
     "const_spec": "variable",
     "const_item": "variable",
     "static_item": "variable",
-    "let_declaration": "variable",
 }
 _FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function"})
 
@@ -163,12 +163,14 @@ def _grammars() -> dict[str, Callable[[bytes], Any]]:
 
 
 def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
-    stack = [parse(src).root_node]
+    # (node, inside a function body): variables there are locals, not definitions.
+    stack: list[tuple[Any, bool]] = [(parse(src).root_node, False)]
     while stack:
-        node = stack.pop()
-        stack.extend(reversed(node.children))
+        node, local = stack.pop()
         kind = _TS_KINDS.get(node.type)
-        if kind is None:
+        inner = local or kind == "function" or node.type in _FUNCTION_VALUES
+        stack.extend((child, inner) for child in reversed(node.children))
+        if kind is None or (kind == "variable" and local):
             continue
         name = node.child_by_field_name("name") or node.child_by_field_name("pattern")
         if name is None or name.type not in (
