@@ -160,3 +160,30 @@ def test_preexec_hook_runs_in_child(sh: Tool, ws: Path) -> None:
 def test_nul_in_command(sh: Tool, ctx: ToolContext) -> None:
     with pytest.raises(ToolFailed):
         sh({"command": "echo a\0b"}, ctx)
+
+
+BLOCKING = ["http.server", "npm run dev", "npm start", "uvicorn", "vite", "next dev"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -m http.server 8000",
+        "npm start",
+        "cd app && uvicorn main:app",
+        "npx vite",
+        "npm run dev -- --port 3000",
+    ],
+)
+def test_blocking_services_refused_when_policy_lists_them(sh: Tool, ws: Path, command: str) -> None:
+    ctx = ToolContext(workspace=ws, options={"blocked_services": BLOCKING})
+    with pytest.raises(ToolFailed) as exc:
+        sh({"command": command}, ctx)
+    assert exc.value.details["reason"] == "blocking_service"
+
+
+def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, options={"blocked_services": BLOCKING})
+    assert sh({"command": "echo invite npm-starter"}, ctx)["exit_code"] == 0
+    allowed = ToolContext(workspace=ws, options={"blocked_services": []})
+    assert sh({"command": "echo vite"}, allowed)["stdout"] == "vite\n"

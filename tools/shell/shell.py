@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -49,6 +50,21 @@ def _cwd(args: dict[str, Any], ctx: ToolContext) -> str:
         return str(ws.root.joinpath(*parts))
 
 
+def _check_blocking(command: str, ctx: ToolContext) -> None:
+    """Refuse long-running services (seed 003's list) when the policy hands the tool a
+    ``blocked_services`` list; the policy engine decides, this gives the clear reason. A
+    pattern matches as whole words, so 'vite' does not match 'invite'."""
+    patterns = ctx.options.get("blocked_services") or ()
+    for pattern in patterns:
+        if re.search(rf"(?<![\w.-]){re.escape(str(pattern))}(?![\w-])", command):
+            raise ToolFailed(
+                f"{pattern!r} starts a long-running service that would block this call; run "
+                "a one-shot command instead (build, test), or ask for a policy that allows it",
+                reason="blocking_service",
+                pattern=str(pattern),
+            )
+
+
 def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -58,6 +74,7 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     command: str = args["command"]
     if "\0" in command:
         raise ToolFailed("the command contains a NUL byte", reason="bad_command")
+    _check_blocking(command, ctx)
     limit = ctx.limits.timeout_s
     timeout = float(args.get("timeout_s", limit))
     if timeout > limit:
