@@ -411,7 +411,7 @@ class Workspace:
                     f"is_{kind}",
                     self.rel(parts),
                 )
-            tmp = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+            tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
             try:
                 tfd = Fd(
                     os.open(
@@ -426,7 +426,9 @@ class Workspace:
             try:
                 with tfd:
                     if old is not None:
-                        os.fchmod(tfd.fd, stat.S_IMODE(old.st_mode))
+                        # New content drops set-id bits, as write(2) on the file would.
+                        keep = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+                        os.fchmod(tfd.fd, keep)
                     if append and old is not None:
                         with Fd(
                             os.open(

@@ -144,3 +144,9 @@ def test_tree_sitter_skips_locals(cq: Tool, ctx: ToolContext, ws: Path) -> None:
     (ws / "a.js").write_text("const top = 1;\nfunction f() { const inner = 2; }\n")
     assert _names(cq({"query": "top"}, ctx)) == [("top", "variable", "tree-sitter")]
     assert cq({"query": "inner"}, ctx)["count"] == 0
+
+
+def test_long_lines_are_cut(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    (ws / "min.js").write_text("var minified = 1;" + "x" * 100_000 + "\n")
+    m = cq({"query": "minified"}, ctx)["matches"][0]
+    assert len(m["code"]) == 400 and len(m["context"]) <= 1200

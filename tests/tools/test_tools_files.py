@@ -284,3 +284,18 @@ def test_get_file_info(tool: Load, ctx: ToolContext, ws: Path, outside: Path) ->
     assert r["type"] == "symlink" and r["target"] == str(outside / "secret.txt")
     (ws / "o").symlink_to(outside)
     _fails(info, {"path": "o/secret.txt"}, ctx, "escape")
+
+
+def test_list_files_respects_output_budget(tool: Load, ws: Path) -> None:
+    for i in range(200):
+        (ws / f"{'n' * 100}{i:03d}").write_text("")
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=10_000))
+    r = tool("list_files")({}, small)
+    assert r["truncated"] and 0 < len(r["files"]) < 200
+
+
+def test_setuid_bits_dropped_on_rewrite(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "s").write_text("x")
+    os.chmod(ws / "s", 0o4755)
+    tool("write_file")({"path": "s", "content": "y"}, ctx)
+    assert (ws / "s").stat().st_mode & 0o7777 == 0o755

@@ -23,6 +23,7 @@ __all__ = ["code_query"]
 _MAX_FILE_BYTES = 1_048_576
 _MAX_FILES = 5000
 _CONTEXT = 2
+_MAX_CODE = 400  # characters of a matched line kept (minified code has megabyte lines)
 _SKIP_DIRS = frozenset(
     {
         ".git",
@@ -331,11 +332,19 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     )
                 )
     found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
+    matches: list[dict[str, Any]] = []
+    budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
+    for _, m in found[:limit]:
+        m["code"], m["context"] = m["code"][:_MAX_CODE], m["context"][: _MAX_CODE * 3]
+        budget -= len(m["file"]) + len(m["code"]) + len(m["context"]) + 120
+        if budget < 0:
+            break
+        matches.append(m)
     return {
         "query": query,
         "type": want,
-        "matches": [f[1] for f in found[:limit]],
+        "matches": matches,
         "count": len(found),
-        "truncated": len(found) > limit or scanned >= _MAX_FILES,
+        "truncated": len(matches) < len(found) or scanned >= _MAX_FILES,
         "engines": sorted(engines),
     }

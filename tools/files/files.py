@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry, bytes
 
 
 def _iso(ts: float) -> str:
@@ -193,10 +194,12 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     truncated = False
     with Workspace(ctx.workspace) as ws:
         parts = ws.parts(args.get("path", "."))
+        budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the entries
         for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
             if pattern and not glob_match(pattern, entry, parts):
                 continue
-            if len(files) >= limit:
+            budget -= len(entry.path) + len(entry.name) + _ENTRY_OVERHEAD
+            if len(files) >= limit or budget < 0:
                 truncated = True
                 break
             files.append(
