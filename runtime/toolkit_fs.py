@@ -21,18 +21,25 @@ tree itself between two of our system calls.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fnmatch
 import os
 import shutil
 import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from runtime._fsio import (
+    Fd,
+    file_type,
+    open_beneath,
+    read_bytes,
+    read_lines,
+    renameat2_noreplace,
+    write_all,
+)
 from runtime.errors import ToolFailed
 
 __all__ = [
@@ -51,85 +58,6 @@ __all__ = [
 SANDBOX_ROOT = "/workspace"
 #: The runtime's own state inside a workspace; never readable or writable through tools.
 STATE_DIR = ".runtime"
-
-_SYS_OPENAT2 = 437  # same number on every architecture (new syscall table)
-_RESOLVE_NO_MAGICLINKS = 0x02
-_RESOLVE_BENEATH = 0x08
-_RENAME_NOREPLACE = 1
-_MAX_SYMLINKS = 40  # the kernel's own MAXSYMLINKS
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_openat2_state = {"works": True}
-_lock = threading.Lock()
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
-def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
-    # The kernel rejects a non-zero mode (EINVAL) unless the open can create a file.
-    # O_TMPFILE includes the O_DIRECTORY bit, hence the full-mask test.
-    if not (flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE):
-        mode = 0
-    how = _OpenHow(flags | os.O_CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    fd = int(
-        _libc.syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_int(dirfd),
-            ctypes.c_char_p(os.fsencode(path)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-    )
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), path)
-    return fd
-
-
-def _renameat2_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
-    rc = _libc.renameat2(
-        ctypes.c_int(src_dir),
-        ctypes.c_char_p(os.fsencode(src)),
-        ctypes.c_int(dst_dir),
-        ctypes.c_char_p(os.fsencode(dst)),
-        ctypes.c_uint(_RENAME_NOREPLACE),
-    )
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), dst)
-
-
-def file_type(mode: int) -> str:
-    """``file | directory | symlink | other`` for an ``st_mode``."""
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
-
-
-class Fd:
-    """One owned file descriptor; ``fd`` is -1 once closed (trio ``_FdHolder``)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-    def __enter__(self) -> Fd:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,74 +155,7 @@ class Workspace:
         """Open ``parts`` beneath the root; symlinks are followed only while they stay
         inside. Raises OSError (EXDEV for an escape, ELOOP, ENOENT...) for the caller to
         translate with :meth:`explain`."""
-        path = "/".join(parts) or "."
-        if _openat2_state["works"]:
-            try:
-                return Fd(_openat2(self.fd, path, flags, mode))
-            except OSError as exc:
-                if exc.errno != errno.ENOSYS:
-                    raise
-                with _lock:
-                    _openat2_state["works"] = False
-        return Fd(self._walk_open(list(parts), flags, mode))
-
-    def _walk_open(self, comps: list[str], flags: int, mode: int) -> int:
-        """RESOLVE_BENEATH by hand: a stack of O_PATH dir fds from the root; symlinks are
-        read and their targets pushed back as components; '..' pops and may not pop the
-        root; absolute targets are an escape."""
-        stack = [os.dup(self.fd)]
-        todo = list(reversed(comps))
-        links = 0
-        try:
-            if not todo:
-                return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
-            while todo:
-                comp = todo.pop()
-                if comp in ("", "."):
-                    if not todo:
-                        return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
-                    continue
-                if comp == "..":
-                    if len(stack) == 1:
-                        raise OSError(errno.EXDEV, "path escapes the workspace", comp)
-                    os.close(stack.pop())
-                    if not todo:
-                        return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
-                    continue
-                last = not todo
-                try:
-                    st = os.stat(comp, dir_fd=stack[-1], follow_symlinks=False)
-                except FileNotFoundError:
-                    if last and flags & os.O_CREAT:
-                        return os.open(
-                            comp, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=stack[-1]
-                        )
-                    raise
-                if stat.S_ISLNK(st.st_mode) and not (last and flags & os.O_NOFOLLOW):
-                    links += 1
-                    if links > _MAX_SYMLINKS:
-                        raise OSError(errno.ELOOP, "too many symbolic links", comp)
-                    target = os.readlink(comp, dir_fd=stack[-1])
-                    if target.startswith("/"):
-                        raise OSError(errno.EXDEV, "absolute symlink leaves the workspace", comp)
-                    todo.extend(reversed(target.split("/") or ["."]))
-                    continue
-                if last:
-                    # O_NOFOLLOW: if the entry was swapped for a symlink since the stat, fail.
-                    return os.open(
-                        comp, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=stack[-1]
-                    )
-                stack.append(
-                    os.open(
-                        comp,
-                        os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                        dir_fd=stack[-1],
-                    )
-                )
-            raise OSError(errno.ENOENT, "empty path")  # unreachable: loop returns
-        finally:
-            for fd in stack:
-                os.close(fd)
+        return Fd(open_beneath(self.fd, parts, flags, mode))
 
     def explain(self, exc: OSError, parts: tuple[str, ...], what: str = "path") -> ToolFailed:
         """Translate an OSError from this module into a ToolFailed an LLM can act on."""
@@ -438,9 +299,9 @@ class Workspace:
                             )
                         ) as src:
                             while block := os.read(src.fd, 1 << 20):
-                                _write_all(tfd.fd, block)
+                                write_all(tfd.fd, block)
                     for chunk in chunks:
-                        _write_all(tfd.fd, chunk)
+                        write_all(tfd.fd, chunk)
                         written += len(chunk)
                     os.fsync(tfd.fd)
                 os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
@@ -493,7 +354,7 @@ class Workspace:
                 if overwrite:
                     os.rename(src[-1], dst[-1], src_dir_fd=sp.fd, dst_dir_fd=dp.fd)
                 else:
-                    _renameat2_noreplace(sp.fd, src[-1], dp.fd, dst[-1])
+                    renameat2_noreplace(sp.fd, src[-1], dp.fd, dst[-1])
                 os.fsync(dp.fd)
                 if sp.fd != dp.fd:
                     os.fsync(sp.fd)
@@ -571,13 +432,6 @@ class Workspace:
                 fd.close()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
     """A pattern without '/' matches the name; with '/', the path below ``base``."""
     if "/" not in pattern:
@@ -587,51 +441,3 @@ def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
     if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
         return True
     return fnmatch.fnmatchcase(rel, pattern)
-
-
-def read_lines(fd: int, offset: int, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
-    """Stream lines ``offset`` (1-based) .. ``offset+limit-1`` from ``fd`` without holding
-    more than one block plus the selected bytes. Returns (bytes, lines, truncated); stops
-    at ``max_bytes`` on a line boundary, or mid-line when a single line is too big."""
-    out = bytearray()
-    lineno = taken = 0
-    pending = b""
-    eof = False
-    while not eof:
-        block = os.read(fd, 1 << 16)
-        eof = not block
-        pieces = (pending + block).split(b"\n")
-        pending = pieces.pop()
-        lines = [p + b"\n" for p in pieces]
-        if eof and pending:
-            lines.append(pending)
-        for piece in lines:
-            lineno += 1
-            if lineno < offset:
-                continue
-            if taken >= limit:
-                return bytes(out), taken, True
-            if len(out) + len(piece) > max_bytes:
-                if not out:  # one huge line: give its head rather than nothing
-                    out += piece[:max_bytes]
-                    taken = 1
-                return bytes(out), taken, True
-            out += piece
-            taken += 1
-        if len(pending) > max_bytes and lineno + 1 >= offset:
-            # a line longer than the cap with no newline in sight: stop reading now
-            if not out:
-                return pending[:max_bytes], 1, True
-            return bytes(out), taken, True
-    return bytes(out), taken, False
-
-
-def read_bytes(fd: int, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to ``max_bytes`` from ``fd``; truncated is true when more was there."""
-    out = bytearray()
-    while len(out) < max_bytes:
-        block = os.read(fd, min(1 << 16, max_bytes - len(out)))
-        if not block:
-            return bytes(out), False
-        out += block
-    return bytes(out), bool(os.read(fd, 1))

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import toolkit_fs
+from runtime import _fsio, toolkit_fs
 from runtime.errors import ToolFailed
 from runtime.toolkit_fs import Workspace, read_bytes, read_lines
 
 
 @pytest.fixture(params=["openat2", "walk"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setitem(toolkit_fs._openat2_state, "works", request.param == "openat2")
+    monkeypatch.setitem(_fsio._openat2_state, "works", request.param == "openat2")
     return str(request.param)
 
 
@@ -274,8 +274,8 @@ def test_property_refused_or_inside(
     outside.mkdir()
     (outside / "secret.txt").write_text("s")
     inodes = _tree(ws, outside)
-    saved = toolkit_fs._openat2_state["works"]
-    toolkit_fs._openat2_state["works"] = use_openat2
+    saved = _fsio._openat2_state["works"]
+    _fsio._openat2_state["works"] = use_openat2
     try:
         with Workspace(ws) as w:
             try:
@@ -287,7 +287,7 @@ def test_property_refused_or_inside(
                 st_ = os.fstat(fd.fd)
             assert (st_.st_dev, st_.st_ino) in inodes, path
     finally:
-        toolkit_fs._openat2_state["works"] = saved
+        _fsio._openat2_state["works"] = saved
 
 
 # ------------------------------------------------------------------------------- atomic
@@ -434,3 +434,23 @@ def test_delete_never_follows(ws: Path, outside: Path) -> None:
         assert w.delete(("d",), recursive=True) == "directory"
     assert (outside / "secret.txt").exists()
     assert not (ws / "d").exists()
+
+
+def test_enosys_switches_to_the_walk(
+    ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def no_openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
+        calls.append(path)
+        raise OSError(errno.ENOSYS, "seccomp says no")
+
+    monkeypatch.setattr(_fsio, "_openat2", no_openat2)
+    monkeypatch.setitem(_fsio._openat2_state, "works", True)
+    (ws / "f").write_text("inside")
+    (ws / "o").symlink_to(outside)
+    assert _read(ws, "f") == b"inside"
+    assert _fsio._openat2_state["works"] is False and calls == ["f"]
+    with pytest.raises(ToolFailed) as exc:
+        _read(ws, "o/secret.txt")
+    assert _reason(exc) == "escape" and calls == ["f"]  # not asked again
