@@ -185,3 +185,19 @@ def test_request_confirmation(tool: Load, ws: Path) -> None:
     assert confirm({"message": "Proceed?", "stage_name": "prd"}, ctx)["confirmed"] is True
     assert confirm({"message": "Proceed?"}, ctx)["confirmed"] is False
     assert _reason(confirm, {"message": "Proceed?"}, ctx) == "answer_not_an_option"
+
+
+def test_current_time_without_system_zone_files(tool: Load, ctx: ToolContext) -> None:
+    """The sandbox of a tool without exec does not mount /usr/share/zoneinfo: zone data must
+    come from the tzdata wheel (a declared dependency)."""
+    import zoneinfo
+
+    zoneinfo.reset_tzpath(to=[])
+    zoneinfo.ZoneInfo.clear_cache()
+    try:
+        r = tool("current_time")({"timezone": "Europe/Paris"}, ctx)
+        assert r["utc_offset_s"] in (3600, 7200)
+        assert tool("current_time")({}, ctx)["timezone"] == "UTC"
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()

@@ -153,14 +153,9 @@ def _load_grammars() -> dict[str, Callable[[bytes], Any]]:
     return out
 
 
-_GRAMMARS: dict[str, Callable[[bytes], Any]] | None = None
-
-
-def _grammars() -> dict[str, Callable[[bytes], Any]]:
-    global _GRAMMARS  # noqa: PLW0603 - a per-process cache; the fork-server warms it once
-    if _GRAMMARS is None:
-        _GRAMMARS = _load_grammars()
-    return _GRAMMARS
+#: Loaded at import: the fork-server imports this module once, so sandboxed children find
+#: the grammars already mapped and never dlopen anything themselves.
+_GRAMMARS = _load_grammars()
 
 
 def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
@@ -240,7 +235,7 @@ def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
             return "ast", list(_python_symbols(src))
         except (SyntaxError, ValueError, RecursionError):
             return "regex", list(_regex_symbols(src))
-    parse = _grammars().get(ext)
+    parse = _GRAMMARS.get(ext)
     if parse is not None:
         return "tree-sitter", list(_ts_symbols(parse, src))
     return "regex", list(_regex_symbols(src))

@@ -21,8 +21,11 @@ __all__ = ["current_time", "get_env", "set_env", "sleep"]
 
 def current_time(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name: str = args.get("timezone") or "UTC"
+    tz: _dt.tzinfo
     try:
-        tz = zoneinfo.ZoneInfo(name)
+        # UTC needs no zone data: the sandbox may not mount /usr/share/zoneinfo (the
+        # ``tzdata`` wheel is the fallback zoneinfo uses for the other names).
+        tz = _dt.UTC if name == "UTC" else zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
         raise ToolFailed(
             f"unknown time zone {name!r}; use an IANA name such as 'UTC', 'Europe/Paris' or "
