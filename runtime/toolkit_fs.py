@@ -114,6 +114,10 @@ class Workspace:
         so any "harmless" ``a/../b`` would be a guess."""
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
             raise _fail("the path contains a NUL or control character", "control_char", repr(path))
+        try:
+            path.encode("utf-8")  # lone surrogates from JSON would otherwise crash fsencode
+        except UnicodeEncodeError as exc:
+            raise _fail("the path is not valid Unicode", "bad_encoding", repr(path), exc) from exc
         rel = path
         if path.startswith("/"):
             rel = ""
