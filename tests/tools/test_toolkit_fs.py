@@ -5,6 +5,7 @@ when the kernel (or a seccomp filter) answers ENOSYS."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -467,3 +468,44 @@ def test_enosys_switches_to_the_walk(
     with pytest.raises(ToolFailed) as exc:
         _read(ws, "o/secret.txt")
     assert _reason(exc) == "escape" and calls == ["f"]  # not asked again
+
+
+def test_symlink_swap_race(mode: str, ws: Path, outside: Path) -> None:
+    """A6: another process flips 'd' between a real directory and a symlink to the outside
+    while we read and write through it. Whatever wins each round, nothing outside is read or
+    written."""
+    import threading
+
+    (ws / "real").mkdir()
+    (ws / "real" / "secret.txt").write_text("inside")
+    (ws / "d").symlink_to("real")  # exists from the start: a missing parent would be created
+    stop = threading.Event()
+
+    def flipper() -> None:
+        while not stop.is_set():
+            for target in ("real", str(outside)):
+                tmp = ws / "d.tmp"
+                tmp.unlink(missing_ok=True)
+                tmp.symlink_to(target)
+                os.replace(tmp, ws / "d")
+
+    t = threading.Thread(target=flipper)
+    t.start()
+    seen = set()
+    try:
+        with Workspace(ws) as w:
+            for i in range(400):
+                try:
+                    fd, _ = w.open_file(("d", "secret.txt"))
+                    with fd:
+                        seen.add(read_bytes(fd.fd, 100)[0])
+                except ToolFailed:
+                    pass
+                with contextlib.suppress(ToolFailed):
+                    w.atomic_write(("d", f"w{i}"), iter([b"x"]))
+    finally:
+        stop.set()
+        t.join()
+    assert seen <= {b"inside"}
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
