@@ -181,41 +181,68 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+_BLOCK = 1 << 16
+
+
 def read_lines(fd: int, offset: int, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
-    """Stream lines ``offset`` (1-based) .. ``offset+limit-1`` from ``fd`` without holding
-    more than one block plus the selected bytes. Returns (bytes, lines, truncated); stops
-    at ``max_bytes`` on a line boundary, or mid-line when a single line is too big."""
+    """Stream lines ``offset`` (1-based) .. ``offset+limit-1`` from ``fd``, holding at most
+    one block plus the selected bytes. Returns (bytes, lines, truncated); stops at
+    ``max_bytes`` on a line boundary, or mid-line when a single line is too big. Works a
+    block at a time (bytes.count / find in C), not a line at a time."""
+    lineno = 1  # number of the line that starts at the next unread byte
+    data = b""
+    while lineno < offset:
+        block = os.read(fd, _BLOCK)
+        if not block:
+            return b"", 0, False
+        n = block.count(b"\n")
+        if lineno + n < offset:
+            lineno += n
+            continue
+        pos = -1
+        for _ in range(offset - lineno):
+            pos = block.index(b"\n", pos + 1)
+        data, lineno = block[pos + 1 :], offset
     out = bytearray()
-    lineno = taken = 0
-    pending = b""
-    eof = False
-    while not eof:
-        block = os.read(fd, 1 << 16)
-        eof = not block
-        pieces = (pending + block).split(b"\n")
-        pending = pieces.pop()
-        lines = [p + b"\n" for p in pieces]
-        if eof and pending:
-            lines.append(pending)
-        for piece in lines:
-            lineno += 1
-            if lineno < offset:
-                continue
-            if taken >= limit:
-                return bytes(out), taken, True
-            if len(out) + len(piece) > max_bytes:
-                if not out:  # one huge line: give its head rather than nothing
-                    out += piece[:max_bytes]
-                    taken = 1
-                return bytes(out), taken, True
-            out += piece
-            taken += 1
-        if len(pending) > max_bytes and lineno + 1 >= offset:
-            # a line longer than the cap with no newline in sight: stop reading now
-            if not out:
-                return pending[:max_bytes], 1, True
-            return bytes(out), taken, True
-    return bytes(out), taken, False
+    taken = 0  # complete lines in out
+    while True:
+        if not data:
+            data = os.read(fd, _BLOCK)
+            if not data:
+                if out and not out.endswith(b"\n"):
+                    taken += 1  # the last line has no newline
+                return bytes(out), taken, False
+        n = data.count(b"\n")
+        if taken + n < limit and len(out) + len(data) <= max_bytes:
+            out += data
+            taken += n
+            data = b""
+            continue
+        if taken + n >= limit:
+            end = -1
+            for _ in range(limit - taken):
+                end = data.index(b"\n", end + 1)
+            want, rest = data[: end + 1], data[end + 1 :]
+            if len(out) + len(want) <= max_bytes:
+                out += want
+                return bytes(out), limit, bool(rest) or bool(os.read(fd, 1))
+            data = want
+        return _cut(out, taken, data, max_bytes)
+
+
+def _cut(out: bytearray, taken: int, data: bytes, max_bytes: int) -> tuple[bytes, int, bool]:
+    """The byte cap falls inside ``data``: keep whole lines, or the head of a single line
+    that is larger than the cap by itself."""
+    piece = data[: max(max_bytes - len(out), 0)]
+    nl = piece.rfind(b"\n")
+    if nl >= 0:
+        out += piece[: nl + 1]
+        return bytes(out), taken + piece.count(b"\n", 0, nl + 1), True
+    if taken == 0:
+        out += piece
+        return bytes(out), 1, True
+    del out[out.rfind(b"\n") + 1 :]  # drop a partial line carried from earlier blocks
+    return bytes(out), taken, True
 
 
 def read_bytes(fd: int, max_bytes: int) -> tuple[bytes, bool]:

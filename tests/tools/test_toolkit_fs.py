@@ -509,3 +509,34 @@ def test_symlink_swap_race(mode: str, ws: Path, outside: Path) -> None:
     assert seen <= {b"inside"}
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+
+
+def _reference_lines(data: bytes, offset: int, limit: int, cap: int) -> tuple[bytes, int, bool]:
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    out, taken = b"", 0
+    for line in lines[offset - 1 : offset - 1 + limit]:
+        if len(out) + len(line) > cap:
+            return (line[:cap], 1, True) if taken == 0 else (out, taken, True)
+        out, taken = out + line, taken + 1
+    return out, taken, len(lines) > offset - 1 + limit
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    data=st.binary(max_size=60).map(lambda b: b.replace(b"\0", b"\n")),
+    offset=st.integers(1, 8),
+    limit=st.integers(1, 8),
+    cap=st.integers(1, 40),
+    block=st.integers(1, 9),
+)
+def test_read_lines_matches_reference(
+    data: bytes, offset: int, limit: int, cap: int, block: int
+) -> None:
+    """Block boundaries anywhere (tiny blocks) give the same answer as splitting in memory."""
+    saved = _fsio._BLOCK
+    _fsio._BLOCK = block
+    try:
+        assert _lines(data, offset, limit, cap) == _reference_lines(data, offset, limit, cap)
+    finally:
+        _fsio._BLOCK = saved
