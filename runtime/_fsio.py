@@ -37,21 +37,26 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
+# Typed once: the per-call argument conversion is most of the cost of a small read.
+_syscall_openat2 = ctypes.CFUNCTYPE(
+    ctypes.c_long,
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.POINTER(_OpenHow),
+    ctypes.c_size_t,
+    use_errno=True,
+)(("syscall", _libc))
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+
+
 def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
     # The kernel rejects a non-zero mode (EINVAL) unless the open can create a file.
     # O_TMPFILE includes the O_DIRECTORY bit, hence the full-mask test.
     if not (flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE):
         mode = 0
     how = _OpenHow(flags | os.O_CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    fd = int(
-        _libc.syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_int(dirfd),
-            ctypes.c_char_p(os.fsencode(path)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-    )
+    fd = int(_syscall_openat2(_SYS_OPENAT2, dirfd, os.fsencode(path), how, _HOW_SIZE))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), path)
