@@ -150,3 +150,12 @@ def test_long_lines_are_cut(cq: Tool, ctx: ToolContext, ws: Path) -> None:
     (ws / "min.js").write_text("var minified = 1;" + "x" * 100_000 + "\n")
     m = cq({"query": "minified"}, ctx)["matches"][0]
     assert len(m["code"]) == 400 and len(m["context"]) <= 1200
+
+
+def test_without_tree_sitter_falls_back_to_regex(
+    cq: Tool, ctx: ToolContext, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = importlib.import_module(cq.__module__)
+    monkeypatch.setattr(module, "_GRAMMARS", {})
+    r = cq({"query": "Widget", "type": "class", "path": "web.ts"}, ctx)
+    assert _names(r) == [("Widget", "class", "regex")] and r["engines"] == ["regex"]
