@@ -31,7 +31,7 @@ import json
 import math
 from typing import Any, ClassVar
 
-from runtime.errors import InvalidArguments, SandboxError
+from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 
 __all__ = ["GuestABI"]
 
@@ -40,10 +40,14 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not JSON")
 
 
+class _FloatOutOfRange(Exception):
+    pass
+
+
 def _finite_float(lexeme: str) -> float:
     value = float(lexeme)
     if math.isinf(value):
-        raise ValueError(f"number {lexeme[:40]} is out of the float range")
+        raise _FloatOutOfRange(lexeme)
     return value
 
 
@@ -75,9 +79,17 @@ class GuestABI:
 
     @staticmethod
     def decode_result(payload: bytes | bytearray) -> Any:
-        """The result JSON of a status-0 output. Raises SandboxError for garbage."""
+        """The result JSON of a status-0 output.
+
+        A number too big for a float (CPython would make it ``inf``, which JSON cannot carry)
+        is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
+        SandboxError."""
         try:
             return json.loads(payload, parse_constant=_reject_constant, parse_float=_finite_float)
+        except _FloatOutOfRange as exc:
+            raise ToolFailed(
+                f"number {str(exc)[:40]} is out of the float range (CPython would make it inf)"
+            ) from exc
         except (ValueError, RecursionError) as exc:
             raise SandboxError(f"wasm guest returned an invalid result: {exc}") from exc
 
