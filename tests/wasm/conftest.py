@@ -61,3 +61,10 @@ def wat_tool(tmp_path: Path, name: str, wat: str, export: str = "run", **wasm: A
         source=manifest,
     )
     return spec
+
+
+ECHO_WAT = """(module
+  (memory (export "memory") 1)
+  (func (export "rt_alloc") (param i32) (result i32) i32.const 1024)
+  (data (i32.const 16) "\\00{\\"ok\\":true}")
+  (func (export "run") (param i32 i32) (result i64) (i64.const 0x0000000c00000010)))"""

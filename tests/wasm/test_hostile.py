@@ -194,14 +194,20 @@ def test_malformed_or_truncated_module(
 
 
 def test_imports_refused(backend: WasmBackend, tmp_path: Path) -> None:
-    wat = '(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))) ' + ABI[1:] + ")"
+    wat = (
+        '(module (import "wasi_snapshot_preview1" "fd_write" '
+        "(func (param i32 i32 i32 i32) (result i32))) " + ABI[1:] + ")"
+    )
     spec = wat_tool(tmp_path, "imports", wat)
     with pytest.raises(ManifestError, match="may not import"):
         backend.run_sync(request(spec, {}))
 
 
 def test_abi_violations_refused(backend: WasmBackend, tmp_path: Path) -> None:
-    no_alloc = '(module (memory (export "memory") 1) (func (export "run") (param i32 i32) (result i64) i64.const 0))'
+    no_alloc = (
+        '(module (memory (export "memory") 1) '
+        '(func (export "run") (param i32 i32) (result i64) i64.const 0))'
+    )
     with pytest.raises(ManifestError, match="guest ABI"):
         backend.run_sync(request(wat_tool(tmp_path, "noalloc", no_alloc), {}))
     with pytest.raises(ManifestError, match="exports no function nope"):

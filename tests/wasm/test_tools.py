@@ -132,7 +132,10 @@ def test_base64(backend: WasmBackend) -> None:
 def test_hash(backend: WasmBackend, algorithm: str) -> None:
     for text in ["", "abc", "x" * 55, "y" * 56, "z" * 119, "é" * 1000]:
         out = call(backend, "hash", {"text": text, "algorithm": algorithm})
-        assert out == {"algorithm": algorithm, "hex": hashlib.new(algorithm, text.encode()).hexdigest()}
+        assert out == {
+            "algorithm": algorithm,
+            "hex": hashlib.new(algorithm, text.encode()).hexdigest(),
+        }
     assert call(backend, "hash", {"text": "abc"})["algorithm"] == "sha256"
 
 
@@ -142,7 +145,9 @@ def test_csv_to_json(backend: WasmBackend) -> None:
         "rows": [{"name": "ann", "note": 'say "hi", ok'}, {"name": "bob", "note": "two\nlines"}],
         "columns": ["name", "note"],
     }
-    assert call(backend, "csv_to_json", {"text": "a;b\n1;2", "header": False, "delimiter": ";"}) == {
+    assert call(
+        backend, "csv_to_json", {"text": "a;b\n1;2", "header": False, "delimiter": ";"}
+    ) == {
         "rows": [["a", "b"], ["1", "2"]],
         "columns": [],
     }
