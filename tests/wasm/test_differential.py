@@ -107,6 +107,10 @@ def test_base64_decode_accepts_what_cpython_strictly_accepts(
         expected = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         return  # we may be more lenient (whitespace, missing padding): see the next test
+    data = encoded.rstrip("=")
+    pads = len(encoded) - len(data)
+    if pads and len(data) % 4 + pads != 4:
+        return  # CPython ignores '=' beyond the last quantum ("QUJD="); we refuse it on purpose
     out = call(backend, "base64_decode", {"encoded": encoded})
     decoded = base64.b64decode(out["decoded"]) if out["binary"] else out["decoded"].encode()
     assert decoded == expected

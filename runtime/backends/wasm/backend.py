@@ -31,6 +31,7 @@ import wasmtime
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
+from runtime.backends.wasm._hot import GuestInstance
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
 from runtime.errors import (
@@ -123,6 +124,7 @@ class _Loaded:
     sha256: str
     min_memory_bytes: int
     exports: frozenset[str]
+    has_oom: bool
 
 
 class _EpochTicker:
@@ -235,7 +237,7 @@ class WasmBackend:
             raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
         tools: set[str] = set()
         min_memory = 0
-        has_memory = has_alloc = False
+        has_memory = has_alloc = has_oom = False
         for exp in module.exports:
             ty = exp.type
             if isinstance(ty, wasmtime.MemoryType) and exp.name == GuestABI.MEMORY:
@@ -245,6 +247,8 @@ class WasmBackend:
                 params, results = list(ty.params), list(ty.results)
                 if exp.name == GuestABI.ALLOC and params == [_I32] and results == [_I32]:
                     has_alloc = True
+                elif exp.name == GuestABI.OOM and params == [] and results == [_I32]:
+                    has_oom = True
                 elif params == [_I32, _I32] and results == [_I64]:
                     tools.add(exp.name)
         if not (has_memory and has_alloc):
@@ -256,7 +260,7 @@ class WasmBackend:
             pre = self._linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
             raise ManifestError(f"tool {spec.name}: {path.name} cannot be linked") from exc
-        return _Loaded(module, pre, guest.sha256, min_memory, frozenset(tools))
+        return _Loaded(module, pre, guest.sha256, min_memory, frozenset(tools), has_oom)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -301,21 +305,17 @@ class WasmBackend:
         store.set_fuel(limits.wasm_fuel)
         store.set_epoch_deadline(max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1)
         cpu0, wall0 = time.thread_time(), time.perf_counter()
-        memory: wasmtime.Memory | None = None
-        exports: Any = None
+        guest: GuestInstance | None = None
         try:
-            instance = loaded.pre.instantiate(store)
-            exports = instance.exports(store)
-            memory = exports[GuestABI.MEMORY]
-            ptr = exports[GuestABI.ALLOC](store, len(payload))
-            if not ptr:
+            guest = GuestInstance(store, loaded.pre.instantiate(store))
+            ptr = guest.call_i32(guest.func(GuestABI.ALLOC), len(payload))
+            if not ptr or not guest.write(ptr, payload):
                 raise ResourceLimitExceeded(
                     "the wasm guest could not allocate its input", limit="wasm_memory_mb"
                 )
-            memory.write(store, payload, ptr)
-            out_ptr, out_len = GuestABI.unpack(exports[export](store, ptr, len(payload)))
-            usage = self._usage(store, memory, limits, cpu0, wall0)
-            if out_len == 0 or out_ptr + out_len > memory.data_len(store):
+            out_ptr, out_len = GuestABI.unpack(guest.call(guest.func(export), ptr, len(payload)))
+            usage = self._usage(store, guest, limits, cpu0, wall0)
+            if out_len == 0 or out_ptr + out_len > guest.memory_size():
                 raise SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
             if out_len - 1 > limits.output_bytes:
                 raise OutputTooLarge(
@@ -324,36 +324,31 @@ class WasmBackend:
                     limit="output_bytes",
                     size=out_len - 1,
                 )
-            out = memory.read(store, out_ptr, out_ptr + out_len)
+            out = guest.read(out_ptr, out_len) or b"\xff"
         except wasmtime.Trap as exc:
-            usage = self._usage(store, memory, limits, cpu0, wall0)
+            usage = self._usage(store, guest, limits, cpu0, wall0)
             raise self._trap_error(
-                exc,
-                store=store,
-                exports=exports,
-                memory=memory,
-                memory_limit=memory_limit,
-                usage=usage,
+                exc, guest=guest, has_oom=loaded.has_oom, memory_limit=memory_limit, usage=usage
             ) from exc
         except wasmtime.WasmtimeError as exc:
-            usage = self._usage(store, memory, limits, cpu0, wall0)
+            usage = self._usage(store, guest, limits, cpu0, wall0)
             raise SandboxError("wasm guest could not be run", usage=usage) from exc
         finally:
             store.close()
-        status, body = out[0], out[1:]
+        status = out[0]
         if status == GuestABI.STATUS_OK:
-            return GuestABI.decode_result(body), usage
-        message = GuestABI.decode_message(body)[:2000]
+            return GuestABI.decode_result(out[1:]), usage
+        message = GuestABI.decode_message(out[1:])[:2000]
         if status == GuestABI.STATUS_EXHAUSTED:
             raise ResourceLimitExceeded(message, usage=usage, limit="guest")
         if status == GuestABI.STATUS_ERROR:
             raise ToolFailed(message, usage=usage)
         raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
 
+    @staticmethod
     def _usage(
-        self,
         store: wasmtime.Store,
-        memory: wasmtime.Memory | None,
+        guest: GuestInstance | None,
         limits: Limits,
         cpu0: float,
         wall0: float,
@@ -361,7 +356,7 @@ class WasmBackend:
         # Linear memory never shrinks, so its size at the end is its peak.
         return {
             "fuel": limits.wasm_fuel - store.get_fuel(),
-            "peak_memory_bytes": memory.data_len(store) if memory is not None else 0,
+            "peak_memory_bytes": guest.memory_size() if guest is not None else 0,
             "cpu_ms": (time.thread_time() - cpu0) * 1000.0,
             "wall_ms": (time.perf_counter() - wall0) * 1000.0,
         }
@@ -370,9 +365,8 @@ class WasmBackend:
     def _trap_error(
         exc: wasmtime.Trap,
         *,
-        store: wasmtime.Store,
-        exports: Any,
-        memory: wasmtime.Memory | None,
+        guest: GuestInstance | None,
+        has_oom: bool,
         memory_limit: int,
         usage: dict[str, Any],
     ) -> ExecutionError:
@@ -393,7 +387,7 @@ class WasmBackend:
             return ResourceLimitExceeded(
                 "the wasm guest overflowed its stack", usage=usage, trap=trap, limit="wasm_stack"
             )
-        if WasmBackend._out_of_memory(store, exports, memory, memory_limit):
+        if guest is not None and WasmBackend._out_of_memory(guest, has_oom, memory_limit):
             return ResourceLimitExceeded(
                 "the wasm guest ran out of memory",
                 usage=usage,
@@ -403,14 +397,13 @@ class WasmBackend:
         return ToolFailed(f"the wasm guest trapped ({trap})", usage=usage, trap=trap)
 
     @staticmethod
-    def _out_of_memory(
-        store: wasmtime.Store, exports: Any, memory: wasmtime.Memory | None, memory_limit: int
-    ) -> bool:
+    def _out_of_memory(guest: GuestInstance, has_oom: bool, memory_limit: int) -> bool:
         """The guest's own rt_oom flag when it has one; otherwise a guest whose memory can
         no longer grow by a page is taken to have trapped for want of memory."""
-        if exports is not None and GuestABI.OOM in exports:
+        if has_oom:
             try:
-                return bool(exports[GuestABI.OOM](store))
-            except wasmtime.WasmtimeError:
+                oom = guest.func(GuestABI.OOM)
+                return guest.call_i32(oom) == 1
+            except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
-        return memory is not None and memory.data_len(store) + _PAGE > memory_limit
+        return guest.memory_size() + _PAGE > memory_limit
