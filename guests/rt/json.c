@@ -89,12 +89,22 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
         q++;
     }
     if (q >= ps->end) return fail(ps, "unterminated string", start - 1) != 0;
-    /* Slow path: escapes. Decoded bytes never outnumber source bytes. */
+    /* Slow path: escapes. Decoded bytes never outnumber source bytes. Plain runs between
+     * escapes are copied whole. */
     size_t cap = (size_t)(ps->end - start);
     char *o = rt_xalloc(cap);
     size_t n = (size_t)(q - start);
     memcpy(o, start, n);
-    while (q < ps->end) {
+    for (;;) {
+        const char *run = q;
+        while (q < ps->end) {
+            unsigned char c = (unsigned char)*q;
+            if (c == '"' || c == '\\' || c < 0x20) break;
+            q++;
+        }
+        memcpy(o + n, run, (size_t)(q - run));
+        n += (size_t)(q - run);
+        if (q >= ps->end) break;
         unsigned char c = (unsigned char)*q;
         if (c == '"') {
             *out = o;
@@ -103,11 +113,6 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
             return 1;
         }
         if (c < 0x20) return fail(ps, "invalid control character in string", q) != 0;
-        if (c != '\\') {
-            o[n++] = (char)c;
-            q++;
-            continue;
-        }
         if (q + 1 >= ps->end) break;
         char esc = q[1];
         switch (esc) {
