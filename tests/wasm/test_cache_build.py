@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import wasmtime
 
 import runtime.backends.wasm
@@ -15,6 +16,8 @@ from runtime.backends.wasm import WasmBackend, build_guests
 from runtime.backends.wasm.cache import ModuleCache
 
 from .conftest import ECHO_WAT, call
+
+pytestmark = pytest.mark.wasm
 
 TAG = "fuel+epoch/v1"
 

@@ -20,6 +20,8 @@ from runtime.errors import ToolFailed
 
 from .conftest import call
 
+pytestmark = pytest.mark.wasm
+
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -19,6 +19,8 @@ from runtime.errors import (
 
 from .conftest import call, request, wat_tool
 
+pytestmark = pytest.mark.wasm
+
 # The ABI boilerplate: one page of memory and a bump allocator handing out offset 1024.
 ABI = """
   (memory (export "memory") 1)
@@ -219,3 +221,19 @@ def test_initial_memory_over_the_limit(backend: WasmBackend, tmp_path: Path) -> 
     with pytest.raises(ResourceLimitExceeded) as info:
         backend.run_sync(request(wat_tool(tmp_path, "bigmem", wat), {}, wasm_memory_mb=4))
     assert info.value.details["limit"] == "wasm_memory_mb"
+
+
+def test_trap_during_instantiation(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = ECHO.replace("(module", "(module (func $boom unreachable) (start $boom)", 1)
+    with pytest.raises(ToolFailed) as info:
+        backend.run_sync(request(wat_tool(tmp_path, "start", wat), {}))
+    assert info.value.details == {"trap": "unreachable"}
+
+
+def test_allocator_lies(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = ECHO.replace("i32.const 1024)", "i32.const 0x7ffffff0)", 1)
+    with pytest.raises(SandboxError, match="out-of-bounds pointer"):
+        backend.run_sync(request(wat_tool(tmp_path, "liar", wat), {}))
+    wat = ECHO.replace("i32.const 1024)", "i32.const 0)", 1)
+    with pytest.raises(ResourceLimitExceeded, match="could not allocate"):
+        backend.run_sync(request(wat_tool(tmp_path, "null", wat), {}))

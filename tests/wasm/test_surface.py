@@ -13,6 +13,8 @@ from runtime.models import BackendKind, ToolSpec
 
 from .conftest import DATA_TOOLS, call, spec_of
 
+pytestmark = pytest.mark.wasm
+
 EXAMPLES = {
     "json_parse": {"text": "[1]"},
     "json_stringify": {"data": {"a": 1}, "pretty": True},

@@ -14,6 +14,8 @@ from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 from .conftest import call, request, spec_of
 
+pytestmark = pytest.mark.wasm
+
 
 def test_json_parse_roundtrip(backend: WasmBackend) -> None:
     text = '{"a": [1, 2.5, -3e2, true, false, null], "b": "\\u00e9\\ud83d\\ude00\\n", "c": {}}'

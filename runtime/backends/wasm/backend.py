@@ -322,10 +322,12 @@ class WasmBackend:
         try:
             guest = GuestInstance(store, loaded.pre.instantiate(store))
             ptr = guest.call_i32(guest.func(GuestABI.ALLOC), len(payload))
-            if not ptr or not guest.write(ptr, payload):
+            if not ptr:
                 raise ResourceLimitExceeded(
                     "the wasm guest could not allocate its input", limit="wasm_memory_mb"
                 )
+            if not guest.write(ptr, payload):
+                raise SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
             out_ptr, out_len = GuestABI.unpack(guest.call(guest.func(export), ptr, len(payload)))
             usage = self._usage(store, guest, limits, cpu0, wall0)
             if out_len == 0 or out_ptr + out_len > guest.memory_size():
