@@ -87,7 +87,7 @@ def test_shared_writable_cache_dir_is_not_used(tmp_path: Path) -> None:
 
 def test_build_is_idempotent_and_complete(tmp_path: Path) -> None:
     first = build_guests(tmp_path)
-    assert set(first) == {"base64", "csv", "hash", "json"}
+    assert set(first) == {"base64", "csv", "hash", "json", "regex"}
     mtimes = {name: path.stat().st_mtime_ns for name, path in first.items()}
     again = build_guests(tmp_path)
     assert {name: path.stat().st_mtime_ns for name, path in again.items()} == mtimes
@@ -105,7 +105,7 @@ def test_build_command_line(tmp_path: Path) -> None:
         cwd=Path(runtime.backends.wasm.__file__).parents[3],
     )
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
-    assert names == ["base64", "csv", "hash", "json"]
+    assert names == ["base64", "csv", "hash", "json", "regex"]
 
 
 def test_fresh_backend_uses_disk_cache(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ EXAMPLES = {
     "base64_decode": {"encoded": "aGk="},
     "hash": {"text": "hi", "algorithm": "md5"},
     "csv_to_json": {"text": "a\n1", "delimiter": ","},
+    "regex_match": {"pattern": "b+", "text": "abbc"},
 }
 
 
