@@ -55,3 +55,16 @@ def test_manifest_is_valid_and_runs(backend: WasmBackend, tool: str) -> None:
 
 def test_spec_of_sets_source() -> None:
     assert spec_of("hash").source == DATA_TOOLS / "hash.json"
+
+
+def test_backend_protocol(backend: WasmBackend) -> None:
+    from runtime.backends.base import Backend
+
+    assert isinstance(backend, Backend)
+    assert backend.name == "wasm"
+    assert backend.sync_capable is True
+    assert backend.fingerprint().as_dict()["mechanisms"][:3] == [
+        "wasmtime",
+        "fuel",
+        "epoch_deadline",
+    ]

@@ -156,6 +156,8 @@ class WasmBackend:
     """The ``wasm`` backend (see the module docstring for limits and errors)."""
 
     name = "wasm"
+    #: ``run_sync`` runs a whole call in the caller's thread (the broker's sync fast path).
+    sync_capable = True
     CONFIG_TAG = "fuel+epoch/v1"
 
     def __init__(self, *, cache_dir: Path | None = None) -> None:
@@ -184,7 +186,9 @@ class WasmBackend:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start the epoch ticker and build the guests (first run: a few seconds of zig)."""
         self._ticker.start()
+        await anyio.to_thread.run_sync(self.guests)
 
     async def aclose(self) -> None:
         self._ticker.close()
