@@ -237,3 +237,24 @@ def test_allocator_lies(backend: WasmBackend, tmp_path: Path) -> None:
     wat = ECHO.replace("i32.const 1024)", "i32.const 0)", 1)
     with pytest.raises(ResourceLimitExceeded, match="could not allocate"):
         backend.run_sync(request(wat_tool(tmp_path, "null", wat), {}))
+
+
+def test_deeply_nested_result_is_a_sandbox_error(backend: WasmBackend, tmp_path: Path) -> None:
+    depth = 150_000
+    wat = f"""(module
+      (memory (export "memory") 3)
+      (func (export "rt_alloc") (param i32) (result i32) i32.const 180000)
+      (data (i32.const 16) "\\00{"[" * depth}")
+      (func (export "run") (param i32 i32) (result i64)
+        (i64.const {((depth + 1) << 32) | 16})))"""
+    with pytest.raises(SandboxError, match="invalid result"):
+        backend.run_sync(request(wat_tool(tmp_path, "nested", wat), {}))
+
+
+def test_epoch_ticker_restarts_after_close(tmp_path: Path) -> None:
+    b = WasmBackend(cache_dir=tmp_path)
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    b.close()
+    with pytest.raises(ToolTimeout):
+        b.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
+    b.close()

@@ -134,19 +134,24 @@ class _EpochTicker:
         self._engine = engine
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="wasm-epoch", daemon=True)
-            self._thread.start()
+        if self._thread is not None:
+            return
+        with self._lock:  # run_sync starts it lazily, possibly from several threads at once
+            if self._thread is None:
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="wasm-epoch", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(EPOCH_TICK_S):
             self._engine.increment_epoch()
 
     def close(self) -> None:
-        thread, self._thread = self._thread, None
+        with self._lock:
+            thread, self._thread = self._thread, None
         if thread is not None:
             self._stop.set()
             thread.join()
