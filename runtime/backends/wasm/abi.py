@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, ClassVar
 
 from runtime.errors import InvalidArguments, SandboxError, ToolFailed
@@ -39,11 +38,6 @@ __all__ = ["GuestABI"]
 
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not JSON")
-
-
-# Only a number with an exponent of 100 or more, or 300+ digits in a row, can overflow a float;
-# outputs without one skip the per-float Python hook (the hot path).
-_MAYBE_HUGE = re.compile(rb"[eE][+]?0*[1-9][0-9]{2}|[0-9]{300}")
 
 
 class _FloatOutOfRange(Exception):
@@ -91,7 +85,9 @@ class GuestABI:
         is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
         SandboxError."""
         try:
-            if _MAYBE_HUGE.search(payload) is None:
+            # No '.', 'e' or 'E' anywhere: no float, so skip the per-float hook. (A regex
+            # for "an exponent >= 100" measured slower than the hook on typical documents.)
+            if b"." not in payload and b"e" not in payload and b"E" not in payload:
                 return json.loads(payload, parse_constant=_reject_constant)
             return json.loads(payload, parse_constant=_reject_constant, parse_float=_finite_float)
         except _FloatOutOfRange as exc:

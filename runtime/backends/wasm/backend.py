@@ -31,6 +31,7 @@ import wasmtime
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
+from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
 from runtime.backends.wasm._hot import GuestInstance
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
@@ -166,16 +167,11 @@ class WasmBackend:
     CONFIG_TAG = "fuel+epoch/v1"
 
     def __init__(self, *, cache_dir: Path | None = None) -> None:
-        config = wasmtime.Config()
-        config.consume_fuel = True
-        config.epoch_interruption = True
-        config.cranelift_opt_level = "speed"
-        # Copying the (small) data segments into fresh memory measured faster per instance
-        # than mapping a copy-on-write image and faulting its pages in.
-        config.memory_init_cow = False
-        self.engine = wasmtime.Engine(config)
+        self.engine, self.pooled = make_engine()
+        self._slots = threading.BoundedSemaphore(POOL_SLOTS)
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
-        self._modules = ModuleCache(self.engine, self.cache_dir / "modules", self.CONFIG_TAG)
+        tag = f"{self.CONFIG_TAG}/{'pool' if self.pooled else 'on-demand'}"
+        self._modules = ModuleCache(self.engine, self.cache_dir / "modules", tag)
         self._linker = wasmtime.Linker(self.engine)
         self._ticker = _EpochTicker(self.engine)
         self._guests: dict[str, Path] | None = None
@@ -185,7 +181,14 @@ class WasmBackend:
         self._fingerprint = Fingerprint(
             backend="wasm",
             mechanisms=("wasmtime", "fuel", "epoch_deadline", "store_limits", "no_imports"),
-            missing=() if self._modules.directory is not None else ("module_cache",),
+            missing=tuple(
+                name
+                for name, present in [
+                    ("module_cache", self._modules.directory is not None),
+                    ("pooling_allocator", self.pooled),
+                ]
+                if not present
+            ),
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -316,6 +319,12 @@ class WasmBackend:
                 limit="wasm_memory_mb",
                 input_bytes=len(payload),
             )
+        with self._slots:
+            return self._call_in_slot(loaded, export, payload, limits, memory_limit)
+
+    def _call_in_slot(
+        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits, memory_limit: int
+    ) -> tuple[Any, dict[str, Any]]:
         store = wasmtime.Store(self.engine)
         store.set_limits(
             memory_size=memory_limit,
