@@ -258,3 +258,26 @@ def test_epoch_ticker_restarts_after_close(tmp_path: Path) -> None:
     with pytest.raises(ToolTimeout):
         b.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
     b.close()
+
+
+def test_no_state_survives_between_calls(backend: WasmBackend, tmp_path: Path) -> None:
+    # Writes a mark into memory and a global; a later call that sees either would report it.
+    wat = module(
+        """(global $calls (mut i32) (i32.const 0))
+           (data (i32.const 16) "\\00{\\"ok\\":true}")
+           (data (i32.const 48) "\\01dirty")
+           (func (export "run") (param i32 i32) (result i64)
+             (if (i32.or (i32.load8_u (i32.const 30000)) (global.get $calls))
+               (then (return (i64.const 0x0000000600000030))))
+             (i32.store8 (i32.const 30000) (i32.const 0xAA))
+             (global.set $calls (i32.const 1))
+             (i64.const 0x0000000c00000010))"""
+    )
+    spec = wat_tool(tmp_path, "state", wat)
+    for _ in range(2 * 64 + 1):  # more calls than the pool has slots: every slot is reused
+        assert backend.run_sync(request(spec, {})).result == {"ok": True}
+
+
+def test_pooling_allocator_active(backend: WasmBackend) -> None:
+    assert backend.pooled
+    assert "pooling_allocator" not in backend.fingerprint().missing
