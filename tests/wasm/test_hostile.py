@@ -281,3 +281,10 @@ def test_no_state_survives_between_calls(backend: WasmBackend, tmp_path: Path) -
 def test_pooling_allocator_active(backend: WasmBackend) -> None:
     assert backend.pooled
     assert "pooling_allocator" not in backend.fingerprint().missing
+
+
+def test_export_defaults_to_the_tool_name(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "run", ECHO)
+    assert spec.wasm is not None
+    del spec.wasm["export"]
+    assert backend.run_sync(request(spec, {})).result == {"ok": True}

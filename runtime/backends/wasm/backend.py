@@ -86,6 +86,13 @@ def _wasm_field(spec: ToolSpec, key: str) -> str:
     return value
 
 
+def _export_name(spec: ToolSpec) -> str:
+    """``wasm.export``, defaulting to the tool's name."""
+    if (spec.wasm or {}).get("export") is None:
+        return spec.name
+    return _wasm_field(spec, "export")
+
+
 def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
     try:
         wasm = path.read_bytes()
@@ -220,7 +227,7 @@ class WasmBackend:
 
         Custom modules are re-checked whenever the file changes (stat per call); built-in
         guests live in the user's own cache and are resolved once per backend."""
-        export = _wasm_field(spec, "export")
+        export = _export_name(spec)
         ref = _wasm_field(spec, "module")
         loaded = self._builtin.get(ref)
         if loaded is None:
@@ -297,9 +304,7 @@ class WasmBackend:
         self._ticker.start()
         loaded = self.load(request.spec)
         payload = GuestABI.encode_arguments(request.arguments)
-        result, usage = self._call(
-            loaded, _wasm_field(request.spec, "export"), payload, request.limits
-        )
+        result, usage = self._call(loaded, _export_name(request.spec), payload, request.limits)
         return ExecOutcome(result=result, usage=usage, fingerprint=self.fingerprint())
 
     def _call(
