@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import fnmatch
+import hashlib
 import ipaddress
 import json
 import os
@@ -93,7 +94,7 @@ class Ctx:
         try:
             return dict(json.loads(self.state.read_text()))
         except (OSError, ValueError):
-            return {"env": {}, "snippets": {}}
+            return {"env": {}, "snippets": {}, "memory": {}}
 
     def save_state(self, data: dict[str, Any]) -> None:
         self.state.write_text(json.dumps(data))
@@ -370,6 +371,67 @@ def _snippet_list(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     return {"count": len(snippets), "snippets": snippets}
 
 
+def _snippet_delete(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    state = ctx.load_state()
+    deleted = state["snippets"].pop(a["name"], None) is not None
+    ctx.save_state(state)
+    return {"deleted": deleted}
+
+
+def _memory_write(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    state = ctx.load_state()
+    key = a.get("key") or f"m{len(state.setdefault('memory', {}))}"
+    state.setdefault("memory", {})[key] = {"key": key, **a}
+    ctx.save_state(state)
+    return {"id": key, "key": key}
+
+
+def _memory_search(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    words = a.get("query", "").split()
+    found = [
+        m
+        for m in ctx.load_state().get("memory", {}).values()
+        if all(w in m["content"] for w in words)
+    ]
+    return {"count": len(found), "matches": found}
+
+
+def _memory_delete(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    state = ctx.load_state()
+    deleted = state.get("memory", {}).pop(a["key"], None) is not None
+    ctx.save_state(state)
+    return {"deleted": deleted}
+
+
+def _json_query(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    value = a["data"]
+    for tok in [t for t in a["pointer"].split("/")[1:]]:
+        tok = tok.replace("~1", "/").replace("~0", "~")
+        try:
+            value = value[int(tok)] if isinstance(value, list) else value[tok]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return {"found": False, "value": None}
+    return {"found": True, "value": value}
+
+
+def _regex_match(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    m = re.search(a["pattern"], a["text"])
+    if m is None:
+        return {"matched": False, "match": None, "start": None, "end": None}
+    return {"matched": True, "match": m.group(0), "start": m.start(), "end": m.end()}
+
+
+def _csv_to_json(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(a["text"]), delimiter=a.get("delimiter", ",")))
+    if a.get("header", True) and rows:
+        cols = rows[0]
+        return {"columns": cols, "rows": [dict(zip(cols, r, strict=False)) for r in rows[1:]]}
+    return {"columns": [], "rows": rows}
+
+
 TOOLS: dict[str, Any] = {
     "read_file": _read_file,
     "write_file": _write_file,
@@ -395,12 +457,27 @@ TOOLS: dict[str, Any] = {
     "get_env": _get_env,
     "set_env": _set_env,
     "json_parse": lambda c, a: {"value": json.loads(a["text"])},
-    "json_stringify": lambda c, a: {"text": json.dumps(a["value"], indent=a.get("indent"))},
-    "base64_encode": lambda c, a: {"data": base64.b64encode(a["text"].encode()).decode()},
-    "base64_decode": lambda c, a: {"text": base64.b64decode(a["data"]).decode()},
+    "json_stringify": lambda c, a: {
+        "text": json.dumps(a["data"], indent=2 if a.get("pretty") else None)
+    },
+    "json_query": _json_query,
+    "base64_encode": lambda c, a: {"encoded": base64.b64encode(a["text"].encode()).decode()},
+    "base64_decode": lambda c, a: {"text": base64.b64decode(a["encoded"]).decode()},
+    "hash": lambda c, a: {
+        "algorithm": a.get("algorithm", "sha256"),
+        "hex": hashlib.new(a.get("algorithm", "sha256"), a["text"].encode()).hexdigest(),
+    },
+    "regex_match": _regex_match,
+    "csv_to_json": _csv_to_json,
     "snippet_save": _snippet_save,
     "snippet_load": lambda c, a: c.load_state()["snippets"][a["name"]],
     "snippet_list": _snippet_list,
+    "snippet_delete": _snippet_delete,
+    "memory_write": _memory_write,
+    "memory_read": lambda c, a: c.load_state()["memory"][a["key"]],
+    "memory_search": _memory_search,
+    "memory_delete": _memory_delete,
+    "request_confirmation": lambda c, a: {"confirmed": True, "answer": "yes"},
     "ask_user": lambda c, a: {"answer": (a.get("options") or ["yes"])[0]},
 }
 

@@ -165,7 +165,7 @@ class BaselineExecutor:
     def open_case(self, fx: CaseFixture) -> None:
         self._fx = fx
         state = fx.harness / "baseline-state.json"
-        state.write_text('{"env": {}, "snippets": {}}')
+        state.write_text('{"env": {}, "snippets": {}, "memory": {}}')
         if self.owner is not None:
             os.chown(state, self.owner, self.owner)
 

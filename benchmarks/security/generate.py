@@ -1445,17 +1445,17 @@ def gen_f() -> None:
         ("trailing garbage", call("json_parse", text="[1]" + rep(100_000, "x"))),
         ("empty input", call("json_parse", text="")),
         ("only whitespace", call("json_parse", text=rep(2_000_000, " "))),
-        ("stringify deep", call("json_stringify", value={"$nest": 2000})),
+        ("stringify deep", call("json_stringify", data={"$nest": 2000})),
         (
             "stringify wide",
-            call("json_stringify", value={"$json": "[" + rep(200_000, "1,") + "1]"}),
+            call("json_stringify", data={"$json": "[" + rep(200_000, "1,") + "1]"}),
         ),
-        ("stringify indent bomb", call("json_stringify", value={"$nest": 500}, indent=10)),
-        ("stringify big string", call("json_stringify", value=rep(1_000_000, "\u2028"))),
-        ("base64 decode invalid utf-8", call("base64_decode", data="//79/A==")),
-        ("base64 decode garbage", call("base64_decode", data=rep(10_000, "!!!!"))),
-        ("base64 decode huge", call("base64_decode", data=rep(1_000_000, "QUFB"))),
-        ("base64 decode no padding", call("base64_decode", data="QQ")),
+        ("stringify indent bomb", call("json_stringify", data={"$nest": 500}, pretty=True)),
+        ("stringify big string", call("json_stringify", data=rep(1_000_000, "\u2028"))),
+        ("base64 decode invalid utf-8", call("base64_decode", encoded="//79/A==")),
+        ("base64 decode garbage", call("base64_decode", encoded=rep(10_000, "!!!!"))),
+        ("base64 decode huge", call("base64_decode", encoded=rep(1_000_000, "QUFB"))),
+        ("base64 decode no padding", call("base64_decode", encoded="QQ")),
         ("base64 encode huge", call("base64_encode", text=rep(4_000_000, "A"))),
         ("base64 encode lone surrogate", call("base64_encode", text="\ud800")),
     ]
@@ -1465,8 +1465,8 @@ def gen_f() -> None:
     for title, first in [
         ("after deep-nesting trap", call("json_parse", text=rep(1_000_000, "["))),
         ("after huge number", call("json_parse", text=rep(1_000_000, "9"))),
-        ("after huge base64", call("base64_decode", data=rep(1_000_000, "QUFB"))),
-        ("after invalid utf-8", call("base64_decode", data="//79/A==")),
+        ("after huge base64", call("base64_decode", encoded=rep(1_000_000, "QUFB"))),
+        ("after invalid utf-8", call("base64_decode", encoded="//79/A==")),
     ]:
         add(
             "F2",
@@ -1905,11 +1905,11 @@ def gen_h() -> None:
             [call("json_parse", text='{"a": [1, 2, {"b": null}]}')],
             [ok(), has('"b"')],
         ),
-        ("json_stringify", [], [call("json_stringify", value={"k": [1, 2]})], [ok(), has("k")]),
+        ("json_stringify", [], [call("json_stringify", data={"k": [1, 2]})], [ok(), has("k")]),
         (
             "base64 roundtrip",
             [],
-            [call("base64_encode", text="hello"), call("base64_decode", data="aGVsbG8=")],
+            [call("base64_encode", text="hello"), call("base64_decode", encoded="aGVsbG8=")],
             [ok(0), has("aGVsbG8=", 0), ok(1), has("hello", 1)],
         ),
         (
@@ -1934,6 +1934,42 @@ def gen_h() -> None:
             [call("ask_user", question="Proceed?", options=["yes", "no"])],
             [ok(), has("yes")],
         ),
+        ("request_confirmation", [], [call("request_confirmation", message="Deploy?")], [ok()]),
+        (
+            "snippet delete",
+            [],
+            [
+                call("snippet_save", name="tmp", code="x = 1"),
+                call("snippet_delete", name="tmp"),
+                call("snippet_list"),
+            ],
+            [ok(0), ok(1), ok(2)],
+        ),
+        (
+            "memory write, read, search, delete",
+            [],
+            [
+                call("memory_write", key="decision-1", content="use sqlite for state", tags=["db"]),
+                call("memory_read", key="decision-1"),
+                call("memory_search", query="sqlite"),
+                call("memory_delete", key="decision-1"),
+            ],
+            [ok(0), ok(1), has("use sqlite", 1), ok(2), has("decision-1", 2), ok(3)],
+        ),
+        (
+            "hash sha256",
+            [],
+            [call("hash", text="abc", algorithm="sha256")],
+            [ok(), has("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")],
+        ),
+        (
+            "json_query",
+            [],
+            [call("json_query", data={"a": {"b": [10, 20]}}, pointer="/a/b/1")],
+            [ok(), has("20")],
+        ),
+        ("regex_match", [], [call("regex_match", pattern="b+", text="abbbc")], [ok(), has("bbb")]),
+        ("csv_to_json", [], [call("csv_to_json", text="name,n\nx,1\ny,2\n")], [ok(), has("name")]),
     ]
     for title, setup, calls, expect in h:
         add("H1", title, calls, technique=title, source=src, setup=setup, expect=expect)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,8 @@ ALL_TOOLS = {
     "snippet_list",
     "ask_user",
 }
+# and whatever else the catalogue ships (tools/*/*.json)
+ALL_TOOLS |= {p.stem for p in (Path(__file__).resolve().parents[2] / "tools").glob("*/*.json")}
 
 
 @pytest.fixture(scope="module")
