@@ -70,10 +70,10 @@ def address_class(ip: IPAddress | str) -> str | None:
         return "multicast"
     if isinstance(ip, IPv4Address) and ip in _CGNAT:
         return "carrier-grade NAT"
+    if ip.is_reserved:  # before is_private, which also covers 240.0.0.0/4
+        return "reserved"
     if ip.is_private:
         return "private"
-    if ip.is_reserved:
-        return "reserved"
     if isinstance(ip, IPv6Address) and ip.is_site_local:
         return "site-local"
     # Documentation, benchmarking, 192.0.0.0/24, 240/4 ...: not routable on the internet.

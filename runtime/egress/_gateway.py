@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from ipaddress import ip_address
@@ -194,7 +195,15 @@ class EgressGateway:
             headers["Accept-Encoding"] = "gzip, deflate"
         redirects: list[str] = []
         while True:
-            response = await self._send(method, target, headers, body)
+            try:
+                response = await self._send(method, target, headers, body)
+            except EgressDenied as exc:
+                if not redirects:
+                    raise
+                details = {k: v for k, v in exc.details.items() if k != "rule"}
+                raise EgressDenied(
+                    f"redirect to {target.url!r} refused: {exc.message}", rule=exc.rule, **details
+                ) from exc
             location = response.headers.get("location")
             if not (req.follow_redirects and response.status_code in _REDIRECT_STATUS):
                 break
@@ -245,12 +254,13 @@ class EgressGateway:
         buf = bytearray()
         truncated = False
         try:
-            async for chunk in response.aiter_raw():
-                buf += decoder.decode(chunk, limit + 1 - len(buf))
-                if len(buf) > limit:
-                    break
-            else:
-                buf += decoder.flush(limit + 1 - len(buf))
+            async with aclosing(response.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    buf += decoder.decode(chunk, limit + 1 - len(buf))
+                    if len(buf) > limit:
+                        break
+                else:
+                    buf += decoder.flush(limit + 1 - len(buf))
         finally:
             await response.aclose()
         if len(buf) > limit:

@@ -14,7 +14,7 @@ could otherwise be reused for another name on the same address.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -88,6 +88,14 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
 
 
 class _ResponseStream(httpx.AsyncByteStream):
+    """The body of one pinned connection.
+
+    Hazard: callers stop reading at the byte cap. An async-generator ``__aiter__`` left
+    suspended is finalised by the garbage collector (trio warns, and the socket lingers), so
+    this is a plain iterator whose ``aclose`` closes httpcore's generator, the response and
+    the connection, in that order.
+    """
+
     def __init__(
         self,
         connection: httpcore.AsyncHTTPConnection,
@@ -97,16 +105,26 @@ class _ResponseStream(httpx.AsyncByteStream):
         self._connection = connection
         self._response = response
         self._request = request
+        stream = response.stream
+        assert isinstance(stream, AsyncIterable)
+        self._chunks: AsyncIterator[bytes] = aiter(stream)
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
         try:
-            async for chunk in self._response.aiter_stream():
-                yield chunk
+            return await anext(self._chunks)
+        except StopAsyncIteration:
+            raise
         except Exception as exc:
             raise _mapped(exc, self._request) from exc
 
     async def aclose(self) -> None:
         try:
+            close = getattr(self._chunks, "aclose", None)
+            if close is not None:
+                await close()
             await self._response.aclose()
         finally:
             await self._connection.aclose()
