@@ -24,6 +24,14 @@ _METADATA: frozenset[IPAddress] = frozenset(
     }
 )
 _CGNAT = IPv4Network("100.64.0.0/10")
+#: RFC 1918 and IPv6 unique-local: "private" in the everyday sense. ``is_private`` also
+#: covers documentation and benchmarking ranges, reported as "non-global" below.
+_PRIVATE = (
+    IPv4Network("10.0.0.0/8"),
+    IPv4Network("172.16.0.0/12"),
+    IPv4Network("192.168.0.0/16"),
+    IPv6Network("fc00::/7"),
+)
 _NAT64 = (IPv6Network("64:ff9b::/96"), IPv6Network("64:ff9b:1::/48"))
 _IPV4_COMPAT = IPv6Network("::/96")
 
@@ -70,10 +78,10 @@ def address_class(ip: IPAddress | str) -> str | None:
         return "multicast"
     if isinstance(ip, IPv4Address) and ip in _CGNAT:
         return "carrier-grade NAT"
-    if ip.is_reserved:  # before is_private, which also covers 240.0.0.0/4
-        return "reserved"
-    if ip.is_private:
+    if any(ip.version == net.version and ip in net for net in _PRIVATE):
         return "private"
+    if ip.is_reserved:
+        return "reserved"
     if isinstance(ip, IPv6Address) and ip.is_site_local:
         return "site-local"
     # Documentation, benchmarking, 192.0.0.0/24, 240/4 ...: not routable on the internet.

@@ -177,7 +177,7 @@ class Server(ThreadingHTTPServer):
 
 def serve(name: str) -> Iterator[Server]:
     server = Server(name)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server
