@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from ipaddress import ip_address
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urljoin
 
 import anyio
@@ -254,7 +254,8 @@ class EgressGateway:
         buf = bytearray()
         truncated = False
         try:
-            async with aclosing(response.aiter_raw()) as chunks:
+            raw = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+            async with aclosing(raw) as chunks:
                 async for chunk in chunks:
                     buf += decoder.decode(chunk, limit + 1 - len(buf))
                     if len(buf) > limit:
