@@ -170,6 +170,10 @@ class Server(ThreadingHTTPServer):
         self.release = threading.Event()
         self.flaky = 0
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that stop reading at their byte cap reset the connection: expected here.
+        pass
+
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"

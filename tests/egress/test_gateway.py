@@ -19,16 +19,7 @@ from egress_support import (
 from runtime.egress import EgressDenied, EgressGateway
 from runtime.errors import InvalidArguments, PolicyDenied, ToolFailed, ToolTimeout
 
-pytestmark = [
-    pytest.mark.anyio,
-    # httpcore's HTTP/1.1 body generator nests an inner async generator it never acloses;
-    # stopping at the byte cap leaves it for trio's GC finaliser, which warns. The gateway
-    # closes the connection itself (see _ResponseStream); the warning is upstream's.
-    pytest.mark.filterwarnings(
-        "ignore:Async generator 'httpcore._async.http11.AsyncHTTP11Connection."
-        "_receive_response_body':ResourceWarning"
-    ),
-]
+pytestmark = pytest.mark.anyio
 
 
 def local_rules(**kw: object) -> FakeRules:
