@@ -61,6 +61,7 @@ _DROPPED_HEADERS = frozenset(
 # Credentials are not forwarded to another origin after a redirect.
 _ORIGIN_BOUND_HEADERS = frozenset({"authorization", "cookie"})
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_VALUE_RE = re.compile(r"^[\t\x20-\x7e]*$")
 _MAX_HEADERS = 100
 _MAX_HEADER_BYTES = 65536
 _MAX_BODY = 16 * 1024 * 1024
@@ -110,8 +111,12 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     for name, value in raw_headers.items():
         if not isinstance(name, str) or not _TOKEN_RE.match(name):
             raise InvalidArguments(f"bad header name {name!r}", field="headers")
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            raise InvalidArguments(f"bad value for header {name!r}", field="headers")
+        if not isinstance(value, str) or not _VALUE_RE.match(value):
+            # CR/LF would split the request (header injection); non-ASCII has no agreed
+            # encoding on the wire.
+            raise InvalidArguments(
+                f"value of header {name!r} must be printable ASCII", field="headers"
+            )
         size += len(name) + len(value)
         if name.lower() not in _DROPPED_HEADERS:
             headers[name] = value

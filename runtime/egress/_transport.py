@@ -40,6 +40,9 @@ _EXCEPTIONS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     (httpcore.LocalProtocolError, httpx.LocalProtocolError),
     (httpcore.ProtocolError, httpx.ProtocolError),
     (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.ProxyError, httpx.ProxyError),
+    # Only a pool raises it; a fresh connection that cannot take the request is a failed dial.
+    (httpcore.ConnectionNotAvailable, httpx.ConnectError),
 )
 
 
