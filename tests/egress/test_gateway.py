@@ -418,3 +418,39 @@ async def test_unknown_op_and_search_endpoint() -> None:
         assert await gw.handle("search_endpoint", {}) == {"url": "http://127.0.0.1:1/search"}
         with pytest.raises(InvalidArguments):
             await gw.handle("exec", {})
+
+
+async def test_connect_errors_retried_then_failed() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rec = RecordingBackend()
+    async with make_gateway(local_rules(retries=2), rec) as gw:
+        with pytest.raises(ToolFailed):
+            await gw.handle("http", {"url": f"http://127.0.0.1:{port}/"})
+    assert rec.dialled == [("127.0.0.1", port)] * 3
+
+
+async def test_proxy_environment_ignored(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A proxy would make the proxy, not the checked address, the thing dialled.
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    async with EgressGateway(local_rules()) as gw:
+        reply = await gw.handle("http", {"url": f"{server.base}/hello"})
+    assert reply["body"] == b"hello"
+
+
+async def test_second_address_tried_after_connect_error(server: Server) -> None:
+    # Both answers are checked; nothing listens on 127.0.0.3 (the server is bound to
+    # 127.0.0.1), so the first dial is refused and the second serves.
+    resolver = FakeResolver({"multi.example": [["127.0.0.3", "127.0.0.1"]]})
+    rec = RecordingBackend()
+    rules = FakeRules(named={"multi.example"})
+    async with make_gateway(rules, rec, resolver) as gw:
+        reply = await gw.handle(
+            "http", {"url": f"http://multi.example:{server.server_address[1]}/hello"}
+        )
+    assert reply["body"] == b"hello"
+    assert [ip for ip, _ in rec.dialled] == ["127.0.0.3", "127.0.0.1"]
