@@ -268,7 +268,8 @@ class EgressGateway:
                 else:
                     buf += decoder.flush(limit + 1 - len(buf))
         finally:
-            await response.aclose()
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
         if len(buf) > limit:
             truncated = True
             del buf[limit:]

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any
 
+import anyio
 import httpcore
 import httpx
 
@@ -124,13 +125,14 @@ class _ResponseStream(httpx.AsyncByteStream):
             raise _mapped(exc, self._request) from exc
 
     async def aclose(self) -> None:
-        try:
-            close = getattr(self._chunks, "aclose", None)
-            if close is not None:
-                await close()
-            await self._response.aclose()
-        finally:
-            await self._connection.aclose()
+        with anyio.CancelScope(shield=True):
+            try:
+                close = getattr(self._chunks, "aclose", None)
+                if close is not None:
+                    await close()
+                await self._response.aclose()
+            finally:
+                await self._connection.aclose()
 
 
 class PinnedTransport(httpx.AsyncBaseTransport):
@@ -174,9 +176,14 @@ class PinnedTransport(httpx.AsyncBaseTransport):
         )
         try:
             response = await connection.handle_async_request(core_request)
-        except Exception as exc:
-            await connection.aclose()
-            raise _mapped(exc, request) from exc
+        except BaseException as exc:
+            # Cancellation (the gateway's deadline) included: the socket is closed now, not
+            # by the garbage collector; shielded so the close itself is not cancelled.
+            with anyio.CancelScope(shield=True):
+                await connection.aclose()
+            if isinstance(exc, Exception):
+                raise _mapped(exc, request) from exc
+            raise
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,

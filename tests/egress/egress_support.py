@@ -120,6 +120,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/slow":
             self.server.release.wait(10)
             self._send(200, b"late")
+        elif path == "/stall":
+            # Headers and part of the body, then nothing: the deadline hits mid-body.
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+            self.wfile.flush()
+            self.server.release.wait(10)
         elif path == "/flaky":
             self.server.flaky += 1
             if self.server.flaky <= int(q["fail"]):

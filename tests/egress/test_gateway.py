@@ -288,9 +288,7 @@ async def test_exact_size_not_truncated(server: Server) -> None:
 
 async def test_gzip_bomb_capped(server: Server) -> None:
     async with make_gateway(local_rules(), RecordingBackend()) as gw:
-        reply = await gw.handle(
-            "http", {"url": f"{server.base}/gzip?n=50000000", "max_bytes": 4096}
-        )
+        reply = await gw.handle("http", {"url": f"{server.base}/gzip?n=5000000", "max_bytes": 4096})
     assert reply["body"] == b"\0" * 4096
     assert reply["truncated"] is True
     assert "content-encoding" not in reply["headers"]
@@ -454,3 +452,9 @@ async def test_second_address_tried_after_connect_error(server: Server) -> None:
         )
     assert reply["body"] == b"hello"
     assert [ip for ip, _ in rec.dialled] == ["127.0.0.3", "127.0.0.1"]
+
+
+async def test_deadline_mid_body(server: Server) -> None:
+    async with make_gateway(local_rules(), RecordingBackend()) as gw:
+        with pytest.raises(ToolTimeout):
+            await gw.handle("http", {"url": f"{server.base}/stall", "timeout_s": 0.3})
