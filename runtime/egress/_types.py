@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from ipaddress import IPv4Address, IPv6Address
 from typing import Any, Protocol
 
@@ -38,13 +38,21 @@ class NetworkRulesLike(Protocol):
     ``search_endpoint`` the SearXNG-style JSON endpoint web_search uses, or None.
     """
 
-    schemes: list[str]
-    ports: list[int]
-    max_redirects: int
-    timeout_s: float
-    max_response_bytes: int
-    retries: int
-    search_endpoint: str | None
+    # Read-only properties, so frozen dataclasses and pydantic models satisfy the protocol.
+    @property
+    def schemes(self) -> Sequence[str]: ...
+    @property
+    def ports(self) -> Sequence[int]: ...
+    @property
+    def max_redirects(self) -> int: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def max_response_bytes(self) -> int: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def search_endpoint(self) -> str | None: ...
 
     def check(self, scheme: str, host: str, port: int) -> NetworkVerdictLike:
         """May this target be contacted? ``host`` is already lower-cased, IDNA-encoded,
