@@ -39,9 +39,10 @@ from runtime.egress._types import (
     NetworkVerdictLike,
     Resolver,
 )
-from runtime.egress._url import TargetURL, parse_ipv4_host, parse_target
+from runtime.egress._url import IDNA_IMPLEMENTATION, TargetURL, parse_ipv4_host, parse_target
 
 __all__ = [
+    "IDNA_IMPLEMENTATION",
     "PIN_EXTENSION",
     "EgressDenied",
     "EgressGateway",

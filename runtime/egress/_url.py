@@ -10,7 +10,8 @@ canonically, and only that canonical URL is sent.
 Numeric hosts follow WHATWG/inet_aton: when the last label looks like a number the host IS an
 IPv4 address (``2130706433``, ``0x7f.1``, ``0177.0.0.1``, ``127.1``) or it is invalid; it is
 never looked up as a name. Internationalised names go through the ``idna`` package (UTS #46
-mapping, IDNA 2008); the mapping can turn full-width digits and dots into an IPv4 literal,
+mapping, IDNA 2008), or the stdlib codec (IDNA 2003) where it is missing — see
+:data:`IDNA_IMPLEMENTATION`; the mapping can turn full-width digits and dots into an IPv4 literal,
 so the numeric test runs after it.
 """
 
@@ -19,12 +20,47 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address
-
-import idna
+from types import ModuleType
 
 from runtime.egress._types import EgressDenied, IPAddress
 
-__all__ = ["TargetURL", "parse_ipv4_host", "parse_target"]
+_idna: ModuleType | None
+try:
+    import idna as _idna
+except ImportError:  # pragma: no cover - httpx depends on idna; kept for minimal installs
+    _idna = None
+
+__all__ = ["IDNA_IMPLEMENTATION", "TargetURL", "parse_ipv4_host", "parse_target"]
+
+#: Which IDNA implementation names go through: the ``idna`` package (IDNA 2008 with UTS #46
+#: mapping) when installed, else the standard library's ``encodings.idna`` (IDNA 2003).
+IDNA_IMPLEMENTATION = (
+    f"idna {_idna.__version__} (IDNA 2008, UTS #46)"
+    if _idna is not None
+    else "stdlib encodings.idna (IDNA 2003)"
+)
+
+
+def _to_ascii(host: str) -> str:
+    """UnicodeError when the name is not valid IDNA."""
+    if _idna is not None:
+        try:
+            return str(_idna.encode(host, uts46=True, transitional=False).decode("ascii"))
+        except _idna.IDNAError as exc:
+            raise UnicodeError(str(exc)) from exc
+    return host.encode("idna").decode("ascii")
+
+
+def _check_a_label(label: str) -> None:
+    """UnicodeError when an ``xn--`` label is not valid punycode/IDNA."""
+    if _idna is not None:
+        try:
+            _idna.decode(label)
+        except _idna.IDNAError as exc:
+            raise UnicodeError(str(exc)) from exc
+    else:
+        label.encode("ascii").decode("idna")
+
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -108,8 +144,8 @@ def _parse_host(raw: str, url: str) -> tuple[str, IPAddress | None]:
     host = raw
     if not host.isascii():
         try:
-            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
-        except (idna.IDNAError, UnicodeError) as exc:
+            host = _to_ascii(host)
+        except UnicodeError as exc:
             raise _deny(url, f"host is not a valid internationalised name ({exc})") from exc
     host = host.lower()
     try:
@@ -126,8 +162,8 @@ def _parse_host(raw: str, url: str) -> tuple[str, IPAddress | None]:
     for label in labels:
         if label.startswith("xn--"):
             try:
-                idna.decode(label)
-            except (idna.IDNAError, UnicodeError) as exc:
+                _check_a_label(label)
+            except UnicodeError as exc:
                 raise _deny(url, f"bad punycode label {label!r}") from exc
     return host, None
 

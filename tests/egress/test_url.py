@@ -249,3 +249,22 @@ def test_host_checked_is_host_dialled(url: str) -> None:
     value = host_line.removeprefix("Host: ")
     sent = value[: value.index("]") + 1] if value.startswith("[") else value.partition(":")[0]
     assert sent == shown
+
+
+def test_idna_implementation_named() -> None:
+    from runtime.egress import IDNA_IMPLEMENTATION
+
+    assert IDNA_IMPLEMENTATION.startswith("idna ")
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [("http://b\u00fccher.de/", "xn--bcher-kva.de"), ("http://EXAMPLE.com/", "example.com")],
+)
+def test_stdlib_idna_fallback(monkeypatch: pytest.MonkeyPatch, url: str, host: str) -> None:
+    import runtime.egress._url as url_module
+
+    monkeypatch.setattr(url_module, "_idna", None)
+    assert parse_target(url).host == host
+    with pytest.raises(EgressDenied):
+        parse_target("http://xn--zz/")
