@@ -295,3 +295,31 @@ async def test_web_search_endpoint_still_checked(server: Server, tmp_path: Path)
     async with make_gateway(rules, RecordingBackend()) as gw:
         with pytest.raises(EgressDenied):
             await call("web_search", {"query": "q"}, make_ctx(gw, tmp_path))
+
+
+async def test_payload_and_reply_survive_frames(
+    gw: EgressGateway, server: Server, tmp_path: Path
+) -> None:
+    """The sandbox carries both directions as msgpack frames; nothing may need pickling."""
+    from runtime.frames import FrameDecoder, encode_frame
+
+    def framed(msg: dict[str, Any]) -> dict[str, Any]:
+        (out,) = FrameDecoder().feed(encode_frame(msg))
+        return out
+
+    def broker(op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        request = framed({"op": op, "payload": payload})
+        reply = anyio.from_thread.run(gw.handle, request["op"], request["payload"])
+        return framed({"reply": reply})["reply"]
+
+    ctx = ToolContext(workspace=tmp_path, broker=broker)
+    args = {
+        "url": f"{server.base}/echo",
+        "body": base64.b64encode(b"\x00bin").decode(),
+        "body_encoding": "base64",
+    }
+    async with gw:
+        result = await call("http_post", args, ctx)
+        binary = await call("http_get", {"url": f"{server.base}/binary"}, ctx)
+    assert json.loads(result["body"])["body"] == "\x00bin"
+    assert base64.b64decode(binary["body"]) == bytes(range(256))
