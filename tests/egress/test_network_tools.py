@@ -300,11 +300,14 @@ async def test_web_search_endpoint_still_checked(server: Server, tmp_path: Path)
 async def test_payload_and_reply_survive_frames(
     gw: EgressGateway, server: Server, tmp_path: Path
 ) -> None:
-    """The sandbox carries both directions as msgpack frames; nothing may need pickling."""
-    from runtime.frames import FrameDecoder, encode_frame
+    """The sandbox carries both directions as msgpack (runtime.frames' encoding); nothing
+    may need pickling, and bytes must stay bytes."""
+    import msgpack
 
     def framed(msg: dict[str, Any]) -> dict[str, Any]:
-        (out,) = FrameDecoder().feed(encode_frame(msg))
+        out: dict[str, Any] = msgpack.unpackb(
+            msgpack.packb(msg, use_bin_type=True), raw=False, strict_map_key=True
+        )
         return out
 
     def broker(op: str, payload: dict[str, Any]) -> dict[str, Any]:
