@@ -3,7 +3,7 @@
     /work/venv/bin/pip install atheris
     /work/venv/bin/python benchmarks/fuzz/fuzz_url_check.py -max_total_time=600 corpus/
 
-``check_url`` holds the invariants; tests/egress/test_fuzz_harness.py runs the same function
+``check_url`` holds the invariants; tests/egress/test_egress_fuzz_harness.py runs the same function
 under hypothesis in CI, so the invariants cannot rot while nobody runs the fuzzer.
 """
 
