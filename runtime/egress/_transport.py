@@ -164,7 +164,8 @@ class PinnedTransport(httpx.AsyncBaseTransport):
             ssl_context=self._ssl_context,
             network_backend=_PinnedBackend(self._backend, address),
         )
-        assert isinstance(request.stream, httpx.AsyncByteStream)
+        if not isinstance(request.stream, httpx.AsyncByteStream):
+            raise httpx.LocalProtocolError("request body is not an async stream", request=request)
         core_request = httpcore.Request(
             method=request.method,
             url=httpcore.URL(
