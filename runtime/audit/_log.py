@@ -1,0 +1,278 @@
+"""AuditLog: the broker's write-ahead, hash-chained record of every call.
+
+The broker writes a *request* record before anything runs and a *completion* record after; a
+call with the first and not the second was interrupted (broker killed in between), which
+:meth:`AuditLog.interrupted` reports on the next start. Every failure to write or read raises
+:class:`~runtime.errors.AuditError`: the broker fails closed and runs nothing it cannot record.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO, TypeVar
+
+from runtime.audit._canonical import (
+    GENESIS_HASH,
+    CanonicalizationError,
+    canonical_json_ijson,
+    sha256_hex,
+)
+from runtime.audit._export import otel_record
+from runtime.audit._record import body_bytes, chain_hash, row_to_record
+from runtime.audit._redact import Redactor
+from runtime.audit._store import Database
+from runtime.audit._verify import VerifyReport, verify_rows
+from runtime.errors import AuditError
+from runtime.models import AuditRecord
+
+__all__ = ["OUTCOMES", "AuditLog"]
+
+_T = TypeVar("_T")
+
+OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class AuditLog:
+    """A hash-chained, append-only audit log in one SQLite file.
+
+    ``redact_keys`` are extra secret key names (the policy's) redacted on top of the built-in
+    rules. ``busy_timeout_s`` is how long an append waits for another writer's lock before it
+    fails closed (seconds, default 5). Thread-safe; several instances and processes may share a
+    file and still extend one chain.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        redact_keys: Iterable[str] = (),
+        busy_timeout_s: float = 5.0,
+    ) -> None:
+        self._path = Path(path)
+        self._timeout = busy_timeout_s
+        self._redact = Redactor(redact_keys)
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._writer: Database | None = Database(
+            self._path, busy_timeout_s=busy_timeout_s, create=True
+        )
+        # Reads use their own connection: a long verify/export snapshot never blocks appends.
+        self._reader: Database | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"AuditLog({str(self._path)!r})"
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def record_request(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: Any,
+        decision: dict[str, Any] | None,
+        backend: str | None,
+        sandbox: dict[str, Any] | None,
+    ) -> AuditRecord:
+        """The write-ahead record, committed before the call runs.
+
+        Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
+        """
+        digest = sha256_hex(self._canonical("arguments", arguments))
+        fields = (
+            "request",
+            call_id,
+            tool,
+            digest,
+            self._json_text("arguments", self._redact(arguments)),
+            self._json_text("decision", self._redact(decision)),
+            backend,
+            self._json_text("sandbox", sandbox),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+        return self._append(fields)
+
+    def record_completion(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        outcome: str,
+        error_type: str | None,
+        duration_ms: float,
+        usage: dict[str, Any] | None,
+        result: Any,
+        backend: str | None = None,
+        sandbox: dict[str, Any] | None = None,
+        decision: dict[str, Any] | None = None,
+    ) -> AuditRecord:
+        """The completion record: outcome, error type, resource use, result digest and size.
+
+        The result itself is not stored; a ``None`` result has no digest.
+        """
+        if outcome not in OUTCOMES:
+            raise AuditError(
+                f"audit outcome {outcome!r} is not one of {sorted(OUTCOMES)}", outcome=outcome
+            )
+        result_digest: str | None = None
+        result_size: int | None = None
+        if result is not None:
+            data = self._canonical("result", result)
+            result_digest, result_size = sha256_hex(data), len(data)
+        try:
+            duration = float(duration_ms)
+        except (TypeError, ValueError) as exc:
+            raise AuditError(f"audit duration_ms {duration_ms!r} is not a number") from exc
+        fields = (
+            "completion",
+            call_id,
+            tool,
+            None,
+            None,
+            self._json_text("decision", self._redact(decision)),
+            backend,
+            self._json_text("sandbox", sandbox),
+            outcome,
+            error_type,
+            duration,
+            self._json_text("usage", usage),
+            result_digest,
+            result_size,
+        )
+        return self._append(fields)
+
+    def _canonical(self, what: str, value: Any) -> bytes:
+        try:
+            return canonical_json_ijson(value)
+        except CanonicalizationError as exc:
+            raise AuditError(f"audit: {what} are not JSON data: {exc}", field=what) from exc
+
+    def _json_text(self, what: str, value: Any) -> str | None:
+        return None if value is None else self._canonical(what, value).decode("utf-8")
+
+    def _append(self, fields: tuple[Any, ...]) -> AuditRecord:
+        kind, call_id, tool, *rest = fields
+
+        def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
+            # Runs under the write lock: seq, prev_hash and time follow the chain order.
+            seq, prev = head_seq + 1, head_hash or GENESIS_HASH
+            row = (seq, kind, call_id, _now(), tool, *rest, prev)
+            return (*row, chain_hash(prev, body_bytes((*row, None))))
+
+        with self._write_lock:
+            row = self._db(write=True).append(build)
+        return row_to_record(row)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def head(self) -> tuple[int, str]:
+        """``(seq, hash)`` of the last record, ``(0, GENESIS_HASH)`` when empty.
+
+        Keep it outside this file (another log, a remote store) and pass it back to
+        :meth:`verify` to detect truncation or a rewritten chain, which the file alone cannot.
+        """
+        head = self._read("head", lambda db, conn: db.head(conn))
+        return head or (0, GENESIS_HASH)
+
+    def verify(self, expected_head: tuple[int, str] | None = None) -> VerifyReport:
+        """Walk the whole chain; report the first record that is altered, missing or moved."""
+
+        def run(db: Database, conn: Any) -> VerifyReport:
+            high = db.high_water(conn)
+            return verify_rows(db.rows(conn), high_water=high, expected_head=expected_head)
+
+        return self._read("verify", run)
+
+    def tail(self, n: int = 20) -> list[AuditRecord]:
+        """The last ``n`` records, oldest first."""
+        if n <= 0:
+            return []
+        rows = self._read("tail", lambda db, conn: db.last_rows(conn, n))
+        return [row_to_record(r) for r in rows]
+
+    def interrupted(self) -> list[str]:
+        """call_ids whose last request record has no completion after it, in log order.
+
+        Meant for start-up: while other brokers write to the same file, their in-flight
+        calls are listed too.
+        """
+
+        def run(db: Database, conn: Any) -> list[str]:
+            pending: dict[str, None] = {}
+            for call_id, kind in conn.execute(
+                "SELECT call_id, kind FROM audit_records ORDER BY seq"
+            ):
+                pending.pop(call_id, None)
+                if kind == "request":
+                    pending[call_id] = None
+            return list(pending)
+
+        return self._read("interrupted", run)
+
+    def export_jsonl(self, out: TextIO) -> int:
+        """Write every record as one JSON line with OpenTelemetry GenAI keys; return the count."""
+
+        def run(db: Database, conn: Any) -> int:
+            count = 0
+            for row in db.rows(conn):
+                out.write(json.dumps(otel_record(row_to_record(row)), ensure_ascii=False) + "\n")
+                count += 1
+            return count
+
+        return self._read("export", run)
+
+    def _read(self, action: str, fn: Callable[[Database, Any], _T]) -> _T:
+        with self._read_lock:
+            db = self._db(write=False)
+            with db.snapshot(action) as conn:
+                return fn(db, conn)
+
+    def _db(self, *, write: bool) -> Database:
+        if self._closed:
+            raise AuditError(f"audit log {self._path} is closed", path=str(self._path))
+        if write:
+            assert self._writer is not None
+            return self._writer
+        if self._reader is None:
+            self._reader = Database(self._path, busy_timeout_s=self._timeout, create=False)
+        return self._reader
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._write_lock, self._read_lock:
+            self._closed = True
+            for db in (self._writer, self._reader):
+                if db is not None:
+                    db.close()
+            self._writer = self._reader = None
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,85 @@
+"""The audit record's stored row, its canonical body and its chain hash.
+
+Each :class:`~runtime.models.AuditRecord` field is one column. JSON-valued fields
+(``arguments``, ``decision``, ``sandbox``, ``usage``) are stored as their RFC 8785 text, so the
+body that is hashed is rebuilt from the columns byte for byte, without re-serialising data
+that an attacker could have made ambiguous::
+
+    body = canonical_json(record without "hash")          # every field, nulls included, seq too
+    hash = sha256_hex(prev_hash.encode("ascii") + body)    # prev_hash of record 1: GENESIS_HASH
+
+Because ``seq`` and ``prev_hash`` are inside the body, moving a record (reordering) or dropping
+one breaks the hash of the record itself or of the one after it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.audit._canonical import canonical_json, sha256_hex
+from runtime.models import AuditRecord
+
+__all__ = ["COLUMNS", "JSON_FIELDS", "body_bytes", "chain_hash", "row_to_record"]
+
+# Column order of the table and of every SELECT; "hash" last.
+COLUMNS: tuple[str, ...] = (
+    "seq",
+    "kind",
+    "call_id",
+    "time",
+    "tool",
+    "arguments_digest",
+    "arguments",
+    "decision",
+    "backend",
+    "sandbox",
+    "outcome",
+    "error_type",
+    "duration_ms",
+    "usage",
+    "result_digest",
+    "result_size",
+    "prev_hash",
+    "hash",
+)
+JSON_FIELDS = frozenset({"arguments", "decision", "sandbox", "usage"})
+assert set(COLUMNS) == set(AuditRecord.model_fields), "audit columns drifted from AuditRecord"
+
+_BODY_ORDER: tuple[tuple[int, str, bytes], ...] = tuple(
+    (COLUMNS.index(name), name, canonical_json(name) + b":")
+    for name in sorted(c for c in COLUMNS if c != "hash")  # field names are ASCII: sorted == JCS
+)
+
+
+def body_bytes(row: tuple[Any, ...]) -> bytes:
+    """Canonical JSON of the record without ``hash``, from a row in :data:`COLUMNS` order.
+
+    Equal to ``rfc8785.dumps`` of the record dict with the JSON columns parsed, provided those
+    columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
+    the bytes differ and so does the hash, which is the point).
+    """
+    parts = [b"{"]
+    for i, (index, name, key) in enumerate(_BODY_ORDER):
+        if i:
+            parts.append(b",")
+        parts.append(key)
+        value = row[index]
+        if name in JSON_FIELDS and value is not None:
+            parts.append(value.encode("utf-8") if isinstance(value, str) else canonical_json(value))
+        else:
+            parts.append(canonical_json(value))
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def chain_hash(prev_hash: str, body: bytes) -> str:
+    return sha256_hex(prev_hash.encode("ascii") + body)
+
+
+def row_to_record(row: tuple[Any, ...]) -> AuditRecord:
+    data = dict(zip(COLUMNS, row, strict=True))
+    for name in JSON_FIELDS:
+        if data[name] is not None:
+            data[name] = json.loads(data[name])
+    return AuditRecord.model_validate(data)

@@ -1,0 +1,202 @@
+"""Secret redaction before anything reaches the audit file.
+
+Two layers, both recursive over dicts and lists and both working on a copy (the caller's object
+is never mutated — the broker still has to run the call with the real arguments):
+
+1. By key. A dict key (or the name in a ``[name, value]`` header pair) that names a credential
+   has its whole value replaced: HTTP ``authorization``/``proxy-authorization``/``cookie``/
+   ``set-cookie``, token-like names (``token``, ``api_key``, ``secret``, ``password``,
+   ``session``...), and the extra keys the policy names. Keys are compared case-insensitively
+   with ``-``, ``_``, ``.``, spaces and camelCase boundaries treated alike, so ``X-Api-Key``,
+   ``apiKey`` and ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
+2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
+   header lines, ``name=value`` pairs whose name is secret-like (shell ``export``, query
+   strings), URL passwords, AWS access key ids, private-key PEM blocks and well-known token
+   prefixes (GitHub, Slack, OpenAI/Anthropic ``sk-``, Google ``AIza``, JWTs).
+
+Hazard: redaction is best effort by nature (a secret with no recognisable name or shape cannot
+be told from data). The arguments *digest* is computed over the unredacted arguments, so a
+record still proves which exact call was made without storing the secret.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["REDACTED", "Redactor", "redact"]
+
+REDACTED = "[REDACTED]"
+
+# Words that make a key secret wherever they appear in it (after splitting into words).
+_SECRET_WORDS = frozenset(
+    {
+        "authorization",
+        "auth",
+        "cookie",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "session",
+        "credential",
+        "credentials",
+        "apikey",
+        "sessionid",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "clientsecret",
+        "accesstoken",
+        "refreshtoken",
+        "authtoken",
+        "idtoken",
+        "bearer",
+        "signature",
+    }
+)
+# Two-word names: "api key", "private key", "set cookie" ... (adjacent words).
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("client", "secret"),
+        ("signing", "key"),
+        ("encryption", "key"),
+    }
+)
+
+_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+# A pattern of names, not a password.
+_CREDENTIAL_NAME = (
+    r"[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|"
+    r"private[_-]?key|client[_-]?secret|session[_-]?id|credential)[A-Za-z0-9_.-]*"
+)
+# (pattern, replacement) applied in order to every string value.
+_VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)",
+            re.DOTALL,
+        ),
+        "[REDACTED PRIVATE KEY]",
+    ),
+    (
+        re.compile(
+            r"(?im)^(\s*(?:proxy-)?authorization|\s*(?:set-)?cookie|\s*x-api-key)(\s*:\s*)[^\r\n]+"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+    (
+        re.compile(
+            r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key)(\s*:\s*)[^'\"\r\n]+"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+    (re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), r"\1\2" + REDACTED),
+    (
+        re.compile(r"(?i)\b(" + _CREDENTIAL_NAME + r")(\s*[=:]\s*)(?!\[REDACTED)[^\s&'\";,]+"),
+        r"\1\2" + REDACTED,
+    ),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)"), r"\1" + REDACTED + r"\2"),
+    (
+        re.compile(
+            r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"
+        ),
+        REDACTED,
+    ),
+    (
+        re.compile(
+            r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+            r"|sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{30,}"
+            r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+        ),
+        REDACTED,
+    ),
+)
+# Cheap gate: a string with none of these fragments cannot match any value rule.
+_MAYBE_SECRET = re.compile(
+    r"(?i)private key|authorization|cookie|api-key|bearer|basic|token|secret|passw|passphrase|"
+    r"api_?key|access_?key|session|credential|://|AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|"
+    r"ACCA|APKA|ASCA|gh[pousr]_|github_pat_|xox|sk-|AIza|eyJ"
+)
+
+
+def _normalise(key: str) -> tuple[str, ...]:
+    return tuple(w for w in _WORD_SPLIT.split(_CAMEL.sub("_", key).lower()) if w)
+
+
+class Redactor:
+    """A redaction rule set: the built-in one plus ``extra_keys`` (from the policy).
+
+    Extra keys are names compared like built-in ones, word-normalised: ``"X-Tenant-Id"``
+    redacts ``x_tenant_id`` and ``xTenantId`` too.
+    """
+
+    __slots__ = ("_cache", "_extra")
+
+    def __init__(self, extra_keys: Iterable[str] = ()) -> None:
+        self._extra = frozenset(_normalise(k) for k in extra_keys if k)
+        self._cache: dict[str, bool] = {}
+
+    def is_secret_key(self, key: str) -> bool:
+        hit = self._cache.get(key)
+        if hit is None:
+            words = _normalise(key)
+            joined = "".join(words)
+            hit = (
+                words in self._extra
+                or joined in _SECRET_WORDS
+                or any(w in _SECRET_WORDS for w in words)
+                or any(p in _SECRET_PAIRS for p in itertools.pairwise(words))
+            )
+            if len(self._cache) < 4096:  # keys come from untrusted input: bound the memo
+                self._cache[key] = hit
+        return hit
+
+    def redact_str(self, s: str) -> str:
+        if len(s) < 8 or not _MAYBE_SECRET.search(s):
+            return s
+        for pattern, repl in _VALUE_RULES:
+            s = pattern.sub(repl, s)
+        return s
+
+    def __call__(self, obj: Any) -> Any:
+        """A redacted deep copy of ``obj`` (dicts and lists copied; scalars shared)."""
+        if isinstance(obj, str):
+            return self.redact_str(obj)
+        if isinstance(obj, dict):
+            return {
+                k: (REDACTED if isinstance(k, str) and self.is_secret_key(k) else self(v))
+                for k, v in obj.items()
+            }
+        if isinstance(obj, (list, tuple)):
+            if (
+                len(obj) == 2
+                and isinstance(obj[0], str)
+                and self.is_secret_key(obj[0])
+                and obj[1] is not None
+            ):
+                return [obj[0], REDACTED]  # a ("Authorization", "...") header pair
+            return [self(v) for v in obj]
+        return obj
+
+
+_DEFAULT = Redactor()
+
+
+def redact(obj: Any, keys: Iterable[str] = ()) -> Any:
+    """A copy of the JSON value ``obj`` with secrets replaced by ``"[REDACTED]"``.
+
+    ``keys`` are extra secret key names (the policy's ``redact_keys``). Never mutates ``obj``.
+    """
+    redactor = Redactor(keys) if keys else _DEFAULT
+    return redactor(obj)
