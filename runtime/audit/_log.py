@@ -57,7 +57,8 @@ class AuditLog:
         redact_keys: Iterable[str] = (),
         busy_timeout_s: float = 5.0,
     ) -> None:
-        self._path = Path(path)
+        # Absolute: the file identity check must not follow a later chdir.
+        self._path = Path(path).absolute()
         self._timeout = busy_timeout_s
         self._redact = Redactor(redact_keys)
         self._write_lock = threading.Lock()

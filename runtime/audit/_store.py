@@ -18,6 +18,7 @@ Why these settings:
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,7 @@ class Database:
     def __init__(self, path: Path, *, busy_timeout_s: float, create: bool) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        self._ident: tuple[int, int] | None = None
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +90,8 @@ class Database:
             )
             if create:
                 self._init_schema()
+            st = os.stat(path)
+            self._ident = (st.st_dev, st.st_ino)
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise AuditError(f"cannot open audit log {path}: {exc}", path=str(path)) from exc
@@ -139,6 +143,7 @@ class Database:
         except sqlite3.Error as exc:
             raise self.fail("append (lock)", exc) from exc
         try:
+            self._check_file()
             head = conn.execute(_HEAD).fetchone()
             row: tuple[Any, ...] = build(*(head or (0, None)))
             conn.execute(_INSERT, row)
@@ -150,6 +155,22 @@ class Database:
                 raise self.fail("append", exc) from exc
             raise
         return row
+
+    def _check_file(self) -> None:
+        # Hazard: SQLite in WAL mode keeps writing to a database file that was unlinked or
+        # renamed away (its directory removed, a log rotation gone wrong), so records would
+        # vanish with the inode. Checked under the write lock, before each append.
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise AuditError(
+                f"audit log {self.path} was removed while open: {exc}", path=str(self.path)
+            ) from exc
+        if (st.st_dev, st.st_ino) != self._ident:
+            raise AuditError(
+                f"audit log {self.path} was replaced by another file while open",
+                path=str(self.path),
+            )
 
     # -- reads ------------------------------------------------------------------------------
 
