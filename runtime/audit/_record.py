@@ -43,6 +43,7 @@ COLUMNS: tuple[str, ...] = (
     "prev_hash",
     "hash",
 )
+_SAFE = 2**53 - 1
 JSON_FIELDS = frozenset({"arguments", "decision", "sandbox", "usage"})
 assert set(COLUMNS) == set(AuditRecord.model_fields), "audit columns drifted from AuditRecord"
 
@@ -77,9 +78,16 @@ def chain_hash(prev_hash: str, body: bytes) -> str:
     return sha256_hex(prev_hash.encode("ascii") + body)
 
 
+def _parse_int(text: str) -> int | float:
+    # The writer never stores an integer beyond 2**53 - 1 (I-JSON: those become strings), so
+    # a longer integer literal is a float that RFC 8785 printed without a fraction (2.0**60).
+    value = int(text)
+    return value if -_SAFE <= value <= _SAFE else float(value)
+
+
 def row_to_record(row: tuple[Any, ...]) -> AuditRecord:
     data = dict(zip(COLUMNS, row, strict=True))
     for name in JSON_FIELDS:
         if data[name] is not None:
-            data[name] = json.loads(data[name])
+            data[name] = json.loads(data[name], parse_int=_parse_int)
     return AuditRecord.model_validate(data)
