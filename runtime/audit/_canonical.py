@@ -33,6 +33,7 @@ __all__ = [
     "CanonicalizationError",
     "canonical_json",
     "canonical_json_ijson",
+    "canonical_scalar",
     "sha256_hex",
 ]
 
@@ -51,6 +52,17 @@ def _utf16_key(item: tuple[str, Any]) -> bytes:
     return item[0].encode("utf-16be", "surrogatepass")
 
 
+def _sorted_items(obj: dict[Any, Any]) -> list[tuple[str, Any]]:
+    for k in obj:
+        if not isinstance(k, str):
+            raise CanonicalizationError("object keys must be strings")
+    if "".join(obj).isascii():
+        # Code point order equals UTF-16 order for ASCII; keys are unique, so the tuple
+        # comparison never reaches the values.
+        return sorted(obj.items())
+    return sorted(obj.items(), key=_utf16_key)
+
+
 def _float(f: float) -> str:
     if not math.isfinite(f):
         raise rfc8785.FloatDomainError(f)
@@ -65,70 +77,50 @@ def _float(f: float) -> str:
     return r[:-2] if r.endswith(".0") else r
 
 
-def _walk(obj: Any, out: list[str], ijson: bool) -> None:
+def _walk(obj: Any, ijson: bool) -> str:
     t = type(obj)
     if t is str:
-        out.append(_encode_str(obj))
-    elif obj is None:
-        out.append("null")
-    elif t is bool:
-        out.append("true" if obj else "false")
-    elif t is int:
+        return _encode_str(obj)  # type: ignore[no-any-return]
+    if t is dict:
+        return (
+            "{"
+            + ",".join([_encode_str(k) + ":" + _walk(v, ijson) for k, v in _sorted_items(obj)])
+            + "}"
+        )
+    if obj is None:
+        return "null"
+    if t is bool:
+        return "true" if obj else "false"
+    if t is int:
         if -_INT_MAX <= obj <= _INT_MAX:
-            out.append(str(obj))
-        elif ijson:
-            out.append(f'"{obj}"')
-        else:
-            raise rfc8785.IntegerDomainError(obj)
-    elif t is float:
-        out.append(_float(obj))
-    elif t is dict:
-        items = list(obj.items())
-        for k, _ in items:
-            if type(k) is not str and not isinstance(k, str):
-                raise CanonicalizationError("object keys must be strings")
-        if all(k.isascii() for k, _ in items):
-            items.sort(key=lambda kv: kv[0])  # code point order == UTF-16 order for ASCII
-        else:
-            items.sort(key=_utf16_key)
-        out.append("{")
-        first = True
-        for k, v in items:
-            if not first:
-                out.append(",")
-            first = False
-            out.append(_encode_str(k))
-            out.append(":")
-            _walk(v, out, ijson)
-        out.append("}")
-    elif t is list or t is tuple:
-        out.append("[")
-        for i, v in enumerate(obj):
-            if i:
-                out.append(",")
-            _walk(v, out, ijson)
-        out.append("]")
+            return str(obj)
+        if ijson:
+            return f'"{obj}"'
+        raise rfc8785.IntegerDomainError(obj)
+    if t is float:
+        return _float(obj)
+    if t is list or t is tuple:
+        return "[" + ",".join([_walk(v, ijson) for v in obj]) + "]"
     # Subclasses (StrEnum, IntEnum, OrderedDict...) are serialised as their base JSON type,
     # as rfc8785 does; bool is checked before int because bool subclasses int.
-    elif isinstance(obj, bool):
-        out.append("true" if obj else "false")
-    elif isinstance(obj, str):
-        out.append(_encode_str(str.__str__(obj)))
-    elif isinstance(obj, int):
-        _walk(int(obj), out, ijson)
-    elif isinstance(obj, float):
-        out.append(_float(float(obj)))
-    elif isinstance(obj, dict):
-        _walk(dict(obj), out, ijson)
-    elif isinstance(obj, (list, tuple)):
-        _walk(list(obj), out, ijson)
-    else:
-        raise CanonicalizationError(f"unsupported type: {t.__name__}")
+    if isinstance(obj, bool):
+        return "true" if obj else "false"
+    if isinstance(obj, str):
+        return _encode_str(str.__str__(obj))  # type: ignore[no-any-return]
+    if isinstance(obj, int):
+        return _walk(int(obj), ijson)
+    if isinstance(obj, float):
+        return _float(float(obj))
+    if isinstance(obj, dict):
+        return _walk(dict(obj), ijson)
+    if isinstance(obj, (list, tuple)):
+        return _walk(list(obj), ijson)
+    raise CanonicalizationError(f"unsupported type: {t.__name__}")
 
 
-def _finish(out: list[str]) -> bytes:
+def _finish(text: str) -> bytes:
     try:
-        return "".join(out).encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:  # lone surrogates
         raise CanonicalizationError("input contains non-UTF-8 codepoints") from exc
 
@@ -139,16 +131,26 @@ def canonical_json(obj: Any) -> bytes:
     Byte-identical to ``rfc8785.dumps``; raises the same ``CanonicalizationError`` (a
     ``ValueError``) for values JSON cannot hold exactly.
     """
-    out: list[str] = []
-    _walk(obj, out, False)
-    return _finish(out)
+    return _finish(_walk(obj, False))
 
 
 def canonical_json_ijson(obj: Any) -> bytes:
     """Like :func:`canonical_json`, but integers beyond ±(2**53 - 1) become decimal strings."""
-    out: list[str] = []
-    _walk(obj, out, True)
-    return _finish(out)
+    return _finish(_walk(obj, True))
+
+
+def canonical_scalar(value: str | float | None) -> str:
+    """Canonical text of a top-level record column (str, int, float, None): the hot path."""
+    t = type(value)
+    if t is str:
+        return _encode_str(value)  # type: ignore[no-any-return]
+    if value is None:
+        return "null"
+    if t is int and -_INT_MAX <= value <= _INT_MAX:  # type: ignore[operator]
+        return str(value)
+    if t is float:
+        return _float(value)  # type: ignore[arg-type]
+    return canonical_json(value).decode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -172,6 +172,14 @@ class AuditLog:
 
     def _append(self, fields: tuple[Any, ...]) -> AuditRecord:
         kind, call_id, tool, *rest = fields
+        # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
+        # never verify again: refuse anything but text up front.
+        for name, value in (("call_id", call_id), ("tool", tool)):
+            if not isinstance(value, str):
+                raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
+        for name, value in (("backend", rest[3]), ("error_type", rest[6])):
+            if value is not None and not isinstance(value, str):
+                raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
 
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
             # Runs under the write lock: seq, prev_hash and time follow the chain order.
@@ -181,7 +189,7 @@ class AuditLog:
 
         with self._write_lock:
             row = self._db(write=True).append(build)
-        return row_to_record(row)
+        return row_to_record(row, trusted=True)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runtime.audit._canonical import canonical_json, sha256_hex
+from runtime.audit._canonical import canonical_json, canonical_scalar, sha256_hex
 from runtime.models import AuditRecord
 
 __all__ = ["COLUMNS", "JSON_FIELDS", "body_bytes", "chain_hash", "row_to_record"]
@@ -47,8 +47,8 @@ _SAFE = 2**53 - 1
 JSON_FIELDS = frozenset({"arguments", "decision", "sandbox", "usage"})
 assert set(COLUMNS) == set(AuditRecord.model_fields), "audit columns drifted from AuditRecord"
 
-_BODY_ORDER: tuple[tuple[int, str, bytes], ...] = tuple(
-    (COLUMNS.index(name), name, canonical_json(name) + b":")
+_BODY_ORDER: tuple[tuple[int, bool, str], ...] = tuple(
+    (COLUMNS.index(name), name in JSON_FIELDS, f'"{name}":')
     for name in sorted(c for c in COLUMNS if c != "hash")  # field names are ASCII: sorted == JCS
 )
 
@@ -60,18 +60,18 @@ def body_bytes(row: tuple[Any, ...]) -> bytes:
     columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
     the bytes differ and so does the hash, which is the point).
     """
-    parts = [b"{"]
-    for i, (index, name, key) in enumerate(_BODY_ORDER):
-        if i:
-            parts.append(b",")
-        parts.append(key)
+    parts = []
+    for index, is_json, key in _BODY_ORDER:
         value = row[index]
-        if name in JSON_FIELDS and value is not None:
-            parts.append(value.encode("utf-8") if isinstance(value, str) else canonical_json(value))
+        if is_json and value is not None:
+            text = value if type(value) is str else canonical_json(value).decode("utf-8")
         else:
-            parts.append(canonical_json(value))
-    parts.append(b"}")
-    return b"".join(parts)
+            text = canonical_scalar(value)
+        parts.append(key + text)
+    try:
+        return ("{" + ",".join(parts) + "}").encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate in a column
+        raise ValueError(f"record holds text that is not UTF-8: {exc}") from exc
 
 
 def chain_hash(prev_hash: str, body: bytes) -> str:
@@ -85,9 +85,16 @@ def _parse_int(text: str) -> int | float:
     return value if -_SAFE <= value <= _SAFE else float(value)
 
 
-def row_to_record(row: tuple[Any, ...]) -> AuditRecord:
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
+def row_to_record(row: tuple[Any, ...], *, trusted: bool = False) -> AuditRecord:
+    """The AuditRecord of a row. ``trusted`` rows were just built by this process and skip
+    validation (a hot path); rows read from the file are validated, the file is not trusted."""
     data = dict(zip(COLUMNS, row, strict=True))
     for name in JSON_FIELDS:
         if data[name] is not None:
-            data[name] = json.loads(data[name], parse_int=_parse_int)
+            data[name] = _DECODER.decode(data[name])
+    if trusted:
+        return AuditRecord.model_construct(**data)
     return AuditRecord.model_validate(data)

@@ -29,17 +29,20 @@ JSON = st.recursive(
 )
 
 
+@settings(deadline=None)
 @given(JSON)
 def test_matches_rfc8785_reference(value: Any) -> None:
     assert canonical_json(value) == rfc8785.dumps(value)
 
 
+@settings(deadline=None)
 @given(FLOATS)
 def test_floats_match_ecmascript_form(value: float) -> None:
     assert canonical_json(value) == rfc8785.dumps(value)
     assert float(canonical_json(value)) == value or value == 0
 
 
+@settings(deadline=None)
 @given(st.dictionaries(TEXT, JSON, max_size=8), st.randoms())
 def test_key_order_does_not_matter(value: dict[str, Any], rnd: Any) -> None:
     items = list(value.items())
@@ -91,6 +94,7 @@ def test_subclasses_serialise_as_their_json_type() -> None:
     assert canonical_json(value) == rfc8785.dumps(value) == b'{"b":true,"c":"red","l":3,"t":[1,2]}'
 
 
+@settings(deadline=None)
 @given(
     st.fixed_dictionaries(
         {

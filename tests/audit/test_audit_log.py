@@ -13,7 +13,7 @@ from audit_helpers import write_calls
 
 from runtime.audit import GENESIS_HASH, REDACTED, AuditLog, canonical_json
 from runtime.audit._canonical import sha256_hex
-from runtime.errors import AuditError
+from runtime.errors import AuditError, ErrorType
 
 
 def test_request_record_is_redacted_with_digest_of_real_arguments(log: AuditLog) -> None:
@@ -249,3 +249,37 @@ def test_closed_log_raises(log_path: Path) -> None:
         write_calls(log, 1)
     with pytest.raises(AuditError, match="closed"):
         log.verify()
+
+
+def test_identifiers_must_be_text(log: AuditLog) -> None:
+    with pytest.raises(AuditError, match="call_id must be a string"):
+        log.record_request(
+            call_id=5,  # type: ignore[arg-type]
+            tool="t",
+            arguments={},
+            decision=None,
+            backend=None,
+            sandbox=None,
+        )
+    with pytest.raises(AuditError, match="error_type must be a string"):
+        log.record_completion(
+            call_id="c",
+            tool="t",
+            outcome="error",
+            error_type=3,  # type: ignore[arg-type]
+            duration_ms=1.0,
+            usage=None,
+            result=None,
+        )
+    # A StrEnum is text: stored and hashed as its value.
+    log.record_completion(
+        call_id="c",
+        tool="t",
+        outcome="error",
+        error_type=ErrorType.TIMEOUT,
+        duration_ms=1.0,
+        usage=None,
+        result=None,
+    )
+    assert log.tail(1)[0].error_type == "timeout"
+    assert log.verify().ok and log.verify().count == 1

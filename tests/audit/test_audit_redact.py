@@ -4,7 +4,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.audit import REDACTED, redact
@@ -116,6 +116,7 @@ JSON = st.recursive(
 )
 
 
+@settings(deadline=None)
 @given(JSON)
 def test_never_mutates_the_input(value: Any) -> None:
     before = copy.deepcopy(value)
@@ -125,6 +126,7 @@ def test_never_mutates_the_input(value: Any) -> None:
         assert out is not value
 
 
+@settings(deadline=None)
 @given(st.dictionaries(st.sampled_from(["token", "password", "cookie"]), JSON, min_size=1))
 def test_secret_keys_redact_any_value(value: dict[str, Any]) -> None:
     assert redact(value) == dict.fromkeys(value, REDACTED)
