@@ -182,7 +182,8 @@ class AuditLog:
                 raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
 
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
-            # Runs under the write lock: seq, prev_hash and time follow the chain order.
+            # Runs under the write lock, again if another writer took this seq first: seq,
+            # prev_hash and time follow the chain order.
             seq, prev = head_seq + 1, head_hash or GENESIS_HASH
             row = (seq, kind, call_id, _now(), tool, *rest, prev)
             return (*row, chain_hash(prev, body_bytes((*row, None))))
