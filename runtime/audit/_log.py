@@ -189,7 +189,10 @@ class AuditLog:
             return (*row, chain_hash(prev, body_bytes((*row, None))))
 
         with self._write_lock:
-            row = self._db(write=True).append(build)
+            try:
+                row = self._db(write=True).append(build)
+            except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
+                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
         return row_to_record(row, trusted=True)
 
     # -- reads ------------------------------------------------------------------------------

@@ -283,3 +283,20 @@ def test_identifiers_must_be_text(log: AuditLog) -> None:
     )
     assert log.tail(1)[0].error_type == "timeout"
     assert log.verify().ok and log.verify().count == 1
+
+
+def test_lone_surrogates_fail_closed(log: AuditLog) -> None:
+    with pytest.raises(AuditError, match="not valid text"):
+        log.record_request(
+            call_id="c\ud800", tool="t", arguments={}, decision=None, backend=None, sandbox=None
+        )
+    with pytest.raises(AuditError, match="not JSON"):
+        log.record_request(
+            call_id="c",
+            tool="t",
+            arguments={"x": "\udfff"},
+            decision=None,
+            backend=None,
+            sandbox=None,
+        )
+    assert log.verify().count == 0
