@@ -193,7 +193,7 @@ class AuditLog:
                 row = self._db(write=True).append(build)
             except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
-        return row_to_record(row, trusted=True)
+        return row_to_record(row)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -219,8 +219,9 @@ class AuditLog:
         """The last ``n`` records, oldest first."""
         if n <= 0:
             return []
-        rows = self._read("tail", lambda db, conn: db.last_rows(conn, n))
-        return [row_to_record(r) for r in rows]
+        return self._read(
+            "tail", lambda db, conn: [row_to_record(r) for r in db.last_rows(conn, n)]
+        )
 
     def interrupted(self) -> list[str]:
         """call_ids whose last request record has no completion after it, in log order.
@@ -256,8 +257,15 @@ class AuditLog:
     def _read(self, action: str, fn: Callable[[Database, Any], _T]) -> _T:
         with self._read_lock:
             db = self._db(write=False)
-            with db.snapshot(action) as conn:
-                return fn(db, conn)
+            try:
+                with db.snapshot(action) as conn:
+                    return fn(db, conn)
+            except ValueError as exc:  # pydantic / JSON: a row someone edited into nonsense
+                raise AuditError(
+                    f"audit log {self._path}: {action} found a malformed record "
+                    f"(run verify): {exc}",
+                    path=str(self._path),
+                ) from exc
 
     def _db(self, *, write: bool) -> Database:
         if self._closed:

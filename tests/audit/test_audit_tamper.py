@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from audit_helpers import attacker, write_calls
 
 from runtime.audit import GENESIS_HASH, AuditLog
 from runtime.audit._record import COLUMNS, body_bytes, chain_hash
+from runtime.errors import AuditError
 
 
 @pytest.fixture
@@ -165,3 +167,20 @@ def test_reopened_log_restores_the_triggers(filled: AuditLog) -> None:
             conn.execute("DELETE FROM audit_records")
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE audit_records SET kind = 'bogus' WHERE seq = 9",
+        "UPDATE audit_records SET usage = 'not json' WHERE seq = 10",
+    ],
+)
+def test_malformed_rows_fail_closed_on_read(filled: AuditLog, statement: str) -> None:
+    _tamper(filled.path, statement)
+    with pytest.raises(AuditError, match="malformed record"):
+        filled.tail(5)
+    with pytest.raises(AuditError, match="malformed record"):
+        filled.export_jsonl(io.StringIO())
+    report = filled.verify()
+    assert not report.ok and report.first_bad in (9, 10)
