@@ -23,7 +23,7 @@ from runtime.audit._canonical import (
     sha256_hex,
 )
 from runtime.audit._export import otel_record
-from runtime.audit._record import body_bytes, chain_hash, row_to_record
+from runtime.audit._record import COLUMNS, JSON_FIELDS, body_bytes, chain_hash, row_to_record
 from runtime.audit._redact import Redactor
 from runtime.audit._store import Database
 from runtime.audit._verify import VerifyReport, verify_rows
@@ -35,6 +35,10 @@ __all__ = ["OUTCOMES", "AuditLog"]
 _T = TypeVar("_T")
 
 OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
+
+
+def _parse_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 def _now() -> str:
@@ -94,13 +98,14 @@ class AuditLog:
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
         """
         digest = sha256_hex(self._canonical("arguments", arguments))
+        shown = {"arguments": self._redact(arguments), "decision": self._redact(decision)}
         fields = (
             "request",
             call_id,
             tool,
             digest,
-            self._json_text("arguments", self._redact(arguments)),
-            self._json_text("decision", self._redact(decision)),
+            self._json_text("arguments", shown["arguments"]),
+            self._json_text("decision", shown["decision"]),
             backend,
             self._json_text("sandbox", sandbox),
             None,
@@ -110,7 +115,7 @@ class AuditLog:
             None,
             None,
         )
-        return self._append(fields)
+        return self._append(fields, shown)
 
     def record_completion(
         self,
@@ -143,13 +148,14 @@ class AuditLog:
             duration = float(duration_ms)
         except (TypeError, ValueError) as exc:
             raise AuditError(f"audit duration_ms {duration_ms!r} is not a number") from exc
+        shown = {"decision": self._redact(decision)}
         fields = (
             "completion",
             call_id,
             tool,
             None,
             None,
-            self._json_text("decision", self._redact(decision)),
+            self._json_text("decision", shown["decision"]),
             backend,
             self._json_text("sandbox", sandbox),
             outcome,
@@ -159,7 +165,7 @@ class AuditLog:
             result_digest,
             result_size,
         )
-        return self._append(fields)
+        return self._append(fields, shown)
 
     def _canonical(self, what: str, value: Any) -> bytes:
         try:
@@ -170,7 +176,13 @@ class AuditLog:
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
-    def _append(self, fields: tuple[Any, ...]) -> AuditRecord:
+    def _append(self, fields: tuple[Any, ...], shown: dict[str, Any]) -> AuditRecord:
+        """Append a record; return it with ``shown`` (the redacted objects) as its JSON fields.
+
+        Returning the objects in hand instead of re-parsing the stored text saves a JSON decode
+        per field; the one difference from :meth:`tail` is that integers beyond 2**53 are
+        strings in the file (I-JSON) and still integers in the returned record.
+        """
         kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
         # never verify again: refuse anything but text up front.
@@ -193,7 +205,10 @@ class AuditLog:
                 row = self._db(write=True).append(build)
             except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
-        return row_to_record(row)
+        data = dict(zip(COLUMNS, row, strict=True))
+        for name in JSON_FIELDS:
+            data[name] = shown[name] if name in shown else _parse_json(data[name])
+        return AuditRecord.model_validate(data)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -203,7 +203,8 @@ def test_big_integers_are_recorded_as_ijson_strings(log: AuditLog) -> None:
     rec = log.record_request(
         call_id="c", tool="t", arguments={"n": 2**60}, decision=None, backend=None, sandbox=None
     )
-    assert rec.arguments == {"n": str(2**60)}
+    assert rec.arguments == {"n": 2**60}  # the object in hand
+    assert log.tail(1)[0].arguments == {"n": str(2**60)}  # the stored I-JSON form
     assert log.verify().ok
 
 
