@@ -34,6 +34,10 @@ __all__ = ["OUTCOMES", "AuditLog"]
 
 _T = TypeVar("_T")
 
+# Position of each column in the ``fields`` tuple: COLUMNS without seq, time, prev_hash and
+# hash, which are filled in when the record is built.
+_AT = {name: i for i, name in enumerate(c for c in COLUMNS[1:-2] if c != "time")}
+
 OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
 
 
@@ -186,16 +190,18 @@ class AuditLog:
         kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
         # never verify again: refuse anything but text up front.
-        for name, value in (("call_id", call_id), ("tool", tool)):
-            if not isinstance(value, str):
+        for name in ("call_id", "tool", "backend", "error_type"):
+            value = fields[_AT[name]]
+            if not isinstance(value, str) and (value is not None or name in ("call_id", "tool")):
                 raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
-        for name, value in (("backend", rest[3]), ("error_type", rest[6])):
-            if value is not None and not isinstance(value, str):
-                raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
+        for name in ("decision", "sandbox", "usage"):
+            text = fields[_AT[name]]
+            if text is not None and not text.startswith("{"):
+                raise AuditError(f"audit {name} must be an object (a dict) or None")
 
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
-            # Runs under the write lock, again if another writer took this seq first: seq,
-            # prev_hash and time follow the chain order.
+            # Runs under the write lock, and again if another writer took this seq first;
+            # the time is taken here, when the record is built.
             seq, prev = head_seq + 1, head_hash or GENESIS_HASH
             row = (seq, kind, call_id, _now(), tool, *rest, prev)
             return (*row, chain_hash(prev, body_bytes((*row, None))))

@@ -301,3 +301,30 @@ def test_lone_surrogates_fail_closed(log: AuditLog) -> None:
             sandbox=None,
         )
     assert log.verify().count == 0
+
+
+def test_json_objects_must_be_dicts(log: AuditLog) -> None:
+    with pytest.raises(AuditError, match="decision must be an object"):
+        log.record_request(
+            call_id="c",
+            tool="t",
+            arguments=[1, 2],  # arguments may be any JSON value
+            decision=["allow"],  # type: ignore[arg-type]
+            backend=None,
+            sandbox=None,
+        )
+    with pytest.raises(AuditError, match="usage must be an object"):
+        log.record_completion(
+            call_id="c",
+            tool="t",
+            outcome="success",
+            error_type=None,
+            duration_ms=1.0,
+            usage=5,  # type: ignore[arg-type]
+            result=None,
+        )
+    assert log.verify().count == 0
+    rec = log.record_request(
+        call_id="c", tool="t", arguments=[1, 2], decision=None, backend=None, sandbox=None
+    )
+    assert rec.arguments == [1, 2]
