@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import io
 import itertools
 import json
 import sqlite3
 import threading
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -328,3 +330,28 @@ def test_json_objects_must_be_dicts(log: AuditLog) -> None:
         call_id="c", tool="t", arguments=[1, 2], decision=None, backend=None, sandbox=None
     )
     assert rec.arguments == [1, 2]
+
+
+def test_time_is_rfc3339_utc(log: AuditLog) -> None:
+    rec = log.record_request(
+        call_id="c", tool="t", arguments={}, decision=None, backend=None, sandbox=None
+    )
+    assert rec.time.endswith("Z")
+    parsed = datetime.datetime.fromisoformat(rec.time.replace("Z", "+00:00"))
+    assert parsed.utcoffset() == datetime.timedelta(0)
+
+
+def test_nfc_and_nfd_arguments_get_different_digests(log: AuditLog) -> None:
+    digests = {
+        log.record_request(
+            call_id=form,
+            tool="t",
+            arguments={"name": unicodedata.normalize(form, "café")},
+            decision=None,
+            backend=None,
+            sandbox=None,
+        ).arguments_digest
+        for form in ("NFC", "NFD")
+    }
+    assert len(digests) == 2
+    assert log.verify().ok
