@@ -53,10 +53,11 @@ def _utf16_key(item: tuple[str, Any]) -> bytes:
 
 
 def _sorted_items(obj: dict[Any, Any]) -> list[tuple[str, Any]]:
-    for k in obj:
-        if not isinstance(k, str):
-            raise CanonicalizationError("object keys must be strings")
-    if "".join(obj).isascii():
+    try:
+        keys = "".join(obj)
+    except TypeError:
+        raise CanonicalizationError("object keys must be strings") from None
+    if keys.isascii():
         # Code point order equals UTF-16 order for ASCII; keys are unique, so the tuple
         # comparison never reaches the values.
         return sorted(obj.items())
