@@ -101,14 +101,22 @@ class AuditLog:
 
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
         """
-        digest = sha256_hex(self._canonical("arguments", arguments))
+        data = self._canonical("arguments", arguments)
         shown = {"arguments": self._redact(arguments), "decision": self._redact(decision)}
+        if arguments is None:
+            arguments_text = None
+        elif shown["arguments"] == arguments:
+            # Nothing was redacted (the common case): redaction only ever puts strings where
+            # something else was, so equal values have equal canonical bytes. Saves a walk.
+            arguments_text = data.decode("utf-8")
+        else:
+            arguments_text = self._json_text("arguments", shown["arguments"])
         fields = (
             "request",
             call_id,
             tool,
-            digest,
-            self._json_text("arguments", shown["arguments"]),
+            sha256_hex(data),
+            arguments_text,
             self._json_text("decision", shown["decision"]),
             backend,
             self._json_text("sandbox", sandbox),
