@@ -75,38 +75,53 @@ _SECRET_PAIRS = frozenset(
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-# A pattern of names, not a password.
-_CREDENTIAL_NAME = (
-    r"[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|"
-    r"private[_-]?key|client[_-]?secret|session[_-]?id|credential)[A-Za-z0-9_.-]*"
+# Hazard: every string here is attacker-controlled (an LLM wrote it), so each rule must run in
+# linear time. Patterns start at a boundary the run cannot contain (a lookbehind), use
+# possessive or bounded quantifiers, and never nest two unbounded runs over the same
+# characters ("a.token." * 400 took 46 s with the naive name=value pattern).
+_NAME_CHARS = "A-Za-z0-9_.-"
+_SECRETISH_NAME = re.compile(
+    r"token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|"
+    r"client[_-]?secret|session[_-]?id|credential",
+    re.IGNORECASE,
 )
+# name = value / name: value, the name a maximal run matched once from its start.
+_ASSIGNMENT = re.compile(rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)([ \t]*+[=:][ \t]*+)")
+_ASSIGNED_VALUE = re.compile(r"(?!\[REDACTED)[^\s&'\";,]++")
+
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
-            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)",
+            r"-----BEGIN ([A-Z0-9 ]{0,40})PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)",
             re.DOTALL,
         ),
         "[REDACTED PRIVATE KEY]",
     ),
     (
         re.compile(
-            r"(?im)^(\s*(?:proxy-)?authorization|\s*(?:set-)?cookie|\s*x-api-key)(\s*:\s*)[^\r\n]+"
+            r"(?im)^([ \t]*+(?:(?:proxy-)?authorization|(?:set-)?cookie|x-api-key))"
+            r"([ \t]*+:[ \t]*+)[^\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
     (
         re.compile(
-            r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key)(\s*:\s*)[^'\"\r\n]+"
+            r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key)([ \t]*+:[ \t]*+)"
+            r"[^'\"\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
-    (re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), r"\1\2" + REDACTED),
     (
-        re.compile(r"(?i)\b(" + _CREDENTIAL_NAME + r")(\s*[=:]\s*)(?!\[REDACTED)[^\s&'\";,]+"),
+        re.compile(r"(?i)\b(bearer|basic|token)([ \t]++)[A-Za-z0-9\-._~+/]{8,4096}+=*+"),
         r"\1\2" + REDACTED,
     ),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)"), r"\1" + REDACTED + r"\2"),
+    (
+        re.compile(
+            r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}+://[^/\s:@]{1,256}+:)[^/\s@]{1,256}+(@)"
+        ),
+        r"\1" + REDACTED + r"\2",
+    ),
     (
         re.compile(
             r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"
@@ -115,13 +130,35 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}"
-            r"|sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{30,}"
-            r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+            r"(?<![A-Za-z0-9_-])(?:gh[pousr]_[A-Za-z0-9]{20,255}+|github_pat_[A-Za-z0-9_]{20,255}+"
+            r"|xox[abposr]-[A-Za-z0-9-]{10,255}+|sk-[A-Za-z0-9_-]{20,512}+"
+            r"|AIza[A-Za-z0-9_-]{30,64}+"
+            r"|eyJ[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,4096}+\.[A-Za-z0-9_-]{8,4096}+)"
         ),
         REDACTED,
     ),
 )
+
+
+def _redact_assignments(s: str) -> str:
+    """``password=x``, ``API_KEY: x``, ``?token=x``: keep the name, redact the value."""
+    out: list[str] = []
+    pos = 0
+    for m in _ASSIGNMENT.finditer(s):
+        if m.start() < pos or not _SECRETISH_NAME.search(m.group(1)):
+            continue
+        value = _ASSIGNED_VALUE.match(s, m.end())
+        if value is None:
+            continue
+        out.append(s[pos : m.end()])
+        out.append(REDACTED)
+        pos = value.end()
+    if not out:
+        return s
+    out.append(s[pos:])
+    return "".join(out)
+
+
 # Cheap gate, run on the lower-cased string (4x faster than a case-insensitive search): a string
 # with none of these fragments cannot match any value rule above.
 _MAYBE_SECRET = re.compile(
@@ -168,7 +205,7 @@ class Redactor:
             return s
         for pattern, repl in _VALUE_RULES:
             s = pattern.sub(repl, s)
-        return s
+        return _redact_assignments(s)
 
     def __call__(self, obj: Any) -> Any:
         """A redacted deep copy of ``obj`` (dicts and lists copied; scalars shared)."""
