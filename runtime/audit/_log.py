@@ -102,7 +102,7 @@ class AuditLog:
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
         """
         data = self._canonical("arguments", arguments)
-        shown = {"arguments": self._redact(arguments), "decision": self._redact(decision)}
+        shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
         if arguments is None:
             arguments_text = None
         elif shown["arguments"] == arguments:
@@ -160,7 +160,7 @@ class AuditLog:
             duration = float(duration_ms)
         except (TypeError, ValueError) as exc:
             raise AuditError(f"audit duration_ms {duration_ms!r} is not a number") from exc
-        shown = {"decision": self._redact(decision)}
+        shown = {"decision": self._redacted(decision)}
         fields = (
             "completion",
             call_id,
@@ -184,6 +184,14 @@ class AuditLog:
             return canonical_json_ijson(value)
         except CanonicalizationError as exc:
             raise AuditError(f"audit: {what} are not JSON data: {exc}", field=what) from exc
+        except RecursionError as exc:  # nesting deeper than the interpreter's stack
+            raise AuditError(f"audit: {what} are nested too deeply", field=what) from exc
+
+    def _redacted(self, value: Any) -> Any:
+        try:
+            return self._redact(value)
+        except RecursionError as exc:
+            raise AuditError("audit: data nested too deeply to redact") from exc
 
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
@@ -289,7 +297,7 @@ class AuditLog:
             try:
                 with db.snapshot(action) as conn:
                     return fn(db, conn)
-            except ValueError as exc:  # pydantic / JSON: a row someone edited into nonsense
+            except (ValueError, RecursionError) as exc:  # a row someone edited into nonsense
                 raise AuditError(
                     f"audit log {self._path}: {action} found a malformed record "
                     f"(run verify): {exc}",

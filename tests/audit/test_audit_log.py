@@ -355,3 +355,14 @@ def test_nfc_and_nfd_arguments_get_different_digests(log: AuditLog) -> None:
     }
     assert len(digests) == 2
     assert log.verify().ok
+
+
+def test_deep_nesting_fails_closed(log: AuditLog) -> None:
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(AuditError, match="nested too deeply"):
+        log.record_request(
+            call_id="c", tool="t", arguments={"x": deep}, decision=None, backend=None, sandbox=None
+        )
+    assert log.verify().count == 0

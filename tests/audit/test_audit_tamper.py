@@ -174,7 +174,9 @@ def test_reopened_log_restores_the_triggers(filled: AuditLog) -> None:
     [
         "UPDATE audit_records SET kind = 'bogus' WHERE seq = 9",
         "UPDATE audit_records SET usage = 'not json' WHERE seq = 10",
+        "UPDATE audit_records SET usage = '" + "[" * 100_000 + "]" * 100_000 + "' WHERE seq = 10",
     ],
+    ids=["kind", "usage-not-json", "usage-deep"],
 )
 def test_malformed_rows_fail_closed_on_read(filled: AuditLog, statement: str) -> None:
     _tamper(filled.path, statement)
