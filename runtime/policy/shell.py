@@ -189,7 +189,14 @@ class _Walker:
         raw = text[n.pos[0] : n.pos[1]] if hasattr(n, "pos") else n.word
         if "$" in raw or "`" in raw or _BRACE_RE.search(raw):
             dynamic = True
-        return Word(n.word, dynamic), tuple(inner)
+        value = n.word
+        if not dynamic and n.kind == "word":
+            # bashlex's own quote removal is wrong for mixed quoting ('a'"'"'b'); redo it.
+            try:
+                value = _unquote(raw)
+            except ValueError:
+                dynamic = True
+        return Word(value, dynamic), tuple(inner)
 
     def command(
         self, n: Any, text: str, depth: int, upstream: tuple[str, ...], *, piped: bool
@@ -456,6 +463,41 @@ class _Walker:
                     )
                 i = j
             i += 1
+
+
+def _unquote(raw: str) -> str:
+    """Bash quote removal of a word without expansions: '..', "..", backslashes."""
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "'":
+            j = raw.find("'", i + 1)
+            if j < 0:
+                raise ValueError("unterminated single quote")
+            out.append(raw[i + 1 : j])
+            i = j + 1
+        elif c == '"':
+            i += 1
+            while i < n and raw[i] != '"':
+                if raw[i] == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
+                    if raw[i + 1] != "\n":
+                        out.append(raw[i + 1])
+                    i += 2
+                else:
+                    out.append(raw[i])
+                    i += 1
+            if i >= n:
+                raise ValueError("unterminated double quote")
+            i += 1
+        elif c == "\\":
+            if i + 1 < n and raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _join(words: list[Word]) -> Word:
