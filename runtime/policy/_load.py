@@ -78,7 +78,7 @@ def parse_policy(text: str, source: str) -> PolicyFile:
         line = (
             int(m.group(1))
             if m
-            else (text.count("\n") + 1 if "end of document" in str(exc) else None)
+            else (max(1, len(text.splitlines())) if "end of document" in str(exc) else None)
         )
         raise PolicyError(
             f"{source}:{line or '?'}: not valid TOML: {exc}", file=source, line=line, field=None

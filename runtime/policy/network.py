@@ -9,10 +9,11 @@ Private targets (loopback, RFC 1918, link-local incl. cloud metadata ``169.254.1
 ULA, unspecified, multicast, reserved) are reachable only when the policy names them
 explicitly:
 
-- an IP-literal allow entry equal to the address, or a CIDR entry that lies entirely in
-  non-public space and contains it (``127.0.0.1``, ``10.0.0.0/8``; ``0.0.0.0/0`` covers
-  public addresses only);
-- an exact host-name entry (``db.internal``), and only with ``allow_private = true``.
+- a URL whose host is the IP literal itself, allowed by an equal IP entry or by a CIDR entry
+  that lies entirely in non-public space (``127.0.0.1``, ``10.0.0.0/8``; ``0.0.0.0/1``
+  covers public addresses only);
+- a host name with an exact allow entry (``db.internal``), and only with
+  ``allow_private = true``.
 
 Wildcards (``*``, ``*.example.com``) never reach a private address. Deny wins everywhere.
 """
@@ -286,7 +287,13 @@ class NetworkRules(BaseModel):
         return NetworkVerdict(False, "network.default", f"{host} is not in the network allow list")
 
     def address_allowed(self, host: str, ip: IPAddress) -> bool:
-        """May the (already host-checked) ``host`` connect to its resolved address ``ip``?"""
+        """May the (already host-checked) ``host`` connect to its resolved address ``ip``?
+
+        Public addresses: yes unless denied. Private ones only when named explicitly: if
+        ``host`` is itself an IP literal, by an IP entry or an all-private CIDR entry covering
+        it; if ``host`` is a name, by an exact entry for that name with ``allow_private``.
+        An IP entry does not let *other* names resolve to that address: an allowed wildcard
+        domain whose owner points it at 127.0.0.1 (rebinding) stays refused."""
         ip = _canonical_ip(ip)
         host = host.lower().rstrip(".").strip("[]")
         for entry in self._deny:
@@ -294,11 +301,13 @@ class NetworkRules(BaseModel):
                 return False
         if not is_private_address(ip):
             return True
+        literal = _parse_ip(host)
         for entry in self._allow:
-            if entry.kind == "ip" and entry.covers_ip(ip):
-                return True
-            if entry.kind == "net" and entry.covers_ip(ip) and _all_private(entry.net):
-                return True
+            if literal is not None and literal == ip:
+                if entry.kind == "ip" and entry.covers_ip(ip):
+                    return True
+                if entry.kind == "net" and entry.covers_ip(ip) and _all_private(entry.net):
+                    return True
             if self.allow_private and entry.kind == "host" and entry.host == host:
                 return True
         return False

@@ -34,7 +34,5 @@ def make_spec(name: str, **over: Any) -> ToolSpec:
     )
 
 
-def decide(policy: Policy, tool: str, profile: str | None = None, **arguments: Any):  # noqa: ANN201
+def decide(policy: Policy, tool: str, profile: str | None = None, **arguments: Any):
     return policy.decide(ToolCall(tool=tool, arguments=arguments), make_spec(tool), profile=profile)
-
-

@@ -53,8 +53,20 @@ def test_read_denied(path: object, rule: str) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["a.txt", "src/main.py", "/workspace/src/x", "/workspace", ".", "", "dir with space/f",
-     "%2e%2e%2f", "...foo", "caf\u00e9.txt", ".git/config", "a/./b/../c"],
+    [
+        "a.txt",
+        "src/main.py",
+        "/workspace/src/x",
+        "/workspace",
+        ".",
+        "",
+        "dir with space/f",
+        "%2e%2e%2f",
+        "...foo",
+        "caf\u00e9.txt",
+        ".git/config",
+        "a/./b/../c",
+    ],
 )
 def test_read_allowed(path: str) -> None:
     assert RULES.check(path, "read").allowed

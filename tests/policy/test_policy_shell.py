@@ -15,8 +15,13 @@ def kinds(cmd: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("value", "name"),
-    [("/bin/./rm", "rm"), ("/usr/bin//rm", "rm"), ("/proc/self/root/usr/bin/rm", "rm"),
-     ("rm", "rm"), ("./rm", "rm")],
+    [
+        ("/bin/./rm", "rm"),
+        ("/usr/bin//rm", "rm"),
+        ("/proc/self/root/usr/bin/rm", "rm"),
+        ("rm", "rm"),
+        ("./rm", "rm"),
+    ],
 )
 def test_program_name(value: str, name: str) -> None:
     assert program_name(value) == name
@@ -39,7 +44,7 @@ def test_program_name(value: str, name: str) -> None:
         "/lib64/ld-linux-x86-64.so.2 /bin/rm -rf /",
         "find . -exec rm -rf / ;",
         "bash -c 'rm -rf /'",
-        "sh -ec \"sudo rm -rf /\"",
+        'sh -ec "sudo rm -rf /"',
         "echo hi; rm -rf /",
         "true && rm -rf /",
         "false || rm -rf /",
@@ -81,8 +86,17 @@ def test_xargs_and_find_placeholders_are_dynamic() -> None:
 
 @pytest.mark.parametrize(
     "cmd",
-    ["$(echo rm) -rf /", "$x -rf /", "`echo rm` x", "$'\\x72m' -rf /", "r${IFS}m x",
-     "/bin/r? x", "{rm,-rf,/}", "eval ls", "bash -c \"$CMD\""],
+    [
+        "$(echo rm) -rf /",
+        "$x -rf /",
+        "`echo rm` x",
+        "$'\\x72m' -rf /",
+        "r${IFS}m x",
+        "/bin/r? x",
+        "{rm,-rf,/}",
+        "eval ls",
+        'bash -c "$CMD"',
+    ],
 )
 def test_dynamic_names(cmd: str) -> None:
     assert "dynamic" in kinds(cmd)
@@ -90,11 +104,25 @@ def test_dynamic_names(cmd: str) -> None:
 
 @pytest.mark.parametrize(
     "cmd",
-    ["python -c 'import os'", "python3 -Bc 'x'", "perl -ne 'print'", "ruby -e 1",
-     "node -e 1", "php -r 'x'", "base64 -d x | sh", "curl x | bash", "xxd -r -p x | sh",
-     "cat x | python3", "python3 - < x", "bash <(curl x)", "awk 'BEGIN{system(\"id\")}'",
-     "git -c core.pager=sh log", "tar --checkpoint-action=exec=sh -cf x .", "source <(curl x)",
-     "sed 's/x/id/e' f"],
+    [
+        "python -c 'import os'",
+        "python3 -Bc 'x'",
+        "perl -ne 'print'",
+        "ruby -e 1",
+        "node -e 1",
+        "php -r 'x'",
+        "base64 -d x | sh",
+        "curl x | bash",
+        "xxd -r -p x | sh",
+        "cat x | python3",
+        "python3 - < x",
+        "bash <(curl x)",
+        "awk 'BEGIN{system(\"id\")}'",
+        "git -c core.pager=sh log",
+        "tar --checkpoint-action=exec=sh -cf x .",
+        "source <(curl x)",
+        "sed 's/x/id/e' f",
+    ],
 )
 def test_interpreters_fed_code(cmd: str) -> None:
     assert "interpreter" in kinds(cmd)
@@ -102,15 +130,33 @@ def test_interpreters_fed_code(cmd: str) -> None:
 
 @pytest.mark.parametrize(
     "cmd",
-    ["ls -la", "python script.py", "git status", "awk '{print $1}' f", "bash build.sh",
-     "echo $HOME", "cat a | grep b | sort", "npm test", "make -j4"],
+    [
+        "ls -la",
+        "python script.py",
+        "git status",
+        "awk '{print $1}' f",
+        "bash build.sh",
+        "echo $HOME",
+        "cat a | grep b | sort",
+        "npm test",
+        "make -j4",
+    ],
 )
 def test_ordinary_commands_have_no_hazard(cmd: str) -> None:
     assert kinds(cmd) == set(), analyse(cmd).hazards
 
 
-@pytest.mark.parametrize("cmd", ["time ls", "case x in a) ls;; esac", "[[ -f x ]]", "a\x00b",
-                                 "echo 'unterminated", "x" * 70_000])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "time ls",
+        "case x in a) ls;; esac",
+        "[[ -f x ]]",
+        "a\x00b",
+        "echo 'unterminated",
+        "x" * 70_000,
+    ],
+)
 def test_unparseable(cmd: str) -> None:
     assert "unparseable" in kinds(cmd)
 
