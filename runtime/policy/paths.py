@@ -91,7 +91,9 @@ class PathRules:
     def check(self, value: object, access: Access, *, role: str = "read_path") -> PathVerdict:
         if not isinstance(value, str):
             return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
-        bad = _bad_char(value)
+        # Fast path: printable ASCII has no control characters and is its own NFKC form.
+        plain = value.isascii() and value.isprintable()
+        bad = None if plain else _bad_char(value)
         if bad is not None:
             return PathVerdict(False, "paths.invalid", f"{bad} in path {value!r}", "")
         if value.startswith("~"):
@@ -101,8 +103,13 @@ class PathRules:
         if value == "" and access == "write":
             return PathVerdict(False, "paths.invalid", "empty path", "")
         variants: list[str] = []
-        for form in dict.fromkeys((value, unicodedata.normalize("NFKC", value))):
-            for backslash in (False, True):
+        forms = (
+            (value,)
+            if plain
+            else tuple(dict.fromkeys((value, unicodedata.normalize("NFKC", value))))
+        )
+        for form in forms:
+            for backslash in (False, True) if "\\" in form else (False,):
                 try:
                     variants.append(normalise(form, self.root, backslash=backslash))
                 except _Escape as exc:

@@ -36,6 +36,15 @@ __all__ = [
 
 RULE_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 HazardAction = Literal["ask", "deny"]
+_RESERVED_PREFIXES = (
+    "paths.",
+    "commands.",
+    "network.",
+    "profiles.",
+    "tools.",
+    "categories.",
+    "default.",
+)
 
 
 class _Section(BaseModel):
@@ -381,6 +390,8 @@ class PolicyFile(_Section):
         seen: set[str] = set()
         ids = [r.id for r in self.rules] + [r.id for r in self.commands.rules]
         for rule_id in ids:
+            if rule_id == "default" or rule_id.startswith(_RESERVED_PREFIXES):
+                raise ValueError(f"rule id {rule_id!r} uses a reserved built-in prefix")
             if rule_id in seen:
                 raise ValueError(f"duplicate rule id {rule_id!r}")
             seen.add(rule_id)

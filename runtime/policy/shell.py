@@ -98,6 +98,7 @@ def _short_cluster(value: str) -> str | None:
 class _Walker:
     commands: list[SimpleCommand] = field(default_factory=list)
     hazards: list[Hazard] = field(default_factory=list)
+    overflow: bool = False
 
     # -- parsing ---------------------------------------------------------------------------
 
@@ -124,9 +125,17 @@ class _Walker:
     def hazard(self, kind: HazardKind, detail: str, feeds: tuple[str, ...] = ()) -> None:
         self.hazards.append(Hazard(kind, detail, feeds))
 
-    def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
-        if len(self.commands) > MAX_COMMANDS:
+    def full(self) -> bool:
+        """True once the command count is past the cap (reported once, as unparseable)."""
+        if len(self.commands) <= MAX_COMMANDS:
+            return False
+        if not self.overflow:
+            self.overflow = True
             self.hazard("unparseable", f"more than {MAX_COMMANDS} commands")
+        return True
+
+    def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        if self.full():
             return
         kind = n.kind
         if kind == "command":
@@ -158,6 +167,8 @@ class _Walker:
         for part in n.parts:
             if part.kind in ("pipe", "reservedword"):
                 continue
+            if self.full():
+                return
             before = len(self.commands)
             if part.kind == "command":
                 self.command(part, text, depth, upstream, piped=not first)

@@ -59,6 +59,12 @@ def test_duplicate_rule_ids(tmp_path: Path) -> None:
     assert "duplicate rule id" in err.message
 
 
+@pytest.mark.parametrize("rule_id", ["default", "paths.deny", "commands.deny.rm-root"])
+def test_reserved_rule_ids(rule_id: str, tmp_path: Path) -> None:
+    err = load_error(f"[[rules]]\nid='{rule_id}'\naction='deny'\n", tmp_path)
+    assert "reserved" in err.message
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as info:
         Policy.load(tmp_path / "absent.toml")

@@ -180,3 +180,9 @@ def test_pipeline_feeds_and_redirects() -> None:
     assert [w.value for w in sh.redirects] == ["/dev/sda"]
     env = next(c for c in analyse("LD_PRELOAD=/x.so env FOO=1 ls").commands if c.program == "ls")
     assert set(env.assigns) == {"LD_PRELOAD", "FOO"}
+
+
+def test_long_chains_are_capped() -> None:
+    for cmd in ("ls; " * 3000, "a | " * 2000 + "b"):
+        hazards = analyse(cmd).hazards
+        assert [h.kind for h in hazards] == ["unparseable"]
