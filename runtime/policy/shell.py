@@ -47,6 +47,20 @@ _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB_CHARS = frozenset("*?[")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+_COMMAND_VALUED = (
+    "--checkpoint-action=exec=",
+    "--to-command=",
+    "--use-compress-program=",
+    "--rsh=",
+    "--info-script=",
+    "--new-volume-script=",
+    "core.pager=",
+    "core.sshCommand=",
+    "core.editor=",
+    "ProxyCommand=",
+    "LocalCommand=",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,9 +307,9 @@ class _Walker:
         if spec is None and any(fnmatchcase(name, g) for g in LOADER_GLOBS):
             spec = Wrapper("", frozenset({"--library-path", "--preload", "--argv0", "--audit"}))
         if spec is not None:
-            rest, extra_assigns, shell_strings = _unwrap(words, spec)
+            rest, extra_assigns = _unwrap(words, spec)
             rec(name, words[: len(words) - len(rest)])
-            for s in shell_strings:
+            for s in _shell_options(words, spec):
                 self.shell_string(s, depth, feeds)
             if spec.joins and rest:
                 self.shell_string(
@@ -358,7 +372,7 @@ class _Walker:
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:
-            self.interpreter(name, words, feeds, stdin_code)
+            self.interpreter(name, words, feeds, stdin_code, depth)
         rec(name, words)
 
     def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
@@ -414,7 +428,12 @@ class _Walker:
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
 
     def interpreter(
-        self, name: str, words: list[Word], feeds: tuple[str, ...], stdin_code: bool
+        self,
+        name: str,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        depth: int = 0,
     ) -> None:
         for glob, flags in CODE_FLAGS.items():
             if not fnmatchcase(name, glob):
@@ -442,6 +461,10 @@ class _Walker:
             script = " ".join(w.value for w in words[1:])
             if re.search(r"(^|[;{}\n]|\s)e(\s|$|;)|s(.).*\3.*\3[gpiImM0-9w]*e", script):
                 self.hazard("interpreter", "sed script executes commands", feeds)
+        for w in words[1:]:
+            for prefix in _COMMAND_VALUED:
+                if w.value.startswith(prefix):
+                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
         if patterns:
             for w in words[1:]:
@@ -541,12 +564,41 @@ def _skip_options(words: list[Word]) -> list[Word]:
     return words[i:]
 
 
-def _unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...], list[Word]]:
-    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns,
-    shell strings given to the wrapper's shell options)."""
+def _shell_options(words: list[Word], spec: Wrapper) -> list[Word]:
+    """Values of a wrapper's shell-string options ('su root -c CMD', 'script -qc CMD f'),
+    wherever they sit: such wrappers accept options after their positionals."""
+    out: list[Word] = []
+    if not spec.shell_arg:
+        return out
+    letters = {o[1] for o in spec.shell_arg if len(o) == 2}
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if v.startswith("--"):
+            opt, eq, val = v.partition("=")
+            if opt in spec.shell_arg:
+                if eq:
+                    out.append(Word(val, w.dynamic))
+                elif k + 1 < len(words):
+                    out.append(words[k + 1])
+        elif (cluster := _short_cluster(v)) is not None:
+            for m, letter in enumerate(cluster):
+                if letter in letters:
+                    attached = cluster[m + 1 :]
+                    if attached:
+                        out.append(Word(attached, w.dynamic))
+                    elif k + 1 < len(words):
+                        out.append(words[k + 1])
+                    break
+                if letter in spec.short_with_arg:
+                    break
+    return out
+
+
+def _unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...]]:
+    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns)."""
     assigns: list[str] = []
-    shells: list[Word] = []
     i, n = 1, len(words)
+    positionals = spec.positionals
     while i < n:
         w = words[i]
         v = w.value
@@ -554,12 +606,7 @@ def _unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ..
             i += 1
             break
         if v.startswith("--") and len(v) > 2:
-            opt, eq, val = v.partition("=")
-            if opt in spec.shell_arg:
-                if eq:
-                    shells.append(Word(val, w.dynamic))
-                elif i + 1 < n:
-                    shells.append(words[i + 1])
+            opt, eq, _ = v.partition("=")
             i += 1 if eq or opt not in spec.long_with_arg else 2
             continue
         cluster = _short_cluster(v)
@@ -567,23 +614,22 @@ def _unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ..
             i += 1
             for k, letter in enumerate(cluster):
                 if letter in spec.short_with_arg:
-                    value = cluster[k + 1 :]
-                    if not value and i < n:
-                        value_word = words[i]
-                        i += 1
-                    else:
-                        value_word = Word(value, w.dynamic)
-                    if f"-{letter}" in spec.shell_arg:
-                        shells.append(value_word)
+                    if not cluster[k + 1 :]:
+                        i += 1  # the value is the next word
                     break
             continue
         if spec.assignments and "=" in v and v.split("=", 1)[0].isidentifier():
             assigns.append(v.split("=", 1)[0])
             i += 1
             continue
+        if positionals:
+            # 'flock FILE -c CMD', 'timeout 5 -s KILL cmd': options may follow positionals.
+            positionals -= 1
+            i += 1
+            continue
         break
-    i += spec.positionals
-    return list(words[i:]), tuple(assigns), shells
+    i += positionals
+    return list(words[i:]), tuple(assigns)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -334,3 +334,16 @@ _dyn = st.sampled_from(
 def test_dynamic_command_names_are_never_allowed(name: str, wrapper: str) -> None:
     found = RULES.check(f"{wrapper}{name} -rf /")
     assert found and found[0].action in ("ask", "deny")
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    ["tar --checkpoint=1 --checkpoint-action=exec='rm -rf /' -cf x .",
+     "flock /tmp/l -c 'rm -rf /'",
+     "su root -c 'rm -rf /'",
+     "script -qc 'rm -rf /' /dev/null",
+     "git -c core.pager='rm -rf /' log",
+     "timeout -k 5 10 rm -rf /"],
+)
+def test_command_valued_options_are_parsed(cmd: str) -> None:
+    assert worst(cmd) == ("deny", "commands.deny.rm-root")
