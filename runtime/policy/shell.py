@@ -45,6 +45,7 @@ MAX_COMMANDS = 512
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB_CHARS = frozenset("*?[")
+_TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
 # Options whose value is a command line run by the tool (tar, rsync, git, ssh).
@@ -131,8 +132,16 @@ class _Walker:
         try:
             trees = bashlex.parse(text)
         except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
-            self.hazard("unparseable", f"shell parser cannot read it ({type(exc).__name__})")
-            return
+            # bashlex lacks the 'time' keyword; dropping it changes nothing that runs.
+            retry = _TIME_RE.sub(r"\1", text)
+            try:
+                if retry == text:
+                    raise
+                trees = bashlex.parse(retry)
+                text = retry
+            except Exception:
+                self.hazard("unparseable", f"shell parser cannot read it ({type(exc).__name__})")
+                return
         for tree in trees:
             self.node(tree, text, depth, feeds)
 

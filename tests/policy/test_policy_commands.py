@@ -135,7 +135,7 @@ def test_benign_allowed(cmd: str) -> None:
         ("find / -exec rm -rf {} +", "commands.deny.rm-root"),
         ("$(echo rm) -rf /", "commands.hazard.dynamic"),
         ("python -c 'import shutil'", "commands.hazard.interpreter"),
-        ("time ls", "commands.hazard.unparseable"),
+        ("[[ -f x ]] && ls", "commands.hazard.unparseable"),
         ("LD_PRELOAD=/tmp/x.so ls", "commands.deny.loader-env"),
         ("export LD_PRELOAD=/tmp/x.so", "commands.deny.export-loader-env"),
         ("PATH=/workspace/bin:$PATH ls", "commands.deny.loader-env"),
@@ -147,7 +147,7 @@ def test_asked(cmd: str, rule: str) -> None:
 
 def test_hazard_actions_follow_the_policy() -> None:
     strict = CommandRules(CommandsSection(dynamic="deny", interpreter="deny", unparseable="deny"))
-    for cmd in ("$x", "python -c 1", "time ls"):
+    for cmd in ("$x", "python -c 1", "[[ -f x ]]"):
         assert strict.check(cmd)[0].action == "deny"
 
 
@@ -338,12 +338,14 @@ def test_dynamic_command_names_are_never_allowed(name: str, wrapper: str) -> Non
 
 @pytest.mark.parametrize(
     "cmd",
-    ["tar --checkpoint=1 --checkpoint-action=exec='rm -rf /' -cf x .",
-     "flock /tmp/l -c 'rm -rf /'",
-     "su root -c 'rm -rf /'",
-     "script -qc 'rm -rf /' /dev/null",
-     "git -c core.pager='rm -rf /' log",
-     "timeout -k 5 10 rm -rf /"],
+    [
+        "tar --checkpoint=1 --checkpoint-action=exec='rm -rf /' -cf x .",
+        "flock /tmp/l -c 'rm -rf /'",
+        "su root -c 'rm -rf /'",
+        "script -qc 'rm -rf /' /dev/null",
+        "git -c core.pager='rm -rf /' log",
+        "timeout -k 5 10 rm -rf /",
+    ],
 )
 def test_command_valued_options_are_parsed(cmd: str) -> None:
     assert worst(cmd) == ("deny", "commands.deny.rm-root")
