@@ -18,7 +18,7 @@ from typing import Literal
 from runtime.models import Action
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
-from runtime.policy.shell import SimpleCommand, Word, analyse
+from runtime.policy.shell import SimpleCommand, Word, analyse, program_name
 
 __all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
 
@@ -101,7 +101,8 @@ class _Compiled:
         self.id = rule.id
         self.action: Action = action
         self.reason = rule.reason or f"matches command rule {rule.id!r}"
-        self.program = tuple(rule.program)
+        # Rules are matched on base names; '/bin/rm' in a rule means 'rm'.
+        self.program = tuple(program_name(p) if "/" in p else p for p in rule.program)
         self.any_program = self.program == ("*",)
         self.flags = [tuple(g) for g in rule.flags]
         self.args = GlobSet(rule.args)

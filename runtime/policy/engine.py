@@ -303,7 +303,8 @@ class Policy:
         urls: list[dict[str, Any]] = []
         if max(_SEVERITY[c.action] for c in cands) < 2:
             for arg, role in roles.items():
-                if arg in args:
+                # null is how JSON says "not given" for an optional argument.
+                if args.get(arg) is not None:
                     self._check_arg(args[arg], role, cands, urls)
         worst = max(_SEVERITY[c.action] for c in cands)
         winners = [c for c in cands if _SEVERITY[c.action] == worst]

@@ -193,19 +193,21 @@ def test_user_rules_and_non_string() -> None:
         CommandsSection.model_validate(
             {
                 "rules": [
+                    {"id": "no-tool", "action": "deny", "program": ["/usr/bin/mytool"]},
                     {
                         "id": "no-push",
                         "action": "deny",
                         "program": ["git"],
                         "args_seq": [["push"]],
                         "reason": "no pushing",
-                    }
+                    },
                 ],
             }
         )
     )
     assert rules.check("git -C repo push origin")[0].rule == "no-push"
     assert rules.check("git pull") == ()
+    assert rules.check("/usr/local/bin/mytool x")[0].rule == "no-tool"
     assert rules.check(["rm"])[0].rule == "commands.invalid"
 
 

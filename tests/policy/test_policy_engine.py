@@ -145,6 +145,7 @@ def test_argument_roles() -> None:
     assert d.rule == "paths.escape"
     d = decide(POLICY, "read_file", path=["a", "/etc/passwd"])
     assert d.rule == "paths.absolute"
+    assert decide(POLICY, "shell_exec", command="ls", cwd=None).action == "allow"
 
 
 def test_url_role_and_network_grant() -> None:
