@@ -116,3 +116,27 @@ def test_no_path_that_leaves_the_workspace_is_allowed(segs: list[str], absolute:
             resolved = posixpath.normpath(posixpath.join("/workspace", form))
             resolved = "/" + resolved.lstrip("/")  # '//x' is '/x' on Linux
             assert resolved == "/workspace" or resolved.startswith("/workspace/"), path
+
+
+_lookalikes = {
+    ".": [".", "\uff0e"],
+    "e": ["e", "E", "\uff45", "\uff25"],
+    "n": ["n", "N", "\uff4e"],
+    "v": ["v", "V", "\uff56"],
+}
+
+
+@given(
+    st.lists(st.sampled_from(["", "a/", "./", "b/c/", "a/../"]), max_size=3),
+    st.tuples(*[st.sampled_from(_lookalikes[c]) for c in ".env"]),
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_protected_names_cannot_be_dodged(
+    prefix: list[str], name: tuple[str, ...], backslash: bool
+) -> None:
+    path = "".join(prefix) + "".join(name)
+    if backslash:
+        path = path.replace("/", "\\")
+    v = RULES.check(path, "read")
+    assert not v.allowed, path
