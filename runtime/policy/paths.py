@@ -24,6 +24,7 @@ from runtime.policy.schema import PathsSection
 __all__ = ["Access", "PathRules", "PathVerdict", "normalise"]
 
 Access = Literal["read", "write"]
+_CACHE_MAX = 4096
 
 
 class PathVerdict(NamedTuple):
@@ -87,8 +88,22 @@ class PathRules:
         self._deny = GlobSet(section.deny, casefold=True)
         self._deny_read = GlobSet(section.deny_read, casefold=True)
         self._deny_write = GlobSet(section.deny_write, casefold=True)
+        self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
 
     def check(self, value: object, access: Access, *, role: str = "read_path") -> PathVerdict:
+        """The verdict for one path argument. Verdicts are cached: agents reread paths."""
+        if not isinstance(value, str):
+            return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+        key = (value, access, role == "cwd")
+        verdict = self._cache.get(key)
+        if verdict is None:
+            verdict = self._check(value, access, role)
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = verdict
+        return verdict
+
+    def _check(self, value: object, access: Access, role: str) -> PathVerdict:
         if not isinstance(value, str):
             return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
         # Fast path: printable ASCII has no control characters and is its own NFKC form.
