@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Literal
 
 from runtime.models import Action
+from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
-from runtime.policy.shell import SimpleCommand, Word, analyse, program_name
+from runtime.policy.shell import SimpleCommand, analyse
 
 __all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
 

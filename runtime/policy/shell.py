@@ -25,6 +25,17 @@ from typing import Any, Literal
 
 import bashlex
 
+from runtime.policy.argv import (
+    Word,
+    is_dynamic_name,
+    join_words,
+    program_name,
+    shell_options,
+    short_cluster,
+    skip_options,
+    unquote,
+    unwrap,
+)
 from runtime.policy.wrappers import (
     CODE_FLAGS,
     HAZARD_ARGS,
@@ -44,7 +55,6 @@ MAX_DEPTH = 8
 MAX_COMMANDS = 512
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
-_GLOB_CHARS = frozenset("*?[")
 _TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
@@ -62,12 +72,6 @@ _COMMAND_VALUED = (
     "ProxyCommand=",
     "LocalCommand=",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    value: str  # after quote removal
-    dynamic: bool = False  # its value is only known at run time ($x, $(..), globs, braces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,22 +95,6 @@ class Hazard:
 class Analysis:
     commands: tuple[SimpleCommand, ...]
     hazards: tuple[Hazard, ...]
-
-
-def program_name(value: str) -> str:
-    """'/usr/bin//rm' -> 'rm'; '/proc/self/root/bin/./rm' -> 'rm'."""
-    segs = [s for s in value.split("/") if s and s != "."]
-    return segs[-1] if segs else value
-
-
-def _is_dynamic_name(word: Word) -> bool:
-    return word.dynamic or bool(_GLOB_CHARS.intersection(word.value))
-
-
-def _short_cluster(value: str) -> str | None:
-    if len(value) >= 2 and value[0] == "-" and value[1] != "-":
-        return value[1:]
-    return None
 
 
 @dataclass
@@ -227,7 +215,7 @@ class _Walker:
         if not dynamic and n.kind == "word":
             # bashlex's own quote removal is wrong for mixed quoting ('a'"'"'b'); redo it.
             try:
-                value = _unquote(raw)
+                value = unquote(raw)
             except ValueError:
                 dynamic = True
         return Word(value, dynamic), tuple(inner)
@@ -307,7 +295,7 @@ class _Walker:
                 self.commands.append(SimpleCommand("", (), assigns, redirects, feeds, wrappers))
             return
         head = words[0]
-        if _is_dynamic_name(head):
+        if is_dynamic_name(head):
             self.hazard("dynamic", f"command name {head.value!r} is only known at run time", feeds)
             rec("", words)
             return
@@ -316,9 +304,9 @@ class _Walker:
         if spec is None and any(fnmatchcase(name, g) for g in LOADER_GLOBS):
             spec = Wrapper("", frozenset({"--library-path", "--preload", "--argv0", "--audit"}))
         if spec is not None:
-            rest, extra_assigns = _unwrap(words, spec)
+            rest, extra_assigns = unwrap(words, spec)
             rec(name, words[: len(words) - len(rest)])
-            for s in _shell_options(words, spec):
+            for s in shell_options(words, spec):
                 self.shell_string(s, depth, feeds)
             if spec.joins and rest:
                 self.shell_string(
@@ -343,7 +331,7 @@ class _Walker:
             return
         sub = SUBCOMMAND_WRAPPERS.get(name)
         if sub is not None and len(words) > 1 and words[1].value in sub:
-            rest = _skip_options(words[2:])
+            rest = skip_options(words[2:])
             rec(name, words[:2])
             if rest:
                 self.simple(
@@ -370,7 +358,7 @@ class _Walker:
             )
         elif name in ("eval",):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
-            self.shell_string(_join(words[1:]), depth, feeds)
+            self.shell_string(join_words(words[1:]), depth, feeds)
         elif name in (".", "source"):
             if len(words) > 1 and words[1].dynamic:
                 self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
@@ -411,7 +399,7 @@ class _Walker:
                 i += 2
                 continue
             cluster = (
-                _short_cluster(v)
+                short_cluster(v)
                 if v.startswith("-")
                 else (v[1:] if v.startswith("+") and len(v) > 1 else None)
             )
@@ -451,7 +439,7 @@ class _Walker:
             for w in words[1:]:
                 v = w.value
                 if v in flags or (
-                    (cluster := _short_cluster(v)) is not None
+                    (cluster := short_cluster(v)) is not None
                     and any(len(f) == 2 and f[1] in cluster for f in flags)
                 ):
                     self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
@@ -506,139 +494,6 @@ class _Walker:
                     )
                 i = j
             i += 1
-
-
-def _unquote(raw: str) -> str:
-    """Bash quote removal of a word without expansions: '..', "..", backslashes."""
-    out: list[str] = []
-    i, n = 0, len(raw)
-    while i < n:
-        c = raw[i]
-        if c == "'":
-            j = raw.find("'", i + 1)
-            if j < 0:
-                raise ValueError("unterminated single quote")
-            out.append(raw[i + 1 : j])
-            i = j + 1
-        elif c == '"':
-            i += 1
-            while i < n and raw[i] != '"':
-                if raw[i] == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
-                    if raw[i + 1] != "\n":
-                        out.append(raw[i + 1])
-                    i += 2
-                else:
-                    out.append(raw[i])
-                    i += 1
-            if i >= n:
-                raise ValueError("unterminated double quote")
-            i += 1
-        elif c == "\\":
-            if i + 1 < n and raw[i + 1] != "\n":
-                out.append(raw[i + 1])
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _join(words: list[Word]) -> Word:
-    return Word(" ".join(w.value for w in words), any(w.dynamic for w in words))
-
-
-def _skip_options(words: list[Word]) -> list[Word]:
-    valued = {
-        "-n",
-        "--name",
-        "-p",
-        "--prefix",
-        "--with",
-        "--python",
-        "--package",
-        "-w",
-        "--workspace",
-        "--from",
-        "--env",
-        "-e",
-        "--directory",
-        "-C",
-    }
-    i = 0
-    while i < len(words) and words[i].value.startswith("-"):
-        if words[i].value == "--":
-            i += 1
-            break
-        i += 2 if words[i].value in valued else 1
-    return words[i:]
-
-
-def _shell_options(words: list[Word], spec: Wrapper) -> list[Word]:
-    """Values of a wrapper's shell-string options ('su root -c CMD', 'script -qc CMD f'),
-    wherever they sit: such wrappers accept options after their positionals."""
-    out: list[Word] = []
-    if not spec.shell_arg:
-        return out
-    letters = {o[1] for o in spec.shell_arg if len(o) == 2}
-    for k, w in enumerate(words[1:], 1):
-        v = w.value
-        if v.startswith("--"):
-            opt, eq, val = v.partition("=")
-            if opt in spec.shell_arg:
-                if eq:
-                    out.append(Word(val, w.dynamic))
-                elif k + 1 < len(words):
-                    out.append(words[k + 1])
-        elif (cluster := _short_cluster(v)) is not None:
-            for m, letter in enumerate(cluster):
-                if letter in letters:
-                    attached = cluster[m + 1 :]
-                    if attached:
-                        out.append(Word(attached, w.dynamic))
-                    elif k + 1 < len(words):
-                        out.append(words[k + 1])
-                    break
-                if letter in spec.short_with_arg:
-                    break
-    return out
-
-
-def _unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...]]:
-    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns)."""
-    assigns: list[str] = []
-    i, n = 1, len(words)
-    positionals = spec.positionals
-    while i < n:
-        w = words[i]
-        v = w.value
-        if v == "--":
-            i += 1
-            break
-        if v.startswith("--") and len(v) > 2:
-            opt, eq, _ = v.partition("=")
-            i += 1 if eq or opt not in spec.long_with_arg else 2
-            continue
-        cluster = _short_cluster(v)
-        if cluster is not None:
-            i += 1
-            for k, letter in enumerate(cluster):
-                if letter in spec.short_with_arg:
-                    if not cluster[k + 1 :]:
-                        i += 1  # the value is the next word
-                    break
-            continue
-        if spec.assignments and "=" in v and v.split("=", 1)[0].isidentifier():
-            assigns.append(v.split("=", 1)[0])
-            i += 1
-            continue
-        if positionals:
-            # 'flock FILE -c CMD', 'timeout 5 -s KILL cmd': options may follow positionals.
-            positionals -= 1
-            i += 1
-            continue
-        break
-    i += positionals
-    return list(words[i:]), tuple(assigns)
 
 
 @functools.lru_cache(maxsize=4096)

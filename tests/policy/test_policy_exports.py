@@ -8,6 +8,7 @@ import runtime.policy
 
 MODULES = [
     "runtime.policy",
+    "runtime.policy.argv",
     "runtime.policy.commands",
     "runtime.policy.conditions",
     "runtime.policy.engine",

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.policy.shell import analyse, program_name
+from runtime.policy.argv import program_name
+from runtime.policy.shell import analyse
 
 
 def programs(cmd: str) -> list[str]:
