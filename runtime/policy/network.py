@@ -203,6 +203,7 @@ class NetworkRules(BaseModel):
 
     _allow: tuple[_Entry, ...] = PrivateAttr(default=())
     _deny: tuple[_Entry, ...] = PrivateAttr(default=())
+    _key: tuple[tuple[str, ...], tuple[str, ...]] | None = PrivateAttr(default=None)
 
     @field_validator("allow", "deny")
     @classmethod
@@ -225,8 +226,16 @@ class NetworkRules(BaseModel):
         return v
 
     def model_post_init(self, __context: Any) -> None:
-        self._allow = tuple(_parse_entry(e) for e in self.allow)
-        self._deny = tuple(_parse_entry(e) for e in self.deny)
+        self._compile()
+
+    def _compile(self) -> None:
+        # Recompiled whenever the lists changed: model_copy(update=...) and in-place edits
+        # would otherwise leave stale compiled entries behind the visible fields.
+        key = (tuple(self.allow), tuple(self.deny))
+        if key != self._key:
+            self._allow = tuple(_parse_entry(e) for e in self.allow)
+            self._deny = tuple(_parse_entry(e) for e in self.deny)
+            self._key = key
 
     # ----------------------------------------------------------------------------------------
 
@@ -245,6 +254,7 @@ class NetworkRules(BaseModel):
     def check(self, scheme: str, host: str, port: int) -> NetworkVerdict:
         """May a request go to ``scheme://host:port``? Lexical: addresses are checked later
         with :meth:`address_allowed`."""
+        self._compile()
         scheme = scheme.lower()
         if scheme not in self.schemes:
             return NetworkVerdict(
@@ -294,6 +304,7 @@ class NetworkRules(BaseModel):
         it; if ``host`` is a name, by an exact entry for that name with ``allow_private``.
         An IP entry does not let *other* names resolve to that address: an allowed wildcard
         domain whose owner points it at 127.0.0.1 (rebinding) stays refused."""
+        self._compile()
         ip = _canonical_ip(ip)
         host = host.lower().rstrip(".").strip("[]")
         for entry in self._deny:

@@ -130,3 +130,12 @@ def test_defaults() -> None:
     assert rules.max_response_bytes == 10 * 1024 * 1024
     assert rules.timeout_s == 60
     assert not rules.check("https", "example.com", 443).allowed
+
+
+def test_copies_and_edits_are_recompiled() -> None:
+    base = NetworkRules(allow=["a.com"])
+    copy = base.model_copy(update={"allow": ["b.com"]})
+    assert copy.check("https", "b.com", 443).allowed
+    assert not copy.check("https", "a.com", 443).allowed
+    base.deny.append("a.com")
+    assert base.check("https", "a.com", 443).rule == "network.deny"
