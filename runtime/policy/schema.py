@@ -277,6 +277,24 @@ class CommandsSection(_Section):
     )
     rules: list[CommandRule] = Field(default_factory=list, description="Your own rules.")
 
+    @field_validator("disable")
+    @classmethod
+    def _known_ids(cls, v: list[str]) -> list[str]:
+        from runtime.policy.commands import builtin_rules  # the rules import this module
+
+        deny, services = builtin_rules()
+        known = {r.id for r in (*deny, *services)}
+        unknown = [i for i in v if i not in known]
+        if unknown:
+            raise ValueError(f"no built-in command rule with id {unknown[0]!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _allow_needs_allowlist(self) -> CommandsSection:
+        if self.allow and self.mode != "allowlist":
+            raise ValueError("'allow' lists programs for mode = 'allowlist' only")
+        return self
+
 
 class ProfileSection(_Section):
     """A named tool subset for one agent (least privilege)."""

@@ -394,3 +394,14 @@ def test_no_form_of_other_denied_commands_is_allowed(
         cmd = "eval " + shlex.quote(cmd)
     found = RULES.check(cmd)
     assert found and found[0].action in ("deny", "ask"), cmd
+
+
+def test_builtin_rule_ids_are_stable_and_unique() -> None:
+    from runtime.policy.commands import builtin_rules
+
+    deny, services = builtin_rules()
+    ids = [r.id for r in (*deny, *services)]
+    assert len(ids) == len(set(ids))
+    assert all(i.startswith(("commands.deny.", "commands.ask.")) for i in (r.id for r in deny))
+    assert all(r.id.startswith("commands.service.") for r in services)
+    assert "commands.deny.rm-root" in ids

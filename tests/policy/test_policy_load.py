@@ -40,6 +40,8 @@ def load_error(text: str, tmp_path: Path) -> PolicyError:
             "commands.rules.0.args_regex",
         ),
         ("[profiles.Reviewer]\ntools = 'read_file'\n", 2, "profiles.Reviewer.tools"),
+        ("[commands]\ndisable = ['commands.deny.nope']\n", 2, "commands.disable"),
+        ("[commands]\nallow = ['ls']\n", 1, "commands"),
         ("x = [\n", 1, None),
     ],
 )
