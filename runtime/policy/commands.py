@@ -19,7 +19,7 @@ from runtime.models import Action
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
-from runtime.policy.shell import SimpleCommand, analyse
+from runtime.policy.shell import CACHED_COMMAND_CHARS, SimpleCommand, analyse
 
 __all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
 
@@ -193,10 +193,12 @@ class CommandRules:
         """Findings (ask/deny, and allow-rule hits) for one command string, worst first."""
         if not isinstance(command, str):
             return (CommandFinding("deny", "commands.invalid", "command must be a string"),)
+        if len(command) > CACHED_COMMAND_CHARS:
+            return self._check(command)
         found = self._cache.get(command)
         if found is None:
             found = self._check(command)
-            if len(self._cache) > 4096:
+            if len(self._cache) >= 2048:
                 self._cache.clear()
             self._cache[command] = found
         return found

@@ -45,6 +45,13 @@ __all__ = ["Policy", "default_policy_path"]
 
 _SEVERITY: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 _LIMIT_FIELDS = frozenset(Limits.model_fields)
+_ROLE_PREFIX = {
+    "read_path": "paths",
+    "write_path": "paths",
+    "cwd": "paths",
+    "command": "commands",
+    "url": "network",
+}
 
 
 class _Cand(NamedTuple):
@@ -336,11 +343,28 @@ class Policy:
         )
 
     def _check_arg(
-        self, value: Any, role: str, cands: list[_Cand], urls: list[dict[str, Any]]
+        self,
+        value: Any,
+        role: str,
+        cands: list[_Cand],
+        urls: list[dict[str, Any]],
+        *,
+        nested: bool = False,
     ) -> None:
         if isinstance(value, list):
+            # One level: a list of paths/URLs. Deeper nesting is not a path (and unbounded
+            # recursion on attacker-shaped JSON is a crash).
             for item in value:
-                self._check_arg(item, role, cands, urls)
+                if nested or isinstance(item, list):
+                    cands.append(
+                        _Cand(
+                            "deny",
+                            f"{_ROLE_PREFIX[role]}.invalid",
+                            "nested list where a single value was expected",
+                        )
+                    )
+                    return
+                self._check_arg(item, role, cands, urls, nested=True)
             return
         if role in ("read_path", "write_path", "cwd"):
             v = self._paths.check(value, "write" if role == "write_path" else "read", role=role)

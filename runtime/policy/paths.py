@@ -25,6 +25,7 @@ __all__ = ["Access", "PathRules", "PathVerdict", "normalise"]
 
 Access = Literal["read", "write"]
 _CACHE_MAX = 4096
+_CACHED_PATH_CHARS = 1024  # longer paths are checked every time: bounded cache memory
 
 
 class PathVerdict(NamedTuple):
@@ -94,6 +95,8 @@ class PathRules:
         """The verdict for one path argument. Verdicts are cached: agents reread paths."""
         if not isinstance(value, str):
             return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+        if len(value) > _CACHED_PATH_CHARS:
+            return self._check(value, access, role)
         key = (value, access, role == "cwd")
         verdict = self._cache.get(key)
         if verdict is None:

@@ -46,7 +46,15 @@ from runtime.policy.wrappers import (
     Wrapper,
 )
 
-__all__ = ["Analysis", "Hazard", "HazardKind", "SimpleCommand", "Word", "analyse"]
+__all__ = [
+    "Analysis",
+    "CACHED_COMMAND_CHARS",
+    "Hazard",
+    "HazardKind",
+    "SimpleCommand",
+    "Word",
+    "analyse",
+]
 
 HazardKind = Literal["dynamic", "interpreter", "unparseable", "fork_bomb"]
 
@@ -496,9 +504,23 @@ class _Walker:
             i += 1
 
 
-@functools.lru_cache(maxsize=4096)
+#: Commands longer than this are analysed every time: caching attacker-sized strings would
+#: let a caller pin 4096 x 64 KiB of memory.
+CACHED_COMMAND_CHARS = 4096
+
+
 def analyse(command: str) -> Analysis:
-    """Every simple command ``command`` would run, and every hazard found. Cached."""
+    """Every simple command ``command`` would run, and every hazard found. Cached for
+    commands up to :data:`CACHED_COMMAND_CHARS`."""
+    if len(command) <= CACHED_COMMAND_CHARS:
+        return _analyse_cached(command)
+    return _analyse(command)
+
+
+def _analyse(command: str) -> Analysis:
     walker = _Walker()
     walker.parse(command, 0)
     return Analysis(tuple(walker.commands), tuple(walker.hazards))
+
+
+_analyse_cached = functools.lru_cache(maxsize=2048)(_analyse)

@@ -146,6 +146,11 @@ def test_argument_roles() -> None:
     d = decide(POLICY, "read_file", path=["a", "/etc/passwd"])
     assert d.rule == "paths.absolute"
     assert decide(POLICY, "shell_exec", command="ls", cwd=None).action == "allow"
+    deep: list[object] = ["a"]
+    for _ in range(5000):
+        deep = [deep]
+    assert decide(POLICY, "read_file", path=deep).rule == "paths.invalid"
+    assert decide(POLICY, "read_file", path=[["a"]]).rule == "paths.invalid"
 
 
 def test_url_role_and_network_grant() -> None:
