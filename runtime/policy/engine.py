@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 import runtime
-from runtime.errors import PolicyError
+from runtime.errors import ManifestError, PolicyError
 from runtime.models import (
     Action,
     BackendKind,
@@ -285,11 +287,22 @@ class Policy:
             cap_sets.append(doc.profiles[profile].limits.overrides())
         for cap in cap_sets:
             for k, v in cap.items():
-                if k in _LIMIT_FIELDS and isinstance(v, int | float) and v < data[k]:
+                if k in _LIMIT_FIELDS and v < data[k]:
                     data[k] = v
-        return Limits.model_validate(data)
+        try:
+            return Limits.model_validate(data)
+        except ValidationError as exc:
+            raise ManifestError(
+                f"tool {tool!r}: its manifest limits are invalid: {exc.errors()[0]['msg']}",
+                tool=tool,
+                limits=dict(caps),
+            ) from exc
 
     def decide(self, call: ToolCall, spec: ToolSpec, *, profile: str | None = None) -> Decision:
+        """Decide one (schema-validated) call. ``profile`` defaults to
+        ``call.context["profile"]``; ``call.context["env"]`` is the session's environment.
+        Never raises for anything in ``call``; a manifest with invalid ``limits`` raises
+        :class:`ManifestError`."""
         if profile is None:
             ctx_profile = call.context.get("profile")
             profile = ctx_profile if isinstance(ctx_profile, str) else None
@@ -316,7 +329,13 @@ class Policy:
         worst = max(_SEVERITY[c.action] for c in cands)
         winners = [c for c in cands if _SEVERITY[c.action] == worst]
         action = winners[0].action
-        caps = tuple(sorted((k, v) for k, v in spec.limits.items() if isinstance(v, int | float)))
+        caps = tuple(
+            sorted(
+                (k, v)
+                for k, v in spec.limits.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            )
+        )
         network: dict[str, Any] = {}
         if network_tool:
             net = self.document.network

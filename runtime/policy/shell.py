@@ -48,7 +48,6 @@ from runtime.policy.wrappers import (
 
 __all__ = [
     "Analysis",
-    "CACHED_COMMAND_CHARS",
     "Hazard",
     "HazardKind",
     "SimpleCommand",

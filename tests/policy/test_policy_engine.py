@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from _policy_helpers import decide, make_spec
 
+from runtime.errors import ManifestError
 from runtime.models import ToolCall
 from runtime.policy import Policy
 
@@ -206,6 +207,8 @@ def test_limits() -> None:
     spec = make_spec("read_file", limits={"timeout_s": 2, "memory_mb": 99999})
     d = POLICY.decide(call, spec)
     assert (d.limits.timeout_s, d.limits.memory_mb) == (2, 256)
+    with pytest.raises(ManifestError):
+        POLICY.decide(call, make_spec("read_file", limits={"timeout_s": 0}))
 
 
 def test_profiles() -> None:
