@@ -47,6 +47,8 @@ __all__ = ["Policy", "default_policy_path"]
 
 _SEVERITY: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 _LIMIT_FIELDS = frozenset(Limits.model_fields)
+# Sandboxed tools always get a sane PATH and locale; [env] may override both.
+_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 _ROLE_PREFIX = {
     "read_path": "paths",
     "write_path": "paths",
@@ -187,7 +189,7 @@ class Policy:
 
     def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
         sec = self.document.env
-        out: dict[str, str] = {}
+        out: dict[str, str] = dict(_BASE_ENV)
         for name in self._env_pass_exact:
             value = os.environ.get(name)
             if value is not None:

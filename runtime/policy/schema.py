@@ -314,8 +314,9 @@ class EnvSection(_Section):
         description="Host variables (names or globs) passed to sandboxed tools. Default [].",
     )
     set: dict[str, str] = Field(
-        default_factory=lambda: {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        description="Variables set for sandboxed tools. Default PATH and LANG=C.UTF-8.",
+        default_factory=dict,
+        description="Variables set for sandboxed tools, on top of PATH="
+        "/usr/local/bin:/usr/bin:/bin and LANG=C.UTF-8 (which they may override). Default {}.",
     )
     deny: list[str] = Field(
         default_factory=lambda: [

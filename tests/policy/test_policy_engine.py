@@ -241,7 +241,13 @@ def test_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLICY_TEST_EXACT", "e")
     monkeypatch.setenv("POLICY_SECRET", "s")
     env = POLICY.env({"FOO": "bar", "LD_PRELOAD": "/x.so", "PATH": "/evil", "LANG": "fr"})
-    assert env == {"POLICY_TEST_A": "a", "POLICY_TEST_EXACT": "e", "LANG": "fr", "FOO": "bar"}
+    assert env == {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "POLICY_TEST_A": "a",
+        "POLICY_TEST_EXACT": "e",
+        "LANG": "fr",
+        "FOO": "bar",
+    }
     call = ToolCall(tool="json_parse", context={"env": {"FOO": "1"}})
     assert POLICY.decide(call, make_spec("json_parse")).env["FOO"] == "1"
     assert "POLICY_SECRET" not in Policy.default().env({})
