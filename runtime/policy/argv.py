@@ -36,6 +36,10 @@ def program_name(value: str) -> str:
 
 
 def is_dynamic_name(word: Word) -> bool:
+    """A command name the shell would expand: substitutions, parameters, globs, braces.
+    '[' (test) is a program, not a glob."""
+    if word.value in ("[", "[["):
+        return word.dynamic
     return word.dynamic or bool(_GLOB_CHARS.intersection(word.value))
 
 

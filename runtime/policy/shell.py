@@ -63,6 +63,8 @@ MAX_COMMANDS = 512
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
+_DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
+_DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
 # Options whose value is a command line run by the tool (tar, rsync, git, ssh).
@@ -127,8 +129,12 @@ class _Walker:
         try:
             trees = bashlex.parse(text)
         except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
-            # bashlex lacks the 'time' keyword; dropping it changes nothing that runs.
-            retry = _TIME_RE.sub(r"\1", text)
+            # bashlex lacks the 'time' keyword and '[[ ]]'. Dropping 'time' and reading
+            # '[[ ]]' as '[ ]' removes no command from the text, so the retry sees at least
+            # every command that would run.
+            retry = _DBRACKET_CLOSE_RE.sub(
+                "]", _DBRACKET_OPEN_RE.sub("[", _TIME_RE.sub(r"\1", text))
+            )
             try:
                 if retry == text:
                     raise

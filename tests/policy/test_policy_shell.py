@@ -152,7 +152,7 @@ def test_ordinary_commands_have_no_hazard(cmd: str) -> None:
     [
         "case x in a) ls;; esac && time x",
         "case x in a) ls;; esac",
-        "[[ -f x ]]",
+        "[[ x =~ (a) ]]",
         "a\x00b",
         "echo 'unterminated",
         "x" * 70_000,
@@ -187,3 +187,15 @@ def test_long_chains_are_capped() -> None:
     for cmd in ("ls; " * 3000, "a | " * 2000 + "b"):
         hazards = analyse(cmd).hazards
         assert [h.kind for h in hazards] == ["unparseable"]
+
+
+def test_time_keyword() -> None:
+    assert programs("time make test") == ["make"]
+    assert programs("ls && time -p rm -rf /") == ["ls", "rm"]
+    assert kinds("time make") == set()
+
+
+def test_double_brackets() -> None:
+    assert programs("[[ -f x ]] && rm -rf /")[-1] == "rm"
+    assert programs("if [[ $(id -u) == 0 ]]; then ls; fi") == ["id", "[", "ls"]
+    assert kinds("[[ -n $x ]] || echo no") == set()
