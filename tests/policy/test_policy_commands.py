@@ -105,6 +105,9 @@ def test_denied(cmd: str, rule: str) -> None:
     "cmd",
     [
         "rm -rf ./build",
+        "find . -name '*.tmp' -exec rm {} ;",
+        "cat > f <<'EOF'\nprint(1)\nEOF",
+        "echo $((1+2))",
         "rm -rf build dist",
         "rm x",
         "ls -la /",
