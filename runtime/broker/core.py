@@ -220,7 +220,7 @@ class Broker:
 
     async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Requests a sandboxed tool makes back to the broker over its frame pipe."""
-        if op in ("http", "search"):
+        if op in ("http", "search_endpoint"):
             reply: dict[str, Any] = await self._gateway_for_egress().handle(op, payload)
             return reply
         if op == "ask_user":
