@@ -42,37 +42,78 @@ class Executor(Protocol):
 # ours
 
 
-def bench_policy(servers: Servers, limits: BenchLimits) -> Any:
-    """The policy ``ours`` runs under: the default policy's rules, the bench limits, and the
-    one allowed host (127.0.0.3) so that the network tools are exercised, not just denied."""
-    from runtime.policy import Policy
+def bench_policy_text(servers: Servers, limits: BenchLimits) -> str:
+    """The policy ``ours`` runs under: the built-in default's rules (paths, commands,
+    secrets), the bench limits, and the network tools enabled for the one allowed host
+    (127.0.0.3), so that the egress gateway is exercised rather than the tools just denied."""
+    return f"""
+version = 1
+description = "runtime bench security: the default rules, bench limits, one allowed host"
+default = "deny"
 
-    text = f"""
-[defaults]
+[sandbox]
+mode = "strict"
+
+[limits]
 timeout_s = {limits.timeout_s}
+cpu_s = {int(limits.timeout_s)}
 memory_mb = {limits.memory_mb}
 pids = {limits.pids}
 output_bytes = {limits.output_bytes}
 fsize_mb = {limits.fsize_mb}
+max_concurrent = 3
 
-[tools]
-http_get = "allow"
-http_post = "allow"
-http_request = "allow"
-web_fetch = "allow"
-web_search = "allow"
+[categories]
+file = "allow"
+code = "allow"
+data = "allow"
+memory = "allow"
+system = "allow"
+interaction = "allow"
+shell = "allow"
+network = "allow"
+
+[tools.delete_file]
+action = "allow"
+
+[[rules]]
+id = "sleep.max"
+tools = ["sleep"]
+action = "deny"
+reason = "sleep is capped by the bench timeout"
+when = [{{ arg = "seconds", gt = {limits.timeout_s} }}]
+
+[paths]
+read = ["**"]
+write = ["**"]
+deny = [".runtime/**", "**/.env", "**/.env.*", "**/*.pem", "**/*.key", "**/id_rsa*",
+        "**/id_ed25519*", "**/id_ecdsa*"]
+deny_write = [".git/**", "**/.git/**"]
+
+[commands]
+mode = "denylist"
+builtin = true
+services = "deny"
+dynamic = "ask"
+interpreter = "ask"
+unparseable = "ask"
 
 [network]
-allow = ["127.0.0.3"]
+allow = ["127.0.0.3:{servers.allowed_port}"]
+schemes = ["http", "https"]
+max_redirects = 3
+timeout_s = {limits.timeout_s}
 search_endpoint = "http://127.0.0.3:{servers.allowed_port}/search"
+
+[env]
+pass = ["TZ"]
 """
-    loads = getattr(Policy, "loads", None) or getattr(Policy, "from_toml", None)
-    if loads is None:
-        return Policy.default()
-    try:
-        return loads(text)
-    except Exception:  # the policy format is the policy engine's; fall back to its default
-        return Policy.default()
+
+
+def bench_policy(servers: Servers, limits: BenchLimits) -> Any:
+    from runtime.policy import Policy
+
+    return Policy.from_toml(bench_policy_text(servers, limits), "<bench policy>")
 
 
 class OursExecutor:
