@@ -129,6 +129,7 @@ class OursExecutor:
         self.limits = limits
         self._policy = policy
         self._broker: Any = None
+        self._used: set[str] = set()
 
     def open_case(self, fx: CaseFixture) -> None:
         from runtime.broker import SyncBroker
@@ -143,8 +144,10 @@ class OursExecutor:
             sandbox_mode="strict",
         )
         self._broker.open()
+        self._used = set()
 
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
+        self._used.add(tool)
         t0 = time.monotonic()
         res = self._broker.call({"tool": tool, "arguments": arguments})
         dur = time.monotonic() - t0
@@ -159,9 +162,25 @@ class OursExecutor:
             duration_s=dur,
         )
 
+    #: one harmless call per backend kind: after an attack, each kind it used must answer
+    _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+        "subprocess": ("current_time", {}),
+        "wasm": ("json_parse", {"text": "[1]"}),
+        "host": ("get_env", {"key": "HOME"}),
+    }
+
     def followup_ok(self) -> bool:
-        rec = self.call("current_time", {})
-        return rec.success
+        kinds = set()
+        for tool in self._used:
+            try:
+                kinds.add(self._broker.catalogue.get(tool).backend.value)
+            except Exception:  # an unknown tool was refused before any backend ran
+                continue
+        for kind in sorted(kinds & set(self._PROBES)):
+            tool, args = self._PROBES[kind]
+            if not self.call(tool, args).success:
+                return False
+        return True
 
     def close_case(self) -> None:
         if self._broker is not None:
@@ -282,7 +301,7 @@ class BaselineExecutor:
     def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
         pids = [proc.pid]
         if self.owner is not None:
-            pids += list(our_processes())
+            pids += list(our_processes(uid=self.owner))
         kill_pids(sorted(set(pids) - {os.getpid()}))
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=5)

@@ -28,7 +28,7 @@ from typing import Any
 
 from .corpus import Case, fill
 
-__all__ = ["BenchLimits", "CallRecord", "Observation", "Verdict", "score"]
+__all__ = ["BenchLimits", "CallRecord", "Observation", "Verdict", "score", "to_text"]
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,7 @@ class CallRecord:
 
     def __post_init__(self) -> None:
         if not self.text:
-            self.text = json.dumps(
-                {"result": self.result, "error": self.error_message},
-                ensure_ascii=False,
-                default=str,
-            )
+            self.text = to_text({"result": self.result, "error": self.error_message})
 
 
 @dataclass
@@ -105,10 +101,31 @@ class Verdict:
         }
 
 
+def to_text(obj: Any) -> str:
+    """JSON text of ``obj``; for values nested too deep for ``json`` (arguments and results
+    of the depth-bomb cases), every key and scalar on its own line, collected iteratively."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        pass
+    out: list[str] = []
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            out.extend(str(k) for k in o)
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+        else:
+            out.append(str(o))
+    return "\n".join(out)
+
+
 def _leaks(obs: Observation) -> list[str]:
     found = []
     for rec in obs.calls:
-        args_text = json.dumps(rec.arguments, ensure_ascii=False, default=str)
+        args_text = to_text(rec.arguments)
         for name, forms in obs.needles.items():
             for form in forms:
                 if form in rec.text and form not in args_text:

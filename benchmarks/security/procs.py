@@ -24,8 +24,12 @@ __all__ = ["BASELINE_UID", "Monitor", "host_responsive", "kill_pids", "our_proce
 BASELINE_UID = 64999
 
 
-def our_processes(nonce: str | None = None) -> dict[int, tuple[int, float]]:
-    """pid -> (rss bytes, create time) of every process that is ours (see module doc)."""
+def our_processes(
+    nonce: str | None = None, uid: int | None = BASELINE_UID
+) -> dict[int, tuple[int, float]]:
+    """pid -> (rss bytes, create time) of every process that is ours (see module doc).
+    ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
+    that a concurrent baseline run in another process is never counted or signalled)."""
     me = psutil.Process()
     found: dict[int, tuple[int, float]] = {}
     try:
@@ -43,7 +47,7 @@ def our_processes(nonce: str | None = None) -> dict[int, tuple[int, float]]:
         try:
             uids = p.info["uids"]
             cmd = " ".join(p.info["cmdline"] or ())
-            if (uids and uids.real == BASELINE_UID) or (nonce and nonce in cmd):
+            if (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd):
                 found[p.pid] = (p.memory_info().rss, p.create_time())
         except (psutil.Error, TypeError):
             continue
@@ -54,12 +58,13 @@ class Monitor:
     """Samples our processes (and this process's own RSS: the wasm backend runs in it) on a
     thread while a case runs; keeps the peaks above the starting point."""
 
-    def __init__(self, nonce: str, interval_s: float = 0.05) -> None:
+    def __init__(self, nonce: str, uid: int | None = None, interval_s: float = 0.05) -> None:
         self.nonce = nonce
+        self.uid = uid
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
-        self.before = our_processes(nonce)
+        self.before = our_processes(nonce, uid)
         self._self = psutil.Process()
         self._rss0 = sum(r for r, _ in self.before.values()) + self._self.memory_info().rss
         self._n0 = len(self.before)
@@ -67,7 +72,7 @@ class Monitor:
         self.peak_procs_delta = 0
 
     def _sample(self) -> None:
-        now = our_processes(self.nonce)
+        now = our_processes(self.nonce, self.uid)
         rss = sum(r for r, _ in now.values()) + self._self.memory_info().rss
         self.peak_rss_delta = max(self.peak_rss_delta, rss - self._rss0)
         self.peak_procs_delta = max(self.peak_procs_delta, len(now) - self._n0)
@@ -89,7 +94,7 @@ class Monitor:
         """Processes that appeared during the case and are still alive after ``grace_s``."""
         deadline = time.monotonic() + grace_s
         while True:
-            now = our_processes(self.nonce)
+            now = our_processes(self.nonce, self.uid)
             new = {
                 pid: ct
                 for pid, (_, ct) in now.items()

@@ -125,7 +125,10 @@ def run_case(
         executor.open_case(fx)
         calls = fill(case.calls, fx.values)
         racer = SwapRacer(fx, case.race) if case.race else None
-        with Monitor(fx.nonce) as mon, racer if racer is not None else nullcontext():
+        with (
+            Monitor(fx.nonce, executor.owner) as mon,
+            racer if racer is not None else nullcontext(),
+        ):
             for _ in range(case.repeat):
                 for c in calls:
                     records.append(executor.call(c["tool"], c["arguments"]))
