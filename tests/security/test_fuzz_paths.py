@@ -181,3 +181,49 @@ def test_the_property_is_not_vacuous(tmp_path):
         with pytest.raises(ToolFailed):
             w.open_file(w.parts("l1"))  # l1 -> the canary
     assert (ws / "new.txt").read_bytes() == b"x"
+
+
+# -- the policy's path check (lexical, the broker's early refusal) ---------------------------
+
+policy_mod = pytest.importorskip("runtime.policy")
+
+
+@pytest.fixture(scope="module")
+def read_decision():
+    from runtime.catalogue import Catalogue
+    from runtime.models import ToolCall
+
+    policy = policy_mod.Policy.default()
+    specs = {n: Catalogue().get(n) for n in ("read_file", "write_file")}
+
+    def decide(tool: str, path: str) -> str:
+        args = {"path": path} if tool == "read_file" else {"path": path, "content": "x"}
+        return str(policy.decide(ToolCall(tool=tool, arguments=args), specs[tool]).action)
+
+    return decide
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["", "/", "/workspace/", "/etc/", "/proc/self/root/"]),
+    st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=6),
+    st.sampled_from(["read_file", "write_file"]),
+)
+def test_policy_never_allows_a_lexical_escape(read_decision, prefix, segs, tool):
+    path = prefix + "/".join(segs)
+    if read_decision(tool, path) != "allow":
+        return
+    rel = path
+    if rel.startswith("/workspace/") or rel == "/workspace":
+        rel = rel[len("/workspace") :].lstrip("/")
+    assert not rel.startswith("/"), path
+    depth = 0
+    for comp in rel.split("/"):
+        if comp == "..":
+            depth -= 1
+            assert depth >= 0, path
+        elif comp not in ("", "."):
+            depth += 1
+    # and the secrets the default policy denies are never allowed, in any spelling
+    norm = [c for c in rel.split("/") if c not in ("", ".")]
+    assert not (norm and norm[-1] in (".env", "id_rsa")), path
