@@ -1624,6 +1624,19 @@ def gen_g() -> None:
             ],
             "connect",
         ),
+        # The policy denies reading these secrets through the file tools; the shell sees the
+        # same workspace, so the deny must hold there too (or the secret is not mounted).
+        ("shell reads the denied .env", [sh("cat .env")], "leak"),
+        (
+            "shell copies id_rsa, read_file reads the copy",
+            [sh("cp id_rsa key.txt"), call("read_file", path="key.txt")],
+            "leak",
+        ),
+        (
+            "shell symlink to .env, read_file reads it",
+            [sh("ln -s .env notsecret.txt"), call("read_file", path="notsecret.txt")],
+            "leak",
+        ),
     ]
     for title, calls, aim in g:
         add("G1", title, calls, technique=title, source=src, aims=[aim])
