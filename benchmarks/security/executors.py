@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from .fixtures import CaseFixture, Servers
 from .oracles import BenchLimits, CallRecord
-from .procs import BASELINE_UID, kill_pids, our_processes
+from .procs import BASELINE_UIDS, kill_pids, our_processes
 
 __all__ = ["BACKENDS", "BaselineExecutor", "Executor", "OursExecutor", "make_executor"]
 
@@ -219,7 +219,7 @@ class BaselineExecutor:
         self.name = f"baseline-{mode}"
         self.servers = servers
         self.limits = limits
-        self.owner = BASELINE_UID if os.geteuid() == 0 else None
+        self.owner = BASELINE_UIDS[mode] if os.geteuid() == 0 else None
         self._fx: CaseFixture | None = None
 
     def open_case(self, fx: CaseFixture) -> None:

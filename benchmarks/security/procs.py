@@ -17,15 +17,15 @@ import time
 
 import psutil
 
-__all__ = ["BASELINE_UID", "Monitor", "host_responsive", "kill_pids", "our_processes"]
+__all__ = ["BASELINE_UIDS", "Monitor", "host_responsive", "kill_pids", "our_processes"]
 
-#: A uid used by nothing else on the host: the baselines run as it, so every process it owns
-#: is one the harness started.
-BASELINE_UID = 64999
+#: Uids used by nothing else on the host, one per baseline (so the two can run at once in
+#: separate processes): every process such a uid owns is one the harness started.
+BASELINE_UIDS = {"seed": 64998, "none": 64999}
 
 
 def our_processes(
-    nonce: str | None = None, uid: int | None = BASELINE_UID
+    nonce: str | None = None, uid: int | None = None
 ) -> dict[int, tuple[int, float]]:
     """pid -> (rss bytes, create time) of every process that is ours (see module doc).
     ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
