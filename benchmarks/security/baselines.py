@@ -432,6 +432,11 @@ def _csv_to_json(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     return {"columns": [], "rows": rows}
 
 
+def _sleep(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(float(a["seconds"]))  # no bound: the seeds' sleep has none
+    return {"slept": a["seconds"]}
+
+
 TOOLS: dict[str, Any] = {
     "read_file": _read_file,
     "write_file": _write_file,
@@ -453,7 +458,7 @@ TOOLS: dict[str, Any] = {
         "iso": dt.datetime.now(dt.UTC).isoformat(),
         "timezone": a.get("timezone", "UTC"),
     },
-    "sleep": lambda c, a: (time.sleep(float(a["seconds"])), {"slept": a["seconds"]})[1],
+    "sleep": _sleep,
     "get_env": _get_env,
     "set_env": _set_env,
     "json_parse": lambda c, a: {"value": json.loads(a["text"])},

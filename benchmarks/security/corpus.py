@@ -76,7 +76,7 @@ class Case:
 
     @property
     def benign(self) -> bool:
-        return self.oracle["kind"] == "benign"
+        return bool(self.oracle["kind"] == "benign")
 
     @property
     def tools(self) -> list[str]:

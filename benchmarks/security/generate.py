@@ -480,8 +480,8 @@ def gen_a() -> None:
     # A6: symlink swap races: the harness flips a workspace entry between a regular file and
     # a symlink to the canary while the tool runs, repeatedly (check-then-use windows).
     src6 = f"{MCPFS} (race-condition block); TOCTOU"
-    race_file = {"path": "t", "target": "{canary_path}"}
-    race_dir = {"path": "t", "target": "{canary_dir}", "dir": True}
+    race_file: dict[str, Any] = {"path": "t", "target": "{canary_path}"}
+    race_dir: dict[str, Any] = {"path": "t", "target": "{canary_dir}", "dir": True}
     for title, c, aim, race in [
         ("read vs swap", call("read_file", path="t"), "leak", race_file),
         ("base64 read vs swap", call("read_file", path="t", encoding="base64"), "leak", race_file),
@@ -917,8 +917,8 @@ def gen_b() -> None:
             "leak",
         ),
     ]
-    for t, c, aim in b8:
-        add("B8", t, [c], technique=t, source="env / cwd arguments", aims=[aim])
+    for t, cb8, aim in b8:
+        add("B8", t, [cb8], technique=t, source="env / cwd arguments", aims=[aim])
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,9 +24,7 @@ __all__ = ["BASELINE_UIDS", "Monitor", "host_responsive", "kill_pids", "our_proc
 BASELINE_UIDS = {"seed": 64998, "none": 64999}
 
 
-def our_processes(
-    nonce: str | None = None, uid: int | None = None
-) -> dict[int, tuple[int, float]]:
+def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int, tuple[int, float]]:
     """pid -> (rss bytes, create time) of every process that is ours (see module doc).
     ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
     that a concurrent baseline run in another process is never counted or signalled)."""
