@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.case:
         wanted = set(args.case)
         cases = [c for c in cases if c.id in wanted]
-    limits = pkg.oracles.BenchLimits()
+    # --fast (CI): a 2 s call timeout keeps the resource cases short; same oracles otherwise
+    limits = pkg.oracles.BenchLimits(timeout_s=2.0) if args.fast else pkg.oracles.BenchLimits()
     results: list[dict[str, Any]] = []
     with pkg.fixtures.Servers() as servers:
         for name in dict.fromkeys(names):

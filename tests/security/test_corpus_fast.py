@@ -36,7 +36,7 @@ pytestmark = [
 def test_fast_subset_on_ours(servers):
     cases = fast_subset(load_corpus())
     assert {c.cls for c in cases} == set(MIN_COUNTS)
-    limits = BenchLimits()
+    limits = BenchLimits(timeout_s=2.0)  # as `runtime bench security --fast`
     summary = run_cases(cases, make_executor("ours", servers, limits), servers, limits)
     out = summary.to_json()
     detail = json.dumps(out["failure_detail"], indent=1)[:6000]
