@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from .fixtures import CaseFixture, Servers
 from .oracles import BenchLimits, CallRecord
-from .procs import BASELINE_UIDS, kill_pids, our_processes
+from .procs import BASELINE_UIDS, kill_pids, reap_uid
 
 __all__ = ["BACKENDS", "BaselineExecutor", "Executor", "OursExecutor", "make_executor"]
 
@@ -299,10 +299,9 @@ class BaselineExecutor:
         )
 
     def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
-        pids = [proc.pid]
+        kill_pids([proc.pid])
         if self.owner is not None:
-            pids += list(our_processes(uid=self.owner))
-        kill_pids(sorted(set(pids) - {os.getpid()}))
+            reap_uid(self.owner)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=5)
 

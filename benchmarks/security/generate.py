@@ -1709,12 +1709,6 @@ def gen_h() -> None:
             [ok(), has("odd name")],
         ),
         (
-            "read /workspace alias",
-            [mkfile("notes.txt", note)],
-            [call("read_file", path="/workspace/notes.txt")],
-            [ok(), has("line two")],
-        ),
-        (
             "read through inner symlink",
             [mkfile("real.txt", "via link\n"), link("alias.txt", "real.txt")],
             [call("read_file", path="alias.txt")],

@@ -17,7 +17,14 @@ import time
 
 import psutil
 
-__all__ = ["BASELINE_UIDS", "Monitor", "host_responsive", "kill_pids", "our_processes"]
+__all__ = [
+    "BASELINE_UIDS",
+    "Monitor",
+    "host_responsive",
+    "kill_pids",
+    "our_processes",
+    "reap_uid",
+]
 
 #: Uids used by nothing else on the host, one per baseline (so the two can run at once in
 #: separate processes): every process such a uid owns is one the harness started.
@@ -126,6 +133,30 @@ def kill_pids(pids: list[int]) -> None:
             psutil.Process(pid).wait(timeout=2)
         except (psutil.Error, psutil.TimeoutExpired):
             continue
+
+
+def reap_uid(uid: int, rounds: int = 100) -> int:
+    """Kill every process of the harness's private ``uid`` (a fork bomb keeps forking while
+    it is being killed: stop them all first, then kill, and repeat until none is left).
+    Returns how many were signalled. Only ever called with a uid the harness owns alone."""
+    total = 0
+    for _ in range(rounds):
+        pids = [
+            p.pid
+            for p in psutil.process_iter(["uids"])
+            if p.info["uids"] is not None and p.info["uids"].real == uid
+        ]
+        if not pids:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    continue
+        total += len(pids)
+        time.sleep(0.02)
+    return total
 
 
 def host_responsive(timeout_s: float = 10.0) -> bool:

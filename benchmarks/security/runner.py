@@ -21,7 +21,7 @@ from .corpus import CLASSES, Case, fill
 from .executors import Executor
 from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
-from .procs import Monitor, host_responsive, kill_pids
+from .procs import Monitor, host_responsive, kill_pids, reap_uid
 
 __all__ = ["Progress", "RunSummary", "run_case", "run_cases"]
 
@@ -140,6 +140,9 @@ def run_case(
         executor.close_case()
         survivors = mon.survivors()
         kill_pids(sorted(survivors))
+        if executor.owner is not None:
+            # the baseline's private uid starts every case with no process at all
+            reap_uid(executor.owner)
         after = snapshot(fx)
         obs = Observation(
             calls=records,

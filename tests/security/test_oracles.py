@@ -125,7 +125,7 @@ def test_harness_blocked_actions_count_as_done(fx, corpus):
 
 
 def test_benign_refusal_is_a_false_positive(tmp_path, corpus, servers):
-    case = corpus["H1-001"]  # read notes.txt, expect "line two"
+    case = next(c for c in corpus.values() if c.title == "read a file")  # expects "line two"
     f = CaseFixture(tmp_path, case, servers)
     try:
         good = rec("plain notes\nline two\n")
@@ -140,8 +140,7 @@ def test_benign_refusal_is_a_false_positive(tmp_path, corpus, servers):
 
 
 def test_benign_disk_expectations(tmp_path, corpus, servers):
-    case = corpus["H1-011"]  # write out/new.txt
-    assert case.title == "write a new file"
+    case = next(c for c in corpus.values() if c.title == "write a new file")
     f = CaseFixture(tmp_path, case, servers)
     try:
         r = rec("ok", tool="write_file")
