@@ -51,3 +51,29 @@ async def call(backend: Any, tool: ToolSpec, workspace: Path, **arguments: Any) 
     limits = arguments.pop("limits", {})
     outcome: ExecOutcome = await backend.run(request(tool, workspace, arguments, **limits))
     return outcome
+
+
+def run_with_backend(fn: Any, **backend_kwargs: Any) -> Any:
+    """Start a fresh backend, run ``await fn(backend)``, always close it."""
+    import anyio
+
+    from runtime.backends.sandbox import SandboxBackend
+
+    async def main() -> Any:
+        backend = SandboxBackend(preload=ALL, **backend_kwargs)
+        await backend.start()
+        try:
+            return await fn(backend)
+        finally:
+            await backend.aclose()
+
+    return anyio.run(main)
+
+
+def one(tool: ToolSpec, workspace: Path, disable: frozenset[str] = frozenset(), **arguments: Any) -> Any:
+    """Run one call on a fresh backend; returns the result or raises the typed error."""
+
+    async def fn(backend: Any) -> Any:
+        return (await call(backend, tool, workspace, **arguments)).result
+
+    return run_with_backend(fn, disable=disable)

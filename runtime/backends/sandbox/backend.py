@@ -346,7 +346,9 @@ class SandboxBackend:
                 try:
                     terminal = await self._converse(call, request)
                 except FrameError as exc:
+                    # A child that breaks the protocol gets no second chance.
                     frame_error = exc
+                    await ctl.send({"type": "kill", "id": call_id, "grace_s": 0.0})
                 exit_report = await ctl.wait_for(call_id)
             timed_out = scope.cancelled_caught
         finally:

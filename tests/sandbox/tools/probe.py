@@ -48,6 +48,9 @@ def _send_raw(fd_hint: int, data: bytes) -> None:
 def run(args: dict[str, Any], ctx: Any) -> Any:  # noqa: C901 - one dispatcher on purpose
     action = args["action"]
     path = args.get("path", "")
+    if args.get("rel"):
+        # Relative to wherever this backend configuration shows the workspace.
+        path = os.path.join(str(ctx.workspace), path)
     if action == "echo":
         return {"arguments": args, "workspace": str(ctx.workspace), "writable": ctx.writable}
     if action == "read":
