@@ -380,8 +380,10 @@ def _rlimits(limits: Limits) -> None:
         resource.setrlimit(res, (value, hard))
 
 
-def _landlock_rules(plan: CallPlan, workspace: str) -> list[tuple[str, int]]:
-    rules: list[tuple[str, int]] = [("/tmp", landlock.WRITE | landlock.EXECUTE)]
+def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
+    rules: list[tuple[str, int]] = []
+    if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
+        rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE))
     if plan.workspace and plan.access != "none":
         access = landlock.WRITE if plan.access == "rw" else landlock.READ
         rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0)))
@@ -426,7 +428,7 @@ def _tool(cfg: ChildConfig, plan: CallPlan, limits: Limits, call_fd: int, func: 
                 _rlimits(limits)
         with _Phase("landlock"):
             if "landlock" not in off and cfg.landlock_abi > 0:
-                landlock.apply_ruleset(cfg.landlock_abi, _landlock_rules(plan, workspace))
+                landlock.apply_ruleset(cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off))
         with _Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
