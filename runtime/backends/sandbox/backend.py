@@ -10,6 +10,7 @@ well-formed result becomes a typed :mod:`runtime.errors` exception, and the brok
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import socket
 import subprocess
@@ -206,9 +207,12 @@ class SandboxBackend:
 
     def _spawn_zygote(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pkg_root = Path(__file__).resolve().parents[3]
-        env = {"PYTHONPATH": str(pkg_root), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+        # The zygote's environment is its own, never the broker's (which may hold secrets):
+        # just enough to find this package and the broker's installed dependencies.
+        pkg_root = str(Path(__file__).resolve().parents[3])
+        site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        env = {"PYTHONPATH": os.pathsep.join([pkg_root, *site]), "PATH": "/usr/bin:/bin",
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-s", "-m", "runtime.backends.sandbox.zygote", str(theirs.fileno())],
