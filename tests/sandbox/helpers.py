@@ -34,7 +34,9 @@ LIST_FILES = spec("list_files", "files:list_files", "ro")
 ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
 
 
-def request(tool: ToolSpec, workspace: Path, arguments: dict[str, Any], **limits: Any) -> ExecRequest:
+def request(
+    tool: ToolSpec, workspace: Path, arguments: dict[str, Any], **limits: Any
+) -> ExecRequest:
     lim = Limits().merged(**{"timeout_s": 20.0, **limits})
     return ExecRequest(
         call_id="call_test",
@@ -70,7 +72,9 @@ def run_with_backend(fn: Any, **backend_kwargs: Any) -> Any:
     return anyio.run(main)
 
 
-def one(tool: ToolSpec, workspace: Path, disable: frozenset[str] = frozenset(), **arguments: Any) -> Any:
+def one(
+    tool: ToolSpec, workspace: Path, disable: frozenset[str] = frozenset(), **arguments: Any
+) -> Any:
     """Run one call on a fresh backend; returns the result or raises the typed error."""
 
     async def fn(backend: Any) -> Any:

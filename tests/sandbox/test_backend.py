@@ -49,9 +49,16 @@ def test_probe_host_reports_mechanisms() -> None:
 
 def test_missing_required_names_each_mechanism() -> None:
     caps = HostCapabilities(
-        arch_supported=True, is_root=False, user_namespaces=False, user_namespaces_error="EPERM",
-        pivot_root=False, idmapped_mounts=False, landlock_abi=0, seccomp=True,
-        seccomp_filter=False, cgroup_version=None,
+        arch_supported=True,
+        is_root=False,
+        user_namespaces=False,
+        user_namespaces_error="EPERM",
+        pivot_root=False,
+        idmapped_mounts=False,
+        landlock_abi=0,
+        seccomp=True,
+        seccomp_filter=False,
+        cgroup_version=None,
     )
     assert caps.missing_required() == ("userns", "landlock", "seccomp")
 
@@ -279,8 +286,13 @@ def test_concurrent_calls_and_nothing_left_behind(workspace: Path) -> None:
 def test_timeout_leaves_no_process(workspace: Path) -> None:
     async def fn(backend: SandboxBackend) -> Any:
         with pytest.raises(ToolTimeout):
-            await call(backend, SHELL, workspace, command="sleep 100 & sleep 100",
-                       limits={"timeout_s": 0.5})  # fmt: skip
+            await call(
+                backend,
+                SHELL,
+                workspace,
+                command="sleep 100 & sleep 100",
+                limits={"timeout_s": 0.5},
+            )
         assert backend.zygote_pid is not None
         return _leftovers(backend.zygote_pid)
 

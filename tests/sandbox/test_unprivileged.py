@@ -32,8 +32,11 @@ def _ensure_user() -> None:
 
 
 def _interpreter() -> list[str]:
-    probe = subprocess.run(["runuser", "-u", USER, "--", sys.executable, "-c", "pass"],
-                           capture_output=True, check=False)  # fmt: skip
+    probe = subprocess.run(
+        ["runuser", "-u", USER, "--", sys.executable, "-c", "pass"],
+        capture_output=True,
+        check=False,
+    )
     if probe.returncode == 0:
         return [sys.executable]
     return ["/usr/bin/python3"]
@@ -54,10 +57,27 @@ def test_sandbox_suite_as_unprivileged_user() -> None:
         "PYTHONPATH": os.pathsep.join([str(ROOT), *site]),
     }
     proc = subprocess.run(
-        ["runuser", "-u", USER, "--", *_interpreter(), "-m", "pytest", "tests/sandbox",
-         "-q", "-p", "no:cacheprovider", f"--ignore={Path(__file__).relative_to(ROOT)}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=1700,
-    )  # fmt: skip
+        [
+            "runuser",
+            "-u",
+            USER,
+            "--",
+            *_interpreter(),
+            "-m",
+            "pytest",
+            "tests/sandbox",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--ignore={Path(__file__).relative_to(ROOT)}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1700,
+    )
     tail = "\n".join(proc.stdout.splitlines()[-30:])
     assert proc.returncode == 0, tail + proc.stderr[-3000:]
     assert " passed" in tail

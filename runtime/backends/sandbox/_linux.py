@@ -109,10 +109,22 @@ _NR = {
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 
 
 def _check(res: int, what: str) -> int:
@@ -138,7 +150,9 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
     _check(
         _libc.mount(
             source.encode() if source else None,
@@ -208,7 +222,11 @@ def capset_zero() -> None:
     """Drop every capability (effective, permitted, inheritable) of the calling thread."""
     header = _CapHeader(0x20080522, 0)
     data = (_CapData * 2)()
-    _sys("capset", ctypes.cast(ctypes.pointer(header), ctypes.c_void_p), ctypes.cast(data, ctypes.c_void_p))
+    _sys(
+        "capset",
+        ctypes.cast(ctypes.pointer(header), ctypes.c_void_p),
+        ctypes.cast(data, ctypes.c_void_p),
+    )
 
 
 def landlock_create_ruleset(attr: bytes | None, flags: int) -> int:

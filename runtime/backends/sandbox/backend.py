@@ -33,7 +33,14 @@ from runtime.errors import (
     ToolFailed,
     ToolTimeout,
 )
-from runtime.frames import HEADER, FrameDecoder, FrameError, FrameTooLarge, decode_body, encode_frame
+from runtime.frames import (
+    HEADER,
+    FrameDecoder,
+    FrameError,
+    FrameTooLarge,
+    decode_body,
+    encode_frame,
+)
 from runtime.models import Limits, ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
@@ -211,11 +218,21 @@ class SandboxBackend:
         # just enough to find this package and the broker's installed dependencies.
         pkg_root = str(Path(__file__).resolve().parents[3])
         site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-        env = {"PYTHONPATH": os.pathsep.join([pkg_root, *site]), "PATH": "/usr/bin:/bin",
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+        env = {
+            "PYTHONPATH": os.pathsep.join([pkg_root, *site]),
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "runtime.backends.sandbox.zygote", str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-s",
+                    "-m",
+                    "runtime.backends.sandbox.zygote",
+                    str(theirs.fileno()),
+                ],
                 pass_fds=(theirs.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -235,9 +252,15 @@ class SandboxBackend:
             return
         self._ctl = _Ctl(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
-        init = {"type": "init", "tools": tools, "disable": sorted(self._disable),
-                "sandbox_uid": self._uid, "sandbox_gid": self._uid,
-                "state_dirs": list(self._state_dirs), "grace_s": self._grace_s}  # fmt: skip
+        init = {
+            "type": "init",
+            "tools": tools,
+            "disable": sorted(self._disable),
+            "sandbox_uid": self._uid,
+            "sandbox_gid": self._uid,
+            "state_dirs": list(self._state_dirs),
+            "grace_s": self._grace_s,
+        }
         try:
             await self._ctl.send(init)
             with anyio.fail_after(_START_TIMEOUT_S):
@@ -292,10 +315,11 @@ class SandboxBackend:
             ctl.close()
         if proc is not None:
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(5):
-                    while proc.poll() is None:
-                        await anyio.sleep(0.005)
-                if proc.poll() is None:
+                # The zygote exits as soon as its calls are reaped; wait without blocking
+                # the event loop, then make sure.
+                try:
+                    await anyio.to_thread.run_sync(proc.wait, 5.0)
+                except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
 
@@ -335,8 +359,14 @@ class SandboxBackend:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         call = _CallSocket(ours, max_frame=limits.output_bytes + 4096)
         started = time.monotonic()
-        spawn = {"type": "spawn", "id": call_id, "tool": key, "entry": entry, "base": base,
-                 "plan": self._plan(request)}  # fmt: skip
+        spawn = {
+            "type": "spawn",
+            "id": call_id,
+            "tool": key,
+            "entry": entry,
+            "base": base,
+            "plan": self._plan(request),
+        }
         terminal: dict[str, Any] | None = None
         frame_error: FrameError | None = None
         exit_report: dict[str, Any] | None = None
@@ -365,15 +395,21 @@ class SandboxBackend:
                     exit_report = await ctl.wait_for(call_id)
         usage = self._usage(exit_report, started)
         if timed_out:
-            raise ToolTimeout(f"the call exceeded its {limits.timeout_s:g} s timeout",
-                              usage=usage, limit_s=limits.timeout_s)  # fmt: skip
+            raise ToolTimeout(
+                f"the call exceeded its {limits.timeout_s:g} s timeout",
+                usage=usage,
+                limit_s=limits.timeout_s,
+            )
         result = self._outcome(terminal, frame_error, exit_report or {}, limits, usage)
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
     async def _converse(self, call: _CallSocket, request: ExecRequest) -> dict[str, Any] | None:
         await call.send(
-            {"type": "call", "arguments": request.arguments,
-             "broker": request.broker_requests is not None}  # fmt: skip
+            {
+                "type": "call",
+                "arguments": request.arguments,
+                "broker": request.broker_requests is not None,
+            }
         )
         while True:
             frame = await call.receive()
@@ -391,8 +427,11 @@ class SandboxBackend:
         op, payload = frame.get("op"), frame.get("payload")
         handler = request.broker_requests
         if handler is None:
-            return {"type": "reply", "ok": False,
-                    "message": f"this call has no channel to the broker for {op!r}"}  # fmt: skip
+            return {
+                "type": "reply",
+                "ok": False,
+                "message": f"this call has no channel to the broker for {op!r}",
+            }
         if not isinstance(op, str) or not isinstance(payload, dict):
             return {"type": "reply", "ok": False, "message": "malformed broker request"}
         try:
@@ -410,11 +449,18 @@ class SandboxBackend:
                     usage[key] = report[key]
         return usage
 
-    def _outcome(self, terminal: dict[str, Any] | None, frame_error: FrameError | None,
-                 report: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> Any:  # fmt: skip
+    def _outcome(
+        self,
+        terminal: dict[str, Any] | None,
+        frame_error: FrameError | None,
+        report: dict[str, Any],
+        limits: Limits,
+        usage: dict[str, Any],
+    ) -> Any:
         if report.get("type") == "spawn_failed":
-            raise SandboxError(f"the sandbox could not start the call: {report.get('message')}",
-                               usage=usage)  # fmt: skip
+            raise SandboxError(
+                f"the sandbox could not start the call: {report.get('message')}", usage=usage
+            )
         code, sig = report.get("code"), report.get("signal")
         # C reports a killed descendant as 128 + signal number.
         if sig is None and isinstance(code, int) and code > 128:
@@ -422,37 +468,63 @@ class SandboxBackend:
         if terminal is not None and terminal.get("type") == "setup_error":
             raise SandboxError(
                 f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
-                usage=usage, phase=terminal.get("phase"), errno=terminal.get("errno"),
-            )  # fmt: skip
+                usage=usage,
+                phase=terminal.get("phase"),
+                errno=terminal.get("errno"),
+            )
         if report.get("oom_kills"):
-            raise ResourceLimitExceeded(f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                                        usage=usage, limit="memory_mb")  # fmt: skip
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.memory_mb} MiB memory limit",
+                usage=usage,
+                limit="memory_mb",
+            )
         if isinstance(frame_error, FrameTooLarge):
-            raise OutputTooLarge(f"the result exceeded {limits.output_bytes} bytes",
-                                 usage=usage, size=frame_error.size, preview=None)  # fmt: skip
+            raise OutputTooLarge(
+                f"the result exceeded {limits.output_bytes} bytes",
+                usage=usage,
+                size=frame_error.size,
+                preview=None,
+            )
         if terminal is not None and terminal.get("type") == "result":
             return terminal.get("value")
         if terminal is not None and terminal.get("type") == "error":
             self._raise_tool_error(terminal, limits, usage)
-        if sig in (signal.SIGXCPU, signal.SIGKILL) and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.9:
-            raise ResourceLimitExceeded(f"the call exceeded its {limits.cpu_s} s CPU limit",
-                                        usage=usage, limit="cpu_s", signal=sig)  # fmt: skip
+        if (
+            sig in (signal.SIGXCPU, signal.SIGKILL)
+            and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.9
+        ):
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.cpu_s} s CPU limit",
+                usage=usage,
+                limit="cpu_s",
+                signal=sig,
+            )
         if sig == signal.SIGXFSZ:
-            raise ResourceLimitExceeded(f"the call exceeded its {limits.fsize_mb} MiB file size limit",
-                                        usage=usage, limit="fsize_mb", signal=sig)  # fmt: skip
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.fsize_mb} MiB file size limit",
+                usage=usage,
+                limit="fsize_mb",
+                signal=sig,
+            )
         if frame_error is not None:
-            raise SandboxError(f"the sandboxed tool sent an invalid frame: {frame_error}",
-                               usage=usage)  # fmt: skip
+            raise SandboxError(
+                f"the sandboxed tool sent an invalid frame: {frame_error}", usage=usage
+            )
         if sig is not None:
-            raise SandboxError(f"the sandboxed tool was killed by signal {sig}",
-                               usage=usage, signal=sig)  # fmt: skip
+            raise SandboxError(
+                f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
+            )
         if code == EXIT_SETUP:
             raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
         if code == EXIT_PROTOCOL:
-            raise SandboxError("the sandboxed tool lost its channel to the broker",
-                               usage=usage, exit_code=code)  # fmt: skip
-        raise SandboxError(f"the sandboxed tool exited with status {code} without a result",
-                           usage=usage, exit_code=code)  # fmt: skip
+            raise SandboxError(
+                "the sandboxed tool lost its channel to the broker", usage=usage, exit_code=code
+            )
+        raise SandboxError(
+            f"the sandboxed tool exited with status {code} without a result",
+            usage=usage,
+            exit_code=code,
+        )
 
     @staticmethod
     def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
@@ -460,12 +532,22 @@ class SandboxBackend:
         if kind == "tool_failed":
             raise ToolFailed(message, usage=usage)
         if kind == "memory":
-            raise ResourceLimitExceeded(f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                                        usage=usage, limit="memory_mb")  # fmt: skip
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.memory_mb} MiB memory limit",
+                usage=usage,
+                limit="memory_mb",
+            )
         if kind == "output_too_large":
-            raise OutputTooLarge(f"the result exceeded {limits.output_bytes} bytes", usage=usage,
-                                 size=frame.get("size"), preview=str(frame.get("preview", ""))[:1024])  # fmt: skip
+            raise OutputTooLarge(
+                f"the result exceeded {limits.output_bytes} bytes",
+                usage=usage,
+                size=frame.get("size"),
+                preview=str(frame.get("preview", ""))[:1024],
+            )
         if kind == "exception":
-            raise ToolFailed(f"{frame.get('exc_type', 'Exception')}: {message}", usage=usage,
-                             exception=str(frame.get("exc_type", "")))  # fmt: skip
+            raise ToolFailed(
+                f"{frame.get('exc_type', 'Exception')}: {message}",
+                usage=usage,
+                exception=str(frame.get("exc_type", "")),
+            )
         raise ToolFailed(message or f"tool error ({kind})", usage=usage)

@@ -47,7 +47,9 @@ _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of th
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 _ETC_BIND = ("ld.so.cache", "nsswitch.conf")
-_ETC_PASSWD = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
+_ETC_USERS = (
+    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
+)
 _ETC_GROUP = "root:x:0:\nsandbox:x:1000:\n"
 _ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
 
@@ -159,8 +161,15 @@ def _touch(path: str) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
 
-def run_call(cfg: ChildConfig, plan: CallPlan, call_fd: int, func: ToolFunc,
-             idmap_fd: int, cgroup_procs: tuple[str, ...]) -> NoReturn:  # fmt: skip
+def run_call(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    call_fd: int,
+    func: ToolFunc,
+    *,
+    idmap_fd: int,
+    cgroup_procs: tuple[str, ...],
+) -> NoReturn:
     """C: the whole set-up of one call, in order. Never returns."""
     off = cfg.disable
     try:
@@ -259,7 +268,7 @@ def _init(cfg: ChildConfig, plan: CallPlan, call_fd: int, func: ToolFunc, ws_fd:
         with _Phase("fork_tool"):
             tool_pid = os.fork()
         if tool_pid == 0:
-            _tool(cfg, plan, limits, call_fd, func, workspace)
+            _tool(cfg, plan, limits, call_fd, func, workspace=workspace)
     except _SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
@@ -285,8 +294,13 @@ def _new_root(cfg: ChildConfig, plan: CallPlan, limits: Limits, ws_fd: int) -> N
         # Nothing we mount may propagate back to the host.
         _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE, None)
     with _Phase("mount_newroot"):
-        _linux.mount("tmpfs", root, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                     "size=1m,nr_inodes=1024,mode=0755")  # fmt: skip
+        _linux.mount(
+            "tmpfs",
+            root,
+            "tmpfs",
+            _linux.MS_NOSUID | _linux.MS_NODEV,
+            "size=1m,nr_inodes=1024,mode=0755",
+        )
         for d in ("tmp", "dev", "proc", "workspace"):
             os.mkdir(f"{root}/{d}", 0o755)
     with _Phase("mount_workspace"):
@@ -304,16 +318,30 @@ def _new_root(cfg: ChildConfig, plan: CallPlan, limits: Limits, ws_fd: int) -> N
                 except FileNotFoundError:
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    _linux.mount("tmpfs", target, "tmpfs",
-                                 _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV
-                                 | _linux.MS_NOEXEC, "size=4k,nr_inodes=1,mode=0555")  # fmt: skip
+                    _linux.mount(
+                        "tmpfs",
+                        target,
+                        "tmpfs",
+                        _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
+                        "size=4k,nr_inodes=1,mode=0555",
+                    )
     with _Phase("mount_tmp"):
         tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
-        _linux.mount("tmpfs", f"{root}/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                     f"size={tmp_mb}m,nr_inodes=16384,mode=1777")  # fmt: skip
+        _linux.mount(
+            "tmpfs",
+            f"{root}/tmp",
+            "tmpfs",
+            _linux.MS_NOSUID | _linux.MS_NODEV,
+            f"size={tmp_mb}m,nr_inodes=16384,mode=1777",
+        )
     with _Phase("mount_dev"):
-        _linux.mount("tmpfs", f"{root}/dev", "tmpfs", _linux.MS_NOSUID | _linux.MS_NOEXEC,
-                     "size=64k,nr_inodes=64,mode=0755")  # fmt: skip
+        _linux.mount(
+            "tmpfs",
+            f"{root}/dev",
+            "tmpfs",
+            _linux.MS_NOSUID | _linux.MS_NOEXEC,
+            "size=64k,nr_inodes=64,mode=0755",
+        )
         for name in _DEVICES:
             _touch(f"{root}/dev/{name}")
             _bind(f"/dev/{name}", f"{root}/dev/{name}", _linux.MOUNT_ATTR_NOSUID)
@@ -333,7 +361,11 @@ def _new_root(cfg: ChildConfig, plan: CallPlan, limits: Limits, ws_fd: int) -> N
                     os.mkdir(f"{root}/{name}", 0o755)
                     _bind(host, f"{root}/{name}", ro)
             os.mkdir(f"{root}/etc", 0o755)
-            for name, text in (("passwd", _ETC_PASSWD), ("group", _ETC_GROUP), ("hosts", _ETC_HOSTS)):
+            for name, text in (
+                ("passwd", _ETC_USERS),
+                ("group", _ETC_GROUP),
+                ("hosts", _ETC_HOSTS),
+            ):
                 with open(f"{root}/etc/{name}", "w", encoding="utf-8") as f:
                     f.write(text)
             for name in _ETC_BIND:
@@ -344,8 +376,13 @@ def _new_root(cfg: ChildConfig, plan: CallPlan, limits: Limits, ws_fd: int) -> N
         # /proc of the new pid namespace: mounted while the host's /proc is still visible
         # (the kernel requires a fully visible proc before a user namespace may mount one).
         if "pidns" not in cfg.disable:
-            _linux.mount("proc", f"{root}/proc", "proc",
-                         _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, None)  # fmt: skip
+            _linux.mount(
+                "proc",
+                f"{root}/proc",
+                "proc",
+                _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
+                None,
+            )
             for name in _PROC_RO:
                 path = f"{root}/proc/{name}"
                 if os.path.exists(path):
@@ -392,13 +429,23 @@ def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[t
     rules.append(("/proc", landlock.READ))
     if plan.exec:
         rules += [(path, landlock.EXEC_READ) for path in ("/usr", "/etc") if os.path.isdir(path)]
-        rules += [(f"/{n}", landlock.EXEC_READ) for n in ("lib32", "libx32")
-                  if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")]  # fmt: skip
+        rules += [
+            (f"/{n}", landlock.EXEC_READ)
+            for n in ("lib32", "libx32")
+            if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")
+        ]
     return rules
 
 
-def _tool(cfg: ChildConfig, plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc,
-          workspace: str) -> NoReturn:  # fmt: skip
+def _tool(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    limits: Limits,
+    call_fd: int,
+    func: ToolFunc,
+    *,
+    workspace: str,
+) -> NoReturn:
     """T: the last walls, in order, then the tool function. Seccomp is the final step."""
     off = cfg.disable
     try:
@@ -428,7 +475,9 @@ def _tool(cfg: ChildConfig, plan: CallPlan, limits: Limits, call_fd: int, func: 
                 _rlimits(limits)
         with _Phase("landlock"):
             if "landlock" not in off and cfg.landlock_abi > 0:
-                landlock.apply_ruleset(cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off))
+                landlock.apply_ruleset(
+                    cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
+                )
         with _Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
@@ -437,7 +486,9 @@ def _tool(cfg: ChildConfig, plan: CallPlan, limits: Limits, call_fd: int, func: 
     _serve(plan, limits, call_fd, func, workspace)
 
 
-def _serve(plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, workspace: str) -> NoReturn:
+def _serve(
+    plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, workspace: str
+) -> NoReturn:
     """Read the call frame, run the tool, send exactly one result or error frame."""
     decoder = FrameDecoder(max_size=limits.output_bytes + 16 * 1024 * 1024)
 
@@ -480,21 +531,31 @@ def _serve(plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, workspa
     except MemoryError:
         message = {"type": "error", "kind": "memory", "message": "memory limit reached"}
     except BaseException as exc:
-        message = {"type": "error", "kind": "exception", "exc_type": type(exc).__name__,
-                   "message": str(exc)[:2000]}  # fmt: skip
+        message = {
+            "type": "error",
+            "kind": "exception",
+            "exc_type": type(exc).__name__,
+            "message": str(exc)[:2000],
+        }
     try:
         frame = encode_frame(message, max_size=1 << 30)
     except Exception as exc:  # msgpack refuses a non-serialisable result
-        frame = encode_frame({"type": "error", "kind": "bad_result",
-                              "message": f"result is not serialisable: {type(exc).__name__}"})  # fmt: skip
+        frame = encode_frame(
+            {
+                "type": "error",
+                "kind": "bad_result",
+                "message": f"result is not serialisable: {type(exc).__name__}",
+            }
+        )
     if len(frame) > limits.output_bytes:
         preview = repr(message.get("value"))[:1024]
-        frame = encode_frame({"type": "error", "kind": "output_too_large",
-                              "size": len(frame), "preview": preview})  # fmt: skip
+        frame = encode_frame(
+            {"type": "error", "kind": "output_too_large", "size": len(frame), "preview": preview}
+        )
     try:
         view = memoryview(frame)
         while view:
-            view = view[os.write(call_fd, view):]
+            view = view[os.write(call_fd, view) :]
     except OSError:
         os._exit(EXIT_PROTOCOL)
     os._exit(0)

@@ -102,7 +102,9 @@ def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]]) -> None:
                 if not os.path.isdir(path):
                     # Directory-only rights on a file are EINVAL.
                     allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
-                _linux.landlock_add_rule(ruleset, _RULE_PATH_BENEATH, struct.pack("=Qi", allowed, fd))
+                _linux.landlock_add_rule(
+                    ruleset, _RULE_PATH_BENEATH, struct.pack("=Qi", allowed, fd)
+                )
             finally:
                 os.close(fd)
         _linux.landlock_restrict_self(ruleset)

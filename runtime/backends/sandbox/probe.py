@@ -116,15 +116,13 @@ def _seccomp() -> tuple[bool, bool]:
 
 def _cgroups() -> tuple[int | None, tuple[str, ...]]:
     if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        version = 2
-        return version, ()  # v2 delegation is not used by this backend yet
+        return 2, ()  # v2 delegation is not used by this backend yet
     writable = tuple(
         name
         for name in ("memory", "pids")
         if os.path.isdir(f"/sys/fs/cgroup/{name}") and os.access(f"/sys/fs/cgroup/{name}", os.W_OK)
     )
-    version = 1 if os.path.isdir("/sys/fs/cgroup/memory") or writable else None
-    return version, writable
+    return (1 if os.path.isdir("/sys/fs/cgroup/memory") or writable else None), writable
 
 
 def probe_host() -> HostCapabilities:

@@ -33,12 +33,42 @@ __all__ = ["main"]
 _CG_ROOT = "/sys/fs/cgroup"
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
-    "json", "re", "base64", "hashlib", "fnmatch", "glob", "shutil", "subprocess",
-    "tempfile", "datetime", "unicodedata", "stat", "errno", "encodings.idna",
-    "encodings.latin_1", "encodings.ascii", "encodings.utf_16", "difflib", "textwrap",
-    "string", "struct", "math", "random", "itertools", "collections", "io", "select",
-    "signal", "socket", "ctypes", "threading", "queue", "time", "uuid", "urllib.parse",
-)  # fmt: skip
+    "json",
+    "re",
+    "base64",
+    "hashlib",
+    "fnmatch",
+    "glob",
+    "shutil",
+    "subprocess",
+    "tempfile",
+    "datetime",
+    "unicodedata",
+    "stat",
+    "errno",
+    "encodings.idna",
+    "encodings.latin_1",
+    "encodings.ascii",
+    "encodings.utf_16",
+    "difflib",
+    "textwrap",
+    "string",
+    "struct",
+    "math",
+    "random",
+    "itertools",
+    "collections",
+    "io",
+    "select",
+    "signal",
+    "socket",
+    "ctypes",
+    "threading",
+    "queue",
+    "time",
+    "uuid",
+    "urllib.parse",
+)
 
 
 class _Call:
@@ -117,8 +147,14 @@ class Zygote:
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
-        self.send({"type": "ready", "caps": caps.as_dict(), "errors": errors,
-                   "cgroups": sorted(self.cgroup_base)})  # fmt: skip
+        self.send(
+            {
+                "type": "ready",
+                "caps": caps.as_dict(),
+                "errors": errors,
+                "cgroups": sorted(self.cgroup_base),
+            }
+        )
 
     def idmap_fd(self, uid: int, gid: int) -> int:
         """A user namespace mapping the workspace owner to the sandbox uid (root only)."""
@@ -180,19 +216,22 @@ class Zygote:
                 os.mkdir(path)
                 cgroups.append(path)
                 if ctrl == "memory":
-                    child._write(f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20))
+                    child._write(
+                        f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20)
+                    )
                 elif ctrl == "pids":
                     child._write(f"{path}/pids.max", str(int(limits["pids"])))
             pid = os.fork()
         except Exception as exc:
             os.close(call_fd)
             self._rm_cgroups(cgroups)
-            self.send({"type": "spawn_failed", "id": call_id,
-                       "message": f"{type(exc).__name__}: {exc}"})  # fmt: skip
+            self.send(
+                {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
+            )
             return
         if pid == 0:
-            child.run_call(self.cfg, plan, call_fd, func, idmap,
-                           tuple(f"{p}/cgroup.procs" for p in cgroups))  # fmt: skip
+            procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
+            child.run_call(self.cfg, plan, call_fd, func, idmap_fd=idmap, cgroup_procs=procs)
         os.close(call_fd)
         self.calls[pid] = _Call(call_id, pid, cgroups)
 

@@ -8,6 +8,7 @@ Where several walls stop the same attempt, each wall is also shown to stop it al
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -33,29 +34,43 @@ def _off(*names: str) -> frozenset[str]:
 # -- A. filesystem containment ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns")],
-                         ids=["all-on", "mountns-only", "landlock-only"])  # fmt: skip
-def test_read_outside_by_absolute_path(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns")],
+    ids=["all-on", "mountns-only", "landlock-only"],
+)
+def test_read_outside_by_absolute_path(
+    workspace: Path, canary: Path, disable: frozenset[str]
+) -> None:
     res = one(PROBE_RW, workspace, disable, action="read", path=str(canary))
     assert res["ok"] is False
 
 
-def test_read_outside_by_absolute_path_succeeds_without_walls(workspace: Path, canary: Path) -> None:
+def test_read_outside_by_absolute_path_succeeds_without_walls(
+    workspace: Path, canary: Path
+) -> None:
     res = one(PROBE_RW, workspace, FS_OFF, action="read", path=str(canary))
     assert res == {"ok": True, "data": "CANARY\n"}
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
-                         ids=["all-on", "mountns-only", "landlock-only", "off"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
 def test_dotdot_traversal(workspace: Path, disable: frozenset[str]) -> None:
-    res = one(PROBE_RW, workspace, disable, action="read", rel=True,
-              path="../outside/canary.txt")  # fmt: skip
+    res = one(PROBE_RW, workspace, disable, action="read", rel=True, path="../outside/canary.txt")
     assert res["ok"] is (disable == FS_OFF)
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
-                         ids=["all-on", "mountns-only", "landlock-only", "off"])  # fmt: skip
-def test_symlink_planted_in_workspace(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_symlink_planted_in_workspace(
+    workspace: Path, canary: Path, disable: frozenset[str]
+) -> None:
     (workspace / "link").symlink_to(canary)
     res = one(PROBE_RW, workspace, disable, action="read", rel=True, path="link")
     assert res["ok"] is (disable == FS_OFF)
@@ -64,20 +79,33 @@ def test_symlink_planted_in_workspace(workspace: Path, canary: Path, disable: fr
 @pytest.mark.parametrize("disable", [frozenset(), FS_OFF], ids=["all-on", "off"])
 def test_symlink_made_by_the_tool(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
     os.chmod(workspace, 0o777)  # so that, walls off, plain permissions do not stop it
-    res = one(PROBE_RW, workspace, disable, action="symlink_read", rel=True, path="mylink",
-              target=str(canary))  # fmt: skip
+    res = one(
+        PROBE_RW,
+        workspace,
+        disable,
+        action="symlink_read",
+        rel=True,
+        path="mylink",
+        target=str(canary),
+    )
     assert res["ok"] is (disable == FS_OFF)
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
-                         ids=["all-on", "mountns-only", "landlock-only", "off"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
 def test_proc_self_root(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
     res = one(PROBE_RW, workspace, disable, action="read", path=f"/proc/self/root{canary}")
     assert res["ok"] is (disable == FS_OFF)
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
-                         ids=["all-on", "mountns-only", "landlock-only", "off"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
 def test_write_outside(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
     target = canary.parent / "planted.txt"
     res = one(PROBE_RW, workspace, disable, action="write", path=str(target), data="pwned")
@@ -85,8 +113,11 @@ def test_write_outside(workspace: Path, canary: Path, disable: frozenset[str]) -
     assert target.exists() is (disable == FS_OFF)
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
-                         ids=["all-on", "mountns-only", "landlock-only", "off"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
 def test_read_only_tool_cannot_write_the_workspace_via_proc(
     workspace: Path, disable: frozenset[str]
 ) -> None:
@@ -126,8 +157,9 @@ def test_broker_environment_unreachable(workspace: Path) -> None:
     res = one(PROBE_RW, workspace, action="read", path=f"/proc/{os.getpid()}/environ")
     assert res["ok"] is False
     assert one(PROBE_RW, workspace, action="env")["environ"] == {
-        "LANG": "C.UTF-8", "TOOL_ENV": "from-policy"
-    }  # fmt: skip
+        "LANG": "C.UTF-8",
+        "TOOL_ENV": "from-policy",
+    }
 
 
 class _Listener:
@@ -150,10 +182,8 @@ class _Listener:
                 continue
             with conn:
                 conn.settimeout(2)
-                try:
+                with contextlib.suppress(OSError):
                     self.received += conn.recv(100)
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self._stop.set()
@@ -281,8 +311,11 @@ def test_i386_int80_is_killed(workspace: Path) -> None:
 # -- C. resource exhaustion ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("cgroup"), _off("rlimits")],
-                         ids=["all-on", "rlimits-only", "cgroup-only"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("cgroup"), _off("rlimits")],
+    ids=["all-on", "rlimits-only", "cgroup-only"],
+)
 def test_fork_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None:
     async def fn(backend: Any) -> Any:
         return backend.fingerprint(), (
@@ -296,21 +329,31 @@ def test_fork_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None:
 
 
 def test_fork_bomb_runs_free_without_limits(workspace: Path) -> None:
-    res = one(PROBE_RW, workspace, _off("rlimits", "cgroup"), action="fork_bomb", n=60,
-              limits={"pids": 16})  # fmt: skip
+    res = one(
+        PROBE_RW,
+        workspace,
+        _off("rlimits", "cgroup"),
+        action="fork_bomb",
+        n=60,
+        limits={"pids": 16},
+    )
     assert res["forked"] == 60
 
 
-@pytest.mark.parametrize("disable", [frozenset(), _off("cgroup"), _off("rlimits")],
-                         ids=["all-on", "rlimits-only", "cgroup-only"])  # fmt: skip
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("cgroup"), _off("rlimits")],
+    ids=["all-on", "rlimits-only", "cgroup-only"],
+)
 def test_memory_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None:
     async def fn(backend: Any) -> Any:
         fp = backend.fingerprint()
         if disable == _off("rlimits") and "cgroup_memory" not in fp.mechanisms:
             return "skip"
         with pytest.raises(ResourceLimitExceeded):
-            await call(backend, PROBE_RW, workspace, action="alloc", mb=600,
-                       limits={"memory_mb": 200})  # fmt: skip
+            await call(
+                backend, PROBE_RW, workspace, action="alloc", mb=600, limits={"memory_mb": 200}
+            )
         return "ok"
 
     if run_with_backend(fn, disable=disable) == "skip":
@@ -318,8 +361,14 @@ def test_memory_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None
 
 
 def test_memory_bomb_runs_free_without_limits(workspace: Path) -> None:
-    res = one(PROBE_RW, workspace, _off("rlimits", "cgroup"), action="alloc", mb=600,
-              limits={"memory_mb": 200})  # fmt: skip
+    res = one(
+        PROBE_RW,
+        workspace,
+        _off("rlimits", "cgroup"),
+        action="alloc",
+        mb=600,
+        limits={"memory_mb": 200},
+    )
     assert res == {"ok": True, "mb": 600}
 
 
@@ -333,7 +382,12 @@ def test_setsid_double_fork_survivor(workspace: Path, disable: frozenset[str]) -
 
 
 def test_shell_background_job_dies_with_the_call(workspace: Path) -> None:
-    res = one(SHELL, workspace, command="(sleep 0.5; echo alive > bg.txt) >/dev/null 2>&1 & setsid sh -c 'sleep 0.5; echo alive > bg2.txt' >/dev/null 2>&1 & echo started")  # noqa: E501
+    res = one(
+        SHELL,
+        workspace,
+        command="(sleep 0.5; echo alive > bg.txt) >/dev/null 2>&1 & "
+        "setsid sh -c 'sleep 0.5; echo alive > bg2.txt' >/dev/null 2>&1 & echo started",
+    )
     assert res["stdout"] == "started\n"
     time.sleep(1.5)
     assert not (workspace / "bg.txt").exists()
@@ -342,8 +396,15 @@ def test_shell_background_job_dies_with_the_call(workspace: Path) -> None:
 
 def test_timeout_kills_hung_survivors(workspace: Path) -> None:
     with pytest.raises(ToolTimeout):
-        one(PROBE_RW, workspace, action="setsid_survivor", marker="/workspace/late.txt",
-            delay=1.0, hang=True, limits={"timeout_s": 0.5})  # fmt: skip
+        one(
+            PROBE_RW,
+            workspace,
+            action="setsid_survivor",
+            marker="/workspace/late.txt",
+            delay=1.0,
+            hang=True,
+            limits={"timeout_s": 0.5},
+        )
     time.sleep(1.5)
     assert not (workspace / "late.txt").exists()
 
@@ -359,8 +420,12 @@ def test_cpu_spin_past_the_timeout(workspace: Path) -> None:
 
 
 def test_disk_fill_in_tmp_is_capped(workspace: Path) -> None:
-    res = one(SHELL, workspace, command="head -c 50M /dev/zero > /tmp/big; echo $?",
-              limits={"fsize_mb": 8, "memory_mb": 256})  # fmt: skip
+    res = one(
+        SHELL,
+        workspace,
+        command="head -c 50M /dev/zero > /tmp/big; echo $?",
+        limits={"fsize_mb": 8, "memory_mb": 256},
+    )
     assert res["stdout"].strip() != "0"
 
 

@@ -45,7 +45,7 @@ def _send_raw(fd_hint: int, data: bytes) -> None:
     raise RuntimeError("no frame socket found")
 
 
-def run(args: dict[str, Any], ctx: Any) -> Any:  # noqa: C901 - one dispatcher on purpose
+def run(args: dict[str, Any], ctx: Any) -> Any:
     action = args["action"]
     path = args.get("path", "")
     if args.get("rel"):
@@ -84,8 +84,13 @@ def run(args: dict[str, Any], ctx: Any) -> Any:  # noqa: C901 - one dispatcher o
     if action == "env":
         return {"environ": dict(os.environ)}
     if action == "identity":
-        return {"uid": os.getuid(), "gid": os.getgid(), "pid": os.getpid(), "ppid": os.getppid(),
-                "hostname": socket.gethostname()}
+        return {
+            "uid": os.getuid(),
+            "gid": os.getgid(),
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "hostname": socket.gethostname(),
+        }
     if action == "pids":
         return {"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
     if action == "connect":
@@ -106,11 +111,19 @@ def run(args: dict[str, Any], ctx: Any) -> Any:  # noqa: C901 - one dispatcher o
         return _syscall(int(args["nr"]), [int(a) for a in args.get("args", [])])
     if action == "int80":
         # i386 getpid via int 0x80: the seccomp arch check kills the process.
-        buf = ctypes.create_string_buffer(b"\xb8\x14\x00\x00\x00\xcd\x80\xc3")  # mov eax,20; int 0x80; ret
+        buf = ctypes.create_string_buffer(
+            b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"
+        )  # mov eax,20; int 0x80; ret
         libc = _libc
         libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_int, ctypes.c_long]
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+        ]
         mem = libc.mmap(None, 4096, 7, 0x22, -1, 0)
         if mem in (None, ctypes.c_void_p(-1).value):
             return {"ok": False, "error": "mmap"}
@@ -202,8 +215,10 @@ def run(args: dict[str, Any], ctx: Any) -> Any:  # noqa: C901 - one dispatcher o
     if action == "rlimits":
         import resource
 
-        return {n: list(resource.getrlimit(getattr(resource, n)))
-                for n in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_NPROC")}
+        return {
+            n: list(resource.getrlimit(getattr(resource, n)))
+            for n in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_NPROC")
+        }
     if action == "mounts":
         with open("/proc/self/mountinfo") as f:
             return {"mounts": [line.split()[4] for line in f]}
