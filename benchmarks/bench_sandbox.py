@@ -145,7 +145,9 @@ def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> d
             "isolated_calls_per_s": iso["rates"],
             "sandbox": iso["fingerprint"],
             "naive_python_ms": _stats(
-                _time_process([sys.executable, str(tool), str(workspace / "data.txt")], max(20, n // 10))
+                _time_process(
+                    [sys.executable, str(tool), str(workspace / "data.txt")], max(20, n // 10)
+                )
             ),
         }
         if shutil.which("bwrap"):

@@ -273,7 +273,7 @@ def test_concurrent_calls_and_nothing_left_behind(workspace: Path) -> None:
         assert backend.zygote_pid is not None
         return results, _leftovers(backend.zygote_pid), backend.zygote_pid
 
-    results, left, zpid = run_with_backend(fn)
+    results, left, zpid = run_with_backend(fn, pool=0)
     assert results == [{"ok": True}] * 16
     assert left == []
     assert not psutil.pid_exists(zpid) or psutil.Process(zpid).status() == psutil.STATUS_ZOMBIE
@@ -296,7 +296,7 @@ def test_timeout_leaves_no_process(workspace: Path) -> None:
         assert backend.zygote_pid is not None
         return _leftovers(backend.zygote_pid)
 
-    assert run_with_backend(fn) == []
+    assert run_with_backend(fn, pool=0) == []
 
 
 def test_cancelled_call_is_torn_down(workspace: Path) -> None:
@@ -309,7 +309,7 @@ def test_cancelled_call_is_torn_down(workspace: Path) -> None:
         again = await call(backend, READ_FILE, workspace, path="hello.txt")
         return left, again.result
 
-    left, again = run_with_backend(fn)
+    left, again = run_with_backend(fn, pool=0)
     assert left == []
     assert again["size"] == 6
 
@@ -331,3 +331,21 @@ def test_cgroup_directories_are_removed(workspace: Path) -> None:
     zpid = run_with_backend(fn)
     for ctrl in ("memory", "pids"):
         assert not Path(f"/sys/fs/cgroup/{ctrl}/runtime-sandbox-{zpid}").exists()
+
+
+def test_spares_serve_one_call_each_and_die_with_the_backend(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        first = await call(backend, PROBE_RW, workspace, action="write", path="/tmp/state")
+        second = await call(backend, PROBE_RW, workspace, action="read", path="/tmp/state")
+        third = await call(backend, PROBE_RW, workspace, action="identity")
+        assert backend.zygote_pid is not None
+        spares = _leftovers(backend.zygote_pid)
+        return first.result, second.result, third.result, spares
+
+    first, second, third, spares = run_with_backend(fn, pool=4)
+    assert first == {"ok": True}
+    assert second["ok"] is False  # the previous call's /tmp is gone with its child
+    assert third["pid"] == 2
+    assert spares  # a spare is waiting for the next call of this profile...
+    gone = [p for p in spares if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert gone == []  # ...and is killed when the backend closes

@@ -169,8 +169,19 @@ class _CallSocket:
 
 
 class SandboxBackend:
-    """Linux subprocess sandbox. ``disable`` is TEST-ONLY: it switches named mechanisms off
-    (see :data:`DISABLE_NAMES`) so the escape suite can show that each one matters."""
+    """Linux subprocess sandbox.
+
+    ``mode``: ``strict`` (default) refuses to start when user namespaces, Landlock or
+    seccomp are missing; ``best_effort`` runs with what exists (see :meth:`fingerprint`).
+    ``preload``: tool specs imported by the zygote at start (others load on first use).
+    ``state_dirs``: workspace-relative directories hidden under an empty read-only mount.
+    ``pool``: how many call profiles (workspace, access, exec, limits, env) keep one spare
+    child pre-forked and fully walled, waiting for its single call; 0 disables. Default 8.
+    ``grace_s``: seconds between SIGTERM and SIGKILL of a timed-out call. Default 0.5.
+    ``sandbox_uid``: unprivileged host uid/gid the sandbox runs as when the broker is root.
+    ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
+    so the escape suite can show that each one matters.
+    """
 
     name = "subprocess"
 
@@ -183,6 +194,7 @@ class SandboxBackend:
         disable: frozenset[str] = frozenset(),
         sandbox_uid: int = SANDBOX_UID,
         grace_s: float = 0.5,
+        pool: int = 8,
     ) -> None:
         unknown = set(disable) - DISABLE_NAMES
         if unknown:
@@ -195,6 +207,7 @@ class SandboxBackend:
         self._disable = frozenset(disable)
         self._uid = sandbox_uid
         self._grace_s = grace_s
+        self._pool = pool
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: _Ctl | None = None
@@ -260,6 +273,7 @@ class SandboxBackend:
             "sandbox_gid": self._uid,
             "state_dirs": list(self._state_dirs),
             "grace_s": self._grace_s,
+            "pool_size": self._pool,
         }
         try:
             await self._ctl.send(init)

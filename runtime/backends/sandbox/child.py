@@ -23,14 +23,14 @@ import resource
 import signal
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from runtime.backends.sandbox import _linux, landlock
 from runtime.errors import ToolFailed
-from runtime.frames import FrameDecoder, FrameError, encode_frame
+from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
@@ -165,19 +165,30 @@ def run_call(
     cfg: ChildConfig,
     plan: CallPlan,
     call_fd: int,
-    func: ToolFunc,
+    tool: ToolFunc | Mapping[str, ToolFunc],
     *,
     idmap_fd: int,
     cgroup_procs: tuple[str, ...],
 ) -> NoReturn:
-    """C: the whole set-up of one call, in order. Never returns."""
+    """C: the whole set-up of one call, in order. Never returns.
+
+    ``tool`` is the function to run, or — for a pre-forked spare — every loaded tool: the
+    spare then completes every step, seccomp included, and waits on ``call_fd`` (its
+    activation socket) for the real call socket and the tool's name.
+    """
     off = cfg.disable
     try:
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
         with _Phase("fds"):
             signal.set_wakeup_fd(-1)
-            for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            for sig in (
+                signal.SIGCHLD,
+                signal.SIGTERM,
+                signal.SIGINT,
+                signal.SIGPIPE,
+                signal.SIGUSR1,
+            ):
                 signal.signal(sig, signal.SIG_DFL)
             _close_all_but({call_fd, idmap_fd})
         # -- cgroup v1 memory + pids (root only; the zygote created and sized them).
@@ -236,21 +247,31 @@ def run_call(
         with _Phase("fork_init"):
             init_pid = os.fork()
         if init_pid == 0:
-            _init(cfg, plan, call_fd, func, ws_fd)
+            _init(cfg, plan, call_fd, tool, ws_fd)
     except _SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
     if ws_fd >= 0:
         os.close(ws_fd)
     # C stays outside as the handle the zygote signals: SIGTERM is passed on to init (which
-    # passes it to every process of the namespace); SIGKILL of C kills init by its
-    # parent-death signal, and the death of pid 1 kills the whole namespace.
+    # passes it to every process of the namespace); SIGUSR1 means "kill now": SIGKILL to
+    # pid 1 kills the whole namespace. C exits only once init is reaped, and the kernel
+    # reaps pid 1 only after every process of its namespace is gone: when the zygote sees
+    # C exit, nothing of the call is left. (SIGKILL of C is the last resort: init then dies
+    # by its parent-death signal.)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(init_pid, signal.SIGTERM))
+    signal.signal(signal.SIGUSR1, lambda *_: os.kill(init_pid, signal.SIGKILL))
     _, status = os.waitpid(init_pid, 0)
     os._exit(_exit_code(status))
 
 
-def _init(cfg: ChildConfig, plan: CallPlan, call_fd: int, func: ToolFunc, ws_fd: int) -> NoReturn:
+def _init(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    call_fd: int,
+    tool: ToolFunc | Mapping[str, ToolFunc],
+    ws_fd: int,
+) -> NoReturn:
     """I: pid 1. New root on a tmpfs, pivot_root, detach the old root, then fork the tool."""
     off = cfg.disable
     limits = Limits.model_validate(plan.limits)
@@ -268,7 +289,7 @@ def _init(cfg: ChildConfig, plan: CallPlan, call_fd: int, func: ToolFunc, ws_fd:
         with _Phase("fork_tool"):
             tool_pid = os.fork()
         if tool_pid == 0:
-            _tool(cfg, plan, limits, call_fd, func, workspace=workspace)
+            _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
     except _SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
@@ -442,7 +463,7 @@ def _tool(
     plan: CallPlan,
     limits: Limits,
     call_fd: int,
-    func: ToolFunc,
+    tool: ToolFunc | Mapping[str, ToolFunc],
     *,
     workspace: str,
 ) -> NoReturn:
@@ -483,11 +504,33 @@ def _tool(
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
     except _SetupFailed as exc:
         _fail(call_fd, exc)
-    _serve(plan, limits, call_fd, func, workspace)
+    call_id = plan.call_id
+    if isinstance(tool, Mapping):
+        call_fd, tool, call_id = _activate(call_fd, tool)
+    _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+
+
+def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc, str]:
+    """A spare, already behind every wall, receives its call: (call socket, tool, call id).
+    EOF means the zygote dismissed the spare."""
+    act = socket.socket(fileno=act_fd)
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(act, 1 << 16, 1)
+        if not data or len(fds) != 1:
+            os._exit(0)
+        (size,) = HEADER.unpack_from(data)
+        msg = decode_body(data[HEADER.size : HEADER.size + size])
+        func = tools[str(msg["tool"])]
+    except (OSError, FrameError, KeyError, ValueError):
+        os._exit(EXIT_PROTOCOL)
+    finally:
+        act.close()
+    os.set_inheritable(fds[0], False)
+    return fds[0], func, str(msg.get("call_id", ""))
 
 
 def _serve(
-    plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, workspace: str
+    plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, *, workspace: str, call_id: str
 ) -> NoReturn:
     """Read the call frame, run the tool, send exactly one result or error frame."""
     decoder = FrameDecoder(max_size=limits.output_bytes + 16 * 1024 * 1024)
@@ -518,7 +561,7 @@ def _serve(
         workspace=Path(workspace),
         limits=limits,
         env=dict(plan.env),
-        call_id=plan.call_id,
+        call_id=call_id,
         writable=plan.access == "rw",
         broker=broker if call.get("broker") else None,
     )

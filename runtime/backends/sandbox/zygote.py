@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import selectors
 import signal
@@ -31,6 +32,8 @@ from runtime.toolkit import load_entry
 __all__ = ["main"]
 
 _CG_ROOT = "/sys/fs/cgroup"
+#: Seconds a C may take to reap its namespace after SIGUSR1 before it is SIGKILLed itself.
+_KILL_ESCALATE_S = 5.0
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
     "json",
@@ -72,13 +75,27 @@ _PRELOAD = (
 
 
 class _Call:
-    __slots__ = ("cgroups", "id", "kill_at", "pid")
+    __slots__ = ("cgroups", "id", "kill_at", "killing", "pid")
 
     def __init__(self, call_id: int, pid: int, cgroups: list[str]) -> None:
         self.id = call_id
         self.pid = pid
         self.cgroups = cgroups
         self.kill_at: float | None = None
+        self.killing = False
+
+
+class _Spare:
+    __slots__ = ("act", "cgroups", "pid", "profile", "tools")
+
+    def __init__(
+        self, pid: int, act: socket.socket, cgroups: list[str], tools: frozenset[str], profile: str
+    ) -> None:
+        self.pid = pid
+        self.act = act  # activation socket: the call socket travels over it (SCM_RIGHTS)
+        self.cgroups = cgroups
+        self.tools = tools  # the tools loaded when it was forked: all it can run
+        self.profile = profile
 
 
 class Zygote:
@@ -90,6 +107,11 @@ class Zygote:
         self.cfg: child.ChildConfig | None = None
         self.cgroup_base: dict[str, str] = {}
         self.grace_s = 0.5
+        self.pool_size = 0
+        self.spares: dict[str, _Spare] = {}
+        self.dismissed: dict[int, _Spare] = {}
+        self.failed_profiles: set[str] = set()
+        self.spare_seq = 0
 
     # -- messages ---------------------------------------------------------------------
 
@@ -135,6 +157,7 @@ class Zygote:
             disable=disable if bpf_python else disable | {"seccomp"},
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
+        self.pool_size = int(msg.get("pool_size", 0))
         if "cgroup" not in disable:
             for ctrl in caps.cgroup_writable:
                 base = f"{_CG_ROOT}/{ctrl}/runtime-sandbox-{os.getpid()}"
@@ -190,29 +213,21 @@ class Zygote:
 
     # -- calls ------------------------------------------------------------------------
 
-    def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
+    def _fork_child(
+        self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
+    ) -> tuple[int, list[str]]:
+        """Make the call's cgroups and fork C; returns (pid, cgroup dirs). Raises on failure
+        (after removing what it made)."""
         assert self.cfg is not None
-        call_id = int(msg["id"])
-        if len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            self.send({"type": "spawn_failed", "id": call_id, "message": "no call socket"})
-            return
-        (call_fd,) = fds
         cgroups: list[str] = []
         try:
-            plan = child.CallPlan(**msg["plan"])
-            func = self.tools.get(msg["tool"])
-            if func is None:
-                key, entry, base = msg["tool"], msg["entry"], msg["base"]
-                func = self.tools[key] = load_entry(entry, Path(base))
             idmap = -1
             if self.cfg.drop_root and plan.workspace and plan.access != "none":
                 st = os.stat(plan.workspace)
                 idmap = self.idmap_fd(st.st_uid, st.st_gid)
             limits = plan.limits
             for ctrl, base in self.cgroup_base.items():
-                path = f"{base}/c{call_id}"
+                path = f"{base}/{tag}"
                 os.mkdir(path)
                 cgroups.append(path)
                 if ctrl == "memory":
@@ -222,18 +237,86 @@ class Zygote:
                 elif ctrl == "pids":
                     child._write(f"{path}/pids.max", str(int(limits["pids"])))
             pid = os.fork()
-        except Exception as exc:
-            os.close(call_fd)
+        except BaseException:
             self._rm_cgroups(cgroups)
+            raise
+        if pid == 0:
+            procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
+            child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+        return pid, cgroups
+
+    @staticmethod
+    def _profile(plan: dict[str, Any]) -> str:
+        """Calls with equal profiles can use each other's spares (the call id differs)."""
+        return json.dumps({k: v for k, v in plan.items() if k != "call_id"}, sort_keys=True)
+
+    def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
+        assert self.cfg is not None
+        call_id = int(msg["id"])
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            self.send({"type": "spawn_failed", "id": call_id, "message": "no call socket"})
+            return
+        (call_fd,) = fds
+        try:
+            plan = child.CallPlan(**msg["plan"])
+            key = str(msg["tool"])
+            if key not in self.tools:
+                self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
+            profile = self._profile(msg["plan"])
+            spare = self.spares.pop(profile, None)
+            if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
+                self.calls[spare.pid] = _Call(call_id, spare.pid, spare.cgroups)
+            else:
+                if spare is not None:
+                    self._dismiss(spare)
+                pid, cgroups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
+                self.calls[pid] = _Call(call_id, pid, cgroups)
+        except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
             )
             return
-        if pid == 0:
-            procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
-            child.run_call(self.cfg, plan, call_fd, func, idmap_fd=idmap, cgroup_procs=procs)
-        os.close(call_fd)
-        self.calls[pid] = _Call(call_id, pid, cgroups)
+        finally:
+            os.close(call_fd)
+        if self.pool_size and profile not in self.failed_profiles:
+            self._make_spare(profile, plan)
+
+    # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
+
+    def _make_spare(self, profile: str, plan: child.CallPlan) -> None:
+        while len(self.spares) >= self.pool_size:
+            self._dismiss(self.spares.pop(next(iter(self.spares))))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.spare_seq += 1
+        try:
+            pid, cgroups = self._fork_child(
+                plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
+            )
+        except Exception:
+            ours.close()
+            self.failed_profiles.add(profile)
+            return
+        finally:
+            theirs.close()
+        self.spares[profile] = _Spare(pid, ours, cgroups, frozenset(self.tools), profile)
+
+    def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
+        message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
+        try:
+            socket.send_fds(spare.act, [encode_frame(message)], [call_fd])
+        except OSError:
+            self._dismiss(spare)
+            return False
+        spare.act.close()
+        return True
+
+    def _dismiss(self, spare: _Spare) -> None:
+        spare.act.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(spare.pid, signal.SIGKILL)
+        self.dismissed[spare.pid] = spare
 
     def kill(self, msg: dict[str, Any]) -> None:
         for call in self.calls.values():
@@ -252,6 +335,7 @@ class Zygote:
                 return
             call = self.calls.pop(pid, None)
             if call is None:
+                self._reap_spare(pid, status)
                 continue
             report: dict[str, Any] = {
                 "type": "exit",
@@ -265,6 +349,18 @@ class Zygote:
             report.update(self._cgroup_stats(call.cgroups))
             self._rm_cgroups(call.cgroups)
             self.send(report)
+
+    def _reap_spare(self, pid: int, status: int) -> None:
+        spare = self.dismissed.pop(pid, None)
+        for profile, waiting in list(self.spares.items()):
+            if waiting.pid == pid:
+                # A spare that died before its call: its set-up fails for this profile, so
+                # stop pre-forking it (calls still run, cold, and report the error).
+                spare = self.spares.pop(profile)
+                spare.act.close()
+                self.failed_profiles.add(profile)
+        if spare is not None:
+            self._rm_cgroups(spare.cgroups)
 
     def _cgroup_stats(self, paths: list[str]) -> dict[str, Any]:
         stats: dict[str, Any] = {}
@@ -309,15 +405,27 @@ class Zygote:
             if call.kill_at is None:
                 continue
             if call.kill_at <= now:
+                # First SIGUSR1 (C SIGKILLs pid 1 and reaps the namespace), then, should C
+                # itself hang, SIGKILL as the last resort.
+                sig = signal.SIGKILL if call.killing else signal.SIGUSR1
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(call.pid, signal.SIGKILL)
-                call.kill_at = now + 3600
+                    os.kill(call.pid, sig)
+                call.kill_at = now + (3600.0 if call.killing else _KILL_ESCALATE_S)
+                call.killing = True
             else:
                 wait = call.kill_at - now
                 nearest = wait if nearest is None else min(nearest, wait)
         return nearest
 
     def shutdown(self) -> None:
+        for spare in list(self.spares.values()):
+            self._dismiss(spare)
+        self.spares.clear()
+        for pid, spare in list(self.dismissed.items()):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._rm_cgroups(spare.cgroups)
+        self.dismissed.clear()
         for call in self.calls.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(call.pid, signal.SIGKILL)
@@ -366,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     ctl = socket.socket(fileno=int(args[0]))
     # The broker dying must end us and, through each child's parent-death signal, every call.
     _linux.prctl(1, signal.SIGKILL)
+    # Subreaper: should a C die before its init, the orphaned init is ours to reap.
+    _linux.prctl(36, 1)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         Zygote(ctl).serve()
     return 0
