@@ -31,9 +31,9 @@ def _ensure_user() -> None:
     )
 
 
-def _interpreter() -> list[str]:
+def _interpreter(runuser: str) -> list[str]:
     probe = subprocess.run(
-        ["runuser", "-u", USER, "--", sys.executable, "-c", "pass"],
+        [runuser, "-u", USER, "--", sys.executable, "-c", "pass"],
         capture_output=True,
         check=False,
     )
@@ -46,7 +46,8 @@ def _interpreter() -> list[str]:
 def test_sandbox_suite_as_unprivileged_user() -> None:
     if os.geteuid() != 0:
         pytest.skip("already unprivileged: the suite itself is the unprivileged run")
-    if shutil.which("runuser") is None:
+    runuser = shutil.which("runuser")
+    if runuser is None:
         pytest.skip("runuser is not installed")
     _ensure_user()
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
@@ -58,11 +59,11 @@ def test_sandbox_suite_as_unprivileged_user() -> None:
     }
     proc = subprocess.run(
         [
-            "runuser",
+            runuser,
             "-u",
             USER,
             "--",
-            *_interpreter(),
+            *_interpreter(runuser),
             "-m",
             "pytest",
             "tests/sandbox",
