@@ -349,3 +349,15 @@ def test_spares_serve_one_call_each_and_die_with_the_backend(workspace: Path) ->
     assert spares  # a spare is waiting for the next call of this profile...
     gone = [p for p in spares if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert gone == []  # ...and is killed when the backend closes
+
+
+def test_zygote_death_is_a_sandbox_error_and_start_recovers(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        assert backend.zygote_pid is not None
+        os.kill(backend.zygote_pid, signal.SIGKILL)
+        with pytest.raises(SandboxError):
+            await call(backend, READ_FILE, workspace, path="hello.txt")
+        await backend.start()
+        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
+
+    assert run_with_backend(fn)["size"] == 6

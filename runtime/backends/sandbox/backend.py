@@ -85,6 +85,7 @@ class _Ctl:
                 except BlockingIOError:
                     await anyio.wait_writable(self.sock)
                 except OSError as exc:
+                    self.closed = True
                     raise SandboxError("the sandbox fork-server is gone") from exc
 
     async def receive(self) -> dict[str, Any]:
@@ -95,6 +96,7 @@ class _Ctl:
                 await anyio.wait_readable(self.sock)
                 continue
             except OSError as exc:
+                self.closed = True
                 raise SandboxError("the sandbox fork-server is gone") from exc
             if not data:
                 self.closed = True
@@ -261,8 +263,11 @@ class SandboxBackend:
         return ours
 
     async def start(self) -> None:
-        if self._ctl is not None:
+        """Start the zygote. Calling it again after the zygote died starts a new one."""
+        if self._ctl is not None and not self._ctl.closed:
             return
+        if self._ctl is not None:
+            await self.aclose()
         self._ctl = _Ctl(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
