@@ -361,3 +361,22 @@ def test_zygote_death_is_a_sandbox_error_and_start_recovers(workspace: Path) -> 
         return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
 
     assert run_with_backend(fn)["size"] == 6
+
+
+def test_without_user_namespaces_the_other_walls_hold(workspace: Path, canary: Path) -> None:
+    """best_effort on a host without user namespaces, simulated (test-only switch)."""
+
+    async def fn(backend: SandboxBackend) -> Any:
+        inside = await call(backend, PROBE_RW, workspace, action="read", rel=True, path="hello.txt")
+        outside = await call(backend, PROBE_RW, workspace, action="read", path=str(canary))
+        ident = await call(backend, PROBE_RW, workspace, action="identity")
+        return backend.fingerprint(), inside.result, outside.result, ident.result
+
+    fp, inside, outside, ident = run_with_backend(
+        fn, disable=frozenset({"userns"}), mode="best_effort"
+    )
+    assert {"userns", "mountns", "pidns", "netns"} <= set(fp.missing)
+    assert {"landlock", "seccomp", "rlimits"} <= set(fp.mechanisms)
+    assert inside == {"ok": True, "data": "hello\n"}
+    assert outside["ok"] is False
+    assert ident["uid"] != 0

@@ -48,7 +48,7 @@ __all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
 
 #: Mechanisms a test may switch off (test-only: shows each wall matters on its own).
 DISABLE_NAMES = frozenset(
-    {"mountns", "pidns", "netns", "landlock", "seccomp", "rlimits", "cgroup", "capdrop"}
+    {"userns", "mountns", "pidns", "netns", "landlock", "seccomp", "rlimits", "cgroup", "capdrop"}
 )
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
 SANDBOX_UID = 2_000_000_000
@@ -302,15 +302,17 @@ class SandboxBackend:
         self._fingerprint = self._make_fingerprint(missing, ready.get("cgroups", []))
 
     def _make_fingerprint(self, missing: list[str], cgroups: list[str]) -> Fingerprint:
-        caps, off = self._caps, self._disable
+        caps, off = self._caps, set(self._disable)
+        if "userns" in off or "userns" in missing:
+            off |= {"userns", "mountns", "pidns", "netns"}
         abi = int(caps.get("landlock_abi", 0))
         candidates = {
-            "userns": "userns" not in missing,
-            "mountns": "userns" not in missing and "mountns" not in off,
-            "pidns": "userns" not in missing and "pidns" not in off,
-            "netns": "userns" not in missing and "netns" not in off,
-            "ipcns": "userns" not in missing,
-            "utsns": "userns" not in missing,
+            "userns": "userns" not in off,
+            "mountns": "mountns" not in off,
+            "pidns": "pidns" not in off,
+            "netns": "netns" not in off,
+            "ipcns": "userns" not in off,
+            "utsns": "userns" not in off,
             "idmap": bool(caps.get("is_root")) and "mountns" not in off,
             "no_new_privs": True,
             "capdrop": "capdrop" not in off,

@@ -130,6 +130,10 @@ class Zygote:
     def init(self, msg: dict[str, Any]) -> None:
         caps = probe.probe_host()
         disable = frozenset(msg.get("disable", ()))
+        if not caps.user_namespaces or "userns" in disable:
+            # best_effort on a host without user namespaces: no namespace at all (the
+            # backend refuses to get here in strict mode).
+            disable |= {"userns", "mountns", "pidns", "netns"}
         errors: dict[str, str] = {}
         for key, entry, base in msg.get("tools", ()):
             try:
