@@ -69,6 +69,8 @@ def test_constructor_validates() -> None:
     with pytest.raises(ValueError, match="mode"):
         SandboxBackend(mode="lax")  # type: ignore[arg-type]
     assert "landlock" in DISABLE_NAMES
+    with pytest.raises(ValueError, match="state_dirs"):
+        SandboxBackend(state_dirs=("../etc",))
 
 
 def test_fingerprint_lists_active_and_disabled() -> None:
@@ -380,3 +382,18 @@ def test_without_user_namespaces_the_other_walls_hold(workspace: Path, canary: P
     assert inside == {"ok": True, "data": "hello\n"}
     assert outside["ok"] is False
     assert ident["uid"] != 0
+
+
+def _replace_tree(workspace: Path) -> None:
+    workspace.rename(workspace.with_name("ws-old"))
+    workspace.mkdir()
+    (workspace / "hello.txt").write_text("new tree\n")
+
+
+def test_spare_is_not_used_for_a_replaced_workspace(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, READ_FILE, workspace, path="hello.txt")  # leaves a spare behind
+        _replace_tree(workspace)
+        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
+
+    assert run_with_backend(fn, pool=4)["content"] == "new tree\n"

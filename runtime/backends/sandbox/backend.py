@@ -203,6 +203,10 @@ class SandboxBackend:
             raise ValueError(f"unknown mechanisms to disable: {sorted(unknown)}")
         if mode not in ("strict", "best_effort"):
             raise ValueError(f"mode must be 'strict' or 'best_effort', not {mode!r}")
+        for name in state_dirs:
+            parts = Path(name).parts
+            if not parts or Path(name).is_absolute() or ".." in parts or "/" in name:
+                raise ValueError(f"state_dirs entries are plain names in the workspace: {name!r}")
         self.mode = mode
         self._preload = list(preload)
         self._state_dirs = tuple(state_dirs)

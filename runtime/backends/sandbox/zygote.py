@@ -85,17 +85,33 @@ class _Call:
         self.killing = False
 
 
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """Identity of the workspace directory (device, inode), None if absent."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class _Spare:
-    __slots__ = ("act", "cgroups", "pid", "profile", "tools")
+    __slots__ = ("act", "cgroups", "pid", "stamp", "tools")
 
     def __init__(
-        self, pid: int, act: socket.socket, cgroups: list[str], tools: frozenset[str], profile: str
+        self,
+        pid: int,
+        act: socket.socket,
+        cgroups: list[str],
+        tools: frozenset[str],
+        stamp: tuple[int, int] | None,
     ) -> None:
         self.pid = pid
         self.act = act  # activation socket: the call socket travels over it (SCM_RIGHTS)
         self.cgroups = cgroups
         self.tools = tools  # the tools loaded when it was forked: all it can run
-        self.profile = profile
+        self.stamp = stamp  # the workspace it mounted
 
 
 class Zygote:
@@ -270,6 +286,11 @@ class Zygote:
                 self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
             profile = self._profile(msg["plan"])
             spare = self.spares.pop(profile, None)
+            if spare is not None and spare.stamp != _stamp(plan.workspace):
+                # The directory at the workspace path was replaced since the spare mounted
+                # it: the spare would serve the old tree.
+                self._dismiss(spare)
+                spare = None
             if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
                 self.calls[spare.pid] = _Call(call_id, spare.pid, spare.cgroups)
             else:
@@ -294,6 +315,7 @@ class Zygote:
             self._dismiss(self.spares.pop(next(iter(self.spares))))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
+        stamp = _stamp(plan.workspace)
         try:
             pid, cgroups = self._fork_child(
                 plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
@@ -304,7 +326,7 @@ class Zygote:
             return
         finally:
             theirs.close()
-        self.spares[profile] = _Spare(pid, ours, cgroups, frozenset(self.tools), profile)
+        self.spares[profile] = _Spare(pid, ours, cgroups, frozenset(self.tools), stamp)
 
     def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
         message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
