@@ -8,10 +8,13 @@ import pytest
 
 MODULES = [
     "runtime.backends.sandbox",
+    "runtime.backends.sandbox._channels",
     "runtime.backends.sandbox._linux",
+    "runtime.backends.sandbox._setup",
     "runtime.backends.sandbox.backend",
     "runtime.backends.sandbox.child",
     "runtime.backends.sandbox.landlock",
+    "runtime.backends.sandbox.newroot",
     "runtime.backends.sandbox.probe",
     "runtime.backends.sandbox.seccomp",
     "runtime.backends.sandbox.zygote",

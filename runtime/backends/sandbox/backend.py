@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
     OutputTooLarge,
@@ -34,12 +35,8 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.frames import (
-    HEADER,
-    FrameDecoder,
     FrameError,
     FrameTooLarge,
-    decode_body,
-    encode_frame,
 )
 from runtime.models import Limits, ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
@@ -52,122 +49,8 @@ DISABLE_NAMES = frozenset(
 )
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
 SANDBOX_UID = 2_000_000_000
-_READ_CHUNK = 65536
 _START_TIMEOUT_S = 60.0
 _EXIT_WAIT_S = 30.0
-
-
-class _Ctl:
-    """The broker's end of the zygote's SOCK_SEQPACKET control socket (one frame a packet).
-
-    Hazard: ``anyio.wait_readable`` allows one waiter per socket, so receiving is done by
-    whichever caller holds ``read_lock`` and it files every message for its addressee.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.sock.setblocking(False)
-        self.read_lock = anyio.Lock()
-        self.send_lock = anyio.Lock()
-        self.inbox: dict[int, dict[str, Any]] = {}
-        self.closed = False
-
-    async def send(self, message: dict[str, Any], fd: int | None = None) -> None:
-        data = encode_frame(message)
-        async with self.send_lock:
-            while True:
-                try:
-                    if fd is None:
-                        self.sock.send(data)
-                    else:
-                        socket.send_fds(self.sock, [data], [fd])
-                    return
-                except BlockingIOError:
-                    await anyio.wait_writable(self.sock)
-                except OSError as exc:
-                    self.closed = True
-                    raise SandboxError("the sandbox fork-server is gone") from exc
-
-    async def receive(self) -> dict[str, Any]:
-        while True:
-            try:
-                data = self.sock.recv(1 << 20)
-            except BlockingIOError:
-                await anyio.wait_readable(self.sock)
-                continue
-            except OSError as exc:
-                self.closed = True
-                raise SandboxError("the sandbox fork-server is gone") from exc
-            if not data:
-                self.closed = True
-                raise SandboxError("the sandbox fork-server exited")
-            try:
-                (size,) = HEADER.unpack_from(data)
-                return decode_body(data[HEADER.size : HEADER.size + size])
-            except (FrameError, ValueError) as exc:
-                raise SandboxError("the fork-server sent a malformed message") from exc
-
-    async def wait_for(self, call_id: int) -> dict[str, Any]:
-        while call_id not in self.inbox:
-            async with self.read_lock:
-                if call_id in self.inbox:
-                    break
-                msg = await self.receive()
-                if isinstance(msg.get("id"), int):
-                    self.inbox[msg["id"]] = msg
-        return self.inbox.pop(call_id)
-
-    def close(self) -> None:
-        self.closed = True
-        self.sock.close()
-
-
-class _CallSocket:
-    """The broker's end of one call's socketpair. fd is -1 after close."""
-
-    def __init__(self, sock: socket.socket, max_frame: int) -> None:
-        self.sock = sock
-        self.sock.setblocking(False)
-        self.decoder = FrameDecoder(max_size=max_frame)
-        self.eof = False
-
-    async def send(self, message: dict[str, Any]) -> bool:
-        """Send a frame; False if the child is gone (it may have failed set-up)."""
-        view = memoryview(encode_frame(message, max_size=1 << 31))
-        while view:
-            try:
-                view = view[self.sock.send(view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self.sock)
-            except OSError:
-                return False
-        return True
-
-    async def receive(self) -> dict[str, Any] | None:
-        """One frame, or None at a clean EOF. FrameError for garbage, truncation, size."""
-        pending: list[dict[str, Any]] = []
-        while not pending:
-            if self.eof:
-                return None
-            try:
-                data = self.sock.recv(_READ_CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self.sock)
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                self.eof = True
-                self.decoder.eof()
-                return None
-            pending = self.decoder.feed(data)
-        if len(pending) > 1:
-            raise FrameError("the child sent frames after its result")
-        return pending[0]
-
-    def close(self) -> None:
-        if self.sock.fileno() >= 0:
-            self.sock.close()
 
 
 class SandboxBackend:
@@ -216,7 +99,7 @@ class SandboxBackend:
         self._pool = pool
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._ctl: _Ctl | None = None
+        self._ctl: ControlChannel | None = None
         self._caps: dict[str, Any] = {}
         self._fingerprint = Fingerprint(backend=self.name, mode=mode)
         self.load_errors: dict[str, str] = {}
@@ -272,7 +155,7 @@ class SandboxBackend:
             return
         if self._ctl is not None:
             await self.aclose()
-        self._ctl = _Ctl(self._spawn_zygote())
+        self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
             "type": "init",
@@ -382,7 +265,7 @@ class SandboxBackend:
         key, entry, base = self._tool_ref(request.spec)
         call_id = next(self._ids)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        call = _CallSocket(ours, max_frame=limits.output_bytes + 4096)
+        call = CallChannel(ours, max_frame=limits.output_bytes + 4096)
         started = time.monotonic()
         spawn = {
             "type": "spawn",
@@ -428,7 +311,7 @@ class SandboxBackend:
         result = self._outcome(terminal, frame_error, exit_report or {}, limits, usage)
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
-    async def _converse(self, call: _CallSocket, request: ExecRequest) -> dict[str, Any] | None:
+    async def _converse(self, call: CallChannel, request: ExecRequest) -> dict[str, Any] | None:
         await call.send(
             {
                 "type": "call",

@@ -22,13 +22,14 @@ import os
 import resource
 import signal
 import socket
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from runtime.backends.sandbox import _linux, landlock
+from runtime.backends.sandbox import _linux, landlock, newroot
+from runtime.backends.sandbox._setup import Phase, SetupFailed, write
+from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
 from runtime.models import Limits
@@ -42,17 +43,6 @@ EXIT_SETUP = 125
 EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
-WORKSPACE = "/workspace"
-_NEWROOT = "/tmp"  # any existing host directory serves as the mount point of the new root
-_DEVICES = ("null", "zero", "full", "random", "urandom")
-_PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-_ETC_BIND = ("ld.so.cache", "nsswitch.conf")
-_ETC_USERS = (
-    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
-)
-_ETC_GROUP = "root:x:0:\nsandbox:x:1000:\n"
-_ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
-
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -82,14 +72,6 @@ class CallPlan:
     env: dict[str, str] = field(default_factory=dict)
 
 
-class _SetupFailed(Exception):
-    def __init__(self, phase: str, exc: OSError) -> None:
-        super().__init__(phase)
-        self.phase = phase
-        self.errno = exc.errno or 0
-        self.message = str(exc)
-
-
 def _send(fd: int, message: dict[str, Any]) -> None:
     data = encode_frame(message)
     view = memoryview(data)
@@ -98,7 +80,7 @@ def _send(fd: int, message: dict[str, Any]) -> None:
         view = view[n:]
 
 
-def _fail(call_fd: int, exc: _SetupFailed) -> NoReturn:
+def _fail(call_fd: int, exc: SetupFailed) -> NoReturn:
     try:
         _send(
             call_fd,
@@ -106,22 +88,6 @@ def _fail(call_fd: int, exc: _SetupFailed) -> NoReturn:
         )
     finally:
         os._exit(EXIT_SETUP)
-
-
-class _Phase:
-    """``with _Phase("name"):`` turns an OSError in the block into a named set-up failure."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, typ: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, OSError):
-            raise _SetupFailed(self.name, exc) from exc
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -136,29 +102,6 @@ def _exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
-
-
-def _write(path: str, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
-
-
-def _bind(src: str, dst: str, attrs: int) -> None:
-    """Bind ``src`` at ``dst`` with mount attributes (read-only, nosuid...) set before attach."""
-    fd = _linux.open_tree(src, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC)
-    try:
-        if attrs:
-            _linux.mount_setattr(fd, attrs)
-        _linux.move_mount(fd, dst)
-    finally:
-        os.close(fd)
-
-
-def _touch(path: str) -> None:
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
 
 def run_call(
@@ -180,7 +123,7 @@ def run_call(
     try:
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
-        with _Phase("fds"):
+        with Phase("fds"):
             signal.set_wakeup_fd(-1)
             for sig in (
                 signal.SIGCHLD,
@@ -192,16 +135,16 @@ def run_call(
                 signal.signal(sig, signal.SIG_DFL)
             _close_all_but({call_fd, idmap_fd})
         # -- cgroup v1 memory + pids (root only; the zygote created and sized them).
-        with _Phase("cgroup"):
+        with Phase("cgroup"):
             for procs in cgroup_procs:
-                _write(procs, str(os.getpid()))
+                write(procs, str(os.getpid()))
         # -- workspace tree, detached. As root it is idmapped so that the on-disk owner (the
         # broker's user) appears as the sandbox user and files the tool creates land on
         # disk owned by the broker's user. Unprivileged, it is cloned after unsharing.
         ws_fd = -1
         mounts = "mountns" not in off
         if mounts and plan.workspace and cfg.drop_root and plan.access != "none":
-            with _Phase("workspace_idmap"):
+            with Phase("workspace_idmap"):
                 ws_fd = _linux.open_tree(
                     plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
                 )
@@ -210,7 +153,7 @@ def run_call(
             os.close(idmap_fd)
         # -- identity: never host root. Dropping uid clears dumpable and pdeathsig, so both
         # are set after it (dumpable lets us write our own /proc/self/uid_map).
-        with _Phase("drop_uid"):
+        with Phase("drop_uid"):
             if cfg.drop_root:
                 os.setgroups([])
                 os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
@@ -223,7 +166,7 @@ def run_call(
         userns = "userns" not in off
         # Hazard: after unshare, geteuid() answers the overflow uid until the map exists.
         host_uid, host_gid = os.geteuid(), os.getegid()
-        with _Phase("unshare"):
+        with Phase("unshare"):
             flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
             flags |= 0 if "mountns" in off else _linux.CLONE_NEWNS
             flags |= 0 if "pidns" in off else _linux.CLONE_NEWPID
@@ -232,23 +175,23 @@ def run_call(
                 _linux.unshare(flags)
         # -- id maps: the sandbox user (1000 inside) is our unprivileged host uid; nothing
         # else is mapped, so no file can ever be owned by "root" inside.
-        with _Phase("uid_map"):
+        with Phase("uid_map"):
             if userns:
-                _write("/proc/self/setgroups", "deny")
-                _write("/proc/self/uid_map", f"{SANDBOX_UID} {host_uid} 1\n")
-                _write("/proc/self/gid_map", f"{SANDBOX_UID} {host_gid} 1\n")
+                write("/proc/self/setgroups", "deny")
+                write("/proc/self/uid_map", f"{SANDBOX_UID} {host_uid} 1\n")
+                write("/proc/self/gid_map", f"{SANDBOX_UID} {host_gid} 1\n")
         if mounts and plan.workspace and ws_fd < 0 and plan.access != "none":
-            with _Phase("workspace_clone"):
+            with Phase("workspace_clone"):
                 ws_fd = _linux.open_tree(
                     plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
                 )
         # -- fork pid 1 of the new pid namespace; it builds the root (a proc mount must come
         # from inside the pid namespace) and reaps.
-        with _Phase("fork_init"):
+        with Phase("fork_init"):
             init_pid = os.fork()
         if init_pid == 0:
             _init(cfg, plan, call_fd, tool, ws_fd)
-    except _SetupFailed as exc:
+    except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
     if ws_fd >= 0:
@@ -277,20 +220,22 @@ def _init(
     limits = Limits.model_validate(plan.limits)
     workspace = WORKSPACE
     try:
-        with _Phase("init_pdeathsig"):
+        with Phase("init_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)
         if "mountns" in off:
             workspace = plan.workspace or "/nonexistent"
         else:
-            _new_root(cfg, plan, limits, ws_fd)
-        with _Phase("hostname"):
+            newroot.build(
+                plan, limits, ws_fd, state_dirs=cfg.state_dirs, mount_proc="pidns" not in off
+            )
+        with Phase("hostname"):
             if "userns" not in off:
                 socket.sethostname("sandbox")  # the uts namespace hides the host's name
-        with _Phase("fork_tool"):
+        with Phase("fork_tool"):
             tool_pid = os.fork()
         if tool_pid == 0:
             _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
-    except _SetupFailed as exc:
+    except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
     if ws_fd >= 0:
@@ -305,122 +250,6 @@ def _init(
             os._exit(EXIT_PROTOCOL)
         if pid == tool_pid:
             os._exit(_exit_code(status))
-
-
-def _new_root(cfg: ChildConfig, plan: CallPlan, limits: Limits, ws_fd: int) -> None:
-    root = _NEWROOT
-    ro_dev = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID
-    ro = ro_dev | _linux.MOUNT_ATTR_NODEV
-    with _Phase("mount_private"):
-        # Nothing we mount may propagate back to the host.
-        _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE, None)
-    with _Phase("mount_newroot"):
-        _linux.mount(
-            "tmpfs",
-            root,
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NODEV,
-            "size=1m,nr_inodes=1024,mode=0755",
-        )
-        for d in ("tmp", "dev", "proc", "workspace"):
-            os.mkdir(f"{root}/{d}", 0o755)
-    with _Phase("mount_workspace"):
-        if ws_fd >= 0:
-            attrs = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
-            if plan.access != "rw":
-                attrs |= _linux.MOUNT_ATTR_RDONLY
-            _linux.mount_setattr(ws_fd, attrs)
-            _linux.move_mount(ws_fd, f"{root}{WORKSPACE}")
-            # Runtime state inside the workspace is hidden under an empty read-only tmpfs.
-            for name in cfg.state_dirs:
-                target = f"{root}{WORKSPACE}/{name}"
-                try:
-                    st = os.lstat(target)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    _linux.mount(
-                        "tmpfs",
-                        target,
-                        "tmpfs",
-                        _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
-                        "size=4k,nr_inodes=1,mode=0555",
-                    )
-    with _Phase("mount_tmp"):
-        tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
-        _linux.mount(
-            "tmpfs",
-            f"{root}/tmp",
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NODEV,
-            f"size={tmp_mb}m,nr_inodes=16384,mode=1777",
-        )
-    with _Phase("mount_dev"):
-        _linux.mount(
-            "tmpfs",
-            f"{root}/dev",
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NOEXEC,
-            "size=64k,nr_inodes=64,mode=0755",
-        )
-        for name in _DEVICES:
-            _touch(f"{root}/dev/{name}")
-            _bind(f"/dev/{name}", f"{root}/dev/{name}", _linux.MOUNT_ATTR_NOSUID)
-        os.symlink("/proc/self/fd", f"{root}/dev/fd")
-        for i, name in enumerate(("stdin", "stdout", "stderr")):
-            os.symlink(f"/proc/self/fd/{i}", f"{root}/dev/{name}")
-    with _Phase("mount_system"):
-        # Only tools that execute programs see the system directories, read-only.
-        if plan.exec:
-            os.mkdir(f"{root}/usr", 0o755)
-            _bind("/usr", f"{root}/usr", ro)
-            for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
-                host = f"/{name}"
-                if os.path.islink(host):
-                    os.symlink(os.readlink(host), f"{root}/{name}")
-                elif os.path.isdir(host):
-                    os.mkdir(f"{root}/{name}", 0o755)
-                    _bind(host, f"{root}/{name}", ro)
-            os.mkdir(f"{root}/etc", 0o755)
-            for name, text in (
-                ("passwd", _ETC_USERS),
-                ("group", _ETC_GROUP),
-                ("hosts", _ETC_HOSTS),
-            ):
-                with open(f"{root}/etc/{name}", "w", encoding="utf-8") as f:
-                    f.write(text)
-            for name in _ETC_BIND:
-                if os.path.isfile(f"/etc/{name}"):
-                    _touch(f"{root}/etc/{name}")
-                    _bind(f"/etc/{name}", f"{root}/etc/{name}", ro)
-    with _Phase("mount_proc"):
-        # /proc of the new pid namespace: mounted while the host's /proc is still visible
-        # (the kernel requires a fully visible proc before a user namespace may mount one).
-        if "pidns" not in cfg.disable:
-            _linux.mount(
-                "proc",
-                f"{root}/proc",
-                "proc",
-                _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
-                None,
-            )
-            for name in _PROC_RO:
-                path = f"{root}/proc/{name}"
-                if os.path.exists(path):
-                    _bind(path, path, ro)
-    with _Phase("pivot_root"):
-        # pivot_root(".", ".") stacks the old root under the new one; detaching it leaves
-        # no path back to the host tree.
-        os.chdir(root)
-        _linux.pivot_root(".", ".")
-        _linux.umount2(".", _linux.MNT_DETACH)
-        os.chdir("/")
-    with _Phase("root_readonly"):
-        fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
-        try:
-            _linux.mount_setattr(fd, _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID)
-        finally:
-            os.close(fd)
 
 
 def _rlimits(limits: Limits) -> None:
@@ -470,9 +299,9 @@ def _tool(
     """T: the last walls, in order, then the tool function. Seccomp is the final step."""
     off = cfg.disable
     try:
-        with _Phase("tool_pdeathsig"):
+        with Phase("tool_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)
-        with _Phase("tool_fds"):
+        with Phase("tool_fds"):
             # stdio is /dev/null; the frame socket is close-on-exec so exec'd programs never
             # hold the channel to the broker.
             null = os.open("/dev/null", os.O_RDWR)
@@ -481,28 +310,28 @@ def _tool(
             os.close(null)
             _close_all_but({call_fd})
             os.set_inheritable(call_fd, False)
-        with _Phase("tool_cwd"):
+        with Phase("tool_cwd"):
             os.chdir(workspace if plan.workspace and plan.access != "none" else "/tmp")
         # Environment: exactly the policy's, never the broker's or the zygote's.
         os.environ.clear()
         os.environ.update(plan.env)
-        with _Phase("no_new_privs"):
+        with Phase("no_new_privs"):
             _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
-        with _Phase("capabilities"):
+        with Phase("capabilities"):
             if "capdrop" not in off:
                 _linux.capset_zero()
-        with _Phase("rlimits"):
+        with Phase("rlimits"):
             if "rlimits" not in off:
                 _rlimits(limits)
-        with _Phase("landlock"):
+        with Phase("landlock"):
             if "landlock" not in off and cfg.landlock_abi > 0:
                 landlock.apply_ruleset(
                     cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
                 )
-        with _Phase("seccomp"):
+        with Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
-    except _SetupFailed as exc:
+    except SetupFailed as exc:
         _fail(call_fd, exc)
     call_id = plan.call_id
     if isinstance(tool, Mapping):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox import _linux, child, probe, seccomp
+from runtime.backends.sandbox import _linux, _setup, child, probe, seccomp
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
@@ -221,9 +221,9 @@ class Zygote:
                 if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
                     break
                 time.sleep(0.001)
-            child._write(f"/proc/{pid}/uid_map", f"{uid} {self.cfg.host_uid} 1\n")
-            child._write(f"/proc/{pid}/setgroups", "deny")
-            child._write(f"/proc/{pid}/gid_map", f"{gid} {self.cfg.host_gid} 1\n")
+            _setup.write(f"/proc/{pid}/uid_map", f"{uid} {self.cfg.host_uid} 1\n")
+            _setup.write(f"/proc/{pid}/setgroups", "deny")
+            _setup.write(f"/proc/{pid}/gid_map", f"{gid} {self.cfg.host_gid} 1\n")
             fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
         finally:
             os.close(w)
@@ -251,11 +251,11 @@ class Zygote:
                 os.mkdir(path)
                 cgroups.append(path)
                 if ctrl == "memory":
-                    child._write(
+                    _setup.write(
                         f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20)
                     )
                 elif ctrl == "pids":
-                    child._write(f"{path}/pids.max", str(int(limits["pids"])))
+                    _setup.write(f"{path}/pids.max", str(int(limits["pids"])))
             pid = os.fork()
         except BaseException:
             self._rm_cgroups(cgroups)
