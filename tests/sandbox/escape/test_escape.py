@@ -389,7 +389,7 @@ def test_setsid_double_fork_survivor(workspace: Path, disable: frozenset[str]) -
     marker = "/workspace/survivor.txt"
     res = one(PROBE_RW, workspace, disable, action="setsid_survivor", marker=marker, delay=0.5)
     assert res == {"ok": True}
-    assert _appears(workspace / "survivor.txt", expected=bool(disable))
+    assert _appears(workspace / "survivor.txt", expected=bool(disable)) is bool(disable)
 
 
 def test_shell_background_job_dies_with_the_call(workspace: Path) -> None:
