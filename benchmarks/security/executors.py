@@ -117,39 +117,63 @@ def bench_policy(servers: Servers, limits: BenchLimits) -> Any:
 
 
 class OursExecutor:
-    """The runtime itself: a fresh :class:`runtime.broker.SyncBroker` per case (the
-    workspace is per case), strict sandbox mode, an approver that says yes to everything (so
-    the wall is measured, not the human), and ``ask_user`` answering with the first option."""
+    """The runtime itself: one :class:`runtime.broker.SyncBroker` for the run (its fork-server
+    is costly to start), strict sandbox mode, an approver that says yes to everything (so the
+    wall is measured, not the human), ``ask_user`` answering with the first option. The
+    workspace path is the same every case (``fixed_root``), emptied and rebuilt, and every case
+    is its own broker session (session environment, budgets). A case after which the broker
+    no longer answers gets a fresh broker for the next one."""
 
     name = "ours"
     owner: int | None = None
+    fixed_root = True
+
+    #: one harmless call per backend kind: after an attack, each kind it used must answer
+    _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+        "subprocess": ("current_time", {}),
+        "wasm": ("json_parse", {"text": "[1]"}),
+        "host": ("get_env", {"key": "HOME"}),
+    }
 
     def __init__(self, servers: Servers, limits: BenchLimits, policy: Any = None) -> None:
         self.servers = servers
         self.limits = limits
         self._policy = policy
         self._broker: Any = None
+        self._workspace: Path | None = None
         self._used: set[str] = set()
+        self._session = ""
+        self._healthy = True
 
     def open_case(self, fx: CaseFixture) -> None:
         from runtime.broker import SyncBroker
 
         if self._policy is None:
             self._policy = bench_policy(self.servers, self.limits)
-        self._broker = SyncBroker(
-            workspace=fx.ws,
-            policy=self._policy,
-            approver=lambda call, decision: True,
-            ask_user=lambda question, options: (options or ["yes"])[0],
-            sandbox_mode="strict",
-        )
-        self._broker.open()
+        if self._broker is not None and (not self._healthy or self._workspace != fx.ws):
+            self.close()
+        self._session = f"{fx.case.id}-{fx.nonce}"
         self._used = set()
+        self._healthy = True
+        if self._broker is None:
+            self._broker = SyncBroker(
+                workspace=fx.ws,
+                policy=self._policy,
+                approver=lambda call, decision: True,
+                ask_user=lambda question, options: (options or ["yes"])[0],
+                sandbox_mode="strict",
+            )
+            self._broker.open()
+            self._workspace = fx.ws
+            # Start every backend now, so that its long-lived processes exist before the
+            # case's process snapshot and are not mistaken for survivors.
+            for tool, args in self._PROBES.values():
+                self._broker.call({"tool": tool, "arguments": args}, session="warm-up")
 
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
         self._used.add(tool)
         t0 = time.monotonic()
-        res = self._broker.call({"tool": tool, "arguments": arguments})
+        res = self._broker.call({"tool": tool, "arguments": arguments}, session=self._session)
         dur = time.monotonic() - t0
         err = res.error
         return CallRecord(
@@ -162,13 +186,6 @@ class OursExecutor:
             duration_s=dur,
         )
 
-    #: one harmless call per backend kind: after an attack, each kind it used must answer
-    _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
-        "subprocess": ("current_time", {}),
-        "wasm": ("json_parse", {"text": "[1]"}),
-        "host": ("get_env", {"key": "HOME"}),
-    }
-
     def followup_ok(self) -> bool:
         kinds = set()
         for tool in self._used:
@@ -179,16 +196,17 @@ class OursExecutor:
         for kind in sorted(kinds & set(self._PROBES)):
             tool, args = self._PROBES[kind]
             if not self.call(tool, args).success:
-                return False
-        return True
+                self._healthy = False
+        return self._healthy
 
     def close_case(self) -> None:
-        if self._broker is not None:
-            self._broker.close()
-            self._broker = None
+        # the broker outlives the case; close() ends it
+        pass
 
     def close(self) -> None:
-        self.close_case()
+        if self._broker is not None:
+            broker, self._broker = self._broker, None
+            broker.close()
 
 
 # ------------------------------------------------------------------------------------------

@@ -277,9 +277,20 @@ def _token() -> str:
 class CaseFixture:
     """A throwaway tree for one case. ``close()`` removes it (and nonce files in temp dirs)."""
 
-    def __init__(self, base: Path, case: Case, servers: Servers, owner: int | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        case: Case,
+        servers: Servers,
+        owner: int | None = None,
+        fixed_root: bool = False,
+    ) -> None:
         self.case = case
-        self.root = Path(os.path.realpath(base)) / f"{case.id}-{secrets.token_hex(3)}"
+        # fixed_root: the same paths every case (a long-lived broker keeps its workspace),
+        # emptied and rebuilt; only the runtime's own state dir (.runtime) is kept.
+        self.fixed_root = fixed_root
+        name = "run" if fixed_root else f"{case.id}-{secrets.token_hex(3)}"
+        self.root = Path(os.path.realpath(base)) / name
         self.ws = self.root / "ws"
         self.outside = self.root / "outside"
         self.sibling = self.root / "ws-evil"
@@ -325,8 +336,10 @@ class CaseFixture:
         self._build(owner)
 
     def _build(self, owner: int | None) -> None:
+        if self.fixed_root:
+            self._empty()
         for d in (self.root, self.ws, self.outside, self.sibling, self.harness):
-            d.mkdir(mode=0o777)
+            d.mkdir(mode=0o777, exist_ok=self.fixed_root)
             d.chmod(0o777)
         self._put(self.outside / self.canary_name, self.canary_content, 0o666)
         self._put(self.sibling / self.sibling_name, self.sibling_content, 0o666)
@@ -393,7 +406,29 @@ class CaseFixture:
                         shutil.rmtree(p, ignore_errors=True)
                     else:
                         p.unlink(missing_ok=True)
-        _force_rmtree(self.root)
+        if self.fixed_root:
+            self._empty()
+        else:
+            _force_rmtree(self.root)
+
+    def _empty(self) -> None:
+        if not self.root.is_dir():
+            return
+        for child in self.root.iterdir():
+            if child.name == "ws" and child.is_dir() and not child.is_symlink():
+                for c in child.iterdir():
+                    if c.name != ".runtime":
+                        _remove(c)
+            else:
+                _remove(child)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        _force_rmtree(path)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _force_rmtree(path: Path) -> None:

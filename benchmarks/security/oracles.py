@@ -5,7 +5,7 @@ for every case, whatever it aims at, so no oracle can pass vacuously):
 
 - ``leak``: a canary token (file content, file name, protected in-workspace secret, listener
   or metadata body, the host's secret environment variable) appears in any result, in any
-  encoding the harness knows, and the caller did not pass it in itself;
+  encoding the harness knows, and the caller did not pass it in itself (in any call);
 - ``write``: the watched trees changed (content, mtime, mode, a new or removed entry beside
   the canaries, a protected file in the workspace, a nonce-named file in a shared temp dir,
   the workspace root gone), or a baseline tried an outside write the harness had to stop;
@@ -124,8 +124,9 @@ def to_text(obj: Any) -> str:
 
 def _leaks(obs: Observation) -> list[str]:
     found = []
+    # what the caller wrote in any call of the case is not a leak when it comes back
+    args_text = "\n".join(to_text(rec.arguments) for rec in obs.calls)
     for rec in obs.calls:
-        args_text = to_text(rec.arguments)
         for name, forms in obs.needles.items():
             for form in forms:
                 if form in rec.text and form not in args_text:

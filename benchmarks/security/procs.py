@@ -19,12 +19,20 @@ import psutil
 
 __all__ = [
     "BASELINE_UIDS",
+    "INFRA_MARKERS",
     "Monitor",
     "host_responsive",
     "kill_pids",
     "our_processes",
     "reap_uid",
 ]
+
+#: Command lines of the backends' own long-lived processes. The sandbox keeps a pre-forked
+#: spare per profile, which is replaced after every call: new after a case, yet not the
+#: case's. Attack code never runs under this command line: shell_exec execs /bin/sh, and an
+#: interpreter started from it shows its own command line; anything carrying the case's
+#: nonce counts whatever its command line.
+INFRA_MARKERS = ("runtime.backends.sandbox.zygote",)
 
 #: Uids used by nothing else on the host, one per baseline (so the two can run at once in
 #: separate processes): every process such a uid owns is one the harness started.
@@ -99,22 +107,24 @@ class Monitor:
         """Processes that appeared during the case and are still alive after ``grace_s``."""
         deadline = time.monotonic() + grace_s
         while True:
-            now = our_processes(self.nonce, self.uid)
-            new = {
-                pid: ct
-                for pid, (_, ct) in now.items()
-                if pid not in self.before or self.before[pid][1] != ct
-            }
-            if not new or time.monotonic() >= deadline:
-                break
+            out = self._new_live()
+            if not out or time.monotonic() >= deadline:
+                return out
             time.sleep(0.1)
+
+    def _new_live(self) -> dict[int, str]:
         out: dict[int, str] = {}
-        for pid in new:
+        for pid, (_, ct) in our_processes(self.nonce, self.uid).items():
+            if pid in self.before and self.before[pid][1] == ct:
+                continue
             try:
                 p = psutil.Process(pid)
-                if p.status() == psutil.STATUS_ZOMBIE and p.ppid() == os.getpid():
-                    continue  # our own unreaped child, not the case's
-                out[pid] = " ".join(p.cmdline())[:120] or p.name()
+                if p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                    continue  # dead, only not yet reaped: it can do nothing any more
+                cmd = " ".join(p.cmdline())
+                if self.nonce not in cmd and any(m in cmd for m in INFRA_MARKERS):
+                    continue  # the sandbox's own spare (pre-forked for the next call)
+                out[pid] = cmd[:120] or p.name()
             except psutil.Error:
                 continue
         return out

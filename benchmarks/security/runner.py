@@ -116,7 +116,9 @@ def _big_files(fx: CaseFixture, limits: BenchLimits) -> list[str]:
 def run_case(
     case: Case, executor: Executor, servers: Servers, base: Path, limits: BenchLimits
 ) -> Verdict:
-    fx = CaseFixture(base, case, servers, owner=executor.owner)
+    fx = CaseFixture(
+        base, case, servers, owner=executor.owner, fixed_root=getattr(executor, "fixed_root", False)
+    )
     old_secret = os.environ.get(_HOST_SECRET_VAR)
     os.environ[_HOST_SECRET_VAR] = fx.tokens["host_secret"]
     records: list[CallRecord] = []
