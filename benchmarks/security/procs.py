@@ -9,6 +9,7 @@ Nothing else on the machine is ever counted or signalled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,8 +59,8 @@ def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int,
         if p.pid in found or p.pid == me.pid:
             continue
         try:
-            uids = p.info["uids"]
-            cmd = " ".join(p.info["cmdline"] or ())
+            uids = p.info.get("uids")
+            cmd = " ".join(p.info.get("cmdline") or ())
             if (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd):
                 found[p.pid] = (p.memory_info().rss, p.create_time())
         except (psutil.Error, TypeError):
@@ -92,7 +93,9 @@ class Monitor:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._sample()
+            # a process vanished mid-sample; the next sample counts again
+            with contextlib.suppress(psutil.Error, OSError, KeyError):
+                self._sample()
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> Monitor:
@@ -154,7 +157,7 @@ def reap_uid(uid: int, rounds: int = 100) -> int:
         pids = [
             p.pid
             for p in psutil.process_iter(["uids"])
-            if p.info["uids"] is not None and p.info["uids"].real == uid
+            if p.info.get("uids") is not None and p.info["uids"].real == uid
         ]
         if not pids:
             break
