@@ -26,6 +26,7 @@ __all__ = [
     "fast_subset",
     "fill",
     "load_corpus",
+    "plain_text",
 ]
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -194,6 +195,15 @@ def _transform(match: re.Match[str]) -> str:
 def _fill_str(text: str, values: Mapping[str, str]) -> str:
     filled = _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], text)
     return _TRANSFORM_RE.sub(_transform, filled)
+
+
+def plain_text(obj: Any, values: Mapping[str, str]) -> str:
+    """The case's own text with placeholders filled but no transform applied: what the
+    attacker wrote (a path hidden in ``<<b64:...>>`` is still theirs when it comes back)."""
+    import json as _json
+
+    text = _json.dumps(obj, ensure_ascii=False)
+    return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], text)
 
 
 def fill(obj: Any, values: Mapping[str, str]) -> Any:

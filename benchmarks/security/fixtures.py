@@ -312,6 +312,7 @@ class CaseFixture:
             "listener": _token(),
             "metadata": _token(),
             "host_secret": _token(),
+            "outside_listing": _token(),
         }
         self.values: dict[str, str] = {
             "case_root": str(self.root),
@@ -342,6 +343,9 @@ class CaseFixture:
             d.mkdir(mode=0o777, exist_ok=self.fixed_root)
             d.chmod(0o777)
         self._put(self.outside / self.canary_name, self.canary_content, 0o666)
+        # a second name only a listing of the outside dir can reveal (the swap racer's
+        # harmless twin directory reuses the canary's name, so that name alone proves little)
+        self._put(self.outside / f"listing-{self.tokens['outside_listing']}", "x\n", 0o666)
         self._put(self.sibling / self.sibling_name, self.sibling_content, 0o666)
         ws = self.ws
         self._put(ws / ".env", f"API_KEY={self.tokens['env_file']}\n", 0o666)
@@ -391,6 +395,8 @@ class CaseFixture:
                 start = {"": 0, "a": 4, "aa": 4}[pad]
                 forms.append(enc[start : len(enc) - 4])
             needles[name] = [f for f in forms if len(f) >= 16]
+        if self.case.race and self.case.race.get("dir"):
+            del needles["canary_name"]
         return needles
 
     def close(self) -> None:

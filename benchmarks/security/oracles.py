@@ -79,6 +79,9 @@ class Observation:
     workspace: Path | None = None
     values: dict[str, str] = field(default_factory=dict)
     needles: dict[str, list[str]] = field(default_factory=dict)
+    #: text the attacker supplied besides the arguments (the case's payloads before
+    #: encoding, what their download server served): tokens in it are not leaks
+    supplied: str = ""
 
 
 @dataclass
@@ -125,7 +128,7 @@ def to_text(obj: Any) -> str:
 def _leaks(obs: Observation) -> list[str]:
     found = []
     # what the caller wrote in any call of the case is not a leak when it comes back
-    args_text = "\n".join(to_text(rec.arguments) for rec in obs.calls)
+    args_text = "\n".join(to_text(rec.arguments) for rec in obs.calls) + "\n" + obs.supplied
     for rec in obs.calls:
         for name, forms in obs.needles.items():
             for form in forms:

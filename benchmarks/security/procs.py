@@ -40,6 +40,15 @@ INFRA_MARKERS = ("runtime.backends.sandbox.zygote",)
 BASELINE_UIDS = {"seed": 64998, "none": 64999}
 
 
+def _mem(p: psutil.Process) -> int:
+    # PSS, not RSS: forked children share their parent's pages copy-on-write, and a sum of
+    # RSS over a fork bomb would count the interpreter once per child.
+    try:
+        return int(p.memory_full_info().pss)
+    except (psutil.AccessDenied, AttributeError):
+        return int(p.memory_info().rss)
+
+
 def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int, tuple[int, float]]:
     """pid -> (rss bytes, create time) of every process that is ours (see module doc).
     ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
@@ -52,7 +61,7 @@ def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int,
         kids = []
     for p in kids:
         try:
-            found[p.pid] = (p.memory_info().rss, p.create_time())
+            found[p.pid] = (_mem(p), p.create_time())
         except psutil.Error:
             continue
     for p in psutil.process_iter(["uids", "cmdline"]):
@@ -62,7 +71,7 @@ def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int,
             uids = p.info.get("uids")
             cmd = " ".join(p.info.get("cmdline") or ())
             if (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd):
-                found[p.pid] = (p.memory_info().rss, p.create_time())
+                found[p.pid] = (_mem(p), p.create_time())
         except (psutil.Error, TypeError):
             continue
     return found

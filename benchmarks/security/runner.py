@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import CLASSES, Case, fill
+from .corpus import CLASSES, Case, fill, plain_text
 from .executors import Executor
 from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
@@ -159,6 +159,7 @@ def run_case(
             workspace=fx.ws,
             values=fx.values,
             needles=fx.leak_needles(),
+            supplied=plain_text(case.calls, fx.values) + "\n" + servers.state.script,
         )
         return score(case, obs, limits)
     finally:
