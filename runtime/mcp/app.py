@@ -1,0 +1,63 @@
+"""``runtime serve --mcp``: a broker, its external MCP servers, and one transport, wired up.
+
+Order matters: the external servers are started (and their tools listed into the catalogue)
+before the first ``tools/list`` can arrive, and they are stopped only after the broker has
+closed, so no call is in flight on a session being torn down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from runtime.backends.mcp_proxy import McpProxyBackend
+from runtime.mcp.external import load_external_servers
+from runtime.mcp.server import McpToolServer
+from runtime.mcp.transport import parse_host_port, serve_http, serve_stdio
+
+__all__ = ["serve"]
+
+
+async def serve(
+    *,
+    workspace: str | Path = "workspace",
+    policy: str | Path | None = None,
+    audit: str | Path | None = None,
+    profile: str | None = None,
+    http: str | None = None,
+    tool_folders: Iterable[str | Path] = (),
+    sandbox_mode: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    broker_options: dict[str, Any] | None = None,
+) -> None:
+    """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``."""
+    from runtime.broker import Broker
+
+    address = parse_host_port(http) if http else None
+    servers = load_external_servers(policy)
+    async with contextlib.AsyncExitStack() as stack:
+        proxy = McpProxyBackend(servers) if servers else None
+        broker = Broker(
+            workspace,
+            policy,
+            audit,
+            tool_folders=tool_folders,
+            profile=profile,
+            sandbox_mode=sandbox_mode,
+            backends={"mcp": proxy} if proxy is not None else None,
+            **(broker_options or {}),
+        )
+        await stack.enter_async_context(broker)
+        if proxy is not None:
+            proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
+            await stack.enter_async_context(proxy)
+            proxy.register(broker.catalogue)
+        tool_server = McpToolServer(broker, profile=profile)
+        if address is None:
+            if on_ready is not None:
+                on_ready("stdio")
+            await serve_stdio(tool_server)
+        else:
+            await serve_http(tool_server, *address, on_ready=on_ready)

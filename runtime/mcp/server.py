@@ -1,0 +1,204 @@
+"""The broker as an MCP server: ``tools/list`` from the catalogue, ``tools/call`` through
+``broker.call`` — the same path as the CLI (validation, policy, sandbox, audit).
+
+Built on the SDK's low-level ``Server``, which does not validate arguments itself: that is the
+point, the broker's validator is the one that counts, and its error must reach the client as a
+typed ``invalid_arguments`` result rather than an SDK-specific protocol error.
+
+Mapping (DESIGN §7 → MCP):
+
+* success → ``structuredContent`` = the result (wrapped as ``{"result": value}`` when the
+  result is not an object, which MCP requires) and one text block with its JSON;
+* any error result (tool failure, invalid arguments, policy denial, ...) → ``isError: true``
+  with ``{"error": {type, message, details}}`` in ``structuredContent`` and its JSON as text;
+* an unknown or hidden tool → JSON-RPC error -32602 (the MCP spec's "unknown tool"). Hidden
+  tools are indistinguishable from missing ones, so a profile cannot probe the catalogue.
+
+Approvals: an ``ask`` decision elicits the client (``elicitation/create``) when the connection
+can carry a server-to-client request and the client declared the elicitation capability;
+otherwise the call ends as ``approval_required``. The ``ask_user`` tool elicits the same way.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+import runtime
+from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.models import Decision, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.broker import Broker
+
+__all__ = ["SERVER_NAME", "McpToolServer", "call_result", "tool_definitions"]
+
+log = logging.getLogger("runtime.mcp")
+
+SERVER_NAME = "runtime"
+
+#: The MCP request being served; the approver and ask_user read it to elicit the right client.
+#: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
+_current_request: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = (
+    contextvars.ContextVar("runtime_mcp_request", default=None)
+)
+
+_APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Run this call?",
+            "description": "true runs the call once; false refuses it.",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def tool_definitions(broker: Broker, profile: str | None = None) -> list[types.Tool]:
+    """MCP tool definitions of every tool the policy lets ``profile`` see."""
+    tools: list[types.Tool] = []
+    for definition in broker.catalogue.export("mcp"):
+        if not broker.policy.tool_visible(definition["name"], profile):
+            continue
+        tools.append(types.Tool.model_validate(definition))
+    return tools
+
+
+def call_result(result: ToolResult) -> types.CallToolResult:
+    """A ToolResult as an MCP ``CallToolResult``."""
+    if result.success:
+        value = result.result
+        structured = value if isinstance(value, dict) else {"result": value}
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=structured,
+            is_error=False,
+        )
+    assert result.error is not None
+    error = {
+        "type": str(result.error.type),
+        "message": result.error.message,
+        "details": result.error.details,
+    }
+    payload = {"error": error, "call_id": result.call_id, "tool": result.tool}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+def _can_elicit(ctx: ServerRequestContext[Any, Any] | None) -> bool:
+    if ctx is None or not ctx.session.can_send_request:
+        return False
+    caps = ctx.session.client_capabilities
+    return caps is not None and caps.elicitation is not None
+
+
+async def _elicit(
+    ctx: ServerRequestContext[Any, Any], message: str, schema: dict[str, Any]
+) -> types.ElicitResult:
+    return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+
+
+class McpToolServer:
+    """Serves one broker's catalogue over MCP. ``profile`` scopes listing and policy."""
+
+    def __init__(self, broker: Broker, *, profile: str | None = None) -> None:
+        self.broker = broker
+        self.profile = profile
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=runtime.__version__,
+            instructions="Tools run through a policy broker: calls are validated, checked "
+            "against the policy, sandboxed and audited. Errors come back as isError results "
+            "whose structuredContent.error.type says what happened.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        # The broker asks us for approvals and user answers; both elicit the calling client.
+        broker.approver = self.approve
+        broker.ask_user = self.ask_user
+
+    # -- handlers -----------------------------------------------------------------------------
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_definitions(self.broker, self.profile))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        if name not in self.broker.catalogue or not self.broker.policy.tool_visible(
+            name, self.profile
+        ):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", {"tool": name})
+        call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
+        if ctx.request_id is not None:
+            call["call_id"] = f"mcp_{ctx.request_id}"
+        token = _current_request.set(ctx)
+        try:
+            result = await self.broker.call(call, profile=self.profile)
+        finally:
+            _current_request.reset(token)
+        return call_result(result)
+
+    # -- elicitation --------------------------------------------------------------------------
+    async def approve(self, call: ToolCall, decision: Decision) -> bool:
+        """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
+        ctx = _current_request.get()
+        if not _can_elicit(ctx):
+            raise ApprovalRequired(
+                f"{call.tool}: policy rule {decision.rule!r} asks for approval and the MCP "
+                "client cannot be asked (no elicitation support on this connection)",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
+        assert ctx is not None
+        reasons = "; ".join(decision.reasons) or decision.rule
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        message = (
+            f"The policy asks before running {call.tool} ({reasons}).\n"
+            f"Arguments: {arguments[:2000]}"
+        )
+        try:
+            answer = await _elicit(ctx, message, _APPROVE_SCHEMA)
+        except MCPError as exc:
+            raise ApprovalRequired(
+                f"{call.tool}: approval could not be asked: {exc.message}", rule=decision.rule
+            ) from exc
+        return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+
+    def ask_user(self, question: str, options: list[str] | None) -> str:
+        """The broker's ask_user: runs in a worker thread; elicits on the event loop."""
+        ctx = _current_request.get()
+        if not _can_elicit(ctx):
+            raise ToolFailed("the MCP client cannot be asked (no elicitation support)")
+        assert ctx is not None
+        answer_schema: dict[str, Any] = {"type": "string", "title": "Answer"}
+        if options:
+            answer_schema["enum"] = list(options)
+        schema = {"type": "object", "properties": {"answer": answer_schema}, "required": ["answer"]}
+        try:
+            reply = anyio.from_thread.run(_elicit, ctx, question, schema)
+        except MCPError as exc:
+            raise ToolFailed(f"asking the user failed: {exc.message}") from exc
+        if reply.action != "accept" or not isinstance((reply.content or {}).get("answer"), str):
+            raise ToolFailed(f"the user did not answer ({reply.action})")
+        return str((reply.content or {})["answer"])
+
+    # -- running ------------------------------------------------------------------------------
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options()

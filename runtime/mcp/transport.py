@@ -1,0 +1,96 @@
+"""Transports for :class:`~runtime.mcp.server.McpToolServer`: stdio and streamable HTTP.
+
+stdio hazard: stdout *is* the protocol. The SDK's ``stdio_server`` points fd 1 at stderr while
+serving and writes frames to a private duplicate, so a stray ``print`` from a host tool or a
+child that inherits fd 1 lands on stderr instead of corrupting a frame; ``serve_stdio`` also
+swaps ``sys.stdout`` for the serving time so Python-level writes follow the same path even
+when the SDK cannot divert descriptors (stdout not backed by fd 1).
+
+HTTP: uvicorn serves the SDK's Starlette app on a socket bound *here*, so port 0 works (the
+bound address is reported through ``on_ready`` before the first request can arrive) and no
+access log is written to stdout. Binding anything but loopback is the operator's explicit
+choice: the SDK's DNS-rebinding protection is on for loopback hosts only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import sys
+from collections.abc import Callable
+
+from mcp.server.stdio import stdio_server
+
+from runtime.errors import ConfigError
+from runtime.mcp.server import McpToolServer
+
+__all__ = ["bind_socket", "parse_host_port", "serve_http", "serve_stdio"]
+
+log = logging.getLogger("runtime.mcp")
+
+
+async def serve_stdio(tool_server: McpToolServer) -> None:
+    """Serve one MCP client over this process's stdin/stdout until it disconnects."""
+    saved = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await tool_server.server.run(
+                read_stream, write_stream, tool_server.initialization_options()
+            )
+    finally:
+        sys.stdout = saved
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port). Port 0 picks a free port."""
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not host or not port_s.isdigit() or int(port_s) > 65535:
+        raise ConfigError(f"--http expects HOST:PORT, got {value!r}", field="http")
+    return host.strip("[]"), int(port_s)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.set_inheritable(False)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", field="http") from exc
+    return sock
+
+
+async def serve_http(
+    tool_server: McpToolServer,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    path: str = "/mcp",
+) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    with contextlib.closing(sock):
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        url = f"http://{shown}:{bound_port}{path}"
+        app = tool_server.server.streamable_http_app(streamable_http_path=path, host=host)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        log.info("MCP streamable HTTP on %s", url)
+        if on_ready is not None:
+            on_ready(url)
+        await server.serve(sockets=[sock])
