@@ -25,6 +25,7 @@ __all__ = ["HostBackend"]
 
 class HostBackend:
     name = "host"
+    sync_capable = True
 
     def __init__(
         self,
@@ -46,7 +47,7 @@ class HostBackend:
     def fingerprint(self) -> Fingerprint:
         return Fingerprint(backend="host", mechanisms=("broker-state-only",), mode="host")
 
-    def _run_sync(self, request: ExecRequest) -> tuple[Any, float]:
+    def _call_tool(self, request: ExecRequest) -> tuple[Any, float]:
         c0 = time.thread_time()
         spec = request.spec
         if spec.entry is None or spec.source is None:
@@ -68,7 +69,10 @@ class HostBackend:
         return result, (time.thread_time() - c0) * 1000
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
+        return await anyio.to_thread.run_sync(self.run_sync, request)
+
+    def run_sync(self, request: ExecRequest) -> ExecOutcome:
         t0 = time.perf_counter()
-        result, cpu_ms = await anyio.to_thread.run_sync(self._run_sync, request)
+        result, cpu_ms = self._call_tool(request)
         usage = {"wall_ms": (time.perf_counter() - t0) * 1000, "cpu_ms": cpu_ms}
         return ExecOutcome(result=result, usage=usage, fingerprint=self.fingerprint())

@@ -31,6 +31,8 @@ class MockBackend:
 
     def __init__(self, handler: Handler | None = None) -> None:
         self._handler: Handler = handler or _echo
+        #: A coroutine handler needs the event loop; a plain one can use the sync fast path.
+        self.sync_capable = not inspect.iscoroutinefunction(self._handler)
         self.requests: list[ExecRequest] = []
         self.started = False
         self.closed = False
@@ -46,6 +48,15 @@ class MockBackend:
         value = self._handler(request)
         if inspect.isawaitable(value):
             value = await value
+        if isinstance(value, ExecOutcome):
+            return value
+        return ExecOutcome(result=value, usage={"cpu_ms": 0.0}, fingerprint=self.fingerprint())
+
+    def run_sync(self, request: ExecRequest) -> ExecOutcome:
+        self.requests.append(request)
+        value = self._handler(request)
+        if inspect.isawaitable(value):
+            raise TypeError("MockBackend.run_sync: the handler returned an awaitable")
         if isinstance(value, ExecOutcome):
             return value
         return ExecOutcome(result=value, usage={"cpu_ms": 0.0}, fingerprint=self.fingerprint())

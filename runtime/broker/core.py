@@ -22,12 +22,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
 from runtime.broker.events import Event, EventBus, EventKind
+from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
 from runtime.errors import (
     ApprovalRequired,
@@ -54,7 +55,7 @@ from runtime.models import (
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
 
-__all__ = ["Approver", "AskUser", "Broker"]
+__all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
 
 log = logging.getLogger("runtime.broker")
 
@@ -84,6 +85,10 @@ class _CallState:
     error: RuntimeToolError | None = None
     audited: bool = False
     cancelled: bool = False
+
+
+class NeedsEventLoop(Exception):
+    """Raised by :meth:`Broker.call_sync` before any side effect: use the async path."""
 
 
 class Broker:
@@ -134,7 +139,7 @@ class Broker:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._started: set[str] = set()
         self._start_lock: anyio.Lock | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._slots = Slots(self.policy.max_concurrent)
         self._session_env: dict[str, dict[str, str]] = {}
         self._budget_used: dict[tuple[str, str], int] = {}
         self._gateway: Any = None
@@ -142,7 +147,6 @@ class Broker:
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
-        self._limiter = anyio.CapacityLimiter(self.policy.max_concurrent)
         self._start_lock = anyio.Lock()
         return self
 
@@ -235,32 +239,21 @@ class Broker:
         """Run one call of any accepted shape; always returns a ToolResult."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        profile = profile or self.profile
         try:
-            st.tc = tc = self._normalize(call)
-            self.events.emit(Event("requested", tc.call_id, tc.tool))
-            st.spec = spec = self.catalogue.get(tc.tool)
-            self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
-            st.decision = decision = self.policy.decide(tc, spec, profile=profile)
-            self._check_budget(session, spec.name, decision)
-            if decision.action == "deny":
-                raise PolicyDenied(
-                    f"{spec.name}: denied by policy rule {decision.rule!r}"
-                    + (f": {'; '.join(decision.reasons)}" if decision.reasons else ""),
-                    rule=decision.rule,
-                    reasons=decision.reasons,
-                )
+            spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
-                await self._approve(tc, decision)
+                await self._approve(st, decision)
             backend = await self._backend(spec.backend.value)
-            st.fingerprint = backend.fingerprint()
-            self._audit_request(tc, spec, decision, st.fingerprint)
-            st.audited = True
-            self._count_budget(session, spec.name)
-            st.outcome = await self._execute(backend, tc, spec, decision, session)
-            if st.outcome.fingerprint is not None:
-                st.fingerprint = st.outcome.fingerprint
-            self._check_result(spec, decision.limits, st.outcome.result)
+            request = self._start(st, backend, session)
+            async with self._slots.acquire_async():
+                with anyio.move_on_after(request.limits.timeout_s + _BACKEND_GRACE_S) as scope:
+                    st.outcome = await backend.run(request)
+            if scope.cancelled_caught:
+                raise ToolTimeout(
+                    f"{spec.name}: the {backend.name} backend did not return in time",
+                    limit_s=request.limits.timeout_s,
+                )
+            self._check_outcome(st)
         except RuntimeToolError as exc:
             st.error = exc
         except anyio.get_cancelled_exc_class():
@@ -268,11 +261,112 @@ class Broker:
             st.error = CallCancelled("the call was cancelled")
             raise
         except Exception as exc:
-            log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
-            st.error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            st.error = self._internal(st, exc)
         finally:
             result = self._finish(st)
         return result
+
+    def call_sync(
+        self, call: Any, *, session: str | None = None, profile: str | None = None
+    ) -> ToolResult:
+        """The same pipeline, in the calling thread, for backends that run synchronously
+        (wasm, host, mock) once started. Raises :class:`NeedsEventLoop` — before any side
+        effect — when the call needs the event loop (a backend not started yet or without
+        ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
+        st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
+        session = session or self.session
+        backend = self._sync_backend_for(call)
+        try:
+            _, decision = self._admit(st, session, profile or self.profile)
+            if decision.action == "ask":
+                self._approve_sync(st, decision)
+            request = self._start(st, backend, session)
+            with self._slots.acquire_sync():
+                st.outcome = cast(SyncBackend, backend).run_sync(request)
+            self._check_outcome(st)
+        except RuntimeToolError as exc:
+            st.error = exc
+        except Exception as exc:
+            st.error = self._internal(st, exc)
+        finally:
+            result = self._finish(st)
+        return result
+
+    def _sync_backend_for(self, call: Any) -> Backend:
+        try:
+            tool = self.catalogue.get(self._normalize(call).tool)
+        except RuntimeToolError as exc:
+            raise NeedsEventLoop("the call is rejected on the async path") from exc
+        kind = tool.backend.value
+        backend = self._backends.get(kind)
+        if (
+            backend is None
+            or kind not in self._started
+            or not getattr(backend, "sync_capable", False)
+        ):
+            raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
+        if self.approver is not None and inspect.iscoroutinefunction(self.approver):
+            raise NeedsEventLoop("the approver is async")
+        return backend
+
+    def _admit(
+        self, st: _CallState, session: str, profile: str | None
+    ) -> tuple[ToolSpec, Decision]:
+        """Normalise, look up, validate, decide. Raises on refusal."""
+        st.tc = tc = self._normalize(st.raw)
+        self.events.emit(Event("requested", tc.call_id, tc.tool))
+        st.spec = spec = self.catalogue.get(tc.tool)
+        self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
+        st.decision = decision = self.policy.decide(tc, spec, profile=profile)
+        self._check_budget(session, spec.name, decision)
+        if decision.action == "deny":
+            raise PolicyDenied(
+                f"{spec.name}: denied by policy rule {decision.rule!r}"
+                + (f": {'; '.join(decision.reasons)}" if decision.reasons else ""),
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
+        return spec, decision
+
+    def _start(self, st: _CallState, backend: Backend, session: str) -> ExecRequest:
+        """Write the audit write-ahead record (fail closed) and build the backend request."""
+        assert st.tc is not None and st.spec is not None and st.decision is not None
+        tc, spec, decision = st.tc, st.spec, st.decision
+        st.fingerprint = backend.fingerprint()
+        self.audit.record_request(
+            call_id=tc.call_id,
+            tool=spec.name,
+            arguments=tc.arguments,
+            decision=_decision_dict(decision),
+            backend=spec.backend.value,
+            sandbox=st.fingerprint.as_dict(),
+        )
+        st.audited = True
+        self._count_budget(session, spec.name)
+        limits = decision.limits
+        if spec.limits:
+            limits = limits.capped_by(limits.merged(**spec.limits))
+        return ExecRequest(
+            call_id=tc.call_id,
+            spec=spec,
+            arguments=tc.arguments,
+            workspace=self.workspace,
+            limits=limits,
+            decision=decision,
+            env=self.policy.env(self.session_env(session)),
+            session=session,
+            broker_requests=self._broker_request,
+        )
+
+    def _check_outcome(self, st: _CallState) -> None:
+        assert st.outcome is not None and st.spec is not None and st.decision is not None
+        if st.outcome.fingerprint is not None:
+            st.fingerprint = st.outcome.fingerprint
+        self._check_result(st.spec, st.decision.limits, st.outcome.result)
+
+    def _internal(self, st: _CallState, exc: Exception) -> InternalError:
+        log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
+        return InternalError(f"internal error: {type(exc).__name__}: {exc}")
 
     def _normalize(self, call: Any) -> ToolCall:
         if isinstance(call, (bytes, str)):
@@ -290,7 +384,9 @@ class Broker:
         key = (session, tool)
         self._budget_used[key] = self._budget_used.get(key, 0) + 1
 
-    async def _approve(self, tc: ToolCall, decision: Decision) -> None:
+    async def _approve(self, st: _CallState, decision: Decision) -> None:
+        assert st.tc is not None
+        tc = st.tc
         if self.approver is None:
             raise ApprovalRequired(
                 f"{tc.tool}: policy rule {decision.rule!r} asks for approval and no approver "
@@ -307,50 +403,20 @@ class Broker:
             )
         decision.reasons = [*decision.reasons, "approved"]
 
-    def _audit_request(
-        self, tc: ToolCall, spec: ToolSpec, decision: Decision, fingerprint: Fingerprint | None
-    ) -> None:
-        self.audit.record_request(
-            call_id=tc.call_id,
-            tool=spec.name,
-            arguments=tc.arguments,
-            decision={
-                "action": decision.action,
-                "rule": decision.rule,
-                "reasons": decision.reasons,
-            },
-            backend=spec.backend.value,
-            sandbox=fingerprint.as_dict() if fingerprint else None,
-        )
-
-    async def _execute(
-        self, backend: Backend, tc: ToolCall, spec: ToolSpec, decision: Decision, session: str
-    ) -> ExecOutcome:
-        limits = decision.limits
-        if spec.limits:
-            limits = limits.capped_by(limits.merged(**spec.limits))
-        request = ExecRequest(
-            call_id=tc.call_id,
-            spec=spec,
-            arguments=tc.arguments,
-            workspace=self.workspace,
-            limits=limits,
-            decision=decision,
-            env=self.policy.env(self.session_env(session)),
-            session=session,
-            broker_requests=self._broker_request,
-        )
-        assert self._limiter is not None
-        async with self._limiter:
-            with anyio.move_on_after(limits.timeout_s + _BACKEND_GRACE_S) as scope:
-                return await backend.run(request)
-        if scope.cancelled_caught:  # pragma: no cover - a backend that ignores its own timeout
-            raise ToolTimeout(
-                f"{spec.name}: the {backend.name} backend did not return within "
-                f"{limits.timeout_s + _BACKEND_GRACE_S:.0f} s",
-                limit_s=limits.timeout_s,
+    def _approve_sync(self, st: _CallState, decision: Decision) -> None:
+        assert st.tc is not None
+        if self.approver is None:
+            raise ApprovalRequired(
+                f"{st.tc.tool}: policy rule {decision.rule!r} asks for approval and no "
+                "approver is configured",
+                rule=decision.rule,
+                reasons=decision.reasons,
             )
-        raise InternalError("unreachable")  # pragma: no cover
+        if not self.approver(st.tc, decision):
+            raise PolicyDenied(
+                f"{st.tc.tool}: the approver refused the call", rule=decision.rule, approved=False
+            )
+        decision.reasons = [*decision.reasons, "approved"]
 
     def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> None:
         data = json.dumps(result, ensure_ascii=False, default=str)

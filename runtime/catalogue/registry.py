@@ -12,7 +12,7 @@ from typing import Any
 from runtime.catalogue.export import ExportFormat, export_tool
 from runtime.catalogue.loader import _check_spec, load_manifests
 from runtime.errors import ManifestError, ToolNotFound
-from runtime.models import ToolSpec
+from runtime.models import BackendKind, ToolSpec
 from runtime.toolkit import builtin_tools_dir
 from runtime.validation import SchemaValidator, compile_schema
 
@@ -50,11 +50,20 @@ class Catalogue:
         self._tools: dict[str, _Entry] = {}
         self._stats: dict[str, ToolStats] = {}
         self._lock = threading.Lock()
-        dirs: list[Path] = []
         if builtins:
-            dirs.append(builtin_tools_dir())
-        dirs.extend(Path(f) for f in folders)
-        for spec in load_manifests(dirs):
+            for spec in load_manifests([builtin_tools_dir()]):
+                self.register(spec)
+        for spec in load_manifests(Path(f) for f in folders):
+            if spec.backend is BackendKind.HOST:
+                # Host tools run in the broker process: only the built-in catalogue (and
+                # Python code registering specs itself) may declare them, never a manifest
+                # folder, or a plugin could step around the sandbox.
+                raise ManifestError(
+                    f"{spec.source}: user tools cannot use the 'host' backend; use "
+                    "'subprocess' (sandboxed) or 'wasm'",
+                    file=str(spec.source),
+                    field="backend",
+                )
             self.register(spec)
         for spec in specs:
             self.register(spec)

@@ -133,3 +133,11 @@ def test_subprocess_tool_needs_an_entry(tmp_path: Path) -> None:
     path = write(tmp_path, "s.json", data)
     with pytest.raises(ManifestError, match="needs 'entry'"):
         load_manifest(path)
+
+
+def test_user_folders_cannot_declare_host_tools(tmp_path: Path) -> None:
+    data = spec("h", backend="host", entry="mod:fn").model_dump(mode="json", exclude={"source"})
+    write(tmp_path, "h.json", data)
+    (tmp_path / "mod.py").write_text("def fn(args, ctx):\n    return {}\n")
+    with pytest.raises(ManifestError, match="cannot use the 'host' backend"):
+        Catalogue(builtins=False, folders=[tmp_path])
