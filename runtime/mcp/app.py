@@ -32,23 +32,28 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     broker_options: dict[str, Any] | None = None,
 ) -> None:
-    """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``."""
+    """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
+
+    ``broker_options`` are extra :class:`~runtime.broker.Broker` arguments (a catalogue, a
+    policy object, backends); they win over the file-based ones.
+    """
     from runtime.broker import Broker
 
     address = parse_host_port(http) if http else None
     servers = load_external_servers(policy)
     async with contextlib.AsyncExitStack() as stack:
         proxy = McpProxyBackend(servers) if servers else None
-        broker = Broker(
-            workspace,
-            policy,
-            audit,
-            tool_folders=tool_folders,
-            profile=profile,
-            sandbox_mode=sandbox_mode,
-            backends={"mcp": proxy} if proxy is not None else None,
+        options: dict[str, Any] = {
+            "policy": policy,
+            "audit": audit,
+            "tool_folders": tool_folders,
+            "profile": profile,
+            "sandbox_mode": sandbox_mode,
             **(broker_options or {}),
-        )
+        }
+        if proxy is not None:
+            options["backends"] = {**options.get("backends", {}), "mcp": proxy}
+        broker = Broker(workspace, **options)
         await stack.enter_async_context(broker)
         if proxy is not None:
             proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"

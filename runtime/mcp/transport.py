@@ -2,9 +2,8 @@
 
 stdio hazard: stdout *is* the protocol. The SDK's ``stdio_server`` points fd 1 at stderr while
 serving and writes frames to a private duplicate, so a stray ``print`` from a host tool or a
-child that inherits fd 1 lands on stderr instead of corrupting a frame; ``serve_stdio`` also
-swaps ``sys.stdout`` for the serving time so Python-level writes follow the same path even
-when the SDK cannot divert descriptors (stdout not backed by fd 1).
+child that inherits fd 1 lands on stderr instead of corrupting a frame. (Do not swap
+``sys.stdout`` for ``sys.stderr`` around it: the SDK then serves the wire on stderr.)
 
 HTTP: uvicorn serves the SDK's Starlette app on a socket bound *here*, so port 0 works (the
 bound address is reported through ``on_ready`` before the first request can arrive) and no
@@ -32,15 +31,13 @@ log = logging.getLogger("runtime.mcp")
 
 async def serve_stdio(tool_server: McpToolServer) -> None:
     """Serve one MCP client over this process's stdin/stdout until it disconnects."""
-    saved = sys.stdout
-    sys.stdout = sys.stderr
-    try:
-        async with stdio_server() as (read_stream, write_stream):
-            await tool_server.server.run(
-                read_stream, write_stream, tool_server.initialization_options()
-            )
-    finally:
-        sys.stdout = saved
+    # Flush what Python buffered for fd 1 before the SDK re-points it: those bytes were
+    # written before serving and must not land in the middle of the first frame.
+    sys.stdout.flush()
+    async with stdio_server() as (read_stream, write_stream):
+        await tool_server.server.run(
+            read_stream, write_stream, tool_server.initialization_options()
+        )
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
