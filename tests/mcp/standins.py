@@ -36,13 +36,16 @@ class ScriptedPolicy:
     def decide(self, tc: ToolCall, spec: ToolSpec, profile: str | None = None) -> Decision:
         for arg, role in spec.arg_roles.items():
             value = tc.arguments.get(arg)
-            if role == "read_path" and isinstance(value, str):
-                if value.startswith("/") or ".." in Path(value).parts:
-                    return Decision(
-                        action="deny",
-                        rule="paths.outside_workspace",
-                        reasons=[f"{arg}: {value!r} leaves the workspace"],
-                    )
+            if (
+                role == "read_path"
+                and isinstance(value, str)
+                and (value.startswith("/") or ".." in Path(value).parts)
+            ):
+                return Decision(
+                    action="deny",
+                    rule="paths.outside_workspace",
+                    reasons=[f"{arg}: {value!r} leaves the workspace"],
+                )
         action = self.actions.get(spec.name, "allow")
         return Decision(action=action, rule=f"tools.{spec.name}", limits=Limits(timeout_s=20))  # type: ignore[arg-type]
 
