@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.mcp_proxy import McpProxyBackend
 from runtime.mcp.external import load_external_servers
 from runtime.mcp.server import McpToolServer
 from runtime.mcp.transport import parse_host_port, serve_http, serve_stdio
@@ -37,6 +36,8 @@ async def serve(
     ``broker_options`` are extra :class:`~runtime.broker.Broker` arguments (a catalogue, a
     policy object, backends); they win over the file-based ones.
     """
+    # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module level).
+    from runtime.backends.mcp_proxy import McpProxyBackend
     from runtime.broker import Broker
 
     address = parse_host_port(http) if http else None
