@@ -5,16 +5,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 
-import standins  # noqa: E402
-from runtime.backends.base import ExecRequest  # noqa: E402
-from runtime.backends.mock import MockBackend  # noqa: E402
-from runtime.catalogue import Catalogue  # noqa: E402
-from runtime.errors import ToolFailed  # noqa: E402
-from runtime.models import ToolSpec  # noqa: E402
+import standins
+
+from runtime.backends.base import ExecRequest
+from runtime.backends.mock import MockBackend
+from runtime.catalogue import Catalogue
+from runtime.errors import ToolFailed
+from runtime.models import ToolSpec
 
 
 def _spec(name: str) -> ToolSpec:
@@ -41,20 +44,21 @@ class Gate:
         self.in_flight = 0
         self.peak = 0
         self.order: list[str] = []
+        self.changed = anyio.Event()  # replaced on every arrival; waiters re-check
 
     async def __call__(self, request: ExecRequest) -> Any:
-        import anyio
-
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
+        self.changed.set()
+        self.changed = anyio.Event()
         try:
             with anyio.move_on_after(10):
                 while self.peak < self.expected:
-                    await anyio.sleep(0)
+                    await self.changed.wait()
             # Finish in reverse of the requested delay order, so completion order differs
             # from call order.
             for _ in range(int(request.arguments.get("delay", 0))):
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
             if request.spec.name == "fail":
                 raise ToolFailed("failed on purpose")
             self.order.append(request.arguments.get("text", ""))
