@@ -14,9 +14,18 @@ Mapping (DESIGN §7 → MCP):
 * an unknown or hidden tool → JSON-RPC error -32602 (the MCP spec's "unknown tool"). Hidden
   tools are indistinguishable from missing ones, so a profile cannot probe the catalogue.
 
-Approvals: an ``ask`` decision elicits the client (``elicitation/create``) when the connection
-can carry a server-to-client request and the client declared the elicitation capability;
-otherwise the call ends as ``approval_required``. The ``ask_user`` tool elicits the same way.
+Approvals: an ``ask`` decision elicits the client when it declared the elicitation capability,
+in the connection's era:
+
+* handshake era (``initialize``, <= 2025-11-25): a server-to-client ``elicitation/create``
+  request while the call waits;
+* 2026-07-28 era (no server-to-client requests): the call ends with an ``InputRequiredResult``
+  carrying the elicitation; the client retries with the answer and the ``requestState`` we
+  minted. The SDK's ``RequestStateBoundary`` seals that state and binds it to this tool name and
+  these exact arguments (and expires it), so an answer cannot be replayed onto another call.
+
+Otherwise the call ends as ``approval_required``. The ``ask_user`` tool elicits in the handshake
+era only (a tool cannot be paused across rounds); in the 2026 era it fails as ``tool_error``.
 """
 
 from __future__ import annotations
@@ -24,13 +33,16 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import runtime
 from runtime.errors import ApprovalRequired, ToolFailed
@@ -45,10 +57,26 @@ log = logging.getLogger("runtime.mcp")
 
 SERVER_NAME = "runtime"
 
-#: The MCP request being served; the approver and ask_user read it to elicit the right client.
+#: The input key and request state of an approval round (2026 era); the state is sealed and
+#: bound to the tool and its arguments by the SDK, so it only needs to say what was asked.
+_APPROVAL_KEY = "approve"
+_APPROVAL_STATE = "runtime-approval:v1"
+
+
+@dataclass(slots=True)
+class _Round:
+    """The MCP request being served, as the approver and ask_user see it."""
+
+    ctx: ServerRequestContext[Any, Any]
+    answers: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+    #: Set by the approver when the answer must come in a later round (2026 era).
+    need: types.ElicitRequest | None = None
+
+
 #: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
-_current_request: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = (
-    contextvars.ContextVar("runtime_mcp_request", default=None)
+_current_round: contextvars.ContextVar[_Round | None] = contextvars.ContextVar(
+    "runtime_mcp_round", default=None
 )
 
 _APPROVE_SCHEMA: dict[str, Any] = {
@@ -99,11 +127,29 @@ def call_result(result: ToolResult) -> types.CallToolResult:
     )
 
 
-def _can_elicit(ctx: ServerRequestContext[Any, Any] | None) -> bool:
-    if ctx is None or not ctx.session.can_send_request:
-        return False
+def _client_elicits(ctx: ServerRequestContext[Any, Any]) -> bool:
     caps = ctx.session.client_capabilities
     return caps is not None and caps.elicitation is not None
+
+
+def _can_elicit(ctx: ServerRequestContext[Any, Any] | None) -> bool:
+    """Whether we can ask the client now, with a server-to-client request."""
+    return ctx is not None and ctx.session.can_send_request and _client_elicits(ctx)
+
+
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _answer_fields(answer: Any) -> tuple[str | None, dict[str, Any]]:
+    """(action, content) of an elicitation answer, whichever model the union parsed into."""
+    if isinstance(answer, dict):
+        action, content = answer.get("action"), answer.get("content")
+    else:
+        action, content = getattr(answer, "action", None), getattr(answer, "content", None)
+    return (action if isinstance(action, str) else None), (
+        content if isinstance(content, dict) else {}
+    )
 
 
 async def _elicit(
@@ -127,6 +173,11 @@ class McpToolServer:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        # Seals requestState and binds it to (method, tool, arguments) with an expiry; the key
+        # lives in this process only, so a restart invalidates pending approvals (fail closed).
+        self.server.middleware.append(
+            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+        )
         # The broker asks us for approvals and user answers; both elicit the calling client.
         broker.approver = self.approve
         broker.ask_user = self.ask_user
@@ -139,7 +190,7 @@ class McpToolServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         if name not in self.broker.catalogue or not self.broker.policy.tool_visible(
             name, self.profile
@@ -148,45 +199,69 @@ class McpToolServer:
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
         if ctx.request_id is not None:
             call["call_id"] = f"mcp_{ctx.request_id}"
-        token = _current_request.set(ctx)
+        current = _Round(
+            ctx=ctx, answers=dict(params.input_responses or {}), state=params.request_state
+        )
+        token = _current_round.set(current)
         try:
             result = await self.broker.call(call, profile=self.profile)
         finally:
-            _current_request.reset(token)
+            _current_round.reset(token)
+        if current.need is not None:
+            # This leg is audited as approval_required; the retry carries the answer.
+            return types.InputRequiredResult(
+                input_requests={_APPROVAL_KEY: current.need}, request_state=_APPROVAL_STATE
+            )
         return call_result(result)
 
     # -- elicitation --------------------------------------------------------------------------
     async def approve(self, call: ToolCall, decision: Decision) -> bool:
         """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
-        ctx = _current_request.get()
-        if not _can_elicit(ctx):
-            raise ApprovalRequired(
-                f"{call.tool}: policy rule {decision.rule!r} asks for approval and the MCP "
-                "client cannot be asked (no elicitation support on this connection)",
-                rule=decision.rule,
-                reasons=decision.reasons,
-            )
-        assert ctx is not None
+        current = _current_round.get()
         reasons = "; ".join(decision.reasons) or decision.rule
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         message = (
             f"The policy asks before running {call.tool} ({reasons}).\n"
             f"Arguments: {arguments[:2000]}"
         )
-        try:
-            answer = await _elicit(ctx, message, _APPROVE_SCHEMA)
-        except MCPError as exc:
+        if current is not None and _can_elicit(current.ctx):
+            try:
+                answer = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
+            except MCPError as exc:
+                raise ApprovalRequired(
+                    f"{call.tool}: approval could not be asked: {exc.message}",
+                    rule=decision.rule,
+                ) from exc
+            return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+        if current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
+            if current.state == _APPROVAL_STATE and _APPROVAL_KEY in current.answers:
+                action, content = _answer_fields(current.answers[_APPROVAL_KEY])
+                return action == "accept" and content.get("approve") is True
+            current.need = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=message, requested_schema=_APPROVE_SCHEMA
+                )
+            )
             raise ApprovalRequired(
-                f"{call.tool}: approval could not be asked: {exc.message}", rule=decision.rule
-            ) from exc
-        return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+                f"{call.tool}: waiting for the client's approval (input required)",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
+        raise ApprovalRequired(
+            f"{call.tool}: policy rule {decision.rule!r} asks for approval and the MCP "
+            "client cannot be asked (no elicitation support on this connection)",
+            rule=decision.rule,
+            reasons=decision.reasons,
+        )
 
     def ask_user(self, question: str, options: list[str] | None) -> str:
         """The broker's ask_user: runs in a worker thread; elicits on the event loop."""
-        ctx = _current_request.get()
-        if not _can_elicit(ctx):
-            raise ToolFailed("the MCP client cannot be asked (no elicitation support)")
-        assert ctx is not None
+        current = _current_round.get()
+        if current is None or not _can_elicit(current.ctx):
+            raise ToolFailed(
+                "the MCP client cannot be asked mid-call (no elicitation on this connection)"
+            )
+        ctx = current.ctx
         answer_schema: dict[str, Any] = {"type": "string", "title": "Answer"}
         if options:
             answer_schema["enum"] = list(options)
