@@ -1,0 +1,261 @@
+"""Low-level, workspace-agnostic file I/O for :mod:`runtime.toolkit_fs`: ``openat2`` with
+RESOLVE_BENEATH and its O_NOFOLLOW-walk fallback, ``renameat2(RENAME_NOREPLACE)``, the fd
+holder, and streaming readers. Private: tools use :mod:`runtime.toolkit_fs`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import threading
+from types import TracebackType
+
+__all__ = [
+    "Fd",
+    "file_type",
+    "open_beneath",
+    "read_bytes",
+    "read_lines",
+    "renameat2_noreplace",
+    "write_all",
+]
+
+_SYS_OPENAT2 = 437  # same number on every architecture (new syscall table)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_BENEATH = 0x08
+_RENAME_NOREPLACE = 1
+_MAX_SYMLINKS = 40  # the kernel's own MAXSYMLINKS
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_openat2_state = {"works": True}
+_lock = threading.Lock()
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+# Typed once: the per-call argument conversion is most of the cost of a small read.
+_syscall_openat2 = ctypes.CFUNCTYPE(
+    ctypes.c_long,
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.POINTER(_OpenHow),
+    ctypes.c_size_t,
+    use_errno=True,
+)(("syscall", _libc))
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+
+
+def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
+    # The kernel rejects a non-zero mode (EINVAL) unless the open can create a file.
+    # O_TMPFILE includes the O_DIRECTORY bit, hence the full-mask test.
+    if not (flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE):
+        mode = 0
+    how = _OpenHow(flags | os.O_CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    fd = int(_syscall_openat2(_SYS_OPENAT2, dirfd, os.fsencode(path), how, _HOW_SIZE))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return fd
+
+
+def renameat2_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
+    rc = _libc.renameat2(
+        ctypes.c_int(src_dir),
+        ctypes.c_char_p(os.fsencode(src)),
+        ctypes.c_int(dst_dir),
+        ctypes.c_char_p(os.fsencode(dst)),
+        ctypes.c_uint(_RENAME_NOREPLACE),
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), dst)
+
+
+def file_type(mode: int) -> str:
+    """``file | directory | symlink | other`` for an ``st_mode``."""
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def open_beneath(rootfd: int, parts: tuple[str, ...], flags: int, mode: int = 0o666) -> int:
+    """Open ``parts`` beneath ``rootfd``; symlinks are followed only while they stay
+    inside. Raises OSError: EXDEV for an escape, ELOOP, ENOENT, ..."""
+    if _openat2_state["works"]:
+        try:
+            return _openat2(rootfd, "/".join(parts) or ".", flags, mode)
+        except OSError as exc:
+            if exc.errno != errno.ENOSYS:
+                raise
+            # ENOSYS: an old kernel, or a seccomp filter hiding openat2. Remember it.
+            with _lock:
+                _openat2_state["works"] = False
+    return _walk_open(rootfd, list(parts), flags, mode)
+
+
+def _walk_open(rootfd: int, comps: list[str], flags: int, mode: int) -> int:
+    """RESOLVE_BENEATH by hand: a stack of O_PATH dir fds from the root; symlinks are
+    read and their targets pushed back as components; '..' pops and may not pop the
+    root; absolute targets are an escape."""
+    stack = [os.dup(rootfd)]
+    todo = list(reversed(comps))
+    links = 0
+    try:
+        if not todo:
+            return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
+        while todo:
+            comp = todo.pop()
+            if comp in ("", "."):
+                if not todo:
+                    return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
+                continue
+            if comp == "..":
+                if len(stack) == 1:
+                    raise OSError(errno.EXDEV, "path escapes the workspace", comp)
+                os.close(stack.pop())
+                if not todo:
+                    return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=stack[-1])
+                continue
+            last = not todo
+            try:
+                st = os.stat(comp, dir_fd=stack[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                if last and flags & os.O_CREAT:
+                    return os.open(
+                        comp, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=stack[-1]
+                    )
+                raise
+            if stat.S_ISLNK(st.st_mode) and not (last and flags & os.O_NOFOLLOW):
+                links += 1
+                if links > _MAX_SYMLINKS:
+                    raise OSError(errno.ELOOP, "too many symbolic links", comp)
+                target = os.readlink(comp, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    raise OSError(errno.EXDEV, "absolute symlink leaves the workspace", comp)
+                todo.extend(reversed(target.split("/") or ["."]))
+                continue
+            if last:
+                # O_NOFOLLOW: if the entry was swapped for a symlink since the stat, fail.
+                return os.open(comp, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=stack[-1])
+            stack.append(
+                os.open(
+                    comp,
+                    os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    dir_fd=stack[-1],
+                )
+            )
+        raise OSError(errno.ENOENT, "empty path")  # unreachable: loop returns
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+class Fd:
+    """One owned file descriptor; ``fd`` is -1 once closed (trio ``_FdHolder``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __enter__(self) -> Fd:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+_BLOCK = 1 << 16
+
+
+def read_lines(fd: int, offset: int, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
+    """Stream lines ``offset`` (1-based) .. ``offset+limit-1`` from ``fd``, holding at most
+    one block plus the selected bytes. Returns (bytes, lines, truncated); stops at
+    ``max_bytes`` on a line boundary, or mid-line when a single line is too big. Works a
+    block at a time (bytes.count / find in C), not a line at a time."""
+    lineno = 1  # number of the line that starts at the next unread byte
+    data = b""
+    while lineno < offset:
+        block = os.read(fd, _BLOCK)
+        if not block:
+            return b"", 0, False
+        n = block.count(b"\n")
+        if lineno + n < offset:
+            lineno += n
+            continue
+        pos = -1
+        for _ in range(offset - lineno):
+            pos = block.index(b"\n", pos + 1)
+        data, lineno = block[pos + 1 :], offset
+    out = bytearray()
+    taken = 0  # complete lines in out
+    while True:
+        if not data:
+            data = os.read(fd, _BLOCK)
+            if not data:
+                if out and not out.endswith(b"\n"):
+                    taken += 1  # the last line has no newline
+                return bytes(out), taken, False
+        n = data.count(b"\n")
+        if taken + n < limit and len(out) + len(data) <= max_bytes:
+            out += data
+            taken += n
+            data = b""
+            continue
+        if taken + n >= limit:
+            end = -1
+            for _ in range(limit - taken):
+                end = data.index(b"\n", end + 1)
+            want, rest = data[: end + 1], data[end + 1 :]
+            if len(out) + len(want) <= max_bytes:
+                out += want
+                return bytes(out), limit, bool(rest) or bool(os.read(fd, 1))
+            data = want
+        return _cut(out, taken, data, max_bytes)
+
+
+def _cut(out: bytearray, taken: int, data: bytes, max_bytes: int) -> tuple[bytes, int, bool]:
+    """The byte cap falls inside ``data``: keep whole lines, or the head of a single line
+    that is larger than the cap by itself."""
+    piece = data[: max(max_bytes - len(out), 0)]
+    nl = piece.rfind(b"\n")
+    if nl >= 0:
+        out += piece[: nl + 1]
+        return bytes(out), taken + piece.count(b"\n", 0, nl + 1), True
+    if taken == 0:
+        out += piece
+        return bytes(out), 1, True
+    del out[out.rfind(b"\n") + 1 :]  # drop a partial line carried from earlier blocks
+    return bytes(out), taken, True
+
+
+def read_bytes(fd: int, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to ``max_bytes`` from ``fd``; truncated is true when more was there."""
+    out = bytearray()
+    while len(out) < max_bytes:
+        block = os.read(fd, min(1 << 16, max_bytes - len(out)))
+        if not block:
+            return bytes(out), False
+        out += block
+    return bytes(out), bool(os.read(fd, 1))

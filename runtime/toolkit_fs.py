@@ -1,0 +1,447 @@
+"""Workspace-confined file access for tool implementations: defence in depth under the sandbox.
+
+The kernel is the wall (mounts, Landlock); this module gives early, clear errors and closes
+the classic holes that string checks leave open:
+
+* every path is resolved relative to an ``O_PATH`` descriptor of the workspace root with
+  ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)``, so a symlink (file, dir, chain,
+  dangling, swapped in a race) can never lead outside, and the file we act on is the one we
+  opened (no check-then-use on a path string);
+* without ``openat2`` (ENOSYS: old kernel, or a seccomp filter that hides it) the same rule is
+  emulated by a component-by-component ``O_NOFOLLOW`` walk that expands symlinks itself;
+* writes never touch the target in place: temp file in the same directory, write, fsync,
+  rename, fsync the directory. A killed call leaves either the old file or the new one;
+* reading streams and stops at a byte cap; walking never follows directory symlinks and
+  remembers (st_dev, st_ino), so symlink and bind-mount loops end.
+
+Attackers control every path string and, through ``shell_exec`` in the same workspace, the
+tree itself between two of our system calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from runtime._fsio import (
+    Fd,
+    file_type,
+    open_beneath,
+    read_bytes,
+    read_lines,
+    renameat2_noreplace,
+    write_all,
+)
+from runtime.errors import ToolFailed
+
+__all__ = [
+    "SANDBOX_ROOT",
+    "STATE_DIR",
+    "Entry",
+    "Fd",
+    "Workspace",
+    "file_type",
+    "glob_match",
+    "read_bytes",
+    "read_lines",
+]
+
+#: Where the sandbox mounts the workspace; such absolute paths mean the workspace root.
+SANDBOX_ROOT = "/workspace"
+#: The runtime's own state inside a workspace; never readable or writable through tools.
+STATE_DIR = ".runtime"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One walked directory entry; ``path`` is workspace-relative, '/'-separated."""
+
+    name: str
+    path: str
+    type: str
+    size: int
+    modified: float
+    depth: int
+
+
+def _fail(message: str, reason: str, path: str, exc: BaseException | None = None) -> ToolFailed:
+    err = ToolFailed(message, reason=reason, path=path)
+    if exc is not None:
+        err.__cause__ = exc
+    return err
+
+
+class Workspace:
+    """The workspace root, held open as an ``O_PATH`` descriptor; every operation is relative
+    to it. Use as a context manager. ``parts`` are normalised relative path components."""
+
+    def __init__(self, root: Path | str, *, refuse_state: bool = True) -> None:
+        self.root = Path(root)
+        self.refuse_state = refuse_state
+        try:
+            self.fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _fail("the workspace is not available", "workspace", str(root), exc) from exc
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------------------- paths
+
+    def parts(self, path: str, *, allow_root: bool = True) -> tuple[str, ...]:
+        """Normalise a user path into components, or raise ToolFailed saying why not.
+
+        Absolute paths are accepted only under ``/workspace`` or the workspace's own
+        directory. ``..`` is refused outright: through a symlink its meaning is not lexical,
+        so any "harmless" ``a/../b`` would be a guess."""
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+            raise _fail("the path contains a NUL or control character", "control_char", repr(path))
+        try:
+            path.encode("utf-8")  # lone surrogates from JSON would otherwise crash fsencode
+        except UnicodeEncodeError as exc:
+            raise _fail("the path is not valid Unicode", "bad_encoding", repr(path), exc) from exc
+        rel = path
+        if path.startswith("/"):
+            rel = ""
+            for prefix in (SANDBOX_ROOT, str(self.root).rstrip("/")):
+                if prefix and (path == prefix or path.startswith(prefix + "/")):
+                    rel = path[len(prefix) :]
+                    break
+            else:
+                raise _fail(
+                    f"absolute path {path!r} is outside the workspace; use a path relative "
+                    "to the workspace",
+                    "absolute",
+                    path,
+                )
+        comps = tuple(c for c in rel.split("/") if c not in ("", "."))
+        if ".." in comps:
+            raise _fail(
+                f"path {path!r} uses '..'; paths must stay inside the workspace",
+                "parent_ref",
+                path,
+            )
+        if self.refuse_state and comps and comps[0] == STATE_DIR:
+            raise _fail(
+                f"{STATE_DIR}/ holds the runtime's own state and is not accessible to tools",
+                "runtime_state",
+                path,
+            )
+        if not comps and not allow_root:
+            raise _fail("this operation needs a path below the workspace root", "root", path)
+        return comps
+
+    @staticmethod
+    def rel(parts: tuple[str, ...]) -> str:
+        return "/".join(parts) or "."
+
+    # ---------------------------------------------------------------------------- opening
+
+    def open(self, parts: tuple[str, ...], flags: int, mode: int = 0o666) -> Fd:
+        """Open ``parts`` beneath the root; symlinks are followed only while they stay
+        inside. Raises OSError (EXDEV for an escape, ELOOP, ENOENT...) for the caller to
+        translate with :meth:`explain`."""
+        return Fd(open_beneath(self.fd, parts, flags, mode))
+
+    def explain(self, exc: OSError, parts: tuple[str, ...], what: str = "path") -> ToolFailed:
+        """Translate an OSError from this module into a ToolFailed an LLM can act on."""
+        rel = self.rel(parts)
+        code = exc.errno
+        if code == errno.EXDEV:
+            msg, reason = f"{what} {rel!r} resolves outside the workspace (symlink)", "escape"
+        elif code == errno.ELOOP:
+            msg, reason = f"{what} {rel!r} is a symlink loop or a refused symlink", "symlink"
+        elif code == errno.ENOENT:
+            msg, reason = f"{what} {rel!r} does not exist", "not_found"
+        elif code == errno.ENOTDIR:
+            msg, reason = f"a parent of {what} {rel!r} is not a directory", "not_a_directory"
+        elif code == errno.EISDIR:
+            msg, reason = f"{what} {rel!r} is a directory", "is_a_directory"
+        elif code == errno.EEXIST:
+            msg, reason = f"{what} {rel!r} already exists", "exists"
+        elif code == errno.ENOTEMPTY:
+            msg, reason = f"directory {rel!r} is not empty", "not_empty"
+        elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            msg, reason = f"permission denied for {what} {rel!r}", "permission"
+        elif code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            msg, reason = f"no space left (or file too large) writing {rel!r}", "no_space"
+        elif code == errno.ENAMETOOLONG:
+            msg, reason = f"{what} {rel!r} is too long", "name_too_long"
+        else:
+            msg, reason = f"cannot access {what} {rel!r}: {exc.strerror}", "os_error"
+        err = ToolFailed(msg, reason=reason, path=rel, errno=errno.errorcode.get(code or 0, ""))
+        err.__cause__ = exc
+        return err
+
+    def open_file(
+        self, parts: tuple[str, ...], flags: int = os.O_RDONLY
+    ) -> tuple[Fd, os.stat_result]:
+        """Open a regular file for reading. O_NONBLOCK keeps a FIFO from blocking the open;
+        the fstat of the opened descriptor is what we check (no path re-use)."""
+        try:
+            fd = self.open(parts, flags | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError as exc:
+            raise self.explain(exc, parts, "file") from exc
+        st = os.fstat(fd.fd)
+        if not stat.S_ISREG(st.st_mode):
+            fd.close()
+            kind = file_type(st.st_mode)
+            raise _fail(
+                f"{self.rel(parts)!r} is a {kind}, not a regular file",
+                f"is_{kind}",
+                self.rel(parts),
+            )
+        os.set_blocking(fd.fd, True)
+        return fd, st
+
+    def open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> Fd:
+        """An ``O_RDONLY | O_DIRECTORY`` descriptor (usable as dir_fd, for fsync, scandir).
+        With ``create``, missing components are made one by one, each under the
+        previously opened directory (mkdirat never follows a symlink)."""
+        try:
+            return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            if not (create and exc.errno == errno.ENOENT):
+                raise self.explain(exc, parts, "directory") from exc
+        cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
+        try:
+            for i, comp in enumerate(parts):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(comp, 0o777, dir_fd=cur.fd)
+                nxt = self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
+                cur.close()
+                cur = nxt
+        except OSError as exc:
+            cur.close()
+            raise self.explain(exc, parts, "directory") from exc
+        return cur
+
+    def lstat(self, parts: tuple[str, ...]) -> os.stat_result | None:
+        """Stat the entry itself (a symlink is reported as such); None when missing. The
+        parent is resolved beneath the root, so this never describes an outside file."""
+        if not parts:
+            return os.stat(".", dir_fd=self.fd)
+        try:
+            with self.open_dir(parts[:-1]) as parent:
+                return os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except ToolFailed as exc:
+            if exc.details.get("reason") == "not_found":
+                return None
+            raise
+        except OSError as exc:
+            raise self.explain(exc, parts) from exc
+
+    # ---------------------------------------------------------------------------- writing
+
+    def atomic_write(
+        self, parts: tuple[str, ...], chunks: Iterator[bytes], *, append: bool = False
+    ) -> int:
+        """Replace ``parts`` with the concatenated chunks atomically; returns bytes written
+        by the caller's chunks. ``append`` copies the current content into the temp file
+        first (so an append is atomic too, at the cost of a copy). The existing mode is kept;
+        a symlink at the target is refused rather than silently replaced or followed."""
+        if not parts:
+            raise _fail("cannot write to the workspace root", "root", ".")
+        name = parts[-1]
+        written = 0
+        with self.open_dir(parts[:-1], create=True) as parent:
+            try:
+                old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                kind = file_type(old.st_mode)
+                raise _fail(
+                    f"{self.rel(parts)!r} is a {kind}; only regular files can be written",
+                    f"is_{kind}",
+                    self.rel(parts),
+                )
+            tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
+            try:
+                tfd = Fd(
+                    os.open(
+                        tmp,
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        0o666,
+                        dir_fd=parent.fd,
+                    )
+                )
+            except OSError as exc:
+                raise self.explain(exc, parts, "file") from exc
+            try:
+                with tfd:
+                    if old is not None:
+                        # New content drops set-id bits, as write(2) on the file would.
+                        keep = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+                        os.fchmod(tfd.fd, keep)
+                    if append and old is not None:
+                        with Fd(
+                            os.open(
+                                name,
+                                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                dir_fd=parent.fd,
+                            )
+                        ) as src:
+                            while block := os.read(src.fd, 1 << 20):
+                                write_all(tfd.fd, block)
+                    for chunk in chunks:
+                        write_all(tfd.fd, chunk)
+                        written += len(chunk)
+                    os.fsync(tfd.fd)
+                os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+                tmp = ""
+                os.fsync(parent.fd)
+            except OSError as exc:
+                raise self.explain(exc, parts, "file") from exc
+            finally:
+                if tmp:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp, dir_fd=parent.fd)
+        return written
+
+    def delete(self, parts: tuple[str, ...], *, recursive: bool) -> str:
+        """Remove a file, symlink (the link itself) or, with ``recursive``, a directory tree
+        (shutil's fd-based rmtree: it never follows symlinks). Returns the type removed."""
+        if not parts:
+            raise _fail("refusing to delete the workspace root", "root", ".")
+        with self.open_dir(parts[:-1]) as parent:
+            try:
+                st = os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if not recursive:
+                        raise _fail(
+                            f"{self.rel(parts)!r} is a directory; pass recursive=true to "
+                            "delete it and everything in it",
+                            "is_directory",
+                            self.rel(parts),
+                        )
+                    shutil.rmtree(parts[-1], dir_fd=parent.fd)
+                else:
+                    os.unlink(parts[-1], dir_fd=parent.fd)
+            except OSError as exc:
+                raise self.explain(exc, parts) from exc
+        return file_type(st.st_mode)
+
+    def move(self, src: tuple[str, ...], dst: tuple[str, ...], *, overwrite: bool) -> None:
+        """Rename within the workspace. Without ``overwrite``, renameat2(RENAME_NOREPLACE)
+        makes "does not exist yet" and the rename one atomic step."""
+        if not src or not dst:
+            raise _fail("cannot move the workspace root or onto it", "root", ".")
+        if dst[: len(src)] == src:
+            raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
+        with self.open_dir(src[:-1]) as sp, self.open_dir(dst[:-1], create=True) as dp:
+            try:
+                os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
+            except OSError as exc:
+                raise self.explain(exc, src, "source") from exc
+            try:
+                if overwrite:
+                    os.rename(src[-1], dst[-1], src_dir_fd=sp.fd, dst_dir_fd=dp.fd)
+                else:
+                    renameat2_noreplace(sp.fd, src[-1], dp.fd, dst[-1])
+                os.fsync(dp.fd)
+                if sp.fd != dp.fd:
+                    os.fsync(sp.fd)
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    raise _fail(
+                        f"destination {self.rel(dst)!r} already exists; pass overwrite=true "
+                        "to replace it",
+                        "exists",
+                        self.rel(dst),
+                    ) from exc
+                raise self.explain(exc, dst, "destination") from exc
+
+    # ---------------------------------------------------------------------------- walking
+
+    def walk(
+        self,
+        parts: tuple[str, ...],
+        *,
+        max_depth: int,
+        max_entries: int = 200_000,
+    ) -> Iterator[Entry]:
+        """Depth-first, sorted, never following symlinks; each directory is opened with
+        O_NOFOLLOW under its already-open parent, so a swap mid-walk cannot redirect it.
+        ``max_depth`` 1 lists only the directory itself; (st_dev, st_ino) ends bind-mount
+        loops; ``max_entries`` bounds the work on huge trees. Skips ``.runtime`` at the
+        root."""
+        top = self.open_dir(parts)
+        base = "/".join(parts)
+        seen: set[tuple[int, int]] = set()
+        count = 0
+        stack: list[tuple[Fd, str, int, Iterator[os.DirEntry[str]]]] = []
+
+        def push(fd: Fd, rel: str, depth: int) -> None:
+            st = os.fstat(fd.fd)
+            if (st.st_dev, st.st_ino) in seen:
+                fd.close()
+                return
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(fd.fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            stack.append((fd, rel, depth, iter(entries)))
+
+        try:
+            push(top, base, 1)
+            while stack:
+                fd, rel, depth, it = stack[-1]
+                entry = next(it, None)
+                if entry is None:
+                    stack.pop()[0].close()
+                    continue
+                if not rel and entry.name == STATE_DIR and self.refuse_state:
+                    continue
+                count += 1
+                if count > max_entries:
+                    return
+                try:
+                    st = os.stat(entry.name, dir_fd=fd.fd, follow_symlinks=False)
+                except OSError:
+                    continue  # vanished under us
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                yield Entry(entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth)
+                if stat.S_ISDIR(st.st_mode) and (max_depth < 0 or depth < max_depth):
+                    try:
+                        child = os.open(
+                            entry.name,
+                            os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            dir_fd=fd.fd,
+                        )
+                    except OSError:
+                        continue
+                    push(Fd(child), path, depth + 1)
+        finally:
+            for fd, *_ in stack:
+                fd.close()
+
+
+def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
+    """A pattern without '/' matches the name; with '/', the path below ``base``."""
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(entry.name, pattern)
+    prefix = "/".join(base)
+    rel = entry.path[len(prefix) + 1 :] if prefix else entry.path
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
+        return True
+    return fnmatch.fnmatchcase(rel, pattern)

@@ -1,0 +1,301 @@
+"""The file tools, called as the fork-server would call them: ordinary use, edges, bad input."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import ToolFailed
+from runtime.models import Limits
+from runtime.toolkit import ToolContext
+
+Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
+Load = Callable[[str], Tool]
+
+
+def _fails(fn: Tool, args: dict[str, Any], ctx: ToolContext, reason: str) -> ToolFailed:
+    with pytest.raises(ToolFailed) as exc:
+        fn(args, ctx)
+    assert exc.value.details["reason"] == reason, exc.value.message
+    return exc.value
+
+
+# ------------------------------------------------------------------------------- read_file
+
+
+def test_read_file_ranges(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    read = tool("read_file")
+    r = read({"path": "f.txt"}, ctx)
+    assert r["lines"] == 10 and not r["truncated"] and r["size"] == (ws / "f.txt").stat().st_size
+    r = read({"path": "f.txt", "offset": 3, "limit": 2}, ctx)
+    assert r["content"] == "line 3\nline 4\n" and r["truncated"]
+    r = read({"path": "/workspace/f.txt", "offset": 10}, ctx)
+    assert r["content"] == "line 10\n" and not r["truncated"]
+    r = read({"path": "f.txt", "offset": 50}, ctx)
+    assert r["content"] == "" and r["lines"] == 0
+
+
+def test_read_file_output_cap(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "big.txt").write_text("x" * 100 + "\n" + "y" * 100 + "\n")
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=150))
+    r = tool("read_file")({"path": "big.txt"}, small)
+    assert r["content"] == "x" * 100 + "\n" and r["truncated"]
+
+
+def test_read_file_binary(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    blob = bytes(range(256))
+    (ws / "b.bin").write_bytes(blob)
+    err = _fails(tool("read_file"), {"path": "b.bin"}, ctx, "binary")
+    assert "base64" in err.message
+    r = tool("read_file")({"path": "b.bin", "encoding": "base64"}, ctx)
+    assert base64.b64decode(r["content"]) == blob and not r["truncated"]
+    (ws / "latin.txt").write_bytes("café".encode("latin-1"))
+    _fails(tool("read_file"), {"path": "latin.txt"}, ctx, "binary")
+
+
+def test_read_file_cut_multibyte_at_cap(tool: Load, ws: Path) -> None:
+    (ws / "u.txt").write_text("é" * 100)  # one line of 200 bytes
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=51))
+    r = tool("read_file")({"path": "u.txt"}, small)
+    assert r["content"] == "é" * 25 and r["truncated"]
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("missing.txt", "not_found"),
+        ("d", "is_directory"),
+        ("../etc/passwd", "parent_ref"),
+        ("/etc/passwd", "absolute"),
+        (".", "root"),
+        (".runtime/x", "runtime_state"),
+    ],
+)
+def test_read_file_bad_paths(
+    tool: Load, ctx: ToolContext, ws: Path, path: str, reason: str
+) -> None:
+    (ws / "d").mkdir()
+    _fails(tool("read_file"), {"path": path}, ctx, reason)
+
+
+# ------------------------------------------------------------------------------- write_file
+
+
+def test_write_file_create_overwrite_append(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    write = tool("write_file")
+    r = write({"path": "deep/new/f.txt", "content": "héllo"}, ctx)
+    assert r == {"path": "deep/new/f.txt", "bytes_written": 6, "mode": "overwrite", "created": True}
+    write({"path": "deep/new/f.txt", "content": " world", "mode": "append"}, ctx)
+    assert (ws / "deep/new/f.txt").read_text() == "héllo world"
+    r = write({"path": "deep/new/f.txt", "content": "x"}, ctx)
+    assert not r["created"] and (ws / "deep/new/f.txt").read_text() == "x"
+    write({"path": "fresh.log", "content": "a", "mode": "append"}, ctx)
+    assert (ws / "fresh.log").read_text() == "a"
+
+
+def test_write_file_base64(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    blob = os.urandom(1000)
+    r = tool("write_file")(
+        {"path": "b.bin", "content": base64.b64encode(blob).decode(), "encoding": "base64"}, ctx
+    )
+    assert r["bytes_written"] == 1000 and (ws / "b.bin").read_bytes() == blob
+    _fails(
+        tool("write_file"),
+        {"path": "c.bin", "content": "not base64!", "encoding": "base64"},
+        ctx,
+        "bad_base64",
+    )
+    assert not (ws / "c.bin").exists()
+
+
+def test_write_file_refusals(tool: Load, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    (ws / "d").mkdir()
+    (ws / "file").write_text("f")
+    write = tool("write_file")
+    _fails(write, {"path": "d", "content": "x"}, ctx, "is_directory")
+    _fails(write, {"path": "file/child", "content": "x"}, ctx, "not_a_directory")
+    _fails(write, {"path": ".runtime/state.db", "content": "x"}, ctx, "runtime_state")
+    (ws / "esc").symlink_to(outside)
+    _fails(write, {"path": "esc/new.txt", "content": "x"}, ctx, "escape")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_write_file_fault_keeps_original(
+    tool: Load, ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "keep.txt").write_text("original")
+    from runtime import toolkit_fs
+
+    def boom(*a: object, **k: object) -> None:
+        raise OSError(5, "EIO")
+
+    monkeypatch.setattr(toolkit_fs.os, "fsync", boom)
+    with pytest.raises(ToolFailed):
+        tool("write_file")({"path": "keep.txt", "content": "new", "mode": "append"}, ctx)
+    monkeypatch.undo()
+    assert (ws / "keep.txt").read_text() == "original"
+    assert [p.name for p in ws.iterdir()] == ["keep.txt"]
+
+
+# ------------------------------------------------------------------------------- edit_file
+
+
+def test_edit_file(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "m.py").write_text("a = 1\nb = 1\nc = 2\n")
+    edit = tool("edit_file")
+    assert edit({"path": "m.py", "old_string": "c = 2", "new_string": "c = 3"}, ctx) == {
+        "path": "m.py",
+        "replacements": 1,
+    }
+    err = _fails(
+        edit, {"path": "m.py", "old_string": "= 1", "new_string": "= 9"}, ctx, "not_unique"
+    )
+    assert err.details["occurrences"] == 2 and "2 times" in err.message
+    assert (ws / "m.py").read_text() == "a = 1\nb = 1\nc = 3\n"  # nothing changed
+    r = edit({"path": "m.py", "old_string": "= 1", "new_string": "= 9", "replace_all": True}, ctx)
+    assert r["replacements"] == 2 and (ws / "m.py").read_text() == "a = 9\nb = 9\nc = 3\n"
+    err = _fails(edit, {"path": "m.py", "old_string": "zzz", "new_string": "y"}, ctx, "not_found")
+    assert err.details["occurrences"] == 0
+    _fails(edit, {"path": "m.py", "old_string": "a", "new_string": "a"}, ctx, "no_change")
+    _fails(edit, {"path": "nope.py", "old_string": "a", "new_string": "b"}, ctx, "not_found")
+    (ws / "bin").write_bytes(b"\xff\xfe")
+    _fails(edit, {"path": "bin", "old_string": "a", "new_string": "b"}, ctx, "binary")
+
+
+def test_edit_keeps_mode(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "run.sh").write_text("echo a\n")
+    os.chmod(ws / "run.sh", 0o755)
+    tool("edit_file")({"path": "run.sh", "old_string": "a", "new_string": "b"}, ctx)
+    assert (ws / "run.sh").stat().st_mode & 0o777 == 0o755
+
+
+# ------------------------------------------------------------------------------- list/search
+
+
+def _tree(ws: Path) -> None:
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "a.py").write_text("a")
+    (ws / "src" / "pkg" / "b.py").write_text("bb")
+    (ws / "README.md").write_text("r")
+    (ws / "src" / "loop").symlink_to("..")
+    (ws / ".runtime").mkdir()
+
+
+def test_list_files(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    _tree(ws)
+    ls = tool("list_files")
+    r = ls({}, ctx)
+    assert [f["name"] for f in r["files"]] == ["README.md", "src"] and not r["truncated"]
+    assert {"name", "path", "type", "size", "modified"} <= set(r["files"][0])
+    r = ls({"path": "src", "recursive": True}, ctx)
+    assert [f["path"] for f in r["files"]] == ["src/a.py", "src/loop", "src/pkg", "src/pkg/b.py"]
+    assert r["files"][1]["type"] == "symlink"
+    r = ls({"recursive": True, "pattern": "*.py"}, ctx)
+    assert [f["path"] for f in r["files"]] == ["src/a.py", "src/pkg/b.py"]
+    r = ls({"recursive": True, "pattern": "src/pkg/*"}, ctx)
+    assert [f["path"] for f in r["files"]] == ["src/pkg/b.py"]
+    r = ls({"recursive": True, "limit": 2}, ctx)
+    assert len(r["files"]) == 2 and r["truncated"]
+    _fails(ls, {"path": "README.md"}, ctx, "not_a_directory")
+    _fails(ls, {"path": "nope"}, ctx, "not_found")
+
+
+def test_file_search(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    _tree(ws)
+    search = tool("file_search")
+    r = search({"pattern": "*.py"}, ctx)
+    assert [m["path"] for m in r["matches"]] == ["src/a.py", "src/pkg/b.py"]
+    assert search({"pattern": "*", "type": "dir"}, ctx)["matches"][0]["path"] == "src"
+    assert [m["path"] for m in search({"pattern": "*.py", "max_depth": 2}, ctx)["matches"]] == [
+        "src/a.py"
+    ]
+    assert search({"pattern": "*.py", "path": "src/pkg"}, ctx)["count"] == 1
+    for i in range(30):
+        (ws / f"n{i}.txt").write_text("")
+    r = search({"pattern": "n*.txt"}, ctx)
+    assert r["count"] == 20 and r["truncated"]
+
+
+# ------------------------------------------------------------------------------- delete/move
+
+
+def test_delete_file(tool: Load, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    _tree(ws)
+    rm = tool("delete_file")
+    assert rm({"path": "README.md"}, ctx)["deleted"]
+    _fails(rm, {"path": "src"}, ctx, "is_directory")
+    for root in (".", "", "/workspace", "./"):
+        _fails(rm, {"path": root}, ctx, "root")
+    _fails(rm, {"path": ".runtime"}, ctx, "runtime_state")
+    _fails(rm, {"path": "gone"}, ctx, "not_found")
+    (ws / "src" / "out").symlink_to(outside)
+    assert rm({"path": "src/out"}, ctx)["type"] == "symlink"
+    assert rm({"path": "src", "recursive": True}, ctx)["type"] == "directory"
+    assert not (ws / "src").exists() and (outside / "secret.txt").exists()
+
+
+def test_move_file(tool: Load, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    (ws / "a.txt").write_text("A")
+    (ws / "b.txt").write_text("B")
+    mv = tool("move_file")
+    _fails(mv, {"source": "a.txt", "destination": "b.txt"}, ctx, "exists")
+    assert (ws / "b.txt").read_text() == "B"
+    assert mv({"source": "a.txt", "destination": "sub/dir/c.txt"}, ctx)["moved"]
+    assert (ws / "sub/dir/c.txt").read_text() == "A"
+    mv({"source": "sub/dir/c.txt", "destination": "b.txt", "overwrite": True}, ctx)
+    assert (ws / "b.txt").read_text() == "A"
+    _fails(mv, {"source": "missing", "destination": "x"}, ctx, "not_found")
+    _fails(mv, {"source": "sub", "destination": "sub/inner"}, ctx, "into_itself")
+    _fails(mv, {"source": "b.txt", "destination": "/tmp/x"}, ctx, "absolute")
+    _fails(mv, {"source": "b.txt", "destination": ".runtime/x"}, ctx, "runtime_state")
+    (ws / "o").symlink_to(outside)
+    _fails(mv, {"source": "o/secret.txt", "destination": "stolen"}, ctx, "escape")
+    _fails(mv, {"source": "b.txt", "destination": "o/planted"}, ctx, "escape")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+# ------------------------------------------------------------------------------- info
+
+
+def test_get_file_info(tool: Load, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    (ws / "f").write_text("abc")
+    os.chmod(ws / "f", 0o640)
+    info = tool("get_file_info")
+    r = info({"path": "f"}, ctx)
+    assert r["exists"] and r["type"] == "file" and r["size"] == 3 and r["mode"] == "0640"
+    assert info({"path": "nope"}, ctx) == {
+        "path": "nope",
+        "exists": False,
+        "type": None,
+        "size": None,
+        "modified": None,
+        "mode": None,
+    }
+    assert info({"path": "nope/deeper"}, ctx)["exists"] is False
+    assert info({"path": "."}, ctx)["type"] == "directory"
+    (ws / "l").symlink_to(outside / "secret.txt")
+    r = info({"path": "l"}, ctx)
+    assert r["type"] == "symlink" and r["target"] == str(outside / "secret.txt")
+    (ws / "o").symlink_to(outside)
+    _fails(info, {"path": "o/secret.txt"}, ctx, "escape")
+
+
+def test_list_files_respects_output_budget(tool: Load, ws: Path) -> None:
+    for i in range(200):
+        (ws / f"{'n' * 100}{i:03d}").write_text("")
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=10_000))
+    r = tool("list_files")({}, small)
+    assert r["truncated"] and 0 < len(r["files"]) < 200
+
+
+def test_setuid_bits_dropped_on_rewrite(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "s").write_text("x")
+    os.chmod(ws / "s", 0o4755)
+    tool("write_file")({"path": "s", "content": "y"}, ctx)
+    assert (ws / "s").stat().st_mode & 0o7777 == 0o755

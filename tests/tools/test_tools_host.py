@@ -1,0 +1,203 @@
+"""System, memory/snippet and interaction tools (host backend and the clock)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import ToolFailed
+from runtime.models import Limits
+from runtime.toolkit import ToolContext
+
+Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
+Load = Callable[[str], Tool]
+
+
+def _reason(fn: Tool, args: dict[str, Any], ctx: ToolContext) -> str:
+    with pytest.raises(ToolFailed) as exc:
+        fn(args, ctx)
+    return str(exc.value.details.get("reason"))
+
+
+# ------------------------------------------------------------------------------- system
+
+
+def test_current_time(tool: Load, ctx: ToolContext) -> None:
+    now = tool("current_time")
+    r = now({}, ctx)
+    assert r["timezone"] == "UTC" and r["utc_offset_s"] == 0
+    assert dt.datetime.fromisoformat(r["iso"]).timestamp() == pytest.approx(r["timestamp"])
+    r = now({"timezone": "Asia/Shanghai"}, ctx)
+    assert r["utc_offset_s"] == 8 * 3600 and r["iso"].endswith("+08:00")
+    for bad in ("Mars/Olympus", "../../etc/passwd", "/etc/localtime"):
+        assert _reason(now, {"timezone": bad}, ctx) == "unknown_timezone"
+
+
+def test_sleep(tool: Load, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=1))
+    assert tool("sleep")({"seconds": 0.01}, ctx)["slept"] >= 0.01
+    assert tool("sleep")({"seconds": 0}, ctx)["slept"] >= 0
+    assert _reason(tool("sleep"), {"seconds": 2}, ctx) == "over_limit"
+
+
+def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOST_ONLY", "host")
+    session: dict[str, str] = {}
+    ctx = ToolContext(workspace=ws, env={"POLICY": "p"}, options={"session_env": session})
+    get, set_ = tool("get_env"), tool("set_env")
+    assert get({"key": "HOST_ONLY"}, ctx) == {"key": "HOST_ONLY", "value": None, "exists": False}
+    assert get({"key": "POLICY"}, ctx)["value"] == "p"
+    assert set_({"key": "FOO", "value": "1"}, ctx)["previous"] is None
+    assert set_({"key": "FOO", "value": "2"}, ctx)["previous"] == "1"
+    assert session == {"FOO": "2"} and os.environ.get("FOO") is None
+    assert get({"key": "FOO"}, ctx) == {"key": "FOO", "value": "2", "exists": True}
+    assert set_({"key": "FOO", "value": None}, ctx)["previous"] == "2"
+    assert get({"key": "FOO"}, ctx)["exists"] is False
+    for key in ("LD_PRELOAD", "ld_audit", "BASH_ENV", "BASH_FUNC_x%%", "IFS", "9A", "A B"):
+        assert _reason(set_, {"key": key, "value": "x"}, ctx) in ("refused_key", "bad_key")
+    assert _reason(set_, {"key": "OK", "value": "a\0b"}, ctx) == "bad_value"
+    no_store = ToolContext(workspace=ws)
+    assert _reason(get, {"key": "X"}, no_store) == "no_session_env"
+
+
+def test_set_env_reaches_shell(tool: Load, ws: Path) -> None:
+    session: dict[str, str] = {}
+    ctx = ToolContext(workspace=ws, options={"session_env": session})
+    tool("set_env")({"key": "GREETING", "value": "hi"}, ctx)
+    assert tool("shell_exec")({"command": "echo $GREETING"}, ctx)["stdout"] == "hi\n"
+
+
+# ------------------------------------------------------------------------------- snippets
+
+
+def test_snippets_roundtrip_and_persist(tool: Load, ctx: ToolContext, tmp_path: Path) -> None:
+    save, load, lst = tool("snippet_save"), tool("snippet_load"), tool("snippet_list")
+    r = save(
+        {
+            "name": "hello",
+            "code": "print('hi')",
+            "language": "python",
+            "tags": ["demo", "io"],
+            "description": "greets",
+        },
+        ctx,
+    )
+    assert r["created"] and r["name"] == "hello" and r["id"].startswith("snip_")
+    save({"name": "q", "code": "SELECT 1", "language": "sql", "tags": ["demo"]}, ctx)
+    again = save(
+        {"name": "hello", "code": "print('hello')", "language": "python", "tags": ["demo", "io"]},
+        ctx,
+    )
+    assert again["id"] == r["id"] and not again["created"]
+    # A new context (a restarted broker) sees the same store.
+    ctx2 = ToolContext(workspace=ctx.workspace, options={"state_dir": tmp_path / "state"})
+    got = load({"name": "hello"}, ctx2)
+    assert got["code"] == "print('hello')" and got["tags"] == ["demo", "io"]
+    assert load({"name": r["id"]}, ctx2)["name"] == "hello"
+    assert lst({}, ctx2)["count"] == 2
+    assert [s["name"] for s in lst({"tags": ["demo", "io"]}, ctx2)["snippets"]] == ["hello"]
+    assert [s["name"] for s in lst({"language": "sql"}, ctx2)["snippets"]] == ["q"]
+    assert "code" not in lst({}, ctx2)["snippets"][0]
+    assert _reason(load, {"name": "nope"}, ctx2) == "not_found"
+    assert tool("snippet_delete")({"name": "q"}, ctx2)["deleted"]
+    assert not tool("snippet_delete")({"name": "q"}, ctx2)["deleted"]
+    assert (tmp_path / "state" / "state.db").is_file()
+
+
+def test_snippet_names_are_data(tool: Load, ctx: ToolContext) -> None:
+    name = "x'); DROP TABLE tool_snippets; --"
+    tool("snippet_save")({"name": name, "code": "c"}, ctx)
+    assert tool("snippet_load")({"name": name}, ctx)["code"] == "c"
+
+
+def test_no_state_dir(tool: Load, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws)
+    assert _reason(tool("snippet_list"), {}, ctx) == "no_state"
+
+
+# ------------------------------------------------------------------------------- memory
+
+
+def test_memory_tools(tool: Load, ctx: ToolContext) -> None:
+    write, read, search = tool("memory_write"), tool("memory_read"), tool("memory_search")
+    write(
+        {
+            "key": "db",
+            "content": "We chose PostgreSQL for the main store",
+            "category": "decision",
+            "tags": ["arch"],
+        },
+        ctx,
+    )
+    write(
+        {"key": "bug", "content": "Flaky test in the postgres migration", "category": "issue"}, ctx
+    )
+    auto = write({"content": "User prefers tabs"}, ctx)
+    assert auto["key"].startswith("mem_") and auto["created"]
+    r = search({"query": "postgres"}, ctx)
+    # Same score (one hit each): the most recently updated first.
+    assert [m["key"] for m in r["matches"]] == ["bug", "db"]
+    write({"key": "pg2", "content": "postgres, postgres everywhere"}, ctx)
+    assert search({"query": "postgres"}, ctx)["matches"][0]["key"] == "pg2"
+    tool("memory_delete")({"key": "pg2"}, ctx)
+    assert [
+        m["key"] for m in search({"query": "postgres", "category": "issue"}, ctx)["matches"]
+    ] == ["bug"]
+    assert [m["key"] for m in search({"query": "", "tags": ["arch"]}, ctx)["matches"]] == ["db"]
+    assert search({"query": "postgres tabs"}, ctx)["count"] == 0
+    assert read({"key": "db"}, ctx)["category"] == "decision"
+    updated = write({"key": "db", "content": "Now SQLite", "category": "decision"}, ctx)
+    assert not updated["created"] and read({"key": "db"}, ctx)["content"] == "Now SQLite"
+    assert tool("memory_delete")({"key": "db"}, ctx)["deleted"]
+    assert _reason(read, {"key": "db"}, ctx) == "not_found"
+    assert search({"query": "x", "limit": 1}, ctx)["count"] <= 1
+
+
+# ------------------------------------------------------------------------------- interaction
+
+
+def test_ask_user(tool: Load, ws: Path) -> None:
+    asked: list[tuple[str, list[str] | None]] = []
+
+    def hook(question: str, options: list[str] | None) -> str:
+        asked.append((question, options))
+        return "blue" if options else "free text"
+
+    ctx = ToolContext(workspace=ws, options={"ask_user": hook})
+    ask = tool("ask_user")
+    assert ask({"question": "Name?"}, ctx)["answer"] == "free text"
+    assert ask({"question": "Colour?", "options": ["red", "blue"]}, ctx)["answer"] == "blue"
+    assert asked == [("Name?", None), ("Colour?", ["red", "blue"])]
+    assert _reason(ask, {"question": "Pick", "options": ["a", "b"]}, ctx) == "answer_not_an_option"
+    err = _reason(ask, {"question": "?"}, ToolContext(workspace=ws))
+    assert err == "no_user_channel"
+
+
+def test_request_confirmation(tool: Load, ws: Path) -> None:
+    answers = iter(["yes", "no", "maybe"])
+    ctx = ToolContext(workspace=ws, options={"ask_user": lambda q, o: next(answers)})
+    confirm = tool("request_confirmation")
+    assert confirm({"message": "Proceed?", "stage_name": "prd"}, ctx)["confirmed"] is True
+    assert confirm({"message": "Proceed?"}, ctx)["confirmed"] is False
+    assert _reason(confirm, {"message": "Proceed?"}, ctx) == "answer_not_an_option"
+
+
+def test_current_time_without_system_zone_files(tool: Load, ctx: ToolContext) -> None:
+    """The sandbox of a tool without exec does not mount /usr/share/zoneinfo: zone data must
+    come from the tzdata wheel (a declared dependency)."""
+    import zoneinfo
+
+    zoneinfo.reset_tzpath(to=[])
+    zoneinfo.ZoneInfo.clear_cache()
+    try:
+        r = tool("current_time")({"timezone": "Europe/Paris"}, ctx)
+        assert r["utc_offset_s"] in (3600, 7200)
+        assert tool("current_time")({}, ctx)["timezone"] == "UTC"
+    finally:
+        zoneinfo.reset_tzpath()
+        zoneinfo.ZoneInfo.clear_cache()

@@ -1,0 +1,189 @@
+"""shell_exec: output, exit codes, caps, timeouts that kill the group, env and cwd rules."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import ToolFailed, ToolTimeout
+from runtime.models import Limits
+from runtime.toolkit import ToolContext
+
+Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
+
+
+@pytest.fixture
+def sh(tool: Callable[[str], Tool]) -> Tool:
+    return tool("shell_exec")
+
+
+def test_stdout_stderr_exit_code(sh: Tool, ctx: ToolContext) -> None:
+    r = sh({"command": "echo out; echo err >&2; exit 3"}, ctx)
+    assert r == {"stdout": "out\n", "stderr": "err\n", "exit_code": 3, "truncated": False}
+
+
+def test_runs_in_workspace_and_cwd(sh: Tool, ctx: ToolContext, ws: Path) -> None:
+    (ws / "sub").mkdir()
+    assert sh({"command": "pwd"}, ctx)["stdout"].strip() == str(ws)
+    assert sh({"command": "pwd", "cwd": "sub"}, ctx)["stdout"].strip() == str(ws / "sub")
+    assert sh({"command": "pwd", "cwd": "/workspace/sub"}, ctx)["stdout"].strip() == str(ws / "sub")
+
+
+@pytest.mark.parametrize(
+    ("cwd", "reason"),
+    [
+        ("..", "parent_ref"),
+        ("/tmp", "absolute"),
+        ("missing", "not_found"),
+        ("f", "not_a_directory"),
+    ],
+)
+def test_bad_cwd(sh: Tool, ctx: ToolContext, ws: Path, cwd: str, reason: str) -> None:
+    (ws / "f").write_text("")
+    with pytest.raises(ToolFailed) as exc:
+        sh({"command": "true", "cwd": cwd}, ctx)
+    assert exc.value.details["reason"] == reason
+
+
+def test_cwd_symlink_escape(sh: Tool, ctx: ToolContext, ws: Path, outside: Path) -> None:
+    (ws / "o").symlink_to(outside)
+    with pytest.raises(ToolFailed) as exc:
+        sh({"command": "cat secret.txt", "cwd": "o"}, ctx)
+    assert exc.value.details["reason"] == "escape"
+
+
+def test_environment_is_only_given(sh: Tool, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_SECRET", "s3cr3t")
+    ctx = ToolContext(
+        workspace=ws, env={"POLICY_VAR": "p"}, options={"session_env": {"SESSION_VAR": "s"}}
+    )
+    out = sh({"command": "env", "env": {"ARG_VAR": "a"}}, ctx)["stdout"]
+    env = dict(line.split("=", 1) for line in out.splitlines())
+    assert "BROKER_SECRET" not in env
+    assert env["POLICY_VAR"] == "p" and env["SESSION_VAR"] == "s" and env["ARG_VAR"] == "a"
+    assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize("key", ["LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "IFS", "1X", "A-B"])
+def test_refused_env_keys(sh: Tool, ctx: ToolContext, key: str) -> None:
+    with pytest.raises(ToolFailed):
+        sh({"command": "true", "env": {key: "x"}}, ctx)
+
+
+def test_output_cap_drains_and_truncates(sh: Tool, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, limits=Limits(output_bytes=1000, timeout_s=20))
+    # 5 MB on each pipe: without concurrent draining the child would block forever.
+    r = sh(
+        {
+            "command": "head -c 5000000 /dev/zero | tr '\\0' a; "
+            "head -c 5000000 /dev/zero | tr '\\0' b >&2; echo done >&2"
+        },
+        ctx,
+    )
+    assert r["truncated"] and r["exit_code"] == 0
+    assert r["stdout"] == "a" * 1000 and r["stderr"] == "b" * 1000
+
+
+def test_timeout_kills_the_group(sh: Tool, ws: Path, tmp_path: Path) -> None:
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
+    pidfile = ws / "pid"
+    with pytest.raises(ToolTimeout) as exc:
+        sh(
+            {"command": f"sleep 300 & echo $! > {pidfile}; echo started; wait", "timeout_s": 0.5},
+            ctx,
+        )
+    assert exc.value.details["stdout"] == "started\n"
+    pid = int(pidfile.read_text())
+    # The background sleep was in the group: SIGKILL is delivered asynchronously, so wait
+    # (bounded) until it is gone or a zombie awaiting its reaper.
+    assert _dies(pid)
+
+
+def _dies(pid: int) -> bool:
+    for _ in range(500):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
+    with pytest.raises(ToolTimeout):
+        sh({"command": "trap '' TERM; while :; do sleep 0.05; done", "timeout_s": 0.3}, ctx)
+
+
+def test_timeout_over_limit_refused(sh: Tool, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
+    with pytest.raises(ToolFailed) as exc:
+        sh({"command": "true", "timeout_s": 6}, ctx)
+    assert exc.value.details["reason"] == "timeout_over_limit"
+
+
+def test_background_child_does_not_hold_the_call(sh: Tool, ctx: ToolContext) -> None:
+    r = sh({"command": "sleep 300 & echo bg"}, ctx)
+    assert r["stdout"] == "bg\n" and r["exit_code"] == 0
+
+
+def test_signal_exit_is_data(sh: Tool, ctx: ToolContext) -> None:
+    r = sh({"command": "kill -KILL $$"}, ctx)
+    assert r["exit_code"] == 137 and r["signal"] == "SIGKILL"
+
+
+def test_stdin_is_devnull(sh: Tool, ctx: ToolContext) -> None:
+    assert sh({"command": "cat"}, ctx)["stdout"] == ""
+
+
+def test_preexec_hook_runs_in_child(sh: Tool, ws: Path) -> None:
+    marker = ws / "preexec-ran"
+
+    def hook() -> None:
+        fd = os.open(marker, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+
+    ctx = ToolContext(workspace=ws, options={"preexec": hook})
+    r = sh({"command": "echo $$"}, ctx)
+    assert marker.read_text() == r["stdout"].strip()  # same pid: sh exec'd after the hook
+    assert int(marker.read_text()) != os.getpid()
+
+
+def test_nul_in_command(sh: Tool, ctx: ToolContext) -> None:
+    with pytest.raises(ToolFailed):
+        sh({"command": "echo a\0b"}, ctx)
+
+
+BLOCKING = ["http.server", "npm run dev", "npm start", "uvicorn", "vite", "next dev"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -m http.server 8000",
+        "npm start",
+        "cd app && uvicorn main:app",
+        "npx vite",
+        "npm run dev -- --port 3000",
+    ],
+)
+def test_blocking_services_refused_when_policy_lists_them(sh: Tool, ws: Path, command: str) -> None:
+    ctx = ToolContext(workspace=ws, options={"blocked_services": BLOCKING})
+    with pytest.raises(ToolFailed) as exc:
+        sh({"command": command}, ctx)
+    assert exc.value.details["reason"] == "blocking_service"
+
+
+def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
+    ctx = ToolContext(workspace=ws, options={"blocked_services": BLOCKING})
+    assert sh({"command": "echo invite npm-starter"}, ctx)["exit_code"] == 0
+    allowed = ToolContext(workspace=ws, options={"blocked_services": []})
+    assert sh({"command": "echo vite"}, allowed)["stdout"] == "vite\n"

@@ -1,0 +1,345 @@
+"""code_query: find definitions (functions, classes, variables) and files by name.
+
+Structure, not grep: Python through :mod:`ast`; JavaScript, TypeScript, Go and Rust through
+tree-sitter when its grammar wheels are installed; anything else (or a grammar missing)
+through a regex fallback. Every match says which engine found it, so the caller knows how
+far to trust it. Files are read through the workspace-confined helpers and size-capped.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from runtime.errors import ToolFailed
+from runtime.toolkit import ToolContext
+from runtime.toolkit_fs import Workspace, read_bytes
+
+__all__ = ["code_query"]
+
+_MAX_FILE_BYTES = 1_048_576
+_MAX_FILES = 5000
+_CONTEXT = 2
+_MAX_CODE = 400  # characters of a matched line kept (minified code has megabyte lines)
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "target",
+        "dist",
+        "build",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+    }
+)
+_SOURCE_EXT = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".jsx",
+        ".ts",
+        ".tsx",
+        ".go",
+        ".rs",
+        ".java",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".kt",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".lua",
+    }
+)
+
+# (kind, name, line 1-based, byte column 0-based)
+Symbol = tuple[str, str, int, int]
+
+
+def _python_symbols(src: bytes) -> Iterator[Symbol]:
+    tree = ast.parse(src)
+
+    def visit(body: list[ast.stmt], local: bool) -> Iterator[Symbol]:
+        """``local``: inside a function, where assignments are locals, not definitions."""
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield "function", node.name, node.lineno, node.col_offset
+                yield from visit(node.body, True)
+            elif isinstance(node, ast.ClassDef):
+                yield "class", node.name, node.lineno, node.col_offset
+                yield from visit(node.body, False)
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and not local:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            yield "variable", name.id, name.lineno, name.col_offset
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+                for field in ("body", "orelse", "finalbody"):
+                    yield from visit(getattr(node, field, []) or [], local)
+
+    yield from visit(tree.body, False)
+
+
+# ----------------------------------------------------------------------------- tree-sitter
+
+_TS_KINDS = {
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "method_definition": "function",
+    "method_declaration": "function",
+    "function_item": "function",
+    "function_signature_item": "function",
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "interface_declaration": "class",
+    "type_alias_declaration": "class",
+    "enum_declaration": "class",
+    "type_spec": "class",
+    "struct_item": "class",
+    "enum_item": "class",
+    "trait_item": "class",
+    "variable_declarator": "variable",
+    "var_spec": "variable",
+    "const_spec": "variable",
+    "const_item": "variable",
+    "static_item": "variable",
+}
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function"})
+
+
+def _load_grammars() -> dict[str, Callable[[bytes], Any]]:
+    """Parsers by file extension, for the grammar wheels that are installed."""
+    try:
+        from tree_sitter import Language, Parser
+    except ImportError:
+        return {}
+    makers: dict[str, tuple[str, str]] = {
+        ".js": ("tree_sitter_javascript", "language"),
+        ".mjs": ("tree_sitter_javascript", "language"),
+        ".cjs": ("tree_sitter_javascript", "language"),
+        ".jsx": ("tree_sitter_javascript", "language"),
+        ".ts": ("tree_sitter_typescript", "language_typescript"),
+        ".tsx": ("tree_sitter_typescript", "language_tsx"),
+        ".go": ("tree_sitter_go", "language"),
+        ".rs": ("tree_sitter_rust", "language"),
+    }
+    out: dict[str, Callable[[bytes], Any]] = {}
+    for ext, (module, func) in makers.items():
+        try:
+            mod = __import__(module)
+            parser = Parser(Language(getattr(mod, func)()))
+        except (ImportError, AttributeError, ValueError):
+            continue
+        out[ext] = parser.parse
+    return out
+
+
+#: Loaded at import: the fork-server imports this module once, so sandboxed children find
+#: the grammars already mapped and never dlopen anything themselves.
+_GRAMMARS = _load_grammars()
+
+
+def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
+    # (node, inside a function body): variables there are locals, not definitions.
+    stack: list[tuple[Any, bool]] = [(parse(src).root_node, False)]
+    while stack:
+        node, local = stack.pop()
+        kind = _TS_KINDS.get(node.type)
+        inner = local or kind == "function" or node.type in _FUNCTION_VALUES
+        stack.extend((child, inner) for child in reversed(node.children))
+        if kind is None or (kind == "variable" and local):
+            continue
+        name = node.child_by_field_name("name") or node.child_by_field_name("pattern")
+        if name is None or name.type not in (
+            "identifier",
+            "property_identifier",
+            "type_identifier",
+            "field_identifier",
+        ):
+            continue
+        if kind == "variable":
+            value = node.child_by_field_name("value")
+            if value is not None and value.type in _FUNCTION_VALUES:
+                kind = "function"
+        text = src[name.start_byte : name.end_byte].decode("utf-8", "replace")
+        yield kind, text, name.start_point[0] + 1, name.start_point[1]
+
+
+# ----------------------------------------------------------------------------- regex
+
+_REGEXES = [
+    (
+        "class",
+        re.compile(
+            rb"^[ \t]*(?:export\s+|public\s+|private\s+|abstract\s+|final\s+)*"
+            rb"(?:class|struct|interface|enum|trait|module)\s+([A-Za-z_]\w*)",
+            re.M,
+        ),
+    ),
+    (
+        "function",
+        re.compile(
+            rb"^[ \t]*(?:export\s+|public\s+|private\s+|static\s+|async\s+)*"
+            rb"(?:def|function|func|fn|sub)\s+([A-Za-z_]\w*)",
+            re.M,
+        ),
+    ),
+    (
+        "function",
+        re.compile(rb"^[ \t]*(?:[\w:<>*&]+\s+)+\**([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{", re.M),
+    ),
+    (
+        "variable",
+        re.compile(rb"^[ \t]*(?:export\s+)?(?:const|let|var|local)\s+([A-Za-z_]\w*)", re.M),
+    ),
+    ("variable", re.compile(rb"^([A-Za-z_]\w*)\s*=[^=]", re.M)),
+]
+_REGEX_STOPWORDS = frozenset({b"if", b"for", b"while", b"switch", b"return", b"else"})
+
+
+def _regex_symbols(src: bytes) -> Iterator[Symbol]:
+    for kind, rx in _REGEXES:
+        for m in rx.finditer(src):
+            if m.group(1) in _REGEX_STOPWORDS:
+                continue
+            line = src.count(b"\n", 0, m.start(1)) + 1
+            col = m.start(1) - (src.rfind(b"\n", 0, m.start(1)) + 1)
+            yield kind, m.group(1).decode("utf-8", "replace"), line, col
+
+
+# ----------------------------------------------------------------------------- the tool
+
+
+def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
+    if ext in (".py", ".pyi"):
+        try:
+            return "ast", list(_python_symbols(src))
+        except (SyntaxError, ValueError, RecursionError):
+            return "regex", list(_regex_symbols(src))
+    parse = _GRAMMARS.get(ext)
+    if parse is not None:
+        return "tree-sitter", list(_ts_symbols(parse, src))
+    return "regex", list(_regex_symbols(src))
+
+
+def _matcher(query: str) -> Callable[[str], int]:
+    """0 = no match, 2 = exact, 1 = glob / case-insensitive substring."""
+    if any(ch in query for ch in "*?["):
+        return lambda name: 1 if fnmatch.fnmatchcase(name, query) else 0
+    q = query.casefold()
+    return lambda name: 2 if name == query else (1 if q in name.casefold() else 0)
+
+
+def _excerpt(lines: list[bytes], line: int, col: int) -> tuple[str, str, int]:
+    text = lines[line - 1] if 0 < line <= len(lines) else b""
+    lo, hi = max(0, line - 1 - _CONTEXT), min(len(lines), line + _CONTEXT)
+    context = b"\n".join(lines[lo:hi]).decode("utf-8", "replace")
+    column = len(text[:col].decode("utf-8", "ignore")) + 1
+    return text.decode("utf-8", "replace").rstrip(), context, column
+
+
+def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    query: str = args["query"].strip()
+    if not query:
+        raise ToolFailed("query must not be empty", reason="empty_query")
+    want = args.get("type", "all")
+    limit = int(args.get("limit", 50))
+    match = _matcher(query)
+    found: list[tuple[int, dict[str, Any]]] = []
+    engines: set[str] = set()
+    scanned = 0
+    with Workspace(ctx.workspace) as ws:
+        base = ws.parts(args.get("path", "."))
+        if (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000:
+            entries = [(base, base[-1] if base else "")]
+        else:
+            entries = [
+                (tuple(e.path.split("/")), e.name)
+                for e in ws.walk(base, max_depth=-1)
+                if e.type == "file" and not _SKIP_DIRS.intersection(e.path.split("/")[:-1])
+            ]
+        for parts, name in entries:
+            rel = ws.rel(parts)
+            if want in ("file", "all") and (score := match(name)):
+                found.append(
+                    (
+                        score,
+                        {
+                            "file": rel,
+                            "kind": "file",
+                            "name": name,
+                            "line": 1,
+                            "column": 1,
+                            "code": "",
+                            "context": "",
+                            "engine": "path",
+                        },
+                    )
+                )
+            ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+            if want == "file" or ext not in _SOURCE_EXT or scanned >= _MAX_FILES:
+                continue
+            scanned += 1
+            fd, _ = ws.open_file(parts)
+            with fd:
+                src, too_big = read_bytes(fd.fd, _MAX_FILE_BYTES)
+            if too_big or b"\0" in src:
+                continue
+            engine, symbols = _symbols(ext, src)
+            lines = src.split(b"\n")
+            for kind, sym, line, col in symbols:
+                if want not in ("all", kind) or not (score := match(sym)):
+                    continue
+                engines.add(engine)
+                code, context, column = _excerpt(lines, line, col)
+                found.append(
+                    (
+                        score,
+                        {
+                            "file": rel,
+                            "kind": kind,
+                            "name": sym,
+                            "line": line,
+                            "column": column,
+                            "code": code,
+                            "context": context,
+                            "engine": engine,
+                        },
+                    )
+                )
+    found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
+    matches: list[dict[str, Any]] = []
+    budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
+    for _, m in found[:limit]:
+        m["code"], m["context"] = m["code"][:_MAX_CODE], m["context"][: _MAX_CODE * 3]
+        budget -= len(m["file"]) + len(m["code"]) + len(m["context"]) + 120
+        if budget < 0:
+            break
+        matches.append(m)
+    return {
+        "query": query,
+        "type": want,
+        "matches": matches,
+        "count": len(found),
+        "truncated": len(matches) < len(found) or scanned >= _MAX_FILES,
+        "engines": sorted(engines),
+    }

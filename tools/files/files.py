@@ -1,0 +1,286 @@
+"""The file tools: read, write, edit, list, delete, move, info, search.
+
+Every path goes through :class:`runtime.toolkit_fs.Workspace` (openat2 beneath the
+workspace root); the sandbox's mounts are the wall, this is the early, clear error. Results
+are capped by ``ctx.limits.output_bytes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import os
+import stat
+from collections.abc import Iterator
+from typing import Any
+
+from runtime.errors import ToolFailed
+from runtime.toolkit import ToolContext
+from runtime.toolkit_fs import Workspace, file_type, glob_match, read_bytes, read_lines
+
+__all__ = [
+    "delete_file",
+    "edit_file",
+    "file_search",
+    "get_file_info",
+    "list_files",
+    "move_file",
+    "read_file",
+    "write_file",
+]
+
+_CHUNK = 1 << 20
+_ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry, bytes
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat()
+
+
+def _decode(raw: bytes, rel: str, cut_by_cap: bool) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # The byte cap may cut a multi-byte character: retry without up to 3 trailing bytes.
+        for cut in (1, 2, 3) if cut_by_cap else ():
+            if exc.start >= len(raw) - cut:
+                try:
+                    return raw[: len(raw) - cut].decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+        raise ToolFailed(
+            f"{rel!r} is not UTF-8 text (binary?); read it with encoding='base64'",
+            reason="binary",
+            path=rel,
+        ) from exc
+
+
+def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    encoding = args.get("encoding", "utf-8")
+    offset = int(args.get("offset", 1))
+    limit = int(args.get("limit", 2000))
+    cap = ctx.limits.output_bytes
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args["path"], allow_root=False)
+        rel = ws.rel(parts)
+        fd, st = ws.open_file(parts)
+        with fd:
+            if encoding == "base64":
+                raw, truncated = read_bytes(fd.fd, cap * 3 // 4)
+                return {
+                    "path": rel,
+                    "content": base64.b64encode(raw).decode("ascii"),
+                    "encoding": "base64",
+                    "size": st.st_size,
+                    "bytes": len(raw),
+                    "lines": None,
+                    "truncated": truncated,
+                }
+            raw, lines, truncated = read_lines(fd.fd, offset, limit, cap)
+    if b"\0" in raw:
+        raise ToolFailed(
+            f"{rel!r} looks binary (NUL bytes); read it with encoding='base64'",
+            reason="binary",
+            path=rel,
+        )
+    return {
+        "path": rel,
+        "content": _decode(raw, rel, truncated and not raw.endswith(b"\n")),
+        "encoding": "utf-8",
+        "size": st.st_size,
+        "offset": offset,
+        "lines": lines,
+        "truncated": truncated,
+    }
+
+
+def _payload(args: dict[str, Any]) -> bytes:
+    content: str = args["content"]
+    if args.get("encoding", "utf-8") == "base64":
+        try:
+            return base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ToolFailed("content is not valid base64", reason="bad_base64") from exc
+    return content.encode("utf-8")
+
+
+def _chunks(data: bytes) -> Iterator[bytes]:
+    for i in range(0, len(data), _CHUNK):
+        yield data[i : i + _CHUNK]
+
+
+def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    data = _payload(args)
+    append = args.get("mode", "overwrite") == "append"
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args["path"], allow_root=False)
+        existed = ws.lstat(parts) is not None
+        written = ws.atomic_write(parts, _chunks(data), append=append)
+        return {
+            "path": ws.rel(parts),
+            "bytes_written": written,
+            "mode": "append" if append else "overwrite",
+            "created": not existed,
+        }
+
+
+def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    old: str = args["old_string"]
+    new: str = args["new_string"]
+    replace_all = bool(args.get("replace_all", False))
+    if old == "":
+        raise ToolFailed("old_string must not be empty", reason="empty_old_string")
+    if old == new:
+        raise ToolFailed("old_string and new_string are identical", reason="no_change")
+    cap = ctx.limits.fsize_mb * 1_048_576
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args["path"], allow_root=False)
+        rel = ws.rel(parts)
+        fd, _st = ws.open_file(parts)
+        with fd:
+            raw, truncated = read_bytes(fd.fd, cap)
+        if truncated:
+            raise ToolFailed(
+                f"{rel!r} is larger than {ctx.limits.fsize_mb} MiB; too big to edit",
+                reason="too_large",
+                path=rel,
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolFailed(
+                f"{rel!r} is not UTF-8 text; edit_file works on text files only",
+                reason="binary",
+                path=rel,
+            ) from exc
+        count = text.count(old)
+        if count == 0:
+            raise ToolFailed(
+                f"old_string was not found in {rel!r}; read the file and copy the exact text "
+                "(whitespace and indentation included)",
+                reason="not_found",
+                path=rel,
+                occurrences=0,
+            )
+        if count > 1 and not replace_all:
+            raise ToolFailed(
+                f"old_string occurs {count} times in {rel!r}; add surrounding lines to make "
+                "it unique, or pass replace_all=true",
+                reason="not_unique",
+                path=rel,
+                occurrences=count,
+            )
+        text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        ws.atomic_write(parts, _chunks(text.encode("utf-8")))
+        return {"path": rel, "replacements": count if replace_all else 1}
+
+
+def _info(rel: str, st: os.stat_result) -> dict[str, Any]:
+    return {
+        "name": rel.rsplit("/", 1)[-1],
+        "path": rel,
+        "type": file_type(st.st_mode),
+        "size": st.st_size,
+        "modified": _iso(st.st_mtime),
+    }
+
+
+def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    recursive = bool(args.get("recursive", False))
+    pattern: str | None = args.get("pattern")
+    limit = int(args.get("limit", 1000))
+    files: list[dict[str, Any]] = []
+    truncated = False
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args.get("path", "."))
+        budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the entries
+        for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
+            if pattern and not glob_match(pattern, entry, parts):
+                continue
+            budget -= len(entry.path) + len(entry.name) + _ENTRY_OVERHEAD
+            if len(files) >= limit or budget < 0:
+                truncated = True
+                break
+            files.append(
+                {
+                    "name": entry.name,
+                    "path": entry.path,
+                    "type": entry.type,
+                    "size": entry.size,
+                    "modified": _iso(entry.modified),
+                }
+            )
+        return {"path": ws.rel(parts), "files": files, "count": len(files), "truncated": truncated}
+
+
+def delete_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args["path"], allow_root=False)
+        kind = ws.delete(parts, recursive=bool(args.get("recursive", False)))
+        return {"path": ws.rel(parts), "deleted": True, "type": kind}
+
+
+def move_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    with Workspace(ctx.workspace) as ws:
+        src = ws.parts(args["source"], allow_root=False)
+        dst = ws.parts(args["destination"], allow_root=False)
+        ws.move(src, dst, overwrite=bool(args.get("overwrite", False)))
+        return {"source": ws.rel(src), "destination": ws.rel(dst), "moved": True}
+
+
+def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args["path"])
+        rel = ws.rel(parts)
+        st = ws.lstat(parts)
+        if st is None:
+            return {
+                "path": rel,
+                "exists": False,
+                "type": None,
+                "size": None,
+                "modified": None,
+                "mode": None,
+            }
+        out = _info(rel, st) | {"exists": True, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
+        if stat.S_ISLNK(st.st_mode):
+            with ws.open_dir(parts[:-1]) as parent:
+                out["target"] = os.readlink(parts[-1], dir_fd=parent.fd)
+        return out
+
+
+def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    pattern: str = args.get("pattern", "*")
+    want = args.get("type", "all")
+    max_depth = int(args.get("max_depth", -1))
+    limit = int(args.get("limit", 20))
+    matches: list[dict[str, Any]] = []
+    truncated = False
+    with Workspace(ctx.workspace) as ws:
+        parts = ws.parts(args.get("path", "."))
+        for entry in ws.walk(parts, max_depth=max_depth):
+            if want == "file" and entry.type != "file":
+                continue
+            if want == "dir" and entry.type != "directory":
+                continue
+            if not glob_match(pattern, entry, parts):
+                continue
+            if len(matches) >= limit:
+                truncated = True
+                break
+            matches.append(
+                {
+                    "name": entry.name,
+                    "path": entry.path,
+                    "type": entry.type,
+                    "size": entry.size,
+                    "modified": _iso(entry.modified),
+                }
+            )
+        return {
+            "path": ws.rel(parts),
+            "matches": matches,
+            "count": len(matches),
+            "truncated": truncated,
+        }

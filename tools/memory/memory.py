@@ -1,0 +1,234 @@
+"""Snippets and memory: small text records that persist across calls and broker restarts.
+
+Host backend: these run in the broker on its state store, ``ctx.options["state_dir"] /
+"state.db"`` (SQLite, WAL). They touch no workspace file and run no code. Every statement
+is parameterised; names, keys and tags are data, never SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from runtime.errors import ToolFailed
+from runtime.toolkit import ToolContext
+
+__all__ = [
+    "memory_delete",
+    "memory_read",
+    "memory_search",
+    "memory_write",
+    "snippet_delete",
+    "snippet_list",
+    "snippet_load",
+    "snippet_save",
+]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tool_snippets (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, code TEXT NOT NULL,
+    description TEXT NOT NULL, language TEXT NOT NULL, tags TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tool_memory (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, content TEXT NOT NULL,
+    category TEXT NOT NULL, tags TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+"""
+
+
+class _Store:
+    """One connection to the state store for one call; closed on exit."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        state_dir = ctx.options.get("state_dir")
+        if state_dir is None:
+            raise ToolFailed(
+                "this session has no state store for snippets and memory", reason="no_state"
+            )
+        path = Path(state_dir)
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.db: sqlite3.Connection | None = sqlite3.connect(path / "state.db", timeout=10)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ToolFailed("the state store cannot be opened", reason="state_store") from exc
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self.db is None:
+            raise ToolFailed("the state store is closed", reason="state_store")
+        return self.db
+
+    def close(self) -> None:
+        db, self.db = self.db, None
+        if db is not None:
+            db.close()
+
+    def __enter__(self) -> _Store:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _snippet(row: sqlite3.Row, *, with_code: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "name": row["name"],
+        "description": row["description"],
+        "language": row["language"],
+        "tags": json.loads(row["tags"]),
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+    if with_code:
+        out["code"] = row["code"]
+    return out
+
+
+def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    now = time.time()
+    tags = sorted(set(args.get("tags") or []))
+    with _Store(ctx) as st, st.conn as db:
+        row = db.execute("SELECT id FROM tool_snippets WHERE name = ?", (args["name"],)).fetchone()
+        sid = row["id"] if row else f"snip_{uuid.uuid4().hex[:16]}"
+        db.execute(
+            "INSERT INTO tool_snippets VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO "
+            "UPDATE SET code=excluded.code, description=excluded.description, "
+            "language=excluded.language, tags=excluded.tags, updated_at=excluded.updated_at",
+            (
+                sid,
+                args["name"],
+                args["code"],
+                args.get("description", ""),
+                args.get("language", "plaintext"),
+                json.dumps(tags),
+                now,
+                now,
+            ),
+        )
+    return {"id": sid, "name": args["name"], "created": row is None}
+
+
+def snippet_load(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    name = args["name"]
+    with _Store(ctx) as st:
+        row = st.conn.execute(
+            "SELECT * FROM tool_snippets WHERE name = ? OR id = ?", (name, name)
+        ).fetchone()
+    if row is None:
+        raise ToolFailed(
+            f"no snippet named {name!r}; snippet_list shows the saved ones",
+            reason="not_found",
+            name=name,
+        )
+    return _snippet(row, with_code=True)
+
+
+def snippet_list(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    want = set(args.get("tags") or [])
+    language = args.get("language")
+    limit = int(args.get("limit", 100))
+    sql, params = "SELECT * FROM tool_snippets", []
+    if language:
+        sql, params = sql + " WHERE language = ?", [language]
+    with _Store(ctx) as st:
+        rows = st.conn.execute(sql + " ORDER BY name", params).fetchall()
+    found = [_snippet(r, with_code=False) for r in rows if want <= set(json.loads(r["tags"]))]
+    return {"count": len(found), "snippets": found[:limit], "truncated": len(found) > limit}
+
+
+def snippet_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    with _Store(ctx) as st, st.conn as db:
+        cur = db.execute(
+            "DELETE FROM tool_snippets WHERE name = ? OR id = ?", (args["name"], args["name"])
+        )
+    return {"name": args["name"], "deleted": cur.rowcount > 0}
+
+
+def _memory(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "key": row["key"],
+        "content": row["content"],
+        "category": row["category"],
+        "tags": json.loads(row["tags"]),
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    now = time.time()
+    key = args.get("key") or f"mem_{uuid.uuid4().hex[:12]}"
+    tags = sorted(set(args.get("tags") or []))
+    with _Store(ctx) as st, st.conn as db:
+        row = db.execute("SELECT id FROM tool_memory WHERE key = ?", (key,)).fetchone()
+        mid = row["id"] if row else f"m_{uuid.uuid4().hex[:16]}"
+        db.execute(
+            "INSERT INTO tool_memory VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE "
+            "SET content=excluded.content, category=excluded.category, tags=excluded.tags, "
+            "updated_at=excluded.updated_at",
+            (mid, key, args["content"], args.get("category", "note"), json.dumps(tags), now, now),
+        )
+    return {"id": mid, "key": key, "created": row is None}
+
+
+def memory_read(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    key = args["key"]
+    with _Store(ctx) as st:
+        row = st.conn.execute(
+            "SELECT * FROM tool_memory WHERE key = ? OR id = ?", (key, key)
+        ).fetchone()
+    if row is None:
+        raise ToolFailed(
+            f"no memory with key {key!r}; memory_search finds entries by content",
+            reason="not_found",
+            key=key,
+        )
+    return _memory(row)
+
+
+def memory_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Every word of ``query`` must occur (case-insensitive) in the key, content or tags;
+    entries with more occurrences rank first, then the most recently updated."""
+    terms = [t.casefold() for t in args.get("query", "").split()]
+    category = args.get("category")
+    want = set(args.get("tags") or [])
+    limit = int(args.get("limit", 10))
+    sql, params = "SELECT * FROM tool_memory", []
+    if category:
+        sql, params = sql + " WHERE category = ?", [category]
+    with _Store(ctx) as st:
+        rows = st.conn.execute(sql, params).fetchall()
+    scored: list[tuple[int, float, dict[str, Any]]] = []
+    for row in rows:
+        entry = _memory(row)
+        if not want <= set(entry["tags"]):
+            continue
+        hay = " ".join([entry["key"], entry["content"], *entry["tags"]]).casefold()
+        if all(t in hay for t in terms):
+            scored.append((sum(hay.count(t) for t in terms), entry["updated_at"], entry))
+    scored.sort(key=lambda s: (-s[0], -s[1]))
+    return {
+        "count": len(scored),
+        "matches": [s[2] for s in scored[:limit]],
+        "truncated": len(scored) > limit,
+    }
+
+
+def memory_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    with _Store(ctx) as st, st.conn as db:
+        cur = db.execute(
+            "DELETE FROM tool_memory WHERE key = ? OR id = ?", (args["key"], args["key"])
+        )
+    return {"key": args["key"], "deleted": cur.rowcount > 0}
