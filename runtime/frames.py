@@ -48,7 +48,7 @@ def encode_frame(message: dict[str, Any], max_size: int = DEFAULT_MAX_FRAME) -> 
 
 def decode_body(body: bytes) -> dict[str, Any]:
     try:
-        obj = msgpack.unpackb(body, raw=False, strict_map_key=True, max_buffer_size=len(body))
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises a zoo of types; all mean "garbage"
         raise FrameError(f"frame body is not valid msgpack: {type(exc).__name__}") from exc
     if not isinstance(obj, dict):

@@ -1,0 +1,174 @@
+/* csv_to_json: RFC 4180 CSV (quoted fields, "" escapes, CRLF / LF / CR records) to JSON rows. */
+#include "../rt/json.h"
+
+typedef struct {
+    const char *s;
+    uint32_t n;
+} field;
+
+typedef struct {
+    field *f;
+    size_t n, cap;
+} record;
+
+static void add_field(record *r, const char *s, size_t n) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        r->f = rt_xrealloc(r->f, r->cap * sizeof(field), cap * sizeof(field));
+        r->cap = cap;
+    }
+    r->f[r->n].s = s;
+    r->f[r->n].n = (uint32_t)n;
+    r->n++;
+}
+
+/* Parses one record at *pp; returns 0 at end of input, -1 on a malformed quote (with *err_at). */
+static int next_record(const char **pp, const char *end, char delim, record *r, const char **err_at) {
+    const char *p = *pp;
+    r->n = 0;
+    /* Blank lines are skipped, as csv.DictReader does. */
+    while (p < end && (*p == '\n' || *p == '\r')) p++;
+    if (p >= end) {
+        *pp = p;
+        return 0;
+    }
+    for (;;) {
+        if (p < end && *p == '"') {
+            const char *q = ++p;
+            char *o = 0;
+            size_t on = 0;
+            for (;;) {
+                if (q >= end) {
+                    *err_at = p - 1;
+                    return -1;
+                }
+                if (*q == '"') {
+                    if (q + 1 < end && q[1] == '"') {
+                        /* An escaped quote: from here on the field needs its own copy. */
+                        if (!o) {
+                            o = rt_xalloc((size_t)(end - p));
+                            memcpy(o, p, (size_t)(q - p));
+                            on = (size_t)(q - p);
+                        }
+                        o[on++] = '"';
+                        q += 2;
+                        continue;
+                    }
+                    break;
+                }
+                if (o) o[on++] = *q;
+                q++;
+            }
+            if (o)
+                add_field(r, o, on);
+            else
+                add_field(r, p, (size_t)(q - p));
+            p = q + 1;
+            if (p < end && *p != delim && *p != '\n' && *p != '\r') {
+                *err_at = p;
+                return -1;
+            }
+        } else {
+            const char *q = p;
+            while (q < end && *q != delim && *q != '\n' && *q != '\r') q++;
+            add_field(r, p, (size_t)(q - p));
+            p = q;
+        }
+        if (p < end && *p == delim) {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '\r') {
+            p++;
+            if (p < end && *p == '\n') p++;
+        } else if (p < end && *p == '\n') {
+            p++;
+        }
+        *pp = p;
+        return 1;
+    }
+}
+
+static uint64_t fail_row(const char *what, size_t row, size_t a, size_t b) {
+    rt_buf m;
+    buf_init(&m, 96);
+    buf_puts(&m, what);
+    buf_puts(&m, " (record ");
+    buf_put_uint(&m, row);
+    if (b) {
+        buf_puts(&m, ": ");
+        buf_put_uint(&m, a);
+        buf_puts(&m, " fields, the header has ");
+        buf_put_uint(&m, b);
+    }
+    buf_putc(&m, ')');
+    return rt_fail_buf(&m);
+}
+
+RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
+    uint64_t err;
+    jv *args = rt_args(in, n, &err);
+    if (!args) return err;
+    jv *text = rt_arg_string(args, "text", &err);
+    if (!text) return err;
+    int header = 1;
+    jv *h = json_get(args, "header");
+    if (h && h->t != J_NULL) {
+        if (h->t != J_TRUE && h->t != J_FALSE) return rt_fail("'header' must be a boolean");
+        header = h->t == J_TRUE;
+    }
+    char delim = ',';
+    jv *d = json_get(args, "delimiter");
+    if (d && d->t != J_NULL) {
+        if (d->t != J_STR || d->len != 1 || d->s[0] == '"' || d->s[0] == '\n' || d->s[0] == '\r' ||
+            (unsigned char)d->s[0] >= 0x80)
+            return rt_fail("'delimiter' must be one ASCII character other than a quote or newline");
+        delim = d->s[0];
+    }
+    const char *p = text->s, *end = text->s + text->len;
+    record names = {0, 0, 0}, rec = {0, 0, 0};
+    const char *err_at = 0;
+    size_t row = 0;
+    if (header) {
+        int st = next_record(&p, end, delim, &names, &err_at);
+        row++;
+        if (st < 0) return fail_row("malformed quoted field", row, 0, 0);
+    }
+    rt_buf out;
+    rt_out_init(&out, (size_t)text->len * 2 + 32);
+    buf_puts(&out, "{\"rows\":[");
+    size_t count = 0;
+    for (;;) {
+        int st = next_record(&p, end, delim, &rec, &err_at);
+        if (st == 0) break;
+        row++;
+        if (st < 0) return fail_row("malformed quoted field", row, 0, 0);
+        if (count++) buf_putc(&out, ',');
+        if (header) {
+            if (rec.n != names.n)
+                return fail_row("record length differs from the header", row, rec.n, names.n);
+            buf_putc(&out, '{');
+            for (size_t i = 0; i < rec.n; i++) {
+                if (i) buf_putc(&out, ',');
+                json_write_string(&out, names.f[i].s, names.f[i].n);
+                buf_putc(&out, ':');
+                json_write_string(&out, rec.f[i].s, rec.f[i].n);
+            }
+            buf_putc(&out, '}');
+        } else {
+            buf_putc(&out, '[');
+            for (size_t i = 0; i < rec.n; i++) {
+                if (i) buf_putc(&out, ',');
+                json_write_string(&out, rec.f[i].s, rec.f[i].n);
+            }
+            buf_putc(&out, ']');
+        }
+    }
+    buf_puts(&out, "],\"columns\":[");
+    for (size_t i = 0; i < names.n; i++) {
+        if (i) buf_putc(&out, ',');
+        json_write_string(&out, names.f[i].s, names.f[i].n);
+    }
+    buf_puts(&out, "]}");
+    return rt_done(&out);
+}

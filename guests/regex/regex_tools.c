@@ -1,0 +1,560 @@
+/* regex_match: a linear-time regular expression search (Thompson NFA simulated as a Pike VM).
+ *
+ * No backtracking, so no catastrophic patterns: time is O(len(text) * program size), memory
+ * O(program size). Leftmost-first priority is kept thread by thread, so the match found is the
+ * one Python's re.search finds. Syntax (a subset of Python's): literals, '.', [...] / [^...]
+ * with ranges, \d \w \s \D \W \S (ASCII meanings, like re.ASCII), escapes of metacharacters,
+ * \n \t \r, ^ and $ (Python's: $ also before a final newline), groups (...) and (?:...),
+ * alternation |, quantifiers * + ? {m} {m,} {m,n} (greedy; add ? for lazy).
+ * Backreferences and lookaround are refused: they cannot run in linear time.
+ */
+#include "../rt/json.h"
+
+#define MAX_PATTERN 2000
+#define MAX_PROGRAM 20000
+#define MAX_REPEAT 1000
+
+enum { I_CHAR, I_ANY, I_CLASS, I_MATCH, I_JMP, I_SPLIT, I_BOL, I_EOL };
+
+typedef struct {
+    uint8_t op;
+    uint32_t x, y; /* CHAR: code point in x; CLASS: class index in x; JMP/SPLIT: targets */
+} inst;
+
+typedef struct {
+    uint32_t lo, hi;
+} range;
+
+typedef struct {
+    range *r;
+    uint32_t n;
+    int negate;
+} cls;
+
+/* The AST: built first so that counted repetition can re-emit a sub-pattern. */
+enum { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_BOL, N_EOL, N_CAT, N_ALT, N_REP };
+
+typedef struct node {
+    uint8_t t;
+    uint8_t greedy;
+    uint32_t v;          /* char / class index */
+    int min, max;        /* N_REP: max -1 = unbounded */
+    struct node *a, *b;  /* children */
+} node;
+
+typedef struct {
+    const uint32_t *p; /* pattern code points */
+    uint32_t n, i;
+    const char *err;
+    cls *classes;
+    uint32_t nclasses, cap_classes;
+} rparser;
+
+static node *mk(uint8_t t, node *a, node *b) {
+    node *n = rt_xalloc(sizeof(node));
+    memset(n, 0, sizeof(node));
+    n->t = t;
+    n->a = a;
+    n->b = b;
+    n->greedy = 1;
+    return n;
+}
+
+static uint32_t *decode_utf8(const char *s, uint32_t n, uint32_t *out_n) {
+    uint32_t *cp = rt_xalloc(((size_t)n + 1) * sizeof(uint32_t));
+    uint32_t k = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    for (uint32_t i = 0; i < n;) {
+        unsigned c = u[i];
+        if (c < 0x80) {
+            cp[k++] = c;
+            i++;
+        } else if (c < 0xE0 && i + 1 < n) {
+            cp[k++] = ((c & 0x1Fu) << 6) | (u[i + 1] & 0x3Fu);
+            i += 2;
+        } else if (c < 0xF0 && i + 2 < n) {
+            cp[k++] = ((c & 0x0Fu) << 12) | ((u[i + 1] & 0x3Fu) << 6) | (u[i + 2] & 0x3Fu);
+            i += 3;
+        } else if (i + 3 < n) {
+            cp[k++] = ((c & 0x07u) << 18) | ((u[i + 1] & 0x3Fu) << 12) | ((u[i + 2] & 0x3Fu) << 6) |
+                      (u[i + 3] & 0x3Fu);
+            i += 4;
+        } else {
+            break; /* the host sends valid UTF-8; a torn tail is dropped, not read past */
+        }
+    }
+    *out_n = k;
+    return cp;
+}
+
+static uint32_t new_class(rparser *ps, int negate) {
+    if (ps->nclasses == ps->cap_classes) {
+        uint32_t cap = ps->cap_classes ? ps->cap_classes * 2 : 8;
+        ps->classes = rt_xrealloc(ps->classes, ps->cap_classes * sizeof(cls), cap * sizeof(cls));
+        ps->cap_classes = cap;
+    }
+    cls *c = &ps->classes[ps->nclasses];
+    c->r = rt_xalloc(64 * sizeof(range));
+    c->n = 0;
+    c->negate = negate;
+    return ps->nclasses++;
+}
+
+static void add_range(rparser *ps, uint32_t k, uint32_t lo, uint32_t hi) {
+    cls *c = &ps->classes[k];
+    if (c->n && (c->n & 63) == 0) c->r = rt_xrealloc(c->r, c->n * sizeof(range), (c->n + 64) * sizeof(range));
+    c->r[c->n].lo = lo;
+    c->r[c->n].hi = hi;
+    c->n++;
+}
+
+/* \d \w \s and their negations, ASCII meanings. Returns 0 when `e` is not one of them. */
+static int add_shorthand(rparser *ps, uint32_t k, uint32_t e) {
+    switch (e) {
+    case 'd': add_range(ps, k, '0', '9'); return 1;
+    case 'w':
+        add_range(ps, k, '0', '9');
+        add_range(ps, k, 'A', 'Z');
+        add_range(ps, k, 'a', 'z');
+        add_range(ps, k, '_', '_');
+        return 1;
+    case 's':
+        add_range(ps, k, '\t', '\r');
+        add_range(ps, k, ' ', ' ');
+        return 1;
+    case 'D': add_range(ps, k, 0, '0' - 1); add_range(ps, k, '9' + 1, 0x10FFFF); return 1;
+    case 'W':
+        add_range(ps, k, 0, '0' - 1);
+        add_range(ps, k, '9' + 1, 'A' - 1);
+        add_range(ps, k, 'Z' + 1, '_' - 1);
+        add_range(ps, k, '_' + 1, 'a' - 1);
+        add_range(ps, k, 'z' + 1, 0x10FFFF);
+        return 1;
+    case 'S':
+        add_range(ps, k, 0, '\t' - 1);
+        add_range(ps, k, '\r' + 1, ' ' - 1);
+        add_range(ps, k, ' ' + 1, 0x10FFFF);
+        return 1;
+    default: return 0;
+    }
+}
+
+/* A single escaped character (after '\'), or -1 if the escape is not supported. */
+static int64_t escape_char(uint32_t e) {
+    switch (e) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'f': return '\f';
+    case 'v': return '\v';
+    case '0': return 0;
+    default: break;
+    }
+    if (e < 0x80 && !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
+        return e; /* escaped punctuation stands for itself */
+    return -1;
+}
+
+static node *parse_alt(rparser *ps, int depth);
+
+static node *fail_re(rparser *ps, const char *msg) {
+    if (!ps->err) ps->err = msg;
+    return 0;
+}
+
+static node *parse_class(rparser *ps) {
+    int negate = 0;
+    if (ps->i < ps->n && ps->p[ps->i] == '^') {
+        negate = 1;
+        ps->i++;
+    }
+    uint32_t k = new_class(ps, negate);
+    int first = 1;
+    for (;;) {
+        if (ps->i >= ps->n) return fail_re(ps, "unterminated character class");
+        uint32_t c = ps->p[ps->i++];
+        if (c == ']' && !first) break;
+        first = 0;
+        int64_t lo;
+        if (c == '\\') {
+            if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
+            uint32_t e = ps->p[ps->i++];
+            if (add_shorthand(ps, k, e)) continue;
+            if (e == 'b') lo = '\b';
+            else if ((lo = escape_char(e)) < 0) return fail_re(ps, "unsupported escape in a character class");
+        } else {
+            lo = c;
+        }
+        int64_t hi = lo;
+        if (ps->i + 1 < ps->n && ps->p[ps->i] == '-' && ps->p[ps->i + 1] != ']') {
+            ps->i++;
+            uint32_t h = ps->p[ps->i++];
+            if (h == '\\') {
+                if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
+                if ((hi = escape_char(ps->p[ps->i++])) < 0)
+                    return fail_re(ps, "unsupported escape in a character range");
+            } else {
+                hi = h;
+            }
+            if (hi < lo) return fail_re(ps, "bad character range (end before start)");
+        }
+        add_range(ps, k, (uint32_t)lo, (uint32_t)hi);
+    }
+    node *n = mk(N_CLASS, 0, 0);
+    n->v = k;
+    return n;
+}
+
+static int parse_int(rparser *ps, int *out) {
+    if (ps->i >= ps->n || ps->p[ps->i] < '0' || ps->p[ps->i] > '9') return 0;
+    int v = 0;
+    while (ps->i < ps->n && ps->p[ps->i] >= '0' && ps->p[ps->i] <= '9') {
+        v = v * 10 + (int)(ps->p[ps->i++] - '0');
+        if (v > MAX_REPEAT) v = MAX_REPEAT + 1;
+    }
+    *out = v;
+    return 1;
+}
+
+static node *parse_atom(rparser *ps, int depth) {
+    uint32_t c = ps->p[ps->i++];
+    switch (c) {
+    case '.': return mk(N_ANY, 0, 0);
+    case '^': return mk(N_BOL, 0, 0);
+    case '$': return mk(N_EOL, 0, 0);
+    case '[': return parse_class(ps);
+    case '(': {
+        if (depth > 200) return fail_re(ps, "groups nested too deeply (limit 200)");
+        if (ps->i < ps->n && ps->p[ps->i] == '?') {
+            if (ps->i + 1 < ps->n && ps->p[ps->i + 1] == ':')
+                ps->i += 2;
+            else
+                return fail_re(ps, "lookaround and other (?...) groups are not supported (not linear-time)");
+        }
+        node *inner = parse_alt(ps, depth + 1);
+        if (!inner) return 0;
+        if (ps->i >= ps->n || ps->p[ps->i] != ')') return fail_re(ps, "missing ), unterminated group");
+        ps->i++;
+        return inner;
+    }
+    case ')': return fail_re(ps, "unbalanced parenthesis");
+    case '*': case '+': case '?': return fail_re(ps, "nothing to repeat");
+    case '\\': {
+        if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
+        uint32_t e = ps->p[ps->i++];
+        if (e >= '1' && e <= '9') return fail_re(ps, "backreferences are not supported (not linear-time)");
+        uint32_t k = ps->nclasses;
+        if (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S') {
+            k = new_class(ps, 0);
+            add_shorthand(ps, k, e);
+            node *n = mk(N_CLASS, 0, 0);
+            n->v = k;
+            return n;
+        }
+        int64_t ch = escape_char(e);
+        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v \\0 and escaped punctuation)");
+        node *n = mk(N_CHAR, 0, 0);
+        n->v = (uint32_t)ch;
+        return n;
+    }
+    default: {
+        node *n = mk(N_CHAR, 0, 0);
+        n->v = c;
+        return n;
+    }
+    }
+}
+
+static int at_quantifier(const rparser *ps) {
+    if (ps->i >= ps->n) return 0;
+    uint32_t c = ps->p[ps->i];
+    if (c == '*' || c == '+' || c == '?') return 1;
+    return c == '{' && ps->i + 1 < ps->n && ps->p[ps->i + 1] >= '0' && ps->p[ps->i + 1] <= '9';
+}
+
+static node *parse_repeat(rparser *ps, int depth) {
+    node *a = parse_atom(ps, depth);
+    if (!a || ps->i >= ps->n) return a;
+    uint32_t c = ps->p[ps->i];
+    int min, max;
+    if (c == '*') {
+        min = 0;
+        max = -1;
+        ps->i++;
+    } else if (c == '+') {
+        min = 1;
+        max = -1;
+        ps->i++;
+    } else if (c == '?') {
+        min = 0;
+        max = 1;
+        ps->i++;
+    } else if (c == '{') {
+        uint32_t save = ps->i++;
+        if (!parse_int(ps, &min)) {
+            ps->i = save;
+            return a; /* not a quantifier: '{' is a literal, as in Python */
+        }
+        max = min;
+        if (ps->i < ps->n && ps->p[ps->i] == ',') {
+            ps->i++;
+            if (!parse_int(ps, &max)) max = -1;
+        }
+        if (ps->i >= ps->n || ps->p[ps->i] != '}') {
+            ps->i = save;
+            return a;
+        }
+        ps->i++;
+        if (min > MAX_REPEAT || max > MAX_REPEAT) return fail_re(ps, "repeat count over 1000");
+        if (max >= 0 && max < min) return fail_re(ps, "min repeat greater than max repeat");
+    } else {
+        return a;
+    }
+    if (a->t == N_BOL || a->t == N_EOL) return fail_re(ps, "nothing to repeat");
+    node *r = mk(N_REP, a, 0);
+    r->min = min;
+    r->max = max;
+    if (ps->i < ps->n && ps->p[ps->i] == '?') {
+        r->greedy = 0;
+        ps->i++;
+    }
+    if (at_quantifier(ps)) return fail_re(ps, "multiple repeat");
+    return r;
+}
+
+static node *parse_cat(rparser *ps, int depth) {
+    node *acc = mk(N_EMPTY, 0, 0);
+    while (ps->i < ps->n && ps->p[ps->i] != '|' && ps->p[ps->i] != ')') {
+        node *r = parse_repeat(ps, depth);
+        if (!r) return 0;
+        acc = acc->t == N_EMPTY ? r : mk(N_CAT, acc, r);
+    }
+    return acc;
+}
+
+static node *parse_alt(rparser *ps, int depth) {
+    node *a = parse_cat(ps, depth);
+    if (!a) return 0;
+    while (ps->i < ps->n && ps->p[ps->i] == '|') {
+        ps->i++;
+        node *b = parse_cat(ps, depth);
+        if (!b) return 0;
+        a = mk(N_ALT, a, b);
+    }
+    return a;
+}
+
+typedef struct {
+    inst *code;
+    uint32_t n, cap;
+    int overflow;
+} prog;
+
+static uint32_t emit(prog *pg, uint8_t op, uint32_t x, uint32_t y) {
+    if (pg->n >= MAX_PROGRAM) {
+        pg->overflow = 1;
+        return pg->n;
+    }
+    if (pg->n == pg->cap) {
+        uint32_t cap = pg->cap ? pg->cap * 2 : 64;
+        pg->code = rt_xrealloc(pg->code, pg->cap * sizeof(inst), cap * sizeof(inst));
+        pg->cap = cap;
+    }
+    pg->code[pg->n].op = op;
+    pg->code[pg->n].x = x;
+    pg->code[pg->n].y = y;
+    return pg->n++;
+}
+
+static void gen(prog *pg, const node *n);
+
+static void gen_optional(prog *pg, const node *a, int greedy) {
+    uint32_t split = emit(pg, I_SPLIT, 0, 0);
+    gen(pg, a);
+    if (pg->overflow) return;
+    uint32_t next = pg->n;
+    pg->code[split].x = greedy ? split + 1 : next;
+    pg->code[split].y = greedy ? next : split + 1;
+}
+
+static void gen_star(prog *pg, const node *a, int greedy) {
+    uint32_t split = emit(pg, I_SPLIT, 0, 0);
+    gen(pg, a);
+    emit(pg, I_JMP, split, 0);
+    if (pg->overflow) return;
+    uint32_t next = pg->n;
+    pg->code[split].x = greedy ? split + 1 : next;
+    pg->code[split].y = greedy ? next : split + 1;
+}
+
+static void gen(prog *pg, const node *n) {
+    if (pg->overflow) return;
+    switch (n->t) {
+    case N_EMPTY: return;
+    case N_CHAR: emit(pg, I_CHAR, n->v, 0); return;
+    case N_ANY: emit(pg, I_ANY, 0, 0); return;
+    case N_CLASS: emit(pg, I_CLASS, n->v, 0); return;
+    case N_BOL: emit(pg, I_BOL, 0, 0); return;
+    case N_EOL: emit(pg, I_EOL, 0, 0); return;
+    case N_CAT: gen(pg, n->a); gen(pg, n->b); return;
+    case N_ALT: {
+        uint32_t split = emit(pg, I_SPLIT, 0, 0);
+        gen(pg, n->a);
+        uint32_t jmp = emit(pg, I_JMP, 0, 0);
+        uint32_t second = pg->n;
+        gen(pg, n->b);
+        if (pg->overflow) return;
+        pg->code[split].x = split + 1;
+        pg->code[split].y = second;
+        pg->code[jmp].x = pg->n;
+        return;
+    }
+    case N_REP: {
+        for (int i = 0; i < n->min && !pg->overflow; i++) gen(pg, n->a);
+        if (n->max < 0) {
+            gen_star(pg, n->a, n->greedy);
+        } else {
+            for (int i = n->min; i < n->max && !pg->overflow; i++) gen_optional(pg, n->a, n->greedy);
+        }
+        return;
+    }
+    default: return;
+    }
+}
+
+static int in_class(const cls *c, uint32_t ch) {
+    int in = 0;
+    for (uint32_t i = 0; i < c->n; i++)
+        if (ch >= c->r[i].lo && ch <= c->r[i].hi) {
+            in = 1;
+            break;
+        }
+    return in != c->negate;
+}
+
+typedef struct {
+    uint32_t *pc, *start;
+    uint32_t n;
+} tlist;
+
+/* Adds pc's epsilon closure to l in priority order (an explicit stack: no deep recursion). */
+static void add_thread(const prog *pg, tlist *l, uint32_t *mark, uint32_t gen_id, uint32_t *stack,
+                       uint32_t pc0, uint32_t start, uint32_t pos, const uint32_t *text, uint32_t n) {
+    uint32_t sp = 0;
+    stack[sp++] = pc0;
+    while (sp) {
+        uint32_t pc = stack[--sp];
+        if (mark[pc] == gen_id) continue;
+        mark[pc] = gen_id;
+        const inst *in = &pg->code[pc];
+        switch (in->op) {
+        case I_JMP: stack[sp++] = in->x; break;
+        case I_SPLIT:
+            stack[sp++] = in->y; /* pushed first: explored after x, i.e. lower priority */
+            stack[sp++] = in->x;
+            break;
+        case I_BOL:
+            if (pos == 0) stack[sp++] = pc + 1;
+            break;
+        case I_EOL:
+            if (pos == n || (pos + 1 == n && text[pos] == '\n')) stack[sp++] = pc + 1;
+            break;
+        default:
+            l->pc[l->n] = pc;
+            l->start[l->n] = start;
+            l->n++;
+        }
+    }
+}
+
+RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
+    uint64_t err;
+    jv *args = rt_args(in, n, &err);
+    if (!args) return err;
+    jv *pat = rt_arg_string(args, "pattern", &err);
+    if (!pat) return err;
+    jv *text = rt_arg_string(args, "text", &err);
+    if (!text) return err;
+    rparser ps;
+    memset(&ps, 0, sizeof ps);
+    ps.p = decode_utf8(pat->s, pat->len, &ps.n);
+    if (ps.n > MAX_PATTERN) return rt_fail("pattern longer than 2000 characters");
+    node *ast = parse_alt(&ps, 0);
+    if (ast && ps.i < ps.n) ast = fail_re(&ps, "unbalanced parenthesis");
+    if (!ast) {
+        rt_buf m;
+        buf_init(&m, 128);
+        buf_puts(&m, "invalid pattern: ");
+        buf_puts(&m, ps.err ? ps.err : "syntax error");
+        buf_puts(&m, " at position ");
+        buf_put_uint(&m, ps.i ? ps.i - 1 : 0);
+        return rt_fail_buf(&m);
+    }
+    prog pg = {0, 0, 0, 0};
+    gen(&pg, ast);
+    emit(&pg, I_MATCH, 0, 0);
+    if (pg.overflow) return rt_fail("pattern too large once repeats are expanded (limit 20000 steps)");
+
+    uint32_t tn;
+    const uint32_t *t = decode_utf8(text->s, text->len, &tn);
+    uint32_t m = pg.n;
+    uint32_t *mark = rt_xalloc(m * sizeof(uint32_t));
+    memset(mark, 0xFF, m * sizeof(uint32_t));
+    uint32_t *stack = rt_xalloc(2 * (size_t)m * sizeof(uint32_t) + 8);
+    tlist a = {rt_xalloc(m * sizeof(uint32_t)), rt_xalloc(m * sizeof(uint32_t)), 0};
+    tlist b = {rt_xalloc(m * sizeof(uint32_t)), rt_xalloc(m * sizeof(uint32_t)), 0};
+    tlist *cl = &a, *nl = &b;
+    int64_t best_start = -1, best_end = -1;
+    uint32_t gen_id = 0;
+    for (uint32_t pos = 0;; pos++) {
+        /* A new attempt starting here has the lowest priority of all live threads. */
+        if (best_start < 0) add_thread(&pg, cl, mark, gen_id, stack, 0, pos, pos, t, tn);
+        if (cl->n == 0 && (best_start >= 0 || pos >= tn)) break;
+        gen_id++;
+        nl->n = 0;
+        for (uint32_t k = 0; k < cl->n; k++) {
+            const inst *ip = &pg.code[cl->pc[k]];
+            uint32_t st = cl->start[k];
+            if (ip->op == I_MATCH) {
+                best_start = st;
+                best_end = pos;
+                break; /* lower-priority threads lose to this match */
+            }
+            if (pos >= tn) continue;
+            uint32_t ch = t[pos];
+            int ok = ip->op == I_CHAR ? ch == ip->x
+                     : ip->op == I_ANY ? ch != '\n'
+                                       : in_class(&ps.classes[ip->x], ch);
+            if (ok) add_thread(&pg, nl, mark, gen_id, stack, cl->pc[k] + 1, st, pos + 1, t, tn);
+        }
+        /* At the end of the text no thread can consume more: everything is decided. */
+        if (pos >= tn) break;
+        tlist *tmp = cl;
+        cl = nl;
+        nl = tmp;
+    }
+    rt_buf out;
+    rt_out_init(&out, 64);
+    if (best_start < 0) {
+        buf_puts(&out, "{\"matched\":false,\"match\":null,\"start\":null,\"end\":null}");
+        return rt_done(&out);
+    }
+    /* Offsets are code points, as Python's str indices are. */
+    const unsigned char *u = (const unsigned char *)text->s;
+    uint32_t bs = 0, be = 0, cpi = 0;
+    for (uint32_t i = 0; i <= text->len; i++) {
+        if (i == text->len || (u[i] & 0xC0) != 0x80) {
+            if (cpi == (uint32_t)best_start) bs = i;
+            if (cpi == (uint32_t)best_end) be = i;
+            cpi++;
+        }
+    }
+    buf_puts(&out, "{\"matched\":true,\"match\":");
+    json_write_string(&out, text->s + bs, be - bs);
+    buf_puts(&out, ",\"start\":");
+    buf_put_uint(&out, (uint64_t)best_start);
+    buf_puts(&out, ",\"end\":");
+    buf_put_uint(&out, (uint64_t)best_end);
+    buf_putc(&out, '}');
+    return rt_done(&out);
+}

@@ -1,0 +1,458 @@
+#include "json.h"
+
+typedef struct {
+    const char *s, *p, *end;
+    int depth, max_depth;
+    json_error *e;
+} parser;
+
+static jv *fail(parser *ps, const char *msg, const char *at) {
+    if (!ps->e->err) {
+        ps->e->err = msg;
+        ps->e->pos = (size_t)(at - ps->s);
+    }
+    return 0;
+}
+
+static void skip_ws(parser *ps) {
+    while (ps->p < ps->end) {
+        char c = *ps->p;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            ps->p++;
+        else
+            break;
+    }
+}
+
+static jv *node(uint8_t t) {
+    jv *v = rt_xalloc(sizeof(jv));
+    memset(v, 0, sizeof(jv));
+    v->t = t;
+    return v;
+}
+
+static int hex4(const char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* ps->p is just past the opening quote. Strings without escapes point into the source. */
+static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
+    const char *start = ps->p;
+    const char *q = start;
+    while (q < ps->end) {
+        unsigned char c = (unsigned char)*q;
+        if (c == '"') {
+            *out = start;
+            *out_len = (uint32_t)(q - start);
+            ps->p = q + 1;
+            return 1;
+        }
+        if (c == '\\') break;
+        if (c < 0x20) return fail(ps, "invalid control character in string", q) != 0;
+        q++;
+    }
+    if (q >= ps->end) return fail(ps, "unterminated string", start - 1) != 0;
+    /* Slow path: escapes. Decoded bytes never outnumber source bytes. Plain runs between
+     * escapes are copied whole. */
+    size_t cap = (size_t)(ps->end - start);
+    char *o = rt_xalloc(cap);
+    size_t n = (size_t)(q - start);
+    memcpy(o, start, n);
+    for (;;) {
+        const char *run = q;
+        while (q < ps->end) {
+            unsigned char c = (unsigned char)*q;
+            if (c == '"' || c == '\\' || c < 0x20) break;
+            q++;
+        }
+        memcpy(o + n, run, (size_t)(q - run));
+        n += (size_t)(q - run);
+        if (q >= ps->end) break;
+        unsigned char c = (unsigned char)*q;
+        if (c == '"') {
+            *out = o;
+            *out_len = (uint32_t)n;
+            ps->p = q + 1;
+            return 1;
+        }
+        if (c < 0x20) return fail(ps, "invalid control character in string", q) != 0;
+        if (q + 1 >= ps->end) break;
+        char esc = q[1];
+        switch (esc) {
+        case '"': o[n++] = '"'; q += 2; continue;
+        case '\\': o[n++] = '\\'; q += 2; continue;
+        case '/': o[n++] = '/'; q += 2; continue;
+        case 'b': o[n++] = '\b'; q += 2; continue;
+        case 'f': o[n++] = '\f'; q += 2; continue;
+        case 'n': o[n++] = '\n'; q += 2; continue;
+        case 'r': o[n++] = '\r'; q += 2; continue;
+        case 't': o[n++] = '\t'; q += 2; continue;
+        case 'u': break;
+        default: return fail(ps, "invalid escape in string", q) != 0;
+        }
+        unsigned cp;
+        if (ps->end - q < 6 || !hex4(q + 2, &cp)) return fail(ps, "invalid \\u escape", q) != 0;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return fail(ps, "lone UTF-16 surrogate in \\u escape (not representable as UTF-8)", q) != 0;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            unsigned lo;
+            if (ps->end - q < 12 || q[6] != '\\' || q[7] != 'u' || !hex4(q + 8, &lo) || lo < 0xDC00 ||
+                lo > 0xDFFF)
+                return fail(ps, "lone UTF-16 surrogate in \\u escape (not representable as UTF-8)", q) != 0;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            q += 12;
+        } else {
+            q += 6;
+        }
+        n += put_utf8(o + n, cp);
+    }
+    return fail(ps, "unterminated string", start - 1) != 0;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static jv *parse_number(parser *ps) {
+    const char *start = ps->p, *q = ps->p, *end = ps->end;
+    int integral = 1;
+    if (q < end && *q == '-') q++;
+    if (q < end && end - q >= 8 && memcmp(q, "Infinity", 8) == 0)
+        return fail(ps, "Infinity is not JSON (RFC 8259)", start);
+    if (q >= end || !is_digit(*q)) return fail(ps, "expecting value", start);
+    const char *digits = q;
+    if (*q == '0') {
+        q++;
+    } else {
+        while (q < end && is_digit(*q)) q++;
+    }
+    size_t int_digits = (size_t)(q - digits);
+    if (q < end && *q == '.') {
+        integral = 0;
+        q++;
+        if (q >= end || !is_digit(*q)) return fail(ps, "expecting digits after the decimal point", q);
+        while (q < end && is_digit(*q)) q++;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        integral = 0;
+        q++;
+        if (q < end && (*q == '+' || *q == '-')) q++;
+        if (q >= end || !is_digit(*q)) return fail(ps, "expecting digits in the exponent", q);
+        while (q < end && is_digit(*q)) q++;
+    }
+    if (integral && int_digits > JSON_MAX_INT_DIGITS)
+        return fail(ps, "integer has more than 4300 digits (CPython's limit)", start);
+    jv *v = node(J_NUM);
+    v->s = start;
+    v->len = (uint32_t)(q - start);
+    ps->p = q;
+    return v;
+}
+
+static jv *parse_value(parser *ps);
+
+static jv *parse_container(parser *ps, int is_obj) {
+    const char *open = ps->p;
+    if (++ps->depth > ps->max_depth) return fail(ps, "nesting too deep (limit 512 levels)", open);
+    ps->p++;
+    jv *v = node(is_obj ? J_OBJ : J_ARR);
+    jv **tail = &v->first;
+    char close = is_obj ? '}' : ']';
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+        ps->depth--;
+        return v;
+    }
+    for (;;) {
+        const char *k = 0;
+        uint32_t klen = 0;
+        if (is_obj) {
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != '"')
+                return fail(ps, "expecting property name enclosed in double quotes", ps->p);
+            ps->p++;
+            if (!parse_string(ps, &k, &klen)) return 0;
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expecting ':' delimiter", ps->p);
+            ps->p++;
+        }
+        jv *child = parse_value(ps);
+        if (!child) return 0;
+        child->k = k;
+        child->klen = klen;
+        *tail = child;
+        tail = &child->next;
+        v->len++;
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (ps->p < ps->end && *ps->p == close) {
+            ps->p++;
+            ps->depth--;
+            return v;
+        }
+        return fail(ps, is_obj ? "expecting ',' delimiter or '}'" : "expecting ',' delimiter or ']'",
+                    ps->p);
+    }
+}
+
+static int lit(parser *ps, const char *word, size_t n) {
+    if ((size_t)(ps->end - ps->p) >= n && memcmp(ps->p, word, n) == 0) {
+        ps->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+static jv *parse_value(parser *ps) {
+    skip_ws(ps);
+    if (ps->p >= ps->end) return fail(ps, "expecting value", ps->p);
+    switch (*ps->p) {
+    case '{': return parse_container(ps, 1);
+    case '[': return parse_container(ps, 0);
+    case '"': {
+        ps->p++;
+        jv *v = node(J_STR);
+        if (!parse_string(ps, &v->s, &v->len)) return 0;
+        return v;
+    }
+    case 't': if (lit(ps, "true", 4)) return node(J_TRUE); break;
+    case 'f': if (lit(ps, "false", 5)) return node(J_FALSE); break;
+    case 'n': if (lit(ps, "null", 4)) return node(J_NULL); break;
+    case 'N':
+        if (lit(ps, "NaN", 3)) return fail(ps, "NaN is not JSON (RFC 8259)", ps->p - 3);
+        break;
+    default: return parse_number(ps);
+    }
+    return fail(ps, "expecting value", ps->p);
+}
+
+jv *json_parse(const char *s, size_t n, int max_depth, json_error *e) {
+    parser ps = {s, s, s + n, 0, max_depth, e};
+    e->err = 0;
+    jv *v = parse_value(&ps);
+    if (!v) return 0;
+    skip_ws(&ps);
+    if (ps.p != ps.end) return fail(&ps, "extra data after the JSON value", ps.p);
+    return v;
+}
+
+void json_error_message(rt_buf *out, const char *prefix, const char *s, size_t n, json_error *e) {
+    size_t line = 1, col = 1, chars = 0;
+    size_t pos = e->pos < n ? e->pos : n;
+    for (size_t i = 0; i < pos; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c & 0xC0) == 0x80) continue; /* count characters, as CPython does, not bytes */
+        chars++;
+        if (c == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    buf_init(out, 128);
+    buf_puts(out, prefix);
+    buf_puts(out, e->err ? e->err : "invalid JSON");
+    buf_puts(out, ": line ");
+    buf_put_uint(out, line);
+    buf_puts(out, " column ");
+    buf_put_uint(out, col);
+    buf_puts(out, " (char ");
+    buf_put_uint(out, chars);
+    buf_puts(out, ")");
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+void json_write_string(rt_buf *b, const char *s, size_t n) {
+    buf_reserve(b, n + 2);
+    buf_putc(b, '"');
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        buf_put(b, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': buf_put(b, "\\\"", 2); break;
+        case '\\': buf_put(b, "\\\\", 2); break;
+        case '\n': buf_put(b, "\\n", 2); break;
+        case '\r': buf_put(b, "\\r", 2); break;
+        case '\t': buf_put(b, "\\t", 2); break;
+        case '\b': buf_put(b, "\\b", 2); break;
+        case '\f': buf_put(b, "\\f", 2); break;
+        default: {
+            char u[6] = {'\\', 'u', '0', '0', HEX[c >> 4], HEX[c & 15]};
+            buf_put(b, u, 6);
+        }
+        }
+    }
+    buf_put(b, s + run, n - run);
+    buf_putc(b, '"');
+}
+
+static int key_less(const jv *a, const jv *b) {
+    uint32_t n = a->klen < b->klen ? a->klen : b->klen;
+    int c = memcmp(a->k, b->k, n);
+    /* UTF-8 byte order is code point order, which is how Python sorts str keys. */
+    return c < 0 || (c == 0 && a->klen < b->klen);
+}
+
+/* Stable bottom-up merge sort of the members, like Python's sorted(). */
+static const jv **sorted_members(const jv *v) {
+    size_t n = v->len;
+    const jv **a = rt_xalloc(n * sizeof(jv *));
+    const jv **tmp = rt_xalloc(n * sizeof(jv *));
+    size_t i = 0;
+    for (const jv *c = v->first; c; c = c->next) a[i++] = c;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t x = lo, y = mid, k = lo;
+            while (x < mid && y < hi) tmp[k++] = key_less(a[y], a[x]) ? a[y++] : a[x++];
+            while (x < mid) tmp[k++] = a[x++];
+            while (y < hi) tmp[k++] = a[y++];
+        }
+        const jv **t = a;
+        a = tmp;
+        tmp = t;
+    }
+    return a;
+}
+
+static void newline(rt_buf *b, int indent, int level) {
+    size_t n = (size_t)indent * (size_t)level;
+    buf_reserve(b, n + 1);
+    b->p[b->len++] = '\n';
+    memset(b->p + b->len, ' ', n);
+    b->len += n;
+}
+
+static void write_value(rt_buf *b, const jv *v, int indent, int sort_keys, int level) {
+    switch (v->t) {
+    case J_NULL: buf_put(b, "null", 4); return;
+    case J_TRUE: buf_put(b, "true", 4); return;
+    case J_FALSE: buf_put(b, "false", 5); return;
+    case J_NUM: buf_put(b, v->s, v->len); return;
+    case J_STR: json_write_string(b, v->s, v->len); return;
+    default: break;
+    }
+    int is_obj = v->t == J_OBJ;
+    if (!v->len) {
+        buf_put(b, is_obj ? "{}" : "[]", 2);
+        return;
+    }
+    buf_putc(b, is_obj ? '{' : '[');
+    const jv **order = is_obj && sort_keys ? sorted_members(v) : 0;
+    const jv *c = v->first;
+    for (uint32_t i = 0; i < v->len; i++) {
+        const jv *item = order ? order[i] : c;
+        if (i) buf_putc(b, ',');
+        if (indent) newline(b, indent, level + 1);
+        if (is_obj) {
+            json_write_string(b, item->k, item->klen);
+            if (indent)
+                buf_put(b, ": ", 2);
+            else
+                buf_putc(b, ':');
+        }
+        write_value(b, item, indent, sort_keys, level + 1);
+        if (c) c = c->next;
+    }
+    if (indent) newline(b, indent, level);
+    buf_putc(b, is_obj ? '}' : ']');
+}
+
+void json_write(rt_buf *b, const jv *v, int indent, int sort_keys) {
+    write_value(b, v, indent, sort_keys, 0);
+}
+
+jv *json_get(const jv *obj, const char *key) {
+    if (!obj || obj->t != J_OBJ) return 0;
+    size_t n = rt_strlen(key);
+    jv *found = 0;
+    /* The last duplicate wins, as in Python's dict. */
+    for (jv *c = obj->first; c; c = c->next)
+        if (c->klen == n && memcmp(c->k, key, n) == 0) found = c;
+    return found;
+}
+
+int json_get_bool(const jv *obj, const char *key, int *out) {
+    jv *v = json_get(obj, key);
+    *out = 0;
+    if (!v || v->t == J_NULL) return 0;
+    if (v->t == J_TRUE) *out = 1;
+    else if (v->t != J_FALSE) return -1;
+    return *out;
+}
+
+jv *rt_args(const char *in, uint32_t n, uint64_t *fail) {
+    json_error e;
+    /* The host serialises the arguments; a little headroom over the data depth limit leaves
+     * room for the arguments object that wraps the data. */
+    jv *v = json_parse(in, n, JSON_MAX_DEPTH + 2, &e);
+    if (!v) {
+        rt_buf msg;
+        json_error_message(&msg, "arguments are not valid JSON: ", in, n, &e);
+        *fail = rt_fail_buf(&msg);
+        return 0;
+    }
+    if (v->t != J_OBJ) {
+        *fail = rt_fail("arguments must be a JSON object");
+        return 0;
+    }
+    return v;
+}
+
+jv *rt_arg_string(const jv *args, const char *key, uint64_t *fail) {
+    jv *v = json_get(args, key);
+    if (!v || v->t != J_STR) {
+        rt_buf msg;
+        buf_init(&msg, 64);
+        buf_puts(&msg, "argument '");
+        buf_puts(&msg, key);
+        buf_puts(&msg, v ? "' must be a string" : "' is required");
+        *fail = rt_fail_buf(&msg);
+        return 0;
+    }
+    return v;
+}

@@ -1,0 +1,56 @@
+/* Guest side of the runtime's wasm ABI (version 1); the host side is runtime/backends/wasm/abi.py.
+ *
+ * Exports every guest has:  memory; rt_alloc(size) -> ptr (0 on failure); rt_oom() -> 1 when the
+ * guest trapped because its allocator could not grow memory.  A tool export is
+ * f(in_ptr, in_len) -> i64, packed (out_len << 32) | out_ptr.  The input is the call's arguments
+ * as a JSON object (UTF-8); the output's first byte is a status (RT_OK, RT_ERROR, RT_EXHAUSTED),
+ * the rest the result as JSON (RT_OK) or a UTF-8 message.
+ *
+ * Memory: a bump allocator, never freed. The host makes a fresh instance per call, so the arena
+ * dies with the call and there is nothing to leak or to leave behind for the next call.
+ */
+#ifndef RT_H
+#define RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_EXPORT(name) __attribute__((export_name(name)))
+
+enum { RT_OK = 0, RT_ERROR = 1, RT_EXHAUSTED = 2 };
+
+void *memcpy(void *dst, const void *src, size_t n);
+void *memmove(void *dst, const void *src, size_t n);
+void *memset(void *dst, int c, size_t n);
+int memcmp(const void *a, const void *b, size_t n);
+size_t rt_strlen(const char *s);
+
+/* Never returns NULL: on exhaustion it sets the oom flag and traps (unreachable). */
+void *rt_xalloc(size_t n);
+/* Grow the block in place when it is the newest allocation, else copy. */
+void *rt_xrealloc(void *p, size_t old_n, size_t new_n);
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} rt_buf;
+
+void buf_init(rt_buf *b, size_t cap);
+void buf_reserve(rt_buf *b, size_t extra);
+void buf_put(rt_buf *b, const void *s, size_t n);
+void buf_putc(rt_buf *b, char c);
+void buf_puts(rt_buf *b, const char *s);
+void buf_put_uint(rt_buf *b, uint64_t v);
+
+/* An output buffer starts with the RT_OK status byte; rt_done packs it for the return. */
+void rt_out_init(rt_buf *b, size_t cap);
+uint64_t rt_done(rt_buf *b);
+/* A failure result: status RT_ERROR then the message. */
+uint64_t rt_fail(const char *msg);
+uint64_t rt_fail_buf(rt_buf *msg);
+
+/* True when [p, p+n) is valid UTF-8 as Python's strict decoder defines it (no surrogates,
+ * no overlong forms, nothing above U+10FFFF). */
+int rt_utf8_valid(const unsigned char *p, size_t n);
+
+#endif

@@ -1,0 +1,107 @@
+"""Build the guests in ``guests/`` to wasm with the pinned ``ziglang`` from PyPI.
+
+Every folder of ``guests/`` with ``.c`` files (except ``rt``, the shared runtime linked into
+each) becomes ``<folder>.wasm``. Outputs go to a directory named by a digest of the sources,
+the compiler version and the flags, so an edited source never reuses a stale binary.
+
+The command line lives in ``runtime.backends.wasm.build`` (kept out of the package import so
+``python -m`` does not import it twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import runtime
+from runtime.errors import SandboxError
+
+__all__ = ["build_guests", "default_cache_dir", "guests_source_dir"]
+
+# No libc and no entry point: the modules import nothing. bulk-memory turns memcpy/memset
+# into single instructions (and keeps rt.c's own memcpy from calling itself).
+CFLAGS = (
+    "-target",
+    "wasm32-freestanding",
+    "-O2",
+    "-mbulk-memory",
+    "-nostdlib",
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wl,--no-entry",
+    "-Wl,--strip-all",
+)
+SHARED = "rt"
+_lock = threading.Lock()
+
+
+def guests_source_dir() -> Path:
+    """``runtime/_guests`` in a wheel, ``<repo>/guests`` in a source checkout."""
+    pkg = Path(runtime.__file__).resolve().parent
+    installed = pkg / "_guests"
+    return installed if installed.is_dir() else pkg.parent / "guests"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "runtime" / "wasm"
+
+
+def _zig_version() -> str:
+    from importlib.metadata import version
+
+    return version("ziglang")
+
+
+def _sources_digest(src: Path) -> str:
+    h = hashlib.sha256()
+    h.update(f"zig {_zig_version()} {' '.join(CFLAGS)}\n".encode())
+    for path in sorted(src.rglob("*")):
+        if path.suffix in {".c", ".h"} and path.is_file():
+            h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[str, Path]:
+    """Build every guest (skipping up-to-date ones unless ``force``); returns name -> path."""
+    src = guests_source_dir()
+    if not src.is_dir():
+        raise SandboxError(f"wasm guest sources not found at {src}")
+    root = out_dir if out_dir is not None else default_cache_dir() / "guests"
+    out = root / _sources_digest(src)[:16]
+    shared = sorted((src / SHARED).glob("*.c"))
+    built: dict[str, Path] = {}
+    with _lock:
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in sorted(p for p in src.iterdir() if p.is_dir() and p.name != SHARED):
+            sources = sorted(folder.glob("*.c"))
+            if not sources:
+                continue
+            target = out / f"{folder.name}.wasm"
+            if force or not target.is_file():
+                _compile([*sources, *shared], target)
+            built[folder.name] = target
+    return built
+
+
+def _compile(sources: list[Path], target: Path) -> None:
+    # A unique temporary name and an atomic rename: concurrent builders never see half a file.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    cmd = [sys.executable, "-m", "ziglang", "cc", *CFLAGS, "-o", str(tmp), *map(str, sources)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(f"could not run the zig compiler for {target.name}: {exc}") from exc
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SandboxError(
+            f"building wasm guest {target.stem} failed (exit {proc.returncode})",
+            stderr=proc.stderr[-4000:],
+        )
+    os.replace(tmp, target)

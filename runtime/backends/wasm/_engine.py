@@ -1,0 +1,57 @@
+"""The one Engine of a WasmBackend: fuel, epochs, and a pooling instance allocator.
+
+Per-call instantiation is the cost that matters (a fresh instance for every call). With the
+default on-demand allocator each instance maps and unmaps its linear memory; the pooling
+allocator keeps ``POOL_SLOTS`` pre-reserved slots and resets a slot's pages when an instance
+dies, so nothing of one call's memory is visible to the next (wasmtime's multi-tenant design).
+wasmtime-py has no Config setter for it, so it is set through the C API.
+
+Hazards: each slot reserves ``POOL_MAX_MEMORY`` of address space (not memory) up front; when
+that reservation fails (a low RLIMIT_AS, a 32-bit host) the backend falls back to the
+on-demand allocator and says so in its fingerprint. At most ``POOL_SLOTS`` instances can be
+live at once: the backend holds a semaphore of that size around every call.
+"""
+
+from __future__ import annotations
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+__all__ = ["POOL_MAX_MEMORY", "POOL_SLOTS", "make_engine"]
+
+#: Concurrent instances (= concurrent wasm calls) per backend.
+POOL_SLOTS = 64
+#: Largest linear memory a slot holds: Limits.wasm_memory_mb allows up to 4096 MiB.
+POOL_MAX_MEMORY = 4096 * 1024 * 1024
+_TABLE_ELEMENTS = 10_000
+
+
+def _config(pooled: bool) -> wasmtime.Config:
+    config = wasmtime.Config()
+    config.consume_fuel = True
+    config.epoch_interruption = True
+    config.cranelift_opt_level = "speed"
+    # Copying the (small) data segments into a slot measured faster than mapping a
+    # copy-on-write image and faulting its pages in.
+    config.memory_init_cow = False
+    if pooled:
+        pool = ffi.wasmtime_pooling_allocation_config_new()
+        try:
+            ffi.wasmtime_pooling_allocation_config_total_core_instances_set(pool, POOL_SLOTS)
+            ffi.wasmtime_pooling_allocation_config_total_memories_set(pool, POOL_SLOTS)
+            ffi.wasmtime_pooling_allocation_config_total_tables_set(pool, POOL_SLOTS)
+            ffi.wasmtime_pooling_allocation_config_max_memory_size_set(pool, POOL_MAX_MEMORY)
+            ffi.wasmtime_pooling_allocation_config_table_elements_set(pool, _TABLE_ELEMENTS)
+            ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)
+        finally:
+            ffi.wasmtime_pooling_allocation_config_delete(pool)
+    return config
+
+
+def make_engine() -> tuple[wasmtime.Engine, bool]:
+    """(engine, pooled). Both allocators generate the same code, so compiled artefacts are
+    shared between them."""
+    try:
+        return wasmtime.Engine(_config(pooled=True)), True
+    except wasmtime.WasmtimeError:
+        return wasmtime.Engine(_config(pooled=False)), False

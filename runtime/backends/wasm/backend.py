@@ -1,0 +1,447 @@
+"""WasmBackend: pure data tools as Wasmtime guests, a fresh Store and instance per call.
+
+Limits (all from :class:`runtime.models.Limits`) and what exceeding them becomes:
+
+- ``wasm_fuel`` (instructions) -> :class:`ResourceLimitExceeded` ``limit="wasm_fuel"``: fuel is a
+  CPU budget like RLIMIT_CPU, so it is a resource limit, not a timeout;
+- ``timeout_s`` (wall clock, via epoch interruption) -> :class:`ToolTimeout`;
+- ``wasm_memory_mb`` (linear memory, store limit) -> :class:`ResourceLimitExceeded`
+  ``limit="wasm_memory_mb"``; a wasm stack overflow -> ``limit="wasm_stack"``;
+- ``output_bytes`` -> :class:`OutputTooLarge`, checked before the output is copied out;
+- a guest's status-1 message -> :class:`ToolFailed`; any other trap -> :class:`ToolFailed`.
+
+The trap code is data in ``details["trap"]`` (``TrapCode`` name, lower case); nothing is
+parsed out of a message. Calls run in a worker thread (``run``) or the caller's thread
+(``run_sync``); a call cannot be interrupted by cancellation, but is bounded by its fuel and
+epoch deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import wasmtime
+
+from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.wasm._build import build_guests, default_cache_dir
+from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
+from runtime.backends.wasm._hot import GuestInstance
+from runtime.backends.wasm.abi import GuestABI
+from runtime.backends.wasm.cache import ModuleCache
+from runtime.errors import (
+    ExecutionError,
+    ManifestError,
+    OutputTooLarge,
+    ResourceLimitExceeded,
+    SandboxError,
+    ToolFailed,
+    ToolTimeout,
+)
+from runtime.models import Limits, ToolSpec
+
+__all__ = ["EPOCH_TICK_S", "GuestModule", "WasmBackend", "load_custom_module"]
+
+#: Epoch ticker period, seconds: the granularity of the wall-clock deadline.
+EPOCH_TICK_S = 0.01
+_MIB = 1024 * 1024
+_PAGE = 65536
+_TABLE_ELEMENTS = 10_000
+_I32 = wasmtime.ValType.i32()
+_I64 = wasmtime.ValType.i64()
+
+
+@dataclass(frozen=True, slots=True)
+class GuestModule:
+    """A module's bytes, verified against its pin when the manifest has one."""
+
+    path: Path
+    sha256: str
+    wasm: bytes
+
+
+def _module_path(spec: ToolSpec) -> Path | None:
+    """The file of a custom module (a path ending in .wasm), or None for a built-in name."""
+    ref = _wasm_field(spec, "module")
+    if not ref.endswith(".wasm") and "/" not in ref:
+        return None
+    path = Path(ref)
+    if not path.is_absolute():
+        if spec.source is None:
+            raise ManifestError(f"tool {spec.name}: a relative wasm module needs a manifest path")
+        path = spec.source.parent / path
+    return path
+
+
+def _wasm_field(spec: ToolSpec, key: str) -> str:
+    value = (spec.wasm or {}).get(key)
+    if not isinstance(value, str) or not value:
+        raise ManifestError(f"tool {spec.name}: wasm.{key} must be a non-empty string")
+    return value
+
+
+def _export_name(spec: ToolSpec) -> str:
+    """``wasm.export``, defaulting to the tool's name."""
+    if (spec.wasm or {}).get("export") is None:
+        return spec.name
+    return _wasm_field(spec, "export")
+
+
+def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
+    try:
+        wasm = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"tool {spec.name}: cannot read wasm module {path}: {exc}") from exc
+    digest = hashlib.sha256(wasm).hexdigest()
+    pin = (spec.wasm or {}).get("sha256")
+    if pin is not None and (not isinstance(pin, str) or pin.lower() != digest):
+        raise ManifestError(
+            f"tool {spec.name}: wasm module {path.name} does not match its sha256 pin",
+            expected=pin,
+            actual=digest,
+        )
+    return GuestModule(path=path, sha256=digest, wasm=wasm)
+
+
+def load_custom_module(spec: ToolSpec) -> GuestModule:
+    """Read a custom tool's module (relative to its manifest) and check its sha256 pin.
+
+    For registration: raises ManifestError when the file is missing, the pin does not match,
+    or the bytes are not a valid WebAssembly module."""
+    path = _module_path(spec)
+    if path is None:
+        raise ManifestError(f"tool {spec.name}: wasm.module is a built-in guest name, not a file")
+    module = _read_pinned(spec, path)
+    try:
+        wasmtime.Module.validate(wasmtime.Engine(), module.wasm)
+    except wasmtime.WasmtimeError as exc:
+        raise ManifestError(f"tool {spec.name}: {path.name} is not a valid wasm module") from exc
+    return module
+
+
+@dataclass(slots=True)
+class _Loaded:
+    module: wasmtime.Module
+    pre: wasmtime.InstancePre
+    sha256: str
+    min_memory_bytes: int
+    exports: frozenset[str]
+    has_oom: bool
+
+
+class _EpochTicker:
+    """One daemon thread advancing the engine's epoch; deadlines are counted in its ticks."""
+
+    def __init__(self, engine: wasmtime.Engine) -> None:
+        self._engine = engine
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:  # run_sync starts it lazily, possibly from several threads at once
+            if self._thread is None:
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="wasm-epoch", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(EPOCH_TICK_S):
+            self._engine.increment_epoch()
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+
+
+class WasmBackend:
+    """The ``wasm`` backend (see the module docstring for limits and errors)."""
+
+    name = "wasm"
+    #: ``run_sync`` runs a whole call in the caller's thread (the broker's sync fast path).
+    sync_capable = True
+    CONFIG_TAG = "fuel+epoch/v1"
+
+    def __init__(self, *, cache_dir: Path | None = None) -> None:
+        self.engine, self.pooled = make_engine()
+        self._slots = threading.BoundedSemaphore(POOL_SLOTS)
+        self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
+        tag = f"{self.CONFIG_TAG}/{'pool' if self.pooled else 'on-demand'}"
+        self._modules = ModuleCache(self.engine, self.cache_dir / "modules", tag)
+        self._linker = wasmtime.Linker(self.engine)
+        self._ticker = _EpochTicker(self.engine)
+        self._guests: dict[str, Path] | None = None
+        self._loaded: dict[tuple[str, int, int], _Loaded] = {}
+        self._builtin: dict[str, _Loaded] = {}
+        self._lock = threading.Lock()
+        self._fingerprint = Fingerprint(
+            backend="wasm",
+            mechanisms=("wasmtime", "fuel", "epoch_deadline", "store_limits", "no_imports"),
+            missing=tuple(
+                name
+                for name, present in [
+                    ("module_cache", self._modules.directory is not None),
+                    ("pooling_allocator", self.pooled),
+                ]
+                if not present
+            ),
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the epoch ticker and build the guests (first run: a few seconds of zig)."""
+        self._ticker.start()
+        await anyio.to_thread.run_sync(self.guests)
+
+    async def aclose(self) -> None:
+        self._ticker.close()
+
+    def close(self) -> None:
+        self._ticker.close()
+
+    def fingerprint(self) -> Fingerprint:
+        return self._fingerprint
+
+    # -- modules ---------------------------------------------------------------------------
+
+    def guests(self) -> dict[str, Path]:
+        """Built-in guest name -> built module (built on first use)."""
+        if self._guests is None:
+            self._guests = build_guests(self.cache_dir / "guests")
+        return self._guests
+
+    def load(self, spec: ToolSpec) -> _Loaded:
+        """Resolve, verify, compile (or load precompiled) and pre-link a tool's module.
+
+        Custom modules are re-checked whenever the file changes (stat per call); built-in
+        guests live in the user's own cache and are resolved once per backend."""
+        export = _export_name(spec)
+        ref = _wasm_field(spec, "module")
+        loaded = self._builtin.get(ref)
+        if loaded is None:
+            path = _module_path(spec)
+            builtin = path is None
+            if path is None:
+                path = self.guests().get(ref)
+                if path is None:
+                    raise ManifestError(f"tool {spec.name}: no built-in wasm guest named {ref!r}")
+            try:
+                st = path.stat()
+            except OSError as exc:
+                raise ManifestError(f"tool {spec.name}: wasm module {path} is missing") from exc
+            key = (str(path), st.st_mtime_ns, st.st_size)
+            loaded = self._loaded.get(key)
+            if loaded is None:
+                with self._lock:
+                    loaded = self._loaded.get(key) or self._compile(spec, path)
+                    self._loaded[key] = loaded
+            if builtin:
+                self._builtin[ref] = loaded
+        if export not in loaded.exports:
+            raise ManifestError(
+                f"tool {spec.name}: wasm module exports no function {export}(i32, i32) -> i64"
+            )
+        pin = (spec.wasm or {}).get("sha256")
+        if pin is not None and pin != loaded.sha256:
+            raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
+        return loaded
+
+    def _compile(self, spec: ToolSpec, path: Path) -> _Loaded:
+        guest = _read_pinned(spec, path)
+        try:
+            module = self._modules.load(guest.wasm, guest.sha256)
+        except wasmtime.WasmtimeError as exc:
+            msg = f"tool {spec.name}: {path.name} is not a valid wasm module"
+            raise ManifestError(msg) from exc
+        if module.imports:
+            raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
+        tools: set[str] = set()
+        min_memory = 0
+        has_memory = has_alloc = has_oom = False
+        for exp in module.exports:
+            ty = exp.type
+            if isinstance(ty, wasmtime.MemoryType) and exp.name == GuestABI.MEMORY:
+                has_memory = True
+                min_memory = ty.limits.min * _PAGE
+            elif isinstance(ty, wasmtime.FuncType):
+                params, results = list(ty.params), list(ty.results)
+                if exp.name == GuestABI.ALLOC and params == [_I32] and results == [_I32]:
+                    has_alloc = True
+                elif exp.name == GuestABI.OOM and params == [] and results == [_I32]:
+                    has_oom = True
+                elif params == [_I32, _I32] and results == [_I64]:
+                    tools.add(exp.name)
+        if not (has_memory and has_alloc):
+            raise ManifestError(
+                f"tool {spec.name}: {path.name} does not follow the guest ABI "
+                f"(exports '{GuestABI.MEMORY}' and '{GuestABI.ALLOC}(i32) -> i32' needed)"
+            )
+        try:
+            pre = self._linker.instantiate_pre(module)
+        except wasmtime.WasmtimeError as exc:
+            raise ManifestError(f"tool {spec.name}: {path.name} cannot be linked") from exc
+        return _Loaded(module, pre, guest.sha256, min_memory, frozenset(tools), has_oom)
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def run(self, request: ExecRequest) -> ExecOutcome:
+        return await anyio.to_thread.run_sync(self.run_sync, request)
+
+    def run_sync(self, request: ExecRequest) -> ExecOutcome:
+        """Run one call in the calling thread (the broker's sync path and benchmarks)."""
+        self._ticker.start()
+        loaded = self.load(request.spec)
+        payload = GuestABI.encode_arguments(request.arguments)
+        result, usage = self._call(loaded, _export_name(request.spec), payload, request.limits)
+        return ExecOutcome(result=result, usage=usage, fingerprint=self.fingerprint())
+
+    def _call(
+        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits
+    ) -> tuple[Any, dict[str, Any]]:
+        memory_limit = limits.wasm_memory_mb * _MIB
+        if loaded.min_memory_bytes > memory_limit:
+            raise ResourceLimitExceeded(
+                "the wasm module needs more memory than the limit allows",
+                limit="wasm_memory_mb",
+                needed_bytes=loaded.min_memory_bytes,
+            )
+        # Size bombs end here, before any copy: the input has to fit in guest memory anyway.
+        if len(payload) > memory_limit // 2:
+            raise ResourceLimitExceeded(
+                f"input of {len(payload)} bytes is over half the wasm memory limit",
+                limit="wasm_memory_mb",
+                input_bytes=len(payload),
+            )
+        with self._slots:
+            return self._call_in_slot(loaded, export, payload, limits, memory_limit)
+
+    def _call_in_slot(
+        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits, memory_limit: int
+    ) -> tuple[Any, dict[str, Any]]:
+        store = wasmtime.Store(self.engine)
+        store.set_limits(
+            memory_size=memory_limit,
+            table_elements=_TABLE_ELEMENTS,
+            instances=1,
+            tables=1,
+            memories=1,
+        )
+        store.set_fuel(limits.wasm_fuel)
+        store.set_epoch_deadline(max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1)
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        guest: GuestInstance | None = None
+        try:
+            guest = GuestInstance(store, loaded.pre.instantiate(store))
+            ptr = guest.call_i32(guest.func(GuestABI.ALLOC), len(payload))
+            if not ptr:
+                raise ResourceLimitExceeded(
+                    "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+                )
+            if not guest.write(ptr, payload):
+                raise SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+            out_ptr, out_len = GuestABI.unpack(guest.call(guest.func(export), ptr, len(payload)))
+            usage = self._usage(store, guest, limits, cpu0, wall0)
+            if out_len == 0 or out_ptr + out_len > guest.memory_size():
+                raise SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
+            if out_len - 1 > limits.output_bytes:
+                raise OutputTooLarge(
+                    f"wasm result of {out_len - 1} bytes exceeds the {limits.output_bytes} limit",
+                    usage=usage,
+                    limit="output_bytes",
+                    size=out_len - 1,
+                )
+            out = guest.read(out_ptr, out_len) or b"\xff"
+        except wasmtime.Trap as exc:
+            usage = self._usage(store, guest, limits, cpu0, wall0)
+            raise self._trap_error(
+                exc, guest=guest, has_oom=loaded.has_oom, memory_limit=memory_limit, usage=usage
+            ) from exc
+        except wasmtime.WasmtimeError as exc:
+            usage = self._usage(store, guest, limits, cpu0, wall0)
+            raise SandboxError("wasm guest could not be run", usage=usage) from exc
+        finally:
+            store.close()
+        status = out[0]
+        if status == GuestABI.STATUS_OK:
+            return GuestABI.decode_result(out[1:]), usage
+        message = GuestABI.decode_message(out[1:])[:2000]
+        if status == GuestABI.STATUS_EXHAUSTED:
+            raise ResourceLimitExceeded(message, usage=usage, limit="guest")
+        if status == GuestABI.STATUS_ERROR:
+            raise ToolFailed(message, usage=usage)
+        raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
+
+    @staticmethod
+    def _usage(
+        store: wasmtime.Store,
+        guest: GuestInstance | None,
+        limits: Limits,
+        cpu0: float,
+        wall0: float,
+    ) -> dict[str, Any]:
+        # Linear memory never shrinks, so its size at the end is its peak.
+        return {
+            "fuel": limits.wasm_fuel - store.get_fuel(),
+            "peak_memory_bytes": guest.memory_size() if guest is not None else 0,
+            "cpu_ms": (time.thread_time() - cpu0) * 1000.0,
+            "wall_ms": (time.perf_counter() - wall0) * 1000.0,
+        }
+
+    @staticmethod
+    def _trap_error(
+        exc: wasmtime.Trap,
+        *,
+        guest: GuestInstance | None,
+        has_oom: bool,
+        memory_limit: int,
+        usage: dict[str, Any],
+    ) -> ExecutionError:
+        code = exc.trap_code
+        trap = code.name.lower() if code is not None else "unknown"
+        if code == wasmtime.TrapCode.OUT_OF_FUEL:
+            return ResourceLimitExceeded(
+                "the wasm guest ran out of fuel (its instruction budget)",
+                usage=usage,
+                trap=trap,
+                limit="wasm_fuel",
+            )
+        if code == wasmtime.TrapCode.INTERRUPT:
+            return ToolTimeout(
+                "the wasm guest ran past its deadline", usage=usage, trap=trap, limit="timeout_s"
+            )
+        if code == wasmtime.TrapCode.STACK_OVERFLOW:
+            return ResourceLimitExceeded(
+                "the wasm guest overflowed its stack", usage=usage, trap=trap, limit="wasm_stack"
+            )
+        if guest is not None and WasmBackend._out_of_memory(guest, has_oom, memory_limit):
+            return ResourceLimitExceeded(
+                "the wasm guest ran out of memory",
+                usage=usage,
+                trap=trap,
+                limit="wasm_memory_mb",
+            )
+        return ToolFailed(f"the wasm guest trapped ({trap})", usage=usage, trap=trap)
+
+    @staticmethod
+    def _out_of_memory(guest: GuestInstance, has_oom: bool, memory_limit: int) -> bool:
+        """The guest's own rt_oom flag when it has one; otherwise a guest whose memory can
+        no longer grow by a page is taken to have trapped for want of memory."""
+        if has_oom:
+            try:
+                oom = guest.func(GuestABI.OOM)
+                return guest.call_i32(oom) == 1
+            except (wasmtime.Trap, wasmtime.WasmtimeError):
+                return False
+        return guest.memory_size() + _PAGE > memory_limit

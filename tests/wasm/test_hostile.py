@@ -1,0 +1,290 @@
+"""Hostile guests (WAT compiled at test time) and hostile inputs: each ends as a typed error
+within its limit, and the backend keeps serving calls afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.backends.wasm import WasmBackend, load_custom_module
+from runtime.errors import (
+    ManifestError,
+    OutputTooLarge,
+    ResourceLimitExceeded,
+    SandboxError,
+    ToolFailed,
+    ToolTimeout,
+)
+
+from .conftest import call, request, wat_tool
+
+pytestmark = pytest.mark.wasm
+
+# The ABI boilerplate: one page of memory and a bump allocator handing out offset 1024.
+ABI = """
+  (memory (export "memory") 1)
+  (func (export "rt_alloc") (param i32) (result i32) i32.const 1024)
+"""
+
+
+def module(body: str) -> str:
+    return f"(module {ABI} {body})"
+
+
+LOOP = module('(func (export "run") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0)')
+GROW_BOMB = module(
+    """(func (export "run") (param i32 i32) (result i64)
+         (loop $l (br_if $l (i32.ne (memory.grow (i32.const 1)) (i32.const -1))))
+         unreachable)"""
+)
+RECURSE = module(
+    """(func $r (param i32) (result i32) (call $r (i32.add (local.get 0) (i32.const 1))))
+       (func (export "run") (param i32 i32) (result i64)
+         (drop (call $r (i32.const 0))) i64.const 0)"""
+)
+# A "result" of 16 MiB: status byte 0 at offset 0, length 16 MiB, after growing memory.
+HUGE = module(
+    """(func (export "run") (param i32 i32) (result i64)
+         (drop (memory.grow (i32.const 256)))
+         (i64.shl (i64.const 16777216) (i64.const 32)))"""
+)
+OUT_OF_BOUNDS = module(
+    '(func (export "run") (param i32 i32) (result i64) (i64.const 0x7fffffff00000010))'
+)
+BAD_STATUS = module(
+    """(data (i32.const 16) "\\07oops")
+       (func (export "run") (param i32 i32) (result i64) (i64.const 0x0000000500000010))"""
+)
+GARBAGE_JSON = module(
+    """(data (i32.const 16) "\\00{nope")
+       (func (export "run") (param i32 i32) (result i64) (i64.const 0x0000000600000010))"""
+)
+DIV_ZERO = module(
+    """(func (export "run") (param i32 i32) (result i64)
+         (drop (i32.div_u (i32.const 1) (i32.const 0))) i64.const 0)"""
+)
+ECHO = module(
+    """(data (i32.const 16) "\\00{\\"ok\\":true}")
+       (func (export "run") (param i32 i32) (result i64) (i64.const 0x0000000c00000010))"""
+)
+
+
+@pytest.fixture(autouse=True)
+def still_serving(backend: WasmBackend) -> object:
+    yield
+    # Whatever the hostile guest did, the next ordinary call works.
+    assert call(backend, "json_parse", {"text": "[1]"}) == {"data": [1]}
+
+
+def test_infinite_loop_runs_out_of_fuel(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    with pytest.raises(ResourceLimitExceeded) as info:
+        backend.run_sync(request(spec, {}, wasm_fuel=5_000_000))
+    assert info.value.details == {"trap": "out_of_fuel", "limit": "wasm_fuel"}
+    assert info.value.usage["fuel"] == 5_000_000
+
+
+def test_infinite_loop_hits_the_epoch_deadline(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    with pytest.raises(ToolTimeout) as info:
+        backend.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
+    assert info.value.details == {"trap": "interrupt", "limit": "timeout_s"}
+
+
+def test_memory_grow_bomb(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "grow", GROW_BOMB)
+    with pytest.raises(ResourceLimitExceeded) as info:
+        backend.run_sync(request(spec, {}, wasm_memory_mb=4))
+    assert info.value.details == {"trap": "unreachable", "limit": "wasm_memory_mb"}
+    assert info.value.usage["peak_memory_bytes"] <= 4 * 1024 * 1024
+
+
+def test_deep_recursion(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "recurse", RECURSE)
+    with pytest.raises(ResourceLimitExceeded) as info:
+        backend.run_sync(request(spec, {}))
+    assert info.value.details == {"trap": "stack_overflow", "limit": "wasm_stack"}
+
+
+def test_huge_output(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "huge", HUGE)
+    with pytest.raises(OutputTooLarge) as info:
+        backend.run_sync(request(spec, {}, output_bytes=1024 * 1024))
+    assert info.value.details["limit"] == "output_bytes"
+
+
+def test_builtin_output_limit(backend: WasmBackend) -> None:
+    with pytest.raises(OutputTooLarge):
+        call(backend, "base64_encode", {"text": "x" * 10_000}, output_bytes=1000)
+
+
+def test_guest_memory_limit_in_a_real_guest(backend: WasmBackend) -> None:
+    # A 3 MiB document fits the input check of an 8 MiB guest but not its DOM: the guest's
+    # own allocator fails, sets rt_oom and traps.
+    text = "[" + "[1]," * 750_000 + "1]"
+    with pytest.raises(ResourceLimitExceeded) as info:
+        call(backend, "json_parse", {"text": text}, wasm_memory_mb=8)
+    assert info.value.details["limit"] == "wasm_memory_mb"
+
+
+def test_out_of_bounds_result(backend: WasmBackend, tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="out-of-bounds"):
+        backend.run_sync(request(wat_tool(tmp_path, "oob", OUT_OF_BOUNDS), {}))
+
+
+def test_unknown_status_and_garbage_json(backend: WasmBackend, tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="unknown status 7"):
+        backend.run_sync(request(wat_tool(tmp_path, "status", BAD_STATUS), {}))
+    with pytest.raises(SandboxError, match="invalid result"):
+        backend.run_sync(request(wat_tool(tmp_path, "garbage", GARBAGE_JSON), {}))
+
+
+def test_other_traps_are_tool_errors_with_code(backend: WasmBackend, tmp_path: Path) -> None:
+    with pytest.raises(ToolFailed) as info:
+        backend.run_sync(request(wat_tool(tmp_path, "div", DIV_ZERO), {}))
+    assert info.value.details == {"trap": "integer_division_by_zero"}
+
+
+def test_custom_module_with_pin(backend: WasmBackend, tmp_path: Path) -> None:
+    import hashlib
+
+    import wasmtime
+
+    digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
+    spec = wat_tool(tmp_path, "echo", ECHO, sha256=digest)
+    assert load_custom_module(spec).sha256 == digest
+    assert backend.run_sync(request(spec, {"x": 1})).result == {"ok": True}
+
+
+def test_hash_mismatch_refused(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "pinned", ECHO, sha256="0" * 64)
+    with pytest.raises(ManifestError, match="sha256 pin") as info:
+        load_custom_module(spec)
+    assert info.value.details["expected"] == "0" * 64
+    with pytest.raises(ManifestError, match="sha256 pin"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_module_swapped_after_load_is_rechecked(backend: WasmBackend, tmp_path: Path) -> None:
+    import hashlib
+
+    import wasmtime
+
+    digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
+    spec = wat_tool(tmp_path, "swap", ECHO, sha256=digest)
+    assert backend.run_sync(request(spec, {})).result == {"ok": True}
+    (tmp_path / "swap.wasm").write_bytes(wasmtime.wat2wasm(LOOP) + b"")
+    with pytest.raises(ManifestError, match="sha256 pin"):
+        backend.run_sync(request(spec, {}))
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"\0asm", b"not wasm at all", None], ids=["empty", "header", "text", "cut"]
+)
+def test_malformed_or_truncated_module(
+    backend: WasmBackend, tmp_path: Path, content: bytes | None
+) -> None:
+    spec = wat_tool(tmp_path, "bad", ECHO)
+    path = tmp_path / "bad.wasm"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if content is None else content)
+    with pytest.raises(ManifestError, match="not a valid wasm module"):
+        load_custom_module(spec)
+    with pytest.raises(ManifestError, match="not a valid wasm module"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_imports_refused(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = (
+        '(module (import "wasi_snapshot_preview1" "fd_write" '
+        "(func (param i32 i32 i32 i32) (result i32))) " + ABI[1:] + ")"
+    )
+    spec = wat_tool(tmp_path, "imports", wat)
+    with pytest.raises(ManifestError, match="may not import"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_abi_violations_refused(backend: WasmBackend, tmp_path: Path) -> None:
+    no_alloc = (
+        '(module (memory (export "memory") 1) '
+        '(func (export "run") (param i32 i32) (result i64) i64.const 0))'
+    )
+    with pytest.raises(ManifestError, match="guest ABI"):
+        backend.run_sync(request(wat_tool(tmp_path, "noalloc", no_alloc), {}))
+    with pytest.raises(ManifestError, match="exports no function nope"):
+        backend.run_sync(request(wat_tool(tmp_path, "noexport", ECHO, export="nope"), {}))
+
+
+def test_initial_memory_over_the_limit(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = ECHO.replace('(memory (export "memory") 1)', '(memory (export "memory") 200)')
+    with pytest.raises(ResourceLimitExceeded) as info:
+        backend.run_sync(request(wat_tool(tmp_path, "bigmem", wat), {}, wasm_memory_mb=4))
+    assert info.value.details["limit"] == "wasm_memory_mb"
+
+
+def test_trap_during_instantiation(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = ECHO.replace("(module", "(module (func $boom unreachable) (start $boom)", 1)
+    with pytest.raises(ToolFailed) as info:
+        backend.run_sync(request(wat_tool(tmp_path, "start", wat), {}))
+    assert info.value.details == {"trap": "unreachable"}
+
+
+def test_allocator_lies(backend: WasmBackend, tmp_path: Path) -> None:
+    wat = ECHO.replace("i32.const 1024)", "i32.const 0x7ffffff0)", 1)
+    with pytest.raises(SandboxError, match="out-of-bounds pointer"):
+        backend.run_sync(request(wat_tool(tmp_path, "liar", wat), {}))
+    wat = ECHO.replace("i32.const 1024)", "i32.const 0)", 1)
+    with pytest.raises(ResourceLimitExceeded, match="could not allocate"):
+        backend.run_sync(request(wat_tool(tmp_path, "null", wat), {}))
+
+
+def test_deeply_nested_result_is_a_sandbox_error(backend: WasmBackend, tmp_path: Path) -> None:
+    depth = 150_000
+    wat = f"""(module
+      (memory (export "memory") 3)
+      (func (export "rt_alloc") (param i32) (result i32) i32.const 180000)
+      (data (i32.const 16) "\\00{"[" * depth}")
+      (func (export "run") (param i32 i32) (result i64)
+        (i64.const {((depth + 1) << 32) | 16})))"""
+    with pytest.raises(SandboxError, match="invalid result"):
+        backend.run_sync(request(wat_tool(tmp_path, "nested", wat), {}))
+
+
+def test_epoch_ticker_restarts_after_close(tmp_path: Path) -> None:
+    b = WasmBackend(cache_dir=tmp_path)
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    b.close()
+    with pytest.raises(ToolTimeout):
+        b.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
+    b.close()
+
+
+def test_no_state_survives_between_calls(backend: WasmBackend, tmp_path: Path) -> None:
+    # Writes a mark into memory and a global; a later call that sees either would report it.
+    wat = module(
+        """(global $calls (mut i32) (i32.const 0))
+           (data (i32.const 16) "\\00{\\"ok\\":true}")
+           (data (i32.const 48) "\\01dirty")
+           (func (export "run") (param i32 i32) (result i64)
+             (if (i32.or (i32.load8_u (i32.const 30000)) (global.get $calls))
+               (then (return (i64.const 0x0000000600000030))))
+             (i32.store8 (i32.const 30000) (i32.const 0xAA))
+             (global.set $calls (i32.const 1))
+             (i64.const 0x0000000c00000010))"""
+    )
+    spec = wat_tool(tmp_path, "state", wat)
+    for _ in range(2 * 64 + 1):  # more calls than the pool has slots: every slot is reused
+        assert backend.run_sync(request(spec, {})).result == {"ok": True}
+
+
+def test_pooling_allocator_active(backend: WasmBackend) -> None:
+    assert backend.pooled
+    assert "pooling_allocator" not in backend.fingerprint().missing
+
+
+def test_export_defaults_to_the_tool_name(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "run", ECHO)
+    assert spec.wasm is not None
+    del spec.wasm["export"]
+    assert backend.run_sync(request(spec, {})).result == {"ok": True}

@@ -1,0 +1,192 @@
+"""Each built-in data tool, through the backend: results, clear errors, usage."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+import anyio
+import pytest
+
+from runtime.backends.wasm import WasmBackend
+from runtime.errors import ResourceLimitExceeded, ToolFailed
+
+from .conftest import call, request, spec_of
+
+pytestmark = pytest.mark.wasm
+
+
+def test_json_parse_roundtrip(backend: WasmBackend) -> None:
+    text = '{"a": [1, 2.5, -3e2, true, false, null], "b": "\\u00e9\\ud83d\\ude00\\n", "c": {}}'
+    assert call(backend, "json_parse", {"text": text}) == {"data": json.loads(text)}
+
+
+def test_json_parse_big_ints_and_floats_as_cpython(backend: WasmBackend) -> None:
+    text = "[123456789012345678901234567890, 0.1, 1e-400, 5e-324, -0.0, 1.7976931348623157e308]"
+    assert call(backend, "json_parse", {"text": text})["data"] == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("[1,", "expecting value: line 1 column 4 (char 3)"),
+        ('{"a" 1}', "expecting ':' delimiter"),
+        ("[1] x", "extra data"),
+        ("NaN", "NaN is not JSON"),
+        ("-Infinity", "Infinity is not JSON"),
+        ('"\\ud800"', "lone UTF-16 surrogate"),
+        ('"a\nb"', "invalid control character"),
+        ("01", "extra data"),
+        ("1" * 4301, "more than 4300 digits"),
+        ("\ufeff[]", "expecting value"),
+        ("", "expecting value"),
+    ],
+)
+def test_json_parse_errors_are_clear(backend: WasmBackend, text: str, fragment: str) -> None:
+    with pytest.raises(ToolFailed) as info:
+        call(backend, "json_parse", {"text": text})
+    assert fragment in info.value.message
+
+
+def test_json_parse_depth_bomb_refused(backend: WasmBackend) -> None:
+    with pytest.raises(ToolFailed) as info:
+        call(backend, "json_parse", {"text": "[" * 1_000_000})
+    assert "nesting too deep (limit 512 levels)" in info.value.message
+    # The limit is exact: 512 levels parse.
+    deep = "[" * 512 + "]" * 512
+    assert call(backend, "json_parse", {"text": deep})["data"] == json.loads(deep)
+
+
+def test_json_parse_out_of_range_float_refused(backend: WasmBackend) -> None:
+    # CPython gives inf, which JSON cannot carry back: refused rather than silently inf.
+    with pytest.raises(ToolFailed, match="out of the float range"):
+        call(backend, "json_parse", {"text": "1e400"})
+
+
+def test_json_parse_size_bomb_refused_before_running(backend: WasmBackend) -> None:
+    with pytest.raises(ResourceLimitExceeded) as info:
+        call(backend, "json_parse", {"text": "[" + "1," * 600_000 + "1]"}, wasm_memory_mb=1)
+    assert info.value.details["limit"] == "wasm_memory_mb"
+
+
+def test_json_stringify_modes(backend: WasmBackend) -> None:
+    data = {"b": [1, {"y": None, "x": "é\n\u0001"}], "a": [], "c": {}}
+    out = call(backend, "json_stringify", {"data": data})["text"]
+    assert out == json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    out = call(backend, "json_stringify", {"data": data, "pretty": True, "sort_keys": True})
+    assert out["text"] == json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def test_json_query(backend: WasmBackend) -> None:
+    data = {"a/b": [0, {"c~d": 5}], "": 7, "n": None}
+    assert call(backend, "json_query", {"data": data, "pointer": "/a~1b/1/c~0d"}) == {
+        "found": True,
+        "value": 5,
+    }
+    assert call(backend, "json_query", {"data": data, "pointer": ""})["value"] == data
+    assert call(backend, "json_query", {"data": data, "pointer": "/"})["value"] == 7
+    assert call(backend, "json_query", {"data": data, "pointer": "/n"}) == {
+        "found": True,
+        "value": None,
+    }
+    for missing in ["/x", "/a~1b/2", "/a~1b/01", "/a~1b/-", "/n/x"]:
+        assert call(backend, "json_query", {"data": data, "pointer": missing}) == {
+            "found": False,
+            "value": None,
+        }
+    for bad in ["a", "/~2"]:
+        with pytest.raises(ToolFailed):
+            call(backend, "json_query", {"data": data, "pointer": bad})
+
+
+def test_base64(backend: WasmBackend) -> None:
+    assert call(backend, "base64_encode", {"text": "héllo?>"}) == {
+        "encoded": base64.b64encode("héllo?>".encode()).decode()
+    }
+    assert call(backend, "base64_encode", {"text": "??>>", "url_safe": True}) == {
+        "encoded": base64.urlsafe_b64encode(b"??>>").decode()
+    }
+    assert call(backend, "base64_decode", {"encoded": "aMOp\nbGxv"}) == {
+        "decoded": "héllo",
+        "binary": False,
+    }
+    assert call(backend, "base64_decode", {"encoded": "aGk"}) == {"decoded": "hi", "binary": False}
+    assert call(backend, "base64_decode", {"encoded": "/+7d"}) == {
+        "decoded": "/+7d",
+        "binary": True,
+    }
+    for bad, fragment in [
+        ("a$bc", "outside the base64 alphabet at offset 1"),
+        ("a", "single trailing"),
+        ("aGk=aGk=", "data after '=' padding"),
+        ("aG==", ""),
+        ("a===", "misplaced"),
+        ("QUJD=", "misplaced"),
+        ("aGk-", "set url_safe true"),
+    ]:
+        if fragment:
+            with pytest.raises(ToolFailed, match="invalid base64") as info:
+                call(backend, "base64_decode", {"encoded": bad})
+            assert fragment in info.value.message
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "sha512", "sha1", "md5"])
+def test_hash(backend: WasmBackend, algorithm: str) -> None:
+    for text in ["", "abc", "x" * 55, "y" * 56, "z" * 119, "é" * 1000]:
+        out = call(backend, "hash", {"text": text, "algorithm": algorithm})
+        assert out == {
+            "algorithm": algorithm,
+            "hex": hashlib.new(algorithm, text.encode()).hexdigest(),
+        }
+    assert call(backend, "hash", {"text": "abc"})["algorithm"] == "sha256"
+
+
+def test_csv_to_json(backend: WasmBackend) -> None:
+    text = 'name,note\r\nann,"say ""hi"", ok"\r\n\r\nbob,"two\nlines"\n'
+    assert call(backend, "csv_to_json", {"text": text}) == {
+        "rows": [{"name": "ann", "note": 'say "hi", ok'}, {"name": "bob", "note": "two\nlines"}],
+        "columns": ["name", "note"],
+    }
+    assert call(
+        backend, "csv_to_json", {"text": "a;b\n1;2", "header": False, "delimiter": ";"}
+    ) == {
+        "rows": [["a", "b"], ["1", "2"]],
+        "columns": [],
+    }
+    with pytest.raises(ToolFailed, match="record 3: 1 fields, the header has 2"):
+        call(backend, "csv_to_json", {"text": "a,b\n1,2\n3"})
+    with pytest.raises(ToolFailed, match="malformed quoted field"):
+        call(backend, "csv_to_json", {"text": 'a\n"x"y'})
+
+
+def test_usage_reports_fuel_and_memory(backend: WasmBackend) -> None:
+    outcome = backend.run_sync(request(spec_of("json_parse"), {"text": "[1]"}))
+    assert outcome.usage["fuel"] > 0
+    assert outcome.usage["peak_memory_bytes"] >= 65536
+    assert outcome.usage["cpu_ms"] >= 0
+    assert outcome.fingerprint is not None and outcome.fingerprint.backend == "wasm"
+
+
+def test_errors_carry_usage(backend: WasmBackend) -> None:
+    with pytest.raises(ToolFailed) as info:
+        call(backend, "json_parse", {"text": "[1,"})
+    assert info.value.usage["fuel"] > 0
+
+
+def test_async_run_concurrently(backend: WasmBackend) -> None:
+    results: list[object] = []
+
+    async def main() -> None:
+        await backend.start()
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+
+                async def one(i: int = i) -> None:
+                    out = await backend.run(request(spec_of("json_parse"), {"text": f"[{i}]"}))
+                    results.append(out.result["data"][0])
+
+                tg.start_soon(one)
+
+    anyio.run(main)
+    assert sorted(results) == list(range(8))  # type: ignore[type-var]
