@@ -38,6 +38,9 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     tools_dir: Annotated[
         list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
     ] = None,
+    ask_timeout: Annotated[
+        float, typer.Option(help="Seconds an approval or question waits for the client.")
+    ] = 300.0,
     log_level: Annotated[str, typer.Option(help="Logging level (to stderr).")] = "WARNING",
 ) -> None:
     """Serve the tool catalogue through the broker (validation, policy, sandbox, audit)."""
@@ -60,6 +63,7 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
             http=http,
             tool_folders=tools_dir or (),
             on_ready=_ready,
+            ask_timeout_s=ask_timeout,
         )
 
     try:

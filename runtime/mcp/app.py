@@ -29,6 +29,7 @@ async def serve(
     tool_folders: Iterable[str | Path] = (),
     sandbox_mode: str | None = None,
     on_ready: Callable[[str], None] | None = None,
+    ask_timeout_s: float = 300.0,
     broker_options: dict[str, Any] | None = None,
 ) -> None:
     """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
@@ -60,7 +61,7 @@ async def serve(
             proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
             await stack.enter_async_context(proxy)
             proxy.register(broker.catalogue)
-        tool_server = McpToolServer(broker, profile=profile)
+        tool_server = McpToolServer(broker, profile=profile, ask_timeout_s=ask_timeout_s)
         if address is None:
             if on_ready is not None:
                 on_ready("stdio")

@@ -161,9 +161,14 @@ async def _elicit(
 class McpToolServer:
     """Serves one broker's catalogue over MCP. ``profile`` scopes listing and policy."""
 
-    def __init__(self, broker: Broker, *, profile: str | None = None) -> None:
+    def __init__(
+        self, broker: Broker, *, profile: str | None = None, ask_timeout_s: float = 300.0
+    ) -> None:
         self.broker = broker
         self.profile = profile
+        #: How long an approval or a question waits for the client's answer, seconds: a
+        #: client that never answers must not hold a call (and its limiter slot) forever.
+        self.ask_timeout_s = ask_timeout_s
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=runtime.__version__,
@@ -196,9 +201,9 @@ class McpToolServer:
             name, self.profile
         ):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", {"tool": name})
+        # No call_id from the request id: JSON-RPC ids restart at 1 on every connection, and
+        # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
-        if ctx.request_id is not None:
-            call["call_id"] = f"mcp_{ctx.request_id}"
         current = _Round(
             ctx=ctx, answers=dict(params.input_responses or {}), state=params.request_state
         )
@@ -226,7 +231,13 @@ class McpToolServer:
         )
         if current is not None and _can_elicit(current.ctx):
             try:
-                answer = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
+                with anyio.fail_after(self.ask_timeout_s):
+                    answer = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
+            except TimeoutError as exc:
+                raise ApprovalRequired(
+                    f"{call.tool}: no approval within {self.ask_timeout_s:g} s",
+                    rule=decision.rule,
+                ) from exc
             except MCPError as exc:
                 raise ApprovalRequired(
                     f"{call.tool}: approval could not be asked: {exc.message}",
@@ -267,12 +278,20 @@ class McpToolServer:
             answer_schema["enum"] = list(options)
         schema = {"type": "object", "properties": {"answer": answer_schema}, "required": ["answer"]}
         try:
-            reply = anyio.from_thread.run(_elicit, ctx, question, schema)
+            reply = anyio.from_thread.run(self._elicit_bounded, ctx, question, schema)
+        except TimeoutError as exc:
+            raise ToolFailed(f"the user did not answer within {self.ask_timeout_s:g} s") from exc
         except MCPError as exc:
             raise ToolFailed(f"asking the user failed: {exc.message}") from exc
         if reply.action != "accept" or not isinstance((reply.content or {}).get("answer"), str):
             raise ToolFailed(f"the user did not answer ({reply.action})")
         return str((reply.content or {})["answer"])
+
+    async def _elicit_bounded(
+        self, ctx: ServerRequestContext[Any, Any], message: str, schema: dict[str, Any]
+    ) -> types.ElicitResult:
+        with anyio.fail_after(self.ask_timeout_s):
+            return await _elicit(ctx, message, schema)
 
     # -- running ------------------------------------------------------------------------------
     def initialization_options(self) -> Any:

@@ -127,6 +127,7 @@ def main() -> None:
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--http")
     parser.add_argument("--profile")
+    parser.add_argument("--ask-timeout", type=float, default=300.0)
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -141,6 +142,7 @@ def main() -> None:
             http=opts.http,
             profile=opts.profile,
             on_ready=ready,
+            ask_timeout_s=opts.ask_timeout,
             broker_options={
                 "policy": standins.ScriptedPolicy(),
                 "catalogue": catalogue(),

@@ -223,3 +223,27 @@ async def test_stdout_carries_only_protocol(workspace: Path) -> None:
     assert all(m["jsonrpc"] == "2.0" for m in out)
     by_id = {m["id"]: m for m in out}
     assert by_id[2]["result"]["structuredContent"] == {"noisy": True}
+
+
+async def test_unanswered_approval_times_out(workspace: Path) -> None:
+    import sys
+
+    from tests.mcp.conftest import FIXTURE_SERVER, stdio_session
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    argv = [
+        sys.executable,
+        str(FIXTURE_SERVER),
+        "--workspace",
+        str(workspace),
+        "--ask-timeout",
+        "0.5",
+    ]
+    async with stdio_session(argv, elicitation_callback=never) as session:
+        result = await session.call_tool("guarded", {"text": "x"})
+        after = await session.call_tool("echo", {"text": "still serving"})
+    assert error_of(result)["type"] == "approval_required"
+    assert after.structured_content == {"echo": "still serving"}
