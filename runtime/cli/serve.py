@@ -38,6 +38,10 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     tools_dir: Annotated[
         list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
     ] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(help="Allow --http on a non-loopback address (no built-in authentication)."),
+    ] = False,
     ask_timeout: Annotated[
         float, typer.Option(help="Seconds an approval or question waits for the client.")
     ] = 300.0,
@@ -64,6 +68,7 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
             tool_folders=tools_dir or (),
             on_ready=_ready,
             ask_timeout_s=ask_timeout,
+            allow_remote=allow_remote,
         )
 
     try:

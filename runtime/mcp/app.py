@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from runtime.errors import ConfigError
 from runtime.mcp.external import load_external_servers
 from runtime.mcp.server import McpToolServer
-from runtime.mcp.transport import parse_host_port, serve_http, serve_stdio
+from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
 
 __all__ = ["serve"]
 
@@ -30,6 +31,7 @@ async def serve(
     sandbox_mode: str | None = None,
     on_ready: Callable[[str], None] | None = None,
     ask_timeout_s: float = 300.0,
+    allow_remote: bool = False,
     broker_options: dict[str, Any] | None = None,
 ) -> None:
     """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
@@ -42,6 +44,9 @@ async def serve(
     from runtime.broker import Broker
 
     address = parse_host_port(http) if http else None
+    if address is not None and not allow_remote and not is_loopback(address[0]):
+        # Refused before anything starts (the transport checks again).
+        raise ConfigError(f"--http {http}: only loopback without --allow-remote", field="http")
     servers = load_external_servers(policy)
     async with contextlib.AsyncExitStack() as stack:
         proxy = McpProxyBackend(servers) if servers else None
@@ -67,4 +72,4 @@ async def serve(
                 on_ready("stdio")
             await serve_stdio(tool_server)
         else:
-            await serve_http(tool_server, *address, on_ready=on_ready)
+            await serve_http(tool_server, *address, on_ready=on_ready, allow_remote=allow_remote)

@@ -7,13 +7,16 @@ child that inherits fd 1 lands on stderr instead of corrupting a frame. (Do not 
 
 HTTP: uvicorn serves the SDK's Starlette app on a socket bound *here*, so port 0 works (the
 bound address is reported through ``on_ready`` before the first request can arrive) and no
-access log is written to stdout. Binding anything but loopback is the operator's explicit
-choice: the SDK's DNS-rebinding protection is on for loopback hosts only.
+access log is written to stdout. The endpoint has no authentication of its own: anyone who
+can reach it can call every tool the policy allows (shell included). So only loopback is
+served unless ``allow_remote`` says otherwise, and on loopback the SDK's DNS-rebinding
+protection (Host and Origin checks) keeps web pages in the user's browser out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import socket
 import sys
@@ -24,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from runtime.errors import ConfigError
 from runtime.mcp.server import McpToolServer
 
-__all__ = ["bind_socket", "parse_host_port", "serve_http", "serve_stdio"]
+__all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("runtime.mcp")
 
@@ -62,6 +65,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 async def serve_http(
     tool_server: McpToolServer,
     host: str,
@@ -69,10 +81,17 @@ async def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     path: str = "/mcp",
+    allow_remote: bool = False,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
     import uvicorn
 
+    if not allow_remote and not is_loopback(host):
+        raise ConfigError(
+            f"--http {host}: the MCP endpoint has no authentication; serve loopback only, "
+            "or pass --allow-remote behind your own authenticating proxy",
+            field="http",
+        )
     sock = bind_socket(host, port)
     with contextlib.closing(sock):
         bound_host, bound_port = sock.getsockname()[:2]

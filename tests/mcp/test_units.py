@@ -123,7 +123,14 @@ def test_isolated_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "--net" not in networked.argv
 
 
-@pytest.mark.parametrize("args", [["serve"], ["serve", "--mcp", "--http", "nonsense"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve"],
+        ["serve", "--mcp", "--http", "nonsense"],
+        ["serve", "--mcp", "--http", "0.0.0.0:0"],  # no authentication: loopback only
+    ],
+)
 def test_serve_usage_errors(args: list[str], tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "runtime", *args, "--workspace", str(tmp_path / "ws")]
@@ -137,3 +144,12 @@ def test_serve_usage_errors(args: list[str], tmp_path: Path) -> None:
     )
     assert done.returncode == 64, done.stderr
     assert done.stdout == ""
+
+
+def test_dns_rebinding_protection(http_fixture_server: Any) -> None:
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Host": "evil.example", "Accept": "application/json, text/event-stream"}
+    response = httpx.post(http_fixture_server.url, json=body, headers=headers, timeout=10)
+    assert response.status_code in (403, 421)
