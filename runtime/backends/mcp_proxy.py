@@ -226,6 +226,14 @@ class McpProxyBackend:
                 limit_s=request.limits.timeout_s,
             ) from exc
         except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                # The server died (or closed its stdout): later calls fail fast, clearly.
+                conn.session = None
+                conn.error = "the server process exited"
+                raise SandboxError(
+                    f"{request.spec.name}: MCP server {conn.server.name!r} exited",
+                    server=conn.server.name,
+                ) from exc
             raise ToolFailed(f"{request.spec.name}: {exc.message}", code=exc.code) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             raise SandboxError(

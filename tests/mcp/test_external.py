@@ -135,11 +135,12 @@ async def test_minimal_environment(broker: Any) -> None:
 async def test_crash_becomes_error_and_broker_lives(broker: Any) -> None:
     crashed = await broker.call({"tool": "ext__crash", "arguments": {}})
     assert not crashed.success
-    assert crashed.error is not None
-    assert crashed.error.type in ("sandbox_error", "tool_error")
+    assert crashed.error is not None and crashed.error.type == "sandbox_error"
+    assert "exited" in crashed.error.message
     again = await broker.call({"tool": "ext__add", "arguments": {"a": 1, "b": 1}})
     assert not again.success and again.error is not None
-    assert again.error.type in ("sandbox_error", "tool_error")
+    assert again.error.type == "sandbox_error"
+    assert "not running" in again.error.message
 
 
 async def test_server_that_does_not_start(tmp_path: Path) -> None:
