@@ -24,8 +24,9 @@ in the connection's era:
   minted. The SDK's ``RequestStateBoundary`` seals that state and binds it to this tool name and
   these exact arguments (and expires it), so an answer cannot be replayed onto another call.
 
-Otherwise the call ends as ``approval_required``. The ``ask_user`` tool elicits in the handshake
-era only (a tool cannot be paused across rounds); in the 2026 era it fails as ``tool_error``.
+Otherwise the call ends as ``approval_required``. The ``ask_user`` hook elicits the same way;
+in the 2026 era the asking call is run again with the answer (a tool cannot be paused across
+rounds), which is why tools must ask before they change anything.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ SERVER_NAME = "runtime"
 #: bound to the tool and its arguments by the SDK, so it only needs to say what was asked.
 _APPROVAL_KEY = "approve"
 _APPROVAL_STATE = "runtime-approval:v1"
+_ASK_KEY = "answer"
+_ASK_STATE = "runtime-ask:v1"
 
 
 @dataclass(slots=True)
@@ -70,8 +73,20 @@ class _Round:
     ctx: ServerRequestContext[Any, Any]
     answers: dict[str, Any] = field(default_factory=dict)
     state: str | None = None
-    #: Set by the approver when the answer must come in a later round (2026 era).
-    need: types.ElicitRequest | None = None
+    #: (input key, request state, question) when the answer must come in a later round.
+    need: tuple[str, str, types.ElicitRequest] | None = None
+
+    def answer(self, key: str, state: str) -> tuple[str | None, dict[str, Any]] | None:
+        """The client's answer to what an earlier round asked, if this round carries it."""
+        if self.state != state or key not in self.answers:
+            return None
+        return _answer_fields(self.answers[key])
+
+    def ask_later(self, key: str, state: str, message: str, schema: dict[str, Any]) -> None:
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+        self.need = (key, state, request)
 
 
 #: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
@@ -213,10 +228,10 @@ class McpToolServer:
         finally:
             _current_round.reset(token)
         if current.need is not None:
-            # This leg is audited as approval_required; the retry carries the answer.
-            return types.InputRequiredResult(
-                input_requests={_APPROVAL_KEY: current.need}, request_state=_APPROVAL_STATE
-            )
+            # This leg is audited as refused (approval_required / tool_error); the retry
+            # carries the answer and runs the call again from the start.
+            key, state, request = current.need
+            return types.InputRequiredResult(input_requests={key: request}, request_state=state)
         return call_result(result)
 
     # -- elicitation --------------------------------------------------------------------------
@@ -232,7 +247,7 @@ class McpToolServer:
         if current is not None and _can_elicit(current.ctx):
             try:
                 with anyio.fail_after(self.ask_timeout_s):
-                    answer = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
+                    reply = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
             except TimeoutError as exc:
                 raise ApprovalRequired(
                     f"{call.tool}: no approval within {self.ask_timeout_s:g} s",
@@ -243,16 +258,14 @@ class McpToolServer:
                     f"{call.tool}: approval could not be asked: {exc.message}",
                     rule=decision.rule,
                 ) from exc
-            return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+            action, content = _answer_fields(reply)
+            return action == "accept" and content.get("approve") is True
         if current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
-            if current.state == _APPROVAL_STATE and _APPROVAL_KEY in current.answers:
-                action, content = _answer_fields(current.answers[_APPROVAL_KEY])
+            earlier = current.answer(_APPROVAL_KEY, _APPROVAL_STATE)
+            if earlier is not None:
+                action, content = earlier
                 return action == "accept" and content.get("approve") is True
-            current.need = types.ElicitRequest(
-                params=types.ElicitRequestFormParams(
-                    message=message, requested_schema=_APPROVE_SCHEMA
-                )
-            )
+            current.ask_later(_APPROVAL_KEY, _APPROVAL_STATE, message, _APPROVE_SCHEMA)
             raise ApprovalRequired(
                 f"{call.tool}: waiting for the client's approval (input required)",
                 rule=decision.rule,
@@ -266,26 +279,38 @@ class McpToolServer:
         )
 
     def ask_user(self, question: str, options: list[str] | None) -> str:
-        """The broker's ask_user: runs in a worker thread; elicits on the event loop."""
+        """The broker's ask_user: runs in a worker thread; elicits on the event loop.
+
+        In the 2026 era the question goes back to the client as an input request and the
+        call is run again, from the start, with the answer: a tool that asks must ask before
+        it changes anything (the built-in ask_user and request_confirmation do).
+        """
         current = _current_round.get()
-        if current is None or not _can_elicit(current.ctx):
-            raise ToolFailed(
-                "the MCP client cannot be asked mid-call (no elicitation on this connection)"
-            )
-        ctx = current.ctx
         answer_schema: dict[str, Any] = {"type": "string", "title": "Answer"}
         if options:
             answer_schema["enum"] = list(options)
         schema = {"type": "object", "properties": {"answer": answer_schema}, "required": ["answer"]}
-        try:
-            reply = anyio.from_thread.run(self._elicit_bounded, ctx, question, schema)
-        except TimeoutError as exc:
-            raise ToolFailed(f"the user did not answer within {self.ask_timeout_s:g} s") from exc
-        except MCPError as exc:
-            raise ToolFailed(f"asking the user failed: {exc.message}") from exc
-        if reply.action != "accept" or not isinstance((reply.content or {}).get("answer"), str):
-            raise ToolFailed(f"the user did not answer ({reply.action})")
-        return str((reply.content or {})["answer"])
+        if current is not None and _can_elicit(current.ctx):
+            try:
+                reply = anyio.from_thread.run(self._elicit_bounded, current.ctx, question, schema)
+            except TimeoutError as exc:
+                raise ToolFailed(
+                    f"the user did not answer within {self.ask_timeout_s:g} s"
+                ) from exc
+            except MCPError as exc:
+                raise ToolFailed(f"asking the user failed: {exc.message}") from exc
+            action, content = _answer_fields(reply)
+        elif current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
+            answer = current.answer(_ASK_KEY, _ASK_STATE)
+            if answer is None:
+                current.ask_later(_ASK_KEY, _ASK_STATE, question, schema)
+                raise ToolFailed("waiting for the user's answer (input required)")
+            action, content = answer
+        else:
+            raise ToolFailed("the MCP client cannot be asked (no elicitation on this connection)")
+        if action != "accept" or not isinstance(content.get("answer"), str):
+            raise ToolFailed(f"the user did not answer ({action})")
+        return str(content["answer"])
 
     async def _elicit_bounded(
         self, ctx: ServerRequestContext[Any, Any], message: str, schema: dict[str, Any]

@@ -130,3 +130,19 @@ async def test_state_cannot_move_to_other_arguments(target: Any) -> None:
     assert info.value.code == types.INVALID_PARAMS
     assert isinstance(same, types.CallToolResult)
     assert same.structured_content == {"echo": "harmless"}
+
+
+async def test_ask_user_round_trip(target: Any) -> None:
+    seen: list[str] = []
+    async with client(target, elicitation_callback=approver({"answer": "blue"}, seen)) as c:
+        result = await c.call_tool("ask", {"question": "Which colour?"})
+    assert result.structured_content == {"answer": "blue"}
+    assert seen == ["Which colour?"]
+
+
+async def test_ask_user_declined(target: Any) -> None:
+    seen: list[str] = []
+    async with client(target, elicitation_callback=approver(None, seen)) as c:
+        result = await c.call_tool("ask", {"question": "Which colour?"})
+    assert result.is_error and result.structured_content is not None
+    assert result.structured_content["error"]["type"] == "tool_error"
