@@ -1,0 +1,152 @@
+"""Audit log cost per call: µs per record pair (write-ahead request + completion).
+
+Run from the repository root: ``PYTHONPATH=. python benchmarks/bench_audit.py [--pairs N]``.
+Each figure is wall-clock µs and, in brackets, this process's CPU µs (user + system): on a
+loaded 2-core machine the CPU figure is the steadier one. Prints the pair cost
+through AuditLog, then where it goes: canonical JSON + redaction (pure Python) and the bare
+SQLite write per record: one autocommit INSERT whose ``seq`` primary key is the
+compare-and-swap (what AuditLog does), versus ``BEGIN IMMEDIATE`` + head read + INSERT + COMMIT,
+versus a cached head revalidated with ``PRAGMA data_version`` inside ``BEGIN IMMEDIATE``.
+The broker's budget for validation + policy + both records is 50 µs (DESIGN §10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import rfc8785
+
+from runtime.audit import AuditLog, canonical_json, redact
+
+ARGS = {"path": "src/main.py", "offset": 0, "limit": 4096}
+DECISION = {"action": "allow", "rule": "files.read"}
+SANDBOX = {"userns": True, "landlock": 7, "seccomp": True, "cgroup": False, "mode": "strict"}
+USAGE = {"cpu_ms": 1.5, "max_rss_kb": 10240, "wall_ms": 2.5}
+RESULT = {"content": "x" * 4096, "size": 4096}
+
+
+def per_op_us(fn: Callable[[], object], n: int, repeat: int = 5) -> tuple[float, float]:
+    """(wall, cpu) µs per call: medians over ``repeat`` runs (the machines are noisy)."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            fn()
+        walls.append((time.perf_counter() - w0) / n * 1e6)
+        cpus.append((time.process_time() - c0) / n * 1e6)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def fmt(us: tuple[float, float]) -> str:
+    return f"{us[0]:7.1f} µs  [cpu {us[1]:6.1f} µs]"
+
+
+def bench_pairs(path: Path, n: int) -> tuple[float, float]:
+    counter = iter(range(10**9))
+    with AuditLog(path) as log:
+
+        def pair() -> None:
+            call_id = f"call_{next(counter)}"
+            log.record_request(
+                call_id=call_id,
+                tool="read_file",
+                arguments=ARGS,
+                decision=DECISION,
+                backend="subprocess",
+                sandbox=SANDBOX,
+            )
+            log.record_completion(
+                call_id=call_id,
+                tool="read_file",
+                outcome="success",
+                error_type=None,
+                duration_ms=2.5,
+                usage=USAGE,
+                result=RESULT,
+            )
+
+        us = per_op_us(pair, n)
+        t0 = time.perf_counter()
+        report = log.verify()
+        verify_s = time.perf_counter() - t0
+        assert report.ok
+        print(f"verify: {report.count / verify_s:,.0f} records/s ({report.count} records)")
+        log.export_jsonl(io.StringIO())
+    return us
+
+
+def bench_sqlite(path: Path, n: int, mode: str) -> tuple[float, float]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY AUTOINCREMENT, a TEXT, h TEXT)"
+    )
+    row = ("x" * 400, "h" * 64)
+    cached = [conn.execute("PRAGMA data_version").fetchone()[0]]
+
+    seq = [0]
+
+    def tx() -> None:
+        if mode == "optimistic":  # what AuditLog does: one autocommit INSERT, seq as CAS
+            seq[0] += 1
+            conn.execute("INSERT INTO t (seq, a, h) VALUES (?, ?, ?)", (seq[0], *row))
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        if mode == "head":
+            conn.execute("SELECT seq, h FROM t ORDER BY seq DESC LIMIT 1").fetchone()
+        elif mode == "data_version":
+            dv = conn.execute("PRAGMA data_version").fetchone()[0]
+            if dv != cached[0]:
+                conn.execute("SELECT seq, h FROM t ORDER BY seq DESC LIMIT 1").fetchone()
+                cached[0] = dv
+        conn.execute("INSERT INTO t (a, h) VALUES (?, ?)", row)
+        conn.execute("COMMIT")
+
+    try:
+        return per_op_us(tx, n)
+    finally:
+        conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=2000)
+    n = parser.parse_args().pairs
+    record = {
+        "seq": 1,
+        "kind": "request",
+        "call_id": "call_0123456789abcdef",
+        "time": "2026-01-01T00:00:00.000000Z",
+        "tool": "read_file",
+        "arguments": ARGS,
+        "decision": DECISION,
+        "sandbox": SANDBOX,
+        "prev_hash": "0" * 64,
+    }
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d)
+        load = os.getloadavg()[0]
+        print(f"machine: {os.cpu_count()} cpus, load {load:.2f}; {n} pairs per run, median of 5")
+        pair = bench_pairs(base / "audit.db", n)
+        print(f"AuditLog request+completion pair:  {fmt(pair)}  (broker budget: 50 µs in all)")
+        ours = per_op_us(lambda: canonical_json(record), n)
+        ref = per_op_us(lambda: rfc8785.dumps(record), n)
+        print(f"  canonical_json(record)           {fmt(ours)}")
+        print(f"  rfc8785.dumps(record)            {fmt(ref)}")
+        print(f"  redact(arguments)                {fmt(per_op_us(lambda: redact(ARGS), n))}")
+        for mode in ("optimistic", "head", "data_version", "none"):
+            us = bench_sqlite(base / f"raw-{mode}.db", n, mode)
+            print(f"  bare sqlite tx, head={mode:<12} {fmt(us)} per record")
+
+
+if __name__ == "__main__":
+    main()

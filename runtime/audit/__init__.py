@@ -1,0 +1,33 @@
+"""The hash-chained audit log (DESIGN §6).
+
+Public surface::
+
+    AuditLog(path, *, redact_keys=(), busy_timeout_s=5.0)
+        .record_request(...) / .record_completion(...) -> AuditRecord
+        .verify(expected_head=None) -> VerifyReport
+        .head() -> (seq, hash)          keep it elsewhere as an anchor
+        .tail(n) / .interrupted() / .export_jsonl(out) / .close()
+    canonical_json(obj) -> bytes       RFC 8785
+    redact(obj, keys=()) -> copy       secrets replaced by "[REDACTED]"
+
+Chain: ``hash = sha256_hex(prev_hash.encode("ascii") + canonical_json(record without hash))``;
+record 1's ``prev_hash`` is :data:`GENESIS_HASH` (64 zeros). See ``_verify`` for what the chain
+can and cannot prove without an external anchor.
+"""
+
+from __future__ import annotations
+
+from runtime.audit._canonical import GENESIS_HASH, canonical_json
+from runtime.audit._log import OUTCOMES, AuditLog
+from runtime.audit._redact import REDACTED, redact
+from runtime.audit._verify import VerifyReport
+
+__all__ = [
+    "GENESIS_HASH",
+    "OUTCOMES",
+    "REDACTED",
+    "AuditLog",
+    "VerifyReport",
+    "canonical_json",
+    "redact",
+]

@@ -1,0 +1,26 @@
+"""JSONL export with the OpenTelemetry GenAI semantic-convention keys next to our own fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.models import AuditRecord
+
+__all__ = ["otel_record"]
+
+
+def otel_record(record: AuditRecord) -> dict[str, Any]:
+    """One export line: ``gen_ai.*`` / ``error.type`` keys first, then every record field.
+
+    ``error.type`` is present only on records that carry one (OTel: set it when the operation
+    failed). Arguments are the redacted ones; results are never exported, only their digest.
+    """
+    out: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": record.tool,
+        "gen_ai.tool.call.id": record.call_id,
+    }
+    if record.error_type is not None:
+        out["error.type"] = record.error_type
+    out.update(record.model_dump(mode="json"))
+    return out

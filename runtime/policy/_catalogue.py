@@ -1,0 +1,44 @@
+"""How the built-in catalogue's tools look to the policy, for checking ``[[examples]]`` at load
+time (the catalogue itself is not loaded then). An example may override with ``spec``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CATALOGUE_HINTS"]
+
+_R, _W = "read_path", "write_path"
+
+#: name -> (category, arg_roles, egress)
+CATALOGUE_HINTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "read_file": ("file", {"path": _R}, False),
+    "write_file": ("file", {"path": _W}, False),
+    "edit_file": ("file", {"path": _W}, False),
+    "list_files": ("file", {"path": _R}, False),
+    "delete_file": ("file", {"path": _W}, False),
+    "move_file": ("file", {"source": _W, "destination": _W}, False),
+    "get_file_info": ("file", {"path": _R}, False),
+    "file_search": ("file", {"path": _R}, False),
+    "code_query": ("code", {"path": _R}, False),
+    "shell_exec": ("shell", {"command": "command", "cwd": "cwd"}, False),
+    "http_get": ("network", {"url": "url"}, True),
+    "http_post": ("network", {"url": "url"}, True),
+    "http_request": ("network", {"url": "url"}, True),
+    "web_fetch": ("network", {"url": "url"}, True),
+    "web_search": ("network", {}, True),
+    "current_time": ("system", {}, False),
+    "sleep": ("system", {}, False),
+    "get_env": ("system", {}, False),
+    "set_env": ("system", {}, False),
+    "json_parse": ("data", {}, False),
+    "json_stringify": ("data", {}, False),
+    "json_query": ("data", {}, False),
+    "csv_to_json": ("data", {}, False),
+    "hash": ("data", {}, False),
+    "base64_encode": ("data", {}, False),
+    "base64_decode": ("data", {}, False),
+    "snippet_save": ("memory", {}, False),
+    "snippet_load": ("memory", {}, False),
+    "snippet_list": ("memory", {}, False),
+    "ask_user": ("interaction", {}, False),
+}

@@ -1,0 +1,182 @@
+"""Words of a parsed command line and the argv surgery done on them: quote removal,
+seeing through a wrapper's options, finding shell-string options. Pure functions on
+:class:`Word` lists; :mod:`runtime.policy.shell` drives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.policy.wrappers import Wrapper
+
+__all__ = [
+    "Word",
+    "is_dynamic_name",
+    "join_words",
+    "program_name",
+    "shell_options",
+    "short_cluster",
+    "skip_options",
+    "unquote",
+    "unwrap",
+]
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    value: str  # after quote removal
+    dynamic: bool = False  # its value is only known at run time ($x, $(..), globs, braces)
+
+
+def program_name(value: str) -> str:
+    """'/usr/bin//rm' -> 'rm'; '/proc/self/root/bin/./rm' -> 'rm'."""
+    segs = [s for s in value.split("/") if s and s != "."]
+    return segs[-1] if segs else value
+
+
+def is_dynamic_name(word: Word) -> bool:
+    """A command name the shell would expand: substitutions, parameters, globs, braces.
+    '[' (test) is a program, not a glob."""
+    if word.value in ("[", "[["):
+        return word.dynamic
+    return word.dynamic or bool(_GLOB_CHARS.intersection(word.value))
+
+
+def short_cluster(value: str) -> str | None:
+    if len(value) >= 2 and value[0] == "-" and value[1] != "-":
+        return value[1:]
+    return None
+
+
+def unquote(raw: str) -> str:
+    """Bash quote removal of a word without expansions: '..', "..", backslashes."""
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "'":
+            j = raw.find("'", i + 1)
+            if j < 0:
+                raise ValueError("unterminated single quote")
+            out.append(raw[i + 1 : j])
+            i = j + 1
+        elif c == '"':
+            i += 1
+            while i < n and raw[i] != '"':
+                if raw[i] == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
+                    if raw[i + 1] != "\n":
+                        out.append(raw[i + 1])
+                    i += 2
+                else:
+                    out.append(raw[i])
+                    i += 1
+            if i >= n:
+                raise ValueError("unterminated double quote")
+            i += 1
+        elif c == "\\":
+            if i + 1 < n and raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def join_words(words: list[Word]) -> Word:
+    return Word(" ".join(w.value for w in words), any(w.dynamic for w in words))
+
+
+def skip_options(words: list[Word]) -> list[Word]:
+    valued = {
+        "-n",
+        "--name",
+        "-p",
+        "--prefix",
+        "--with",
+        "--python",
+        "--package",
+        "-w",
+        "--workspace",
+        "--from",
+        "--env",
+        "-e",
+        "--directory",
+        "-C",
+    }
+    i = 0
+    while i < len(words) and words[i].value.startswith("-"):
+        if words[i].value == "--":
+            i += 1
+            break
+        i += 2 if words[i].value in valued else 1
+    return words[i:]
+
+
+def shell_options(words: list[Word], spec: Wrapper) -> list[Word]:
+    """Values of a wrapper's shell-string options ('su root -c CMD', 'script -qc CMD f'),
+    wherever they sit: such wrappers accept options after their positionals."""
+    out: list[Word] = []
+    if not spec.shell_arg:
+        return out
+    letters = {o[1] for o in spec.shell_arg if len(o) == 2}
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if v.startswith("--"):
+            opt, eq, val = v.partition("=")
+            if opt in spec.shell_arg:
+                if eq:
+                    out.append(Word(val, w.dynamic))
+                elif k + 1 < len(words):
+                    out.append(words[k + 1])
+        elif (cluster := short_cluster(v)) is not None:
+            for m, letter in enumerate(cluster):
+                if letter in letters:
+                    attached = cluster[m + 1 :]
+                    if attached:
+                        out.append(Word(attached, w.dynamic))
+                    elif k + 1 < len(words):
+                        out.append(words[k + 1])
+                    break
+                if letter in spec.short_with_arg:
+                    break
+    return out
+
+
+def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...]]:
+    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns)."""
+    assigns: list[str] = []
+    i, n = 1, len(words)
+    positionals = spec.positionals
+    while i < n:
+        w = words[i]
+        v = w.value
+        if v == "--":
+            i += 1
+            break
+        if v.startswith("--") and len(v) > 2:
+            opt, eq, _ = v.partition("=")
+            i += 1 if eq or opt not in spec.long_with_arg else 2
+            continue
+        cluster = short_cluster(v)
+        if cluster is not None:
+            i += 1
+            for k, letter in enumerate(cluster):
+                if letter in spec.short_with_arg:
+                    if not cluster[k + 1 :]:
+                        i += 1  # the value is the next word
+                    break
+            continue
+        if spec.assignments and "=" in v and v.split("=", 1)[0].isidentifier():
+            assigns.append(v.split("=", 1)[0])
+            i += 1
+            continue
+        if positionals:
+            # 'flock FILE -c CMD', 'timeout 5 -s KILL cmd': options may follow positionals.
+            positionals -= 1
+            i += 1
+            continue
+        break
+    i += positionals
+    return list(words[i:]), tuple(assigns)

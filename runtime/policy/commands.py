@@ -1,0 +1,247 @@
+"""Command rules: the policy's verdict on a shell string, from its :mod:`shell` analysis.
+
+Rules match simple commands on parsed tokens. A rule is three-valued: it matches, it does not,
+or it *may* (an argument it looks at is only known at run time, ``rm -rf $x``). A deny or ask
+rule that may match asks; an allow rule that may match does not allow.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Literal
+
+from runtime.models import Action
+from runtime.policy.argv import Word, program_name
+from runtime.policy.globs import GlobSet
+from runtime.policy.schema import CommandRule, CommandsSection
+from runtime.policy.shell import CACHED_COMMAND_CHARS, SimpleCommand, analyse
+
+__all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
+
+Tri = Literal["yes", "no", "maybe"]
+_BUILTIN = Path(__file__).with_name("builtin_commands.toml")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFinding:
+    action: Action
+    rule: str
+    reason: str
+
+
+@functools.cache
+def builtin_rules() -> tuple[tuple[CommandRule, ...], tuple[CommandRule, ...]]:
+    """(deny rules, blocking-service rules) shipped with the runtime."""
+    data = tomllib.loads(_BUILTIN.read_text(encoding="utf-8"))
+    deny = tuple(CommandRule.model_validate(r) for r in data["deny"])
+    services = tuple(CommandRule.model_validate(r) for r in data["services"])
+    return deny, services
+
+
+def normalise_target(value: str) -> str:
+    """Lexical normal form of a command argument seen as a path: '//x/./' -> '/x',
+    '/a/../..' -> '/', '~/..' -> '/', './*' -> '*'."""
+    if value.startswith("/"):
+        segs: list[str] = []
+        for s in value.split("/"):
+            if s in ("", "."):
+                continue
+            if s == "..":
+                if segs:
+                    segs.pop()
+                continue
+            segs.append(s)
+        return "/" + "/".join(segs)
+    if value.startswith("~"):
+        head, _, tail = value.partition("/")
+        segs = []
+        for s in tail.split("/"):
+            if s in ("", "."):
+                continue
+            if s == "..":
+                if not segs:
+                    return "/"  # climbing out of a home directory: assume the worst
+                segs.pop()
+                continue
+            segs.append(s)
+        return head + ("/" + "/".join(segs) if segs else "")
+    segs = []
+    for s in value.split("/"):
+        if s in ("", "."):
+            continue
+        if s == ".." and segs and segs[-1] != "..":
+            segs.pop()
+            continue
+        segs.append(s)
+    return "/".join(segs) or "."
+
+
+def _flag_present(flag: str, value: str) -> bool:
+    if flag.startswith("--"):
+        opt = value.split("=", 1)[0]
+        # GNU getopt accepts any unambiguous prefix: '--rec' is '--recursive'.
+        return value.startswith("--") and len(opt) > 2 and flag.startswith(opt)
+    if len(flag) == 2 and flag[0] == "-":
+        return len(value) >= 2 and value[0] == "-" and value[1] != "-" and flag[1] in value[1:]
+    return value == flag
+
+
+def _all(results: list[Tri]) -> Tri:
+    if "no" in results:
+        return "no"
+    return "maybe" if "maybe" in results else "yes"
+
+
+class _Compiled:
+    def __init__(self, rule: CommandRule, action: Action) -> None:
+        self.id = rule.id
+        self.action: Action = action
+        self.reason = rule.reason or f"matches command rule {rule.id!r}"
+        # Rules are matched on base names; '/bin/rm' in a rule means 'rm'.
+        self.program = tuple(program_name(p) if "/" in p else p for p in rule.program)
+        self.any_program = self.program == ("*",)
+        self.flags = [tuple(g) for g in rule.flags]
+        self.args = GlobSet(rule.args)
+        self.args_regex = [re.compile(r) for r in rule.args_regex]
+        self.args_seq = [tuple(s) for s in rule.args_seq]
+        self.unless = GlobSet(rule.unless_args)
+        self.piped_from = tuple(rule.piped_from)
+        self.redirect_to = GlobSet(rule.redirect_to)
+        self.assigns = tuple(rule.assigns)
+
+    def match(self, cmd: SimpleCommand) -> Tri:
+        if not self.any_program and not any(fnmatchcase(cmd.program, p) for p in self.program):
+            return "no"
+        if self.any_program and not cmd.program and not (self.redirect_to or self.assigns):
+            return "no"
+        args = list(cmd.args)
+        if "--" in (w.value for w in args):
+            cut = [w.value for w in args].index("--")
+            options, operands = args[:cut], args[:cut] + args[cut + 1 :]
+        else:
+            options, operands = args, args
+        dynamic = any(w.dynamic for w in args)
+        if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
+            return "no"
+        results: list[Tri] = []
+        for group in self.flags:
+            hit = any(_flag_present(f, w.value) for f in group for w in options if not w.dynamic)
+            results.append("yes" if hit else "maybe" if dynamic else "no")
+        if self.args or self.args_regex:
+            hit = any(
+                self.args.match(normalise_target(w.value)) is not None
+                or any(rx.search(w.value) for rx in self.args_regex)
+                for w in operands
+                if not w.dynamic
+            )
+            results.append("yes" if hit else "maybe" if dynamic else "no")
+        if self.args_seq:
+            values = [w.value for w in args]
+            hit = any(_has_seq(values, seq) for seq in self.args_seq)
+            results.append("yes" if hit else "maybe" if dynamic else "no")
+        if self.piped_from:
+            hit = any(fnmatchcase(f, p) for f in cmd.feeds for p in self.piped_from)
+            results.append("yes" if hit else "no")
+        if self.redirect_to:
+            results.append(_any_word(cmd.redirects, self.redirect_to))
+        if self.assigns:
+            hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
+            results.append("yes" if hit else "no")
+        return _all(results)
+
+
+def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
+    if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):
+        return "yes"
+    return "maybe" if any(w.dynamic for w in words) else "no"
+
+
+def _has_seq(values: list[str], seq: tuple[str, ...]) -> bool:
+    k = len(seq)
+    return any(
+        all(fnmatchcase(values[i + j], seq[j]) for j in range(k))
+        for i in range(len(values) - k + 1)
+    )
+
+
+_SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
+
+
+class CommandRules:
+    """Compiled ``[commands]`` section."""
+
+    def __init__(self, section: CommandsSection) -> None:
+        self.section = section
+        rules: list[_Compiled] = []
+        if section.builtin:
+            deny, services = builtin_rules()
+            disabled = set(section.disable)
+            rules += [_Compiled(r, r.action) for r in deny if r.id not in disabled]
+            if section.services != "allow":
+                rules += [_Compiled(r, section.services) for r in services if r.id not in disabled]
+        rules += [_Compiled(r, r.action) for r in section.rules]
+        self._rules = tuple(rules)
+        self._allow_programs = tuple(section.allow)
+        self._cache: dict[str, tuple[CommandFinding, ...]] = {}
+
+    def check(self, command: object) -> tuple[CommandFinding, ...]:
+        """Findings (ask/deny, and allow-rule hits) for one command string, worst first."""
+        if not isinstance(command, str):
+            return (CommandFinding("deny", "commands.invalid", "command must be a string"),)
+        if len(command) > CACHED_COMMAND_CHARS:
+            return self._check(command)
+        found = self._cache.get(command)
+        if found is None:
+            found = self._check(command)
+            if len(self._cache) >= 2048:
+                self._cache.clear()
+            self._cache[command] = found
+        return found
+
+    def _check(self, command: str) -> tuple[CommandFinding, ...]:
+        analysis = analyse(command)
+        sec = self.section
+        out: list[CommandFinding] = []
+        for h in analysis.hazards:
+            if h.kind == "fork_bomb":
+                out.append(CommandFinding("deny", "commands.deny.fork-bomb", h.detail))
+            else:
+                action: Action = getattr(sec, h.kind)
+                out.append(CommandFinding(action, f"commands.hazard.{h.kind}", h.detail))
+        for cmd in analysis.commands:
+            allowed_by_rule = False
+            for rule in self._rules:
+                m = rule.match(cmd)
+                if m == "no":
+                    continue
+                if rule.action == "allow":
+                    allowed_by_rule = allowed_by_rule or m == "yes"
+                    continue
+                if m == "maybe":
+                    out.append(
+                        CommandFinding(
+                            "ask",
+                            rule.id,
+                            f"{rule.reason} (may apply: an argument is only known at run time)",
+                        )
+                    )
+                else:
+                    out.append(CommandFinding(rule.action, rule.id, rule.reason))
+            if (
+                sec.mode == "allowlist"
+                and cmd.program
+                and not allowed_by_rule
+                and not any(fnmatchcase(cmd.program, p) for p in self._allow_programs)
+            ):
+                out.append(
+                    CommandFinding(
+                        "deny", "commands.allowlist", f"program {cmd.program!r} is not allowlisted"
+                    )
+                )
+        out.sort(key=lambda f: -_SEVERITY[f.action])
+        return tuple(out)

@@ -1,0 +1,466 @@
+"""The policy engine: a loaded policy file and its ``decide`` for one call.
+
+Evaluation of one call (deny > ask > allow among everything that matches; the decision names
+the first rule with the winning action):
+
+1. profile: a call under a profile may only use that profile's tools (``profiles.<name>``);
+2. tool level: ``[tools.<name|glob>]``, ``[categories]``, ``[[rules]]`` whose conditions
+   hold; nothing matched -> ``default`` (deny unless the file says otherwise);
+3. argument level, by the tool's ``arg_roles``: path rules, command rules, network rules.
+   These can only make a decision stricter.
+
+Everything that does not depend on the arguments is compiled at load and cached per tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+import runtime
+from runtime.errors import ManifestError, PolicyError
+from runtime.models import (
+    Action,
+    BackendKind,
+    Decision,
+    Limits,
+    SandboxNeeds,
+    ToolCall,
+    ToolSpec,
+)
+from runtime.policy._catalogue import CATALOGUE_HINTS
+from runtime.policy._load import locate, parse_policy
+from runtime.policy.commands import CommandRules
+from runtime.policy.conditions import CompiledCondition
+from runtime.policy.network import NetworkRules, NetworkVerdict
+from runtime.policy.paths import PathRules
+from runtime.policy.schema import PolicyFile, Rule, ToolEntry
+
+__all__ = ["Policy", "default_policy_path"]
+
+_SEVERITY: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+_LIMIT_FIELDS = frozenset(Limits.model_fields)
+# Sandboxed tools always get a sane PATH and locale; [env] may override both.
+_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+_ROLE_PREFIX = {
+    "read_path": "paths",
+    "write_path": "paths",
+    "cwd": "paths",
+    "command": "commands",
+    "url": "network",
+}
+
+
+class _Cand(NamedTuple):
+    action: Action
+    rule: str
+    reason: str
+
+
+def default_policy_path() -> Path:
+    """``policy/default.toml``: packaged under ``runtime/_policy_data`` in a wheel, the
+    top-level ``policy/`` in a source checkout."""
+    pkg = Path(runtime.__file__).resolve().parent
+    installed = pkg / "_policy_data"
+    base = installed if installed.is_dir() else pkg.parent / "policy"
+    return base / "default.toml"
+
+
+class _CompiledRule:
+    __slots__ = ("action", "categories", "conditions", "id", "reason", "tools")
+
+    def __init__(self, rule: Rule) -> None:
+        self.id = rule.id
+        self.action: Action = rule.action
+        self.reason = rule.reason or f"rule {rule.id!r}"
+        self.tools = tuple(rule.tools)
+        self.categories = frozenset(rule.categories)
+        self.conditions = tuple(CompiledCondition(c) for c in rule.when)
+
+    def applies_to(self, tool: str, category: str | None) -> bool:
+        if self.tools and not any(fnmatchcase(tool, t) for t in self.tools):
+            return False
+        return not (self.categories and (category is None or category not in self.categories))
+
+
+def _url_parts(url: object) -> tuple[str, str, int] | str:
+    """(scheme, host, port) of a URL, or the reason it is refused."""
+    if not isinstance(url, str):
+        return "URL must be a string"
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url) or "\\" in url:
+        # Whitespace, control characters and backslashes are where URL parsers disagree
+        # (CVE-2023-24329 and friends): refuse rather than guess which host is meant.
+        return "URL contains whitespace, control characters or backslashes"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"URL does not parse: {exc}"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "URL carries credentials ('user@host'); put them in headers"
+    host = parts.hostname
+    if not host:
+        return "URL has no host"
+    try:
+        host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        return f"URL host is not a valid domain name: {exc}"
+    scheme = parts.scheme.lower()
+    if port is None:
+        # Unknown schemes get port 0 and are then refused by the scheme rule, by name.
+        port = NetworkRules.default_port_of(scheme) or 0
+    return scheme, host, port
+
+
+class Policy:
+    """A loaded, compiled policy. Build with :meth:`load`, :meth:`from_toml`, :meth:`default`."""
+
+    def __init__(self, doc: PolicyFile, *, source: str = "<string>", text: str = "") -> None:
+        self.document = doc
+        self.source = source
+        self._paths = PathRules(doc.paths)
+        self._commands = CommandRules(doc.commands)
+        exact: list[tuple[str, ToolEntry]] = []
+        globbed: list[tuple[str, ToolEntry]] = []
+        for key, value in doc.tools.items():
+            entry = ToolEntry(action=value) if isinstance(value, str) else value
+            (globbed if any(c in key for c in "*?[") else exact).append((key, entry))
+        # Globs first so that an exact entry's limits override a glob's.
+        self._tool_entries = tuple(globbed + exact)
+        self._rules = tuple(_CompiledRule(r) for r in doc.rules)
+        self._env_pass_exact = tuple(p for p in doc.env.pass_ if not any(c in p for c in "*?["))
+        self._env_pass_glob = tuple(p for p in doc.env.pass_ if any(c in p for c in "*?["))
+        self._static = functools.lru_cache(maxsize=1024)(self._static_uncached)
+        self._limits = functools.lru_cache(maxsize=1024)(self._limits_uncached)
+        self._check_examples(text)
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "<string>") -> Policy:
+        return cls(parse_policy(text, source), source=source, text=text)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(
+                f"{p}: cannot read policy file: {exc}", file=str(p), line=None, field=None
+            ) from exc
+        return cls.from_toml(text, str(p))
+
+    @classmethod
+    def default(cls) -> Policy:
+        return _default_policy()
+
+    # -- simple accessors ------------------------------------------------------------------
+
+    @property
+    def sandbox_mode(self) -> Literal["strict", "best_effort"]:
+        return self.document.sandbox.mode
+
+    @property
+    def redact_keys(self) -> frozenset[str]:
+        return frozenset(self.document.audit.redact)
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.document.limits.max_concurrent
+
+    @property
+    def network(self) -> NetworkRules:
+        return self.document.network
+
+    def budget(self, tool: str) -> int | None:
+        found: int | None = None
+        for key, entry in self._tool_entries:
+            if entry.budget is not None and fnmatchcase(tool, key):
+                found = entry.budget  # exact entries come last and win
+        return found
+
+    def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
+        sec = self.document.env
+        out: dict[str, str] = dict(_BASE_ENV)
+        for name in self._env_pass_exact:
+            value = os.environ.get(name)
+            if value is not None:
+                out[name] = value
+        if self._env_pass_glob:
+            for name, value in os.environ.items():
+                if any(fnmatchcase(name, g) for g in self._env_pass_glob):
+                    out[name] = value
+        out.update(sec.set)
+        for name, value in session_env.items():
+            if (
+                isinstance(name, str)
+                and isinstance(value, str)
+                and not any(fnmatchcase(name, g) for g in sec.deny)
+            ):
+                out[name] = value
+        return out
+
+    def tool_visible(self, name: str, profile: str | None = None) -> bool:
+        category = CATALOGUE_HINTS.get(name, (None,))[0]
+        return self._visible(name, category, profile)
+
+    def tool_visible_spec(self, spec: ToolSpec, profile: str | None = None) -> bool:
+        """Like :meth:`tool_visible`, with the category taken from the manifest."""
+        return self._visible(spec.name, spec.category, profile)
+
+    def _visible(self, name: str, category: str | None, profile: str | None) -> bool:
+        static = self._static(name, category, profile)
+        if any(c.action == "deny" for c in static):
+            return False
+        if static:
+            return True
+        if any(
+            r.conditions and r.action != "deny" and r.applies_to(name, category)
+            for r in self._rules
+        ):
+            return True
+        return self.document.default != "deny"
+
+    # -- decisions -------------------------------------------------------------------------
+
+    def _static_uncached(
+        self, tool: str, category: str | None, profile: str | None
+    ) -> tuple[_Cand, ...]:
+        doc = self.document
+        out: list[_Cand] = []
+        if profile is not None:
+            prof = doc.profiles.get(profile)
+            if prof is None:
+                return (_Cand("deny", "profiles.unknown", f"unknown profile {profile!r}"),)
+            if not (any(fnmatchcase(tool, t) for t in prof.tools) or category in prof.categories):
+                out.append(
+                    _Cand(
+                        "deny",
+                        f"profiles.{profile}",
+                        f"tool {tool!r} is not in profile {profile!r}",
+                    )
+                )
+        for key, entry in self._tool_entries:
+            if entry.action is not None and fnmatchcase(tool, key):
+                out.append(
+                    _Cand(
+                        entry.action,
+                        f"tools.{key}",
+                        entry.reason or f"[tools.{key}] says {entry.action}",
+                    )
+                )
+        if category is not None and category in doc.categories:
+            action = doc.categories[category]
+            out.append(
+                _Cand(action, f"categories.{category}", f"[categories] {category} = {action}")
+            )
+        for rule in self._rules:
+            if not rule.conditions and rule.applies_to(tool, category):
+                out.append(_Cand(rule.action, rule.id, rule.reason))
+        return tuple(out)
+
+    def _limits_uncached(
+        self,
+        tool: str,
+        profile: str | None,
+        network_tool: bool,
+        caps: tuple[tuple[str, Any], ...],
+    ) -> Limits:
+        doc = self.document
+        overrides = doc.limits.overrides()
+        overrides.pop("max_concurrent", None)
+        if network_tool and "timeout_s" not in overrides:
+            overrides["timeout_s"] = doc.network.timeout_s
+        for key, entry in self._tool_entries:
+            if fnmatchcase(tool, key):
+                overrides.update(entry.limits.overrides())
+        limits = Limits().merged(**overrides)
+        data = limits.model_dump()
+        cap_sets = [dict(caps)]
+        if profile is not None and profile in doc.profiles:
+            cap_sets.append(doc.profiles[profile].limits.overrides())
+        for cap in cap_sets:
+            for k, v in cap.items():
+                if k in _LIMIT_FIELDS and v < data[k]:
+                    data[k] = v
+        try:
+            return Limits.model_validate(data)
+        except ValidationError as exc:
+            raise ManifestError(
+                f"tool {tool!r}: its manifest limits are invalid: {exc.errors()[0]['msg']}",
+                tool=tool,
+                limits=dict(caps),
+            ) from exc
+
+    def decide(self, call: ToolCall, spec: ToolSpec, *, profile: str | None = None) -> Decision:
+        """Decide one (schema-validated) call. ``profile`` defaults to
+        ``call.context["profile"]``; ``call.context["env"]`` is the session's environment.
+        Never raises for anything in ``call``; a manifest with invalid ``limits`` raises
+        :class:`ManifestError`."""
+        if profile is None:
+            ctx_profile = call.context.get("profile")
+            profile = ctx_profile if isinstance(ctx_profile, str) else None
+        tool, category, args = call.tool, spec.category, call.arguments
+        cands = list(self._static(tool, category, profile))
+        for rule in self._rules:
+            if (
+                rule.conditions
+                and rule.applies_to(tool, category)
+                and all(c.holds(args) for c in rule.conditions)
+            ):
+                cands.append(_Cand(rule.action, rule.id, rule.reason))
+        if not cands:
+            d = self.document.default
+            cands.append(_Cand(d, "default", f"no rule matches; the default is {d}"))
+        roles = spec.arg_roles
+        network_tool = spec.sandbox.egress or category == "network" or "url" in roles.values()
+        urls: list[dict[str, Any]] = []
+        if max(_SEVERITY[c.action] for c in cands) < 2:
+            for arg, role in roles.items():
+                # null is how JSON says "not given" for an optional argument.
+                if args.get(arg) is not None:
+                    self._check_arg(args[arg], role, cands, urls)
+        worst = max(_SEVERITY[c.action] for c in cands)
+        winners = [c for c in cands if _SEVERITY[c.action] == worst]
+        action = winners[0].action
+        caps = tuple(
+            sorted(
+                (k, v)
+                for k, v in spec.limits.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            )
+        )
+        network: dict[str, Any] = {}
+        if network_tool:
+            net = self.document.network
+            network = {
+                "allowed": action != "deny",
+                "egress": True,
+                "urls": urls,
+                "schemes": list(net.schemes),
+                "max_redirects": net.max_redirects,
+                "timeout_s": net.timeout_s,
+                "max_response_bytes": net.max_response_bytes,
+                "retries": net.retries,
+                "search_endpoint": net.search_endpoint,
+            }
+        session_env = call.context.get("env")
+        return Decision.model_construct(
+            action=action,
+            rule=winners[0].rule,
+            reasons=[c.reason for c in winners if c.reason] if action != "allow" else [],
+            limits=self._limits(tool, profile, network_tool, caps).model_copy(),
+            profile=profile,
+            network=network,
+            env=self.env(session_env if isinstance(session_env, Mapping) else {}),
+        )
+
+    def _check_arg(
+        self,
+        value: Any,
+        role: str,
+        cands: list[_Cand],
+        urls: list[dict[str, Any]],
+        *,
+        nested: bool = False,
+    ) -> None:
+        if isinstance(value, list):
+            # One level: a list of paths/URLs. Deeper nesting is not a path (and unbounded
+            # recursion on attacker-shaped JSON is a crash).
+            for item in value:
+                if nested or isinstance(item, list):
+                    cands.append(
+                        _Cand(
+                            "deny",
+                            f"{_ROLE_PREFIX[role]}.invalid",
+                            "nested list where a single value was expected",
+                        )
+                    )
+                    return
+                self._check_arg(item, role, cands, urls, nested=True)
+            return
+        if role in ("read_path", "write_path", "cwd"):
+            v = self._paths.check(value, "write" if role == "write_path" else "read", role=role)
+            if not v.allowed:
+                cands.append(_Cand("deny", v.rule, v.reason))
+        elif role == "command":
+            for f in self._commands.check(value):
+                cands.append(_Cand(f.action, f.rule, f.reason))
+        elif role == "url":
+            parts = _url_parts(value)
+            if isinstance(parts, str):
+                cands.append(_Cand("deny", "network.invalid-url", parts))
+                return
+            verdict: NetworkVerdict = self.document.network.check(*parts)
+            if not verdict.allowed:
+                cands.append(_Cand("deny", verdict.rule, verdict.reason))
+            else:
+                scheme, host, port = parts
+                urls.append(
+                    {
+                        "url": value,
+                        "scheme": scheme,
+                        "host": host,
+                        "port": port,
+                        "rule": verdict.rule,
+                    }
+                )
+
+    # -- examples --------------------------------------------------------------------------
+
+    def _check_examples(self, text: str) -> None:
+        for i, ex in enumerate(self.document.examples):
+            label = f"example {i}" + (f" ({ex.name})" if ex.name else "")
+            line = locate(text, ("examples", i)) if text else None
+            hint = CATALOGUE_HINTS.get(ex.tool, ("custom", {}, False))
+            try:
+                spec = ToolSpec(
+                    name=ex.tool,
+                    description="policy example",
+                    category=ex.spec.category or hint[0],
+                    parameters={"type": "object"},
+                    backend=BackendKind.MOCK,
+                    arg_roles=ex.spec.arg_roles if ex.spec.arg_roles is not None else hint[1],
+                    sandbox=SandboxNeeds(
+                        egress=ex.spec.egress if ex.spec.egress is not None else hint[2]
+                    ),
+                )
+            except ValueError as exc:
+                raise PolicyError(
+                    f"{self.source}:{line or '?'}: {label}: {exc}",
+                    file=self.source,
+                    line=line,
+                    field=f"examples.{i}",
+                ) from exc
+            d = self.decide(
+                ToolCall(tool=ex.tool, arguments=ex.arguments), spec, profile=ex.profile
+            )
+            problem = None
+            if ex.match is not None and d.action != ex.match:
+                problem = f"expected {ex.match}, got {d.action} (rule {d.rule})"
+            elif ex.match is not None and ex.rule is not None and d.rule != ex.rule:
+                problem = f"expected rule {ex.rule}, got {d.rule} ({d.action})"
+            elif ex.not_match is not None and d.action == ex.not_match:
+                problem = f"must not be {ex.not_match}, got it (rule {d.rule})"
+            if problem:
+                raise PolicyError(
+                    f"{self.source}:{line or '?'}: {label} fails: {problem}",
+                    file=self.source,
+                    line=line,
+                    field=f"examples.{i}",
+                    example=ex.name or i,
+                    decision={"action": d.action, "rule": d.rule, "reasons": d.reasons},
+                )
+
+
+@functools.cache
+def _default_policy() -> Policy:
+    return Policy.load(default_policy_path())

@@ -1,0 +1,329 @@
+"""Network rules: which (scheme, host, port) a tool may reach through the egress gateway.
+
+The gateway calls :meth:`NetworkRules.check` on the URL's host (already lower-cased and
+IDNA-encoded by the caller) before connecting, and :meth:`NetworkRules.address_allowed` on
+every address the name resolved to, so a public name that resolves to ``127.0.0.1`` (DNS
+rebinding) is refused at connect time.
+
+Private targets (loopback, RFC 1918, link-local incl. cloud metadata ``169.254.169.254``, CGNAT,
+ULA, unspecified, multicast, reserved) are reachable only when the policy names them
+explicitly:
+
+- a URL whose host is the IP literal itself, allowed by an equal IP entry or by a CIDR entry
+  that lies entirely in non-public space (``127.0.0.1``, ``10.0.0.0/8``; ``0.0.0.0/1``
+  covers public addresses only);
+- a host name with an exact allow entry (``db.internal``), and only with
+  ``allow_private = true``.
+
+Wildcards (``*``, ``*.example.com``) never reach a private address. Deny wins everywhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+__all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_HOST_RE = re.compile(
+    r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+class NetworkVerdict(NamedTuple):
+    allowed: bool
+    rule: str
+    reason: str
+
+
+def _canonical_ip(ip: IPAddress) -> IPAddress:
+    # '::ffff:127.0.0.1' is 127.0.0.1 on the wire: judge the IPv4 address it maps to.
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def is_private_address(ip: IPAddress) -> bool:
+    """True for anything that is not plain public unicast (loopback, private, metadata…)."""
+    ip = _canonical_ip(ip)
+    return not ip.is_global or ip.is_multicast or ip.is_unspecified
+
+
+_PRIVATE_NETS: tuple[_IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
+def _all_private(net: _IPNetwork | None) -> bool:
+    # A CIDR entry grants private addresses only when all of it is private space: '0.0.0.0/1'
+    # starts and ends on private addresses yet is mostly public.
+    return net is not None and any(
+        net.version == p.version and net.subnet_of(p)  # type: ignore[arg-type]
+        for p in _PRIVATE_NETS
+    )
+
+
+class _Entry(NamedTuple):
+    text: str
+    kind: str  # "host" | "suffix" | "any" | "ip" | "net"
+    host: str  # host name, suffix (".example.com"), or "" for ip/net/any
+    net: _IPNetwork | None
+    port: int | None
+
+    def covers_ip(self, ip: IPAddress) -> bool:
+        return self.net is not None and ip.version == self.net.version and ip in self.net
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    try:
+        return _canonical_ip(ipaddress.ip_address(text.strip("[]")))
+    except ValueError:
+        return None
+
+
+def _split_port(text: str) -> tuple[str, int | None]:
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest.startswith(":"):
+            return host, int(rest[1:])
+        if rest:
+            raise ValueError(f"bad bracketed address {text!r}")
+        return host, None
+    if text.count(":") == 1:
+        host, _, port = text.partition(":")
+        return host, int(port)
+    return text, None
+
+
+def _parse_entry(raw: str) -> _Entry:
+    text = raw.strip().lower()
+    if not text:
+        raise ValueError("empty network entry")
+    if "/" in text:
+        net = ipaddress.ip_network(text, strict=False)
+        return _Entry(raw, "net", "", net, None)
+    host, port = _split_port(text)
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"port out of range in {raw!r}")
+    host = host.rstrip(".")
+    if host == "*":
+        return _Entry(raw, "any", "", None, port)
+    ip = _parse_ip(host)
+    if ip is not None:
+        return _Entry(raw, "ip", "", ipaddress.ip_network(ip), port)
+    if host.startswith("*."):
+        suffix = host[1:]
+        if not _HOST_RE.match(suffix[1:]):
+            raise ValueError(f"bad wildcard domain {raw!r}")
+        return _Entry(raw, "suffix", suffix, None, port)
+    if not _HOST_RE.match(host):
+        raise ValueError(f"bad host {raw!r} (use 'example.com', '*.example.com', an IP or a CIDR)")
+    return _Entry(raw, "host", host, None, port)
+
+
+def _numeric_lookalike(host: str) -> bool:
+    # '127.1', '0x7f000001', '2130706433', '0177.0.0.1': inet_aton (and so most HTTP clients)
+    # reads these as addresses although they are not canonical dotted quads. Refuse them
+    # outright rather than guess which address the client will dial.
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return True
+
+
+class NetworkRules(BaseModel):
+    """The ``[network]`` table: egress for tools with a ``url`` argument or ``sandbox.egress``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(
+        default_factory=list,
+        description="Hosts that may be reached: 'example.com' (exactly that name), "
+        "'*.example.com' (subdomains only, not example.com), '*' (any public host), "
+        "'api.x.io:8443' (one port), IP literals ('127.0.0.1', '[::1]:8080') and CIDRs "
+        "('10.0.0.0/8'). Default empty: no egress.",
+    )
+    deny: list[str] = Field(
+        default_factory=list,
+        description="Hosts never reached, same syntax as allow. Deny wins. Default empty.",
+    )
+    schemes: list[str] = Field(
+        default_factory=lambda: ["https", "http"],
+        description="URL schemes allowed. Default ['https', 'http'].",
+    )
+    ports: list[int] = Field(
+        default_factory=list, description="Ports allowed; empty = any port. Default empty."
+    )
+    allow_private: bool = Field(
+        False,
+        description="Let exact host-name allow entries resolve to private/loopback/link-local "
+        "addresses. IP/CIDR entries naming a private range work without it; wildcards never "
+        "reach private addresses. Default false.",
+    )
+    max_redirects: int = Field(5, ge=0, le=50, description="Redirects followed. Default 5.")
+    timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="Timeout of network tools, seconds. Default 60."
+    )
+    max_response_bytes: int = Field(
+        10 * 1024 * 1024, gt=0, description="Largest response body, bytes. Default 10 MiB."
+    )
+    retries: int = Field(0, ge=0, le=10, description="Retries of failed requests. Default 0.")
+    search_endpoint: str | None = Field(
+        None,
+        description="SearXNG-style JSON search API used by web_search (its host must also be "
+        "allowed). Default none: web_search has no backend.",
+    )
+
+    _allow: tuple[_Entry, ...] = PrivateAttr(default=())
+    _deny: tuple[_Entry, ...] = PrivateAttr(default=())
+    _key: tuple[tuple[str, ...], tuple[str, ...]] | None = PrivateAttr(default=None)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _entries_parse(cls, v: list[str]) -> list[str]:
+        for item in v:
+            _parse_entry(item)
+        return v
+
+    @field_validator("schemes")
+    @classmethod
+    def _schemes_lower(cls, v: list[str]) -> list[str]:
+        return [s.lower() for s in v]
+
+    @field_validator("ports")
+    @classmethod
+    def _ports_range(cls, v: list[int]) -> list[int]:
+        for p in v:
+            if not 0 < p < 65536:
+                raise ValueError(f"port {p} out of range 1..65535")
+        return v
+
+    def model_post_init(self, __context: Any) -> None:
+        self._compile()
+
+    def _compile(self) -> None:
+        # Recompiled whenever the lists changed: model_copy(update=...) and in-place edits
+        # would otherwise leave stale compiled entries behind the visible fields.
+        key = (tuple(self.allow), tuple(self.deny))
+        if key != self._key:
+            self._allow = tuple(_parse_entry(e) for e in self.allow)
+            self._deny = tuple(_parse_entry(e) for e in self.deny)
+            self._key = key
+
+    # ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _host_matches(entry: _Entry, host: str, ip: IPAddress | None, port: int) -> bool:
+        if entry.port is not None and entry.port != port:
+            return False
+        if entry.kind == "any":
+            return True
+        if entry.kind == "host":
+            return ip is None and host == entry.host
+        if entry.kind == "suffix":
+            return ip is None and host.endswith(entry.host)
+        return ip is not None and entry.covers_ip(ip)
+
+    def check(self, scheme: str, host: str, port: int) -> NetworkVerdict:
+        """May a request go to ``scheme://host:port``? Lexical: addresses are checked later
+        with :meth:`address_allowed`."""
+        self._compile()
+        scheme = scheme.lower()
+        if scheme not in self.schemes:
+            return NetworkVerdict(
+                False, "network.scheme", f"scheme {scheme!r} is not allowed ({self.schemes})"
+            )
+        if self.ports and port not in self.ports:
+            return NetworkVerdict(False, "network.port", f"port {port} is not allowed")
+        host = host.lower().rstrip(".")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        ip = _parse_ip(host)
+        if ip is None:
+            if not _HOST_RE.match(host):
+                return NetworkVerdict(False, "network.invalid-host", f"invalid host {host!r}")
+            if _numeric_lookalike(host):
+                return NetworkVerdict(
+                    False, "network.invalid-host", f"ambiguous numeric host {host!r}"
+                )
+        for entry in self._deny:
+            if self._host_matches(entry, host, ip, port) or (
+                ip is None and entry.kind == "suffix" and host == entry.host[1:]
+            ):
+                return NetworkVerdict(False, "network.deny", f"{host} is denied by {entry.text!r}")
+        if ip is not None and is_private_address(ip):
+            for entry in self._allow:
+                if entry.port is not None and entry.port != port:
+                    continue
+                if (entry.kind == "ip" and entry.covers_ip(ip)) or (
+                    entry.kind == "net" and entry.covers_ip(ip) and _all_private(entry.net)
+                ):
+                    return NetworkVerdict(
+                        True, "network.allow", f"{host} is named explicitly by {entry.text!r}"
+                    )
+            return NetworkVerdict(
+                False, "network.private", f"{host} is a private address not named by the policy"
+            )
+        for entry in self._allow:
+            if self._host_matches(entry, host, ip, port):
+                return NetworkVerdict(True, "network.allow", f"{host} allowed by {entry.text!r}")
+        return NetworkVerdict(False, "network.default", f"{host} is not in the network allow list")
+
+    def address_allowed(self, host: str, ip: IPAddress) -> bool:
+        """May the (already host-checked) ``host`` connect to its resolved address ``ip``?
+
+        Public addresses: yes unless denied. Private ones only when named explicitly: if
+        ``host`` is itself an IP literal, by an IP entry or an all-private CIDR entry covering
+        it; if ``host`` is a name, by an exact entry for that name with ``allow_private``.
+        An IP entry does not let *other* names resolve to that address: an allowed wildcard
+        domain whose owner points it at 127.0.0.1 (rebinding) stays refused."""
+        self._compile()
+        ip = _canonical_ip(ip)
+        host = host.lower().rstrip(".").strip("[]")
+        for entry in self._deny:
+            if entry.covers_ip(ip):
+                return False
+        if not is_private_address(ip):
+            return True
+        literal = _parse_ip(host)
+        for entry in self._allow:
+            if literal is not None and literal == ip:
+                if entry.kind == "ip" and entry.covers_ip(ip):
+                    return True
+                if entry.kind == "net" and entry.covers_ip(ip) and _all_private(entry.net):
+                    return True
+            if self.allow_private and entry.kind == "host" and entry.host == host:
+                return True
+        return False
+
+    @staticmethod
+    def default_port_of(scheme: str) -> int | None:
+        """The port a URL without one uses (80/443), None for unknown schemes."""
+        return _DEFAULT_PORTS.get(scheme.lower())

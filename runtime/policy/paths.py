@@ -1,0 +1,160 @@
+"""Lexical path rules for arguments with role read_path / write_path / cwd.
+
+These checks give early, clear refusals; they are not the wall (the sandbox's mounts and
+Landlock are). What an attacker controls is the whole string, so:
+
+- NUL and control characters are refused (NUL truncates in C; others hide in logs);
+- absolute paths are refused unless under the logical workspace root (``/workspace``), which
+  defeats the prefix-sibling bug (``/workspace-evil``);
+- ``..`` is resolved lexically and a path that leaves the workspace is refused;
+- a backslash is a legal name character on Linux but a separator elsewhere: deny globs are
+  also matched with backslashes read as separators, and ``..`` via backslashes is an escape;
+- deny globs are matched against the NFKC form and the case-folded form too, so fullwidth
+  dots (U+FF0E in ``.env``) or ``.ENV`` cannot dodge a deny.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Literal, NamedTuple
+
+from runtime.policy.globs import GlobSet
+from runtime.policy.schema import PathsSection
+
+__all__ = ["Access", "PathRules", "PathVerdict", "normalise"]
+
+Access = Literal["read", "write"]
+_CACHE_MAX = 4096
+_CACHED_PATH_CHARS = 1024  # longer paths are checked every time: bounded cache memory
+
+
+class PathVerdict(NamedTuple):
+    allowed: bool
+    rule: str
+    reason: str
+    path: str  # the normalised workspace-relative path ('' = the workspace root)
+
+
+class _Escape(ValueError):
+    pass
+
+
+def normalise(path: str, root: str = "/workspace", *, backslash: bool = False) -> str:
+    """Workspace-relative, lexically resolved path; '' is the root. Raises ValueError (with a
+    reason) for absolute paths outside ``root`` and for paths that climb out."""
+    p = path.replace("\\", "/") if backslash else path
+    if p.startswith("/"):
+        r = root.rstrip("/")
+        stripped = "/" + p.lstrip("/")
+        if stripped == r or stripped.startswith(r + "/"):
+            p = stripped[len(r) :]
+        else:
+            raise ValueError(f"absolute path {path!r} is outside the workspace")
+    out: list[str] = []
+    for seg in p.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not out:
+                raise _Escape(f"path {path!r} leaves the workspace")
+            out.pop()
+            continue
+        out.append(seg)
+    return "/".join(out)
+
+
+def _bad_char(path: str) -> str | None:
+    for ch in path:
+        cat = unicodedata.category(ch)
+        if ch == "\x00":
+            return "NUL byte"
+        if cat == "Cc":
+            return f"control character U+{ord(ch):04X}"
+        if cat in ("Cf", "Zl", "Zp") and ch not in "\u200d":
+            # Bidi overrides and invisible format characters make a path read differently
+            # from what it is.
+            return f"invisible format character U+{ord(ch):04X}"
+    return None
+
+
+class PathRules:
+    """Compiled ``[paths]`` section."""
+
+    def __init__(self, section: PathsSection) -> None:
+        self.root = section.workspace_root
+        self._read = GlobSet(section.read)
+        self._write = GlobSet(section.write)
+        # Deny globs are case-insensitive on purpose: refusing '.ENV' costs little, and a
+        # case-insensitive mount (or a tool that lowercases) would otherwise read '.env'.
+        self._deny = GlobSet(section.deny, casefold=True)
+        self._deny_read = GlobSet(section.deny_read, casefold=True)
+        self._deny_write = GlobSet(section.deny_write, casefold=True)
+        self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
+
+    def check(self, value: object, access: Access, *, role: str = "read_path") -> PathVerdict:
+        """The verdict for one path argument. Verdicts are cached: agents reread paths."""
+        if not isinstance(value, str):
+            return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+        if len(value) > _CACHED_PATH_CHARS:
+            return self._check(value, access, role)
+        key = (value, access, role == "cwd")
+        verdict = self._cache.get(key)
+        if verdict is None:
+            verdict = self._check(value, access, role)
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = verdict
+        return verdict
+
+    def _check(self, value: object, access: Access, role: str) -> PathVerdict:
+        if not isinstance(value, str):
+            return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+        # Fast path: printable ASCII has no control characters and is its own NFKC form.
+        plain = value.isascii() and value.isprintable()
+        bad = None if plain else _bad_char(value)
+        if bad is not None:
+            return PathVerdict(False, "paths.invalid", f"{bad} in path {value!r}", "")
+        if value.startswith("~"):
+            return PathVerdict(
+                False, "paths.invalid", f"'~' is not expanded; path {value!r} is ambiguous", ""
+            )
+        if value == "" and access == "write":
+            return PathVerdict(False, "paths.invalid", "empty path", "")
+        variants: list[str] = []
+        forms = (
+            (value,)
+            if plain
+            else tuple(dict.fromkeys((value, unicodedata.normalize("NFKC", value))))
+        )
+        for form in forms:
+            for backslash in (False, True) if "\\" in form else (False,):
+                try:
+                    variants.append(normalise(form, self.root, backslash=backslash))
+                except _Escape as exc:
+                    return PathVerdict(False, "paths.escape", str(exc), "")
+                except ValueError as exc:
+                    return PathVerdict(False, "paths.absolute", str(exc), "")
+        rel = variants[0]
+        if rel == "" and access == "write" and role != "cwd":
+            return PathVerdict(
+                False, "paths.root", "the workspace root itself cannot be written or deleted", ""
+            )
+        denies = [(self._deny, "paths.deny")]
+        denies.append(
+            (self._deny_write, "paths.deny_write")
+            if access == "write"
+            else (self._deny_read, "paths.deny_read")
+        )
+        for globs, rule in denies:
+            for v in dict.fromkeys(variants):
+                hit = globs.match(v)
+                if hit is not None:
+                    return PathVerdict(
+                        False, rule, f"{value!r} matches protected pattern {hit!r}", rel
+                    )
+        allow = self._write if access == "write" else self._read
+        if rel == "" or allow.match(rel) is not None:
+            return PathVerdict(True, f"paths.{access}", "", rel)
+        return PathVerdict(
+            False, f"paths.{access}", f"{value!r} is not in the {access}able paths", rel
+        )

@@ -1,0 +1,429 @@
+"""The policy file's schema: pydantic models that reject unknown keys.
+
+``policy/policy.schema.json`` is generated from :class:`PolicyFile` (``python -m
+runtime.policy.schema``); a test keeps the two equal. Every field names its unit and default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from runtime.models import Action
+from runtime.policy.network import NetworkRules
+
+__all__ = [
+    "AuditSection",
+    "CommandRule",
+    "CommandsSection",
+    "Condition",
+    "EnvSection",
+    "Example",
+    "ExampleSpec",
+    "LimitsSection",
+    "PathsSection",
+    "PolicyFile",
+    "ProfileSection",
+    "Rule",
+    "SandboxSection",
+    "ToolEntry",
+    "json_schema",
+    "schema_text",
+]
+
+RULE_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
+HazardAction = Literal["ask", "deny"]
+_RESERVED_PREFIXES = (
+    "paths.",
+    "commands.",
+    "network.",
+    "profiles.",
+    "tools.",
+    "categories.",
+    "default.",
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _check_regexes(values: list[str]) -> list[str]:
+    for v in values:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"bad regex {v!r}: {exc}") from exc
+    return values
+
+
+class LimitsSection(_Section):
+    """Resource limits; unset fields keep the runtime default named in each description."""
+
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="Wall clock, seconds. Default 30 (network tools: [network] timeout_s, 60).",
+    )
+    cpu_s: int | None = Field(None, gt=0, le=3600, description="CPU seconds. Default 30.")
+    memory_mb: int | None = Field(None, gt=0, le=65536, description="Memory, MiB. Default 512.")
+    pids: int | None = Field(None, gt=0, le=4096, description="Processes+threads. Default 64.")
+    nofile: int | None = Field(None, gt=3, le=65536, description="Open files. Default 256.")
+    fsize_mb: int | None = Field(
+        None, gt=0, le=65536, description="Largest file, MiB. Default 256."
+    )
+    output_bytes: int | None = Field(
+        None, gt=0, le=256 * 1_048_576, description="Largest result, bytes. Default 1 MiB."
+    )
+    wasm_fuel: int | None = Field(None, gt=0, description="Wasm fuel units. Default 2e9.")
+    wasm_memory_mb: int | None = Field(
+        None, gt=0, le=4096, description="Wasm linear memory, MiB. Default 64."
+    )
+
+    def overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class GlobalLimits(LimitsSection):
+    max_concurrent: int = Field(
+        3, ge=1, le=1024, description="Calls running at once per broker. Default 3."
+    )
+
+
+class SandboxSection(_Section):
+    mode: Literal["strict", "best_effort"] = Field(
+        "strict",
+        description="strict: refuse to run when an isolation mechanism is missing; "
+        "best_effort: run with what the host offers and record it. Default strict.",
+    )
+
+
+class ToolEntry(_Section):
+    action: Action | None = Field(None, description="allow | ask | deny. Default: not set.")
+    reason: str | None = Field(None, description="Shown when this entry denies or asks.")
+    limits: LimitsSection = Field(
+        default_factory=LimitsSection, description="Limits of this tool (override [limits])."
+    )
+    budget: int | None = Field(
+        None, ge=0, description="Calls of this tool per session; unset = unlimited."
+    )
+
+
+class Condition(_Section):
+    """A test on one argument; every operator given must hold."""
+
+    arg: str = Field(description="Argument name; 'a.b' reaches into nested objects.")
+    equals: Any = Field(None, description="Equal to this value.")
+    not_equals: Any = Field(None, description="Not equal to this value.")
+    glob: str | None = Field(None, description="A string matching this glob (fnmatch).")
+    regex: str | None = Field(None, description="A string in which this regex is found.")
+    in_: list[Any] | None = Field(None, alias="in", description="One of these values.")
+    not_in: list[Any] | None = Field(None, description="None of these values.")
+    gt: float | None = Field(None, description="A number greater than this.")
+    ge: float | None = Field(None, description="A number at least this.")
+    lt: float | None = Field(None, description="A number less than this.")
+    le: float | None = Field(None, description="A number at most this.")
+    exists: bool | None = Field(None, description="The argument is present (true) or not.")
+
+    @model_validator(mode="after")
+    def _has_operator(self) -> Condition:
+        ops = self.model_dump(exclude={"arg"}, exclude_none=True)
+        if not ops:
+            raise ValueError(f"condition on {self.arg!r} has no operator")
+        if self.regex is not None:
+            _check_regexes([self.regex])
+        return self
+
+
+class Rule(_Section):
+    """A tool-level rule: applies to matching tools when all ``when`` conditions hold."""
+
+    id: str = Field(description="Unique id, named by every decision this rule makes.")
+    action: Action
+    tools: list[str] = Field(
+        default_factory=list, description="Tool names or fnmatch globs. Default: any tool."
+    )
+    categories: list[str] = Field(
+        default_factory=list, description="Tool categories. Default: any category."
+    )
+    when: list[Condition] = Field(
+        default_factory=list, description="Conditions on arguments, all must hold."
+    )
+    reason: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_ok(cls, v: str) -> str:
+        if not RULE_ID_RE.match(v):
+            raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
+        return v
+
+
+class PathsSection(_Section):
+    """Path rules for arguments with role read_path / write_path / cwd. Globs are relative to
+    the workspace: '*' stays within a name, '**' spans directories, 'a/**' includes 'a'."""
+
+    read: list[str] = Field(
+        default_factory=lambda: ["**"], description="Readable globs. Default ['**']."
+    )
+    write: list[str] = Field(
+        default_factory=lambda: ["**"], description="Writable globs. Default ['**']."
+    )
+    deny: list[str] = Field(
+        default_factory=list, description="Neither readable nor writable. Deny wins. Default []."
+    )
+    deny_read: list[str] = Field(default_factory=list, description="Not readable. Default [].")
+    deny_write: list[str] = Field(default_factory=list, description="Not writable. Default [].")
+    workspace_root: str = Field(
+        "/workspace",
+        description="Absolute paths are accepted only under this logical root (the "
+        "workspace as the sandbox shows it). Default '/workspace'.",
+    )
+
+
+class CommandRule(_Section):
+    """A rule on one simple command after wrappers are seen through. All fields given must
+    match; lists of alternatives match when any item does."""
+
+    id: str = Field(description="Unique id; decisions name it as 'commands.<action>.<id>'.")
+    action: Action
+    program: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Program base names or globs ('rm', 'mkfs.*', 'python*'). Default any.",
+    )
+    flags: list[list[str]] = Field(
+        default_factory=list,
+        description="Groups of flags; each group needs one of its flags present. '-r' also "
+        "matches clusters ('-rf'), '--recursive' also matches unambiguous prefixes ('--rec').",
+    )
+    args: list[str] = Field(
+        default_factory=list,
+        description="Some argument, lexically normalised ('//x/.' -> '/x'), matches one of "
+        "these path globs ('[*]' is a literal star).",
+    )
+    args_regex: list[str] = Field(
+        default_factory=list, description="Some argument contains a match of one of these."
+    )
+    args_seq: list[list[str]] = Field(
+        default_factory=list,
+        description="One of these word sequences (globs) appears consecutively in the "
+        "arguments ('run', 'dev').",
+    )
+    unless_args: list[str] = Field(
+        default_factory=list, description="The rule does not apply if an argument matches."
+    )
+    piped_from: list[str] = Field(
+        default_factory=list,
+        description="The command's input (pipe, or code substituted in) comes from one of "
+        "these programs ('curl').",
+    )
+    redirect_to: list[str] = Field(
+        default_factory=list, description="An output redirection targets one of these globs."
+    )
+    assigns: list[str] = Field(
+        default_factory=list, description="The command sets an environment variable named so."
+    )
+    reason: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_ok(cls, v: str) -> str:
+        if not RULE_ID_RE.match(v):
+            raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
+        return v
+
+    @field_validator("args_regex")
+    @classmethod
+    def _regex_ok(cls, v: list[str]) -> list[str]:
+        return _check_regexes(v)
+
+
+class CommandsSection(_Section):
+    """Rules for arguments with role 'command' (shell strings)."""
+
+    mode: Literal["denylist", "allowlist"] = Field(
+        "denylist",
+        description="denylist: any program not denied runs; allowlist: only programs in "
+        "'allow' (or matched by an allow rule). Default denylist.",
+    )
+    allow: list[str] = Field(
+        default_factory=list, description="Programs (globs) of allowlist mode. Default []."
+    )
+    builtin: bool = Field(
+        True, description="Apply the built-in deny rules (rm -rf /, mkfs, ...). Default true."
+    )
+    disable: list[str] = Field(
+        default_factory=list, description="Ids of built-in rules to drop. Default []."
+    )
+    services: Action = Field(
+        "deny",
+        description="Action for long-running dev servers (npm run dev, vite, uvicorn...) that "
+        "would block the call. Default deny.",
+    )
+    dynamic: HazardAction = Field(
+        "ask",
+        description="Command names built at run time ($x, $(...), eval, ${IFS}). Default ask.",
+    )
+    interpreter: HazardAction = Field(
+        "ask",
+        description="Interpreters fed code (python -c, perl -e, base64 -d | sh). Default ask.",
+    )
+    unparseable: HazardAction = Field(
+        "ask", description="Commands the shell parser cannot read. Default ask."
+    )
+    rules: list[CommandRule] = Field(default_factory=list, description="Your own rules.")
+
+    @field_validator("disable")
+    @classmethod
+    def _known_ids(cls, v: list[str]) -> list[str]:
+        from runtime.policy.commands import builtin_rules  # the rules import this module
+
+        deny, services = builtin_rules()
+        known = {r.id for r in (*deny, *services)}
+        unknown = [i for i in v if i not in known]
+        if unknown:
+            raise ValueError(f"no built-in command rule with id {unknown[0]!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _allow_needs_allowlist(self) -> CommandsSection:
+        if self.allow and self.mode != "allowlist":
+            raise ValueError("'allow' lists programs for mode = 'allowlist' only")
+        return self
+
+
+class ProfileSection(_Section):
+    """A named tool subset for one agent (least privilege)."""
+
+    description: str | None = None
+    tools: list[str] = Field(default_factory=list, description="Tool names or globs.")
+    categories: list[str] = Field(default_factory=list, description="Whole categories.")
+    limits: LimitsSection = Field(
+        default_factory=LimitsSection, description="Caps on this profile's limits."
+    )
+
+
+class EnvSection(_Section):
+    pass_: list[str] = Field(
+        default_factory=list,
+        alias="pass",
+        description="Host variables (names or globs) passed to sandboxed tools. Default [].",
+    )
+    set: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables set for sandboxed tools, on top of PATH="
+        "/usr/local/bin:/usr/bin:/bin and LANG=C.UTF-8 (which they may override). Default {}.",
+    )
+    deny: list[str] = Field(
+        default_factory=lambda: [
+            "LD_*",
+            "BASH_ENV",
+            "ENV",
+            "BASH_FUNC_*",
+            "PATH",
+            "IFS",
+            "PROMPT_COMMAND",
+            "PYTHONSTARTUP",
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "NODE_OPTIONS",
+            "PERL5OPT",
+            "PERL5LIB",
+            "RUBYOPT",
+            "GCONV_PATH",
+            "GIT_*",
+            "SHELLOPTS",
+            "PS4",
+        ],
+        description="Session variables (globs) never passed: loader and interpreter hooks. "
+        "Default: LD_*, BASH_ENV, PATH, PYTHONPATH, NODE_OPTIONS, GIT_* and similar.",
+    )
+
+
+class AuditSection(_Section):
+    redact: list[str] = Field(
+        default_factory=list,
+        description="Extra argument/header keys whose values the audit log redacts. Default [].",
+    )
+
+
+class ExampleSpec(_Section):
+    """How an example's tool looks to the policy, when it is not a built-in catalogue tool."""
+
+    category: str | None = None
+    arg_roles: dict[str, Literal["read_path", "write_path", "command", "cwd", "url"]] | None = None
+    egress: bool | None = None
+
+
+class Example(_Section):
+    """A call and the decision the policy must make for it; checked when the policy loads."""
+
+    name: str | None = None
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    profile: str | None = None
+    spec: ExampleSpec = Field(default_factory=ExampleSpec)
+    match: Action | None = Field(None, description="Expected action.")
+    rule: str | None = Field(None, description="Expected rule id (with match).")
+    not_match: Action | None = Field(None, description="An action the decision must not be.")
+
+    @model_validator(mode="after")
+    def _one_expectation(self) -> Example:
+        if (self.match is None) == (self.not_match is None):
+            raise ValueError("an example needs exactly one of 'match' or 'not_match'")
+        if self.rule is not None and self.match is None:
+            raise ValueError("'rule' goes with 'match'")
+        return self
+
+
+class PolicyFile(_Section):
+    """A policy file (TOML). Default deny: a call no rule allows is refused."""
+
+    version: Literal[1] = Field(1, description="Schema version. Default 1.")
+    description: str | None = None
+    default: Action = Field("deny", description="Action when no rule matches. Default deny.")
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    limits: GlobalLimits = Field(default_factory=GlobalLimits)
+    tools: dict[str, Action | ToolEntry] = Field(
+        default_factory=dict,
+        description="Per tool (name or glob): an action, or a table with action, limits, budget.",
+    )
+    categories: dict[str, Action] = Field(
+        default_factory=dict, description="Action per tool category (file, data, ...)."
+    )
+    rules: list[Rule] = Field(default_factory=list, description="Conditional tool rules.")
+    paths: PathsSection = Field(default_factory=PathsSection)
+    commands: CommandsSection = Field(default_factory=CommandsSection)
+    network: NetworkRules = Field(default_factory=NetworkRules)
+    profiles: dict[str, ProfileSection] = Field(default_factory=dict)
+    env: EnvSection = Field(default_factory=EnvSection)
+    audit: AuditSection = Field(default_factory=AuditSection)
+    examples: list[Example] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> PolicyFile:
+        seen: set[str] = set()
+        ids = [r.id for r in self.rules] + [r.id for r in self.commands.rules]
+        for rule_id in ids:
+            if rule_id == "default" or rule_id.startswith(_RESERVED_PREFIXES):
+                raise ValueError(f"rule id {rule_id!r} uses a reserved built-in prefix")
+            if rule_id in seen:
+                raise ValueError(f"duplicate rule id {rule_id!r}")
+            seen.add(rule_id)
+        return self
+
+
+def schema_text() -> str:
+    """The text of ``policy/policy.schema.json``."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def json_schema() -> dict[str, Any]:
+    schema = PolicyFile.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://github.com/runtime/policy.schema.json"
+    return schema

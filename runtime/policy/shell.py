@@ -1,0 +1,531 @@
+"""Shell command analysis: a bashlex parse turned into the simple commands that would run.
+
+What an attacker controls is the whole command string. The analysis is conservative:
+
+- every simple command is found, wherever it sits (lists, pipelines, ``$()``, backticks,
+  process substitution, function bodies, loops, here-docs fed to a shell, ``sh -c`` strings,
+  ``eval`` strings, alias values);
+- wrappers are seen through (``env``, ``sudo``, ``timeout``, ``xargs``, ``find -exec``,
+  ``busybox``, the dynamic loader, ``uv run`` ...) and the program is reduced to its base name
+  (``/proc/self/root/usr/bin/rm`` -> ``rm``; bashlex has already removed quotes and ``\\``);
+- anything decided only at run time is reported as a hazard, never guessed: a command name
+  with ``$``, backticks, globs or braces, ``eval``, interpreters fed code, input the parser
+  cannot read. The policy maps hazards to ask or deny, never to allow.
+
+The result depends only on the string, so it is cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+import bashlex
+
+from runtime.policy.argv import (
+    Word,
+    is_dynamic_name,
+    join_words,
+    program_name,
+    shell_options,
+    short_cluster,
+    skip_options,
+    unquote,
+    unwrap,
+)
+from runtime.policy.wrappers import (
+    CODE_FLAGS,
+    HAZARD_ARGS,
+    LOADER_GLOBS,
+    SHELLS,
+    SUBCOMMAND_WRAPPERS,
+    WRAPPERS,
+    Wrapper,
+)
+
+__all__ = [
+    "Analysis",
+    "Hazard",
+    "HazardKind",
+    "SimpleCommand",
+    "Word",
+    "analyse",
+]
+
+HazardKind = Literal["dynamic", "interpreter", "unparseable", "fork_bomb"]
+
+MAX_COMMAND_CHARS = 65_536
+MAX_DEPTH = 8
+MAX_COMMANDS = 512
+
+_BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+_TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
+_DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
+_DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
+_OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+_COMMAND_VALUED = (
+    "--checkpoint-action=exec=",
+    "--to-command=",
+    "--use-compress-program=",
+    "--rsh=",
+    "--info-script=",
+    "--new-volume-script=",
+    "core.pager=",
+    "core.sshCommand=",
+    "core.editor=",
+    "ProxyCommand=",
+    "LocalCommand=",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    program: str  # base name of the program after wrappers ('' for assignments only)
+    args: tuple[Word, ...] = ()
+    assigns: tuple[str, ...] = ()  # variable names set for it (VAR=x cmd, env VAR=x)
+    redirects: tuple[Word, ...] = ()  # output redirection targets
+    feeds: tuple[str, ...] = ()  # programs whose output reaches its input or code
+    wrappers: tuple[str, ...] = ()  # wrappers seen through, outermost first
+
+
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    kind: HazardKind
+    detail: str
+    feeds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    commands: tuple[SimpleCommand, ...]
+    hazards: tuple[Hazard, ...]
+
+
+@dataclass
+class _Walker:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    hazards: list[Hazard] = field(default_factory=list)
+    overflow: bool = False
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def parse(self, text: str, depth: int, feeds: tuple[str, ...] = ()) -> None:
+        if depth > MAX_DEPTH:
+            self.hazard("unparseable", "commands nested too deeply")
+            return
+        if "\x00" in text:
+            self.hazard("unparseable", "NUL byte in command")
+            return
+        if len(text) > MAX_COMMAND_CHARS:
+            self.hazard("unparseable", f"command longer than {MAX_COMMAND_CHARS} characters")
+            return
+        if not text.strip():
+            return
+        try:
+            trees = bashlex.parse(text)
+        except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
+            # bashlex lacks the 'time' keyword and '[[ ]]'. Dropping 'time' and reading
+            # '[[ ]]' as '[ ]' removes no command from the text, so the retry sees at least
+            # every command that would run.
+            retry = _DBRACKET_CLOSE_RE.sub(
+                "]", _DBRACKET_OPEN_RE.sub("[", _TIME_RE.sub(r"\1", text))
+            )
+            try:
+                if retry == text:
+                    raise
+                trees = bashlex.parse(retry)
+                text = retry
+            except Exception:
+                self.hazard("unparseable", f"shell parser cannot read it ({type(exc).__name__})")
+                return
+        for tree in trees:
+            self.node(tree, text, depth, feeds)
+
+    def hazard(self, kind: HazardKind, detail: str, feeds: tuple[str, ...] = ()) -> None:
+        self.hazards.append(Hazard(kind, detail, feeds))
+
+    def full(self) -> bool:
+        """True once the command count is past the cap (reported once, as unparseable)."""
+        if len(self.commands) <= MAX_COMMANDS:
+            return False
+        if not self.overflow:
+            self.overflow = True
+            self.hazard("unparseable", f"more than {MAX_COMMANDS} commands")
+        return True
+
+    def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        if self.full():
+            return
+        kind = n.kind
+        if kind == "command":
+            self.command(n, text, depth, feeds, piped=False)
+        elif kind == "pipeline":
+            self.pipeline(n, text, depth, feeds)
+        elif kind == "function":
+            self.function(n, text, depth, feeds)
+        elif kind in ("word", "assignment"):
+            self.word(n, text, depth)
+        else:
+            for child in self.children(n):
+                self.node(child, text, depth, feeds)
+
+    @staticmethod
+    def children(n: Any) -> list[Any]:
+        out: list[Any] = []
+        for attr in ("parts", "list"):
+            out.extend(getattr(n, attr, None) or [])
+        for attr in ("command", "output"):
+            child = getattr(n, attr, None)
+            if child is not None and hasattr(child, "kind"):
+                out.append(child)
+        return out
+
+    def pipeline(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        upstream: tuple[str, ...] = feeds
+        first = True
+        for part in n.parts:
+            if part.kind in ("pipe", "reservedword"):
+                continue
+            if self.full():
+                return
+            before = len(self.commands)
+            if part.kind == "command":
+                self.command(part, text, depth, upstream, piped=not first)
+            else:
+                self.node(part, text, depth, upstream)
+            upstream = upstream + tuple(c.program for c in self.commands[before:] if c.program)
+            first = False
+
+    def function(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        name = n.parts[0].word if n.parts and n.parts[0].kind == "word" else ""
+        before = len(self.commands)
+        for child in n.parts[1:]:
+            self.node(child, text, depth, feeds)
+        if name and any(c.program == name for c in self.commands[before:]):
+            self.hazard("fork_bomb", f"function {name!r} calls itself (fork-bomb shape)")
+
+    def word(self, n: Any, text: str, depth: int) -> tuple[Word, tuple[str, ...]]:
+        """The word, and the programs of the substitutions inside it (walked as commands)."""
+        dynamic = False
+        inner: list[str] = []
+        for part in getattr(n, "parts", None) or []:
+            if part.kind in ("commandsubstitution", "processsubstitution"):
+                dynamic = True
+                before = len(self.commands)
+                self.node(part.command, text, depth, ())
+                inner.extend(c.program for c in self.commands[before:] if c.program)
+            elif part.kind == "parameter":
+                dynamic = True
+        raw = text[n.pos[0] : n.pos[1]] if hasattr(n, "pos") else n.word
+        if "$" in raw or "`" in raw or _BRACE_RE.search(raw):
+            dynamic = True
+        value = n.word
+        if not dynamic and n.kind == "word":
+            # bashlex's own quote removal is wrong for mixed quoting ('a'"'"'b'); redo it.
+            try:
+                value = unquote(raw)
+            except ValueError:
+                dynamic = True
+        return Word(value, dynamic), tuple(inner)
+
+    def command(
+        self, n: Any, text: str, depth: int, upstream: tuple[str, ...], *, piped: bool
+    ) -> None:
+        words: list[Word] = []
+        assigns: list[str] = []
+        redirects: list[Word] = []
+        subst_feeds: list[str] = []
+        stdin_text: str | None = None
+        stdin_redirected = False
+        for part in n.parts:
+            if part.kind == "word":
+                w, inner = self.word(part, text, depth)
+                words.append(w)
+                subst_feeds.extend(inner)
+            elif part.kind == "assignment":
+                assigns.append(part.word.split("=", 1)[0].rstrip("+"))
+                self.word(part, text, depth)
+            elif part.kind == "redirect":
+                rtype = part.type
+                target = part.output if hasattr(part.output, "kind") else None
+                if rtype in _IN_REDIRECTS:
+                    stdin_redirected = True
+                    heredoc = getattr(part, "heredoc", None)
+                    if heredoc is not None:
+                        stdin_text = heredoc.value.rsplit("\n", 1)[0]
+                    elif rtype == "<<<" and target is not None:
+                        stdin_text = target.word
+                if target is not None:
+                    w, inner = self.word(target, text, depth)
+                    subst_feeds.extend(inner)
+                    if rtype in _OUT_REDIRECTS:
+                        redirects.append(w)
+        self.simple(
+            words,
+            tuple(assigns),
+            tuple(redirects),
+            feeds=upstream + tuple(subst_feeds),
+            stdin_code=piped or stdin_redirected,
+            stdin_text=stdin_text,
+            depth=depth,
+            wrappers=(),
+        )
+
+    # -- one simple command ----------------------------------------------------------------
+
+    def record(self, program: str, words: list[Word], **kw: Any) -> None:
+        self.commands.append(SimpleCommand(program, tuple(words[1:]), **kw))
+
+    def simple(
+        self,
+        words: list[Word],
+        assigns: tuple[str, ...],
+        redirects: tuple[Word, ...],
+        *,
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        stdin_text: str | None,
+        depth: int,
+        wrappers: tuple[str, ...],
+    ) -> None:
+        def rec(program: str, argv: list[Word]) -> None:
+            self.record(
+                program,
+                argv,
+                assigns=assigns,
+                redirects=redirects,
+                feeds=feeds,
+                wrappers=wrappers,
+            )
+
+        if not words:
+            if assigns or redirects:
+                self.commands.append(SimpleCommand("", (), assigns, redirects, feeds, wrappers))
+            return
+        head = words[0]
+        if is_dynamic_name(head):
+            self.hazard("dynamic", f"command name {head.value!r} is only known at run time", feeds)
+            rec("", words)
+            return
+        name = program_name(head.value)
+        spec = WRAPPERS.get(name)
+        if spec is None and any(fnmatchcase(name, g) for g in LOADER_GLOBS):
+            spec = Wrapper("", frozenset({"--library-path", "--preload", "--argv0", "--audit"}))
+        if spec is not None:
+            rest, extra_assigns = unwrap(words, spec)
+            rec(name, words[: len(words) - len(rest)])
+            for s in shell_options(words, spec):
+                self.shell_string(s, depth, feeds)
+            if spec.joins and rest:
+                self.shell_string(
+                    Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)),
+                    depth,
+                    feeds,
+                )
+                return
+            if spec.stdin_args and rest:
+                rest = [*rest, Word("{}", dynamic=True)]
+            if rest:
+                self.simple(
+                    rest,
+                    assigns + extra_assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=stdin_code,
+                    stdin_text=stdin_text,
+                    depth=depth,
+                    wrappers=(*wrappers, name),
+                )
+            return
+        sub = SUBCOMMAND_WRAPPERS.get(name)
+        if sub is not None and len(words) > 1 and words[1].value in sub:
+            rest = skip_options(words[2:])
+            rec(name, words[:2])
+            if rest:
+                self.simple(
+                    rest,
+                    assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=stdin_code,
+                    stdin_text=stdin_text,
+                    depth=depth,
+                    wrappers=(*wrappers, name),
+                )
+            return
+        if name == "find":
+            self.find_exec(words, depth, feeds, wrappers)
+        if name in SHELLS:
+            self.shell(
+                name,
+                words,
+                depth=depth,
+                feeds=feeds,
+                stdin_code=stdin_code,
+                stdin_text=stdin_text,
+            )
+        elif name in ("eval",):
+            self.hazard("dynamic", "eval runs a string built at run time", feeds)
+            self.shell_string(join_words(words[1:]), depth, feeds)
+        elif name in (".", "source"):
+            if len(words) > 1 and words[1].dynamic:
+                self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
+        elif name == "alias":
+            for w in words[1:]:
+                if "=" in w.value:
+                    self.shell_string(Word(w.value.split("=", 1)[1], w.dynamic), depth, feeds)
+        elif name == "trap" and len(words) > 1:
+            self.shell_string(words[1], depth, feeds)
+        else:
+            self.interpreter(name, words, feeds, stdin_code, depth)
+        rec(name, words)
+
+    def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
+        if word.dynamic:
+            self.hazard("dynamic", "shell code is built at run time", feeds)
+        self.parse(word.value, depth + 1, feeds)
+
+    def shell(
+        self,
+        name: str,
+        words: list[Word],
+        *,
+        depth: int,
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        stdin_text: str | None,
+    ) -> None:
+        code_mode = stdin_mode = False
+        i = 1
+        while i < len(words):
+            v = words[i].value
+            if v in {"--", "-"}:
+                stdin_mode = stdin_mode or v == "-"
+                i += 1
+                break
+            if v in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                i += 2
+                continue
+            cluster = (
+                short_cluster(v)
+                if v.startswith("-")
+                else (v[1:] if v.startswith("+") and len(v) > 1 else None)
+            )
+            if cluster is None and not v.startswith("--"):
+                break
+            if cluster is not None and "c" in cluster and v.startswith("-"):
+                code_mode = True
+            if cluster is not None and "s" in cluster:
+                stdin_mode = True
+            i += 1
+        positional = words[i] if i < len(words) else None
+        if code_mode:
+            if positional is not None:
+                self.shell_string(positional, depth, feeds)
+            return
+        if positional is not None and not stdin_mode:
+            if positional.dynamic:
+                self.hazard("interpreter", f"{name} runs a script from a substitution", feeds)
+            return
+        if stdin_text is not None:
+            self.parse(stdin_text, depth + 1, feeds)
+        elif stdin_code:
+            self.hazard("interpreter", f"{name} reads code from its input", feeds)
+
+    def interpreter(
+        self,
+        name: str,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        depth: int = 0,
+    ) -> None:
+        for glob, flags in CODE_FLAGS.items():
+            if not fnmatchcase(name, glob):
+                continue
+            positional = False
+            for w in words[1:]:
+                v = w.value
+                if v in flags or (
+                    (cluster := short_cluster(v)) is not None
+                    and any(len(f) == 2 and f[1] in cluster for f in flags)
+                ):
+                    self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
+                    return
+                if not v.startswith("-") or v == "-":
+                    positional = v != "-"
+                    break
+            if not positional and stdin_code:
+                self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            return
+        if name in ("awk", "gawk", "mawk", "nawk"):
+            prog = next((w.value for w in words[1:] if not w.value.startswith("-")), "")
+            if re.search(r"system|\||getline|@load", prog):
+                self.hazard("interpreter", f"{name} program runs commands", feeds)
+        elif name == "sed":
+            script = " ".join(w.value for w in words[1:])
+            if re.search(r"(^|[;{}\n]|\s)e(\s|$|;)|s(.).*\3.*\3[gpiImM0-9w]*e", script):
+                self.hazard("interpreter", "sed script executes commands", feeds)
+        for w in words[1:]:
+            for prefix in _COMMAND_VALUED:
+                if w.value.startswith(prefix):
+                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+        patterns = HAZARD_ARGS.get(name)
+        if patterns:
+            for w in words[1:]:
+                if any(fnmatchcase(w.value, p) for p in patterns):
+                    self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
+                    return
+
+    def find_exec(
+        self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        i = 1
+        while i < len(words):
+            if words[i].value in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                sub: list[Word] = []
+                while j < len(words) and words[j].value not in (";", "+"):
+                    w = words[j]
+                    sub.append(Word(w.value, dynamic=True) if "{}" in w.value else w)
+                    j += 1
+                if sub:
+                    self.simple(
+                        sub,
+                        (),
+                        (),
+                        feeds=feeds,
+                        stdin_code=False,
+                        stdin_text=None,
+                        depth=depth,
+                        wrappers=(*wrappers, "find"),
+                    )
+                i = j
+            i += 1
+
+
+#: Commands longer than this are analysed every time: caching attacker-sized strings would
+#: let a caller pin 4096 x 64 KiB of memory.
+CACHED_COMMAND_CHARS = 4096
+
+
+def analyse(command: str) -> Analysis:
+    """Every simple command ``command`` would run, and every hazard found. Cached for
+    commands up to :data:`CACHED_COMMAND_CHARS`."""
+    if len(command) <= CACHED_COMMAND_CHARS:
+        return _analyse_cached(command)
+    return _analyse(command)
+
+
+def _analyse(command: str) -> Analysis:
+    walker = _Walker()
+    walker.parse(command, 0)
+    return Analysis(tuple(walker.commands), tuple(walker.hazards))
+
+
+_analyse_cached = functools.lru_cache(maxsize=2048)(_analyse)

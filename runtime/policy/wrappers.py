@@ -1,0 +1,225 @@
+"""Tables of programs that run other programs, and programs that run code given as data.
+
+Data, not logic: ``runtime.policy.shell`` walks these tables to see through wrappers. Option
+sets name the options that take a separate value, so the value is not mistaken for the
+wrapped program (``timeout -s KILL 5 rm`` runs ``rm``, not ``KILL``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = [
+    "CODE_FLAGS",
+    "HAZARD_ARGS",
+    "LOADER_GLOBS",
+    "SHELLS",
+    "SUBCOMMAND_WRAPPERS",
+    "WRAPPERS",
+    "Wrapper",
+]
+
+
+class Wrapper(NamedTuple):
+    short_with_arg: str = ""  # option letters that take a value ("u" for sudo -u USER)
+    long_with_arg: frozenset[str] = frozenset()  # long options that take a separate value
+    positionals: int = 0  # positional words before the wrapped program (timeout DURATION)
+    assignments: bool = False  # NAME=VALUE words before the program (env)
+    stdin_args: bool = False  # appends arguments read from stdin (xargs)
+    shell_arg: frozenset[str] = frozenset()  # options whose value is a shell string (su -c)
+    joins: bool = False  # runs its arguments joined through 'sh -c' (watch)
+
+
+_L = frozenset
+
+WRAPPERS: dict[str, Wrapper] = {
+    "env": Wrapper(
+        "uCS",
+        _L({"--unset", "--chdir", "--split-string"}),
+        assignments=True,
+        shell_arg=_L({"-S", "--split-string"}),
+    ),
+    "sudo": Wrapper(
+        "CDghprtTuU",
+        _L(
+            {
+                "--user",
+                "--group",
+                "--host",
+                "--prompt",
+                "--role",
+                "--type",
+                "--chdir",
+                "--close-from",
+                "--other-user",
+            }
+        ),
+    ),
+    "doas": Wrapper("uC"),
+    "nice": Wrapper("n", _L({"--adjustment"})),
+    "ionice": Wrapper("cnp", _L({"--class", "--classdata", "--pid"})),
+    "nohup": Wrapper(),
+    "setsid": Wrapper(),
+    "timeout": Wrapper("sk", _L({"--signal", "--kill-after"}), positionals=1),
+    "stdbuf": Wrapper("ioe", _L({"--input", "--output", "--error"})),
+    "time": Wrapper("fo", _L({"--format", "--output"})),
+    "command": Wrapper(),
+    "builtin": Wrapper(),
+    "exec": Wrapper("a"),
+    "xargs": Wrapper(
+        "adEeIiLlnPs",
+        _L(
+            {
+                "--arg-file",
+                "--delimiter",
+                "--eof",
+                "--replace",
+                "--max-lines",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            }
+        ),
+        stdin_args=True,
+    ),
+    "chroot": Wrapper("", _L({"--userspec", "--groups"}), positionals=1),
+    "flock": Wrapper(
+        "wEc",
+        _L({"--timeout", "--conflict-exit-code", "--command"}),
+        positionals=1,
+        shell_arg=_L({"-c", "--command"}),
+    ),
+    "taskset": Wrapper("", positionals=1),
+    "chrt": Wrapper("T", positionals=1),
+    "unshare": Wrapper("SG", _L({"--setuid", "--setgid", "--root", "--wd"})),
+    "nsenter": Wrapper("tSGrw", _L({"--target", "--setuid", "--setgid"})),
+    "setpriv": Wrapper("", _L({"--reuid", "--regid", "--groups", "--inh-caps", "--bounding-set"})),
+    "su": Wrapper(
+        "cgGs", _L({"--command", "--group", "--shell"}), shell_arg=_L({"-c", "--command"})
+    ),
+    "runuser": Wrapper(
+        "cgGsu",
+        _L({"--command", "--group", "--shell", "--user"}),
+        shell_arg=_L({"-c", "--command"}),
+    ),
+    "script": Wrapper("cT", _L({"--command", "--timing"}), shell_arg=_L({"-c", "--command"})),
+    "watch": Wrapper("dn", _L({"--interval", "--differences"}), joins=True),
+    "strace": Wrapper("eoOpPsSuEXb"),
+    "ltrace": Wrapper("eoOpsSuEn"),
+    "valgrind": Wrapper(),
+    "catchsegv": Wrapper(),
+    "busybox": Wrapper(),
+    "toybox": Wrapper(),
+    "npx": Wrapper("pc", _L({"--package", "--call"}), shell_arg=_L({"-c", "--call"})),
+    "bunx": Wrapper("p", _L({"--package"})),
+    "pnpx": Wrapper(),
+    "uvx": Wrapper("p", _L({"--from", "--with", "--python"})),
+    "faketime": Wrapper("", positionals=1),
+    "firejail": Wrapper(),
+    "proot": Wrapper("rbw"),
+    "systemd-run": Wrapper("pEu", _L({"--property", "--setenv", "--unit"})),
+}
+
+# 'uv run X', 'poetry run X': the word after the subcommand is the program.
+SUBCOMMAND_WRAPPERS: dict[str, frozenset[str]] = {
+    "npm": _L({"exec"}),
+    "pnpm": _L({"exec", "dlx"}),
+    "yarn": _L({"exec", "dlx"}),
+    "uv": _L({"run"}),
+    "poetry": _L({"run"}),
+    "pipenv": _L({"run"}),
+    "pdm": _L({"run"}),
+    "hatch": _L({"run"}),
+    "bundle": _L({"exec"}),
+    "conda": _L({"run"}),
+    "mamba": _L({"run"}),
+    "micromamba": _L({"run"}),
+}
+
+# The dynamic loader runs any binary given as its argument: 'ld-linux-x86-64.so.2 /bin/rm'.
+LOADER_GLOBS = ("ld-linux*", "ld.so*", "ld-*.so*", "ld64.so*", "ld-musl-*")
+
+SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "ash",
+        "yash",
+        "posh",
+        "fish",
+        "csh",
+        "tcsh",
+        "rbash",
+        "pdksh",
+        "oksh",
+        "loksh",
+    }
+)
+
+# Interpreters and the options by which they take code as an argument. Short options match
+# inside clusters ('perl -ne', 'python -Bc').
+CODE_FLAGS: dict[str, frozenset[str]] = {
+    "python*": _L({"-c"}),
+    "pypy*": _L({"-c"}),
+    "perl*": _L({"-e", "-E"}),
+    "ruby*": _L({"-e"}),
+    "node": _L({"-e", "-p", "--eval", "--print"}),
+    "nodejs": _L({"-e", "-p", "--eval", "--print"}),
+    "bun": _L({"-e", "--eval", "-p", "--print"}),
+    "deno": _L({"eval"}),
+    "php*": _L({"-r", "-B", "-E", "-R", "-F"}),
+    "lua*": _L({"-e"}),
+    "luajit": _L({"-e"}),
+    "Rscript": _L({"-e"}),
+    "R": _L({"-e"}),
+    "osascript": _L({"-e"}),
+    "pwsh": _L({"-c", "-command", "-encodedcommand", "-ec", "-e"}),
+    "powershell": _L({"-c", "-command", "-encodedcommand", "-ec", "-e"}),
+    "tclsh*": _L(),
+    "wish*": _L(),
+    "expect": _L({"-c"}),
+    "gdb": _L({"-ex", "-x", "--eval-command"}),
+    "jshell": _L(),
+    "irb": _L(),
+    "julia": _L({"-e", "--eval", "-E", "--print"}),
+    "scala": _L({"-e"}),
+    "groovy": _L({"-e"}),
+    "guile": _L({"-c"}),
+}
+
+# Arguments of ordinary tools that make them run commands.
+HAZARD_ARGS: dict[str, tuple[str, ...]] = {
+    "tar": (
+        "--checkpoint-action*",
+        "--to-command*",
+        "--use-compress-program*",
+        "--info-script*",
+        "--new-volume-script*",
+        "-I",
+        "-F",
+    ),
+    "git": (
+        "-c",
+        "--config-env*",
+        "--upload-pack*",
+        "--receive-pack*",
+        "--exec*",
+        "core.sshCommand*",
+        "*ProxyCommand*",
+    ),
+    "rsync": ("-e", "--rsh*", "--rsync-path*"),
+    "ssh": ("*ProxyCommand*", "*LocalCommand*", "*PermitLocalCommand*"),
+    "scp": ("-S", "*ProxyCommand*"),
+    "zip": ("-T*", "--unzip-command*", "-TT*"),
+    "vim": ("-c", "+*", "--cmd"),
+    "vi": ("-c", "+*", "--cmd"),
+    "nvim": ("-c", "+*", "--cmd"),
+    "less": ("+*",),
+    "make": ("--eval*", "SHELL=*"),
+    "openssl": ("-engine",),
+}

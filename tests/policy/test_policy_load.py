@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.policy import Policy, PolicyError
+
+
+def load_error(text: str, tmp_path: Path) -> PolicyError:
+    f = tmp_path / "p.toml"
+    f.write_text(text)
+    with pytest.raises(PolicyError) as info:
+        Policy.load(f)
+    assert info.value.details["file"] == str(f)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("version = 1\n[tools.read_file]\naction = 'alow'\n", 3, "tools.read_file.action"),
+        ("[tools]\nread_file = 'maybe'\n", 2, "tools.read_file"),
+        ("[paths]\nread = ['**']\nbogus = 1\n", 3, "paths.bogus"),
+        ("unknown_top = 1\n", 1, "unknown_top"),
+        ("[limits]\n\ntimeout_s = -1\n", 3, "limits.timeout_s"),
+        ("[sandbox]\nmode = 'loose'\n", 2, "sandbox.mode"),
+        (
+            "[[rules]]\nid = 'a'\naction = 'deny'\n[[rules]]\nid = 'b'\naction = 'nope'\n",
+            6,
+            "rules.1.action",
+        ),
+        ("[[rules]]\nid = 'a'\naction = 'deny'\nwhen = [{ arg = 'x' }]\n", 4, "rules.0.when.0"),
+        ("[network]\nallow = ['ok.com', 'not a host']\n", 2, "network.allow"),
+        ("[commands]\ndynamic = 'allow'\n", 2, "commands.dynamic"),
+        ("[commands]\nunparseable = 'allow'\n", 2, "commands.unparseable"),
+        (
+            "[[commands.rules]]\nid = 'x'\naction = 'deny'\nargs_regex = ['(']\n",
+            4,
+            "commands.rules.0.args_regex",
+        ),
+        ("[profiles.Reviewer]\ntools = 'read_file'\n", 2, "profiles.Reviewer.tools"),
+        ("[commands]\ndisable = ['commands.deny.nope']\n", 2, "commands.disable"),
+        ("[commands]\nallow = ['ls']\n", 1, "commands"),
+        ("x = [\n", 1, None),
+    ],
+)
+def test_errors_name_file_line_field(
+    text: str, line: int, field: str | None, tmp_path: Path
+) -> None:
+    err = load_error(text, tmp_path)
+    assert err.details["line"] == line, err.message
+    assert err.details["field"] == field, err.message
+    assert f":{line}:" in err.message
+
+
+def test_duplicate_rule_ids(tmp_path: Path) -> None:
+    err = load_error(
+        "[[rules]]\nid='a'\naction='deny'\n[[rules]]\nid='a'\naction='allow'\n", tmp_path
+    )
+    assert "duplicate rule id" in err.message
+
+
+@pytest.mark.parametrize("rule_id", ["default", "paths.deny", "commands.deny.rm-root"])
+def test_reserved_rule_ids(rule_id: str, tmp_path: Path) -> None:
+    err = load_error(f"[[rules]]\nid='{rule_id}'\naction='deny'\n", tmp_path)
+    assert "reserved" in err.message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.load(tmp_path / "absent.toml")
+    assert info.value.details["file"].endswith("absent.toml")
+
+
+def test_failing_example_names_the_example(tmp_path: Path) -> None:
+    text = """
+[categories]
+file = "allow"
+
+[[examples]]
+name = "fine"
+tool = "read_file"
+arguments = { path = "a" }
+match = "allow"
+
+[[examples]]
+name = "wrong on purpose"
+tool = "read_file"
+arguments = { path = "/etc/passwd" }
+match = "allow"
+"""
+    err = load_error(text, tmp_path)
+    assert "wrong on purpose" in err.message
+    assert err.details["field"] == "examples.1"
+    assert err.details["line"] == 11
+    assert err.details["decision"]["rule"] == "paths.absolute"
+
+
+@pytest.mark.parametrize(
+    ("example", "ok"),
+    [
+        ("tool='read_file'\narguments={path='a'}\nmatch='allow'\nrule='categories.file'", True),
+        ("tool='read_file'\narguments={path='a'}\nmatch='allow'\nrule='default'", False),
+        ("tool='read_file'\narguments={path='../a'}\nnot_match='allow'", True),
+        ("tool='read_file'\narguments={path='a'}\nnot_match='allow'", False),
+        (
+            "tool='custom_x'\narguments={p='../a'}\n"
+            "spec={category='file', arg_roles={p='read_path'}}\n"
+            "match='deny'\nrule='paths.escape'",
+            True,
+        ),
+        ("tool='custom_x'\nspec={category='file'}\nmatch='allow'", True),
+        ("tool='bad name!'\nmatch='deny'", False),
+        ("tool='read_file'\nmatch='allow'\nnot_match='deny'", False),
+        ("tool='read_file'\nrule='x'\nnot_match='deny'", False),
+    ],
+)
+def test_examples_checked_at_load(example: str, ok: bool) -> None:
+    text = "[categories]\nfile = 'allow'\n[[examples]]\n" + example + "\n"
+    if ok:
+        Policy.from_toml(text)
+    else:
+        with pytest.raises(PolicyError) as info:
+            Policy.from_toml(text, "inline.toml")
+        assert info.value.details["file"] == "inline.toml"
+        assert info.value.details["field"].startswith("examples.0")
+
+
+def test_from_toml_and_default_paths() -> None:
+    p = Policy.from_toml("")
+    assert p.sandbox_mode == "strict"
+    assert p.max_concurrent == 3
+    assert Policy.default() is Policy.default()

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import posixpath
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.policy.paths import PathRules, normalise
+from runtime.policy.schema import PathsSection
+
+RULES = PathRules(
+    PathsSection(
+        deny=[".runtime/**", "**/.env", "**/*.pem", "**/id_rsa*"],
+        deny_write=[".git/**"],
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("/etc/passwd", "paths.absolute"),
+        ("/workspace-evil/x", "paths.absolute"),
+        ("//etc/passwd", "paths.absolute"),
+        ("../x", "paths.escape"),
+        ("a/../../x", "paths.escape"),
+        ("/workspace/../etc", "paths.escape"),
+        ("a\\..\\..\\x", "paths.escape"),
+        ("a\x00b", "paths.invalid"),
+        ("a\nb", "paths.invalid"),
+        ("a\u202eb", "paths.invalid"),
+        ("~/x", "paths.invalid"),
+        (".env", "paths.deny"),
+        ("sub/.env", "paths.deny"),
+        ("\uff0eenv", "paths.deny"),  # fullwidth full stop, NFKC -> '.env'
+        (".ENV", "paths.deny"),
+        ("certs/server.pem", "paths.deny"),
+        ("certs\\server.pem", "paths.deny"),
+        (".ssh/id_rsa.pub", "paths.deny"),
+        (".runtime/audit.db", "paths.deny"),
+        (".runtime", "paths.deny"),
+        ("./a/../.runtime/x", "paths.deny"),
+        (5, "paths.invalid"),
+    ],
+)
+def test_read_denied(path: object, rule: str) -> None:
+    v = RULES.check(path, "read")
+    assert not v.allowed
+    assert v.rule == rule
+    assert v.reason
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.txt",
+        "src/main.py",
+        "/workspace/src/x",
+        "/workspace",
+        ".",
+        "",
+        "dir with space/f",
+        "%2e%2e%2f",
+        "...foo",
+        "caf\u00e9.txt",
+        ".git/config",
+        "a/./b/../c",
+    ],
+)
+def test_read_allowed(path: str) -> None:
+    assert RULES.check(path, "read").allowed
+
+
+def test_write_rules() -> None:
+    assert RULES.check("src/x.py", "write").allowed
+    v = RULES.check(".git/hooks/pre-commit", "write")
+    assert (v.allowed, v.rule) == (False, "paths.deny_write")
+    assert RULES.check(".git", "write").rule == "paths.deny_write"
+    assert RULES.check(".", "write").rule == "paths.root"
+    assert RULES.check("", "write").rule == "paths.invalid"
+    assert RULES.check(".", "read", role="cwd").allowed
+
+
+def test_allow_globs_limit_access() -> None:
+    rules = PathRules(PathsSection(read=["src/**"], write=["build/**"]))
+    assert rules.check("src/a.py", "read").allowed
+    assert rules.check("docs/a.md", "read").rule == "paths.read"
+    assert rules.check("build/out", "write").allowed
+    assert rules.check("src/a.py", "write").rule == "paths.write"
+
+
+def test_normalise() -> None:
+    assert normalise("/workspace/a/./b/../c") == "a/c"
+    assert normalise("a//b/") == "a/b"
+    with pytest.raises(ValueError, match="outside"):
+        normalise("/tmp/x")
+
+
+_segment = st.one_of(
+    st.sampled_from(["..", ".", "", "a", "b", ".env", "\\..", "..\\", "workspace"]),
+    st.text(alphabet="ab.\\/", min_size=1, max_size=4),
+)
+
+
+@given(st.lists(_segment, min_size=1, max_size=8), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_no_path_that_leaves_the_workspace_is_allowed(segs: list[str], absolute: bool) -> None:
+    path = ("/workspace/" if absolute else "") + "/".join(segs)
+    for access in ("read", "write"):
+        v = RULES.check(path, access)  # type: ignore[arg-type]
+        if not v.allowed:
+            continue
+        # Allowed: under every reading of the separators, the path stays inside.
+        for form in (path, path.replace("\\", "/")):
+            resolved = posixpath.normpath(posixpath.join("/workspace", form))
+            resolved = "/" + resolved.lstrip("/")  # '//x' is '/x' on Linux
+            assert resolved == "/workspace" or resolved.startswith("/workspace/"), path
+
+
+_lookalikes = {
+    ".": [".", "\uff0e"],
+    "e": ["e", "E", "\uff45", "\uff25"],
+    "n": ["n", "N", "\uff4e"],
+    "v": ["v", "V", "\uff56"],
+}
+
+
+@given(
+    st.lists(st.sampled_from(["", "a/", "./", "b/c/", "a/../"]), max_size=3),
+    st.tuples(*[st.sampled_from(_lookalikes[c]) for c in ".env"]),
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_protected_names_cannot_be_dodged(
+    prefix: list[str], name: tuple[str, ...], backslash: bool
+) -> None:
+    path = "".join(prefix) + "".join(name)
+    if backslash:
+        path = path.replace("/", "\\")
+    v = RULES.check(path, "read")
+    assert not v.allowed, path

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import jsonschema_rs
+import pytest
+
+from runtime.policy import Policy, default_policy_path
+from runtime.policy.schema import schema_text
+
+POLICY_DIR = Path(__file__).resolve().parents[2] / "policy"
+FILES = [POLICY_DIR / "default.toml", *sorted((POLICY_DIR / "examples").glob("*.toml"))]
+
+
+def test_shipped_schema_is_current() -> None:
+    # Regenerate with: python -c "from runtime.policy.schema import schema_text;
+    #   open('policy/policy.schema.json', 'w').write(schema_text())"
+    assert (POLICY_DIR / "policy.schema.json").read_text() == schema_text()
+
+
+def test_every_field_has_a_description_with_default() -> None:
+    schema = json.loads(schema_text())
+    missing = []
+    for name, model in schema["$defs"].items():
+        for field, prop in model.get("properties", {}).items():
+            if "description" not in prop and "$ref" not in prop and "allOf" not in prop:
+                missing.append(f"{name}.{field}")
+    # Free-text fields and example bodies need no unit.
+    allowed = {
+        "Example.name",
+        "Example.tool",
+        "Example.arguments",
+        "Example.profile",
+        "ExampleSpec.category",
+        "ExampleSpec.arg_roles",
+        "ExampleSpec.egress",
+        "ProfileSection.description",
+        "Rule.reason",
+        "Rule.action",
+        "Rule.id",
+        "CommandRule.reason",
+        "CommandRule.action",
+        "ToolEntry.reason",
+    }
+    assert set(missing) <= allowed, sorted(set(missing) - allowed)
+
+
+def test_examples_exist() -> None:
+    names = {f.stem for f in FILES}
+    assert {"default", "read_only_agent", "network", "ci_strict"} <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_policy_files_validate_and_load(path: Path) -> None:
+    validator = jsonschema_rs.validator_for(json.loads(schema_text()))
+    data = tomllib.loads(path.read_text())
+    errors = [e.message for e in validator.iter_errors(data)]
+    assert errors == []
+    policy = Policy.load(path)
+    assert policy.document.examples, "every shipped policy carries examples"
+
+
+def test_schema_rejects_unknown_keys() -> None:
+    validator = jsonschema_rs.validator_for(json.loads(schema_text()))
+    assert not validator.is_valid({"tools": {"read_file": "allow"}, "bogus": 1})
+    assert validator.is_valid({"tools": {"read_file": "allow"}})
+
+
+def test_default_policy_path() -> None:
+    assert default_policy_path() == POLICY_DIR / "default.toml"
