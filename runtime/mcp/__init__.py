@@ -10,7 +10,12 @@
 from __future__ import annotations
 
 from runtime.mcp.app import serve
-from runtime.mcp.external import ExternalServer, load_external_servers, parse_external_servers
+from runtime.mcp.external import (
+    ExternalServer,
+    load_external_servers,
+    load_policy,
+    parse_external_servers,
+)
 from runtime.mcp.server import McpToolServer, call_result, tool_definitions
 from runtime.mcp.transport import serve_http, serve_stdio
 
@@ -19,6 +24,7 @@ __all__ = [
     "McpToolServer",
     "call_result",
     "load_external_servers",
+    "load_policy",
     "parse_external_servers",
     "serve",
     "serve_http",

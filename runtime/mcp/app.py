@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
-from runtime.mcp.external import load_external_servers
+from runtime.mcp.external import ExternalServer, load_policy
 from runtime.mcp.server import McpToolServer
 from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
 
@@ -47,11 +47,14 @@ async def serve(
     if address is not None and not allow_remote and not is_loopback(address[0]):
         # Refused before anything starts (the transport checks again).
         raise ConfigError(f"--http {http}: only loopback without --allow-remote", field="http")
-    servers = load_external_servers(policy)
+    servers: list[ExternalServer] = []
+    policy_arg: Any = policy
+    if isinstance(policy, (str, Path)):
+        policy_arg, servers = load_policy(policy)
     async with contextlib.AsyncExitStack() as stack:
         proxy = McpProxyBackend(servers) if servers else None
         options: dict[str, Any] = {
-            "policy": policy,
+            "policy": policy_arg,
             "audit": audit,
             "tool_folders": tool_folders,
             "profile": profile,

@@ -16,22 +16,35 @@ tools into the catalogue as ``<prefix>__<tool>`` (category ``mcp``, backend ``mc
 every call against the schema it advertised, and applies the policy and the audit log exactly
 as for a built-in tool. The policy decides on the prefixed names (``notes__search``).
 
-The table is read here, straight from the TOML file, so that a policy engine that rejects
-unknown keys is not a prerequisite; the engine must accept (and may ignore) ``mcp_servers``.
+The policy engine's schema forbids unknown keys, so :func:`load_policy` reads the table here
+and hands the engine the same text with the ``[[mcp_servers]]`` tables blanked out line for
+line (error messages keep their line numbers). Once the engine's schema accepts (and ignores)
+``mcp_servers``, the blanking is a no-op.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runtime.errors import PolicyError
 
-__all__ = ["ExternalServer", "load_external_servers", "parse_external_servers", "prefixed_name"]
+if TYPE_CHECKING:
+    from runtime.policy import Policy
+
+__all__ = [
+    "ExternalServer",
+    "load_external_servers",
+    "load_policy",
+    "parse_external_servers",
+    "prefixed_name",
+    "strip_external_servers",
+]
 
 _IDENT = r"^[a-zA-Z0-9_-]{1,32}$"
 #: Joins prefix and remote tool name; two underscores so a prefix may itself hold one.
@@ -146,3 +159,58 @@ def load_external_servers(policy_path: str | Path | None) -> list[ExternalServer
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"{path}: not valid TOML: {exc}", file=str(path)) from exc
     return parse_external_servers(document.get("mcp_servers"), where=str(path))
+
+
+# A TOML table header line: [a.b] or [[a.b]] (quoted keys allowed), optionally commented.
+_HEADER = re.compile(r"""^\s*\[\[?\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_.\s-])+?)\s*\]\]?\s*(#.*)?$""")
+
+
+def _is_ours(header: str) -> bool:
+    first = header.split(".", 1)[0].strip().strip("\"'")
+    return first == "mcp_servers"
+
+
+def strip_external_servers(text: str, *, where: str = "policy") -> str:
+    """``text`` with every ``[[mcp_servers]]`` table (and its sub-tables) blanked out, line
+    for line. Checked: the result must decode to the same document minus ``mcp_servers``."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{where}: not valid TOML: {exc}", file=where) from exc
+    if "mcp_servers" not in document:
+        return text
+    lines = text.splitlines(keepends=True)
+    inside = False
+    for index, line in enumerate(lines):
+        match = _HEADER.match(line)
+        if match:
+            inside = _is_ours(match.group(1))
+        if inside:
+            lines[index] = "\n" if line.endswith("\n") else ""
+    stripped = "".join(lines)
+    expected = {k: v for k, v in document.items() if k != "mcp_servers"}
+    try:
+        same = tomllib.loads(stripped) == expected
+    except tomllib.TOMLDecodeError:
+        same = False
+    if not same:
+        raise PolicyError(
+            f"{where}: write mcp_servers as [[mcp_servers]] tables (not inline or dotted keys)",
+            file=where,
+            field="mcp_servers",
+        )
+    return stripped
+
+
+def load_policy(policy_path: str | Path) -> tuple[Policy, list[ExternalServer]]:
+    """The policy of a file and the external MCP servers it names."""
+    from runtime.policy import Policy
+
+    path = Path(policy_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc}", file=str(path)) from exc
+    servers = load_external_servers(path)
+    policy = Policy.from_toml(strip_external_servers(text, where=str(path)), source=str(path))
+    return policy, servers

@@ -52,7 +52,7 @@ from runtime.models import Decision, ToolCall, ToolResult
 if TYPE_CHECKING:
     from runtime.broker import Broker
 
-__all__ = ["SERVER_NAME", "McpToolServer", "call_result", "tool_definitions"]
+__all__ = ["SERVER_NAME", "McpToolServer", "call_result", "tool_definitions", "visible"]
 
 log = logging.getLogger("runtime.mcp")
 
@@ -107,13 +107,24 @@ _APPROVE_SCHEMA: dict[str, Any] = {
 }
 
 
+def visible(broker: Broker, name: str, profile: str | None) -> bool:
+    """Whether the policy shows tool ``name`` to ``profile``; unknown tools are not shown."""
+    if name not in broker.catalogue:
+        return False
+    # The manifest's category decides for tools the policy engine does not know by name
+    # (external MCP tools, user folders), when the engine offers the spec-based check.
+    by_spec = getattr(broker.policy, "tool_visible_spec", None)
+    if by_spec is not None:
+        return bool(by_spec(broker.catalogue.get(name), profile))
+    return bool(broker.policy.tool_visible(name, profile))
+
+
 def tool_definitions(broker: Broker, profile: str | None = None) -> list[types.Tool]:
     """MCP tool definitions of every tool the policy lets ``profile`` see."""
     tools: list[types.Tool] = []
     for definition in broker.catalogue.export("mcp"):
-        if not broker.policy.tool_visible(definition["name"], profile):
-            continue
-        tools.append(types.Tool.model_validate(definition))
+        if visible(broker, definition["name"], profile):
+            tools.append(types.Tool.model_validate(definition))
     return tools
 
 
@@ -212,9 +223,7 @@ class McpToolServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
-        if name not in self.broker.catalogue or not self.broker.policy.tool_visible(
-            name, self.profile
-        ):
+        if not visible(self.broker, name, self.profile):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", {"tool": name})
         # No call_id from the request id: JSON-RPC ids restart at 1 on every connection, and
         # the audit log needs ids that are unique; the broker mints them.

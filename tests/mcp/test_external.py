@@ -229,3 +229,59 @@ def test_duplicate_prefix() -> None:
         parse_external_servers(
             [{"name": "a", "command": ["x"]}, {"name": "b", "command": ["y"], "prefix": "a"}]
         )
+
+
+POLICY_WITH_SERVERS = """
+version = 1
+default = "deny"
+
+[categories]
+mcp = "ask"
+
+[[mcp_servers]]
+name = "notes"
+command = ["python3", "/opt/notes/server.py"]
+env = { NOTES_DIR = "/srv/notes" }
+
+[tools."notes__search"]
+action = "allow"
+
+[[mcp_servers]]
+name = "other"
+command = ["other-server"]
+"""
+
+
+def test_load_policy_strips_the_table(tmp_path: Path) -> None:
+    from runtime.mcp.external import load_policy, strip_external_servers
+
+    pytest.importorskip("runtime.policy")
+    path = tmp_path / "p.toml"
+    text = POLICY_WITH_SERVERS
+    path.write_text(text)
+    policy, servers = load_policy(path)
+    assert [s.name for s in servers] == ["notes", "other"]
+    assert policy.document.default == "deny"
+    stripped = strip_external_servers(text)
+    assert len(stripped.splitlines()) == len(text.splitlines())  # line numbers kept
+    assert "mcp_servers" not in stripped and 'tools."notes__search"' in stripped
+
+
+def test_load_policy_reports_errors_with_lines(tmp_path: Path) -> None:
+    from runtime.mcp.external import load_policy
+
+    pytest.importorskip("runtime.policy")
+    path = tmp_path / "p.toml"
+    path.write_text(
+        '[[mcp_servers]]\nname = "a"\ncommand = ["x"]\n\n[categories]\nfile = "perhaps"\n'
+    )
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert info.value.details.get("line") == 6
+
+
+def test_inline_table_form_is_refused() -> None:
+    from runtime.mcp.external import strip_external_servers
+
+    with pytest.raises(PolicyError):
+        strip_external_servers('mcp_servers = [{ name = "a", command = ["x"] }]\n')
