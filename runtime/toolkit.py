@@ -60,12 +60,20 @@ def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext]
     folder). Modules are imported under a private package name per folder, so two folders
     may both have a ``files.py``; the top-level name ``tools`` is never used."""
     import hashlib
+    import importlib
     import importlib.util
     import sys
 
     module_name, sep, func_name = entry.partition(":")
     if not sep or not module_name or not func_name:
         raise ValueError(f"entry {entry!r} must be 'module:function'")
+    if module_name.startswith("runtime."):
+        # The package's own runners (command templates): imported by name, never by path.
+        package_module = importlib.import_module(module_name)
+        func = getattr(package_module, func_name, None)
+        if not callable(func):
+            raise ValueError(f"entry {entry!r}: no function {func_name!r}")
+        return func  # type: ignore[no-any-return]
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise ValueError(f"entry module {module_name!r} is not a module name")
     path = base.joinpath(*module_name.split(".")).with_suffix(".py")

@@ -220,7 +220,7 @@ class Broker:
 
     async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Requests a sandboxed tool makes back to the broker over its frame pipe."""
-        if op in ("http", "search"):
+        if op in ("http", "search_endpoint"):
             reply: dict[str, Any] = await self._gateway_for_egress().handle(op, payload)
             return reply
         if op == "ask_user":
@@ -317,8 +317,9 @@ class Broker:
         self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
-        st.decision = decision = self.policy.decide(tc, spec, profile=profile)
-        self._check_budget(session, spec.name, decision)
+        st.decision = decision = self._check_budget(
+            session, spec.name, self.policy.decide(tc, spec, profile=profile)
+        )
         if decision.action == "deny":
             raise PolicyDenied(
                 f"{spec.name}: denied by policy rule {decision.rule!r}"
@@ -343,9 +344,8 @@ class Broker:
         )
         st.audited = True
         self._count_budget(session, spec.name)
+        # decision.limits already has the manifest's own caps applied by the policy.
         limits = decision.limits
-        if spec.limits:
-            limits = limits.capped_by(limits.merged(**spec.limits))
         return ExecRequest(
             call_id=tc.call_id,
             spec=spec,
@@ -373,12 +373,17 @@ class Broker:
             return parse_call_bytes(call, self.call_limits)
         return normalize_call(call, self.call_limits)
 
-    def _check_budget(self, session: str, tool: str, decision: Decision) -> None:
+    def _check_budget(self, session: str, tool: str, decision: Decision) -> Decision:
         budget = self.policy.budget(tool)
         if budget is not None and self._budget_used.get((session, tool), 0) >= budget:
-            decision.action = "deny"
-            decision.rule = f"budget.{tool}"
-            decision.reasons = [f"{tool} may be called at most {budget} times per session"]
+            return decision.model_copy(
+                update={
+                    "action": "deny",
+                    "rule": f"budget.{tool}",
+                    "reasons": [f"{tool} may be called at most {budget} times per session"],
+                }
+            )
+        return decision
 
     def _count_budget(self, session: str, tool: str) -> None:
         key = (session, tool)
@@ -401,7 +406,7 @@ class Broker:
             raise PolicyDenied(
                 f"{tc.tool}: the approver refused the call", rule=decision.rule, approved=False
             )
-        decision.reasons = [*decision.reasons, "approved"]
+        st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
     def _approve_sync(self, st: _CallState, decision: Decision) -> None:
         assert st.tc is not None
@@ -416,7 +421,7 @@ class Broker:
             raise PolicyDenied(
                 f"{st.tc.tool}: the approver refused the call", rule=decision.rule, approved=False
             )
-        decision.reasons = [*decision.reasons, "approved"]
+        st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
     def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> None:
         data = json.dumps(result, ensure_ascii=False, default=str)

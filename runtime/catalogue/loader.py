@@ -73,6 +73,25 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
         )
     if spec.result is not None:
         check_schema(spec.result, where=f"{path}: result")
+    if spec.command is not None:
+        from runtime.command_tool import ENTRY, check_template
+
+        check_template(spec.command, spec.parameters, str(path))
+        if spec.backend is not BackendKind.SUBPROCESS or not spec.sandbox.exec:
+            raise ManifestError(
+                f"{path}: a command template runs a program: it needs backend 'subprocess' "
+                "and sandbox.exec = true",
+                file=str(path),
+                field="command",
+            )
+        if spec.entry is None:
+            spec.entry = ENTRY
+        elif spec.entry != ENTRY:
+            raise ManifestError(
+                f"{path}: give either 'entry' or 'command', not both",
+                file=str(path),
+                field="entry",
+            )
     if spec.backend in (BackendKind.SUBPROCESS, BackendKind.HOST):
         if spec.entry is None and spec.command is None:
             raise ManifestError(

@@ -27,6 +27,7 @@ _GLOB_CHARS = frozenset("*?[")
 class Word:
     value: str  # after quote removal
     dynamic: bool = False  # its value is only known at run time ($x, $(..), globs, braces)
+    operand: bool = False  # known never to be an option (find's '{}' is always a path)
 
 
 def program_name(value: str) -> str:

@@ -129,9 +129,11 @@ class _Compiled:
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
+        # A run-time argument may turn out to be any flag ('echo -rf / | xargs rm').
+        dynamic_flag = any(w.dynamic and not w.operand for w in options)
         for group in self.flags:
             hit = any(_flag_present(f, w.value) for f in group for w in options if not w.dynamic)
-            results.append("yes" if hit else "maybe" if dynamic else "no")
+            results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(
                 self.args.match(normalise_target(w.value)) is not None

@@ -181,6 +181,8 @@ class Policy:
         return self.document.network
 
     def budget(self, tool: str) -> int | None:
+        """Calls of ``tool`` allowed per session (``[tools.X] budget``); None = unlimited.
+        The broker counts; the policy only says how many."""
         found: int | None = None
         for key, entry in self._tool_entries:
             if entry.budget is not None and fnmatchcase(tool, key):
@@ -188,6 +190,9 @@ class Policy:
         return found
 
     def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
+        """The environment of a sandboxed tool: PATH/LANG, host variables named in
+        ``[env] pass``, ``[env] set``, then the session's variables except ``[env] deny``.
+        Nothing else of the broker's environment."""
         sec = self.document.env
         out: dict[str, str] = dict(_BASE_ENV)
         for name in self._env_pass_exact:
@@ -209,6 +214,8 @@ class Policy:
         return out
 
     def tool_visible(self, name: str, profile: str | None = None) -> bool:
+        """Whether to list ``name``: False when it is denied outright (by its tool entry, its
+        built-in category, an unconditional rule, the profile, or the default)."""
         category = CATALOGUE_HINTS.get(name, (None,))[0]
         return self._visible(name, category, profile)
 

@@ -63,6 +63,8 @@ MAX_COMMANDS = 512
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
+_ARITH_RE = re.compile(r"\$\(\([^()$`]*\)\)")
+_QUOTED_HEREDOC_RE = re.compile(r"<<(-?)\s*(?:(['\"])(\w+)\2|\\(\w+))")
 _DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
 _DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
@@ -111,6 +113,7 @@ class _Walker:
     commands: list[SimpleCommand] = field(default_factory=list)
     hazards: list[Hazard] = field(default_factory=list)
     overflow: bool = False
+    literal_heredocs: set[str] = field(default_factory=set)
 
     # -- parsing ---------------------------------------------------------------------------
 
@@ -134,6 +137,15 @@ class _Walker:
             # every command that would run.
             retry = _DBRACKET_CLOSE_RE.sub(
                 "]", _DBRACKET_OPEN_RE.sub("[", _TIME_RE.sub(r"\1", text))
+            )
+            # Arithmetic without substitutions inside holds no command: a parameter stands in.
+            retry = _ARITH_RE.sub("$_ARITH", retry)
+            # bashlex rejects quoted here-doc delimiters (<<'EOF'); their bodies are literal,
+            # which is remembered so that the body is not read for substitutions.
+            for m in _QUOTED_HEREDOC_RE.finditer(retry):
+                self.literal_heredocs.add(m.group(3) or m.group(4))
+            retry = _QUOTED_HEREDOC_RE.sub(
+                lambda m: "<<" + m.group(1) + (m.group(3) or m.group(4)), retry
             )
             try:
                 if retry == text:
@@ -258,6 +270,14 @@ class _Walker:
                     heredoc = getattr(part, "heredoc", None)
                     if heredoc is not None:
                         stdin_text = heredoc.value.rsplit("\n", 1)[0]
+                        delimiter = target.word if target is not None else ""
+                        if delimiter not in self.literal_heredocs and (
+                            "$(" in stdin_text or "`" in stdin_text
+                        ):
+                            # An unquoted here-doc expands substitutions in its body: read
+                            # the body as shell so the commands inside are seen.
+                            self.hazard("dynamic", "here-document body runs substitutions")
+                            self.parse(stdin_text, depth + 1)
                     elif rtype == "<<<" and target is not None:
                         stdin_text = target.word
                 if target is not None:
@@ -492,7 +512,7 @@ class _Walker:
                 sub: list[Word] = []
                 while j < len(words) and words[j].value not in (";", "+"):
                     w = words[j]
-                    sub.append(Word(w.value, dynamic=True) if "{}" in w.value else w)
+                    sub.append(Word(w.value, dynamic=True, operand=True) if "{}" in w.value else w)
                     j += 1
                 if sub:
                     self.simple(

@@ -99,7 +99,9 @@ async def test_result_schema_checked(make_broker: MakeBroker) -> None:
     assert "schema" in result.error.message
 
 
-async def test_ask_without_approver_then_with(make_broker: MakeBroker) -> None:
+async def test_ask_without_approver_then_with(
+    make_broker: MakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def ask_everything(call: ToolCall, spec: Any, *, profile: str | None = None) -> Decision:
         return Decision(action="ask", rule="test.ask", reasons=["needs a human"])
 
@@ -110,7 +112,7 @@ async def test_ask_without_approver_then_with(make_broker: MakeBroker) -> None:
         return call.arguments.get("text") == "yes"
 
     async with make_broker() as broker:
-        broker.policy.decide = ask_everything
+        monkeypatch.setattr(broker.policy, "decide", ask_everything)
         r = await broker.call({"tool": "echo", "arguments": {"text": "yes"}})
         assert r.error and r.error.type == "approval_required"
         broker.approver = approver
@@ -192,9 +194,9 @@ async def test_audit_failure_fails_closed(make_broker: MakeBroker) -> None:
     assert len(backend.requests) == 1  # the second call never ran
 
 
-async def test_budget_per_session(make_broker: MakeBroker) -> None:
+async def test_budget_per_session(make_broker: MakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     async with make_broker() as broker:
-        broker.policy.budget = lambda tool: 2 if tool == "echo" else None
+        monkeypatch.setattr(broker.policy, "budget", lambda tool: 2 if tool == "echo" else None)
         for _ in range(2):
             assert (await broker.call({"tool": "echo", "arguments": {}})).success
         r = await broker.call({"tool": "echo", "arguments": {}})

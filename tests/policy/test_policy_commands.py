@@ -105,6 +105,9 @@ def test_denied(cmd: str, rule: str) -> None:
     "cmd",
     [
         "rm -rf ./build",
+        "find . -name '*.tmp' -exec rm {} ;",
+        "cat > f <<'EOF'\nprint(1)\nEOF",
+        "echo $((1+2))",
         "rm -rf build dist",
         "rm x",
         "ls -la /",
@@ -405,3 +408,12 @@ def test_builtin_rule_ids_are_stable_and_unique() -> None:
     assert all(i.startswith(("commands.deny.", "commands.ask.")) for i in (r.id for r in deny))
     assert all(r.id.startswith("commands.service.") for r in services)
     assert "commands.deny.rm-root" in ids
+
+
+@given(
+    st.text(alphabet=st.sampled_from(list("rm -f/;|&$()`'\"\\<>{}*?[]!#=~\n\tabc0")), max_size=40)
+)
+@settings(max_examples=500, deadline=None)
+def test_arbitrary_input_never_raises(cmd: str) -> None:
+    for f in RULES.check(cmd):
+        assert f.action in ("allow", "ask", "deny")

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 from _policy_helpers import decide, make_spec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.errors import ManifestError
 from runtime.models import ToolCall
@@ -283,3 +285,20 @@ def test_default_policy_contract(default_policy: Policy) -> None:
     ]
     for tool, args, action in cases:
         assert decide(p, tool, **args).action == action, (tool, args)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["path", "command", "cwd", "url", "seconds"]),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+            max_leaves=6,
+        ),
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_decide_never_raises_on_arguments(arguments: dict[str, object]) -> None:
+    for tool in ("read_file", "write_file", "shell_exec", "http_get", "sleep"):
+        d = POLICY.decide(ToolCall(tool=tool, arguments=arguments), make_spec(tool))
+        assert d.action in ("allow", "ask", "deny")

@@ -199,3 +199,15 @@ def test_double_brackets() -> None:
     assert programs("[[ -f x ]] && rm -rf /")[-1] == "rm"
     assert programs("if [[ $(id -u) == 0 ]]; then ls; fi") == ["id", "[", "ls"]
     assert kinds("[[ -n $x ]] || echo no") == set()
+
+
+def test_here_documents() -> None:
+    assert programs("cat > f <<'EOF'\n$(rm -rf /)\nEOF") == ["cat"]
+    assert "rm" in programs("cat > f <<EOF\n$(rm -rf /)\nEOF")
+    assert programs("cat <<\\EOF\n`id`\nEOF") == ["cat"]
+    assert programs("sh <<'EOF'\nrm -rf /\nEOF") == ["rm", "sh"]
+
+
+def test_arithmetic() -> None:
+    assert kinds("echo $((2*3))") == set()
+    assert "unparseable" in kinds("echo $(( $(rm -rf /) + 1 ))")

@@ -1,0 +1,127 @@
+"""Running one program inside a tool, bounded in time and output.
+
+Shared by ``shell_exec`` and command-template tools. The program gets its own process group
+(a timeout kills the whole tree: SIGTERM, grace, SIGKILL), both pipes are read concurrently
+so neither can fill and deadlock the child, and output past the cap is drained and dropped
+rather than buffered. Inside the sandbox the pid namespace is the final wall: whatever
+escapes the group dies with the call's init.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import ToolFailed, ToolTimeout
+
+__all__ = ["ProcResult", "run_capped"]
+
+_GRACE_S = 2.0  # SIGTERM → SIGKILL
+_DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after exit
+
+
+@dataclass(frozen=True, slots=True)
+class ProcResult:
+    stdout: str
+    stderr: str
+    code: int
+    truncated: bool
+
+    def as_result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "exit_code": self.code if self.code >= 0 else 128 - self.code,
+            "truncated": self.truncated,
+        }
+        if self.code < 0:
+            result["signal"] = signal.Signals(-self.code).name
+        return result
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def run_capped(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout: float,
+    cap: int,
+    preexec: Callable[[], Any] | None = None,
+) -> ProcResult:
+    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes."""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # own group: a timeout kills the whole tree
+            close_fds=True,
+            preexec_fn=preexec,  # noqa: PLW1509 - the sandbox's exec seccomp filter
+        )
+    except OSError as exc:
+        raise ToolFailed(f"could not start {argv[0]}: {exc.strerror}", reason="spawn") from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    truncated = False
+    timed_out = False
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel, proc.stdout, proc.stderr:
+        for f in (proc.stdout, proc.stderr):
+            os.set_blocking(f.fileno(), False)
+            sel.register(f.fileno(), selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+                _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
+            end = deadline if exited_at is None else min(deadline, exited_at + _DRAIN_AFTER_EXIT_S)
+            if now >= end:
+                timed_out = exited_at is None
+                break
+            for key, _ in sel.select(min(end - now, 0.25)):
+                fd = int(key.fd)
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    sel.unregister(fd)
+                    continue
+                buf = bufs[fd]
+                room = cap - len(buf)
+                if len(data) > room:
+                    truncated = True
+                buf += data[: max(room, 0)]
+        if timed_out:
+            _killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(_GRACE_S)
+            _killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    stdout = bufs[out_fd].decode("utf-8", "replace")
+    stderr = bufs[err_fd].decode("utf-8", "replace")
+    if timed_out:
+        raise ToolTimeout(
+            f"the command did not finish within {timeout:g} s and was killed",
+            stdout=stdout,
+            stderr=stderr,
+            timeout_s=timeout,
+        )
+    return ProcResult(stdout, stderr, code, truncated)

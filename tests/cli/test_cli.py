@@ -1,0 +1,163 @@
+"""The CLI contract of DESIGN §7, run as a real subprocess (stdout is a pipe there, so the
+result is always JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def result_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(proc.stdout)
+    return data
+
+
+@pytest.mark.wasm
+def test_exec_json_parse_example_mcp_shape(tmp_path: Path) -> None:
+    proc = run("exec", str(ROOT / "examples/json_parse.mcp.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    res = result_of(proc)
+    assert res["success"] is True
+    assert res["result"]["data"] == {"answer": 42, "list": [1, 2, 3]}
+    assert res["backend"] == "wasm"
+    assert set(res) >= {
+        "call_id",
+        "tool",
+        "success",
+        "result",
+        "error",
+        "started_at",
+        "completed_at",
+        "duration_ms",
+        "backend",
+        "usage",
+        "decision",
+    }
+    assert (tmp_path / "workspace").is_dir()  # the default workspace
+
+
+def test_exec_denied_exits_77(tmp_path: Path) -> None:
+    proc = run("exec", str(ROOT / "examples/denied.json"), cwd=tmp_path)
+    assert proc.returncode == 77
+    res = result_of(proc)
+    assert res["error"]["type"] == "policy_denied"
+    assert res["decision"]["action"] == "deny"
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "etype"),
+    [
+        ('{"tool": "no_such_tool", "arguments": {}}', 65, "tool_not_found"),
+        ('{"tool": "json_parse", "arguments": {"text": 5}}', 65, "invalid_arguments"),
+        (
+            '{"type": "function", "function": {"name": "json_parse", "arguments": "{"}}',
+            65,
+            "invalid_arguments",
+        ),
+        ("not json at all", 65, "invalid_arguments"),
+        ('{"tool": "http_get", "arguments": {"url": "https://example.com/"}}', 77, "policy_denied"),
+    ],
+)
+def test_exec_stdin_error_codes(tmp_path: Path, call: str, code: int, etype: str) -> None:
+    proc = run("exec", "-", "--workspace", str(tmp_path / "ws"), cwd=tmp_path, stdin=call)
+    assert proc.returncode == code, proc.stderr
+    assert result_of(proc)["error"]["type"] == etype
+
+
+@pytest.mark.wasm
+def test_exec_tool_failure_exits_1(tmp_path: Path) -> None:
+    call = '{"tool": "json_parse", "arguments": {"text": "{broken"}}'
+    proc = run("exec", "-", cwd=tmp_path, stdin=call)
+    assert proc.returncode == 1
+    assert result_of(proc)["error"]["type"] == "tool_error"
+
+
+def test_usage_errors_exit_64(tmp_path: Path) -> None:
+    assert run("exec", cwd=tmp_path).returncode == 64
+    assert run("no-such-command", cwd=tmp_path).returncode == 64
+    assert run("exec", str(tmp_path / "missing.json"), cwd=tmp_path).returncode == 64
+    assert run("tools", "--format", "yaml", cwd=tmp_path).returncode == 64
+
+
+def test_bad_policy_file_names_file_line_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\ndefault = "deny"\n\n[limits]\ntimeout_s = "soon"\n')
+    proc = run("exec", "-", "--policy", str(bad), cwd=tmp_path, stdin='{"tool": "x"}')
+    assert proc.returncode == 64
+    assert "bad.toml" in proc.stderr and "timeout_s" in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["native", "openai", "openai-responses", "anthropic", "mcp"])
+def test_tools_formats(tmp_path: Path, fmt: str) -> None:
+    proc = run("tools", "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    tools = json.loads(proc.stdout)
+    names = {t.get("name") or t.get("function", {}).get("name") for t in tools}
+    assert {"read_file", "shell_exec", "json_parse", "http_get", "snippet_save"} <= names
+
+
+def test_policy_check_prints_decision(tmp_path: Path) -> None:
+    call = tmp_path / "call.json"
+    call.write_text('{"tool": "shell_exec", "arguments": {"command": "sudo rm -rf /"}}')
+    proc = run("policy", "check", str(ROOT / "policy/default.toml"), str(call), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["action"] == "deny" and out["rule"].startswith("commands.deny")
+    assert out["reasons"]
+
+
+@pytest.mark.wasm
+def test_audit_verify_tail_export(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.db"
+    for call in ('{"tool": "json_parse", "arguments": {"text": "[1]"}}', '{"tool": "nope"}'):
+        run("exec", "-", "--audit", str(audit), cwd=tmp_path, stdin=call)
+    proc = run("audit", "verify", "--audit", str(audit), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "ok": True,
+        "records": 4,
+        "first_bad": None,
+        "reason": json.loads(proc.stdout)["reason"],
+        "interrupted": [],
+    }
+    tail = run("audit", "tail", "-n", "2", "--audit", str(audit), cwd=tmp_path)
+    assert [json.loads(line)["kind"] for line in tail.stdout.splitlines()] == [
+        "request",
+        "completion",
+    ]
+    export = run("audit", "export", "--jsonl", "--audit", str(audit), cwd=tmp_path)
+    first = json.loads(export.stdout.splitlines()[0])
+    assert first["gen_ai.operation.name"] == "execute_tool"
+    assert first["gen_ai.tool.name"] == "json_parse"
+    # tamper: verify names the record and fails
+    import sqlite3
+
+    with sqlite3.connect(audit) as db:
+        triggers = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+        for name in triggers:
+            db.execute(f"DROP TRIGGER {name}")
+        db.execute("UPDATE audit_records SET tool = 'evil' WHERE seq = 2")
+    proc = run("audit", "verify", "--audit", str(audit), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["first_bad"] == 2
