@@ -285,3 +285,80 @@ def test_inline_table_form_is_refused() -> None:
 
     with pytest.raises(PolicyError):
         strip_external_servers('mcp_servers = [{ name = "a", command = ["x"] }]\n')
+
+
+async def test_serve_with_external_servers_in_the_policy(tmp_path: Path) -> None:
+    """``runtime serve --mcp --policy P`` where P names an external server: its tools are
+    listed next to the built-ins, validated, decided by the real policy engine and audited."""
+    pytest.importorskip("runtime.policy")
+    pytest.importorskip("runtime.audit")
+    from tests.mcp.conftest import stdio_session
+
+    python, env = _python()
+    env_toml = ", ".join(f'{k} = "{v}"' for k, v in env.items())
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        f"""
+version = 1
+default = "deny"
+
+[sandbox]
+mode = "{"strict" if isolation_available() is None else "best_effort"}"
+
+[categories]
+mcp = "allow"
+data = "allow"
+
+[[rules]]
+id = "ext.small-sums"
+tools = ["ext__add"]
+action = "deny"
+reason = "sums over 100 are not allowed"
+when = [{{ arg = "a", gt = 100 }}]
+
+[[mcp_servers]]
+name = "ext"
+command = ["{python}", "{EXT_SERVER}"]
+env = {{ {env_toml} }}
+"""
+    )
+    audit = tmp_path / "audit.db"
+    argv = [
+        sys.executable,
+        "-m",
+        "runtime",
+        "serve",
+        "--mcp",
+        "--policy",
+        str(policy),
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--audit",
+        str(audit),
+    ]
+    async with stdio_session(argv) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        ok = await session.call_tool("ext__add", {"a": 2, "b": 40})
+        denied = await session.call_tool("ext__add", {"a": 1000, "b": 1})
+        bad = await session.call_tool("ext__add", {"a": "x", "b": 1})
+    assert {"ext__add", "ext__whoami"} <= names
+    assert "read_file" not in names  # the policy allows only mcp and data tools
+    assert not ok.is_error and ok.structured_content is not None
+    assert ok.structured_content["sum"] == 42
+    assert denied.is_error and denied.structured_content is not None
+    assert denied.structured_content["error"]["type"] == "policy_denied"
+    assert "ext.small-sums" in denied.structured_content["error"]["message"]
+    assert bad.structured_content is not None
+    assert bad.structured_content["error"]["type"] == "invalid_arguments"
+
+    from runtime.audit import AuditLog
+
+    log = AuditLog(audit)
+    try:
+        records = log.tail(20)
+        assert log.verify().ok
+    finally:
+        log.close()
+    ran = [r for r in records if r.tool == "ext__add" and r.kind == "request" and r.sandbox]
+    assert ran and ran[0].backend == "mcp"
+    assert ran[0].sandbox is not None and ran[0].sandbox["backend"] == "mcp"
