@@ -21,6 +21,7 @@ At the end the audit trail is printed. Run: ``python examples/agent_loop.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import tempfile
@@ -29,8 +30,12 @@ from typing import Any
 
 import anyio
 
+if importlib.util.find_spec("runtime") is None:  # a source checkout without an install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from runtime.adapters import run_assistant_message
 from runtime.broker import Broker
+from runtime.catalogue import export_tool
 from runtime.models import Decision, ToolCall
 
 NOTES = {
@@ -43,10 +48,31 @@ NOTES = {
     "notes/todo.txt": "benchmark the wasm guests\nwrite the MCP docs\n",
 }
 
-#: This example's policy: the built-in default, plus an approval before writing files.
+#: This example's policy (policy/policy.schema.json): files and shell as in the built-in
+#: default, and a human approves every write.
 POLICY = """
+version = 1
+description = "agent_loop example: workspace files and shell; writes need approval"
+default = "deny"
+
+[sandbox]
+mode = "best_effort"   # run where the host allows; each audit record says what was active
+
+[categories]
+file = "allow"
+shell = "allow"
+
 [tools.write_file]
 action = "ask"
+
+[paths]
+read = ["**"]
+write = ["**"]
+deny = [".runtime/**"]
+
+[commands]
+mode = "denylist"
+builtin = true
 """
 
 
@@ -66,53 +92,51 @@ def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, A
 
 
 class ScriptedModel:
-    """Decides its next turn from the conversation so far, like a (very small) LLM would."""
+    """Plays the LLM: decides each turn from what the tool results said so far."""
 
     def __init__(self) -> None:
-        self.step = 0
+        self.results: dict[str, Any] = {}
+        self.done: set[str] = set()
 
     def respond(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        self.step += 1
-        results = {
-            m["tool_call_id"]: json.loads(m["content"]) for m in messages if m["role"] == "tool"
-        }
-        if self.step == 1:
+        for m in messages:
+            if m["role"] == "tool":
+                self.results[m["tool_call_id"]] = json.loads(m["content"])
+        r = self.results
+        if "start" not in self.done:
+            self.done.add("start")
             return assistant(
                 tool_call("c1", "read_file", path="notes/meeting.md"),
                 tool_call("c2", "read_file", path="notes/todo.md"),
-                content="I'll read the meeting notes and the to-do list.",
+                content="Reading the meeting notes and the to-do list.",
             )
-        if self.step == 2:
-            if "error" in results["c2"]:
-                # Recover: the guessed file name was wrong; look at what is there.
-                return assistant(
-                    tool_call("c3", "list_files", path="notes"),
-                    content="todo.md does not exist; listing the notes folder.",
-                )
-        if self.step == 3:
-            entries = results["c3"].get("entries", [])
-            todo = next(e["path"] for e in entries if e["name"].startswith("todo"))
-            meeting = results["c1"].get("content", "")
-            if "etc/passwd" in meeting:
-                # The injected instruction: a naive model follows it. The policy does not.
-                return assistant(
-                    tool_call("c4", "read_file", path=todo),
-                    tool_call("c5", "read_file", path="../../etc/passwd"),
-                )
-            return assistant(tool_call("c4", "read_file", path=todo))
-        if self.step == 4:
-            todo_lines = results["c4"]["content"].splitlines()
+        if "error" in r.get("c2", {}) and "c3" not in r:
+            # Recovery: the guessed name was wrong; see what is really there.
+            return assistant(
+                tool_call("c3", "list_files", path="notes"),
+                content="notes/todo.md is not there; listing the folder.",
+            )
+        if "c4" not in r:
+            files = r.get("c3", {}).get("files", [])
+            todo = next(
+                (f["path"] for f in files if f["name"].startswith("todo")), "notes/todo.txt"
+            )
+            calls = [tool_call("c4", "read_file", path=todo)]
+            if "etc/passwd" in r.get("c1", {}).get("content", ""):
+                # A note carries an injected instruction; a naive model follows it.
+                calls.append(tool_call("c5", "read_file", path="../../etc/passwd"))
+            return assistant(*calls)
+        if "c6" not in r:
+            todo_lines = r["c4"].get("content", "").splitlines()
             summary = "# Summary\n\n## Meeting\n- sandbox shipped\n- audit log verified\n\n"
             summary += "## To do\n" + "".join(f"- {line}\n" for line in todo_lines)
             return assistant(
                 tool_call("c6", "write_file", path="SUMMARY.md", content=summary),
-                content="Writing the summary.",
+                content="Writing SUMMARY.md.",
             )
-        if self.step == 5:
+        if "c7" not in r:
             return assistant(tool_call("c7", "shell_exec", command="wc -l SUMMARY.md"))
-        return assistant(
-            content="Done: SUMMARY.md summarises the meeting notes and the to-do list."
-        )
+        return assistant(content="Done: SUMMARY.md summarises the meeting and the to-do list.")
 
 
 def human_approver(call: ToolCall, decision: Decision) -> bool:
@@ -148,13 +172,18 @@ async def main() -> int:
         async with Broker(
             workspace, policy, Path(tmp) / "audit.db", approver=human_approver
         ) as broker:
-            tools = broker.catalogue.export("openai")
+            # What the model is offered: the tools this policy lets it see, OpenAI format.
+            tools = [
+                export_tool(spec, "openai")
+                for spec in broker.catalogue.list()
+                if broker.policy.tool_visible_spec(spec)
+            ]
             print(f"{len(tools)} tools offered to the model\n")
             model = ScriptedModel()
             messages: list[dict[str, Any]] = [
                 {"role": "user", "content": "Summarise my notes into SUMMARY.md."}
             ]
-            while True:
+            for _turn in range(12):  # a real loop bounds its turns too
                 reply = model.respond(messages)
                 messages.append(reply)
                 show(reply)
@@ -163,7 +192,9 @@ async def main() -> int:
                 for result in await run_assistant_message(broker, reply):
                     messages.append(result)
                     show(result)
-            print("\nSUMMARY.md:\n" + (workspace / "SUMMARY.md").read_text())
+            summary = workspace / "SUMMARY.md"
+            if summary.exists():
+                print("\nSUMMARY.md:\n" + summary.read_text())
             print("audit trail:")
             for record in broker.audit.tail(100):
                 if record.kind != "completion":
