@@ -362,3 +362,14 @@ env = {{ {env_toml} }}
     ran = [r for r in records if r.tool == "ext__add" and r.kind == "request" and r.sandbox]
     assert ran and ran[0].backend == "mcp"
     assert ran[0].sandbox is not None and ran[0].sandbox["backend"] == "mcp"
+
+
+def test_example_policy_loads() -> None:
+    pytest.importorskip("runtime.policy")
+    from runtime.mcp.external import load_policy
+
+    policy, servers = load_policy(
+        Path(__file__).resolve().parents[2] / "examples" / "mcp_policy.toml"
+    )
+    assert [s.name for s in servers] == ["notes"]
+    assert policy.document.categories["file"] == "allow"
