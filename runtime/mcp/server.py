@@ -34,6 +34,8 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import secrets
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +61,34 @@ log = logging.getLogger("runtime.mcp")
 SERVER_NAME = "runtime"
 
 #: The input key and request state of an approval round (2026 era); the state is sealed and
-#: bound to the tool and its arguments by the SDK, so it only needs to say what was asked.
+#: bound to the tool and its arguments by the SDK, so it only needs to say what was asked,
+#: plus a nonce that makes each answer good for one run (a sealed state and its "yes" must
+#: not be replayable to run the call again and again within the state's lifetime).
 _APPROVAL_KEY = "approve"
 _APPROVAL_STATE = "runtime-approval:v1"
 _ASK_KEY = "answer"
 _ASK_STATE = "runtime-ask:v1"
+
+
+#: Seconds a sealed request state stays valid, and so how long a used nonce is remembered.
+_STATE_TTL_S = 600.0
+
+
+class _Nonces:
+    """Nonces of answered rounds, remembered for the state's lifetime."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, float] = {}
+
+    def consume(self, nonce: str) -> bool:
+        """True the first time ``nonce`` is seen (within the TTL), False after."""
+        now = time.monotonic()
+        if len(self._used) > 1024:
+            self._used = {n: t for n, t in self._used.items() if now - t < _STATE_TTL_S * 2}
+        if nonce in self._used:
+            return False
+        self._used[nonce] = now
+        return True
 
 
 @dataclass(slots=True)
@@ -71,22 +96,27 @@ class _Round:
     """The MCP request being served, as the approver and ask_user see it."""
 
     ctx: ServerRequestContext[Any, Any]
+    nonces: _Nonces
     answers: dict[str, Any] = field(default_factory=dict)
     state: str | None = None
     #: (input key, request state, question) when the answer must come in a later round.
     need: tuple[str, str, types.ElicitRequest] | None = None
 
-    def answer(self, key: str, state: str) -> tuple[str | None, dict[str, Any]] | None:
-        """The client's answer to what an earlier round asked, if this round carries it."""
-        if self.state != state or key not in self.answers:
+    def answer(self, key: str, kind: str) -> tuple[str | None, dict[str, Any]] | None:
+        """The client's answer to what an earlier round asked, if this round carries it
+        and it was not used before."""
+        if self.state is None or key not in self.answers:
+            return None
+        prefix, _, nonce = self.state.rpartition(":")
+        if prefix != kind or not nonce or not self.nonces.consume(nonce):
             return None
         return _answer_fields(self.answers[key])
 
-    def ask_later(self, key: str, state: str, message: str, schema: dict[str, Any]) -> None:
+    def ask_later(self, key: str, kind: str, message: str, schema: dict[str, Any]) -> None:
         request = types.ElicitRequest(
             params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
         )
-        self.need = (key, state, request)
+        self.need = (key, f"{kind}:{secrets.token_hex(16)}", request)
 
 
 #: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
@@ -195,6 +225,7 @@ class McpToolServer:
         #: How long an approval or a question waits for the client's answer, seconds: a
         #: client that never answers must not hold a call (and its limiter slot) forever.
         self.ask_timeout_s = ask_timeout_s
+        self._nonces = _Nonces()
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=runtime.__version__,
@@ -207,7 +238,9 @@ class McpToolServer:
         # Seals requestState and binds it to (method, tool, arguments) with an expiry; the key
         # lives in this process only, so a restart invalidates pending approvals (fail closed).
         self.server.middleware.append(
-            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+            RequestStateBoundary(
+                RequestStateSecurity.ephemeral(ttl=_STATE_TTL_S), default_audience=SERVER_NAME
+            )
         )
         # The broker asks us for approvals and user answers; both elicit the calling client.
         broker.approver = self.approve
@@ -229,7 +262,10 @@ class McpToolServer:
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
         current = _Round(
-            ctx=ctx, answers=dict(params.input_responses or {}), state=params.request_state
+            ctx=ctx,
+            nonces=self._nonces,
+            answers=dict(params.input_responses or {}),
+            state=params.request_state,
         )
         token = _current_round.set(current)
         try:

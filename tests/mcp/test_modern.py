@@ -146,3 +146,19 @@ async def test_ask_user_declined(target: Any) -> None:
         result = await c.call_tool("ask", {"question": "Which colour?"})
     assert result.is_error and result.structured_content is not None
     assert result.structured_content["error"]["type"] == "tool_error"
+
+
+async def test_an_answer_is_good_for_one_run(target: Any) -> None:
+    seen: list[str] = []
+    async with client(target, elicitation_callback=approver({"approve": True}, seen)) as c:
+        first = await c.session.call_tool("guarded", {"text": "once"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        kwargs: dict[str, Any] = {
+            "input_responses": APPROVED,
+            "request_state": first.request_state,
+            "allow_input_required": True,
+        }
+        ran = await c.session.call_tool("guarded", {"text": "once"}, **kwargs)
+        replay = await c.session.call_tool("guarded", {"text": "once"}, **kwargs)
+    assert isinstance(ran, types.CallToolResult) and ran.structured_content == {"echo": "once"}
+    assert isinstance(replay, types.InputRequiredResult)  # asked again, not run again
