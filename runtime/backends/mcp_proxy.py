@@ -37,7 +37,13 @@ from mcp.shared.exceptions import MCPError
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
-from runtime.errors import ManifestError, SandboxError, ToolFailed, ToolTimeout
+from runtime.errors import (
+    ManifestError,
+    SandboxError,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolTimeout,
+)
 from runtime.mcp.external import ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch, isolation_available, launch_for
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
@@ -86,12 +92,18 @@ class McpProxyBackend:
         if self._opened:
             raise SandboxError("an McpProxyBackend can be opened once")
         self._opened = True
-        await anyio.to_thread.run_sync(isolation_available)  # probes once; blocking
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        problem = await anyio.to_thread.run_sync(isolation_available)  # probes once; blocks
+        if problem is not None and self.mode == "strict" and self._connections:
+            raise SandboxUnavailable(
+                f"cannot isolate external MCP servers: {problem}", unavailable=True
+            )
+        self._tg = tg = anyio.create_task_group()
+        await tg.__aenter__()
         try:
-            for conn in self._connections:
-                await self._tg.start(self._serve, conn)
+            # Servers start side by side: start-up costs the slowest one, not the sum.
+            async with anyio.create_task_group() as starting:
+                for conn in self._connections:
+                    starting.start_soon(tg.start, self._serve, conn)
         except BaseException:
             await self._shutdown()
             await self._tg.__aexit__(None, None, None)

@@ -373,3 +373,20 @@ def test_example_policy_loads() -> None:
     )
     assert [s.name for s in servers] == ["notes"]
     assert policy.document.categories["file"] == "allow"
+
+
+async def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.backends import mcp_proxy
+    from runtime.errors import SandboxUnavailable
+
+    monkeypatch.setattr(mcp_proxy, "isolation_available", lambda: "no user namespaces")
+    with pytest.raises(SandboxUnavailable):
+        async with McpProxyBackend([server()], mode="strict"):
+            pass
+
+
+async def test_servers_start_side_by_side() -> None:
+    two = [server(), server(name="ext2", prefix="two")]
+    async with McpProxyBackend(two, mode="best_effort") as proxy:
+        names = {s.name for s in proxy.specs}
+    assert {"ext__add", "two__add"} <= names
