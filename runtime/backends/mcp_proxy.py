@@ -45,7 +45,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.mcp.external import ExternalServer, prefixed_name
-from runtime.mcp.launch import Launch, isolation_available, launch_for
+from runtime.mcp.launch import Launch, isolation_available, landlock_available, launch_for
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 
 __all__ = ["McpProxyBackend"]
@@ -92,7 +92,9 @@ class McpProxyBackend:
         if self._opened:
             raise SandboxError("an McpProxyBackend can be opened once")
         self._opened = True
-        problem = await anyio.to_thread.run_sync(isolation_available)  # probes once; blocks
+        # Probed once per process; blocking, so off the event loop.
+        problem = await anyio.to_thread.run_sync(isolation_available)
+        problem = problem or await anyio.to_thread.run_sync(landlock_available)
         if problem is not None and self.mode == "strict" and self._connections:
             raise SandboxUnavailable(
                 f"cannot isolate external MCP servers: {problem}", unavailable=True
@@ -169,6 +171,8 @@ class McpProxyBackend:
             conn.session = None
             log.warning("mcp server %r failed: %s", conn.server.name, conn.error)
         finally:
+            if conn.launch is not None:
+                conn.launch.cleanup()  # the process has exited: stdio_client waited for it
             conn.done.set()
             if not started:
                 task_status.started()

@@ -25,10 +25,22 @@ def add(a: int, b: int) -> Sum:
     return {"sum": a + b, "calls": calls["n"]}
 
 
+def _can_write(path: str) -> bool:
+    try:
+        with open(path, "w") as fh:
+            fh.write("x")
+    except OSError:
+        return False
+    os.unlink(path)
+    return True
+
+
 @server.tool()
 def whoami() -> dict[str, object]:
     """Where this server runs: uid, network interfaces, environment keys."""
     return {
+        "wrote_tmp": _can_write("/tmp/runtime-mcp-escape-test"),
+        "wrote_home": _can_write(os.path.join(os.environ.get("HOME", "/"), "probe")),
         "uid": os.getuid(),
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
         "env": sorted(os.environ),

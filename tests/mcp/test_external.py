@@ -128,6 +128,7 @@ async def test_minimal_environment(broker: Any) -> None:
         "LOGNAME",
         "SHELL",
         "TERM",
+        "TMPDIR",
         "LC_CTYPE",
     }
 
@@ -177,6 +178,8 @@ async def test_server_runs_isolated() -> None:
     assert info["uid"] != 0  # never host root
     assert info["interfaces"] == ["lo"]  # an empty network namespace
     assert info["pid"] < 10  # its own pid namespace
+    assert info["wrote_tmp"] is False  # Landlock: no writes outside its scratch directory
+    assert info["wrote_home"] is True
 
 
 @pytest.mark.sandbox
@@ -379,7 +382,7 @@ async def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyP
     from runtime.backends import mcp_proxy
     from runtime.errors import SandboxUnavailable
 
-    monkeypatch.setattr(mcp_proxy, "isolation_available", lambda: "no user namespaces")
+    monkeypatch.setattr(mcp_proxy, "landlock_available", lambda: "no Landlock")
     with pytest.raises(SandboxUnavailable):
         async with McpProxyBackend([server()], mode="strict"):
             pass

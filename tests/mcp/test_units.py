@@ -105,22 +105,44 @@ def test_host_port_errors(value: str) -> None:
 def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     server = ExternalServer(name="x", command=["/bin/true"])
     monkeypatch.setattr(launch_mod, "isolation_available", lambda: "no userns here")
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "no userns here")
     with pytest.raises(SandboxUnavailable):
         launch_mod.launch_for(server, mode="strict")
     plain = launch_mod.launch_for(server, mode="best_effort")
+    plain.cleanup()
     assert plain.argv == ["/bin/true"]
-    assert "netns" in plain.fingerprint.missing
+    assert "netns" in plain.fingerprint.missing and "landlock" in plain.fingerprint.missing
+
+
+def test_strict_mode_needs_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ExternalServer(name="x", command=["/bin/true"])
+    monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "Landlock is not available")
+    with pytest.raises(SandboxUnavailable):
+        launch_mod.launch_for(server, mode="strict")
+    partial = launch_mod.launch_for(server, mode="best_effort")
+    partial.cleanup()
+    assert "-c" not in partial.argv  # no shim
+    assert "landlock" in partial.fingerprint.missing
 
 
 def test_isolated_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: None)
     server = ExternalServer(name="x", command=["srv", "--flag"], env={"A": "1"})
     launch = launch_mod.launch_for(server, mode="strict")
-    assert launch.argv[-2:] == ["srv", "--flag"]
-    assert "--net" in launch.argv and "--no-new-privs" in launch.argv
-    assert launch.env["A"] == "1" and launch.env["HOME"] == "/"
     networked = launch_mod.launch_for(server.model_copy(update={"network": True}), mode="strict")
-    assert "--net" not in networked.argv
+    try:
+        assert launch.argv[-2:] == ["srv", "--flag"]
+        assert "--net" in launch.argv and "--no-new-privs" in launch.argv
+        assert launch.scratch is not None and launch.scratch.is_dir()
+        assert launch.env["A"] == "1" and launch.env["HOME"] == str(launch.scratch)
+        assert "landlock-writes" in launch.fingerprint.mechanisms
+        assert "--net" not in networked.argv
+    finally:
+        launch.cleanup()
+        networked.cleanup()
+    assert launch.scratch is not None and not launch.scratch.exists()
 
 
 @pytest.mark.parametrize(
