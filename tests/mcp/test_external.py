@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from runtime.backends.mcp_proxy import McpProxyBackend
 from runtime.catalogue import Catalogue
@@ -393,3 +395,49 @@ async def test_servers_start_side_by_side() -> None:
     async with McpProxyBackend(two, mode="best_effort") as proxy:
         names = {s.name for s in proxy.specs}
     assert {"ext__add", "two__add"} <= names
+
+
+async def test_serve_profile_scopes_listing_and_calls(tmp_path: Path) -> None:
+    """``--profile``: the listing and the calls are the profile's only."""
+    pytest.importorskip("runtime.policy")
+    pytest.importorskip("runtime.backends.wasm")
+    from tests.mcp.conftest import stdio_session
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        """
+version = 1
+default = "deny"
+
+[categories]
+data = "allow"
+memory = "allow"
+
+[profiles.parser]
+tools = ["json_parse"]
+"""
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "runtime",
+        "serve",
+        "--mcp",
+        "--policy",
+        str(policy),
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--audit",
+        str(tmp_path / "a.db"),
+    ]
+    async with stdio_session([*argv, "--profile", "parser"]) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        ok = await session.call_tool("json_parse", {"text": "[1]"})
+        with pytest.raises(MCPError) as hidden:
+            await session.call_tool("memory_write", {"key": "k", "content": "c"})
+    async with stdio_session(argv) as session:
+        everyone = {t.name for t in (await session.list_tools()).tools}
+    assert names == {"json_parse"}
+    assert ok.structured_content == {"data": [1]}
+    assert hidden.value.code == types.INVALID_PARAMS
+    assert {"json_parse", "memory_write"} <= everyone
