@@ -175,3 +175,30 @@ def test_dns_rebinding_protection(http_fixture_server: Any) -> None:
     headers = {"Host": "evil.example", "Accept": "application/json, text/event-stream"}
     response = httpx.post(http_fixture_server.url, json=body, headers=headers, timeout=10)
     assert response.status_code in (403, 421)
+
+
+def test_serve_bad_policy_is_a_usage_error(tmp_path: Path) -> None:
+    pytest.importorskip("runtime.policy")
+    policy = tmp_path / "p.toml"
+    policy.write_text('version = 1\n[categories]\nfile = "perhaps"\n')
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runtime",
+            "serve",
+            "--mcp",
+            "--policy",
+            str(policy),
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 64
+    assert "categories.file" in done.stderr
+    assert done.stdout == ""
