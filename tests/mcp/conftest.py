@@ -92,30 +92,29 @@ async def http_session(url: str, **session_kw: Any) -> AsyncIterator[ClientSessi
         yield session
 
 
+@pytest.fixture(scope="module")
+def shared_http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One HTTP fixture server per test module: HTTP sessions are independent, so tests can
+    share the process (a spawn costs more than most tests)."""
+    ws = tmp_path_factory.mktemp("http") / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("hello from the workspace\n")
+    server = HttpServer(
+        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(ws), "--http", "127.0.0.1:0"]
+    )
+    yield server
+    server.close()
+
+
 @pytest.fixture(params=["stdio", "http"])
-def connect(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Callable[..., Any]]:
+def connect(request: pytest.FixtureRequest, workspace: Path) -> Callable[..., Any]:
     """A session factory for the fixture server over each transport."""
-    servers: list[HttpServer] = []
 
     def factory(**session_kw: Any) -> Any:
         if request.param == "stdio":
             argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
             return stdio_session(argv, **session_kw)
-        if not servers:
-            servers.append(
-                HttpServer(
-                    [
-                        sys.executable,
-                        str(FIXTURE_SERVER),
-                        "--workspace",
-                        str(workspace),
-                        "--http",
-                        "127.0.0.1:0",
-                    ]
-                )
-            )
-        return http_session(servers[0].url, **session_kw)
+        server: HttpServer = request.getfixturevalue("shared_http_server")
+        return http_session(server.url, **session_kw)
 
-    yield factory
-    for server in servers:
-        server.close()
+    return factory

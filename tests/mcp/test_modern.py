@@ -26,9 +26,8 @@ def target(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Any]:
     if request.param == "stdio":
         yield StdioServerParameters(command=argv[0], args=argv[1:])
         return
-    server = HttpServer([*argv, "--http", "127.0.0.1:0"])
+    server: HttpServer = request.getfixturevalue("shared_http_server")
     yield server.url
-    server.close()
 
 
 @asynccontextmanager
