@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar, overload
 
 from runtime.audit._canonical import (
     GENESIS_HASH,
@@ -87,6 +87,7 @@ class AuditLog:
 
     # -- writes -----------------------------------------------------------------------------
 
+    @overload
     def record_request(
         self,
         *,
@@ -96,10 +97,37 @@ class AuditLog:
         decision: dict[str, Any] | None,
         backend: str | None,
         sandbox: dict[str, Any] | None,
-    ) -> AuditRecord:
+        returning: Literal[True] = True,
+    ) -> AuditRecord: ...
+
+    @overload
+    def record_request(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: Any,
+        decision: dict[str, Any] | None,
+        backend: str | None,
+        sandbox: dict[str, Any] | None,
+        returning: Literal[False],
+    ) -> None: ...
+
+    def record_request(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: Any,
+        decision: dict[str, Any] | None,
+        backend: str | None,
+        sandbox: dict[str, Any] | None,
+        returning: bool = True,
+    ) -> AuditRecord | None:
         """The write-ahead record, committed before the call runs.
 
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
+        ``returning=False`` (the broker's hot path) skips building the AuditRecord model.
         """
         data = self._canonical("arguments", arguments)
         shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
@@ -127,7 +155,41 @@ class AuditLog:
             None,
             None,
         )
-        return self._append(fields, shown)
+        return self._append(fields, shown, returning)
+
+    @overload
+    def record_completion(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        outcome: str,
+        error_type: str | None,
+        duration_ms: float,
+        usage: dict[str, Any] | None,
+        result: Any,
+        backend: str | None = None,
+        sandbox: dict[str, Any] | None = None,
+        decision: dict[str, Any] | None = None,
+        returning: Literal[True] = True,
+    ) -> AuditRecord: ...
+
+    @overload
+    def record_completion(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        outcome: str,
+        error_type: str | None,
+        duration_ms: float,
+        usage: dict[str, Any] | None,
+        result: Any,
+        backend: str | None = None,
+        sandbox: dict[str, Any] | None = None,
+        decision: dict[str, Any] | None = None,
+        returning: Literal[False],
+    ) -> None: ...
 
     def record_completion(
         self,
@@ -142,10 +204,12 @@ class AuditLog:
         backend: str | None = None,
         sandbox: dict[str, Any] | None = None,
         decision: dict[str, Any] | None = None,
-    ) -> AuditRecord:
+        returning: bool = True,
+    ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
-        The result itself is not stored; a ``None`` result has no digest.
+        The result itself is not stored; a ``None`` result has no digest. ``returning=False``
+        skips building the AuditRecord model.
         """
         if outcome not in OUTCOMES:
             raise AuditError(
@@ -177,7 +241,7 @@ class AuditLog:
             result_digest,
             result_size,
         )
-        return self._append(fields, shown)
+        return self._append(fields, shown, returning)
 
     def _canonical(self, what: str, value: Any) -> bytes:
         try:
@@ -196,7 +260,9 @@ class AuditLog:
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
-    def _append(self, fields: tuple[Any, ...], shown: dict[str, Any]) -> AuditRecord:
+    def _append(
+        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool
+    ) -> AuditRecord | None:
         """Append a record; return it with ``shown`` (the redacted objects) as its JSON fields.
 
         Returning the objects in hand instead of re-parsing the stored text saves a JSON decode
@@ -227,6 +293,8 @@ class AuditLog:
                 row = self._db(write=True).append(build)
             except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+        if not returning:
+            return None
         data = dict(zip(COLUMNS, row, strict=True))
         for name in JSON_FIELDS:
             data[name] = shown[name] if name in shown else _parse_json(data[name])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runtime.audit._canonical import canonical_json, canonical_scalar, sha256_hex
+from runtime.audit._canonical import _encode_str, canonical_json, canonical_scalar, sha256_hex
 from runtime.models import AuditRecord
 
 __all__ = ["COLUMNS", "JSON_FIELDS", "body_bytes", "chain_hash", "row_to_record"]
@@ -60,14 +60,20 @@ def body_bytes(row: tuple[Any, ...]) -> bytes:
     columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
     the bytes differ and so does the hash, which is the point).
     """
+    # Hot path (twice per call): the common column types are inlined rather than dispatched
+    # through canonical_scalar; anything unusual still goes through it.
     parts = []
     for index, is_json, key in _BODY_ORDER:
         value = row[index]
-        if is_json and value is not None:
-            text = value if type(value) is str else canonical_json(value).decode("utf-8")
+        t = type(value)
+        if value is None:
+            parts.append(key + "null")
+        elif is_json:
+            parts.append(key + (value if t is str else canonical_json(value).decode("utf-8")))
+        elif t is str:
+            parts.append(key + _encode_str(value))
         else:
-            text = canonical_scalar(value)
-        parts.append(key + text)
+            parts.append(key + canonical_scalar(value))
     try:
         return ("{" + ",".join(parts) + "}").encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate in a column

@@ -27,6 +27,7 @@ from typing import Any, cast
 import anyio
 
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
+from runtime.broker import _fast
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -50,7 +51,6 @@ from runtime.models import (
     ToolCall,
     ToolResult,
     ToolSpec,
-    Usage,
     utcnow,
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
@@ -341,6 +341,7 @@ class Broker:
             decision=_decision_dict(decision),
             backend=spec.backend.value,
             sandbox=st.fingerprint.as_dict(),
+            returning=False,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -467,6 +468,7 @@ class Broker:
                     decision=_decision_dict(decision),
                     backend=spec.backend.value if spec else None,
                     sandbox=None,
+                    returning=False,
                 )
                 audited = True
             if audited:
@@ -480,6 +482,7 @@ class Broker:
                     result=result_value,
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
+                    returning=False,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)
@@ -497,7 +500,7 @@ class Broker:
             if isinstance(error, AuditError):
                 details["fail_closed"] = True
             error_info = ErrorInfo(type=error.error_type, message=error.message, details=details)
-        result = ToolResult(
+        result = _fast.tool_result(
             call_id=call_id,
             tool=tool,
             success=success,
@@ -507,7 +510,7 @@ class Broker:
             completed_at=utcnow(),
             duration_ms=duration_ms,
             backend=spec.backend.value if spec else None,
-            usage=Usage.model_validate(usage_data),
+            usage=_fast.usage(usage_data),
             decision={"action": decision.action, "rule": decision.rule} if decision else None,
         )
         if spec is not None:
