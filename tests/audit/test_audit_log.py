@@ -398,3 +398,14 @@ def test_returning_false_writes_the_same_record(tmp_path: Path) -> None:
         want = [r.model_dump(exclude=ignore) for r in full.tail()]
         assert got == want
         assert fast.verify().ok
+
+
+def test_clock_matches_isoformat(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.audit import _log
+
+    clock = _log._Clock()
+    for ns in (0, 1_700_000_000_123_456_789, 1_700_000_000_999_999_999, 1_700_000_001_000_000_000):
+        monkeypatch.setattr(_log.time, "time_ns", lambda ns=ns: ns)
+        expected = datetime.datetime.fromtimestamp(ns // 1000 / 1e6, datetime.UTC)
+        want = expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        assert clock() == want
