@@ -275,7 +275,7 @@ class Broker:
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        backend = self._sync_backend_for(call)
+        st.tc, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -292,9 +292,11 @@ class Broker:
             result = self._finish(st)
         return result
 
-    def _sync_backend_for(self, call: Any) -> Backend:
+    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, Backend]:
+        """The normalised call (so that _admit does not normalise it twice) and its backend."""
         try:
-            tool = self.catalogue.get(self._normalize(call).tool)
+            tc = self._normalize(call)
+            tool = self.catalogue.get(tc.tool)
         except RuntimeToolError as exc:
             raise NeedsEventLoop("the call is rejected on the async path") from exc
         kind = tool.backend.value
@@ -307,13 +309,14 @@ class Broker:
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
         if self.approver is not None and inspect.iscoroutinefunction(self.approver):
             raise NeedsEventLoop("the approver is async")
-        return backend
+        return tc, backend
 
     def _admit(
         self, st: _CallState, session: str, profile: str | None
     ) -> tuple[ToolSpec, Decision]:
-        """Normalise, look up, validate, decide. Raises on refusal."""
-        st.tc = tc = self._normalize(st.raw)
+        """Normalise (unless call_sync already did), look up, validate, decide. Raises on
+        refusal."""
+        st.tc = tc = st.tc or self._normalize(st.raw)
         self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
