@@ -117,11 +117,14 @@ def run_benchmark(
     request = _request()
     call = {"tool": "json_parse", "arguments": {"text": document_1kib()}}
     bare = bare_wasmtime()
-    with tempfile.TemporaryDirectory() as tmp, SyncBroker(
-        workspace=Path(tmp) / "ws",
-        audit=Path(tmp) / "audit.db",
-        backends={"wasm": backend},
-    ) as broker:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        SyncBroker(
+            workspace=Path(tmp) / "ws",
+            audit=Path(tmp) / "audit.db",
+            backends={"wasm": backend},
+        ) as broker,
+    ):
         # The first call starts the backend (guest build, compile) on the event loop; the
         # rest take the synchronous path. Warm both paths and the caches.
         for _ in range(50):
