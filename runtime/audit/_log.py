@@ -54,13 +54,14 @@ class _Clock:
     the per-record cost.
     """
 
-    __slots__ = ("_cached",)
+    __slots__ = ("_cached", "_ns")
 
-    def __init__(self) -> None:
+    def __init__(self, ns: Callable[[], int] = time.time_ns) -> None:
+        self._ns = ns
         self._cached: tuple[int, str] = (-1, "")
 
     def __call__(self) -> str:
-        second, micro = divmod(time.time_ns() // 1000, 1_000_000)
+        second, micro = divmod(self._ns() // 1000, 1_000_000)
         # One attribute read and one write: threads (several logs share this clock) never
         # see a second paired with another second's prefix.
         cached = self._cached

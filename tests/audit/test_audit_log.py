@@ -400,12 +400,19 @@ def test_returning_false_writes_the_same_record(tmp_path: Path) -> None:
         assert fast.verify().ok
 
 
-def test_clock_matches_isoformat(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clock_matches_isoformat() -> None:
     from runtime.audit import _log
 
-    clock = _log._Clock()
-    for ns in (0, 1_700_000_000_123_456_789, 1_700_000_000_999_999_999, 1_700_000_001_000_000_000):
-        monkeypatch.setattr(_log.time, "time_ns", lambda ns=ns: ns)
-        expected = datetime.datetime.fromtimestamp(ns // 1000 / 1e6, datetime.UTC)
-        want = expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
-        assert clock() == want
+    now = [0]
+    clock = _log._Clock(lambda: now[0])
+    for ns in (
+        0,
+        1_700_000_000_123_456_789,
+        1_700_000_000_999_999_999,
+        1_700_000_001_000_000_000,
+        1_700_000_000_000_000_001,  # back a second: the cached prefix is not reused
+    ):
+        now[0] = ns
+        second, micro = divmod(ns // 1000, 1_000_000)
+        expected = datetime.datetime.fromtimestamp(second, datetime.UTC).replace(microsecond=micro)
+        assert clock() == expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
