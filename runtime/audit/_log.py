@@ -198,6 +198,7 @@ class AuditLog:
         sandbox: dict[str, Any] | None = None,
         decision: dict[str, Any] | None = None,
         returning: Literal[True] = True,
+        result_bytes: bytes | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -215,6 +216,7 @@ class AuditLog:
         sandbox: dict[str, Any] | None = None,
         decision: dict[str, Any] | None = None,
         returning: Literal[False],
+        result_bytes: bytes | None = None,
     ) -> None: ...
 
     def record_completion(
@@ -231,11 +233,14 @@ class AuditLog:
         sandbox: dict[str, Any] | None = None,
         decision: dict[str, Any] | None = None,
         returning: bool = True,
+        result_bytes: bytes | None = None,
     ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
         The result itself is not stored; a ``None`` result has no digest. ``returning=False``
-        skips building the AuditRecord model.
+        skips building the AuditRecord model. ``result_bytes`` is :meth:`canonical_result`
+        of ``result`` when the caller already has it (the broker sizes results with it), so
+        the result is serialised once per call.
         """
         if outcome not in OUTCOMES:
             raise AuditError(
@@ -244,7 +249,7 @@ class AuditLog:
         result_digest: str | None = None
         result_size: int | None = None
         if result is not None:
-            data = self._canonical("result", result)
+            data = result_bytes if result_bytes is not None else self._canonical("result", result)
             result_digest, result_size = sha256_hex(data), len(data)
         try:
             duration = float(duration_ms)
@@ -268,6 +273,11 @@ class AuditLog:
             result_size,
         )
         return self._append(fields, shown, returning)
+
+    def canonical_result(self, result: Any) -> bytes:
+        """The bytes a completion record's ``result_digest``/``result_size`` are taken over
+        (RFC 8785, integers beyond 2**53 as strings). Raises AuditError for non-JSON data."""
+        return self._canonical("result", result)
 
     def _canonical(self, what: str, value: Any) -> bytes:
         try:

@@ -85,6 +85,7 @@ class _CallState:
     error: RuntimeToolError | None = None
     audited: bool = False
     cancelled: bool = False
+    result_bytes: bytes | None = None
 
 
 class NeedsEventLoop(Exception):
@@ -368,7 +369,7 @@ class Broker:
         assert st.outcome is not None and st.spec is not None and st.decision is not None
         if st.outcome.fingerprint is not None:
             st.fingerprint = st.outcome.fingerprint
-        self._check_result(st.spec, st.decision.limits, st.outcome.result)
+        st.result_bytes = self._check_result(st.spec, st.decision.limits, st.outcome.result)
 
     def _internal(self, st: _CallState, exc: Exception) -> InternalError:
         log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
@@ -429,18 +430,31 @@ class Broker:
             )
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
-    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> None:
-        data = json.dumps(result, ensure_ascii=False, default=str)
-        if len(data.encode()) > limits.output_bytes:
+    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> bytes | None:
+        """Size cap and result schema; returns the result's canonical bytes (sized here, then
+        digested by the completion record: one serialisation per call), or None when the
+        result is not plain JSON data (sized as ``json.dumps`` text; the audit log then
+        refuses it)."""
+        try:
+            canonical: bytes | None = self.audit.canonical_result(result)
+        except AuditError:
+            canonical = None
+        if canonical is not None:
+            size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+        else:
+            text = json.dumps(result, ensure_ascii=False, default=str)
+            size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+        if size > limits.output_bytes:
             raise OutputTooLarge(
-                f"{spec.name}: result of {len(data.encode())} bytes exceeds the limit of "
+                f"{spec.name}: result of {size} bytes exceeds the limit of "
                 f"{limits.output_bytes} bytes",
                 limit=limits.output_bytes,
-                preview=data[:1024],
+                preview=preview,
             )
         validator = self.catalogue.result_validator(spec.name)
         if validator is not None:
             validator.validate_result(spec.name, result)
+        return canonical
 
     def _finish(self, st: _CallState) -> ToolResult:
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
@@ -485,6 +499,7 @@ class Broker:
                     duration_ms=duration_ms,
                     usage=usage_data or None,
                     result=result_value,
+                    result_bytes=st.result_bytes if result_value is not None else None,
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
                     returning=False,
