@@ -1,0 +1,260 @@
+"""Raw Linux system calls the sandbox needs and Python 3.11 does not wrap.
+
+Every wrapper raises ``OSError`` with the kernel's errno (never a string to parse), so the
+child set-up can fail fast with the errno of the step that broke. Only x86_64 is supported:
+the syscall numbers below and the seccomp architecture check are for that ABI.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+__all__ = [
+    "AT_EMPTY_PATH",
+    "AT_RECURSIVE",
+    "CLONE_NEWCGROUP",
+    "CLONE_NEWIPC",
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWPID",
+    "CLONE_NEWUSER",
+    "CLONE_NEWUTS",
+    "MNT_DETACH",
+    "MOUNT_ATTR_IDMAP",
+    "MOUNT_ATTR_NODEV",
+    "MOUNT_ATTR_NOSUID",
+    "MOUNT_ATTR_RDONLY",
+    "MOVE_MOUNT_F_EMPTY_PATH",
+    "MS_BIND",
+    "MS_NODEV",
+    "MS_NOEXEC",
+    "MS_NOSUID",
+    "MS_PRIVATE",
+    "MS_RDONLY",
+    "MS_REC",
+    "MS_REMOUNT",
+    "NS_FLAGS",
+    "OPEN_TREE_CLOEXEC",
+    "OPEN_TREE_CLONE",
+    "SUPPORTED",
+    "capset_zero",
+    "landlock_add_rule",
+    "landlock_create_ruleset",
+    "landlock_restrict_self",
+    "mount",
+    "mount_setattr",
+    "move_mount",
+    "open_tree",
+    "pivot_root",
+    "prctl",
+    "seccomp_load_bpf",
+    "syscall",
+    "umount2",
+    "unshare",
+]
+
+SUPPORTED = platform.machine() == "x86_64" and os.uname().sysname == "Linux"
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+#: Every namespace flag (plus CLONE_NEWTIME 0x80): the seccomp filter refuses clone with any.
+NS_FLAGS = (
+    CLONE_NEWNS
+    | CLONE_NEWCGROUP
+    | CLONE_NEWUTS
+    | CLONE_NEWIPC
+    | CLONE_NEWUSER
+    | CLONE_NEWPID
+    | CLONE_NEWNET
+    | 0x00000080
+)
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = 0o2000000
+AT_EMPTY_PATH = 0x1000
+AT_RECURSIVE = 0x8000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+MOUNT_ATTR_IDMAP = 0x100000
+
+_NR = {
+    "capset": 126,
+    "pivot_root": 155,
+    "open_tree": 428,
+    "move_mount": 429,
+    "mount_setattr": 442,
+    "landlock_create_ruleset": 444,
+    "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
+}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
+
+
+def _check(res: int, what: str) -> int:
+    if res < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return res
+
+
+def syscall(nr: int, *args: int | bytes | ctypes.c_void_p | None) -> int:
+    """A raw syscall; returns the kernel's result or -errno (never raises): for probes."""
+    cargs = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    res = int(_libc.syscall(ctypes.c_long(nr), *cargs))
+    return -ctypes.get_errno() if res == -1 else res
+
+
+def _sys(name: str, *args: object) -> int:
+    cargs = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    return _check(int(_libc.syscall(ctypes.c_long(_NR[name]), *cargs)), name)
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
+    _check(
+        _libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def umount2(target: str, flags: int) -> None:
+    _check(_libc.umount2(target.encode(), flags), f"umount2 {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    _sys("pivot_root", new_root.encode(), put_old.encode())
+
+
+def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
+    return _check(_libc.prctl(option, a2, a3, a4, a5), f"prctl {option}")
+
+
+def open_tree(path: str, flags: int) -> int:
+    return _sys("open_tree", -100, path.encode(), flags)
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def mount_setattr(fd: int, attr_set: int, userns_fd: int = 0, flags: int = 0) -> None:
+    attr = _MountAttr(attr_set, 0, 0, userns_fd)
+    _sys(
+        "mount_setattr",
+        fd,
+        b"",
+        AT_EMPTY_PATH | flags,
+        ctypes.cast(ctypes.pointer(attr), ctypes.c_void_p),
+        ctypes.sizeof(attr),
+    )
+
+
+def move_mount(fd: int, target: str) -> None:
+    _sys("move_mount", fd, b"", -100, target.encode(), MOVE_MOUNT_F_EMPTY_PATH)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def capset_zero() -> None:
+    """Drop every capability (effective, permitted, inheritable) of the calling thread."""
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _sys(
+        "capset",
+        ctypes.cast(ctypes.pointer(header), ctypes.c_void_p),
+        ctypes.cast(data, ctypes.c_void_p),
+    )
+
+
+def landlock_create_ruleset(attr: bytes | None, flags: int) -> int:
+    if attr is None:
+        return _sys("landlock_create_ruleset", None, 0, flags)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    return _sys("landlock_create_ruleset", ctypes.cast(buf, ctypes.c_void_p), len(attr), flags)
+
+
+def landlock_add_rule(ruleset_fd: int, rule_type: int, attr: bytes) -> None:
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    _sys("landlock_add_rule", ruleset_fd, rule_type, ctypes.cast(buf, ctypes.c_void_p), 0)
+
+
+def landlock_restrict_self(ruleset_fd: int) -> None:
+    _sys("landlock_restrict_self", ruleset_fd, 0)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def seccomp_load_bpf(program: bytes) -> None:
+    """Install a classic-BPF seccomp filter (8-byte instructions). Needs no_new_privs."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    # PR_SET_SECCOMP = 22, SECCOMP_MODE_FILTER = 2
+    _check(
+        _libc.prctl(22, 2, ctypes.addressof(prog), 0, 0),
+        "prctl(PR_SET_SECCOMP)",
+    )

@@ -1,0 +1,461 @@
+"""The broker side of the Linux sandbox: starts the zygote, runs calls, maps every outcome.
+
+One zygote per backend. For each call the backend makes a socketpair, hands the child end to
+the zygote (SCM_RIGHTS), and then talks to the sandboxed child directly: it writes the call
+frame, answers the child's broker requests, reads one result frame with the size capped
+while reading, and waits for the zygote's exit report. The child is hostile: anything but a
+well-formed result becomes a typed :mod:`runtime.errors` exception, and the broker lives on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.sandbox._channels import CallChannel, ControlChannel
+from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.errors import (
+    OutputTooLarge,
+    ResourceLimitExceeded,
+    RuntimeToolError,
+    SandboxError,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolTimeout,
+)
+from runtime.frames import (
+    FrameError,
+    FrameTooLarge,
+)
+from runtime.models import Limits, ToolSpec, WorkspaceAccess
+from runtime.toolkit import builtin_tools_dir
+
+__all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
+
+#: Mechanisms a test may switch off (test-only: shows each wall matters on its own).
+DISABLE_NAMES = frozenset(
+    {"userns", "mountns", "pidns", "netns", "landlock", "seccomp", "rlimits", "cgroup", "capdrop"}
+)
+#: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
+SANDBOX_UID = 2_000_000_000
+_START_TIMEOUT_S = 60.0
+_EXIT_WAIT_S = 30.0
+
+
+class SandboxBackend:
+    """Linux subprocess sandbox.
+
+    ``mode``: ``strict`` (default) refuses to start when user namespaces, Landlock or
+    seccomp are missing; ``best_effort`` runs with what exists (see :meth:`fingerprint`).
+    ``preload``: tool specs imported by the zygote at start (others load on first use).
+    ``state_dirs``: workspace-relative directories hidden under an empty read-only mount.
+    ``pool``: how many call profiles (workspace, access, exec, limits, env) keep one spare
+    child pre-forked and fully walled, waiting for its single call; 0 disables. Default 8.
+    ``grace_s``: seconds between SIGTERM and SIGKILL of a timed-out call. Default 0.5.
+    ``sandbox_uid``: unprivileged host uid/gid the sandbox runs as when the broker is root.
+    ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
+    so the escape suite can show that each one matters.
+    """
+
+    name = "subprocess"
+
+    def __init__(
+        self,
+        *,
+        mode: Literal["strict", "best_effort"] = "strict",
+        preload: Iterable[ToolSpec] = (),
+        state_dirs: Iterable[str] = (".runtime",),
+        disable: frozenset[str] = frozenset(),
+        sandbox_uid: int = SANDBOX_UID,
+        grace_s: float = 0.5,
+        pool: int = 8,
+    ) -> None:
+        unknown = set(disable) - DISABLE_NAMES
+        if unknown:
+            raise ValueError(f"unknown mechanisms to disable: {sorted(unknown)}")
+        if mode not in ("strict", "best_effort"):
+            raise ValueError(f"mode must be 'strict' or 'best_effort', not {mode!r}")
+        for name in state_dirs:
+            parts = Path(name).parts
+            if not parts or Path(name).is_absolute() or ".." in parts or "/" in name:
+                raise ValueError(f"state_dirs entries are plain names in the workspace: {name!r}")
+        self.mode = mode
+        self._preload = list(preload)
+        self._state_dirs = tuple(state_dirs)
+        self._disable = frozenset(disable)
+        self._uid = sandbox_uid
+        self._grace_s = grace_s
+        self._pool = pool
+        self._ids = itertools.count(1)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: ControlChannel | None = None
+        self._caps: dict[str, Any] = {}
+        self._fingerprint = Fingerprint(backend=self.name, mode=mode)
+        self.load_errors: dict[str, str] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @staticmethod
+    def _tool_ref(spec: ToolSpec) -> tuple[str, str, str]:
+        if not spec.entry:
+            raise ToolFailed(f"tool {spec.name!r} has no entry point for the subprocess backend")
+        base = spec.source.parent if spec.source is not None else builtin_tools_dir()
+        base_s = str(base.resolve())
+        return f"{base_s}::{spec.entry}", spec.entry, base_s
+
+    def _spawn_zygote(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The zygote's environment is its own, never the broker's (which may hold secrets):
+        # just enough to find this package and the broker's installed dependencies.
+        pkg_root = str(Path(__file__).resolve().parents[3])
+        site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        env = {
+            "PYTHONPATH": os.pathsep.join([pkg_root, *site]),
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-s",
+                    "-m",
+                    "runtime.backends.sandbox.zygote",
+                    str(theirs.fileno()),
+                ],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                cwd="/",
+                close_fds=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise SandboxUnavailable(f"cannot start the sandbox fork-server: {exc}") from exc
+        finally:
+            theirs.close()
+        return ours
+
+    async def start(self) -> None:
+        """Start the zygote. Calling it again after the zygote died starts a new one."""
+        if self._ctl is not None and not self._ctl.closed:
+            return
+        if self._ctl is not None:
+            await self.aclose()
+        self._ctl = ControlChannel(self._spawn_zygote())
+        tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
+        init = {
+            "type": "init",
+            "tools": tools,
+            "disable": sorted(self._disable),
+            "sandbox_uid": self._uid,
+            "sandbox_gid": self._uid,
+            "state_dirs": list(self._state_dirs),
+            "grace_s": self._grace_s,
+            "pool_size": self._pool,
+        }
+        try:
+            await self._ctl.send(init)
+            with anyio.fail_after(_START_TIMEOUT_S):
+                ready = await self._ctl.receive()
+        except (SandboxError, TimeoutError) as exc:
+            await self.aclose()
+            raise SandboxUnavailable(f"the sandbox fork-server did not start: {exc}") from exc
+        self._caps = dict(ready.get("caps", {}))
+        self.load_errors = dict(ready.get("errors", {}))
+        missing = list(self._caps.get("missing_required", []))
+        if "seccomp" in self.load_errors and "seccomp" not in missing:
+            missing.append("seccomp")
+        if missing and self.mode == "strict":
+            await self.aclose()
+            raise SandboxUnavailable(
+                f"strict mode: missing isolation mechanism(s): {', '.join(missing)}",
+                missing=missing,
+                capabilities=self._caps,
+            )
+        self._fingerprint = self._make_fingerprint(missing, ready.get("cgroups", []))
+
+    def _make_fingerprint(self, missing: list[str], cgroups: list[str]) -> Fingerprint:
+        caps, off = self._caps, set(self._disable)
+        if "userns" in off or "userns" in missing:
+            off |= {"userns", "mountns", "pidns", "netns"}
+        abi = int(caps.get("landlock_abi", 0))
+        candidates = {
+            "userns": "userns" not in off,
+            "mountns": "mountns" not in off,
+            "pidns": "pidns" not in off,
+            "netns": "netns" not in off,
+            "ipcns": "userns" not in off,
+            "utsns": "userns" not in off,
+            "idmap": bool(caps.get("is_root")) and "mountns" not in off,
+            "no_new_privs": True,
+            "capdrop": "capdrop" not in off,
+            "rlimits": "rlimits" not in off,
+            "cgroup_memory": "memory" in cgroups,
+            "cgroup_pids": "pids" in cgroups,
+            "landlock": abi > 0 and "landlock" not in off,
+            "landlock_net": abi >= 4 and "landlock" not in off,
+            "landlock_scope": abi >= 6 and "landlock" not in off,
+            "seccomp": "seccomp" not in missing and "seccomp" not in off,
+        }
+        active = tuple(name for name, on in candidates.items() if on)
+        absent = tuple(sorted(set(missing) | {n for n, on in candidates.items() if not on}))
+        return Fingerprint(backend=self.name, mechanisms=active, missing=absent, mode=self.mode)
+
+    async def aclose(self) -> None:
+        ctl, proc = self._ctl, self._proc
+        self._ctl = self._proc = None
+        if ctl is not None:
+            # EOF on the control socket makes the zygote SIGKILL every call and exit.
+            ctl.close()
+        if proc is not None:
+            with anyio.CancelScope(shield=True):
+                # The zygote exits as soon as its calls are reaped; wait without blocking
+                # the event loop, then make sure.
+                try:
+                    await anyio.to_thread.run_sync(proc.wait, 5.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def fingerprint(self) -> Fingerprint:
+        return self._fingerprint
+
+    def capabilities(self) -> dict[str, Any]:
+        """What the zygote's probe found (the same data as ``probe_host().as_dict()``)."""
+        return dict(self._caps)
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # -- one call -----------------------------------------------------------------------
+
+    def _plan(self, request: ExecRequest) -> dict[str, Any]:
+        needs = request.spec.sandbox
+        access = needs.workspace
+        workspace = str(request.workspace.resolve()) if access != WorkspaceAccess.NONE else None
+        return {
+            "call_id": request.call_id,
+            "workspace": workspace,
+            "access": str(access),
+            "exec": bool(needs.exec),
+            "limits": request.limits.model_dump(),
+            "env": dict(request.env),
+        }
+
+    async def run(self, request: ExecRequest) -> ExecOutcome:
+        ctl = self._ctl
+        if ctl is None or ctl.closed:
+            raise SandboxError("the sandbox backend is not started")
+        limits = request.limits
+        key, entry, base = self._tool_ref(request.spec)
+        call_id = next(self._ids)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        call = CallChannel(ours, max_frame=limits.output_bytes + 4096)
+        started = time.monotonic()
+        spawn = {
+            "type": "spawn",
+            "id": call_id,
+            "tool": key,
+            "entry": entry,
+            "base": base,
+            "plan": self._plan(request),
+        }
+        terminal: dict[str, Any] | None = None
+        frame_error: FrameError | None = None
+        exit_report: dict[str, Any] | None = None
+        timed_out = False
+        try:
+            try:
+                await ctl.send(spawn, theirs.fileno())
+            finally:
+                theirs.close()
+            with anyio.move_on_after(limits.timeout_s) as scope:
+                try:
+                    terminal = await self._converse(call, request)
+                except FrameError as exc:
+                    # A child that breaks the protocol gets no second chance.
+                    frame_error = exc
+                    await ctl.send({"type": "kill", "id": call_id, "grace_s": 0.0})
+                exit_report = await ctl.wait_for(call_id)
+            timed_out = scope.cancelled_caught
+        finally:
+            call.close()
+            if exit_report is None:
+                # Timeout, cancellation, or a broken conversation: end the namespace and
+                # reap it before returning, so nothing of this call outlives it.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_WAIT_S):
+                    await ctl.send({"type": "kill", "id": call_id, "grace_s": self._grace_s})
+                    exit_report = await ctl.wait_for(call_id)
+        usage = self._usage(exit_report, started)
+        if timed_out:
+            raise ToolTimeout(
+                f"the call exceeded its {limits.timeout_s:g} s timeout",
+                usage=usage,
+                limit_s=limits.timeout_s,
+            )
+        result = self._outcome(terminal, frame_error, exit_report or {}, limits, usage)
+        return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
+
+    async def _converse(self, call: CallChannel, request: ExecRequest) -> dict[str, Any] | None:
+        await call.send(
+            {
+                "type": "call",
+                "arguments": request.arguments,
+                "broker": request.broker_requests is not None,
+            }
+        )
+        while True:
+            frame = await call.receive()
+            if frame is None:
+                return None
+            kind = frame.get("type")
+            if kind in ("result", "error", "setup_error"):
+                return frame
+            if kind != "request":
+                raise FrameError(f"unexpected frame type {kind!r} from the child")
+            await call.send(await self._answer(frame, request))
+
+    @staticmethod
+    async def _answer(frame: dict[str, Any], request: ExecRequest) -> dict[str, Any]:
+        op, payload = frame.get("op"), frame.get("payload")
+        handler = request.broker_requests
+        if handler is None:
+            return {
+                "type": "reply",
+                "ok": False,
+                "message": f"this call has no channel to the broker for {op!r}",
+            }
+        if not isinstance(op, str) or not isinstance(payload, dict):
+            return {"type": "reply", "ok": False, "message": "malformed broker request"}
+        try:
+            value = await handler(op, payload)
+        except RuntimeToolError as exc:
+            return {"type": "reply", "ok": False, "message": exc.message}
+        return {"type": "reply", "ok": True, "value": value}
+
+    @staticmethod
+    def _usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
+        usage: dict[str, Any] = {"wall_ms": (time.monotonic() - started) * 1000.0}
+        if report:
+            for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
+                if report.get(key) is not None:
+                    usage[key] = report[key]
+        return usage
+
+    def _outcome(
+        self,
+        terminal: dict[str, Any] | None,
+        frame_error: FrameError | None,
+        report: dict[str, Any],
+        limits: Limits,
+        usage: dict[str, Any],
+    ) -> Any:
+        if report.get("type") == "spawn_failed":
+            raise SandboxError(
+                f"the sandbox could not start the call: {report.get('message')}", usage=usage
+            )
+        code, sig = report.get("code"), report.get("signal")
+        # C reports a killed descendant as 128 + signal number.
+        if sig is None and isinstance(code, int) and code > 128:
+            sig = code - 128
+        if terminal is not None and terminal.get("type") == "setup_error":
+            raise SandboxError(
+                f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
+                usage=usage,
+                phase=terminal.get("phase"),
+                errno=terminal.get("errno"),
+            )
+        if report.get("oom_kills"):
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.memory_mb} MiB memory limit",
+                usage=usage,
+                limit="memory_mb",
+            )
+        if isinstance(frame_error, FrameTooLarge):
+            raise OutputTooLarge(
+                f"the result exceeded {limits.output_bytes} bytes",
+                usage=usage,
+                size=frame_error.size,
+                preview=None,
+            )
+        if terminal is not None and terminal.get("type") == "result":
+            return terminal.get("value")
+        if terminal is not None and terminal.get("type") == "error":
+            self._raise_tool_error(terminal, limits, usage)
+        if (
+            sig in (signal.SIGXCPU, signal.SIGKILL)
+            and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.9
+        ):
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.cpu_s} s CPU limit",
+                usage=usage,
+                limit="cpu_s",
+                signal=sig,
+            )
+        if sig == signal.SIGXFSZ:
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.fsize_mb} MiB file size limit",
+                usage=usage,
+                limit="fsize_mb",
+                signal=sig,
+            )
+        if frame_error is not None:
+            raise SandboxError(
+                f"the sandboxed tool sent an invalid frame: {frame_error}", usage=usage
+            )
+        if sig is not None:
+            raise SandboxError(
+                f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
+            )
+        if code == EXIT_SETUP:
+            raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
+        if code == EXIT_PROTOCOL:
+            raise SandboxError(
+                "the sandboxed tool lost its channel to the broker", usage=usage, exit_code=code
+            )
+        raise SandboxError(
+            f"the sandboxed tool exited with status {code} without a result",
+            usage=usage,
+            exit_code=code,
+        )
+
+    @staticmethod
+    def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
+        kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
+        if kind == "tool_failed":
+            raise ToolFailed(message, usage=usage)
+        if kind == "memory":
+            raise ResourceLimitExceeded(
+                f"the call exceeded its {limits.memory_mb} MiB memory limit",
+                usage=usage,
+                limit="memory_mb",
+            )
+        if kind == "output_too_large":
+            raise OutputTooLarge(
+                f"the result exceeded {limits.output_bytes} bytes",
+                usage=usage,
+                size=frame.get("size"),
+                preview=str(frame.get("preview", ""))[:1024],
+            )
+        if kind == "exception":
+            raise ToolFailed(
+                f"{frame.get('exc_type', 'Exception')}: {message}",
+                usage=usage,
+                exception=str(frame.get("exc_type", "")),
+            )
+        raise ToolFailed(message or f"tool error ({kind})", usage=usage)

@@ -1,0 +1,433 @@
+"""The per-call child: one linear set-up, phase by phase, then the tool. Runs after a fork.
+
+Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model)::
+
+    zygote ── C  (outside: joins the cgroup, drops to the sandbox uid, unshares, maps ids)
+              └── I  pid 1 of the call's pid namespace: builds the new root, pivots, reaps
+                   └── T  the tool: no_new_privs, rlimits, Landlock, seccomp LAST, then runs
+
+Any failing step sends one ``setup_error`` frame naming the phase and errno on the call
+socket and exits with :data:`EXIT_SETUP`: set-up never limps on with half a wall. Nothing in
+this module returns to the zygote's loop: every path ends in ``os._exit``.
+
+Hazards: this code runs in a forked copy of a Python process, so it must not touch the
+zygote's sockets (closed first thing) and must not take locks other threads held (the zygote
+has no threads). Exit statuses travel as data: a child killed by signal ``n`` is reported by
+its parent as exit code ``128 + n``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from runtime.backends.sandbox import _linux, landlock, newroot
+from runtime.backends.sandbox._setup import Phase, SetupFailed, write
+from runtime.backends.sandbox.newroot import WORKSPACE
+from runtime.errors import ToolFailed
+from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
+from runtime.models import Limits
+from runtime.toolkit import ToolContext
+
+__all__ = ["EXIT_PROTOCOL", "EXIT_SETUP", "CallPlan", "ChildConfig", "run_call"]
+
+#: Exit code after a ``setup_error`` frame was sent.
+EXIT_SETUP = 125
+#: Exit code when the call frame from the broker was missing or invalid.
+EXIT_PROTOCOL = 126
+
+SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
+ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildConfig:
+    """What the zygote decided once: identity, host features, test-only switches."""
+
+    host_uid: int  # unprivileged host uid the sandbox runs as
+    host_gid: int
+    drop_root: bool  # the zygote is root: setresuid to host_uid before unsharing
+    landlock_abi: int
+    bpf_python: bytes
+    bpf_exec: bytes
+    state_dirs: tuple[str, ...] = (".runtime",)
+    disable: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """One call's sandbox profile, sent by the broker (trusted: decided by the policy)."""
+
+    call_id: str
+    workspace: str | None
+    access: str  # none | ro | rw
+    exec: bool
+    limits: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _send(fd: int, message: dict[str, Any]) -> None:
+    data = encode_frame(message)
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fail(call_fd: int, exc: SetupFailed) -> NoReturn:
+    try:
+        _send(
+            call_fd,
+            {"type": "setup_error", "phase": exc.phase, "errno": exc.errno, "message": exc.message},
+        )
+    finally:
+        os._exit(EXIT_SETUP)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    low = 3
+    for fd in sorted(keep | {1 << 20}):
+        if fd >= low:
+            os.closerange(low, min(fd, 1 << 20))
+            low = fd + 1
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
+
+
+def run_call(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    call_fd: int,
+    tool: ToolFunc | Mapping[str, ToolFunc],
+    *,
+    idmap_fd: int,
+    cgroup_procs: tuple[str, ...],
+) -> NoReturn:
+    """C: the whole set-up of one call, in order. Never returns.
+
+    ``tool`` is the function to run, or — for a pre-forked spare — every loaded tool: the
+    spare then completes every step, seccomp included, and waits on ``call_fd`` (its
+    activation socket) for the real call socket and the tool's name.
+    """
+    off = cfg.disable
+    try:
+        # -- hygiene: default signal dispositions, and no handle of the zygote survives
+        # (its control socket would let a child forge exit reports for other calls).
+        with Phase("fds"):
+            signal.set_wakeup_fd(-1)
+            for sig in (
+                signal.SIGCHLD,
+                signal.SIGTERM,
+                signal.SIGINT,
+                signal.SIGPIPE,
+                signal.SIGUSR1,
+            ):
+                signal.signal(sig, signal.SIG_DFL)
+            _close_all_but({call_fd, idmap_fd})
+        # -- cgroup v1 memory + pids (root only; the zygote created and sized them).
+        with Phase("cgroup"):
+            for procs in cgroup_procs:
+                write(procs, str(os.getpid()))
+        # -- workspace tree, detached. As root it is idmapped so that the on-disk owner (the
+        # broker's user) appears as the sandbox user and files the tool creates land on
+        # disk owned by the broker's user. Unprivileged, it is cloned after unsharing.
+        ws_fd = -1
+        mounts = "mountns" not in off
+        if mounts and plan.workspace and cfg.drop_root and plan.access != "none":
+            with Phase("workspace_idmap"):
+                ws_fd = _linux.open_tree(
+                    plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                )
+                _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap_fd)
+        if idmap_fd >= 0:
+            os.close(idmap_fd)
+        # -- identity: never host root. Dropping uid clears dumpable and pdeathsig, so both
+        # are set after it (dumpable lets us write our own /proc/self/uid_map).
+        with Phase("drop_uid"):
+            if cfg.drop_root:
+                os.setgroups([])
+                os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
+                os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
+            _linux.prctl(4, 1)  # PR_SET_DUMPABLE
+            _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the zygote dies, we die
+        # -- namespaces: user first (it owns the others), then mount, pid, net, ipc, uts.
+        # ("userns" is off only in best_effort mode on a host without user namespaces: then
+        # there are no namespaces at all and the remaining walls are Landlock and seccomp.)
+        userns = "userns" not in off
+        # Hazard: after unshare, geteuid() answers the overflow uid until the map exists.
+        host_uid, host_gid = os.geteuid(), os.getegid()
+        with Phase("unshare"):
+            flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+            flags |= 0 if "mountns" in off else _linux.CLONE_NEWNS
+            flags |= 0 if "pidns" in off else _linux.CLONE_NEWPID
+            flags |= 0 if "netns" in off else _linux.CLONE_NEWNET
+            if userns:
+                _linux.unshare(flags)
+        # -- id maps: the sandbox user (1000 inside) is our unprivileged host uid; nothing
+        # else is mapped, so no file can ever be owned by "root" inside.
+        with Phase("uid_map"):
+            if userns:
+                write("/proc/self/setgroups", "deny")
+                write("/proc/self/uid_map", f"{SANDBOX_UID} {host_uid} 1\n")
+                write("/proc/self/gid_map", f"{SANDBOX_UID} {host_gid} 1\n")
+        if mounts and plan.workspace and ws_fd < 0 and plan.access != "none":
+            with Phase("workspace_clone"):
+                ws_fd = _linux.open_tree(
+                    plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                )
+        # -- fork pid 1 of the new pid namespace; it builds the root (a proc mount must come
+        # from inside the pid namespace) and reaps.
+        with Phase("fork_init"):
+            init_pid = os.fork()
+        if init_pid == 0:
+            _init(cfg, plan, call_fd, tool, ws_fd)
+    except SetupFailed as exc:
+        _fail(call_fd, exc)
+    os.close(call_fd)
+    if ws_fd >= 0:
+        os.close(ws_fd)
+    # C stays outside as the handle the zygote signals: SIGTERM is passed on to init (which
+    # passes it to every process of the namespace); SIGUSR1 means "kill now": SIGKILL to
+    # pid 1 kills the whole namespace. C exits only once init is reaped, and the kernel
+    # reaps pid 1 only after every process of its namespace is gone: when the zygote sees
+    # C exit, nothing of the call is left. (SIGKILL of C is the last resort: init then dies
+    # by its parent-death signal.)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(init_pid, signal.SIGTERM))
+    signal.signal(signal.SIGUSR1, lambda *_: os.kill(init_pid, signal.SIGKILL))
+    _, status = os.waitpid(init_pid, 0)
+    os._exit(_exit_code(status))
+
+
+def _init(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    call_fd: int,
+    tool: ToolFunc | Mapping[str, ToolFunc],
+    ws_fd: int,
+) -> NoReturn:
+    """I: pid 1. New root on a tmpfs, pivot_root, detach the old root, then fork the tool."""
+    off = cfg.disable
+    limits = Limits.model_validate(plan.limits)
+    workspace = WORKSPACE
+    try:
+        with Phase("init_pdeathsig"):
+            _linux.prctl(1, signal.SIGKILL)
+        if "mountns" in off:
+            workspace = plan.workspace or "/nonexistent"
+        else:
+            newroot.build(
+                plan, limits, ws_fd, state_dirs=cfg.state_dirs, mount_proc="pidns" not in off
+            )
+        with Phase("hostname"):
+            if "userns" not in off:
+                socket.sethostname("sandbox")  # the uts namespace hides the host's name
+        with Phase("fork_tool"):
+            tool_pid = os.fork()
+        if tool_pid == 0:
+            _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
+    except SetupFailed as exc:
+        _fail(call_fd, exc)
+    os.close(call_fd)
+    if ws_fd >= 0:
+        os.close(ws_fd)
+    # The reaper: collect every orphan; when the tool itself ends, end the namespace with
+    # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(-1, signal.SIGTERM))
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(EXIT_PROTOCOL)
+        if pid == tool_pid:
+            os._exit(_exit_code(status))
+
+
+def _rlimits(limits: Limits) -> None:
+    mib = 1024 * 1024
+    for res, value in (
+        (resource.RLIMIT_CPU, limits.cpu_s),
+        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        (resource.RLIMIT_NOFILE, limits.nofile),
+        (resource.RLIMIT_NPROC, limits.pids),
+        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        # CPU: soft limit sends SIGXCPU, the hard one (a second later) SIGKILL.
+        hard = value + 1 if res == resource.RLIMIT_CPU else value
+        resource.setrlimit(res, (value, hard))
+
+
+def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
+    rules: list[tuple[str, int]] = []
+    if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
+        rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE))
+    if plan.workspace and plan.access != "none":
+        access = landlock.WRITE if plan.access == "rw" else landlock.READ
+        rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0)))
+    rules += [(f"/dev/{name}", landlock.RW_DEV) for name in ("null", "zero", "full")]
+    rules += [(f"/dev/{name}", landlock.READ_FILE) for name in ("random", "urandom")]
+    rules.append(("/proc", landlock.READ))
+    if plan.exec:
+        rules += [(path, landlock.EXEC_READ) for path in ("/usr", "/etc") if os.path.isdir(path)]
+        rules += [
+            (f"/{n}", landlock.EXEC_READ)
+            for n in ("lib32", "libx32")
+            if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")
+        ]
+    return rules
+
+
+def _tool(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    limits: Limits,
+    call_fd: int,
+    tool: ToolFunc | Mapping[str, ToolFunc],
+    *,
+    workspace: str,
+) -> NoReturn:
+    """T: the last walls, in order, then the tool function. Seccomp is the final step."""
+    off = cfg.disable
+    try:
+        with Phase("tool_pdeathsig"):
+            _linux.prctl(1, signal.SIGKILL)
+        with Phase("tool_fds"):
+            # stdio is /dev/null; the frame socket is close-on-exec so exec'd programs never
+            # hold the channel to the broker.
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+            _close_all_but({call_fd})
+            os.set_inheritable(call_fd, False)
+        with Phase("tool_cwd"):
+            os.chdir(workspace if plan.workspace and plan.access != "none" else "/tmp")
+        # Environment: exactly the policy's, never the broker's or the zygote's.
+        os.environ.clear()
+        os.environ.update(plan.env)
+        with Phase("no_new_privs"):
+            _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
+        with Phase("capabilities"):
+            if "capdrop" not in off:
+                _linux.capset_zero()
+        with Phase("rlimits"):
+            if "rlimits" not in off:
+                _rlimits(limits)
+        with Phase("landlock"):
+            if "landlock" not in off and cfg.landlock_abi > 0:
+                landlock.apply_ruleset(
+                    cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
+                )
+        with Phase("seccomp"):
+            if "seccomp" not in off:
+                _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
+    except SetupFailed as exc:
+        _fail(call_fd, exc)
+    call_id = plan.call_id
+    if isinstance(tool, Mapping):
+        call_fd, tool, call_id = _activate(call_fd, tool)
+    _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+
+
+def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc, str]:
+    """A spare, already behind every wall, receives its call: (call socket, tool, call id).
+    EOF means the zygote dismissed the spare."""
+    act = socket.socket(fileno=act_fd)
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(act, 1 << 16, 1)
+        if not data or len(fds) != 1:
+            os._exit(0)
+        (size,) = HEADER.unpack_from(data)
+        msg = decode_body(data[HEADER.size : HEADER.size + size])
+        func = tools[str(msg["tool"])]
+    except (OSError, FrameError, KeyError, ValueError):
+        os._exit(EXIT_PROTOCOL)
+    finally:
+        act.close()
+    os.set_inheritable(fds[0], False)
+    return fds[0], func, str(msg.get("call_id", ""))
+
+
+def _serve(
+    plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, *, workspace: str, call_id: str
+) -> NoReturn:
+    """Read the call frame, run the tool, send exactly one result or error frame."""
+    decoder = FrameDecoder(max_size=limits.output_bytes + 16 * 1024 * 1024)
+
+    def receive() -> dict[str, Any]:
+        while True:
+            data = os.read(call_fd, 65536)
+            if not data:
+                decoder.eof()
+                raise FrameError("broker closed the call socket")
+            frames = decoder.feed(data)
+            if frames:
+                return frames[0]
+
+    def broker(op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        _send(call_fd, {"type": "request", "op": op, "payload": payload})
+        reply = receive()
+        if not reply.get("ok"):
+            raise ToolFailed(str(reply.get("message", f"broker refused {op!r}")))
+        value = reply.get("value")
+        return value if isinstance(value, dict) else {"value": value}
+
+    try:
+        call = receive()
+    except (OSError, FrameError):
+        os._exit(EXIT_PROTOCOL)
+    ctx = ToolContext(
+        workspace=Path(workspace),
+        limits=limits,
+        env=dict(plan.env),
+        call_id=call_id,
+        writable=plan.access == "rw",
+        broker=broker if call.get("broker") else None,
+    )
+    message: dict[str, Any]
+    try:
+        value = func(call.get("arguments") or {}, ctx)
+        message = {"type": "result", "value": value}
+    except ToolFailed as exc:
+        message = {"type": "error", "kind": "tool_failed", "message": exc.message}
+    except MemoryError:
+        message = {"type": "error", "kind": "memory", "message": "memory limit reached"}
+    except BaseException as exc:
+        message = {
+            "type": "error",
+            "kind": "exception",
+            "exc_type": type(exc).__name__,
+            "message": str(exc)[:2000],
+        }
+    try:
+        frame = encode_frame(message, max_size=1 << 30)
+    except Exception as exc:  # msgpack refuses a non-serialisable result
+        frame = encode_frame(
+            {
+                "type": "error",
+                "kind": "bad_result",
+                "message": f"result is not serialisable: {type(exc).__name__}",
+            }
+        )
+    if len(frame) > limits.output_bytes:
+        preview = repr(message.get("value"))[:1024]
+        frame = encode_frame(
+            {"type": "error", "kind": "output_too_large", "size": len(frame), "preview": preview}
+        )
+    try:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(call_fd, view) :]
+    except OSError:
+        os._exit(EXIT_PROTOCOL)
+    os._exit(0)

@@ -1,0 +1,112 @@
+"""Landlock rulesets: grant only what was mounted, write only where the call may write.
+
+Landlock stacks on the mount namespace: even if a mount were wrong, a path outside the rules
+is refused with EACCES. The ruleset is built from the ABI the kernel reports, so bits an older
+kernel does not know are never requested (that would be EINVAL).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+
+from runtime.backends.sandbox import _linux
+
+__all__ = [
+    "EXEC_READ",
+    "READ",
+    "RW_DEV",
+    "WRITE",
+    "apply_ruleset",
+    "fs_mask",
+]
+
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+
+READ = READ_FILE | READ_DIR
+EXEC_READ = READ | EXECUTE
+#: Write access to a tree: everything but device nodes (never creatable in the sandbox).
+WRITE = (
+    READ
+    | WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
+RW_DEV = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
+
+_NET_BIND_TCP = 1
+_NET_CONNECT_TCP = 2
+_SCOPE_ABSTRACT_UNIX = 1
+_SCOPE_SIGNAL = 2
+_RULE_PATH_BENEATH = 1
+
+
+def fs_mask(abi: int) -> int:
+    """Every filesystem access right this ABI knows (all of them are 'handled')."""
+    mask = (1 << 13) - 1
+    if abi >= 2:
+        mask |= REFER
+    if abi >= 3:
+        mask |= TRUNCATE
+    if abi >= 5:
+        mask |= IOCTL_DEV
+    return mask
+
+
+def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]]) -> None:
+    """Restrict the calling thread (and its future children) to ``rules``.
+
+    ``rules`` are (path, access) pairs; access bits the ABI lacks are dropped. With ABI >= 4
+    TCP bind/connect are handled with no rule, so every port is denied; with ABI >= 6 the
+    abstract unix socket and signal scopes confine the tool to its own domain. Needs
+    no_new_privs (set earlier). Raises OSError with the failing step's errno.
+    """
+    handled = fs_mask(abi)
+    if abi >= 6:
+        attr = struct.pack(
+            "=QQQ", handled, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
+        )
+    elif abi >= 4:
+        attr = struct.pack("=QQ", handled, _NET_BIND_TCP | _NET_CONNECT_TCP)
+    else:
+        attr = struct.pack("=Q", handled)
+    ruleset = _linux.landlock_create_ruleset(attr, 0)
+    try:
+        for path, access in rules:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                allowed = access & handled
+                if not os.path.isdir(path):
+                    # Directory-only rights on a file are EINVAL.
+                    allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
+                _linux.landlock_add_rule(
+                    ruleset, _RULE_PATH_BENEATH, struct.pack("=Qi", allowed, fd)
+                )
+            finally:
+                os.close(fd)
+        _linux.landlock_restrict_self(ruleset)
+    finally:
+        os.close(ruleset)

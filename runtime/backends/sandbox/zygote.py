@@ -1,0 +1,511 @@
+"""The fork-server: imports tool code once, forks one fresh child per call, reports exits.
+
+Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` as
+``python -m runtime.backends.sandbox.zygote FD`` with an environment of its own. ``FD`` is a
+``SOCK_SEQPACKET`` unix socket to the broker; every packet is one frame (runtime.frames).
+
+Broker → zygote: ``init`` (once), ``spawn`` (with the call socket's child end attached by
+SCM_RIGHTS), ``kill`` (timeout or cancel: SIGTERM now, SIGKILL after the grace period).
+Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters), ``spawn_failed``.
+The child talks to the broker directly over its call socket; the zygote never reads
+arguments or results, it only forks and reaps. EOF on the control socket ends every child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.backends.sandbox import _linux, _setup, child, probe, seccomp
+from runtime.frames import HEADER, decode_body, encode_frame
+from runtime.toolkit import load_entry
+
+__all__ = ["main"]
+
+_CG_ROOT = "/sys/fs/cgroup"
+#: Seconds a C may take to reap its namespace after SIGUSR1 before it is SIGKILLed itself.
+_KILL_ESCALATE_S = 5.0
+# Preloaded so that tools find them after pivot_root hides the standard library.
+_PRELOAD = (
+    "json",
+    "re",
+    "base64",
+    "hashlib",
+    "fnmatch",
+    "glob",
+    "shutil",
+    "subprocess",
+    "tempfile",
+    "datetime",
+    "unicodedata",
+    "stat",
+    "errno",
+    "encodings.idna",
+    "encodings.latin_1",
+    "encodings.ascii",
+    "encodings.utf_16",
+    "difflib",
+    "textwrap",
+    "string",
+    "struct",
+    "math",
+    "random",
+    "itertools",
+    "collections",
+    "io",
+    "select",
+    "signal",
+    "socket",
+    "ctypes",
+    "threading",
+    "queue",
+    "time",
+    "uuid",
+    "urllib.parse",
+)
+
+
+class _Call:
+    __slots__ = ("cgroups", "id", "kill_at", "killing", "pid")
+
+    def __init__(self, call_id: int, pid: int, cgroups: list[str]) -> None:
+        self.id = call_id
+        self.pid = pid
+        self.cgroups = cgroups
+        self.kill_at: float | None = None
+        self.killing = False
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    """Identity of the workspace directory (device, inode), None if absent."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _Spare:
+    __slots__ = ("act", "cgroups", "pid", "stamp", "tools")
+
+    def __init__(
+        self,
+        pid: int,
+        act: socket.socket,
+        cgroups: list[str],
+        tools: frozenset[str],
+        stamp: tuple[int, int] | None,
+    ) -> None:
+        self.pid = pid
+        self.act = act  # activation socket: the call socket travels over it (SCM_RIGHTS)
+        self.cgroups = cgroups
+        self.tools = tools  # the tools loaded when it was forked: all it can run
+        self.stamp = stamp  # the workspace it mounted
+
+
+class Zygote:
+    def __init__(self, ctl: socket.socket) -> None:
+        self.ctl = ctl
+        self.tools: dict[str, Any] = {}
+        self.calls: dict[int, _Call] = {}
+        self.idmaps: dict[tuple[int, int], int] = {}
+        self.cfg: child.ChildConfig | None = None
+        self.cgroup_base: dict[str, str] = {}
+        self.grace_s = 0.5
+        self.pool_size = 0
+        self.spares: dict[str, _Spare] = {}
+        self.dismissed: dict[int, _Spare] = {}
+        self.failed_profiles: set[str] = set()
+        self.spare_seq = 0
+
+    # -- messages ---------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.ctl.sendall(encode_frame(message))
+
+    def receive(self) -> tuple[dict[str, Any] | None, list[int]]:
+        data, fds, _flags, _addr = socket.recv_fds(self.ctl, 1 << 20, 4)
+        if not data:
+            return None, fds
+        (size,) = HEADER.unpack_from(data)
+        return decode_body(data[HEADER.size : HEADER.size + size]), fds
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def init(self, msg: dict[str, Any]) -> None:
+        caps = probe.probe_host()
+        disable = frozenset(msg.get("disable", ()))
+        if not caps.user_namespaces or "userns" in disable:
+            # best_effort on a host without user namespaces: no namespace at all (the
+            # backend refuses to get here in strict mode).
+            disable |= {"userns", "mountns", "pidns", "netns"}
+        errors: dict[str, str] = {}
+        for key, entry, base in msg.get("tools", ()):
+            try:
+                self.tools[key] = load_entry(entry, Path(base))
+            except Exception as exc:  # a broken tool must not stop the others
+                errors[key] = f"{type(exc).__name__}: {exc}"
+        for name in _PRELOAD:
+            with contextlib.suppress(ImportError):
+                __import__(name)
+        root = os.geteuid() == 0
+        try:
+            bpf_python = seccomp.build_program(seccomp.PYTHON_ALLOW)
+            bpf_exec = seccomp.build_program(seccomp.PYTHON_ALLOW + seccomp.EXEC_EXTRA)
+        except OSError as exc:
+            errors["seccomp"] = str(exc)
+            bpf_python = bpf_exec = b""
+        self.cfg = child.ChildConfig(
+            host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
+            host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
+            drop_root=root,
+            landlock_abi=caps.landlock_abi,
+            bpf_python=bpf_python,
+            bpf_exec=bpf_exec,
+            state_dirs=tuple(msg.get("state_dirs", (".runtime",))),
+            disable=disable if bpf_python else disable | {"seccomp"},
+        )
+        self.grace_s = float(msg.get("grace_s", 0.5))
+        self.pool_size = int(msg.get("pool_size", 0))
+        if "cgroup" not in disable:
+            for ctrl in caps.cgroup_writable:
+                base = f"{_CG_ROOT}/{ctrl}/runtime-sandbox-{os.getpid()}"
+                try:
+                    os.makedirs(base, exist_ok=True)
+                except OSError as exc:
+                    errors[f"cgroup_{ctrl}"] = str(exc)
+                else:
+                    self.cgroup_base[ctrl] = base
+        # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
+        gc.collect()
+        gc.freeze()
+        self.send(
+            {
+                "type": "ready",
+                "caps": caps.as_dict(),
+                "errors": errors,
+                "cgroups": sorted(self.cgroup_base),
+            }
+        )
+
+    def idmap_fd(self, uid: int, gid: int) -> int:
+        """A user namespace mapping the workspace owner to the sandbox uid (root only)."""
+        assert self.cfg is not None
+        key = (uid, gid)
+        if key in self.idmaps:
+            return self.idmaps[key]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - a holder process, only to own the namespace
+            try:
+                os.close(w)
+                _linux.unshare(_linux.CLONE_NEWUSER)
+                os.read(r, 1)
+            finally:
+                os._exit(0)
+        os.close(r)
+        try:
+            # Race-free: the holder blocks on the pipe until the maps are written.
+            for _ in range(1000):
+                if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
+                    break
+                time.sleep(0.001)
+            _setup.write(f"/proc/{pid}/uid_map", f"{uid} {self.cfg.host_uid} 1\n")
+            _setup.write(f"/proc/{pid}/setgroups", "deny")
+            _setup.write(f"/proc/{pid}/gid_map", f"{gid} {self.cfg.host_gid} 1\n")
+            fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.close(w)
+            os.waitpid(pid, 0)
+        self.idmaps[key] = fd
+        return fd
+
+    # -- calls ------------------------------------------------------------------------
+
+    def _fork_child(
+        self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
+    ) -> tuple[int, list[str]]:
+        """Make the call's cgroups and fork C; returns (pid, cgroup dirs). Raises on failure
+        (after removing what it made)."""
+        assert self.cfg is not None
+        cgroups: list[str] = []
+        try:
+            idmap = -1
+            if self.cfg.drop_root and plan.workspace and plan.access != "none":
+                st = os.stat(plan.workspace)
+                idmap = self.idmap_fd(st.st_uid, st.st_gid)
+            limits = plan.limits
+            for ctrl, base in self.cgroup_base.items():
+                path = f"{base}/{tag}"
+                os.mkdir(path)
+                cgroups.append(path)
+                if ctrl == "memory":
+                    _setup.write(
+                        f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20)
+                    )
+                elif ctrl == "pids":
+                    _setup.write(f"{path}/pids.max", str(int(limits["pids"])))
+            pid = os.fork()
+        except BaseException:
+            self._rm_cgroups(cgroups)
+            raise
+        if pid == 0:
+            procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
+            child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+        return pid, cgroups
+
+    @staticmethod
+    def _profile(plan: dict[str, Any]) -> str:
+        """Calls with equal profiles can use each other's spares (the call id differs)."""
+        return json.dumps({k: v for k, v in plan.items() if k != "call_id"}, sort_keys=True)
+
+    def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
+        assert self.cfg is not None
+        call_id = int(msg["id"])
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            self.send({"type": "spawn_failed", "id": call_id, "message": "no call socket"})
+            return
+        (call_fd,) = fds
+        try:
+            plan = child.CallPlan(**msg["plan"])
+            key = str(msg["tool"])
+            if key not in self.tools:
+                self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
+            profile = self._profile(msg["plan"])
+            spare = self.spares.pop(profile, None)
+            if spare is not None and spare.stamp != _stamp(plan.workspace):
+                # The directory at the workspace path was replaced since the spare mounted
+                # it: the spare would serve the old tree.
+                self._dismiss(spare)
+                spare = None
+            if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
+                self.calls[spare.pid] = _Call(call_id, spare.pid, spare.cgroups)
+            else:
+                if spare is not None:
+                    self._dismiss(spare)
+                pid, cgroups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
+                self.calls[pid] = _Call(call_id, pid, cgroups)
+        except Exception as exc:
+            self.send(
+                {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
+            )
+            return
+        finally:
+            os.close(call_fd)
+        if self.pool_size and profile not in self.failed_profiles:
+            self._make_spare(profile, plan)
+
+    # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
+
+    def _make_spare(self, profile: str, plan: child.CallPlan) -> None:
+        while len(self.spares) >= self.pool_size:
+            self._dismiss(self.spares.pop(next(iter(self.spares))))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.spare_seq += 1
+        stamp = _stamp(plan.workspace)
+        try:
+            pid, cgroups = self._fork_child(
+                plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
+            )
+        except Exception:
+            ours.close()
+            self.failed_profiles.add(profile)
+            return
+        finally:
+            theirs.close()
+        self.spares[profile] = _Spare(pid, ours, cgroups, frozenset(self.tools), stamp)
+
+    def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
+        message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
+        try:
+            socket.send_fds(spare.act, [encode_frame(message)], [call_fd])
+        except OSError:
+            self._dismiss(spare)
+            return False
+        spare.act.close()
+        return True
+
+    def _dismiss(self, spare: _Spare) -> None:
+        spare.act.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(spare.pid, signal.SIGKILL)
+        self.dismissed[spare.pid] = spare
+
+    def kill(self, msg: dict[str, Any]) -> None:
+        for call in self.calls.values():
+            if call.id == int(msg["id"]) and call.kill_at is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(call.pid, signal.SIGTERM)
+                call.kill_at = time.monotonic() + float(msg.get("grace_s", self.grace_s))
+
+    def reap(self) -> None:
+        while self.calls:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            call = self.calls.pop(pid, None)
+            if call is None:
+                self._reap_spare(pid, status)
+                continue
+            report: dict[str, Any] = {
+                "type": "exit",
+                "id": call.id,
+                "exited": os.WIFEXITED(status),
+                "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
+                "max_rss_kb": ru.ru_maxrss,
+            }
+            report.update(self._cgroup_stats(call.cgroups))
+            self._rm_cgroups(call.cgroups)
+            self.send(report)
+
+    def _reap_spare(self, pid: int, status: int) -> None:
+        spare = self.dismissed.pop(pid, None)
+        for profile, waiting in list(self.spares.items()):
+            if waiting.pid == pid:
+                # A spare that died before its call: its set-up fails for this profile, so
+                # stop pre-forking it (calls still run, cold, and report the error).
+                spare = self.spares.pop(profile)
+                spare.act.close()
+                self.failed_profiles.add(profile)
+        if spare is not None:
+            self._rm_cgroups(spare.cgroups)
+
+    def _cgroup_stats(self, paths: list[str]) -> dict[str, Any]:
+        stats: dict[str, Any] = {}
+        for path in paths:
+            try:
+                if "/memory/" in path:
+                    with open(f"{path}/memory.max_usage_in_bytes", encoding="ascii") as f:
+                        stats["peak_memory_bytes"] = int(f.read())
+                    with open(f"{path}/memory.oom_control", encoding="ascii") as f:
+                        for line in f:
+                            key, _, value = line.partition(" ")
+                            if key == "oom_kill":
+                                stats["oom_kills"] = int(value)
+                    with open(f"{path}/memory.failcnt", encoding="ascii") as f:
+                        stats["memory_failcnt"] = int(f.read())
+                elif "/pids/" in path:
+                    with open(f"{path}/pids.events", encoding="ascii") as f:
+                        stats["pids_max_hits"] = int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        return stats
+
+    @staticmethod
+    def _rm_cgroups(paths: list[str]) -> None:
+        for path in paths:
+            # The namespace is gone by the time its C is reaped; a straggler (an exiting task
+            # still charged) makes rmdir EBUSY for a moment, so retry briefly.
+            for _ in range(50):
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.002)
+
+    def expire(self) -> float | None:
+        """SIGKILL calls whose grace ran out; return seconds until the next deadline."""
+        now = time.monotonic()
+        nearest: float | None = None
+        for call in self.calls.values():
+            if call.kill_at is None:
+                continue
+            if call.kill_at <= now:
+                # First SIGUSR1 (C SIGKILLs pid 1 and reaps the namespace), then, should C
+                # itself hang, SIGKILL as the last resort.
+                sig = signal.SIGKILL if call.killing else signal.SIGUSR1
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(call.pid, sig)
+                call.kill_at = now + (3600.0 if call.killing else _KILL_ESCALATE_S)
+                call.killing = True
+            else:
+                wait = call.kill_at - now
+                nearest = wait if nearest is None else min(nearest, wait)
+        return nearest
+
+    def shutdown(self) -> None:
+        for spare in list(self.spares.values()):
+            self._dismiss(spare)
+        self.spares.clear()
+        for pid, spare in list(self.dismissed.items()):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._rm_cgroups(spare.cgroups)
+        self.dismissed.clear()
+        for call in self.calls.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(call.pid, signal.SIGKILL)
+        for pid, call in list(self.calls.items()):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._rm_cgroups(call.cgroups)
+        self.calls.clear()
+        self._rm_cgroups(list(self.cgroup_base.values()))
+        for fd in self.idmaps.values():
+            os.close(fd)
+        self.idmaps.clear()
+
+    def serve(self) -> None:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        sel = selectors.DefaultSelector()
+        sel.register(self.ctl, selectors.EVENT_READ, "ctl")
+        sel.register(r, selectors.EVENT_READ, "sig")
+        try:
+            while True:
+                for key, _ in sel.select(self.expire()):
+                    if key.data == "sig":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(r, 4096)
+                        self.reap()
+                        continue
+                    msg, fds = self.receive()
+                    if msg is None:
+                        return
+                    kind = msg.get("type")
+                    if kind == "init":
+                        self.init(msg)
+                    elif kind == "spawn":
+                        self.spawn(msg, fds)
+                    elif kind == "kill":
+                        self.kill(msg)
+                self.reap()
+        finally:
+            self.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    ctl = socket.socket(fileno=int(args[0]))
+    # The broker dying must end us and, through each child's parent-death signal, every call.
+    _linux.prctl(1, signal.SIGKILL)
+    # Subreaper: should a C die before its init, the orphaned init is ours to reap.
+    _linux.prctl(36, 1)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        Zygote(ctl).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

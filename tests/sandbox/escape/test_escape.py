@@ -1,0 +1,435 @@
+"""Black-box escape attempts (attack classes A, C, D). Each mechanism is shown to matter.
+
+Every attempt runs against the full sandbox (it must fail) and against a TEST-ONLY
+configuration with the responsible mechanism(s) switched off (it must succeed, or at least
+behave differently), so no test passes because the attempt was broken to begin with.
+Where several walls stop the same attempt, each wall is also shown to stop it alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import OutputTooLarge, ResourceLimitExceeded, SandboxError, ToolTimeout
+from tests.sandbox.helpers import PROBE_NONE, PROBE_RW, SHELL, call, one, run_with_backend
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.escape]
+
+FS_OFF = frozenset({"mountns", "landlock"})
+
+
+def _off(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+# -- A. filesystem containment ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns")],
+    ids=["all-on", "mountns-only", "landlock-only"],
+)
+def test_read_outside_by_absolute_path(
+    workspace: Path, canary: Path, disable: frozenset[str]
+) -> None:
+    res = one(PROBE_RW, workspace, disable, action="read", path=str(canary))
+    assert res["ok"] is False
+
+
+def test_read_outside_by_absolute_path_succeeds_without_walls(
+    workspace: Path, canary: Path
+) -> None:
+    res = one(PROBE_RW, workspace, FS_OFF, action="read", path=str(canary))
+    assert res == {"ok": True, "data": "CANARY\n"}
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_dotdot_traversal(workspace: Path, disable: frozenset[str]) -> None:
+    res = one(PROBE_RW, workspace, disable, action="read", rel=True, path="../outside/canary.txt")
+    assert res["ok"] is (disable == FS_OFF)
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_symlink_planted_in_workspace(
+    workspace: Path, canary: Path, disable: frozenset[str]
+) -> None:
+    (workspace / "link").symlink_to(canary)
+    res = one(PROBE_RW, workspace, disable, action="read", rel=True, path="link")
+    assert res["ok"] is (disable == FS_OFF)
+
+
+@pytest.mark.parametrize("disable", [frozenset(), FS_OFF], ids=["all-on", "off"])
+def test_symlink_made_by_the_tool(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
+    os.chmod(workspace, 0o777)  # so that, walls off, plain permissions do not stop it
+    res = one(
+        PROBE_RW,
+        workspace,
+        disable,
+        action="symlink_read",
+        rel=True,
+        path="mylink",
+        target=str(canary),
+    )
+    assert res["ok"] is (disable == FS_OFF)
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_proc_self_root(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
+    res = one(PROBE_RW, workspace, disable, action="read", path=f"/proc/self/root{canary}")
+    assert res["ok"] is (disable == FS_OFF)
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_write_outside(workspace: Path, canary: Path, disable: frozenset[str]) -> None:
+    target = canary.parent / "planted.txt"
+    res = one(PROBE_RW, workspace, disable, action="write", path=str(target), data="pwned")
+    assert res["ok"] is (disable == FS_OFF)
+    assert target.exists() is (disable == FS_OFF)
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("landlock"), _off("mountns"), FS_OFF],
+    ids=["all-on", "mountns-only", "landlock-only", "off"],
+)
+def test_read_only_tool_cannot_write_the_workspace_via_proc(
+    workspace: Path, disable: frozenset[str]
+) -> None:
+    # probe_none has no workspace at all: the host path of the workspace must fail too.
+    os.chmod(workspace, 0o777)  # so that, walls off, plain permissions do not stop it
+    res = one(PROBE_NONE, workspace, disable, action="write", path=str(workspace / "x"))
+    assert res["ok"] is (disable == FS_OFF)
+
+
+def test_home_and_host_dirs_are_absent(workspace: Path) -> None:
+    for path in ("/root", "/home", "/run", "/var", "/etc", "/usr", str(Path.cwd())):
+        res = one(PROBE_RW, workspace, action="listdir", path=path)
+        assert res["ok"] is False, path
+
+
+def test_home_is_visible_without_walls(workspace: Path) -> None:
+    res = one(PROBE_RW, workspace, FS_OFF, action="listdir", path="/usr")
+    assert res["ok"] is True
+
+
+def test_shell_cannot_write_system_dirs(workspace: Path) -> None:
+    res = one(SHELL, workspace, command="touch /usr/pwned; touch /etc/pwned; touch /pwned; ls /")
+    assert res["exit_code"] != 0
+    assert not Path("/usr/pwned").exists()
+
+
+# -- D. isolation: processes, environment, network, syscalls ---------------------------
+
+
+def test_host_processes_invisible(workspace: Path) -> None:
+    assert one(PROBE_RW, workspace, action="pids")["pids"] == [1, 2]
+    seen = one(PROBE_RW, workspace, _off("pidns", "mountns", "landlock"), action="pids")["pids"]
+    assert os.getpid() in seen
+
+
+def test_broker_environment_unreachable(workspace: Path) -> None:
+    res = one(PROBE_RW, workspace, action="read", path=f"/proc/{os.getpid()}/environ")
+    assert res["ok"] is False
+    assert one(PROBE_RW, workspace, action="env")["environ"] == {
+        "LANG": "C.UTF-8",
+        "TOOL_ENV": "from-policy",
+    }
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                with contextlib.suppress(OSError):
+                    self.received += conn.recv(100)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+NET_OFF = frozenset({"netns", "landlock", "seccomp"})
+
+
+@pytest.mark.parametrize(
+    ("disable", "stage", "err"),
+    [
+        (frozenset(), "socket", errno.EAFNOSUPPORT),
+        (_off("landlock", "seccomp"), "connect", errno.ENETUNREACH),
+        (_off("netns", "seccomp"), "connect", errno.EACCES),
+        (_off("netns", "landlock"), "socket", errno.EAFNOSUPPORT),
+    ],
+    ids=["all-on", "netns-only", "landlock-only", "seccomp-only"],
+)
+def test_connect_to_loopback_listener(
+    workspace: Path, disable: frozenset[str], stage: str, err: int
+) -> None:
+    listener = _Listener()
+    try:
+        res = one(PROBE_RW, workspace, disable, action="connect", port=listener.port)
+    finally:
+        listener.close()
+    assert res["ok"] is False
+    assert (res["stage"], res["errno"]) == (stage, err)
+    assert listener.received == b""
+
+
+def test_connect_succeeds_without_walls(workspace: Path) -> None:
+    listener = _Listener()
+    try:
+        res = one(PROBE_RW, workspace, NET_OFF, action="connect", port=listener.port)
+        deadline = time.monotonic() + 5
+        while listener.received != b"hello" and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        listener.close()
+    assert res == {"ok": True}
+    assert listener.received == b"hello"
+
+
+CLONE_NEWUSER = 0x10000000
+# (name, x86_64 number, arguments): arguments chosen so that, without the filter, the call
+# reaches the kernel and fails (or succeeds) in its own way — never with ENOSYS.
+DENIED = [
+    ("ptrace", 101, [16, 1]),  # PTRACE_ATTACH to pid 1
+    ("process_vm_readv", 310, [1, 0, 0, 0, 0, 0]),
+    ("mount", 165, [0, 0, 0, 0, 0]),
+    ("umount2", 166, [0, 0]),
+    ("pivot_root", 155, [0, 0]),
+    ("chroot", 161, [0]),
+    ("unshare", 272, [CLONE_NEWUSER]),
+    ("setns", 308, [-1, 0]),
+    ("clone-newuser", 56, [CLONE_NEWUSER | 0x200, 0, 0, 0, 0]),  # + CLONE_FS: EINVAL
+    ("clone3", 435, [0, 0]),
+    ("keyctl", 250, [0, 0]),
+    ("add_key", 248, [0, 0, 0, 0, 0]),
+    ("request_key", 249, [0, 0, 0, 0]),
+    ("bpf", 321, [0, 0, 0]),
+    ("perf_event_open", 298, [0, 0, -1, -1, 0]),
+    ("userfaultfd", 323, [0]),
+    ("io_uring_setup", 425, [1, 0]),
+    ("io_uring_enter", 426, [-1, 0, 0, 0, 0, 0]),
+    ("io_uring_register", 427, [-1, 0, 0, 0]),
+    ("kexec_load", 246, [0, 0, 0, 0]),
+    ("kexec_file_load", 320, [-1, -1, 0, 0, 0]),
+    ("init_module", 175, [0, 0, 0]),
+    ("finit_module", 313, [-1, 0, 0]),
+    ("delete_module", 176, [0, 0]),
+    ("personality", 135, [0xFFFFFFFF]),
+    ("acct", 163, [0]),
+    ("swapon", 167, [0, 0]),
+    ("reboot", 169, [0, 0, 0, 0]),
+    ("execve-in-python-tool", 59, [0, 0, 0]),
+]
+
+
+#: Kernels may be built without these (CONFIG_KEXEC*, CONFIG_MODULES); then the kernel
+#: itself says ENOSYS and only the "on" half of the comparison is informative.
+COMPILED_OUT = frozenset(
+    {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"}
+)
+
+
+def test_denied_syscalls(workspace: Path) -> None:
+    async def fn(backend: Any) -> dict[str, Any]:
+        out = {}
+        for name, nr, args in DENIED:
+            res = await call(backend, PROBE_RW, workspace, action="syscall", nr=nr, args=args)
+            out[name] = res.result
+        return out
+
+    on = run_with_backend(fn)
+    off = run_with_backend(fn, disable=_off("seccomp"))
+    for name, _, _ in DENIED:
+        assert on[name] == {"ok": False, "errno": errno.ENOSYS, "error": "ENOSYS"}, name
+        if name not in COMPILED_OUT:
+            assert off[name].get("errno") != errno.ENOSYS, (name, off[name])
+
+
+def test_x32_abi_is_killed(workspace: Path) -> None:
+    x32_getpid = 0x40000000 | 39
+    with pytest.raises(SandboxError, match="signal 31"):
+        one(PROBE_RW, workspace, action="syscall", nr=x32_getpid)
+    res = one(PROBE_RW, workspace, _off("seccomp"), action="syscall", nr=x32_getpid)
+    assert "ok" in res  # reached the kernel (which may or may not have x32) and returned
+
+
+def test_i386_int80_is_killed(workspace: Path) -> None:
+    with pytest.raises(SandboxError, match="signal 31"):
+        one(PROBE_RW, workspace, action="int80")
+    try:
+        res: Any = one(PROBE_RW, workspace, _off("seccomp"), action="int80")
+    except SandboxError as exc:  # no ia32 emulation on this kernel: SIGSEGV, not SIGSYS
+        assert exc.details.get("signal") != 31
+    else:
+        assert res["ok"] is True
+
+
+# -- C. resource exhaustion ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("cgroup"), _off("rlimits")],
+    ids=["all-on", "rlimits-only", "cgroup-only"],
+)
+def test_fork_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None:
+    async def fn(backend: Any) -> Any:
+        return backend.fingerprint(), (
+            await call(backend, PROBE_RW, workspace, action="fork_bomb", n=60, limits={"pids": 16})
+        ).result
+
+    fp, res = run_with_backend(fn, disable=disable)
+    if disable == _off("rlimits") and "cgroup_pids" not in fp.mechanisms:
+        pytest.skip("no writable pids cgroup on this host (unprivileged)")
+    assert res["forked"] < 16
+
+
+def test_fork_bomb_runs_free_without_limits(workspace: Path) -> None:
+    res = one(
+        PROBE_RW,
+        workspace,
+        _off("rlimits", "cgroup"),
+        action="fork_bomb",
+        n=60,
+        limits={"pids": 16},
+    )
+    assert res["forked"] == 60
+
+
+@pytest.mark.parametrize(
+    "disable",
+    [frozenset(), _off("cgroup"), _off("rlimits")],
+    ids=["all-on", "rlimits-only", "cgroup-only"],
+)
+def test_memory_bomb_is_capped(workspace: Path, disable: frozenset[str]) -> None:
+    async def fn(backend: Any) -> Any:
+        fp = backend.fingerprint()
+        if disable == _off("rlimits") and "cgroup_memory" not in fp.mechanisms:
+            return "skip"
+        with pytest.raises(ResourceLimitExceeded):
+            await call(
+                backend, PROBE_RW, workspace, action="alloc", mb=600, limits={"memory_mb": 200}
+            )
+        return "ok"
+
+    if run_with_backend(fn, disable=disable) == "skip":
+        pytest.skip("no writable memory cgroup on this host (unprivileged)")
+
+
+def test_memory_bomb_runs_free_without_limits(workspace: Path) -> None:
+    res = one(
+        PROBE_RW,
+        workspace,
+        _off("rlimits", "cgroup"),
+        action="alloc",
+        mb=600,
+        limits={"memory_mb": 200},
+    )
+    assert res == {"ok": True, "mb": 600}
+
+
+@pytest.mark.parametrize("disable", [frozenset(), _off("pidns")], ids=["all-on", "pidns-off"])
+def test_setsid_double_fork_survivor(workspace: Path, disable: frozenset[str]) -> None:
+    marker = "/workspace/survivor.txt"
+    res = one(PROBE_RW, workspace, disable, action="setsid_survivor", marker=marker, delay=0.5)
+    assert res == {"ok": True}
+    time.sleep(1.5)  # give a survivor the time to write its marker
+    assert (workspace / "survivor.txt").exists() is bool(disable)
+
+
+def test_shell_background_job_dies_with_the_call(workspace: Path) -> None:
+    res = one(
+        SHELL,
+        workspace,
+        command="(sleep 0.5; echo alive > bg.txt) >/dev/null 2>&1 & "
+        "setsid sh -c 'sleep 0.5; echo alive > bg2.txt' >/dev/null 2>&1 & echo started",
+    )
+    assert res["stdout"] == "started\n"
+    time.sleep(1.5)
+    assert not (workspace / "bg.txt").exists()
+    assert not (workspace / "bg2.txt").exists()
+
+
+def test_timeout_kills_hung_survivors(workspace: Path) -> None:
+    with pytest.raises(ToolTimeout):
+        one(
+            PROBE_RW,
+            workspace,
+            action="setsid_survivor",
+            marker="/workspace/late.txt",
+            delay=1.0,
+            hang=True,
+            limits={"timeout_s": 0.5},
+        )
+    time.sleep(1.5)
+    assert not (workspace / "late.txt").exists()
+
+
+def test_output_flood_is_capped(workspace: Path) -> None:
+    with pytest.raises(OutputTooLarge):
+        one(PROBE_RW, workspace, action="flood", bytes=5_000_000, limits={"output_bytes": 100_000})
+
+
+def test_cpu_spin_past_the_timeout(workspace: Path) -> None:
+    with pytest.raises(ToolTimeout):
+        one(PROBE_RW, workspace, action="spin", seconds=60, limits={"timeout_s": 0.5, "cpu_s": 30})
+
+
+def test_disk_fill_in_tmp_is_capped(workspace: Path) -> None:
+    res = one(
+        SHELL,
+        workspace,
+        command="head -c 50M /dev/zero > /tmp/big; echo $?",
+        limits={"fsize_mb": 8, "memory_mb": 256},
+    )
+    assert res["stdout"].strip() != "0"
+
+
+def test_kill_parent_init_is_refused(workspace: Path) -> None:
+    res = one(PROBE_RW, workspace, action="kill_parent")
+    assert res["ok"] is False
+    assert res["error"] == "EPERM"

@@ -1,0 +1,83 @@
+"""Shared helpers of the sandbox tests: TEST-ONLY tool specs and a one-call runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runtime.backends.base import ExecOutcome, ExecRequest
+from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
+
+TOOLS = Path(__file__).resolve().parent / "tools"
+
+
+def spec(name: str, entry: str, workspace: str = "rw", exec_: bool = False) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=f"test-only {name}",
+        category="custom",
+        parameters={"type": "object"},
+        backend=BackendKind.SUBPROCESS,
+        entry=entry,
+        sandbox=SandboxNeeds(workspace=WorkspaceAccess(workspace), exec=exec_),
+        source=TOOLS / f"{name}.json",
+    )
+
+
+PROBE_RW = spec("probe", "probe:run", "rw")
+PROBE_RO = spec("probe_ro", "probe:run", "ro")
+PROBE_NONE = spec("probe_none", "probe:run", "none")
+SHELL = spec("shell", "shell:run", "rw", exec_=True)
+READ_FILE = spec("read_file", "files:read_file", "ro")
+WRITE_FILE = spec("write_file", "files:write_file", "rw")
+LIST_FILES = spec("list_files", "files:list_files", "ro")
+ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+
+
+def request(
+    tool: ToolSpec, workspace: Path, arguments: dict[str, Any], **limits: Any
+) -> ExecRequest:
+    lim = Limits().merged(**{"timeout_s": 20.0, **limits})
+    return ExecRequest(
+        call_id="call_test",
+        spec=tool,
+        arguments=arguments,
+        workspace=workspace,
+        limits=lim,
+        decision=Decision(action="allow", rule="test", limits=lim),
+        env={"LANG": "C.UTF-8", "TOOL_ENV": "from-policy"},
+    )
+
+
+async def call(backend: Any, tool: ToolSpec, workspace: Path, **arguments: Any) -> ExecOutcome:
+    limits = arguments.pop("limits", {})
+    outcome: ExecOutcome = await backend.run(request(tool, workspace, arguments, **limits))
+    return outcome
+
+
+def run_with_backend(fn: Any, **backend_kwargs: Any) -> Any:
+    """Start a fresh backend, run ``await fn(backend)``, always close it."""
+    import anyio
+
+    from runtime.backends.sandbox import SandboxBackend
+
+    async def main() -> Any:
+        backend = SandboxBackend(preload=ALL, **backend_kwargs)
+        await backend.start()
+        try:
+            return await fn(backend)
+        finally:
+            await backend.aclose()
+
+    return anyio.run(main)
+
+
+def one(
+    tool: ToolSpec, workspace: Path, disable: frozenset[str] = frozenset(), **arguments: Any
+) -> Any:
+    """Run one call on a fresh backend; returns the result or raises the typed error."""
+
+    async def fn(backend: Any) -> Any:
+        return (await call(backend, tool, workspace, **arguments)).result
+
+    return run_with_backend(fn, disable=disable)

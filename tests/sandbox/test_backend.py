@@ -1,0 +1,399 @@
+"""Unit tests of the sandbox backend: calls, mapping of outcomes, hostile children, teardown."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from runtime.backends.sandbox import DISABLE_NAMES, HostCapabilities, SandboxBackend, probe_host
+from runtime.errors import (
+    OutputTooLarge,
+    ResourceLimitExceeded,
+    SandboxError,
+    ToolFailed,
+    ToolTimeout,
+)
+from tests.sandbox.helpers import (
+    LIST_FILES,
+    PROBE_NONE,
+    PROBE_RO,
+    PROBE_RW,
+    READ_FILE,
+    SHELL,
+    WRITE_FILE,
+    call,
+    one,
+    request,
+    run_with_backend,
+)
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_probe_host_reports_mechanisms() -> None:
+    caps = probe_host()
+    data = caps.as_dict()
+    assert data["user_namespaces"] is True
+    assert data["landlock_abi"] >= 1
+    assert data["seccomp_filter"] is True
+    assert data["missing_required"] == []
+    for key in ("cgroup_version", "cgroup_writable", "pivot_root", "idmapped_mounts", "is_root"):
+        assert key in data
+
+
+def test_missing_required_names_each_mechanism() -> None:
+    caps = HostCapabilities(
+        arch_supported=True,
+        is_root=False,
+        user_namespaces=False,
+        user_namespaces_error="EPERM",
+        pivot_root=False,
+        idmapped_mounts=False,
+        landlock_abi=0,
+        seccomp=True,
+        seccomp_filter=False,
+        cgroup_version=None,
+    )
+    assert caps.missing_required() == ("userns", "landlock", "seccomp")
+
+
+def test_constructor_validates() -> None:
+    with pytest.raises(ValueError, match="unknown mechanisms"):
+        SandboxBackend(disable=frozenset({"everything"}))
+    with pytest.raises(ValueError, match="mode"):
+        SandboxBackend(mode="lax")  # type: ignore[arg-type]
+    assert "landlock" in DISABLE_NAMES
+    with pytest.raises(ValueError, match="state_dirs"):
+        SandboxBackend(state_dirs=("../etc",))
+
+
+def test_fingerprint_lists_active_and_disabled() -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        return backend.fingerprint()
+
+    fp = run_with_backend(fn)
+    assert {"userns", "mountns", "pidns", "netns", "landlock", "seccomp", "rlimits"} <= set(
+        fp.mechanisms
+    )
+    assert fp.mode == "strict"
+    fp_off = run_with_backend(fn, disable=frozenset({"landlock"}), mode="best_effort")
+    assert "landlock" not in fp_off.mechanisms
+    assert "landlock" in fp_off.missing
+    assert fp_off.mode == "best_effort"
+
+
+def test_read_file_through_the_sandbox(workspace: Path) -> None:
+    assert one(READ_FILE, workspace, path="hello.txt") == {"content": "hello\n", "size": 6}
+
+
+def test_list_files(workspace: Path) -> None:
+    assert one(LIST_FILES, workspace)["entries"] == ["data.bin", "hello.txt"]
+
+
+def test_write_file_lands_owned_by_the_broker_user(workspace: Path) -> None:
+    assert one(WRITE_FILE, workspace, path="new.txt", content="hi") == {"written": 2}
+    st = (workspace / "new.txt").stat()
+    assert st.st_uid == os.getuid()
+    assert (workspace / "new.txt").read_text() == "hi"
+
+
+def test_read_only_workspace_refuses_writes(workspace: Path) -> None:
+    res = one(PROBE_RO, workspace, action="write", path="/workspace/x")
+    assert res["ok"] is False
+    assert res["error"] in ("EROFS", "EACCES")
+    assert not (workspace / "x").exists()
+
+
+def test_no_workspace_means_no_workspace(workspace: Path) -> None:
+    res = one(PROBE_NONE, workspace, action="listdir", path="/workspace")
+    assert res["ok"] is False
+
+
+def test_identity_inside(workspace: Path) -> None:
+    res = one(PROBE_RW, workspace, action="identity")
+    assert res == {"uid": 1000, "gid": 1000, "pid": 2, "ppid": 1, "hostname": "sandbox"}
+
+
+def test_environment_is_the_policy_environment_only(workspace: Path) -> None:
+    os.environ["RUNTIME_TEST_SECRET"] = "s3cret"
+    try:
+        res = one(PROBE_RW, workspace, action="env")
+    finally:
+        del os.environ["RUNTIME_TEST_SECRET"]
+    assert res["environ"] == {"LANG": "C.UTF-8", "TOOL_ENV": "from-policy"}
+
+
+def test_only_the_frame_socket_is_open(workspace: Path) -> None:
+    fds = one(PROBE_RW, workspace, action="fds")["fds"]
+    # 0-2 are /dev/null, one frame socket, and the fd listdir itself opened.
+    assert len(fds) == 5
+    assert fds[:3] == [0, 1, 2]
+
+
+def test_rlimits_are_applied(workspace: Path) -> None:
+    res = one(PROBE_RW, workspace, action="rlimits", limits={"cpu_s": 7, "nofile": 50, "pids": 20})
+    assert res["RLIMIT_CPU"] == [7, 8]
+    assert res["RLIMIT_NOFILE"] == [50, 50]
+    assert res["RLIMIT_NPROC"] == [20, 20]
+
+
+def test_runtime_state_dir_is_hidden(workspace: Path) -> None:
+    (workspace / ".runtime").mkdir()
+    (workspace / ".runtime" / "audit.db").write_text("secret")
+    res = one(PROBE_RW, workspace, action="listdir", path="/workspace/.runtime")
+    assert res == {"ok": True, "entries": []}
+    res = one(PROBE_RW, workspace, action="write", path="/workspace/.runtime/planted")
+    assert res["ok"] is False
+    assert sorted(os.listdir(workspace / ".runtime")) == ["audit.db"]
+
+
+def test_exec_tool_runs_a_shell(workspace: Path) -> None:
+    res = one(SHELL, workspace, command="echo out; echo err >&2; echo made > made.txt; exit 3")
+    assert res == {"stdout": "out\n", "stderr": "err\n", "exit_code": 3, "truncated": False}
+    assert (workspace / "made.txt").read_text() == "made\n"
+    assert (workspace / "made.txt").stat().st_uid == os.getuid()
+
+
+def test_exec_tool_output_is_truncated(workspace: Path) -> None:
+    res = one(SHELL, workspace, command="head -c 3000000 /dev/zero", limits={"output_bytes": 65536})
+    assert res["truncated"] is True
+    assert len(res["stdout"]) == 65536 // 4
+
+
+def test_tool_failed_maps_to_tool_error(workspace: Path) -> None:
+    with pytest.raises(ToolFailed, match="nope"):
+        one(PROBE_RW, workspace, action="fail", message="nope")
+
+
+def test_exception_maps_to_tool_error_naming_the_type(workspace: Path) -> None:
+    with pytest.raises(ToolFailed, match="ValueError: bad"):
+        one(PROBE_RW, workspace, action="raise", message="bad")
+
+
+def test_non_serialisable_result(workspace: Path) -> None:
+    with pytest.raises(ToolFailed, match="not serialisable"):
+        one(PROBE_RW, workspace, action="nonserialisable")
+
+
+def test_result_over_the_output_cap(workspace: Path) -> None:
+    with pytest.raises(OutputTooLarge) as info:
+        one(PROBE_RW, workspace, action="flood", bytes=200_000, limits={"output_bytes": 10_000})
+    assert info.value.details["preview"].startswith("{'data': 'xxx")
+    assert len(info.value.details["preview"]) <= 1024
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ({"action": "raw_frame", "hex": "00000003ffffff"}, SandboxError, "invalid frame"),
+        ({"action": "raw_frame", "hex": "00000010c1"}, SandboxError, "invalid frame"),
+        ({"action": "raw_frame", "hex": "0000000191"}, SandboxError, "invalid frame"),
+        ({"action": "huge_frame_header"}, OutputTooLarge, "exceeded"),
+        ({"action": "exit", "code": 3}, SandboxError, "status 3"),
+        ({"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11"),
+    ],
+    ids=["garbage", "partial", "not-a-map", "oversized", "early-exit", "segv"],
+)
+def test_hostile_child_gives_typed_errors(
+    workspace: Path, args: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        one(PROBE_RW, workspace, **args)
+
+
+def test_silence_times_out(workspace: Path) -> None:
+    with pytest.raises(ToolTimeout):
+        one(PROBE_RW, workspace, action="sleep", seconds=60, limits={"timeout_s": 0.5})
+
+
+def test_cpu_limit(workspace: Path) -> None:
+    with pytest.raises(ResourceLimitExceeded) as info:
+        one(PROBE_RW, workspace, action="spin", limits={"cpu_s": 1, "timeout_s": 30})
+    assert info.value.details["limit"] == "cpu_s"
+
+
+def test_memory_limit(workspace: Path) -> None:
+    with pytest.raises(ResourceLimitExceeded):
+        one(PROBE_RW, workspace, action="alloc", mb=1024, limits={"memory_mb": 256})
+
+
+def test_broker_requests_round_trip(workspace: Path) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def handler(op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        seen.append((op, payload))
+        return {"status": 200, "body": "pong"}
+
+    async def fn(backend: SandboxBackend) -> Any:
+        req = request(PROBE_RW, workspace, {"action": "broker", "op": "http", "payload": {"u": 1}})
+        req.broker_requests = handler
+        return (await backend.run(req)).result
+
+    assert run_with_backend(fn) == {"status": 200, "body": "pong"}
+    assert seen == [("http", {"u": 1})]
+
+
+def test_broker_requests_without_a_channel(workspace: Path) -> None:
+    with pytest.raises(ToolFailed, match="no channel to the broker"):
+        one(PROBE_RW, workspace, action="broker", op="http")
+
+
+def test_usage_is_reported(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        return await call(backend, READ_FILE, workspace, path="hello.txt")
+
+    outcome = run_with_backend(fn)
+    assert outcome.usage["cpu_ms"] > 0
+    assert outcome.usage["max_rss_kb"] > 0
+    assert outcome.usage["wall_ms"] > 0
+    assert outcome.fingerprint is not None
+
+
+def _leftovers(zygote_pid: int) -> list[psutil.Process]:
+    return psutil.Process(zygote_pid).children(recursive=True)
+
+
+def test_concurrent_calls_and_nothing_left_behind(workspace: Path) -> None:
+    fds_before = len(os.listdir("/proc/self/fd"))
+
+    async def fn(backend: SandboxBackend) -> Any:
+        results: list[Any] = []
+
+        async def one_call(i: int) -> None:
+            out = await call(backend, PROBE_RW, workspace, action="write", path=f"/workspace/f{i}")
+            results.append(out.result)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(16):
+                tg.start_soon(one_call, i)
+        assert backend.zygote_pid is not None
+        return results, _leftovers(backend.zygote_pid), backend.zygote_pid
+
+    results, left, zpid = run_with_backend(fn, pool=0)
+    assert results == [{"ok": True}] * 16
+    assert left == []
+    assert not psutil.pid_exists(zpid) or psutil.Process(zpid).status() == psutil.STATUS_ZOMBIE
+    assert len(os.listdir("/proc/self/fd")) == fds_before
+    assert sorted(p.name for p in workspace.iterdir() if p.name.startswith("f")) == sorted(
+        f"f{i}" for i in range(16)
+    )
+
+
+def test_timeout_leaves_no_process(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        with pytest.raises(ToolTimeout):
+            await call(
+                backend,
+                SHELL,
+                workspace,
+                command="sleep 100 & sleep 100",
+                limits={"timeout_s": 0.5},
+            )
+        assert backend.zygote_pid is not None
+        return _leftovers(backend.zygote_pid)
+
+    assert run_with_backend(fn, pool=0) == []
+
+
+def test_cancelled_call_is_torn_down(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        with anyio.move_on_after(0.5):
+            await call(backend, PROBE_RW, workspace, action="sleep", seconds=100)
+        assert backend.zygote_pid is not None
+        left = _leftovers(backend.zygote_pid)
+        # The backend is still usable afterwards.
+        again = await call(backend, READ_FILE, workspace, path="hello.txt")
+        return left, again.result
+
+    left, again = run_with_backend(fn, pool=0)
+    assert left == []
+    assert again["size"] == 6
+
+
+def test_run_before_start_is_a_sandbox_error(workspace: Path) -> None:
+    async def main() -> None:
+        backend = SandboxBackend()
+        with pytest.raises(SandboxError, match="not started"):
+            await backend.run(request(READ_FILE, workspace, {"path": "hello.txt"}))
+
+    anyio.run(main)
+
+
+def test_cgroup_directories_are_removed(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, READ_FILE, workspace, path="hello.txt")
+        return backend.zygote_pid
+
+    zpid = run_with_backend(fn)
+    for ctrl in ("memory", "pids"):
+        assert not Path(f"/sys/fs/cgroup/{ctrl}/runtime-sandbox-{zpid}").exists()
+
+
+def test_spares_serve_one_call_each_and_die_with_the_backend(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        first = await call(backend, PROBE_RW, workspace, action="write", path="/tmp/state")
+        second = await call(backend, PROBE_RW, workspace, action="read", path="/tmp/state")
+        third = await call(backend, PROBE_RW, workspace, action="identity")
+        assert backend.zygote_pid is not None
+        spares = _leftovers(backend.zygote_pid)
+        return first.result, second.result, third.result, spares
+
+    first, second, third, spares = run_with_backend(fn, pool=4)
+    assert first == {"ok": True}
+    assert second["ok"] is False  # the previous call's /tmp is gone with its child
+    assert third["pid"] == 2
+    assert spares  # a spare is waiting for the next call of this profile...
+    gone = [p for p in spares if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert gone == []  # ...and is killed when the backend closes
+
+
+def test_zygote_death_is_a_sandbox_error_and_start_recovers(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        assert backend.zygote_pid is not None
+        os.kill(backend.zygote_pid, signal.SIGKILL)
+        with pytest.raises(SandboxError):
+            await call(backend, READ_FILE, workspace, path="hello.txt")
+        await backend.start()
+        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
+
+    assert run_with_backend(fn)["size"] == 6
+
+
+def test_without_user_namespaces_the_other_walls_hold(workspace: Path, canary: Path) -> None:
+    """best_effort on a host without user namespaces, simulated (test-only switch)."""
+
+    async def fn(backend: SandboxBackend) -> Any:
+        inside = await call(backend, PROBE_RW, workspace, action="read", rel=True, path="hello.txt")
+        outside = await call(backend, PROBE_RW, workspace, action="read", path=str(canary))
+        ident = await call(backend, PROBE_RW, workspace, action="identity")
+        return backend.fingerprint(), inside.result, outside.result, ident.result
+
+    fp, inside, outside, ident = run_with_backend(
+        fn, disable=frozenset({"userns"}), mode="best_effort"
+    )
+    assert {"userns", "mountns", "pidns", "netns"} <= set(fp.missing)
+    assert {"landlock", "seccomp", "rlimits"} <= set(fp.mechanisms)
+    assert inside == {"ok": True, "data": "hello\n"}
+    assert outside["ok"] is False
+    assert ident["uid"] != 0
+
+
+def _replace_tree(workspace: Path) -> None:
+    workspace.rename(workspace.with_name("ws-old"))
+    workspace.mkdir()
+    (workspace / "hello.txt").write_text("new tree\n")
+
+
+def test_spare_is_not_used_for_a_replaced_workspace(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, READ_FILE, workspace, path="hello.txt")  # leaves a spare behind
+        _replace_tree(workspace)
+        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
+
+    assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
