@@ -261,8 +261,13 @@ class Zygote:
             self._rm_cgroups(cgroups)
             raise
         if pid == 0:
-            procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
-            child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+            # run_call never returns; should anything escape it, this forked copy must not
+            # go on running the zygote's loop (it holds the table of every other call).
+            try:
+                procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
+                child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+            finally:
+                os._exit(child.EXIT_SETUP)
         return pid, cgroups
 
     @staticmethod
