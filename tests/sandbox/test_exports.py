@@ -12,6 +12,7 @@ MODULES = [
     "runtime.backends.sandbox._linux",
     "runtime.backends.sandbox._setup",
     "runtime.backends.sandbox.backend",
+    "runtime.backends.sandbox.cgroups",
     "runtime.backends.sandbox.child",
     "runtime.backends.sandbox.landlock",
     "runtime.backends.sandbox.newroot",

@@ -25,13 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox import _linux, _setup, child, probe, seccomp
+from runtime.backends.sandbox import _linux, _setup, cgroups, child, probe, seccomp
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
 __all__ = ["main"]
 
-_CG_ROOT = "/sys/fs/cgroup"
 #: Seconds a C may take to reap its namespace after SIGUSR1 before it is SIGKILLed itself.
 _KILL_ESCALATE_S = 5.0
 # Preloaded so that tools find them after pivot_root hides the standard library.
@@ -179,14 +178,9 @@ class Zygote:
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
         if "cgroup" not in disable:
-            for ctrl in caps.cgroup_writable:
-                base = f"{_CG_ROOT}/{ctrl}/runtime-sandbox-{os.getpid()}"
-                try:
-                    os.makedirs(base, exist_ok=True)
-                except OSError as exc:
-                    errors[f"cgroup_{ctrl}"] = str(exc)
-                else:
-                    self.cgroup_base[ctrl] = base
+            made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
+            self.cgroup_base.update(made)
+            errors.update(cg_errors)
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
@@ -239,36 +233,25 @@ class Zygote:
         """Make the call's cgroups and fork C; returns (pid, cgroup dirs). Raises on failure
         (after removing what it made)."""
         assert self.cfg is not None
-        cgroups: list[str] = []
+        idmap = -1
+        if self.cfg.drop_root and plan.workspace and plan.access != "none":
+            st = os.stat(plan.workspace)
+            idmap = self.idmap_fd(st.st_uid, st.st_gid)
+        groups = cgroups.create(self.cgroup_base, tag, plan.limits)
         try:
-            idmap = -1
-            if self.cfg.drop_root and plan.workspace and plan.access != "none":
-                st = os.stat(plan.workspace)
-                idmap = self.idmap_fd(st.st_uid, st.st_gid)
-            limits = plan.limits
-            for ctrl, base in self.cgroup_base.items():
-                path = f"{base}/{tag}"
-                os.mkdir(path)
-                cgroups.append(path)
-                if ctrl == "memory":
-                    _setup.write(
-                        f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20)
-                    )
-                elif ctrl == "pids":
-                    _setup.write(f"{path}/pids.max", str(int(limits["pids"])))
             pid = os.fork()
         except BaseException:
-            self._rm_cgroups(cgroups)
+            cgroups.remove(groups)
             raise
         if pid == 0:
             # run_call never returns; should anything escape it, this forked copy must not
             # go on running the zygote's loop (it holds the table of every other call).
             try:
-                procs = tuple(f"{p}/cgroup.procs" for p in cgroups)
+                procs = tuple(f"{p}/cgroup.procs" for p in groups)
                 child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
             finally:
                 os._exit(child.EXIT_SETUP)
-        return pid, cgroups
+        return pid, groups
 
     @staticmethod
     def _profile(plan: dict[str, Any]) -> str:
@@ -301,8 +284,8 @@ class Zygote:
             else:
                 if spare is not None:
                     self._dismiss(spare)
-                pid, cgroups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
-                self.calls[pid] = _Call(call_id, pid, cgroups)
+                pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
+                self.calls[pid] = _Call(call_id, pid, groups)
         except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
@@ -322,7 +305,7 @@ class Zygote:
         self.spare_seq += 1
         stamp = _stamp(plan.workspace)
         try:
-            pid, cgroups = self._fork_child(
+            pid, groups = self._fork_child(
                 plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
             )
         except Exception:
@@ -331,7 +314,7 @@ class Zygote:
             return
         finally:
             theirs.close()
-        self.spares[profile] = _Spare(pid, ours, cgroups, frozenset(self.tools), stamp)
+        self.spares[profile] = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
 
     def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
         message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
@@ -377,8 +360,8 @@ class Zygote:
                 "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
                 "max_rss_kb": ru.ru_maxrss,
             }
-            report.update(self._cgroup_stats(call.cgroups))
-            self._rm_cgroups(call.cgroups)
+            report.update(cgroups.stats(call.cgroups))
+            cgroups.remove(call.cgroups)
             self.send(report)
 
     def _reap_spare(self, pid: int, status: int) -> None:
@@ -391,42 +374,7 @@ class Zygote:
                 spare.act.close()
                 self.failed_profiles.add(profile)
         if spare is not None:
-            self._rm_cgroups(spare.cgroups)
-
-    def _cgroup_stats(self, paths: list[str]) -> dict[str, Any]:
-        stats: dict[str, Any] = {}
-        for path in paths:
-            try:
-                if "/memory/" in path:
-                    with open(f"{path}/memory.max_usage_in_bytes", encoding="ascii") as f:
-                        stats["peak_memory_bytes"] = int(f.read())
-                    with open(f"{path}/memory.oom_control", encoding="ascii") as f:
-                        for line in f:
-                            key, _, value = line.partition(" ")
-                            if key == "oom_kill":
-                                stats["oom_kills"] = int(value)
-                    with open(f"{path}/memory.failcnt", encoding="ascii") as f:
-                        stats["memory_failcnt"] = int(f.read())
-                elif "/pids/" in path:
-                    with open(f"{path}/pids.events", encoding="ascii") as f:
-                        stats["pids_max_hits"] = int(f.read().split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        return stats
-
-    @staticmethod
-    def _rm_cgroups(paths: list[str]) -> None:
-        for path in paths:
-            # The namespace is gone by the time its C is reaped; a straggler (an exiting task
-            # still charged) makes rmdir EBUSY for a moment, so retry briefly.
-            for _ in range(50):
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.002)
+            cgroups.remove(spare.cgroups)
 
     def expire(self) -> float | None:
         """SIGKILL calls whose grace ran out; return seconds until the next deadline."""
@@ -455,7 +403,7 @@ class Zygote:
         for pid, spare in list(self.dismissed.items()):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            self._rm_cgroups(spare.cgroups)
+            cgroups.remove(spare.cgroups)
         self.dismissed.clear()
         for call in self.calls.values():
             with contextlib.suppress(ProcessLookupError):
@@ -463,9 +411,9 @@ class Zygote:
         for pid, call in list(self.calls.items()):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            self._rm_cgroups(call.cgroups)
+            cgroups.remove(call.cgroups)
         self.calls.clear()
-        self._rm_cgroups(list(self.cgroup_base.values()))
+        cgroups.remove(list(self.cgroup_base.values()))
         for fd in self.idmaps.values():
             os.close(fd)
         self.idmaps.clear()

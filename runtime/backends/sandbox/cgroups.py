@@ -1,0 +1,91 @@
+"""cgroup v1 memory + pids for each call, where the host lets us (root, writable hierarchy).
+
+Each zygote owns ``/sys/fs/cgroup/{memory,pids}/runtime-sandbox-<pid>/``; each call gets a
+child group sized from its limits, which C joins before unsharing. After the call the
+counters (peak memory, OOM kills, pids limit hits) go into the exit report and the group
+is removed. Without a writable hierarchy the rlimits are the only limits, and the
+fingerprint says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from runtime.backends.sandbox._setup import write
+
+__all__ = ["bases", "create", "remove", "stats"]
+
+_ROOT = "/sys/fs/cgroup"
+
+
+def bases(controllers: Iterable[str], tag: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Make this zygote's parent cgroup per writable controller: ({ctrl: dir}, {ctrl: error})."""
+    made: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for ctrl in controllers:
+        base = f"{_ROOT}/{ctrl}/{tag}"
+        try:
+            os.makedirs(base, exist_ok=True)
+        except OSError as exc:
+            errors[f"cgroup_{ctrl}"] = str(exc)
+        else:
+            made[ctrl] = base
+    return made, errors
+
+
+def create(base: Mapping[str, str], name: str, limits: Mapping[str, Any]) -> list[str]:
+    """One call's cgroups, sized from its limits; removes what it made if a step fails."""
+    paths: list[str] = []
+    try:
+        for ctrl, parent in base.items():
+            path = f"{parent}/{name}"
+            os.mkdir(path)
+            paths.append(path)
+            if ctrl == "memory":
+                write(f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20))
+            elif ctrl == "pids":
+                write(f"{path}/pids.max", str(int(limits["pids"])))
+    except BaseException:
+        remove(paths)
+        raise
+    return paths
+
+
+def stats(paths: list[str]) -> dict[str, Any]:
+    """Counters of a finished call: peak memory, OOM kills, pids limit hits."""
+    stats: dict[str, Any] = {}
+    for path in paths:
+        try:
+            if "/memory/" in path:
+                with open(f"{path}/memory.max_usage_in_bytes", encoding="ascii") as f:
+                    stats["peak_memory_bytes"] = int(f.read())
+                with open(f"{path}/memory.oom_control", encoding="ascii") as f:
+                    for line in f:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            stats["oom_kills"] = int(value)
+                with open(f"{path}/memory.failcnt", encoding="ascii") as f:
+                    stats["memory_failcnt"] = int(f.read())
+            elif "/pids/" in path:
+                with open(f"{path}/pids.events", encoding="ascii") as f:
+                    stats["pids_max_hits"] = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return stats
+
+
+def remove(paths: list[str]) -> None:
+    for path in paths:
+        # The namespace is gone by the time its C is reaped; a straggler (an exiting task
+        # still charged) makes rmdir EBUSY for a moment, so retry briefly.
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.002)
