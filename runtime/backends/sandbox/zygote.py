@@ -178,6 +178,7 @@ class Zygote:
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
         if "cgroup" not in disable:
+            cgroups.sweep(caps.cgroup_writable)
             made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
             self.cgroup_base.update(made)
             errors.update(cg_errors)
