@@ -9,6 +9,7 @@ import anyio
 import psutil
 import pytest
 
+from runtime.audit import AuditLog
 from runtime.backends.sandbox import SandboxBackend
 from runtime.broker import Broker
 from runtime.catalogue import Catalogue
@@ -110,3 +111,8 @@ def test_closing_the_broker_ends_every_sandbox_and_the_zygote(workspace: Path, b
     anyio.run(main)
     assert len(results) == 4
     assert all(not r.success and r.error is not None for r in results), results
+    assert {r.error.type for r in results if r.error} == {"sandbox_error"}
+    # Every call in flight was recorded as finished before the log closed.
+    with AuditLog(base / "audit.db") as log:
+        assert log.verify().ok
+        assert log.interrupted() == []
