@@ -63,6 +63,7 @@ def test_write_file_on_a_full_workspace_fails_clearly_and_keeps_the_file(
     assert write["success"] is False
     assert write["error"]["type"] == "tool_error"
     assert "no space left" in write["error"]["message"]
+    assert write["error"]["details"]["reason"] == "no_space"
     assert findings["keep"] == "old\n"
     assert findings["ws_files"] == [".runtime", "filler", "keep.txt"]  # no temp file
 

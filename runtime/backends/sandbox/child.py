@@ -416,7 +416,18 @@ def _serve(
         value = func(call.get("arguments") or {}, ctx)
         message = {"type": "result", "value": value}
     except ToolFailed as exc:
-        message = {"type": "error", "kind": "tool_failed", "message": exc.message}
+        message = {
+            "type": "error",
+            "kind": "tool_failed",
+            "message": exc.message,
+            # Only flat scalars: anything msgpack refuses would cost the whole error frame.
+            "details": {
+                k: v
+                for k, v in exc.details.items()
+                if isinstance(v, (str, bool, float, type(None)))
+                or (isinstance(v, int) and -(2**63) <= v < 2**63)
+            },
+        }
     except MemoryError:
         message = {"type": "error", "kind": "memory", "message": "memory limit reached"}
     except BaseException as exc:
