@@ -3,6 +3,8 @@
 ``python broker_driver.py MODE WORKSPACE AUDIT POLICY``
 
 - ``nap``: one long sandboxed call (``nap`` 600 s); prints ``calling`` first.
+- ``wasm``: wasm json_parse calls in a tight loop (most of each call is the two audit
+  appends); prints ``called N`` every 100 calls.
 - ``writes``: write_file of 1 MiB to keep.txt in a tight loop, alternately all ``A`` and all
   ``B``; prints ``wrote N`` after each call.
 """
@@ -28,6 +30,13 @@ def main() -> int:
         if mode == "nap":
             print("calling", flush=True)
             broker.call({"tool": "nap", "arguments": {"seconds": 600}})
+        elif mode == "wasm":
+            n = 0
+            while True:
+                result = broker.call({"tool": "json_parse", "arguments": {"text": "[1, 2]"}})
+                n += 1
+                if n % 100 == 0:
+                    print(f"called {n} {result.success}", flush=True)
         elif mode == "writes":
             n = 0
             while True:

@@ -126,3 +126,22 @@ def test_kill_in_a_tight_loop_of_writes(workspace: Path, base: Path) -> None:
         content = (workspace / "keep.txt").read_bytes()
         assert content in (b"old\n", b"A" * SIZE, b"B" * SIZE), content[:40]
         assert temp_leftovers(workspace) == []
+
+
+def test_kill_in_a_tight_loop_of_audit_writes(workspace: Path, base: Path) -> None:
+    """Wasm calls take microseconds; the two audit appends are most of each call, so a kill
+    at any moment lands in or next to an SQLite write."""
+    audit = base / "audit.db"
+    policy = _policy(base)
+    for round_, delay_s in enumerate((0.0, 0.011, 0.053)):
+        proc = _start("wasm", workspace, audit, policy)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("called") and line.split()[2] == "True", line
+        time.sleep(delay_s)
+        _kill(proc)
+        with AuditLog(audit) as log:
+            report = log.verify()
+            assert report.ok, report
+            assert report.count >= 200 * (round_ + 1)
+            assert len(log.interrupted()) <= round_ + 1
