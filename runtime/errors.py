@@ -39,6 +39,7 @@ import enum
 from typing import Any
 
 __all__ = [
+    "CHILD_ERROR_TYPES",
     "ApprovalRequired",
     "AuditError",
     "CallCancelled",
@@ -174,3 +175,14 @@ class AuditError(RuntimeToolError):
 
 class InternalError(RuntimeToolError):
     pass
+
+
+#: The class raised for an ``error.type`` that crosses a process boundary as data (a sandboxed
+#: tool's error frame, a broker reply). Only these types may be claimed by a tool child;
+#: anything else it claims is reported as ``tool_error``.
+CHILD_ERROR_TYPES: dict[ErrorType, type[ExecutionError]] = {
+    ErrorType.TOOL_ERROR: ToolFailed,
+    ErrorType.TIMEOUT: ToolTimeout,
+    ErrorType.RESOURCE_LIMIT: ResourceLimitExceeded,
+    ErrorType.OUTPUT_TOO_LARGE: OutputTooLarge,
+}

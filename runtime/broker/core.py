@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 
@@ -182,7 +182,9 @@ class Broker:
         if kind == BackendKind.SUBPROCESS.value:
             from runtime.backends.sandbox import SandboxBackend
 
-            mode = "best_effort" if self.sandbox_mode == "best_effort" else "strict"
+            mode: Literal["strict", "best_effort"] = (
+                "best_effort" if self.sandbox_mode == "best_effort" else "strict"
+            )
             preload = [s for s in self.catalogue.list() if s.backend is BackendKind.SUBPROCESS]
             return SandboxBackend(mode=mode, preload=preload)
         if kind == BackendKind.WASM.value:

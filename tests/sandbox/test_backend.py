@@ -397,3 +397,81 @@ def test_spare_is_not_used_for_a_replaced_workspace(workspace: Path) -> None:
         return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
 
     assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
+
+
+# -- integration with the built-in tools (added when the sandbox met the real catalogue) ------
+
+
+def _builtin(name: str) -> Any:
+    from runtime.catalogue import Catalogue
+
+    return Catalogue().get(name)
+
+
+def _run_builtin(name: str, workspace: Path, arguments: dict[str, Any]) -> Any:
+    spec = _builtin(name)
+
+    async def main() -> Any:
+        backend = SandboxBackend(preload=[spec])
+        await backend.start()
+        try:
+            return await backend.run(request(spec, workspace, arguments))
+        finally:
+            await backend.aclose()
+
+    return anyio.run(main)
+
+
+def test_python_tools_read_package_data_after_pivot_root(tmp_path: Path) -> None:
+    """zoneinfo reads tzdata's files lazily: the interpreter's code is bound read-only."""
+    out = _run_builtin("current_time", tmp_path, {"timezone": "Europe/Paris"})
+    assert out.result["timezone"] == "Europe/Paris"
+
+
+def test_typed_errors_cross_the_pipe(tmp_path: Path) -> None:
+    """shell_exec raises ToolTimeout inside the sandbox: the result says timeout."""
+    with pytest.raises(ToolTimeout) as info:
+        _run_builtin("shell_exec", tmp_path, {"command": "sleep 5", "timeout_s": 1})
+    assert "did not finish" in info.value.message
+
+
+def test_command_template_tool_runs_in_the_sandbox(tmp_path: Path) -> None:
+    import json
+
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    (folder / "count_lines.json").write_text(
+        json.dumps(
+            {
+                "name": "count_lines",
+                "description": "Count lines of a workspace file.",
+                "category": "custom",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                },
+                "backend": "subprocess",
+                "command": ["wc", "-l", "--", "{path}"],
+                "sandbox": {"workspace": "ro", "exec": True},
+            }
+        )
+    )
+    from runtime.catalogue import Catalogue
+
+    spec = Catalogue(builtins=False, folders=[folder]).get("count_lines")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f.txt").write_text("a\nb\nc\n")
+
+    async def main() -> Any:
+        backend = SandboxBackend(preload=[spec])
+        await backend.start()
+        try:
+            return await backend.run(request(spec, ws, {"path": "f.txt"}))
+        finally:
+            await backend.aclose()
+
+    out = anyio.run(main)
+    assert out.result["exit_code"] == 0
+    assert out.result["stdout"].strip() == "3 f.txt"

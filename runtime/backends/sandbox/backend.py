@@ -26,6 +26,9 @@ from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
+    CHILD_ERROR_TYPES,
+    ErrorType,
+    ExecutionError,
     OutputTooLarge,
     ResourceLimitExceeded,
     RuntimeToolError,
@@ -276,6 +279,7 @@ class SandboxBackend:
             "plan": self._plan(request),
         }
         terminal: dict[str, Any] | None = None
+        refusals: list[RuntimeToolError] = []
         frame_error: FrameError | None = None
         exit_report: dict[str, Any] | None = None
         timed_out = False
@@ -286,7 +290,7 @@ class SandboxBackend:
                 theirs.close()
             with anyio.move_on_after(limits.timeout_s) as scope:
                 try:
-                    terminal = await self._converse(call, request)
+                    terminal = await self._converse(call, request, refusals)
                 except FrameError as exc:
                     # A child that breaks the protocol gets no second chance.
                     frame_error = exc
@@ -308,15 +312,26 @@ class SandboxBackend:
                 usage=usage,
                 limit_s=limits.timeout_s,
             )
+        if refusals and terminal is not None and terminal.get("type") == "error":
+            refused = refusals[-1]
+            if isinstance(refused, ExecutionError):
+                refused.usage = usage
+            raise refused
         result = self._outcome(terminal, frame_error, exit_report or {}, limits, usage)
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
-    async def _converse(self, call: CallChannel, request: ExecRequest) -> dict[str, Any] | None:
+    async def _converse(
+        self, call: CallChannel, request: ExecRequest, refusals: list[RuntimeToolError]
+    ) -> dict[str, Any] | None:
+        options: dict[str, Any] = {}
+        if request.spec.command:
+            options["command"] = list(request.spec.command)
         await call.send(
             {
                 "type": "call",
                 "arguments": request.arguments,
                 "broker": request.broker_requests is not None,
+                "options": options,
             }
         )
         while True:
@@ -328,10 +343,12 @@ class SandboxBackend:
                 return frame
             if kind != "request":
                 raise FrameError(f"unexpected frame type {kind!r} from the child")
-            await call.send(await self._answer(frame, request))
+            await call.send(await self._answer(frame, request, refusals))
 
     @staticmethod
-    async def _answer(frame: dict[str, Any], request: ExecRequest) -> dict[str, Any]:
+    async def _answer(
+        frame: dict[str, Any], request: ExecRequest, refusals: list[RuntimeToolError]
+    ) -> dict[str, Any]:
         op, payload = frame.get("op"), frame.get("payload")
         handler = request.broker_requests
         if handler is None:
@@ -345,7 +362,15 @@ class SandboxBackend:
         try:
             value = await handler(op, payload)
         except RuntimeToolError as exc:
-            return {"type": "reply", "ok": False, "message": exc.message}
+            # Kept on the broker side: if the tool then fails, this refusal (e.g. egress
+            # denied by the policy) is the call's error, whatever the child claims.
+            refusals.append(exc)
+            return {
+                "type": "reply",
+                "ok": False,
+                "message": exc.message,
+                "error_type": str(exc.error_type),
+            }
         return {"type": "reply", "ok": True, "value": value}
 
     @staticmethod
@@ -439,8 +464,17 @@ class SandboxBackend:
     @staticmethod
     def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
         kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
-        if kind == "tool_failed":
-            raise ToolFailed(message, **_details(frame.get("details")), usage=usage)
+        if kind == "typed":
+            # The child is hostile: its details are data for the result, kept flat and
+            # bounded, and never a keyword of ours ("usage").
+            details = _details(frame.get("details"))
+            try:
+                cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
+            except ValueError:
+                cls = ToolFailed
+            except KeyError:  # a type a child may not claim (policy_denied, …)
+                cls = ToolFailed
+            raise cls(message, usage=usage, **details)
         if kind == "memory":
             raise ResourceLimitExceeded(
                 f"the call exceeded its {limits.memory_mb} MiB memory limit",

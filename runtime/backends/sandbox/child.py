@@ -18,7 +18,6 @@ its parent as exit code ``128 + n``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import signal
@@ -31,7 +30,7 @@ from typing import Any, NoReturn
 from runtime.backends.sandbox import _linux, landlock, newroot
 from runtime.backends.sandbox._setup import Phase, SetupFailed, write
 from runtime.backends.sandbox.newroot import WORKSPACE
-from runtime.errors import ToolFailed
+from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
@@ -99,22 +98,6 @@ def _close_all_but(keep: set[int]) -> None:
             low = fd + 1
 
 
-def _forward(pid: int, sig: int) -> Callable[[int, Any], None]:
-    """A signal handler passing ``sig`` on to ``pid``.
-
-    Hazard: Python runs a handler after the syscall it interrupted, so a kill from the
-    zygote can be handled just after ``waitpid`` reaped the target (or, in pid 1, when no
-    process is left): ESRCH then. Raised, it would unwind out of :func:`run_call` into the
-    zygote's own code in this forked copy, which holds the zygote's table of other calls.
-    """
-
-    def handler(_signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-    return handler
-
-
 def _exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
@@ -159,6 +142,7 @@ def run_call(
         # broker's user) appears as the sandbox user and files the tool creates land on
         # disk owned by the broker's user. Unprivileged, it is cloned after unsharing.
         ws_fd = -1
+        py_fds: dict[str, int] = {}
         mounts = "mountns" not in off
         if mounts and plan.workspace and cfg.drop_root and plan.access != "none":
             with Phase("workspace_idmap"):
@@ -166,6 +150,9 @@ def run_call(
                     plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
                 )
                 _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap_fd)
+        if mounts and cfg.drop_root:
+            with Phase("python_trees"):
+                py_fds = _python_trees()
         if idmap_fd >= 0:
             os.close(idmap_fd)
         # -- identity: never host root. Dropping uid clears dumpable and pdeathsig, so both
@@ -202,27 +189,45 @@ def run_call(
                 ws_fd = _linux.open_tree(
                     plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
                 )
+        if mounts and not py_fds:
+            with Phase("python_trees"):
+                py_fds = _python_trees()
         # -- fork pid 1 of the new pid namespace; it builds the root (a proc mount must come
         # from inside the pid namespace) and reaps.
         with Phase("fork_init"):
             init_pid = os.fork()
         if init_pid == 0:
-            _init(cfg, plan, call_fd, tool, ws_fd)
+            _init(cfg, plan, call_fd, tool, ws_fd, py_fds=py_fds)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
     if ws_fd >= 0:
         os.close(ws_fd)
+    for fd in py_fds.values():
+        os.close(fd)
     # C stays outside as the handle the zygote signals: SIGTERM is passed on to init (which
     # passes it to every process of the namespace); SIGUSR1 means "kill now": SIGKILL to
     # pid 1 kills the whole namespace. C exits only once init is reaped, and the kernel
     # reaps pid 1 only after every process of its namespace is gone: when the zygote sees
     # C exit, nothing of the call is left. (SIGKILL of C is the last resort: init then dies
     # by its parent-death signal.)
-    signal.signal(signal.SIGTERM, _forward(init_pid, signal.SIGTERM))
-    signal.signal(signal.SIGUSR1, _forward(init_pid, signal.SIGKILL))
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(init_pid, signal.SIGTERM))
+    signal.signal(signal.SIGUSR1, lambda *_: os.kill(init_pid, signal.SIGKILL))
     _, status = os.waitpid(init_pid, 0)
     os._exit(_exit_code(status))
+
+
+def _python_trees() -> dict[str, int]:
+    """Detached read-only clones of the interpreter's code (``newroot.python_paths``). As
+    root they are cloned before the uid drop: the sandbox uid may not traverse, say, a
+    ``/root/.pyenv`` that holds the interpreter."""
+    fds: dict[str, int] = {}
+    attrs = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+    for path in newroot.python_paths():
+        fd = _linux.open_tree(path, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC)
+        fds[path] = fd
+        _linux.mount_setattr(fd, attrs)
+    return fds
 
 
 def _init(
@@ -231,6 +236,8 @@ def _init(
     call_fd: int,
     tool: ToolFunc | Mapping[str, ToolFunc],
     ws_fd: int,
+    *,
+    py_fds: Mapping[str, int],
 ) -> NoReturn:
     """I: pid 1. New root on a tmpfs, pivot_root, detach the old root, then fork the tool."""
     off = cfg.disable
@@ -243,7 +250,12 @@ def _init(
             workspace = plan.workspace or "/nonexistent"
         else:
             newroot.build(
-                plan, limits, ws_fd, state_dirs=cfg.state_dirs, mount_proc="pidns" not in off
+                plan,
+                limits,
+                ws_fd,
+                py_fds,
+                state_dirs=cfg.state_dirs,
+                mount_proc="pidns" not in off,
             )
         with Phase("hostname"):
             if "userns" not in off:
@@ -259,7 +271,7 @@ def _init(
         os.close(ws_fd)
     # The reaper: collect every orphan; when the tool itself ends, end the namespace with
     # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
-    signal.signal(signal.SIGTERM, _forward(-1, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(-1, signal.SIGTERM))
     while True:
         try:
             pid, status = os.wait()
@@ -294,6 +306,8 @@ def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[t
     rules += [(f"/dev/{name}", landlock.RW_DEV) for name in ("null", "zero", "full")]
     rules += [(f"/dev/{name}", landlock.READ_FILE) for name in ("random", "urandom")]
     rules.append(("/proc", landlock.READ))
+    if private_tmp:  # with a mount namespace the interpreter's code is bound read-only
+        rules += [(path, landlock.READ) for path in newroot.python_paths()]
     if plan.exec:
         rules += [(path, landlock.EXEC_READ) for path in ("/usr", "/etc") if os.path.isdir(path)]
         rules += [
@@ -375,6 +389,14 @@ def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc
     return fds[0], func, str(msg.get("call_id", ""))
 
 
+def _safe_details(details: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            out[str(key)] = value if not isinstance(value, str) else value[:4096]
+    return out
+
+
 def _serve(
     plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, *, workspace: str, call_id: str
 ) -> NoReturn:
@@ -395,7 +417,12 @@ def _serve(
         _send(call_fd, {"type": "request", "op": op, "payload": payload})
         reply = receive()
         if not reply.get("ok"):
-            raise ToolFailed(str(reply.get("message", f"broker refused {op!r}")))
+            # The broker keeps its own copy of a refusal (e.g. egress denied by policy) and
+            # reports that, not what this process says; here it only has to stop the tool.
+            raise ToolFailed(
+                str(reply.get("message", f"broker refused {op!r}")),
+                refused_by_broker=str(reply.get("error_type", "tool_error")),
+            )
         value = reply.get("value")
         return value if isinstance(value, dict) else {"value": value}
 
@@ -410,23 +437,20 @@ def _serve(
         call_id=call_id,
         writable=plan.access == "rw",
         broker=broker if call.get("broker") else None,
+        options=dict(call.get("options") or {}),
     )
     message: dict[str, Any]
     try:
         value = func(call.get("arguments") or {}, ctx)
         message = {"type": "result", "value": value}
-    except ToolFailed as exc:
+    except RuntimeToolError as exc:
+        # Typed errors cross the pipe as data: the type, the message, JSON-safe details.
         message = {
             "type": "error",
-            "kind": "tool_failed",
+            "kind": "typed",
+            "error_type": str(exc.error_type),
             "message": exc.message,
-            # Only flat scalars: anything msgpack refuses would cost the whole error frame.
-            "details": {
-                k: v
-                for k, v in exc.details.items()
-                if isinstance(v, (str, bool, float, type(None)))
-                or (isinstance(v, int) and -(2**63) <= v < 2**63)
-            },
+            "details": _safe_details(exc.details),
         }
     except MemoryError:
         message = {"type": "error", "kind": "memory", "message": "memory limit reached"}

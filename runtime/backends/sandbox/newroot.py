@@ -9,8 +9,13 @@ system directories read-only plus a few generated ``/etc`` files. Never ``/home`
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+import sys
+import sysconfig
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.backends.sandbox import _linux
@@ -20,7 +25,7 @@ from runtime.models import Limits
 if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan
 
-__all__ = ["WORKSPACE", "build"]
+__all__ = ["WORKSPACE", "build", "python_paths"]
 
 WORKSPACE = "/workspace"
 _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of the new root
@@ -34,8 +39,40 @@ _ETC_GROUP = "root:x:0:\nsandbox:x:1000:\n"
 _ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
 
 
+@functools.cache
+def python_paths() -> tuple[str, ...]:
+    """The interpreter's own code, bound read-only into every call: the standard library and
+    site-packages (lazy imports, ``encodings`` look-ups, package data such as ``tzdata``) and
+    the ``runtime`` package. Code only, never the broker's files: a source checkout's root is
+    not bound (only its ``runtime`` package), so a workspace inside it stays unreachable except
+    at ``/workspace``, where runtime state is hidden."""
+    import runtime
+
+    found: set[str] = set()
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        found.add(paths[key])
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")):
+            found.add(entry)
+    found.add(str(Path(runtime.__file__).resolve().parent))
+    real = sorted({os.path.realpath(p) for p in found if os.path.isdir(p)})
+    # Drop paths nested in another: one bind covers them.
+    kept: list[str] = []
+    for path in real:
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
 def build(
-    plan: CallPlan, limits: Limits, ws_fd: int, *, state_dirs: tuple[str, ...], mount_proc: bool
+    plan: CallPlan,
+    limits: Limits,
+    ws_fd: int,
+    py_fds: Mapping[str, int],
+    *,
+    state_dirs: tuple[str, ...],
+    mount_proc: bool,
 ) -> None:
     """Run by pid 1 of the call: the new root on a tmpfs, pivot_root, old root detached."""
     root = _NEWROOT
@@ -123,6 +160,10 @@ def build(
                 if os.path.isfile(f"/etc/{name}"):
                     touch(f"{root}/etc/{name}")
                     bind(f"/etc/{name}", f"{root}/etc/{name}", ro)
+    with Phase("mount_python"):
+        for path, fd in py_fds.items():
+            os.makedirs(f"{root}{path}", 0o755, exist_ok=True)
+            _linux.move_mount(fd, f"{root}{path}")
     with Phase("mount_proc"):
         # /proc of the new pid namespace: mounted while the host's /proc is still visible
         # (the kernel requires a fully visible proc before a user namespace may mount one).

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox import _linux, _setup, cgroups, child, probe, seccomp
+from runtime.backends.sandbox import _linux, _setup, cgroups, child, newroot, probe, seccomp
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
@@ -182,6 +182,8 @@ class Zygote:
             made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
             self.cgroup_base.update(made)
             errors.update(cg_errors)
+        # Computed once here, inherited by every fork: the code every call binds read-only.
+        newroot.python_paths()
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
