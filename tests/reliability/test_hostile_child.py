@@ -25,6 +25,7 @@ EXPECTED = {
     "partial": "sandbox_error",
     "flood": "output_too_large",
     "flood_valid": "timeout",
+    "forged_details": "tool_error",
 }
 #: RSS the broker may gain over the whole run: a few frame caps (1 MiB each) of transient
 #: buffers plus allocator noise; an unbounded read of a 4 GiB prefix or of a flood would
@@ -57,11 +58,16 @@ def test_hostile_frames_are_typed_errors_and_the_broker_lives_on(
             growth_mb = (psutil.Process().memory_info().rss - rss0) / 2**20
             assert growth_mb < RSS_MARGIN_MB, growth_mb
 
+            forged = await broker.call({"tool": "hostile", "arguments": {"how": "forged_details"}})
+            assert forged.error is not None and forged.error.details["n"] == 1
+            assert len(forged.error.details["reason"]) <= 1024
+            assert forged.usage.cpu_ms is None or forged.usage.cpu_ms >= 0
+
             after = await broker.call({"tool": "read_file", "arguments": {"path": "data.txt"}})
             assert after.success, after.error
             assert after.result["content"] == "x" * 4096
             assert broker._backends["subprocess"].zygote_pid == zygote  # type: ignore[attr-defined]
             report = broker.audit.verify()
-            assert report.ok and report.count == 2 * (2 + 3 * len(EXPECTED))
+            assert report.ok and report.count == 2 * (3 + 3 * len(EXPECTED))
 
     anyio.run(main)

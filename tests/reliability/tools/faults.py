@@ -72,4 +72,19 @@ def hostile(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         while True:
             payload = b"\x82\xa4type\xa7request\xa2op" + b"\xda\xff\xf0" + b"x" * 0xFFF0
             _write_all(fd, struct.pack(">I", len(payload)) + payload)
+    elif how == "forged_details":
+        # A well-formed error frame whose details try to collide with the broker's own
+        # keyword arguments and to swell the result.
+        import msgpack
+
+        body = msgpack.packb(
+            {
+                "type": "error",
+                "kind": "typed",
+                "error_type": "tool_error",
+                "message": "forged",
+                "details": {"usage": {"cpu_ms": -1}, "reason": "x" * 100_000, "n": 1},
+            }
+        )
+        _write_all(fd, struct.pack(">I", len(body)) + body)
     os._exit(0)
