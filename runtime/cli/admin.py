@@ -125,11 +125,15 @@ def doctor() -> None:
     from runtime.backends.sandbox import probe_host
 
     caps = probe_host().as_dict()
+    from importlib.metadata import PackageNotFoundError, version
+
     wasm: dict[str, Any]
     try:
-        import wasmtime
-
-        wasm = {"available": True, "wasmtime": getattr(wasmtime, "__version__", "?")}
-    except ImportError as exc:  # pragma: no cover - a hard dependency
+        wasm = {"available": True, "wasmtime": version("wasmtime")}
+    except PackageNotFoundError as exc:  # pragma: no cover - a hard dependency
         wasm = {"available": False, "error": str(exc)}
-    _out({"sandbox": caps, "wasm": wasm})
+    from runtime.backends.wasm import default_cache_dir
+
+    wasm["cache_dir"] = str(default_cache_dir())
+    verdict = "ok" if not caps.get("missing_required") else "strict mode will refuse to run"
+    _out({"sandbox": caps, "wasm": wasm, "strict_mode": verdict})

@@ -161,3 +161,14 @@ def test_audit_verify_tail_export(tmp_path: Path) -> None:
     proc = run("audit", "verify", "--audit", str(audit), cwd=tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["first_bad"] == 2
+
+
+def test_doctor_reports_mechanisms(tmp_path: Path) -> None:
+    proc = run("doctor", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    sandbox = out["sandbox"]
+    for key in ("user_namespaces", "landlock_abi", "seccomp", "cgroup_version", "cgroup_writable"):
+        assert key in sandbox
+    assert out["wasm"]["available"] is True
+    assert out["strict_mode"] in ("ok", "strict mode will refuse to run")
