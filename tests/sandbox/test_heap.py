@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime.backends.sandbox import SandboxBackend
@@ -21,7 +22,7 @@ def test_zygote_does_not_load_pydantic(workspace: Path) -> None:
     async def fn(backend: SandboxBackend) -> Any:
         outcome = await call(backend, READ_FILE, workspace, path="hello.txt")
         assert backend.zygote_pid is not None
-        maps = Path(f"/proc/{backend.zygote_pid}/maps").read_text()
+        maps = await anyio.Path(f"/proc/{backend.zygote_pid}/maps").read_text()
         return outcome.result, maps
 
     result, maps = run_with_backend(fn)
