@@ -351,6 +351,8 @@ class Zygote:
             report: dict[str, Any] = {
                 "type": "exit",
                 "id": call.id,
+                # CLOCK_MONOTONIC is system-wide: the broker can split its wait (benchmarks).
+                "reaped_at": time.monotonic(),
                 "exited": os.WIFEXITED(status),
                 "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -358,8 +360,11 @@ class Zygote:
                 "max_rss_kb": ru.ru_maxrss,
             }
             report.update(cgroups.stats(call.cgroups))
-            cgroups.remove(call.cgroups)
+            # Report first: the counters are read, and removing the directories (rmdir of a
+            # v1 memory cgroup may wait for the last charged page) cannot change the result.
+            # They are still gone before this loop serves its next message.
             self.send(report)
+            cgroups.remove(call.cgroups)
 
     def _reap_spare(self, pid: int, status: int) -> None:
         spare = self.dismissed.pop(pid, None)
