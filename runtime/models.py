@@ -80,6 +80,7 @@ class BackendKind(enum.StrEnum):
     SUBPROCESS = "subprocess"  # Linux sandbox via the fork-server
     WASM = "wasm"  # Wasmtime guest
     HOST = "host"  # broker-side: egress gateway and broker state; never untrusted code
+    MCP = "mcp"  # an external MCP server, started sandboxed (runtime.backends.mcp_proxy)
     MOCK = "mock"  # tests only
 
 

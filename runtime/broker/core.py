@@ -125,7 +125,7 @@ class Broker:
         else:
             self.policy = policy
         self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
-        self.catalogue = catalogue or Catalogue(folders=tool_folders)
+        self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
         audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
         self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
         self.events = EventBus()

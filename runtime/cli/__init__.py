@@ -9,12 +9,13 @@ from typer.exceptions import TyperException
 
 from runtime.cli import admin as _admin  # registers its commands on the app
 from runtime.cli import bench as _bench
+from runtime.cli import serve as _serve
 from runtime.cli.app import app
 from runtime.cli.exitcodes import EX_USAGE
 
 __all__ = ["app", "main"]
 
-_ = (_admin, _bench)
+_ = (_admin, _bench, _serve)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -231,3 +231,14 @@ def test_sync_broker(tmp_path: Path, catalogue: Any) -> None:
         assert broker.catalogue is catalogue
     with pytest.raises(RuntimeError, match="not open"):
         broker.call({"tool": "echo"})
+
+
+async def test_an_empty_catalogue_is_kept(tmp_path: Path) -> None:
+    from runtime.broker import Broker
+    from runtime.catalogue import Catalogue
+
+    empty = Catalogue(builtins=False)
+    async with Broker(workspace=tmp_path / "ws", catalogue=empty) as broker:
+        assert broker.catalogue is empty
+        result = await broker.call({"tool": "read_file", "arguments": {"path": "x"}})
+    assert result.error is not None and result.error.type == "tool_not_found"

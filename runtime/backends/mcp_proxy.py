@@ -1,0 +1,324 @@
+"""The ``mcp`` backend: tools of external MCP servers, behind the broker's policy.
+
+Usage (the CLI's ``serve`` does this)::
+
+    async with McpProxyBackend(servers, mode="strict") as proxy:
+        async with Broker(ws, policy, backends={"mcp": proxy}) as broker:
+            proxy.register(broker.catalogue)       # <prefix>__<tool> specs, backend "mcp"
+            ...
+
+Every external server runs isolated (``runtime.mcp.launch``) under its own connection task,
+which owns the stdio client and the MCP session from start to end: anyio cancel scopes must be
+left in the task that entered them, and broker calls arrive from many tasks. A call is a
+``tools/call`` on the shared session; the session multiplexes concurrent requests.
+
+The server is hostile: its tool names, schemas, descriptions and results are attacker data.
+Names that do not fit the catalogue's pattern and schemas that are huge or invalid are
+skipped (logged); results pass the broker's size cap and the advertised output schema;
+a server that dies or stalls turns into ``sandbox_error`` / ``timeout`` results, never a
+broker crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.catalogue import Catalogue
+from runtime.errors import (
+    ManifestError,
+    SandboxError,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolTimeout,
+)
+from runtime.mcp.external import ExternalServer, prefixed_name
+from runtime.mcp.launch import Launch, isolation_available, landlock_available, launch_for
+from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
+
+__all__ = ["McpProxyBackend"]
+
+log = logging.getLogger("runtime.mcp.proxy")
+
+#: Largest advertised schema (JSON bytes) we compile: a hostile server must not make the
+#: broker compile megabytes of schema or pathological patterns at start-up.
+_MAX_SCHEMA_BYTES = 65_536
+_MAX_DESCRIPTION = 4096
+_MAX_TOOLS = 512
+
+
+@dataclass(slots=True)
+class _Connection:
+    server: ExternalServer
+    launch: Launch | None = None
+    session: ClientSession | None = None
+    tools: list[types.Tool] = field(default_factory=list)
+    error: str | None = None
+    spawned: bool = False
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class McpProxyBackend:
+    """Runs calls on external MCP servers. Open with ``async with`` before handing it to a
+    broker; the broker's ``start``/``aclose`` are then no-ops / idempotent."""
+
+    name = "mcp"
+
+    def __init__(self, servers: list[ExternalServer], *, mode: str = "strict") -> None:
+        self._connections = [_Connection(server=s) for s in servers]
+        #: "strict" refuses to start a server it cannot isolate; set before opening.
+        self.mode = mode
+        self._tools: dict[str, tuple[_Connection, str]] = {}
+        self._specs: list[ToolSpec] = []
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._opened = False
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def __aenter__(self) -> McpProxyBackend:
+        if self._opened:
+            raise SandboxError("an McpProxyBackend can be opened once")
+        self._opened = True
+        # Probed once per process; blocking, so off the event loop.
+        problem = await anyio.to_thread.run_sync(isolation_available)
+        problem = problem or await anyio.to_thread.run_sync(landlock_available)
+        if problem is not None and self.mode == "strict" and self._connections:
+            raise SandboxUnavailable(
+                f"cannot isolate external MCP servers: {problem}", unavailable=True
+            )
+        self._tg = tg = anyio.create_task_group()
+        await tg.__aenter__()
+        try:
+            # Servers start side by side: start-up costs the slowest one, not the sum.
+            async with anyio.create_task_group() as starting:
+                for conn in self._connections:
+                    starting.start_soon(tg.start, self._serve, conn)
+        except BaseException:
+            await self._shutdown()
+            await self._tg.__aexit__(None, None, None)
+            raise
+        for conn in self._connections:
+            self._collect(conn)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._shutdown()
+        assert self._tg is not None
+        await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def start(self) -> None:
+        if not self._opened:
+            raise SandboxError(
+                "the mcp backend was not opened: use 'async with McpProxyBackend(...)' around "
+                "the broker",
+                backend="mcp",
+            )
+
+    async def aclose(self) -> None:
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        for conn in self._connections:
+            conn.stop.set()
+        with anyio.CancelScope(shield=True):
+            for conn in self._connections:
+                if conn.spawned:
+                    await conn.done.wait()
+
+    # -- connections --------------------------------------------------------------------------
+    async def _serve(self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Own one server's process and session until asked to stop."""
+        started = False
+        conn.spawned = True
+        try:
+            conn.launch = launch = launch_for(conn.server, mode=self.mode)
+            params = StdioServerParameters(
+                command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
+            )
+            async with (
+                stdio_client(params, errlog=sys.stderr) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio.fail_after(conn.server.start_timeout_s):
+                    await session.initialize()
+                    conn.tools = await _list_all(session)
+                conn.session = session
+                task_status.started()
+                started = True
+                await conn.stop.wait()
+                conn.session = None
+        except Exception as exc:  # a server that fails must not take the broker down
+            conn.error = f"{type(exc).__name__}: {exc}"
+            conn.session = None
+            log.warning("mcp server %r failed: %s", conn.server.name, conn.error)
+        finally:
+            if conn.launch is not None:
+                conn.launch.cleanup()  # the process has exited: stdio_client waited for it
+            conn.done.set()
+            if not started:
+                task_status.started()
+
+    def _collect(self, conn: _Connection) -> None:
+        prefix = conn.server.tool_prefix
+        wanted = set(conn.server.tools) if conn.server.tools is not None else None
+        for tool in conn.tools[:_MAX_TOOLS]:
+            if wanted is not None and tool.name not in wanted:
+                continue
+            spec = _spec_for(conn.server, prefix, tool)
+            if spec is None:
+                continue
+            self._tools[spec.name] = (conn, tool.name)
+            self._specs.append(spec)
+
+    # -- catalogue ----------------------------------------------------------------------------
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Servers that could not be started, by name, with the reason."""
+        return {c.server.name: c.error for c in self._connections if c.error is not None}
+
+    def register(self, catalogue: Catalogue) -> list[str]:
+        """Register every imported tool; returns the names. A schema the catalogue refuses
+        is skipped with a warning (the server is untrusted; its mistakes are not ours)."""
+        names: list[str] = []
+        for spec in self._specs:
+            try:
+                catalogue.register(spec)
+            except ManifestError as exc:
+                log.warning("mcp tool %s skipped: %s", spec.name, exc.message)
+                self._tools.pop(spec.name, None)
+                continue
+            names.append(spec.name)
+        return names
+
+    # -- calls --------------------------------------------------------------------------------
+    def fingerprint(self) -> Fingerprint:
+        for conn in self._connections:
+            if conn.launch is not None:
+                return conn.launch.fingerprint
+        return Fingerprint(backend="mcp", mode=self.mode)
+
+    async def run(self, request: ExecRequest) -> ExecOutcome:
+        entry = self._tools.get(request.spec.name)
+        if entry is None:
+            raise SandboxError(f"{request.spec.name}: no MCP server provides this tool")
+        conn, remote = entry
+        session = conn.session
+        if session is None or self._closed:
+            raise SandboxError(
+                f"{request.spec.name}: MCP server {conn.server.name!r} is not running"
+                + (f" ({conn.error})" if conn.error else ""),
+                server=conn.server.name,
+            )
+        t0 = anyio.current_time()
+        try:
+            with anyio.fail_after(request.limits.timeout_s):
+                result = await session.call_tool(remote, dict(request.arguments))
+        except TimeoutError as exc:
+            raise ToolTimeout(
+                f"{request.spec.name}: no answer within {request.limits.timeout_s:g} s",
+                limit_s=request.limits.timeout_s,
+            ) from exc
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                # The server died (or closed its stdout): later calls fail fast, clearly.
+                conn.session = None
+                conn.error = "the server process exited"
+                raise SandboxError(
+                    f"{request.spec.name}: MCP server {conn.server.name!r} exited",
+                    server=conn.server.name,
+                ) from exc
+            raise ToolFailed(f"{request.spec.name}: {exc.message}", code=exc.code) from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise SandboxError(
+                f"{request.spec.name}: MCP server {conn.server.name!r} went away",
+                server=conn.server.name,
+            ) from exc
+        except RuntimeError as exc:  # the SDK's output-schema check of the server's result
+            raise ToolFailed(f"{request.spec.name}: {exc}") from exc
+        if not isinstance(result, types.CallToolResult):
+            raise ToolFailed(f"{request.spec.name}: the server asked for input mid-call")
+        usage = {"wall_ms": (anyio.current_time() - t0) * 1000}
+        if result.is_error:
+            raise ToolFailed(f"{request.spec.name}: {_text_of(result) or 'tool error'}")
+        fingerprint = conn.launch.fingerprint if conn.launch else None
+        return ExecOutcome(result=_value_of(result), usage=usage, fingerprint=fingerprint)
+
+
+async def _list_all(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(64):  # a server that pages forever is cut off
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor or len(tools) >= _MAX_TOOLS:
+            break
+    return tools
+
+
+def _spec_for(server: ExternalServer, prefix: str, tool: types.Tool) -> ToolSpec | None:
+    name = prefixed_name(prefix, tool.name)
+    if not TOOL_NAME_RE.match(name):
+        log.warning("mcp server %r: tool name %r does not fit; skipped", server.name, tool.name)
+        return None
+    schemas = [tool.input_schema, tool.output_schema]
+    if any(len(json.dumps(s)) > _MAX_SCHEMA_BYTES for s in schemas if s is not None):
+        log.warning("mcp server %r: schema of %r is too large; skipped", server.name, tool.name)
+        return None
+    ann = tool.annotations
+    description = (tool.description or f"{tool.name} (MCP server {server.name})")[:_MAX_DESCRIPTION]
+    return ToolSpec(
+        name=name,
+        description=f"[{server.name}] {description}",
+        category="mcp",
+        parameters=dict(tool.input_schema),
+        result=dict(tool.output_schema) if tool.output_schema else None,
+        backend=BackendKind.MCP,
+        # The server's own hints are its claims, shown to clients; the policy decides on
+        # names, never on these. External code is open-world whatever it says.
+        hints=ToolHints(
+            read_only=bool(ann and ann.read_only_hint),
+            destructive=bool(ann is None or ann.destructive_hint is not False),
+            idempotent=bool(ann and ann.idempotent_hint),
+            open_world=True,
+        ),
+    )
+
+
+def _text_of(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))[:4096]
+
+
+def _value_of(result: types.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    return {
+        "text": "\n".join(c.text for c in result.content if isinstance(c, types.TextContent)),
+        "content": [
+            c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content
+        ],
+    }

@@ -1,0 +1,83 @@
+"""``runtime serve --mcp``: the broker as an MCP server (stdio, or streamable HTTP)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from runtime.cli.app import _err, app
+from runtime.cli.exitcodes import EX_UNAVAILABLE, EX_USAGE
+from runtime.errors import ConfigError, SandboxUnavailable
+
+__all__ = ["serve"]
+
+
+def _ready(where: str) -> None:
+    # stderr only: on stdio, stdout is the protocol.
+    if where != "stdio":
+        sys.stderr.write(f"runtime: MCP server listening on {where}\n")
+        sys.stderr.flush()
+
+
+@app.command("serve")
+def serve(  # noqa: PLR0917 - typer maps parameters to options
+    mcp: Annotated[bool, typer.Option("--mcp", help="Speak the Model Context Protocol.")] = False,
+    workspace: Annotated[Path, typer.Option(help="Workspace directory.")] = Path("workspace"),
+    policy: Annotated[Path | None, typer.Option(help="Policy file (TOML).")] = None,
+    audit: Annotated[Path | None, typer.Option(help="Audit database (SQLite).")] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(help="Serve streamable HTTP on HOST:PORT (port 0: any) instead of stdio."),
+    ] = None,
+    profile: Annotated[str | None, typer.Option(help="Agent profile of the policy.")] = None,
+    tools_dir: Annotated[
+        list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
+    ] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(help="Allow --http on a non-loopback address (no built-in authentication)."),
+    ] = False,
+    ask_timeout: Annotated[
+        float, typer.Option(help="Seconds an approval or question waits for the client.")
+    ] = 300.0,
+    log_level: Annotated[str, typer.Option(help="Logging level (to stderr).")] = "WARNING",
+) -> None:
+    """Serve the tool catalogue through the broker (validation, policy, sandbox, audit)."""
+    from runtime.mcp import serve as serve_mcp
+
+    if not mcp:
+        raise typer.BadParameter("choose a protocol: --mcp")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    async def main() -> None:
+        await serve_mcp(
+            workspace=workspace,
+            policy=policy,
+            audit=audit,
+            profile=profile,
+            http=http,
+            tool_folders=tools_dir or (),
+            on_ready=_ready,
+            ask_timeout_s=ask_timeout,
+            allow_remote=allow_remote,
+        )
+
+    try:
+        anyio.run(main)
+    except ConfigError as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_USAGE) from exc
+    except SandboxUnavailable as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_UNAVAILABLE) from exc
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,78 @@
+"""``runtime serve --mcp``: a broker, its external MCP servers, and one transport, wired up.
+
+Order matters: the external servers are started (and their tools listed into the catalogue)
+before the first ``tools/list`` can arrive, and they are stopped only after the broker has
+closed, so no call is in flight on a session being torn down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ConfigError
+from runtime.mcp.external import ExternalServer, load_policy
+from runtime.mcp.server import McpToolServer
+from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
+
+__all__ = ["serve"]
+
+
+async def serve(
+    *,
+    workspace: str | Path = "workspace",
+    policy: str | Path | None = None,
+    audit: str | Path | None = None,
+    profile: str | None = None,
+    http: str | None = None,
+    tool_folders: Iterable[str | Path] = (),
+    sandbox_mode: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    ask_timeout_s: float = 300.0,
+    allow_remote: bool = False,
+    broker_options: dict[str, Any] | None = None,
+) -> None:
+    """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
+
+    ``broker_options`` are extra :class:`~runtime.broker.Broker` arguments (a catalogue, a
+    policy object, backends); they win over the file-based ones.
+    """
+    # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module level).
+    from runtime.backends.mcp_proxy import McpProxyBackend
+    from runtime.broker import Broker
+
+    address = parse_host_port(http) if http else None
+    if address is not None and not allow_remote and not is_loopback(address[0]):
+        # Refused before anything starts (the transport checks again).
+        raise ConfigError(f"--http {http}: only loopback without --allow-remote", field="http")
+    servers: list[ExternalServer] = []
+    policy_arg: Any = policy
+    if isinstance(policy, (str, Path)):
+        policy_arg, servers = load_policy(policy)
+    async with contextlib.AsyncExitStack() as stack:
+        proxy = McpProxyBackend(servers) if servers else None
+        options: dict[str, Any] = {
+            "policy": policy_arg,
+            "audit": audit,
+            "tool_folders": tool_folders,
+            "profile": profile,
+            "sandbox_mode": sandbox_mode,
+            **(broker_options or {}),
+        }
+        if proxy is not None:
+            options["backends"] = {**options.get("backends", {}), "mcp": proxy}
+        broker = Broker(workspace, **options)
+        await stack.enter_async_context(broker)
+        if proxy is not None:
+            proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
+            await stack.enter_async_context(proxy)
+            proxy.register(broker.catalogue)
+        tool_server = McpToolServer(broker, profile=profile, ask_timeout_s=ask_timeout_s)
+        if address is None:
+            if on_ready is not None:
+                on_ready("stdio")
+            await serve_stdio(tool_server)
+        else:
+            await serve_http(tool_server, *address, on_ready=on_ready, allow_remote=allow_remote)

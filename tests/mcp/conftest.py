@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+HERE = Path(__file__).resolve().parent
+FIXTURE_SERVER = HERE / "fixture_server.py"
+SessionFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("hello from the workspace\n")
+    return ws
+
+
+@asynccontextmanager
+async def stdio_session(argv: list[str], **session_kw: Any) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    with open("/dev/null", "w") as errlog:  # noqa: ASYNC230 - opened once per test
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, **session_kw) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+class HttpServer:
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert self.proc.stderr is not None
+        self.url = ""
+        for line in self.proc.stderr:
+            match = re.search(r"listening on (http://\S+)", line)
+            if match:
+                self.url = match.group(1)
+                break
+        if not self.url:
+            self.close()
+            raise RuntimeError(f"server did not start: exit {self.proc.returncode}")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def http_fixture_server(workspace: Path) -> Iterator[HttpServer]:
+    server = HttpServer(
+        [
+            sys.executable,
+            str(FIXTURE_SERVER),
+            "--workspace",
+            str(workspace),
+            "--http",
+            "127.0.0.1:0",
+        ]
+    )
+    yield server
+    server.close()
+
+
+@asynccontextmanager
+async def http_session(url: str, **session_kw: Any) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write, **session_kw) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@pytest.fixture(scope="module")
+def shared_http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One HTTP fixture server per test module: HTTP sessions are independent, so tests can
+    share the process (a spawn costs more than most tests)."""
+    ws = tmp_path_factory.mktemp("http") / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("hello from the workspace\n")
+    server = HttpServer(
+        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(ws), "--http", "127.0.0.1:0"]
+    )
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def connect(request: pytest.FixtureRequest, workspace: Path) -> Callable[..., Any]:
+    """A session factory for the fixture server over each transport."""
+
+    def factory(**session_kw: Any) -> Any:
+        if request.param == "stdio":
+            argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+            return stdio_session(argv, **session_kw)
+        server: HttpServer = request.getfixturevalue("shared_http_server")
+        return http_session(server.url, **session_kw)
+
+    return factory

@@ -1,0 +1,204 @@
+"""Small pieces of the MCP layer: exports, result mapping, addresses, the launcher, the CLI."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import ConfigError, ErrorType, SandboxUnavailable
+from runtime.mcp import call_result
+from runtime.mcp import launch as launch_mod
+from runtime.mcp.external import ExternalServer
+from runtime.mcp.transport import parse_host_port
+from runtime.models import ErrorInfo, ToolResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "runtime.mcp",
+        "runtime.mcp.server",
+        "runtime.mcp.external",
+        "runtime.mcp.launch",
+        "runtime.mcp.transport",
+        "runtime.mcp.app",
+        "runtime.backends.mcp_proxy",
+        "runtime.adapters",
+    ],
+)
+def test_exports_sorted_and_defined(module: str) -> None:
+    mod = importlib.import_module(module)
+    names = list(mod.__all__)
+
+    # isort style (ruff RUF022), as runtime.models: CONSTANTS, then Classes, then functions
+    def key(n: str) -> tuple[int, str]:
+        return (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+
+    assert names == sorted(names, key=key)
+    for name in names:
+        assert hasattr(mod, name), name
+
+
+def result(value: Any = None, error: ErrorInfo | None = None) -> ToolResult:
+    now = datetime.now(UTC)
+    return ToolResult(
+        call_id="c",
+        tool="t",
+        success=error is None,
+        result=value,
+        error=error,
+        started_at=now,
+        completed_at=now,
+        duration_ms=0.0,
+    )
+
+
+def test_call_result_object() -> None:
+    out = call_result(result({"a": 1}))
+    assert out.is_error is False
+    assert out.structured_content == {"a": 1}
+
+
+@pytest.mark.parametrize("value", [[1, 2], "text", 3, None])
+def test_call_result_non_object_is_wrapped(value: Any) -> None:
+    out = call_result(result(value))
+    assert out.structured_content == {"result": value}
+
+
+def test_call_result_error() -> None:
+    err = ErrorInfo(type=ErrorType.TIMEOUT, message="slow", details={"limit_s": 1})
+    out = call_result(result(error=err))
+    assert out.is_error is True
+    assert out.structured_content == {
+        "error": {"type": "timeout", "message": "slow", "details": {"limit_s": 1}},
+        "call_id": "c",
+        "tool": "t",
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("localhost:8080", ("localhost", 8080)),
+        ("[::1]:9", ("::1", 9)),
+    ],
+)
+def test_host_port(value: str, expected: tuple[str, int]) -> None:
+    assert parse_host_port(value) == expected
+
+
+@pytest.mark.parametrize("value", ["8080", ":80", "host:", "host:99999", "host:x"])
+def test_host_port_errors(value: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_host_port(value)
+
+
+def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ExternalServer(name="x", command=["/bin/true"])
+    monkeypatch.setattr(launch_mod, "isolation_available", lambda: "no userns here")
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "no userns here")
+    with pytest.raises(SandboxUnavailable):
+        launch_mod.launch_for(server, mode="strict")
+    plain = launch_mod.launch_for(server, mode="best_effort")
+    plain.cleanup()
+    assert plain.argv == ["/bin/true"]
+    assert "netns" in plain.fingerprint.missing and "landlock" in plain.fingerprint.missing
+
+
+def test_strict_mode_needs_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ExternalServer(name="x", command=["/bin/true"])
+    monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "Landlock is not available")
+    with pytest.raises(SandboxUnavailable):
+        launch_mod.launch_for(server, mode="strict")
+    partial = launch_mod.launch_for(server, mode="best_effort")
+    partial.cleanup()
+    assert "-c" not in partial.argv  # no shim
+    assert "landlock" in partial.fingerprint.missing
+
+
+def test_isolated_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
+    monkeypatch.setattr(launch_mod, "landlock_available", lambda: None)
+    server = ExternalServer(name="x", command=["srv", "--flag"], env={"A": "1"})
+    launch = launch_mod.launch_for(server, mode="strict")
+    networked = launch_mod.launch_for(server.model_copy(update={"network": True}), mode="strict")
+    try:
+        assert launch.argv[-2:] == ["srv", "--flag"]
+        assert "--net" in launch.argv and "--no-new-privs" in launch.argv
+        assert launch.scratch is not None and launch.scratch.is_dir()
+        assert launch.env["A"] == "1" and launch.env["HOME"] == str(launch.scratch)
+        assert "landlock-writes" in launch.fingerprint.mechanisms
+        assert "--net" not in networked.argv
+    finally:
+        launch.cleanup()
+        networked.cleanup()
+    assert launch.scratch is not None and not launch.scratch.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve"],
+        ["serve", "--mcp", "--http", "nonsense"],
+        ["serve", "--mcp", "--http", "0.0.0.0:0"],  # no authentication: loopback only
+    ],
+)
+def test_serve_usage_errors(args: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime", *args, "--workspace", str(tmp_path / "ws")]
+        if len(args) > 1
+        else [sys.executable, "-m", "runtime", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 64, done.stderr
+    assert done.stdout == ""
+
+
+def test_dns_rebinding_protection(http_fixture_server: Any) -> None:
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Host": "evil.example", "Accept": "application/json, text/event-stream"}
+    response = httpx.post(http_fixture_server.url, json=body, headers=headers, timeout=10)
+    assert response.status_code in (403, 421)
+
+
+def test_serve_bad_policy_is_a_usage_error(tmp_path: Path) -> None:
+    pytest.importorskip("runtime.policy")
+    policy = tmp_path / "p.toml"
+    policy.write_text('version = 1\n[categories]\nfile = "perhaps"\n')
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runtime",
+            "serve",
+            "--mcp",
+            "--policy",
+            str(policy),
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 64
+    assert "categories.file" in done.stderr
+    assert done.stdout == ""
