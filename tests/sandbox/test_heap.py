@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,27 @@ def test_child_limits_mirror_limits() -> None:
 def test_tool_context_default_limits_are_the_model() -> None:
     ctx = ToolContext(workspace=Path("/"))
     assert ctx.limits == Limits()
+
+
+def test_exit_report_is_sent_with_its_reap_time(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        ctl = backend._ctl
+        assert ctl is not None
+        reports: list[dict[str, Any]] = []
+        wait_for = ctl.wait_for
+
+        async def recording(call_id: int) -> dict[str, Any]:
+            report = await wait_for(call_id)
+            reports.append(report)
+            return report
+
+        ctl.wait_for = recording  # type: ignore[method-assign]
+        before = time.monotonic()
+        await call(backend, READ_FILE, workspace, path="hello.txt")
+        return before, time.monotonic(), reports
+
+    before, after, reports = run_with_backend(fn)
+    (report,) = reports
+    # CLOCK_MONOTONIC is system-wide: the zygote's reap time lies within the call.
+    assert before <= report["reaped_at"] <= after
+    assert report["exited"] is True
