@@ -1,12 +1,14 @@
 """The fork-server: imports tool code once, forks one fresh child per call, reports exits.
 
-Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` as
-``python -m runtime.backends.sandbox.zygote FD`` with an environment of its own. ``FD`` is a
+Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` with an environment of
+its own, through a small boot script that skips the ``runtime`` package ``__init__`` (no
+pydantic in this heap, which every call copies three times), then ``main`` with ``FD``, a
 ``SOCK_SEQPACKET`` unix socket to the broker; every packet is one frame (runtime.frames).
 
 Broker → zygote: ``init`` (once), ``spawn`` (with the call socket's child end attached by
 SCM_RIGHTS), ``kill`` (timeout or cancel: SIGTERM now, SIGKILL after the grace period).
-Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters), ``spawn_failed``.
+Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters + ``reaped_at``,
+CLOCK_MONOTONIC), ``spawn_failed``.
 The child talks to the broker directly over its call socket; the zygote never reads
 arguments or results, it only forks and reaps. EOF on the control socket ends every child.
 """
