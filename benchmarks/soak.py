@@ -1,15 +1,22 @@
 """``runtime bench soak --calls N [--json]``: many calls through one broker, sampling the
-broker's RSS and open file descriptors at intervals. A long-running agent must see no growth
-beyond noise: the report compares the first and last quarter of the samples.
+broker's (and its zygote's) RSS and open file descriptors at intervals. A long-running agent
+must see no growth beyond noise: the report compares the median of the first and last
+quarter of the samples, and checks that closing the broker leaves no child process and no
+extra fd behind. Exit status 1 when a check fails.
 
-The mix: sandboxed reads and writes, wasm json_parse, and failing calls (bad arguments,
-denied paths), so error paths are soaked too.
+The mix: sandboxed reads, writes and shell commands, wasm json_parse, and failing calls (bad
+arguments, denied paths), so error paths are soaked too.
+
+Noise: the broker's RSS grows early on (imports, SQLite's page cache of up to ~2 MiB per
+connection, allocator arenas), so the default budget for the last-vs-first-quarter growth
+is 16 MiB; a leak of even 2 KiB a call shows as 20 MiB over 10,000 calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -21,6 +28,8 @@ import psutil
 
 from runtime.broker import SyncBroker
 
+__all__ = ["MIX", "WARMUP_ROUNDS", "main", "run_soak"]
+
 MIX: list[dict[str, Any]] = [
     {"tool": "read_file", "arguments": {"path": "data.txt"}},
     {"tool": "write_file", "arguments": {"path": "out/soak.txt", "content": "soak\n"}},
@@ -28,85 +37,142 @@ MIX: list[dict[str, Any]] = [
     {"tool": "read_file", "arguments": {"path": "../outside.txt"}},
     {"tool": "list_files", "arguments": {"path": "."}},
     {"tool": "read_file", "arguments": {"path": 42}},
+    {"tool": "shell_exec", "arguments": {"command": "echo soak"}},
 ]
 
 
-def _fds(proc: psutil.Process) -> int:
-    return proc.num_fds()
+#: Rounds of the mix run before sampling starts (and counted in the audit only).
+WARMUP_ROUNDS = 3
 
 
-def run_soak(calls: int, samples: int = 20) -> dict[str, Any]:
-    proc = psutil.Process()
+def _proc_stats(pid: int | None) -> tuple[float, int]:
+    """(RSS MiB, open fds) of a process; (0, 0) when it is gone."""
+    if pid is None:
+        return 0.0, 0
+    try:
+        proc = psutil.Process(pid)
+        return proc.memory_info().rss / 2**20, proc.num_fds()
+    except psutil.Error:
+        return 0.0, 0
+
+
+def _growth(points: list[dict[str, Any]], key: str) -> float:
+    q = max(1, len(points) // 4)
+    first = statistics.median(p[key] for p in points[:q])
+    last = statistics.median(p[key] for p in points[-q:])
+    return float(last - first)
+
+
+def run_soak(calls: int, samples: int = 20, max_rss_growth_mb: float = 16.0) -> dict[str, Any]:
+    """Run ``calls`` calls; return the samples, the growth figures and the checks."""
+    me = psutil.Process()
     every = max(1, calls // samples)
-    points: list[dict[str, float]] = []
+    points: list[dict[str, Any]] = []
     outcomes: dict[str, int] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="runtime-soak-") as tmp:
+        os.chmod(tmp, 0o755)  # the sandbox uid must be able to reach the workspace
         ws = Path(tmp) / "ws"
         ws.mkdir()
         (ws / "data.txt").write_text("x" * 4096)
+        fds_before = me.num_fds()
+        children_before = {p.pid for p in me.children(recursive=True)}
         t0 = time.perf_counter()
         with SyncBroker(workspace=ws, audit=Path(tmp) / "audit.db") as broker:
+            # Warm-up, not sampled: backends start, the zygote pre-forks a spare per call
+            # profile (each holds an fd), caches fill.
+            for call in MIX * WARMUP_ROUNDS:
+                broker.call(call)
             for i in range(calls):
                 result = broker.call(MIX[i % len(MIX)])
                 key = (
                     "success" if result.success else str(result.error.type if result.error else "?")
                 )
                 outcomes[key] = outcomes.get(key, 0) + 1
-                if i % every == 0:
+                if i % every == 0 or i == calls - 1:
+                    # The zygote is the sandbox backend's; a leak there would not show in
+                    # the broker's own figures.
+                    assert broker.broker is not None
+                    sandbox = broker.broker._backends.get("subprocess")
+                    z_rss, z_fds = _proc_stats(getattr(sandbox, "zygote_pid", None))
                     points.append(
                         {
-                            "call": i,
-                            "rss_mb": proc.memory_info().rss / 2**20,
-                            "fds": _fds(proc),
-                            "children": len(proc.children(recursive=True)),
+                            "call": i + 1,
+                            "rss_mb": me.memory_info().rss / 2**20,
+                            "fds": me.num_fds(),
+                            "children": len(me.children(recursive=True)),
+                            "zygote_rss_mb": z_rss,
+                            "zygote_fds": z_fds,
                         }
                     )
             verified = broker.audit.verify()
+            interrupted = broker.audit.interrupted()
         elapsed = time.perf_counter() - t0
-    q = max(1, len(points) // 4)
-    first = points[:q]
-    last = points[-q:]
-    rss_growth = statistics.median(p["rss_mb"] for p in last) - statistics.median(
-        p["rss_mb"] for p in first
-    )
-    fd_growth = statistics.median(p["fds"] for p in last) - statistics.median(
-        p["fds"] for p in first
-    )
-    return {
+        leftover_children = {p.pid for p in me.children(recursive=True)} - children_before
+        fds_after = me.num_fds()
+    out: dict[str, Any] = {
         "calls": calls,
         "seconds": elapsed,
         "calls_per_s": calls / elapsed,
         "outcomes": outcomes,
         "audit_ok": verified.ok,
         "audit_records": verified.count,
-        "rss_mb_first": first[0]["rss_mb"],
-        "rss_mb_last": last[-1]["rss_mb"],
-        "rss_growth_mb": rss_growth,
-        "fd_growth": fd_growth,
+        "audit_interrupted": len(interrupted),
+        "rss_mb_first": points[0]["rss_mb"],
+        "rss_mb_last": points[-1]["rss_mb"],
+        "rss_growth_mb": _growth(points, "rss_mb"),
+        "fd_growth": _growth(points, "fds"),
+        "zygote_rss_growth_mb": _growth(points, "zygote_rss_mb"),
+        "zygote_fd_growth": _growth(points, "zygote_fds"),
+        "fds_leaked_after_close": fds_after - fds_before,
+        "children_after_close": len(leftover_children),
+        "max_rss_growth_mb": max_rss_growth_mb,
         "samples": points,
     }
+    checks = {
+        "audit": verified.ok
+        and verified.count == 2 * (calls + WARMUP_ROUNDS * len(MIX))
+        and not interrupted,
+        "fd_growth": out["fd_growth"] == 0 and out["zygote_fd_growth"] == 0,
+        "rss_growth": out["rss_growth_mb"] <= max_rss_growth_mb
+        and out["zygote_rss_growth_mb"] <= max_rss_growth_mb,
+        "closed_clean": out["fds_leaked_after_close"] == 0 and not leftover_children,
+    }
+    out["checks"] = checks
+    out["ok"] = all(checks.values())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runtime bench soak")
     parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=20, help="Samples over the run.")
+    parser.add_argument(
+        "--max-rss-growth-mb",
+        type=float,
+        default=16.0,
+        help="Allowed RSS growth, last vs first quarter (MiB). Default 16.",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    out = run_soak(args.calls)
+    out = run_soak(args.calls, args.samples, args.max_rss_growth_mb)
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         for p in out["samples"]:
             sys.stdout.write(
-                f"call {p['call']:>7}  rss {p['rss_mb']:8.1f} MiB  fds {p['fds']:4.0f}  "
-                f"children {p['children']:.0f}\n"
+                f"call {p['call']:>7}  rss {p['rss_mb']:8.1f} MiB  fds {p['fds']:4d}  "
+                f"children {p['children']:2d}  zygote rss {p['zygote_rss_mb']:6.1f} MiB  "
+                f"fds {p['zygote_fds']:3d}\n"
             )
         sys.stdout.write(
             f"{out['calls']} calls in {out['seconds']:.1f} s ({out['calls_per_s']:.0f}/s); "
-            f"RSS growth {out['rss_growth_mb']:+.1f} MiB, fd growth {out['fd_growth']:+.0f}; "
-            f"audit ok={out['audit_ok']} records={out['audit_records']}\n"
+            f"RSS growth {out['rss_growth_mb']:+.1f} MiB (zygote "
+            f"{out['zygote_rss_growth_mb']:+.1f}), fd growth {out['fd_growth']:+.0f} (zygote "
+            f"{out['zygote_fd_growth']:+.0f}); after close: {out['fds_leaked_after_close']} "
+            f"fds, {out['children_after_close']} children; audit ok={out['audit_ok']} "
+            f"records={out['audit_records']}; checks {out['checks']}\n"
         )
-    return 0 if out["audit_ok"] else 1
+    return 0 if out["ok"] else 1
 
 
 if __name__ == "__main__":

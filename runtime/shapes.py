@@ -63,30 +63,68 @@ def _depth_exceeds(text: str, max_depth: int) -> bool:
     return False
 
 
-def _check_value(value: Any, limits: CallLimits, depth: int = 0, path: str = "$") -> None:
-    if depth > limits.max_depth:
+def _check_value(value: Any, limits: CallLimits) -> None:
+    """Raise InvalidArguments for the first value beyond ``limits`` (depth, string length, NaN).
+
+    Runs on every call over every argument: the walk builds no path strings; the JSONPath of a
+    violation is assembled only when there is one.
+    """
+    found = _violation(value, limits.max_depth, limits.max_string, 0)
+    if found is None:
+        return
+    rule, keys = found
+    path = "$" + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
+    if rule == "max_depth":
         raise InvalidArguments(
-            f"{path}: nesting deeper than {limits.max_depth} levels",
-            path=path,
-            rule="max_depth",
+            f"{path}: nesting deeper than {limits.max_depth} levels", path=path, rule=rule
         )
+    if rule == "max_string":
+        raise InvalidArguments(
+            f"{path}: string of {len(_at(value, keys))} characters exceeds {limits.max_string}",
+            path=path,
+            rule=rule,
+        )
+    if rule == "key":
+        raise InvalidArguments(f"{path}: object keys must be strings", path=path)
+    raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
+
+
+def _at(value: Any, keys: list[Any]) -> Any:
+    for k in reversed(keys):
+        value = value[k]
+    return value
+
+
+def _violation(
+    value: Any, max_depth: int, max_string: int, depth: int
+) -> tuple[str, list[Any]] | None:
+    """``(rule, keys innermost first)`` of the first violation under ``value``, else None."""
+    if depth > max_depth:
+        return ("max_depth", [])
     if isinstance(value, str):
-        if len(value) > limits.max_string:
-            raise InvalidArguments(
-                f"{path}: string of {len(value)} characters exceeds {limits.max_string}",
-                path=path,
-                rule="max_string",
-            )
-    elif isinstance(value, dict):
+        return ("max_string", []) if len(value) > max_string else None
+    if isinstance(value, dict):
+        leaf_ok = depth < max_depth  # a string child is at depth + 1
         for k, v in value.items():
             if not isinstance(k, str):
-                raise InvalidArguments(f"{path}: object keys must be strings", path=path)
-            _check_value(v, limits, depth + 1, f"{path}.{k}")
+                return ("key", [])
+            if leaf_ok and type(v) is str:  # the common leaf, checked without a call
+                if len(v) > max_string:
+                    return ("max_string", [k])
+                continue
+            found = _violation(v, max_depth, max_string, depth + 1)
+            if found is not None:
+                found[1].append(k)
+                return found
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _check_value(v, limits, depth + 1, f"{path}[{i}]")
+            found = _violation(v, max_depth, max_string, depth + 1)
+            if found is not None:
+                found[1].append(i)
+                return found
     elif isinstance(value, float) and math.isnan(value):  # NaN never comes from strict JSON
-        raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
+        return ("nan", [])
+    return None
 
 
 def _reject_constant(name: str) -> Any:

@@ -278,14 +278,7 @@ class Workspace:
                 )
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
             try:
-                tfd = Fd(
-                    os.open(
-                        tmp,
-                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                        0o666,
-                        dir_fd=parent.fd,
-                    )
-                )
+                tfd, named = _open_temp(parent.fd, tmp)
             except OSError as exc:
                 raise self.explain(exc, parts, "file") from exc
             try:
@@ -308,13 +301,17 @@ class Workspace:
                         write_all(tfd.fd, chunk)
                         written += len(chunk)
                     os.fsync(tfd.fd)
+                    if not named:
+                        # The name exists only from here to the rename.
+                        os.link(f"/proc/self/fd/{tfd.fd}", tmp, dst_dir_fd=parent.fd)
+                        named = True
                 os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
-                tmp = ""
+                named = False
                 os.fsync(parent.fd)
             except OSError as exc:
                 raise self.explain(exc, parts, "file") from exc
             finally:
-                if tmp:
+                if named:
                     with contextlib.suppress(OSError):
                         os.unlink(tmp, dir_fd=parent.fd)
         return written
@@ -445,3 +442,23 @@ def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
     if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
         return True
     return fnmatch.fnmatchcase(rel, pattern)
+
+
+def _open_temp(dir_fd: int, tmp: str) -> tuple[Fd, bool]:
+    """The temporary file of an atomic write, in ``dir_fd``: ``(fd, named)``.
+
+    Anonymous (O_TMPFILE) where the file system and /proc allow it, so that a writer killed
+    halfway (its broker SIGKILLed, the sandbox torn down by parent-death signals) leaves
+    nothing behind; the caller links it as ``tmp`` just before the rename. Otherwise a
+    named ``tmp``, which such a kill leaves in place.
+    """
+    if os.path.isdir("/proc/self/fd"):
+        try:
+            fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+        else:
+            return Fd(fd), False
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return Fd(os.open(tmp, flags, 0o666, dir_fd=dir_fd)), True

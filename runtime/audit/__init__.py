@@ -4,6 +4,7 @@ Public surface::
 
     AuditLog(path, *, redact_keys=(), busy_timeout_s=5.0)
         .record_request(...) / .record_completion(...) -> AuditRecord
+            (returning=False: -> None, no AuditRecord built; the broker's hot path)
         .verify(expected_head=None) -> VerifyReport
         .head() -> (seq, hash)          keep it elsewhere as an anchor
         .tail(n) / .interrupted() / .export_jsonl(out) / .close()

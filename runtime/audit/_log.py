@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar, overload
 
 from runtime.audit._canonical import (
     GENESIS_HASH,
@@ -45,8 +46,33 @@ def _parse_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+class _Clock:
+    """RFC 3339 UTC timestamps with microseconds (``2026-01-02T03:04:05.678901Z``).
+
+    The date-time part is formatted once per second and reused: a record's time is taken
+    under the write lock on every append, and ``datetime.isoformat`` was a visible share of
+    the per-record cost.
+    """
+
+    __slots__ = ("_cached", "_ns")
+
+    def __init__(self, ns: Callable[[], int] = time.time_ns) -> None:
+        self._ns = ns
+        self._cached: tuple[int, str] = (-1, "")
+
+    def __call__(self) -> str:
+        second, micro = divmod(self._ns() // 1000, 1_000_000)
+        # One attribute read and one write: threads (several logs share this clock) never
+        # see a second paired with another second's prefix.
+        cached = self._cached
+        if cached[0] != second:
+            stamp = _dt.datetime.fromtimestamp(second, _dt.UTC)
+            cached = (second, stamp.strftime("%Y-%m-%dT%H:%M:%S."))
+            self._cached = cached
+        return f"{cached[1]}{micro:06d}Z"
+
+
+_now = _Clock()
 
 
 class AuditLog:
@@ -87,6 +113,7 @@ class AuditLog:
 
     # -- writes -----------------------------------------------------------------------------
 
+    @overload
     def record_request(
         self,
         *,
@@ -96,10 +123,37 @@ class AuditLog:
         decision: dict[str, Any] | None,
         backend: str | None,
         sandbox: dict[str, Any] | None,
-    ) -> AuditRecord:
+        returning: Literal[True] = True,
+    ) -> AuditRecord: ...
+
+    @overload
+    def record_request(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: Any,
+        decision: dict[str, Any] | None,
+        backend: str | None,
+        sandbox: dict[str, Any] | None,
+        returning: Literal[False],
+    ) -> None: ...
+
+    def record_request(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: Any,
+        decision: dict[str, Any] | None,
+        backend: str | None,
+        sandbox: dict[str, Any] | None,
+        returning: bool = True,
+    ) -> AuditRecord | None:
         """The write-ahead record, committed before the call runs.
 
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
+        ``returning=False`` (the broker's hot path) skips building the AuditRecord model.
         """
         data = self._canonical("arguments", arguments)
         shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
@@ -127,7 +181,43 @@ class AuditLog:
             None,
             None,
         )
-        return self._append(fields, shown)
+        return self._append(fields, shown, returning)
+
+    @overload
+    def record_completion(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        outcome: str,
+        error_type: str | None,
+        duration_ms: float,
+        usage: dict[str, Any] | None,
+        result: Any,
+        backend: str | None = None,
+        sandbox: dict[str, Any] | None = None,
+        decision: dict[str, Any] | None = None,
+        returning: Literal[True] = True,
+        result_bytes: bytes | None = None,
+    ) -> AuditRecord: ...
+
+    @overload
+    def record_completion(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        outcome: str,
+        error_type: str | None,
+        duration_ms: float,
+        usage: dict[str, Any] | None,
+        result: Any,
+        backend: str | None = None,
+        sandbox: dict[str, Any] | None = None,
+        decision: dict[str, Any] | None = None,
+        returning: Literal[False],
+        result_bytes: bytes | None = None,
+    ) -> None: ...
 
     def record_completion(
         self,
@@ -142,10 +232,15 @@ class AuditLog:
         backend: str | None = None,
         sandbox: dict[str, Any] | None = None,
         decision: dict[str, Any] | None = None,
-    ) -> AuditRecord:
+        returning: bool = True,
+        result_bytes: bytes | None = None,
+    ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
-        The result itself is not stored; a ``None`` result has no digest.
+        The result itself is not stored; a ``None`` result has no digest. ``returning=False``
+        skips building the AuditRecord model. ``result_bytes`` is :meth:`canonical_result`
+        of ``result`` when the caller already has it (the broker sizes results with it), so
+        the result is serialised once per call.
         """
         if outcome not in OUTCOMES:
             raise AuditError(
@@ -154,7 +249,7 @@ class AuditLog:
         result_digest: str | None = None
         result_size: int | None = None
         if result is not None:
-            data = self._canonical("result", result)
+            data = result_bytes if result_bytes is not None else self._canonical("result", result)
             result_digest, result_size = sha256_hex(data), len(data)
         try:
             duration = float(duration_ms)
@@ -177,7 +272,12 @@ class AuditLog:
             result_digest,
             result_size,
         )
-        return self._append(fields, shown)
+        return self._append(fields, shown, returning)
+
+    def canonical_result(self, result: Any) -> bytes:
+        """The bytes a completion record's ``result_digest``/``result_size`` are taken over
+        (RFC 8785, integers beyond 2**53 as strings). Raises AuditError for non-JSON data."""
+        return self._canonical("result", result)
 
     def _canonical(self, what: str, value: Any) -> bytes:
         try:
@@ -196,7 +296,9 @@ class AuditLog:
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
-    def _append(self, fields: tuple[Any, ...], shown: dict[str, Any]) -> AuditRecord:
+    def _append(
+        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool
+    ) -> AuditRecord | None:
         """Append a record; return it with ``shown`` (the redacted objects) as its JSON fields.
 
         Returning the objects in hand instead of re-parsing the stored text saves a JSON decode
@@ -227,6 +329,8 @@ class AuditLog:
                 row = self._db(write=True).append(build)
             except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+        if not returning:
+            return None
         data = dict(zip(COLUMNS, row, strict=True))
         for name in JSON_FIELDS:
             data[name] = shown[name] if name in shown else _parse_json(data[name])

@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 import anyio
 
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
+from runtime.broker import _fast
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -50,7 +51,6 @@ from runtime.models import (
     ToolCall,
     ToolResult,
     ToolSpec,
-    Usage,
     utcnow,
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
@@ -85,6 +85,7 @@ class _CallState:
     error: RuntimeToolError | None = None
     audited: bool = False
     cancelled: bool = False
+    result_bytes: bytes | None = None
 
 
 class NeedsEventLoop(Exception):
@@ -277,7 +278,7 @@ class Broker:
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        backend = self._sync_backend_for(call)
+        st.tc, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -294,9 +295,11 @@ class Broker:
             result = self._finish(st)
         return result
 
-    def _sync_backend_for(self, call: Any) -> Backend:
+    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, Backend]:
+        """The normalised call (so that _admit does not normalise it twice) and its backend."""
         try:
-            tool = self.catalogue.get(self._normalize(call).tool)
+            tc = self._normalize(call)
+            tool = self.catalogue.get(tc.tool)
         except RuntimeToolError as exc:
             raise NeedsEventLoop("the call is rejected on the async path") from exc
         kind = tool.backend.value
@@ -309,13 +312,14 @@ class Broker:
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
         if self.approver is not None and inspect.iscoroutinefunction(self.approver):
             raise NeedsEventLoop("the approver is async")
-        return backend
+        return tc, backend
 
     def _admit(
         self, st: _CallState, session: str, profile: str | None
     ) -> tuple[ToolSpec, Decision]:
-        """Normalise, look up, validate, decide. Raises on refusal."""
-        st.tc = tc = self._normalize(st.raw)
+        """Normalise (unless call_sync already did), look up, validate, decide. Raises on
+        refusal."""
+        st.tc = tc = st.tc or self._normalize(st.raw)
         self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
@@ -343,6 +347,7 @@ class Broker:
             decision=_decision_dict(decision),
             backend=spec.backend.value,
             sandbox=st.fingerprint.as_dict(),
+            returning=False,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -364,7 +369,7 @@ class Broker:
         assert st.outcome is not None and st.spec is not None and st.decision is not None
         if st.outcome.fingerprint is not None:
             st.fingerprint = st.outcome.fingerprint
-        self._check_result(st.spec, st.decision.limits, st.outcome.result)
+        st.result_bytes = self._check_result(st.spec, st.decision.limits, st.outcome.result)
 
     def _internal(self, st: _CallState, exc: Exception) -> InternalError:
         log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
@@ -425,18 +430,31 @@ class Broker:
             )
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
-    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> None:
-        data = json.dumps(result, ensure_ascii=False, default=str)
-        if len(data.encode()) > limits.output_bytes:
+    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> bytes | None:
+        """Size cap and result schema; returns the result's canonical bytes (sized here, then
+        digested by the completion record: one serialisation per call), or None when the
+        result is not plain JSON data (sized as ``json.dumps`` text; the audit log then
+        refuses it)."""
+        try:
+            canonical: bytes | None = self.audit.canonical_result(result)
+        except AuditError:
+            canonical = None
+        if canonical is not None:
+            size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+        else:
+            text = json.dumps(result, ensure_ascii=False, default=str)
+            size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+        if size > limits.output_bytes:
             raise OutputTooLarge(
-                f"{spec.name}: result of {len(data.encode())} bytes exceeds the limit of "
+                f"{spec.name}: result of {size} bytes exceeds the limit of "
                 f"{limits.output_bytes} bytes",
                 limit=limits.output_bytes,
-                preview=data[:1024],
+                preview=preview,
             )
         validator = self.catalogue.result_validator(spec.name)
         if validator is not None:
             validator.validate_result(spec.name, result)
+        return canonical
 
     def _finish(self, st: _CallState) -> ToolResult:
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
@@ -469,6 +487,7 @@ class Broker:
                     decision=_decision_dict(decision),
                     backend=spec.backend.value if spec else None,
                     sandbox=None,
+                    returning=False,
                 )
                 audited = True
             if audited:
@@ -480,8 +499,10 @@ class Broker:
                     duration_ms=duration_ms,
                     usage=usage_data or None,
                     result=result_value,
+                    result_bytes=st.result_bytes if result_value is not None else None,
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
+                    returning=False,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)
@@ -499,7 +520,7 @@ class Broker:
             if isinstance(error, AuditError):
                 details["fail_closed"] = True
             error_info = ErrorInfo(type=error.error_type, message=error.message, details=details)
-        result = ToolResult(
+        result = _fast.tool_result(
             call_id=call_id,
             tool=tool,
             success=success,
@@ -509,7 +530,7 @@ class Broker:
             completed_at=utcnow(),
             duration_ms=duration_ms,
             backend=spec.backend.value if spec else None,
-            usage=Usage.model_validate(usage_data),
+            usage=_fast.usage(usage_data),
             decision={"action": decision.action, "rule": decision.rule} if decision else None,
         )
         if spec is not None:

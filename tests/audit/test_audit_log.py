@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from audit_helpers import write_calls
@@ -366,3 +367,52 @@ def test_deep_nesting_fails_closed(log: AuditLog) -> None:
             call_id="c", tool="t", arguments={"x": deep}, decision=None, backend=None, sandbox=None
         )
     assert log.verify().count == 0
+
+
+def test_returning_false_writes_the_same_record(tmp_path: Path) -> None:
+    """The broker's hot path (no AuditRecord built) stores exactly what the full path does."""
+    kw: dict[str, Any] = {
+        "call_id": "c",
+        "tool": "t",
+        "arguments": {"token": "s3cret", "n": 2**60},
+        "decision": {"action": "allow", "rule": "r", "reasons": []},
+        "backend": "mock",
+        "sandbox": {"backend": "mock", "mechanisms": []},
+    }
+    done: dict[str, Any] = {
+        "call_id": "c",
+        "tool": "t",
+        "outcome": "success",
+        "error_type": None,
+        "duration_ms": 1.5,
+        "usage": {"cpu_ms": 1.0},
+        "result": {"ok": True},
+    }
+    with AuditLog(tmp_path / "fast.db") as fast, AuditLog(tmp_path / "full.db") as full:
+        assert fast.record_request(**kw, returning=False) is None
+        assert fast.record_completion(**done, returning=False) is None
+        full.record_request(**kw)
+        full.record_completion(**done)
+        ignore = {"time", "hash", "prev_hash"}
+        got = [r.model_dump(exclude=ignore) for r in fast.tail()]
+        want = [r.model_dump(exclude=ignore) for r in full.tail()]
+        assert got == want
+        assert fast.verify().ok
+
+
+def test_clock_matches_isoformat() -> None:
+    from runtime.audit import _log
+
+    now = [0]
+    clock = _log._Clock(lambda: now[0])
+    for ns in (
+        0,
+        1_700_000_000_123_456_789,
+        1_700_000_000_999_999_999,
+        1_700_000_001_000_000_000,
+        1_700_000_000_000_000_001,  # back a second: the cached prefix is not reused
+    ):
+        now[0] = ns
+        second, micro = divmod(ns // 1000, 1_000_000)
+        expected = datetime.datetime.fromtimestamp(second, datetime.UTC).replace(microsecond=micro)
+        assert clock() == expected.isoformat(timespec="microseconds").replace("+00:00", "Z")

@@ -302,3 +302,26 @@ def test_decide_never_raises_on_arguments(arguments: dict[str, object]) -> None:
     for tool in ("read_file", "write_file", "shell_exec", "http_get", "sleep"):
         d = POLICY.decide(ToolCall(tool=tool, arguments=arguments), make_spec(tool))
         assert d.action in ("allow", "ask", "deny")
+
+
+def test_env_cache_follows_session_and_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = Policy.from_toml('[env]\npass = ["POLICY_CACHE_X"]\n')
+    session: dict[str, str] = {"A": "1"}
+    first = policy.env(session)
+    assert first["A"] == "1" and "POLICY_CACHE_X" not in first
+    first["A"] = "edited"  # a caller's edit never reaches the cache
+    assert policy.env(session)["A"] == "1"
+    session["A"] = "2"  # the broker mutates the session dict in place
+    session["B"] = "3"
+    again = policy.env(session)
+    assert (again["A"], again["B"]) == ("2", "3")
+    monkeypatch.setenv("POLICY_CACHE_X", "host")
+    assert policy.env(session)["POLICY_CACHE_X"] == "host"
+    monkeypatch.setenv("POLICY_CACHE_X", "changed")
+    assert policy.env(session)["POLICY_CACHE_X"] == "changed"
+    monkeypatch.delenv("POLICY_CACHE_X")
+    assert "POLICY_CACHE_X" not in policy.env(session)
+    assert policy.env({"L": ["unhashable"]}) == policy.env({})  # type: ignore[dict-item]
+    for i in range(200):  # bounded: distinct sessions do not grow the cache without end
+        assert policy.env({"N": str(i)})["N"] == str(i)
+    assert len(policy._env_cache) <= 64

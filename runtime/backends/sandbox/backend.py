@@ -477,15 +477,16 @@ class SandboxBackend:
     def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
         kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
         if kind == "typed":
-            details = frame.get("details")
-            details = details if isinstance(details, dict) else {}
+            # The child is hostile: its details are data for the result, kept flat and
+            # bounded, and never a keyword of ours ("usage").
+            details = _details(frame.get("details"))
             try:
                 cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
             except ValueError:
                 cls = ToolFailed
             except KeyError:  # a type a child may not claim (policy_denied, …)
                 cls = ToolFailed
-            raise cls(message, usage=usage, **{str(k): v for k, v in details.items()})
+            raise cls(message, usage=usage, **details)
         if kind == "memory":
             raise ResourceLimitExceeded(
                 f"the call exceeded its {limits.memory_mb} MiB memory limit",
@@ -506,3 +507,24 @@ class SandboxBackend:
                 exception=str(frame.get("exc_type", "")),
             )
         raise ToolFailed(message or f"tool error ({kind})", usage=usage)
+
+
+#: Bounds on the details a tool attaches to its failure (the child is hostile: they are
+#: data for the result, never trusted, and must not swell it).
+_MAX_DETAILS = 16
+_MAX_DETAIL_CHARS = 1024
+
+
+def _details(raw: Any) -> dict[str, Any]:
+    """A tool's failure details (``reason``, ``path``…) kept if small, flat and JSON-safe."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in list(raw.items())[:_MAX_DETAILS]:
+        if not isinstance(key, str) or len(key) > 64 or key == "usage":
+            continue
+        if isinstance(value, str):
+            out[key] = value[:_MAX_DETAIL_CHARS]
+        elif value is None or isinstance(value, (bool, int, float)):
+            out[key] = value
+    return out

@@ -9,6 +9,7 @@ fingerprint says so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -16,9 +17,11 @@ from typing import Any
 
 from runtime.backends.sandbox._setup import write
 
-__all__ = ["bases", "create", "remove", "stats"]
+__all__ = ["PREFIX", "bases", "create", "remove", "stats", "sweep"]
 
 _ROOT = "/sys/fs/cgroup"
+#: A zygote's parent cgroup is ``PREFIX + str(pid)`` under each controller.
+PREFIX = "runtime-sandbox-"
 
 
 def bases(controllers: Iterable[str], tag: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -89,3 +92,35 @@ def remove(paths: list[str]) -> None:
                 break
             except OSError:
                 time.sleep(0.002)
+
+
+def sweep(controllers: Iterable[str], root: str = _ROOT) -> list[str]:
+    """Remove the cgroups of zygotes that died without cleaning up; return what was removed.
+
+    A broker killed with SIGKILL takes its zygote with it (parent-death signal) before the
+    zygote can rmdir anything, so every such crash left a parent group and the groups of the
+    calls in flight. Hazards: a live zygote's groups must stay — a base whose pid exists is
+    skipped (a reused pid only delays the sweep), and the kernel refuses to remove a group
+    that still has tasks (EBUSY). A zygote in another pid namespace sharing this hierarchy
+    is invisible in our /proc; its groups with tasks are safe, but an empty one could go.
+    """
+    removed: list[str] = []
+    for ctrl in controllers:
+        try:
+            entries = os.listdir(f"{root}/{ctrl}")
+        except OSError:
+            continue
+        for entry in entries:
+            pid = entry.removeprefix(PREFIX)
+            if pid == entry or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                continue
+            base = f"{root}/{ctrl}/{entry}"
+            with contextlib.suppress(OSError):
+                for name in os.listdir(base):
+                    if os.path.isdir(f"{base}/{name}"):
+                        with contextlib.suppress(OSError):
+                            os.rmdir(f"{base}/{name}")
+                            removed.append(f"{base}/{name}")
+                os.rmdir(base)
+                removed.append(base)
+    return removed

@@ -18,6 +18,7 @@ its parent as exit code ``128 + n``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -129,6 +130,22 @@ def _close_all_but(keep: set[int]) -> None:
         if fd >= low:
             os.closerange(low, min(fd, 1 << 20))
             low = fd + 1
+
+
+def _forward(pid: int, sig: int) -> Callable[[int, Any], None]:
+    """A signal handler passing ``sig`` on to ``pid``.
+
+    Hazard: Python runs a handler after the syscall it interrupted, so a kill from the
+    zygote can be handled just after ``waitpid`` reaped the target (or, in pid 1, when no
+    process is left): ESRCH then. Raised, it would unwind out of :func:`run_call` into the
+    zygote's own code in this forked copy, which holds the zygote's table of other calls.
+    """
+
+    def handler(_signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    return handler
 
 
 def _exit_code(status: int) -> int:
@@ -244,8 +261,8 @@ def run_call(
     # reaps pid 1 only after every process of its namespace is gone: when the zygote sees
     # C exit, nothing of the call is left. (SIGKILL of C is the last resort: init then dies
     # by its parent-death signal.)
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(init_pid, signal.SIGTERM))
-    signal.signal(signal.SIGUSR1, lambda *_: os.kill(init_pid, signal.SIGKILL))
+    signal.signal(signal.SIGTERM, _forward(init_pid, signal.SIGTERM))
+    signal.signal(signal.SIGUSR1, _forward(init_pid, signal.SIGKILL))
     _, status = os.waitpid(init_pid, 0)
     os._exit(_exit_code(status))
 
@@ -304,7 +321,7 @@ def _init(
         os.close(ws_fd)
     # The reaper: collect every orphan; when the tool itself ends, end the namespace with
     # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(-1, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, _forward(-1, signal.SIGTERM))
     while True:
         try:
             pid, status = os.wait()

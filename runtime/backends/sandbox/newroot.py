@@ -15,7 +15,6 @@ import stat
 import sys
 import sysconfig
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.backends.sandbox import _linux
@@ -41,12 +40,11 @@ _ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
 @functools.cache
 def python_paths() -> tuple[str, ...]:
     """The interpreter's own code, bound read-only into every call: the standard library and
-    site-packages (lazy imports, ``encodings`` look-ups, package data such as ``tzdata``) and
-    the ``runtime`` package. Code only, never the broker's files: a source checkout's root is
-    not bound (only its ``runtime`` package), so a workspace inside it stays unreachable except
-    at ``/workspace``, where runtime state is hidden."""
-    import runtime
-
+    site-packages (lazy imports, ``encodings`` look-ups, package data such as ``tzdata``).
+    Code only, never the broker's files: a source checkout (an editable install, or
+    ``PYTHONPATH``) is not bound — the fork-server has imported the ``runtime`` modules a tool
+    uses before it forks — so the checkout and a workspace inside it stay unreachable except at
+    ``/workspace``, where runtime state is hidden."""
     found: set[str] = set()
     paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
@@ -54,7 +52,6 @@ def python_paths() -> tuple[str, ...]:
     for entry in sys.path:
         if entry.endswith(("site-packages", "dist-packages")):
             found.add(entry)
-    found.add(str(Path(runtime.__file__).resolve().parent))
     real = sorted({os.path.realpath(p) for p in found if os.path.isdir(p)})
     # Drop paths nested in another: one bind covers them.
     kept: list[str] = []

@@ -180,6 +180,7 @@ class Zygote:
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
         if "cgroup" not in disable:
+            cgroups.sweep(caps.cgroup_writable)
             made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
             self.cgroup_base.update(made)
             errors.update(cg_errors)
@@ -248,8 +249,13 @@ class Zygote:
             cgroups.remove(groups)
             raise
         if pid == 0:
-            procs = tuple(f"{p}/cgroup.procs" for p in groups)
-            child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+            # run_call never returns; should anything escape it, this forked copy must not
+            # go on running the zygote's loop (it holds the table of every other call).
+            try:
+                procs = tuple(f"{p}/cgroup.procs" for p in groups)
+                child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
+            finally:
+                os._exit(child.EXIT_SETUP)
         return pid, groups
 
     @staticmethod

@@ -1,0 +1,75 @@
+"""Building the broker's own result models without re-validating what it just built.
+
+Every field of the ToolResult the broker returns is already typed by the time it is built:
+``call_id``/``tool`` come from a validated ToolCall (or the bounded raw fallbacks), the result
+value passed the tool's result schema, ``error`` is an ErrorInfo, ``usage`` a validated Usage,
+times are datetimes the broker took itself. Running pydantic-core over them again costs ~10 µs
+per call, a fifth of the per-call budget (DESIGN §10); ``BaseModel.model_construct`` is slower
+still (it walks every field in Python to fill defaults).
+
+Hazard: this skips validation, so it is only for values the broker constructed; anything a
+backend or a caller handed in (usage numbers, raw call fields) is validated before it gets
+here. ``tests/broker/test_fast_models.py`` checks that the result equals the validated model.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from runtime.models import ErrorInfo, ToolResult, Usage
+
+__all__ = ["tool_result", "usage"]
+
+_set = object.__setattr__
+_RESULT_FIELDS = frozenset(ToolResult.model_fields)
+_USAGE_FIELDS = tuple(Usage.model_fields)
+_EMPTY_USAGE = dict.fromkeys(_USAGE_FIELDS)
+
+
+def usage(data: dict[str, Any]) -> Usage:
+    """A Usage from backend-reported ``data``: validated unless there is nothing to validate."""
+    if data:
+        return Usage.model_validate(data)
+    empty = Usage.__new__(Usage)
+    _set(empty, "__dict__", dict(_EMPTY_USAGE))
+    _set(empty, "__pydantic_fields_set__", set())
+    _set(empty, "__pydantic_extra__", {})  # extra="allow": an empty dict, as validation makes
+    _set(empty, "__pydantic_private__", None)
+    return empty
+
+
+def tool_result(
+    *,
+    call_id: str,
+    tool: str,
+    success: bool,
+    result: Any,
+    error: ErrorInfo | None,
+    started_at: _dt.datetime,
+    completed_at: _dt.datetime,
+    duration_ms: float,
+    backend: str | None,
+    usage: Usage,
+    decision: dict[str, Any] | None,
+) -> ToolResult:
+    """``ToolResult(...)`` for values the broker built and typed itself (see module doc)."""
+    fields = {
+        "call_id": call_id,
+        "tool": tool,
+        "success": success,
+        "result": result,
+        "error": error,
+        "started_at": started_at,
+        "completed_at": completed_at,
+        "duration_ms": float(duration_ms),
+        "backend": backend,
+        "usage": usage,
+        "decision": decision,
+    }
+    out = ToolResult.__new__(ToolResult)
+    _set(out, "__dict__", fields)
+    _set(out, "__pydantic_fields_set__", set(_RESULT_FIELDS))
+    _set(out, "__pydantic_extra__", None)
+    _set(out, "__pydantic_private__", None)
+    return out

@@ -1,0 +1,62 @@
+"""The argument walk in shapes (no path strings on the hot path) reports exactly what the
+straightforward recursive walk reports: same error, same JSONPath, same rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.errors import InvalidArguments
+from runtime.shapes import CallLimits, _check_value
+
+LIMITS = CallLimits(max_depth=3, max_string=5)
+
+
+def _reference(value: Any, limits: CallLimits, depth: int = 0, path: str = "$") -> None:
+    if depth > limits.max_depth:
+        raise InvalidArguments(
+            f"{path}: nesting deeper than {limits.max_depth} levels", path=path, rule="max_depth"
+        )
+    if isinstance(value, str):
+        if len(value) > limits.max_string:
+            raise InvalidArguments(
+                f"{path}: string of {len(value)} characters exceeds {limits.max_string}",
+                path=path,
+                rule="max_string",
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidArguments(f"{path}: object keys must be strings", path=path)
+            _reference(v, limits, depth + 1, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _reference(v, limits, depth + 1, f"{path}[{i}]")
+    elif isinstance(value, float) and math.isnan(value):
+        raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
+
+
+def _outcome(fn: Any, value: Any) -> tuple[str, dict[str, Any]] | None:
+    try:
+        fn(value, LIMITS)
+    except InvalidArguments as exc:
+        return exc.message, exc.details
+    return None
+
+
+_leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+_keys = st.text(max_size=3) | st.integers(0, 3)
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_walk_matches_reference(value: Any) -> None:
+    assert _outcome(_check_value, value) == _outcome(_reference, value)

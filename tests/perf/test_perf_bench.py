@@ -1,0 +1,85 @@
+"""``runtime bench perf``: the harness's own logic, and tiny runs of the benchmarks it drives
+(the figures are not checked — speed lives in benchmarks/ — only that they are produced)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runtime.cli.bench import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def perf() -> Any:
+    return load_benchmark("perf")
+
+
+def test_verdicts(perf: Any) -> None:
+    assert perf._verdict(40.0, "<=", 50).startswith("met")
+    assert perf._verdict(60.0, "<=", 50).startswith("missed")
+    assert perf._verdict(12_000, ">=", 10_000).startswith("met")
+    assert perf._verdict(None, "<=", 1.5) == "not measured"
+    assert perf._median({"median": 1.5, "p99": 9}) == 1.5
+    assert perf._median(3) == 3
+
+
+def test_machine_and_table(perf: Any) -> None:
+    m = perf.machine()
+    assert m["cores"] and m["cpu"]
+    out = {
+        "date": "2026-01-01T00:00:00Z",
+        "machine": m,
+        "load_avg": [1.0, 1.0, 1.0],
+        "load_avg_after": [1.0, 1.0, 1.0],
+        "broker_overhead_us": 42.0,
+        "broker_overhead_cpu_us": 40.0,
+        "wasm_vs_bare": 2.0,
+        "notes": ["sandbox benchmark skipped: test"],
+    }
+    out["goals"] = {k: perf._verdict(out.get(k), *g) for k, g in perf.GOALS.items()}
+    text = perf._table(out)
+    assert "42.0" in text and "missed (2.0 <= 1.5)" in text
+    assert "note: sandbox benchmark skipped: test" in text
+    assert "isolated_vs_bwrap        not measured" in text
+
+
+def test_sandbox_figures_flattened(perf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeBench:
+        @staticmethod
+        def run_benchmark(n: int) -> dict[str, Any]:
+            return {
+                "isolated_read_ms": {"median": 2.0, "p99": 3.0},
+                "bwrap_true_ms": {"median": 5.0, "p99": 6.0},
+                "naive_python_ms": {"median": 40.0, "p99": 50.0},
+                "isolated_vs_bwrap": 0.4,
+                "isolated_calls_per_s": {"1": 300.0, "8": 450.0},
+                "cpus": 2,
+            }
+
+    monkeypatch.setattr(perf.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(perf, "_load", lambda name: FakeBench)
+    figures, note = perf._sandbox(quick=True)
+    assert note is None
+    assert figures["isolated_read_ms"] == 2.0 and figures["isolated_read_p99_ms"] == 3.0
+    assert figures["isolated_vs_bwrap"] == 0.4
+    assert figures["isolated_calls_per_s"] == 450.0
+    monkeypatch.setattr(perf.shutil, "which", lambda name: None)
+    figures, note = perf._sandbox(quick=True)
+    assert figures == {} and note is not None and "bwrap" in note
+
+
+def test_broker_benchmark_runs() -> None:
+    out = load_benchmark("bench_broker").run_benchmark(n=20, blocks=2)
+    assert out["broker_audit_verified"] is True
+    for key in ("broker_overhead_us", "broker_overhead_sync_us", "sqlite_pair_us"):
+        assert out[key] > 0
+    json.dumps(out)
+
+
+def test_wasm_benchmark_runs() -> None:
+    out = load_benchmark("bench_wasm").run_benchmark(rounds=20, seconds=0.05, blocks=2)
+    assert out["wasm_audit_verified"] is True
+    for key in ("wasm_call_us", "bare_wasmtime_us", "wasm_vs_bare", "wasm_calls_per_s"):
+        assert out[key] > 0
