@@ -1,12 +1,18 @@
-"""Sandbox backend benchmark: an isolated 4 KiB read side by side with bwrap and naive Python.
+"""Sandbox benchmark: an isolated 4 KiB read_file through SyncBroker, side by side with bwrap.
 
     python benchmarks/bench_sandbox.py [--json] [-n 200]
 
 ``run_benchmark()`` returns the figures as a dict (for ``runtime bench perf``):
 ``isolated_read_ms`` {median, p99}, ``bwrap_true_ms`` {median, p99}, ``naive_python_ms``
 {median, p99}, ``isolated_vs_bwrap`` (median ratio; goal <= 0.5) and
-``isolated_calls_per_s`` {concurrency: calls/s} (goal >= 400). All measured in one run,
-because these machines are noisy and only ratios compare.
+``isolated_calls_per_s`` {concurrency: calls/s} (goal >= 400 on 2 cores), plus CPU time per
+run (``*_cpu_ms``, rusage: ``isolated_cpu_ms`` is the zygote and the call's processes,
+``broker_cpu_ms`` the broker's own pipeline), ``loadavg`` and ``cpus``.
+
+The isolated call goes through the public API: ``SyncBroker(workspace=ws)`` on the default
+policy, ``broker.call({"tool": "read_file", "arguments": {"path": "f.txt"}})``. The three
+measurements are interleaved sample by sample, because the machines this runs on are shared
+and noisy: only figures taken side by side in one run compare.
 """
 
 from __future__ import annotations
@@ -14,46 +20,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import anyio
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime.backends.base import ExecRequest  # noqa: E402
-from runtime.backends.sandbox import SandboxBackend  # noqa: E402
-from runtime.models import (  # noqa: E402
-    BackendKind,
-    Decision,
-    Limits,
-    SandboxNeeds,
-    ToolSpec,
-    WorkspaceAccess,
-)
+from runtime.broker import SyncBroker  # noqa: E402
 
 __all__ = ["run_benchmark"]
-
-# TEST-ONLY read_file (tests/sandbox/tools/files.py) stands in until the catalogue's exists.
-READ_FILE = ToolSpec(
-    name="read_file",
-    description="read a file (benchmark)",
-    category="file",
-    parameters={"type": "object"},
-    backend=BackendKind.SUBPROCESS,
-    entry="files:read_file",
-    sandbox=SandboxNeeds(workspace=WorkspaceAccess.READ),
-    source=ROOT / "tests" / "sandbox" / "tools" / "read_file.json",
-)
 
 BWRAP = [
     "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
@@ -68,6 +55,8 @@ with open(sys.argv[1], "rb") as f:
 print(json.dumps({"content": data.decode(), "size": len(data)}))
 """
 
+CALL = {"tool": "read_file", "arguments": {"path": "f.txt"}}
+
 
 def _stats(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
@@ -75,91 +64,129 @@ def _stats(samples: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(ordered), 3), "p99": round(p99, 3)}
 
 
-def _time_process(argv: list[str], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+def _cpu_children() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (ru.ru_utime + ru.ru_stime) * 1000.0
 
 
-def _request(workspace: Path, limits: Limits) -> ExecRequest:
-    return ExecRequest(
-        call_id="bench",
-        spec=READ_FILE,
-        arguments={"path": "data.txt"},
-        workspace=workspace,
-        limits=limits,
-        decision=Decision(action="allow", rule="bench", limits=limits),
-    )
+def _cpu_sandbox(zygote: psutil.Process | None) -> tuple[float, float]:
+    """CPU ms of (this process: broker and event loop, the zygote with its reaped calls)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    own = (ru.ru_utime + ru.ru_stime) * 1000.0
+    if zygote is None:
+        return own, 0.0
+    t = zygote.cpu_times()
+    return own, (t.user + t.system + t.children_user + t.children_system) * 1000.0
 
 
-async def _isolated(workspace: Path, n: int, concurrency: Iterable[int]) -> dict[str, Any]:
-    limits = Limits()
-    backend = SandboxBackend(preload=[READ_FILE])
-    await backend.start()
-    try:
-        for _ in range(10):  # warm-up
-            await backend.run(_request(workspace, limits))
-        samples = []
-        for _ in range(n):
-            t = time.perf_counter()
-            outcome = await backend.run(_request(workspace, limits))
-            samples.append((time.perf_counter() - t) * 1000)
-            assert outcome.result["size"] == 4096
-        rates: dict[str, float] = {}
-        for level in concurrency:
-            total = max(n, 4 * level)
-            done = 0
+def _run_process(argv: list[str]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one run of argv."""
+    cpu = _cpu_children()
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.perf_counter() - t) * 1000.0, _cpu_children() - cpu
 
-            async def worker(count: int) -> None:
-                nonlocal done
-                for _ in range(count):
-                    await backend.run(_request(workspace, limits))
-                    done += 1
 
-            t = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for i in range(level):
-                    tg.start_soon(worker, total // level + (1 if i < total % level else 0))
-            rates[str(level)] = round(done / (time.perf_counter() - t), 1)
-        return {"samples": samples, "rates": rates, "fingerprint": backend.fingerprint().as_dict()}
-    finally:
-        await backend.aclose()
+def _zygote(broker: SyncBroker) -> psutil.Process | None:
+    for child in psutil.Process().children():
+        if "runtime.backends.sandbox.zygote" in " ".join(child.cmdline()):
+            return child
+    return None
+
+
+def _one(broker: SyncBroker) -> str | None:
+    """One isolated read; returns the backend that ran it."""
+    result = broker.call(CALL)
+    if not result.success or "x" * 4096 not in json.dumps(result.result):
+        raise RuntimeError(f"isolated read failed: {result.error}")
+    return result.backend
+
+
+def _rate(broker: SyncBroker, level: int, total: int) -> float:
+    """Calls per second with ``level`` threads calling the SyncBroker at once."""
+    counts = [total // level + (1 if i < total % level else 0) for i in range(level)]
+    errors: list[BaseException] = []
+
+    def worker(count: int) -> None:
+        try:
+            for _ in range(count):
+                _one(broker)
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in counts]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - t
+    if errors:
+        raise errors[0]
+    return round(total / elapsed, 1)
 
 
 def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> dict[str, Any]:
     """Measure everything in one run and return the figures (see the module docstring)."""
     tmp = Path(tempfile.mkdtemp(prefix="rt-bench-"))
+    has_bwrap = shutil.which("bwrap") is not None
     try:
         os.chmod(tmp, 0o755)
         workspace = tmp / "ws"
         workspace.mkdir()
-        (workspace / "data.txt").write_bytes(b"x" * 4096)
+        (workspace / "f.txt").write_bytes(b"x" * 4096)
         tool = tmp / "tool.py"
         tool.write_text(NAIVE_TOOL)
-        iso = anyio.run(_isolated, workspace, n, tuple(concurrency))
+        naive_argv = [sys.executable, str(tool), str(workspace / "f.txt")]
+        iso: list[float] = []
+        iso_cpu: list[float] = []
+        broker_cpu: list[float] = []
+        bw: list[float] = []
+        bw_cpu: list[float] = []
+        naive: list[float] = []
+        naive_cpu: list[float] = []
+        load_before = os.getloadavg()
+        with SyncBroker(workspace=workspace) as broker:
+            for _ in range(10):  # warm-up: zygote start, tool import, spare pool
+                backend = _one(broker)
+            zygote = _zygote(broker)
+            naive_every = max(1, n // max(20, n // 10))
+            for i in range(n):
+                # Interleaved: a load spike hits all three measurements alike.
+                own0, zyg0 = _cpu_sandbox(zygote)
+                t = time.perf_counter()
+                _one(broker)
+                iso.append((time.perf_counter() - t) * 1000.0)
+                # The call's processes are reaped before call() returns: its CPU is counted.
+                own1, zyg1 = _cpu_sandbox(zygote)
+                broker_cpu.append(own1 - own0)
+                iso_cpu.append(zyg1 - zyg0)
+                if has_bwrap:
+                    wall, cpu_ms = _run_process(BWRAP)
+                    bw.append(wall)
+                    bw_cpu.append(cpu_ms)
+                if i % naive_every == 0:
+                    wall, cpu_ms = _run_process(naive_argv)
+                    naive.append(wall)
+                    naive_cpu.append(cpu_ms)
+            rates = {str(level): _rate(broker, level, max(n, 4 * level)) for level in concurrency}
         result: dict[str, Any] = {
-            "isolated_read_ms": _stats(iso["samples"]),
-            "isolated_calls_per_s": iso["rates"],
-            "sandbox": iso["fingerprint"],
-            "naive_python_ms": _stats(
-                _time_process(
-                    [sys.executable, str(tool), str(workspace / "data.txt")], max(20, n // 10)
-                )
+            "isolated_read_ms": _stats(iso),
+            "isolated_cpu_ms": _stats(iso_cpu),
+            "broker_cpu_ms": _stats(broker_cpu),
+            "isolated_calls_per_s": rates,
+            "naive_python_ms": _stats(naive),
+            "naive_python_cpu_ms": _stats(naive_cpu),
+            "bwrap_true_ms": _stats(bw) if bw else None,
+            "bwrap_true_cpu_ms": _stats(bw_cpu) if bw_cpu else None,
+            "isolated_vs_bwrap": (
+                round(statistics.median(iso) / statistics.median(bw), 3) if bw else None
             ),
+            "backend": backend,
+            "cpus": os.cpu_count(),
+            "loadavg": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }
-        if shutil.which("bwrap"):
-            result["bwrap_true_ms"] = _stats(_time_process(BWRAP, n))
-            result["isolated_vs_bwrap"] = round(
-                result["isolated_read_ms"]["median"] / result["bwrap_true_ms"]["median"], 3
-            )
-        else:
-            result["bwrap_true_ms"] = None
-            result["isolated_vs_bwrap"] = None
-        result["cpus"] = os.cpu_count()
-        result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -175,10 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"isolated read_file 4 KiB : {result['isolated_read_ms']} ms")
+    print(f"  CPU zygote + call      : {result['isolated_cpu_ms']} ms")
+    print(f"  CPU broker (pipeline)  : {result['broker_cpu_ms']} ms")
     print(f"bwrap --unshare-all true : {result['bwrap_true_ms']} ms")
+    print(f"  CPU                    : {result['bwrap_true_cpu_ms']} ms")
     print(f"naive python tool.py     : {result['naive_python_ms']} ms")
+    print(f"  CPU                    : {result['naive_python_cpu_ms']} ms")
     print(f"isolated / bwrap         : {result['isolated_vs_bwrap']} (goal <= 0.5)")
     print(f"isolated calls/s         : {result['isolated_calls_per_s']} (goal >= 400)")
+    print(f"load average before/after: {result['loadavg']} on {result['cpus']} CPUs")
     return 0
 
 

@@ -15,10 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ToolFailed
-from runtime.models import Limits
+
+if TYPE_CHECKING:
+    # Not imported at run time: the sandbox's fork-server imports this module, and every
+    # copy of it pays for pydantic's heap on fork and exit (see benchmarks/SANDBOX.md).
+    from runtime.models import Limits
 
 __all__ = ["BrokerRequest", "ToolContext", "ToolFailed", "builtin_tools_dir", "load_entry"]
 
@@ -27,10 +31,16 @@ __all__ = ["BrokerRequest", "ToolContext", "ToolFailed", "builtin_tools_dir", "l
 BrokerRequest = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
+def _default_limits() -> Limits:
+    from runtime.models import Limits
+
+    return Limits()
+
+
 @dataclass(slots=True)
 class ToolContext:
     workspace: Path
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits = field(default_factory=_default_limits)
     env: dict[str, str] = field(default_factory=dict)
     call_id: str = ""
     writable: bool = False

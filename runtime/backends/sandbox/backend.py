@@ -53,6 +53,24 @@ DISABLE_NAMES = frozenset(
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
 SANDBOX_UID = 2_000_000_000
 _START_TIMEOUT_S = 60.0
+# Starts the zygote without running the ``runtime`` (and ``runtime.backends.sandbox``) package
+# __init__: those import the whole public API and with it pydantic (~20 MB of heap) that every
+# copy of the zygote (3 per call) would carry and pay for on fork and, worse, on exit. The
+# packages are registered empty (their __path__ only), so submodules import as usual; tool
+# code must import what it uses from submodules (``runtime.toolkit``, ``runtime.errors``),
+# never ``from runtime import …``. Run with -P: no cwd or script directory on sys.path.
+_ZYGOTE_BOOT = """\
+import importlib.util, sys
+root = sys.argv.pop(1)
+for name in ("runtime", "runtime.backends", "runtime.backends.sandbox"):
+    path = root + "/" + name.replace(".", "/")
+    spec = importlib.util.spec_from_file_location(
+        name, path + "/__init__.py", submodule_search_locations=[path]
+    )
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+from runtime.backends.sandbox.zygote import main
+sys.exit(main())
+"""
 _EXIT_WAIT_S = 30.0
 
 
@@ -131,13 +149,7 @@ class SandboxBackend:
         }
         try:
             self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-s",
-                    "-m",
-                    "runtime.backends.sandbox.zygote",
-                    str(theirs.fileno()),
-                ],
+                [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, pkg_root, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,

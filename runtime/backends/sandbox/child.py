@@ -26,17 +26,26 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from runtime.backends.sandbox import _linux, landlock, newroot
 from runtime.backends.sandbox._setup import Phase, SetupFailed, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
-from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
-__all__ = ["EXIT_PROTOCOL", "EXIT_SETUP", "CallPlan", "ChildConfig", "run_call"]
+if TYPE_CHECKING:
+    from runtime.models import Limits
+
+__all__ = [
+    "EXIT_PROTOCOL",
+    "EXIT_SETUP",
+    "CallPlan",
+    "ChildConfig",
+    "ChildLimits",
+    "run_call",
+]
 
 #: Exit code after a ``setup_error`` frame was sent.
 EXIT_SETUP = 125
@@ -59,6 +68,30 @@ class ChildConfig:
     bpf_exec: bytes
     state_dirs: tuple[str, ...] = (".runtime",)
     disable: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLimits:
+    """The call's limits as the child reads them: the fields of ``runtime.models.Limits``.
+
+    A plain dataclass on purpose: the child path must not import pydantic, whose heap every
+    fork-server copy would otherwise carry (and pay for on fork and exit). The broker sent a
+    validated ``Limits.model_dump()``; unknown keys are ignored, missing ones default."""
+
+    timeout_s: float = 30.0
+    cpu_s: int = 30
+    memory_mb: int = 512
+    pids: int = 64
+    nofile: int = 256
+    fsize_mb: int = 256
+    output_bytes: int = 1_048_576
+    wasm_fuel: int = 2_000_000_000
+    wasm_memory_mb: int = 64
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChildLimits:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +291,7 @@ def _init(
 ) -> NoReturn:
     """I: pid 1. New root on a tmpfs, pivot_root, detach the old root, then fork the tool."""
     off = cfg.disable
-    limits = Limits.model_validate(plan.limits)
+    limits = ChildLimits.from_dict(plan.limits)
     workspace = WORKSPACE
     try:
         with Phase("init_pdeathsig"):
@@ -298,7 +331,7 @@ def _init(
             os._exit(_exit_code(status))
 
 
-def _rlimits(limits: Limits) -> None:
+def _rlimits(limits: ChildLimits) -> None:
     mib = 1024 * 1024
     for res, value in (
         (resource.RLIMIT_CPU, limits.cpu_s),
@@ -338,7 +371,7 @@ def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[t
 def _tool(
     cfg: ChildConfig,
     plan: CallPlan,
-    limits: Limits,
+    limits: ChildLimits,
     call_fd: int,
     tool: ToolFunc | Mapping[str, ToolFunc],
     *,
@@ -415,7 +448,13 @@ def _safe_details(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve(
-    plan: CallPlan, limits: Limits, call_fd: int, func: ToolFunc, *, workspace: str, call_id: str
+    plan: CallPlan,
+    limits: ChildLimits,
+    call_fd: int,
+    func: ToolFunc,
+    *,
+    workspace: str,
+    call_id: str,
 ) -> NoReturn:
     """Read the call frame, run the tool, send exactly one result or error frame."""
     decoder = FrameDecoder(max_size=limits.output_bytes + 16 * 1024 * 1024)
@@ -449,7 +488,8 @@ def _serve(
         os._exit(EXIT_PROTOCOL)
     ctx = ToolContext(
         workspace=Path(workspace),
-        limits=limits,
+        # Duck-typed: the same attributes as Limits (tools read them, never validate).
+        limits=cast("Limits", limits),
         env=dict(plan.env),
         call_id=call_id,
         writable=plan.access == "rw",

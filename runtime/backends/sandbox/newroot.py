@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 
 from runtime.backends.sandbox import _linux
 from runtime.backends.sandbox._setup import Phase, bind, touch
-from runtime.models import Limits
 
 if TYPE_CHECKING:
-    from runtime.backends.sandbox.child import CallPlan
+    from runtime.backends.sandbox.child import CallPlan, ChildLimits
 
 __all__ = ["WORKSPACE", "build", "python_paths"]
 
@@ -64,7 +63,7 @@ def python_paths() -> tuple[str, ...]:
 
 def build(
     plan: CallPlan,
-    limits: Limits,
+    limits: ChildLimits,
     ws_fd: int,
     py_fds: Mapping[str, int],
     *,

@@ -1,12 +1,14 @@
 """The fork-server: imports tool code once, forks one fresh child per call, reports exits.
 
-Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` as
-``python -m runtime.backends.sandbox.zygote FD`` with an environment of its own. ``FD`` is a
+Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` with an environment of
+its own, through a small boot script that skips the ``runtime`` package ``__init__`` (no
+pydantic in this heap, which every call copies three times), then ``main`` with ``FD``, a
 ``SOCK_SEQPACKET`` unix socket to the broker; every packet is one frame (runtime.frames).
 
 Broker → zygote: ``init`` (once), ``spawn`` (with the call socket's child end attached by
 SCM_RIGHTS), ``kill`` (timeout or cancel: SIGTERM now, SIGKILL after the grace period).
-Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters), ``spawn_failed``.
+Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters + ``reaped_at``,
+CLOCK_MONOTONIC), ``spawn_failed``.
 The child talks to the broker directly over its call socket; the zygote never reads
 arguments or results, it only forks and reaps. EOF on the control socket ends every child.
 """
@@ -357,6 +359,8 @@ class Zygote:
             report: dict[str, Any] = {
                 "type": "exit",
                 "id": call.id,
+                # CLOCK_MONOTONIC is system-wide: the broker can split its wait (benchmarks).
+                "reaped_at": time.monotonic(),
                 "exited": os.WIFEXITED(status),
                 "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -364,8 +368,11 @@ class Zygote:
                 "max_rss_kb": ru.ru_maxrss,
             }
             report.update(cgroups.stats(call.cgroups))
-            cgroups.remove(call.cgroups)
+            # Report first: the counters are read, and removing the directories (rmdir of a
+            # v1 memory cgroup may wait for the last charged page) cannot change the result.
+            # They are still gone before this loop serves its next message.
             self.send(report)
+            cgroups.remove(call.cgroups)
 
     def _reap_spare(self, pid: int, status: int) -> None:
         spare = self.dismissed.pop(pid, None)
