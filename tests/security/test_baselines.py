@@ -11,6 +11,10 @@ from benchmarks.security.executors import make_executor
 from benchmarks.security.oracles import BenchLimits
 from benchmarks.security.runner import run_cases
 
+# The baselines run as fixed private uids and reap them after each case: two workers
+# running baseline cases at once would kill each other's processes (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("baseline_uids")
+
 LIMITS = BenchLimits()
 
 

@@ -3,6 +3,8 @@ and the CLI entry's JSON keys."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 import sys
@@ -10,6 +12,10 @@ from pathlib import Path
 
 from benchmarks.security.corpus import load_corpus
 from benchmarks.security.report import html_report, markdown_table, svg_chart, write_report
+
+# The baselines run as fixed private uids and reap them after each case: two workers
+# running baseline cases at once would kill each other's processes (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("baseline_uids")
 
 ROOT = Path(__file__).resolve().parents[2]
 
