@@ -3,12 +3,12 @@ and the CLI entry's JSON keys."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 from benchmarks.security.corpus import load_corpus
 from benchmarks.security.report import html_report, markdown_table, svg_chart, write_report
