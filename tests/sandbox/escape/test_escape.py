@@ -127,10 +127,24 @@ def test_read_only_tool_cannot_write_the_workspace_via_proc(
     assert res["ok"] is (disable == FS_OFF)
 
 
+def _bound_below(path: str) -> set[str]:
+    """Names directly under ``path`` that lead to the interpreter's read-only code, which is
+    bound at its host path (a virtualenv inside the checkout lands under it)."""
+    from runtime.backends.sandbox.newroot import python_paths
+
+    prefix = path.rstrip("/") + "/"
+    return {p[len(prefix) :].split("/")[0] for p in python_paths() if p.startswith(prefix)}
+
+
 def test_home_and_host_dirs_are_absent(workspace: Path) -> None:
     for path in ("/root", "/home", "/run", "/var", "/etc", "/usr", str(Path.cwd())):
         res = one(PROBE_RW, workspace, action="listdir", path=path)
-        assert res["ok"] is False, path
+        # Absent, or holding nothing but the path to the bound interpreter code: none of the
+        # host's own entries (the checkout's files, /root's dotfiles) is visible.
+        if res["ok"]:
+            assert set(res["entries"]) <= _bound_below(path), (path, res["entries"])
+    checkout = one(PROBE_RW, workspace, action="listdir", path=str(Path.cwd()))
+    assert "pyproject.toml" not in checkout.get("entries", [])
 
 
 def test_home_is_visible_without_walls(workspace: Path) -> None:
