@@ -211,8 +211,8 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
         name = _name(obj.get("tool"), shape)
         args = _arguments(obj.get("arguments"), shape, limits)
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
-        if isinstance(obj.get("context"), dict):
-            context.update(obj["context"])
+        # A "context" in the call body is the model's text, not the caller's: session,
+        # profile and environment come from the API (Broker.call), never from the call.
     elif obj.get("method") == "tools/call" and isinstance(obj.get("params"), dict):
         shape = "mcp"
         params = obj["params"]

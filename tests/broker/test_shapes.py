@@ -132,3 +132,11 @@ def test_every_shape_gives_the_same_call(args: dict[str, object]) -> None:
         call = parse_call_bytes(json.dumps(shape))
         assert call.tool == "t"
         assert call.arguments == args
+
+
+def test_call_body_cannot_set_its_own_context() -> None:
+    """Profile, session and environment are the API caller's, not the (untrusted) call's."""
+    call = normalize_call(
+        {"tool": "t", "arguments": {}, "context": {"profile": "admin", "env": {"X": "1"}}}
+    )
+    assert call.context == {"shape": "native"}
