@@ -320,6 +320,8 @@ class Broker:
         """Normalise (unless call_sync already did), look up, validate, decide. Raises on
         refusal."""
         st.tc = tc = st.tc or self._normalize(st.raw)
+        # The policy derives the tool's environment from the session's (Decision.env).
+        tc.context["env"] = self.session_env(session)
         self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
@@ -360,7 +362,7 @@ class Broker:
             workspace=self.workspace,
             limits=limits,
             decision=decision,
-            env=self.policy.env(self.session_env(session)),
+            env=decision.env,
             session=session,
             broker_requests=self._broker_request,
         )
