@@ -47,6 +47,12 @@ _RESERVED_PREFIXES = (
 )
 
 
+def _check_rule_id(v: str) -> str:
+    if not RULE_ID_RE.match(v):
+        raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
+    return v
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -158,9 +164,7 @@ class Rule(_Section):
     @field_validator("id")
     @classmethod
     def _id_ok(cls, v: str) -> str:
-        if not RULE_ID_RE.match(v):
-            raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
-        return v
+        return _check_rule_id(v)
 
 
 class PathsSection(_Section):
@@ -232,9 +236,7 @@ class CommandRule(_Section):
     @field_validator("id")
     @classmethod
     def _id_ok(cls, v: str) -> str:
-        if not RULE_ID_RE.match(v):
-            raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
-        return v
+        return _check_rule_id(v)
 
     @field_validator("args_regex")
     @classmethod
