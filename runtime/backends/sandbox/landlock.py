@@ -76,21 +76,22 @@ def fs_mask(abi: int) -> int:
     return mask
 
 
-def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]]) -> None:
+def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool = False) -> None:
     """Restrict the calling thread (and its future children) to ``rules``.
 
     ``rules`` are (path, access) pairs; access bits the ABI lacks are dropped. With ABI >= 4
-    TCP bind/connect are handled with no rule, so every port is denied; with ABI >= 6 the
-    abstract unix socket and signal scopes confine the tool to its own domain. Needs
-    no_new_privs (set earlier). Raises OSError with the failing step's errno.
+    TCP bind/connect are handled with no rule, so every port is denied — unless
+    ``allow_tcp`` (a process the policy grants the network: its net namespace is the
+    host's, and Landlock then leaves TCP alone); with ABI >= 6 the abstract unix socket and
+    signal scopes confine the tool to its own domain. Needs no_new_privs (set earlier).
+    Raises OSError with the failing step's errno.
     """
     handled = fs_mask(abi)
+    tcp = 0 if allow_tcp else _NET_BIND_TCP | _NET_CONNECT_TCP
     if abi >= 6:
-        attr = struct.pack(
-            "=QQQ", handled, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
-        )
+        attr = struct.pack("=QQQ", handled, tcp, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
     elif abi >= 4:
-        attr = struct.pack("=QQ", handled, _NET_BIND_TCP | _NET_CONNECT_TCP)
+        attr = struct.pack("=QQ", handled, tcp)
     else:
         attr = struct.pack("=Q", handled)
     ruleset = _linux.landlock_create_ruleset(attr, 0)

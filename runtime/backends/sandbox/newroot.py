@@ -157,8 +157,14 @@ def build(
                     touch(f"{root}/etc/{name}")
                     bind(f"/etc/{name}", f"{root}/etc/{name}", ro)
     with Phase("mount_python"):
+        # Detached read-only trees (the interpreter's code; for a long-lived sandboxed
+        # process also what its command needs). A single file binds onto an empty file.
         for path, fd in py_fds.items():
-            os.makedirs(f"{root}{path}", 0o755, exist_ok=True)
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.makedirs(f"{root}{path}", 0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(f"{root}{path}"), 0o755, exist_ok=True)
+                touch(f"{root}{path}")
             _linux.move_mount(fd, f"{root}{path}")
     with Phase("mount_proc"):
         # /proc of the new pid namespace: mounted while the host's /proc is still visible

@@ -61,8 +61,11 @@ PYTHON_ALLOW = (
 EXEC_EXTRA = ("execve", "execveat", "vfork")
 
 
-def build_program(allow: tuple[str, ...]) -> bytes:
-    """Compile an allowlist to BPF bytes (done once; loading bytes in a child is cheap)."""
+def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
+    """Compile an allowlist to BPF bytes (done once; loading bytes in a child is cheap).
+
+    ``inet`` also allows AF_INET/AF_INET6 sockets: only for a process the policy grants the
+    network (the call sandbox never does; its egress goes through the broker)."""
     filt = pyseccomp.SyscallFilter(pyseccomp.ERRNO(errno.ENOSYS))
     # SCMP_FLTATR_ACT_BADARCH: a syscall from a non-native ABI kills the whole process.
     filt.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
@@ -77,11 +80,16 @@ def build_program(allow: tuple[str, ...]) -> bytes:
     # clone3 stays on the default (ENOSYS): glibc then falls back to clone, which we can filter.
     for name in ("socket", "socketpair"):
         filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_UNIX))
-        filt.add_rule(
-            pyseccomp.ERRNO(errno.EAFNOSUPPORT),
-            name,
-            pyseccomp.Arg(0, pyseccomp.NE, socket.AF_UNIX),
-        )
+        if inet:
+            # Other families (netlink, packet, ...) stay on the default: ENOSYS.
+            for family in (socket.AF_INET, socket.AF_INET6):
+                filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(0, pyseccomp.EQ, family))
+        else:
+            filt.add_rule(
+                pyseccomp.ERRNO(errno.EAFNOSUPPORT),
+                name,
+                pyseccomp.Arg(0, pyseccomp.NE, socket.AF_UNIX),
+            )
     fd = os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC)
     try:
         with os.fdopen(os.dup(fd), "wb") as out:
