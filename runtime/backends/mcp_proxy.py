@@ -7,10 +7,11 @@ Usage (the CLI's ``serve`` does this)::
             proxy.register(broker.catalogue)       # <prefix>__<tool> specs, backend "mcp"
             ...
 
-Every external server runs isolated (``runtime.mcp.launch``) under its own connection task,
-which owns the stdio client and the MCP session from start to end: anyio cancel scopes must be
-left in the task that entered them, and broker calls arrive from many tasks. A call is a
-``tools/call`` on the shared session; the session multiplexes concurrent requests.
+Every external server runs inside the Linux sandbox (``runtime.mcp.launch``) under its own
+connection task, which owns the stdio client and the MCP session from start to end: anyio
+cancel scopes must be left in the task that entered them, and broker calls arrive from many
+tasks. A call is a ``tools/call`` on the shared session; the session multiplexes concurrent
+requests.
 
 The server is hostile: its tool names, schemas, descriptions and results are attacker data.
 Names that do not fit the catalogue's pattern and schemas that are huge or invalid are
@@ -45,7 +46,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.mcp.external import ExternalServer, prefixed_name
-from runtime.mcp.launch import Launch, isolation_available, landlock_available, launch_for
+from runtime.mcp.launch import Launch, isolation_available, launch_for
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 
 __all__ = ["McpProxyBackend"]
@@ -94,7 +95,6 @@ class McpProxyBackend:
         self._opened = True
         # Probed once per process; blocking, so off the event loop.
         problem = await anyio.to_thread.run_sync(isolation_available)
-        problem = problem or await anyio.to_thread.run_sync(landlock_available)
         if problem is not None and self.mode == "strict" and self._connections:
             raise SandboxUnavailable(
                 f"cannot isolate external MCP servers: {problem}", unavailable=True

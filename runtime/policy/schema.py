@@ -24,12 +24,14 @@ __all__ = [
     "Example",
     "ExampleSpec",
     "LimitsSection",
+    "McpServerEntry",
     "PathsSection",
     "PolicyFile",
     "ProfileSection",
     "Rule",
     "SandboxSection",
     "ToolEntry",
+    "check_mcp_servers",
     "json_schema",
     "schema_text",
 ]
@@ -382,6 +384,101 @@ class Example(_Section):
         return self
 
 
+_MCP_IDENT = r"^[a-zA-Z0-9_-]{1,32}$"
+
+
+class McpServerEntry(_Section):
+    """One ``[[mcp_servers]]`` entry: an external stdio MCP server the broker starts inside
+    the Linux sandbox (untrusted code); its tools are listed as ``<prefix>__<tool>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str = Field(pattern=_MCP_IDENT, description="Identifier of the server. Required.")
+    command: list[str] = Field(
+        min_length=1,
+        description="argv of the stdio MCP server: program then arguments; never run through "
+        "a shell. Required.",
+    )
+    prefix: str | None = Field(
+        None,
+        pattern=_MCP_IDENT,
+        description="Tool name prefix: tools are listed as <prefix>__<tool>. Default: name.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables the server sees, beyond a minimal PATH, HOME, "
+        "TMPDIR and LANG. Default: none.",
+    )
+    network: bool = Field(
+        False,
+        description="Share the host network (TCP/UDP sockets allowed). Default false: an "
+        "empty network namespace.",
+    )
+    tools: list[str] | None = Field(
+        None, description="Only import these tools of the server (remote names). Default: all."
+    )
+    read_only: list[str] = Field(
+        default_factory=list,
+        description="Host paths (absolute) bound read-only into the server's sandbox, beyond "
+        "the system directories, its program's installation prefix and the absolute paths "
+        "in its command and PYTHONPATH. Never /, a top-level or home directory, /proc, /sys, "
+        "/dev or /run. Default: none.",
+    )
+    memory_mb: int = Field(
+        2048, gt=0, le=65536, description="Address space and cgroup memory, MiB. Default 2048."
+    )
+    pids: int = Field(128, gt=0, le=4096, description="Processes+threads. Default 128.")
+    start_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Start-up, handshake and tool listing must finish within this, seconds. "
+        "Default 30.",
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _argv_ok(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("command[0] must name a program")
+        if any("\0" in part for part in v):
+            raise ValueError("command items may not contain NUL")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_ok(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise ValueError(f"invalid environment variable {key!r}")
+        return v
+
+    @field_validator("read_only")
+    @classmethod
+    def _paths_ok(cls, v: list[str]) -> list[str]:
+        for path in v:
+            if not path.startswith("/") or "\0" in path:
+                raise ValueError(f"read_only paths must be absolute: {path!r}")
+        return v
+
+    @property
+    def tool_prefix(self) -> str:
+        return self.prefix or self.name
+
+
+def check_mcp_servers(servers: list[McpServerEntry]) -> None:
+    """Names and tool prefixes are unique (raises ValueError)."""
+    names: set[str] = set()
+    prefixes: set[str] = set()
+    for server in servers:
+        if server.name in names:
+            raise ValueError(f"mcp server {server.name!r} is defined twice")
+        if server.tool_prefix in prefixes:
+            raise ValueError(f"mcp prefix {server.tool_prefix!r} is used twice")
+        names.add(server.name)
+        prefixes.add(server.tool_prefix)
+
+
 class PolicyFile(_Section):
     """A policy file (TOML). Default deny: a call no rule allows is refused."""
 
@@ -405,6 +502,17 @@ class PolicyFile(_Section):
     env: EnvSection = Field(default_factory=EnvSection)
     audit: AuditSection = Field(default_factory=AuditSection)
     examples: list[Example] = Field(default_factory=list)
+    mcp_servers: list[McpServerEntry] = Field(
+        default_factory=list,
+        description="External stdio MCP servers, each started inside the Linux sandbox; "
+        "their tools are decided, validated and audited like built-ins. Default: none.",
+    )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_servers(cls, v: list[McpServerEntry]) -> list[McpServerEntry]:
+        check_mcp_servers(v)
+        return v
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PolicyFile:

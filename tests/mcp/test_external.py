@@ -72,6 +72,7 @@ async def test_tools_listed_under_prefix(broker: Any) -> None:
         "ext__add",
         "ext__boom",
         "ext__crash",
+        "ext__probe",
         "ext__whoami",
     ]
     spec = broker.catalogue.get("ext__add")
@@ -162,6 +163,7 @@ async def test_server_runs_isolated() -> None:
         assert proxy.errors == {}
         conn_fp = proxy.fingerprint()
         assert "netns" in conn_fp.mechanisms and "userns" in conn_fp.mechanisms
+        assert {"mountns", "pivot_root", "seccomp", "landlock"} <= set(conn_fp.mechanisms)
         from runtime.backends.base import ExecRequest
         from runtime.models import Decision, Limits
 
@@ -180,7 +182,8 @@ async def test_server_runs_isolated() -> None:
     assert info["uid"] != 0  # never host root
     assert info["interfaces"] == ["lo"]  # an empty network namespace
     assert info["pid"] < 10  # its own pid namespace
-    assert info["wrote_tmp"] is False  # Landlock: no writes outside its scratch directory
+    # No writes outside its scratch directory (its HOME and /tmp, a private tmpfs).
+    assert info["wrote_outside"] is False
     assert info["wrote_home"] is True
 
 
@@ -257,19 +260,17 @@ command = ["other-server"]
 """
 
 
-def test_load_policy_strips_the_table(tmp_path: Path) -> None:
-    from runtime.mcp.external import load_policy, strip_external_servers
+def test_load_policy_reads_the_table(tmp_path: Path) -> None:
+    from runtime.mcp.external import load_policy
 
     pytest.importorskip("runtime.policy")
     path = tmp_path / "p.toml"
-    text = POLICY_WITH_SERVERS
-    path.write_text(text)
+    path.write_text(POLICY_WITH_SERVERS)
     policy, servers = load_policy(path)
     assert [s.name for s in servers] == ["notes", "other"]
     assert policy.document.default == "deny"
-    stripped = strip_external_servers(text)
-    assert len(stripped.splitlines()) == len(text.splitlines())  # line numbers kept
-    assert "mcp_servers" not in stripped and 'tools."notes__search"' in stripped
+    assert policy.document.mcp_servers == servers  # read from the parsed policy
+    assert load_external_servers(path) == servers
 
 
 def test_load_policy_reports_errors_with_lines(tmp_path: Path) -> None:
@@ -285,11 +286,27 @@ def test_load_policy_reports_errors_with_lines(tmp_path: Path) -> None:
     assert info.value.details.get("line") == 6
 
 
-def test_inline_table_form_is_refused() -> None:
-    from runtime.mcp.external import strip_external_servers
+def test_mcp_server_errors_name_the_line(tmp_path: Path) -> None:
+    from runtime.mcp.external import load_policy
 
-    with pytest.raises(PolicyError):
-        strip_external_servers('mcp_servers = [{ name = "a", command = ["x"] }]\n')
+    pytest.importorskip("runtime.policy")
+    path = tmp_path / "p.toml"
+    path.write_text(
+        '[[mcp_servers]]\nname = "a"\ncommand = ["x"]\n\n'
+        '[[mcp_servers]]\nname = "b"\ncommand = ["y"]\nshell = true\n'
+    )
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert info.value.details.get("line") == 8
+    assert "mcp_servers.1.shell" in info.value.message
+
+
+def test_inline_table_form_is_accepted() -> None:
+    pytest.importorskip("runtime.policy")
+    from runtime.policy import Policy
+
+    policy = Policy.from_toml('mcp_servers = [{ name = "a", command = ["x"] }]\n')
+    assert [s.name for s in policy.document.mcp_servers] == ["a"]
 
 
 async def test_serve_with_external_servers_in_the_policy(tmp_path: Path) -> None:
@@ -384,7 +401,7 @@ async def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyP
     from runtime.backends import mcp_proxy
     from runtime.errors import SandboxUnavailable
 
-    monkeypatch.setattr(mcp_proxy, "landlock_available", lambda: "no Landlock")
+    monkeypatch.setattr(mcp_proxy, "isolation_available", lambda: "no Landlock")
     with pytest.raises(SandboxUnavailable):
         async with McpProxyBackend([server()], mode="strict"):
             pass

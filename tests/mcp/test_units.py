@@ -102,47 +102,93 @@ def test_host_port_errors(value: str) -> None:
         parse_host_port(value)
 
 
+def _caps(**kw: Any) -> Any:
+    from runtime.backends.sandbox.probe import HostCapabilities
+
+    data: dict[str, Any] = {
+        "arch_supported": True,
+        "is_root": False,
+        "user_namespaces": True,
+        "user_namespaces_error": None,
+        "pivot_root": True,
+        "idmapped_mounts": False,
+        "landlock_abi": 7,
+        "seccomp": True,
+        "seccomp_filter": True,
+        "cgroup_version": 1,
+        "cgroup_writable": (),
+    }
+    data.update(kw)
+    return HostCapabilities(**data)
+
+
+def _fake_host(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> None:
+    from runtime.backends.sandbox import process
+
+    monkeypatch.setattr(process, "host_capabilities", lambda: _caps(**kw))
+    monkeypatch.setattr(launch_mod, "host_capabilities", lambda: _caps(**kw))
+    launch_mod.isolation_available.cache_clear()
+    uncached = launch_mod.isolation_available.__wrapped__
+    monkeypatch.setattr(launch_mod, "isolation_available", uncached)
+
+
 def test_strict_mode_refuses_without_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     server = ExternalServer(name="x", command=["/bin/true"])
-    monkeypatch.setattr(launch_mod, "isolation_available", lambda: "no userns here")
-    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "no userns here")
-    with pytest.raises(SandboxUnavailable):
+    _fake_host(monkeypatch, user_namespaces=False, user_namespaces_error="unshare: EPERM")
+    assert "userns" in (launch_mod.isolation_available() or "")
+    with pytest.raises(SandboxUnavailable) as info:
         launch_mod.launch_for(server, mode="strict")
+    assert info.value.details["server"] == "x"
     plain = launch_mod.launch_for(server, mode="best_effort")
-    plain.cleanup()
-    assert plain.argv == ["/bin/true"]
-    assert "netns" in plain.fingerprint.missing and "landlock" in plain.fingerprint.missing
+    assert plain.plan is not None
+    scratch = plain.plan.scratch
+    try:
+        # Without user namespaces: a private host scratch, Landlock and seccomp only.
+        assert scratch is not None and scratch.is_dir()
+        fp = plain.fingerprint
+        assert fp.backend == "mcp" and fp.mode == "best_effort"
+        assert {"userns", "mountns", "pidns", "netns"} <= set(fp.missing)
+        assert {"landlock", "seccomp", "no_new_privs"} <= set(fp.mechanisms)
+    finally:
+        plain.cleanup()
+    assert not scratch.exists()
 
 
 def test_strict_mode_needs_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     server = ExternalServer(name="x", command=["/bin/true"])
-    monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
-    monkeypatch.setattr(launch_mod, "landlock_available", lambda: "Landlock is not available")
+    _fake_host(monkeypatch, landlock_abi=0)
     with pytest.raises(SandboxUnavailable):
         launch_mod.launch_for(server, mode="strict")
     partial = launch_mod.launch_for(server, mode="best_effort")
     partial.cleanup()
-    assert "-c" not in partial.argv  # no shim
     assert "landlock" in partial.fingerprint.missing
+    assert "userns" in partial.fingerprint.mechanisms
 
 
-def test_isolated_argv(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launch_mod, "isolation_available", lambda: None)
-    monkeypatch.setattr(launch_mod, "landlock_available", lambda: None)
-    server = ExternalServer(name="x", command=["srv", "--flag"], env={"A": "1"})
+def test_isolated_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from runtime.backends.sandbox._launcher import SPEC_ENV
+
+    _fake_host(monkeypatch)
+    server = ExternalServer(name="x", command=["srv", "--flag"], env={"A": "1"}, pids=7)
     launch = launch_mod.launch_for(server, mode="strict")
     networked = launch_mod.launch_for(server.model_copy(update={"network": True}), mode="strict")
     try:
-        assert launch.argv[-2:] == ["srv", "--flag"]
-        assert "--net" in launch.argv and "--no-new-privs" in launch.argv
-        assert launch.scratch is not None and launch.scratch.is_dir()
-        assert launch.env["A"] == "1" and launch.env["HOME"] == str(launch.scratch)
-        assert "landlock-writes" in launch.fingerprint.mechanisms
-        assert "--net" not in networked.argv
+        # The launcher runs isolated from the broker's site-packages and environment.
+        assert launch.argv[0] == sys.executable and launch.argv[1:3] == ["-I", "-S"]
+        assert set(launch.env) == {SPEC_ENV, "PATH", "LANG"}
+        spec = json.loads(launch.env[SPEC_ENV])
+        assert spec["argv"] == ["srv", "--flag"] and spec["limits"]["pids"] == 7
+        assert spec["env"]["A"] == "1" and spec["env"]["HOME"] == spec["env"]["TMPDIR"] == "/tmp"
+        assert spec["userns"] is True and spec["network"] is False and spec["bpf"]
+        assert "netns" in launch.fingerprint.mechanisms
+        assert json.loads(networked.env[SPEC_ENV])["network"] is True
+        assert "netns" not in networked.fingerprint.mechanisms
+        assert "netns" not in networked.fingerprint.missing  # granted, not missing
     finally:
         launch.cleanup()
         networked.cleanup()
-    assert launch.scratch is not None and not launch.scratch.exists()
 
 
 @pytest.mark.parametrize(

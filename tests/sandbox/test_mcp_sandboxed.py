@@ -1,0 +1,170 @@
+"""An external MCP server inside the full sandbox, probed from inside (tests/mcp/ext_server.py).
+
+Runs in this folder so that the unprivileged pass (test_unprivileged.py) repeats it as an
+ordinary user.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.base import ExecRequest
+from runtime.backends.mcp_proxy import McpProxyBackend
+from runtime.backends.sandbox.backend import SANDBOX_UID
+from runtime.errors import SandboxError
+from runtime.mcp.external import ExternalServer
+from runtime.models import Decision, Limits
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sandbox]
+
+EXT_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "ext_server.py"
+
+
+def _server(**kw: Any) -> ExternalServer:
+    # The system interpreter with the venv's site-packages: reachable by any uid (the venv's
+    # own interpreter may live under /root); both are bound read-only into the sandbox.
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    python = str(system) if system.exists() else sys.executable
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    data: dict[str, Any] = {
+        "name": "ext",
+        "command": [python, str(EXT_SERVER)],
+        "env": {"PYTHONPATH": site},
+        **kw,
+    }
+    return ExternalServer.model_validate(data)
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that greets every connection with b"hello"."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"hello")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1]
+    stop.set()
+    thread.join()
+    sock.close()
+
+
+def _descendants_running(needle: str) -> list[int]:
+    """Our descendant processes whose command line contains ``needle``."""
+    parents: dict[int, int] = {}
+    cmdlines: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdlines[int(entry)] = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    ours = {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parents.items():
+            if ppid in ours and pid not in ours:
+                ours.add(pid)
+                changed = True
+    return sorted(p for p in ours if needle in cmdlines.get(p, ""))
+
+
+async def _call(proxy: McpProxyBackend, tool: str, arguments: dict[str, Any]) -> Any:
+    spec = next(s for s in proxy.specs if s.name == tool)
+    outcome = await proxy.run(
+        ExecRequest(
+            call_id="c1",
+            spec=spec,
+            arguments=arguments,
+            workspace=Path("/"),
+            limits=Limits(),
+            decision=Decision(action="allow", rule="t"),
+        )
+    )
+    return outcome.result
+
+
+async def test_server_inside_the_sandbox(listener: int) -> None:
+    marker = f"rt-mcp-marker-{uuid.uuid4().hex}"
+    async with McpProxyBackend([_server()], mode="strict") as proxy:
+        assert proxy.errors == {}
+        fingerprint = proxy.fingerprint()
+        info = await _call(proxy, "ext__probe", {"port": listener, "marker": marker})
+        running = _descendants_running(str(EXT_SERVER))
+    assert running  # seen while it ran ...
+    assert _descendants_running(str(EXT_SERVER)) == []  # ... and nothing of it after close
+    need = {"userns", "mountns", "pivot_root", "pidns", "netns", "landlock", "seccomp"}
+    assert need <= set(fingerprint.mechanisms)
+    assert set(fingerprint.missing) <= {"cgroup_memory", "cgroup_pids"}
+    # A non-root uid inside, and on the host the sandbox uid (never root).
+    assert info["uid"] == 1000
+    assert info["host_uid"] == (SANDBOX_UID if os.geteuid() == 0 else os.getuid())
+    # Not mounted: home directories, /run, /var; of its own checkout only the script.
+    assert info["exists"] == dict.fromkeys(("/home", "/root", "/run", "/var", "/opt"), False)
+    assert info["checkout"] == {
+        "ext_server.py": True,
+        "test_external.py": False,
+        "../../pyproject.toml": False,
+    }
+    # Its own /proc: the launcher's pid 1 and itself, never the broker (pytest).
+    assert not any("pytest" in c for c in info["cmdlines"])
+    assert len(info["cmdlines"]) <= 3
+    # Writes only in its scratch (HOME/TMPDIR, a private tmpfs: nothing lands on the host).
+    assert info["writes"] == dict.fromkeys(info["writes"], False)
+    assert info["home_writable"] is True
+    assert marker not in os.listdir("/tmp")
+    # Seccomp: namespaces, mounts and ptrace are not available.
+    assert info["unshare"] == info["mount"] == info["ptrace"] == errno.ENOSYS
+    # No network without the grant.
+    assert info["tcp"].startswith("error")
+
+
+async def test_network_grant(listener: int) -> None:
+    async with McpProxyBackend([_server(network=True)], mode="strict") as proxy:
+        assert proxy.errors == {}
+        fingerprint = proxy.fingerprint()
+        info = await _call(proxy, "ext__probe", {"port": listener})
+    assert info["tcp"] == "hello"
+    assert "netns" not in fingerprint.mechanisms and "netns" not in fingerprint.missing
+    # Everything else stays.
+    assert {"userns", "mountns", "pidns", "landlock", "seccomp"} <= set(fingerprint.mechanisms)
+    assert info["unshare"] == errno.ENOSYS
+
+
+async def test_server_dies_with_its_launcher() -> None:
+    """Killing the launcher (what a broker's death does by pdeathsig) ends the server."""
+    async with McpProxyBackend([_server()], mode="strict") as proxy:
+        running = _descendants_running(str(EXT_SERVER))
+        launchers = _descendants_running("runtime.backends.sandbox._launcher")
+        assert running and launchers
+        for pid in launchers:
+            os.kill(pid, 9)
+        with pytest.raises(SandboxError, match=r"exited|went away|not running"):
+            await _call(proxy, "ext__add", {"a": 1, "b": 2})
+    assert _descendants_running(str(EXT_SERVER)) == []
