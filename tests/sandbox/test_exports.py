@@ -9,6 +9,7 @@ import pytest
 MODULES = [
     "runtime.backends.sandbox",
     "runtime.backends.sandbox._channels",
+    "runtime.backends.sandbox._launcher",
     "runtime.backends.sandbox._linux",
     "runtime.backends.sandbox._setup",
     "runtime.backends.sandbox.backend",
@@ -17,6 +18,7 @@ MODULES = [
     "runtime.backends.sandbox.landlock",
     "runtime.backends.sandbox.newroot",
     "runtime.backends.sandbox.probe",
+    "runtime.backends.sandbox.process",
     "runtime.backends.sandbox.seccomp",
     "runtime.backends.sandbox.zygote",
 ]

@@ -141,7 +141,7 @@ def _bindable(path: str) -> bool:
 
 def _program_paths(argv0: str, env: Mapping[str, str]) -> list[str]:
     found = argv0 if "/" in argv0 else shutil.which(argv0, path=env.get("PATH", _DEFAULT_PATH))
-    if found is None:
+    if found is None or not os.path.exists(found):
         return []  # execvpe inside reports it: "cannot execute"
     paths: list[str] = []
     for program in dict.fromkeys((os.path.abspath(found), os.path.realpath(found))):
