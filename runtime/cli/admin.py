@@ -11,7 +11,7 @@ import typer
 
 from runtime.cli.app import _err, _out, _read_call, app
 from runtime.cli.exitcodes import EX_INTERNAL, EX_INVALID, EX_OK, EX_USAGE
-from runtime.errors import ConfigError, RuntimeToolError
+from runtime.errors import ConfigError, RuntimeToolError, ToolNotFound
 
 __all__ = ["audit_app", "policy_app"]
 
@@ -30,6 +30,7 @@ def policy_check(
 ) -> None:
     """Print the policy's decision for CALL as JSON (action, rule id, reasons)."""
     from runtime.catalogue import Catalogue
+    from runtime.mcp.external import placeholder_spec
     from runtime.policy import Policy
     from runtime.shapes import parse_call_bytes
 
@@ -40,24 +41,34 @@ def policy_check(
         _err(f"runtime: {exc.message}")
         _out({"error": {"type": "config_error", "message": exc.message, **exc.details}})
         raise typer.Exit(EX_USAGE) from exc
+    external = False
     try:
         tc = parse_call_bytes(_read_call(call))
-        spec = catalogue.get(tc.tool)
-        catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
+        try:
+            spec = catalogue.get(tc.tool)
+        except ToolNotFound:
+            # A tool of a [[mcp_servers]] entry: decided without starting the server.
+            stand_in = placeholder_spec(list(pol.document.mcp_servers), tc.tool)
+            if stand_in is None:
+                raise
+            spec, external = stand_in, True
+        else:
+            catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
         decision = pol.decide(tc, spec, profile=profile)
     except RuntimeToolError as exc:
         _out({"error": {"type": str(exc.error_type), "message": exc.message}})
         raise typer.Exit(EX_INVALID) from exc
-    _out(
-        {
-            "tool": tc.tool,
-            "action": decision.action,
-            "rule": decision.rule,
-            "reasons": decision.reasons,
-            "limits": decision.limits.model_dump(),
-            "profile": decision.profile,
-        }
-    )
+    report: dict[str, Any] = {
+        "tool": tc.tool,
+        "action": decision.action,
+        "rule": decision.rule,
+        "reasons": decision.reasons,
+        "limits": decision.limits.model_dump(),
+        "profile": decision.profile,
+    }
+    if external:
+        report["arguments_checked"] = False  # the server's schema is known once it runs
+    _out(report)
 
 
 def _audit_log(audit: Path | None, workspace: Path) -> Any:

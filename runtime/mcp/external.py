@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from runtime.errors import PolicyError
+from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 from runtime.policy.schema import McpServerEntry, check_mcp_servers
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "load_external_servers",
     "load_policy",
     "parse_external_servers",
+    "placeholder_spec",
     "prefixed_name",
 ]
 
@@ -56,6 +58,27 @@ _ENTRIES: TypeAdapter[list[McpServerEntry]] = TypeAdapter(list[McpServerEntry])
 
 def prefixed_name(prefix: str, tool: str) -> str:
     return f"{prefix}{SEPARATOR}{tool}"
+
+
+def placeholder_spec(servers: list[ExternalServer], name: str) -> ToolSpec | None:
+    """A stand-in for ``<prefix>__<tool>`` of a configured server that is not running (for
+    ``runtime policy check``): category ``mcp``, open-world and destructive as the proxy
+    lists every external tool, and any arguments (the real schema is the server's, known
+    only once it runs). None when no server has that prefix."""
+    prefix, sep, tool = name.partition(SEPARATOR)
+    server = next((s for s in servers if s.tool_prefix == prefix), None)
+    if not sep or not tool or server is None or not TOOL_NAME_RE.match(name):
+        return None
+    if server.tools is not None and tool not in server.tools:
+        return None
+    return ToolSpec(
+        name=name,
+        description=f"[{server.name}] {tool} (external MCP server, not started)",
+        category="mcp",
+        parameters={"type": "object"},
+        backend=BackendKind.MCP,
+        hints=ToolHints(destructive=True, open_world=True),
+    )
 
 
 def parse_external_servers(data: Any, *, where: str = "policy") -> list[ExternalServer]:

@@ -43,6 +43,10 @@ def locate(text: str, loc: tuple[Any, ...]) -> int | None:
             if m.group(1) == "[[":
                 key = tuple(path)
                 counters[key] = counters.get(key, -1) + 1
+                # An error on the array as a whole (e.g. a duplicate across its entries)
+                # points at its first header.
+                if want == path and len(want) > best_len:
+                    best_line, best_len = lineno, len(want)
                 path = [*path, str(counters[key])]
             table = path
             full = table
