@@ -237,3 +237,18 @@ def test_needed_paths() -> None:
             needed_paths(["/bin/true"], {}, [bad], network=False)
     # Found in argv, a path that may not be bound is skipped, never bound.
     assert needed_paths(["/bin/true", "/", "/root", "/proc/1"], {}, network=False) == ()
+
+
+def test_needed_paths_refuse_runtime_state() -> None:
+    base = Path("/tmp") / f"rt-process-ws-{os.getpid()}-{time.monotonic_ns()}"
+    (base / ".runtime").mkdir(parents=True)
+    (base / "lib").mkdir()
+    try:
+        for env, read_only in (({"PYTHONPATH": str(base)}, []), ({}, [str(base)])):
+            with pytest.raises(SandboxError, match="runtime state"):
+                needed_paths(["/bin/true"], env, read_only, network=False)
+        assert needed_paths(["/bin/true"], {}, [str(base / "lib")], network=False) == (
+            str(base / "lib"),
+        )
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)

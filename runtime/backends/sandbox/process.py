@@ -23,7 +23,8 @@ Outside the system dirs the program sees only what it needs, read-only: the inst
 prefix of its executable (a virtualenv, a pyenv tree), files and directories named by
 absolute path in its argv and in its ``PYTHONPATH``, and the caller's ``read_only`` list.
 Never ``/``, a top-level directory, a home directory itself, or ``/proc``, ``/sys``,
-``/dev``, ``/run``: those are refused (named explicitly) or skipped (found in argv).
+``/dev``, ``/run``: those are refused (named explicitly) or skipped (found in argv); nor a
+directory holding the runtime's state (``.runtime/``: a workspace with its audit DB).
 
 ``strict`` refuses to start without user namespaces, Landlock or seccomp; ``best_effort``
 runs with what the host has (without user namespaces: a host scratch directory, Landlock
@@ -92,6 +93,8 @@ _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _NEVER = ("/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib")
 #: A process granted the network also needs name resolution and CA certificates.
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf")
+#: The runtime's state directory inside a workspace (audit DB, stores).
+_STATE_DIR = ".runtime"
 _names = itertools.count(1)
 
 
@@ -181,6 +184,15 @@ def needed_paths(
     for path in sorted(set(wanted)):
         if not _under(path, kept):
             kept.append(path)
+    for path in kept:
+        # A workspace holds the runtime's own state (the audit DB, snippets): a bind must
+        # never carry it in. Refused rather than skipped, so the policy author sees why.
+        if os.path.isdir(os.path.join(path, _STATE_DIR)):
+            raise SandboxError(
+                f"will not bind {path!r} into a sandbox: it holds runtime state "
+                f"({_STATE_DIR}/); name a narrower path",
+                path=path,
+            )
     return tuple(kept)
 
 
