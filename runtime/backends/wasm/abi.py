@@ -51,6 +51,15 @@ def _finite_float(lexeme: str) -> float:
     return value
 
 
+# Built once: json.dumps/json.loads with any keyword build a new encoder or decoder per call.
+# Both are stateless between calls (safe to share across threads).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_FLOAT_CHECKING_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float
+)
+
+
 class GuestABI:
     """Names and codecs of ABI version 1 (see the module docstring)."""
 
@@ -66,8 +75,7 @@ class GuestABI:
     def encode_arguments(arguments: dict[str, Any]) -> bytes:
         """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross."""
         try:
-            text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            return text.encode("utf-8")
+            return _ENCODER.encode(arguments).encode("utf-8")
         except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidArguments(f"arguments cannot be passed to a wasm guest: {exc}") from exc
 
@@ -85,11 +93,13 @@ class GuestABI:
         is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
         SandboxError."""
         try:
+            # Strict UTF-8 (the ABI's encoding): no BOM, no surrogates smuggled in as bytes.
+            text = payload.decode("utf-8")
             # No '.', 'e' or 'E' anywhere: no float, so skip the per-float hook. (A regex
             # for "an exponent >= 100" measured slower than the hook on typical documents.)
-            if b"." not in payload and b"e" not in payload and b"E" not in payload:
-                return json.loads(payload, parse_constant=_reject_constant)
-            return json.loads(payload, parse_constant=_reject_constant, parse_float=_finite_float)
+            if "." not in text and "e" not in text and "E" not in text:
+                return _DECODER.decode(text)
+            return _FLOAT_CHECKING_DECODER.decode(text)
         except _FloatOutOfRange as exc:
             raise ToolFailed(
                 f"number {str(exc)[:40]} is out of the float range (CPython would make it inf)"
