@@ -20,6 +20,8 @@ Hazards:
 - Guest memory may move on ``memory.grow``: its base address is fetched after the last call
   into the guest and never cached across one. Offsets from the guest are bounds-checked
   against the memory's current size before any copy.
+- Raw addresses outlive nothing: the engine's is taken by a backend that holds the Engine,
+  an InstancePre's only through ``PreLinked``, which holds the InstancePre.
 - The store is freed by ``close()`` exactly once; every use after that is refused (a
   dangling context pointer would be a use-after-free inside wasmtime).
 """
@@ -33,7 +35,7 @@ from typing import Any, cast
 import wasmtime
 from wasmtime import _ffi as ffi
 
-__all__ = ["GuestStore", "address_of"]
+__all__ = ["GuestStore", "PreLinked", "address_of"]
 
 _KIND_FUNC = 0
 _KIND_MEMORY = 3
@@ -105,6 +107,17 @@ def _trap(ptr: int) -> wasmtime.Trap:
     return wasmtime.Trap._from_ptr(ctypes.cast(ptr, POINTER(ffi.wasm_trap_t)))
 
 
+class PreLinked:
+    """An InstancePre with its address, held together: the address is only used through this
+    object, which keeps the InstancePre (and so the pointer) alive for as long as it is."""
+
+    __slots__ = ("address", "pre")
+
+    def __init__(self, pre: wasmtime.InstancePre) -> None:
+        self.pre = pre
+        self.address = address_of(pre.ptr())
+
+
 class GuestStore:
     """A fresh store with its limits, then one instance of a pre-linked module in it."""
 
@@ -146,13 +159,13 @@ class GuestStore:
         if store is not None:
             _store_delete(store)
 
-    def instantiate(self, pre: int) -> None:
-        """Instantiate the pre-linked module at address ``pre`` (data segments, start function,
-        all under this store's fuel and limits); raises Trap or WasmtimeError."""
+    def instantiate(self, linked: PreLinked) -> None:
+        """Instantiate a pre-linked module (data segments, start function, all under this
+        store's fuel and limits); raises Trap or WasmtimeError."""
         ctx = self._context()
         instance = _INSTANCE()
         trap = c_void_p()
-        err = _instantiate(pre, ctx, byref(instance), byref(trap))
+        err = _instantiate(linked.address, ctx, byref(instance), byref(trap))
         if err:
             raise _error(err)
         if trap.value:

@@ -33,7 +33,7 @@ import wasmtime
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
 from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
-from runtime.backends.wasm._hot import GuestStore, address_of
+from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
 from runtime.errors import (
@@ -131,9 +131,7 @@ def load_custom_module(spec: ToolSpec) -> GuestModule:
 @dataclass(slots=True)
 class _Loaded:
     module: wasmtime.Module
-    pre: wasmtime.InstancePre
-    #: ``pre``'s address for the hot path; valid while ``pre`` is alive (this object holds it).
-    pre_ptr: int
+    pre: PreLinked
     sha256: str
     min_memory_bytes: int
     exports: frozenset[str]
@@ -305,8 +303,7 @@ class WasmBackend:
             raise ManifestError(f"tool {spec.name}: {path.name} cannot be linked") from exc
         return _Loaded(
             module,
-            pre,
-            address_of(pre.ptr()),
+            PreLinked(pre),
             guest.sha256,
             min_memory,
             frozenset(tools),
@@ -366,7 +363,7 @@ class WasmBackend:
             raise SandboxError("wasm store could not be set up") from exc
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         try:
-            store.instantiate(loaded.pre_ptr)
+            store.instantiate(loaded.pre)
             ptr = store.call_i32(store.func(_ALLOC), len(payload))
             if not ptr:
                 raise ResourceLimitExceeded(

@@ -1,0 +1,173 @@
+"""The raw C-API hot path (``_hot.GuestStore``): every binding runs, bounds hold, a closed store
+is refused, traps and errors come back as wasmtime-py's own exception types."""
+
+from __future__ import annotations
+
+import pytest
+import wasmtime
+
+from runtime.backends.wasm._engine import make_engine
+from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
+from runtime.backends.wasm.abi import GuestABI
+from runtime.errors import SandboxError, ToolFailed
+
+pytestmark = pytest.mark.wasm
+
+GUEST = """(module
+  (memory (export "memory") 1)
+  (global $top (mut i32) (i32.const 1024))
+  (func (export "rt_alloc") (param i32) (result i32)
+    (global.get $top)
+    (global.set $top (i32.add (global.get $top) (local.get 0))))
+  (func (export "grow") (result i32) (memory.grow (i32.const 1)))
+  (func (export "add") (param i32 i32) (result i64)
+    (i64.extend_i32_u (i32.add (local.get 0) (local.get 1))))
+  (func (export "trap") (result i32) unreachable)
+  (func (export "spin") (result i32) (loop $l (br $l)) i32.const 0)
+  (func (export "neg") (result i32) i32.const -1))"""
+NO_MEMORY = '(module (func (export "f") (result i32) i32.const 7))'
+START_TRAP = '(module (memory (export "memory") 1) (func $s unreachable) (start $s))'
+
+
+@pytest.fixture(scope="module")
+def engine() -> wasmtime.Engine:
+    return make_engine()[0]
+
+
+def _pre(engine: wasmtime.Engine, wat: str) -> PreLinked:
+    module = wasmtime.Module(engine, wasmtime.wat2wasm(wat))
+    return PreLinked(wasmtime.Linker(engine).instantiate_pre(module))
+
+
+def _store(engine: wasmtime.Engine, fuel: int = 1_000_000, memory: int = 1 << 20) -> GuestStore:
+    return GuestStore(
+        address_of(engine.ptr()),
+        memory_bytes=memory,
+        table_elements=100,
+        fuel=fuel,
+        epoch_deadline=1_000_000,
+    )
+
+
+def test_calls_memory_and_fuel(engine: wasmtime.Engine) -> None:
+    pre = _pre(engine, GUEST)
+    store = _store(engine)
+    try:
+        store.instantiate(pre)
+        assert store.has_memory and store.memory_size() == 65536
+        assert store.call_i32(store.func(b"rt_alloc"), 100) == 1024
+        assert store.call_i32(store.func(b"rt_alloc"), 1) == 1124
+        assert store.call(store.func(b"add"), 40, 2) == 42
+        # i32 results are sign-extended in the raw slot; call_i32 gives the unsigned bits.
+        assert store.call_i32(store.func(b"neg")) == 0xFFFF_FFFF
+        assert store.write(1024, b"hello") and store.read(1024, 5) == b"hello"
+        assert store.read(0, 0) == b""
+        # Growth moves nothing we cache: the new page is readable right after.
+        assert store.call_i32(store.func(b"grow")) == 1
+        assert store.memory_size() == 2 * 65536
+        assert store.write(65536 + 10, b"x") and store.read(65536 + 10, 1) == b"x"
+        assert 0 < store.fuel_left() < 1_000_000
+    finally:
+        store.close()
+
+
+def test_bounds_are_checked(engine: wasmtime.Engine) -> None:
+    store = _store(engine)
+    try:
+        pre = _pre(engine, GUEST)
+        store.instantiate(pre)
+        size = store.memory_size()
+        assert store.write(size - 2, b"ab")
+        assert not store.write(size - 1, b"ab")
+        assert store.read(size - 1, 2) is None
+        assert store.read(size, 1) is None
+        assert store.func(b"missing") is None
+        assert store.func(b"memory") is None  # a memory, not a function
+    finally:
+        store.close()
+
+
+def test_module_without_memory(engine: wasmtime.Engine) -> None:
+    store = _store(engine)
+    try:
+        pre = _pre(engine, NO_MEMORY)
+        store.instantiate(pre)
+        assert not store.has_memory and store.memory_size() == 0
+        assert not store.write(0, b"x") and store.read(0, 1) is None
+        assert store.call_i32(store.func(b"f")) == 7
+    finally:
+        store.close()
+
+
+def test_traps_and_fuel_are_wasmtime_exceptions(engine: wasmtime.Engine) -> None:
+    store = _store(engine, fuel=10_000)
+    try:
+        pre = _pre(engine, GUEST)
+        store.instantiate(pre)
+        with pytest.raises(wasmtime.Trap) as trap:
+            store.call(store.func(b"trap"))
+        assert trap.value.trap_code == wasmtime.TrapCode.UNREACHABLE
+        with pytest.raises(wasmtime.Trap) as spin:
+            store.call(store.func(b"spin"))
+        assert spin.value.trap_code == wasmtime.TrapCode.OUT_OF_FUEL
+        assert store.fuel_left() == 0
+    finally:
+        store.close()
+
+
+def test_start_function_trap_is_raised_at_instantiation(engine: wasmtime.Engine) -> None:
+    store = _store(engine)
+    pre = _pre(engine, START_TRAP)
+    try:
+        with pytest.raises(wasmtime.Trap):
+            store.instantiate(pre)
+        assert not store.has_memory
+    finally:
+        store.close()
+
+
+def test_memory_limit_applies_at_instantiation(engine: wasmtime.Engine) -> None:
+    store = _store(engine, memory=65536 - 1)
+    pre = _pre(engine, GUEST)
+    try:
+        with pytest.raises(wasmtime.WasmtimeError):
+            store.instantiate(pre)
+    finally:
+        store.close()
+
+
+def test_closed_store_is_refused(engine: wasmtime.Engine) -> None:
+    store = _store(engine)
+    pre = _pre(engine, GUEST)
+    store.instantiate(pre)
+    func = store.func(b"add")
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        store.call(func, 1, 2)
+    with pytest.raises(ValueError, match="closed"):
+        store.memory_size()
+    with pytest.raises(ValueError, match="closed"):
+        store.fuel_left()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"\xef\xbb\xbf{}", b'{"a":"\xed\xa0\x80"}', b'{"a":"\xff"}'],
+    ids=["bom", "utf8-surrogate", "invalid-byte"],
+)
+def test_results_must_be_strict_utf8(payload: bytes) -> None:
+    with pytest.raises(SandboxError):
+        GuestABI.decode_result(payload)
+
+
+def test_cached_codecs_round_trip() -> None:
+    args = {"text": 'é\u2028"\\', "n": [1, 2.5, None, True]}
+    encoded = GuestABI.encode_arguments(args)
+    assert encoded == '{"text":"é\u2028\\"\\\\","n":[1,2.5,null,true]}'.encode()
+    assert GuestABI.decode_result(encoded) == args
+    assert GuestABI.decode_result(b'{"i":12}') == {"i": 12}
+    with pytest.raises(ToolFailed):
+        GuestABI.decode_result(b'{"big":1e400}')
+    with pytest.raises(SandboxError):
+        GuestABI.decode_result(b'{"nan":NaN}')
