@@ -75,20 +75,15 @@ static size_t put_utf8(char *o, unsigned cp) {
 /* ps->p is just past the opening quote. Strings without escapes point into the source. */
 static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     const char *start = ps->p;
-    const char *q = start;
-    while (q < ps->end) {
-        unsigned char c = (unsigned char)*q;
-        if (c == '"') {
-            *out = start;
-            *out_len = (uint32_t)(q - start);
-            ps->p = q + 1;
-            return 1;
-        }
-        if (c == '\\') break;
-        if (c < 0x20) return fail(ps, "invalid control character in string", q) != 0;
-        q++;
-    }
+    const char *q = rt_scan_plain(start, ps->end);
     if (q >= ps->end) return fail(ps, "unterminated string", start - 1) != 0;
+    if (*q == '"') {
+        *out = start;
+        *out_len = (uint32_t)(q - start);
+        ps->p = q + 1;
+        return 1;
+    }
+    if ((unsigned char)*q < 0x20) return fail(ps, "invalid control character in string", q) != 0;
     /* Slow path: escapes. Decoded bytes never outnumber source bytes. Plain runs between
      * escapes are copied whole. */
     size_t cap = (size_t)(ps->end - start);
@@ -97,11 +92,7 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     memcpy(o, start, n);
     for (;;) {
         const char *run = q;
-        while (q < ps->end) {
-            unsigned char c = (unsigned char)*q;
-            if (c == '"' || c == '\\' || c < 0x20) break;
-            q++;
-        }
+        q = rt_scan_plain(q, ps->end);
         memcpy(o + n, run, (size_t)(q - run));
         n += (size_t)(q - run);
         if (q >= ps->end) break;
@@ -308,8 +299,9 @@ void json_write_string(rt_buf *b, const char *s, size_t n) {
     buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
+        i = (size_t)(rt_scan_plain(s + i, s + n) - s);
+        if (i >= n) break;
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
         buf_put(b, s + run, i - run);
         run = i + 1;
         switch (c) {
