@@ -3,8 +3,13 @@ is refused, traps and errors come back as wasmtime-py's own exception types."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 import wasmtime
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.backends.wasm._engine import make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
@@ -171,3 +176,80 @@ def test_cached_codecs_round_trip() -> None:
         GuestABI.decode_result(b'{"big":1e400}')
     with pytest.raises(SandboxError):
         GuestABI.decode_result(b'{"nan":NaN}')
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**60), max_value=10**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_values)
+def test_decode_result_equals_cpython_json(value: Any) -> None:
+    payload = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    expected = json.loads(payload.decode("utf-8", "surrogatepass"))
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        with pytest.raises(SandboxError):  # surrogates smuggled in as UTF-8 bytes
+            GuestABI.decode_result(payload)
+        return
+    got = GuestABI.decode_result(payload)
+    assert got == expected and repr(got) == repr(expected)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    lead=st.integers(min_value=1, max_value=9),
+    length=st.integers(min_value=1, max_value=400),
+    frac=st.text("0123456789", max_size=5),
+    exp=st.none() | st.integers(min_value=-500, max_value=500),
+    plus=st.booleans(),
+)
+def test_every_overflowing_float_is_caught(
+    lead: int, length: int, frac: str, exp: int | None, plus: bool
+) -> None:
+    lexeme = str(lead) + "9" * (length - 1) + "." + (frac or "0")
+    if exp is not None:
+        lexeme += f"e{'+' if plus and exp >= 0 else ''}{exp}"
+    doc = f'{{"x":[1,{lexeme}]}}'.encode()
+    if float(lexeme) == float("inf"):
+        with pytest.raises(ToolFailed, match="out of the float range"):
+            GuestABI.decode_result(doc)
+    else:
+        assert GuestABI.decode_result(doc) == json.loads(doc)
+
+
+@pytest.mark.parametrize(
+    "lexeme", ["2" + "0" * 308 + ".0", "9" * 210 + "e99", "1e309", "-1E+309", "1.8e308", "1e0400"]
+)
+def test_overflow_boundaries(lexeme: str) -> None:
+    assert float(lexeme) in (float("inf"), float("-inf"))
+    with pytest.raises(ToolFailed, match="out of the float range"):
+        GuestABI.decode_result(f"[{lexeme}]".encode())
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "[" * 300 + "]" * 300,  # deeper than pydantic-core's parser goes
+        '"\\ud800"',  # a lone surrogate escape: CPython's json accepts it
+        "1" * 4300,  # CPython's int digit limit, exactly
+        '{"a":1,"b":2,"a":3}',
+        "[1e-400, -0.0, 1E+2, 0.1e1]",
+    ],
+    ids=["deep", "lone-surrogate", "long-int", "duplicate-key", "small-floats"],
+)
+def test_decode_result_falls_back_to_cpython(doc: str) -> None:
+    got = GuestABI.decode_result(doc.encode())
+    assert got == json.loads(doc) and repr(got) == repr(json.loads(doc))
+    if isinstance(got, dict):
+        assert list(got) == list(json.loads(doc))
