@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from runtime.backends.wasm._engine import make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
-from runtime.errors import SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 
 pytestmark = pytest.mark.wasm
 
@@ -253,3 +253,14 @@ def test_decode_result_falls_back_to_cpython(doc: str) -> None:
     assert got == json.loads(doc) and repr(got) == repr(json.loads(doc))
     if isinstance(got, dict):
         assert list(got) == list(json.loads(doc))
+
+
+def test_circular_arguments_are_invalid() -> None:
+    args: dict[str, Any] = {"x": 1}
+    args["self"] = args
+    with pytest.raises(InvalidArguments):
+        GuestABI.encode_arguments(args)
+    with pytest.raises(InvalidArguments):
+        GuestABI.encode_arguments({"x": float("nan")})
+    with pytest.raises(InvalidArguments):
+        GuestABI.encode_arguments({"x": "\ud800"})

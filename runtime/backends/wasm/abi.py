@@ -83,7 +83,11 @@ def _may_overflow(payload: bytes | bytearray) -> bool:
 
 # Built once: json.dumps/json.loads with any keyword build a new encoder or decoder per call.
 # Both are stateless between calls (safe to share across threads).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# No circular-reference bookkeeping: a cycle still ends as RecursionError (the C encoder counts
+# its depth), which encode_arguments reports like any other unencodable argument.
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _FLOAT_CHECKING_DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float
