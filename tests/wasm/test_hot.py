@@ -4,6 +4,8 @@ is refused, traps and errors come back as wasmtime-py's own exception types."""
 from __future__ import annotations
 
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +13,14 @@ import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime.backends.wasm import WasmBackend, _engine
+from runtime.backends.wasm import backend as wasm_backend
 from runtime.backends.wasm._engine import make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
-from runtime.errors import InvalidArguments, SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, SandboxError, ToolFailed, ToolTimeout
+
+from .conftest import request, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -264,3 +270,43 @@ def test_circular_arguments_are_invalid() -> None:
         GuestABI.encode_arguments({"x": float("nan")})
     with pytest.raises(InvalidArguments):
         GuestABI.encode_arguments({"x": "\ud800"})
+
+
+SPIN = """(module
+  (memory (export "memory") 1)
+  (func (export "rt_alloc") (param i32) (result i32) i32.const 1024)
+  (func (export "run") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"""
+
+
+def test_more_concurrent_calls_than_pool_slots(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Every call holds a pool slot while its instance lives; the calls past the pool's size
+    # wait for one instead of failing to instantiate. A pool of 2 (on 2 cores, 64 spinning
+    # guests starve the threads that would start more): 6 guests spin to their deadline.
+    monkeypatch.setattr(_engine, "POOL_SLOTS", 2)
+    monkeypatch.setattr(wasm_backend, "POOL_SLOTS", 2)
+    backend = WasmBackend(cache_dir=tmp_path / "cache")
+    spec = wat_tool(tmp_path, "spin", SPIN)
+    n = 6
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            backend.run_sync(request(spec, {}, timeout_s=0.2, wasm_fuel=10**12))
+        except BaseException as exc:  # every outcome is checked below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        backend.close()
+    assert backend.pooled
+    assert len(errors) == n
+    assert all(isinstance(e, ToolTimeout) for e in errors), [repr(e) for e in errors]
