@@ -20,7 +20,7 @@ from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
 from runtime.errors import InvalidArguments, SandboxError, ToolFailed, ToolTimeout
 
-from .conftest import request, wat_tool
+from .conftest import ECHO_WAT, request, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -310,3 +310,11 @@ def test_more_concurrent_calls_than_pool_slots(
     assert backend.pooled
     assert len(errors) == n
     assert all(isinstance(e, ToolTimeout) for e in errors), [repr(e) for e in errors]
+
+
+def test_fuel_beyond_u64_is_clamped_not_wrapped(backend: WasmBackend, tmp_path: Path) -> None:
+    # 2**64 + 5 would wrap to a budget of 5 instructions in a C u64.
+    spec = wat_tool(tmp_path, "echo", ECHO_WAT)
+    outcome = backend.run_sync(request(spec, {}, wasm_fuel=2**64 + 5))
+    assert outcome.result == {"ok": True}
+    assert 0 < outcome.usage["fuel"] < 100

@@ -56,6 +56,7 @@ _PAGE = 65536
 _TABLE_ELEMENTS = 10_000
 _I32 = wasmtime.ValType.i32()
 _I64 = wasmtime.ValType.i64()
+_MAX_FUEL = 2**63 - 1
 _ALLOC = GuestABI.ALLOC.encode()
 _OOM = GuestABI.OOM.encode()
 
@@ -350,7 +351,9 @@ class WasmBackend:
     def _call_in_slot(
         self, loaded: _Loaded, export: str, payload: bytes, limits: Limits, memory_limit: int
     ) -> tuple[Any, dict[str, Any]]:
-        fuel = limits.wasm_fuel
+        # Limits.wasm_fuel has no upper bound; the C API takes a u64 (and ctypes would wrap a
+        # larger int silently, to a budget of next to nothing).
+        fuel = min(limits.wasm_fuel, _MAX_FUEL)
         try:
             store = GuestStore(
                 self._engine_ptr,
