@@ -18,6 +18,7 @@ from runtime.backends.wasm import backend as wasm_backend
 from runtime.backends.wasm._engine import make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
+from runtime.backends.wasm.backend import EPOCH_TICK_S, _TickClock
 from runtime.errors import InvalidArguments, SandboxError, ToolFailed, ToolTimeout
 
 from .conftest import ECHO_WAT, request, wat_tool
@@ -318,3 +319,22 @@ def test_fuel_beyond_u64_is_clamped_not_wrapped(backend: WasmBackend, tmp_path: 
     outcome = backend.run_sync(request(spec, {}, wasm_fuel=2**64 + 5))
     assert outcome.result == {"ok": True}
     assert 0 < outcome.usage["fuel"] < 100
+
+
+def test_epoch_ticks_follow_the_clock_not_the_wakeups() -> None:
+    # A ticker that wakes late (GIL, CPU) still owes one tick per period: deadlines do not
+    # stretch with load. A fake clock, so nothing here depends on timing.
+    tick = EPOCH_TICK_S
+    clock = _TickClock(100.0)
+    assert clock.due(100.0 + tick / 2) == 0
+    assert clock.wait_s(100.0 + tick / 2) == pytest.approx(tick / 2)
+    assert clock.due(100.0 + 1.1 * tick) == 1
+    assert clock.due(100.0 + 1.5 * tick) == 0
+    assert clock.due(100.0 + 6.2 * tick) == 5  # woke 4 periods late: pays all 5
+    assert clock.due(100.0 + 7.3 * tick) == 1
+    assert clock.wait_s(100.0 + 7.3 * tick) == pytest.approx(0.7 * tick)
+    # A stall of an hour: a bounded payment, then ticking resumes from then.
+    later = 100.0 + 3600.0
+    assert clock.due(later) == _TickClock.MAX_CATCH_UP
+    assert clock.due(later + tick / 2) == 0
+    assert clock.due(later + 1.1 * tick) == 1
