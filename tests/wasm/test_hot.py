@@ -3,6 +3,7 @@ is refused, traps and errors come back as wasmtime-py's own exception types."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.backends.wasm import WasmBackend, _engine
+from runtime.backends.wasm import WasmBackend, _engine, _hot
 from runtime.backends.wasm import backend as wasm_backend
 from runtime.backends.wasm._engine import make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
@@ -338,3 +339,18 @@ def test_epoch_ticks_follow_the_clock_not_the_wakeups() -> None:
     assert clock.due(later) == _TickClock.MAX_CATCH_UP
     assert clock.due(later + tick / 2) == 0
     assert clock.due(later + 1.1 * tick) == 1
+
+
+def test_bindings_are_checked_against_wasmtime_py() -> None:
+    # A C signature that drifted (arity or a scalar type) fails at import, not in memory.
+    with pytest.raises(ImportError, match="wasmtime_store_limiter"):
+        _hot._bind("wasmtime_store_limiter", None, ctypes.c_void_p, ctypes.c_int64)
+    with pytest.raises(ImportError, match="wasmtime_context_set_fuel"):
+        _hot._bind("wasmtime_context_set_fuel", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)
+    with pytest.raises(ImportError, match="wasmtime_memory_data"):
+        _hot._bind(
+            "wasmtime_memory_data",
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.POINTER(wasmtime._ffi.wasmtime_func_t),
+        )

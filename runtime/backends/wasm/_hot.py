@@ -33,6 +33,7 @@ from ctypes import POINTER, byref, c_bool, c_int64, c_size_t, c_uint64, c_void_p
 from typing import Any, cast
 
 import wasmtime
+from wasmtime import _bindings
 from wasmtime import _ffi as ffi
 
 __all__ = ["GuestStore", "PreLinked", "address_of"]
@@ -43,9 +44,36 @@ _RAW = ffi.wasmtime_val_raw_t
 _RAW2 = _RAW * 2
 _EXTERN = ffi.wasmtime_extern_t
 _INSTANCE = ffi.wasmtime_instance_t
+_OUT_POINTER = POINTER(c_void_p)  # a trap out-parameter: wasm_trap_t **
+_FUNCTION_POINTER: type = getattr(ctypes, "_CFuncPtr")  # noqa: B009 (not in the stubs)
+
+
+def _is_pointer(t: Any) -> bool:
+    return t in (c_void_p, ctypes.c_char_p) or (
+        isinstance(t, type) and issubclass(t, (ctypes._Pointer, _FUNCTION_POINTER))
+    )
+
+
+def _same_abi(ours: Any, theirs: Any) -> bool:
+    """Our declared C type against wasmtime-py's (generated from the shipped wasmtime.h):
+    an opaque ``c_void_p``/``c_char_p`` matches any pointer, ``POINTER(c_void_p)`` any
+    pointer to a pointer, anything else must be equal."""
+    if ours in (c_void_p, ctypes.c_char_p):
+        return _is_pointer(theirs)
+    if ours is _OUT_POINTER:
+        return _is_pointer(theirs) and _is_pointer(getattr(theirs, "_type_", None))
+    return bool(ours == theirs)
 
 
 def _bind(name: str, restype: Any, *argtypes: Any) -> Any:
+    """Our own function object for ``name``, checked against wasmtime-py's declaration, so a
+    wasmtime whose C signature differs fails loudly at import instead of corrupting memory."""
+    theirs = getattr(_bindings, f"_{name}")
+    if len(theirs.argtypes) != len(argtypes) or not all(
+        _same_abi(o, t)
+        for o, t in zip((restype, *argtypes), (theirs.restype, *theirs.argtypes), strict=True)
+    ):
+        raise ImportError(f"wasmtime's C API changed: {name} does not have the expected signature")
     fn = ffi.dll[name]  # a new function object each time: ours alone to configure
     fn.restype = restype
     fn.argtypes = argtypes
@@ -67,7 +95,7 @@ _instantiate = _bind(
     c_void_p,
     c_void_p,
     POINTER(_INSTANCE),
-    POINTER(c_void_p),
+    _OUT_POINTER,
 )
 _export_get = _bind(
     "wasmtime_instance_export_get",
@@ -85,7 +113,7 @@ _call_unchecked = _bind(
     POINTER(ffi.wasmtime_func_t),
     POINTER(_RAW),
     c_size_t,
-    POINTER(c_void_p),
+    _OUT_POINTER,
 )
 _memory_data = _bind("wasmtime_memory_data", c_void_p, c_void_p, POINTER(ffi.wasmtime_memory_t))
 _memory_size = _bind(
