@@ -13,7 +13,9 @@ measurements are interleaved so machine noise hits them alike):
 - ``bare_wasmtime_us``: wasmtime-py "new Store + instantiate a trivial module + call";
 - ``wasm_vs_bare`` (goal <= 1.5) and ``wasm_backend_vs_bare``;
 - ``*_cpu_us``: this process's CPU time per call over the same blocks (steadier under load);
-- ``wasm_calls_per_s``: through the broker from two threads for ``seconds`` (goal >= 10,000).
+- ``wasm_calls_per_s``: through the broker from two threads for ``seconds`` (goal >= 10,000);
+- beside it, for the share of each layer: ``wasm_backend_calls_per_s`` (``run_sync`` alone,
+  two threads) and ``bare_wasmtime_calls_per_s`` (the bare baseline, two threads).
 """
 
 from __future__ import annotations
@@ -153,6 +155,8 @@ def run_benchmark(
                 wall[name].append(w)
                 cpu[name].append(c)
         calls_per_s = _throughput(through_broker, seconds, 2)
+        backend_calls_per_s = _throughput(backend_only, seconds, 2)
+        bare_calls_per_s = _throughput(bare, seconds, 2)
         audit_ok = broker.audit.verify().ok
     med = {k: statistics.median(v) for k, v in wall.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
@@ -166,6 +170,8 @@ def run_benchmark(
         "wasm_backend_cpu_us": round(cpu_med["backend"], 1),
         "bare_wasmtime_cpu_us": round(cpu_med["bare"], 1),
         "wasm_calls_per_s": round(calls_per_s),
+        "wasm_backend_calls_per_s": round(backend_calls_per_s),
+        "bare_wasmtime_calls_per_s": round(bare_calls_per_s),
         "wasm_audit_verified": audit_ok,
         "document_bytes": len(document_1kib()),
     }

@@ -212,6 +212,8 @@ def _table(out: dict[str, Any]) -> str:
         ("bare wasmtime store+inst+call (µs)", "bare_wasmtime_us", "bare_wasmtime_cpu_us"),
         ("wasm via broker / bare", "wasm_vs_bare", None),
         ("wasm calls/s via broker (2 threads)", "wasm_calls_per_s", None),
+        ("  backend alone (2 threads)", "wasm_backend_calls_per_s", None),
+        ("  bare wasmtime (2 threads)", "bare_wasmtime_calls_per_s", None),
         ("isolated read_file 4 KiB (ms)", "isolated_read_ms", None),
         ("bwrap --unshare-all /bin/true (ms)", "bwrap_true_ms", None),
         ("naive python tool (ms)", "naive_python_ms", None),

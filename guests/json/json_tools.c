@@ -7,17 +7,17 @@ RT_EXPORT("json_parse") uint64_t json_parse_tool(const char *in, uint32_t n) {
     if (!args) return err;
     jv *text = rt_arg_string(args, "text", &err);
     if (!text) return err;
+    /* The host parses the result anyway: hand the checked document back minified, tokens as
+     * written, instead of building a DOM and writing it out again. */
+    rt_buf out;
+    rt_out_init(&out, (size_t)text->len + 16);
+    buf_put(&out, "{\"data\":", 8);
     json_error e;
-    jv *doc = json_parse(text->s, text->len, JSON_MAX_DEPTH, &e);
-    if (!doc) {
+    if (!json_minify(&out, text->s, text->len, JSON_MAX_DEPTH, &e)) {
         rt_buf msg;
         json_error_message(&msg, "invalid JSON: ", text->s, text->len, &e);
         return rt_fail_buf(&msg);
     }
-    rt_buf out;
-    rt_out_init(&out, (size_t)text->len + 16);
-    buf_put(&out, "{\"data\":", 8);
-    json_write(&out, doc, 0, 0);
     buf_putc(&out, '}');
     return rt_done(&out);
 }

@@ -4,7 +4,11 @@ typedef struct {
     const char *s, *p, *end;
     int depth, max_depth;
     json_error *e;
+    rt_buf *out; /* json_minify: tokens are copied here and no DOM is built */
 } parser;
+
+/* What the parse functions return in minify mode, where there is no node: "no error". */
+static jv EMITTED;
 
 static jv *fail(parser *ps, const char *msg, const char *at) {
     if (!ps->e->err) {
@@ -75,20 +79,15 @@ static size_t put_utf8(char *o, unsigned cp) {
 /* ps->p is just past the opening quote. Strings without escapes point into the source. */
 static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     const char *start = ps->p;
-    const char *q = start;
-    while (q < ps->end) {
-        unsigned char c = (unsigned char)*q;
-        if (c == '"') {
-            *out = start;
-            *out_len = (uint32_t)(q - start);
-            ps->p = q + 1;
-            return 1;
-        }
-        if (c == '\\') break;
-        if (c < 0x20) return fail(ps, "invalid control character in string", q) != 0;
-        q++;
-    }
+    const char *q = rt_scan_plain(start, ps->end);
     if (q >= ps->end) return fail(ps, "unterminated string", start - 1) != 0;
+    if (*q == '"') {
+        *out = start;
+        *out_len = (uint32_t)(q - start);
+        ps->p = q + 1;
+        return 1;
+    }
+    if ((unsigned char)*q < 0x20) return fail(ps, "invalid control character in string", q) != 0;
     /* Slow path: escapes. Decoded bytes never outnumber source bytes. Plain runs between
      * escapes are copied whole. */
     size_t cap = (size_t)(ps->end - start);
@@ -97,17 +96,16 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     memcpy(o, start, n);
     for (;;) {
         const char *run = q;
-        while (q < ps->end) {
-            unsigned char c = (unsigned char)*q;
-            if (c == '"' || c == '\\' || c < 0x20) break;
-            q++;
-        }
+        q = rt_scan_plain(q, ps->end);
         memcpy(o + n, run, (size_t)(q - run));
         n += (size_t)(q - run);
         if (q >= ps->end) break;
         unsigned char c = (unsigned char)*q;
         if (c == '"') {
-            *out = o;
+            /* The buffer was sized for the rest of the document; give the unused tail back
+             * (it is the newest block), or a document of many escaped strings would
+             * allocate quadratic memory. */
+            *out = rt_xrealloc(o, cap, n ? n : 1);
             *out_len = (uint32_t)n;
             ps->p = q + 1;
             return 1;
@@ -177,6 +175,11 @@ static jv *parse_number(parser *ps) {
     }
     if (integral && int_digits > JSON_MAX_INT_DIGITS)
         return fail(ps, "integer has more than 4300 digits (CPython's limit)", start);
+    if (ps->out) {
+        buf_put(ps->out, start, (size_t)(q - start));
+        ps->p = q;
+        return &EMITTED;
+    }
     jv *v = node(J_NUM);
     v->s = start;
     v->len = (uint32_t)(q - start);
@@ -190,13 +193,16 @@ static jv *parse_container(parser *ps, int is_obj) {
     const char *open = ps->p;
     if (++ps->depth > ps->max_depth) return fail(ps, "nesting too deep (limit 512 levels)", open);
     ps->p++;
-    jv *v = node(is_obj ? J_OBJ : J_ARR);
+    rt_buf *out = ps->out;
+    jv *v = out ? &EMITTED : node(is_obj ? J_OBJ : J_ARR);
     jv **tail = &v->first;
     char close = is_obj ? '}' : ']';
+    if (out) buf_putc(out, *open);
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == close) {
         ps->p++;
         ps->depth--;
+        if (out) buf_putc(out, close);
         return v;
     }
     for (;;) {
@@ -206,27 +212,36 @@ static jv *parse_container(parser *ps, int is_obj) {
             skip_ws(ps);
             if (ps->p >= ps->end || *ps->p != '"')
                 return fail(ps, "expecting property name enclosed in double quotes", ps->p);
-            ps->p++;
+            const char *key_open = ps->p++;
             if (!parse_string(ps, &k, &klen)) return 0;
             skip_ws(ps);
             if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expecting ':' delimiter", ps->p);
+            if (out) { /* the key as written (escapes and all: it was checked, and the host's
+                        * parser decodes it to the same text) */
+                buf_put(out, key_open, (size_t)(ps->p - key_open));
+                buf_putc(out, ':');
+            }
             ps->p++;
         }
         jv *child = parse_value(ps);
         if (!child) return 0;
-        child->k = k;
-        child->klen = klen;
-        *tail = child;
-        tail = &child->next;
-        v->len++;
+        if (!out) {
+            child->k = k;
+            child->klen = klen;
+            *tail = child;
+            tail = &child->next;
+            v->len++;
+        }
         skip_ws(ps);
         if (ps->p < ps->end && *ps->p == ',') {
             ps->p++;
+            if (out) buf_putc(out, ',');
             continue;
         }
         if (ps->p < ps->end && *ps->p == close) {
             ps->p++;
             ps->depth--;
+            if (out) buf_putc(out, close);
             return v;
         }
         return fail(ps, is_obj ? "expecting ',' delimiter or '}'" : "expecting ',' delimiter or ']'",
@@ -242,6 +257,13 @@ static int lit(parser *ps, const char *word, size_t n) {
     return 0;
 }
 
+/* A literal's node, or in minify mode the literal copied out. */
+static jv *atom(parser *ps, uint8_t t, const char *text, size_t n) {
+    if (!ps->out) return node(t);
+    buf_put(ps->out, text, n);
+    return &EMITTED;
+}
+
 static jv *parse_value(parser *ps) {
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "expecting value", ps->p);
@@ -249,14 +271,21 @@ static jv *parse_value(parser *ps) {
     case '{': return parse_container(ps, 1);
     case '[': return parse_container(ps, 0);
     case '"': {
-        ps->p++;
+        const char *open = ps->p++;
+        if (ps->out) {
+            const char *text;
+            uint32_t len;
+            if (!parse_string(ps, &text, &len)) return 0;
+            buf_put(ps->out, open, (size_t)(ps->p - open));
+            return &EMITTED;
+        }
         jv *v = node(J_STR);
         if (!parse_string(ps, &v->s, &v->len)) return 0;
         return v;
     }
-    case 't': if (lit(ps, "true", 4)) return node(J_TRUE); break;
-    case 'f': if (lit(ps, "false", 5)) return node(J_FALSE); break;
-    case 'n': if (lit(ps, "null", 4)) return node(J_NULL); break;
+    case 't': if (lit(ps, "true", 4)) return atom(ps, J_TRUE, "true", 4); break;
+    case 'f': if (lit(ps, "false", 5)) return atom(ps, J_FALSE, "false", 5); break;
+    case 'n': if (lit(ps, "null", 4)) return atom(ps, J_NULL, "null", 4); break;
     case 'N':
         if (lit(ps, "NaN", 3)) return fail(ps, "NaN is not JSON (RFC 8259)", ps->p - 3);
         break;
@@ -265,14 +294,22 @@ static jv *parse_value(parser *ps) {
     return fail(ps, "expecting value", ps->p);
 }
 
-jv *json_parse(const char *s, size_t n, int max_depth, json_error *e) {
-    parser ps = {s, s, s + n, 0, max_depth, e};
+static jv *parse_document(const char *s, size_t n, int max_depth, json_error *e, rt_buf *out) {
+    parser ps = {s, s, s + n, 0, max_depth, e, out};
     e->err = 0;
     jv *v = parse_value(&ps);
     if (!v) return 0;
     skip_ws(&ps);
     if (ps.p != ps.end) return fail(&ps, "extra data after the JSON value", ps.p);
     return v;
+}
+
+jv *json_parse(const char *s, size_t n, int max_depth, json_error *e) {
+    return parse_document(s, n, max_depth, e, 0);
+}
+
+int json_minify(rt_buf *out, const char *s, size_t n, int max_depth, json_error *e) {
+    return parse_document(s, n, max_depth, e, out) != 0;
 }
 
 void json_error_message(rt_buf *out, const char *prefix, const char *s, size_t n, json_error *e) {
@@ -308,8 +345,9 @@ void json_write_string(rt_buf *b, const char *s, size_t n) {
     buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
+        i = (size_t)(rt_scan_plain(s + i, s + n) - s);
+        if (i >= n) break;
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
         buf_put(b, s + run, i - run);
         run = i + 1;
         switch (c) {

@@ -32,6 +32,10 @@ typedef struct {
 
 /* Parses the whole of [s, s+n); NULL and *e filled on error. */
 jv *json_parse(const char *s, size_t n, int max_depth, json_error *e);
+/* Checks [s, s+n) exactly as json_parse does (same errors at the same places) and appends it
+ * to out without whitespace, every token as written; 0 and *e filled on error. No DOM is built:
+ * one pass, for a caller that only needs the document back. */
+int json_minify(rt_buf *out, const char *s, size_t n, int max_depth, json_error *e);
 /* "<what> at line L column C (char N)" into a fresh buffer. */
 void json_error_message(rt_buf *out, const char *prefix, const char *s, size_t n, json_error *e);
 

@@ -174,3 +174,29 @@ def test_csv_to_json_reads_what_csv_writer_writes(
 @pytest.mark.parametrize("doc", ['"\\ud83d\\ude00"', '"\\uD83D\\uDE00x"', '["\\u0000"]'])
 def test_surrogate_pairs_as_cpython(backend: WasmBackend, doc: str) -> None:
     assert call(backend, "json_parse", {"text": doc}) == {"data": json.loads(doc)}
+
+
+# The string scanners test 16 bytes a step: put every special character at every offset across
+# two vector widths (and the scalar tail), inside the document and inside the arguments.
+_SPECIALS = ['"', "\\", "\n", "\x01", "\x1f", "é", "\u2028", "😀", " ", "\x7f"]
+
+
+@pytest.mark.parametrize("special", _SPECIALS, ids=[repr(c) for c in _SPECIALS])
+def test_string_scanners_at_every_offset(backend: WasmBackend, special: str) -> None:
+    for offset in range(0, 40):
+        for tail in (0, 1, 15, 16, 17):
+            s = "a" * offset + special + "b" * tail
+            doc = json.dumps({"k" * offset: s}, ensure_ascii=False)
+            assert call(backend, "json_parse", {"text": doc}) == {"data": json.loads(doc)}
+            out = call(backend, "json_stringify", {"data": s})
+            assert json.loads(out["text"]) == s
+
+
+@pytest.mark.parametrize("offset", range(0, 34))
+def test_raw_control_character_refused_at_every_offset(backend: WasmBackend, offset: int) -> None:
+    doc = '["' + "a" * offset + "\x01" + "a" * 20 + '"]'
+    with pytest.raises(ToolFailed, match="invalid control character"):
+        call(backend, "json_parse", {"text": doc})
+    unterminated = '["' + "a" * offset
+    with pytest.raises(ToolFailed, match="unterminated string"):
+        call(backend, "json_parse", {"text": unterminated})

@@ -3,6 +3,7 @@ within its limit, and the backend keeps serving calls afterwards."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -120,12 +121,20 @@ def test_builtin_output_limit(backend: WasmBackend) -> None:
 
 
 def test_guest_memory_limit_in_a_real_guest(backend: WasmBackend) -> None:
-    # A 3 MiB document fits the input check of an 8 MiB guest but not its DOM: the guest's
-    # own allocator fails, sets rt_oom and traps.
-    text = "[" + "[1]," * 750_000 + "1]"
+    # 3 MiB of arguments fit the input check of an 8 MiB guest but not their DOM (every guest
+    # parses its arguments into one): the guest's own allocator fails, sets rt_oom and traps.
+    data = [[1]] * 750_000
     with pytest.raises(ResourceLimitExceeded) as info:
-        call(backend, "json_parse", {"text": text}, wasm_memory_mb=8)
+        call(backend, "json_query", {"data": data, "pointer": ""}, wasm_memory_mb=8)
     assert info.value.details["limit"] == "wasm_memory_mb"
+
+
+def test_json_parse_memory_is_linear_in_escaped_strings(backend: WasmBackend) -> None:
+    # Each escaped string used to keep a decode buffer the size of the rest of the document:
+    # 40,000 of them in 320 KiB asked for gigabytes. Now the unused tail is given back.
+    text = "[" + '"\\n",' * 40_000 + "1]"
+    result = call(backend, "json_parse", {"text": text}, wasm_memory_mb=16)
+    assert result == {"data": json.loads(text)}
 
 
 def test_out_of_bounds_result(backend: WasmBackend, tmp_path: Path) -> None:

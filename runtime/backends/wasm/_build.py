@@ -23,12 +23,17 @@ from runtime.errors import SandboxError
 __all__ = ["build_guests", "default_cache_dir", "guests_source_dir"]
 
 # No libc and no entry point: the modules import nothing. bulk-memory turns memcpy/memset
-# into single instructions (and keeps rt.c's own memcpy from calling itself).
+# into single instructions (and keeps rt.c's own memcpy from calling itself). simd128 lets the
+# string scanners test 16 bytes a step (Wasmtime enables SIMD by default); -flto inlines the
+# shared runtime's small helpers (buffer appends, the allocator) into each tool: ~10% fewer
+# instructions per call, measured with fuel.
 CFLAGS = (
     "-target",
     "wasm32-freestanding",
     "-O2",
+    "-flto",
     "-mbulk-memory",
+    "-msimd128",
     "-nostdlib",
     "-std=c11",
     "-Wall",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ import wasmtime
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
 from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
-from runtime.backends.wasm._hot import GuestInstance
+from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
 from runtime.errors import (
@@ -55,6 +56,9 @@ _PAGE = 65536
 _TABLE_ELEMENTS = 10_000
 _I32 = wasmtime.ValType.i32()
 _I64 = wasmtime.ValType.i64()
+_MAX_FUEL = 2**63 - 1
+_ALLOC = GuestABI.ALLOC.encode()
+_OOM = GuestABI.OOM.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +132,42 @@ def load_custom_module(spec: ToolSpec) -> GuestModule:
 @dataclass(slots=True)
 class _Loaded:
     module: wasmtime.Module
-    pre: wasmtime.InstancePre
+    pre: PreLinked
     sha256: str
     min_memory_bytes: int
     exports: frozenset[str]
     has_oom: bool
+
+
+class _TickClock:
+    """How many epoch ticks are due: one per EPOCH_TICK_S of wall time since the start.
+
+    Hazard: the ticker is a Python thread, so it waits for the GIL and for a CPU; under load
+    it wakes late. Counting one tick per wake-up would stretch every deadline by that lag
+    (0.4 s became 1 s with 36 guests spinning on 2 cores); ticks are owed by the clock instead
+    and paid on the next wake-up. After a very long stall (a suspended process) at most
+    ``MAX_CATCH_UP`` are paid at once and the rest forgiven, so one wake-up stays short."""
+
+    MAX_CATCH_UP = 1000
+
+    __slots__ = ("_paid", "_start")
+
+    def __init__(self, now: float) -> None:
+        self._start = now
+        self._paid = 0  # ticks paid since _start; counted, not summed, so nothing drifts
+
+    def wait_s(self, now: float) -> float:
+        return max(0.0, self._start + (self._paid + 1) * EPOCH_TICK_S - now)
+
+    def due(self, now: float) -> int:
+        owed = int((now - self._start) / EPOCH_TICK_S) - self._paid
+        if owed <= 0:
+            return 0
+        if owed > self.MAX_CATCH_UP:
+            self._start, self._paid = now, 0
+            return self.MAX_CATCH_UP
+        self._paid += owed
+        return owed
 
 
 class _EpochTicker:
@@ -154,8 +189,10 @@ class _EpochTicker:
                 self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(EPOCH_TICK_S):
-            self._engine.increment_epoch()
+        clock = _TickClock(time.monotonic())
+        while not self._stop.wait(clock.wait_s(time.monotonic())):
+            for _ in range(clock.due(time.monotonic())):
+                self._engine.increment_epoch()
 
     def close(self) -> None:
         with self._lock:
@@ -175,7 +212,13 @@ class WasmBackend:
 
     def __init__(self, *, cache_dir: Path | None = None) -> None:
         self.engine, self.pooled = make_engine()
-        self._slots = threading.BoundedSemaphore(POOL_SLOTS)
+        self._engine_ptr = address_of(self.engine.ptr())
+        # One token per pool slot: a call holds one while its instance is alive, so the pool is
+        # never asked for more than it has. (A SimpleQueue is a C-level lock, cheaper per call
+        # than a BoundedSemaphore built on a Condition.)
+        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(POOL_SLOTS):
+            self._slots.put(None)
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         tag = f"{self.CONFIG_TAG}/{'pool' if self.pooled else 'on-demand'}"
         self._modules = ModuleCache(self.engine, self.cache_dir / "modules", tag)
@@ -292,7 +335,14 @@ class WasmBackend:
             pre = self._linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
             raise ManifestError(f"tool {spec.name}: {path.name} cannot be linked") from exc
-        return _Loaded(module, pre, guest.sha256, min_memory, frozenset(tools), has_oom)
+        return _Loaded(
+            module,
+            PreLinked(pre),
+            guest.sha256,
+            min_memory,
+            frozenset(tools),
+            has_oom,
+        )
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -324,36 +374,43 @@ class WasmBackend:
                 limit="wasm_memory_mb",
                 input_bytes=len(payload),
             )
-        with self._slots:
+        slots = self._slots
+        slots.get()
+        try:
             return self._call_in_slot(loaded, export, payload, limits, memory_limit)
+        finally:
+            slots.put(None)
 
     def _call_in_slot(
         self, loaded: _Loaded, export: str, payload: bytes, limits: Limits, memory_limit: int
     ) -> tuple[Any, dict[str, Any]]:
-        store = wasmtime.Store(self.engine)
-        store.set_limits(
-            memory_size=memory_limit,
-            table_elements=_TABLE_ELEMENTS,
-            instances=1,
-            tables=1,
-            memories=1,
-        )
-        store.set_fuel(limits.wasm_fuel)
-        store.set_epoch_deadline(max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1)
-        cpu0, wall0 = time.thread_time(), time.perf_counter()
-        guest: GuestInstance | None = None
+        # Limits.wasm_fuel has no upper bound; the C API takes a u64 (and ctypes would wrap a
+        # larger int silently, to a budget of next to nothing).
+        fuel = min(limits.wasm_fuel, _MAX_FUEL)
         try:
-            guest = GuestInstance(store, loaded.pre.instantiate(store))
-            ptr = guest.call_i32(guest.func(GuestABI.ALLOC), len(payload))
+            store = GuestStore(
+                self._engine_ptr,
+                memory_bytes=memory_limit,
+                table_elements=_TABLE_ELEMENTS,
+                fuel=fuel,
+                epoch_deadline=max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1,
+            )
+        except wasmtime.WasmtimeError as exc:
+            raise SandboxError("wasm store could not be set up") from exc
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        try:
+            store.instantiate(loaded.pre)
+            ptr = store.call_i32(store.func(_ALLOC), len(payload))
             if not ptr:
                 raise ResourceLimitExceeded(
                     "the wasm guest could not allocate its input", limit="wasm_memory_mb"
                 )
-            if not guest.write(ptr, payload):
+            if not store.write(ptr, payload):
                 raise SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
-            out_ptr, out_len = GuestABI.unpack(guest.call(guest.func(export), ptr, len(payload)))
-            usage = self._usage(store, guest, limits, cpu0, wall0)
-            if out_len == 0 or out_ptr + out_len > guest.memory_size():
+            func = store.func(export.encode())
+            out_ptr, out_len = GuestABI.unpack(store.call(func, ptr, len(payload)))
+            usage = self._usage(store, fuel, cpu0, wall0)
+            if out_len == 0 or out_ptr + out_len > usage["peak_memory_bytes"]:
                 raise SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
             if out_len - 1 > limits.output_bytes:
                 raise OutputTooLarge(
@@ -362,14 +419,14 @@ class WasmBackend:
                     limit="output_bytes",
                     size=out_len - 1,
                 )
-            out = guest.read(out_ptr, out_len) or b"\xff"
+            out = store.read(out_ptr, out_len) or b"\xff"
         except wasmtime.Trap as exc:
-            usage = self._usage(store, guest, limits, cpu0, wall0)
+            usage = self._usage(store, fuel, cpu0, wall0)
             raise self._trap_error(
-                exc, guest=guest, has_oom=loaded.has_oom, memory_limit=memory_limit, usage=usage
+                exc, store=store, has_oom=loaded.has_oom, memory_limit=memory_limit, usage=usage
             ) from exc
         except wasmtime.WasmtimeError as exc:
-            usage = self._usage(store, guest, limits, cpu0, wall0)
+            usage = self._usage(store, fuel, cpu0, wall0)
             raise SandboxError("wasm guest could not be run", usage=usage) from exc
         finally:
             store.close()
@@ -384,17 +441,12 @@ class WasmBackend:
         raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
 
     @staticmethod
-    def _usage(
-        store: wasmtime.Store,
-        guest: GuestInstance | None,
-        limits: Limits,
-        cpu0: float,
-        wall0: float,
-    ) -> dict[str, Any]:
-        # Linear memory never shrinks, so its size at the end is its peak.
+    def _usage(store: GuestStore, fuel: int, cpu0: float, wall0: float) -> dict[str, Any]:
+        # Linear memory never shrinks, so its size at the end is its peak (0 before the
+        # instance exists).
         return {
-            "fuel": limits.wasm_fuel - store.get_fuel(),
-            "peak_memory_bytes": guest.memory_size() if guest is not None else 0,
+            "fuel": fuel - store.fuel_left(),
+            "peak_memory_bytes": store.memory_size(),
             "cpu_ms": (time.thread_time() - cpu0) * 1000.0,
             "wall_ms": (time.perf_counter() - wall0) * 1000.0,
         }
@@ -403,7 +455,7 @@ class WasmBackend:
     def _trap_error(
         exc: wasmtime.Trap,
         *,
-        guest: GuestInstance | None,
+        store: GuestStore,
         has_oom: bool,
         memory_limit: int,
         usage: dict[str, Any],
@@ -425,7 +477,7 @@ class WasmBackend:
             return ResourceLimitExceeded(
                 "the wasm guest overflowed its stack", usage=usage, trap=trap, limit="wasm_stack"
             )
-        if guest is not None and WasmBackend._out_of_memory(guest, has_oom, memory_limit):
+        if store.has_memory and WasmBackend._out_of_memory(store, has_oom, memory_limit):
             return ResourceLimitExceeded(
                 "the wasm guest ran out of memory",
                 usage=usage,
@@ -435,13 +487,12 @@ class WasmBackend:
         return ToolFailed(f"the wasm guest trapped ({trap})", usage=usage, trap=trap)
 
     @staticmethod
-    def _out_of_memory(guest: GuestInstance, has_oom: bool, memory_limit: int) -> bool:
+    def _out_of_memory(store: GuestStore, has_oom: bool, memory_limit: int) -> bool:
         """The guest's own rt_oom flag when it has one; otherwise a guest whose memory can
         no longer grow by a page is taken to have trapped for want of memory."""
         if has_oom:
             try:
-                oom = guest.func(GuestABI.OOM)
-                return guest.call_i32(oom) == 1
+                return store.call_i32(store.func(_OOM)) == 1
             except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
-        return guest.memory_size() + _PAGE > memory_limit
+        return store.memory_size() + _PAGE > memory_limit
