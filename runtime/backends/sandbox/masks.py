@@ -101,6 +101,9 @@ class MaskTarget(NamedTuple):
     dev: int
     ino: int
     is_dir: bool
+    #: With the inode number, tells a file deleted and re-created (the inode number is often
+    #: reused at once) from the one that was masked: a mount on a deleted entry is gone.
+    ctime_ns: int
 
     @property
     def rel(self) -> str:
@@ -193,7 +196,9 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     raise _changed(sub) from None
                 if not stat.S_ISLNK(st.st_mode):
                     is_dir = stat.S_ISDIR(st.st_mode)
-                    targets.append(MaskTarget(sub, action, st.st_dev, st.st_ino, is_dir))
+                    targets.append(
+                        MaskTarget(sub, action, st.st_dev, st.st_ino, is_dir, st.st_ctime_ns)
+                    )
                     if action == "hide":
                         continue
             if not is_dir or not matcher.may_hold_match(sub):
