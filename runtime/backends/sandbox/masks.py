@@ -116,6 +116,8 @@ class _Matcher:
     def __init__(self, spec: MaskSpec) -> None:
         self.hide = GlobSet(spec.hide, casefold=True)
         self.readonly = GlobSet(spec.readonly, casefold=True)
+        # One alternation of every glob first: most entries match none (one regex, not two).
+        self.any = GlobSet((*spec.hide, *spec.readonly), casefold=True)
         self.floating = False
         prefixes: list[tuple[re.Pattern[str], ...]] = []
         for pattern in (*spec.hide, *spec.readonly):
@@ -132,6 +134,8 @@ class _Matcher:
         self.prefixes = tuple(prefixes)
 
     def action(self, rel: str) -> str | None:
+        if self.any.match(rel) is None:
+            return None
         if self.hide.match(rel) is not None:
             return "hide"
         if self.readonly.match(rel) is not None:

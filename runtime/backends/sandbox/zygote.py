@@ -291,7 +291,10 @@ class Zygote:
                 self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
             profile = self._profile(msg["plan"])
             spare = self.spares.pop(profile, None)
-            if spare is not None and spare.stamp != _stamp(plan):
+            # One look at the tree per call (with masks, a walk): it vets this spare and
+            # stamps the next one, which is forked (and masks) after it.
+            stamp = _stamp(plan)
+            if spare is not None and spare.stamp != stamp:
                 # The directory at the workspace path was replaced since the spare mounted
                 # it: the spare would serve the old tree.
                 self._dismiss(spare)
@@ -311,16 +314,17 @@ class Zygote:
         finally:
             os.close(call_fd)
         if self.pool_size and profile not in self.failed_profiles:
-            self._make_spare(profile, plan)
+            self._make_spare(profile, plan, stamp)
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
-    def _make_spare(self, profile: str, plan: child.CallPlan) -> None:
+    def _make_spare(
+        self, profile: str, plan: child.CallPlan, stamp: tuple[object, ...] | None
+    ) -> None:
         while len(self.spares) >= self.pool_size:
             self._dismiss(self.spares.pop(next(iter(self.spares))))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
-        stamp = _stamp(plan)
         try:
             pid, groups = self._fork_child(
                 plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
