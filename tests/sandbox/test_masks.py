@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from runtime.backends.sandbox import masks
 from runtime.backends.sandbox.masks import MaskSpec, _Matcher, _reopen, find
 from runtime.errors import SandboxError
 from tests.sandbox.helpers import SHELL, call, run_with_backend
@@ -274,6 +275,52 @@ def test_a_symlink_swapped_in_after_the_walk_cannot_redirect_a_mount(workspace: 
         os.close(_reopen(fd, target))
     finally:
         os.close(fd)
+
+
+def test_a_tree_changed_during_the_walk_is_walked_again_then_refused(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename during the walk could hide a directory from it: a changed directory means
+    walk again, and a tree that keeps changing fails the call closed."""
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".env").write_text(SECRET)
+    real = os.scandir
+    changes = iter(range(1000))
+
+    def racing(fd: int) -> Any:
+        it = real(fd)
+        n = next(changes)
+        if n < limit:
+            (workspace / f"new{n}").write_text("x")  # a concurrent call at work
+        return it
+
+    monkeypatch.setattr(masks.os, "scandir", racing)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        limit = 1000
+        with pytest.raises(OSError) as info:
+            masks._find_settled(fd, DEFAULT_MASKS)
+        assert info.value.errno == errno.EAGAIN
+        assert "changed while" in str(info.value)
+        changes, limit = iter(range(1000)), 1  # one change, then quiet: the retry settles
+        assert [t.rel for t in masks._find_settled(fd, DEFAULT_MASKS)] == ["sub/.env"]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists any directory")
+def test_an_unlistable_directory_fails_closed(workspace: Path) -> None:
+    locked = workspace / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o311)  # searchable by name, not listable: could hide a secret
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as info:
+            find(fd, DEFAULT_MASKS)
+        assert info.value.errno == errno.EACCES and "locked" in str(info.value)
+    finally:
+        os.close(fd)
+        os.chmod(locked, 0o755)
 
 
 # -- mechanism reporting ---------------------------------------------------------------

@@ -54,6 +54,7 @@ DEFAULT_MAX_ENTRIES = 50_000
 MAX_DEPTH = 128
 
 _META = frozenset("*?[")
+_WALK_ATTEMPTS = 3
 _MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -177,8 +178,11 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 "checked, so the call does not run",
             )
         before = os.fstat(dfd)
-        with os.scandir(dfd) as it:
-            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        try:
+            with os.scandir(dfd) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except PermissionError as exc:
+            raise _unreadable(parts) from exc
         seen += len(entries)
         if seen > spec.max_entries:
             raise _refuse(
@@ -209,6 +213,8 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except PermissionError as exc:
+                raise _unreadable(sub) from exc
             except OSError as exc:
                 if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
                     raise _changed(sub) from exc
@@ -225,6 +231,17 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
     return targets
 
 
+def _unreadable(parts: tuple[str, ...]) -> OSError:
+    # The walker has at least the tool's rights; a directory it cannot list may still be
+    # searchable by name, so it cannot be assumed to hold nothing denied.
+    where = "/".join(parts) or "the workspace root"
+    return _refuse(
+        errno.EACCES,
+        f"cannot list {where!r} to mask the policy-denied paths in it (permission denied); "
+        "the call does not run unmasked",
+    )
+
+
 def _changed(parts: tuple[str, ...]) -> OSError:
     where = "/".join(parts) or "the workspace root"
     return _refuse(
@@ -232,6 +249,18 @@ def _changed(parts: tuple[str, ...]) -> OSError:
         f"{where!r} changed while policy-denied paths were being masked; the call does not "
         "run half-masked (retry it)",
     )
+
+
+def _find_settled(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
+    """:func:`find`, walked again when a concurrent call changed the tree under it (a busy
+    workspace is not an attack); still changing after a few walks, the call fails closed."""
+    for attempt in range(_WALK_ATTEMPTS):
+        try:
+            return find(root_fd, spec)
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN or attempt == _WALK_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _reopen(root_fd: int, target: MaskTarget) -> int:
@@ -280,7 +309,7 @@ def apply(workspace: str, spec: MaskSpec, *, empty_file: str, empty_dir: str) ->
     Returns the masked workspace-relative paths. Raises OSError: the call must not run."""
     root_fd = os.open(workspace, _DIR_FLAGS)
     try:
-        targets = find(root_fd, spec)
+        targets = _find_settled(root_fd, spec)
         # Read-only binds first: a clone of a directory does not carry the mounts below it,
         # so hiding first would leave the secret visible through the read-only bind on top.
         ordered = [t for t in targets if t.action == "readonly"]
