@@ -342,3 +342,80 @@ def test_without_masks_the_secret_is_readable(secrets_ws: Path) -> None:
     """The control: the same command leaks with no masks, so the tests above test them."""
     (out,) = _shell(secrets_ws, "cat .env", masks=MaskSpec())
     assert SECRET in out["stdout"]
+
+
+# -- the pruned walk finds exactly what the unpruned one finds -------------------------
+
+_NAMES = ["a", "B", ".env", ".ENV.local", ".git", "k.pem", "id_rsa", "src", "x.key", "hooks"]
+_GLOBS = [
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.KEY",
+    "**/id_rsa*",
+    ".git/**",
+    "**/.git/**",
+    "src/*.pem",
+    "a/**/hooks",
+    "*/b",
+    "**/src/**",
+    ".runtime/**",
+    "a/B/**",
+]
+
+
+def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]]:
+    """Every entry, whole-path matched, no pruning: what find() must agree with."""
+    from runtime._globs import GlobSet
+
+    hide, ro = GlobSet(spec.hide, casefold=True), GlobSet(spec.readonly, casefold=True)
+    out: list[tuple[str, str]] = []
+
+    def visit(d: Path, rel: str, under_ro: bool) -> None:
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            sub = f"{rel}/{entry.name}" if rel else entry.name
+            action = "hide" if hide.match(sub) else "readonly" if ro.match(sub) else None
+            if action == "readonly" and under_ro:
+                action = None
+            if entry.is_symlink():
+                action = None
+            if action is not None:
+                out.append((sub, action))
+                if action == "hide":
+                    continue
+            if entry.is_dir(follow_symlinks=False):
+                visit(Path(entry.path), sub, under_ro or action == "readonly")
+
+    visit(root, "", False)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    root = tmp_path / "t"
+    root.mkdir()
+    dirs = [root]
+    for _ in range(rng.randint(5, 40)):
+        parent = rng.choice(dirs)
+        path = parent / rng.choice(_NAMES)
+        if os.path.lexists(path) or len(path.relative_to(root).parts) > 4:
+            continue
+        if rng.random() < 0.5:
+            path.mkdir()
+            dirs.append(path)
+        elif rng.random() < 0.85:
+            path.write_text("x")
+        else:
+            path.symlink_to(rng.choice(_NAMES))
+    globs = rng.sample(_GLOBS, rng.randint(1, 5))
+    cut = rng.randint(0, len(globs))
+    spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = sorted((t.rel, t.action) for t in find(fd, spec))
+    finally:
+        os.close(fd)
+    assert got == _reference(root, spec), (globs, cut)

@@ -133,6 +133,29 @@ class _Matcher:
                 self.floating = True
             prefixes.append(tuple(lit))
         self.prefixes = tuple(prefixes)
+        # A cheap pre-test per entry, so that the exact (whole-path) match runs only where a
+        # glob can hit. '**/SEG' hits only an entry whose name matches SEG. '**/SEG/**' also
+        # hits everything below such a directory, but that never decides anything: a hidden
+        # directory is not entered, and below a read-only one "read-only" is moot. Globs with
+        # a literal first segment hit only below a matching prefix; other shapes: any entry.
+        names: list[str] = []
+        anchored: list[tuple[re.Pattern[str], ...]] = []
+        self.generic = False
+        for pattern, lit_t in zip((*spec.hide, *spec.readonly), prefixes, strict=True):
+            segs = pattern.split("/")
+            if (
+                segs[0] == "**"
+                and len(segs) in (2, 3)
+                and segs[1] != "**"
+                and segs[2:] in ([], ["**"])
+            ):
+                names.append(segs[1])
+            elif lit_t:
+                anchored.append(lit_t)
+            else:
+                self.generic = True
+        self.names = GlobSet(names, casefold=True)
+        self.anchored = tuple(anchored)
 
     def action(self, rel: str) -> str | None:
         if self.any.match(rel) is None:
@@ -142,6 +165,13 @@ class _Matcher:
         if self.readonly.match(rel) is not None:
             return "readonly"
         return None
+
+    @staticmethod
+    def live_below(
+        live: tuple[tuple[re.Pattern[str], ...], ...], depth: int, name: str
+    ) -> tuple[tuple[re.Pattern[str], ...], ...]:
+        """The anchored globs' prefixes still possible for ``name`` at ``depth`` (and below)."""
+        return tuple(lit for lit in live if len(lit) <= depth or lit[depth].fullmatch(name))
 
     def may_hold_match(self, parts: tuple[str, ...]) -> bool:
         """False only when no glob can match ``parts`` or anything below it."""
@@ -168,7 +198,12 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
     targets: list[MaskTarget] = []
     seen = 0
 
-    def visit(dfd: int, parts: tuple[str, ...], under_ro: bool) -> None:
+    def visit(
+        dfd: int,
+        parts: tuple[str, ...],
+        under_ro: bool,
+        live: tuple[tuple[re.Pattern[str], ...], ...],
+    ) -> None:
         nonlocal seen
         if len(parts) > MAX_DEPTH:
             raise _refuse(
@@ -191,10 +226,15 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 "policy-denied paths (paths.deny / paths.deny_write); they cannot all be "
                 "masked, so the call does not run (fewer files, or a larger bound)",
             )
+        depth = len(parts)
         for name, listed_dir in entries:
             is_dir = listed_dir
             sub = (*parts, name)
-            action = matcher.action("/".join(sub))
+            named = matcher.names.match(name) is not None
+            sub_live = matcher.live_below(live, depth, name) if live else live
+            action = None
+            if named or sub_live or matcher.generic:
+                action = matcher.action("/".join(sub))
             if action == "readonly" and under_ro:
                 action = None  # already read-only through its parent's mount
             if action is not None:
@@ -209,7 +249,7 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     )
                     if action == "hide":
                         continue
-            if not is_dir or not matcher.may_hold_match(sub):
+            if not is_dir or not (matcher.floating or sub_live):
                 continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
@@ -220,14 +260,14 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     raise _changed(sub) from exc
                 raise
             try:
-                visit(child, sub, under_ro or action == "readonly")
+                visit(child, sub, under_ro or action == "readonly", sub_live)
             finally:
                 os.close(child)
         after = os.fstat(dfd)
         if (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
             raise _changed(parts)
 
-    visit(root_fd, (), False)
+    visit(root_fd, (), False, matcher.anchored)
     return targets
 
 
