@@ -199,6 +199,54 @@ def test_a_spare_does_not_serve_a_tree_whose_secrets_changed(workspace: Path) ->
     assert outs == ["ok\n"] * 5, outs
 
 
+def test_a_spare_does_not_serve_a_re_created_read_only_directory(workspace: Path) -> None:
+    os.chmod(workspace, 0o777)
+
+    def fresh_git() -> None:
+        shutil.rmtree(workspace / ".git", ignore_errors=True)
+        (workspace / ".git").mkdir()
+        (workspace / ".git" / "config").write_text("[core]\n")
+        os.chmod(workspace / ".git", 0o777)
+        os.chmod(workspace / ".git" / "config", 0o666)
+
+    async def fn(b: Any) -> list[int]:
+        codes = []
+        for _ in range(3):
+            fresh_git()  # a spare for this call was forked before: its .git mount is gone
+            res = await call(b, SHELL, workspace, command="echo x >> .git/config")
+            codes.append(res.result["exit_code"])
+        return codes
+
+    fresh_git()
+    codes = run_with_backend(fn, masks=DEFAULT_MASKS, pool=4)
+    assert all(code != 0 for code in codes), codes
+    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_signature_pins_what_it_saw(workspace: Path) -> None:
+    (workspace / ".git").mkdir()
+    (workspace / ".env").write_text(SECRET)
+    (workspace / ".runtime").mkdir()
+    with masks.signature(str(workspace), DEFAULT_MASKS) as a:
+        with masks.signature(str(workspace), DEFAULT_MASKS) as same:
+            assert a == same
+        # Busy state directories (the audit log) do not make a spare stale.
+        (workspace / ".runtime" / "audit.db-wal").write_text("x")
+        with masks.signature(str(workspace), DEFAULT_MASKS) as busy:
+            assert a == busy
+        for remake in (
+            lambda: ((workspace / ".git").rmdir(), (workspace / ".git").mkdir()),
+            lambda: ((workspace / ".env").unlink(), (workspace / ".env").write_text(SECRET)),
+        ):
+            remake()
+            with masks.signature(str(workspace), DEFAULT_MASKS) as after:
+                assert a != after
+    assert masks.signature(str(workspace / "missing"), DEFAULT_MASKS) != masks.signature(
+        str(workspace / "missing"), DEFAULT_MASKS
+    )
+    assert masks.signature(str(workspace), MaskSpec()) is None
+
+
 def test_past_the_bound_the_call_fails_closed(workspace: Path) -> None:
     for i in range(60):
         (workspace / f"f{i}.txt").write_text("x")

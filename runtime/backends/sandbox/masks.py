@@ -43,6 +43,7 @@ __all__ = [
     "MAX_DEPTH",
     "MaskSpec",
     "MaskTarget",
+    "Signature",
     "apply",
     "find",
     "signature",
@@ -102,8 +103,8 @@ class MaskTarget(NamedTuple):
     dev: int
     ino: int
     is_dir: bool
-    #: With the inode number, tells a file deleted and re-created (the inode number is often
-    #: reused at once) from the one that was masked: a mount on a deleted entry is gone.
+    #: A file's ctime (0 for a directory, whose ctime moves with its entries): with the
+    #: inode number, tells a file renamed away and linked back from the one that was masked.
     ctime_ns: int
 
     @property
@@ -245,7 +246,14 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 if not stat.S_ISLNK(st.st_mode):
                     is_dir = stat.S_ISDIR(st.st_mode)
                     targets.append(
-                        MaskTarget(sub, action, st.st_dev, st.st_ino, is_dir, st.st_ctime_ns)
+                        MaskTarget(
+                            sub,
+                            action,
+                            st.st_dev,
+                            st.st_ino,
+                            is_dir,
+                            0 if is_dir else st.st_ctime_ns,
+                        )
                     )
                     if action == "hide":
                         continue
@@ -382,20 +390,71 @@ def apply(workspace: str, spec: MaskSpec, *, empty_file: str, empty_dir: str) ->
         os.close(root_fd)
 
 
-def signature(workspace: str | None, spec: MaskSpec) -> object:
+class Signature:
+    """The masks a tree needs now (see :func:`signature`), holding an ``O_PATH`` descriptor of
+    each target: while it is held no target's inode can be freed, so its number cannot come
+    back on a re-created entry (a mount on a deleted entry is gone with it). Equal to another
+    only with the same targets; close (or drop) it to release the descriptors."""
+
+    __slots__ = ("_fds", "_pid", "key")
+
+    def __init__(self, key: tuple[MaskTarget, ...] | None, fds: list[int]) -> None:
+        self.key = key  # None: the walk did not complete, equal to nothing
+        self._fds = fds
+        self._pid = os.getpid()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Signature) and self.key is not None and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        # Hazard: a forked copy (a call's child) closed these numbers at start and may have
+        # reused them for its own handles; only the process that opened them closes them.
+        if os.getpid() != self._pid:
+            return
+        for fd in fds:
+            os.close(fd)
+
+    def __enter__(self) -> Signature:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # The fork-server drops a spare's stamp with the spare: that releases the pins.
+        self.close()
+
+
+#: Targets beyond which a signature pins nothing and matches nothing (no spare reuse): the
+#: fork-server's descriptors are few.
+_MAX_PINS = 64
+
+
+def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
     """What the masks of ``workspace`` would be now, for the fork-server to tell whether a
-    pre-forked child's masks (made when it was forked) still fit the tree. Never equal to an
-    earlier signature when the walk cannot complete (a fresh object each time): such a tree
-    gets no reuse, and its fresh child fails closed on its own."""
+    pre-forked child's masks (made when it was forked, after this was taken) still fit the
+    tree. Equal to no other when the walk cannot complete: such a tree gets no reuse, and its
+    fresh child fails closed on its own. None when nothing is masked."""
     if not workspace or not spec:
         return None
     try:
-        fd = os.open(workspace, _DIR_FLAGS)
+        root = os.open(workspace, _DIR_FLAGS)
     except OSError:
-        return object()
+        return Signature(None, [])
+    fds: list[int] = []
     try:
-        return tuple(find(fd, spec))
+        targets = find(root, spec)
+        if len(targets) > _MAX_PINS:
+            return Signature(None, [])
+        for target in targets:
+            fds.append(_reopen(root, target))
+        return Signature(tuple(targets), fds)
     except OSError:
-        return object()
+        for fd in fds:
+            os.close(fd)
+        return Signature(None, [])
     finally:
-        os.close(fd)
+        os.close(root)
