@@ -12,7 +12,10 @@ the classic holes that string checks leave open:
 * writes never touch the target in place: temp file in the same directory, write, fsync,
   rename, fsync the directory. A killed call leaves either the old file or the new one;
 * reading streams and stops at a byte cap; walking never follows directory symlinks and
-  remembers (st_dev, st_ino), so symlink and bind-mount loops end.
+  remembers (st_dev, st_ino), so symlink and bind-mount loops end;
+* what was opened is checked by where it *resolved* against the policy's deny globs
+  (``deny``, given per call): ``envlink -> .env`` is refused by name with ``path_denied``
+  (the sandbox's mask would otherwise just read as an empty file).
 
 Attackers control every path string and, through ``shell_exec`` in the same workspace, the
 tree itself between two of our system calls.
@@ -26,10 +29,11 @@ import fnmatch
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from runtime._fsio import (
     Fd,
@@ -40,7 +44,11 @@ from runtime._fsio import (
     renameat2_noreplace,
     write_all,
 )
+from runtime._globs import GlobSet
 from runtime.errors import ToolFailed
+
+if TYPE_CHECKING:
+    from runtime.toolkit import ToolContext
 
 __all__ = [
     "SANDBOX_ROOT",
@@ -83,13 +91,25 @@ class Workspace:
     """The workspace root, held open as an ``O_PATH`` descriptor; every operation is relative
     to it. Use as a context manager. ``parts`` are normalised relative path components."""
 
-    def __init__(self, root: Path | str, *, refuse_state: bool = True) -> None:
+    def __init__(
+        self, root: Path | str, *, refuse_state: bool = True, deny: Iterable[str] = ()
+    ) -> None:
         self.root = Path(root)
         self.refuse_state = refuse_state
+        # Case-insensitive like the policy's own deny checks (runtime.policy.paths).
+        self._deny = GlobSet(deny, casefold=True)
+        self._root_path: str | None = None
         try:
             self.fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise _fail("the workspace is not available", "workspace", str(root), exc) from exc
+
+    @classmethod
+    def for_call(cls, ctx: ToolContext, *, refuse_state: bool = True) -> Workspace:
+        """The call's workspace with the policy's deny globs (``options["path_deny"]``, set
+        by the sandbox backend) applied to every path as it resolved."""
+        deny = ctx.options.get("path_deny") or ()
+        return cls(ctx.workspace, refuse_state=refuse_state, deny=[str(g) for g in deny])
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
@@ -158,8 +178,41 @@ class Workspace:
     def open(self, parts: tuple[str, ...], flags: int, mode: int = 0o666) -> Fd:
         """Open ``parts`` beneath the root; symlinks are followed only while they stay
         inside. Raises OSError (EXDEV for an escape, ELOOP, ENOENT...) for the caller to
-        translate with :meth:`explain`."""
-        return Fd(open_beneath(self.fd, parts, flags, mode))
+        translate with :meth:`explain`. A path that resolved to a policy-denied one (through
+        a symlink) raises ToolFailed ``path_denied``."""
+        fd = Fd(open_beneath(self.fd, parts, flags, mode))
+        if self._deny:
+            try:
+                self._check_denied(fd.fd, parts)
+            except BaseException:
+                fd.close()
+                raise
+        return fd
+
+    def _check_denied(self, fd: int, parts: tuple[str, ...]) -> None:
+        """Refuse ``fd`` if where it resolved matches a deny glob. The kernel's answer
+        (/proc/self/fd) is used, never the argument string: a symlink, or one swapped in
+        since, cannot dodge it. Without /proc the check is skipped (the masks still hold)."""
+        try:
+            if self._root_path is None:
+                self._root_path = os.readlink(f"/proc/self/fd/{self.fd}").rstrip("/")
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return
+        root = self._root_path
+        if not where.startswith(root + "/"):
+            return  # the root itself (openat2 already kept everything beneath it)
+        resolved = where[len(root) + 1 :]
+        hit = self._deny.match(resolved)
+        if hit is not None:
+            raise ToolFailed(
+                f"{self.rel(parts)!r} resolves to {resolved!r}, which the policy denies "
+                f"(matches {hit!r})",
+                reason="path_denied",
+                path=self.rel(parts),
+                resolved=resolved,
+                rule="paths.deny",
+            )
 
     def explain(self, exc: OSError, parts: tuple[str, ...], what: str = "path") -> ToolFailed:
         """Translate an OSError from this module into a ToolFailed an LLM can act on."""

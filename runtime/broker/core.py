@@ -186,8 +186,13 @@ class Broker:
             mode: Literal["strict", "best_effort"] = (
                 "best_effort" if self.sandbox_mode == "best_effort" else "strict"
             )
+            from runtime.backends.sandbox.masks import MaskSpec
+            from runtime.policy.paths import mask_globs
+
             preload = [s for s in self.catalogue.list() if s.backend is BackendKind.SUBPROCESS]
-            return SandboxBackend(mode=mode, preload=preload)
+            hide, readonly = mask_globs(self.policy.document.paths)
+            masks = MaskSpec(hide=hide, readonly=readonly)
+            return SandboxBackend(mode=mode, preload=preload, masks=masks)
         if kind == BackendKind.WASM.value:
             from runtime.backends.wasm import WasmBackend
 

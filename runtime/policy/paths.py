@@ -21,7 +21,7 @@ from typing import Literal, NamedTuple
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
-__all__ = ["Access", "PathRules", "PathVerdict", "normalise"]
+__all__ = ["Access", "PathRules", "PathVerdict", "mask_globs", "normalise"]
 
 Access = Literal["read", "write"]
 _CACHE_MAX = 4096
@@ -75,6 +75,17 @@ def _bad_char(path: str) -> str | None:
             # from what it is.
             return f"invisible format character U+{ord(ch):04X}"
     return None
+
+
+def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The kernel's half of these rules, as ``(hide, readonly)`` globs for the sandbox's masks
+    (``runtime.backends.sandbox.masks``) in every call's workspace.
+
+    ``deny`` and ``deny_read`` entries are hidden (an empty read-only file or directory over
+    them), ``deny_write`` entries are bound read-only. The lexical checks here only see
+    argument strings; the masks also hold against a shell, a symlink or a copy."""
+    hide = tuple(dict.fromkeys((*section.deny, *section.deny_read)))
+    return hide, tuple(dict.fromkeys(section.deny_write))
 
 
 class PathRules:

@@ -16,6 +16,7 @@ MODULES = [
     "runtime.backends.sandbox.cgroups",
     "runtime.backends.sandbox.child",
     "runtime.backends.sandbox.landlock",
+    "runtime.backends.sandbox.masks",
     "runtime.backends.sandbox.newroot",
     "runtime.backends.sandbox.probe",
     "runtime.backends.sandbox.process",

@@ -540,3 +540,42 @@ def test_read_lines_matches_reference(
         assert _lines(data, offset, limit, cap) == _reference_lines(data, offset, limit, cap)
     finally:
         _fsio._BLOCK = saved
+
+
+# -- deny globs on the resolved path (the sandbox passes the policy's paths.deny) ------------
+
+
+def test_symlink_to_a_denied_path_is_refused_by_where_it_resolved(ws: Path, mode: str) -> None:
+    (ws / ".env").write_text("SECRET")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "Server.PEM").write_text("SECRET")
+    (ws / "envlink").symlink_to(".env")
+    (ws / "dirlink").symlink_to("sub")
+    (ws / "ok.txt").write_text("fine")
+    with Workspace(ws, deny=["**/.env", "**/*.pem"]) as w:
+        for path in ("envlink", "dirlink/Server.PEM", ".env"):
+            with pytest.raises(ToolFailed) as info:
+                w.open_file(w.parts(path))
+            assert _reason(info) == "path_denied"
+            assert "SECRET" not in info.value.message
+        assert info.value.details["resolved"] == ".env"
+        fd, _ = w.open_file(w.parts("ok.txt"))
+        fd.close()
+        w.open_dir(w.parts("dirlink")).close()
+    # Without deny globs (no policy passed) the same open succeeds: the check is the globs.
+    with Workspace(ws) as w:
+        fd, _ = w.open_file(w.parts("envlink"))
+        fd.close()
+
+
+def test_for_call_takes_the_deny_globs_from_the_call_options(ws: Path) -> None:
+    from runtime.toolkit import ToolContext
+
+    (ws / "id_rsa").write_text("SECRET")
+    (ws / "k").symlink_to("id_rsa")
+    ctx = ToolContext(workspace=ws, options={"path_deny": ["**/id_rsa*"]})
+    with Workspace.for_call(ctx) as w, pytest.raises(ToolFailed) as info:
+        w.open_file(w.parts("k"))
+    assert _reason(info) == "path_denied"
+    with Workspace.for_call(ToolContext(workspace=ws)) as w:
+        w.open_file(w.parts("k"))[0].close()

@@ -267,7 +267,7 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     found: list[tuple[int, dict[str, Any]]] = []
     engines: set[str] = set()
     scanned = 0
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         base = ws.parts(args.get("path", "."))
         if (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000:
             entries = [(base, base[-1] if base else "")]

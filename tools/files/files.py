@@ -61,7 +61,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     offset = int(args.get("offset", 1))
     limit = int(args.get("limit", 2000))
     cap = ctx.limits.output_bytes
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         rel = ws.rel(parts)
         fd, st = ws.open_file(parts)
@@ -113,7 +113,7 @@ def _chunks(data: bytes) -> Iterator[bytes]:
 def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     data = _payload(args)
     append = args.get("mode", "overwrite") == "append"
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         existed = ws.lstat(parts) is not None
         written = ws.atomic_write(parts, _chunks(data), append=append)
@@ -134,7 +134,7 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if old == new:
         raise ToolFailed("old_string and new_string are identical", reason="no_change")
     cap = ctx.limits.fsize_mb * 1_048_576
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         rel = ws.rel(parts)
         fd, _st = ws.open_file(parts)
@@ -192,7 +192,7 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     limit = int(args.get("limit", 1000))
     files: list[dict[str, Any]] = []
     truncated = False
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
         budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the entries
         for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
@@ -215,14 +215,14 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def delete_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         kind = ws.delete(parts, recursive=bool(args.get("recursive", False)))
         return {"path": ws.rel(parts), "deleted": True, "type": kind}
 
 
 def move_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         src = ws.parts(args["source"], allow_root=False)
         dst = ws.parts(args["destination"], allow_root=False)
         ws.move(src, dst, overwrite=bool(args.get("overwrite", False)))
@@ -230,7 +230,7 @@ def move_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"])
         rel = ws.rel(parts)
         st = ws.lstat(parts)
@@ -257,7 +257,7 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     limit = int(args.get("limit", 20))
     matches: list[dict[str, Any]] = []
     truncated = False
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
         for entry in ws.walk(parts, max_depth=max_depth):
             if want == "file" and entry.type != "file":

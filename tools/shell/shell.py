@@ -34,7 +34,7 @@ def _cwd(args: dict[str, Any], ctx: ToolContext) -> str:
     """Check the cwd beneath the workspace, then hand subprocess its path. The check is
     the clear error; a swap between check and chdir still lands inside the sandbox's
     mounts, which are the wall."""
-    with Workspace(ctx.workspace) as ws:
+    with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("cwd") or ".")
         ws.open_dir(parts).close()
         return str(ws.root.joinpath(*parts))

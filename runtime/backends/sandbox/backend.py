@@ -25,6 +25,7 @@ import anyio
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
     CHILD_ERROR_TYPES,
     ErrorType,
@@ -85,6 +86,8 @@ class SandboxBackend:
     child pre-forked and fully walled, waiting for its single call; 0 disables. Default 8.
     ``grace_s``: seconds between SIGTERM and SIGKILL of a timed-out call. Default 0.5.
     ``sandbox_uid``: unprivileged host uid/gid the sandbox runs as when the broker is root.
+    ``masks``: workspace paths the policy denies, masked by the kernel in every call (see
+    ``runtime.backends.sandbox.masks``; built by ``runtime.policy.paths.mask_spec``). Default none.
     ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
     so the escape suite can show that each one matters.
     """
@@ -101,6 +104,7 @@ class SandboxBackend:
         sandbox_uid: int = SANDBOX_UID,
         grace_s: float = 0.5,
         pool: int = 8,
+        masks: MaskSpec | None = None,
     ) -> None:
         unknown = set(disable) - DISABLE_NAMES
         if unknown:
@@ -118,6 +122,7 @@ class SandboxBackend:
         self._uid = sandbox_uid
         self._grace_s = grace_s
         self._pool = pool
+        self._masks = masks or MaskSpec()
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: ControlChannel | None = None
@@ -225,9 +230,15 @@ class SandboxBackend:
             "landlock_net": abi >= 4 and "landlock" not in off,
             "landlock_scope": abi >= 6 and "landlock" not in off,
             "seccomp": "seccomp" not in missing and "seccomp" not in off,
+            # Policy-denied paths masked by mounts: needs a mount namespace, and a policy
+            # that denies something (best_effort without one says so in every record).
+            "path_masks": bool(self._masks) and "mountns" not in off,
         }
         active = tuple(name for name, on in candidates.items() if on)
-        absent = tuple(sorted(set(missing) | {n for n, on in candidates.items() if not on}))
+        unmasked = {"path_masks"} if not self._masks else set()  # nothing to mask: not missing
+        absent = tuple(
+            sorted(set(missing) | {n for n, on in candidates.items() if not on} - unmasked)
+        )
         return Fingerprint(backend=self.name, mechanisms=active, missing=absent, mode=self.mode)
 
     async def aclose(self) -> None:
@@ -270,6 +281,7 @@ class SandboxBackend:
             "exec": bool(needs.exec),
             "limits": request.limits.model_dump(),
             "env": dict(request.env),
+            "masks": self._masks.as_plan() if self._masks else {},
         }
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
@@ -338,6 +350,10 @@ class SandboxBackend:
         options: dict[str, Any] = {}
         if request.spec.command:
             options["command"] = list(request.spec.command)
+        if self._masks.hide:
+            # The file toolkit refuses a denied path it resolved to (through a symlink) with
+            # a clear error rather than the mask's empty content.
+            options["path_deny"] = list(self._masks.hide)
         await call.send(
             {
                 "type": "call",

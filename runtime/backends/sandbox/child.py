@@ -104,6 +104,8 @@ class CallPlan:
     exec: bool
     limits: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
+    #: Policy-denied paths to mask in the workspace (``masks.MaskSpec.as_plan``); {} = none.
+    masks: dict[str, Any] = field(default_factory=dict)
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:

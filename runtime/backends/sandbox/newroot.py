@@ -1,7 +1,8 @@
 """The call's file system view: a fresh root on a tmpfs, then pivot_root (pid 1 runs this).
 
 What the tool sees: ``/workspace`` (the workspace, read-only or read-write, runtime state
-dirs hidden), a private size-capped ``/tmp``, a minimal ``/dev``, ``/proc`` of its own pid
+dirs hidden, what the policy denies masked: see :mod:`.masks`), a private size-capped
+``/tmp``, a minimal ``/dev``, ``/proc`` of its own pid
 namespace (sysctl and friends read-only), and only for tools that execute programs the
 system directories read-only plus a few generated ``/etc`` files. Never ``/home``, ``/root``,
 ``/run``, ``/var`` or the host's ``/proc``.
@@ -17,7 +18,7 @@ import sysconfig
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from runtime.backends.sandbox import _linux
+from runtime.backends.sandbox import _linux, masks
 from runtime.backends.sandbox._setup import Phase, bind, touch
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ _ETC_USERS = (
 )
 _ETC_GROUP = "root:x:0:\nsandbox:x:1000:\n"
 _ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
+# Sources of the masks over denied paths: an empty file and an empty directory on the new
+# root's tmpfs (read-only once pivoted). The tool may see them at /.masked; they hold nothing.
+_MASKED = "/.masked"
 
 
 @functools.cache
@@ -87,6 +91,11 @@ def build(
         )
         for d in ("tmp", "dev", "proc", "workspace"):
             os.mkdir(f"{root}/{d}", 0o755)
+        spec = masks.MaskSpec.from_plan(plan.masks)
+        if spec and ws_fd >= 0:
+            os.mkdir(f"{root}{_MASKED}", 0o755)
+            os.mkdir(f"{root}{_MASKED}/dir", 0o555)
+            os.close(os.open(f"{root}{_MASKED}/file", os.O_CREAT | os.O_WRONLY, 0o444))
     with Phase("mount_workspace"):
         if ws_fd >= 0:
             attrs = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
@@ -109,6 +118,16 @@ def build(
                         _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
                         "size=4k,nr_inodes=1,mode=0555",
                     )
+    with Phase("mount_masks"):
+        # What the policy denies, masked before any tool exists (the kernel is the wall; the
+        # broker's path checks only see argument strings). A failure fails the call closed.
+        if spec and ws_fd >= 0:
+            masks.apply(
+                f"{root}{WORKSPACE}",
+                spec,
+                empty_file=f"{root}{_MASKED}/file",
+                empty_dir=f"{root}{_MASKED}/dir",
+            )
     with Phase("mount_tmp"):
         tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
         _linux.mount(

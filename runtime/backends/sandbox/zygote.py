@@ -27,7 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox import _linux, _setup, cgroups, child, newroot, probe, seccomp
+from runtime.backends.sandbox import (
+    _linux,
+    _setup,
+    cgroups,
+    child,
+    masks,
+    newroot,
+    probe,
+    seccomp,
+)
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
@@ -86,15 +95,18 @@ class _Call:
         self.killing = False
 
 
-def _stamp(path: str | None) -> tuple[int, int] | None:
-    """Identity of the workspace directory (device, inode), None if absent."""
+def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
+    """Identity of the workspace directory (device, inode), None if absent; with the
+    signature of its masks when the policy denies paths: a spare masked the tree as it was
+    when forked, and must not serve a call after a denied file appeared (or went)."""
+    path = plan.workspace
     if not path:
         return None
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
 
 
 class _Spare:
@@ -106,7 +118,7 @@ class _Spare:
         act: socket.socket,
         cgroups: list[str],
         tools: frozenset[str],
-        stamp: tuple[int, int] | None,
+        stamp: tuple[object, ...] | None,
     ) -> None:
         self.pid = pid
         self.act = act  # activation socket: the call socket travels over it (SCM_RIGHTS)
@@ -279,7 +291,10 @@ class Zygote:
                 self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
             profile = self._profile(msg["plan"])
             spare = self.spares.pop(profile, None)
-            if spare is not None and spare.stamp != _stamp(plan.workspace):
+            # One look at the tree per call (with masks, a walk): it vets this spare and
+            # stamps the next one, which is forked (and masks) after it.
+            stamp = _stamp(plan)
+            if spare is not None and spare.stamp != stamp:
                 # The directory at the workspace path was replaced since the spare mounted
                 # it: the spare would serve the old tree.
                 self._dismiss(spare)
@@ -299,16 +314,17 @@ class Zygote:
         finally:
             os.close(call_fd)
         if self.pool_size and profile not in self.failed_profiles:
-            self._make_spare(profile, plan)
+            self._make_spare(profile, plan, stamp)
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
-    def _make_spare(self, profile: str, plan: child.CallPlan) -> None:
+    def _make_spare(
+        self, profile: str, plan: child.CallPlan, stamp: tuple[object, ...] | None
+    ) -> None:
         while len(self.spares) >= self.pool_size:
             self._dismiss(self.spares.pop(next(iter(self.spares))))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
-        stamp = _stamp(plan.workspace)
         try:
             pid, groups = self._fork_child(
                 plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()

@@ -1,0 +1,104 @@
+"""Path-aware globs, compiled once when a policy loads.
+
+Semantics (documented in the policy schema): patterns are matched against a whole
+slash-separated path. ``*`` and ``?`` never cross ``/``; ``**`` as a whole segment matches zero or
+more segments, so ``.git/**`` covers ``.git`` itself and everything below it, and ``**/x``
+covers ``x`` at any depth; ``[abc]`` / ``[!abc]`` are character classes (``[*]`` is a literal
+star). Hidden names are not special: ``*`` matches ``.env``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["GlobSet", "compile_glob"]
+
+
+def _translate_segment(seg: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        if c == "*":
+            while i < n and seg[i] == "*":
+                i += 1
+            out.append("[^/]*")
+            continue
+        if c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i + 1
+            if j < n and seg[j] in "!^":
+                j += 1
+            if j < n and seg[j] == "]":
+                j += 1
+            while j < n and seg[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = seg[i + 1 : j]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                # '/' never belongs to a class: a class matches one character of one name.
+                out.append("(?!/)[" + body.replace("\\", "\\\\") + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _translate(pattern: str) -> str:
+    segs = pattern.split("/")
+    parts: list[str] = []
+    last = len(segs) - 1
+    for idx, seg in enumerate(segs):
+        if seg == "**":
+            if idx == last:
+                # 'a/**' also matches 'a': the trailing separator is optional.
+                if parts:
+                    parts[-1] = parts[-1].removesuffix("/")
+                    parts.append("(?:/.*)?")
+                else:
+                    parts.append(".*")
+            else:
+                parts.append("(?:[^/]*/)*")
+            continue
+        parts.append(_translate_segment(seg) + ("" if idx == last else "/"))
+    return "".join(parts)
+
+
+def compile_glob(pattern: str, *, casefold: bool = False) -> re.Pattern[str]:
+    """Compile ``pattern`` into a regex to ``fullmatch`` a slash-separated path."""
+    flags = re.IGNORECASE if casefold else 0
+    return re.compile(_translate(pattern), flags | re.DOTALL)
+
+
+class GlobSet:
+    """Several globs folded into one alternation; ``match`` names the first glob that hit."""
+
+    __slots__ = ("_compiled", "_one", "patterns")
+
+    def __init__(self, patterns: Iterable[str], *, casefold: bool = False) -> None:
+        self.patterns: tuple[str, ...] = tuple(patterns)
+        self._compiled = [compile_glob(p, casefold=casefold) for p in self.patterns]
+        flags = (re.IGNORECASE if casefold else 0) | re.DOTALL
+        self._one = (
+            re.compile("|".join(f"(?:{_translate(p)})" for p in self.patterns), flags)
+            if self.patterns
+            else None
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def match(self, path: str) -> str | None:
+        """The first pattern matching ``path`` (whole path), or None."""
+        if self._one is None or self._one.fullmatch(path) is None:
+            return None
+        for pattern, rx in zip(self.patterns, self._compiled, strict=True):
+            if rx.fullmatch(path):
+                return pattern
+        return None  # pragma: no cover - the alternation and the parts agree

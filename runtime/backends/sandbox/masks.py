@@ -1,0 +1,460 @@
+"""Kernel masks over policy-denied workspace paths, made in the call's own mount namespace.
+
+The broker's path rules are string checks on arguments; a shell, a symlink or a copy walks
+around them (``cat .env``, ``ln -s .env x``, ``cp id_rsa key.txt``). Here the policy's globs
+become mounts, before the tool exists:
+
+* ``hide`` (``paths.deny`` and ``paths.deny_read``): every existing entry that matches gets an
+  empty read-only file (regular files, FIFOs, sockets, devices) or an empty read-only
+  directory mounted over it. Reads return nothing, writes fail with EROFS, and the mount
+  point cannot be renamed, unlinked or hard-linked by the tool (EBUSY / EXDEV);
+* ``readonly`` (``paths.deny_write``): every existing match is bound read-only over itself,
+  so ``.git/hooks`` and ``.git/config`` are EROFS whatever program writes them.
+
+A symlink is never followed and never masked itself: it resolves inside the new root, so
+what it names is masked (or not) on its own account. Entries the tool creates during the
+call are its own data, not secrets, and stay as they are.
+
+Hazards, and what attackers control: the tree itself, also *during* the walk, through a
+concurrent call in the same workspace. So the walk descends by directory descriptors opened
+``O_NOFOLLOW`` (a swapped-in symlink is never entered), a directory that changes while it is
+walked (mtime/ctime) fails the call closed, and every mount lands on an ``O_PATH`` descriptor
+re-opened component by component with ``O_NOFOLLOW`` and checked to be the inode the walk
+saw — never on a path string. The walk is bounded in entries and depth; past the bound the
+call fails closed with a set-up error saying so, never silently unmasked. Globs with a
+literal first segment (``.git/**``) cost one look-up; ``**/x`` globs need the whole walk.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from runtime._globs import GlobSet
+from runtime.backends.sandbox import _linux
+
+__all__ = [
+    "DEFAULT_MAX_ENTRIES",
+    "MAX_DEPTH",
+    "MaskSpec",
+    "MaskTarget",
+    "Signature",
+    "apply",
+    "find",
+    "signature",
+]
+
+#: Directory entries the walk may look at per call before it fails the call closed.
+DEFAULT_MAX_ENTRIES = 50_000
+#: Directory levels below the workspace the walk may descend before it fails closed.
+MAX_DEPTH = 128
+
+_META = frozenset("*?[")
+_WALK_ATTEMPTS = 3
+_MOVE_MOUNT_T_EMPTY_PATH = 0x40
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+_MASK_ATTRS = (
+    _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV | 0x8
+)  # 0x8 = MOUNT_ATTR_NOEXEC
+_RO_ATTRS = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+
+
+@dataclass(frozen=True, slots=True)
+class MaskSpec:
+    """What to mask: workspace-relative globs (the policy's syntax, matched case-insensitively
+    like the broker's deny checks), and the walk's bound in entries."""
+
+    hide: tuple[str, ...] = ()
+    readonly: tuple[str, ...] = ()
+    max_entries: int = DEFAULT_MAX_ENTRIES
+
+    def __bool__(self) -> bool:
+        return bool(self.hide or self.readonly)
+
+    @classmethod
+    def from_plan(cls, data: Mapping[str, Any] | None) -> MaskSpec:
+        if not data:
+            return cls()
+        return cls(
+            hide=tuple(str(g) for g in data.get("hide", ())),
+            readonly=tuple(str(g) for g in data.get("readonly", ())),
+            max_entries=int(data.get("max_entries", DEFAULT_MAX_ENTRIES)),
+        )
+
+    def as_plan(self) -> dict[str, Any]:
+        return {
+            "hide": list(self.hide),
+            "readonly": list(self.readonly),
+            "max_entries": self.max_entries,
+        }
+
+
+class MaskTarget(NamedTuple):
+    """One entry to mask: its workspace-relative components, what to do, and its identity."""
+
+    parts: tuple[str, ...]
+    action: str  # "hide" | "readonly"
+    dev: int
+    ino: int
+    is_dir: bool
+    #: A file's ctime (0 for a directory, whose ctime moves with its entries): with the
+    #: inode number, tells a file renamed away and linked back from the one that was masked.
+    ctime_ns: int
+
+    @property
+    def rel(self) -> str:
+        return "/".join(self.parts)
+
+
+class _Matcher:
+    """The globs, plus the literal leading segments of each for pruning the walk."""
+
+    def __init__(self, spec: MaskSpec) -> None:
+        self.hide = GlobSet(spec.hide, casefold=True)
+        self.readonly = GlobSet(spec.readonly, casefold=True)
+        # One alternation of every glob first: most entries match none (one regex, not two).
+        self.any = GlobSet((*spec.hide, *spec.readonly), casefold=True)
+        self.floating = False
+        prefixes: list[tuple[re.Pattern[str], ...]] = []
+        for pattern in (*spec.hide, *spec.readonly):
+            lit: list[re.Pattern[str]] = []
+            for seg in pattern.split("/"):
+                if _META & set(seg):
+                    break
+                # The same case-insensitive regex as the glob's own literal characters, so
+                # pruning never disagrees with matching.
+                lit.append(re.compile(re.escape(seg), re.IGNORECASE | re.DOTALL))
+            if not lit:
+                self.floating = True
+            prefixes.append(tuple(lit))
+        self.prefixes = tuple(prefixes)
+        # A cheap pre-test per entry, so that the exact (whole-path) match runs only where a
+        # glob can hit. '**/SEG' hits only an entry whose name matches SEG. '**/SEG/**' also
+        # hits everything below such a directory, but that never decides anything: a hidden
+        # directory is not entered, and below a read-only one "read-only" is moot. Globs with
+        # a literal first segment hit only below a matching prefix; other shapes: any entry.
+        names: list[str] = []
+        anchored: list[tuple[re.Pattern[str], ...]] = []
+        self.generic = False
+        for pattern, lit_t in zip((*spec.hide, *spec.readonly), prefixes, strict=True):
+            segs = pattern.split("/")
+            if (
+                segs[0] == "**"
+                and len(segs) in (2, 3)
+                and segs[1] != "**"
+                and segs[2:] in ([], ["**"])
+            ):
+                names.append(segs[1])
+            elif lit_t:
+                anchored.append(lit_t)
+            else:
+                self.generic = True
+        self.names = GlobSet(names, casefold=True)
+        self.anchored = tuple(anchored)
+
+    def action(self, rel: str) -> str | None:
+        if self.any.match(rel) is None:
+            return None
+        if self.hide.match(rel) is not None:
+            return "hide"
+        if self.readonly.match(rel) is not None:
+            return "readonly"
+        return None
+
+    @staticmethod
+    def live_below(
+        live: tuple[tuple[re.Pattern[str], ...], ...], depth: int, name: str
+    ) -> tuple[tuple[re.Pattern[str], ...], ...]:
+        """The anchored globs' prefixes still possible for ``name`` at ``depth`` (and below)."""
+        return tuple(lit for lit in live if len(lit) <= depth or lit[depth].fullmatch(name))
+
+    def may_hold_match(self, parts: tuple[str, ...]) -> bool:
+        """False only when no glob can match ``parts`` or anything below it."""
+        if self.floating:
+            return True
+        for lit in self.prefixes:
+            n = min(len(parts), len(lit))
+            if all(lit[i].fullmatch(parts[i]) for i in range(n)):
+                return True
+        return False
+
+
+def _refuse(code: int, message: str) -> OSError:
+    return OSError(code, message)
+
+
+def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
+    """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
+
+    Below a hidden directory nothing more is listed (it is covered); below a read-only one
+    the walk goes on for entries to hide. Raises OSError (E2BIG past the bound, EAGAIN when
+    the tree changed under the walk) — the call must not run half-masked."""
+    matcher = _Matcher(spec)
+    targets: list[MaskTarget] = []
+    seen = 0
+
+    def visit(
+        dfd: int,
+        parts: tuple[str, ...],
+        under_ro: bool,
+        live: tuple[tuple[re.Pattern[str], ...], ...],
+    ) -> None:
+        nonlocal seen
+        if len(parts) > MAX_DEPTH:
+            raise _refuse(
+                errno.E2BIG,
+                f"the workspace is nested deeper than {MAX_DEPTH} directories at "
+                f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
+                "checked, so the call does not run",
+            )
+        before = os.fstat(dfd)
+        try:
+            with os.scandir(dfd) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except PermissionError as exc:
+            raise _unreadable(parts) from exc
+        seen += len(entries)
+        if seen > spec.max_entries:
+            raise _refuse(
+                errno.E2BIG,
+                f"the workspace has more than {spec.max_entries} entries to check for "
+                "policy-denied paths (paths.deny / paths.deny_write); they cannot all be "
+                "masked, so the call does not run (fewer files, or a larger bound)",
+            )
+        depth = len(parts)
+        for name, listed_dir in entries:
+            is_dir = listed_dir
+            sub = (*parts, name)
+            named = matcher.names.match(name) is not None
+            sub_live = matcher.live_below(live, depth, name) if live else live
+            action = None
+            if named or sub_live or matcher.generic:
+                action = matcher.action("/".join(sub))
+            if action == "readonly" and under_ro:
+                action = None  # already read-only through its parent's mount
+            if action is not None:
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    raise _changed(sub) from None
+                if not stat.S_ISLNK(st.st_mode):
+                    is_dir = stat.S_ISDIR(st.st_mode)
+                    targets.append(
+                        MaskTarget(
+                            sub,
+                            action,
+                            st.st_dev,
+                            st.st_ino,
+                            is_dir,
+                            0 if is_dir else st.st_ctime_ns,
+                        )
+                    )
+                    if action == "hide":
+                        continue
+            if not is_dir or not (matcher.floating or sub_live):
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except PermissionError as exc:
+                raise _unreadable(sub) from exc
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    raise _changed(sub) from exc
+                raise
+            try:
+                visit(child, sub, under_ro or action == "readonly", sub_live)
+            finally:
+                os.close(child)
+        after = os.fstat(dfd)
+        if (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
+            raise _changed(parts)
+
+    visit(root_fd, (), False, matcher.anchored)
+    return targets
+
+
+def _unreadable(parts: tuple[str, ...]) -> OSError:
+    # The walker has at least the tool's rights; a directory it cannot list may still be
+    # searchable by name, so it cannot be assumed to hold nothing denied.
+    where = "/".join(parts) or "the workspace root"
+    return _refuse(
+        errno.EACCES,
+        f"cannot list {where!r} to mask the policy-denied paths in it (permission denied); "
+        "the call does not run unmasked",
+    )
+
+
+def _changed(parts: tuple[str, ...]) -> OSError:
+    where = "/".join(parts) or "the workspace root"
+    return _refuse(
+        errno.EAGAIN,
+        f"{where!r} changed while policy-denied paths were being masked; the call does not "
+        "run half-masked (retry it)",
+    )
+
+
+def _find_settled(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
+    """:func:`find`, walked again when a concurrent call changed the tree under it (a busy
+    workspace is not an attack); still changing after a few walks, the call fails closed."""
+    for attempt in range(_WALK_ATTEMPTS):
+        try:
+            return find(root_fd, spec)
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN or attempt == _WALK_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _reopen(root_fd: int, target: MaskTarget) -> int:
+    """An O_PATH descriptor of ``target``, each component opened O_NOFOLLOW from the root, and
+    checked to be the inode the walk saw: no path string a tool could race is ever mounted on.
+    Each step crosses mounts already made (a hidden entry below a read-only directory lands
+    on the read-only mount, not under it)."""
+    cur = root_fd
+    try:
+        for comp in target.parts[:-1]:
+            nxt = os.open(comp, _DIR_FLAGS, dir_fd=cur)
+            if cur != root_fd:
+                os.close(cur)
+            cur = nxt
+        fd = os.open(target.parts[-1], _PATH_FLAGS, dir_fd=cur)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            raise _changed(target.parts) from exc
+        raise
+    finally:
+        if cur != root_fd:
+            os.close(cur)
+    st = os.fstat(fd)
+    if (st.st_ino, stat.S_ISDIR(st.st_mode)) != (target.ino, target.is_dir) or stat.S_ISLNK(
+        st.st_mode
+    ):
+        os.close(fd)
+        raise _changed(target.parts)
+    return fd
+
+
+def _move_onto(src_fd: int, dst_fd: int) -> None:
+    _linux._sys(
+        "move_mount",
+        src_fd,
+        b"",
+        dst_fd,
+        b"",
+        _linux.MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH,
+    )
+
+
+def apply(workspace: str, spec: MaskSpec, *, empty_file: str, empty_dir: str) -> list[str]:
+    """Mask ``workspace`` (a path in a mount namespace of our own, not reachable by any tool
+    yet) as ``spec`` says. ``empty_file`` and ``empty_dir`` are the sources hidden entries get.
+    Returns the masked workspace-relative paths. Raises OSError: the call must not run."""
+    root_fd = os.open(workspace, _DIR_FLAGS)
+    try:
+        targets = _find_settled(root_fd, spec)
+        # Read-only binds first: a clone of a directory does not carry the mounts below it,
+        # so hiding first would leave the secret visible through the read-only bind on top.
+        ordered = [t for t in targets if t.action == "readonly"]
+        ordered += [t for t in targets if t.action == "hide"]
+        for target in ordered:
+            dst = _reopen(root_fd, target)
+            try:
+                if target.action == "readonly":
+                    src = _linux._sys(
+                        "open_tree",
+                        dst,
+                        b"",
+                        _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC | _linux.AT_EMPTY_PATH,
+                    )
+                    attrs = _RO_ATTRS
+                else:
+                    source = empty_dir if target.is_dir else empty_file
+                    flags = _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                    src = _linux.open_tree(source, flags)
+                    attrs = _MASK_ATTRS
+                try:
+                    _linux.mount_setattr(src, attrs)
+                    _move_onto(src, dst)
+                finally:
+                    os.close(src)
+            finally:
+                os.close(dst)
+        return [t.rel for t in ordered]
+    finally:
+        os.close(root_fd)
+
+
+class Signature:
+    """The masks a tree needs now (see :func:`signature`), holding an ``O_PATH`` descriptor of
+    each target: while it is held no target's inode can be freed, so its number cannot come
+    back on a re-created entry (a mount on a deleted entry is gone with it). Equal to another
+    only with the same targets; close (or drop) it to release the descriptors."""
+
+    __slots__ = ("_fds", "_pid", "key")
+
+    def __init__(self, key: tuple[MaskTarget, ...] | None, fds: list[int]) -> None:
+        self.key = key  # None: the walk did not complete, equal to nothing
+        self._fds = fds
+        self._pid = os.getpid()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Signature) and self.key is not None and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        # Hazard: a forked copy (a call's child) closed these numbers at start and may have
+        # reused them for its own handles; only the process that opened them closes them.
+        if os.getpid() != self._pid:
+            return
+        for fd in fds:
+            os.close(fd)
+
+    def __enter__(self) -> Signature:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # The fork-server drops a spare's stamp with the spare: that releases the pins.
+        self.close()
+
+
+#: Targets beyond which a signature pins nothing and matches nothing (no spare reuse): the
+#: fork-server's descriptors are few.
+_MAX_PINS = 64
+
+
+def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
+    """What the masks of ``workspace`` would be now, for the fork-server to tell whether a
+    pre-forked child's masks (made when it was forked, after this was taken) still fit the
+    tree. Equal to no other when the walk cannot complete: such a tree gets no reuse, and its
+    fresh child fails closed on its own. None when nothing is masked."""
+    if not workspace or not spec:
+        return None
+    try:
+        root = os.open(workspace, _DIR_FLAGS)
+    except OSError:
+        return Signature(None, [])
+    fds: list[int] = []
+    try:
+        targets = find(root, spec)
+        if len(targets) > _MAX_PINS:
+            return Signature(None, [])
+        for target in targets:
+            fds.append(_reopen(root, target))
+        return Signature(tuple(targets), fds)
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        return Signature(None, [])
+    finally:
+        os.close(root)

@@ -1,0 +1,469 @@
+"""Kernel masks over policy-denied workspace paths (issue #6): the security corpus's last six
+attacks reproduced through the broker, the attacker's follow-ups (move, link, overwrite the
+mask; swap a symlink in during the walk; a tree past the bound), benign work next to masked
+files, and spares that must not serve a tree whose secrets changed since they were forked.
+
+This module lives in tests/sandbox, so test_unprivileged runs it again as the ordinary user
+``rtsbx`` (an unprivileged broker).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.sandbox import masks
+from runtime.backends.sandbox.masks import MaskSpec, _Matcher, _reopen, find
+from runtime.errors import SandboxError
+from tests.sandbox.helpers import SHELL, call, run_with_backend
+
+pytestmark = [pytest.mark.sandbox]
+
+SECRET = "CANARY-7f3a-secret"
+DEFAULT_MASKS = MaskSpec(
+    hide=(".runtime/**", "**/.env", "**/.env.*", "**/*.pem", "**/*.key", "**/id_rsa*"),
+    readonly=(".git/**", "**/.git/**"),
+)
+
+
+@pytest.fixture
+def secrets_ws(workspace: Path) -> Path:
+    """The corpus's fixture, roughly: secrets, a repository, a symlink to a secret."""
+    (workspace / ".env").write_text(f"TOKEN={SECRET}\n")
+    (workspace / "id_rsa").write_text(f"-----BEGIN {SECRET}-----\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "server.pem").write_text(SECRET)
+    (workspace / "sub" / "notes.txt").write_text("plain notes\n")
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (workspace / "envlink").symlink_to(".env")
+    for path in workspace.rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    return workspace
+
+
+def _git_state(ws: Path) -> dict[str, str]:
+    return {str(p.relative_to(ws)): p.read_text() for p in (ws / ".git").rglob("*") if p.is_file()}
+
+
+def _shell(workspace: Path, *commands: str, **backend: Any) -> list[dict[str, Any]]:
+    async def fn(b: Any) -> list[dict[str, Any]]:
+        return [(await call(b, SHELL, workspace, command=c)).result for c in commands]
+
+    backend.setdefault("masks", DEFAULT_MASKS)
+    result: list[dict[str, Any]] = run_with_backend(fn, **backend)
+    return result
+
+
+# -- the six attacks, through the broker on the built-in default policy ----------------
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [("read_file", {"path": "envlink"})],  # A9-004
+        [("shell_exec", {"command": "cat .env"})],  # G1-022
+        [("shell_exec", {"command": "cp id_rsa key.txt"}), ("read_file", {"path": "key.txt"})],
+        [
+            ("shell_exec", {"command": "ln -s .env notsecret.txt"}),  # G1-024
+            ("read_file", {"path": "notsecret.txt"}),
+        ],
+        [("shell_exec", {"command": "printf '#!/bin/sh\\n' > .git/hooks/pre-commit"})],
+        [("shell_exec", {"command": "git config --file .git/config core.hooksPath /tmp/x"})],
+    ],
+    ids=["A9-004", "G1-022", "G1-023", "G1-024", "G1-009", "G1-010"],
+)
+def test_corpus_attacks_are_contained_by_the_broker(
+    secrets_ws: Path, calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    from runtime.broker import SyncBroker
+
+    before = _git_state(secrets_ws)
+    outputs: list[str] = []
+    with SyncBroker(workspace=secrets_ws) as broker:
+        for tool, args in calls:
+            result = broker.call({"tool": tool, "arguments": args})
+            outputs.append(json.dumps(result.model_dump(mode="json")))
+    assert not any(SECRET in out for out in outputs), outputs
+    assert _git_state(secrets_ws) == before
+    assert not (secrets_ws / ".git" / "hooks" / "pre-commit").exists()
+    # The secrets themselves are untouched on the host.
+    assert SECRET in (secrets_ws / ".env").read_text()
+
+
+def test_read_file_through_a_symlink_is_refused_by_name(secrets_ws: Path) -> None:
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=secrets_ws) as broker:
+        result = broker.call({"tool": "read_file", "arguments": {"path": "envlink"}})
+        plain = broker.call({"tool": "read_file", "arguments": {"path": "sub/notes.txt"}})
+    assert result.error is not None
+    assert result.error.details["reason"] == "path_denied"
+    assert result.error.details["resolved"] == ".env"
+    assert plain.success and plain.result["content"] == "plain notes\n"
+
+
+def test_benign_work_next_to_masked_files(secrets_ws: Path) -> None:
+    (out,) = _shell(
+        secrets_ws,
+        "ls -a | tr '\\n' ' '; cat sub/notes.txt; cat .git/config; "
+        "echo new > made.txt && cat made.txt; find . -name notes.txt",
+    )
+    assert out["exit_code"] == 0, out
+    assert ".env" in out["stdout"] and "id_rsa" in out["stdout"]  # names stay visible
+    assert "plain notes" in out["stdout"] and "bare = false" in out["stdout"]
+    assert "new\n" in out["stdout"] and "./sub/notes.txt" in out["stdout"]
+    assert SECRET not in out["stdout"]
+    assert (secrets_ws / "made.txt").read_text() == "new\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_status_reads_a_read_only_repository(workspace: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / ".env").write_text(SECRET)
+    for path in workspace.rglob("*"):
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    (out,) = _shell(workspace, "git -c safe.directory='*' status --porcelain; cat .env")
+    assert out["exit_code"] == 0, out
+    assert "hello.txt" in out["stdout"]
+    assert SECRET not in out["stdout"]
+
+
+# -- what an attacker tries next -------------------------------------------------------
+
+
+def test_a_mask_cannot_be_moved_linked_removed_or_written(secrets_ws: Path) -> None:
+    (out,) = _shell(
+        secrets_ws,
+        "mv .env moved; ln .env hard; rm -f .env; echo x > .env; cp /dev/null .env; "
+        "mv sub/server.pem sub/s.txt; mv .git g2; rm -rf .git; cat .env moved hard; true",
+    )
+    assert SECRET not in out["stdout"]
+    assert "busy" in out["stderr"].lower()  # rename/unlink of a mount point
+    assert "cross-device" in out["stderr"].lower()  # link() through a mount point
+    for name in ("moved", "hard", "g2", "sub/s.txt"):
+        assert not (secrets_ws / name).exists(), name
+    assert (secrets_ws / ".env").read_text() == f"TOKEN={SECRET}\n"
+    assert (secrets_ws / ".git" / "config").exists()
+
+
+def test_secret_in_a_case_variant_and_in_a_deep_directory(workspace: Path) -> None:
+    deep = workspace / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "tls.KEY").write_text(SECRET)
+    (workspace / ".ENV").write_text(SECRET)
+    for path in workspace.rglob("*"):
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    (out,) = _shell(workspace, "cat a/b/c/tls.KEY .ENV; cat hello.txt")
+    assert SECRET not in out["stdout"]
+    assert out["stdout"] == "hello\n"
+
+
+def test_files_the_tool_creates_are_its_own_until_the_next_call(workspace: Path) -> None:
+    os.chmod(workspace, 0o777)
+    first, second = _shell(workspace, "echo mine > .env; cat .env", "cat .env; echo end")
+    assert first["stdout"] == "mine\n"  # created by this call: not a secret of the host's
+    assert second["stdout"] == "end\n"  # pre-existing for the next call: masked
+
+
+def test_a_spare_does_not_serve_a_tree_whose_secrets_changed(workspace: Path) -> None:
+    """Spares mask the tree when they are forked: one made before a secret appeared must
+    be thrown away, not activated."""
+
+    async def fn(b: Any) -> list[str]:
+        outs = [(await call(b, SHELL, workspace, command="cat .env; echo ok")).result["stdout"]]
+        (workspace / ".env").write_text(SECRET)  # the spare for the next call exists now
+        os.chmod(workspace / ".env", 0o666)
+        for _ in range(2):
+            res = await call(b, SHELL, workspace, command="cat .env; echo ok")
+            outs.append(res.result["stdout"])
+        # Deleted and re-created: the inode number is often reused at once, and the spare's
+        # mount sat on the deleted entry (gone with it).
+        for _ in range(2):
+            (workspace / ".env").unlink()
+            (workspace / ".env").write_text(SECRET)
+            os.chmod(workspace / ".env", 0o666)
+            res = await call(b, SHELL, workspace, command="cat .env; echo ok")
+            outs.append(res.result["stdout"])
+        return outs
+
+    outs = run_with_backend(fn, masks=DEFAULT_MASKS, pool=4)
+    assert outs == ["ok\n"] * 5, outs
+
+
+def test_a_spare_does_not_serve_a_re_created_read_only_directory(workspace: Path) -> None:
+    os.chmod(workspace, 0o777)
+
+    def fresh_git() -> None:
+        shutil.rmtree(workspace / ".git", ignore_errors=True)
+        (workspace / ".git").mkdir()
+        (workspace / ".git" / "config").write_text("[core]\n")
+        os.chmod(workspace / ".git", 0o777)
+        os.chmod(workspace / ".git" / "config", 0o666)
+
+    async def fn(b: Any) -> list[int]:
+        codes = []
+        for _ in range(3):
+            fresh_git()  # a spare for this call was forked before: its .git mount is gone
+            res = await call(b, SHELL, workspace, command="echo x >> .git/config")
+            codes.append(res.result["exit_code"])
+        return codes
+
+    fresh_git()
+    codes = run_with_backend(fn, masks=DEFAULT_MASKS, pool=4)
+    assert all(code != 0 for code in codes), codes
+    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_signature_pins_what_it_saw(workspace: Path) -> None:
+    (workspace / ".git").mkdir()
+    (workspace / ".env").write_text(SECRET)
+    (workspace / ".runtime").mkdir()
+    with masks.signature(str(workspace), DEFAULT_MASKS) as a:
+        with masks.signature(str(workspace), DEFAULT_MASKS) as same:
+            assert a == same
+        # Busy state directories (the audit log) do not make a spare stale.
+        (workspace / ".runtime" / "audit.db-wal").write_text("x")
+        with masks.signature(str(workspace), DEFAULT_MASKS) as busy:
+            assert a == busy
+        for remake in (
+            lambda: ((workspace / ".git").rmdir(), (workspace / ".git").mkdir()),
+            lambda: ((workspace / ".env").unlink(), (workspace / ".env").write_text(SECRET)),
+        ):
+            remake()
+            with masks.signature(str(workspace), DEFAULT_MASKS) as after:
+                assert a != after
+    assert masks.signature(str(workspace / "missing"), DEFAULT_MASKS) != masks.signature(
+        str(workspace / "missing"), DEFAULT_MASKS
+    )
+    assert masks.signature(str(workspace), MaskSpec()) is None
+
+
+def test_past_the_bound_the_call_fails_closed(workspace: Path) -> None:
+    for i in range(60):
+        (workspace / f"f{i}.txt").write_text("x")
+    (workspace / ".env").write_text(SECRET)
+
+    async def fn(b: Any) -> Any:
+        return await call(b, SHELL, workspace, command="cat .env")
+
+    with pytest.raises(SandboxError) as info:
+        run_with_backend(fn, masks=MaskSpec(hide=("**/.env",), max_entries=50))
+    assert info.value.details["phase"] == "mount_masks"
+    assert "more than 50 entries" in info.value.message
+    assert SECRET not in info.value.message
+
+
+def test_literal_globs_prune_the_walk(workspace: Path) -> None:
+    """``.git/**`` costs a look-up, not a walk: a huge tree elsewhere is not counted."""
+    (workspace / ".git").mkdir()
+    big = workspace / "node_modules"
+    big.mkdir()
+    for i in range(80):
+        (big / f"m{i}").write_text("x")
+    spec = MaskSpec(hide=(".runtime/**",), readonly=(".git/**",), max_entries=10)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        targets = find(fd, spec)
+    finally:
+        os.close(fd)
+    assert [(t.rel, t.action) for t in targets] == [(".git", "readonly")]
+    matcher = _Matcher(spec)
+    assert not matcher.may_hold_match(("node_modules",))
+    assert matcher.may_hold_match((".GIT",))  # case-insensitive, like the glob
+    assert _Matcher(DEFAULT_MASKS).may_hold_match(("node_modules", "x"))
+
+
+def test_the_walk_never_follows_symlinks(workspace: Path) -> None:
+    outside = workspace.parent / "outside"
+    (outside / ".env").write_text(SECRET)
+    (workspace / "linkdir").symlink_to(outside)
+    (workspace / "envlink").symlink_to(outside / ".env")
+    (workspace / ".env").symlink_to("hello.txt")  # a matching symlink is not mounted on
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert find(fd, DEFAULT_MASKS) == []
+    finally:
+        os.close(fd)
+
+
+def test_a_symlink_swapped_in_after_the_walk_cannot_redirect_a_mount(workspace: Path) -> None:
+    """The mount lands on a descriptor re-opened O_NOFOLLOW and checked to be the inode the
+    walk saw: a directory swapped for a symlink (to outside) fails the call closed."""
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".env").write_text(SECRET)
+    outside = workspace.parent / "outside"
+    (outside / ".env").write_text("outside")
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (target,) = find(fd, DEFAULT_MASKS)
+        assert target.rel == "sub/.env"
+        os.rename(workspace / "sub", workspace / "sub-old")
+        (workspace / "sub").symlink_to(outside)
+        with pytest.raises(OSError) as info:
+            _reopen(fd, target)
+        assert info.value.errno == errno.EAGAIN
+        # A real directory with a different file at the same name: refused as well.
+        (workspace / "sub").unlink()
+        (workspace / "sub").mkdir()
+        (workspace / "sub" / ".env").write_text("decoy")
+        with pytest.raises(OSError):
+            _reopen(fd, target)
+        # The original back in place: the same inode, so the mount may go there.
+        shutil.rmtree(workspace / "sub")
+        os.rename(workspace / "sub-old", workspace / "sub")
+        os.close(_reopen(fd, target))
+    finally:
+        os.close(fd)
+
+
+def test_a_tree_changed_during_the_walk_is_walked_again_then_refused(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename during the walk could hide a directory from it: a changed directory means
+    walk again, and a tree that keeps changing fails the call closed."""
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".env").write_text(SECRET)
+    real = os.scandir
+    changes = iter(range(1000))
+
+    def racing(fd: int) -> Any:
+        it = real(fd)
+        n = next(changes)
+        if n < limit:
+            (workspace / f"new{n}").write_text("x")  # a concurrent call at work
+        return it
+
+    monkeypatch.setattr(masks.os, "scandir", racing)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        limit = 1000
+        with pytest.raises(OSError) as info:
+            masks._find_settled(fd, DEFAULT_MASKS)
+        assert info.value.errno == errno.EAGAIN
+        assert "changed while" in str(info.value)
+        changes, limit = iter(range(1000)), 1  # one change, then quiet: the retry settles
+        assert [t.rel for t in masks._find_settled(fd, DEFAULT_MASKS)] == ["sub/.env"]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists any directory")
+def test_an_unlistable_directory_fails_closed(workspace: Path) -> None:
+    locked = workspace / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o311)  # searchable by name, not listable: could hide a secret
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as info:
+            find(fd, DEFAULT_MASKS)
+        assert info.value.errno == errno.EACCES and "locked" in str(info.value)
+    finally:
+        os.close(fd)
+        os.chmod(locked, 0o755)
+
+
+# -- mechanism reporting ---------------------------------------------------------------
+
+
+def test_fingerprint_says_whether_paths_are_masked(workspace: Path) -> None:
+    async def fingerprint(b: Any) -> Any:
+        return b.fingerprint()
+
+    on = run_with_backend(fingerprint, masks=DEFAULT_MASKS)
+    assert "path_masks" in on.mechanisms
+    none = run_with_backend(fingerprint)
+    assert "path_masks" not in none.mechanisms and "path_masks" not in none.missing
+    off = run_with_backend(fingerprint, masks=DEFAULT_MASKS, disable=frozenset({"mountns"}))
+    assert "path_masks" in off.missing
+
+
+def test_without_masks_the_secret_is_readable(secrets_ws: Path) -> None:
+    """The control: the same command leaks with no masks, so the tests above test them."""
+    (out,) = _shell(secrets_ws, "cat .env", masks=MaskSpec())
+    assert SECRET in out["stdout"]
+
+
+# -- the pruned walk finds exactly what the unpruned one finds -------------------------
+
+_NAMES = ["a", "B", ".env", ".ENV.local", ".git", "k.pem", "id_rsa", "src", "x.key", "hooks"]
+_GLOBS = [
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.KEY",
+    "**/id_rsa*",
+    ".git/**",
+    "**/.git/**",
+    "src/*.pem",
+    "a/**/hooks",
+    "*/b",
+    "**/src/**",
+    ".runtime/**",
+    "a/B/**",
+]
+
+
+def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]]:
+    """Every entry, whole-path matched, no pruning: what find() must agree with."""
+    from runtime._globs import GlobSet
+
+    hide, ro = GlobSet(spec.hide, casefold=True), GlobSet(spec.readonly, casefold=True)
+    out: list[tuple[str, str]] = []
+
+    def visit(d: Path, rel: str, under_ro: bool) -> None:
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            sub = f"{rel}/{entry.name}" if rel else entry.name
+            action = "hide" if hide.match(sub) else "readonly" if ro.match(sub) else None
+            if action == "readonly" and under_ro:
+                action = None
+            if entry.is_symlink():
+                action = None
+            if action is not None:
+                out.append((sub, action))
+                if action == "hide":
+                    continue
+            if entry.is_dir(follow_symlinks=False):
+                visit(Path(entry.path), sub, under_ro or action == "readonly")
+
+    visit(root, "", False)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    root = tmp_path / "t"
+    root.mkdir()
+    dirs = [root]
+    for _ in range(rng.randint(5, 40)):
+        parent = rng.choice(dirs)
+        path = parent / rng.choice(_NAMES)
+        if os.path.lexists(path) or len(path.relative_to(root).parts) > 4:
+            continue
+        if rng.random() < 0.5:
+            path.mkdir()
+            dirs.append(path)
+        elif rng.random() < 0.85:
+            path.write_text("x")
+        else:
+            path.symlink_to(rng.choice(_NAMES))
+    globs = rng.sample(_GLOBS, rng.randint(1, 5))
+    cut = rng.randint(0, len(globs))
+    spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = sorted((t.rel, t.action) for t in find(fd, spec))
+    finally:
+        os.close(fd)
+    assert got == _reference(root, spec), (globs, cut)
