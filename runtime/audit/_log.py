@@ -4,12 +4,28 @@ The broker writes a *request* record before anything runs and a *completion* rec
 call with the first and not the second was interrupted (broker killed in between), which
 :meth:`AuditLog.interrupted` reports on the next start. Every failure to write or read raises
 :class:`~runtime.errors.AuditError`: the broker fails closed and runs nothing it cannot record.
+
+Two ways to append, one chain:
+
+- synchronous (the default): the record is committed to SQLite before the method returns;
+- ``defer=True``: the record is written to this log's journal with one ``write()`` (as durable
+  against a process crash as a WAL commit with ``synchronous=NORMAL``; see ``_journal``) and
+  a writer thread inserts it into SQLite with the other pending ones in one transaction.
+
+Order is kept: every synchronous append, and every read (verify, tail, interrupted, head,
+export) of this instance, first inserts the pending records. A record that cannot be written
+to the journal raises AuditError at once (fail closed); while the writer thread is failing,
+each deferred append first retries the insertion itself and raises if it still fails, so a
+broken database refuses calls instead of piling them up in the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,6 +40,7 @@ from runtime.audit._canonical import (
     sha256_hex,
 )
 from runtime.audit._export import otel_record
+from runtime.audit._journal import Journal, dead_journals, encode_line, parse_lines
 from runtime.audit._record import COLUMNS, JSON_FIELDS, body_bytes, chain_hash, row_to_record
 from runtime.audit._redact import Redactor
 from runtime.audit._store import Database
@@ -34,6 +51,36 @@ from runtime.models import AuditRecord
 __all__ = ["OUTCOMES", "AuditLog"]
 
 _T = TypeVar("_T")
+
+log = logging.getLogger("runtime.audit")
+
+# The writer thread waits this long after a first pending record before it inserts, so that a
+# batch forms (seconds). Readers and synchronous appends never wait for it: they flush.
+_GROUP_S = 0.002
+# Beyond this many pending records an appender inserts them itself (backpressure).
+_MAX_PENDING = 2048
+# A journal whose records are all in the database is replaced by a fresh file beyond this size.
+_ROTATE_BYTES = 1 << 20
+
+#: A pending record: the fields of a journal line and the line's end offset in the journal.
+_Pending = tuple[tuple[Any, ...], int]
+
+
+def _chain(fields: list[tuple[Any, ...]]) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
+    """The ``build`` for Database.append_batch: rows for ``fields`` chained after the head."""
+
+    def build(head_seq: int, head_hash: str | None) -> list[tuple[Any, ...]]:
+        rows = []
+        seq, prev = head_seq, head_hash or GENESIS_HASH
+        for kind, call_id, when, tool, *rest in fields:
+            seq += 1
+            row = (seq, kind, call_id, when, tool, *rest, prev)
+            prev = chain_hash(prev, body_bytes((*row, None)))
+            rows.append((*row, prev))
+        return rows
+
+    return build
+
 
 # Position of each column in the ``fields`` tuple: COLUMNS without seq, time, prev_hash and
 # hash, which are filled in when the record is built.
@@ -103,6 +150,22 @@ class AuditLog:
         # Reads use their own connection: a long verify/export snapshot never blocks appends.
         self._reader: Database | None = None
         self._closed = False
+        # Deferred appends. Lock order: _write_lock, then _db_lock (held while the writer
+        # connection inserts). _pending is guarded by _write_lock, _failed (a batch whose
+        # insertion failed; it goes first next time) by _db_lock.
+        self._db_lock = threading.Lock()
+        self._pending: list[_Pending] = []
+        self._failed: list[_Pending] = []
+        self._journal: Journal | None = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._bg_error: AuditError | None = None
+        try:
+            self._recover()
+        except BaseException:
+            self._writer.close()
+            raise
 
     @property
     def path(self) -> Path:
@@ -137,6 +200,7 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | None,
         returning: Literal[False],
+        defer: bool = False,
     ) -> None: ...
 
     def record_request(
@@ -149,11 +213,14 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | None,
         returning: bool = True,
+        defer: bool = False,
     ) -> AuditRecord | None:
-        """The write-ahead record, committed before the call runs.
+        """The write-ahead record, committed (or with ``defer``, journaled) before the call
+        runs.
 
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
-        ``returning=False`` (the broker's hot path) skips building the AuditRecord model.
+        ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
+        ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         """
         data = self._canonical("arguments", arguments)
         shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
@@ -181,7 +248,7 @@ class AuditLog:
             None,
             None,
         )
-        return self._append(fields, shown, returning)
+        return self._append(fields, shown, returning, defer)
 
     @overload
     def record_completion(
@@ -217,6 +284,7 @@ class AuditLog:
         decision: dict[str, Any] | None = None,
         returning: Literal[False],
         result_bytes: bytes | None = None,
+        defer: bool = False,
     ) -> None: ...
 
     def record_completion(
@@ -234,13 +302,14 @@ class AuditLog:
         decision: dict[str, Any] | None = None,
         returning: bool = True,
         result_bytes: bytes | None = None,
+        defer: bool = False,
     ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
         The result itself is not stored; a ``None`` result has no digest. ``returning=False``
-        skips building the AuditRecord model. ``result_bytes`` is :meth:`canonical_result`
-        of ``result`` when the caller already has it (the broker sizes results with it), so
-        the result is serialised once per call.
+        skips building the AuditRecord model; ``defer=True`` journals it (module doc).
+        ``result_bytes`` is :meth:`canonical_result` of ``result`` when the caller already
+        has it (the broker sizes results with it), so the result is serialised once per call.
         """
         if outcome not in OUTCOMES:
             raise AuditError(
@@ -272,7 +341,7 @@ class AuditLog:
             result_digest,
             result_size,
         )
-        return self._append(fields, shown, returning)
+        return self._append(fields, shown, returning, defer)
 
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over
@@ -297,7 +366,7 @@ class AuditLog:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
     def _append(
-        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool
+        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool, defer: bool
     ) -> AuditRecord | None:
         """Append a record; return it with ``shown`` (the redacted objects) as its JSON fields.
 
@@ -317,6 +386,12 @@ class AuditLog:
             if text is not None and not text.startswith("{"):
                 raise AuditError(f"audit {name} must be an object (a dict) or None")
 
+        if defer:
+            if returning:
+                raise ValueError("defer=True needs returning=False: the seq is not known yet")
+            self._journal_append(kind, call_id, tool, rest)
+            return None
+
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
             # Runs under the write lock, and again if another writer took this seq first;
             # the time is taken here, when the record is built.
@@ -325,16 +400,154 @@ class AuditLog:
             return (*row, chain_hash(prev, body_bytes((*row, None))))
 
         with self._write_lock:
-            try:
-                row = self._db(write=True).append(build)
-            except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
-                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+            db = self._db(write=True)
+            with self._db_lock:
+                self._insert_pending_locked()
+                try:
+                    row = db.append(build)
+                except ValueError as exc:  # text that is not UTF-8 (lone surrogates)
+                    raise AuditError(
+                        f"audit record for {call_id!r} is not valid text: {exc}"
+                    ) from exc
         if not returning:
             return None
         data = dict(zip(COLUMNS, row, strict=True))
         for name in JSON_FIELDS:
             data[name] = shown[name] if name in shown else _parse_json(data[name])
         return AuditRecord.model_validate(data)
+
+    # -- the journal ------------------------------------------------------------------------
+
+    def _journal_append(self, kind: str, call_id: str, tool: str, rest: list[Any]) -> None:
+        with self._write_lock:
+            self._db(write=True)  # raises when closed
+            if self._bg_error is not None or len(self._pending) >= _MAX_PENDING:
+                # The writer thread is failing (or behind): insert now, or refuse the record.
+                with self._db_lock:
+                    self._insert_pending_locked()
+                self._bg_error = None
+            line_fields = (kind, call_id, _now(), tool, *rest)
+            try:
+                line = encode_line(line_fields)
+            except ValueError as exc:  # lone surrogates: the database would refuse it too
+                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+            if self._journal is None:
+                self._journal = Journal(self._path)
+            end = self._journal.append(line)
+            self._pending.append((line_fields, end))
+            if len(self._pending) == 1:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name=f"audit-writer:{self._path.name}", daemon=True
+                    )
+                    self._thread.start()
+                self._wake.set()
+
+    def _insert_pending_locked(self) -> None:
+        """Insert the failed and pending records, in order. Holds _write_lock and _db_lock."""
+        batch, self._pending = self._pending, []
+        self._insert_locked(batch)
+
+    def _insert_locked(self, batch: list[_Pending]) -> None:
+        """Insert ``batch`` after any earlier failed one. Holds _db_lock; on failure the
+        records are kept for the next attempt (they are in the journal anyway)."""
+        if self._failed:
+            batch = self._failed + batch
+        self._failed = []
+        if not batch:
+            return
+        assert self._journal is not None
+        try:
+            self._db(write=True).append_batch(
+                _chain([fields for fields, _ in batch]), (self._journal.name, batch[-1][1])
+            )
+        except BaseException:
+            self._failed = batch
+            raise
+
+    def flush(self) -> None:
+        """Insert every journaled record of this log into the database now."""
+        with self._write_lock:
+            self._db(write=True)
+            with self._db_lock:
+                self._insert_pending_locked()
+            self._bg_error = None
+
+    def _run(self) -> None:
+        """The writer thread: insert pending records in batches until close()."""
+        while True:
+            # _stopping is set and _wake.clear()ed under _write_lock only, so a stop request
+            # is either seen here or wakes the wait below.
+            if self._stopping:
+                return
+            self._wake.wait()
+            if self._stopping:
+                return
+            time.sleep(_GROUP_S)
+            try:
+                with self._write_lock:
+                    if self._closed:
+                        return
+                    batch, self._pending = self._pending, []
+                    self._wake.clear()
+                    self._db_lock.acquire()
+                try:
+                    self._insert_locked(batch)
+                finally:
+                    self._db_lock.release()
+                self._rotate()
+            except AuditError as exc:
+                # Appenders see it and retry the insertion themselves (fail closed).
+                self._bg_error = exc
+                log.error("audit writer: %s", exc)
+            except Exception as exc:
+                self._bg_error = AuditError(f"audit writer failed: {exc}")
+                log.exception("audit writer failed")
+
+    def _rotate(self) -> None:
+        """Swap a large, fully inserted journal for a fresh file (bounds its size)."""
+        journal = self._journal
+        if journal is None or journal.size < _ROTATE_BYTES:
+            return
+        with self._write_lock, self._db_lock:
+            if self._pending or self._failed or self._closed:
+                return
+            self._journal = Journal(self._path)
+            journal.remove()
+            journal.close()
+            # Fails harmlessly: a row for a removed journal is dropped at the next open.
+            with contextlib.suppress(AuditError):
+                self._db(write=True).set_journal(journal.name, None)
+
+    def _recover(self) -> None:
+        """Insert the records of journals whose owner died (crash recovery), then drop them."""
+        db = self._db(write=True)
+        with dead_journals(self._path) as found:
+            for name, path, content in found:
+                applied = db.journal_applied(name)
+                lines = list(parse_lines(content[applied:], str(path)))
+                if lines:
+                    db.append_batch(
+                        _chain([fields for _, fields in lines]), (name, applied + lines[-1][0])
+                    )
+                    log.warning(
+                        "audit: recovered %d record(s) from the journal of a broker that "
+                        "stopped without closing its log (%s)",
+                        len(lines),
+                        path.name,
+                    )
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                db.set_journal(name, None)
+        # Bookkeeping rows whose journal is gone (removed, then the owner died before it
+        # forgot the row).
+        try:
+            names = [r[0] for r in db.conn.execute("SELECT name FROM audit_journals")]
+        except sqlite3.Error as exc:
+            raise db.fail("journal bookkeeping", exc) from exc
+        for name in names:
+            if not (self._path.parent / name).exists():
+                db.set_journal(name, None)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -396,6 +609,8 @@ class AuditLog:
         return self._read("export", run)
 
     def _read(self, action: str, fn: Callable[[Database, Any], _T]) -> _T:
+        if self._pending or self._failed:
+            self.flush()  # this log's journaled records are part of what it reads
         with self._read_lock:
             db = self._db(write=False)
             try:
@@ -421,7 +636,34 @@ class AuditLog:
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Insert the journaled records, remove the journal, close the database.
+
+        If the records cannot be inserted now, the journal is kept: the next AuditLog opened
+        on this file inserts them (as after a crash).
+        """
+        thread = self._thread
+        if thread is not None:
+            with self._write_lock:
+                self._stopping = True
+                self._wake.set()
+            thread.join()
+            self._thread = None
         with self._write_lock, self._read_lock:
+            if self._closed:
+                return
+            journal = self._journal
+            if journal is not None:
+                try:
+                    with self._db_lock:
+                        self._insert_pending_locked()
+                except AuditError as exc:
+                    log.error("audit: %s; journal %s kept for recovery", exc, journal.path)
+                else:
+                    journal.remove()
+                    with contextlib.suppress(AuditError):
+                        self._db(write=True).set_journal(journal.name, None)
+                journal.close()
+                self._journal = None
             self._closed = True
             for db in (self._writer, self._reader):
                 if db is not None:

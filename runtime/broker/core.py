@@ -67,6 +67,13 @@ AskUser = Callable[[str, list[str] | None], str]
 #: Extra wall time the broker grants a backend beyond the call's own timeout before it gives
 #: up on it: backends enforce timeouts themselves; this guard only catches a wedged backend.
 _BACKEND_GRACE_S = 10.0
+#: Backends whose calls change nothing outside themselves (DESIGN §4: wasm guests have no
+#: files, network or clock). Their audit records are journaled (one write() each, as durable
+#: against a broker crash as a WAL commit) and inserted into SQLite in batches; every other
+#: call's write-ahead record is committed to SQLite before the call runs, so a database that
+#: cannot take it refuses the call before any side effect. A backend may declare itself
+#: ``side_effect_free`` (the mock backend can).
+_SIDE_EFFECT_FREE = frozenset({BackendKind.WASM})
 _STATE_DIR = ".runtime"
 
 
@@ -86,6 +93,7 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
+    defer: bool = False
 
 
 class NeedsEventLoop(Exception):
@@ -342,6 +350,7 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
+        st.defer = spec.backend in _SIDE_EFFECT_FREE or getattr(backend, "side_effect_free", False)
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
@@ -350,6 +359,7 @@ class Broker:
             backend=spec.backend.value,
             sandbox=st.fingerprint.as_dict(),
             returning=False,
+            defer=st.defer,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -490,8 +500,9 @@ class Broker:
                     backend=spec.backend.value if spec else None,
                     sandbox=None,
                     returning=False,
+                    defer=True,  # nothing ran: no side effect waits on this record
                 )
-                audited = True
+                audited = st.defer = True
             if audited:
                 self.audit.record_completion(
                     call_id=call_id,
@@ -505,6 +516,7 @@ class Broker:
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
                     returning=False,
+                    defer=st.defer,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)
