@@ -54,11 +54,11 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("runtime.audit")
 
-# The writer thread waits this long after a first pending record before it inserts, so that a
-# batch forms (seconds). Readers and synchronous appends never wait for it: they flush.
-_GROUP_S = 0.002
-# Beyond this many pending records an appender inserts them itself (backpressure).
-_MAX_PENDING = 2048
+# Journaled records are inserted into SQLite by the appender that brings the pending count to
+# _BATCH (one transaction for all), by any read or synchronous append of this log, or — when
+# calls stop coming — by a background thread once the oldest waited _IDLE_S seconds.
+_BATCH = 64
+_IDLE_S = 0.1
 # A journal whose records are all in the database is replaced by a fresh file beyond this size.
 _ROTATE_BYTES = 1 << 20
 
@@ -160,7 +160,7 @@ class AuditLog:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
-        self._bg_error: AuditError | None = None
+        self._oldest = 0.0  # time.monotonic() of the first pending record
         try:
             self._recover()
         except BaseException:
@@ -421,11 +421,11 @@ class AuditLog:
     def _journal_append(self, kind: str, call_id: str, tool: str, rest: list[Any]) -> None:
         with self._write_lock:
             self._db(write=True)  # raises when closed
-            if self._bg_error is not None or len(self._pending) >= _MAX_PENDING:
-                # The writer thread is failing (or behind): insert now, or refuse the record.
+            if self._failed:
+                # The last insertion failed: retry it now, and refuse this record (fail
+                # closed) while the database still cannot take them.
                 with self._db_lock:
                     self._insert_pending_locked()
-                self._bg_error = None
             line_fields = (kind, call_id, _now(), tool, *rest)
             try:
                 line = encode_line(line_fields)
@@ -436,12 +436,22 @@ class AuditLog:
             end = self._journal.append(line)
             self._pending.append((line_fields, end))
             if len(self._pending) == 1:
+                self._oldest = time.monotonic()
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._run, name=f"audit-writer:{self._path.name}", daemon=True
+                        target=self._run, name=f"audit-idle:{self._path.name}", daemon=True
                     )
                     self._thread.start()
-                self._wake.set()
+            elif len(self._pending) >= _BATCH:
+                # Group commit in the appending thread: no second thread competes for the
+                # GIL on the hot path. This record is in the journal already; if the
+                # insertion fails it is kept, and the next append retries and refuses.
+                with self._db_lock:
+                    try:
+                        self._insert_pending_locked()
+                        self._rotate_locked()
+                    except AuditError as exc:
+                        log.error("audit: %s (records kept in the journal)", exc)
 
     def _insert_pending_locked(self) -> None:
         """Insert the failed and pending records, in order. Holds _write_lock and _db_lock."""
@@ -471,53 +481,40 @@ class AuditLog:
             self._db(write=True)
             with self._db_lock:
                 self._insert_pending_locked()
-            self._bg_error = None
 
     def _run(self) -> None:
-        """The writer thread: insert pending records in batches until close()."""
+        """The idle flusher: records that wait longer than _IDLE_S (no batch filled up, no
+        read flushed them) are inserted, so other processes see them soon."""
         while True:
-            # _stopping is set and _wake.clear()ed under _write_lock only, so a stop request
-            # is either seen here or wakes the wait below.
-            if self._stopping:
-                return
-            self._wake.wait()
-            if self._stopping:
-                return
-            time.sleep(_GROUP_S)
-            try:
-                with self._write_lock:
-                    if self._closed:
-                        return
-                    batch, self._pending = self._pending, []
-                    self._wake.clear()
-                    self._db_lock.acquire()
-                try:
-                    self._insert_locked(batch)
-                finally:
-                    self._db_lock.release()
-                self._rotate()
-            except AuditError as exc:
-                # Appenders see it and retry the insertion themselves (fail closed).
-                self._bg_error = exc
-                log.error("audit writer: %s", exc)
-            except Exception as exc:
-                self._bg_error = AuditError(f"audit writer failed: {exc}")
-                log.exception("audit writer failed")
+            self._wake.wait(_IDLE_S)  # set by close()
+            with self._write_lock:
+                if self._stopping or self._closed:
+                    return
+                if not (self._pending or self._failed):
+                    continue
+                if self._pending and time.monotonic() - self._oldest < _IDLE_S:
+                    continue
+                with self._db_lock:
+                    try:
+                        self._insert_pending_locked()
+                        self._rotate_locked()
+                    except AuditError as exc:
+                        log.error("audit: %s (records kept in the journal)", exc)
+                    except Exception:
+                        log.exception("audit: inserting journaled records failed")
 
-    def _rotate(self) -> None:
-        """Swap a large, fully inserted journal for a fresh file (bounds its size)."""
+    def _rotate_locked(self) -> None:
+        """Swap a large, fully inserted journal for a fresh file (bounds its size). Holds
+        _write_lock and _db_lock."""
         journal = self._journal
-        if journal is None or journal.size < _ROTATE_BYTES:
+        if journal is None or journal.size < _ROTATE_BYTES or self._pending or self._failed:
             return
-        with self._write_lock, self._db_lock:
-            if self._pending or self._failed or self._closed:
-                return
-            self._journal = Journal(self._path)
-            journal.remove()
-            journal.close()
-            # Fails harmlessly: a row for a removed journal is dropped at the next open.
-            with contextlib.suppress(AuditError):
-                self._db(write=True).set_journal(journal.name, None)
+        self._journal = Journal(self._path)
+        journal.remove()
+        journal.close()
+        # Fails harmlessly: a row for a removed journal is dropped at the next open.
+        with contextlib.suppress(AuditError):
+            self._db(write=True).set_journal(journal.name, None)
 
     def _recover(self) -> None:
         """Insert the records of journals whose owner died (crash recovery), then drop them."""
