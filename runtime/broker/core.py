@@ -67,6 +67,9 @@ AskUser = Callable[[str, list[str] | None], str]
 #: Extra wall time the broker grants a backend beyond the call's own timeout before it gives
 #: up on it: backends enforce timeouts themselves; this guard only catches a wedged backend.
 _BACKEND_GRACE_S = 10.0
+#: How long aclose() waits, after ending the backends, for the calls they ran to record their
+#: completion before the audit log closes (seconds).
+_DRAIN_S = 10.0
 #: Backends whose calls change nothing outside themselves (DESIGN §4: wasm guests have no
 #: files, network or clock). Their audit records are journaled (one write() each, as durable
 #: against a broker crash as a WAL commit) and inserted into SQLite in batches; every other
@@ -153,6 +156,10 @@ class Broker:
         self._budget_used: dict[tuple[str, str], int] = {}
         self._gateway: Any = None
         self._closed = False
+        # Async calls between their start and their result; aclose() waits for them (after
+        # ending the backends, which ends their work) so that each gets its completion record.
+        self._in_flight = 0
+        self._drained: anyio.Event | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
@@ -175,6 +182,10 @@ class Broker:
                     log.exception("closing backend %s failed", name)
             if self._gateway is not None:
                 await self._gateway.aclose()
+            if self._in_flight:
+                self._drained = anyio.Event()
+                with anyio.move_on_after(_DRAIN_S):
+                    await self._drained.wait()
             self.events.close()
             self.audit.close()
 
@@ -250,6 +261,7 @@ class Broker:
         """Run one call of any accepted shape; always returns a ToolResult."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
+        self._in_flight += 1
         try:
             spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -265,6 +277,8 @@ class Broker:
                     limit_s=request.limits.timeout_s,
                 )
             self._check_outcome(st)
+        except SandboxError as exc:
+            st.error = self._closed_under(st, exc)
         except RuntimeToolError as exc:
             st.error = exc
         except anyio.get_cancelled_exc_class():
@@ -274,7 +288,12 @@ class Broker:
         except Exception as exc:
             st.error = self._internal(st, exc)
         finally:
-            result = self._finish(st)
+            try:
+                result = self._finish(st)
+            finally:
+                self._in_flight -= 1
+                if self._drained is not None and not self._in_flight:
+                    self._drained.set()
         return result
 
     def call_sync(
@@ -382,6 +401,23 @@ class Broker:
         if st.outcome.fingerprint is not None:
             st.fingerprint = st.outcome.fingerprint
         st.result_bytes = self._check_result(st.spec, st.decision.limits, st.outcome.result)
+
+    def _closed_under(self, st: _CallState, exc: SandboxError) -> SandboxError:
+        """A call whose backend was ended by :meth:`aclose` while it ran: the error type
+        stays ``sandbox_error`` (DESIGN §7 has no ``cancelled`` type), but the message and
+        ``details.reason`` say what happened and the audit records the outcome
+        ``cancelled``."""
+        if not self._closed or not st.audited:
+            return exc
+        st.cancelled = True
+        closed = SandboxError(
+            f"{st.tc.tool if st.tc else 'the call'}: the broker was closed while the call "
+            f"ran ({exc.message})",
+            usage=exc.usage,
+            **{**exc.details, "reason": "broker_closed"},
+        )
+        closed.__cause__ = exc
+        return closed
 
     def _internal(self, st: _CallState, exc: Exception) -> InternalError:
         log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
