@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import json.encoder
 import os
 import secrets
 from collections.abc import Iterator
@@ -53,10 +54,19 @@ _TEMP_SUFFIX = ".rtt-"
 _LINE_FIELDS = 15
 
 
+def _not_json(obj: Any) -> Any:
+    raise TypeError(f"{type(obj).__name__} in an audit journal line")
+
+
+# The stdlib's C encoder, built once (json.dumps builds one per call): ~2x faster per line.
+_encode: Any = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+)
+
+
 def encode_line(fields: tuple[Any, ...]) -> bytes:
     """One journal line. Raises ValueError for text that is not UTF-8 (lone surrogates)."""
-    text = json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    return "".join(_encode(fields, 0)).encode("utf-8") + b"\n"
 
 
 def parse_lines(data: bytes, name: str) -> Iterator[tuple[int, tuple[Any, ...]]]:

@@ -62,6 +62,32 @@ _IDLE_S = 0.1
 # A journal whose records are all in the database is replaced by a fresh file beyond this size.
 _ROTATE_BYTES = 1 << 20
 
+_SMALL_CACHE = 512
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_key(value: Any) -> tuple[Any, ...] | None:
+    """A hashable key equal only for objects with the same canonical JSON: a small dict of
+    plain scalars and lists of strings, or None (not memoised). Each value's type is in the
+    key, because ``1 == 1.0 == True`` hash alike and print differently."""
+    if type(value) is not dict or len(value) > 16:
+        return None
+    key: list[Any] = []
+    for k, v in value.items():
+        t = type(v)
+        if type(k) is not str:
+            return None
+        if t is list:
+            if len(v) > 16 or not all(type(x) is str for x in v):
+                return None
+            key.append((k, t, tuple(v)))
+        elif t in _PLAIN:
+            key.append((k, t, v))
+        else:
+            return None
+    return tuple(key)
+
+
 #: A pending record: the fields of a journal line and the line's end offset in the journal.
 _Pending = tuple[tuple[Any, ...], int]
 
@@ -161,6 +187,7 @@ class AuditLog:
         self._wake = threading.Event()
         self._stopping = False
         self._oldest = 0.0  # time.monotonic() of the first pending record
+        self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
         try:
             self._recover()
         except BaseException:
@@ -223,7 +250,8 @@ class AuditLog:
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         """
         data = self._canonical("arguments", arguments)
-        shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
+        decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        shown = {"arguments": self._redacted(arguments), "decision": decision_shown}
         if arguments is None:
             arguments_text = None
         elif shown["arguments"] == arguments:
@@ -238,9 +266,9 @@ class AuditLog:
             tool,
             sha256_hex(data),
             arguments_text,
-            self._json_text("decision", shown["decision"]),
+            decision_text,
             backend,
-            self._json_text("sandbox", sandbox),
+            self._small_json("sandbox", sandbox)[1],
             None,
             None,
             None,
@@ -324,20 +352,21 @@ class AuditLog:
             duration = float(duration_ms)
         except (TypeError, ValueError) as exc:
             raise AuditError(f"audit duration_ms {duration_ms!r} is not a number") from exc
-        shown = {"decision": self._redacted(decision)}
+        decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        shown = {"decision": decision_shown}
         fields = (
             "completion",
             call_id,
             tool,
             None,
             None,
-            self._json_text("decision", shown["decision"]),
+            decision_text,
             backend,
-            self._json_text("sandbox", sandbox),
+            self._small_json("sandbox", sandbox)[1],
             outcome,
             error_type,
             duration,
-            self._json_text("usage", usage),
+            self._small_json("usage", usage)[1],
             result_digest,
             result_size,
         )
@@ -364,6 +393,25 @@ class AuditLog:
 
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
+
+    def _small_json(self, what: str, value: Any, *, redact: bool = False) -> tuple[Any, Any]:
+        """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
+        canonical. The broker sends the same few small objects over and over (one sandbox
+        fingerprint per backend, one decision per rule), so the pair is memoised by value."""
+        if value is None:
+            return None, None
+        key = _flat_key(value)
+        if key is not None:
+            hit = self._small.get((what, key))
+            if hit is not None:
+                return hit
+        shown = self._redacted(value) if redact else value
+        pair = (shown, self._json_text(what, shown))
+        if key is not None:
+            if len(self._small) >= _SMALL_CACHE:  # keys are caller data: bound the memo
+                self._small.clear()
+            self._small[(what, key)] = pair
+        return pair
 
     def _append(
         self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool, defer: bool

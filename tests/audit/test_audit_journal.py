@@ -265,3 +265,28 @@ def test_torn_last_line_is_dropped(log_path: Path) -> None:
         with AuditLog(log_path) as log:
             assert [r.call_id for r in log.tail(5)] == ["whole"]
             assert log.verify().ok
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_memoised_small_objects_keep_types_and_redaction(log: AuditLog, defer: bool) -> None:
+    """decision/sandbox/usage texts are memoised by value: 1, True and 1.5 stay distinct
+    (they hash alike as 1 == True), and a cached decision is still the redacted one."""
+    for value in (1, True, 1.5, 1, True):
+        log.record_completion(
+            call_id="c",
+            tool="t",
+            outcome="success",
+            error_type=None,
+            duration_ms=1.0,
+            usage={"n": value},
+            result=None,
+            decision={"action": "deny", "rule": "r", "reasons": ["password=hunter22 given"]},
+            returning=False,
+            defer=defer,
+        )
+    records = log.tail(5)
+    assert [r.usage for r in records] == [{"n": v} for v in (1, True, 1.5, 1, True)]
+    assert [type(r.usage["n"]) for r in records if r.usage] == [int, bool, float, int, bool]
+    for r in records:
+        assert r.decision is not None and "hunter22" not in str(r.decision)
+    assert log.verify().ok
