@@ -120,6 +120,20 @@ def _url_parts(url: object) -> tuple[str, str, int] | str:
     return scheme, host, port
 
 
+class _Plan(NamedTuple):
+    """What decide() needs for one (tool, spec, profile) that does not depend on arguments."""
+
+    spec: ToolSpec  # held so that the id() in the plan's key cannot be reused
+    static: tuple[_Cand, ...]
+    conditional: tuple[_CompiledRule, ...]  # rules with conditions that apply to the tool
+    roles: tuple[tuple[str, str], ...]
+    network_tool: bool
+    caps: tuple[tuple[str, Any], ...]
+
+
+_PLAN_CACHE_SIZE = 1024
+
+
 class Policy:
     """A loaded, compiled policy. Build with :meth:`load`, :meth:`from_toml`, :meth:`default`."""
 
@@ -141,6 +155,7 @@ class Policy:
         self._static = functools.lru_cache(maxsize=1024)(self._static_uncached)
         self._limits = functools.lru_cache(maxsize=1024)(self._limits_uncached)
         self._env_cache: dict[tuple[Any, ...], dict[str, str]] = {}
+        self._plans: dict[tuple[int, str, str | None], _Plan] = {}
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -338,36 +353,26 @@ class Policy:
         if profile is None:
             ctx_profile = call.context.get("profile")
             profile = ctx_profile if isinstance(ctx_profile, str) else None
-        tool, category, args = call.tool, spec.category, call.arguments
-        cands = list(self._static(tool, category, profile))
-        for rule in self._rules:
-            if (
-                rule.conditions
-                and rule.applies_to(tool, category)
-                and all(c.holds(args) for c in rule.conditions)
-            ):
+        tool, args = call.tool, call.arguments
+        plan = self._plan(tool, spec, profile)
+        cands = list(plan.static)
+        for rule in plan.conditional:
+            if all(c.holds(args) for c in rule.conditions):
                 cands.append(_Cand(rule.action, rule.id, rule.reason))
         if not cands:
             d = self.document.default
             cands.append(_Cand(d, "default", f"no rule matches; the default is {d}"))
-        roles = spec.arg_roles
-        network_tool = spec.sandbox.egress or category == "network" or "url" in roles.values()
+        network_tool = plan.network_tool
         urls: list[dict[str, Any]] = []
-        if max(_SEVERITY[c.action] for c in cands) < 2:
-            for arg, role in roles.items():
+        if plan.roles and max(_SEVERITY[c.action] for c in cands) < 2:
+            for arg, role in plan.roles:
                 # null is how JSON says "not given" for an optional argument.
                 if args.get(arg) is not None:
                     self._check_arg(args[arg], role, cands, urls)
         worst = max(_SEVERITY[c.action] for c in cands)
         winners = [c for c in cands if _SEVERITY[c.action] == worst]
         action = winners[0].action
-        caps = tuple(
-            sorted(
-                (k, v)
-                for k, v in spec.limits.items()
-                if isinstance(v, int | float) and not isinstance(v, bool)
-            )
-        )
+        caps = plan.caps
         network: dict[str, Any] = {}
         if network_tool:
             net = self.document.network
@@ -394,6 +399,43 @@ class Policy:
             network=network,
             env=self.env(session_env if isinstance(session_env, Mapping) else {}),
         )
+
+    def _plan(self, tool: str, spec: ToolSpec, profile: str | None) -> _Plan:
+        """The argument-independent part of decide() for this tool, spec and profile.
+
+        Keyed by the spec's identity (the plan holds the spec, so the id is not reused while
+        the entry lives): the catalogue hands out one ToolSpec per tool. Hazard: a spec
+        edited in place after its first decision keeps its old plan; specs are treated as
+        immutable once registered.
+        """
+        key = (id(spec), tool, profile)
+        plan = self._plans.get(key)
+        if plan is not None and plan.spec is spec:
+            return plan
+        category = spec.category
+        roles = spec.arg_roles
+        plan = _Plan(
+            spec=spec,
+            static=self._static(tool, category, profile),
+            conditional=tuple(
+                r for r in self._rules if r.conditions and r.applies_to(tool, category)
+            ),
+            roles=tuple(roles.items()),
+            network_tool=bool(
+                spec.sandbox.egress or category == "network" or "url" in roles.values()
+            ),
+            caps=tuple(
+                sorted(
+                    (k, v)
+                    for k, v in spec.limits.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)
+                )
+            ),
+        )
+        if len(self._plans) >= _PLAN_CACHE_SIZE:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
 
     def _check_arg(
         self,
