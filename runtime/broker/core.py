@@ -349,7 +349,8 @@ class Broker:
         st.tc = tc = st.tc or self._normalize(st.raw)
         # The policy derives the tool's environment from the session's (Decision.env).
         tc.context["env"] = self.session_env(session)
-        self.events.emit(Event("requested", tc.call_id, tc.tool))
+        if self.events.active:
+            self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
@@ -588,8 +589,12 @@ class Broker:
         kind: EventKind = "completed" if success else "failed"
         if outcome_name == "denied":
             kind = "denied"
-        info = {"error_type": str(error.error_type) if error else None, "duration_ms": duration_ms}
-        self.events.emit(Event(kind, call_id, tool, info))
+        if self.events.active:
+            info = {
+                "error_type": str(error.error_type) if error else None,
+                "duration_ms": duration_ms,
+            }
+            self.events.emit(Event(kind, call_id, tool, info))
         return result
 
 
