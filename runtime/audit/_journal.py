@@ -19,6 +19,11 @@ died after a synchronous insert), then the file is removed. A torn last line (th
 inside ``write()``) has no newline and is dropped: its ``write()`` never returned, so no caller
 was told about that record.
 
+Verification covers both stores: opening an AuditLog (``runtime audit verify`` does) first
+inserts the journals of dead owners, and an AuditLog's own reads insert its pending records
+first. Records in the journal of a broker that is still running reach the chain within
+``_IDLE_S`` or at its next batch, like a transaction not yet committed.
+
 Hazards:
 
 - The journal is plain text an attacker with write access to the directory could edit before
@@ -39,6 +44,7 @@ import json
 import json.encoder
 import os
 import secrets
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,8 +104,12 @@ class Journal:
         self.name = self.path.name
         self.size = 0
         self._fd = -1
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         try:
             self._fd = os.open(temp, _FLAGS, 0o600)
+            # A journal dropped without close() (its AuditLog collected) still lets go of
+            # the fd and the lock, so that a later open in this process can recover it.
+            self._finalizer = weakref.finalize(self, os.close, self._fd)
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.rename(temp, self.path)
         except OSError as exc:
@@ -141,6 +151,9 @@ class Journal:
 
     def close(self) -> None:
         fd, self._fd = self._fd, -1
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if fd >= 0:
             os.close(fd)  # releases the flock
 

@@ -28,6 +28,7 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -86,6 +87,17 @@ def _flat_key(value: Any) -> tuple[Any, ...] | None:
         else:
             return None
     return tuple(key)
+
+
+def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
+    """The idle flusher thread. It holds the log only by a weak reference between ticks, so
+    a log its owner dropped without close() is still collected (and the thread ends)."""
+    while True:
+        wake.wait(_IDLE_S)  # set by close()
+        audit_log = ref()
+        if audit_log is None or not audit_log._idle_flush():
+            return
+        del audit_log
 
 
 #: A pending record: the fields of a journal line and the line's end offset in the journal.
@@ -487,7 +499,10 @@ class AuditLog:
                 self._oldest = time.monotonic()
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._run, name=f"audit-idle:{self._path.name}", daemon=True
+                        target=_idle_loop,
+                        args=(weakref.ref(self), self._wake),
+                        name=f"audit-idle:{self._path.name}",
+                        daemon=True,
                     )
                     self._thread.start()
             elif len(self._pending) >= _BATCH:
@@ -530,26 +545,26 @@ class AuditLog:
             with self._db_lock:
                 self._insert_pending_locked()
 
-    def _run(self) -> None:
-        """The idle flusher: records that wait longer than _IDLE_S (no batch filled up, no
-        read flushed them) are inserted, so other processes see them soon."""
-        while True:
-            self._wake.wait(_IDLE_S)  # set by close()
-            with self._write_lock:
-                if self._stopping or self._closed:
-                    return
-                if not (self._pending or self._failed):
-                    continue
-                if self._pending and time.monotonic() - self._oldest < _IDLE_S:
-                    continue
-                with self._db_lock:
-                    try:
-                        self._insert_pending_locked()
-                        self._rotate_locked()
-                    except AuditError as exc:
-                        log.error("audit: %s (records kept in the journal)", exc)
-                    except Exception:
-                        log.exception("audit: inserting journaled records failed")
+    def _idle_flush(self) -> bool:
+        """One tick of the idle flusher: insert records that waited longer than _IDLE_S (no
+        batch filled up, no read flushed them), so other processes see them soon. False
+        once the log is closing."""
+        with self._write_lock:
+            if self._stopping or self._closed:
+                return False
+            if not (self._pending or self._failed):
+                return True
+            if self._pending and time.monotonic() - self._oldest < _IDLE_S:
+                return True
+            with self._db_lock:
+                try:
+                    self._insert_pending_locked()
+                    self._rotate_locked()
+                except AuditError as exc:
+                    log.error("audit: %s (records kept in the journal)", exc)
+                except Exception:
+                    log.exception("audit: inserting journaled records failed")
+        return True
 
     def _rotate_locked(self) -> None:
         """Swap a large, fully inserted journal for a fresh file (bounds its size). Holds

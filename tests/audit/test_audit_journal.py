@@ -290,3 +290,21 @@ def test_memoised_small_objects_keep_types_and_redaction(log: AuditLog, defer: b
     for r in records:
         assert r.decision is not None and "hunter22" not in str(r.decision)
     assert log.verify().ok
+
+
+def test_a_dropped_log_is_collected_and_its_idle_thread_ends(log_path: Path) -> None:
+    import gc
+    import weakref
+
+    log = AuditLog(log_path)
+    _request(log, "dropped", defer=True)
+    thread = log._thread
+    assert thread is not None and thread.is_alive()
+    ref = weakref.ref(log)
+    del log
+    gc.collect()
+    assert ref() is None  # the idle thread does not keep it alive
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    with AuditLog(log_path) as log:  # the dropped journal's lock is gone: recovered now
+        assert log.interrupted() == ["dropped"]
