@@ -537,9 +537,11 @@ class Broker:
                     backend=spec.backend.value if spec else None,
                     sandbox=None,
                     returning=False,
-                    defer=True,  # nothing ran: no side effect waits on this record
                 )
-                audited = st.defer = True
+                # Committed, not journaled: refusals are rare on a hot path, and a reader
+                # in another process (an MCP client checking the log) sees them at once.
+                audited = True
+                st.defer = False
             if audited:
                 self.audit.record_completion(
                     call_id=call_id,
