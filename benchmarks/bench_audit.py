@@ -3,7 +3,8 @@
 Run from the repository root: ``PYTHONPATH=. python benchmarks/bench_audit.py [--pairs N]``.
 Each figure is wall-clock µs and, in brackets, this process's CPU µs (user + system): on a
 loaded 2-core machine the CPU figure is the steadier one. Prints the pair cost
-through AuditLog, then where it goes: canonical JSON + redaction (pure Python) and the bare
+through AuditLog, the same pair journaled (``defer=True``: one write() per record, SQLite
+inserts in batches), then where it goes: canonical JSON + redaction (pure Python) and the bare
 SQLite write per record: one autocommit INSERT whose ``seq`` primary key is the
 compare-and-swap (what AuditLog does), versus ``BEGIN IMMEDIATE`` + head read + INSERT + COMMIT,
 versus a cached head revalidated with ``PRAGMA data_version`` inside ``BEGIN IMMEDIATE``.
@@ -21,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import rfc8785
 
@@ -49,12 +51,16 @@ def fmt(us: tuple[float, float]) -> str:
     return f"{us[0]:7.1f} µs  [cpu {us[1]:6.1f} µs]"
 
 
-def bench_pairs(path: Path, n: int) -> tuple[float, float]:
+def bench_pairs(path: Path, n: int, *, defer: bool = False) -> tuple[float, float]:
+    """``defer=False``: both records committed one by one, ``returning=True`` (as before).
+    ``defer=True``: both journaled and inserted in batches (the broker's path for
+    side-effect-free backends); the batch inserts fall inside the timed runs."""
     counter = iter(range(10**9))
     with AuditLog(path) as log:
 
         def pair() -> None:
             call_id = f"call_{next(counter)}"
+            kw: dict[str, Any] = {"returning": False, "defer": True} if defer else {}
             log.record_request(
                 call_id=call_id,
                 tool="read_file",
@@ -62,6 +68,7 @@ def bench_pairs(path: Path, n: int) -> tuple[float, float]:
                 decision=DECISION,
                 backend="subprocess",
                 sandbox=SANDBOX,
+                **kw,
             )
             log.record_completion(
                 call_id=call_id,
@@ -71,6 +78,7 @@ def bench_pairs(path: Path, n: int) -> tuple[float, float]:
                 duration_ms=2.5,
                 usage=USAGE,
                 result=RESULT,
+                **kw,
             )
 
         us = per_op_us(pair, n)
@@ -138,6 +146,8 @@ def main() -> None:
         print(f"machine: {os.cpu_count()} cpus, load {load:.2f}; {n} pairs per run, median of 5")
         pair = bench_pairs(base / "audit.db", n)
         print(f"AuditLog request+completion pair:  {fmt(pair)}  (broker budget: 50 µs in all)")
+        deferred = bench_pairs(base / "journal.db", n, defer=True)
+        print(f"  the same pair journaled (defer)  {fmt(deferred)}")
         ours = per_op_us(lambda: canonical_json(record), n)
         ref = per_op_us(lambda: rfc8785.dumps(record), n)
         print(f"  canonical_json(record)           {fmt(ours)}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import itertools
+import os
 import re
 import uuid
 from pathlib import Path
@@ -41,8 +43,27 @@ __all__ = [
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex}"
+class _CallIds:
+    """``call_`` + 32 hex digits, unique per process: 64 random bits drawn once (again in a
+    forked child) and a 64-bit counter. uuid4() cost a getrandom() syscall per call; call
+    ids are labels, not secrets (a model may choose its own), so nothing needs them
+    unpredictable."""
+
+    __slots__ = ("_counter", "_prefix")
+
+    def __init__(self) -> None:
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._prefix = f"call_{uuid.uuid4().hex[:16]}"
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._counter):016x}"
+
+
+new_call_id = _CallIds()
 
 
 def utcnow() -> _dt.datetime:

@@ -4,14 +4,31 @@ The broker writes a *request* record before anything runs and a *completion* rec
 call with the first and not the second was interrupted (broker killed in between), which
 :meth:`AuditLog.interrupted` reports on the next start. Every failure to write or read raises
 :class:`~runtime.errors.AuditError`: the broker fails closed and runs nothing it cannot record.
+
+Two ways to append, one chain:
+
+- synchronous (the default): the record is committed to SQLite before the method returns;
+- ``defer=True``: the record is written to this log's journal with one ``write()`` (as durable
+  against a process crash as a WAL commit with ``synchronous=NORMAL``; see ``_journal``) and
+  a writer thread inserts it into SQLite with the other pending ones in one transaction.
+
+Order is kept: every synchronous append, and every read (verify, tail, interrupted, head,
+export) of this instance, first inserts the pending records. A record that cannot be written
+to the journal raises AuditError at once (fail closed); while the writer thread is failing,
+each deferred append first retries the insertion itself and raises if it still fails, so a
+broken database refuses calls instead of piling them up in the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import logging
+import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +41,7 @@ from runtime.audit._canonical import (
     sha256_hex,
 )
 from runtime.audit._export import otel_record
+from runtime.audit._journal import Journal, dead_journals, encode_line, parse_lines
 from runtime.audit._record import COLUMNS, JSON_FIELDS, body_bytes, chain_hash, row_to_record
 from runtime.audit._redact import Redactor
 from runtime.audit._store import Database
@@ -34,6 +52,73 @@ from runtime.models import AuditRecord
 __all__ = ["OUTCOMES", "AuditLog"]
 
 _T = TypeVar("_T")
+
+log = logging.getLogger("runtime.audit")
+
+# Journaled records are inserted into SQLite by the appender that brings the pending count to
+# _BATCH (one transaction for all), by any read or synchronous append of this log, or — when
+# calls stop coming — by a background thread once the oldest waited _IDLE_S seconds.
+_BATCH = 64
+_IDLE_S = 0.1
+# A journal whose records are all in the database is replaced by a fresh file beyond this size.
+_ROTATE_BYTES = 1 << 20
+
+_SMALL_CACHE = 512
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_key(value: Any) -> tuple[Any, ...] | None:
+    """A hashable key equal only for objects with the same canonical JSON: a small dict of
+    plain scalars and lists of strings, or None (not memoised). Each value's type is in the
+    key, because ``1 == 1.0 == True`` hash alike and print differently."""
+    if type(value) is not dict or len(value) > 16:
+        return None
+    key: list[Any] = []
+    for k, v in value.items():
+        t = type(v)
+        if type(k) is not str:
+            return None
+        if t is list:
+            if len(v) > 16 or not all(type(x) is str for x in v):
+                return None
+            key.append((k, t, tuple(v)))
+        elif t in _PLAIN:
+            key.append((k, t, v))
+        else:
+            return None
+    return tuple(key)
+
+
+def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
+    """The idle flusher thread. It holds the log only by a weak reference between ticks, so
+    a log its owner dropped without close() is still collected (and the thread ends)."""
+    while True:
+        wake.wait(_IDLE_S)  # set by close()
+        audit_log = ref()
+        if audit_log is None or not audit_log._idle_flush():
+            return
+        del audit_log
+
+
+#: A pending record: the fields of a journal line and the line's end offset in the journal.
+_Pending = tuple[tuple[Any, ...], int]
+
+
+def _chain(fields: list[tuple[Any, ...]]) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
+    """The ``build`` for Database.append_batch: rows for ``fields`` chained after the head."""
+
+    def build(head_seq: int, head_hash: str | None) -> list[tuple[Any, ...]]:
+        rows = []
+        seq, prev = head_seq, head_hash or GENESIS_HASH
+        for kind, call_id, when, tool, *rest in fields:
+            seq += 1
+            row = (seq, kind, call_id, when, tool, *rest, prev)
+            prev = chain_hash(prev, body_bytes((*row, None)))
+            rows.append((*row, prev))
+        return rows
+
+    return build
+
 
 # Position of each column in the ``fields`` tuple: COLUMNS without seq, time, prev_hash and
 # hash, which are filled in when the record is built.
@@ -103,6 +188,23 @@ class AuditLog:
         # Reads use their own connection: a long verify/export snapshot never blocks appends.
         self._reader: Database | None = None
         self._closed = False
+        # Deferred appends. Lock order: _write_lock, then _db_lock (held while the writer
+        # connection inserts). _pending is guarded by _write_lock, _failed (a batch whose
+        # insertion failed; it goes first next time) by _db_lock.
+        self._db_lock = threading.Lock()
+        self._pending: list[_Pending] = []
+        self._failed: list[_Pending] = []
+        self._journal: Journal | None = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._oldest = 0.0  # time.monotonic() of the first pending record
+        self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
+        try:
+            self._recover()
+        except BaseException:
+            self._writer.close()
+            raise
 
     @property
     def path(self) -> Path:
@@ -137,6 +239,7 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | None,
         returning: Literal[False],
+        defer: bool = False,
     ) -> None: ...
 
     def record_request(
@@ -149,14 +252,18 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | None,
         returning: bool = True,
+        defer: bool = False,
     ) -> AuditRecord | None:
-        """The write-ahead record, committed before the call runs.
+        """The write-ahead record, committed (or with ``defer``, journaled) before the call
+        runs.
 
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
-        ``returning=False`` (the broker's hot path) skips building the AuditRecord model.
+        ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
+        ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         """
         data = self._canonical("arguments", arguments)
-        shown = {"arguments": self._redacted(arguments), "decision": self._redacted(decision)}
+        decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        shown = {"arguments": self._redacted(arguments), "decision": decision_shown}
         if arguments is None:
             arguments_text = None
         elif shown["arguments"] == arguments:
@@ -171,9 +278,9 @@ class AuditLog:
             tool,
             sha256_hex(data),
             arguments_text,
-            self._json_text("decision", shown["decision"]),
+            decision_text,
             backend,
-            self._json_text("sandbox", sandbox),
+            self._small_json("sandbox", sandbox)[1],
             None,
             None,
             None,
@@ -181,7 +288,7 @@ class AuditLog:
             None,
             None,
         )
-        return self._append(fields, shown, returning)
+        return self._append(fields, shown, returning, defer)
 
     @overload
     def record_completion(
@@ -217,6 +324,7 @@ class AuditLog:
         decision: dict[str, Any] | None = None,
         returning: Literal[False],
         result_bytes: bytes | None = None,
+        defer: bool = False,
     ) -> None: ...
 
     def record_completion(
@@ -234,13 +342,14 @@ class AuditLog:
         decision: dict[str, Any] | None = None,
         returning: bool = True,
         result_bytes: bytes | None = None,
+        defer: bool = False,
     ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
         The result itself is not stored; a ``None`` result has no digest. ``returning=False``
-        skips building the AuditRecord model. ``result_bytes`` is :meth:`canonical_result`
-        of ``result`` when the caller already has it (the broker sizes results with it), so
-        the result is serialised once per call.
+        skips building the AuditRecord model; ``defer=True`` journals it (module doc).
+        ``result_bytes`` is :meth:`canonical_result` of ``result`` when the caller already
+        has it (the broker sizes results with it), so the result is serialised once per call.
         """
         if outcome not in OUTCOMES:
             raise AuditError(
@@ -255,24 +364,25 @@ class AuditLog:
             duration = float(duration_ms)
         except (TypeError, ValueError) as exc:
             raise AuditError(f"audit duration_ms {duration_ms!r} is not a number") from exc
-        shown = {"decision": self._redacted(decision)}
+        decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        shown = {"decision": decision_shown}
         fields = (
             "completion",
             call_id,
             tool,
             None,
             None,
-            self._json_text("decision", shown["decision"]),
+            decision_text,
             backend,
-            self._json_text("sandbox", sandbox),
+            self._small_json("sandbox", sandbox)[1],
             outcome,
             error_type,
             duration,
-            self._json_text("usage", usage),
+            self._small_json("usage", usage)[1],
             result_digest,
             result_size,
         )
-        return self._append(fields, shown, returning)
+        return self._append(fields, shown, returning, defer)
 
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over
@@ -296,8 +406,27 @@ class AuditLog:
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
+    def _small_json(self, what: str, value: Any, *, redact: bool = False) -> tuple[Any, Any]:
+        """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
+        canonical. The broker sends the same few small objects over and over (one sandbox
+        fingerprint per backend, one decision per rule), so the pair is memoised by value."""
+        if value is None:
+            return None, None
+        key = _flat_key(value)
+        if key is not None:
+            hit = self._small.get((what, key))
+            if hit is not None:
+                return hit
+        shown = self._redacted(value) if redact else value
+        pair = (shown, self._json_text(what, shown))
+        if key is not None:
+            if len(self._small) >= _SMALL_CACHE:  # keys are caller data: bound the memo
+                self._small.clear()
+            self._small[(what, key)] = pair
+        return pair
+
     def _append(
-        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool
+        self, fields: tuple[Any, ...], shown: dict[str, Any], returning: bool, defer: bool
     ) -> AuditRecord | None:
         """Append a record; return it with ``shown`` (the redacted objects) as its JSON fields.
 
@@ -317,6 +446,12 @@ class AuditLog:
             if text is not None and not text.startswith("{"):
                 raise AuditError(f"audit {name} must be an object (a dict) or None")
 
+        if defer:
+            if returning:
+                raise ValueError("defer=True needs returning=False: the seq is not known yet")
+            self._journal_append(kind, call_id, tool, rest)
+            return None
+
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
             # Runs under the write lock, and again if another writer took this seq first;
             # the time is taken here, when the record is built.
@@ -325,16 +460,154 @@ class AuditLog:
             return (*row, chain_hash(prev, body_bytes((*row, None))))
 
         with self._write_lock:
-            try:
-                row = self._db(write=True).append(build)
-            except ValueError as exc:  # text that is not UTF-8 (lone surrogates) in a field
-                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+            db = self._db(write=True)
+            with self._db_lock:
+                self._insert_pending_locked()
+                try:
+                    row = db.append(build)
+                except ValueError as exc:  # text that is not UTF-8 (lone surrogates)
+                    raise AuditError(
+                        f"audit record for {call_id!r} is not valid text: {exc}"
+                    ) from exc
         if not returning:
             return None
         data = dict(zip(COLUMNS, row, strict=True))
         for name in JSON_FIELDS:
             data[name] = shown[name] if name in shown else _parse_json(data[name])
         return AuditRecord.model_validate(data)
+
+    # -- the journal ------------------------------------------------------------------------
+
+    def _journal_append(self, kind: str, call_id: str, tool: str, rest: list[Any]) -> None:
+        with self._write_lock:
+            self._db(write=True)  # raises when closed
+            if self._failed:
+                # The last insertion failed: retry it now, and refuse this record (fail
+                # closed) while the database still cannot take them.
+                with self._db_lock:
+                    self._insert_pending_locked()
+            line_fields = (kind, call_id, _now(), tool, *rest)
+            try:
+                line = encode_line(line_fields)
+            except ValueError as exc:  # lone surrogates: the database would refuse it too
+                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+            if self._journal is None:
+                self._journal = Journal(self._path)
+            end = self._journal.append(line)
+            self._pending.append((line_fields, end))
+            if len(self._pending) == 1:
+                self._oldest = time.monotonic()
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=_idle_loop,
+                        args=(weakref.ref(self), self._wake),
+                        name=f"audit-idle:{self._path.name}",
+                        daemon=True,
+                    )
+                    self._thread.start()
+            elif len(self._pending) >= _BATCH:
+                # Group commit in the appending thread: no second thread competes for the
+                # GIL on the hot path. This record is in the journal already; if the
+                # insertion fails it is kept, and the next append retries and refuses.
+                with self._db_lock:
+                    try:
+                        self._insert_pending_locked()
+                        self._rotate_locked()
+                    except AuditError as exc:
+                        log.error("audit: %s (records kept in the journal)", exc)
+
+    def _insert_pending_locked(self) -> None:
+        """Insert the failed and pending records, in order. Holds _write_lock and _db_lock."""
+        batch, self._pending = self._pending, []
+        self._insert_locked(batch)
+
+    def _insert_locked(self, batch: list[_Pending]) -> None:
+        """Insert ``batch`` after any earlier failed one. Holds _db_lock; on failure the
+        records are kept for the next attempt (they are in the journal anyway)."""
+        if self._failed:
+            batch = self._failed + batch
+        self._failed = []
+        if not batch:
+            return
+        assert self._journal is not None
+        try:
+            self._db(write=True).append_batch(
+                _chain([fields for fields, _ in batch]), (self._journal.name, batch[-1][1])
+            )
+        except BaseException:
+            self._failed = batch
+            raise
+
+    def flush(self) -> None:
+        """Insert every journaled record of this log into the database now."""
+        with self._write_lock:
+            self._db(write=True)
+            with self._db_lock:
+                self._insert_pending_locked()
+
+    def _idle_flush(self) -> bool:
+        """One tick of the idle flusher: insert records that waited longer than _IDLE_S (no
+        batch filled up, no read flushed them), so other processes see them soon. False
+        once the log is closing."""
+        with self._write_lock:
+            if self._stopping or self._closed:
+                return False
+            if not (self._pending or self._failed):
+                return True
+            if self._pending and time.monotonic() - self._oldest < _IDLE_S:
+                return True
+            with self._db_lock:
+                try:
+                    self._insert_pending_locked()
+                    self._rotate_locked()
+                except AuditError as exc:
+                    log.error("audit: %s (records kept in the journal)", exc)
+                except Exception:
+                    log.exception("audit: inserting journaled records failed")
+        return True
+
+    def _rotate_locked(self) -> None:
+        """Swap a large, fully inserted journal for a fresh file (bounds its size). Holds
+        _write_lock and _db_lock."""
+        journal = self._journal
+        if journal is None or journal.size < _ROTATE_BYTES or self._pending or self._failed:
+            return
+        self._journal = Journal(self._path)
+        journal.remove()
+        journal.close()
+        # Fails harmlessly: a row for a removed journal is dropped at the next open.
+        with contextlib.suppress(AuditError):
+            self._db(write=True).set_journal(journal.name, None)
+
+    def _recover(self) -> None:
+        """Insert the records of journals whose owner died (crash recovery), then drop them."""
+        db = self._db(write=True)
+        with dead_journals(self._path) as found:
+            for name, path, content in found:
+                applied = db.journal_applied(name)
+                lines = list(parse_lines(content[applied:], str(path)))
+                if lines:
+                    db.append_batch(
+                        _chain([fields for _, fields in lines]), (name, applied + lines[-1][0])
+                    )
+                    log.warning(
+                        "audit: recovered %d record(s) from the journal of a broker that "
+                        "stopped without closing its log (%s)",
+                        len(lines),
+                        path.name,
+                    )
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                db.set_journal(name, None)
+        # Bookkeeping rows whose journal is gone (removed, then the owner died before it
+        # forgot the row).
+        try:
+            names = [r[0] for r in db.conn.execute("SELECT name FROM audit_journals")]
+        except sqlite3.Error as exc:
+            raise db.fail("journal bookkeeping", exc) from exc
+        for name in names:
+            if not (self._path.parent / name).exists():
+                db.set_journal(name, None)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -396,6 +669,8 @@ class AuditLog:
         return self._read("export", run)
 
     def _read(self, action: str, fn: Callable[[Database, Any], _T]) -> _T:
+        if self._pending or self._failed:
+            self.flush()  # this log's journaled records are part of what it reads
         with self._read_lock:
             db = self._db(write=False)
             try:
@@ -421,7 +696,34 @@ class AuditLog:
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Insert the journaled records, remove the journal, close the database.
+
+        If the records cannot be inserted now, the journal is kept: the next AuditLog opened
+        on this file inserts them (as after a crash).
+        """
+        thread = self._thread
+        if thread is not None:
+            with self._write_lock:
+                self._stopping = True
+                self._wake.set()
+            thread.join()
+            self._thread = None
         with self._write_lock, self._read_lock:
+            if self._closed:
+                return
+            journal = self._journal
+            if journal is not None:
+                try:
+                    with self._db_lock:
+                        self._insert_pending_locked()
+                except AuditError as exc:
+                    log.error("audit: %s; journal %s kept for recovery", exc, journal.path)
+                else:
+                    journal.remove()
+                    with contextlib.suppress(AuditError):
+                        self._db(write=True).set_journal(journal.name, None)
+                journal.close()
+                self._journal = None
             self._closed = True
             for db in (self._writer, self._reader):
                 if db is not None:

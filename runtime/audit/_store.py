@@ -68,6 +68,14 @@ BEGIN SELECT RAISE(ABORT, 'audit log is append-only: UPDATE refused'); END
 CREATE TRIGGER IF NOT EXISTS audit_records_no_delete BEFORE DELETE ON audit_records
 BEGIN SELECT RAISE(ABORT, 'audit log is append-only: DELETE refused'); END
 """,
+    # How many bytes of each live write-ahead journal (see _journal) are in audit_records,
+    # updated in the same transaction as the records. Not part of the chain: bookkeeping.
+    """
+CREATE TABLE IF NOT EXISTS audit_journals (
+    name    TEXT PRIMARY KEY,
+    applied INTEGER NOT NULL
+) STRICT
+""",
 )
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM audit_records"  # noqa: S608 - constant names
@@ -76,6 +84,10 @@ _INSERT = (
     f"VALUES ({', '.join('?' for _ in COLUMNS)})"
 )
 _HEAD = "SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1"
+_SET_APPLIED = (
+    "INSERT INTO audit_journals (name, applied) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET applied = excluded.applied"
+)
 
 
 class Database:
@@ -167,6 +179,58 @@ class Database:
                 raise self.fail("append", exc) from exc
             self._head = (row[0], row[-1])
             return row
+
+    def append_batch(
+        self, build: Any, journal: tuple[str, int] | None = None
+    ) -> tuple[Any, ...] | None:
+        """Insert the rows ``build(head_seq, head_hash)`` returns, in one transaction.
+
+        ``journal = (name, applied)`` records, in the same transaction, that the journal
+        ``name`` is in the database up to byte ``applied``. Returns the last row inserted.
+        The write lock is taken up front (BEGIN IMMEDIATE), so the head read inside cannot
+        be overtaken by another writer; nothing is retried.
+        """
+        conn = self.conn
+        self._check_file()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                head = self.head(conn) or (0, None)
+                rows: list[tuple[Any, ...]] = build(*head)
+                conn.executemany(_INSERT, rows)
+                if journal is not None:
+                    conn.execute(_SET_APPLIED, journal)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            self._head = None
+            raise self.fail("append", exc) from exc
+        last = rows[-1] if rows else None
+        self._head = (last[0], last[-1]) if last is not None else None
+        return last
+
+    def journal_applied(self, name: str) -> int:
+        """Bytes of journal ``name`` already in the database (0 if none)."""
+        try:
+            row = self.conn.execute(
+                "SELECT applied FROM audit_journals WHERE name = ?", (name,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise self.fail("journal lookup", exc) from exc
+        return int(row[0]) if row else 0
+
+    def set_journal(self, name: str, applied: int | None) -> None:
+        """Record ``applied`` for journal ``name``; None forgets the journal."""
+        try:
+            if applied is None:
+                self.conn.execute("DELETE FROM audit_journals WHERE name = ?", (name,))
+            else:
+                self.conn.execute(_SET_APPLIED, (name, applied))
+        except sqlite3.Error as exc:
+            raise self.fail("journal bookkeeping", exc) from exc
 
     def _check_file(self) -> None:
         # Hazard: SQLite in WAL mode keeps writing to a database file that was unlinked or

@@ -29,8 +29,11 @@ def _echo(request: ExecRequest) -> Any:
 class MockBackend:
     name = "mock"
 
-    def __init__(self, handler: Handler | None = None) -> None:
+    def __init__(self, handler: Handler | None = None, *, side_effect_free: bool = False) -> None:
         self._handler: Handler = handler or _echo
+        #: True declares that the handler changes nothing outside the call (like a wasm
+        #: guest): the broker then journals its audit records instead of committing each.
+        self.side_effect_free = side_effect_free
         #: A coroutine handler needs the event loop; a plain one can use the sync fast path.
         self.sync_capable = not inspect.iscoroutinefunction(self._handler)
         self.requests: list[ExecRequest] = []

@@ -67,6 +67,16 @@ AskUser = Callable[[str, list[str] | None], str]
 #: Extra wall time the broker grants a backend beyond the call's own timeout before it gives
 #: up on it: backends enforce timeouts themselves; this guard only catches a wedged backend.
 _BACKEND_GRACE_S = 10.0
+#: How long aclose() waits, after ending the backends, for the calls they ran to record their
+#: completion before the audit log closes (seconds).
+_DRAIN_S = 10.0
+#: Backends whose calls change nothing outside themselves (DESIGN §4: wasm guests have no
+#: files, network or clock). Their audit records are journaled (one write() each, as durable
+#: against a broker crash as a WAL commit) and inserted into SQLite in batches; every other
+#: call's write-ahead record is committed to SQLite before the call runs, so a database that
+#: cannot take it refuses the call before any side effect. A backend may declare itself
+#: ``side_effect_free`` (the mock backend can).
+_SIDE_EFFECT_FREE = frozenset({BackendKind.WASM})
 _STATE_DIR = ".runtime"
 
 
@@ -86,6 +96,7 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
+    defer: bool = False
 
 
 class NeedsEventLoop(Exception):
@@ -145,6 +156,10 @@ class Broker:
         self._budget_used: dict[tuple[str, str], int] = {}
         self._gateway: Any = None
         self._closed = False
+        # Async calls between their start and their result; aclose() waits for them (after
+        # ending the backends, which ends their work) so that each gets its completion record.
+        self._in_flight = 0
+        self._drained: anyio.Event | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
@@ -167,6 +182,10 @@ class Broker:
                     log.exception("closing backend %s failed", name)
             if self._gateway is not None:
                 await self._gateway.aclose()
+            if self._in_flight:
+                self._drained = anyio.Event()
+                with anyio.move_on_after(_DRAIN_S):
+                    await self._drained.wait()
             self.events.close()
             self.audit.close()
 
@@ -247,6 +266,7 @@ class Broker:
         """Run one call of any accepted shape; always returns a ToolResult."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
+        self._in_flight += 1
         try:
             spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -262,6 +282,8 @@ class Broker:
                     limit_s=request.limits.timeout_s,
                 )
             self._check_outcome(st)
+        except SandboxError as exc:
+            st.error = self._closed_under(st, exc)
         except RuntimeToolError as exc:
             st.error = exc
         except anyio.get_cancelled_exc_class():
@@ -271,7 +293,12 @@ class Broker:
         except Exception as exc:
             st.error = self._internal(st, exc)
         finally:
-            result = self._finish(st)
+            try:
+                result = self._finish(st)
+            finally:
+                self._in_flight -= 1
+                if self._drained is not None and not self._in_flight:
+                    self._drained.set()
         return result
 
     def call_sync(
@@ -327,7 +354,8 @@ class Broker:
         st.tc = tc = st.tc or self._normalize(st.raw)
         # The policy derives the tool's environment from the session's (Decision.env).
         tc.context["env"] = self.session_env(session)
-        self.events.emit(Event("requested", tc.call_id, tc.tool))
+        if self.events.active:
+            self.events.emit(Event("requested", tc.call_id, tc.tool))
         st.spec = spec = self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
@@ -347,6 +375,7 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
+        st.defer = spec.backend in _SIDE_EFFECT_FREE or getattr(backend, "side_effect_free", False)
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
@@ -355,6 +384,7 @@ class Broker:
             backend=spec.backend.value,
             sandbox=st.fingerprint.as_dict(),
             returning=False,
+            defer=st.defer,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -377,6 +407,23 @@ class Broker:
         if st.outcome.fingerprint is not None:
             st.fingerprint = st.outcome.fingerprint
         st.result_bytes = self._check_result(st.spec, st.decision.limits, st.outcome.result)
+
+    def _closed_under(self, st: _CallState, exc: SandboxError) -> SandboxError:
+        """A call whose backend was ended by :meth:`aclose` while it ran: the error type
+        stays ``sandbox_error`` (DESIGN §7 has no ``cancelled`` type), but the message and
+        ``details.reason`` say what happened and the audit records the outcome
+        ``cancelled``."""
+        if not self._closed or not st.audited:
+            return exc
+        st.cancelled = True
+        closed = SandboxError(
+            f"{st.tc.tool if st.tc else 'the call'}: the broker was closed while the call "
+            f"ran ({exc.message})",
+            usage=exc.usage,
+            **{**exc.details, "reason": "broker_closed"},
+        )
+        closed.__cause__ = exc
+        return closed
 
     def _internal(self, st: _CallState, exc: Exception) -> InternalError:
         log.exception("internal error in call %s", st.tc.call_id if st.tc else "?")
@@ -496,7 +543,10 @@ class Broker:
                     sandbox=None,
                     returning=False,
                 )
+                # Committed, not journaled: refusals are rare on a hot path, and a reader
+                # in another process (an MCP client checking the log) sees them at once.
                 audited = True
+                st.defer = False
             if audited:
                 self.audit.record_completion(
                     call_id=call_id,
@@ -510,6 +560,7 @@ class Broker:
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
                     returning=False,
+                    defer=st.defer,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)
@@ -545,8 +596,12 @@ class Broker:
         kind: EventKind = "completed" if success else "failed"
         if outcome_name == "denied":
             kind = "denied"
-        info = {"error_type": str(error.error_type) if error else None, "duration_ms": duration_ms}
-        self.events.emit(Event(kind, call_id, tool, info))
+        if self.events.active:
+            info = {
+                "error_type": str(error.error_type) if error else None,
+                "duration_ms": duration_ms,
+            }
+            self.events.emit(Event(kind, call_id, tool, info))
         return result
 
 

@@ -44,6 +44,11 @@ class EventBus:
     def remove_callback(self, callback: Callable[[Event], Any]) -> None:
         self._callbacks.remove(callback)
 
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens: the broker builds no Event when nobody does."""
+        return bool(self._callbacks or self._streams)
+
     def emit(self, event: Event) -> None:
         for cb in list(self._callbacks):
             try:

@@ -1,6 +1,6 @@
 """One concurrency limiter for both broker paths (async calls and the synchronous fast path).
 
-A plain ``threading`` semaphore shared by the event loop and the caller threads of
+A ``threading`` lock-guarded counter shared by the event loop and the caller threads of
 ``SyncBroker``. The async side never blocks the loop: it tries without blocking and, when
 every slot is taken, sleeps briefly and tries again. That polling is cancellation-safe (a
 cancelled waiter holds nothing), which a blocking acquire in a worker thread would not be:
@@ -21,32 +21,39 @@ _POLL_S = 0.002
 
 
 class Slots:
+    """``total`` slots; ``in_use`` of them taken. One lock guards the count; a sync waiter
+    sleeps on a condition of that lock (the stdlib semaphore is itself a Python-level
+    condition plus counter, and with our own counter beside it cost two lock rounds more
+    per call)."""
+
     def __init__(self, total: int) -> None:
         if total < 1:
             raise ValueError("max_concurrent must be at least 1")
         self.total = total
-        self._sem = threading.BoundedSemaphore(total)
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self._in_use = 0
 
     @property
     def in_use(self) -> int:
         return self._in_use
 
-    def _took(self) -> None:
+    def _try(self) -> bool:
         with self._lock:
-            self._in_use += 1
+            if self._in_use < self.total:
+                self._in_use += 1
+                return True
+            return False
 
     def _release(self) -> None:
         with self._lock:
             self._in_use -= 1
-        self._sem.release()
+            self._freed.notify()
 
     @asynccontextmanager
     async def acquire_async(self) -> AsyncIterator[None]:
-        while not self._sem.acquire(blocking=False):  # noqa: ASYNC110 - see module docstring
+        while not self._try():  # noqa: ASYNC110 - see module docstring
             await anyio.sleep(_POLL_S)
-        self._took()
         try:
             yield
         finally:
@@ -54,8 +61,11 @@ class Slots:
 
     @contextmanager
     def acquire_sync(self) -> Iterator[None]:
-        self._sem.acquire()
-        self._took()
+        if not self._try():
+            with self._freed:
+                while self._in_use >= self.total:
+                    self._freed.wait()
+                self._in_use += 1
         try:
             yield
         finally:

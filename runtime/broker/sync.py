@@ -5,10 +5,18 @@ whose backend can run synchronously once started (wasm, host) runs in the callin
 through :meth:`Broker.call_sync` — the same pipeline steps, no event-loop hop (a hop costs
 ~250 µs here); every other call crosses to the loop and waits. Closing the SyncBroker ends
 every sandbox and the loop.
+
+A SyncBroker that is never closed is closed at interpreter exit (``weakref.finalize``, which
+runs as an atexit hook while the loop thread still runs) or when it is garbage-collected.
+Without that, exit hung: finalising the portal's context-manager generator after the loop
+thread was frozen waited forever for the loop to stop.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import weakref
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -19,6 +27,22 @@ from runtime.broker.core import Broker, NeedsEventLoop
 from runtime.models import ToolResult
 
 __all__ = ["SyncBroker"]
+
+log = logging.getLogger("runtime.broker")
+
+
+def _shutdown(
+    portal_cm: AbstractContextManager[BlockingPortal], portal: BlockingPortal, broker: Broker
+) -> None:
+    """Close a SyncBroker its owner forgot (finalizer: holds no reference to the SyncBroker)."""
+    if threading.current_thread().name.startswith(("asyncio-portal", "trio-portal")):
+        return  # collected on the loop thread itself: a portal call from there deadlocks
+    try:
+        portal.call(broker.aclose)
+    except Exception:
+        log.exception("closing a SyncBroker that was not closed failed")
+    finally:
+        portal_cm.__exit__(None, None, None)
 
 
 class SyncBroker:
@@ -33,6 +57,7 @@ class SyncBroker:
         self._backend_name = backend
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self.broker: Broker | None = None
 
     def __enter__(self) -> SyncBroker:
@@ -57,8 +82,14 @@ class SyncBroker:
             self._portal_cm.__exit__(None, None, None)
             self._portal = self._portal_cm = None
             raise
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._portal_cm, self._portal, self.broker
+        )
 
     def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if self._portal is not None and self.broker is not None:
             try:
                 self._portal.call(self.broker.aclose)

@@ -242,3 +242,60 @@ async def test_an_empty_catalogue_is_kept(tmp_path: Path) -> None:
         assert broker.catalogue is empty
         result = await broker.call({"tool": "read_file", "arguments": {"path": "x"}})
     assert result.error is not None and result.error.type == "tool_not_found"
+
+
+async def test_closing_the_broker_under_a_call_says_so(make_broker: MakeBroker) -> None:
+    """A call whose backend is ended by aclose() gets sandbox_error (the DESIGN §7 type) with
+    reason broker_closed, and its completion record says cancelled."""
+    from runtime.errors import SandboxError
+
+    started, closed = anyio.Event(), anyio.Event()
+
+    class Closing(MockBackend):
+        async def aclose(self) -> None:
+            await super().aclose()
+            closed.set()
+
+    async def handler(_request: ExecRequest) -> Any:
+        started.set()
+        await closed.wait()
+        raise SandboxError("the sandbox was killed", exit_code=-9)
+
+    backend = Closing(handler)
+    results = []
+    broker = make_broker(backend=backend)
+    async with broker, anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            results.append(await broker.call({"tool": "echo", "arguments": {}}))
+
+        tg.start_soon(run)
+        await started.wait()
+        await broker.aclose()
+    (result,) = results
+    assert result.error is not None and result.error.type == "sandbox_error"
+    assert result.error.details["reason"] == "broker_closed"
+    assert result.error.details["exit_code"] == -9
+    assert "closed while the call ran" in result.error.message
+    from runtime.audit import AuditLog
+
+    with AuditLog(broker.audit.path) as log:
+        assert [(r.kind, r.outcome) for r in log.tail(2)] == [
+            ("request", None),
+            ("completion", "cancelled"),
+        ]
+        assert log.interrupted() == [] and log.verify().ok
+
+
+async def test_a_sandbox_error_of_an_open_broker_is_unchanged(make_broker: MakeBroker) -> None:
+    from runtime.errors import SandboxError
+
+    def handler(_request: ExecRequest) -> Any:
+        raise SandboxError("the sandbox broke", exit_code=1)
+
+    async with make_broker(handler) as broker:
+        result = await broker.call({"tool": "echo", "arguments": {}})
+        assert result.error is not None and result.error.type == "sandbox_error"
+        assert result.error.message == "the sandbox broke"
+        assert "reason" not in result.error.details
+        assert broker.audit.tail(1)[0].outcome == "error"
