@@ -38,6 +38,7 @@ from runtime.audit._canonical import (
     GENESIS_HASH,
     CanonicalizationError,
     canonical_json_ijson,
+    canonical_json_ijson_bulk,
     sha256_hex,
 )
 from runtime.audit._export import otel_record
@@ -387,7 +388,12 @@ class AuditLog:
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over
         (RFC 8785, integers beyond 2**53 as strings). Raises AuditError for non-JSON data."""
-        return self._canonical("result", result)
+        try:
+            return canonical_json_ijson_bulk(result)
+        except CanonicalizationError as exc:
+            raise AuditError(f"audit: result are not JSON data: {exc}", field="result") from exc
+        except RecursionError as exc:
+            raise AuditError("audit: result are nested too deeply", field="result") from exc
 
     def _canonical(self, what: str, value: Any) -> bytes:
         try:
