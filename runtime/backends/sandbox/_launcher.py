@@ -60,6 +60,8 @@ class _Plan:
 
     access: str = "none"
     exec: bool = True
+    # No workspace is bound, so there is nothing for path masks to hide.
+    masks: None = None
 
 
 @dataclass(frozen=True, slots=True)
