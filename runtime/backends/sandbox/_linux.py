@@ -40,6 +40,7 @@ __all__ = [
     "OPEN_TREE_CLONE",
     "SUPPORTED",
     "capset_zero",
+    "clone",
     "landlock_add_rule",
     "landlock_create_ruleset",
     "landlock_restrict_self",
@@ -97,6 +98,7 @@ MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_IDMAP = 0x100000
 
 _NR = {
+    "clone": 56,
     "capset": 126,
     "pivot_root": 155,
     "open_tree": 428,
@@ -144,6 +146,37 @@ def syscall(nr: int, *args: int | bytes | ctypes.c_void_p | None) -> int:
 def _sys(name: str, *args: object) -> int:
     cargs = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
     return _check(int(_libc.syscall(ctypes.c_long(_NR[name]), *cargs)), name)
+
+
+# The GIL stays held across this call (PyDLL, not CDLL): the child of a raw clone must not
+# find the interpreter in the middle of handing the GIL back.
+_pylibc = ctypes.PyDLL(None, use_errno=True)
+_pylibc.syscall.restype = ctypes.c_long
+
+
+def clone(flags: int) -> int:
+    """fork(2) with namespace flags: a raw ``clone`` (SIGCHLD to the parent, no new stack).
+
+    Returns the child's pid in the parent and 0 in the child, like ``os.fork``. Hazards: it
+    skips what ``os.fork`` and glibc's ``fork`` do around the system call. glibc's cached
+    thread id in the child is the parent's (``raise``/``abort`` aim at it; ``abort`` still
+    ends the process), its at-fork lock resets do not run (nothing holds those locks in a
+    single-threaded caller in a system call), and Python's at-fork hooks and interpreter
+    re-initialisation do not run (no other thread, a pending signal handler of the parent
+    may run once). Only single-threaded callers may use it, and the child must only set
+    itself up and ``os.fork`` (which re-initialises properly) or ``os._exit``.
+    """
+    res = int(
+        _pylibc.syscall(
+            ctypes.c_long(_NR["clone"]),
+            ctypes.c_long(flags | 17),  # SIGCHLD: the exit signal, as for fork
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+        )
+    )
+    return _check(res, "clone")
 
 
 def unshare(flags: int) -> None:

@@ -33,8 +33,6 @@ from runtime.toolkit import load_entry
 
 __all__ = ["main"]
 
-#: Seconds a C may take to reap its namespace after SIGUSR1 before it is SIGKILLed itself.
-_KILL_ESCALATE_S = 5.0
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
     "json",
@@ -161,6 +159,10 @@ class Zygote:
             with contextlib.suppress(ImportError):
                 __import__(name)
         root = os.geteuid() == 0
+        if root:
+            # Each call's pid 1 inherits these, and inside its user namespace (setgroups
+            # denied) it could not drop them: the zygote, root anyway, does without.
+            os.setgroups([])
         try:
             bpf_python = seccomp.build_program(seccomp.PYTHON_ALLOW)
             bpf_exec = seccomp.build_program(seccomp.PYTHON_ALLOW + seccomp.EXEC_EXTRA)
@@ -235,28 +237,79 @@ class Zygote:
     def _fork_child(
         self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
     ) -> tuple[int, list[str]]:
-        """Make the call's cgroups and fork C; returns (pid, cgroup dirs). Raises on failure
-        (after removing what it made)."""
-        assert self.cfg is not None
-        idmap = -1
-        if self.cfg.drop_root and plan.workspace and plan.access != "none":
-            st = os.stat(plan.workspace)
-            idmap = self.idmap_fd(st.st_uid, st.st_gid)
+        """Make the call's cgroups and clone its pid 1 (``child.run_call``) into new
+        namespaces; returns (pid, cgroup dirs). Raises on failure (after removing what it
+        made)."""
+        cfg = self.cfg
+        assert cfg is not None
         groups = cgroups.create(self.cgroup_base, tag, plan.limits)
+        ws_fd, py_fds, gate = -1, {}, (-1, -1)
         try:
-            pid = os.fork()
+            if cfg.drop_root and "mountns" not in cfg.disable:
+                # Root-only steps, done here while this process is still root: the idmapped
+                # workspace tree and the interpreter's code (the sandbox uid may not reach
+                # them). Cheap system calls; the child moves them into its new root.
+                if plan.workspace and plan.access != "none":
+                    st = os.stat(plan.workspace)
+                    idmap = self.idmap_fd(st.st_uid, st.st_gid)
+                    ws_fd = _linux.open_tree(
+                        plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                    )
+                    _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
+                py_fds = child.python_trees()
+            if groups:
+                gate = os.pipe2(os.O_CLOEXEC)
+            pid = self._clone(child.clone_flags(cfg.disable))
+            if pid == 0:
+                # run_call never returns; should anything escape it, this copy must not go
+                # on running the zygote's loop (it holds the table of every other call).
+                try:
+                    child.run_call(
+                        cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, gate_fd=gate[0]
+                    )
+                finally:
+                    os._exit(child.EXIT_SETUP)
+            if groups:
+                try:
+                    for path in groups:
+                        _setup.write(f"{path}/cgroup.procs", str(pid))
+                except OSError:
+                    # Killed while it waits at the gate: the tool never started.
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise
+                os.write(gate[1], b"1")
         except BaseException:
             cgroups.remove(groups)
             raise
-        if pid == 0:
-            # run_call never returns; should anything escape it, this forked copy must not
-            # go on running the zygote's loop (it holds the table of every other call).
-            try:
-                procs = tuple(f"{p}/cgroup.procs" for p in groups)
-                child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
-            finally:
-                os._exit(child.EXIT_SETUP)
+        finally:
+            for fd in (ws_fd, *gate, *py_fds.values()):
+                if fd >= 0:
+                    os.close(fd)
         return pid, groups
+
+    def _clone(self, flags: int) -> int:
+        """Clone the call's pid 1. A user namespace is owned by its creator's effective uid:
+        as root, the effective ids are the sandbox uid's for the clone (the real and saved
+        ones stay 0, so this process gets root back right after, and the child drops them)."""
+        cfg = self.cfg
+        assert cfg is not None
+        if not flags:
+            return os.fork()  # test-only: no namespaces, an ordinary fork
+        if not cfg.drop_root:
+            return _linux.clone(flags)
+        os.setegid(cfg.host_gid)
+        os.seteuid(cfg.host_uid)
+        try:
+            pid = _linux.clone(flags)
+        except BaseException:
+            os.seteuid(0)
+            os.setegid(0)
+            raise
+        if pid != 0:  # never in the child: it has no uid 0 to return to
+            os.seteuid(0)
+            os.setegid(0)
+        return pid
 
     @staticmethod
     def _profile(plan: dict[str, Any]) -> str:
@@ -391,15 +444,13 @@ class Zygote:
         now = time.monotonic()
         nearest: float | None = None
         for call in self.calls.values():
-            if call.kill_at is None:
+            if call.kill_at is None or call.killing:
                 continue
             if call.kill_at <= now:
-                # First SIGUSR1 (C SIGKILLs pid 1 and reaps the namespace), then, should C
-                # itself hang, SIGKILL as the last resort.
-                sig = signal.SIGKILL if call.killing else signal.SIGUSR1
+                # SIGKILL of pid 1 ends the whole pid namespace: the kernel reaps pid 1
+                # only once every other process of it is gone.
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(call.pid, sig)
-                call.kill_at = now + (3600.0 if call.killing else _KILL_ESCALATE_S)
+                    os.kill(call.pid, signal.SIGKILL)
                 call.killing = True
             else:
                 wait = call.kill_at - now

@@ -1,0 +1,93 @@
+"""The call's pid 1 is cloned by the zygote straight into its namespaces: who owns them.
+
+A user namespace is owned by its creator's effective uid, and that owner has every
+capability in it from outside. So the call's namespaces must be owned by the unprivileged
+sandbox uid (or, unprivileged, by the broker's own uid), never by host root; the zygote
+must be fully root again after the clone; and every id of the call's processes must be the
+sandbox uid as seen from the host.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from runtime.backends.sandbox import SandboxBackend, _linux
+from runtime.backends.sandbox.backend import SANDBOX_UID
+from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
+
+pytestmark = pytest.mark.sandbox
+
+NS_GET_OWNER_UID = 0xB704  # _IO(0xb7, 0x4): the owner uid of a user namespace
+
+
+def _owner(pid: int) -> int:
+    fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        buf = bytearray(4)
+        fcntl.ioctl(fd, NS_GET_OWNER_UID, buf)
+        return int(struct.unpack("I", buf)[0])
+    finally:
+        os.close(fd)
+
+
+def _host_ids(pid: int) -> tuple[set[int], set[int]]:
+    p = psutil.Process(pid)
+    return set(p.uids()), set(p.gids())
+
+
+def test_namespaces_are_owned_by_the_sandbox_uid_and_the_zygote_stays_root(
+    workspace: Path,
+) -> None:
+    expected = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
+
+    async def fn(backend: SandboxBackend) -> Any:
+        # A spare waits after each call: its pid 1 and tool are the call's processes.
+        await call(backend, PROBE_RW, workspace, action="identity")
+        assert backend.zygote_pid is not None
+        zygote = psutil.Process(backend.zygote_pid)
+        procs = zygote.children(recursive=True)
+        assert procs
+        own_ns = os.readlink("/proc/self/ns/user")
+        seen = []
+        for p in procs:
+            assert os.readlink(f"/proc/{p.pid}/ns/user") != own_ns
+            seen.append((_owner(p.pid), _host_ids(p.pid)))
+        return seen, set(zygote.uids()), set(zygote.gids())
+
+    seen, zyg_uids, zyg_gids = run_with_backend(fn, pool=2)
+    for owner, (uids, gids) in seen:
+        assert owner == expected
+        # Real, effective and saved: no id of host root is left in a call's process.
+        assert uids == {expected}
+        assert gids == {SANDBOX_UID if os.geteuid() == 0 else os.getegid()}
+    assert zyg_uids == {os.geteuid()}  # the clone's borrowed effective uid was given back
+    assert zyg_gids == {os.getegid()}
+
+
+def test_clone_is_fork_with_namespaces() -> None:
+    """The raw clone returns the child's pid, 0 in the child, and the child is a real
+    process in the new namespace (here: only a new uts namespace, under a user one)."""
+    before = os.readlink("/proc/self/ns/uts")
+    pid = _linux.clone(_linux.CLONE_NEWUSER | _linux.CLONE_NEWUTS)
+    if pid == 0:
+        code = 3
+        try:
+            code = 0 if os.readlink("/proc/self/ns/uts") != before else 4
+        finally:
+            os._exit(code)  # never back into pytest in this copy
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status)
+    assert os.WEXITSTATUS(status) == 0
+
+
+def test_clone_reports_the_kernels_errno() -> None:
+    with pytest.raises(OSError) as info:
+        _linux.clone(_linux.CLONE_NEWUSER | 0x00000200)  # CLONE_FS: refused with a new user ns
+    assert info.value.errno == 22  # EINVAL
