@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.sandbox import pid1
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
@@ -170,6 +171,12 @@ class SandboxBackend:
             return
         if self._ctl is not None:
             await self.aclose()
+        try:
+            # Cached after the first build; a failure leaves pid 1 to Python (slower).
+            pid1_path = str(await anyio.to_thread.run_sync(pid1.build))
+            pid1_error = None
+        except SandboxError as exc:
+            pid1_path, pid1_error = "", str(exc)
         self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
@@ -181,6 +188,7 @@ class SandboxBackend:
             "state_dirs": list(self._state_dirs),
             "grace_s": self._grace_s,
             "pool_size": self._pool,
+            "pid1": pid1_path,
         }
         try:
             await self._ctl.send(init)
@@ -191,6 +199,8 @@ class SandboxBackend:
             raise SandboxUnavailable(f"the sandbox fork-server did not start: {exc}") from exc
         self._caps = dict(ready.get("caps", {}))
         self.load_errors = dict(ready.get("errors", {}))
+        if pid1_error is not None:
+            self.load_errors["pid1"] = pid1_error
         missing = list(self._caps.get("missing_required", []))
         if "seccomp" in self.load_errors and "seccomp" not in missing:
             missing.append("seccomp")

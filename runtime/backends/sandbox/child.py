@@ -59,6 +59,7 @@ EXIT_SETUP = 125
 EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
+_REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -74,6 +75,7 @@ class ChildConfig:
     bpf_exec: bytes
     state_dirs: tuple[str, ...] = (".runtime",)
     disable: frozenset[str] = frozenset()
+    pid1_fd: int = -1  # sealed memfd of the tiny pid 1 (``pid1.c``), -1 if not built
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +231,7 @@ def run_call(
                 signal.SIGUSR1,
             ):
                 signal.signal(sig, signal.SIG_DFL)
-            _close_all_but({call_fd, ws_fd, gate_fd, *py_fds.values()})
+            _close_all_but({call_fd, ws_fd, gate_fd, cfg.pid1_fd, *py_fds.values()})
         # -- identity: never host root. As root, the zygote cloned us with its effective ids
         # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
         # never by host root), but the real and saved ids are still 0 until the setres*id
@@ -276,6 +278,10 @@ def run_call(
             if gate_fd >= 0 and os.read(gate_fd, 1) != b"1":
                 raise OSError(errno.EIO, "the zygote did not place the call in its cgroups")
         with Phase("fork_tool"):
+            # Blocked until the reaper takes them: a SIGTERM from the zygote may come at any
+            # time, and pid 1 would silently drop it while it has no handler. The tool
+            # unblocks them first thing (a fork inherits the mask, not pending signals).
+            signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
             tool_pid = os.fork()
         if tool_pid == 0:
             _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
@@ -291,7 +297,13 @@ def run_call(
     # without a pid namespace (test-only) "every process" would be all of the sandbox uid's,
     # so then only to the tool. "Kill now" is the zygote's SIGKILL to this process.
     target = tool_pid if "pidns" in off or not userns else -1
+    if cfg.pid1_fd >= 0:
+        # The reaper proper is pid1.c: this copy of the zygote's ~25 MB address space goes
+        # now, while the call is set up or waits as a spare, not at the end of the call.
+        with contextlib.suppress(OSError):
+            os.execve(cfg.pid1_fd, ["pid1", str(tool_pid), str(target)], {})  # noqa: S606 - our sealed memfd
     signal.signal(signal.SIGTERM, _forward(target, signal.SIGTERM))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
         try:
             pid, status = os.wait()
@@ -367,6 +379,7 @@ def _tool(
 ) -> NoReturn:
     """T: the last walls, in order, then the tool function. Seccomp is the final step."""
     off = cfg.disable
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
         with Phase("tool_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox import _linux, _setup, cgroups, child, newroot, probe, seccomp
+from runtime.backends.sandbox import _linux, _setup, cgroups, child, newroot, pid1, probe, seccomp
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
@@ -169,6 +169,12 @@ class Zygote:
         except OSError as exc:
             errors["seccomp"] = str(exc)
             bpf_python = bpf_exec = b""
+        pid1_fd = -1
+        if msg.get("pid1"):
+            try:
+                pid1_fd = pid1.load(str(msg["pid1"]))
+            except OSError as exc:
+                errors["pid1"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -178,6 +184,7 @@ class Zygote:
             bpf_exec=bpf_exec,
             state_dirs=tuple(msg.get("state_dirs", (".runtime",))),
             disable=disable if bpf_python else disable | {"seccomp"},
+            pid1_fd=pid1_fd,
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
