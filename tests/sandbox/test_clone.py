@@ -1,4 +1,4 @@
-"""The call's pid 1 is cloned by the zygote straight into its namespaces: who owns them.
+"""The call's pid 1: cloned by the zygote straight into its namespaces, then the tiny reaper.
 
 A user namespace is owned by its creator's effective uid, and that owner has every
 capability in it from outside. So the call's namespaces must be owned by the unprivileged
@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from runtime.backends.sandbox import SandboxBackend, _linux
+from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
 
@@ -91,3 +93,63 @@ def test_clone_reports_the_kernels_errno() -> None:
     with pytest.raises(OSError) as info:
         _linux.clone(_linux.CLONE_NEWUSER | 0x00000200)  # CLONE_FS: refused with a new user ns
     assert info.value.errno == 22  # EINVAL
+
+
+# -- the tiny pid 1 (pid1.c) ---------------------------------------------------------------
+
+
+def _run_pid1(script: str) -> int:
+    """Run pid1 as the exec'd parent of a shell's background job (its 'tool')."""
+    binary = pid1.build()
+    proc = subprocess.run(["/bin/sh", "-c", script, "sh", str(binary)], check=False, timeout=30)
+    return proc.returncode
+
+
+def test_pid1_exits_with_the_tools_status() -> None:
+    assert _run_pid1('sh -c "exit 7" & exec "$1" $! -1') == 7
+    assert _run_pid1('sh -c "kill -9 \\$\\$" & exec "$1" $! -1') == 128 + signal.SIGKILL
+
+
+def test_pid1_forwards_sigterm_to_its_target() -> None:
+    # pid1 is the shell's pid after exec: the helper signals it, pid1 passes it on.
+    script = 'sleep 30 & s=$!; (sleep 0.3; kill -TERM $$) & exec "$1" $s $s'
+    assert _run_pid1(script) == 128 + signal.SIGTERM
+
+
+def test_pid1_refuses_bad_arguments() -> None:
+    assert _run_pid1('exec "$1"') == child.EXIT_PROTOCOL
+    assert _run_pid1('exec "$1" x -1') == child.EXIT_PROTOCOL
+    assert _run_pid1('exec "$1" 1 -1') == child.EXIT_PROTOCOL  # not its child
+
+
+def test_pid1_memfd_is_sealed() -> None:
+    fd = pid1.load(str(pid1.build()))
+    try:
+        with pytest.raises(PermissionError):
+            os.write(fd, b"x")
+        assert os.get_inheritable(fd) is False
+    finally:
+        os.close(fd)
+
+
+def test_pid1_load_refuses_a_non_elf(tmp_path: Path) -> None:
+    bogus = tmp_path / "pid1"
+    bogus.write_bytes(b"#!/bin/sh\n")
+    with pytest.raises(OSError, match="not an ELF"):
+        pid1.load(str(bogus))
+
+
+def test_the_calls_pid1_is_the_tiny_reaper_and_hides_its_proc_entries(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        assert "pid1" not in backend.load_errors
+        comm = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/comm")
+        root = await call(backend, PROBE_RW, workspace, action="listdir", path="/proc/1/root")
+        environ = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/environ")
+        ident = await call(backend, PROBE_RW, workspace, action="identity")
+        return comm.result, root.result, environ.result, ident.result
+
+    comm, root, environ, ident = run_with_backend(fn)
+    assert comm == {"ok": True, "data": "memfd:runtime-p\n"}
+    assert root["ok"] is False
+    assert environ["ok"] is False
+    assert (ident["pid"], ident["ppid"]) == (2, 1)
