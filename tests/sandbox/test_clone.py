@@ -12,8 +12,10 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import stat
 import struct
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import pytest
 
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1
 from runtime.backends.sandbox.backend import SANDBOX_UID
+from runtime.errors import SandboxError
 from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
 
 pytestmark = pytest.mark.sandbox
@@ -153,3 +156,31 @@ def test_the_calls_pid1_is_the_tiny_reaper_and_hides_its_proc_entries(workspace:
     assert root["ok"] is False
     assert environ["ok"] is False
     assert (ident["pid"], ident["ppid"]) == (2, 1)
+
+
+def test_pid1_cache_falls_back_to_a_private_tmp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.write_text("not a directory")  # no usable ~/.cache
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    found = pid1.cache_dir()
+    assert found == tmp_path / f"runtime-{os.geteuid()}" / "sandbox"
+    assert stat.S_IMODE(os.stat(found.parent).st_mode) == 0o700
+
+
+def test_pid1_cache_refuses_a_dir_others_can_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.write_text("not a directory")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    planted = tmp_path / f"runtime-{os.geteuid()}"
+    planted.mkdir()
+    os.chmod(planted, 0o777)  # as if made by someone else for us to use
+    with pytest.raises(SandboxError, match="no private cache"):
+        pid1.cache_dir()

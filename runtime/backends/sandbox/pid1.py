@@ -70,7 +70,9 @@ def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     found = _private_dir(Path(base) / "runtime" / "sandbox")
     if found is None:
-        found = _private_dir(Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}" / "sandbox")
+        # Each level checked: whoever owned runtime-<uid> could swap what lies under it.
+        tmp_root = _private_dir(Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}")
+        found = _private_dir(tmp_root / "sandbox") if tmp_root is not None else None
     if found is None:
         raise SandboxError("no private cache directory for the sandbox's pid 1")
     return found
