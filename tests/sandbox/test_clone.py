@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -22,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1
+from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1, zygote
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.errors import SandboxError
 from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
@@ -184,3 +185,31 @@ def test_pid1_cache_refuses_a_dir_others_can_write(
     os.chmod(planted, 0o777)  # as if made by someone else for us to use
     with pytest.raises(SandboxError, match="no private cache"):
         pid1.cache_dir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the effective-uid switch is for a root zygote")
+def test_the_root_zygote_gets_its_ids_and_parent_death_signal_back() -> None:
+    ours, theirs = socket.socketpair()
+    z = zygote.Zygote(ours)
+    z.cfg = child.ChildConfig(
+        host_uid=SANDBOX_UID,
+        host_gid=SANDBOX_UID,
+        drop_root=True,
+        landlock_abi=0,
+        bpf_python=b"",
+        bpf_exec=b"",
+    )
+    before = _linux.get_pdeathsig()
+    _linux.prctl(1, signal.SIGUSR2)  # PR_SET_PDEATHSIG, as the zygote sets SIGKILL
+    try:
+        pid = z._clone(_linux.CLONE_NEWUSER | _linux.CLONE_NEWUTS)
+        if pid == 0:
+            os._exit(0)  # never back into pytest in this copy
+        os.waitpid(pid, 0)
+        assert os.getresuid() == (0, 0, 0)
+        assert os.getresgid() == (0, 0, 0)
+        assert _linux.get_pdeathsig() == signal.SIGUSR2
+    finally:
+        _linux.prctl(1, before)
+        ours.close()
+        theirs.close()

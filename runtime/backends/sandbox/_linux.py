@@ -41,6 +41,7 @@ __all__ = [
     "SUPPORTED",
     "capset_zero",
     "clone",
+    "get_pdeathsig",
     "landlock_add_rule",
     "landlock_create_ruleset",
     "landlock_restrict_self",
@@ -208,6 +209,13 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
     return _check(_libc.prctl(option, a2, a3, a4, a5), f"prctl {option}")
+
+
+def get_pdeathsig() -> int:
+    """The calling process's parent-death signal (0: none)."""
+    sig = ctypes.c_int(0)
+    _check(_libc.prctl(2, ctypes.addressof(sig), 0, 0, 0), "prctl(PR_GET_PDEATHSIG)")
+    return sig.value
 
 
 def open_tree(path: str, flags: int) -> int:

@@ -305,17 +305,20 @@ class Zygote:
             return os.fork()  # test-only: no namespaces, an ordinary fork
         if not cfg.drop_root:
             return _linux.clone(flags)
+        # Hazard: changing the effective ids clears this process's parent-death signal (and
+        # dumpable); it is what ends the zygote, and with it every call, if the broker dies.
+        # (A broker that dies while it is cleared is still seen: EOF on the control socket.)
+        deathsig = _linux.get_pdeathsig()
         os.setegid(cfg.host_gid)
         os.seteuid(cfg.host_uid)
+        pid = -1
         try:
             pid = _linux.clone(flags)
-        except BaseException:
-            os.seteuid(0)
-            os.setegid(0)
-            raise
-        if pid != 0:  # never in the child: it has no uid 0 to return to
-            os.seteuid(0)
-            os.setegid(0)
+        finally:
+            if pid != 0:  # never in the child: it has no uid 0 to return to
+                os.seteuid(0)
+                os.setegid(0)
+                _linux.prctl(1, deathsig)  # PR_SET_PDEATHSIG
         return pid
 
     @staticmethod
