@@ -3,8 +3,9 @@
 Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model)::
 
     zygote ── I  pid 1 of the call's namespaces (one raw clone with every namespace flag):
-              │  maps ids, drops to the sandbox uid, builds the new root, pivots, reaps
-              └── T  the tool: no_new_privs, rlimits, Landlock, seccomp LAST, then runs
+              │  maps ids, drops to the sandbox uid, forks T, execs pid1.c (the reaper)
+              └── T  the new root, pivot_root, then no_new_privs, rlimits, Landlock,
+                     seccomp LAST, then the tool
 
 Two copies of the zygote per call, not three: the zygote clones I straight into new
 namespaces (``_linux.clone``), so no process outside has to unshare and then fork pid 1.
@@ -257,23 +258,6 @@ def run_call(
             # Changing ids clears both; the zygote dying must end the call.
             _linux.prctl(4, 1)
             _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
-        limits = ChildLimits.from_dict(plan.limits)
-        workspace = WORKSPACE
-        if "mountns" in off:
-            workspace = plan.workspace or "/nonexistent"
-        else:
-            newroot.build(
-                plan,
-                limits,
-                ws_fd,
-                py_fds,
-                state_dirs=cfg.state_dirs,
-                mount_proc="pidns" not in off,
-            )
-        with Phase("hostname"):
-            if userns:
-                socket.sethostname("sandbox")  # the uts namespace hides the host's name
         with Phase("cgroup"):
             if gate_fd >= 0 and os.read(gate_fd, 1) != b"1":
                 raise OSError(errno.EIO, "the zygote did not place the call in its cgroups")
@@ -282,9 +266,12 @@ def run_call(
             # time, and pid 1 would silently drop it while it has no handler. The tool
             # unblocks them first thing (a fork inherits the mask, not pending signals).
             signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
+            # Forked before the rest of the set-up, which the tool process does itself: the
+            # pages that set-up writes are then copied once (in the tool), not once here and
+            # again in the tool; this process only waits, so it writes almost nothing.
             tool_pid = os.fork()
         if tool_pid == 0:
-            _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
+            _call_process(cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
@@ -311,6 +298,45 @@ def run_call(
             os._exit(EXIT_PROTOCOL)
         if pid == tool_pid:
             os._exit(_exit_code(status))
+
+
+def _call_process(
+    cfg: ChildConfig,
+    plan: CallPlan,
+    call_fd: int,
+    tool: ToolFunc | Mapping[str, ToolFunc],
+    *,
+    ws_fd: int,
+    py_fds: Mapping[str, int],
+) -> NoReturn:
+    """T, part one: the new root (pid 2 of the call's pid namespace, with every capability
+    in its user namespace: it mounts /proc of that pid namespace) and the host name; then
+    the walls (``_tool``). Pivoting moves pid 1's root too: it shares the mount namespace."""
+    off = cfg.disable
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
+    try:
+        with Phase("tool_pdeathsig"):
+            _linux.prctl(1, signal.SIGKILL)
+        ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
+        limits = ChildLimits.from_dict(plan.limits)
+        workspace = WORKSPACE
+        if "mountns" in off:
+            workspace = plan.workspace or "/nonexistent"
+        else:
+            newroot.build(
+                plan,
+                limits,
+                ws_fd,
+                py_fds,
+                state_dirs=cfg.state_dirs,
+                mount_proc="pidns" not in off,
+            )
+        with Phase("hostname"):
+            if "userns" not in off:
+                socket.sethostname("sandbox")  # the uts namespace hides the host's name
+    except SetupFailed as exc:
+        _fail(call_fd, exc)
+    _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
 
 
 def _own_trees(
@@ -379,10 +405,7 @@ def _tool(
 ) -> NoReturn:
     """T: the last walls, in order, then the tool function. Seccomp is the final step."""
     off = cfg.disable
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
-        with Phase("tool_pdeathsig"):
-            _linux.prctl(1, signal.SIGKILL)
         with Phase("tool_fds"):
             # stdio is /dev/null; the frame socket is close-on-exec so exec'd programs never
             # hold the channel to the broker.
