@@ -417,7 +417,7 @@ class SandboxBackend:
                 f"the sandbox could not start the call: {report.get('message')}", usage=usage
             )
         code, sig = report.get("code"), report.get("signal")
-        # C reports a killed descendant as 128 + signal number.
+        # Pid 1 reports a killed tool as 128 + signal number.
         if sig is None and isinstance(code, int) and code > 128:
             sig = code - 128
         if terminal is not None and terminal.get("type") == "setup_error":

@@ -1,9 +1,9 @@
 """cgroup v1 memory + pids for each call, where the host lets us (root, writable hierarchy).
 
 Each zygote owns ``/sys/fs/cgroup/{memory,pids}/runtime-sandbox-<pid>/``; each call gets a
-child group sized from its limits, which C joins before unsharing. After the call the
-counters (peak memory, OOM kills, pids limit hits) go into the exit report and the group
-is removed. Without a writable hierarchy the rlimits are the only limits, and the
+child group sized from its limits, which the zygote puts the call's pid 1 in before the
+tool is forked. After the call the counters (peak memory, OOM kills, pids limit hits) go
+into the exit report and the group is removed. Without a writable hierarchy the rlimits are the only limits, and the
 fingerprint says so.
 """
 
@@ -82,7 +82,7 @@ def stats(paths: list[str]) -> dict[str, Any]:
 
 def remove(paths: list[str]) -> None:
     for path in paths:
-        # The namespace is gone by the time its C is reaped; a straggler (an exiting task
+        # The namespace is gone by the time its pid 1 is reaped; a straggler (an exiting task
         # still charged) makes rmdir EBUSY for a moment, so retry briefly.
         for _ in range(50):
             try:

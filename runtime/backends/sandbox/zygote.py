@@ -2,7 +2,7 @@
 
 Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` with an environment of
 its own, through a small boot script that skips the ``runtime`` package ``__init__`` (no
-pydantic in this heap, which every call copies three times), then ``main`` with ``FD``, a
+pydantic in this heap, which every call copies twice), then ``main`` with ``FD``, a
 ``SOCK_SEQPACKET`` unix socket to the broker; every packet is one frame (runtime.frames).
 
 Broker → zygote: ``init`` (once), ``spawn`` (with the call socket's child end attached by
@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl = socket.socket(fileno=int(args[0]))
     # The broker dying must end us and, through each child's parent-death signal, every call.
     _linux.prctl(1, signal.SIGKILL)
-    # Subreaper: should a C die before its init, the orphaned init is ours to reap.
+    # Subreaper: orphans of a call without a pid namespace (test-only) are ours to reap.
     _linux.prctl(36, 1)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         Zygote(ctl).serve()
