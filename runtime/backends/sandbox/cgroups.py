@@ -3,8 +3,8 @@
 Each zygote owns ``/sys/fs/cgroup/{memory,pids}/runtime-sandbox-<pid>/``; each call gets a
 child group sized from its limits, which the zygote puts the call's pid 1 in before the
 tool is forked. After the call the counters (peak memory, OOM kills, pids limit hits) go
-into the exit report and the group is removed. Without a writable hierarchy the rlimits are the only limits, and the
-fingerprint says so.
+into the exit report and the group is removed. Without a writable hierarchy the rlimits are
+the only limits, and the fingerprint says so.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_PROTOCOL",
     "EXIT_SETUP",
+    "PID1_ARGV0",
     "CallPlan",
     "ChildConfig",
     "ChildLimits",
@@ -61,6 +62,8 @@ EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
+#: The tiny pid 1's command line starts with this (process listings tell it from a tool's).
+PID1_ARGV0 = "runtime.backends.sandbox.pid1"
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -288,7 +291,7 @@ def run_call(
         # The reaper proper is pid1.c: this copy of the zygote's ~25 MB address space goes
         # now, while the call is set up or waits as a spare, not at the end of the call.
         with contextlib.suppress(OSError):
-            os.execve(cfg.pid1_fd, ["pid1", str(tool_pid), str(target)], {})  # noqa: S606 - our sealed memfd
+            os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
     signal.signal(signal.SIGTERM, _forward(target, signal.SIGTERM))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
