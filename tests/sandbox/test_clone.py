@@ -213,3 +213,40 @@ def test_the_root_zygote_gets_its_ids_and_parent_death_signal_back() -> None:
         _linux.prctl(1, before)
         ours.close()
         theirs.close()
+
+
+def _spare_group_owners(zygote_pid: int) -> dict[str, tuple[int, int]]:
+    """Owners of the files of the spares' memory groups (named s<n>; a finished call's c<n>
+    may be going away meanwhile)."""
+    base = f"/sys/fs/cgroup/memory/runtime-sandbox-{zygote_pid}"
+    owners: dict[str, tuple[int, int]] = {}
+    for name in os.listdir(base):
+        if name.startswith("s"):
+            for f in ("cgroup.procs", "memory.limit_in_bytes"):
+                st = os.stat(f"{base}/{name}/{f}")
+                owners[f] = (st.st_uid, st.st_gid)
+    assert owners
+    return owners
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are made only by a root zygote")
+def test_the_call_joins_its_cgroups_itself_and_only_procs_is_handed_over(
+    workspace: Path,
+) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        mechanisms = backend.fingerprint().mechanisms
+        if "cgroup_memory" not in mechanisms or "cgroup_pids" not in mechanisms:
+            pytest.skip("no writable cgroup v1 memory+pids hierarchy here")
+        res = await call(backend, PROBE_RW, workspace, action="read", path="/proc/self/cgroup")
+        assert backend.zygote_pid is not None
+        return res.result, backend.zygote_pid, _spare_group_owners(backend.zygote_pid)
+
+    res, zpid, owners = run_with_backend(fn, pool=2)
+    lines = res["data"].splitlines()
+    for ctrl in ("memory", "pids"):
+        (line,) = [ln for ln in lines if ln.split(":")[1] == ctrl]
+        assert f"/runtime-sandbox-{zpid}/" in line  # the tool runs in the call's group
+    assert owners == {
+        "cgroup.procs": (SANDBOX_UID, SANDBOX_UID),
+        "memory.limit_in_bytes": (0, 0),
+    }

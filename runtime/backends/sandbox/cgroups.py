@@ -39,8 +39,18 @@ def bases(controllers: Iterable[str], tag: str) -> tuple[dict[str, str], dict[st
     return made, errors
 
 
-def create(base: Mapping[str, str], name: str, limits: Mapping[str, Any]) -> list[str]:
-    """One call's cgroups, sized from its limits; removes what it made if a step fails."""
+def create(
+    base: Mapping[str, str],
+    name: str,
+    limits: Mapping[str, Any],
+    *,
+    procs_owner: tuple[int, int] | None = None,
+) -> list[str]:
+    """One call's cgroups, sized from its limits; removes what it made if a step fails.
+
+    ``procs_owner`` (uid, gid): who may write ``cgroup.procs``, so that the call's own
+    process joins (cgroup v1 then lets it move only tasks of its own uid). The limit files
+    stay root's."""
     paths: list[str] = []
     try:
         for ctrl, parent in base.items():
@@ -51,6 +61,8 @@ def create(base: Mapping[str, str], name: str, limits: Mapping[str, Any]) -> lis
                 write(f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20))
             elif ctrl == "pids":
                 write(f"{path}/pids.max", str(int(limits["pids"])))
+            if procs_owner is not None:
+                os.chown(f"{path}/cgroup.procs", *procs_owner)
     except BaseException:
         remove(paths)
         raise

@@ -23,7 +23,6 @@ its parent as exit code ``128 + n``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import resource
 import signal
@@ -206,7 +205,7 @@ def run_call(
     *,
     ws_fd: int,
     py_fds: Mapping[str, int],
-    gate_fd: int,
+    cgroup_procs: tuple[str, ...],
 ) -> NoReturn:
     """I: pid 1 of the call's namespaces, cloned by the zygote with every namespace flag
     (``clone_flags``). Maps ids, builds the new root, forks the tool, then reaps. Never
@@ -216,9 +215,9 @@ def run_call(
     spare then completes every step, seccomp included, and waits on ``call_fd`` (its
     activation socket) for the real call socket and the tool's name. As root the zygote made
     ``ws_fd`` (the idmapped workspace tree) and ``py_fds``; unprivileged they are -1 and {}
-    and this process clones them from inside its namespaces. ``gate_fd`` (or -1) yields one
-    byte once the zygote has put this process in the call's cgroups: the tool is forked
-    only after that, so it and all it forks are counted.
+    and this process clones them from inside its namespaces. ``cgroup_procs``: the
+    call's ``cgroup.procs`` files (handed to the sandbox uid by the zygote), joined before
+    the tool is forked, so that it and all it forks are counted.
     """
     off = cfg.disable
     userns = "userns" not in off
@@ -235,7 +234,7 @@ def run_call(
                 signal.SIGUSR1,
             ):
                 signal.signal(sig, signal.SIG_DFL)
-            _close_all_but({call_fd, ws_fd, gate_fd, cfg.pid1_fd, *py_fds.values()})
+            _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
         # -- identity: never host root. As root, the zygote cloned us with its effective ids
         # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
         # never by host root), but the real and saved ids are still 0 until the setres*id
@@ -262,8 +261,10 @@ def run_call(
             _linux.prctl(4, 1)
             _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         with Phase("cgroup"):
-            if gate_fd >= 0 and os.read(gate_fd, 1) != b"1":
-                raise OSError(errno.EIO, "the zygote did not place the call in its cgroups")
+            # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
+            # "0" is this process (a pid would be read in its new pid namespace).
+            for procs in cgroup_procs:
+                write(procs, "0")
         with Phase("fork_tool"):
             # Blocked until the reaper takes them: a SIGTERM from the zygote may come at any
             # time, and pid 1 would silently drop it while it has no handler. The tool
@@ -278,7 +279,7 @@ def run_call(
     except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
-    for fd in (ws_fd, gate_fd, *py_fds.values()):
+    for fd in (ws_fd, *py_fds.values()):
         if fd >= 0:
             os.close(fd)
     # The reaper: collect every orphan; when the tool itself ends, end the namespace with

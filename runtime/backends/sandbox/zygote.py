@@ -249,8 +249,12 @@ class Zygote:
         made)."""
         cfg = self.cfg
         assert cfg is not None
-        groups = cgroups.create(self.cgroup_base, tag, plan.limits)
-        ws_fd, py_fds, gate = -1, {}, (-1, -1)
+        # The call's pid 1 joins its cgroups itself (cgroup.procs is handed to the sandbox
+        # uid): a cgroup v1 attach may wait for an RCU grace period, and in the zygote that
+        # wait would hold up every other call's messages and reaps.
+        owner = (cfg.host_uid, cfg.host_gid) if cfg.drop_root else None
+        groups = cgroups.create(self.cgroup_base, tag, plan.limits, procs_owner=owner)
+        ws_fd, py_fds = -1, {}
         try:
             if cfg.drop_root and "mountns" not in cfg.disable:
                 # Root-only steps, done here while this process is still root: the idmapped
@@ -264,33 +268,22 @@ class Zygote:
                     )
                     _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
                 py_fds = child.python_trees()
-            if groups:
-                gate = os.pipe2(os.O_CLOEXEC)
+            procs = tuple(f"{path}/cgroup.procs" for path in groups)
             pid = self._clone(child.clone_flags(cfg.disable))
             if pid == 0:
                 # run_call never returns; should anything escape it, this copy must not go
                 # on running the zygote's loop (it holds the table of every other call).
                 try:
                     child.run_call(
-                        cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, gate_fd=gate[0]
+                        cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, cgroup_procs=procs
                     )
                 finally:
                     os._exit(child.EXIT_SETUP)
-            if groups:
-                try:
-                    for path in groups:
-                        _setup.write(f"{path}/cgroup.procs", str(pid))
-                except OSError:
-                    # Killed while it waits at the gate: the tool never started.
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    raise
-                os.write(gate[1], b"1")
         except BaseException:
             cgroups.remove(groups)
             raise
         finally:
-            for fd in (ws_fd, *gate, *py_fds.values()):
+            for fd in (ws_fd, *py_fds.values()):
                 if fd >= 0:
                     os.close(fd)
         return pid, groups
