@@ -29,11 +29,12 @@ __all__ = [
 ]
 
 #: Command lines of the backends' own long-lived processes. The sandbox keeps a pre-forked
-#: spare per profile, which is replaced after every call: new after a case, yet not the
-#: case's. Attack code never runs under this command line: shell_exec execs /bin/sh, and an
+#: spare per profile (its tool process, a copy of the zygote, and its pid 1, the tiny
+#: reaper), which is replaced after every call: new after a case, yet not the case's.
+#: Attack code never runs under this command line: shell_exec execs /bin/sh, and an
 #: interpreter started from it shows its own command line; anything carrying the case's
 #: nonce counts whatever its command line.
-INFRA_MARKERS = ("runtime.backends.sandbox.zygote",)
+INFRA_MARKERS = ("runtime.backends.sandbox.zygote", "runtime.backends.sandbox.pid1")
 
 #: Uids used by nothing else on the host, one per baseline (so the two can run at once in
 #: separate processes): every process such a uid owns is one the harness started.

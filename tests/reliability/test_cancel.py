@@ -43,11 +43,11 @@ def _zygote(broker: Broker) -> psutil.Process:
 
 
 async def _wait_sandboxes(zygote: psutil.Process, calls: int) -> list[psutil.Process]:
-    """The processes of ``calls`` running calls (C, init, tool each), once all exist."""
+    """The processes of ``calls`` running calls (pid 1 and the tool each), once all exist."""
     with anyio.fail_after(60):
         while True:
             tree = zygote.children(recursive=True)
-            if len(tree) >= 3 * calls:
+            if len(tree) >= 2 * calls:
                 return tree
             await anyio.sleep(0.02)
 

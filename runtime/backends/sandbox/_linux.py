@@ -40,6 +40,8 @@ __all__ = [
     "OPEN_TREE_CLONE",
     "SUPPORTED",
     "capset_zero",
+    "clone",
+    "get_pdeathsig",
     "landlock_add_rule",
     "landlock_create_ruleset",
     "landlock_restrict_self",
@@ -97,6 +99,7 @@ MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_IDMAP = 0x100000
 
 _NR = {
+    "clone": 56,
     "capset": 126,
     "pivot_root": 155,
     "open_tree": 428,
@@ -146,6 +149,37 @@ def _sys(name: str, *args: object) -> int:
     return _check(int(_libc.syscall(ctypes.c_long(_NR[name]), *cargs)), name)
 
 
+# The GIL stays held across this call (PyDLL, not CDLL): the child of a raw clone must not
+# find the interpreter in the middle of handing the GIL back.
+_pylibc = ctypes.PyDLL(None, use_errno=True)
+_pylibc.syscall.restype = ctypes.c_long
+
+
+def clone(flags: int) -> int:
+    """fork(2) with namespace flags: a raw ``clone`` (SIGCHLD to the parent, no new stack).
+
+    Returns the child's pid in the parent and 0 in the child, like ``os.fork``. Hazards: it
+    skips what ``os.fork`` and glibc's ``fork`` do around the system call. glibc's cached
+    thread id in the child is the parent's (``raise``/``abort`` aim at it; ``abort`` still
+    ends the process), its at-fork lock resets do not run (nothing holds those locks in a
+    single-threaded caller in a system call), and Python's at-fork hooks and interpreter
+    re-initialisation do not run (no other thread, a pending signal handler of the parent
+    may run once). Only single-threaded callers may use it, and the child must only set
+    itself up and ``os.fork`` (which re-initialises properly) or ``os._exit``.
+    """
+    res = int(
+        _pylibc.syscall(
+            ctypes.c_long(_NR["clone"]),
+            ctypes.c_long(flags | 17),  # SIGCHLD: the exit signal, as for fork
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+            ctypes.c_long(0),
+        )
+    )
+    return _check(res, "clone")
+
+
 def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
 
@@ -175,6 +209,13 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
     return _check(_libc.prctl(option, a2, a3, a4, a5), f"prctl {option}")
+
+
+def get_pdeathsig() -> int:
+    """The calling process's parent-death signal (0: none)."""
+    sig = ctypes.c_int(0)
+    _check(_libc.prctl(2, ctypes.addressof(sig), 0, 0, 0), "prctl(PR_GET_PDEATHSIG)")
+    return sig.value
 
 
 def open_tree(path: str, flags: int) -> int:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
+from runtime.backends.sandbox import pid1
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.backends.sandbox.masks import MaskSpec
@@ -175,6 +176,12 @@ class SandboxBackend:
             return
         if self._ctl is not None:
             await self.aclose()
+        try:
+            # Cached after the first build; a failure leaves pid 1 to Python (slower).
+            pid1_path = str(await anyio.to_thread.run_sync(pid1.build))
+            pid1_error = None
+        except SandboxError as exc:
+            pid1_path, pid1_error = "", str(exc)
         self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
@@ -186,6 +193,7 @@ class SandboxBackend:
             "state_dirs": list(self._state_dirs),
             "grace_s": self._grace_s,
             "pool_size": self._pool,
+            "pid1": pid1_path,
         }
         try:
             await self._ctl.send(init)
@@ -196,6 +204,8 @@ class SandboxBackend:
             raise SandboxUnavailable(f"the sandbox fork-server did not start: {exc}") from exc
         self._caps = dict(ready.get("caps", {}))
         self.load_errors = dict(ready.get("errors", {}))
+        if pid1_error is not None:
+            self.load_errors["pid1"] = pid1_error
         missing = list(self._caps.get("missing_required", []))
         if "seccomp" in self.load_errors and "seccomp" not in missing:
             missing.append("seccomp")
@@ -423,7 +433,7 @@ class SandboxBackend:
                 f"the sandbox could not start the call: {report.get('message')}", usage=usage
             )
         code, sig = report.get("code"), report.get("signal")
-        # C reports a killed descendant as 128 + signal number.
+        # Pid 1 reports a killed tool as 128 + signal number.
         if sig is None and isinstance(code, int) and code > 128:
             sig = code - 128
         if terminal is not None and terminal.get("type") == "setup_error":

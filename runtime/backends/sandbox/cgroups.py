@@ -1,10 +1,10 @@
 """cgroup v1 memory + pids for each call, where the host lets us (root, writable hierarchy).
 
 Each zygote owns ``/sys/fs/cgroup/{memory,pids}/runtime-sandbox-<pid>/``; each call gets a
-child group sized from its limits, which C joins before unsharing. After the call the
-counters (peak memory, OOM kills, pids limit hits) go into the exit report and the group
-is removed. Without a writable hierarchy the rlimits are the only limits, and the
-fingerprint says so.
+child group sized from its limits, which the zygote puts the call's pid 1 in before the
+tool is forked. After the call the counters (peak memory, OOM kills, pids limit hits) go
+into the exit report and the group is removed. Without a writable hierarchy the rlimits are
+the only limits, and the fingerprint says so.
 """
 
 from __future__ import annotations
@@ -39,8 +39,18 @@ def bases(controllers: Iterable[str], tag: str) -> tuple[dict[str, str], dict[st
     return made, errors
 
 
-def create(base: Mapping[str, str], name: str, limits: Mapping[str, Any]) -> list[str]:
-    """One call's cgroups, sized from its limits; removes what it made if a step fails."""
+def create(
+    base: Mapping[str, str],
+    name: str,
+    limits: Mapping[str, Any],
+    *,
+    procs_owner: tuple[int, int] | None = None,
+) -> list[str]:
+    """One call's cgroups, sized from its limits; removes what it made if a step fails.
+
+    ``procs_owner`` (uid, gid): who may write ``cgroup.procs``, so that the call's own
+    process joins (cgroup v1 then lets it move only tasks of its own uid). The limit files
+    stay root's."""
     paths: list[str] = []
     try:
         for ctrl, parent in base.items():
@@ -51,6 +61,8 @@ def create(base: Mapping[str, str], name: str, limits: Mapping[str, Any]) -> lis
                 write(f"{path}/memory.limit_in_bytes", str(int(limits["memory_mb"]) << 20))
             elif ctrl == "pids":
                 write(f"{path}/pids.max", str(int(limits["pids"])))
+            if procs_owner is not None:
+                os.chown(f"{path}/cgroup.procs", *procs_owner)
     except BaseException:
         remove(paths)
         raise
@@ -82,7 +94,7 @@ def stats(paths: list[str]) -> dict[str, Any]:
 
 def remove(paths: list[str]) -> None:
     for path in paths:
-        # The namespace is gone by the time its C is reaped; a straggler (an exiting task
+        # The namespace is gone by the time its pid 1 is reaped; a straggler (an exiting task
         # still charged) makes rmdir EBUSY for a moment, so retry briefly.
         for _ in range(50):
             try:

@@ -1,10 +1,14 @@
-"""The per-call child: one linear set-up, phase by phase, then the tool. Runs after a fork.
+"""The per-call child: one linear set-up, phase by phase, then the tool. Runs after a clone.
 
 Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model)::
 
-    zygote ── C  (outside: joins the cgroup, drops to the sandbox uid, unshares, maps ids)
-              └── I  pid 1 of the call's pid namespace: builds the new root, pivots, reaps
-                   └── T  the tool: no_new_privs, rlimits, Landlock, seccomp LAST, then runs
+    zygote ── I  pid 1 of the call's namespaces (one raw clone with every namespace flag):
+              │  maps ids, drops to the sandbox uid, forks T, execs pid1.c (the reaper)
+              └── T  the new root, pivot_root, then no_new_privs, rlimits, Landlock,
+                     seccomp LAST, then the tool
+
+Two copies of the zygote per call, not three: the zygote clones I straight into new
+namespaces (``_linux.clone``), so no process outside has to unshare and then fork pid 1.
 
 Any failing step sends one ``setup_error`` frame naming the phase and errno on the call
 socket and exits with :data:`EXIT_SETUP`: set-up never limps on with half a wall. Nothing in
@@ -41,9 +45,12 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_PROTOCOL",
     "EXIT_SETUP",
+    "PID1_ARGV0",
     "CallPlan",
     "ChildConfig",
     "ChildLimits",
+    "clone_flags",
+    "python_trees",
     "run_call",
 ]
 
@@ -53,6 +60,9 @@ EXIT_SETUP = 125
 EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
+_REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
+#: The tiny pid 1's command line starts with this (process listings tell it from a tool's).
+PID1_ARGV0 = "runtime.backends.sandbox.pid1"
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -68,6 +78,7 @@ class ChildConfig:
     bpf_exec: bytes
     state_dirs: tuple[str, ...] = (".runtime",)
     disable: frozenset[str] = frozenset()
+    pid1_fd: int = -1  # sealed memfd of the tiny pid 1 (``pid1.c``), -1 if not built
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,22 +167,62 @@ def _exit_code(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
 
 
+def clone_flags(disable: frozenset[str]) -> int:
+    """The namespaces of a call: user first (it owns the others), mount, pid, net, ipc, uts.
+
+    ("userns" is off only in best_effort mode on a host without user namespaces: then there
+    are no namespaces at all and the remaining walls are Landlock and seccomp.)"""
+    if "userns" in disable:
+        return 0
+    flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+    flags |= 0 if "mountns" in disable else _linux.CLONE_NEWNS
+    flags |= 0 if "pidns" in disable else _linux.CLONE_NEWPID
+    flags |= 0 if "netns" in disable else _linux.CLONE_NEWNET
+    return flags
+
+
+def python_trees() -> dict[str, int]:
+    """Detached read-only clones of the interpreter's code (``newroot.python_paths``). As
+    root the zygote clones them before the call's namespaces exist: the sandbox uid may not
+    traverse, say, a ``/root/.pyenv`` that holds the interpreter. The caller closes them."""
+    fds: dict[str, int] = {}
+    attrs = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+    try:
+        for path in newroot.python_paths():
+            fd = _linux.open_tree(path, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC)
+            fds[path] = fd
+            _linux.mount_setattr(fd, attrs)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
 def run_call(
     cfg: ChildConfig,
     plan: CallPlan,
     call_fd: int,
     tool: ToolFunc | Mapping[str, ToolFunc],
     *,
-    idmap_fd: int,
+    ws_fd: int,
+    py_fds: Mapping[str, int],
     cgroup_procs: tuple[str, ...],
 ) -> NoReturn:
-    """C: the whole set-up of one call, in order. Never returns.
+    """I: pid 1 of the call's namespaces, cloned by the zygote with every namespace flag
+    (``clone_flags``). Maps ids, builds the new root, forks the tool, then reaps. Never
+    returns.
 
     ``tool`` is the function to run, or — for a pre-forked spare — every loaded tool: the
     spare then completes every step, seccomp included, and waits on ``call_fd`` (its
-    activation socket) for the real call socket and the tool's name.
+    activation socket) for the real call socket and the tool's name. As root the zygote made
+    ``ws_fd`` (the idmapped workspace tree) and ``py_fds``; unprivileged they are -1 and {}
+    and this process clones them from inside its namespaces. ``cgroup_procs``: the
+    call's ``cgroup.procs`` files (handed to the sandbox uid by the zygote), joined before
+    the tool is forked, so that it and all it forks are counted.
     """
     off = cfg.disable
+    userns = "userns" not in off
     try:
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
@@ -185,119 +236,96 @@ def run_call(
                 signal.SIGUSR1,
             ):
                 signal.signal(sig, signal.SIG_DFL)
-            _close_all_but({call_fd, idmap_fd})
-        # -- cgroup v1 memory + pids (root only; the zygote created and sized them).
-        with Phase("cgroup"):
-            for procs in cgroup_procs:
-                write(procs, str(os.getpid()))
-        # -- workspace tree, detached. As root it is idmapped so that the on-disk owner (the
-        # broker's user) appears as the sandbox user and files the tool creates land on
-        # disk owned by the broker's user. Unprivileged, it is cloned after unsharing.
-        ws_fd = -1
-        py_fds: dict[str, int] = {}
-        mounts = "mountns" not in off
-        if mounts and plan.workspace and cfg.drop_root and plan.access != "none":
-            with Phase("workspace_idmap"):
-                ws_fd = _linux.open_tree(
-                    plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
-                )
-                _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap_fd)
-        if mounts and cfg.drop_root:
-            with Phase("python_trees"):
-                py_fds = _python_trees()
-        if idmap_fd >= 0:
-            os.close(idmap_fd)
-        # -- identity: never host root. Dropping uid clears dumpable and pdeathsig, so both
-        # are set after it (dumpable lets us write our own /proc/self/uid_map).
+            _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
+        # -- identity: never host root. As root, the zygote cloned us with its effective ids
+        # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
+        # never by host root), but the real and saved ids are still 0 until the setres*id
+        # below. Dumpable first: it lets us write our own /proc/self/uid_map.
+        with Phase("uid_map"):
+            _linux.prctl(4, 1)  # PR_SET_DUMPABLE
+            if userns:
+                # The sandbox user (1000 inside) is the unprivileged host uid; nothing else
+                # is mapped, so no file can ever be owned by "root" inside.
+                write("/proc/self/setgroups", "deny")
+                write("/proc/self/uid_map", f"{SANDBOX_UID} {cfg.host_uid} 1\n")
+                write("/proc/self/gid_map", f"{SANDBOX_UID} {cfg.host_gid} 1\n")
         with Phase("drop_uid"):
-            if cfg.drop_root:
+            if userns:
+                # Every id becomes the sandbox uid; uid 0 is unmapped in this namespace, so
+                # the capabilities it holds here (and only here) are kept for the mounts.
+                os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+                os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+            elif cfg.drop_root:
                 os.setgroups([])
                 os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
                 os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
-            _linux.prctl(4, 1)  # PR_SET_DUMPABLE
-            _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the zygote dies, we die
-        # -- namespaces: user first (it owns the others), then mount, pid, net, ipc, uts.
-        # ("userns" is off only in best_effort mode on a host without user namespaces: then
-        # there are no namespaces at all and the remaining walls are Landlock and seccomp.)
-        userns = "userns" not in off
-        # Hazard: after unshare, geteuid() answers the overflow uid until the map exists.
-        host_uid, host_gid = os.geteuid(), os.getegid()
-        with Phase("unshare"):
-            flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
-            flags |= 0 if "mountns" in off else _linux.CLONE_NEWNS
-            flags |= 0 if "pidns" in off else _linux.CLONE_NEWPID
-            flags |= 0 if "netns" in off else _linux.CLONE_NEWNET
-            if userns:
-                _linux.unshare(flags)
-        # -- id maps: the sandbox user (1000 inside) is our unprivileged host uid; nothing
-        # else is mapped, so no file can ever be owned by "root" inside.
-        with Phase("uid_map"):
-            if userns:
-                write("/proc/self/setgroups", "deny")
-                write("/proc/self/uid_map", f"{SANDBOX_UID} {host_uid} 1\n")
-                write("/proc/self/gid_map", f"{SANDBOX_UID} {host_gid} 1\n")
-        if mounts and plan.workspace and ws_fd < 0 and plan.access != "none":
-            with Phase("workspace_clone"):
-                ws_fd = _linux.open_tree(
-                    plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
-                )
-        if mounts and not py_fds:
-            with Phase("python_trees"):
-                py_fds = _python_trees()
-        # -- fork pid 1 of the new pid namespace; it builds the root (a proc mount must come
-        # from inside the pid namespace) and reaps.
-        with Phase("fork_init"):
-            init_pid = os.fork()
-        if init_pid == 0:
-            _init(cfg, plan, call_fd, tool, ws_fd, py_fds=py_fds)
+            # Changing ids clears both; the zygote dying must end the call.
+            _linux.prctl(4, 1)
+            _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        with Phase("cgroup"):
+            # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
+            # "0" is this process (a pid would be read in its new pid namespace).
+            for procs in cgroup_procs:
+                write(procs, "0")
+        with Phase("fork_tool"):
+            # Blocked until the reaper takes them: a SIGTERM from the zygote may come at any
+            # time, and pid 1 would silently drop it while it has no handler. The tool
+            # unblocks them first thing (a fork inherits the mask, not pending signals).
+            signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
+            # Forked before the rest of the set-up, which the tool process does itself: the
+            # pages that set-up writes are then copied once (in the tool), not once here and
+            # again in the tool; this process only waits, so it writes almost nothing.
+            tool_pid = os.fork()
+        if tool_pid == 0:
+            _call_process(cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
-    if ws_fd >= 0:
-        os.close(ws_fd)
-    for fd in py_fds.values():
-        os.close(fd)
-    # C stays outside as the handle the zygote signals: SIGTERM is passed on to init (which
-    # passes it to every process of the namespace); SIGUSR1 means "kill now": SIGKILL to
-    # pid 1 kills the whole namespace. C exits only once init is reaped, and the kernel
-    # reaps pid 1 only after every process of its namespace is gone: when the zygote sees
-    # C exit, nothing of the call is left. (SIGKILL of C is the last resort: init then dies
-    # by its parent-death signal.)
-    signal.signal(signal.SIGTERM, _forward(init_pid, signal.SIGTERM))
-    signal.signal(signal.SIGUSR1, _forward(init_pid, signal.SIGKILL))
-    _, status = os.waitpid(init_pid, 0)
-    os._exit(_exit_code(status))
+    for fd in (ws_fd, *py_fds.values()):
+        if fd >= 0:
+            os.close(fd)
+    # The reaper: collect every orphan; when the tool itself ends, end the namespace with
+    # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
+    # SIGTERM from the zygote (timeout, cancel) goes to every process of the namespace;
+    # without a pid namespace (test-only) "every process" would be all of the sandbox uid's,
+    # so then only to the tool. "Kill now" is the zygote's SIGKILL to this process.
+    target = tool_pid if "pidns" in off or not userns else -1
+    if cfg.pid1_fd >= 0:
+        # The reaper proper is pid1.c: this copy of the zygote's ~25 MB address space goes
+        # now, while the call is set up or waits as a spare, not at the end of the call.
+        with contextlib.suppress(OSError):
+            os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
+    signal.signal(signal.SIGTERM, _forward(target, signal.SIGTERM))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(EXIT_PROTOCOL)
+        if pid == tool_pid:
+            os._exit(_exit_code(status))
 
 
-def _python_trees() -> dict[str, int]:
-    """Detached read-only clones of the interpreter's code (``newroot.python_paths``). As
-    root they are cloned before the uid drop: the sandbox uid may not traverse, say, a
-    ``/root/.pyenv`` that holds the interpreter."""
-    fds: dict[str, int] = {}
-    attrs = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
-    for path in newroot.python_paths():
-        fd = _linux.open_tree(path, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC)
-        fds[path] = fd
-        _linux.mount_setattr(fd, attrs)
-    return fds
-
-
-def _init(
+def _call_process(
     cfg: ChildConfig,
     plan: CallPlan,
     call_fd: int,
     tool: ToolFunc | Mapping[str, ToolFunc],
-    ws_fd: int,
     *,
+    ws_fd: int,
     py_fds: Mapping[str, int],
 ) -> NoReturn:
-    """I: pid 1. New root on a tmpfs, pivot_root, detach the old root, then fork the tool."""
+    """T, part one: the new root (pid 2 of the call's pid namespace, with every capability
+    in its user namespace: it mounts /proc of that pid namespace) and the host name; then
+    the walls (``_tool``). Pivoting moves pid 1's root too: it shares the mount namespace."""
     off = cfg.disable
-    limits = ChildLimits.from_dict(plan.limits)
-    workspace = WORKSPACE
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
-        with Phase("init_pdeathsig"):
+        with Phase("tool_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)
+        ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
+        limits = ChildLimits.from_dict(plan.limits)
+        workspace = WORKSPACE
         if "mountns" in off:
             workspace = plan.workspace or "/nonexistent"
         else:
@@ -312,25 +340,27 @@ def _init(
         with Phase("hostname"):
             if "userns" not in off:
                 socket.sethostname("sandbox")  # the uts namespace hides the host's name
-        with Phase("fork_tool"):
-            tool_pid = os.fork()
-        if tool_pid == 0:
-            _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
     except SetupFailed as exc:
         _fail(call_fd, exc)
-    os.close(call_fd)
-    if ws_fd >= 0:
-        os.close(ws_fd)
-    # The reaper: collect every orphan; when the tool itself ends, end the namespace with
-    # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
-    signal.signal(signal.SIGTERM, _forward(-1, signal.SIGTERM))
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(EXIT_PROTOCOL)
-        if pid == tool_pid:
-            os._exit(_exit_code(status))
+    _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
+
+
+def _own_trees(
+    cfg: ChildConfig, plan: CallPlan, ws_fd: int, py_fds: Mapping[str, int]
+) -> tuple[int, Mapping[str, int]]:
+    """Unprivileged, the workspace and the interpreter's code are cloned here, inside the
+    call's user and mount namespaces (as root the zygote cloned them already)."""
+    if "mountns" in cfg.disable:
+        return ws_fd, py_fds
+    if plan.workspace and ws_fd < 0 and plan.access != "none":
+        with Phase("workspace_clone"):
+            ws_fd = _linux.open_tree(
+                plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+            )
+    if not py_fds:
+        with Phase("python_trees"):
+            py_fds = python_trees()
+    return ws_fd, py_fds
 
 
 def _rlimits(limits: ChildLimits) -> None:
@@ -382,8 +412,6 @@ def _tool(
     """T: the last walls, in order, then the tool function. Seccomp is the final step."""
     off = cfg.disable
     try:
-        with Phase("tool_pdeathsig"):
-            _linux.prctl(1, signal.SIGKILL)
         with Phase("tool_fds"):
             # stdio is /dev/null; the frame socket is close-on-exec so exec'd programs never
             # hold the channel to the broker.

@@ -2,7 +2,7 @@
 
 Started by :class:`~runtime.backends.sandbox.backend.SandboxBackend` with an environment of
 its own, through a small boot script that skips the ``runtime`` package ``__init__`` (no
-pydantic in this heap, which every call copies three times), then ``main`` with ``FD``, a
+pydantic in this heap, which every call copies twice), then ``main`` with ``FD``, a
 ``SOCK_SEQPACKET`` unix socket to the broker; every packet is one frame (runtime.frames).
 
 Broker → zygote: ``init`` (once), ``spawn`` (with the call socket's child end attached by
@@ -34,6 +34,7 @@ from runtime.backends.sandbox import (
     child,
     masks,
     newroot,
+    pid1,
     probe,
     seccomp,
 )
@@ -42,8 +43,6 @@ from runtime.toolkit import load_entry
 
 __all__ = ["main"]
 
-#: Seconds a C may take to reap its namespace after SIGUSR1 before it is SIGKILLed itself.
-_KILL_ESCALATE_S = 5.0
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
     "json",
@@ -173,12 +172,22 @@ class Zygote:
             with contextlib.suppress(ImportError):
                 __import__(name)
         root = os.geteuid() == 0
+        if root:
+            # Each call's pid 1 inherits these, and inside its user namespace (setgroups
+            # denied) it could not drop them: the zygote, root anyway, does without.
+            os.setgroups([])
         try:
             bpf_python = seccomp.build_program(seccomp.PYTHON_ALLOW)
             bpf_exec = seccomp.build_program(seccomp.PYTHON_ALLOW + seccomp.EXEC_EXTRA)
         except OSError as exc:
             errors["seccomp"] = str(exc)
             bpf_python = bpf_exec = b""
+        pid1_fd = -1
+        if msg.get("pid1"):
+            try:
+                pid1_fd = pid1.load(str(msg["pid1"]))
+            except OSError as exc:
+                errors["pid1"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -188,6 +197,7 @@ class Zygote:
             bpf_exec=bpf_exec,
             state_dirs=tuple(msg.get("state_dirs", (".runtime",))),
             disable=disable if bpf_python else disable | {"seccomp"},
+            pid1_fd=pid1_fd,
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
@@ -247,28 +257,75 @@ class Zygote:
     def _fork_child(
         self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
     ) -> tuple[int, list[str]]:
-        """Make the call's cgroups and fork C; returns (pid, cgroup dirs). Raises on failure
-        (after removing what it made)."""
-        assert self.cfg is not None
-        idmap = -1
-        if self.cfg.drop_root and plan.workspace and plan.access != "none":
-            st = os.stat(plan.workspace)
-            idmap = self.idmap_fd(st.st_uid, st.st_gid)
-        groups = cgroups.create(self.cgroup_base, tag, plan.limits)
+        """Make the call's cgroups and clone its pid 1 (``child.run_call``) into new
+        namespaces; returns (pid, cgroup dirs). Raises on failure (after removing what it
+        made)."""
+        cfg = self.cfg
+        assert cfg is not None
+        # The call's pid 1 joins its cgroups itself (cgroup.procs is handed to the sandbox
+        # uid): a cgroup v1 attach may wait for an RCU grace period, and in the zygote that
+        # wait would hold up every other call's messages and reaps.
+        owner = (cfg.host_uid, cfg.host_gid) if cfg.drop_root else None
+        groups = cgroups.create(self.cgroup_base, tag, plan.limits, procs_owner=owner)
+        ws_fd, py_fds = -1, {}
         try:
-            pid = os.fork()
+            if cfg.drop_root and "mountns" not in cfg.disable:
+                # Root-only steps, done here while this process is still root: the idmapped
+                # workspace tree and the interpreter's code (the sandbox uid may not reach
+                # them). Cheap system calls; the child moves them into its new root.
+                if plan.workspace and plan.access != "none":
+                    st = os.stat(plan.workspace)
+                    idmap = self.idmap_fd(st.st_uid, st.st_gid)
+                    ws_fd = _linux.open_tree(
+                        plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                    )
+                    _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
+                py_fds = child.python_trees()
+            procs = tuple(f"{path}/cgroup.procs" for path in groups)
+            pid = self._clone(child.clone_flags(cfg.disable))
+            if pid == 0:
+                # run_call never returns; should anything escape it, this copy must not go
+                # on running the zygote's loop (it holds the table of every other call).
+                try:
+                    child.run_call(
+                        cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, cgroup_procs=procs
+                    )
+                finally:
+                    os._exit(child.EXIT_SETUP)
         except BaseException:
             cgroups.remove(groups)
             raise
-        if pid == 0:
-            # run_call never returns; should anything escape it, this forked copy must not
-            # go on running the zygote's loop (it holds the table of every other call).
-            try:
-                procs = tuple(f"{p}/cgroup.procs" for p in groups)
-                child.run_call(self.cfg, plan, call_fd, tool, idmap_fd=idmap, cgroup_procs=procs)
-            finally:
-                os._exit(child.EXIT_SETUP)
+        finally:
+            for fd in (ws_fd, *py_fds.values()):
+                if fd >= 0:
+                    os.close(fd)
         return pid, groups
+
+    def _clone(self, flags: int) -> int:
+        """Clone the call's pid 1. A user namespace is owned by its creator's effective uid:
+        as root, the effective ids are the sandbox uid's for the clone (the real and saved
+        ones stay 0, so this process gets root back right after, and the child drops them)."""
+        cfg = self.cfg
+        assert cfg is not None
+        if not flags:
+            return os.fork()  # test-only: no namespaces, an ordinary fork
+        if not cfg.drop_root:
+            return _linux.clone(flags)
+        # Hazard: changing the effective ids clears this process's parent-death signal (and
+        # dumpable); it is what ends the zygote, and with it every call, if the broker dies.
+        # (A broker that dies while it is cleared is still seen: EOF on the control socket.)
+        deathsig = _linux.get_pdeathsig()
+        os.setegid(cfg.host_gid)
+        os.seteuid(cfg.host_uid)
+        pid = -1
+        try:
+            pid = _linux.clone(flags)
+        finally:
+            if pid != 0:  # never in the child: it has no uid 0 to return to
+                os.seteuid(0)
+                os.setegid(0)
+                _linux.prctl(1, deathsig)  # PR_SET_PDEATHSIG
+        return pid
 
     @staticmethod
     def _profile(plan: dict[str, Any]) -> str:
@@ -407,15 +464,13 @@ class Zygote:
         now = time.monotonic()
         nearest: float | None = None
         for call in self.calls.values():
-            if call.kill_at is None:
+            if call.kill_at is None or call.killing:
                 continue
             if call.kill_at <= now:
-                # First SIGUSR1 (C SIGKILLs pid 1 and reaps the namespace), then, should C
-                # itself hang, SIGKILL as the last resort.
-                sig = signal.SIGKILL if call.killing else signal.SIGUSR1
+                # SIGKILL of pid 1 ends the whole pid namespace: the kernel reaps pid 1
+                # only once every other process of it is gone.
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(call.pid, sig)
-                call.kill_at = now + (3600.0 if call.killing else _KILL_ESCALATE_S)
+                    os.kill(call.pid, signal.SIGKILL)
                 call.killing = True
             else:
                 wait = call.kill_at - now
@@ -479,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl = socket.socket(fileno=int(args[0]))
     # The broker dying must end us and, through each child's parent-death signal, every call.
     _linux.prctl(1, signal.SIGKILL)
-    # Subreaper: should a C die before its init, the orphaned init is ours to reap.
+    # Subreaper: orphans of a call without a pid namespace (test-only) are ours to reap.
     _linux.prctl(36, 1)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         Zygote(ctl).serve()
