@@ -272,12 +272,18 @@ def run_call(
             # time, and pid 1 would silently drop it while it has no handler. The tool
             # unblocks them first thing (a fork inherits the mask, not pending signals).
             signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
+            # Closed on exec: the tool sees EOF once this process is the tiny reaper (or
+            # gone), so no tool code ever runs beside a pid 1 that is still a dumpable copy
+            # of the zygote.
+            exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
             # Forked before the rest of the set-up, which the tool process does itself: the
             # pages that set-up writes are then copied once (in the tool), not once here and
             # again in the tool; this process only waits, so it writes almost nothing.
             tool_pid = os.fork()
         if tool_pid == 0:
-            _call_process(cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds)
+            os.close(exec_w)
+            _call_process(cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, exec_fd=exec_r)
+        os.close(exec_r)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     os.close(call_fd)
@@ -295,6 +301,7 @@ def run_call(
         # now, while the call is set up or waits as a spare, not at the end of the call.
         with contextlib.suppress(OSError):
             os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
+    os.close(exec_w)  # the Python reaper stays: the tool may go on
     signal.signal(signal.SIGTERM, _forward(target, signal.SIGTERM))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
@@ -314,6 +321,7 @@ def _call_process(
     *,
     ws_fd: int,
     py_fds: Mapping[str, int],
+    exec_fd: int = -1,
 ) -> NoReturn:
     """T, part one: the new root (pid 2 of the call's pid namespace, with every capability
     in its user namespace: it mounts /proc of that pid namespace) and the host name; then
@@ -340,6 +348,10 @@ def _call_process(
         with Phase("hostname"):
             if "userns" not in off:
                 socket.sethostname("sandbox")  # the uts namespace hides the host's name
+        if exec_fd >= 0:
+            with Phase("pid1_exec"):
+                os.read(exec_fd, 1)  # EOF: pid 1 has exec'd the reaper (or is gone)
+                os.close(exec_fd)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     _tool(cfg, plan, limits, call_fd, tool, workspace=workspace)
