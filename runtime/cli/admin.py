@@ -147,4 +147,10 @@ def doctor() -> None:
 
     wasm["cache_dir"] = str(default_cache_dir())
     verdict = "ok" if not caps.get("missing_required") else "strict mode will refuse to run"
-    _out({"sandbox": caps, "wasm": wasm, "strict_mode": verdict})
+    from runtime.mcp.launch import isolation_available
+
+    # External MCP servers ([[mcp_servers]]) run behind the same walls as calls, as one
+    # long-lived sandboxed process each: strict mode starts them only when all are here.
+    refused = isolation_available()
+    mcp = {"strict": "ok" if refused is None else f"refused: {refused}"}
+    _out({"sandbox": caps, "wasm": wasm, "strict_mode": verdict, "mcp_servers": mcp})

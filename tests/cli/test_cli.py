@@ -172,3 +172,5 @@ def test_doctor_reports_mechanisms(tmp_path: Path) -> None:
         assert key in sandbox
     assert out["wasm"]["available"] is True
     assert out["strict_mode"] in ("ok", "strict mode will refuse to run")
+    # External MCP servers: strict start-up follows the same host mechanisms.
+    assert (out["mcp_servers"]["strict"] == "ok") == (out["strict_mode"] == "ok")
