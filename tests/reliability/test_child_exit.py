@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from runtime.backends.sandbox import child, zygote
+from runtime.backends.sandbox import _setup, child, zygote
 
 
 def test_forwarding_handler_tolerates_a_reaped_target() -> None:
@@ -23,7 +23,7 @@ def test_forwarding_handler_tolerates_a_reaped_target() -> None:
         os._exit(0)
     os.waitpid(pid, 0)
     # The pid is reaped: kill() fails with ESRCH; the handler must swallow exactly that.
-    child._forward(pid, signal.SIGTERM)(signal.SIGTERM, None)
+    _setup.forward(pid, signal.SIGTERM)(signal.SIGTERM, None)
 
 
 def test_an_exception_escaping_run_call_ends_the_forked_copy(

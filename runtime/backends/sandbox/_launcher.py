@@ -32,12 +32,11 @@ import os
 import resource
 import signal
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from runtime.backends.sandbox import _linux, landlock, newroot
-from runtime.backends.sandbox._setup import Phase, SetupFailed, write
+from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
 
 if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan, ChildLimits
@@ -78,19 +77,13 @@ def _die(message: str) -> NoReturn:
     os._exit(EXIT_SETUP)
 
 
-def _exit_code(status: int) -> int:
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
-
-
-def _forward(pid: int, sig: int) -> Callable[[int, Any], None]:
-    def handler(_signum: int, _frame: Any) -> None:
-        # ESRCH: the target was reaped (or pid 1 has nobody left) before the handler ran.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-    return handler
+def _stdio_to_null() -> None:
+    """stdin/stdout become /dev/null: the program's pipes stay with the program alone, so EOF
+    on the broker's side means the program's end closed."""
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
 
 
 def _trees(paths: list[str]) -> dict[str, int]:
@@ -170,18 +163,15 @@ def main() -> NoReturn:
     # L stays outside as the broker's handle: SIGTERM/SIGINT/SIGHUP go on to pid 1 (which
     # passes SIGTERM to every process of the namespace). stdio is the program's: L keeps
     # no copy, so EOF on the broker's side means the program's end closed.
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(null, fd)
-    os.close(null)
+    _stdio_to_null()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _forward(init_pid, signal.SIGTERM))
+        signal.signal(sig, forward(init_pid, signal.SIGTERM))
     while True:
         try:
             _, status = os.waitpid(init_pid, 0)
         except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
             continue
-        os._exit(_exit_code(status))
+        os._exit(exit_code(status))
 
 
 def _init(spec: dict[str, Any], fds: dict[str, int]) -> NoReturn:
@@ -210,20 +200,17 @@ def _init(spec: dict[str, Any], fds: dict[str, int]) -> NoReturn:
         _die(f"{exc.phase}: {exc.message}")
     for fd in fds.values():
         os.close(fd)
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(null, fd)
-    os.close(null)
+    _stdio_to_null()
     # The reaper: collect every orphan; when the program ends, end the namespace with its
     # status (pid 1 exiting SIGKILLs all that is left).
-    signal.signal(signal.SIGTERM, _forward(-1, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, forward(-1, signal.SIGTERM))
     while True:
         try:
             child, status = os.wait()
         except ChildProcessError:
             os._exit(EXIT_SETUP)
         if child == pid:
-            os._exit(_exit_code(status))
+            os._exit(exit_code(status))
 
 
 def _rlimits(limits: _Limits) -> None:

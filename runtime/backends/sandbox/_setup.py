@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
+from typing import Any
 
 from runtime.backends.sandbox import _linux
 
-__all__ = ["Phase", "SetupFailed", "bind", "touch", "write"]
+__all__ = ["Phase", "SetupFailed", "bind", "exit_code", "forward", "touch", "write"]
 
 
 class SetupFailed(Exception):
@@ -56,3 +59,26 @@ def bind(src: str, dst: str, attrs: int) -> None:
 
 def touch(path: str) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+
+
+def exit_code(status: int) -> int:
+    """A wait status as data: the exit code, or ``128 + n`` for death by signal ``n``."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
+
+
+def forward(pid: int, sig: int) -> Callable[[int, Any], None]:
+    """A signal handler passing ``sig`` on to ``pid``.
+
+    Hazard: Python runs a handler after the syscall it interrupted, so a kill can be handled
+    just after ``waitpid`` reaped the target (or, in pid 1, when no process is left): ESRCH
+    then. Raised, it would unwind out of the set-up code into whatever called it (in a forked
+    zygote copy, the zygote's own loop, which holds its table of other calls).
+    """
+
+    def handler(_signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    return handler

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from runtime.backends.sandbox import _linux, landlock, newroot
-from runtime.backends.sandbox._setup import Phase, SetupFailed, write
+from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
@@ -143,28 +143,6 @@ def _close_all_but(keep: set[int]) -> None:
         if fd >= low:
             os.closerange(low, min(fd, 1 << 20))
             low = fd + 1
-
-
-def _forward(pid: int, sig: int) -> Callable[[int, Any], None]:
-    """A signal handler passing ``sig`` on to ``pid``.
-
-    Hazard: Python runs a handler after the syscall it interrupted, so a kill from the
-    zygote can be handled just after ``waitpid`` reaped the target (or, in pid 1, when no
-    process is left): ESRCH then. Raised, it would unwind out of :func:`run_call` into the
-    zygote's own code in this forked copy, which holds the zygote's table of other calls.
-    """
-
-    def handler(_signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-    return handler
-
-
-def _exit_code(status: int) -> int:
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127
 
 
 def clone_flags(disable: frozenset[str]) -> int:
@@ -302,7 +280,7 @@ def run_call(
         with contextlib.suppress(OSError):
             os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
     os.close(exec_w)  # the Python reaper stays: the tool may go on
-    signal.signal(signal.SIGTERM, _forward(target, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, forward(target, signal.SIGTERM))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
         try:
@@ -310,7 +288,7 @@ def run_call(
         except ChildProcessError:
             os._exit(EXIT_PROTOCOL)
         if pid == tool_pid:
-            os._exit(_exit_code(status))
+            os._exit(exit_code(status))
 
 
 def _call_process(
