@@ -1,0 +1,107 @@
+"""The one-foreign-call helper (``_native``): the same results, usage and errors as the ctypes
+path, and it is only loaded from a private cache (otherwise the backend falls back)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.wasm import WasmBackend, _native
+from runtime.backends.wasm._native import load_native
+from runtime.errors import ExecutionError
+
+from .conftest import ECHO_WAT, request, spec_of, wat_tool
+
+pytestmark = pytest.mark.wasm
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("json_parse", {"text": '{"a": [1, 2.5, "x\\u00e9"], "b": null}'}),
+    ("json_parse", {"text": "[" * 600}),  # a tool error (nesting)
+    ("json_stringify", {"data": {"k": list(range(50))}}),
+    ("base64_encode", {"text": "héllo" * 40_000}),  # a result of ~270 KB
+    ("base64_decode", {"data": "!!!"}),
+    ("hash", {"text": "abc", "algorithm": "sha256"}),
+    ("csv_to_json", {"text": "a,b\n1,2\n"}),
+    ("regex_match", {"pattern": "(a+)+b", "text": "a" * 30}),
+]
+
+
+def _outcome(backend: WasmBackend, tool: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
+    try:
+        out = backend.run_sync(request(spec_of(tool), arguments))
+    except ExecutionError as exc:  # compared field by field below
+        usage = exc.usage
+        return (type(exc).__name__, str(exc), usage.get("fuel"), usage.get("peak_memory_bytes"))
+    return ("ok", out.result, out.usage["fuel"], out.usage["peak_memory_bytes"])
+
+
+@pytest.mark.parametrize(("tool", "arguments"), CALLS, ids=[c[0] for c in CALLS])
+def test_same_outcome_and_usage_on_both_paths(
+    native_backend: WasmBackend, ctypes_backend: WasmBackend, tool: str, arguments: Any
+) -> None:
+    # Fuel is counted instruction by instruction, so equal fuel means the guest did exactly
+    # the same work on both paths (same input bytes, same output).
+    assert native_backend.native_caller() is not None
+    assert ctypes_backend.native_caller() is None
+    native = _outcome(native_backend, tool, arguments)
+    assert native == _outcome(ctypes_backend, tool, arguments)
+    assert native[2] is not None and native[2] > 0
+
+
+def test_native_is_the_default_and_named_in_the_fingerprint(native_backend: WasmBackend) -> None:
+    assert native_backend.native_caller() is not None
+    assert "native_call" not in native_backend.fingerprint().missing
+    off = WasmBackend(cache_dir=native_backend.cache_dir, native=False)
+    assert off.native_caller() is None
+    assert "native_call" in off.fingerprint().missing
+
+
+def test_shared_writable_cache_is_not_loaded(tmp_path: Path) -> None:
+    # dlopen runs the file's code: a directory others can write is never loaded from.
+    cache = tmp_path / "cache"
+    (cache / "native").mkdir(parents=True)
+    os.chmod(cache / "native", 0o777)
+    with pytest.raises(OSError, match="not a private directory"):
+        load_native(cache)
+    backend = WasmBackend(cache_dir=cache)
+    try:
+        assert backend.native_caller() is None
+        assert "native_call" in backend.fingerprint().missing
+        spec = wat_tool(tmp_path, "echo", ECHO_WAT)
+        assert backend.run_sync(request(spec, {})).result == {"ok": True}
+    finally:
+        backend.close()
+
+
+def test_writable_library_file_is_not_loaded(tmp_path: Path) -> None:
+    load_native(tmp_path)
+    (built,) = (tmp_path / "native").glob("*/_native.so")
+    os.chmod(built, 0o775)
+    with pytest.raises(OSError, match="not ours alone"):
+        load_native(tmp_path)
+
+
+def test_layout_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another wasmtime whose structs differ from the helper's must not be driven by it.
+    monkeypatch.setattr(_native, "_expected_layout", lambda: [1, 2, 3])
+    with pytest.raises(ImportError, match="layouts differ"):
+        load_native(tmp_path)
+
+
+def test_build_failure_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "_native.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.setattr(_native, "_SOURCE", broken)
+    with pytest.raises(OSError, match="zig cc exited"):
+        load_native(tmp_path / "a")
+    backend = WasmBackend(cache_dir=tmp_path / "b")
+    try:
+        assert backend.native_caller() is None
+        spec = wat_tool(tmp_path, "echo", ECHO_WAT)
+        assert backend.run_sync(request(spec, {})).result == {"ok": True}
+    finally:
+        backend.close()
+    assert not list((tmp_path / "a" / "native").glob("*/*.so"))  # no half-built file left
