@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.backends.wasm import WasmBackend, _native
 from runtime.backends.wasm._native import load_native
-from runtime.errors import ExecutionError
+from runtime.backends.wasm.abi import _may_overflow
+from runtime.errors import ExecutionError, ToolFailed
 
 from .conftest import ECHO_WAT, request, spec_of, wat_tool
 
@@ -54,6 +57,9 @@ def test_same_outcome_and_usage_on_both_paths(
 def test_native_is_the_default_and_named_in_the_fingerprint(native_backend: WasmBackend) -> None:
     assert native_backend.native_caller() is not None
     assert "native_call" not in native_backend.fingerprint().missing
+    usage = native_backend.run_sync(request(spec_of("json_parse"), {"text": "[1]"})).usage
+    assert set(usage) == {"fuel", "peak_memory_bytes", "cpu_ms", "wall_ms"}
+    assert usage["wall_ms"] > 0 and usage["cpu_ms"] >= 0 and usage["peak_memory_bytes"] >= 65536
     off = WasmBackend(cache_dir=native_backend.cache_dir, native=False)
     assert off.native_caller() is None
     assert "native_call" in off.fingerprint().missing
@@ -105,3 +111,37 @@ def test_build_failure_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     finally:
         backend.close()
     assert not list((tmp_path / "a" / "native").glob("*/*.so"))  # no half-built file left
+
+
+# Bytes rich in what the scan looks for: digits, exponent markers, signs.
+_NUMBERISH = st.one_of(
+    st.binary(max_size=64),
+    st.text(alphabet="0123456789eE+-.x ", max_size=300).map(str.encode),
+    st.integers(200, 260).map(lambda n: b"1" * n),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=_NUMBERISH)
+def test_c_overflow_scan_is_the_python_one(native_backend: WasmBackend, data: bytes) -> None:
+    # The helper's flag replaces abi._may_overflow for native calls: a False where Python
+    # says True would let an inf through, so they must agree on every input.
+    native = native_backend.native_caller()
+    assert native is not None
+    assert native.may_overflow(data) == _may_overflow(data)
+
+
+OVERFLOW_WAT = """(module
+  (memory (export "memory") 1)
+  (func (export "rt_alloc") (param i32) (result i32) i32.const 1024)
+  (data (i32.const 16) "\\00{\\"x\\":1e999}")
+  (func (export "run") (param i32 i32) (result i64) (i64.const 0x0000000c00000010)))"""
+
+
+def test_overflowing_float_from_a_guest_on_both_paths(
+    native_backend: WasmBackend, ctypes_backend: WasmBackend, tmp_path: Path
+) -> None:
+    spec = wat_tool(tmp_path, "inf", OVERFLOW_WAT)
+    for backend in (native_backend, ctypes_backend):
+        with pytest.raises(ToolFailed, match="out of the float range"):
+            backend.run_sync(request(spec, {}))

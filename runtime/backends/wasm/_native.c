@@ -21,10 +21,12 @@
  * - the store is deleted on every path out of rt_native_call, exactly once; wasm_trap_t and
  *   wasmtime_error_t objects are handed to the caller, who owns (and frees) them.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct { uint64_t store_id; void *priv; } rt_func;
 typedef struct { struct { uint64_t store_id; uint32_t priv1; } a; uint32_t priv2; } rt_memory;
@@ -110,6 +112,10 @@ typedef struct {
     uint64_t memory_size;
     uint64_t packed;  /* the tool's raw i64 result */
     uint8_t *output;  /* malloc'd copy of the output; free with rt_native_free */
+    int64_t cpu_ns;   /* this thread's CPU time over the call */
+    int64_t wall_ns;  /* monotonic wall time over the call */
+    int32_t may_overflow; /* rt_native_may_overflow of the output after its status byte */
+    int32_t reserved;
 } rt_call;
 
 void rt_native_init(const rt_api *fns) { api = *fns; }
@@ -121,11 +127,42 @@ size_t rt_native_layout(size_t *out, size_t n) {
     size_t v[] = {
         sizeof(rt_extern), offsetof(rt_extern, of), sizeof(rt_func), sizeof(rt_memory),
         sizeof(rt_instance), sizeof(rt_val_raw), sizeof(rt_api), sizeof(rt_call),
-        offsetof(rt_call, status), offsetof(rt_call, output),
+        offsetof(rt_call, status), offsetof(rt_call, output), offsetof(rt_call, may_overflow),
     };
     size_t count = sizeof(v) / sizeof(v[0]);
     for (size_t i = 0; i < n && i < count; i++) out[i] = v[i];
     return count;
+}
+
+static int64_t now_ns(clockid_t clock) {
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* 1 unless no number in [p, p+n) can be a float outside the double range: the host's
+ * _may_overflow (runtime/backends/wasm/abi.py), byte for byte. A lexeme reaches 1.8e308 only
+ * with an exponent of 3+ digits ('e' or 'E', an optional sign, 3 digits) or with a run of
+ * 210+ digits. Conservative: digits inside strings count too. */
+int32_t rt_native_may_overflow(const uint8_t *p, size_t n) {
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (is_digit(c)) {
+            if (++run >= 210) return 1;
+            continue;
+        }
+        run = 0;
+        if (c == 'e' || c == 'E') {
+            size_t j = i + 1;
+            if (j < n && (p[j] == '+' || p[j] == '-')) j++;
+            if (j + 3 <= n && is_digit(p[j]) && is_digit(p[j + 1]) && is_digit(p[j + 2]))
+                return 1;
+        }
+    }
+    return 0;
 }
 
 static int get_export(void *ctx, const rt_instance *inst, const char *name, size_t len,
@@ -199,8 +236,19 @@ static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *ha
     return RT_OK;
 }
 
+static int32_t call(rt_call *c);
+
 /* Returns c->status. On every status the store is gone when this returns. */
 int32_t rt_native_call(rt_call *c) {
+    int64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wall0 = now_ns(CLOCK_MONOTONIC);
+    int32_t st = call(c);
+    c->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    c->wall_ns = now_ns(CLOCK_MONOTONIC) - wall0;
+    c->may_overflow = c->output ? rt_native_may_overflow(c->output + 1, (c->packed >> 32) - 1) : 1;
+    return st;
+}
+
+static int32_t call(rt_call *c) {
     c->error = c->trap = NULL;
     c->output = NULL;
     c->oom_flag = -1;

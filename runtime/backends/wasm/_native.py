@@ -116,6 +116,10 @@ class _Call(ctypes.Structure):
         ("memory_size", c_uint64),
         ("packed", c_uint64),
         ("output", c_void_p),
+        ("cpu_ns", c_int64),
+        ("wall_ns", c_int64),
+        ("may_overflow", c_int32),
+        ("reserved", c_int32),
     ]
 
 
@@ -140,6 +144,7 @@ def _expected_layout() -> list[int]:
         ctypes.sizeof(_Call),
         _Call.status.offset,
         _Call.output.offset,
+        _Call.may_overflow.offset,
     ]
 
 
@@ -153,6 +158,9 @@ class NativeResult:
     packed: int
     oom_flag: int
     has_memory: bool
+    cpu_ns: int
+    wall_ns: int
+    may_overflow: bool
     output: bytes | None
     error: wasmtime.WasmtimeError | None
     trap: wasmtime.Trap | None
@@ -203,6 +211,13 @@ class NativeCaller:
         self._free = lib.rt_native_free
         self._free.restype = None
         self._free.argtypes = [c_void_p]
+        self._may_overflow = lib.rt_native_may_overflow
+        self._may_overflow.restype = c_int32
+        self._may_overflow.argtypes = [c_char_p, c_size_t]
+
+    def may_overflow(self, data: bytes) -> bool:
+        """The C twin of ``abi._may_overflow`` (what ``call`` reports for its output)."""
+        return bool(self._may_overflow(data, len(data)))
 
     def call(
         self,
@@ -248,6 +263,9 @@ class NativeCaller:
             packed=c.packed,
             oom_flag=c.oom_flag,
             has_memory=bool(c.has_memory),
+            cpu_ns=c.cpu_ns,
+            wall_ns=c.wall_ns,
+            may_overflow=bool(c.may_overflow),
             output=output,
             error=_hot._error(c.error) if c.error else None,
             trap=_hot._trap(c.trap) if c.trap else None,

@@ -120,14 +120,15 @@ class GuestABI:
         return packed & 0xFFFF_FFFF, packed >> 32
 
     @staticmethod
-    def decode_result(payload: bytes | bytearray) -> Any:
+    def decode_result(payload: bytes | bytearray, may_overflow: bool | None = None) -> Any:
         """The result JSON of a status-0 output.
 
         A number too big for a float (CPython would make it ``inf``, which JSON cannot carry)
         is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
-        SandboxError."""
+        SandboxError. ``may_overflow`` is ``_may_overflow(payload)`` when the caller already
+        has it (the native helper computes it while the GIL is released)."""
         try:
-            if _may_overflow(payload):
+            if _may_overflow(payload) if may_overflow is None else may_overflow:
                 return _FLOAT_CHECKING_DECODER.decode(payload.decode("utf-8"))
             try:
                 # pydantic-core's parser (jiter), ~2x CPython's json on typical results, with

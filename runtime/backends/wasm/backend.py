@@ -420,8 +420,9 @@ class WasmBackend:
         fuel = min(limits.wasm_fuel, _MAX_FUEL)
         deadline = max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1
         native = self._native if self._native is not None else self.native_caller()
+        may_overflow: bool | None = None
         if isinstance(native, NativeCaller):
-            out, usage = self._run_native(
+            out, usage, may_overflow = self._run_native(
                 native, loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
             )
         else:
@@ -430,7 +431,7 @@ class WasmBackend:
             )
         status = out[0]
         if status == GuestABI.STATUS_OK:
-            return GuestABI.decode_result(out[1:]), usage
+            return GuestABI.decode_result(out[1:], may_overflow), usage
         message = GuestABI.decode_message(out[1:])[:2000]
         if status == GuestABI.STATUS_EXHAUSTED:
             raise ResourceLimitExceeded(message, usage=usage, limit="guest")
@@ -448,11 +449,11 @@ class WasmBackend:
         limits: Limits,
         fuel: int,
         deadline: int,
-    ) -> tuple[bytes, dict[str, Any]]:
+    ) -> tuple[bytes, dict[str, Any], bool]:
         """The call as one foreign call (``_native``); each status becomes the error
-        ``_run_ctypes`` raises at the same step."""
+        ``_run_ctypes`` raises at the same step. Also returns whether the output may hold a
+        float beyond the double range (``abi._may_overflow``, computed in C)."""
         memory_limit = limits.wasm_memory_mb * _MIB
-        cpu0, wall0 = time.thread_time(), time.perf_counter()
         res = native.call(
             self._engine_ptr,
             loaded.pre,
@@ -468,11 +469,11 @@ class WasmBackend:
         usage = {
             "fuel": fuel - res.fuel_left,
             "peak_memory_bytes": res.memory_size,
-            "cpu_ms": (time.thread_time() - cpu0) * 1000.0,
-            "wall_ms": (time.perf_counter() - wall0) * 1000.0,
+            "cpu_ms": res.cpu_ns / 1e6,
+            "wall_ms": res.wall_ns / 1e6,
         }
         if res.status == Status.OK and res.output:
-            return res.output, usage
+            return res.output, usage, res.may_overflow
         raise self._native_error(res, usage, loaded.has_oom, memory_limit, limits.output_bytes)
 
     def _native_error(
