@@ -200,6 +200,14 @@ _values = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _values, max_size=5))
+def test_encode_arguments_is_json_dumps(arguments: dict[str, Any]) -> None:
+    # The reused C encoder must give the bytes json.dumps gives with the ABI's settings.
+    expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    assert GuestABI.encode_arguments(arguments) == expected.encode()
+
+
+@settings(max_examples=300, deadline=None)
 @given(value=_values)
 def test_decode_result_equals_cpython_json(value: Any) -> None:
     payload = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")

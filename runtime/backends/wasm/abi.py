@@ -88,6 +88,17 @@ def _may_overflow(payload: bytes | bytearray) -> bool:
 _ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
 )
+# JSONEncoder.encode builds a C encoder object per call (plus a closure and a markers dict);
+# with check_circular off that object holds no per-call state, so one is built here with the
+# very arguments JSONEncoder.iterencode passes, and called directly. None without _json.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # not in the stubs
+_C_ENCODE = (
+    _c_make_encoder(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    if _c_make_encoder is not None
+    else None
+)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _FLOAT_CHECKING_DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float
@@ -109,6 +120,8 @@ class GuestABI:
     def encode_arguments(arguments: dict[str, Any]) -> bytes:
         """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross."""
         try:
+            if _C_ENCODE is not None and type(arguments) is dict:
+                return "".join(_C_ENCODE(arguments, 0)).encode("utf-8")
             return _ENCODER.encode(arguments).encode("utf-8")
         except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidArguments(f"arguments cannot be passed to a wasm guest: {exc}") from exc
