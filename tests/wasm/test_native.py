@@ -3,6 +3,7 @@ path, and it is only loaded from a private cache (otherwise the backend falls ba
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,31 @@ def test_overflowing_float_from_a_guest_on_both_paths(
     for backend in (native_backend, ctypes_backend):
         with pytest.raises(ToolFailed, match="out of the float range"):
             backend.run_sync(request(spec, {}))
+
+
+def test_a_call_reentering_on_its_thread_does_not_touch_the_busy_scratch(
+    native_backend: WasmBackend,
+) -> None:
+    # Outputs land in a per-thread buffer; a call made while this thread's buffer is still
+    # in use (a signal handler between the foreign call and the copy out) gets its own.
+    native = native_backend.native_caller()
+    assert native is not None
+    native_backend.run_sync(request(spec_of("json_parse"), {"text": "[0]"}))
+    scratch = native._local.scratch
+    scratch.buf[:4] = b"MARK"
+    scratch.busy = True
+    try:
+        outcome = native_backend.run_sync(request(spec_of("json_parse"), {"text": "[12345]"}))
+        assert outcome.result == {"data": [12345]}
+        assert scratch.buf[:4] == b"MARK" and scratch.busy
+    finally:
+        scratch.busy = False
+    outcome = native_backend.run_sync(request(spec_of("json_parse"), {"text": "[7]"}))
+    assert outcome.result == {"data": [7]}
+    assert bytes(scratch.buf[:10]) == b'{"data":[7'
+
+
+def test_outputs_past_the_scratch_buffer(native_backend: WasmBackend) -> None:
+    text = "x" * (_native.SCRATCH_BYTES * 3)
+    outcome = native_backend.run_sync(request(spec_of("base64_encode"), {"text": text}))
+    assert outcome.result["encoded"] == base64.b64encode(text.encode()).decode()

@@ -101,6 +101,8 @@ typedef struct {
     const uint8_t *input;
     uint64_t input_len;
     uint64_t max_output; /* the largest out_len accepted (status byte included) */
+    uint8_t *out_buf;    /* the caller's buffer for the output body ... */
+    uint64_t out_cap;    /* ... of this many bytes; a longer body is malloc'd instead */
     int32_t has_oom;
     /* out */
     int32_t status;
@@ -111,11 +113,13 @@ typedef struct {
     uint64_t fuel_left;
     uint64_t memory_size;
     uint64_t packed;  /* the tool's raw i64 result */
-    uint8_t *output;  /* malloc'd copy of the output; free with rt_native_free */
+    uint8_t *output;  /* the body (output after its status byte) when it did not fit out_buf:
+                       * malloc'd, free with rt_native_free; NULL when it is in out_buf */
     int64_t cpu_ns;   /* this thread's CPU time over the call */
     int64_t wall_ns;  /* monotonic wall time over the call */
-    int32_t may_overflow; /* rt_native_may_overflow of the output after its status byte */
-    int32_t reserved;
+    int32_t may_overflow; /* rt_native_may_overflow of the body */
+    int32_t out_status;   /* the output's status byte (RT_OK status only) */
+    uint64_t body_len;    /* out_len - 1 (RT_OK status only) */
 } rt_call;
 
 void rt_native_init(const rt_api *fns) { api = *fns; }
@@ -128,6 +132,7 @@ size_t rt_native_layout(size_t *out, size_t n) {
         sizeof(rt_extern), offsetof(rt_extern, of), sizeof(rt_func), sizeof(rt_memory),
         sizeof(rt_instance), sizeof(rt_val_raw), sizeof(rt_api), sizeof(rt_call),
         offsetof(rt_call, status), offsetof(rt_call, output), offsetof(rt_call, may_overflow),
+        offsetof(rt_call, out_cap), offsetof(rt_call, body_len),
     };
     size_t count = sizeof(v) / sizeof(v[0]);
     for (size_t i = 0; i < n && i < count; i++) out[i] = v[i];
@@ -229,10 +234,18 @@ static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *ha
     c->memory_size = size;
     if (out_len == 0 || out_ptr + out_len > size) return RT_BAD_OUTPUT;
     if (out_len > c->max_output) return RT_OUTPUT_TOO_LARGE;
-    uint8_t *copy = malloc(out_len);
-    if (!copy) return RT_NO_HOST_MEMORY;
-    memcpy(copy, api.memory_data(ctx, mem) + out_ptr, out_len);
-    c->output = copy;
+    const uint8_t *out = api.memory_data(ctx, mem) + out_ptr;
+    uint64_t body_len = out_len - 1;
+    uint8_t *dst = c->out_buf;
+    if (body_len > c->out_cap) {
+        dst = malloc(body_len);
+        if (!dst) return RT_NO_HOST_MEMORY;
+        c->output = dst;
+    }
+    memcpy(dst, out + 1, body_len);
+    c->out_status = out[0];
+    c->body_len = body_len;
+    c->may_overflow = rt_native_may_overflow(dst, body_len);
     return RT_OK;
 }
 
@@ -244,13 +257,15 @@ int32_t rt_native_call(rt_call *c) {
     int32_t st = call(c);
     c->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     c->wall_ns = now_ns(CLOCK_MONOTONIC) - wall0;
-    c->may_overflow = c->output ? rt_native_may_overflow(c->output + 1, (c->packed >> 32) - 1) : 1;
     return st;
 }
 
 static int32_t call(rt_call *c) {
     c->error = c->trap = NULL;
     c->output = NULL;
+    c->out_status = -1;
+    c->body_len = 0;
+    c->may_overflow = 1;
     c->oom_flag = -1;
     c->has_memory = 0;
     c->fuel_left = c->fuel;

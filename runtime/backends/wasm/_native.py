@@ -46,7 +46,7 @@ from wasmtime import _ffi as ffi
 
 from runtime.backends.wasm import _hot
 
-__all__ = ["NativeCaller", "NativeResult", "Status", "load_native"]
+__all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Status", "load_native"]
 
 _SOURCE = Path(__file__).with_name("_native.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror")
@@ -106,6 +106,8 @@ class _Call(ctypes.Structure):
         ("input", c_char_p),
         ("input_len", c_uint64),
         ("max_output", c_uint64),
+        ("out_buf", c_void_p),
+        ("out_cap", c_uint64),
         ("has_oom", c_int32),
         ("status", c_int32),
         ("oom_flag", c_int32),
@@ -119,7 +121,8 @@ class _Call(ctypes.Structure):
         ("cpu_ns", c_int64),
         ("wall_ns", c_int64),
         ("may_overflow", c_int32),
-        ("reserved", c_int32),
+        ("out_status", c_int32),
+        ("body_len", c_uint64),
     ]
 
 
@@ -145,12 +148,15 @@ def _expected_layout() -> list[int]:
         _Call.status.offset,
         _Call.output.offset,
         _Call.may_overflow.offset,
+        _Call.out_cap.offset,
+        _Call.body_len.offset,
     ]
 
 
 @dataclass(frozen=True, slots=True)
 class NativeResult:
-    """One call's outcome. ``error``/``trap`` are built (and own their wasmtime objects)."""
+    """One call's outcome. ``error``/``trap`` are built (and own their wasmtime objects);
+    ``out_status`` and ``body`` (the output after its status byte) are set for Status.OK."""
 
     status: int
     fuel_left: int
@@ -161,9 +167,32 @@ class NativeResult:
     cpu_ns: int
     wall_ns: int
     may_overflow: bool
-    output: bytes | None
+    out_status: int
+    body: bytes | bytearray | None
     error: wasmtime.WasmtimeError | None
     trap: wasmtime.Trap | None
+
+
+#: Bytes of output body a thread's scratch buffer takes; longer ones are malloc'd in C.
+SCRATCH_BYTES = 64 * 1024
+
+
+class _Scratch:
+    """A thread's reusable call struct, its pointer, and the buffer outputs are copied into:
+    building those per call (a ctypes Structure, byref, string_at on a malloc'd copy, free)
+    cost more than the rest of the host's side of a call."""
+
+    __slots__ = ("buf", "busy", "call", "ref", "view")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.call = _Call()
+        self.ref = ctypes.pointer(self.call)
+        self.buf = bytearray(SCRATCH_BYTES)
+        # Exports buf's memory (buf can no longer be resized, and is not); the view keeps it.
+        self.view = (ctypes.c_char * SCRATCH_BYTES).from_buffer(self.buf)
+        self.call.out_buf = ctypes.addressof(self.view)
+        self.call.out_cap = SCRATCH_BYTES
 
 
 class NativeCaller:
@@ -208,6 +237,7 @@ class NativeCaller:
         self._call = lib.rt_native_call
         self._call.restype = c_int32
         self._call.argtypes = [ctypes.POINTER(_Call)]
+        self._local = threading.local()
         self._free = lib.rt_native_free
         self._free.restype = None
         self._free.argtypes = [c_void_p]
@@ -234,42 +264,59 @@ class NativeCaller:
         has_oom: bool,
     ) -> NativeResult:
         """Run one call: a fresh store and instance, freed before this returns."""
-        c = _Call(
-            engine,
-            pre.address,
-            memory_bytes,
-            table_elements,
-            fuel,
-            epoch_deadline,
-            export,
-            len(export),
-            payload,
-            len(payload),
-            max_output,
-            has_oom,
-        )
-        # ``pre`` (and with it the InstancePre) stays referenced by the caller for the call.
-        status = self._call(ctypes.byref(c))
-        output = None
-        if c.output:
-            try:
-                output = ctypes.string_at(c.output, c.packed >> 32)
-            finally:
-                self._free(c.output)
-        return NativeResult(
-            status=status,
-            fuel_left=c.fuel_left,
-            memory_size=c.memory_size,
-            packed=c.packed,
-            oom_flag=c.oom_flag,
-            has_memory=bool(c.has_memory),
-            cpu_ns=c.cpu_ns,
-            wall_ns=c.wall_ns,
-            may_overflow=bool(c.may_overflow),
-            output=output,
-            error=_hot._error(c.error) if c.error else None,
-            trap=_hot._trap(c.trap) if c.trap else None,
-        )
+        local = self._local
+        scratch: _Scratch | None = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = _Scratch()
+        elif scratch.busy:
+            # Re-entered on this thread (a signal handler calling a tool between the foreign
+            # call and the copy out of the buffer): a scratch of its own, not the one in use.
+            scratch = _Scratch()
+        scratch.busy = True
+        c = scratch.call
+        try:
+            c.engine = engine
+            c.pre = pre.address
+            c.memory_bytes = memory_bytes
+            c.table_elements = table_elements
+            c.fuel = fuel
+            c.epoch_deadline = epoch_deadline
+            c.export_name = export
+            c.export_len = len(export)
+            c.input = payload
+            c.input_len = len(payload)
+            c.max_output = max_output
+            c.has_oom = has_oom
+            # The caller holds ``pre`` (and with it the InstancePre) for the whole call.
+            status = self._call(scratch.ref)
+            body: bytes | bytearray | None = None
+            if status == Status.OK:
+                n = c.body_len
+                if c.output:
+                    try:
+                        body = ctypes.string_at(c.output, n)
+                    finally:
+                        self._free(c.output)
+                else:
+                    body = scratch.buf[:n]
+            return NativeResult(
+                status=status,
+                fuel_left=c.fuel_left,
+                memory_size=c.memory_size,
+                packed=c.packed,
+                oom_flag=c.oom_flag,
+                has_memory=bool(c.has_memory),
+                cpu_ns=c.cpu_ns,
+                wall_ns=c.wall_ns,
+                may_overflow=bool(c.may_overflow),
+                out_status=c.out_status,
+                body=body,
+                error=_hot._error(c.error) if c.error else None,
+                trap=_hot._trap(c.trap) if c.trap else None,
+            )
+        finally:
+            c.input = None  # the struct would otherwise keep the last payload alive
+            scratch.busy = False
 
 
 def _digest() -> str:

@@ -14,6 +14,11 @@ The trap code is data in ``details["trap"]`` (``TrapCode`` name, lower case); no
 parsed out of a message. Calls run in a worker thread (``run``) or the caller's thread
 (``run_sync``); a call cannot be interrupted by cancellation, but is bounded by its fuel and
 epoch deadline.
+
+A call's store, instance, guest calls and copies run as one foreign call in a small C helper
+(``_native``, built with the pinned zig on first use) with the GIL released; where the helper
+cannot be built or loaded, the same steps run one ctypes call at a time (``_hot``) with the
+same results and errors, and the fingerprint lists ``native_call`` as missing.
 """
 
 from __future__ import annotations
@@ -422,17 +427,17 @@ class WasmBackend:
         native = self._native if self._native is not None else self.native_caller()
         may_overflow: bool | None = None
         if isinstance(native, NativeCaller):
-            out, usage, may_overflow = self._run_native(
+            status, body, usage, may_overflow = self._run_native(
                 native, loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
             )
         else:
             out, usage = self._run_ctypes(
                 loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
             )
-        status = out[0]
+            status, body = out[0], out[1:]
         if status == GuestABI.STATUS_OK:
-            return GuestABI.decode_result(out[1:], may_overflow), usage
-        message = GuestABI.decode_message(out[1:])[:2000]
+            return GuestABI.decode_result(body, may_overflow), usage
+        message = GuestABI.decode_message(body)[:2000]
         if status == GuestABI.STATUS_EXHAUSTED:
             raise ResourceLimitExceeded(message, usage=usage, limit="guest")
         if status == GuestABI.STATUS_ERROR:
@@ -449,10 +454,11 @@ class WasmBackend:
         limits: Limits,
         fuel: int,
         deadline: int,
-    ) -> tuple[bytes, dict[str, Any], bool]:
+    ) -> tuple[int, bytes | bytearray, dict[str, Any], bool]:
         """The call as one foreign call (``_native``); each status becomes the error
-        ``_run_ctypes`` raises at the same step. Also returns whether the output may hold a
-        float beyond the double range (``abi._may_overflow``, computed in C)."""
+        ``_run_ctypes`` raises at the same step. Returns the output's status byte, its body,
+        the usage, and whether the body may hold a float beyond the double range
+        (``abi._may_overflow``, computed in C)."""
         memory_limit = limits.wasm_memory_mb * _MIB
         res = native.call(
             self._engine_ptr,
@@ -472,8 +478,8 @@ class WasmBackend:
             "cpu_ms": res.cpu_ns / 1e6,
             "wall_ms": res.wall_ns / 1e6,
         }
-        if res.status == Status.OK and res.output:
-            return res.output, usage, res.may_overflow
+        if res.status == Status.OK and res.body is not None:
+            return res.out_status, res.body, usage, res.may_overflow
         raise self._native_error(res, usage, loaded.has_oom, memory_limit, limits.output_bytes)
 
     def _native_error(
