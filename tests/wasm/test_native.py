@@ -91,6 +91,17 @@ def test_writable_library_file_is_not_loaded(tmp_path: Path) -> None:
         load_native(tmp_path)
 
 
+def test_symlinked_library_is_not_followed(tmp_path: Path) -> None:
+    load_native(tmp_path / "real")
+    (built,) = (tmp_path / "real" / "native").glob("*/_native.so")
+    load_native(tmp_path / "link")
+    (placed,) = (tmp_path / "link" / "native").glob("*/_native.so")
+    placed.unlink()
+    placed.symlink_to(built)  # ours and intact, but a symlink is never followed
+    with pytest.raises(OSError):
+        load_native(tmp_path / "link")
+
+
 def test_layout_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another wasmtime whose structs differ from the helper's must not be driven by it.
     monkeypatch.setattr(_native, "_expected_layout", lambda: [1, 2, 3])

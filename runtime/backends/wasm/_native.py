@@ -16,7 +16,9 @@ Hazards:
 
 - ``dlopen`` runs the file's code in this process, so it is only loaded from a directory that
   is ours and writable by nobody else, from a file that is ours and not group/world-writable
-  (the same rule as the compiled-module cache); anything else and the helper is not used.
+  (the same rule as the compiled-module cache), checked on the open descriptor that is then
+  loaded (``/proc/self/fd``), so nothing can be swapped in between; anything else (no /proc
+  included) and the helper is not used.
 - Any failure to build, load or verify the helper (no compiler, a read-only cache, another
   wasmtime's layouts) leaves the backend on the ``GuestStore`` path, which has the same
   behaviour and errors; the backend's fingerprint then lists ``native_call`` as missing.
@@ -335,12 +337,18 @@ def _private_dir(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-def _own_file(path: Path) -> bool:
+def _open_own_library(path: Path) -> ctypes.CDLL:
+    """dlopen exactly the file that was checked: opened without following a symlink, its
+    owner and mode checked on the open descriptor, then loaded through /proc/self/fd (so a
+    file swapped in after the check is never the one loaded)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(f"{path} is not ours alone; the native helper is not loaded")
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
 
 
 def _compile(target: Path) -> None:
@@ -372,6 +380,4 @@ def load_native(cache_dir: Path) -> NativeCaller:
                 _compile(target)
             except subprocess.TimeoutExpired as exc:
                 raise OSError("zig cc timed out") from exc
-        if not _own_file(target):
-            raise OSError(f"{target} is not ours alone; the native helper is not loaded")
-        return NativeCaller(ctypes.CDLL(str(target)))
+        return NativeCaller(_open_own_library(target))
