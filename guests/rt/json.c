@@ -95,10 +95,34 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     size_t n = (size_t)(q - start);
     memcpy(o, start, n);
     for (;;) {
-        const char *run = q;
-        q = rt_scan_plain(q, ps->end);
-        memcpy(o + n, run, (size_t)(q - run));
-        n += (size_t)(q - run);
+#ifdef __wasm_simd128__
+        /* Copy and scan 16 bytes a step (runs between escapes are short: a separate scan
+         * and memcpy per run cost more). The store may write past the plain bytes, which the
+         * next writes overwrite, but never past o's capacity: n <= q - start (decoding never
+         * lengthens), and it runs only while 16 input bytes remain, so n + 16 <= cap. */
+        while (ps->end - q >= 16) {
+            v128_t v = wasm_v128_load(q);
+            wasm_v128_store(o + n, v);
+            uint32_t bits = rt_special_mask(v);
+            if (bits) {
+                unsigned k = (unsigned)__builtin_ctz(bits);
+                q += k;
+                n += k;
+                goto special;
+            }
+            q += 16;
+            n += 16;
+        }
+#endif
+        while (q < ps->end) {
+            unsigned char b = (unsigned char)*q;
+            if (b == '"' || b == '\\' || b < 0x20) break;
+            o[n++] = (char)b;
+            q++;
+        }
+#ifdef __wasm_simd128__
+    special:
+#endif
         if (q >= ps->end) break;
         unsigned char c = (unsigned char)*q;
         if (c == '"') {
@@ -311,15 +335,16 @@ jv *json_parse(const char *s, size_t n, int max_depth, json_error *e) {
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-/* One string starting at the opening quote *pp, checked and copied as written to *po; 0
- * (nothing consumed that matters) for anything the general parser should judge: a control
- * character, a malformed escape, any surrogate \u escape, no closing quote. */
-static int fast_string(const char **pp, const char *end, char **po) {
-    const char *open = *pp, *q = open + 1;
+/* The end (just past the closing quote) of the string whose opening quote is at open, for a
+ * string the fast path may copy as written; NULL for anything the general parser should
+ * judge: a control character, a malformed escape, any surrogate \u escape, no closing
+ * quote. Pointers in and out, not through memory: the caller's cursor stays in a local. */
+static const char *fast_string_end(const char *open, const char *end) {
+    const char *q = open + 1;
     for (;;) {
         q = rt_scan_plain(q, end);
         if (q >= end) return 0;
-        if (*q == '"') break;
+        if (*q == '"') return q + 1;
         if (*q != '\\' || end - q < 2) return 0; /* a control character, or a lone '\' */
         switch (q[1]) {
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
@@ -334,11 +359,6 @@ static int fast_string(const char **pp, const char *end, char **po) {
         default: return 0;
         }
     }
-    q++;
-    memcpy(*po, open, (size_t)(q - open));
-    *po += q - open;
-    *pp = q;
-    return 1;
 }
 
 /* json_minify's fast path: the same grammar as parse_document as one loop, cursor and output
@@ -374,9 +394,14 @@ value:
         if (open == '{') goto key;
         goto value;
     }
-    case '"':
-        if (!fast_string(&p, end, &o)) return 0;
+    case '"': {
+        const char *q = fast_string_end(p, end);
+        if (!q) return 0;
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        p = q;
         goto after_value;
+    }
     case 't':
         if (end - p < 4 || memcmp(p, "true", 4) != 0) return 0;
         memcpy(o, p, 4), o += 4, p += 4;
@@ -440,7 +465,14 @@ after_value:
     goto after_value;
 key:
     while (p < end && is_ws(*p)) p++;
-    if (p >= end || *p != '"' || !fast_string(&p, end, &o)) return 0;
+    if (p >= end || *p != '"') return 0;
+    {
+        const char *q = fast_string_end(p, end);
+        if (!q) return 0;
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        p = q;
+    }
     while (p < end && is_ws(*p)) p++;
     if (p >= end || *p != ':') return 0;
     *o++ = ':';
