@@ -131,8 +131,18 @@ size_t rt_native_layout(size_t *out, size_t n) {
     size_t v[] = {
         sizeof(rt_extern), offsetof(rt_extern, of), sizeof(rt_func), sizeof(rt_memory),
         sizeof(rt_instance), sizeof(rt_val_raw), sizeof(rt_api), sizeof(rt_call),
-        offsetof(rt_call, status), offsetof(rt_call, output), offsetof(rt_call, may_overflow),
-        offsetof(rt_call, out_cap), offsetof(rt_call, body_len),
+        /* every rt_call field, in declaration order */
+        offsetof(rt_call, engine), offsetof(rt_call, pre), offsetof(rt_call, memory_bytes),
+        offsetof(rt_call, table_elements), offsetof(rt_call, fuel),
+        offsetof(rt_call, epoch_deadline), offsetof(rt_call, export_name),
+        offsetof(rt_call, export_len), offsetof(rt_call, input), offsetof(rt_call, input_len),
+        offsetof(rt_call, max_output), offsetof(rt_call, out_buf), offsetof(rt_call, out_cap),
+        offsetof(rt_call, has_oom), offsetof(rt_call, status), offsetof(rt_call, oom_flag),
+        offsetof(rt_call, has_memory), offsetof(rt_call, error), offsetof(rt_call, trap),
+        offsetof(rt_call, fuel_left), offsetof(rt_call, memory_size), offsetof(rt_call, packed),
+        offsetof(rt_call, output), offsetof(rt_call, cpu_ns), offsetof(rt_call, wall_ns),
+        offsetof(rt_call, may_overflow), offsetof(rt_call, out_status),
+        offsetof(rt_call, body_len),
     };
     size_t count = sizeof(v) / sizeof(v[0]);
     for (size_t i = 0; i < n && i < count; i++) out[i] = v[i];

@@ -147,11 +147,7 @@ def _expected_layout() -> list[int]:
         ctypes.sizeof(ffi.wasmtime_val_raw_t),
         ctypes.sizeof(_Api),
         ctypes.sizeof(_Call),
-        _Call.status.offset,
-        _Call.output.offset,
-        _Call.may_overflow.offset,
-        _Call.out_cap.offset,
-        _Call.body_len.offset,
+        *(getattr(_Call, field[0]).offset for field in _Call._fields_),
     ]
 
 
@@ -201,11 +197,11 @@ class NativeCaller:
     """The loaded helper (see the module docstring)."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
-        layout = (c_size_t * 16)()
+        layout = (c_size_t * 64)()
         count = lib.rt_native_layout
         count.restype = c_size_t
         count.argtypes = [ctypes.POINTER(c_size_t), c_size_t]
-        n = count(layout, 16)
+        n = count(layout, 64)
         if list(layout[:n]) != _expected_layout():
             raise ImportError("the native wasm helper's struct layouts differ from wasmtime-py's")
         self._lib = lib  # keeps the library mapped for as long as the function objects live
