@@ -122,7 +122,11 @@ typedef struct {
     uint64_t body_len;    /* out_len - 1 (RT_OK status only) */
 } rt_call;
 
-void rt_native_init(const rt_api *fns) { api = *fns; }
+/* Once per process (the host loads under a lock): every backend passes the same addresses
+ * (one libwasmtime per process), and calls already running in other threads read api. */
+void rt_native_init(const rt_api *fns) {
+    if (!api.store_new) api = *fns;
+}
 
 void rt_native_free(void *p) { free(p); }
 
