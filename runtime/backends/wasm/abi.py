@@ -32,6 +32,7 @@ import math
 from typing import Any, ClassVar
 
 from pydantic_core import from_json as _from_json
+from pydantic_core import to_json as _to_json
 
 from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 
@@ -120,8 +121,14 @@ class GuestABI:
     def encode_arguments(arguments: dict[str, Any]) -> bytes:
         """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross."""
         try:
-            if _C_ENCODE is not None and type(arguments) is dict:
-                return "".join(_C_ENCODE(arguments, 0)).encode("utf-8")
+            if type(arguments) is dict:
+                if all(type(k) is str and type(v) is str for k, v in arguments.items()):
+                    # Strings only (json_parse, base64, hash, csv, regex take text): for str,
+                    # pydantic-core writes json.dumps's bytes (property-tested) as bytes, with
+                    # no intermediate str; numbers it would format differently, so not those.
+                    return _to_json(arguments)
+                if _C_ENCODE is not None:
+                    return "".join(_C_ENCODE(arguments, 0)).encode("utf-8")
             return _ENCODER.encode(arguments).encode("utf-8")
         except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidArguments(f"arguments cannot be passed to a wasm guest: {exc}") from exc
