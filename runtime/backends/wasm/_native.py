@@ -151,7 +151,7 @@ def _expected_layout() -> list[int]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2x, once per call
 class NativeResult:
     """One call's outcome. ``error``/``trap`` are built (and own their wasmtime objects);
     ``out_status`` and ``body`` (the output after its status byte) are set for Status.OK."""
