@@ -15,7 +15,10 @@ measurements are interleaved so machine noise hits them alike):
 - ``*_cpu_us``: this process's CPU time per call over the same blocks (steadier under load);
 - ``wasm_calls_per_s``: through the broker from two threads for ``seconds`` (goal >= 10,000);
 - beside it, for the share of each layer: ``wasm_backend_calls_per_s`` (``run_sync`` alone,
-  two threads) and ``bare_wasmtime_calls_per_s`` (the bare baseline, two threads).
+  two threads) and ``bare_wasmtime_calls_per_s`` (the bare baseline, two threads);
+- the same three from one thread (``*_calls_per_s_1t``): two threads beat one only as far as
+  the work releases the GIL (the guest and wasmtime do; encoding, decoding and the broker's
+  Python do not).
 """
 
 from __future__ import annotations
@@ -157,6 +160,14 @@ def run_benchmark(
         calls_per_s = _throughput(through_broker, seconds, 2)
         backend_calls_per_s = _throughput(backend_only, seconds, 2)
         bare_calls_per_s = _throughput(bare, seconds, 2)
+        one_thread = {
+            name: _throughput(fn, seconds, 1)
+            for name, fn in (
+                ("wasm", through_broker),
+                ("wasm_backend", backend_only),
+                ("bare", bare),
+            )
+        }
         audit_ok = broker.audit.verify().ok
     med = {k: statistics.median(v) for k, v in wall.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
@@ -172,6 +183,9 @@ def run_benchmark(
         "wasm_calls_per_s": round(calls_per_s),
         "wasm_backend_calls_per_s": round(backend_calls_per_s),
         "bare_wasmtime_calls_per_s": round(bare_calls_per_s),
+        "wasm_calls_per_s_1t": round(one_thread["wasm"]),
+        "wasm_backend_calls_per_s_1t": round(one_thread["wasm_backend"]),
+        "bare_wasmtime_calls_per_s_1t": round(one_thread["bare"]),
         "wasm_audit_verified": audit_ok,
         "document_bytes": len(document_1kib()),
     }

@@ -95,10 +95,34 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
     size_t n = (size_t)(q - start);
     memcpy(o, start, n);
     for (;;) {
-        const char *run = q;
-        q = rt_scan_plain(q, ps->end);
-        memcpy(o + n, run, (size_t)(q - run));
-        n += (size_t)(q - run);
+#ifdef __wasm_simd128__
+        /* Copy and scan 16 bytes a step (runs between escapes are short: a separate scan
+         * and memcpy per run cost more). The store may write past the plain bytes, which the
+         * next writes overwrite, but never past o's capacity: n <= q - start (decoding never
+         * lengthens), and it runs only while 16 input bytes remain, so n + 16 <= cap. */
+        while (ps->end - q >= 16) {
+            v128_t v = wasm_v128_load(q);
+            wasm_v128_store(o + n, v);
+            uint32_t bits = rt_special_mask(v);
+            if (bits) {
+                unsigned k = (unsigned)__builtin_ctz(bits);
+                q += k;
+                n += k;
+                goto special;
+            }
+            q += 16;
+            n += 16;
+        }
+#endif
+        while (q < ps->end) {
+            unsigned char b = (unsigned char)*q;
+            if (b == '"' || b == '\\' || b < 0x20) break;
+            o[n++] = (char)b;
+            q++;
+        }
+#ifdef __wasm_simd128__
+    special:
+#endif
         if (q >= ps->end) break;
         unsigned char c = (unsigned char)*q;
         if (c == '"') {
@@ -214,11 +238,12 @@ static jv *parse_container(parser *ps, int is_obj) {
                 return fail(ps, "expecting property name enclosed in double quotes", ps->p);
             const char *key_open = ps->p++;
             if (!parse_string(ps, &k, &klen)) return 0;
+            const char *key_end = ps->p;
             skip_ws(ps);
             if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expecting ':' delimiter", ps->p);
             if (out) { /* the key as written (escapes and all: it was checked, and the host's
-                        * parser decodes it to the same text) */
-                buf_put(out, key_open, (size_t)(ps->p - key_open));
+                        * parser decodes it to the same text), without the space before ':' */
+                buf_put(out, key_open, (size_t)(key_end - key_open));
                 buf_putc(out, ':');
             }
             ps->p++;
@@ -308,7 +333,155 @@ jv *json_parse(const char *s, size_t n, int max_depth, json_error *e) {
     return parse_document(s, n, max_depth, e, 0);
 }
 
+static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* The end (just past the closing quote) of the string whose opening quote is at open, for a
+ * string the fast path may copy as written; NULL for anything the general parser should
+ * judge: a control character, a malformed escape, any surrogate \u escape, no closing
+ * quote. Pointers in and out, not through memory: the caller's cursor stays in a local. */
+static const char *fast_string_end(const char *open, const char *end) {
+    const char *q = open + 1;
+    for (;;) {
+        q = rt_scan_plain(q, end);
+        if (q >= end) return 0;
+        if (*q == '"') return q + 1;
+        if (*q != '\\' || end - q < 2) return 0; /* a control character, or a lone '\' */
+        switch (q[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            q += 2;
+            continue;
+        case 'u': {
+            unsigned cp;
+            if (end - q < 6 || !hex4(q + 2, &cp) || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+            q += 6;
+            continue;
+        }
+        default: return 0;
+        }
+    }
+}
+
+/* json_minify's fast path: the same grammar as parse_document as one loop, cursor and output
+ * in locals, no node and no per-token call. It accepts a subset of what parse_document
+ * accepts (valid documents without surrogate escapes or integers past the digit limit) and
+ * writes exactly what it would; on anything else it returns 0 having changed nothing the
+ * caller keeps (out->len stays), and the general parser runs from the start, so every error
+ * is still reported by the one parser, at the same place with the same message. */
+static int minify_fast(rt_buf *out, const char *s, size_t n, int max_depth) {
+    const char *p = s, *end = s + n;
+    buf_reserve(out, n); /* tokens as written minus whitespace: never longer than the input */
+    char *o = out->p + out->len;
+    uint8_t is_obj[JSON_MAX_DEPTH + 1];
+    int depth = 0;
+    if (max_depth > JSON_MAX_DEPTH) return 0;
+value:
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end) return 0;
+    switch (*p) {
+    case '{':
+    case '[': {
+        char open = *p++, close = open == '{' ? '}' : ']';
+        if (++depth > max_depth) return 0;
+        is_obj[depth] = open == '{';
+        *o++ = open;
+        while (p < end && is_ws(*p)) p++;
+        if (p < end && *p == close) {
+            *o++ = close;
+            p++;
+            depth--;
+            goto after_value;
+        }
+        if (open == '{') goto key;
+        goto value;
+    }
+    case '"': {
+        const char *q = fast_string_end(p, end);
+        if (!q) return 0;
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        p = q;
+        goto after_value;
+    }
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0) return 0;
+        memcpy(o, p, 4), o += 4, p += 4;
+        goto after_value;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0) return 0;
+        memcpy(o, p, 5), o += 5, p += 5;
+        goto after_value;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0) return 0;
+        memcpy(o, p, 4), o += 4, p += 4;
+        goto after_value;
+    default: {
+        /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? as parse_number reads it. */
+        const char *start = p;
+        int integral = 1;
+        if (*p == '-') p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        const char *digits = p;
+        if (*p == '0')
+            p++;
+        else
+            while (p < end && is_digit(*p)) p++;
+        if (p - digits > JSON_MAX_INT_DIGITS) integral = 2; /* only an error if integral */
+        if (p < end && *p == '.') {
+            integral = 0;
+            p++;
+            if (p >= end || !is_digit(*p)) return 0;
+            while (p < end && is_digit(*p)) p++;
+        }
+        if (p < end && (*p == 'e' || *p == 'E')) {
+            integral = 0;
+            p++;
+            if (p < end && (*p == '+' || *p == '-')) p++;
+            if (p >= end || !is_digit(*p)) return 0;
+            while (p < end && is_digit(*p)) p++;
+        }
+        if (integral == 2) return 0;
+        memcpy(o, start, (size_t)(p - start));
+        o += p - start;
+        goto after_value;
+    }
+    }
+after_value:
+    while (p < end && is_ws(*p)) p++;
+    if (depth == 0) {
+        if (p != end) return 0;
+        out->len = (size_t)(o - out->p);
+        return 1;
+    }
+    if (p >= end) return 0;
+    if (*p == ',') {
+        *o++ = ',';
+        p++;
+        if (is_obj[depth]) goto key;
+        goto value;
+    }
+    if (*p != (is_obj[depth] ? '}' : ']')) return 0;
+    *o++ = *p++;
+    depth--;
+    goto after_value;
+key:
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end || *p != '"') return 0;
+    {
+        const char *q = fast_string_end(p, end);
+        if (!q) return 0;
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        p = q;
+    }
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end || *p != ':') return 0;
+    *o++ = ':';
+    p++;
+    goto value;
+}
+
 int json_minify(rt_buf *out, const char *s, size_t n, int max_depth, json_error *e) {
+    if (minify_fast(out, s, n, max_depth)) return 1;
     return parse_document(s, n, max_depth, e, out) != 0;
 }
 

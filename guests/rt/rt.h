@@ -55,15 +55,19 @@ uint64_t rt_fail_buf(rt_buf *msg);
 #ifdef __wasm_simd128__
 #include <wasm_simd128.h>
 #endif
+#ifdef __wasm_simd128__
+/* Bit i set when byte i of v is '"', '\\' or below 0x20. */
+static inline uint32_t rt_special_mask(v128_t v) {
+    v128_t hit = wasm_v128_or(wasm_v128_or(wasm_i8x16_eq(v, wasm_i8x16_splat('"')),
+                                           wasm_i8x16_eq(v, wasm_i8x16_splat('\\'))),
+                              wasm_u8x16_lt(v, wasm_i8x16_splat(0x20)));
+    return (uint32_t)wasm_i8x16_bitmask(hit);
+}
+#endif
 static inline const char *rt_scan_plain(const char *p, const char *end) {
 #ifdef __wasm_simd128__
-    const v128_t quote = wasm_i8x16_splat('"'), backslash = wasm_i8x16_splat('\\');
-    const v128_t space = wasm_i8x16_splat(0x20);
     while (end - p >= 16) {
-        v128_t v = wasm_v128_load(p);
-        v128_t hit = wasm_v128_or(wasm_v128_or(wasm_i8x16_eq(v, quote), wasm_i8x16_eq(v, backslash)),
-                                  wasm_u8x16_lt(v, space));
-        uint32_t bits = (uint32_t)wasm_i8x16_bitmask(hit);
+        uint32_t bits = rt_special_mask(wasm_v128_load(p));
         if (bits) return p + __builtin_ctz(bits);
         p += 16;
     }

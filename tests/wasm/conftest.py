@@ -18,8 +18,22 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="session")
-def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WasmBackend]:
+def native_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WasmBackend]:
+    """The default backend: calls go through the one-foreign-call helper (``_native``)."""
     b = WasmBackend(cache_dir=tmp_path_factory.mktemp("wasm-cache"))
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="session")
+def backend(native_backend: WasmBackend) -> WasmBackend:
+    return native_backend
+
+
+@pytest.fixture(scope="session")
+def ctypes_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WasmBackend]:
+    """A backend kept on the step-by-step ctypes path (no native call helper)."""
+    b = WasmBackend(cache_dir=tmp_path_factory.mktemp("wasm-cache-ctypes"), native=False)
     yield b
     b.close()
 

@@ -71,6 +71,19 @@ ECHO = module(
 )
 
 
+@pytest.fixture(params=["native", "ctypes"])
+def backend(
+    request: pytest.FixtureRequest, native_backend: WasmBackend, ctypes_backend: WasmBackend
+) -> WasmBackend:
+    """Every hostile guest against both call paths: the one-foreign-call helper and the
+    step-by-step ctypes one must end in the same typed errors."""
+    if request.param == "native":
+        assert native_backend.native_caller() is not None
+        return native_backend
+    assert ctypes_backend.native_caller() is None
+    return ctypes_backend
+
+
 @pytest.fixture(autouse=True)
 def still_serving(backend: WasmBackend) -> object:
     yield
@@ -290,6 +303,8 @@ def test_no_state_survives_between_calls(backend: WasmBackend, tmp_path: Path) -
 def test_pooling_allocator_active(backend: WasmBackend) -> None:
     assert backend.pooled
     assert "pooling_allocator" not in backend.fingerprint().missing
+    native = backend.native_caller() is not None
+    assert ("native_call" in backend.fingerprint().missing) is not native
 
 
 def test_export_defaults_to_the_tool_name(backend: WasmBackend, tmp_path: Path) -> None:

@@ -200,6 +200,14 @@ _values = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _values, max_size=5) | st.dictionaries(st.text(), st.text()))
+def test_encode_arguments_is_json_dumps(arguments: dict[str, Any]) -> None:
+    # The reused C encoder must give the bytes json.dumps gives with the ABI's settings.
+    expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    assert GuestABI.encode_arguments(arguments) == expected.encode()
+
+
+@settings(max_examples=300, deadline=None)
 @given(value=_values)
 def test_decode_result_equals_cpython_json(value: Any) -> None:
     payload = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -261,6 +269,22 @@ def test_decode_result_falls_back_to_cpython(doc: str) -> None:
     assert got == json.loads(doc) and repr(got) == repr(json.loads(doc))
     if isinstance(got, dict):
         assert list(got) == list(json.loads(doc))
+
+
+def test_strings_only_encoding_is_json_dumps_for_every_code_point() -> None:
+    every = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    arguments = {"text": every, every[:300]: "k"}
+    expected = json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode()
+    assert GuestABI.encode_arguments(arguments) == expected
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"text": "\ud800"}, {"a": "ok", "b": "\udfff x"}, {"x": float("nan")}]
+)
+def test_unencodable_arguments_are_invalid(arguments: dict[str, Any]) -> None:
+    # Lone surrogates cannot be UTF-8, NaN is not JSON: on the strings-only path too.
+    with pytest.raises(InvalidArguments, match="cannot be passed to a wasm guest"):
+        GuestABI.encode_arguments(arguments)
 
 
 def test_circular_arguments_are_invalid() -> None:

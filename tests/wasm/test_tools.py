@@ -49,6 +49,46 @@ def test_json_parse_errors_are_clear(backend: WasmBackend, text: str, fragment: 
     assert fragment in info.value.message
 
 
+# Each is handled by the guest's one-loop fast path or sent by it to the general parser
+# (surrogate escapes, integers past the digit limit, an error after a long valid prefix):
+# either way the result, or the error and its position, is the general parser's.
+_FAST_PATH_EDGES = [
+    '{"a" : 1, "b"\t:\n[true, false, null, -0.5e-3, "x\\u00e9\\n\\/"]}',
+    '["\\ud83d\\ude00", "\\u20ac"]',
+    "[1e2, 0." + "1" * 4301 + "]",
+    "[" + "1" * 4301 + "e-4300]",  # past the integer digit limit, but not an integer
+    "[" + "1" * 4300 + "]",
+    "[" * 512 + "]" * 512,
+    " [ ] ",
+    '"plain"',
+    "-0",
+    "[" + "1," * 300 + "1]",
+]
+_FAST_PATH_ERRORS = [
+    ("[" + "1," * 300 + "1,]", "expecting value: line 1 column 604 (char 603)"),
+    ('{"a":1 "b":2}', "expecting ',' delimiter or '}': line 1 column 8 (char 7)"),
+    ('["\\ud800"]', "lone UTF-16 surrogate"),
+    ("[" + "1" * 4301 + "]", "more than 4300 digits"),
+    ("[" * 513 + "]" * 513, "nesting too deep"),
+    ('["a\tb"]', "invalid control character"),
+    ("[1] x", "extra data"),
+]
+
+
+@pytest.mark.parametrize("text", _FAST_PATH_EDGES)
+def test_json_parse_fast_path_edges(backend: WasmBackend, text: str) -> None:
+    assert call(backend, "json_parse", {"text": text}) == {"data": json.loads(text)}
+
+
+@pytest.mark.parametrize(("text", "fragment"), _FAST_PATH_ERRORS)
+def test_json_parse_fast_path_leaves_errors_to_the_parser(
+    backend: WasmBackend, text: str, fragment: str
+) -> None:
+    with pytest.raises(ToolFailed) as info:
+        call(backend, "json_parse", {"text": text})
+    assert fragment in info.value.message
+
+
 def test_json_parse_depth_bomb_refused(backend: WasmBackend) -> None:
     with pytest.raises(ToolFailed) as info:
         call(backend, "json_parse", {"text": "[" * 1_000_000})

@@ -32,6 +32,7 @@ import math
 from typing import Any, ClassVar
 
 from pydantic_core import from_json as _from_json
+from pydantic_core import to_json as _to_json
 
 from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 
@@ -88,6 +89,17 @@ def _may_overflow(payload: bytes | bytearray) -> bool:
 _ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
 )
+# JSONEncoder.encode builds a C encoder object per call (plus a closure and a markers dict);
+# with check_circular off that object holds no per-call state, so one is built here with the
+# very arguments JSONEncoder.iterencode passes, and called directly. None without _json.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # not in the stubs
+_C_ENCODE = (
+    _c_make_encoder(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    if _c_make_encoder is not None
+    else None
+)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _FLOAT_CHECKING_DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float
@@ -109,6 +121,14 @@ class GuestABI:
     def encode_arguments(arguments: dict[str, Any]) -> bytes:
         """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross."""
         try:
+            if type(arguments) is dict:
+                if all(type(k) is str and type(v) is str for k, v in arguments.items()):
+                    # Strings only (json_parse, base64, hash, csv, regex take text): for str,
+                    # pydantic-core writes json.dumps's bytes (property-tested) as bytes, with
+                    # no intermediate str; numbers it would format differently, so not those.
+                    return _to_json(arguments)
+                if _C_ENCODE is not None:
+                    return "".join(_C_ENCODE(arguments, 0)).encode("utf-8")
             return _ENCODER.encode(arguments).encode("utf-8")
         except (ValueError, TypeError, RecursionError) as exc:
             raise InvalidArguments(f"arguments cannot be passed to a wasm guest: {exc}") from exc
@@ -120,14 +140,15 @@ class GuestABI:
         return packed & 0xFFFF_FFFF, packed >> 32
 
     @staticmethod
-    def decode_result(payload: bytes | bytearray) -> Any:
+    def decode_result(payload: bytes | bytearray, may_overflow: bool | None = None) -> Any:
         """The result JSON of a status-0 output.
 
         A number too big for a float (CPython would make it ``inf``, which JSON cannot carry)
         is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
-        SandboxError."""
+        SandboxError. ``may_overflow`` is ``_may_overflow(payload)`` when the caller already
+        has it (the native helper computes it while the GIL is released)."""
         try:
-            if _may_overflow(payload):
+            if _may_overflow(payload) if may_overflow is None else may_overflow:
                 return _FLOAT_CHECKING_DECODER.decode(payload.decode("utf-8"))
             try:
                 # pydantic-core's parser (jiter), ~2x CPython's json on typical results, with

@@ -14,15 +14,22 @@ The trap code is data in ``details["trap"]`` (``TrapCode`` name, lower case); no
 parsed out of a message. Calls run in a worker thread (``run``) or the caller's thread
 (``run_sync``); a call cannot be interrupted by cancellation, but is bounded by its fuel and
 epoch deadline.
+
+A call's store, instance, guest calls and copies run as one foreign call in a small C helper
+(``_native``, built with the pinned zig on first use) with the GIL released; where the helper
+cannot be built or loaded, the same steps run one ctypes call at a time (``_hot``) with the
+same results and errors, and the fingerprint lists ``native_call`` as missing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,7 @@ from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
 from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
+from runtime.backends.wasm._native import NativeCaller, NativeResult, Status, load_native
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
 from runtime.errors import (
@@ -59,6 +67,7 @@ _I64 = wasmtime.ValType.i64()
 _MAX_FUEL = 2**63 - 1
 _ALLOC = GuestABI.ALLOC.encode()
 _OOM = GuestABI.OOM.encode()
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +219,9 @@ class WasmBackend:
     sync_capable = True
     CONFIG_TAG = "fuel+epoch/v1"
 
-    def __init__(self, *, cache_dir: Path | None = None) -> None:
+    def __init__(self, *, cache_dir: Path | None = None, native: bool = True) -> None:
+        """``native=False`` keeps calls on the ctypes path (``_hot.GuestStore``) even where the
+        one-foreign-call helper (``_native``) could be built; both behave the same."""
         self.engine, self.pooled = make_engine()
         self._engine_ptr = address_of(self.engine.ptr())
         # One token per pool slot: a call holds one while its instance is alive, so the pool is
@@ -228,7 +239,12 @@ class WasmBackend:
         self._loaded: dict[tuple[str, int, int], _Loaded] = {}
         self._builtin: dict[str, _Loaded] = {}
         self._lock = threading.Lock()
-        self._fingerprint = Fingerprint(
+        # None: not resolved yet (first call); False: not available (or not wanted).
+        self._native: NativeCaller | bool | None = None if native else False
+        self._fingerprint = self._make_fingerprint()
+
+    def _make_fingerprint(self) -> Fingerprint:
+        return Fingerprint(
             backend="wasm",
             mechanisms=("wasmtime", "fuel", "epoch_deadline", "store_limits", "no_imports"),
             missing=tuple(
@@ -236,6 +252,7 @@ class WasmBackend:
                 for name, present in [
                     ("module_cache", self._modules.directory is not None),
                     ("pooling_allocator", self.pooled),
+                    ("native_call", self._native is not False),
                 ]
                 if not present
             ),
@@ -247,6 +264,7 @@ class WasmBackend:
         """Start the epoch ticker and build the guests (first run: a few seconds of zig)."""
         self._ticker.start()
         await anyio.to_thread.run_sync(self.guests)
+        await anyio.to_thread.run_sync(self.native_caller)
 
     async def aclose(self) -> None:
         self._ticker.close()
@@ -258,6 +276,24 @@ class WasmBackend:
         return self._fingerprint
 
     # -- modules ---------------------------------------------------------------------------
+
+    def native_caller(self) -> NativeCaller | None:
+        """The one-foreign-call helper, built and loaded on first use; None when it cannot
+        be (no compiler, a cache that is not private, another wasmtime's struct layouts):
+        calls then take the ctypes path, with the same results and errors."""
+        native = self._native
+        if native is None:
+            with self._lock:
+                native = self._native
+                if native is None:
+                    try:
+                        native = load_native(self.cache_dir)
+                    except (OSError, ImportError) as exc:
+                        _log.warning("wasm: native call helper unavailable (%s)", exc)
+                        native = False
+                    self._native = native
+                    self._fingerprint = self._make_fingerprint()
+        return native if isinstance(native, NativeCaller) else None
 
     def guests(self) -> dict[str, Path]:
         """Built-in guest name -> built module (built on first use)."""
@@ -377,23 +413,140 @@ class WasmBackend:
         slots = self._slots
         slots.get()
         try:
-            return self._call_in_slot(loaded, export, payload, limits, memory_limit)
+            return self._call_in_slot(loaded, export, payload, limits)
         finally:
             slots.put(None)
 
     def _call_in_slot(
-        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits, memory_limit: int
+        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits
     ) -> tuple[Any, dict[str, Any]]:
         # Limits.wasm_fuel has no upper bound; the C API takes a u64 (and ctypes would wrap a
         # larger int silently, to a budget of next to nothing).
         fuel = min(limits.wasm_fuel, _MAX_FUEL)
+        deadline = max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1
+        native = self._native if self._native is not None else self.native_caller()
+        may_overflow: bool | None = None
+        if isinstance(native, NativeCaller):
+            status, body, usage, may_overflow = self._run_native(
+                native, loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
+            )
+        else:
+            out, usage = self._run_ctypes(
+                loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
+            )
+            status, body = out[0], out[1:]
+        if status == GuestABI.STATUS_OK:
+            return GuestABI.decode_result(body, may_overflow), usage
+        message = GuestABI.decode_message(body)[:2000]
+        if status == GuestABI.STATUS_EXHAUSTED:
+            raise ResourceLimitExceeded(message, usage=usage, limit="guest")
+        if status == GuestABI.STATUS_ERROR:
+            raise ToolFailed(message, usage=usage)
+        raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
+
+    def _run_native(
+        self,
+        native: NativeCaller,
+        loaded: _Loaded,
+        export: str,
+        payload: bytes,
+        *,
+        limits: Limits,
+        fuel: int,
+        deadline: int,
+    ) -> tuple[int, bytes | bytearray, dict[str, Any], bool]:
+        """The call as one foreign call (``_native``); each status becomes the error
+        ``_run_ctypes`` raises at the same step. Returns the output's status byte, its body,
+        the usage, and whether the body may hold a float beyond the double range
+        (``abi._may_overflow``, computed in C)."""
+        memory_limit = limits.wasm_memory_mb * _MIB
+        res = native.call(
+            self._engine_ptr,
+            loaded.pre,
+            export.encode(),
+            payload,
+            memory_bytes=memory_limit,
+            table_elements=_TABLE_ELEMENTS,
+            fuel=fuel,
+            epoch_deadline=deadline,
+            max_output=limits.output_bytes + 1,
+            has_oom=loaded.has_oom,
+        )
+        usage = {
+            "fuel": fuel - res.fuel_left,
+            "peak_memory_bytes": res.memory_size,
+            "cpu_ms": res.cpu_ns / 1e6,
+            "wall_ms": res.wall_ns / 1e6,
+        }
+        if res.status == Status.OK and res.body is not None:
+            return res.out_status, res.body, usage, res.may_overflow
+        raise self._native_error(res, usage, loaded.has_oom, memory_limit, limits.output_bytes)
+
+    def _native_error(
+        self,
+        res: NativeResult,
+        usage: dict[str, Any],
+        has_oom: bool,
+        memory_limit: int,
+        output_limit: int,
+    ) -> ExecutionError:
+        status = res.status
+        err: ExecutionError
+        if status == Status.TRAP and res.trap is not None:
+
+            def out_of_memory() -> bool:
+                if not res.has_memory:
+                    return False
+                if has_oom:  # rt_oom() was called in the store, after the trap
+                    return res.oom_flag == 1
+                return res.memory_size + _PAGE > memory_limit
+
+            err = self._trap_error(res.trap, usage=usage, out_of_memory=out_of_memory)
+        elif status in (Status.NO_STORE, Status.FUEL_ERROR):
+            err = SandboxError("wasm store could not be set up")
+        elif status == Status.ALLOC_FAILED:
+            err = ResourceLimitExceeded(
+                "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+            )
+        elif status in (Status.BAD_INPUT_PTR, Status.NO_EXPORT):
+            # NO_EXPORT: memory or rt_alloc missing, which load() already refuses.
+            err = SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+        elif status == Status.BAD_OUTPUT:
+            err = SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
+        elif status == Status.OUTPUT_TOO_LARGE:
+            size = (res.packed >> 32) - 1
+            err = OutputTooLarge(
+                f"wasm result of {size} bytes exceeds the {output_limit} limit",
+                usage=usage,
+                limit="output_bytes",
+                size=size,
+            )
+        else:  # ERROR, NO_HOST_MEMORY, or OK without an output (cannot happen)
+            err = SandboxError("wasm guest could not be run", usage=usage)
+        cause = res.trap or res.error
+        if cause is not None:
+            err.__cause__ = cause
+        return err
+
+    def _run_ctypes(
+        self,
+        loaded: _Loaded,
+        export: str,
+        payload: bytes,
+        *,
+        limits: Limits,
+        fuel: int,
+        deadline: int,
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The call step by step through ``_hot.GuestStore`` (no native helper)."""
+        memory_limit = limits.wasm_memory_mb * _MIB
         try:
             store = GuestStore(
                 self._engine_ptr,
                 memory_bytes=memory_limit,
                 table_elements=_TABLE_ELEMENTS,
                 fuel=fuel,
-                epoch_deadline=max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1,
+                epoch_deadline=deadline,
             )
         except wasmtime.WasmtimeError as exc:
             raise SandboxError("wasm store could not be set up") from exc
@@ -422,23 +575,17 @@ class WasmBackend:
             out = store.read(out_ptr, out_len) or b"\xff"
         except wasmtime.Trap as exc:
             usage = self._usage(store, fuel, cpu0, wall0)
-            raise self._trap_error(
-                exc, store=store, has_oom=loaded.has_oom, memory_limit=memory_limit, usage=usage
-            ) from exc
+
+            def out_of_memory() -> bool:
+                return store.has_memory and self._out_of_memory(store, loaded.has_oom, memory_limit)
+
+            raise self._trap_error(exc, usage=usage, out_of_memory=out_of_memory) from exc
         except wasmtime.WasmtimeError as exc:
             usage = self._usage(store, fuel, cpu0, wall0)
             raise SandboxError("wasm guest could not be run", usage=usage) from exc
         finally:
             store.close()
-        status = out[0]
-        if status == GuestABI.STATUS_OK:
-            return GuestABI.decode_result(out[1:]), usage
-        message = GuestABI.decode_message(out[1:])[:2000]
-        if status == GuestABI.STATUS_EXHAUSTED:
-            raise ResourceLimitExceeded(message, usage=usage, limit="guest")
-        if status == GuestABI.STATUS_ERROR:
-            raise ToolFailed(message, usage=usage)
-        raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
+        return out, usage
 
     @staticmethod
     def _usage(store: GuestStore, fuel: int, cpu0: float, wall0: float) -> dict[str, Any]:
@@ -455,11 +602,11 @@ class WasmBackend:
     def _trap_error(
         exc: wasmtime.Trap,
         *,
-        store: GuestStore,
-        has_oom: bool,
-        memory_limit: int,
         usage: dict[str, Any],
+        out_of_memory: Callable[[], bool],
     ) -> ExecutionError:
+        """The typed error of a trap; ``out_of_memory`` is asked (while the store is alive)
+        only for traps that are not fuel, deadline or stack."""
         code = exc.trap_code
         trap = code.name.lower() if code is not None else "unknown"
         if code == wasmtime.TrapCode.OUT_OF_FUEL:
@@ -477,7 +624,7 @@ class WasmBackend:
             return ResourceLimitExceeded(
                 "the wasm guest overflowed its stack", usage=usage, trap=trap, limit="wasm_stack"
             )
-        if store.has_memory and WasmBackend._out_of_memory(store, has_oom, memory_limit):
+        if out_of_memory():
             return ResourceLimitExceeded(
                 "the wasm guest ran out of memory",
                 usage=usage,

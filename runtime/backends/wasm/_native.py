@@ -1,0 +1,379 @@
+"""The whole per-call sequence in one foreign call: ``_native.c``, built for this host.
+
+``_hot.GuestStore`` makes ~20 ctypes calls per wasm call (store, limits, fuel, epoch,
+instantiate, three export lookups, two guest calls, sizes, copies, delete); each converts its
+arguments, releases and re-takes the GIL and sits in a Python frame, which together cost more
+than wasmtime's own work. ``NativeCaller.call`` does the same steps in C with the GIL released
+once, then hands back the statuses, the usage figures and a copy of the output.
+
+The helper is compiled with the pinned ``ziglang`` (already needed for the guests) into the
+user's cache, keyed by a digest of its source, the compiler version, the flags and the
+machine. It links against nothing: wasmtime's functions reach it as the addresses of the
+ctypes bindings in ``_hot`` (whose C signatures are checked against wasmtime-py's own at
+import) and its struct layouts are compared with wasmtime-py's ctypes view before first use.
+
+Hazards:
+
+- ``dlopen`` runs the file's code in this process, so it is only loaded from a directory that
+  is ours and writable by nobody else, from a file that is ours and not group/world-writable
+  (the same rule as the compiled-module cache), checked on the open descriptor that is then
+  loaded (``/proc/self/fd``), so nothing can be swapped in between; anything else (no /proc
+  included) and the helper is not used.
+- Any failure to build, load or verify the helper (no compiler, a read-only cache, another
+  wasmtime's layouts) leaves the backend on the ``GuestStore`` path, which has the same
+  behaviour and errors; the backend's fingerprint then lists ``native_call`` as missing.
+- ``rt_call.output`` is malloc'd by the helper and must be freed with ``rt_native_free``
+  exactly once; ``error`` and ``trap`` are wasmtime objects whose ownership passes to the
+  exception objects built from them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import stat
+import subprocess
+import sys
+import threading
+from ctypes import c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+from runtime.backends.wasm import _hot
+
+__all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Status", "load_native"]
+
+_SOURCE = Path(__file__).with_name("_native.c")
+CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror")
+_lock = threading.Lock()
+
+
+class Status:
+    """``rt_native_call``'s statuses (the enum in ``_native.c``)."""
+
+    OK = 0
+    NO_STORE = 1
+    FUEL_ERROR = 2
+    ERROR = 3
+    TRAP = 4
+    NO_EXPORT = 5
+    ALLOC_FAILED = 6
+    BAD_INPUT_PTR = 7
+    BAD_OUTPUT = 8
+    OUTPUT_TOO_LARGE = 9
+    NO_HOST_MEMORY = 10
+
+
+class _Api(ctypes.Structure):
+    # The order of rt_api in _native.c.
+    _fields_ = [
+        (name, c_void_p)
+        for name in (
+            "store_new",
+            "store_context",
+            "store_limiter",
+            "store_delete",
+            "set_fuel",
+            "get_fuel",
+            "set_epoch_deadline",
+            "instantiate",
+            "export_get",
+            "call_unchecked",
+            "memory_data",
+            "memory_size",
+            "error_delete",
+            "trap_delete",
+        )
+    ]
+
+
+class _Call(ctypes.Structure):
+    # rt_call in _native.c, field for field.
+    _fields_ = [
+        ("engine", c_void_p),
+        ("pre", c_void_p),
+        ("memory_bytes", c_int64),
+        ("table_elements", c_int64),
+        ("fuel", c_uint64),
+        ("epoch_deadline", c_uint64),
+        ("export_name", c_char_p),
+        ("export_len", c_size_t),
+        ("input", c_char_p),
+        ("input_len", c_uint64),
+        ("max_output", c_uint64),
+        ("out_buf", c_void_p),
+        ("out_cap", c_uint64),
+        ("has_oom", c_int32),
+        ("status", c_int32),
+        ("oom_flag", c_int32),
+        ("has_memory", c_int32),
+        ("error", c_void_p),
+        ("trap", c_void_p),
+        ("fuel_left", c_uint64),
+        ("memory_size", c_uint64),
+        ("packed", c_uint64),
+        ("output", c_void_p),
+        ("cpu_ns", c_int64),
+        ("wall_ns", c_int64),
+        ("may_overflow", c_int32),
+        ("out_status", c_int32),
+        ("body_len", c_uint64),
+    ]
+
+
+_error_delete = _hot._bind("wasmtime_error_delete", None, c_void_p)
+_trap_delete = _hot._bind("wasm_trap_delete", None, c_void_p)
+
+
+def _address(fn: Any) -> int:
+    return ctypes.cast(fn, c_void_p).value or 0
+
+
+def _expected_layout() -> list[int]:
+    """What rt_native_layout must report: wasmtime-py's ctypes view and ours of rt_call."""
+    return [
+        ctypes.sizeof(ffi.wasmtime_extern_t),
+        ffi.wasmtime_extern_t.of.offset,
+        ctypes.sizeof(ffi.wasmtime_func_t),
+        ctypes.sizeof(ffi.wasmtime_memory_t),
+        ctypes.sizeof(ffi.wasmtime_instance_t),
+        ctypes.sizeof(ffi.wasmtime_val_raw_t),
+        ctypes.sizeof(_Api),
+        ctypes.sizeof(_Call),
+        *(getattr(_Call, field[0]).offset for field in _Call._fields_),
+    ]
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2x, once per call
+class NativeResult:
+    """One call's outcome. ``error``/``trap`` are built (and own their wasmtime objects);
+    ``out_status`` and ``body`` (the output after its status byte) are set for Status.OK."""
+
+    status: int
+    fuel_left: int
+    memory_size: int
+    packed: int
+    oom_flag: int
+    has_memory: bool
+    cpu_ns: int
+    wall_ns: int
+    may_overflow: bool
+    out_status: int
+    body: bytes | bytearray | None
+    error: wasmtime.WasmtimeError | None
+    trap: wasmtime.Trap | None
+
+
+#: Bytes of output body a thread's scratch buffer takes; longer ones are malloc'd in C.
+SCRATCH_BYTES = 64 * 1024
+
+
+class _Scratch:
+    """A thread's reusable call struct, its pointer, and the buffer outputs are copied into:
+    building those per call (a ctypes Structure, byref, string_at on a malloc'd copy, free)
+    cost more than the rest of the host's side of a call."""
+
+    __slots__ = ("buf", "busy", "call", "ref", "view")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.call = _Call()
+        self.ref = ctypes.pointer(self.call)
+        self.buf = bytearray(SCRATCH_BYTES)
+        # Exports buf's memory (buf can no longer be resized, and is not); the view keeps it.
+        self.view = (ctypes.c_char * SCRATCH_BYTES).from_buffer(self.buf)
+        self.call.out_buf = ctypes.addressof(self.view)
+        self.call.out_cap = SCRATCH_BYTES
+
+
+class NativeCaller:
+    """The loaded helper (see the module docstring)."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        layout = (c_size_t * 64)()
+        count = lib.rt_native_layout
+        count.restype = c_size_t
+        count.argtypes = [ctypes.POINTER(c_size_t), c_size_t]
+        n = count(layout, 64)
+        if list(layout[:n]) != _expected_layout():
+            raise ImportError("the native wasm helper's struct layouts differ from wasmtime-py's")
+        self._lib = lib  # keeps the library mapped for as long as the function objects live
+        api = _Api(
+            *(
+                _address(fn)
+                for fn in (
+                    _hot._store_new,
+                    _hot._store_context,
+                    _hot._store_limiter,
+                    _hot._store_delete,
+                    _hot._set_fuel,
+                    _hot._get_fuel,
+                    _hot._set_epoch_deadline,
+                    _hot._instantiate,
+                    _hot._export_get,
+                    _hot._call_unchecked,
+                    _hot._memory_data,
+                    _hot._memory_size,
+                    _error_delete,
+                    _trap_delete,
+                )
+            )
+        )
+        if not all(getattr(api, field[0]) for field in _Api._fields_):
+            raise ImportError("a wasmtime function's address is missing")
+        init = lib.rt_native_init
+        init.restype = None
+        init.argtypes = [ctypes.POINTER(_Api)]
+        init(ctypes.byref(api))
+        self._call = lib.rt_native_call
+        self._call.restype = c_int32
+        self._call.argtypes = [ctypes.POINTER(_Call)]
+        self._local = threading.local()
+        self._free = lib.rt_native_free
+        self._free.restype = None
+        self._free.argtypes = [c_void_p]
+        self._may_overflow = lib.rt_native_may_overflow
+        self._may_overflow.restype = c_int32
+        self._may_overflow.argtypes = [c_char_p, c_size_t]
+
+    def may_overflow(self, data: bytes) -> bool:
+        """The C twin of ``abi._may_overflow`` (what ``call`` reports for its output)."""
+        return bool(self._may_overflow(data, len(data)))
+
+    def call(
+        self,
+        engine: int,
+        pre: _hot.PreLinked,
+        export: bytes,
+        payload: bytes,
+        *,
+        memory_bytes: int,
+        table_elements: int,
+        fuel: int,
+        epoch_deadline: int,
+        max_output: int,
+        has_oom: bool,
+    ) -> NativeResult:
+        """Run one call: a fresh store and instance, freed before this returns."""
+        local = self._local
+        scratch: _Scratch | None = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = _Scratch()
+        elif scratch.busy:
+            # Re-entered on this thread (a signal handler calling a tool between the foreign
+            # call and the copy out of the buffer): a scratch of its own, not the one in use.
+            scratch = _Scratch()
+        scratch.busy = True
+        c = scratch.call
+        try:
+            c.engine = engine
+            c.pre = pre.address
+            c.memory_bytes = memory_bytes
+            c.table_elements = table_elements
+            c.fuel = fuel
+            c.epoch_deadline = epoch_deadline
+            c.export_name = export
+            c.export_len = len(export)
+            c.input = payload
+            c.input_len = len(payload)
+            c.max_output = max_output
+            c.has_oom = has_oom
+            # The caller holds ``pre`` (and with it the InstancePre) for the whole call.
+            status = self._call(scratch.ref)
+            body: bytes | bytearray | None = None
+            if status == Status.OK:
+                n = c.body_len
+                if c.output:
+                    try:
+                        body = ctypes.string_at(c.output, n)
+                    finally:
+                        self._free(c.output)
+                else:
+                    body = scratch.buf[:n]
+            return NativeResult(
+                status=status,
+                fuel_left=c.fuel_left,
+                memory_size=c.memory_size,
+                packed=c.packed,
+                oom_flag=c.oom_flag,
+                has_memory=bool(c.has_memory),
+                cpu_ns=c.cpu_ns,
+                wall_ns=c.wall_ns,
+                may_overflow=bool(c.may_overflow),
+                out_status=c.out_status,
+                body=body,
+                error=_hot._error(c.error) if c.error else None,
+                trap=_hot._trap(c.trap) if c.trap else None,
+            )
+        finally:
+            c.input = None  # the struct would otherwise keep the last payload alive
+            scratch.busy = False
+
+
+def _digest() -> str:
+    h = hashlib.sha256()
+    h.update(f"zig {version('ziglang')} {' '.join(CFLAGS)} {platform.machine()}\n".encode())
+    h.update(_SOURCE.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _private_dir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _open_own_library(path: Path) -> ctypes.CDLL:
+    """dlopen exactly the file that was checked: opened without following a symlink, its
+    owner and mode checked on the open descriptor, then loaded through /proc/self/fd (so a
+    file swapped in after the check is never the one loaded)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(f"{path} is not ours alone; the native helper is not loaded")
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
+def _compile(target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    cmd = [sys.executable, "-m", "ziglang", "cc", *CFLAGS, "-o", str(tmp), str(_SOURCE)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise OSError(f"zig cc exited {proc.returncode}: {proc.stderr[-2000:]}")
+        os.chmod(tmp, 0o700)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_native(cache_dir: Path) -> NativeCaller:
+    """Build (once per source and compiler) and load the helper from ``cache_dir/native``.
+
+    Raises OSError (no compiler, a cache that is not private) or ImportError (layouts)."""
+    root = cache_dir / "native"
+    out = root / _digest()
+    with _lock:
+        if not (_private_dir(root) and _private_dir(out)):
+            raise OSError(f"{out} is not a private directory; the native helper is not loaded")
+        target = out / "_native.so"
+        if not target.exists():
+            try:
+                _compile(target)
+            except subprocess.TimeoutExpired as exc:
+                raise OSError("zig cc timed out") from exc
+        return NativeCaller(_open_own_library(target))
