@@ -12,6 +12,13 @@ Two ways to append, one chain:
   against a process crash as a WAL commit with ``synchronous=NORMAL``; see ``_journal``) and
   a writer thread inserts it into SQLite with the other pending ones in one transaction.
 
+The broker journals both records of every call that runs (any backend) and commits only
+the records of calls refused before running. Readers in other processes (``runtime audit
+tail/verify/export``, an MCP client checking the log) read SQLite: they see a live broker's
+journaled records once they are inserted — at its next batch, within ``_IDLE_S`` of the
+oldest pending record (the idle thread), or at its :meth:`flush`/close —, and every record of
+a broker that died, because opening a log first recovers dead owners' journals (``_journal``).
+
 Order is kept: every synchronous append, and every read (verify, tail, interrupted, head,
 export) of this instance, first inserts the pending records. A record that cannot be written
 to the journal raises AuditError at once (fail closed); while the writer thread is failing,
@@ -499,7 +506,7 @@ class AuditLog:
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
             if self._journal is None:
                 self._journal = Journal(self._path)
-            end = self._journal.append(line)
+            end = self._journal.append(line, write_ahead=kind == "request")
             self._pending.append((line_fields, end))
             if len(self._pending) == 1:
                 self._oldest = time.monotonic()

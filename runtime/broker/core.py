@@ -70,13 +70,15 @@ _BACKEND_GRACE_S = 10.0
 #: How long aclose() waits, after ending the backends, for the calls they ran to record their
 #: completion before the audit log closes (seconds).
 _DRAIN_S = 10.0
-#: Backends whose calls change nothing outside themselves (DESIGN §4: wasm guests have no
-#: files, network or clock). Their audit records are journaled (one write() each, as durable
-#: against a broker crash as a WAL commit) and inserted into SQLite in batches; every other
-#: call's write-ahead record is committed to SQLite before the call runs, so a database that
-#: cannot take it refuses the call before any side effect. A backend may declare itself
-#: ``side_effect_free`` (the mock backend can).
-_SIDE_EFFECT_FREE = frozenset({BackendKind.WASM})
+#: Every call that runs has both its audit records journaled (one ``write()`` each, as durable
+#: against a broker crash as a WAL commit with synchronous=NORMAL; runtime/audit/_journal.py)
+#: and inserted into SQLite in batches. Until this round only side-effect-free backends
+#: (wasm) did; the others committed each record, so that a database that cannot take records
+#: refuses the call before any side effect. The journal keeps that: a write-ahead record that
+#: cannot be journaled refuses the call, a failed batch insertion refuses every later call
+#: until the database takes the records again, and a write-ahead record is refused while the
+#: file system holding the log is full (the journal's last page could still take a few lines
+#: the database cannot). Calls refused before running are still committed one by one.
 _STATE_DIR = ".runtime"
 
 
@@ -96,7 +98,6 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
-    defer: bool = False
 
 
 class NeedsEventLoop(Exception):
@@ -375,7 +376,6 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
-        st.defer = spec.backend in _SIDE_EFFECT_FREE or getattr(backend, "side_effect_free", False)
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
@@ -384,7 +384,7 @@ class Broker:
             backend=spec.backend.value,
             sandbox=st.fingerprint.as_dict(),
             returning=False,
-            defer=st.defer,
+            defer=True,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -513,6 +513,8 @@ class Broker:
     def _finish(self, st: _CallState) -> ToolResult:
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
         outcome, error, audited = st.outcome, st.error, st.audited
+        # The completion of a call that ran follows its journaled write-ahead record.
+        defer = audited
         raw, started = st.raw, st.started
         duration_ms = (time.perf_counter() - st.t0) * 1000
         call_id = tc.call_id if tc else _raw_call_id(raw)
@@ -546,7 +548,7 @@ class Broker:
                 # Committed, not journaled: refusals are rare on a hot path, and a reader
                 # in another process (an MCP client checking the log) sees them at once.
                 audited = True
-                st.defer = False
+                defer = False
             if audited:
                 self.audit.record_completion(
                     call_id=call_id,
@@ -560,7 +562,7 @@ class Broker:
                     backend=spec.backend.value if spec else None,
                     sandbox=fingerprint.as_dict() if fingerprint else None,
                     returning=False,
-                    defer=st.defer,
+                    defer=defer,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)
