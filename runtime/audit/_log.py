@@ -50,7 +50,16 @@ from runtime.audit._canonical import (
 )
 from runtime.audit._export import otel_record
 from runtime.audit._journal import Journal, dead_journals, encode_line, parse_lines
-from runtime.audit._record import COLUMNS, JSON_FIELDS, body_bytes, chain_hash, row_to_record
+from runtime.audit._record import (
+    COLUMNS,
+    JSON_FIELDS,
+    BodyParts,
+    body_bytes,
+    body_parts,
+    chain_hash,
+    chain_row,
+    row_to_record,
+)
 from runtime.audit._redact import Redactor
 from runtime.audit._store import Database
 from runtime.audit._verify import VerifyReport, verify_rows
@@ -108,21 +117,24 @@ def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
         del audit_log
 
 
-#: A pending record: the fields of a journal line and the line's end offset in the journal.
-_Pending = tuple[tuple[Any, ...], int]
+#: A pending record: the fields of a journal line, the line's end offset in the journal and
+#: the record's body parts (everything of its hashed body but seq and prev_hash).
+_Pending = tuple[tuple[Any, ...], int, BodyParts]
 
 
-def _chain(fields: list[tuple[Any, ...]]) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
-    """The ``build`` for Database.append_batch: rows for ``fields`` chained after the head."""
+def _chain(
+    records: list[tuple[tuple[Any, ...], BodyParts]],
+) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
+    """The ``build`` for Database.append_batch: rows for ``records`` chained after the head."""
 
     def build(head_seq: int, head_hash: str | None) -> list[tuple[Any, ...]]:
         rows = []
         seq, prev = head_seq, head_hash or GENESIS_HASH
-        for kind, call_id, when, tool, *rest in fields:
+        for fields, parts in records:
             seq += 1
-            row = (seq, kind, call_id, when, tool, *rest, prev)
-            prev = chain_hash(prev, body_bytes((*row, None)))
-            rows.append((*row, prev))
+            row = chain_row(fields, parts, seq, prev)
+            prev = row[-1]
+            rows.append(row)
         return rows
 
     return build
@@ -502,12 +514,13 @@ class AuditLog:
             line_fields = (kind, call_id, _now(), tool, *rest)
             try:
                 line = encode_line(line_fields)
+                parts = body_parts((None, *line_fields))
             except ValueError as exc:  # lone surrogates: the database would refuse it too
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
             if self._journal is None:
                 self._journal = Journal(self._path)
             end = self._journal.append(line, write_ahead=kind == "request")
-            self._pending.append((line_fields, end))
+            self._pending.append((line_fields, end, parts))
             if len(self._pending) == 1:
                 self._oldest = time.monotonic()
                 if self._thread is None:
@@ -545,7 +558,8 @@ class AuditLog:
         assert self._journal is not None
         try:
             self._db(write=True).append_batch(
-                _chain([fields for fields, _ in batch]), (self._journal.name, batch[-1][1])
+                _chain([(fields, parts) for fields, _, parts in batch]),
+                (self._journal.name, batch[-1][1]),
             )
         except BaseException:
             self._failed = batch
@@ -600,9 +614,14 @@ class AuditLog:
                 applied = db.journal_applied(name)
                 lines = list(parse_lines(content[applied:], str(path)))
                 if lines:
-                    db.append_batch(
-                        _chain([fields for _, fields in lines]), (name, applied + lines[-1][0])
-                    )
+                    try:
+                        records = [(fields, body_parts((None, *fields))) for _, fields in lines]
+                    except ValueError as exc:  # a line whose text cannot be stored
+                        raise AuditError(
+                            f"audit journal {path} holds a record that is not valid text: {exc}",
+                            path=str(path),
+                        ) from exc
+                    db.append_batch(_chain(records), (name, applied + lines[-1][0]))
                     log.warning(
                         "audit: recovered %d record(s) from the journal of a broker that "
                         "stopped without closing its log (%s)",
