@@ -21,7 +21,16 @@ from typing import Any
 from runtime.audit._canonical import _encode_str, canonical_json, canonical_scalar, sha256_hex
 from runtime.models import AuditRecord
 
-__all__ = ["COLUMNS", "JSON_FIELDS", "BodyParts", "body_bytes", "body_parts", "chain_hash", "chain_row", "row_to_record"]
+__all__ = [
+    "COLUMNS",
+    "JSON_FIELDS",
+    "BodyParts",
+    "body_bytes",
+    "body_parts",
+    "chain_hash",
+    "chain_row",
+    "row_to_record",
+]
 
 # Column order of the table and of every SELECT; "hash" last.
 COLUMNS: tuple[str, ...] = (

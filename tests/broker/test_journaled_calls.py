@@ -62,6 +62,6 @@ async def test_a_side_effecting_call_is_journaled_before_it_runs(
     assert result.success, result.error
     # The mock backend is not side-effect free: its write-ahead record is still a journal
     # line when it runs, not a committed row.
-    assert ["request", "c-journal"] == seen["journal"][-1][:2]
+    assert seen["journal"][-1][:2] == ["request", "c-journal"]
     assert ("request", "c-journal") not in seen["rows"]
     assert ("completion", "c-journal") in _rows(audit)
