@@ -121,7 +121,7 @@ _TEXT = (str, type(None))
 
 
 def _text(value: str | None) -> str:
-    return "null" if value is None else _encode_str(value)  # type: ignore[no-any-return]
+    return "null" if value is None else _encode_str(value)
 
 
 def body_parts(row: tuple[Any, ...]) -> BodyParts:
