@@ -283,15 +283,18 @@ class AuditLog:
         """
         data = self._canonical("arguments", arguments)
         decision_shown, decision_text = self._small_json("decision", decision, redact=True)
-        shown = {"arguments": self._redacted(arguments), "decision": decision_shown}
-        if arguments is None:
-            arguments_text = None
-        elif shown["arguments"] == arguments:
-            # Nothing was redacted (the common case): redaction only ever puts strings where
-            # something else was, so equal values have equal canonical bytes. Saves a walk.
-            arguments_text = data.decode("utf-8")
+        arguments_text = None if arguments is None else data.decode("utf-8")
+        if arguments_text is None or not (returning or self._redact.may_redact(arguments_text)):
+            # No secret key name or value fragment anywhere in the text (the common case):
+            # redaction would return an equal copy. Saves the walk. (A returned record gets
+            # its own copy, so that it does not share the caller's arguments.)
+            shown = {"arguments": arguments, "decision": decision_shown}
         else:
-            arguments_text = self._json_text("arguments", shown["arguments"])
+            shown = {"arguments": self._redacted(arguments), "decision": decision_shown}
+            if shown["arguments"] != arguments:
+                # Redaction only ever puts strings where something else was, so equal values
+                # have equal canonical bytes: only a changed value is serialised again.
+                arguments_text = self._json_text("arguments", shown["arguments"])
         fields = (
             "request",
             call_id,
