@@ -117,7 +117,7 @@ _PRE = (
 )
 _MID = '","result_digest":%s,"result_size":%s,"sandbox":%s,"seq":'
 _POST = ',"time":%s,"tool":%s,"usage":%s}'
-_TEXT = (str, type(None))
+_TEXT = frozenset({str, type(None)})
 
 
 def _text(value: str | None) -> str:
@@ -142,8 +142,18 @@ def body_parts(row: tuple[Any, ...]) -> BodyParts:
         and type(call_id) is str
         and type(when) is str
         and type(tool) is str
-        and all(type(v) in _TEXT for v in (a_digest, args, decision, backend, sandbox))
-        and all(type(v) in _TEXT for v in (outcome, error_type, usage, r_digest))
+        and {
+            type(a_digest),
+            type(args),
+            type(decision),
+            type(backend),
+            type(sandbox),
+            type(outcome),
+            type(error_type),
+            type(usage),
+            type(r_digest),
+        }
+        <= _TEXT
         and (r_size is None or type(r_size) is int)
         and (duration is None or type(duration) is float)
     ):
