@@ -274,9 +274,14 @@ class Broker:
                 await self._approve(st, decision)
             backend = await self._backend(spec.backend.value)
             request = self._start(st, backend, session)
-            async with self._slots.acquire_async():
+            slots = self._slots
+            if not slots.try_acquire():
+                await slots.wait_async()
+            try:
                 with anyio.move_on_after(request.limits.timeout_s + _BACKEND_GRACE_S) as scope:
                     st.outcome = await backend.run(request)
+            finally:
+                slots.release()
             if scope.cancelled_caught:
                 raise ToolTimeout(
                     f"{spec.name}: the {backend.name} backend did not return in time",
