@@ -144,6 +144,13 @@ def _chain(
 # Position of each column in the ``fields`` tuple: COLUMNS without seq, time, prev_hash and
 # hash, which are filled in when the record is built.
 _AT = {name: i for i, name in enumerate(c for c in COLUMNS[1:-2] if c != "time")}
+# What _append checks in ``fields``: (name, position, may be None) of the text columns and
+# (name, position) of the JSON object columns.
+_TEXT_CHECKS = tuple(
+    (name, _AT[name], name not in ("call_id", "tool"))
+    for name in ("call_id", "tool", "backend", "error_type")
+)
+_OBJECT_CHECKS = tuple((name, _AT[name]) for name in ("decision", "sandbox", "usage"))
 
 OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
 
@@ -473,12 +480,12 @@ class AuditLog:
         kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
         # never verify again: refuse anything but text up front.
-        for name in ("call_id", "tool", "backend", "error_type"):
-            value = fields[_AT[name]]
-            if not isinstance(value, str) and (value is not None or name in ("call_id", "tool")):
+        for name, i, optional in _TEXT_CHECKS:
+            value = fields[i]
+            if not isinstance(value, str) and (value is not None or not optional):
                 raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
-        for name in ("decision", "sandbox", "usage"):
-            text = fields[_AT[name]]
+        for name, i in _OBJECT_CHECKS:
+            text = fields[i]
             if text is not None and not text.startswith("{"):
                 raise AuditError(f"audit {name} must be an object (a dict) or None")
 
