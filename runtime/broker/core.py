@@ -316,7 +316,7 @@ class Broker:
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        st.tc, backend = self._sync_backend_for(call)
+        st.tc, st.spec, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -333,8 +333,9 @@ class Broker:
             result = self._finish(st)
         return result
 
-    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, Backend]:
-        """The normalised call (so that _admit does not normalise it twice) and its backend."""
+    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, ToolSpec, Backend]:
+        """The normalised call and its tool (so that _admit does not look them up twice) and
+        its backend."""
         try:
             tc = self._normalize(call)
             tool = self.catalogue.get(tc.tool)
@@ -350,19 +351,19 @@ class Broker:
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
         if self.approver is not None and inspect.iscoroutinefunction(self.approver):
             raise NeedsEventLoop("the approver is async")
-        return tc, backend
+        return tc, tool, backend
 
     def _admit(
         self, st: _CallState, session: str, profile: str | None
     ) -> tuple[ToolSpec, Decision]:
-        """Normalise (unless call_sync already did), look up, validate, decide. Raises on
+        """Normalise and look up (unless call_sync already did), validate, decide. Raises on
         refusal."""
         st.tc = tc = st.tc or self._normalize(st.raw)
         # The policy derives the tool's environment from the session's (Decision.env).
         tc.context["env"] = self.session_env(session)
         if self.events.active:
             self.events.emit(Event("requested", tc.call_id, tc.tool))
-        st.spec = spec = self.catalogue.get(tc.tool)
+        st.spec = spec = st.spec or self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
             session, spec.name, self.policy.decide(tc, spec, profile=profile)
