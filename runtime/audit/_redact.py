@@ -168,42 +168,48 @@ def _redact_assignments(s: str) -> str:
 #   name's words, joined, occur there contiguously whatever separated them ("to-ken"); the
 #   alphanumeric fragments of the value rules are implied (each contains one) or listed;
 # - in the lower-cased text: the value-rule fragments that need their punctuation;
-# - "A" in the original: the AWS key-id rule is the only case-sensitive one and each of its
-#   twelve prefixes starts with "A".
+# - in the original text: the twelve prefixes of the AWS key-id rule, the one case-sensitive
+#   rule.
 _SQUASHED_FRAGMENTS = (
-    b"auth",
-    b"cookie",
-    b"token",
-    b"secret",
-    b"pass",
-    b"pwd",
-    b"session",
-    b"credential",
-    b"key",
-    b"bearer",
-    b"signature",
-    b"basic",
-    b"xox",
-    b"aiza",
-    b"eyj",
+    "auth",
+    "cookie",
+    "token",
+    "secret",
+    "pass",
+    "pwd",
+    "session",
+    "credential",
+    "key",
+    "bearer",
+    "signature",
+    "basic",
+    "xox",
+    "aiza",
+    "eyj",
+)
+# The AWS key-id rule is the only case-sensitive one: its prefixes, tested on the original.
+_AWS_PREFIXES = tuple(
+    ["AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"]
 )
 _PUNCTUATED_FRAGMENTS = ("://", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
 _NON_ALNUM = bytes(b for b in range(256) if not (48 <= b <= 57 or 97 <= b <= 122))
 
 
-def _squash(low: str) -> bytes:
-    return low.encode("utf-8", "surrogatepass").translate(None, _NON_ALNUM)
+def _squash(low: str) -> str:
+    # str, not bytes: ``in`` on short bytes costs ~3x more than on str here.
+    return low.encode("utf-8", "surrogatepass").translate(None, _NON_ALNUM).decode("ascii")
 
 
-def _maybe_secret(text: str, extra: tuple[bytes, ...] = ()) -> bool:
-    if "A" in text:
-        return True
+def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
+    for prefix in _AWS_PREFIXES:
+        if prefix in text:
+            return True
     low = text.lower()
     for fragment in _PUNCTUATED_FRAGMENTS:
         if fragment in low:
             return True
     squashed = _squash(low)
-    for word in (*_SQUASHED_FRAGMENTS, *extra):  # noqa: SIM110 - any() over a genexpr is slower
+    for word in squashed_fragments:  # noqa: SIM110 - any() over a genexpr is slower
         if word in squashed:
             return True
     return False
@@ -227,10 +233,10 @@ class Redactor:
         self._cache: dict[str, bool] = {}
         # An extra key with no word in it ("-") matches every key without letters or digits:
         # no fragment can rule that out.
-        self._gate: tuple[bytes, ...] | None = (
+        self._gate: tuple[str, ...] | None = (
             None
             if () in self._extra
-            else tuple(sorted({"".join(w).encode("ascii") for w in self._extra}))
+            else (*_SQUASHED_FRAGMENTS, *sorted({"".join(w) for w in self._extra}))
         )
 
     def may_redact(self, text: str) -> bool:
