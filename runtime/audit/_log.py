@@ -29,6 +29,7 @@ broken database refuses calls instead of piling them up in the journal.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 import json
 import logging
@@ -66,7 +67,7 @@ from runtime.audit._verify import VerifyReport, verify_rows
 from runtime.errors import AuditError
 from runtime.models import AuditRecord
 
-__all__ = ["OUTCOMES", "AuditLog"]
+__all__ = ["OUTCOMES", "AuditLog", "PreparedObject"]
 
 _T = TypeVar("_T")
 
@@ -105,6 +106,30 @@ def _flat_key(value: Any) -> tuple[Any, ...] | None:
         else:
             return None
     return tuple(key)
+
+
+class PreparedObject:
+    """A decision/sandbox/usage object made ready for one log's records: redacted (if asked)
+    and serialised once, by :meth:`AuditLog.prepare`. Immutable: pass it to the ``decision``,
+    ``sandbox`` or ``usage`` argument of that log's ``record_*`` as often as it applies.
+
+    Why: the broker sends the same few objects with every call (one fingerprint per backend,
+    one decision per rule); building its memo key from a fresh dict cost more than a
+    serialisation of it. A log handed another log's PreparedObject (other redaction keys)
+    prepares the original value again.
+    """
+
+    __slots__ = ("_owner", "shown", "source", "text")
+
+    def __init__(self, owner: AuditLog, source: dict[str, Any], shown: Any, text: str) -> None:
+        self._owner = weakref.ref(owner)
+        #: The value as given, the value as recorded (redacted), and its canonical text.
+        self.source = source
+        self.shown = shown
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"PreparedObject({self.text})"
 
 
 def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
@@ -250,9 +275,9 @@ class AuditLog:
         call_id: str,
         tool: str,
         arguments: Any,
-        decision: dict[str, Any] | None,
+        decision: dict[str, Any] | PreparedObject | None,
         backend: str | None,
-        sandbox: dict[str, Any] | None,
+        sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[True] = True,
     ) -> AuditRecord: ...
 
@@ -263,9 +288,9 @@ class AuditLog:
         call_id: str,
         tool: str,
         arguments: Any,
-        decision: dict[str, Any] | None,
+        decision: dict[str, Any] | PreparedObject | None,
         backend: str | None,
-        sandbox: dict[str, Any] | None,
+        sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[False],
         defer: bool = False,
     ) -> None: ...
@@ -276,9 +301,9 @@ class AuditLog:
         call_id: str,
         tool: str,
         arguments: Any,
-        decision: dict[str, Any] | None,
+        decision: dict[str, Any] | PreparedObject | None,
         backend: str | None,
-        sandbox: dict[str, Any] | None,
+        sandbox: dict[str, Any] | PreparedObject | None,
         returning: bool = True,
         defer: bool = False,
     ) -> AuditRecord | None:
@@ -330,11 +355,11 @@ class AuditLog:
         outcome: str,
         error_type: str | None,
         duration_ms: float,
-        usage: dict[str, Any] | None,
+        usage: dict[str, Any] | PreparedObject | None,
         result: Any,
         backend: str | None = None,
-        sandbox: dict[str, Any] | None = None,
-        decision: dict[str, Any] | None = None,
+        sandbox: dict[str, Any] | PreparedObject | None = None,
+        decision: dict[str, Any] | PreparedObject | None = None,
         returning: Literal[True] = True,
         result_bytes: bytes | None = None,
     ) -> AuditRecord: ...
@@ -348,11 +373,11 @@ class AuditLog:
         outcome: str,
         error_type: str | None,
         duration_ms: float,
-        usage: dict[str, Any] | None,
+        usage: dict[str, Any] | PreparedObject | None,
         result: Any,
         backend: str | None = None,
-        sandbox: dict[str, Any] | None = None,
-        decision: dict[str, Any] | None = None,
+        sandbox: dict[str, Any] | PreparedObject | None = None,
+        decision: dict[str, Any] | PreparedObject | None = None,
         returning: Literal[False],
         result_bytes: bytes | None = None,
         defer: bool = False,
@@ -366,11 +391,11 @@ class AuditLog:
         outcome: str,
         error_type: str | None,
         duration_ms: float,
-        usage: dict[str, Any] | None,
+        usage: dict[str, Any] | PreparedObject | None,
         result: Any,
         backend: str | None = None,
-        sandbox: dict[str, Any] | None = None,
-        decision: dict[str, Any] | None = None,
+        sandbox: dict[str, Any] | PreparedObject | None = None,
+        decision: dict[str, Any] | PreparedObject | None = None,
         returning: bool = True,
         result_bytes: bytes | None = None,
         defer: bool = False,
@@ -449,12 +474,29 @@ class AuditLog:
     def _json_text(self, what: str, value: Any) -> str | None:
         return None if value is None else self._canonical(what, value).decode("utf-8")
 
+    def prepare(self, what: str, value: dict[str, Any]) -> PreparedObject:
+        """``value`` ready to pass as the ``decision``, ``sandbox`` or ``usage`` (``what``) of
+        this log's records, redacted and serialised once (see :class:`PreparedObject`). The
+        value is copied: later changes to it do not reach the records."""
+        if what not in ("decision", "sandbox", "usage"):
+            raise ValueError(f"cannot prepare {what!r}: not a decision, sandbox or usage")
+        source = copy.deepcopy(value)
+        shown, text = self._small_json(what, source, redact=what == "decision")
+        if text is None or not text.startswith("{"):
+            raise AuditError(f"audit {what} must be an object (a dict)")
+        return PreparedObject(self, source, shown, text)
+
     def _small_json(self, what: str, value: Any, *, redact: bool = False) -> tuple[Any, Any]:
         """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
         canonical. The broker sends the same few small objects over and over (one sandbox
-        fingerprint per backend, one decision per rule), so the pair is memoised by value."""
+        fingerprint per backend, one decision per rule), so the pair is memoised by value,
+        or comes prepared (:meth:`prepare`)."""
         if value is None:
             return None, None
+        if type(value) is PreparedObject:
+            if value._owner() is self:
+                return value.shown, value.text
+            value = value.source
         key = _flat_key(value)
         if key is not None:
             hit = self._small.get((what, key))

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
@@ -55,6 +55,9 @@ from runtime.models import (
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
 
+if TYPE_CHECKING:
+    from runtime.audit import PreparedObject
+
 __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
 
 log = logging.getLogger("runtime.broker")
@@ -80,6 +83,8 @@ _DRAIN_S = 10.0
 #: file system holding the log is full (the journal's last page could still take a few lines
 #: the database cannot). Calls refused before running are still committed one by one.
 _STATE_DIR = ".runtime"
+#: Distinct decisions and fingerprints kept prepared for the audit log.
+_PREPARED_MAX = 256
 
 
 @dataclass(slots=True)
@@ -155,6 +160,8 @@ class Broker:
         self._slots = Slots(self.policy.max_concurrent)
         self._session_env: dict[str, dict[str, str]] = {}
         self._budget_used: dict[tuple[str, str], int] = {}
+        # Decisions and fingerprints as the audit records show them (see _audit_decision).
+        self._prepared: dict[Any, PreparedObject] = {}
         self._gateway: Any = None
         self._closed = False
         # Async calls between their start and their result; aclose() waits for them (after
@@ -386,9 +393,9 @@ class Broker:
             call_id=tc.call_id,
             tool=spec.name,
             arguments=tc.arguments,
-            decision=_decision_dict(decision),
+            decision=self._audit_decision(decision),
             backend=spec.backend.value,
-            sandbox=st.fingerprint.as_dict(),
+            sandbox=self._audit_sandbox(st.fingerprint),
             returning=False,
             defer=True,
         )
@@ -407,6 +414,31 @@ class Broker:
             session=session,
             broker_requests=self._broker_request,
         )
+
+    def _audit_decision(self, decision: Decision) -> PreparedObject:
+        """The decision as its audit records show it, prepared once per distinct value."""
+        key = (decision.action, decision.rule, tuple(decision.reasons))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            shown = {"action": decision.action, "rule": decision.rule, "reasons": decision.reasons}
+            prepared = self._prepare("decision", shown, key)
+        return prepared
+
+    def _audit_sandbox(self, fingerprint: Fingerprint) -> PreparedObject | dict[str, Any]:
+        try:
+            prepared = self._prepared.get(fingerprint)
+        except TypeError:  # a backend's own Fingerprint subclass with unhashable fields
+            return fingerprint.as_dict()
+        if prepared is None:
+            prepared = self._prepare("sandbox", fingerprint.as_dict(), fingerprint)
+        return prepared
+
+    def _prepare(self, what: str, value: dict[str, Any], key: Any) -> PreparedObject:
+        # Reasons can quote arguments (a refused command): bound the memo.
+        if len(self._prepared) >= _PREPARED_MAX:
+            self._prepared.clear()
+        prepared = self._prepared[key] = self.audit.prepare(what, value)
+        return prepared
 
     def _check_outcome(self, st: _CallState) -> None:
         assert st.outcome is not None and st.spec is not None and st.decision is not None
@@ -566,7 +598,7 @@ class Broker:
                     result=result_value,
                     result_bytes=st.result_bytes if result_value is not None else None,
                     backend=spec.backend.value if spec else None,
-                    sandbox=fingerprint.as_dict() if fingerprint else None,
+                    sandbox=self._audit_sandbox(fingerprint) if fingerprint else None,
                     returning=False,
                     defer=defer,
                 )
