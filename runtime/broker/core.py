@@ -279,7 +279,8 @@ class Broker:
             spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
                 await self._approve(st, decision)
-            backend = await self._backend(spec.backend.value)
+            kind = spec.backend.value
+            backend = self._backends[kind] if kind in self._started else await self._backend(kind)
             request = self._start(st, backend, session)
             slots = self._slots
             if not slots.try_acquire():
