@@ -330,8 +330,13 @@ class Broker:
             if decision.action == "ask":
                 self._approve_sync(st, decision)
             request = self._start(st, backend, session)
-            with self._slots.acquire_sync():
+            slots = self._slots
+            if not slots.try_acquire():
+                slots.wait_sync()
+            try:
                 st.outcome = cast(SyncBackend, backend).run_sync(request)
+            finally:
+                slots.release()
             self._check_outcome(st)
         except RuntimeToolError as exc:
             st.error = exc

@@ -68,13 +68,17 @@ class Slots:
         finally:
             self.release()
 
+    def wait_sync(self) -> None:
+        """Take a slot, blocking this thread until one is free. The caller releases it."""
+        with self._freed:
+            while self._in_use >= self.total:
+                self._freed.wait()
+            self._in_use += 1
+
     @contextmanager
     def acquire_sync(self) -> Iterator[None]:
         if not self.try_acquire():
-            with self._freed:
-                while self._in_use >= self.total:
-                    self._freed.wait()
-                self._in_use += 1
+            self.wait_sync()
         try:
             yield
         finally:
