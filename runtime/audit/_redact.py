@@ -191,7 +191,8 @@ _SQUASHED_FRAGMENTS = (
 _AWS_PREFIXES = tuple(
     ["AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"]
 )
-_PUNCTUATED_FRAGMENTS = ("://", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+# The value-rule fragments that need their punctuation besides "://" and "sk-".
+_UNDERSCORED_FRAGMENTS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
 _NON_ALNUM = bytes(b for b in range(256) if not (48 <= b <= 57 or 97 <= b <= 122))
 
 
@@ -201,13 +202,18 @@ def _squash(low: str) -> str:
 
 
 def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
-    for prefix in _AWS_PREFIXES:
-        if prefix in text:
-            return True
+    # One test for a character every fragment of a group holds skips the group's tests.
+    if "A" in text:
+        for prefix in _AWS_PREFIXES:
+            if prefix in text:
+                return True
     low = text.lower()
-    for fragment in _PUNCTUATED_FRAGMENTS:
-        if fragment in low:
-            return True
+    if "_" in low:
+        for fragment in _UNDERSCORED_FRAGMENTS:
+            if fragment in low:
+                return True
+    if "://" in low or "sk-" in low:
+        return True
     squashed = _squash(low)
     for word in squashed_fragments:  # noqa: SIM110 - any() over a genexpr is slower
         if word in squashed:
