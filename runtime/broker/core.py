@@ -75,13 +75,12 @@ _BACKEND_GRACE_S = 10.0
 _DRAIN_S = 10.0
 #: Every call that runs has both its audit records journaled (one ``write()`` each, as durable
 #: against a broker crash as a WAL commit with synchronous=NORMAL; runtime/audit/_journal.py)
-#: and inserted into SQLite in batches. Until this round only side-effect-free backends
-#: (wasm) did; the others committed each record, so that a database that cannot take records
-#: refuses the call before any side effect. The journal keeps that: a write-ahead record that
-#: cannot be journaled refuses the call, a failed batch insertion refuses every later call
-#: until the database takes the records again, and a write-ahead record is refused while the
-#: file system holding the log is full (the journal's last page could still take a few lines
-#: the database cannot). Calls refused before running are still committed one by one.
+#: and inserted into SQLite in batches, whatever its backend. Failing closed holds as with a
+#: commit per record: a write-ahead record that cannot be journaled refuses the call, a failed
+#: batch insertion refuses every later call until the database takes the records again, and a
+#: write-ahead record is refused while the log's file system is full (the journal's last page
+#: could still take a few lines the database cannot). Calls refused before running are
+#: committed one by one (rare; a reader in another process sees them at once).
 _STATE_DIR = ".runtime"
 #: Distinct decisions and fingerprints kept prepared for the audit log.
 _PREPARED_MAX = 256
