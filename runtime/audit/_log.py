@@ -110,13 +110,14 @@ def _flat_key(value: Any) -> tuple[Any, ...] | None:
 
 class PreparedObject:
     """A decision/sandbox/usage object made ready for one log's records: redacted (if asked)
-    and serialised once, by :meth:`AuditLog.prepare`. Immutable: pass it to the ``decision``,
-    ``sandbox`` or ``usage`` argument of that log's ``record_*`` as often as it applies.
+    and serialised once, by :meth:`AuditLog.prepare`. Pass it to the ``decision``,
+    ``sandbox`` or ``usage`` argument of that log's ``record_*`` as often as it applies; treat
+    it and its attributes as read-only (``prepare`` copied the value it was given).
 
     Why: the broker sends the same few objects with every call (one fingerprint per backend,
-    one decision per rule); building its memo key from a fresh dict cost more than a
-    serialisation of it. A log handed another log's PreparedObject (other redaction keys)
-    prepares the original value again.
+    one decision per rule); building the memo key of a fresh dict on every call cost about
+    as much as serialising it. A log handed another log's PreparedObject (other redaction
+    keys) prepares the original value again.
     """
 
     __slots__ = ("_owner", "shown", "source", "text")
