@@ -53,8 +53,9 @@ def fmt(us: tuple[float, float]) -> str:
 
 def bench_pairs(path: Path, n: int, *, defer: bool = False) -> tuple[float, float]:
     """``defer=False``: both records committed one by one, ``returning=True`` (as before).
-    ``defer=True``: both journaled and inserted in batches (the broker's path for
-    side-effect-free backends); the batch inserts fall inside the timed runs."""
+    ``defer=True``: both journaled and inserted in batches (the broker's path for every
+    call that runs, since the journal covers all backends); the batch inserts fall inside
+    the timed runs."""
     counter = iter(range(10**9))
     with AuditLog(path) as log:
 

@@ -5,6 +5,7 @@ Public surface::
     AuditLog(path, *, redact_keys=(), busy_timeout_s=5.0)
         .record_request(...) / .record_completion(...) -> AuditRecord
             (returning=False: -> None, no AuditRecord built; the broker's hot path)
+        .prepare(what, obj) -> PreparedObject   a decision/sandbox/usage serialised once
         .verify(expected_head=None) -> VerifyReport
         .head() -> (seq, hash)          keep it elsewhere as an anchor
         .tail(n) / .interrupted() / .export_jsonl(out) / .close()
@@ -19,7 +20,7 @@ can and cannot prove without an external anchor.
 from __future__ import annotations
 
 from runtime.audit._canonical import GENESIS_HASH, canonical_json
-from runtime.audit._log import OUTCOMES, AuditLog
+from runtime.audit._log import OUTCOMES, AuditLog, PreparedObject
 from runtime.audit._redact import REDACTED, redact
 from runtime.audit._verify import VerifyReport
 
@@ -28,6 +29,7 @@ __all__ = [
     "OUTCOMES",
     "REDACTED",
     "AuditLog",
+    "PreparedObject",
     "VerifyReport",
     "canonical_json",
     "redact",

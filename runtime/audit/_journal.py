@@ -118,13 +118,27 @@ class Journal:
                 os.unlink(temp)
             raise AuditError(f"cannot create audit journal {self.path}: {exc}") from exc
 
-    def append(self, line: bytes) -> int:
-        """Write one line; return the journal's size after it (the line's end offset)."""
+    def append(self, line: bytes, *, write_ahead: bool = False) -> int:
+        """Write one line; return the journal's size after it (the line's end offset).
+
+        ``write_ahead`` (a record that lets a call run) is refused while the file system is
+        full: the journal's last page may still take a few lines there, but the database
+        cannot, and records would pile up where they are not yet chained. The completion of
+        a call that already ran is written while it fits (it is the call's only record of
+        what happened).
+        """
         try:
-            # Hazard: a journal unlinked while open (its directory removed) takes every
-            # later line with it; fstat is ~1 µs, the per-record price of noticing.
-            if os.fstat(self._fd).st_nlink == 0:
-                raise AuditError(f"audit journal {self.path} was removed while open")
+            if write_ahead:
+                # Hazard: a journal unlinked while open (its directory removed) takes every
+                # later line with it. Checked before each record that lets a call run (~1 µs):
+                # no call runs unrecorded, and the completion of a call already running
+                # would be lost with its write-ahead record anyway.
+                if os.fstat(self._fd).st_nlink == 0:
+                    raise AuditError(f"audit journal {self.path} was removed while open")
+                if os.fstatvfs(self._fd).f_bavail == 0:
+                    raise AuditError(
+                        f"audit journal {self.path}: the file system is full", reason="no_space"
+                    )
             written = os.write(self._fd, line)
         except OSError as exc:
             raise AuditError(f"audit journal {self.path}: write failed: {exc}") from exc

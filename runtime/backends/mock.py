@@ -32,7 +32,8 @@ class MockBackend:
     def __init__(self, handler: Handler | None = None, *, side_effect_free: bool = False) -> None:
         self._handler: Handler = handler or _echo
         #: True declares that the handler changes nothing outside the call (like a wasm
-        #: guest): the broker then journals its audit records instead of committing each.
+        #: guest). A label only since the broker journals the audit records of every call
+        #: that runs; benchmarks/bench_broker.py keeps its "pure" figure with it.
         self.side_effect_free = side_effect_free
         #: A coroutine handler needs the event loop; a plain one can use the sync fast path.
         self.sync_capable = not inspect.iscoroutinefunction(self._handler)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
@@ -55,6 +55,9 @@ from runtime.models import (
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
 
+if TYPE_CHECKING:
+    from runtime.audit import PreparedObject
+
 __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
 
 log = logging.getLogger("runtime.broker")
@@ -70,14 +73,17 @@ _BACKEND_GRACE_S = 10.0
 #: How long aclose() waits, after ending the backends, for the calls they ran to record their
 #: completion before the audit log closes (seconds).
 _DRAIN_S = 10.0
-#: Backends whose calls change nothing outside themselves (DESIGN §4: wasm guests have no
-#: files, network or clock). Their audit records are journaled (one write() each, as durable
-#: against a broker crash as a WAL commit) and inserted into SQLite in batches; every other
-#: call's write-ahead record is committed to SQLite before the call runs, so a database that
-#: cannot take it refuses the call before any side effect. A backend may declare itself
-#: ``side_effect_free`` (the mock backend can).
-_SIDE_EFFECT_FREE = frozenset({BackendKind.WASM})
+#: Every call that runs has both its audit records journaled (one ``write()`` each, as durable
+#: against a broker crash as a WAL commit with synchronous=NORMAL; runtime/audit/_journal.py)
+#: and inserted into SQLite in batches, whatever its backend. Failing closed holds as with a
+#: commit per record: a write-ahead record that cannot be journaled refuses the call, a failed
+#: batch insertion refuses every later call until the database takes the records again, and a
+#: write-ahead record is refused while the log's file system is full (the journal's last page
+#: could still take a few lines the database cannot). Calls refused before running are
+#: committed one by one (rare; a reader in another process sees them at once).
 _STATE_DIR = ".runtime"
+#: Distinct decisions and fingerprints kept prepared for the audit log.
+_PREPARED_MAX = 256
 
 
 @dataclass(slots=True)
@@ -96,7 +102,6 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
-    defer: bool = False
 
 
 class NeedsEventLoop(Exception):
@@ -154,6 +159,8 @@ class Broker:
         self._slots = Slots(self.policy.max_concurrent)
         self._session_env: dict[str, dict[str, str]] = {}
         self._budget_used: dict[tuple[str, str], int] = {}
+        # Decisions and fingerprints as the audit records show them (see _audit_decision).
+        self._prepared: dict[Any, PreparedObject] = {}
         self._gateway: Any = None
         self._closed = False
         # Async calls between their start and their result; aclose() waits for them (after
@@ -271,11 +278,17 @@ class Broker:
             spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
                 await self._approve(st, decision)
-            backend = await self._backend(spec.backend.value)
+            kind = spec.backend.value
+            backend = self._backends[kind] if kind in self._started else await self._backend(kind)
             request = self._start(st, backend, session)
-            async with self._slots.acquire_async():
+            slots = self._slots
+            if not slots.try_acquire():
+                await slots.wait_async()
+            try:
                 with anyio.move_on_after(request.limits.timeout_s + _BACKEND_GRACE_S) as scope:
                     st.outcome = await backend.run(request)
+            finally:
+                slots.release()
             if scope.cancelled_caught:
                 raise ToolTimeout(
                     f"{spec.name}: the {backend.name} backend did not return in time",
@@ -310,14 +323,19 @@ class Broker:
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        st.tc, backend = self._sync_backend_for(call)
+        st.tc, st.spec, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
                 self._approve_sync(st, decision)
             request = self._start(st, backend, session)
-            with self._slots.acquire_sync():
+            slots = self._slots
+            if not slots.try_acquire():
+                slots.wait_sync()
+            try:
                 st.outcome = cast(SyncBackend, backend).run_sync(request)
+            finally:
+                slots.release()
             self._check_outcome(st)
         except RuntimeToolError as exc:
             st.error = exc
@@ -327,8 +345,9 @@ class Broker:
             result = self._finish(st)
         return result
 
-    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, Backend]:
-        """The normalised call (so that _admit does not normalise it twice) and its backend."""
+    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, ToolSpec, Backend]:
+        """The normalised call and its tool (so that _admit does not look them up twice) and
+        its backend."""
         try:
             tc = self._normalize(call)
             tool = self.catalogue.get(tc.tool)
@@ -344,19 +363,19 @@ class Broker:
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
         if self.approver is not None and inspect.iscoroutinefunction(self.approver):
             raise NeedsEventLoop("the approver is async")
-        return tc, backend
+        return tc, tool, backend
 
     def _admit(
         self, st: _CallState, session: str, profile: str | None
     ) -> tuple[ToolSpec, Decision]:
-        """Normalise (unless call_sync already did), look up, validate, decide. Raises on
+        """Normalise and look up (unless call_sync already did), validate, decide. Raises on
         refusal."""
         st.tc = tc = st.tc or self._normalize(st.raw)
         # The policy derives the tool's environment from the session's (Decision.env).
         tc.context["env"] = self.session_env(session)
         if self.events.active:
             self.events.emit(Event("requested", tc.call_id, tc.tool))
-        st.spec = spec = self.catalogue.get(tc.tool)
+        st.spec = spec = st.spec or self.catalogue.get(tc.tool)
         self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
             session, spec.name, self.policy.decide(tc, spec, profile=profile)
@@ -375,16 +394,15 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
-        st.defer = spec.backend in _SIDE_EFFECT_FREE or getattr(backend, "side_effect_free", False)
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
             arguments=tc.arguments,
-            decision=_decision_dict(decision),
+            decision=self._audit_decision(decision),
             backend=spec.backend.value,
-            sandbox=st.fingerprint.as_dict(),
+            sandbox=self._audit_sandbox(st.fingerprint),
             returning=False,
-            defer=st.defer,
+            defer=True,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -401,6 +419,31 @@ class Broker:
             session=session,
             broker_requests=self._broker_request,
         )
+
+    def _audit_decision(self, decision: Decision) -> PreparedObject:
+        """The decision as its audit records show it, prepared once per distinct value."""
+        key = (decision.action, decision.rule, tuple(decision.reasons))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            shown = {"action": decision.action, "rule": decision.rule, "reasons": decision.reasons}
+            prepared = self._prepare("decision", shown, key)
+        return prepared
+
+    def _audit_sandbox(self, fingerprint: Fingerprint) -> PreparedObject | dict[str, Any]:
+        try:
+            prepared = self._prepared.get(fingerprint)
+        except TypeError:  # a backend's own Fingerprint subclass with unhashable fields
+            return fingerprint.as_dict()
+        if prepared is None:
+            prepared = self._prepare("sandbox", fingerprint.as_dict(), fingerprint)
+        return prepared
+
+    def _prepare(self, what: str, value: dict[str, Any], key: Any) -> PreparedObject:
+        # Reasons can quote arguments (a refused command): bound the memo.
+        if len(self._prepared) >= _PREPARED_MAX:
+            self._prepared.clear()
+        prepared = self._prepared[key] = self.audit.prepare(what, value)
+        return prepared
 
     def _check_outcome(self, st: _CallState) -> None:
         assert st.outcome is not None and st.spec is not None and st.decision is not None
@@ -513,6 +556,8 @@ class Broker:
     def _finish(self, st: _CallState) -> ToolResult:
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
         outcome, error, audited = st.outcome, st.error, st.audited
+        # The completion of a call that ran follows its journaled write-ahead record.
+        defer = audited
         raw, started = st.raw, st.started
         duration_ms = (time.perf_counter() - st.t0) * 1000
         call_id = tc.call_id if tc else _raw_call_id(raw)
@@ -546,7 +591,7 @@ class Broker:
                 # Committed, not journaled: refusals are rare on a hot path, and a reader
                 # in another process (an MCP client checking the log) sees them at once.
                 audited = True
-                st.defer = False
+                defer = False
             if audited:
                 self.audit.record_completion(
                     call_id=call_id,
@@ -558,9 +603,9 @@ class Broker:
                     result=result_value,
                     result_bytes=st.result_bytes if result_value is not None else None,
                     backend=spec.backend.value if spec else None,
-                    sandbox=fingerprint.as_dict() if fingerprint else None,
+                    sandbox=self._audit_sandbox(fingerprint) if fingerprint else None,
                     returning=False,
-                    defer=st.defer,
+                    defer=defer,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)

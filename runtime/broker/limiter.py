@@ -38,35 +38,48 @@ class Slots:
     def in_use(self) -> int:
         return self._in_use
 
-    def _try(self) -> bool:
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free, without waiting; True if taken (then :meth:`release`
+        it). The broker's async path uses this before :meth:`wait_async`: an async context
+        manager costs ~15 µs per call here, the lock round ~0.3 µs."""
         with self._lock:
             if self._in_use < self.total:
                 self._in_use += 1
                 return True
             return False
 
-    def _release(self) -> None:
+    def release(self) -> None:
         with self._lock:
             self._in_use -= 1
             self._freed.notify()
 
+    async def wait_async(self) -> None:
+        """Take a slot, polling while every slot is taken (cancellation-safe: a cancelled
+        waiter holds nothing). The caller releases it (:meth:`release`)."""
+        while not self.try_acquire():  # noqa: ASYNC110 - see module docstring
+            await anyio.sleep(_POLL_S)
+
     @asynccontextmanager
     async def acquire_async(self) -> AsyncIterator[None]:
-        while not self._try():  # noqa: ASYNC110 - see module docstring
-            await anyio.sleep(_POLL_S)
+        if not self.try_acquire():
+            await self.wait_async()
         try:
             yield
         finally:
-            self._release()
+            self.release()
+
+    def wait_sync(self) -> None:
+        """Take a slot, blocking this thread until one is free. The caller releases it."""
+        with self._freed:
+            while self._in_use >= self.total:
+                self._freed.wait()
+            self._in_use += 1
 
     @contextmanager
     def acquire_sync(self) -> Iterator[None]:
-        if not self._try():
-            with self._freed:
-                while self._in_use >= self.total:
-                    self._freed.wait()
-                self._in_use += 1
+        if not self.try_acquire():
+            self.wait_sync()
         try:
             yield
         finally:
-            self._release()
+            self.release()

@@ -127,7 +127,9 @@ class Catalogue:
     # -- statistics ---------------------------------------------------------------------------
     def record_call(self, name: str, *, success: bool, duration_ms: float) -> None:
         with self._lock:
-            stats = self._stats.setdefault(name, ToolStats())
+            stats = self._stats.get(name)
+            if stats is None:  # not setdefault: that builds a ToolStats on every call
+                stats = self._stats[name] = ToolStats()
             stats.count += 1
             stats.failures += 0 if success else 1
             stats.total_ms += duration_ms

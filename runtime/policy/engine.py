@@ -154,6 +154,18 @@ class _Plan(NamedTuple):
     roles: tuple[tuple[str, str], ...]
     network_tool: bool
     caps: tuple[tuple[str, Any], ...]
+    #: (action, rule, reasons) when no conditional rule and no argument role applies.
+    verdict: tuple[Action, str, tuple[str, ...]] | None
+
+
+def _verdict(cands: list[_Cand]) -> tuple[Action, str, tuple[str, ...]]:
+    """The strictest candidates win (deny > ask > allow); the first names the rule, all of
+    them give the reasons (none for allow)."""
+    worst = max(_SEVERITY[c.action] for c in cands)
+    winners = [c for c in cands if _SEVERITY[c.action] == worst]
+    action = winners[0].action
+    reasons = tuple(c.reason for c in winners if c.reason) if action != "allow" else ()
+    return action, winners[0].rule, reasons
 
 
 _PLAN_CACHE_SIZE = 1024
@@ -380,23 +392,24 @@ class Policy:
             profile = ctx_profile if isinstance(ctx_profile, str) else None
         tool, args = call.tool, call.arguments
         plan = self._plan(tool, spec, profile)
-        cands = list(plan.static)
-        for rule in plan.conditional:
-            if all(c.holds(args) for c in rule.conditions):
-                cands.append(_Cand(rule.action, rule.id, rule.reason))
-        if not cands:
-            d = self.document.default
-            cands.append(_Cand(d, "default", f"no rule matches; the default is {d}"))
-        network_tool = plan.network_tool
         urls: list[dict[str, Any]] = []
-        if plan.roles and max(_SEVERITY[c.action] for c in cands) < 2:
-            for arg, role in plan.roles:
-                # null is how JSON says "not given" for an optional argument.
-                if args.get(arg) is not None:
-                    self._check_arg(args[arg], role, cands, urls)
-        worst = max(_SEVERITY[c.action] for c in cands)
-        winners = [c for c in cands if _SEVERITY[c.action] == worst]
-        action = winners[0].action
+        if plan.verdict is not None:
+            # No conditional rule and no argument role: the arguments change nothing.
+            action, rule_id, reasons = plan.verdict
+        else:
+            cands = list(plan.static)
+            for rule in plan.conditional:
+                if all(c.holds(args) for c in rule.conditions):
+                    cands.append(_Cand(rule.action, rule.id, rule.reason))
+            if not cands:
+                cands.append(self._default_cand())
+            if plan.roles and max(_SEVERITY[c.action] for c in cands) < 2:
+                for arg, role in plan.roles:
+                    # null is how JSON says "not given" for an optional argument.
+                    if args.get(arg) is not None:
+                        self._check_arg(args[arg], role, cands, urls)
+            action, rule_id, reasons = _verdict(cands)
+        network_tool = plan.network_tool
         caps = plan.caps
         network: dict[str, Any] = {}
         if network_tool:
@@ -417,14 +430,18 @@ class Policy:
             Decision,
             {
                 "action": action,
-                "rule": winners[0].rule,
-                "reasons": [c.reason for c in winners if c.reason] if action != "allow" else [],
+                "rule": rule_id,
+                "reasons": list(reasons),
                 "limits": _copy(self._limits(tool, profile, network_tool, caps)),
                 "profile": profile,
                 "network": network,
                 "env": self.env(session_env if isinstance(session_env, Mapping) else {}),
             },
         )
+
+    def _default_cand(self) -> _Cand:
+        d = self.document.default
+        return _Cand(d, "default", f"no rule matches; the default is {d}")
 
     def _plan(self, tool: str, spec: ToolSpec, profile: str | None) -> _Plan:
         """The argument-independent part of decide() for this tool, spec and profile.
@@ -440,11 +457,14 @@ class Policy:
             return plan
         category = spec.category
         roles = spec.arg_roles
+        static = self._static(tool, category, profile)
+        conditional = tuple(r for r in self._rules if r.conditions and r.applies_to(tool, category))
         plan = _Plan(
             spec=spec,
-            static=self._static(tool, category, profile),
-            conditional=tuple(
-                r for r in self._rules if r.conditions and r.applies_to(tool, category)
+            static=static,
+            conditional=conditional,
+            verdict=(
+                None if conditional or roles else _verdict(list(static) or [self._default_cand()])
             ),
             roles=tuple(roles.items()),
             network_tool=bool(

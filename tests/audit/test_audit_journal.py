@@ -308,3 +308,25 @@ def test_a_dropped_log_is_collected_and_its_idle_thread_ends(log_path: Path) -> 
     assert not thread.is_alive()
     with AuditLog(log_path) as log:  # the dropped journal's lock is gone: recovered now
         assert log.interrupted() == ["dropped"]
+
+
+def test_a_full_file_system_refuses_write_ahead_records_only(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's last page could take a few more lines on a full file system, which the
+    database could not: a record that lets a call run is refused, a completion is kept."""
+    _request(log, "a", defer=True)
+    real = os.fstatvfs
+
+    def full(fd: int) -> Any:
+        st = real(fd)
+        return os.statvfs_result((*st[:4], 0, *st[5:]))  # f_bavail = 0
+
+    monkeypatch.setattr(os, "fstatvfs", full)
+    with pytest.raises(AuditError, match="file system is full"):
+        _request(log, "b", defer=True)
+    _completion(log, "a", defer=True)
+    monkeypatch.undo()
+    _request(log, "c", defer=True)
+    assert [r.call_id for r in log.tail(10)] == ["a", "a", "c"]
+    assert log.verify().ok

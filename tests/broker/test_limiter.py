@@ -80,3 +80,18 @@ def test_async_and_sync_share_the_slots() -> None:
 def test_at_least_one_slot() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Slots(0)
+
+
+@pytest.mark.anyio
+async def test_async_waiters_take_freed_slots_and_cancelled_ones_hold_none() -> None:
+    slots = Slots(1)
+    assert slots.try_acquire()
+    assert not slots.try_acquire()
+    with anyio.move_on_after(0.02):
+        await slots.wait_async()  # every slot taken: cancelled while polling
+    assert slots.in_use == 1
+    slots.release()
+    await slots.wait_async()
+    assert slots.in_use == 1
+    slots.release()
+    assert slots.in_use == 0
