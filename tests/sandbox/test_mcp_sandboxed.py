@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,18 @@ def _descendants_running(needle: str) -> list[int]:
     return sorted(p for p in ours if needle in cmdlines.get(p, ""))
 
 
+def _gone(needle: str, within_s: float = 10.0) -> list[int]:
+    """``_descendants_running(needle)`` once it is empty, or as it is after ``within_s``.
+
+    The kernel ends a pid namespace asynchronously (its processes die while this test runs
+    on); a loaded machine can show a dying server for a moment after its launcher is gone.
+    The bound is generous: the assertion is "they die", not "they die fast"."""
+    deadline = time.monotonic() + within_s
+    while (left := _descendants_running(needle)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 async def _call(proxy: McpProxyBackend, tool: str, arguments: dict[str, Any]) -> Any:
     spec = next(s for s in proxy.specs if s.name == tool)
     outcome = await proxy.run(
@@ -173,4 +186,4 @@ async def test_server_dies_with_its_launcher() -> None:
             os.kill(pid, 9)
         with pytest.raises(SandboxError, match=r"exited|went away|not running"):
             await _call(proxy, "ext__add", {"a": 1, "b": 2})
-    assert _descendants_running(str(EXT_SERVER)) == []
+    assert _gone(str(EXT_SERVER)) == []
