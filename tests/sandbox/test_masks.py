@@ -282,6 +282,22 @@ def test_literal_globs_prune_the_walk(workspace: Path) -> None:
     assert _Matcher(DEFAULT_MASKS).may_hold_match(("node_modules", "x"))
 
 
+def test_the_compiled_globs_are_reused_for_an_equal_spec(workspace: Path) -> None:
+    # The fork-server and every call's tool walk the same spec on every call: its globs are
+    # compiled once (and inherited by the calls), not once per walk.
+    spec = MaskSpec(hide=("**/.env",), readonly=(".git/**",))
+    again = MaskSpec.from_plan(spec.as_plan())
+    assert masks._matcher(again) is masks._matcher(spec)
+    assert masks._matcher(MaskSpec(hide=("**/.npmrc",))) is not masks._matcher(spec)
+    (workspace / ".env").write_text(SECRET)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        first, second = find(fd, spec), find(fd, again)
+    finally:
+        os.close(fd)
+    assert [t.rel for t in first] == [t.rel for t in second] == [".env"]
+
+
 def test_the_walk_never_follows_symlinks(workspace: Path) -> None:
     outside = workspace.parent / "outside"
     (outside / ".env").write_text(SECRET)

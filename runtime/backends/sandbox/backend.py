@@ -23,7 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
-from runtime.backends.sandbox import pid1
+from runtime.backends.sandbox import pid1, seccomp
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.backends.sandbox.masks import MaskSpec
@@ -182,6 +182,11 @@ class SandboxBackend:
             pid1_error = None
         except SandboxError as exc:
             pid1_path, pid1_error = "", str(exc)
+        try:
+            bpf_python, bpf_exec = await anyio.to_thread.run_sync(seccomp.programs)
+            bpf_error = None
+        except OSError as exc:
+            bpf_python, bpf_exec, bpf_error = b"", b"", str(exc)
         self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
@@ -194,6 +199,9 @@ class SandboxBackend:
             "grace_s": self._grace_s,
             "pool_size": self._pool,
             "pid1": pid1_path,
+            "bpf_python": bpf_python,
+            "bpf_exec": bpf_exec,
+            "seccomp_error": bpf_error,
         }
         try:
             await self._ctl.send(init)

@@ -1,4 +1,4 @@
-"""Seccomp allowlists, compiled once in the zygote and loaded as raw BPF in each child.
+"""Seccomp allowlists, compiled once in the broker and loaded as raw BPF in each child.
 
 Default deny: a syscall not on the list fails with ENOSYS ("not available here"), which is
 distinct from the kernel's own EPERM so tests can tell the filter acted. The allowlists leave
@@ -14,6 +14,7 @@ x32) kills the process: libseccomp's architecture check runs before the table.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import socket
 
@@ -21,7 +22,7 @@ import pyseccomp
 
 from runtime.backends.sandbox import _linux
 
-__all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program"]
+__all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program", "programs"]
 
 #: What a forked Python tool needs: file I/O, memory, signals, threads, time, unix sockets.
 PYTHON_ALLOW = (
@@ -101,3 +102,11 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     if not program or len(program) % 8:
         raise OSError(errno.EINVAL, "libseccomp produced an empty or malformed program")
     return program
+
+
+@functools.cache
+def programs() -> tuple[bytes, bytes]:
+    """The call sandbox's two programs, (Python tools, tools that exec), built once per
+    process. The broker builds them and sends the bytes to the fork-server, which then never
+    imports libseccomp: its heap is copied twice per call. OSError if libseccomp fails."""
+    return build_program(PYTHON_ALLOW), build_program(PYTHON_ALLOW + EXEC_EXTRA)
