@@ -298,6 +298,19 @@ def test_the_compiled_globs_are_reused_for_an_equal_spec(workspace: Path) -> Non
     assert [t.rel for t in first] == [t.rel for t in second] == [".env"]
 
 
+def test_glob_translation_is_shared_with_the_file_toolkit() -> None:
+    # The file toolkit builds a GlobSet of the same deny globs in every call's tool process:
+    # their translation comes from the cache the fork-server filled for its masks.
+    from runtime import _globs
+
+    pattern = "**/translated-once-*.secret"
+    _globs.GlobSet([pattern], casefold=True)
+    hits = _globs._translate.cache_info().hits
+    again = _globs.GlobSet([pattern], casefold=True)
+    assert _globs._translate.cache_info().hits >= hits + 2  # each glob, and the alternation
+    assert again.match("a/translated-once-1.SECRET") == pattern
+
+
 def test_the_walk_never_follows_symlinks(workspace: Path) -> None:
     outside = workspace.parent / "outside"
     (outside / ".env").write_text(SECRET)

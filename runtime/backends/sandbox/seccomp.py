@@ -13,6 +13,7 @@ x32) kills the process: libseccomp's architecture check runs before the table.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -70,6 +71,12 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     filt = pyseccomp.SyscallFilter(pyseccomp.ERRNO(errno.ENOSYS))
     # SCMP_FLTATR_ACT_BADARCH: a syscall from a non-native ABI kills the whole process.
     filt.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
+    # A binary tree of syscall numbers instead of libseccomp's linear chain (libseccomp
+    # >= 2.5; older ones keep the chain): the same rules, but loading it costs each call's
+    # tool ~30 % less, as the kernel emulates the filter for every syscall number to
+    # build its allow cache, and the syscalls not in that cache walk ~8 tests, not ~200.
+    with contextlib.suppress(OSError, ValueError, RuntimeError):
+        filt.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
     for name in allow:
         try:
             filt.add_rule(pyseccomp.ALLOW, name)

@@ -1,0 +1,45 @@
+"""The broker side of a sandboxed call keeps per-tool work out of the per-call path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.backends.sandbox import SandboxBackend
+from tests.sandbox.helpers import READ_FILE, spec
+
+
+def test_a_tools_reference_is_resolved_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = SandboxBackend()
+    calls: list[str] = []
+    real = SandboxBackend._tool_ref
+
+    def counting(tool_spec: object) -> tuple[str, str, str]:
+        calls.append(str(getattr(tool_spec, "name", "")))
+        return real(tool_spec)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SandboxBackend, "_tool_ref", staticmethod(counting))
+    first = backend._ref(READ_FILE)
+    assert backend._ref(READ_FILE) == first
+    assert calls == ["read_file"]
+    other = spec("list_files", "files:list_files", "ro")
+    assert backend._ref(other)[1] == "files:list_files"
+    assert calls == ["read_file", "list_files"]
+
+
+def test_a_relative_tool_folder_is_resolved_every_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Relative to the cwd, which may change between calls: never cached.
+    (tmp_path / "mine.py").write_text("def run(args, ctx):\n    return 1\n")
+    monkeypatch.chdir(tmp_path.parent)
+    tool = spec("mine", "mine:run", "ro").model_copy(
+        update={"source": Path(tmp_path.name) / "mine.json"}
+    )
+    backend = SandboxBackend()
+    assert backend._ref(tool)[2] == str(tmp_path.resolve())
+    other = tmp_path / "elsewhere"
+    (other / tmp_path.name).mkdir(parents=True)
+    monkeypatch.chdir(other)
+    assert backend._ref(tool)[2] == str((other / tmp_path.name).resolve())
