@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from runtime.backends.sandbox import SandboxBackend
+from runtime.backends.sandbox._channels import ControlChannel
 from tests.sandbox.helpers import READ_FILE, spec
 
 
@@ -43,3 +47,26 @@ def test_a_relative_tool_folder_is_resolved_every_time(
     (other / tmp_path.name).mkdir(parents=True)
     monkeypatch.chdir(other)
     assert backend._ref(tool)[2] == str((other / tmp_path.name).resolve())
+
+
+@pytest.mark.anyio
+async def test_the_control_channel_locks_do_not_yield_when_free() -> None:
+    # Each sandboxed call takes both locks once; uncontended, taking one must not cost a
+    # trip through the event loop (another task gets no turn in between).
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    channel = ControlChannel(ours)
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            async with channel.send_lock, channel.read_lock:
+                assert ran == []
+            await anyio.lowlevel.checkpoint()
+            assert ran == ["other"]
+    finally:
+        channel.close()
+        theirs.close()
