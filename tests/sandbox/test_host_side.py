@@ -10,7 +10,9 @@ import anyio.lowlevel
 import pytest
 
 from runtime.backends.sandbox import SandboxBackend
+from runtime.backends.sandbox import backend as backend_module
 from runtime.backends.sandbox._channels import ControlChannel
+from runtime.errors import SandboxUnavailable
 from tests.sandbox.helpers import READ_FILE, spec
 
 
@@ -70,3 +72,34 @@ async def test_the_control_channel_locks_do_not_yield_when_free() -> None:
     finally:
         channel.close()
         theirs.close()
+
+
+def _no_libseccomp() -> tuple[bytes, bytes]:
+    raise OSError(2, "libseccomp is not installed")
+
+
+@pytest.mark.anyio
+@pytest.mark.sandbox
+async def test_without_seccomp_programs_strict_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The broker compiles the programs now; failing to must still mean "seccomp missing".
+    monkeypatch.setattr(backend_module, "_seccomp_programs", _no_libseccomp)
+    backend = SandboxBackend(mode="strict", pool=0)
+    with pytest.raises(SandboxUnavailable, match="seccomp"):
+        await backend.start()
+    await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.sandbox
+async def test_without_seccomp_programs_best_effort_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backend_module, "_seccomp_programs", _no_libseccomp)
+    backend = SandboxBackend(mode="best_effort", pool=0)
+    try:
+        await backend.start()
+        assert "libseccomp is not installed" in backend.load_errors["seccomp"]
+        assert "seccomp" in backend.fingerprint().missing
+        assert "seccomp" not in backend.fingerprint().mechanisms
+    finally:
+        await backend.aclose()

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
-from runtime.backends.sandbox import pid1, seccomp
+from runtime.backends.sandbox import pid1
 from runtime.backends.sandbox._channels import CallChannel, ControlChannel
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.backends.sandbox.masks import MaskSpec
@@ -200,10 +200,11 @@ class SandboxBackend:
         except SandboxError as exc:
             pid1_path, pid1_error = "", str(exc)
         try:
-            bpf_python, bpf_exec = await anyio.to_thread.run_sync(seccomp.programs)
+            bpf_python, bpf_exec = await anyio.to_thread.run_sync(_seccomp_programs)
             bpf_error = None
-        except OSError as exc:
-            bpf_python, bpf_exec, bpf_error = b"", b"", str(exc)
+        except (ImportError, OSError) as exc:
+            # No usable libseccomp: the zygote reports "seccomp" missing (strict refuses).
+            bpf_python, bpf_exec, bpf_error = b"", b"", f"{type(exc).__name__}: {exc}"
         self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
@@ -558,6 +559,14 @@ class SandboxBackend:
                 exception=str(frame.get("exc_type", "")),
             )
         raise ToolFailed(message or f"tool error ({kind})", usage=usage)
+
+
+def _seccomp_programs() -> tuple[bytes, bytes]:
+    """The seccomp programs, compiled here in the broker (imported on first start only: a
+    broker that never starts a sandbox does not load libseccomp)."""
+    from runtime.backends.sandbox import seccomp
+
+    return seccomp.programs()
 
 
 #: Bounds on the details a tool attaches to its failure (the child is hostile: they are
