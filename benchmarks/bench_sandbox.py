@@ -7,7 +7,9 @@
 {median, p99}, ``isolated_vs_bwrap`` (median ratio; goal <= 0.5) and
 ``isolated_calls_per_s`` {concurrency: calls/s} (goal >= 400 on 2 cores), plus CPU time per
 run (``*_cpu_ms``, rusage: ``isolated_cpu_ms`` is the zygote and the call's processes,
-``broker_cpu_ms`` the broker's own pipeline), ``loadavg`` and ``cpus``.
+``broker_cpu_ms`` the broker's own pipeline), ``isolated_page_faults`` (minor faults of the
+zygote and the call's processes per call: exact, where the CPU times are tick-sampled),
+``loadavg`` and ``cpus``.
 
 The isolated call goes through the public API: ``SyncBroker(workspace=ws)`` on the default
 policy, ``broker.call({"tool": "read_file", "arguments": {"path": "f.txt"}})``. The three
@@ -79,6 +81,19 @@ def _cpu_sandbox(zygote: psutil.Process | None) -> tuple[float, float]:
     return own, (t.user + t.system + t.children_user + t.children_system) * 1000.0
 
 
+def _faults(zygote: psutil.Process | None) -> int:
+    """Minor page faults of the zygote and its reaped children (every call's processes):
+    exact counts, unlike the tick-sampled CPU times; each is mostly a copy-on-write copy."""
+    if zygote is None:
+        return 0
+    try:
+        with open(f"/proc/{zygote.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[7]) + int(fields[8])  # minflt, cminflt
+
+
 def _run_process(argv: list[str]) -> tuple[float, float]:
     """(wall ms, CPU ms) of one run of argv."""
     cpu = _cpu_children()
@@ -141,6 +156,7 @@ def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> d
         iso: list[float] = []
         iso_cpu: list[float] = []
         broker_cpu: list[float] = []
+        faults: list[float] = []
         bw: list[float] = []
         bw_cpu: list[float] = []
         naive: list[float] = []
@@ -154,11 +170,13 @@ def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> d
             for i in range(n):
                 # Interleaved: a load spike hits all three measurements alike.
                 own0, zyg0 = _cpu_sandbox(zygote)
+                flt0 = _faults(zygote)
                 t = time.perf_counter()
                 _one(broker)
                 iso.append((time.perf_counter() - t) * 1000.0)
                 # The call's processes are reaped before call() returns: its CPU is counted.
                 own1, zyg1 = _cpu_sandbox(zygote)
+                faults.append(_faults(zygote) - flt0)
                 broker_cpu.append(own1 - own0)
                 iso_cpu.append(zyg1 - zyg0)
                 if has_bwrap:
@@ -174,6 +192,7 @@ def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> d
             "isolated_read_ms": _stats(iso),
             "isolated_cpu_ms": _stats(iso_cpu),
             "broker_cpu_ms": _stats(broker_cpu),
+            "isolated_page_faults": _stats(faults),
             "isolated_calls_per_s": rates,
             "naive_python_ms": _stats(naive),
             "naive_python_cpu_ms": _stats(naive_cpu),
@@ -204,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"isolated read_file 4 KiB : {result['isolated_read_ms']} ms")
     print(f"  CPU zygote + call      : {result['isolated_cpu_ms']} ms")
     print(f"  CPU broker (pipeline)  : {result['broker_cpu_ms']} ms")
+    print(f"  page faults per call   : {result['isolated_page_faults']}")
     print(f"bwrap --unshare-all true : {result['bwrap_true_ms']} ms")
     print(f"  CPU                    : {result['bwrap_true_cpu_ms']} ms")
     print(f"naive python tool.py     : {result['naive_python_ms']} ms")

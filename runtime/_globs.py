@@ -9,6 +9,7 @@ star). Hidden names are not special: ``*`` matches ``.env``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -50,7 +51,11 @@ def _translate_segment(seg: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=1024)
 def _translate(pattern: str) -> str:
+    # Cached: the file toolkit compiles the policy's deny globs in every sandboxed call, and
+    # a fork inherits what the fork-server translated (the masks are the same globs). The
+    # translation is pure; re.compile keeps its own cache of the patterns.
     segs = pattern.split("/")
     parts: list[str] = []
     last = len(segs) - 1

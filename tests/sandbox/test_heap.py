@@ -29,6 +29,8 @@ def test_zygote_does_not_load_pydantic(workspace: Path) -> None:
     result, maps = run_with_backend(fn)
     assert result["content"] == "hello\n"
     assert "_pydantic_core" not in maps  # every copy of the zygote (3 per call) would carry it
+    # The seccomp programs are compiled by the broker: no libseccomp in the zygote either.
+    assert "libseccomp" not in maps
     assert "_msgpack" in maps or "msgpack" in maps  # the check does look at the zygote
 
 

@@ -282,6 +282,35 @@ def test_literal_globs_prune_the_walk(workspace: Path) -> None:
     assert _Matcher(DEFAULT_MASKS).may_hold_match(("node_modules", "x"))
 
 
+def test_the_compiled_globs_are_reused_for_an_equal_spec(workspace: Path) -> None:
+    # The fork-server and every call's tool walk the same spec on every call: its globs are
+    # compiled once (and inherited by the calls), not once per walk.
+    spec = MaskSpec(hide=("**/.env",), readonly=(".git/**",))
+    again = MaskSpec.from_plan(spec.as_plan())
+    assert masks._matcher(again) is masks._matcher(spec)
+    assert masks._matcher(MaskSpec(hide=("**/.npmrc",))) is not masks._matcher(spec)
+    (workspace / ".env").write_text(SECRET)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        first, second = find(fd, spec), find(fd, again)
+    finally:
+        os.close(fd)
+    assert [t.rel for t in first] == [t.rel for t in second] == [".env"]
+
+
+def test_glob_translation_is_shared_with_the_file_toolkit() -> None:
+    # The file toolkit builds a GlobSet of the same deny globs in every call's tool process:
+    # their translation comes from the cache the fork-server filled for its masks.
+    from runtime import _globs
+
+    pattern = "**/translated-once-*.secret"
+    _globs.GlobSet([pattern], casefold=True)
+    hits = _globs._translate.cache_info().hits
+    again = _globs.GlobSet([pattern], casefold=True)
+    assert _globs._translate.cache_info().hits >= hits + 2  # each glob, and the alternation
+    assert again.match("a/translated-once-1.SECRET") == pattern
+
+
 def test_the_walk_never_follows_symlinks(workspace: Path) -> None:
     outside = workspace.parent / "outside"
     (outside / ".env").write_text(SECRET)

@@ -21,6 +21,16 @@ __all__ = ["CallChannel", "ControlChannel"]
 _READ_CHUNK = 65536
 
 
+def _lock() -> anyio.Lock:
+    """A lock that, uncontended, does not yield to the event loop on acquire (anyio >= 4.5):
+    every sandboxed call takes both of the control channel's once, and each yield is a
+    full loop iteration of the broker's CPU. (The awaits around it are checkpoints.)"""
+    try:
+        return anyio.Lock(fast_acquire=True)
+    except TypeError:  # anyio < 4.5
+        return anyio.Lock()
+
+
 class ControlChannel:
     """The broker's end of the zygote's SOCK_SEQPACKET control socket (one frame a packet).
 
@@ -31,8 +41,8 @@ class ControlChannel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.sock.setblocking(False)
-        self.read_lock = anyio.Lock()
-        self.send_lock = anyio.Lock()
+        self.read_lock = _lock()
+        self.send_lock = _lock()
         self.inbox: dict[int, dict[str, Any]] = {}
         self.closed = False
 

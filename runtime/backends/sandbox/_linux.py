@@ -263,23 +263,21 @@ def capset_zero() -> None:
     """Drop every capability (effective, permitted, inheritable) of the calling thread."""
     header = _CapHeader(0x20080522, 0)
     data = (_CapData * 2)()
-    _sys(
-        "capset",
-        ctypes.cast(ctypes.pointer(header), ctypes.c_void_p),
-        ctypes.cast(data, ctypes.c_void_p),
-    )
+    # byref and the array itself are passed as pointers: ctypes.cast/pointer would build
+    # a function object and a pointer type on first use (~0.1 ms in each call's tool).
+    _sys("capset", ctypes.byref(header), data)
 
 
 def landlock_create_ruleset(attr: bytes | None, flags: int) -> int:
     if attr is None:
         return _sys("landlock_create_ruleset", None, 0, flags)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    return _sys("landlock_create_ruleset", ctypes.cast(buf, ctypes.c_void_p), len(attr), flags)
+    return _sys("landlock_create_ruleset", buf, len(attr), flags)
 
 
 def landlock_add_rule(ruleset_fd: int, rule_type: int, attr: bytes) -> None:
     buf = ctypes.create_string_buffer(attr, len(attr))
-    _sys("landlock_add_rule", ruleset_fd, rule_type, ctypes.cast(buf, ctypes.c_void_p), 0)
+    _sys("landlock_add_rule", ruleset_fd, rule_type, buf, 0)
 
 
 def landlock_restrict_self(ruleset_fd: int) -> None:
@@ -293,7 +291,7 @@ class _SockFprog(ctypes.Structure):
 def seccomp_load_bpf(program: bytes) -> None:
     """Install a classic-BPF seccomp filter (8-byte instructions). Needs no_new_privs."""
     buf = ctypes.create_string_buffer(program, len(program))
-    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
     # PR_SET_SECCOMP = 22, SECCOMP_MODE_FILTER = 2
     _check(
         _libc.prctl(22, 2, ctypes.addressof(prog), 0, 0),

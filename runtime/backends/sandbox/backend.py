@@ -74,6 +74,7 @@ from runtime.backends.sandbox.zygote import main
 sys.exit(main())
 """
 _EXIT_WAIT_S = 30.0
+_MAX_REFS = 1024
 
 
 class SandboxBackend:
@@ -125,6 +126,7 @@ class SandboxBackend:
         self._pool = pool
         self._masks = masks or MaskSpec()
         self._ids = itertools.count(1)
+        self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: ControlChannel | None = None
         self._caps: dict[str, Any] = {}
@@ -140,6 +142,21 @@ class SandboxBackend:
         base = spec.source.parent if spec.source is not None else builtin_tools_dir()
         base_s = str(base.resolve())
         return f"{base_s}::{spec.entry}", spec.entry, base_s
+
+    def _ref(self, spec: ToolSpec) -> tuple[str, str, str]:
+        """``_tool_ref`` once per tool (resolving its folder is ~0.1 ms of path look-ups a
+        call). The zygote keeps the loaded function under this key for its lifetime anyway;
+        a relative folder depends on the cwd, so it is resolved every time."""
+        source = spec.source
+        if source is not None and not source.is_absolute():
+            return self._tool_ref(spec)
+        key = (spec.entry, source)
+        ref = self._refs.get(key)
+        if ref is None:
+            if len(self._refs) >= _MAX_REFS:
+                self._refs.clear()
+            ref = self._refs[key] = self._tool_ref(spec)
+        return ref
 
     def _spawn_zygote(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -182,6 +199,12 @@ class SandboxBackend:
             pid1_error = None
         except SandboxError as exc:
             pid1_path, pid1_error = "", str(exc)
+        try:
+            bpf_python, bpf_exec = await anyio.to_thread.run_sync(_seccomp_programs)
+            bpf_error = None
+        except (ImportError, OSError) as exc:
+            # No usable libseccomp: the zygote reports "seccomp" missing (strict refuses).
+            bpf_python, bpf_exec, bpf_error = b"", b"", f"{type(exc).__name__}: {exc}"
         self._ctl = ControlChannel(self._spawn_zygote())
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
@@ -194,6 +217,9 @@ class SandboxBackend:
             "grace_s": self._grace_s,
             "pool_size": self._pool,
             "pid1": pid1_path,
+            "bpf_python": bpf_python,
+            "bpf_exec": bpf_exec,
+            "seccomp_error": bpf_error,
         }
         try:
             await self._ctl.send(init)
@@ -299,7 +325,7 @@ class SandboxBackend:
         if ctl is None or ctl.closed:
             raise SandboxError("the sandbox backend is not started")
         limits = request.limits
-        key, entry, base = self._tool_ref(request.spec)
+        key, entry, base = self._ref(request.spec)
         call_id = next(self._ids)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         call = CallChannel(ours, max_frame=limits.output_bytes + 4096)
@@ -533,6 +559,14 @@ class SandboxBackend:
                 exception=str(frame.get("exc_type", "")),
             )
         raise ToolFailed(message or f"tool error ({kind})", usage=usage)
+
+
+def _seccomp_programs() -> tuple[bytes, bytes]:
+    """The seccomp programs, compiled here in the broker (imported on first start only: a
+    broker that never starts a sandbox does not load libseccomp)."""
+    from runtime.backends.sandbox import seccomp
+
+    return seccomp.programs()
 
 
 #: Bounds on the details a tool attaches to its failure (the child is hostile: they are

@@ -22,6 +22,7 @@ its parent as exit code ``128 + n``.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import os
 import resource
@@ -63,6 +64,11 @@ SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
 #: The tiny pid 1's command line starts with this (process listings tell it from a tool's).
 PID1_ARGV0 = "runtime.backends.sandbox.pid1"
+# Signal calls on the set-up path go to ``_signal``, the C module under ``signal``: the
+# wrappers convert every number they return to an enum member, and on a fresh copy of the
+# zygote that first Enum call costs ~0.3 ms of page faults (pid 1 and the tool each).
+# Hazard: the C function takes SIG_DFL only as a plain int (the enum member is refused).
+_SIG_DFL = int(signal.SIG_DFL)
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -213,7 +219,7 @@ def run_call(
                 signal.SIGPIPE,
                 signal.SIGUSR1,
             ):
-                signal.signal(sig, signal.SIG_DFL)
+                _signal.signal(sig, _SIG_DFL)
             _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
         # -- identity: never host root. As root, the zygote cloned us with its effective ids
         # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
@@ -249,7 +255,7 @@ def run_call(
             # Blocked until the reaper takes them: a SIGTERM from the zygote may come at any
             # time, and pid 1 would silently drop it while it has no handler. The tool
             # unblocks them first thing (a fork inherits the mask, not pending signals).
-            signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
+            _signal.pthread_sigmask(signal.SIG_BLOCK, _REAPER_SIGNALS)
             # Closed on exec: the tool sees EOF once this process is the tiny reaper (or
             # gone), so no tool code ever runs beside a pid 1 that is still a dumpable copy
             # of the zygote.
@@ -281,7 +287,7 @@ def run_call(
             os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
     os.close(exec_w)  # the Python reaper stays: the tool may go on
     signal.signal(signal.SIGTERM, forward(target, signal.SIGTERM))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
+    _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
         try:
             pid, status = os.wait()
@@ -305,7 +311,7 @@ def _call_process(
     in its user namespace: it mounts /proc of that pid namespace) and the host name; then
     the walls (``_tool``). Pivoting moves pid 1's root too: it shares the mount namespace."""
     off = cfg.disable
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
+    _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
         with Phase("tool_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)

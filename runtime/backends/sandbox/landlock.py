@@ -8,6 +8,7 @@ kernel does not know are never requested (that would be EINVAL).
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Iterable
 
@@ -100,7 +101,9 @@ def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 allowed = access & handled
-                if not os.path.isdir(path):
+                # The opened inode itself (fstat works on O_PATH): no second look-up of
+                # the path, which could name something else by then.
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     # Directory-only rights on a file are EINVAL.
                     allowed &= READ_FILE | WRITE_FILE | EXECUTE | TRUNCATE | IOCTL_DEV
                 _linux.landlock_add_rule(

@@ -28,6 +28,7 @@ literal first segment (``.git/**``) cost one look-up; ``**/x`` globs need the wh
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import stat
@@ -185,6 +186,14 @@ class _Matcher:
         return False
 
 
+@functools.lru_cache(maxsize=32)
+def _matcher(spec: MaskSpec) -> _Matcher:
+    """The compiled globs of ``spec``: compiling them is ~0.4 ms, and the fork-server and
+    each call's tool process walk the same spec on every call. Kept in the fork-server's
+    heap (its first call fills it), so the calls inherit it. A _Matcher is never mutated."""
+    return _Matcher(spec)
+
+
 def _refuse(code: int, message: str) -> OSError:
     return OSError(code, message)
 
@@ -195,7 +204,7 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
     Below a hidden directory nothing more is listed (it is covered); below a read-only one
     the walk goes on for entries to hide. Raises OSError (E2BIG past the bound, EAGAIN when
     the tree changed under the walk) — the call must not run half-masked."""
-    matcher = _Matcher(spec)
+    matcher = _matcher(spec)
     targets: list[MaskTarget] = []
     seen = 0
 

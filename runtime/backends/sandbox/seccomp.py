@@ -1,4 +1,4 @@
-"""Seccomp allowlists, compiled once in the zygote and loaded as raw BPF in each child.
+"""Seccomp allowlists, compiled once in the broker and loaded as raw BPF in each child.
 
 Default deny: a syscall not on the list fails with ENOSYS ("not available here"), which is
 distinct from the kernel's own EPERM so tests can tell the filter acted. The allowlists leave
@@ -13,7 +13,9 @@ x32) kills the process: libseccomp's architecture check runs before the table.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import os
 import socket
 
@@ -21,7 +23,7 @@ import pyseccomp
 
 from runtime.backends.sandbox import _linux
 
-__all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program"]
+__all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program", "programs"]
 
 #: What a forked Python tool needs: file I/O, memory, signals, threads, time, unix sockets.
 PYTHON_ALLOW = (
@@ -69,6 +71,12 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     filt = pyseccomp.SyscallFilter(pyseccomp.ERRNO(errno.ENOSYS))
     # SCMP_FLTATR_ACT_BADARCH: a syscall from a non-native ABI kills the whole process.
     filt.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
+    # A binary tree of syscall numbers instead of libseccomp's linear chain (libseccomp
+    # >= 2.5; older ones keep the chain): the same rules, but loading it costs each call's
+    # tool ~30 % less, as the kernel emulates the filter for every syscall number to
+    # build its allow cache, and the syscalls not in that cache walk ~8 tests, not ~200.
+    with contextlib.suppress(OSError, ValueError, RuntimeError):
+        filt.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
     for name in allow:
         try:
             filt.add_rule(pyseccomp.ALLOW, name)
@@ -101,3 +109,11 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     if not program or len(program) % 8:
         raise OSError(errno.EINVAL, "libseccomp produced an empty or malformed program")
     return program
+
+
+@functools.cache
+def programs() -> tuple[bytes, bytes]:
+    """The call sandbox's two programs, (Python tools, tools that exec), built once per
+    process. The broker builds them and sends the bytes to the fork-server, which then never
+    imports libseccomp: its heap is copied twice per call. OSError if libseccomp fails."""
+    return build_program(PYTHON_ALLOW), build_program(PYTHON_ALLOW + EXEC_EXTRA)

@@ -36,7 +36,6 @@ from runtime.backends.sandbox import (
     newroot,
     pid1,
     probe,
-    seccomp,
 )
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
@@ -176,11 +175,12 @@ class Zygote:
             # Each call's pid 1 inherits these, and inside its user namespace (setgroups
             # denied) it could not drop them: the zygote, root anyway, does without.
             os.setgroups([])
-        try:
-            bpf_python = seccomp.build_program(seccomp.PYTHON_ALLOW)
-            bpf_exec = seccomp.build_program(seccomp.PYTHON_ALLOW + seccomp.EXEC_EXTRA)
-        except OSError as exc:
-            errors["seccomp"] = str(exc)
+        # Compiled by the broker (``seccomp.programs``): libseccomp and pyseccomp's imports
+        # need not be in this heap, which every call copies twice.
+        bpf_python = bytes(msg.get("bpf_python") or b"")
+        bpf_exec = bytes(msg.get("bpf_exec") or b"")
+        if msg.get("seccomp_error"):
+            errors["seccomp"] = str(msg["seccomp_error"])
             bpf_python = bpf_exec = b""
         pid1_fd = -1
         if msg.get("pid1"):
