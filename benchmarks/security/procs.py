@@ -50,6 +50,25 @@ def _mem(p: psutil.Process) -> int:
         return int(p.memory_info().rss)
 
 
+def _entry(p: psutil.Process) -> tuple[int, float] | None:
+    """(memory, create time) of a live process; None when it is gone (or a zombie).
+
+    Hazard: a process whose memory cannot be read at this moment (mid-``execve``, its mm
+    being replaced) is still alive and still ours. Dropping it from one look made it "new"
+    in a later one: a long-lived process missed by the snapshot before a case was reported as
+    that case's survivor, and a survivor missed by the look after it was not reported."""
+    try:
+        created = p.create_time()
+    except psutil.Error:
+        return None
+    try:
+        return _mem(p), created
+    except psutil.NoSuchProcess:  # ZombieProcess included: dead, only not yet reaped
+        return None
+    except psutil.Error:
+        return 0, created
+
+
 def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int, tuple[int, float]]:
     """pid -> (rss bytes, create time) of every process that is ours (see module doc).
     ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
@@ -61,18 +80,17 @@ def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int,
     except psutil.Error:
         kids = []
     for p in kids:
-        try:
-            found[p.pid] = (_mem(p), p.create_time())
-        except psutil.Error:
-            continue
+        if (entry := _entry(p)) is not None:
+            found[p.pid] = entry
     for p in psutil.process_iter(["uids", "cmdline"]):
         if p.pid in found or p.pid == me.pid:
             continue
         try:
             uids = p.info.get("uids")
             cmd = " ".join(p.info.get("cmdline") or ())
-            if (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd):
-                found[p.pid] = (_mem(p), p.create_time())
+            mine = (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd)
+            if mine and (entry := _entry(p)) is not None:
+                found[p.pid] = entry
         except (psutil.Error, TypeError):
             continue
     return found
@@ -117,16 +135,28 @@ class Monitor:
         self._thread.join()
 
     def survivors(self, grace_s: float = 1.5) -> dict[int, str]:
-        """Processes that appeared during the case and are still alive after ``grace_s``."""
-        deadline = time.monotonic() + grace_s
-        while True:
-            out = self._new_live()
-            if not out or time.monotonic() >= deadline:
-                return out
-            time.sleep(0.1)
+        """Processes that appeared during the case and are still alive after ``grace_s``.
 
-    def _new_live(self) -> dict[int, str]:
-        out: dict[int, str] = {}
+        One look at /proc is not atomic: it lists the pids, then reads each, while processes
+        fork, exec and exit (a daemonising chain forks its child into a part of the listing
+        already passed and exits before its own entry is read). So a process seen in any look
+        stays a candidate until it is seen dead, and "none" needs two empty looks in a row;
+        on a loaded machine a single empty look scored an uncontained run as contained."""
+        deadline = time.monotonic() + grace_s
+        seen: dict[int, tuple[float, str]] = {}
+        empty_looks = 0
+        while True:
+            look = self._new_live()
+            seen.update(look)
+            empty_looks = 0 if look else empty_looks + 1
+            alive = {pid: cmd for pid, (ct, cmd) in seen.items() if _alive(pid, ct)}
+            if (not alive and empty_looks >= 2) or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.1 if alive else 0.05)
+
+    def _new_live(self) -> dict[int, tuple[float, str]]:
+        """pid -> (create time, command line) of the new, live processes in one look."""
+        out: dict[int, tuple[float, str]] = {}
         for pid, (_, ct) in our_processes(self.nonce, self.uid).items():
             if pid in self.before and self.before[pid][1] == ct:
                 continue
@@ -137,10 +167,22 @@ class Monitor:
                 cmd = " ".join(p.cmdline())
                 if self.nonce not in cmd and any(m in cmd for m in INFRA_MARKERS):
                     continue  # the sandbox's own spare (pre-forked for the next call)
-                out[pid] = cmd[:120] or p.name()
+                out[pid] = (ct, cmd[:120] or p.name())
             except psutil.Error:
                 continue
         return out
+
+
+def _alive(pid: int, created: float) -> bool:
+    """``pid`` is still the process created at ``created`` and not dead (pids are reused)."""
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == created and p.status() not in (
+            psutil.STATUS_ZOMBIE,
+            psutil.STATUS_DEAD,
+        )
+    except psutil.Error:
+        return False
 
 
 def kill_pids(pids: list[int]) -> None:

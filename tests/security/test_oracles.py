@@ -239,3 +239,49 @@ def test_monitor_finds_survivors_and_peaks():
         for p in procs:
             p.wait(5)
     assert all(p.returncode is not None for p in procs)
+
+
+def test_a_survivor_missed_by_one_look_is_still_reported(monkeypatch):
+    # One look at /proc is not atomic: a look that misses a live process (mid-exec, or
+    # forked into a part of the listing already read) must not make the case "contained".
+    nonce = "987124"
+    with Monitor(nonce) as mon:
+        proc = subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True)
+    try:
+        first = mon._new_live()
+        assert proc.pid in first
+        looks = iter([first])
+        monkeypatch.setattr(mon, "_new_live", lambda: next(looks, {}))
+        found = mon.survivors(grace_s=0.5)
+        assert proc.pid in found
+    finally:
+        kill_pids([proc.pid])
+        proc.wait(5)
+    # ... and once it is dead, two empty looks say "none"
+    looks = iter([first])
+    monkeypatch.setattr(mon, "_new_live", lambda: next(looks, {}))
+    assert mon.survivors(grace_s=5.0) == {}
+
+
+def test_a_process_whose_memory_cannot_be_read_is_still_ours(monkeypatch):
+    # A long-lived process missed by the snapshot before a case would be a false survivor.
+    import psutil
+
+    from benchmarks.security import procs
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+
+        def unreadable(p):
+            raise psutil.AccessDenied(p.pid)
+
+        monkeypatch.setattr(procs, "_mem", unreadable)
+        found = procs.our_processes()
+        assert found[child.pid][0] == 0
+        with Monitor("987125") as mon:
+            pass
+        assert child.pid in mon.before
+        assert child.pid not in mon.survivors(grace_s=0.2)
+    finally:
+        child.kill()
+        child.wait(5)
