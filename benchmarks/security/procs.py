@@ -10,6 +10,7 @@ Nothing else on the machine is ever counted or signalled.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ __all__ = [
     "BASELINE_UIDS",
     "INFRA_MARKERS",
     "Monitor",
+    "baseline_uid",
     "host_responsive",
     "kill_pids",
     "our_processes",
@@ -37,8 +39,44 @@ __all__ = [
 INFRA_MARKERS = ("runtime.backends.sandbox.zygote", "runtime.backends.sandbox.pid1")
 
 #: Uids used by nothing else on the host, one per baseline (so the two can run at once in
-#: separate processes): every process such a uid owns is one the harness started.
+#: separate processes): every process such a uid owns is one the harness started. These are
+#: the first choices; a run takes the first free one of its series (:func:`baseline_uid`).
 BASELINE_UIDS = {"seed": 64998, "none": 64999}
+_UID_CHOICES = 32
+_claimed: dict[str, tuple[int, int]] = {}
+
+
+def _claim(first: int) -> tuple[int, int]:
+    """(uid, fd of its held lock) for the first of ``first``, ``first - 2``, ... that no
+    other process holds.
+
+    Hazard: the harness kills every process of its uid (``reap_uid``). Two runs on one host
+    (two checkouts' test suites, a bench beside a test run) with the same uid killed each
+    other's workers and survivors: an uncontained case then showed no effect and was scored
+    contained. The lock (flock, released by the kernel when the run ends, however it ends)
+    gives each concurrent run its own uid."""
+    for k in range(_UID_CHOICES):
+        uid = first - 2 * k
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW  # /tmp: never through a planted link
+        try:
+            fd = os.open(f"/tmp/.secbench-uid-{uid}.lock", flags, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise RuntimeError(f"no free baseline uid among {_UID_CHOICES} choices below {first}")
+
+
+def baseline_uid(mode: str) -> int:
+    """This process's private uid for baseline ``mode`` (``seed`` or ``none``), claimed on
+    first use and held until the process ends."""
+    if mode not in _claimed:
+        _claimed[mode] = _claim(BASELINE_UIDS[mode])
+    return _claimed[mode][0]
 
 
 def _mem(p: psutil.Process) -> int:

@@ -285,3 +285,18 @@ def test_a_process_whose_memory_cannot_be_read_is_still_ours(monkeypatch):
     finally:
         child.kill()
         child.wait(5)
+
+
+def test_concurrent_runs_get_their_own_baseline_uid():
+    # reap_uid kills every process of the uid: two runs on one host (two test suites) must
+    # never share one, or each kills the other's survivors and scores them contained.
+    from benchmarks.security import procs
+
+    mine = procs.baseline_uid("none")
+    assert procs.baseline_uid("none") == mine  # held for the whole run
+    assert mine != procs.baseline_uid("seed")
+    other, fd = procs._claim(procs.BASELINE_UIDS["none"])  # what a second run would get
+    try:
+        assert other != mine and other % 2 == mine % 2
+    finally:
+        os.close(fd)
