@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from .fixtures import CaseFixture, Servers
 from .oracles import BenchLimits, CallRecord
-from .procs import BASELINE_UIDS, kill_pids, reap_uid
+from .procs import baseline_uid, kill_pids, reap_uid
 
 __all__ = ["BACKENDS", "BaselineExecutor", "Executor", "OursExecutor", "make_executor"]
 
@@ -237,7 +237,7 @@ class BaselineExecutor:
         self.name = f"baseline-{mode}"
         self.servers = servers
         self.limits = limits
-        self.owner = BASELINE_UIDS[mode] if os.geteuid() == 0 else None
+        self.owner = baseline_uid(mode) if os.geteuid() == 0 else None
         self._fx: CaseFixture | None = None
 
     def open_case(self, fx: CaseFixture) -> None:

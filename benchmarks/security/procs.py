@@ -10,6 +10,7 @@ Nothing else on the machine is ever counted or signalled.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ __all__ = [
     "BASELINE_UIDS",
     "INFRA_MARKERS",
     "Monitor",
+    "baseline_uid",
     "host_responsive",
     "kill_pids",
     "our_processes",
@@ -37,8 +39,44 @@ __all__ = [
 INFRA_MARKERS = ("runtime.backends.sandbox.zygote", "runtime.backends.sandbox.pid1")
 
 #: Uids used by nothing else on the host, one per baseline (so the two can run at once in
-#: separate processes): every process such a uid owns is one the harness started.
+#: separate processes): every process such a uid owns is one the harness started. These are
+#: the first choices; a run takes the first free one of its series (:func:`baseline_uid`).
 BASELINE_UIDS = {"seed": 64998, "none": 64999}
+_UID_CHOICES = 32
+_claimed: dict[str, tuple[int, int]] = {}
+
+
+def _claim(first: int) -> tuple[int, int]:
+    """(uid, fd of its held lock) for the first of ``first``, ``first - 2``, ... that no
+    other process holds.
+
+    Hazard: the harness kills every process of its uid (``reap_uid``). Two runs on one host
+    (two checkouts' test suites, a bench beside a test run) with the same uid killed each
+    other's workers and survivors: an uncontained case then showed no effect and was scored
+    contained. The lock (flock, released by the kernel when the run ends, however it ends)
+    gives each concurrent run its own uid."""
+    for k in range(_UID_CHOICES):
+        uid = first - 2 * k
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW  # /tmp: never through a planted link
+        try:
+            fd = os.open(f"/tmp/.secbench-uid-{uid}.lock", flags, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise RuntimeError(f"no free baseline uid among {_UID_CHOICES} choices below {first}")
+
+
+def baseline_uid(mode: str) -> int:
+    """This process's private uid for baseline ``mode`` (``seed`` or ``none``), claimed on
+    first use and held until the process ends."""
+    if mode not in _claimed:
+        _claimed[mode] = _claim(BASELINE_UIDS[mode])
+    return _claimed[mode][0]
 
 
 def _mem(p: psutil.Process) -> int:
@@ -48,6 +86,25 @@ def _mem(p: psutil.Process) -> int:
         return int(p.memory_full_info().pss)
     except (psutil.AccessDenied, AttributeError):
         return int(p.memory_info().rss)
+
+
+def _entry(p: psutil.Process) -> tuple[int, float] | None:
+    """(memory, create time) of a live process; None when it is gone (or a zombie).
+
+    Hazard: a process whose memory cannot be read at this moment (mid-``execve``, its mm
+    being replaced) is still alive and still ours. Dropping it from one look made it "new"
+    in a later one: a long-lived process missed by the snapshot before a case was reported as
+    that case's survivor, and a survivor missed by the look after it was not reported."""
+    try:
+        created = p.create_time()
+    except psutil.Error:
+        return None
+    try:
+        return _mem(p), created
+    except psutil.NoSuchProcess:  # ZombieProcess included: dead, only not yet reaped
+        return None
+    except psutil.Error:
+        return 0, created
 
 
 def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int, tuple[int, float]]:
@@ -61,18 +118,17 @@ def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int,
     except psutil.Error:
         kids = []
     for p in kids:
-        try:
-            found[p.pid] = (_mem(p), p.create_time())
-        except psutil.Error:
-            continue
+        if (entry := _entry(p)) is not None:
+            found[p.pid] = entry
     for p in psutil.process_iter(["uids", "cmdline"]):
         if p.pid in found or p.pid == me.pid:
             continue
         try:
             uids = p.info.get("uids")
             cmd = " ".join(p.info.get("cmdline") or ())
-            if (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd):
-                found[p.pid] = (_mem(p), p.create_time())
+            mine = (uid is not None and uids and uids.real == uid) or (nonce and nonce in cmd)
+            if mine and (entry := _entry(p)) is not None:
+                found[p.pid] = entry
         except (psutil.Error, TypeError):
             continue
     return found
@@ -117,16 +173,28 @@ class Monitor:
         self._thread.join()
 
     def survivors(self, grace_s: float = 1.5) -> dict[int, str]:
-        """Processes that appeared during the case and are still alive after ``grace_s``."""
-        deadline = time.monotonic() + grace_s
-        while True:
-            out = self._new_live()
-            if not out or time.monotonic() >= deadline:
-                return out
-            time.sleep(0.1)
+        """Processes that appeared during the case and are still alive after ``grace_s``.
 
-    def _new_live(self) -> dict[int, str]:
-        out: dict[int, str] = {}
+        One look at /proc is not atomic: it lists the pids, then reads each, while processes
+        fork, exec and exit (a daemonising chain forks its child into a part of the listing
+        already passed and exits before its own entry is read). So a process seen in any look
+        stays a candidate until it is seen dead, and "none" needs two empty looks in a row;
+        on a loaded machine a single empty look scored an uncontained run as contained."""
+        deadline = time.monotonic() + grace_s
+        seen: dict[int, tuple[float, str]] = {}
+        empty_looks = 0
+        while True:
+            look = self._new_live()
+            seen.update(look)
+            empty_looks = 0 if look else empty_looks + 1
+            alive = {pid: cmd for pid, (ct, cmd) in seen.items() if _alive(pid, ct)}
+            if (not alive and empty_looks >= 2) or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.1 if alive else 0.05)
+
+    def _new_live(self) -> dict[int, tuple[float, str]]:
+        """pid -> (create time, command line) of the new, live processes in one look."""
+        out: dict[int, tuple[float, str]] = {}
         for pid, (_, ct) in our_processes(self.nonce, self.uid).items():
             if pid in self.before and self.before[pid][1] == ct:
                 continue
@@ -137,10 +205,22 @@ class Monitor:
                 cmd = " ".join(p.cmdline())
                 if self.nonce not in cmd and any(m in cmd for m in INFRA_MARKERS):
                     continue  # the sandbox's own spare (pre-forked for the next call)
-                out[pid] = cmd[:120] or p.name()
+                out[pid] = (ct, cmd[:120] or p.name())
             except psutil.Error:
                 continue
         return out
+
+
+def _alive(pid: int, created: float) -> bool:
+    """``pid`` is still the process created at ``created`` and not dead (pids are reused)."""
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == created and p.status() not in (
+            psutil.STATUS_ZOMBIE,
+            psutil.STATUS_DEAD,
+        )
+    except psutil.Error:
+        return False
 
 
 def kill_pids(pids: list[int]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime.backends.base import ExecRequest
@@ -177,13 +178,20 @@ async def test_network_grant(listener: int) -> None:
 
 
 async def test_server_dies_with_its_launcher() -> None:
-    """Killing the launcher (what a broker's death does by pdeathsig) ends the server."""
+    """Killing the launcher (what a broker's death does by pdeathsig) ends the server, and a
+    call after that fails with a clear SandboxError.
+
+    The call waits for the server's end first: kill() only queues the signal, and pid 1's
+    death reaches the server through the kernel later. A call made in between can be read
+    and answered by the still running server (a loaded machine showed exactly that once):
+    what the broker must do for a dead server is only defined once it is dead."""
     async with McpProxyBackend([_server()], mode="strict") as proxy:
         running = _descendants_running(str(EXT_SERVER))
         launchers = _descendants_running("runtime.backends.sandbox._launcher")
         assert running and launchers
         for pid in launchers:
             os.kill(pid, 9)
+        assert await anyio.to_thread.run_sync(_gone, str(EXT_SERVER)) == []
         with pytest.raises(SandboxError, match=r"exited|went away|not running"):
             await _call(proxy, "ext__add", {"a": 1, "b": 2})
     assert _gone(str(EXT_SERVER)) == []

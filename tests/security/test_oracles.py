@@ -239,3 +239,64 @@ def test_monitor_finds_survivors_and_peaks():
         for p in procs:
             p.wait(5)
     assert all(p.returncode is not None for p in procs)
+
+
+def test_a_survivor_missed_by_one_look_is_still_reported(monkeypatch):
+    # One look at /proc is not atomic: a look that misses a live process (mid-exec, or
+    # forked into a part of the listing already read) must not make the case "contained".
+    nonce = "987124"
+    with Monitor(nonce) as mon:
+        proc = subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True)
+    try:
+        first = mon._new_live()
+        assert proc.pid in first
+        looks = iter([first])
+        monkeypatch.setattr(mon, "_new_live", lambda: next(looks, {}))
+        found = mon.survivors(grace_s=0.5)
+        assert proc.pid in found
+    finally:
+        kill_pids([proc.pid])
+        proc.wait(5)
+    # ... and once it is dead, two empty looks say "none"
+    looks = iter([first])
+    monkeypatch.setattr(mon, "_new_live", lambda: next(looks, {}))
+    assert mon.survivors(grace_s=5.0) == {}
+
+
+def test_a_process_whose_memory_cannot_be_read_is_still_ours(monkeypatch):
+    # A long-lived process missed by the snapshot before a case would be a false survivor.
+    import psutil
+
+    from benchmarks.security import procs
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+
+        def unreadable(p):
+            raise psutil.AccessDenied(p.pid)
+
+        monkeypatch.setattr(procs, "_mem", unreadable)
+        found = procs.our_processes()
+        assert found[child.pid][0] == 0
+        with Monitor("987125") as mon:
+            pass
+        assert child.pid in mon.before
+        assert child.pid not in mon.survivors(grace_s=0.2)
+    finally:
+        child.kill()
+        child.wait(5)
+
+
+def test_concurrent_runs_get_their_own_baseline_uid():
+    # reap_uid kills every process of the uid: two runs on one host (two test suites) must
+    # never share one, or each kills the other's survivors and scores them contained.
+    from benchmarks.security import procs
+
+    mine = procs.baseline_uid("none")
+    assert procs.baseline_uid("none") == mine  # held for the whole run
+    assert mine != procs.baseline_uid("seed")
+    other, fd = procs._claim(procs.BASELINE_UIDS["none"])  # what a second run would get
+    try:
+        assert other != mine and other % 2 == mine % 2
+    finally:
+        os.close(fd)
