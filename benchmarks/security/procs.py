@@ -187,7 +187,11 @@ class Monitor:
             look = self._new_live()
             seen.update(look)
             empty_looks = 0 if look else empty_looks + 1
-            alive = {pid: cmd for pid, (ct, cmd) in seen.items() if _alive(pid, ct)}
+            alive = {
+                pid: cmd
+                for pid, (ct, cmd) in seen.items()
+                if _alive(pid, ct) and not self._infra_now(pid, ct)
+            }
             if (not alive and empty_looks >= 2) or time.monotonic() >= deadline:
                 return alive
             time.sleep(0.1 if alive else 0.05)
@@ -209,6 +213,20 @@ class Monitor:
             except psutil.Error:
                 continue
         return out
+
+    def _infra_now(self, pid: int, created: float) -> bool:
+        """``pid`` (still the process created at ``created``) now shows the command line of
+        the sandbox's own infrastructure. A look can catch a spare's pid 1 inside its
+        ``execve`` of the tiny reaper, when its command line reads empty; that look recorded
+        it as a new process, and only a later read shows what it is."""
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() != created:
+                return False
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            return False
+        return self.nonce not in cmd and any(m in cmd for m in INFRA_MARKERS)
 
 
 def _alive(pid: int, created: float) -> bool:

@@ -300,3 +300,41 @@ def test_concurrent_runs_get_their_own_baseline_uid():
         assert other != mine and other % 2 == mine % 2
     finally:
         os.close(fd)
+
+
+def test_infrastructure_caught_mid_exec_is_not_a_survivor(monkeypatch):
+    # A spare's pid 1 caught inside its execve of the reaper has an empty command line, so the
+    # look that saw it could not tell it from a tool's process; once its command line names
+    # the sandbox's infrastructure it is not a survivor. (Seen in a full `ours` run under
+    # load: three cases scored "survivors: memfd:runtime-p".) A survivor of the case itself
+    # (the nonce in its command line) stays one.
+    nonce = "987126"
+    with Monitor(nonce) as mon:
+        spare = subprocess.Popen(
+            ["bash", "-c", "exec -a runtime.backends.sandbox.pid1 sleep 30"],
+            start_new_session=True,
+        )
+        survivor = subprocess.Popen(["sleep", f"3{nonce}"], start_new_session=True)
+    try:
+        import psutil
+
+        # The spare's exec is done once its command line reads as the marker.
+        deadline = time.monotonic() + 10
+        while "runtime.backends.sandbox.pid1" not in " ".join(psutil.Process(spare.pid).cmdline()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        created = {p: psutil.Process(p).create_time() for p in (spare.pid, survivor.pid)}
+        # The one look that caught the spare mid-exec: an empty command line, shown by name.
+        look = {
+            spare.pid: (created[spare.pid], "memfd:runtime-p"),
+            survivor.pid: (created[survivor.pid], f"sleep 3{nonce}"),
+        }
+        looks = iter([look])
+        monkeypatch.setattr(mon, "_new_live", lambda: next(looks, {}))
+        found = mon.survivors(grace_s=0.5)
+        assert spare.pid not in found
+        assert survivor.pid in found
+    finally:
+        kill_pids([spare.pid, survivor.pid])
+        spare.wait(5)
+        survivor.wait(5)
