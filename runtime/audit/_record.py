@@ -77,16 +77,8 @@ _BODY_TEMPLATE = "{" + ",".join(f'"{k}":%s' for k in _BODY_KEYS) + "}"
 _BODY_PLAN = tuple((COLUMNS.index(k), k in JSON_FIELDS) for k in _BODY_KEYS)
 
 
-def body_bytes(row: tuple[Any, ...]) -> bytes:
-    """Canonical JSON of the record without ``hash``, from a row in :data:`COLUMNS` order.
-
-    Equal to ``rfc8785.dumps`` of the record dict with the JSON columns parsed, provided those
-    columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
-    the bytes differ and so does the hash, which is the point).
-    """
-    # Hot path (once per record written, once per record verified): one %-format over a fixed
-    # template; None and str, nearly every column, are handled inline rather than by a call
-    # per column (~35 % less per record).
+def _body_cols(row: tuple[Any, ...]) -> list[str]:
+    """The canonical text of each body field of ``row`` (COLUMNS order), in body order."""
     out = []
     for i, is_json in _BODY_PLAN:
         value = row[i]
@@ -96,7 +88,20 @@ def body_bytes(row: tuple[Any, ...]) -> bytes:
             out.append(value if is_json else _encode_str(value))
         else:
             out.append(_json_col(value) if is_json else _scalar_col(value))
-    text = _BODY_TEMPLATE % tuple(out)
+    return out
+
+
+def body_bytes(row: tuple[Any, ...]) -> bytes:
+    """Canonical JSON of the record without ``hash``, from a row in :data:`COLUMNS` order.
+
+    Equal to ``rfc8785.dumps`` of the record dict with the JSON columns parsed, provided those
+    columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
+    the bytes differ and so does the hash, which is the point).
+    """
+    # Hot path (once per record verified, and for records not journaled): one %-format over
+    # a fixed template; None and str, nearly every column, are handled inline in
+    # _body_cols rather than by a call per column (~35 % less per record).
+    text = _BODY_TEMPLATE % tuple(_body_cols(row))
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate in a column
@@ -177,15 +182,7 @@ def body_parts(row: tuple[Any, ...]) -> BodyParts:
         post = _POST % (enc(when), enc(tool), "null" if usage is None else usage)
     else:
         row = (*row[:16], None, None)
-        out = []
-        for i, is_json in _BODY_PLAN:
-            value = row[i]
-            if value is None:
-                out.append("null")
-            elif type(value) is str:
-                out.append(value if is_json else _encode_str(value))
-            else:
-                out.append(_json_col(value) if is_json else _scalar_col(value))
+        out = _body_cols(row)
         out[_PREV_AT] = '"\x00"'
         out[_SEQ_AT] = "\x00"
         # NUL never occurs in canonical text (escaped as \u0000); if a JSON column holds a
