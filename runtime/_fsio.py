@@ -10,12 +10,14 @@ import errno
 import os
 import stat
 import threading
+from pathlib import Path
 from types import TracebackType
 
 __all__ = [
     "Fd",
     "file_type",
     "open_beneath",
+    "private_dir",
     "read_bytes",
     "read_lines",
     "renameat2_noreplace",
@@ -259,3 +261,18 @@ def read_bytes(fd: int, max_bytes: int) -> tuple[bytes, bool]:
             return bytes(out), False
         out += block
     return bytes(out), bool(os.read(fd, 1))
+
+
+def private_dir(path: Path) -> bool:
+    """``path`` made (0700) or found as a directory (not a symlink) owned by us and closed to
+    others' writes.
+
+    Hazard: the caches that use it hold code we run (compiled modules, a helper we dlopen,
+    a binary that becomes a sandbox's pid 1); in a shared /tmp another user could pre-create
+    the directory and plant one."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022

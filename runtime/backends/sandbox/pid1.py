@@ -14,13 +14,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from runtime._fsio import private_dir
 from runtime.errors import SandboxError
 
 __all__ = ["CFLAGS", "SOURCE", "build", "cache_dir", "load"]
@@ -50,18 +50,8 @@ _SEALS = 0x1 | 0x2 | 0x4 | 0x8  # SEAL, SHRINK, GROW, WRITE
 
 
 def _private_dir(path: Path) -> Path | None:
-    """``path`` made (0700) or found owned by us and closed to others; else None.
-
-    Hazard: in a shared /tmp another user could pre-create the directory and plant a
-    binary that every call would run as its pid 1."""
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        return None
-    return path
+    """``path`` if :func:`runtime._fsio.private_dir` accepts it, else None."""
+    return path if private_dir(path) else None
 
 
 def cache_dir() -> Path:

@@ -46,6 +46,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
+from runtime._fsio import private_dir
 from runtime.backends.wasm import _hot
 
 __all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Status", "load_native"]
@@ -324,15 +325,6 @@ def _digest() -> str:
     return h.hexdigest()[:16]
 
 
-def _private_dir(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-
 def _open_own_library(path: Path) -> ctypes.CDLL:
     """dlopen exactly the file that was checked: opened without following a symlink, its
     owner and mode checked on the open descriptor, then loaded through /proc/self/fd (so a
@@ -368,7 +360,7 @@ def load_native(cache_dir: Path) -> NativeCaller:
     root = cache_dir / "native"
     out = root / _digest()
     with _lock:
-        if not (_private_dir(root) and _private_dir(out)):
+        if not (private_dir(root) and private_dir(out)):
             raise OSError(f"{out} is not a private directory; the native helper is not loaded")
         target = out / "_native.so"
         if not target.exists():

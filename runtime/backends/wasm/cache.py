@@ -18,6 +18,8 @@ from pathlib import Path
 
 import wasmtime
 
+from runtime._fsio import private_dir
+
 __all__ = ["ModuleCache"]
 
 _MAX_CACHE_FILE = 256 * 1024 * 1024
@@ -60,16 +62,7 @@ class ModuleCache:
     def __init__(self, engine: wasmtime.Engine, directory: Path | None, config_tag: str) -> None:
         self._engine = engine
         self._tag = f"wasmtime {version('wasmtime')} {config_tag}"
-        self.directory = directory if directory is not None and self._usable(directory) else None
-
-    @staticmethod
-    def _usable(directory: Path) -> bool:
-        try:
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            st = os.stat(directory, follow_symlinks=False)
-        except OSError:
-            return False
-        return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+        self.directory = directory if directory is not None and private_dir(directory) else None
 
     def key(self, module_sha256: str) -> str:
         return hashlib.sha256(f"{module_sha256}\0{self._tag}".encode()).hexdigest()
