@@ -189,6 +189,20 @@ static int get_export(void *ctx, const rt_instance *inst, const char *name, size
     return api.export_get(ctx, inst, name, len, out) && out->kind == kind;
 }
 
+/* The outcome of a wasmtime call that may fail with an error or a trap: RT_OK, or the
+   error/trap kept in c for the host to map and free. */
+static int outcome(rt_call *c, void *err, void *trap) {
+    if (err) {
+        c->error = err;
+        return RT_ERROR;
+    }
+    if (trap) {
+        c->trap = trap;
+        return RT_TRAP;
+    }
+    return RT_OK;
+}
+
 /* Calls func with up to two i32 arguments; returns RT_OK, RT_ERROR or RT_TRAP. */
 static int call2(void *ctx, const rt_func *func, int32_t a, int32_t b, rt_val_raw *res,
                  rt_call *c) {
@@ -197,30 +211,15 @@ static int call2(void *ctx, const rt_func *func, int32_t a, int32_t b, rt_val_ra
     raw[0].i32 = a;
     raw[1].i32 = b;
     void *trap = NULL;
-    void *err = api.call_unchecked(ctx, func, raw, 2, &trap);
-    if (err) {
-        c->error = err;
-        return RT_ERROR;
-    }
-    if (trap) {
-        c->trap = trap;
-        return RT_TRAP;
-    }
-    *res = raw[0];
-    return RT_OK;
+    int st = outcome(c, api.call_unchecked(ctx, func, raw, 2, &trap), trap);
+    if (st == RT_OK) *res = raw[0];
+    return st;
 }
 
 static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *have_mem) {
     void *trap = NULL;
-    void *err = api.instantiate(c->pre, ctx, inst, &trap);
-    if (err) {
-        c->error = err;
-        return RT_ERROR;
-    }
-    if (trap) {
-        c->trap = trap;
-        return RT_TRAP;
-    }
+    int st = outcome(c, api.instantiate(c->pre, ctx, inst, &trap), trap);
+    if (st != RT_OK) return st;
     rt_extern item;
     if (!get_export(ctx, inst, "memory", 6, KIND_MEMORY, &item)) return RT_NO_EXPORT;
     *mem = item.of.memory;
@@ -232,7 +231,7 @@ static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *ha
     rt_func tool = item.of.func;
 
     rt_val_raw res;
-    int st = call2(ctx, &alloc, (int32_t)(uint32_t)c->input_len, 0, &res, c);
+    st = call2(ctx, &alloc, (int32_t)(uint32_t)c->input_len, 0, &res, c);
     if (st != RT_OK) return st;
     uint64_t ptr = (uint32_t)res.i32;
     if (!ptr) return RT_ALLOC_FAILED;
