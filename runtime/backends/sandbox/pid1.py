@@ -14,13 +14,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 from runtime._fsio import private_dir
+from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
 __all__ = ["CFLAGS", "SOURCE", "build", "cache_dir", "load"]
@@ -86,24 +85,9 @@ def build(out_dir: Path | None = None) -> Path:
         if target.is_file():
             return target
         out.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Unique temporary name, atomic rename: concurrent builders never see half a file.
-        tmp = out / f".pid1.{os.getpid()}.{threading.get_ident()}.tmp"
         zig_cache = str(root / "zig-cache")
         env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache}
-        cmd = [sys.executable, "-m", "ziglang", "cc", *CFLAGS, "-o", str(tmp), str(SOURCE)]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=300, check=False, env=env
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SandboxError(f"could not run the zig compiler for pid1: {exc}") from exc
-        if proc.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            raise SandboxError(
-                f"building the sandbox's pid1 failed (exit {proc.returncode})",
-                stderr=proc.stderr[-4000:],
-            )
-        os.replace(tmp, target)
+        zig_cc([SOURCE], CFLAGS, target, what="the sandbox's pid1", env=env)
     return target
 
 

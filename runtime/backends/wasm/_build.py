@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import runtime
+from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
 __all__ = ["build_guests", "default_cache_dir", "guests_source_dir"]
@@ -96,17 +95,4 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
 
 
 def _compile(sources: list[Path], target: Path) -> None:
-    # A unique temporary name and an atomic rename: concurrent builders never see half a file.
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    cmd = [sys.executable, "-m", "ziglang", "cc", *CFLAGS, "-o", str(tmp), *map(str, sources)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxError(f"could not run the zig compiler for {target.name}: {exc}") from exc
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise SandboxError(
-            f"building wasm guest {target.stem} failed (exit {proc.returncode})",
-            stderr=proc.stderr[-4000:],
-        )
-    os.replace(tmp, target)
+    zig_cc(sources, CFLAGS, target, what=f"wasm guest {target.stem}")

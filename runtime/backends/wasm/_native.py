@@ -34,8 +34,6 @@ import hashlib
 import os
 import platform
 import stat
-import subprocess
-import sys
 import threading
 from ctypes import c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass
@@ -47,7 +45,9 @@ import wasmtime
 from wasmtime import _ffi as ffi
 
 from runtime._fsio import private_dir
+from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
+from runtime.errors import SandboxError
 
 __all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Status", "load_native"]
 
@@ -340,17 +340,10 @@ def _open_own_library(path: Path) -> ctypes.CDLL:
 
 
 def _compile(target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    cmd = [sys.executable, "-m", "ziglang", "cc", *CFLAGS, "-o", str(tmp), str(_SOURCE)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        if proc.returncode != 0:
-            raise OSError(f"zig cc exited {proc.returncode}: {proc.stderr[-2000:]}")
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        zig_cc([_SOURCE], CFLAGS, target, what="the wasm native helper", mode=0o700)
+    except SandboxError as exc:  # the caller falls back to the ctypes path on OSError
+        raise OSError(exc.message) from exc
 
 
 def load_native(cache_dir: Path) -> NativeCaller:
@@ -364,8 +357,5 @@ def load_native(cache_dir: Path) -> NativeCaller:
             raise OSError(f"{out} is not a private directory; the native helper is not loaded")
         target = out / "_native.so"
         if not target.exists():
-            try:
-                _compile(target)
-            except subprocess.TimeoutExpired as exc:
-                raise OSError("zig cc timed out") from exc
+            _compile(target)
         return NativeCaller(_open_own_library(target))
