@@ -43,7 +43,8 @@ def zig_cc(
             raise SandboxError(f"could not run the zig compiler for {what}: {exc}") from exc
         if proc.returncode != 0:
             raise SandboxError(
-                f"building {what} failed (exit {proc.returncode})", stderr=proc.stderr[-4000:]
+                f"building {what} failed: zig cc exited {proc.returncode}",
+                stderr=proc.stderr[-4000:],
             )
         if mode is not None:
             os.chmod(tmp, mode)

@@ -343,7 +343,8 @@ def _compile(target: Path) -> None:
     try:
         zig_cc([_SOURCE], CFLAGS, target, what="the wasm native helper", mode=0o700)
     except SandboxError as exc:  # the caller falls back to the ctypes path on OSError
-        raise OSError(exc.message) from exc
+        stderr = exc.details.get("stderr")
+        raise OSError(f"{exc.message}: {stderr[-2000:]}" if stderr else exc.message) from exc
 
 
 def load_native(cache_dir: Path) -> NativeCaller:
