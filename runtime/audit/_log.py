@@ -504,13 +504,17 @@ class AuditLog:
         """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
         canonical. The broker sends the same few small objects over and over (one sandbox
         fingerprint per backend, one decision per rule), so the pair is memoised by value,
-        or comes prepared (:meth:`prepare`)."""
+        or comes prepared (:meth:`prepare`). Usage is not memoised: real backends report
+        times and counters that differ on every call, so its memo only ever missed (and
+        pushed the repeating entries out)."""
         if value is None:
             return None, None
         if type(value) is PreparedObject:
             if value._owner() is self:
                 return value.shown, value.text
             value = value.source
+        if what == "usage" and not redact:
+            return value, self._json_text(what, value)
         key = _flat_key(value)
         if key is not None:
             hit = self._small.get((what, key))
