@@ -181,6 +181,19 @@ _OBJECT_CHECKS = tuple((name, _AT[name]) for name in ("decision", "sandbox", "us
 OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
 
 
+def _check_fields(fields: tuple[Any, ...]) -> None:
+    """Raise AuditError naming the first text column that is not text or JSON object
+    column that is not an object (subclasses of str pass, as they always did)."""
+    for name, i, optional in _TEXT_CHECKS:
+        value = fields[i]
+        if not isinstance(value, str) and (value is not None or not optional):
+            raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
+    for name, i in _OBJECT_CHECKS:
+        text = fields[i]
+        if text is not None and not text.startswith("{"):
+            raise AuditError(f"audit {name} must be an object (a dict) or None")
+
+
 def _parse_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -491,13 +504,17 @@ class AuditLog:
         """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
         canonical. The broker sends the same few small objects over and over (one sandbox
         fingerprint per backend, one decision per rule), so the pair is memoised by value,
-        or comes prepared (:meth:`prepare`)."""
+        or comes prepared (:meth:`prepare`). Usage is not memoised: real backends report
+        times and counters that differ on every call, so its memo only ever missed (and
+        pushed the repeating entries out)."""
         if value is None:
             return None, None
         if type(value) is PreparedObject:
             if value._owner() is self:
                 return value.shown, value.text
             value = value.source
+        if what == "usage" and not redact:
+            return value, self._json_text(what, value)
         key = _flat_key(value)
         if key is not None:
             hit = self._small.get((what, key))
@@ -522,15 +539,20 @@ class AuditLog:
         """
         kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
-        # never verify again: refuse anything but text up front.
-        for name, i, optional in _TEXT_CHECKS:
-            value = fields[i]
-            if not isinstance(value, str) and (value is not None or not optional):
-                raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
-        for name, i in _OBJECT_CHECKS:
-            text = fields[i]
-            if text is not None and not text.startswith("{"):
-                raise AuditError(f"audit {name} must be an object (a dict) or None")
+        # never verify again: refuse anything but text up front. The common case (exact
+        # str, JSON objects as "{...}" text) is one expression; _check_fields names the
+        # culprit otherwise.
+        _, _, _, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
+        if not (
+            type(call_id) is str
+            and type(tool) is str
+            and (backend is None or type(backend) is str)
+            and (error_type is None or type(error_type) is str)
+            and (decision is None or decision[:1] == "{")
+            and (sandbox is None or sandbox[:1] == "{")
+            and (usage is None or usage[:1] == "{")
+        ):
+            _check_fields(fields)
 
         if defer:
             if returning:
