@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -34,24 +33,19 @@ from runtime.backends.sandbox._channels import (
     DeadlinePassed,
     loop_waker,
 )
-from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
+from runtime.backends.sandbox._outcome import outcome
+from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
-    CHILD_ERROR_TYPES,
-    ErrorType,
     ExecutionError,
-    OutputTooLarge,
-    ResourceLimitExceeded,
     RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
     ToolFailed,
     ToolTimeout,
 )
-from runtime.frames import (
-    FrameError,
-    FrameTooLarge,
-)
+from runtime.frames import FrameError
 from runtime.models import Limits, ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
@@ -467,7 +461,7 @@ class SandboxBackend:
         return self._conclude(call, request.limits)
 
     def _conclude(self, call: _Call, limits: Limits) -> ExecOutcome:
-        usage = self._usage(call.exit_report, call.started)
+        usage = call_usage(call.exit_report, call.started)
         if call.timed_out:
             raise ToolTimeout(
                 f"the call exceeded its {limits.timeout_s:g} s timeout",
@@ -480,7 +474,7 @@ class SandboxBackend:
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
-        result = self._outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+        result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
     def _call_frame(self, request: ExecRequest) -> dict[str, Any]:
@@ -586,129 +580,6 @@ class SandboxBackend:
             }
         return {"type": "reply", "ok": True, "value": value}
 
-    @staticmethod
-    def _usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
-        usage: dict[str, Any] = {"wall_ms": (time.monotonic() - started) * 1000.0}
-        if report:
-            for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
-                if report.get(key) is not None:
-                    usage[key] = report[key]
-        return usage
-
-    def _outcome(
-        self,
-        terminal: dict[str, Any] | None,
-        frame_error: FrameError | None,
-        report: dict[str, Any],
-        limits: Limits,
-        usage: dict[str, Any],
-    ) -> Any:
-        if report.get("type") == "spawn_failed":
-            raise SandboxError(
-                f"the sandbox could not start the call: {report.get('message')}", usage=usage
-            )
-        code, sig = report.get("code"), report.get("signal")
-        # Pid 1 reports a killed tool as 128 + signal number.
-        if sig is None and isinstance(code, int) and code > 128:
-            sig = code - 128
-        if terminal is not None and terminal.get("type") == "setup_error":
-            raise SandboxError(
-                f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
-                usage=usage,
-                phase=terminal.get("phase"),
-                errno=terminal.get("errno"),
-            )
-        if report.get("oom_kills"):
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                usage=usage,
-                limit="memory_mb",
-            )
-        if isinstance(frame_error, FrameTooLarge):
-            raise OutputTooLarge(
-                f"the result exceeded {limits.output_bytes} bytes",
-                usage=usage,
-                size=frame_error.size,
-                preview=None,
-            )
-        if terminal is not None and terminal.get("type") == "result":
-            return terminal.get("value")
-        if terminal is not None and terminal.get("type") == "error":
-            self._raise_tool_error(terminal, limits, usage)
-        # SIGXCPU comes only from RLIMIT_CPU's soft limit; SIGKILL from its hard limit (or an
-        # OOM kill, checked above). rusage is tick-sampled and may read below the limit the
-        # kernel enforced on exact runtime, hence the loose bound for SIGKILL.
-        if sig == signal.SIGXCPU or (
-            sig == signal.SIGKILL and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.5
-        ):
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.cpu_s} s CPU limit",
-                usage=usage,
-                limit="cpu_s",
-                signal=sig,
-            )
-        if sig == signal.SIGXFSZ:
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.fsize_mb} MiB file size limit",
-                usage=usage,
-                limit="fsize_mb",
-                signal=sig,
-            )
-        if frame_error is not None:
-            raise SandboxError(
-                f"the sandboxed tool sent an invalid frame: {frame_error}", usage=usage
-            )
-        if sig is not None:
-            raise SandboxError(
-                f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
-            )
-        if code == EXIT_SETUP:
-            raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
-        if code == EXIT_PROTOCOL:
-            raise SandboxError(
-                "the sandboxed tool lost its channel to the broker", usage=usage, exit_code=code
-            )
-        raise SandboxError(
-            f"the sandboxed tool exited with status {code} without a result",
-            usage=usage,
-            exit_code=code,
-        )
-
-    @staticmethod
-    def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
-        kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
-        if kind == "typed":
-            # The child is hostile: its details are data for the result, kept flat and
-            # bounded, and never a keyword of ours ("usage").
-            details = _details(frame.get("details"))
-            try:
-                cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
-            except ValueError:
-                cls = ToolFailed
-            except KeyError:  # a type a child may not claim (policy_denied, …)
-                cls = ToolFailed
-            raise cls(message, usage=usage, **details)
-        if kind == "memory":
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                usage=usage,
-                limit="memory_mb",
-            )
-        if kind == "output_too_large":
-            raise OutputTooLarge(
-                f"the result exceeded {limits.output_bytes} bytes",
-                usage=usage,
-                size=frame.get("size"),
-                preview=str(frame.get("preview", ""))[:1024],
-            )
-        if kind == "exception":
-            raise ToolFailed(
-                f"{frame.get('exc_type', 'Exception')}: {message}",
-                usage=usage,
-                exception=str(frame.get("exc_type", "")),
-            )
-        raise ToolFailed(message or f"tool error ({kind})", usage=usage)
-
 
 def _loop_token() -> Any:
     """The running event loop's anyio token, or None before anyio 4.11 (which added
@@ -754,24 +625,3 @@ def _seccomp_programs() -> tuple[bytes, bytes]:
     from runtime.backends.sandbox import seccomp
 
     return seccomp.programs()
-
-
-#: Bounds on the details a tool attaches to its failure (the child is hostile: they are
-#: data for the result, never trusted, and must not swell it).
-_MAX_DETAILS = 16
-_MAX_DETAIL_CHARS = 1024
-
-
-def _details(raw: Any) -> dict[str, Any]:
-    """A tool's failure details (``reason``, ``path``…) kept if small, flat and JSON-safe."""
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[str, Any] = {}
-    for key, value in list(raw.items())[:_MAX_DETAILS]:
-        if not isinstance(key, str) or len(key) > 64 or key == "usage":
-            continue
-        if isinstance(value, str):
-            out[key] = value[:_MAX_DETAIL_CHARS]
-        elif value is None or isinstance(value, (bool, int, float)):
-            out[key] = value
-    return out
