@@ -3,6 +3,7 @@ fast path) gives the outcomes ``run`` gives, and shares the zygote with the even
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import threading
@@ -296,3 +297,25 @@ def test_sync_broker_runs_sandboxed_calls_without_the_portal(
         assert hops == []
         monkeypatch.undo()
     assert timed_out.error is not None and timed_out.error.type == "timeout"
+
+
+@pytest.mark.parametrize(
+    "ended", [anyio.RunFinishedError(), concurrent.futures.CancelledError()], ids=repr
+)
+def test_a_broker_request_when_the_loop_has_ended_is_a_sandbox_error(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, ended: BaseException
+) -> None:
+    async def handler(op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise ended
+
+    with started(pool=0) as (_portal, backend):
+        monkeypatch.setattr(anyio.from_thread, "run", gone)
+        req = request(PROBE_RW, workspace, {"action": "broker", "op": "http", "payload": {}})
+        req.broker_requests = handler
+        with pytest.raises(SandboxError, match="event loop has ended"):
+            backend.run_sync(req)
+        monkeypatch.undo()
+        assert _leftovers(backend) == []

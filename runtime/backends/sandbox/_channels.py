@@ -232,7 +232,8 @@ class ControlChannel:
         """Send from this thread. SOCK_SEQPACKET sends whole packets, so threads and the
         loop need no lock between them. DeadlinePassed if the zygote never takes it."""
         data = encode_frame(message)
-        with self._using():
+        self._enter()
+        try:
             while True:
                 try:
                     self._send_once(data, fd)
@@ -240,10 +241,13 @@ class ControlChannel:
                 except BlockingIOError:
                     if not wait_fd(self.sock.fileno(), select.POLLOUT, deadline):
                         raise DeadlinePassed("the sandbox fork-server takes no message") from None
+        finally:
+            self._leave()
 
     def wait_for_sync(self, call_id: int, deadline: float) -> dict[str, Any]:
         """This call's exit report, reading in this thread when nobody else does."""
-        with self._using():
+        self._enter()
+        try:
             while True:
                 gate = threading.Lock()
                 gate.acquire()
@@ -266,21 +270,22 @@ class ControlChannel:
                 if not woken:
                     self.mail.unfollow(call_id, gate.release)
                     raise DeadlinePassed("no exit report in time")
+        finally:
+            self._leave()
 
-    @contextlib.contextmanager
-    def _using(self) -> Any:
+    def _enter(self) -> None:
+        """A thread starts using the socket (see :meth:`close`)."""
         with self.mail.mutex:
             if self.closed:
                 raise SandboxError("the sandbox fork-server is gone")
             self._users += 1
-        try:
-            yield
-        finally:
-            with self.mail.mutex:
-                self._users -= 1
-                last = self.closed and self._users == 0
-            if last:
-                self.sock.close()
+
+    def _leave(self) -> None:
+        with self.mail.mutex:
+            self._users -= 1
+            last = self.closed and self._users == 0
+        if last:
+            self.sock.close()
 
     # -- both -----------------------------------------------------------------------------
 

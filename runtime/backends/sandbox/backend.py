@@ -9,6 +9,7 @@ well-formed result becomes a typed :mod:`runtime.errors` exception, and the brok
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
 import socket
@@ -553,7 +554,8 @@ class SandboxBackend:
 
         try:
             reply = anyio.from_thread.run(bounded, token=self._token)
-        except anyio.RunFinishedError as exc:
+        except (anyio.RunFinishedError, concurrent.futures.CancelledError) as exc:
+            # The loop ended (or cancelled the task at its end: the broker is closing).
             raise SandboxError("the broker's event loop has ended") from exc
         if reply is None:
             raise DeadlinePassed("a broker request outlived the call's timeout")
