@@ -3,6 +3,7 @@ whoever happens to read the socket (no zygote here: the test writes the reports)
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -14,7 +15,13 @@ import anyio.lowlevel
 import pytest
 from anyio.from_thread import start_blocking_portal
 
-from runtime.backends.sandbox._channels import ControlChannel, DeadlinePassed, loop_waker
+from runtime.backends.sandbox._channels import (
+    CallChannel,
+    ControlChannel,
+    DeadlinePassed,
+    loop_waker,
+    wait_fd,
+)
 from runtime.errors import SandboxError
 from runtime.frames import encode_frame
 
@@ -190,3 +197,21 @@ def test_close_wakes_a_blocked_reader_and_closes_after_it(
     assert channel.sock.fileno() == -1
     with pytest.raises(SandboxError, match="gone"):
         channel.wait_for_sync(1, time.monotonic() + 1)
+
+
+def test_a_passed_deadline_still_takes_what_is_already_there() -> None:
+    ours, child = socket.socketpair()
+    channel = CallChannel(ours, max_frame=1024)
+    try:
+        past = time.monotonic() - 1
+        assert not wait_fd(ours.fileno(), select.POLLIN, past)
+        with pytest.raises(DeadlinePassed):
+            channel.receive_sync(past)
+        child.send(encode_frame({"type": "result", "value": 1}))
+        assert wait_fd(ours.fileno(), select.POLLIN, past)
+        assert channel.receive_sync(past) == {"type": "result", "value": 1}
+        child.close()
+        assert channel.receive_sync(past) is None  # EOF, however late
+    finally:
+        channel.close()
+        child.close()

@@ -39,14 +39,12 @@ class DeadlinePassed(Exception):
 
 def wait_fd(fd: int, events: int, deadline: float) -> bool:
     """Block this thread until ``fd`` is ready for ``events`` (``select.POLLIN``…) or the
-    deadline passes; True if ready. A hang-up or error counts as ready: the next
-    ``recv``/``send`` then reports it."""
+    deadline passes; True if ready (after the deadline: if ready now). A hang-up or error
+    counts as ready: the next ``recv``/``send`` then reports it."""
     left = deadline - time.monotonic()
-    if left <= 0:
-        return False
     poller = select.poll()
     poller.register(fd, events)
-    return bool(poller.poll(math.ceil(left * 1000)))
+    return bool(poller.poll(max(0, math.ceil(left * 1000))))
 
 
 def loop_waker(token: Any) -> Callable[[Callable[[], object]], object]:
@@ -204,7 +202,10 @@ class ControlChannel:
                 if lead:
                     try:
                         while not self.mail.has(call_id):
-                            self.mail.file(await self.receive())
+                            # Waits first, as wait_for_sync does.
+                            await anyio.wait_readable(self.sock)
+                            with contextlib.suppress(BlockingIOError):
+                                self.mail.file(self._receive_once())
                     finally:
                         self.mail.stop_leading()
                 else:
@@ -256,12 +257,13 @@ class ControlChannel:
                     return report
                 if lead:
                     try:
+                        # Waits first: a report is never there yet when a call asks for it
+                        # (a recv that fails costs more than the poll it saves).
                         while not self.mail.has(call_id):
-                            try:
+                            if not wait_fd(self.sock.fileno(), select.POLLIN, deadline):
+                                raise DeadlinePassed("no exit report in time")
+                            with contextlib.suppress(BlockingIOError):
                                 self.mail.file(self._receive_once())
-                            except BlockingIOError:
-                                if not wait_fd(self.sock.fileno(), select.POLLIN, deadline):
-                                    raise DeadlinePassed("no exit report in time") from None
                     finally:
                         self.mail.stop_leading()
                     continue
@@ -364,21 +366,22 @@ class CallChannel:
         return True
 
     async def receive(self) -> dict[str, Any] | None:
-        """One frame, or None at a clean EOF. FrameError for garbage, truncation, size."""
+        """One frame, or None at a clean EOF. FrameError for garbage, truncation, size.
+        Waits first (see :meth:`receive_sync`)."""
         while True:
-            try:
-                return self._receive_once()
-            except BlockingIOError:
+            if not self.eof:
                 await anyio.wait_readable(self.sock)
+            with contextlib.suppress(BlockingIOError):
+                return self._receive_once()
 
     def receive_sync(self, deadline: float) -> dict[str, Any] | None:
-        """:meth:`receive`, blocking this thread; DeadlinePassed when the deadline passes."""
+        """:meth:`receive`, blocking this thread; DeadlinePassed when the deadline passes.
+        Waits first: the child has not answered yet when the broker starts listening."""
         while True:
-            try:
+            if not self.eof and not wait_fd(self.sock.fileno(), select.POLLIN, deadline):
+                raise DeadlinePassed("no result in time")
+            with contextlib.suppress(BlockingIOError):
                 return self._receive_once()
-            except BlockingIOError:
-                if not wait_fd(self.sock.fileno(), select.POLLIN, deadline):
-                    raise DeadlinePassed("no result in time") from None
 
     def _receive_once(self) -> dict[str, Any] | None:
         """Read what is there (without waiting) until a frame is complete; BlockingIOError
