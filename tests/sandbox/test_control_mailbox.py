@@ -215,3 +215,15 @@ def test_a_passed_deadline_still_takes_what_is_already_there() -> None:
     finally:
         channel.close()
         child.close()
+
+
+@pytest.mark.anyio
+async def test_a_task_waiting_on_a_closed_channel_gets_a_sandbox_error() -> None:
+    ours, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    channel = ControlChannel(ours)
+    try:
+        channel.close()
+        with pytest.raises(SandboxError, match="gone"):
+            await channel.wait_for(1)
+    finally:
+        zygote.close()

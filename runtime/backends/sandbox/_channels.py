@@ -202,6 +202,8 @@ class ControlChannel:
                 if lead:
                     try:
                         while not self.mail.has(call_id):
+                            if self.closed:  # its descriptor may be gone: nothing to wait on
+                                raise SandboxError("the sandbox fork-server is gone")
                             # Waits first, as wait_for_sync does.
                             await anyio.wait_readable(self.sock)
                             with contextlib.suppress(BlockingIOError):
