@@ -93,7 +93,8 @@ class _Mailbox:
         self, call_id: int, wake: Callable[[], object] | None
     ) -> tuple[dict[str, Any] | None, bool]:
         """(report, False) if filed; (None, True) if the caller now leads; (None, False)
-        after registering ``wake`` to follow (``wake`` None: never follow, lead or retry)."""
+        after registering ``wake`` to follow (with ``wake`` None the caller does not follow:
+        it may only lead or come back later)."""
         with self.mutex:
             report = self.inbox.pop(call_id, None)
             if report is not None:
