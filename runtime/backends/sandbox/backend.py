@@ -361,7 +361,8 @@ class SandboxBackend:
         once per profile: resolving the workspace is a walk of syscalls, dumping the limits
         and masks a few dozen µs a call. Keyed by the limits' values (``Limits`` is mutable
         and unhashable). The workspace is resolved when its profile is first seen (the
-        broker resolved it already when it opened; the zygote checks what it binds)."""
+        broker resolved it already when it opened; the zygote opens that path per call and
+        stamps its identity for the spares)."""
         needs = request.spec.sandbox
         limits = request.limits
         key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
