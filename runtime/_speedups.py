@@ -13,7 +13,7 @@ Hazards:
 
 - Loading an extension runs its code in this process, so it is only loaded from a directory
   that is ours and writable by nobody else, from a file that is ours and not group- or
-  world-writable, checked on the open descriptor that is then loaded (``/proc/self/fd``), so
+  world-writable, checked on the open descriptor that is then loaded (``/proc/<pid>/fd``), so
   nothing can be swapped in between (the rule of the wasm native helper, ``_native.py``).
 - Any failure (no headers, no compiler, a cache that is not private, no /proc) leaves the
   pure-Python code in use, which has the same behaviour; :func:`status` says why, and
@@ -121,7 +121,11 @@ def _load_own(path: Path) -> ModuleType:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
             raise OSError(f"{path} is not ours alone; the C accelerator is not loaded")
-        fd_path = f"/proc/self/fd/{fd}"
+        # Hazard: glibc's dlopen hands back any object already loaded under the same name,
+        # and the wasm native helper loads its library as /proc/self/fd/<n>: a shared name
+        # would make the later of the two loads get the other's code (and fail its symbol
+        # lookup). /proc/<pid>/fd/<n> is the same file under a name nobody else uses.
+        fd_path = f"/proc/{os.getpid()}/fd/{fd}"
         if not os.path.exists(fd_path):
             raise OSError("no /proc/self/fd: the C accelerator is not loaded")
         name = f"runtime.{_NAME}"

@@ -172,8 +172,10 @@ def _select(mod: Any) -> None:
 
 def _deep(obj: Any, ijson: bool) -> bytes:
     # The accelerator stops at a fixed depth (the C stack is smaller than what a raised
-    # recursion limit lets the walk reach), raising RecursionError: the walk then decides,
-    # so both paths accept the same values. A walk that fails raises its own RecursionError.
+    # recursion limit lets the walk reach), raising RecursionError: the walk then decides, so
+    # the accelerator accepts every value the walk accepts (and, taking one recursion level
+    # per container to the walk's two, some deeper ones). A walk that fails raises its own
+    # RecursionError.
     if _encode is _py_encode:
         raise RecursionError("canonical JSON nested too deeply")
     return _py_encode(obj, ijson)
