@@ -155,19 +155,28 @@ def _first_encode_text(obj: Any, ijson: bool) -> str:
     return _encode_text(obj, ijson)
 
 
+def _first_record(fields: tuple[Any, ...]) -> tuple[bytes, bytes, bytes, bytes] | None:
+    _select(_speedups.module())
+    return None if _record is None else _record(fields)
+
+
 # The encoders in use: the accelerator's once loaded, else the walk (see _select).
 _encode: Callable[[Any, bool], bytes] = _first_encode
 _encode_text: Callable[[Any, bool], str] = _first_encode_text
+# The accelerator's audit record encoder (runtime.audit._record.journal_record), or None.
+_record: Callable[[tuple[Any, ...]], tuple[bytes, bytes, bytes, bytes] | None] | None = (
+    _first_record
+)
 
 
 def _select(mod: Any) -> None:
-    """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python walk
+    """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
-    global _encode, _encode_text
+    global _encode, _encode_text, _record
     if mod is None:
-        _encode, _encode_text = _py_encode, _py_encode_text
+        _encode, _encode_text, _record = _py_encode, _py_encode_text, None
     else:
-        _encode, _encode_text = mod.canonical, mod.canonical_text
+        _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:
