@@ -378,6 +378,12 @@ static int put_float(out_t *o, PyObject *f) {
     if (x == 0) {
         return out_char(o, '0'); /* -0.0 too: JSON has one zero */
     }
+    /* An integral value below 2**53 (prices, counts): every double within half a unit of it
+     * is itself, so its shortest digits are the integer's, and ES writes them out in full;
+     * skips the dtoa. (The bound comes first: the cast is undefined beyond long long.) */
+    if (fabs(x) < 9007199254740992.0 && x == (double)(long long)x) {
+        return put_ll(o, (long long)x);
+    }
     return put_es_double(o, x);
 }
 
