@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import json
 import math
 import os
 import subprocess
@@ -341,6 +342,26 @@ def test_forced_pure_switch_in_a_fresh_process() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "disabled by RUNTIME_PURE_PYTHON" in proc.stdout
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_doctor_says_whether_it_is_loaded(c_mod: ModuleType, tmp_path: Path, pure: bool) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), _speedups.PURE_ENV: "1" if pure else ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "doctor"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["speedups"]
+    if pure:
+        assert report == {"loaded": False, "error": f"disabled by {_speedups.PURE_ENV}"}
+    else:
+        assert report == {"loaded": True, "error": None}
 
 
 @pytest.fixture(scope="module")
