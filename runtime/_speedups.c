@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 2000 /* beyond the default recursion limit; see _speedups.py */
+/* Containers deeper than this raise RecursionError and _canonical hands the value to the
+ * Python walk: the interpreter's recursion limit may have been raised past what the C stack
+ * of a thread holds (~400 bytes a level here). The default limit (1000) stops it first. */
+#define MAX_DEPTH 1000
 #define SAFE_INT 9007199254740991LL /* 2**53 - 1 */
 
 typedef struct {
@@ -221,6 +224,17 @@ static int put_str(out_t *o, PyObject *s) {
 
 /* ---- numbers -------------------------------------------------------------------------- */
 
+/* raise cls(value), as the Python walk does: built now, so that an error inside the
+ * constructor (str() of a huge int refused by the digit limit) is the one raised. */
+static int raise_with(PyObject *cls, PyObject *value) {
+    PyObject *exc = PyObject_CallOneArg(cls, value);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return -1;
+}
+
 static int put_ll(out_t *o, long long v) {
     char tmp[24];
     char *end = tmp + sizeof(tmp);
@@ -263,10 +277,7 @@ static int put_int(out_t *o, PyObject *v, int ijson) {
         return err ? -1 : 0;
     }
     if (!ijson) {
-        PyErr_SetObject(o->st->int_error, v);
-        /* PyErr_SetObject with an exception class calls it with v as the only argument,
-         * as the Python walk's `raise IntegerDomainError(obj)` does. */
-        return -1;
+        return raise_with(o->st->int_error, v);
     }
     /* I-JSON: the decimal digits as a string (str() of an exact int is ASCII). */
     PyObject *text = PyObject_Str(v);
@@ -372,8 +383,7 @@ static int put_es_double(out_t *o, double x) {
 static int put_float(out_t *o, PyObject *f) {
     double x = PyFloat_AS_DOUBLE(f);
     if (!isfinite(x)) {
-        PyErr_SetObject(o->st->float_error, f);
-        return -1;
+        return raise_with(o->st->float_error, f);
     }
     if (x == 0) {
         return out_char(o, '0'); /* -0.0 too: JSON has one zero */
@@ -472,9 +482,9 @@ static int walk_dict(out_t *o, PyObject *d, int ijson) {
             return -1;
         }
     }
-    item_t stack_items[16];
+    item_t stack_items[8];
     item_t *items = stack_items;
-    if (n > 16) {
+    if (n > 8) {
         items = PyMem_Malloc(sizeof(item_t) * (size_t)n);
         if (items == NULL) {
             PyErr_NoMemory();

@@ -200,6 +200,8 @@ def test_utf16_order_and_escapes(c_mod: ModuleType) -> None:
         # The walk builds all the text before encoding it: a NaN after a lone surrogate
         # raises the NaN's error on both paths.
         (["\ud800", float("nan")], rfc8785.FloatDomainError),
+        # The error's own constructor fails: str() of an int past the digit limit.
+        pytest.param(10**5000, ValueError, id="huge-int"),
     ],
 )
 def test_errors(c_mod: ModuleType, value: Any, error: type[Exception]) -> None:
@@ -209,6 +211,14 @@ def test_errors(c_mod: ModuleType, value: Any, error: type[Exception]) -> None:
         _canonical._py_encode(value, False)
     assert type(c_info.value) is type(py_info.value)
     assert str(c_info.value) == str(py_info.value)
+
+
+def test_huge_int_as_ijson_string_hits_the_same_digit_limit(c_mod: ModuleType) -> None:
+    assert c_mod.canonical([10**300], True) == _canonical._py_encode([10**300], True)
+    with pytest.raises(ValueError, match="limit"):
+        c_mod.canonical([10**5000], True)
+    with pytest.raises(ValueError, match="limit"):
+        _canonical._py_encode([10**5000], True)
 
 
 def _nested(depth: int) -> Any:
@@ -241,7 +251,7 @@ def test_deep_nesting_no_crash(c_mod: ModuleType, depth: int) -> None:
 
 
 def test_raised_recursion_limit_past_the_c_depth_cap(c_mod: ModuleType) -> None:
-    # 3000 levels: past the accelerator's fixed cap (2000), within what the walk reaches
+    # 3000 levels: past the accelerator's fixed cap (1000), within what the walk reaches
     # under a raised limit; the C RecursionError hands over to the walk.
     value = _nested(3000)
     with pytest.raises(RecursionError):
