@@ -277,6 +277,8 @@ def canonical_scalar(value: str | float | None) -> str:
         return "null"
     if t is int and -_INT_MAX <= value <= _INT_MAX:  # type: ignore[operator]
         return str(value)
+    if t is float and _encode is _py_encode:
+        return _float(value)  # type: ignore[arg-type]  # the pure path, without the walk
     try:
         return _encode_text(value, False)
     except RecursionError:
