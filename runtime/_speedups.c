@@ -146,8 +146,21 @@ static inline void put_escape(out_t *o, unsigned int c) {
     }
 }
 
+/* Strings made by deprecated C APIs may not be "ready" (no kind/data yet) before 3.12. */
+static inline int str_ready(PyObject *s) {
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(s);
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
 /* The characters of `s` (a str or a subclass), escaped, without the quotes. */
 static int put_str_body(out_t *o, PyObject *s) {
+    if (str_ready(s) < 0) {
+        return -1;
+    }
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
@@ -479,6 +492,9 @@ static int walk_dict(out_t *o, PyObject *d, int ijson) {
     while (PyDict_Next(d, &pos, &k, &v)) {
         if (!PyUnicode_Check(k)) {
             PyErr_SetString(o->st->canon_error, "object keys must be strings");
+            return -1;
+        }
+        if (str_ready(k) < 0) { /* key_cmp reads kind and data and cannot fail */
             return -1;
         }
     }
