@@ -310,6 +310,7 @@ def test_missing_headers_fall_back(tmp_path: Path) -> None:
 def test_broken_compiler_falls_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_state: None
 ) -> None:
+    monkeypatch.delenv(_speedups.PURE_ENV, raising=False)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
     with pytest.raises(OSError, match="could not run the zig compiler"):
         _speedups.build_and_load(tmp_path / "cache")
