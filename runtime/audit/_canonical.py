@@ -5,9 +5,9 @@ machines, more than the broker's whole per-call budget. :func:`canonical_json` p
 bytes with the project's C accelerator (:mod:`runtime._speedups`, built on first use) or, where
 it cannot be built, with the C string escaper of the stdlib ``json`` module and a Python walk
 (:func:`_walk`, also the reference the accelerator is tested against). The property tests in
-``tests/audit/test_canonical.py`` and ``tests/test_speedups.py`` check byte equality against
-``rfc8785`` for arbitrary JSON values (unicode keys outside the BMP, floats in exponent form,
-control characters).
+``tests/audit/test_audit_canonical.py`` and ``tests/test_speedups.py`` check byte equality
+against ``rfc8785`` for arbitrary JSON values (unicode keys outside the BMP, floats in exponent
+form, control characters).
 
 Hazards that a canonical form does not paper over:
 
