@@ -50,7 +50,7 @@ from runtime.audit._canonical import (
     sha256_hex,
 )
 from runtime.audit._export import otel_record
-from runtime.audit._journal import Journal, dead_journals, encode_line, parse_lines
+from runtime.audit._journal import Journal, dead_journals, parse_lines
 from runtime.audit._record import (
     COLUMNS,
     JSON_FIELDS,
@@ -59,6 +59,7 @@ from runtime.audit._record import (
     body_parts,
     chain_hash,
     chain_row,
+    journal_record,
     row_to_record,
 )
 from runtime.audit._redact import Redactor
@@ -596,8 +597,7 @@ class AuditLog:
                     self._insert_pending_locked()
             line_fields = (kind, call_id, _now(), tool, *rest)
             try:
-                line = encode_line(line_fields)
-                parts = body_parts((None, *line_fields))
+                line, parts = journal_record(line_fields)
             except ValueError as exc:  # lone surrogates: the database would refuse it too
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
             if self._journal is None:
