@@ -29,7 +29,6 @@ import importlib.machinery
 import importlib.util
 import os
 import platform
-import stat
 import sys
 import sysconfig
 import tempfile
@@ -39,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from runtime._fsio import private_dir
+from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -119,30 +118,16 @@ def _compile(target: Path, include: Path, zig_cache: Path) -> None:
 
 
 def _load_own(path: Path) -> ModuleType:
-    """Import exactly the file that was checked: opened without following a symlink, owner
-    and mode checked on the open descriptor, loaded through /proc/self/fd while it is open."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise OSError(f"{path} is not ours alone; the C accelerator is not loaded")
-        # Hazard: glibc's dlopen hands back any object already loaded under the same name,
-        # and the wasm native helper loads its library as /proc/self/fd/<n>: a shared name
-        # would make the later of the two loads get the other's code (and fail its symbol
-        # lookup). /proc/<pid>/fd/<n> is the same file under a name nobody else uses.
-        fd_path = f"/proc/{os.getpid()}/fd/{fd}"
-        if not os.path.exists(fd_path):
-            raise OSError("no /proc/self/fd: the C accelerator is not loaded")
-        name = f"runtime.{_NAME}"
-        loader = importlib.machinery.ExtensionFileLoader(name, fd_path)
-        spec = importlib.util.spec_from_file_location(name, fd_path, loader=loader)
-        if spec is None:  # pragma: no cover - only for paths without a known loader
-            raise ImportError(f"no import spec for {path}")
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
-        return mod
-    finally:
-        os.close(fd)
+    """Import exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
+    fd_path = own_library(path, "the C accelerator")
+    name = f"runtime.{_NAME}"
+    loader = importlib.machinery.ExtensionFileLoader(name, fd_path)
+    spec = importlib.util.spec_from_file_location(name, fd_path, loader=loader)
+    if spec is None:  # pragma: no cover - only for paths without a known loader
+        raise ImportError(f"no import spec for {path}")
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def build_and_load(cache_dir: Path | None = None, *, include: Path | None = None) -> ModuleType:
