@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
+import itertools
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 __all__ = [
     "Fd",
@@ -26,6 +28,8 @@ __all__ = [
     "renameat2_noreplace",
     "write_all",
 ]
+
+_T = TypeVar("_T")
 
 _SYS_OPENAT2 = 437  # same number on every architecture (new syscall table)
 _RESOLVE_NO_MAGICLINKS = 0x02
@@ -281,31 +285,30 @@ def private_dir(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-# Descriptors of loaded libraries, kept open for the life of the process (see library_path).
-_held_libraries: list[int] = []
+# How many libraries this process has named for dlopen (see library_path).
+_loads = itertools.count()
 
 
 def library_path(fd: int) -> str:
-    """A path by which ``dlopen`` loads the open file ``fd`` and that names no other file
-    this process ever loads.
+    """A path by which ``dlopen`` loads the open file ``fd`` (while it stays open) and that
+    names no other file this process ever loads.
 
     Hazard it exists for: glibc's dlopen hands back an object already loaded under the same
     *name* (a string compare) without opening the path. Libraries loaded one after another
     as ``/proc/self/fd/N`` — N reused once the first descriptor was closed — would all get
-    the first one's code (a missing symbol at best). A duplicate of ``fd`` stays open for
-    the life of the process (loaded libraries are never unloaded either), so its number
-    names this file alone here; the pid in the path keeps it apart from names a parent used
-    before it forked this process."""
-    held = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 0)
-    _held_libraries.append(held)
-    return f"/proc/{os.getpid()}/fd/{held}"
+    the first one's code (a missing symbol at best). Here the k-th load of the process is
+    named ``/proc/<pid>/fd/`` + k times ``../fd/`` + N: each ``fd/..`` walks back to
+    ``/proc/<pid>``, so the path opens the same descriptor, under a string no earlier load
+    used; the pid keeps it apart from names a parent used before it forked this process."""
+    return f"/proc/{os.getpid()}/fd/{'../fd/' * next(_loads)}{fd}"
 
 
-def own_library(path: Path, what: str) -> str:
-    """:func:`library_path` of ``path`` once it is known to be ours: opened without following
-    a symlink, then checked on the open descriptor (a regular file owned by us, closed to
-    others' writes), so a file swapped in after the check is never the one loaded. OSError
-    (naming ``what``) otherwise, or when there is no /proc to load it through."""
+def own_library(path: Path, what: str, load: Callable[[str], _T]) -> _T:
+    """``load(name)`` of the library at ``path`` once it is known to be ours: opened without
+    following a symlink, checked on the open descriptor (a regular file owned by us, closed
+    to others' writes), and loaded through that descriptor (:func:`library_path`), so a file
+    swapped in after the check is never the one loaded. OSError (naming ``what``) otherwise,
+    or when there is no /proc to load it through."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -314,6 +317,6 @@ def own_library(path: Path, what: str) -> str:
         name = library_path(fd)
         if not os.path.exists(name):
             raise OSError(f"no /proc/<pid>/fd to load it through; {what} is not loaded")
-        return name
+        return load(name)
     finally:
         os.close(fd)

@@ -119,12 +119,15 @@ def _compile(target: Path, include: Path, zig_cache: Path) -> None:
 
 def _load_own(path: Path) -> ModuleType:
     """Import exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
-    fd_path = own_library(path, "the C accelerator")
+    return own_library(path, "the C accelerator", _import)
+
+
+def _import(fd_path: str) -> ModuleType:
     name = f"runtime.{_NAME}"
     loader = importlib.machinery.ExtensionFileLoader(name, fd_path)
     spec = importlib.util.spec_from_file_location(name, fd_path, loader=loader)
     if spec is None:  # pragma: no cover - only for paths without a known loader
-        raise ImportError(f"no import spec for {path}")
+        raise ImportError(f"no import spec for {fd_path}")
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod

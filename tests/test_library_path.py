@@ -4,6 +4,7 @@ the same name without opening the path)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -18,9 +19,10 @@ LIBS = (
     ("/lib/x86_64-linux-gnu/libz.so.1", "zlibVersion"),
 )
 
-# Each library is opened, named, and its descriptor closed before the next is opened: the
-# second open gets the same descriptor number, so "/proc/self/fd/<that number>" would name
-# both, and the second dlopen would return the first library (no zlibVersion in libm).
+# Each library is opened, named, loaded, and its descriptor closed before the next is
+# opened: the second open gets the same descriptor number, so "/proc/self/fd/<that number>"
+# would name both, and the second dlopen would return the first library (no zlibVersion in
+# libm).
 SCRIPT = """
 import ctypes, os, sys
 from runtime._fsio import library_path
@@ -28,8 +30,8 @@ names = []
 for lib, symbol in {libs!r}:
     fd = os.open(lib, os.O_RDONLY | os.O_CLOEXEC)
     names.append((fd, library_path(fd)))
-    os.close(fd)
     getattr(ctypes.CDLL(names[-1][1]), symbol)
+    os.close(fd)
 assert names[0][0] == names[1][0], names  # the descriptor number was reused
 assert names[0][1] != names[1][1], names
 print("ok")
@@ -56,19 +58,24 @@ def test_own_library_refuses_what_is_not_ours_alone(tmp_path: Path) -> None:
     lib.write_bytes(b"\x7fELF")
     os.chmod(lib, 0o666)
     with pytest.raises(OSError, match="not ours alone; the thing is not loaded"):
-        own_library(lib, "the thing")
+        own_library(lib, "the thing", ctypes.CDLL)
     link = tmp_path / "link.so"
     link.symlink_to(lib)
     with pytest.raises(OSError):
-        own_library(link, "the thing")  # never followed
+        own_library(link, "the thing", ctypes.CDLL)  # never followed
 
 
-def test_own_library_names_the_checked_file(tmp_path: Path) -> None:
+def test_own_library_loads_through_the_checked_descriptor(tmp_path: Path) -> None:
     lib = tmp_path / "x.so"
     lib.write_bytes(b"contents")
     os.chmod(lib, 0o600)
-    name = own_library(lib, "the thing")
-    assert name.startswith(f"/proc/{os.getpid()}/fd/")
-    assert os.stat(name).st_ino == os.stat(lib).st_ino
-    lib.unlink()  # the held descriptor keeps naming the file that was checked
-    assert Path(name).read_bytes() == b"contents"
+    seen = []
+
+    def load(name: str) -> bytes:
+        seen.append(name)
+        assert os.stat(name).st_ino == os.stat(lib).st_ino
+        return Path(name).read_bytes()
+
+    assert own_library(lib, "the thing", load) == b"contents"
+    assert own_library(lib, "the thing", load) == b"contents"
+    assert seen[0].startswith(f"/proc/{os.getpid()}/fd/") and seen[0] != seen[1]

@@ -326,7 +326,7 @@ def _digest() -> str:
 
 def _open_own_library(path: Path) -> ctypes.CDLL:
     """dlopen exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
-    return ctypes.CDLL(own_library(path, "the native helper"))
+    return own_library(path, "the native helper", ctypes.CDLL)
 
 
 def _compile(target: Path) -> None:
