@@ -43,11 +43,13 @@ def _zygote(broker: Broker) -> psutil.Process:
 
 
 async def _wait_sandboxes(zygote: psutil.Process, calls: int) -> list[psutil.Process]:
-    """The processes of ``calls`` running calls (pid 1 and the tool each), once all exist."""
+    """The processes of ``calls`` running calls, once each call's pid 1 exists (with pool=0
+    every child of the zygote is a call's pid 1; ``nap`` runs no programs, so its call is
+    that one process: the tool is pid 1)."""
     with anyio.fail_after(60):
         while True:
             tree = zygote.children(recursive=True)
-            if len(tree) >= 2 * calls:
+            if sum(1 for p in tree if p.ppid() == zygote.pid) >= calls:
                 return tree
             await anyio.sleep(0.02)
 

@@ -27,11 +27,14 @@ def spec(name: str, entry: str, workspace: str = "rw", exec_: bool = False) -> T
 PROBE_RW = spec("probe", "probe:run", "rw")
 PROBE_RO = spec("probe_ro", "probe:run", "ro")
 PROBE_NONE = spec("probe_none", "probe:run", "none")
+#: The probe as a tool that may run programs: its call keeps the reaper (pid1.c is pid 1,
+#: the tool pid 2); PROBE_RW's call is one process, the tool being pid 1.
+PROBE_EXEC = spec("probe_exec", "probe:run", "rw", exec_=True)
 SHELL = spec("shell", "shell:run", "rw", exec_=True)
 READ_FILE = spec("read_file", "files:read_file", "ro")
 WRITE_FILE = spec("write_file", "files:write_file", "rw")
 LIST_FILES = spec("list_files", "files:list_files", "ro")
-ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, PROBE_EXEC, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
 
 
 def request(

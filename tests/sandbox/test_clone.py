@@ -26,7 +26,7 @@ import pytest
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1, zygote
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.errors import SandboxError
-from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
+from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, run_with_backend
 
 pytestmark = pytest.mark.sandbox
 
@@ -144,12 +144,13 @@ def test_pid1_load_refuses_a_non_elf(tmp_path: Path) -> None:
 
 
 def test_the_calls_pid1_is_the_tiny_reaper_and_hides_its_proc_entries(workspace: Path) -> None:
+    # A tool that may run programs keeps the reaper (a Python-only one is pid 1 itself).
     async def fn(backend: SandboxBackend) -> Any:
         assert "pid1" not in backend.load_errors
-        comm = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/comm")
-        root = await call(backend, PROBE_RW, workspace, action="listdir", path="/proc/1/root")
-        environ = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/environ")
-        ident = await call(backend, PROBE_RW, workspace, action="identity")
+        comm = await call(backend, PROBE_EXEC, workspace, action="read", path="/proc/1/comm")
+        root = await call(backend, PROBE_EXEC, workspace, action="listdir", path="/proc/1/root")
+        environ = await call(backend, PROBE_EXEC, workspace, action="read", path="/proc/1/environ")
+        ident = await call(backend, PROBE_EXEC, workspace, action="identity")
         return comm.result, root.result, environ.result, ident.result
 
     comm, root, environ, ident = run_with_backend(fn)

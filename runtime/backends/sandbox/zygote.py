@@ -183,11 +183,18 @@ class Zygote:
             errors["seccomp"] = str(msg["seccomp_error"])
             bpf_python = bpf_exec = b""
         pid1_fd = -1
+        sigexit = None
         if msg.get("pid1"):
             try:
                 pid1_fd = pid1.load(str(msg["pid1"]))
             except OSError as exc:
                 errors["pid1"] = str(exc)
+            try:
+                # Mapped here once, inherited by every call: a Python tool that is its
+                # call's pid 1 installs it (``child.single_process``).
+                sigexit = pid1.load_sigexit(str(msg["pid1"]))
+            except OSError as exc:
+                errors["sigexit"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -198,6 +205,8 @@ class Zygote:
             state_dirs=tuple(msg.get("state_dirs", (".runtime",))),
             disable=disable if bpf_python else disable | {"seccomp"},
             pid1_fd=pid1_fd,
+            sigexit=sigexit,
+            bpf_self_kill=pid1.self_kill_filter() if sigexit is not None else b"",
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
