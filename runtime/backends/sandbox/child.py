@@ -3,8 +3,9 @@
 Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model), for a
 tool that runs programs (``plan.exec``)::
 
-    zygote ── I  pid 1 of the call's namespaces (one raw clone with every namespace flag):
-              │  maps ids, drops to the sandbox uid, forks T, execs pid1.c (the reaper)
+    zygote ── I  pid 1 of the call's namespaces (one raw clone making its user and pid
+              │  namespaces): maps ids, drops to the sandbox uid, unshares the mount, net,
+              │  ipc and uts namespaces, forks T, execs pid1.c (the reaper)
               └── T  the new root, pivot_root, then no_new_privs, rlimits, Landlock,
                      seccomp LAST, then the tool
 
@@ -65,6 +66,7 @@ __all__ = [
     "python_trees",
     "run_call",
     "single_process",
+    "unshare_flags",
 ]
 
 #: Exit code after a ``setup_error`` frame was sent.
@@ -169,15 +171,28 @@ def _close_all_but(keep: set[int]) -> None:
 
 
 def clone_flags(disable: frozenset[str]) -> int:
-    """The namespaces of a call: user first (it owns the others), mount, pid, net, ipc, uts.
+    """The namespaces the zygote's clone makes: user (it owns the others, and must be made
+    with the sandbox uid as the effective uid) and pid (the child must be its pid 1). The
+    rest are the child's own ``unshare`` (``unshare_flags``).
 
     ("userns" is off only in best_effort mode on a host without user namespaces: then there
     are no namespaces at all and the remaining walls are Landlock and seccomp.)"""
     if "userns" in disable:
         return 0
-    flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+    return _linux.CLONE_NEWUSER | (0 if "pidns" in disable else _linux.CLONE_NEWPID)
+
+
+def unshare_flags(disable: frozenset[str]) -> int:
+    """The namespaces pid 1 makes itself, first thing: mount, net, ipc, uts. Owned by the
+    call's user namespace exactly as if the clone had made them (a namespace is owned by
+    its creator's user namespace). Why not in the clone: creating a network namespace can
+    wait for the kernel's lock shared with the teardown of the previous call's (measured:
+    ~3 ms of wall for ~0.3 ms of CPU), and in the zygote that wait held up every reap and
+    message; in the child it is off the zygote's loop (a spare pays it before its call)."""
+    if "userns" in disable:
+        return 0
+    flags = _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
     flags |= 0 if "mountns" in disable else _linux.CLONE_NEWNS
-    flags |= 0 if "pidns" in disable else _linux.CLONE_NEWPID
     flags |= 0 if "netns" in disable else _linux.CLONE_NEWNET
     return flags
 
@@ -222,8 +237,9 @@ def run_call(
     py_fds: Mapping[str, int],
     cgroup_procs: tuple[str, ...],
 ) -> NoReturn:
-    """I: pid 1 of the call's namespaces, cloned by the zygote with every namespace flag
-    (``clone_flags``). Maps ids, then either forks the tool and reaps, or (``single_process``)
+    """I: pid 1 of the call's namespaces, cloned by the zygote into new user and pid
+    namespaces (``clone_flags``). Maps ids, makes the other namespaces (``unshare_flags``),
+    then either forks the tool and reaps, or (``single_process``)
     goes on to be the tool itself. Never returns.
 
     ``tool`` is the function to run, or — for a pre-forked spare — every loaded tool: the
@@ -275,6 +291,12 @@ def run_call(
             # Changing ids clears both; the zygote dying must end the call.
             _linux.prctl(4, 1)
             _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        with Phase("unshare"):
+            # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
+            # no capability over them: ours are only in the call's user namespace).
+            flags = unshare_flags(off)
+            if flags:
+                _linux.unshare(flags)
         with Phase("session"):
             # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
             # by the tool reach only the call's own processes (without Landlock's signal
