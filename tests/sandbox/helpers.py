@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from runtime.backends.base import ExecOutcome, ExecRequest
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
@@ -35,6 +37,24 @@ READ_FILE = spec("read_file", "files:read_file", "ro")
 WRITE_FILE = spec("write_file", "files:write_file", "rw")
 LIST_FILES = spec("list_files", "files:list_files", "ro")
 ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, PROBE_EXEC, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+
+
+#: The fork-server's cloner (``zygote.CLONER_NAME``): it lives as long as the zygote.
+CLONER = "runtime-cloner"
+
+
+def call_processes(zygote_pid: int) -> list[psutil.Process]:
+    """Every process under the zygote but its cloner (part of the fork-server itself):
+    the calls' and the spares' processes (each renames itself ``runtime-call`` first)."""
+    procs = []
+    for proc in psutil.Process(zygote_pid).children(recursive=True):
+        try:
+            if proc.name() == CLONER and proc.ppid() == zygote_pid:
+                continue
+        except psutil.NoSuchProcess:
+            continue  # gone: not left behind
+        procs.append(proc)
+    return procs
 
 
 def request(

@@ -29,6 +29,7 @@ from tests.sandbox.helpers import (
     SHELL,
     WRITE_FILE,
     call,
+    call_processes,
     one,
     request,
     run_with_backend,
@@ -264,7 +265,7 @@ def test_usage_is_reported(workspace: Path) -> None:
 
 
 def _leftovers(zygote_pid: int) -> list[psutil.Process]:
-    return psutil.Process(zygote_pid).children(recursive=True)
+    return call_processes(zygote_pid)
 
 
 def test_concurrent_calls_and_nothing_left_behind(workspace: Path) -> None:

@@ -27,7 +27,7 @@ import pytest
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1, zygote
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.errors import SandboxError
-from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, run_with_backend
+from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, call_processes, run_with_backend
 
 pytestmark = pytest.mark.sandbox
 
@@ -59,7 +59,7 @@ def test_namespaces_are_owned_by_the_sandbox_uid_and_the_zygote_stays_root(
         await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
         zygote = psutil.Process(backend.zygote_pid)
-        procs = zygote.children(recursive=True)
+        procs = call_processes(backend.zygote_pid)
         assert procs
         own_ns = os.readlink("/proc/self/ns/user")
         seen = []
@@ -112,7 +112,7 @@ def test_every_namespace_of_a_call_is_owned_by_its_user_namespace(workspace: Pat
         zygote = backend.zygote_pid
         # The spare waiting for the next call; it may still be setting up: wait (bounded)
         # for its seccomp filter, the last step of its set-up.
-        (spare,) = psutil.Process(zygote).children()
+        (spare,) = call_processes(zygote)
         with anyio.fail_after(20):
             while True:
                 if _seccomp_on(spare.pid):

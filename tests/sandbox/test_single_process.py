@@ -21,7 +21,7 @@ import pytest
 
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1
 from runtime.errors import SandboxError, ToolTimeout
-from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, run_with_backend
+from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, call_processes, run_with_backend
 
 pytestmark = pytest.mark.sandbox
 
@@ -134,7 +134,7 @@ def test_a_pid_1_tool_ignoring_sigterm_is_killed_at_the_end_of_the_grace(workspa
                 limits={"timeout_s": 0.5},
             )
         # pool=0: nothing of the call may be left once run() returned.
-        return zygote.children(recursive=True)
+        return call_processes(zygote.pid)
 
     assert run_with_backend(fn, pool=0) == []
 
@@ -152,7 +152,7 @@ def test_a_pid_1_tool_that_forks_leaves_nothing_behind(workspace: Path) -> None:
             marker="/workspace/late.txt",
             delay=0.5,
         )
-        return res.result, zygote.children(recursive=True)
+        return res.result, call_processes(zygote.pid)
 
     res, left = run_with_backend(fn, pool=0)
     assert res == {"ok": True}

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from runtime.models import Limits
 
 __all__ = [
+    "CALL_NAME",
     "EXIT_PROTOCOL",
     "EXIT_SETUP",
     "PID1_ARGV0",
@@ -76,6 +77,8 @@ EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
+#: A call's process name (``comm``) until it runs a program (pid1.c or the tool's own).
+CALL_NAME = b"runtime-call"
 #: The tiny pid 1's command line starts with this (process listings tell it from a tool's).
 PID1_ARGV0 = "runtime.backends.sandbox.pid1"
 # Signal calls on the set-up path go to ``_signal``, the C module under ``signal``: the
@@ -256,6 +259,8 @@ def run_call(
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
         with Phase("fds"):
+            # Not the name of the process it was cloned from (the cloner's).
+            _linux.set_name(CALL_NAME)
             signal.set_wakeup_fd(-1)
             for sig in (
                 signal.SIGCHLD,
