@@ -9,6 +9,7 @@ reported as pid1.c reports a killed tool (exit 128 + n).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -166,3 +167,22 @@ def test_tools_that_run_programs_keep_the_reaper(workspace: Path) -> None:
         return (await call(backend, PROBE_EXEC, workspace, action="pids")).result
 
     assert run_with_backend(fn) == {"pids": [1, 2]}
+
+
+def test_sigexit_is_not_confused_with_a_library_loaded_through_proc_self_fd() -> None:
+    # dlopen hands back an already loaded library of the same *name*: a library another
+    # loader opened as /proc/self/fd/N (the wasm native helper does) must not stand in for
+    # sigexit when sigexit's memfd gets the same number N.
+    import _json  # any shared object without sigexit's symbol
+
+    fd = os.open(str(_json.__file__), os.O_RDONLY | os.O_CLOEXEC)
+    number = fd
+    try:
+        ctypes.CDLL(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    probe = os.open("/dev/null", os.O_RDONLY)  # the next descriptor: the memfd's number
+    os.close(probe)
+    assert probe == number  # precondition: sigexit's memfd will be /proc/self/fd/N
+    install = pid1.load_sigexit(str(pid1.build()))
+    assert callable(install)

@@ -155,7 +155,10 @@ def load_sigexit(pid1_path: str) -> Callable[[], int]:
     path = str(Path(pid1_path).with_name(SIGEXIT_NAME))
     fd = load(path, "runtime-sigexit")
     try:
-        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+        # Hazard: dlopen returns an already loaded library of the same *name*, so a
+        # "/proc/self/fd/N" another loader used before (the wasm native helper does) would
+        # hand back that library. The pid's own form is not what that loader uses.
+        lib = ctypes.CDLL(f"/proc/{os.getpid()}/fd/{fd}")
         install = lib.runtime_sigexit_install
     except (OSError, AttributeError) as exc:
         raise OSError(f"cannot load {path}: {exc}") from exc
