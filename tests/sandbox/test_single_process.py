@@ -172,17 +172,26 @@ def test_tools_that_run_programs_keep_the_reaper(workspace: Path) -> None:
 def test_sigexit_is_not_confused_with_a_library_loaded_through_proc_self_fd() -> None:
     # dlopen hands back an already loaded library of the same *name*: a library another
     # loader opened as /proc/self/fd/N (the wasm native helper does) must not stand in for
-    # sigexit when sigexit's memfd gets the same number N.
-    import _json  # any shared object without sigexit's symbol
+    # sigexit when sigexit's memfd gets the same number N. In a forked child: the name
+    # stays taken for the life of the process, and this one runs the other tests.
+    path = str(pid1.build())
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            import _json  # any shared object without sigexit's symbol
 
-    fd = os.open(str(_json.__file__), os.O_RDONLY | os.O_CLOEXEC)
-    number = fd
-    try:
-        ctypes.CDLL(f"/proc/self/fd/{fd}")
-    finally:
-        os.close(fd)
-    probe = os.open("/dev/null", os.O_RDONLY)  # the next descriptor: the memfd's number
-    os.close(probe)
-    assert probe == number  # precondition: sigexit's memfd will be /proc/self/fd/N
-    install = pid1.load_sigexit(str(pid1.build()))
-    assert callable(install)
+            fd = os.open(str(_json.__file__), os.O_RDONLY | os.O_CLOEXEC)
+            ctypes.CDLL(f"/proc/self/fd/{fd}")
+            os.close(fd)
+            probe = os.open("/dev/null", os.O_RDONLY)  # the next number: the memfd's
+            os.close(probe)
+            if probe != fd:
+                code = 2  # precondition failed: the names would not collide
+            else:
+                pid1.load_sigexit(path)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
