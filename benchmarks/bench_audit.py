@@ -9,12 +9,18 @@ SQLite write per record: one autocommit INSERT whose ``seq`` primary key is the
 compare-and-swap (what AuditLog does), versus ``BEGIN IMMEDIATE`` + head read + INSERT + COMMIT,
 versus a cached head revalidated with ``PRAGMA data_version`` inside ``BEGIN IMMEDIATE``.
 The broker's budget for validation + policy + both records is 50 µs (DESIGN §10).
+
+``--codecs`` prints only the encoders, C accelerator (``runtime/_speedups.c``) against the
+pure-Python code in the same process, interleaved: canonical JSON of a 1 KiB ``json_parse``
+result, of an argument dict holding a 64-character string and of a small flat dict, and one
+record's journal line + body parts (``journal_record``) with small and 1 KiB arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import sqlite3
 import statistics
@@ -26,7 +32,9 @@ from typing import Any
 
 import rfc8785
 
-from runtime.audit import AuditLog, canonical_json, redact
+from runtime import _speedups
+from runtime.audit import AuditLog, _canonical, canonical_json, redact
+from runtime.audit._record import journal_record
 
 ARGS = {"path": "src/main.py", "offset": 0, "limit": 4096}
 DECISION = {"action": "allow", "rule": "files.read"}
@@ -126,10 +134,60 @@ def bench_sqlite(path: Path, n: int, mode: str) -> tuple[float, float]:
         conn.close()
 
 
+def _document_1kib() -> Any:
+    """The parsed 1 KiB document of ``bench_wasm`` (what a json_parse result holds)."""
+    items = [{"id": i, "name": f"item {i}", "tags": ["a"], "price": i * 1.5} for i in range(24)]
+    while len(json.dumps({"items": items})) > 1024:
+        items.pop()
+    return {"data": {"items": items}}
+
+
+def bench_codecs(n: int) -> None:
+    """C accelerator vs pure Python, interleaved in blocks in this process."""
+    mod = _speedups.module()
+    if mod is None:
+        print(f"C accelerator not loaded: {_speedups.status()['error']}")
+        return
+    doc = _document_1kib()
+    text_args = _canonical.canonical_json_ijson({"text": json.dumps(doc)}).decode()
+    fields = ("request", "call_0123", "2026-01-01T00:00:00.000000Z", "json_parse", "a" * 64)
+    rest = ('{"action":"allow","rule":"data"}', "wasm", '{"backend":"wasm"}', *[None] * 6)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("canonical: json_parse result 1 KiB", lambda: _canonical.canonical_json_ijson(doc)),
+        ("canonical: {text: 64 chars}", lambda: _canonical.canonical_json_ijson(ARGS_64)),
+        ("canonical: small flat dict", lambda: _canonical.canonical_json_ijson(SANDBOX)),
+        ("canonical result (bulk), 1 KiB", lambda: _canonical.canonical_json_ijson_bulk(doc)),
+        ("journal_record, small arguments", lambda: journal_record((*fields, SMALL, *rest))),
+        ("journal_record, 1 KiB arguments", lambda: journal_record((*fields, text_args, *rest))),
+    ]
+    for label, fn in cases:
+        c_runs, py_runs = [], []
+        for _ in range(5):
+            _canonical._select(mod)
+            c_runs.append(per_op_us(fn, n, repeat=1))
+            _canonical._select(None)
+            py_runs.append(per_op_us(fn, n, repeat=1))
+        _canonical._select(mod)
+        c_cpu = statistics.median(r[1] for r in c_runs)
+        py_cpu = statistics.median(r[1] for r in py_runs)
+        ratio = py_cpu / c_cpu
+        print(f"  {label:<34} C {c_cpu:6.2f} µs  Python {py_cpu:6.2f} µs  (cpu, x{ratio:.1f})")
+
+
+ARGS_64 = {"text": "lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do e"[:64]}
+SMALL = '{"limit":4096,"offset":0,"path":"src/main.py"}'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=2000)
-    n = parser.parse_args().pairs
+    parser.add_argument("--codecs", action="store_true", help="only the C-vs-Python encoders")
+    opts = parser.parse_args()
+    n = opts.pairs
+    if opts.codecs:
+        print(f"machine: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; median of 5")
+        bench_codecs(n * 5)
+        return
     record = {
         "seq": 1,
         "kind": "request",
@@ -154,6 +212,7 @@ def main() -> None:
         print(f"  canonical_json(record)           {fmt(ours)}")
         print(f"  rfc8785.dumps(record)            {fmt(ref)}")
         print(f"  redact(arguments)                {fmt(per_op_us(lambda: redact(ARGS), n))}")
+        bench_codecs(n)
         for mode in ("optimistic", "head", "data_version", "none"):
             us = bench_sqlite(base / f"raw-{mode}.db", n, mode)
             print(f"  bare sqlite tx, head={mode:<12} {fmt(us)} per record")

@@ -9,7 +9,9 @@
 run (``*_cpu_ms``, rusage: ``isolated_cpu_ms`` is the zygote and the call's processes,
 ``broker_cpu_ms`` the broker's own pipeline), ``isolated_page_faults`` (minor faults of the
 zygote and the call's processes per call: exact, where the CPU times are tick-sampled),
-``loadavg`` and ``cpus``.
+``broker_async_cpu_ms`` (the event-loop thread's CPU time per ``await Broker.call`` of the
+same read, the async path an MCP server takes; ``time.thread_time``, measured after the
+rest), ``loadavg`` and ``cpus``.
 
 The isolated call goes through the public API: ``SyncBroker(workspace=ws)`` on the default
 policy, ``broker.call({"tool": "read_file", "arguments": {"path": "f.txt"}})``. The three
@@ -40,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime.broker import SyncBroker  # noqa: E402
+from runtime.broker import Broker, SyncBroker  # noqa: E402
 
 __all__ = ["run_benchmark"]
 
@@ -141,6 +143,26 @@ def _rate(broker: SyncBroker, level: int, total: int) -> float:
     return round(total / elapsed, 1)
 
 
+def _async_cpu(workspace: Path, n: int) -> list[float]:
+    """The event-loop thread's CPU ms per ``await broker.call`` (the async path)."""
+    import anyio
+
+    async def main() -> list[float]:
+        samples: list[float] = []
+        async with Broker(workspace=workspace) as broker:
+            for i in range(10 + n):  # 10 warm-up calls first
+                t = time.thread_time()
+                result = await broker.call(CALL)
+                cpu = (time.thread_time() - t) * 1000.0
+                if not result.success:
+                    raise RuntimeError(f"isolated read failed: {result.error}")
+                if i >= 10:
+                    samples.append(cpu)
+        return samples
+
+    return anyio.run(main)
+
+
 def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> dict[str, Any]:
     """Measure everything in one run and return the figures (see the module docstring)."""
     tmp = Path(tempfile.mkdtemp(prefix="rt-bench-"))
@@ -188,10 +210,12 @@ def run_benchmark(n: int = 200, concurrency: Iterable[int] = (1, 2, 8, 64)) -> d
                     naive.append(wall)
                     naive_cpu.append(cpu_ms)
             rates = {str(level): _rate(broker, level, max(n, 4 * level)) for level in concurrency}
+        async_cpu = _async_cpu(workspace, n)
         result: dict[str, Any] = {
             "isolated_read_ms": _stats(iso),
             "isolated_cpu_ms": _stats(iso_cpu),
             "broker_cpu_ms": _stats(broker_cpu),
+            "broker_async_cpu_ms": _stats(async_cpu),
             "isolated_page_faults": _stats(faults),
             "isolated_calls_per_s": rates,
             "naive_python_ms": _stats(naive),
@@ -223,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"isolated read_file 4 KiB : {result['isolated_read_ms']} ms")
     print(f"  CPU zygote + call      : {result['isolated_cpu_ms']} ms")
     print(f"  CPU broker (pipeline)  : {result['broker_cpu_ms']} ms")
+    print(f"  CPU broker, async call : {result['broker_async_cpu_ms']} ms (event-loop thread)")
     print(f"  page faults per call   : {result['isolated_page_faults']}")
     print(f"bwrap --unshare-all true : {result['bwrap_true_ms']} ms")
     print(f"  CPU                    : {result['bwrap_true_cpu_ms']} ms")

@@ -18,13 +18,20 @@ measurements are interleaved so machine noise hits them alike):
   two threads) and ``bare_wasmtime_calls_per_s`` (the bare baseline, two threads);
 - the same three from one thread (``*_calls_per_s_1t``): two threads beat one only as far as
   the work releases the GIL (the guest and wasmtime do; encoding, decoding and the broker's
-  Python do not).
+  Python do not);
+- ``wasm_calls_per_s_2p``: through the broker from **two broker processes** (one per core, as
+  a deployment that needs both cores runs the broker: the GIL keeps one process's Python on
+  one core), each a ``SyncBroker`` calling for ``seconds``, both appending to **one audit log
+  file** (one hash chain across processes). ``wasm_2p_audit_verified`` says the shared chain
+  verifies afterwards and ``wasm_2p_audit_records`` that it holds both records of every call.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +42,8 @@ from typing import Any
 
 import wasmtime
 
+import runtime
+from runtime.audit import AuditLog
 from runtime.backends.base import ExecRequest
 from runtime.backends.wasm import WasmBackend
 from runtime.broker import SyncBroker
@@ -95,6 +104,88 @@ def _throughput(fn: Callable[[], Any], seconds: float, threads: int) -> float:
     for t in pool:
         t.join()
     return sum(counts) / (time.perf_counter() - t0)
+
+
+def _worker(audit: str, workspace: str, seconds: float, cache_dir: str) -> int:
+    """One broker process of :func:`processes_throughput`: warm up, say ``ready``, wait for
+    ``go`` on stdin, call for ``seconds``, print the count. Closing the broker inserts its
+    journaled records into the shared log."""
+    backend = WasmBackend(cache_dir=Path(cache_dir)) if cache_dir else WasmBackend()
+    call = {"tool": "json_parse", "arguments": {"text": document_1kib()}}
+    with SyncBroker(workspace=workspace, audit=audit, backends={"wasm": backend}) as broker:
+        for _ in range(50):
+            if not broker.call(call).success:
+                raise RuntimeError("json_parse failed in the benchmark worker")
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        if sys.stdin.readline().strip() != "go":
+            return 1
+        count = 0
+        t0 = time.perf_counter()
+        stop = t0 + seconds
+        while time.perf_counter() < stop:
+            broker.call(call)
+            count += 1
+        elapsed = time.perf_counter() - t0
+    sys.stdout.write(json.dumps({"calls": count, "seconds": elapsed}) + "\n")
+    return 0
+
+
+def processes_throughput(
+    seconds: float, processes: int = 2, cache_dir: Path | None = None
+) -> dict[str, Any]:
+    """Calls/s of ``processes`` broker processes calling at once, sharing one audit log.
+
+    Each worker is a fresh interpreter (``python bench_wasm.py --worker``), so start-up and
+    warm-up are outside the timed window; they start together on a ``go`` line once every
+    one is ready. The rate is the sum of each worker's calls over its own timed window."""
+    env = dict(os.environ)
+    # The workers import ``runtime`` from where this process did (a checkout or a venv).
+    root = str(Path(runtime.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryDirectory() as tmp:
+        audit = Path(tmp) / "audit.db"
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", str(audit)]
+        workers = [
+            subprocess.Popen(
+                [*argv, str(Path(tmp) / f"ws{i}"), str(seconds), str(cache_dir or "")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for i in range(processes)
+        ]
+        try:
+            for w in workers:
+                assert w.stdout is not None
+                if w.stdout.readline().strip() != "ready":
+                    raise RuntimeError("a benchmark worker failed to start")
+            for w in workers:
+                assert w.stdin is not None
+                w.stdin.write("go\n")
+                w.stdin.flush()
+            reports = []
+            for w in workers:
+                out, _ = w.communicate(timeout=seconds + 120)
+                if w.returncode != 0:
+                    raise RuntimeError(f"a benchmark worker exited {w.returncode}")
+                reports.append(json.loads(out.strip().splitlines()[-1]))
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+        with AuditLog(audit) as log:
+            verified = log.verify().ok
+            records = log.head()[0]
+    calls = sum(r["calls"] for r in reports)
+    return {
+        "wasm_calls_per_s_2p": round(sum(r["calls"] / r["seconds"] for r in reports)),
+        "wasm_2p_audit_verified": verified,
+        # 50 warm-up calls per worker, two records per call.
+        "wasm_2p_audit_records": records == 2 * (calls + 50 * processes),
+    }
 
 
 def bare_wasmtime() -> Callable[[], None]:
@@ -169,6 +260,7 @@ def run_benchmark(
             )
         }
         audit_ok = broker.audit.verify().ok
+    two_processes = processes_throughput(seconds, 2, cache_dir)
     med = {k: statistics.median(v) for k, v in wall.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     return {
@@ -187,12 +279,16 @@ def run_benchmark(
         "wasm_backend_calls_per_s_1t": round(one_thread["wasm_backend"]),
         "bare_wasmtime_calls_per_s_1t": round(one_thread["bare"]),
         "wasm_audit_verified": audit_ok,
+        **two_processes,
         "document_bytes": len(document_1kib()),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--worker"]:
+        audit, workspace, seconds, cache_dir = args[1:5]
+        return _worker(audit, workspace, float(seconds), cache_dir)
     quick = "--quick" in args
     out = run_benchmark(rounds=600 if quick else 2000, seconds=0.5 if quick else 2.0)
     sys.stdout.write(json.dumps(out, indent=2) + "\n")

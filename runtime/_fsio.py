@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import stat
 import threading
@@ -16,7 +17,9 @@ from types import TracebackType
 __all__ = [
     "Fd",
     "file_type",
+    "library_path",
     "open_beneath",
+    "own_library",
     "private_dir",
     "read_bytes",
     "read_lines",
@@ -276,3 +279,41 @@ def private_dir(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+# Descriptors of loaded libraries, kept open for the life of the process (see library_path).
+_held_libraries: list[int] = []
+
+
+def library_path(fd: int) -> str:
+    """A path by which ``dlopen`` loads the open file ``fd`` and that names no other file
+    this process ever loads.
+
+    Hazard it exists for: glibc's dlopen hands back an object already loaded under the same
+    *name* (a string compare) without opening the path. Libraries loaded one after another
+    as ``/proc/self/fd/N`` — N reused once the first descriptor was closed — would all get
+    the first one's code (a missing symbol at best). A duplicate of ``fd`` stays open for
+    the life of the process (loaded libraries are never unloaded either), so its number
+    names this file alone here; the pid in the path keeps it apart from names a parent used
+    before it forked this process."""
+    held = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 0)
+    _held_libraries.append(held)
+    return f"/proc/{os.getpid()}/fd/{held}"
+
+
+def own_library(path: Path, what: str) -> str:
+    """:func:`library_path` of ``path`` once it is known to be ours: opened without following
+    a symlink, then checked on the open descriptor (a regular file owned by us, closed to
+    others' writes), so a file swapped in after the check is never the one loaded. OSError
+    (naming ``what``) otherwise, or when there is no /proc to load it through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(f"{path} is not ours alone; {what} is not loaded")
+        name = library_path(fd)
+        if not os.path.exists(name):
+            raise OSError(f"no /proc/<pid>/fd to load it through; {what} is not loaded")
+        return name
+    finally:
+        os.close(fd)

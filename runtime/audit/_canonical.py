@@ -2,9 +2,12 @@
 
 ``rfc8785.dumps`` is the reference, but it costs ~75 µs for one audit record on the project's
 machines, more than the broker's whole per-call budget. :func:`canonical_json` produces the same
-bytes with the C string escaper of the stdlib ``json`` module and a Python walk; the property
-tests in ``tests/audit/test_canonical.py`` check byte equality against ``rfc8785`` for arbitrary
-JSON values (unicode keys outside the BMP, floats in exponent form, control characters).
+bytes with the project's C accelerator (:mod:`runtime._speedups`, built on first use) or, where
+it cannot be built, with the C string escaper of the stdlib ``json`` module and a Python walk
+(:func:`_walk`, also the reference the accelerator is tested against). The property tests in
+``tests/audit/test_audit_canonical.py`` and ``tests/test_speedups.py`` check byte equality
+against ``rfc8785`` for arbitrary JSON values (unicode keys outside the BMP, floats in exponent
+form, control characters).
 
 Hazards that a canonical form does not paper over:
 
@@ -26,9 +29,12 @@ import json
 import json.encoder
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
+
+from runtime import _speedups
 
 __all__ = [
     "GENESIS_HASH",
@@ -129,18 +135,79 @@ def _finish(text: str) -> bytes:
         raise CanonicalizationError("input contains non-UTF-8 codepoints") from exc
 
 
+def _py_encode(obj: Any, ijson: bool) -> bytes:
+    return _finish(_walk(obj, ijson))
+
+
+def _py_encode_text(obj: Any, ijson: bool) -> str:
+    return _py_encode(obj, ijson).decode("utf-8")
+
+
+def _first_encode(obj: Any, ijson: bool) -> bytes:
+    # Deferred to the first encoding: every process imports this module (sandbox children
+    # too), and only the ones that encode should build or load the accelerator.
+    _select(_speedups.module())
+    return _encode(obj, ijson)
+
+
+def _first_encode_text(obj: Any, ijson: bool) -> str:
+    _select(_speedups.module())
+    return _encode_text(obj, ijson)
+
+
+def _first_record(fields: tuple[Any, ...]) -> tuple[bytes, bytes, bytes, bytes] | None:
+    _select(_speedups.module())
+    return None if _record is None else _record(fields)
+
+
+# The encoders in use: the accelerator's once loaded, else the walk (see _select).
+_encode: Callable[[Any, bool], bytes] = _first_encode
+_encode_text: Callable[[Any, bool], str] = _first_encode_text
+# The accelerator's audit record encoder (runtime.audit._record.journal_record), or None.
+_record: Callable[[tuple[Any, ...]], tuple[bytes, bytes, bytes, bytes] | None] | None = (
+    _first_record
+)
+
+
+def _select(mod: Any) -> None:
+    """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
+    when None. Tests call it to run the same inputs through both."""
+    global _encode, _encode_text, _record
+    if mod is None:
+        _encode, _encode_text, _record = _py_encode, _py_encode_text, None
+    else:
+        _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
+
+
+def _deep(obj: Any, ijson: bool) -> bytes:
+    # The accelerator stops at a fixed depth (the C stack is smaller than what a raised
+    # recursion limit lets the walk reach), raising RecursionError: the walk then decides, so
+    # the accelerator accepts every value the walk accepts (and, taking one recursion level
+    # per container to the walk's two, some deeper ones). A walk that fails raises its own
+    # RecursionError.
+    if _encode is _py_encode:
+        raise RecursionError("canonical JSON nested too deeply")
+    return _py_encode(obj, ijson)
+
+
 def canonical_json(obj: Any) -> bytes:
     """The RFC 8785 canonical form of a JSON value, as UTF-8 bytes.
 
     Byte-identical to ``rfc8785.dumps``; raises the same ``CanonicalizationError`` (a
     ``ValueError``) for values JSON cannot hold exactly.
     """
-    return _finish(_walk(obj, False))
+    try:
+        return _encode(obj, False)
+    except RecursionError:
+        return _deep(obj, False)
 
 
 def canonical_json_ijson(obj: Any) -> bytes:
     """Like :func:`canonical_json`, but integers beyond ±(2**53 - 1) become decimal strings."""
-    return _finish(_walk(obj, True))
+    try:
+        return _encode(obj, True)
+    except RecursionError:
+        return _deep(obj, True)
 
 
 # The text checks below run on a copy with every digit turned into "#": substring searches in C
@@ -167,7 +234,14 @@ def canonical_json_ijson_bulk(obj: Any) -> bytes:
     as ``{"1": x}``, ``"v1.0"`` rewritten to ``"v1"`` differs, a tuple differs from a list;
     each of those simply takes the walk (``3 == 3.0`` in Python, so the intended float rewrite
     passes). On small values the double pass costs more than the walk does.
+
+    With the C accelerator loaded this is :func:`canonical_json_ijson`: its one exact pass
+    costs less than the stdlib encoder's alone.
     """
+    if _encode is _first_encode:
+        _select(_speedups.module())
+    if _encode is not _py_encode:
+        return canonical_json_ijson(obj)
     try:
         text = _dumps(obj)
     except (TypeError, ValueError, RecursionError):
@@ -203,9 +277,12 @@ def canonical_scalar(value: str | float | None) -> str:
         return "null"
     if t is int and -_INT_MAX <= value <= _INT_MAX:  # type: ignore[operator]
         return str(value)
-    if t is float:
-        return _float(value)  # type: ignore[arg-type]
-    return canonical_json(value).decode("utf-8")
+    if t is float and _encode is _py_encode:
+        return _float(value)  # type: ignore[arg-type]  # the pure path, without the walk
+    try:
+        return _encode_text(value, False)
+    except RecursionError:
+        return _deep(value, False).decode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:

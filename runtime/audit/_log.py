@@ -50,7 +50,7 @@ from runtime.audit._canonical import (
     sha256_hex,
 )
 from runtime.audit._export import otel_record
-from runtime.audit._journal import Journal, dead_journals, encode_line, parse_lines
+from runtime.audit._journal import Journal, dead_journals, parse_lines
 from runtime.audit._record import (
     COLUMNS,
     JSON_FIELDS,
@@ -59,6 +59,7 @@ from runtime.audit._record import (
     body_parts,
     chain_hash,
     chain_row,
+    journal_record,
     row_to_record,
 )
 from runtime.audit._redact import Redactor
@@ -179,6 +180,19 @@ _TEXT_CHECKS = tuple(
 _OBJECT_CHECKS = tuple((name, _AT[name]) for name in ("decision", "sandbox", "usage"))
 
 OUTCOMES = frozenset({"success", "error", "denied", "cancelled"})
+
+
+def _check_fields(fields: tuple[Any, ...]) -> None:
+    """Raise AuditError naming the first text column that is not text or JSON object
+    column that is not an object (subclasses of str pass, as they always did)."""
+    for name, i, optional in _TEXT_CHECKS:
+        value = fields[i]
+        if not isinstance(value, str) and (value is not None or not optional):
+            raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
+    for name, i in _OBJECT_CHECKS:
+        text = fields[i]
+        if text is not None and not text.startswith("{"):
+            raise AuditError(f"audit {name} must be an object (a dict) or None")
 
 
 def _parse_json(text: str | None) -> Any:
@@ -491,13 +505,17 @@ class AuditLog:
         """``(shown, text)`` of a decision/sandbox/usage object: redacted (if ``redact``) and
         canonical. The broker sends the same few small objects over and over (one sandbox
         fingerprint per backend, one decision per rule), so the pair is memoised by value,
-        or comes prepared (:meth:`prepare`)."""
+        or comes prepared (:meth:`prepare`). Usage is not memoised: real backends report
+        times and counters that differ on every call, so its memo only ever missed (and
+        pushed the repeating entries out)."""
         if value is None:
             return None, None
         if type(value) is PreparedObject:
             if value._owner() is self:
                 return value.shown, value.text
             value = value.source
+        if what == "usage" and not redact:
+            return value, self._json_text(what, value)
         key = _flat_key(value)
         if key is not None:
             hit = self._small.get((what, key))
@@ -522,15 +540,20 @@ class AuditLog:
         """
         kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
-        # never verify again: refuse anything but text up front.
-        for name, i, optional in _TEXT_CHECKS:
-            value = fields[i]
-            if not isinstance(value, str) and (value is not None or not optional):
-                raise AuditError(f"audit {name} must be a string, not {type(value).__name__}")
-        for name, i in _OBJECT_CHECKS:
-            text = fields[i]
-            if text is not None and not text.startswith("{"):
-                raise AuditError(f"audit {name} must be an object (a dict) or None")
+        # never verify again: refuse anything but text up front. The common case (exact
+        # str, JSON objects as "{...}" text) is one expression; _check_fields names the
+        # culprit otherwise.
+        _, _, _, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
+        if not (
+            type(call_id) is str
+            and type(tool) is str
+            and (backend is None or type(backend) is str)
+            and (error_type is None or type(error_type) is str)
+            and (decision is None or decision[:1] == "{")
+            and (sandbox is None or sandbox[:1] == "{")
+            and (usage is None or usage[:1] == "{")
+        ):
+            _check_fields(fields)
 
         if defer:
             if returning:
@@ -574,8 +597,7 @@ class AuditLog:
                     self._insert_pending_locked()
             line_fields = (kind, call_id, _now(), tool, *rest)
             try:
-                line = encode_line(line_fields)
-                parts = body_parts((None, *line_fields))
+                line, parts = journal_record(line_fields)
             except ValueError as exc:  # lone surrogates: the database would refuse it too
                 raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
             if self._journal is None:

@@ -102,6 +102,8 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
+    #: ``spec.backend.value``, read once (an enum member's ``.value`` is a descriptor call).
+    backend_name: str | None = None
 
 
 class NeedsEventLoop(Exception):
@@ -394,12 +396,13 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
+        st.backend_name = spec.backend.value
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
             arguments=tc.arguments,
             decision=self._audit_decision(decision),
-            backend=spec.backend.value,
+            backend=st.backend_name,
             sandbox=self._audit_sandbox(st.fingerprint),
             returning=False,
             defer=True,
@@ -558,10 +561,14 @@ class Broker:
         outcome, error, audited = st.outcome, st.error, st.audited
         # The completion of a call that ran follows its journaled write-ahead record.
         defer = audited
-        raw, started = st.raw, st.started
         duration_ms = (time.perf_counter() - st.t0) * 1000
-        call_id = tc.call_id if tc else _raw_call_id(raw)
-        tool = tc.tool if tc else _raw_tool(raw)
+        if tc is not None:
+            call_id, tool = tc.call_id, tc.tool
+        else:
+            call_id, tool = _raw_call_id(st.raw), _raw_tool(st.raw)
+        backend_name = st.backend_name
+        if backend_name is None and spec is not None:
+            backend_name = spec.backend.value
         usage_data: dict[str, Any] = dict(outcome.usage) if outcome else {}
         if error is not None and isinstance(getattr(error, "usage", None), dict):
             usage_data.update(error.usage)  # type: ignore[attr-defined]
@@ -584,7 +591,7 @@ class Broker:
                     tool=tool,
                     arguments=tc.arguments if tc else None,
                     decision=_decision_dict(decision),
-                    backend=spec.backend.value if spec else None,
+                    backend=backend_name,
                     sandbox=None,
                     returning=False,
                 )
@@ -602,7 +609,7 @@ class Broker:
                     usage=usage_data or None,
                     result=result_value,
                     result_bytes=st.result_bytes if result_value is not None else None,
-                    backend=spec.backend.value if spec else None,
+                    backend=backend_name,
                     sandbox=self._audit_sandbox(fingerprint) if fingerprint else None,
                     returning=False,
                     defer=defer,
@@ -618,7 +625,9 @@ class Broker:
                 success = False
                 result_value = None
         error_info = None
+        error_type = None
         if error is not None:
+            error_type = str(error.error_type)
             details = {k: v for k, v in error.details.items() if _jsonable(v)}
             if isinstance(error, AuditError):
                 details["fail_closed"] = True
@@ -629,23 +638,20 @@ class Broker:
             success=success,
             result=result_value,
             error=error_info,
-            started_at=started,
+            started_at=st.started,
             completed_at=utcnow(),
             duration_ms=duration_ms,
-            backend=spec.backend.value if spec else None,
+            backend=backend_name,
             usage=_fast.usage(usage_data),
             decision={"action": decision.action, "rule": decision.rule} if decision else None,
         )
         if spec is not None:
             self.catalogue.record_call(spec.name, success=success, duration_ms=duration_ms)
-        kind: EventKind = "completed" if success else "failed"
-        if outcome_name == "denied":
-            kind = "denied"
         if self.events.active:
-            info = {
-                "error_type": str(error.error_type) if error else None,
-                "duration_ms": duration_ms,
-            }
+            kind: EventKind = "completed" if success else "failed"
+            if outcome_name == "denied":
+                kind = "denied"
+            info = {"error_type": error_type, "duration_ms": duration_ms}
             self.events.emit(Event(kind, call_id, tool, info))
         return result
 

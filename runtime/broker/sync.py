@@ -1,10 +1,13 @@
 """A blocking facade over :class:`Broker` for scripts and the CLI.
 
 The async broker runs in an event loop on a private thread (an anyio blocking portal). A call
-whose backend can run synchronously once started (wasm, host) runs in the calling thread
-through :meth:`Broker.call_sync` — the same pipeline steps, no event-loop hop (a hop costs
-~250 µs here); every other call crosses to the loop and waits. Closing the SyncBroker ends
-every sandbox and the loop.
+whose backend can run synchronously once started (wasm, host, and the sandbox: its
+``run_sync`` blocks the calling thread in ``poll`` and hands the tool's broker requests to the
+loop) runs in the calling thread through :meth:`Broker.call_sync` — the same pipeline steps,
+no event-loop hop (a hop costs ~250 µs here, ~1 ms of CPU for a sandboxed call with its two
+wake-ups on the loop); every other call (the first one of a backend, which starts it, or one
+with an async approver) crosses to the loop and waits. Closing the SyncBroker ends every
+sandbox and the loop.
 
 A SyncBroker that is never closed is closed at interpreter exit (``weakref.finalize``, which
 runs as an atexit hook while the loop thread still runs) or when it is garbage-collected.

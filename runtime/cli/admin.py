@@ -153,4 +153,17 @@ def doctor() -> None:
     # long-lived sandboxed process each: strict mode starts them only when all are here.
     refused = isolation_available()
     mcp = {"strict": "ok" if refused is None else f"refused: {refused}"}
-    _out({"sandbox": caps, "wasm": wasm, "strict_mode": verdict, "mcp_servers": mcp})
+    from runtime import _speedups
+
+    # The C accelerator of the audit log's encoders (built here if it was not yet): when it
+    # is not loaded, the pure-Python code runs, slower, and "error" says why.
+    speedups = _speedups.status()
+    _out(
+        {
+            "sandbox": caps,
+            "wasm": wasm,
+            "strict_mode": verdict,
+            "mcp_servers": mcp,
+            "speedups": speedups,
+        }
+    )

@@ -24,6 +24,8 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 import bashlex
+import bashlex.errors
+import bashlex.subst
 
 from runtime.policy.argv import (
     Word,
@@ -56,6 +58,37 @@ __all__ = [
 ]
 
 HazardKind = Literal["dynamic", "interpreter", "unparseable", "fork_bomb"]
+
+
+def _guard_bashlex() -> None:
+    """Make bashlex refuse an unclosed ``${`` instead of looping forever.
+
+    Why: bashlex 0.18's word expansion (``subst._expandwordinternal``) moves its index to
+    what ``_paramexpand`` returns, and for ``${`` without a closing ``}`` that is 0 (its
+    ``str.find`` gives -1, plus one): the loop starts the word over, for ever, growing its
+    output. A five-character command (``a'${'``) froze the broker, holding the GIL, in the
+    middle of a policy decision. A returned index that does not move forward becomes the
+    ``ParsingError`` bashlex raises for other bad substitutions; ``_Walker.parse`` turns
+    that into an ``unparseable`` hazard (ask or deny, never allow). Hazard: this replaces a
+    private function of bashlex for the whole process; a bashlex without it (or that fixed
+    it) is left as it is, and ``tests/policy/test_shell_hang.py`` fails if the hang is back.
+    """
+    subst = getattr(bashlex, "subst", None)
+    original = getattr(subst, "_paramexpand", None)
+    if original is None or getattr(original, "_runtime_guard", False):
+        return
+
+    def paramexpand(parserobj: Any, string: str, sindex: int) -> Any:
+        node, end = original(parserobj, string, sindex)
+        if end <= sindex:
+            raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
+        return node, end
+
+    paramexpand._runtime_guard = True  # type: ignore[attr-defined]
+    subst._paramexpand = paramexpand  # type: ignore[union-attr]
+
+
+_guard_bashlex()
 
 MAX_COMMAND_CHARS = 65_536
 MAX_DEPTH = 8

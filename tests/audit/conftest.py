@@ -5,7 +5,21 @@ from pathlib import Path
 
 import pytest
 
-from runtime.audit import AuditLog
+from runtime import _speedups
+from runtime.audit import AuditLog, _canonical
+
+
+@pytest.fixture(autouse=True, params=["c", "pure"])
+def canonical_impl(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every audit test runs with the C accelerator and with the pure-Python encoders."""
+    mod = _speedups.module()
+    if request.param == "c" and mod is None:
+        pytest.skip(f"the C accelerator is not loaded: {_speedups.status()['error']}")
+    _canonical._select(mod if request.param == "c" else None)
+    try:
+        yield request.param
+    finally:
+        _canonical._select(mod)
 
 
 @pytest.fixture

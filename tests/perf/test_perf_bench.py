@@ -81,6 +81,10 @@ def test_broker_benchmark_runs() -> None:
 def test_wasm_benchmark_runs() -> None:
     out = load_benchmark("bench_wasm").run_benchmark(rounds=20, seconds=0.05, blocks=2)
     assert out["wasm_audit_verified"] is True
+    # Two broker processes appended to one log: one chain, both records of every call.
+    assert out["wasm_2p_audit_verified"] is True
+    assert out["wasm_2p_audit_records"] is True
+    assert out["wasm_calls_per_s_2p"] > 0
     for key in (
         "wasm_call_us",
         "bare_wasmtime_us",

@@ -11,6 +11,7 @@ MODULES = [
     "runtime.backends.sandbox._channels",
     "runtime.backends.sandbox._launcher",
     "runtime.backends.sandbox._linux",
+    "runtime.backends.sandbox._outcome",
     "runtime.backends.sandbox._setup",
     "runtime.backends.sandbox.backend",
     "runtime.backends.sandbox.cgroups",

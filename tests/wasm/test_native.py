@@ -102,6 +102,17 @@ def test_symlinked_library_is_not_followed(tmp_path: Path) -> None:
         load_native(tmp_path / "link")
 
 
+@pytest.mark.skipif(not os.path.exists("/lib/x86_64-linux-gnu/libz.so.1"), reason="Debian path")
+def test_a_library_without_the_helpers_symbols_is_refused(tmp_path: Path) -> None:
+    # Another library in the helper's place (ours, private): ImportError, so the backend
+    # takes the ctypes path instead of failing on a missing symbol.
+    load_native(tmp_path)
+    (built,) = (tmp_path / "native").glob("*/_native.so")
+    built.write_bytes(Path("/lib/x86_64-linux-gnu/libz.so.1").read_bytes())
+    with pytest.raises(ImportError, match="is not the native helper"):
+        load_native(tmp_path)
+
+
 def test_layout_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another wasmtime whose structs differ from the helper's must not be driven by it.
     monkeypatch.setattr(_native, "_expected_layout", lambda: [1, 2, 3])

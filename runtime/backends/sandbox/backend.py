@@ -9,40 +9,44 @@ well-formed result becomes a typed :mod:`runtime.errors` exception, and the brok
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
-import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox import pid1
-from runtime.backends.sandbox._channels import CallChannel, ControlChannel
-from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox._channels import (
+    CallChannel,
+    ControlChannel,
+    DeadlinePassed,
+    loop_waker,
+)
+from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
+from runtime.backends.sandbox._outcome import outcome
+from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
-    CHILD_ERROR_TYPES,
-    ErrorType,
     ExecutionError,
-    OutputTooLarge,
-    ResourceLimitExceeded,
     RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
     ToolFailed,
     ToolTimeout,
 )
-from runtime.frames import (
-    FrameError,
-    FrameTooLarge,
-)
+from runtime.frames import FrameError
 from runtime.models import Limits, ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
@@ -75,6 +79,24 @@ sys.exit(main())
 """
 _EXIT_WAIT_S = 30.0
 _MAX_REFS = 1024
+#: Distinct call profiles whose static plan part is kept (see ``_static_plan``).
+_MAX_PLANS = 256
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call in flight: what both drivers (``run`` and ``run_sync``) learn about it."""
+
+    call_id: int
+    channel: CallChannel
+    theirs: socket.socket
+    spawn: dict[str, Any]
+    started: float
+    terminal: dict[str, Any] | None = None
+    refusals: list[RuntimeToolError] = field(default_factory=list)
+    frame_error: FrameError | None = None
+    exit_report: dict[str, Any] | None = None
+    timed_out: bool = False
 
 
 class SandboxBackend:
@@ -92,6 +114,11 @@ class SandboxBackend:
     ``runtime.backends.sandbox.masks``; built by ``runtime.policy.paths.mask_spec``). Default none.
     ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
     so the escape suite can show that each one matters.
+
+    A call runs either on the event loop (:meth:`run`) or blocking in the calling thread
+    (:meth:`run_sync`, the ``SyncBroker`` fast path: no hop to the loop thread and back, and
+    a thread woken by ``poll`` instead of a task by the loop). Both share the zygote and
+    give the same outcomes; ``run_sync`` has no cancellation, only the call's timeout.
     """
 
     name = "subprocess"
@@ -127,7 +154,12 @@ class SandboxBackend:
         self._masks = masks or MaskSpec()
         self._ids = itertools.count(1)
         self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str]] = {}
+        self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._options: dict[tuple[str, ...], dict[str, Any]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
+        # The event loop the zygote was started on (run_sync hands broker requests to it).
+        self._token: Any = None
+        self._loop_thread: int | None = None
         self._ctl: ControlChannel | None = None
         self._caps: dict[str, Any] = {}
         self._fingerprint = Fingerprint(backend=self.name, mode=mode)
@@ -205,7 +237,10 @@ class SandboxBackend:
         except (ImportError, OSError) as exc:
             # No usable libseccomp: the zygote reports "seccomp" missing (strict refuses).
             bpf_python, bpf_exec, bpf_error = b"", b"", f"{type(exc).__name__}: {exc}"
-        self._ctl = ControlChannel(self._spawn_zygote())
+        token = _loop_token()
+        waker = loop_waker(token) if token is not None else None
+        self._ctl = ControlChannel(self._spawn_zygote(), waker)
+        self._token, self._loop_thread = token, threading.get_ident()
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
         init = {
             "type": "init",
@@ -304,32 +339,54 @@ class SandboxBackend:
     def zygote_pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    @property
+    def sync_capable(self) -> bool:
+        """Whether :meth:`run_sync` may run a call in this thread: the zygote was started
+        on an event loop that can answer the tool's broker requests (anyio >= 4.11), and
+        this is not that loop's thread (blocking it would stall the very loop a broker
+        request or the control socket's other readers need)."""
+        return self._token is not None and threading.get_ident() != self._loop_thread
+
     # -- one call -----------------------------------------------------------------------
 
     def _plan(self, request: ExecRequest) -> dict[str, Any]:
-        needs = request.spec.sandbox
-        access = needs.workspace
-        workspace = str(request.workspace.resolve()) if access != WorkspaceAccess.NONE else None
         return {
             "call_id": request.call_id,
-            "workspace": workspace,
-            "access": str(access),
-            "exec": bool(needs.exec),
-            "limits": request.limits.model_dump(),
+            **self._static_plan(request),
             "env": dict(request.env),
-            "masks": self._masks.as_plan() if self._masks else {},
         }
 
-    async def run(self, request: ExecRequest) -> ExecOutcome:
-        ctl = self._ctl
-        if ctl is None or ctl.closed:
-            raise SandboxError("the sandbox backend is not started")
+    def _static_plan(self, request: ExecRequest) -> dict[str, Any]:
+        """The part of a call's plan that is the same for every call of one profile, built
+        once per profile: resolving the workspace is a walk of syscalls, dumping the limits
+        and masks a few dozen µs a call. Keyed by the limits' values (``Limits`` is mutable
+        and unhashable). The workspace is resolved when its profile is first seen (the
+        broker resolved it already when it opened; the zygote opens that path per call and
+        stamps its identity for the spares)."""
+        needs = request.spec.sandbox
         limits = request.limits
+        key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        static = self._plans.get(key)
+        if static is None:
+            access = needs.workspace
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            static = self._plans[key] = {
+                "workspace": (
+                    str(request.workspace.resolve()) if access != WorkspaceAccess.NONE else None
+                ),
+                "access": str(access),
+                "exec": bool(needs.exec),
+                "limits": limits.model_dump(),
+                "masks": self._masks.as_plan() if self._masks else {},
+            }
+        return static
+
+    def _open(self, request: ExecRequest) -> _Call:
+        """Everything a call needs before the zygote hears of it: its ids, its socketpair
+        (``theirs`` goes to the zygote, then closes here), the spawn message."""
         key, entry, base = self._ref(request.spec)
         call_id = next(self._ids)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        call = CallChannel(ours, max_frame=limits.output_bytes + 4096)
-        started = time.monotonic()
         spawn = {
             "type": "spawn",
             "id": call_id,
@@ -338,93 +395,182 @@ class SandboxBackend:
             "base": base,
             "plan": self._plan(request),
         }
-        terminal: dict[str, Any] | None = None
-        refusals: list[RuntimeToolError] = []
-        frame_error: FrameError | None = None
-        exit_report: dict[str, Any] | None = None
-        timed_out = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        channel = CallChannel(ours, max_frame=request.limits.output_bytes + 4096)
+        return _Call(call_id, channel, theirs, spawn, time.monotonic())
+
+    async def run(self, request: ExecRequest) -> ExecOutcome:
+        ctl = self._ctl
+        if ctl is None or ctl.closed:
+            raise SandboxError("the sandbox backend is not started")
+        call = self._open(request)
         try:
             try:
-                await ctl.send(spawn, theirs.fileno())
+                await ctl.send(call.spawn, call.theirs.fileno())
             finally:
-                theirs.close()
-            with anyio.move_on_after(limits.timeout_s) as scope:
+                call.theirs.close()
+            with anyio.move_on_after(request.limits.timeout_s) as scope:
                 try:
-                    terminal = await self._converse(call, request, refusals)
+                    call.terminal = await self._converse(call.channel, request, call.refusals)
                 except FrameError as exc:
                     # A child that breaks the protocol gets no second chance.
-                    frame_error = exc
-                    await ctl.send({"type": "kill", "id": call_id, "grace_s": 0.0})
-                exit_report = await ctl.wait_for(call_id)
-            timed_out = scope.cancelled_caught
+                    call.frame_error = exc
+                    await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
+                call.exit_report = await ctl.wait_for(call.call_id)
+            call.timed_out = scope.cancelled_caught
         finally:
-            call.close()
-            if exit_report is None:
+            call.channel.close()
+            if call.exit_report is None:
                 # Timeout, cancellation, or a broken conversation: end the namespace and
                 # reap it before returning, so nothing of this call outlives it.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_WAIT_S):
-                    await ctl.send({"type": "kill", "id": call_id, "grace_s": self._grace_s})
-                    exit_report = await ctl.wait_for(call_id)
-        usage = self._usage(exit_report, started)
-        if timed_out:
+                    await ctl.send({"type": "kill", "id": call.call_id, "grace_s": self._grace_s})
+                    call.exit_report = await ctl.wait_for(call.call_id)
+        return self._conclude(call, request.limits)
+
+    def run_sync(self, request: ExecRequest) -> ExecOutcome:
+        """:meth:`run` in the calling thread, blocking (see :attr:`sync_capable`). The
+        timeout is a deadline on every wait; an exception in this thread (a
+        KeyboardInterrupt) still ends and reaps the call before it propagates."""
+        ctl = self._ctl
+        if ctl is None or ctl.closed:
+            raise SandboxError("the sandbox backend is not started")
+        call = self._open(request)
+        deadline = call.started + request.limits.timeout_s
+        try:
+            try:
+                ctl.send_sync(call.spawn, call.theirs.fileno(), deadline)
+            finally:
+                call.theirs.close()
+            try:
+                call.terminal = self._converse_sync(call.channel, request, call.refusals, deadline)
+            except FrameError as exc:
+                call.frame_error = exc
+                ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
+            call.exit_report = ctl.wait_for_sync(call.call_id, deadline)
+        except DeadlinePassed:
+            call.timed_out = True
+        finally:
+            call.channel.close()
+            if call.exit_report is None:
+                until = time.monotonic() + _EXIT_WAIT_S
+                kill = {"type": "kill", "id": call.call_id, "grace_s": self._grace_s}
+                try:
+                    ctl.send_sync(kill, None, until)
+                    call.exit_report = ctl.wait_for_sync(call.call_id, until)
+                except DeadlinePassed:
+                    pass  # as run(): the outcome says what is known
+        return self._conclude(call, request.limits)
+
+    def _conclude(self, call: _Call, limits: Limits) -> ExecOutcome:
+        usage = call_usage(call.exit_report, call.started)
+        if call.timed_out:
             raise ToolTimeout(
                 f"the call exceeded its {limits.timeout_s:g} s timeout",
                 usage=usage,
                 limit_s=limits.timeout_s,
             )
-        if refusals and terminal is not None and terminal.get("type") == "error":
-            refused = refusals[-1]
+        terminal = call.terminal
+        if call.refusals and terminal is not None and terminal.get("type") == "error":
+            refused = call.refusals[-1]
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
-        result = self._outcome(terminal, frame_error, exit_report or {}, limits, usage)
+        result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
+
+    def _call_frame(self, request: ExecRequest) -> dict[str, Any]:
+        return {
+            "type": "call",
+            "arguments": request.arguments,
+            "broker": request.broker_requests is not None,
+            "options": self._call_options(request.spec),
+        }
+
+    def _call_options(self, spec: ToolSpec) -> dict[str, Any]:
+        """The call frame's options, the same for every call of a command (most tools have
+        none): built once, not per call."""
+        command = tuple(spec.command or ())
+        options = self._options.get(command)
+        if options is None:
+            options = {}
+            if command:
+                options["command"] = list(command)
+            if self._masks.hide:
+                # The file toolkit refuses a denied path it resolved to (through a symlink)
+                # with a clear error rather than the mask's empty content.
+                options["path_deny"] = list(self._masks.hide)
+            if len(self._options) >= _MAX_PLANS:
+                self._options.clear()
+            self._options[command] = options
+        return options
 
     async def _converse(
         self, call: CallChannel, request: ExecRequest, refusals: list[RuntimeToolError]
     ) -> dict[str, Any] | None:
-        options: dict[str, Any] = {}
-        if request.spec.command:
-            options["command"] = list(request.spec.command)
-        if self._masks.hide:
-            # The file toolkit refuses a denied path it resolved to (through a symlink) with
-            # a clear error rather than the mask's empty content.
-            options["path_deny"] = list(self._masks.hide)
-        await call.send(
-            {
-                "type": "call",
-                "arguments": request.arguments,
-                "broker": request.broker_requests is not None,
-                "options": options,
-            }
-        )
+        await call.send(self._call_frame(request))
         while True:
             frame = await call.receive()
-            if frame is None:
-                return None
-            kind = frame.get("type")
-            if kind in ("result", "error", "setup_error"):
+            if _is_terminal(frame):
                 return frame
-            if kind != "request":
-                raise FrameError(f"unexpected frame type {kind!r} from the child")
-            await call.send(await self._answer(frame, request, refusals))
+            assert frame is not None
+            reply = _reply_without_handler(frame, request)
+            if reply is None:
+                reply = await self._answer(frame, request, refusals)
+            await call.send(reply)
+
+    def _converse_sync(
+        self,
+        call: CallChannel,
+        request: ExecRequest,
+        refusals: list[RuntimeToolError],
+        deadline: float,
+    ) -> dict[str, Any] | None:
+        call.send_sync(self._call_frame(request), deadline)
+        while True:
+            frame = call.receive_sync(deadline)
+            if _is_terminal(frame):
+                return frame
+            assert frame is not None
+            reply = _reply_without_handler(frame, request)
+            if reply is None:
+                reply = self._answer_from_thread(frame, request, refusals, deadline)
+            call.send_sync(reply, deadline)
+
+    def _answer_from_thread(
+        self,
+        frame: dict[str, Any],
+        request: ExecRequest,
+        refusals: list[RuntimeToolError],
+        deadline: float,
+    ) -> dict[str, Any]:
+        """A broker request of a call run by :meth:`run_sync`: the handler (egress through
+        the gateway, ask_user) is async and belongs to the event loop, so it runs there,
+        bounded by the call's deadline as on the loop."""
+
+        async def bounded() -> dict[str, Any] | None:
+            with anyio.move_on_after(deadline - time.monotonic()):
+                return await self._answer(frame, request, refusals)
+            return None
+
+        try:
+            reply = anyio.from_thread.run(bounded, token=self._token)
+        except (anyio.RunFinishedError, concurrent.futures.CancelledError) as exc:
+            # The loop ended (or cancelled the task at its end: the broker is closing).
+            raise SandboxError("the broker's event loop has ended") from exc
+        if reply is None:
+            raise DeadlinePassed("a broker request outlived the call's timeout")
+        return reply
 
     @staticmethod
     async def _answer(
         frame: dict[str, Any], request: ExecRequest, refusals: list[RuntimeToolError]
     ) -> dict[str, Any]:
-        op, payload = frame.get("op"), frame.get("payload")
+        """The handler's reply (``_reply_without_handler`` said there is one to ask)."""
         handler = request.broker_requests
-        if handler is None:
-            return {
-                "type": "reply",
-                "ok": False,
-                "message": f"this call has no channel to the broker for {op!r}",
-            }
-        if not isinstance(op, str) or not isinstance(payload, dict):
-            return {"type": "reply", "ok": False, "message": "malformed broker request"}
+        assert handler is not None
         try:
-            value = await handler(op, payload)
+            value = await handler(frame["op"], frame["payload"])
         except RuntimeToolError as exc:
             # Kept on the broker side: if the tool then fails, this refusal (e.g. egress
             # denied by the policy) is the call's error, whatever the child claims.
@@ -437,128 +583,43 @@ class SandboxBackend:
             }
         return {"type": "reply", "ok": True, "value": value}
 
-    @staticmethod
-    def _usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
-        usage: dict[str, Any] = {"wall_ms": (time.monotonic() - started) * 1000.0}
-        if report:
-            for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
-                if report.get(key) is not None:
-                    usage[key] = report[key]
-        return usage
 
-    def _outcome(
-        self,
-        terminal: dict[str, Any] | None,
-        frame_error: FrameError | None,
-        report: dict[str, Any],
-        limits: Limits,
-        usage: dict[str, Any],
-    ) -> Any:
-        if report.get("type") == "spawn_failed":
-            raise SandboxError(
-                f"the sandbox could not start the call: {report.get('message')}", usage=usage
-            )
-        code, sig = report.get("code"), report.get("signal")
-        # Pid 1 reports a killed tool as 128 + signal number.
-        if sig is None and isinstance(code, int) and code > 128:
-            sig = code - 128
-        if terminal is not None and terminal.get("type") == "setup_error":
-            raise SandboxError(
-                f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
-                usage=usage,
-                phase=terminal.get("phase"),
-                errno=terminal.get("errno"),
-            )
-        if report.get("oom_kills"):
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                usage=usage,
-                limit="memory_mb",
-            )
-        if isinstance(frame_error, FrameTooLarge):
-            raise OutputTooLarge(
-                f"the result exceeded {limits.output_bytes} bytes",
-                usage=usage,
-                size=frame_error.size,
-                preview=None,
-            )
-        if terminal is not None and terminal.get("type") == "result":
-            return terminal.get("value")
-        if terminal is not None and terminal.get("type") == "error":
-            self._raise_tool_error(terminal, limits, usage)
-        # SIGXCPU comes only from RLIMIT_CPU's soft limit; SIGKILL from its hard limit (or an
-        # OOM kill, checked above). rusage is tick-sampled and may read below the limit the
-        # kernel enforced on exact runtime, hence the loose bound for SIGKILL.
-        if sig == signal.SIGXCPU or (
-            sig == signal.SIGKILL and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.5
-        ):
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.cpu_s} s CPU limit",
-                usage=usage,
-                limit="cpu_s",
-                signal=sig,
-            )
-        if sig == signal.SIGXFSZ:
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.fsize_mb} MiB file size limit",
-                usage=usage,
-                limit="fsize_mb",
-                signal=sig,
-            )
-        if frame_error is not None:
-            raise SandboxError(
-                f"the sandboxed tool sent an invalid frame: {frame_error}", usage=usage
-            )
-        if sig is not None:
-            raise SandboxError(
-                f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
-            )
-        if code == EXIT_SETUP:
-            raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
-        if code == EXIT_PROTOCOL:
-            raise SandboxError(
-                "the sandboxed tool lost its channel to the broker", usage=usage, exit_code=code
-            )
-        raise SandboxError(
-            f"the sandboxed tool exited with status {code} without a result",
-            usage=usage,
-            exit_code=code,
-        )
+def _loop_token() -> Any:
+    """The running event loop's anyio token, or None before anyio 4.11 (which added
+    ``current_token`` and ``from_thread.run(token=)``: without them, no ``run_sync``)."""
+    current_token = getattr(anyio.lowlevel, "current_token", None)
+    return current_token() if current_token is not None else None
 
-    @staticmethod
-    def _raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
-        kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
-        if kind == "typed":
-            # The child is hostile: its details are data for the result, kept flat and
-            # bounded, and never a keyword of ours ("usage").
-            details = _details(frame.get("details"))
-            try:
-                cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
-            except ValueError:
-                cls = ToolFailed
-            except KeyError:  # a type a child may not claim (policy_denied, …)
-                cls = ToolFailed
-            raise cls(message, usage=usage, **details)
-        if kind == "memory":
-            raise ResourceLimitExceeded(
-                f"the call exceeded its {limits.memory_mb} MiB memory limit",
-                usage=usage,
-                limit="memory_mb",
-            )
-        if kind == "output_too_large":
-            raise OutputTooLarge(
-                f"the result exceeded {limits.output_bytes} bytes",
-                usage=usage,
-                size=frame.get("size"),
-                preview=str(frame.get("preview", ""))[:1024],
-            )
-        if kind == "exception":
-            raise ToolFailed(
-                f"{frame.get('exc_type', 'Exception')}: {message}",
-                usage=usage,
-                exception=str(frame.get("exc_type", "")),
-            )
-        raise ToolFailed(message or f"tool error ({kind})", usage=usage)
+
+_TERMINAL = frozenset({"result", "error", "setup_error"})
+
+
+def _is_terminal(frame: dict[str, Any] | None) -> bool:
+    """True for the frame that ends the conversation (None is EOF); False for a broker
+    request; FrameError for anything else."""
+    if frame is None:
+        return True
+    kind = frame.get("type")
+    if kind in _TERMINAL:
+        return True
+    if kind != "request":
+        raise FrameError(f"unexpected frame type {kind!r} from the child")
+    return False
+
+
+def _reply_without_handler(frame: dict[str, Any], request: ExecRequest) -> dict[str, Any] | None:
+    """The reply to a broker request that needs no handler (none to ask, or a malformed
+    request), or None when the handler must answer."""
+    op, payload = frame.get("op"), frame.get("payload")
+    if request.broker_requests is None:
+        return {
+            "type": "reply",
+            "ok": False,
+            "message": f"this call has no channel to the broker for {op!r}",
+        }
+    if not isinstance(op, str) or not isinstance(payload, dict):
+        return {"type": "reply", "ok": False, "message": "malformed broker request"}
+    return None
 
 
 def _seccomp_programs() -> tuple[bytes, bytes]:
@@ -567,24 +628,3 @@ def _seccomp_programs() -> tuple[bytes, bytes]:
     from runtime.backends.sandbox import seccomp
 
     return seccomp.programs()
-
-
-#: Bounds on the details a tool attaches to its failure (the child is hostile: they are
-#: data for the result, never trusted, and must not swell it).
-_MAX_DETAILS = 16
-_MAX_DETAIL_CHARS = 1024
-
-
-def _details(raw: Any) -> dict[str, Any]:
-    """A tool's failure details (``reason``, ``path``…) kept if small, flat and JSON-safe."""
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[str, Any] = {}
-    for key, value in list(raw.items())[:_MAX_DETAILS]:
-        if not isinstance(key, str) or len(key) > 64 or key == "usage":
-            continue
-        if isinstance(value, str):
-            out[key] = value[:_MAX_DETAIL_CHARS]
-        elif value is None or isinstance(value, (bool, int, float)):
-            out[key] = value
-    return out

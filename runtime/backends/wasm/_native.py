@@ -17,8 +17,9 @@ Hazards:
 - ``dlopen`` runs the file's code in this process, so it is only loaded from a directory that
   is ours and writable by nobody else, from a file that is ours and not group/world-writable
   (the same rule as the compiled-module cache), checked on the open descriptor that is then
-  loaded (``/proc/self/fd``), so nothing can be swapped in between; anything else (no /proc
-  included) and the helper is not used.
+  loaded (``runtime._fsio.own_library``: through /proc under a name no other library of the
+  process has), so nothing can be swapped in between; anything else (no /proc included) and
+  the helper is not used.
 - Any failure to build, load or verify the helper (no compiler, a read-only cache, another
   wasmtime's layouts) leaves the backend on the ``GuestStore`` path, which has the same
   behaviour and errors; the backend's fingerprint then lists ``native_call`` as missing.
@@ -31,9 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import platform
-import stat
 import threading
 from ctypes import c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from runtime._fsio import private_dir
+from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
 from runtime.errors import SandboxError
@@ -326,17 +325,8 @@ def _digest() -> str:
 
 
 def _open_own_library(path: Path) -> ctypes.CDLL:
-    """dlopen exactly the file that was checked: opened without following a symlink, its
-    owner and mode checked on the open descriptor, then loaded through /proc/self/fd (so a
-    file swapped in after the check is never the one loaded)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise OSError(f"{path} is not ours alone; the native helper is not loaded")
-        return ctypes.CDLL(f"/proc/self/fd/{fd}")
-    finally:
-        os.close(fd)
+    """dlopen exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
+    return ctypes.CDLL(own_library(path, "the native helper"))
 
 
 def _compile(target: Path) -> None:
@@ -359,4 +349,8 @@ def load_native(cache_dir: Path) -> NativeCaller:
         target = out / "_native.so"
         if not target.exists():
             _compile(target)
-        return NativeCaller(_open_own_library(target))
+        lib = _open_own_library(target)
+        try:
+            return NativeCaller(lib)
+        except AttributeError as exc:  # a library without the helper's symbols
+            raise ImportError(f"{target} is not the native helper: {exc}") from exc

@@ -1,0 +1,1017 @@
+/* RFC 8785 (JCS) canonical JSON of Python objects, and the audit journal line and hash body
+ * parts of one record, for runtime/_speedups.py.
+ *
+ * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
+ * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
+ * same exception types. Hazards:
+ *
+ * - The values walked are caller data: every container is walked under
+ *   Py_EnterRecursiveCall and a hard depth cap (the C stack is not the interpreter's); items
+ *   are held by strong references while walked, because converting a subclass (int(x),
+ *   dict(x), list(x)) runs Python code that may mutate the container being walked.
+ * - Lone surrogates cannot be written as UTF-8. The Python walk builds the whole text first
+ *   and fails when encoding it, so a value that also holds a NaN raises the NaN's error: the
+ *   walk here only notes the surrogate and raises once the walk is done, in the same order.
+ * - No global mutable state: the rfc8785 exception classes live in the module state, and
+ *   every function holds the GIL throughout (it walks Python objects).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Containers deeper than this raise RecursionError and _canonical hands the value to the
+ * Python walk: the interpreter's recursion limit may have been raised past what the C stack
+ * of a thread holds (~400 bytes a level here). The default limit (1000) stops it first. */
+#define MAX_DEPTH 1000
+#define SAFE_INT 9007199254740991LL /* 2**53 - 1 */
+
+typedef struct {
+    PyObject *canon_error; /* rfc8785.CanonicalizationError */
+    PyObject *int_error;   /* rfc8785.IntegerDomainError */
+    PyObject *float_error; /* rfc8785.FloatDomainError */
+} mod_state;
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+    int bad_text; /* a lone surrogate was seen: raised after the walk */
+    int depth;
+    mod_state *st;
+    char small[1024];
+} out_t;
+
+static void out_init(out_t *o, mod_state *st) {
+    o->buf = o->small;
+    o->len = 0;
+    o->cap = (Py_ssize_t)sizeof(o->small);
+    o->bad_text = 0;
+    o->depth = 0;
+    o->st = st;
+}
+
+static void out_free(out_t *o) {
+    if (o->buf != o->small) {
+        PyMem_Free(o->buf);
+    }
+    o->buf = o->small;
+}
+
+static int out_grow(out_t *o, Py_ssize_t need) {
+    Py_ssize_t cap = o->cap;
+    if (need > PY_SSIZE_T_MAX - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < o->len + need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            cap = o->len + need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *nb;
+    if (o->buf == o->small) {
+        nb = PyMem_Malloc((size_t)cap);
+        if (nb != NULL) {
+            memcpy(nb, o->small, (size_t)o->len);
+        }
+    } else {
+        nb = PyMem_Realloc(o->buf, (size_t)cap);
+    }
+    if (nb == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = nb;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int out_reserve(out_t *o, Py_ssize_t n) {
+    return (o->cap - o->len >= n) ? 0 : out_grow(o, n);
+}
+
+static inline int out_put(out_t *o, const char *s, Py_ssize_t n) {
+    if (out_reserve(o, n) < 0) {
+        return -1;
+    }
+    memcpy(o->buf + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int out_char(out_t *o, char c) {
+    if (out_reserve(o, 1) < 0) {
+        return -1;
+    }
+    o->buf[o->len++] = c;
+    return 0;
+}
+
+/* ---- strings -------------------------------------------------------------------------- */
+
+/* 1 for the ASCII characters RFC 8785 §3.2.2.2 escapes: '"', '\\' and U+0000..U+001F. */
+static const unsigned char NEEDS_ESCAPE[128] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+/* The escape of an ASCII character that needs one; the buffer has room for 6 bytes. */
+static inline void put_escape(out_t *o, unsigned int c) {
+    static const char hex[] = "0123456789abcdef";
+    char *p = o->buf + o->len;
+    p[0] = '\\';
+    switch (c) {
+    case '"': p[1] = '"'; o->len += 2; return;
+    case '\\': p[1] = '\\'; o->len += 2; return;
+    case '\b': p[1] = 'b'; o->len += 2; return;
+    case '\f': p[1] = 'f'; o->len += 2; return;
+    case '\n': p[1] = 'n'; o->len += 2; return;
+    case '\r': p[1] = 'r'; o->len += 2; return;
+    case '\t': p[1] = 't'; o->len += 2; return;
+    default:
+        p[1] = 'u';
+        p[2] = '0';
+        p[3] = '0';
+        p[4] = hex[(c >> 4) & 0xf];
+        p[5] = hex[c & 0xf];
+        o->len += 6;
+        return;
+    }
+}
+
+/* Strings made by deprecated C APIs may not be "ready" (no kind/data yet) before 3.12. */
+static inline int str_ready(PyObject *s) {
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(s);
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+/* The characters of `s` (a str or a subclass), escaped, without the quotes. */
+static int put_str_body(out_t *o, PyObject *s) {
+    if (str_ready(s) < 0) {
+        return -1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *p = (const unsigned char *)data;
+        Py_ssize_t i = 0;
+        if (out_reserve(o, n) < 0) {
+            return -1;
+        }
+        while (i < n) {
+            Py_ssize_t j = i;
+            while (j < n && !NEEDS_ESCAPE[p[j]]) {
+                j++;
+            }
+            if (j > i) {
+                if (out_put(o, (const char *)p + i, j - i) < 0) {
+                    return -1;
+                }
+            }
+            if (j < n) {
+                if (out_reserve(o, 6) < 0) {
+                    return -1;
+                }
+                put_escape(o, p[j]);
+                j++;
+            }
+            i = j;
+        }
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (out_reserve(o, 6) < 0) {
+            return -1;
+        }
+        char *p = o->buf + o->len;
+        if (c < 0x80) {
+            if (NEEDS_ESCAPE[c]) {
+                put_escape(o, c);
+            } else {
+                p[0] = (char)c;
+                o->len += 1;
+            }
+        } else if (c < 0x800) {
+            p[0] = (char)(0xc0 | (c >> 6));
+            p[1] = (char)(0x80 | (c & 0x3f));
+            o->len += 2;
+        } else if (c < 0x10000) {
+            if (c >= 0xd800 && c <= 0xdfff) {
+                o->bad_text = 1; /* not UTF-8; raised after the walk */
+                continue;
+            }
+            p[0] = (char)(0xe0 | (c >> 12));
+            p[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+            p[2] = (char)(0x80 | (c & 0x3f));
+            o->len += 3;
+        } else {
+            p[0] = (char)(0xf0 | (c >> 18));
+            p[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+            p[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+            p[3] = (char)(0x80 | (c & 0x3f));
+            o->len += 4;
+        }
+    }
+    return 0;
+}
+
+static int put_str(out_t *o, PyObject *s) {
+    if (out_char(o, '"') < 0 || put_str_body(o, s) < 0) {
+        return -1;
+    }
+    return out_char(o, '"');
+}
+
+/* ---- numbers -------------------------------------------------------------------------- */
+
+/* raise cls(value), as the Python walk does: built now, so that an error inside the
+ * constructor (str() of a huge int refused by the digit limit) is the one raised. */
+static int raise_with(PyObject *cls, PyObject *value) {
+    PyObject *exc = PyObject_CallOneArg(cls, value);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return -1;
+}
+
+static int put_ll(out_t *o, long long v) {
+    char tmp[24];
+    char *end = tmp + sizeof(tmp);
+    char *p = end;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        *--p = '-';
+    }
+    return out_put(o, p, end - p);
+}
+
+/* An exact int. Returns 1 when it is outside ±(2**53 - 1) (nothing written), 0 when written. */
+static int put_safe_int(out_t *o, PyObject *v, int *err) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    *err = 0;
+    if (overflow != 0) {
+        return 1;
+    }
+    if (x == -1 && PyErr_Occurred()) {
+        *err = 1;
+        return 0;
+    }
+    if (x > SAFE_INT || x < -SAFE_INT) {
+        return 1;
+    }
+    if (put_ll(o, x) < 0) {
+        *err = 1;
+    }
+    return 0;
+}
+
+static int put_int(out_t *o, PyObject *v, int ijson) {
+    int err;
+    if (put_safe_int(o, v, &err) == 0) {
+        return err ? -1 : 0;
+    }
+    if (!ijson) {
+        return raise_with(o->st->int_error, v);
+    }
+    /* I-JSON: the decimal digits as a string (str() of an exact int is ASCII). */
+    PyObject *text = PyObject_Str(v);
+    if (text == NULL) {
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    int rc = -1;
+    if (s != NULL && out_reserve(o, n + 2) == 0) {
+        o->buf[o->len++] = '"';
+        memcpy(o->buf + o->len, s, (size_t)n);
+        o->len += n;
+        o->buf[o->len++] = '"';
+        rc = 0;
+    }
+    Py_DECREF(text);
+    return rc;
+}
+
+/* ECMAScript Number::toString of a finite non-zero double (RFC 8785 §3.2.2.3), from the
+ * shortest round-trip digits of repr(): the same digits, placed by ES's rules. */
+static int put_es_double(out_t *o, double x) {
+    if (x < 0) {
+        if (out_char(o, '-') < 0) {
+            return -1;
+        }
+        x = -x;
+    }
+    char *r = PyOS_double_to_string(x, 'r', 0, 0, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    /* r is "ddd", "ddd.ddd" or "d[.ddd]e±XX". Collect the digits and the place of the
+     * decimal point (value = 0.DIGITS * 10**point). */
+    char digits[32];
+    int k = 0;
+    int point = 0;
+    int seen_dot = 0;
+    int exp10 = 0;
+    const char *p = r;
+    for (; *p != '\0' && *p != 'e'; p++) {
+        if (*p == '.') {
+            seen_dot = 1;
+            continue;
+        }
+        if (k == 0 && *p == '0') { /* a leading zero: "0.0001" */
+            if (seen_dot) {
+                point--;
+            }
+            continue;
+        }
+        if (k < (int)sizeof(digits)) {
+            digits[k++] = *p;
+        }
+        if (!seen_dot) {
+            point++;
+        }
+    }
+    if (*p == 'e') {
+        exp10 = atoi(p + 1);
+    }
+    PyMem_Free(r);
+    while (k > 1 && digits[k - 1] == '0') {
+        k--; /* trailing zeros of an integral value: "100" */
+    }
+    int n = point + exp10;
+    char text[64];
+    int t = 0;
+    if (k <= n && n <= 21) {
+        memcpy(text, digits, (size_t)k);
+        t = k;
+        for (int i = k; i < n; i++) {
+            text[t++] = '0';
+        }
+    } else if (0 < n && n <= 21) {
+        memcpy(text, digits, (size_t)n);
+        t = n;
+        text[t++] = '.';
+        memcpy(text + t, digits + n, (size_t)(k - n));
+        t += k - n;
+    } else if (-6 < n && n <= 0) {
+        text[t++] = '0';
+        text[t++] = '.';
+        for (int i = 0; i < -n; i++) {
+            text[t++] = '0';
+        }
+        memcpy(text + t, digits, (size_t)k);
+        t += k;
+    } else {
+        int e = n - 1;
+        text[t++] = digits[0];
+        if (k > 1) {
+            text[t++] = '.';
+            memcpy(text + t, digits + 1, (size_t)(k - 1));
+            t += k - 1;
+        }
+        t += snprintf(text + t, sizeof(text) - (size_t)t, "e%c%d", e < 0 ? '-' : '+', abs(e));
+    }
+    return out_put(o, text, t);
+}
+
+static int put_float(out_t *o, PyObject *f) {
+    double x = PyFloat_AS_DOUBLE(f);
+    if (!isfinite(x)) {
+        return raise_with(o->st->float_error, f);
+    }
+    if (x == 0) {
+        return out_char(o, '0'); /* -0.0 too: JSON has one zero */
+    }
+    /* An integral value below 2**53 (prices, counts): every double within half a unit of it
+     * is itself, so its shortest digits are the integer's, and ES writes them out in full;
+     * skips the dtoa. (The bound comes first: the cast is undefined beyond long long.) */
+    if (fabs(x) < 9007199254740992.0 && x == (double)(long long)x) {
+        return put_ll(o, (long long)x);
+    }
+    return put_es_double(o, x);
+}
+
+/* ---- containers ----------------------------------------------------------------------- */
+
+static int walk(out_t *o, PyObject *obj, int ijson);
+
+typedef struct {
+    PyObject *key;
+    PyObject *value;
+} item_t;
+
+/* The next UTF-16 code unit of s at *i (with *low holding a pending low surrogate), or -1
+ * at the end. */
+static inline long utf16_next(int kind, const void *data, Py_ssize_t n, Py_ssize_t *i, long *low) {
+    if (*low >= 0) {
+        long u = *low;
+        *low = -1;
+        return u;
+    }
+    if (*i >= n) {
+        return -1;
+    }
+    Py_UCS4 c = PyUnicode_READ(kind, data, *i);
+    (*i)++;
+    if (c >= 0x10000) {
+        c -= 0x10000;
+        *low = (long)(0xdc00 | (c & 0x3ff));
+        return (long)(0xd800 | (c >> 10));
+    }
+    return (long)c;
+}
+
+/* RFC 8785 key order: UTF-16 code units. Code point order is the same unless a key holds a
+ * character outside the BMP (only 4-byte-kind strings do). Keys are distinct. */
+static int key_cmp(PyObject *a, PyObject *b) {
+    int ka = PyUnicode_KIND(a), kb = PyUnicode_KIND(b);
+    const void *da = PyUnicode_DATA(a), *db = PyUnicode_DATA(b);
+    Py_ssize_t na = PyUnicode_GET_LENGTH(a), nb = PyUnicode_GET_LENGTH(b);
+    if (ka == PyUnicode_1BYTE_KIND && kb == PyUnicode_1BYTE_KIND) {
+        int c = memcmp(da, db, (size_t)(na < nb ? na : nb));
+        if (c != 0) {
+            return c;
+        }
+        return na < nb ? -1 : (na > nb ? 1 : 0);
+    }
+    if (ka != PyUnicode_4BYTE_KIND && kb != PyUnicode_4BYTE_KIND) {
+        Py_ssize_t m = na < nb ? na : nb;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            Py_UCS4 x = PyUnicode_READ(ka, da, i), y = PyUnicode_READ(kb, db, i);
+            if (x != y) {
+                return x < y ? -1 : 1;
+            }
+        }
+        return na < nb ? -1 : (na > nb ? 1 : 0);
+    }
+    Py_ssize_t i = 0, j = 0;
+    long la = -1, lb = -1;
+    for (;;) {
+        long x = utf16_next(ka, da, na, &i, &la);
+        long y = utf16_next(kb, db, nb, &j, &lb);
+        if (x != y) {
+            return x < y ? -1 : 1; /* -1 (the end) sorts first */
+        }
+        if (x < 0) {
+            return 0;
+        }
+    }
+}
+
+static int item_cmp(const void *a, const void *b) {
+    return key_cmp(((const item_t *)a)->key, ((const item_t *)b)->key);
+}
+
+static int walk_dict(out_t *o, PyObject *d, int ijson) {
+    Py_ssize_t n = PyDict_GET_SIZE(d);
+    if (n == 0) {
+        return out_put(o, "{}", 2);
+    }
+    /* Keys are checked before any value is walked, as the Python walk does. */
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k)) {
+            PyErr_SetString(o->st->canon_error, "object keys must be strings");
+            return -1;
+        }
+        if (str_ready(k) < 0) { /* key_cmp reads kind and data and cannot fail */
+            return -1;
+        }
+    }
+    item_t stack_items[8];
+    item_t *items = stack_items;
+    if (n > 8) {
+        items = PyMem_Malloc(sizeof(item_t) * (size_t)n);
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t m = 0;
+    pos = 0;
+    while (m < n && PyDict_Next(d, &pos, &k, &v)) {
+        Py_INCREF(k);
+        Py_INCREF(v);
+        items[m].key = k;
+        items[m].value = v;
+        m++;
+    }
+    if (m <= 16) {
+        for (Py_ssize_t i = 1; i < m; i++) {
+            item_t cur = items[i];
+            Py_ssize_t j = i;
+            while (j > 0 && key_cmp(items[j - 1].key, cur.key) > 0) {
+                items[j] = items[j - 1];
+                j--;
+            }
+            items[j] = cur;
+        }
+    } else {
+        qsort(items, (size_t)m, sizeof(item_t), item_cmp);
+    }
+    int rc = out_char(o, '{');
+    for (Py_ssize_t i = 0; rc == 0 && i < m; i++) {
+        if (i > 0 && out_char(o, ',') < 0) {
+            rc = -1;
+            break;
+        }
+        if (put_str(o, items[i].key) < 0 || out_char(o, ':') < 0 ||
+            walk(o, items[i].value, ijson) < 0) {
+            rc = -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_DECREF(items[i].key);
+        Py_DECREF(items[i].value);
+    }
+    if (items != stack_items) {
+        PyMem_Free(items);
+    }
+    return rc == 0 ? out_char(o, '}') : -1;
+}
+
+static int walk_seq(out_t *o, PyObject *seq, int ijson) {
+    if (out_char(o, '[') < 0) {
+        return -1;
+    }
+    int is_list = PyList_Check(seq);
+    for (Py_ssize_t i = 0;; i++) {
+        /* The size is read again each time: walking an item may run code that shrinks it. */
+        Py_ssize_t n = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+        if (i >= n) {
+            break;
+        }
+        PyObject *item = is_list ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
+        if (i > 0 && out_char(o, ',') < 0) {
+            return -1;
+        }
+        Py_INCREF(item);
+        int rc = walk(o, item, ijson);
+        Py_DECREF(item);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return out_char(o, ']');
+}
+
+static int walk_container(out_t *o, PyObject *obj, int ijson, int is_dict) {
+    if (o->depth >= MAX_DEPTH) {
+        PyErr_SetString(PyExc_RecursionError, "maximum nesting depth exceeded in canonical JSON");
+        return -1;
+    }
+    if (Py_EnterRecursiveCall(" in canonical JSON")) {
+        return -1;
+    }
+    o->depth++;
+    int rc = is_dict ? walk_dict(o, obj, ijson) : walk_seq(o, obj, ijson);
+    o->depth--;
+    Py_LeaveRecursiveCall();
+    return rc;
+}
+
+/* A subclass converted to its base type (int(x), float(x), dict(x), list(x)), then walked. */
+static int walk_converted(out_t *o, PyObject *converted, int ijson) {
+    if (converted == NULL) {
+        return -1;
+    }
+    int rc = walk(o, converted, ijson);
+    Py_DECREF(converted);
+    return rc;
+}
+
+static int walk(out_t *o, PyObject *obj, int ijson) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyUnicode_Type) {
+        return put_str(o, obj);
+    }
+    if (t == &PyDict_Type) {
+        return walk_container(o, obj, ijson, 1);
+    }
+    if (obj == Py_None) {
+        return out_put(o, "null", 4);
+    }
+    if (t == &PyBool_Type) {
+        return obj == Py_True ? out_put(o, "true", 4) : out_put(o, "false", 5);
+    }
+    if (t == &PyLong_Type) {
+        return put_int(o, obj, ijson);
+    }
+    if (t == &PyFloat_Type) {
+        return put_float(o, obj);
+    }
+    if (t == &PyList_Type || t == &PyTuple_Type) {
+        return walk_container(o, obj, ijson, 0);
+    }
+    /* Subclasses (StrEnum, IntEnum, OrderedDict...) as their base JSON type; bool cannot be
+     * subclassed, so it was handled above. */
+    if (PyUnicode_Check(obj)) {
+        return put_str(o, obj);
+    }
+    if (PyLong_Check(obj)) {
+        return walk_converted(o, PyNumber_Long(obj), ijson);
+    }
+    if (PyFloat_Check(obj)) {
+        PyObject *f = PyNumber_Float(obj);
+        if (f == NULL) {
+            return -1;
+        }
+        int rc = PyFloat_Check(f) ? put_float(o, f) : walk(o, f, ijson);
+        Py_DECREF(f);
+        return rc;
+    }
+    if (PyDict_Check(obj)) {
+        return walk_converted(o, PyObject_CallOneArg((PyObject *)&PyDict_Type, obj), ijson);
+    }
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        return walk_converted(o, PySequence_List(obj), ijson);
+    }
+    PyObject *name = PyType_GetName(t);
+    if (name != NULL) {
+        PyErr_Format(o->st->canon_error, "unsupported type: %U", name);
+        Py_DECREF(name);
+    }
+    return -1;
+}
+
+static mod_state *state_of(PyObject *module) {
+    return (mod_state *)PyModule_GetState(module);
+}
+
+static int finish_check(out_t *o) {
+    if (o->bad_text) {
+        PyErr_SetString(o->st->canon_error, "input contains non-UTF-8 codepoints");
+        return -1;
+    }
+    return 0;
+}
+
+/* canonical(obj, ijson, /) -> bytes */
+static PyObject *canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "canonical(obj, ijson) takes 2 arguments");
+        return NULL;
+    }
+    int ijson = PyObject_IsTrue(args[1]);
+    if (ijson < 0) {
+        return NULL;
+    }
+    out_t o;
+    out_init(&o, state_of(module));
+    PyObject *res = NULL;
+    if (walk(&o, args[0], ijson) == 0 && finish_check(&o) == 0) {
+        res = PyBytes_FromStringAndSize(o.buf, o.len);
+    }
+    out_free(&o);
+    return res;
+}
+
+/* canonical_text(obj, ijson, /) -> str: canonical(obj, ijson).decode() in one step. */
+static PyObject *canonical_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "canonical_text(obj, ijson) takes 2 arguments");
+        return NULL;
+    }
+    int ijson = PyObject_IsTrue(args[1]);
+    if (ijson < 0) {
+        return NULL;
+    }
+    out_t o;
+    out_init(&o, state_of(module));
+    PyObject *res = NULL;
+    if (walk(&o, args[0], ijson) == 0 && finish_check(&o) == 0) {
+        res = PyUnicode_DecodeUTF8(o.buf, o.len, "strict");
+    }
+    out_free(&o);
+    return res;
+}
+
+/* ---- audit records -------------------------------------------------------------------- */
+
+/* Why: each audit record is written as a journal line and hashed from its body parts
+ * (runtime/audit/_journal.py encode_line, _record.py body_parts); the two Python versions
+ * cost ~7 µs per small record, ~15 µs with 1 KiB of arguments, twice per call. These build
+ * all four byte strings in one pass over the fields. Anything outside the shapes AuditLog
+ * writes (a type other than str/None in a text column, a non-finite float, an integer
+ * outside ±(2**53 - 1), a lone surrogate) returns None: the Python code then produces the
+ * same bytes or raises its own error. */
+
+enum {
+    F_KIND,
+    F_CALL_ID,
+    F_TIME,
+    F_TOOL,
+    F_ARGS_DIGEST,
+    F_ARGS,
+    F_DECISION,
+    F_BACKEND,
+    F_SANDBOX,
+    F_OUTCOME,
+    F_ERROR_TYPE,
+    F_DURATION,
+    F_USAGE,
+    F_RESULT_DIGEST,
+    F_RESULT_SIZE,
+    N_FIELDS
+};
+
+/* 1 when the journal line can be written here: str (any), None, exact int, finite float. */
+static int line_value(out_t *o, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        return put_str(o, v) < 0 ? -1 : 1;
+    }
+    if (v == Py_None) {
+        return out_put(o, "null", 4) < 0 ? -1 : 1;
+    }
+    if (t == &PyLong_Type) {
+        int err;
+        if (put_safe_int(o, v, &err) == 0) {
+            return err ? -1 : 1;
+        }
+        PyObject *text = PyObject_Repr(v); /* int.__repr__, as the stdlib encoder writes */
+        if (text == NULL) {
+            return -1;
+        }
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(text, &n);
+        int rc = (u == NULL || out_put(o, u, n) < 0) ? -1 : 1;
+        Py_DECREF(text);
+        return rc;
+    }
+    if (t == &PyFloat_Type) {
+        double x = PyFloat_AS_DOUBLE(v);
+        if (!isfinite(x)) {
+            return 0; /* the stdlib encoder's ValueError */
+        }
+        char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__ */
+        if (r == NULL) {
+            return -1;
+        }
+        int rc = out_put(o, r, (Py_ssize_t)strlen(r)) < 0 ? -1 : 1;
+        PyMem_Free(r);
+        return rc;
+    }
+    return 0;
+}
+
+/* A text column of the body: a JSON string or null. */
+static int body_text(out_t *o, PyObject *v) {
+    if (v == Py_None) {
+        return out_put(o, "null", 4) < 0 ? -1 : 1;
+    }
+    if (Py_TYPE(v) == &PyUnicode_Type) {
+        return put_str(o, v) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+/* A JSON column of the body: its stored (canonical) text as is, or null. */
+static int body_raw(out_t *o, PyObject *v) {
+    if (v == Py_None) {
+        return out_put(o, "null", 4) < 0 ? -1 : 1;
+    }
+    if (Py_TYPE(v) != &PyUnicode_Type) {
+        return 0;
+    }
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+    if (u == NULL) {
+        PyErr_Clear(); /* a lone surrogate: the Python code raises its own error */
+        return 0;
+    }
+    return out_put(o, u, n) < 0 ? -1 : 1;
+}
+
+static int body_key(out_t *o, const char *key) {
+    return out_put(o, key, (Py_ssize_t)strlen(key)) < 0 ? -1 : 1;
+}
+
+/* Evaluates one step; leaves the function with its status unless it wrote. */
+#define STEP(expr)                                                                             \
+    do {                                                                                       \
+        int step_rc = (expr);                                                                  \
+        if (step_rc <= 0) {                                                                    \
+            return step_rc;                                                                    \
+        }                                                                                      \
+    } while (0)
+
+static int record_line(out_t *o, PyObject *const *f) {
+    STEP(out_char(o, '[') < 0 ? -1 : 1);
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (i > 0) {
+            STEP(out_char(o, ',') < 0 ? -1 : 1);
+        }
+        STEP(line_value(o, f[i]));
+    }
+    STEP(out_put(o, "]\n", 2) < 0 ? -1 : 1);
+    return o->bad_text ? 0 : 1;
+}
+
+/* The body before prev_hash, between prev_hash and seq, and after seq (_record.BodyParts). */
+static int record_pre(out_t *o, PyObject *const *f) {
+    STEP(body_key(o, "{\"arguments\":"));
+    STEP(body_raw(o, f[F_ARGS]));
+    STEP(body_key(o, ",\"arguments_digest\":"));
+    STEP(body_text(o, f[F_ARGS_DIGEST]));
+    STEP(body_key(o, ",\"backend\":"));
+    STEP(body_text(o, f[F_BACKEND]));
+    STEP(body_key(o, ",\"call_id\":"));
+    STEP(body_text(o, f[F_CALL_ID]));
+    STEP(body_key(o, ",\"decision\":"));
+    STEP(body_raw(o, f[F_DECISION]));
+    STEP(body_key(o, ",\"duration_ms\":"));
+    PyObject *d = f[F_DURATION];
+    if (d == Py_None) {
+        STEP(body_key(o, "null"));
+    } else if (Py_TYPE(d) == &PyFloat_Type && isfinite(PyFloat_AS_DOUBLE(d))) {
+        STEP(put_float(o, d) < 0 ? -1 : 1);
+    } else {
+        return 0;
+    }
+    STEP(body_key(o, ",\"error_type\":"));
+    STEP(body_text(o, f[F_ERROR_TYPE]));
+    STEP(body_key(o, ",\"kind\":"));
+    STEP(body_text(o, f[F_KIND]));
+    STEP(body_key(o, ",\"outcome\":"));
+    STEP(body_text(o, f[F_OUTCOME]));
+    STEP(body_key(o, ",\"prev_hash\":\""));
+    return 1;
+}
+
+static int record_mid(out_t *o, PyObject *const *f) {
+    STEP(body_key(o, "\",\"result_digest\":"));
+    STEP(body_text(o, f[F_RESULT_DIGEST]));
+    STEP(body_key(o, ",\"result_size\":"));
+    PyObject *n = f[F_RESULT_SIZE];
+    if (n == Py_None) {
+        STEP(body_key(o, "null"));
+    } else if (Py_TYPE(n) == &PyLong_Type) {
+        int err;
+        if (put_safe_int(o, n, &err) != 0) {
+            return 0; /* beyond 2**53 - 1: the Python code raises IntegerDomainError */
+        }
+        if (err) {
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    STEP(body_key(o, ",\"sandbox\":"));
+    STEP(body_raw(o, f[F_SANDBOX]));
+    STEP(body_key(o, ",\"seq\":"));
+    return 1;
+}
+
+static int record_post(out_t *o, PyObject *const *f) {
+    STEP(body_key(o, ",\"time\":"));
+    STEP(body_text(o, f[F_TIME]));
+    STEP(body_key(o, ",\"tool\":"));
+    STEP(body_text(o, f[F_TOOL]));
+    STEP(body_key(o, ",\"usage\":"));
+    STEP(body_raw(o, f[F_USAGE]));
+    STEP(out_char(o, '}') < 0 ? -1 : 1);
+    return 1;
+}
+
+#undef STEP
+
+/* record(fields, /) -> (line, pre, mid, post) | None, for a 15-field journal tuple. */
+static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "record(fields) takes one tuple");
+        return NULL;
+    }
+    PyObject *fields = args[0];
+    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+        Py_RETURN_NONE;
+    }
+    PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
+    /* kind, call_id, time and tool must be text in the body (AuditLog checked the first
+     * three; a None there takes the Python code, as its fast path does). */
+    if (Py_TYPE(f[F_KIND]) != &PyUnicode_Type || Py_TYPE(f[F_CALL_ID]) != &PyUnicode_Type ||
+        Py_TYPE(f[F_TIME]) != &PyUnicode_Type || Py_TYPE(f[F_TOOL]) != &PyUnicode_Type) {
+        Py_RETURN_NONE;
+    }
+    mod_state *st = state_of(module);
+    out_t o;
+    out_init(&o, st);
+    PyObject *res = NULL;
+    Py_ssize_t cuts[4];
+    int rc = record_line(&o, f);
+    if (rc > 0) {
+        cuts[0] = o.len;
+        rc = record_pre(&o, f);
+    }
+    if (rc > 0) {
+        cuts[1] = o.len;
+        rc = record_mid(&o, f);
+    }
+    if (rc > 0) {
+        cuts[2] = o.len;
+        rc = record_post(&o, f);
+        cuts[3] = o.len;
+    }
+    if (rc > 0 && o.bad_text) {
+        rc = 0;
+    }
+    if (rc > 0) {
+        res = Py_BuildValue("(y#y#y#y#)", o.buf, cuts[0], o.buf + cuts[0], cuts[1] - cuts[0],
+                            o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
+                            cuts[3] - cuts[2]);
+    } else if (rc == 0) {
+        res = Py_NewRef(Py_None);
+    }
+    out_free(&o);
+    return res;
+}
+
+/* ---- module --------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL,
+     "canonical(obj, ijson, /) -> bytes: RFC 8785 canonical JSON (UTF-8)."},
+    {"canonical_text", (PyCFunction)(void (*)(void))canonical_text, METH_FASTCALL,
+     "canonical_text(obj, ijson, /) -> str: the same as text."},
+    {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
+     "record(fields, /) -> (line, pre, mid, post) | None: an audit record's journal line and "
+     "body parts."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int mod_exec(PyObject *module) {
+    mod_state *st = state_of(module);
+    PyObject *rfc = PyImport_ImportModule("rfc8785");
+    if (rfc == NULL) {
+        return -1;
+    }
+    st->canon_error = PyObject_GetAttrString(rfc, "CanonicalizationError");
+    st->int_error = PyObject_GetAttrString(rfc, "IntegerDomainError");
+    st->float_error = PyObject_GetAttrString(rfc, "FloatDomainError");
+    Py_DECREF(rfc);
+    if (st->canon_error == NULL || st->int_error == NULL || st->float_error == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+static int mod_traverse(PyObject *module, visitproc visit, void *arg) {
+    mod_state *st = state_of(module);
+    Py_VISIT(st->canon_error);
+    Py_VISIT(st->int_error);
+    Py_VISIT(st->float_error);
+    return 0;
+}
+
+static int mod_clear(PyObject *module) {
+    mod_state *st = state_of(module);
+    Py_CLEAR(st->canon_error);
+    Py_CLEAR(st->int_error);
+    Py_CLEAR(st->float_error);
+    return 0;
+}
+
+static void mod_free(void *module) {
+    mod_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)mod_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_rt_speedups",
+    .m_doc = "RFC 8785 canonical JSON and audit record encoding (runtime/_speedups.py).",
+    .m_size = sizeof(mod_state),
+    .m_methods = methods,
+    .m_slots = slots,
+    .m_traverse = mod_traverse,
+    .m_clear = mod_clear,
+    .m_free = mod_free,
+};
+
+PyMODINIT_FUNC PyInit__rt_speedups(void) {
+    return PyModuleDef_Init(&moduledef);
+}

@@ -1,0 +1,170 @@
+"""The C accelerator (``_speedups.c``): RFC 8785 canonical JSON, built for this interpreter.
+
+Why: the audit log serialises every call's arguments and result canonically; the Python walk
+in :mod:`runtime.audit._canonical` costs ~100 µs on a 1 KiB document, twice the broker's whole
+per-call budget (DESIGN §10). The C walk produces the same bytes and raises the same errors;
+the Python walk stays as the fallback and as the reference the differential tests compare with.
+
+The extension is compiled on first use with the pinned ``ziglang`` (already needed for the
+wasm guests) against the running interpreter's headers, into the user's cache, keyed by a
+digest of its source, the interpreter's version and ABI, the compiler version and the flags.
+
+Hazards:
+
+- Loading an extension runs its code in this process, so it is only loaded from a directory
+  that is ours and writable by nobody else, from a file that is ours and not group- or
+  world-writable, checked on the open descriptor that is then loaded (``/proc/<pid>/fd``), so
+  nothing can be swapped in between (the rule of the wasm native helper, ``_native.py``).
+- Any failure (no headers, no compiler, a cache that is not private, no /proc) leaves the
+  pure-Python code in use, which has the same behaviour; :func:`status` says why, and
+  ``runtime doctor`` prints it. ``RUNTIME_PURE_PYTHON=1`` forces the pure path.
+- Every process imports the audit package (``import runtime`` does), sandbox children
+  included: nothing is built or loaded at import, only at the first canonical encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import platform
+import sys
+import sysconfig
+import tempfile
+import threading
+from importlib.metadata import version
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from runtime._fsio import own_library, private_dir
+from runtime._zigcc import zig_cc
+from runtime.errors import SandboxError
+
+__all__ = ["PURE_ENV", "build_and_load", "module", "status"]
+
+#: Set to a non-empty value other than ``0``, the pure-Python code is used.
+PURE_ENV = "RUNTIME_PURE_PYTHON"
+_SOURCE = Path(__file__).with_name("_speedups.c")
+_NAME = "_rt_speedups"
+CFLAGS = (
+    "-O2",
+    "-shared",
+    "-fPIC",
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-unused-parameter",  # CPython's own headers and the METH_FASTCALL signature
+    "-fno-strict-aliasing",  # as CPython itself is built: PyObject casts
+    # No libc of zig's own to link: the few libc functions used (memcpy, qsort, snprintf...)
+    # bind at load time to the interpreter's, like its Python symbols. Cuts a cold first
+    # build (zig would first build its glibc stubs) from ~10 s to ~1 s: the first encoding
+    # of a process waits for it.
+    "-nostdlib",
+)
+_lock = threading.Lock()
+# The one loaded module (or None) and why not, once decided; guarded by _lock.
+_state: dict[str, Any] = {"decided": False, "module": None, "error": None}
+
+
+def _forced_pure() -> bool:
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
+def _cache_root() -> Path:
+    """``$XDG_CACHE_HOME/runtime/speedups`` or ``~/.cache/…``; else a private dir in /tmp
+    (a system user may have no home). Raises OSError when neither is private."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    root = Path(base) / "runtime" / "speedups"
+    if private_dir(root):
+        return root
+    # Each level checked: whoever owned runtime-<uid> could swap what lies under it.
+    tmp_root = Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}"
+    if private_dir(tmp_root) and private_dir(tmp_root / "speedups"):
+        return tmp_root / "speedups"
+    raise OSError(f"no private cache directory for the C accelerator (tried {root})")
+
+
+def _ext_suffix() -> str:
+    return str(sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+
+
+def _digest() -> str:
+    h = hashlib.sha256()
+    h.update(
+        f"zig {version('ziglang')} {' '.join(CFLAGS)} {platform.machine()}\n"
+        f"python {sys.version} {sys.implementation.cache_tag} {sys.abiflags} {_ext_suffix()}\n"
+        f"{sysconfig.get_paths()['include']}\n".encode()
+    )
+    h.update(_SOURCE.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _compile(target: Path, include: Path, zig_cache: Path) -> None:
+    if not (include / "Python.h").is_file():
+        raise OSError(f"the interpreter's headers are not installed ({include}/Python.h)")
+    cache = str(zig_cache)
+    env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": cache, "ZIG_LOCAL_CACHE_DIR": cache}
+    try:
+        zig_cc(
+            [_SOURCE], (*CFLAGS, "-I", str(include)), target,
+            what="the C accelerator", env=env, mode=0o700,
+        )  # fmt: skip
+    except SandboxError as exc:
+        stderr = exc.details.get("stderr")
+        raise OSError(f"{exc.message}: {stderr[-2000:]}" if stderr else exc.message) from exc
+
+
+def _load_own(path: Path) -> ModuleType:
+    """Import exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
+    fd_path = own_library(path, "the C accelerator")
+    name = f"runtime.{_NAME}"
+    loader = importlib.machinery.ExtensionFileLoader(name, fd_path)
+    spec = importlib.util.spec_from_file_location(name, fd_path, loader=loader)
+    if spec is None:  # pragma: no cover - only for paths without a known loader
+        raise ImportError(f"no import spec for {path}")
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def build_and_load(cache_dir: Path | None = None, *, include: Path | None = None) -> ModuleType:
+    """Build (once per digest) and load the extension from ``cache_dir/<digest>/``.
+
+    Raises OSError (no headers or compiler, a cache that is not private, a file that is not
+    ours) or ImportError (a file that is not a loadable extension)."""
+    root = cache_dir if cache_dir is not None else _cache_root()
+    out = root / _digest()
+    if not (private_dir(root) and private_dir(out)):
+        raise OSError(f"{out} is not a private directory; the C accelerator is not loaded")
+    target = out / f"{_NAME}{_ext_suffix()}"
+    if not target.exists():
+        headers = include if include is not None else Path(sysconfig.get_paths()["include"])
+        _compile(target, headers, root / "zig-cache")
+    return _load_own(target)
+
+
+def module() -> ModuleType | None:
+    """The loaded extension, built on the first call; None when forced pure or when it cannot
+    be built or loaded (:func:`status` says why). Decided once per process."""
+    if _state["decided"]:
+        return _state["module"]  # type: ignore[no-any-return]
+    with _lock:
+        if not _state["decided"]:
+            if _forced_pure():
+                _state["error"] = f"disabled by {PURE_ENV}"
+            else:
+                try:
+                    _state["module"] = build_and_load()
+                except (OSError, ImportError) as exc:
+                    _state["error"] = f"{type(exc).__name__}: {exc}"
+            _state["decided"] = True
+    return _state["module"]  # type: ignore[no-any-return]
+
+
+def status() -> dict[str, Any]:
+    """``{"loaded": bool, "error": str | None}`` for ``runtime doctor`` (builds if needed)."""
+    mod = module()
+    return {"loaded": mod is not None, "error": _state["error"]}

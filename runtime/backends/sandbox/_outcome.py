@@ -1,0 +1,170 @@
+"""How a sandboxed call ended, as the broker reports it: the exit report, the child's last
+frame and any frame error become a result or a typed :mod:`runtime.errors` exception.
+
+The child is hostile: its frames are data, bounded here (messages, details), and the error
+types it may claim are limited to ``CHILD_ERROR_TYPES``. The zygote's exit report is trusted.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.errors import (
+    CHILD_ERROR_TYPES,
+    ErrorType,
+    OutputTooLarge,
+    ResourceLimitExceeded,
+    SandboxError,
+    ToolFailed,
+)
+from runtime.frames import FrameError, FrameTooLarge
+from runtime.models import Limits
+
+__all__ = ["details", "outcome", "raise_tool_error", "usage"]
+
+
+def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
+    """The call's usage: its wall time since ``started`` (monotonic) and what the zygote
+    measured of its processes."""
+    out: dict[str, Any] = {"wall_ms": (time.monotonic() - started) * 1000.0}
+    if report:
+        for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
+            if report.get(key) is not None:
+                out[key] = report[key]
+    return out
+
+
+def outcome(
+    terminal: dict[str, Any] | None,
+    frame_error: FrameError | None,
+    report: dict[str, Any],
+    limits: Limits,
+    usage: dict[str, Any],
+) -> Any:
+    if report.get("type") == "spawn_failed":
+        raise SandboxError(
+            f"the sandbox could not start the call: {report.get('message')}", usage=usage
+        )
+    code, sig = report.get("code"), report.get("signal")
+    # Pid 1 reports a killed tool as 128 + signal number.
+    if sig is None and isinstance(code, int) and code > 128:
+        sig = code - 128
+    if terminal is not None and terminal.get("type") == "setup_error":
+        raise SandboxError(
+            f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
+            usage=usage,
+            phase=terminal.get("phase"),
+            errno=terminal.get("errno"),
+        )
+    if report.get("oom_kills"):
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.memory_mb} MiB memory limit",
+            usage=usage,
+            limit="memory_mb",
+        )
+    if isinstance(frame_error, FrameTooLarge):
+        raise OutputTooLarge(
+            f"the result exceeded {limits.output_bytes} bytes",
+            usage=usage,
+            size=frame_error.size,
+            preview=None,
+        )
+    if terminal is not None and terminal.get("type") == "result":
+        return terminal.get("value")
+    if terminal is not None and terminal.get("type") == "error":
+        raise_tool_error(terminal, limits, usage)
+    # SIGXCPU comes only from RLIMIT_CPU's soft limit; SIGKILL from its hard limit (or an
+    # OOM kill, checked above). rusage is tick-sampled and may read below the limit the
+    # kernel enforced on exact runtime, hence the loose bound for SIGKILL.
+    if sig == signal.SIGXCPU or (
+        sig == signal.SIGKILL and usage.get("cpu_ms", 0) >= limits.cpu_s * 1000 * 0.5
+    ):
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.cpu_s} s CPU limit",
+            usage=usage,
+            limit="cpu_s",
+            signal=sig,
+        )
+    if sig == signal.SIGXFSZ:
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.fsize_mb} MiB file size limit",
+            usage=usage,
+            limit="fsize_mb",
+            signal=sig,
+        )
+    if frame_error is not None:
+        raise SandboxError(f"the sandboxed tool sent an invalid frame: {frame_error}", usage=usage)
+    if sig is not None:
+        raise SandboxError(
+            f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
+        )
+    if code == EXIT_SETUP:
+        raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
+    if code == EXIT_PROTOCOL:
+        raise SandboxError(
+            "the sandboxed tool lost its channel to the broker", usage=usage, exit_code=code
+        )
+    raise SandboxError(
+        f"the sandboxed tool exited with status {code} without a result",
+        usage=usage,
+        exit_code=code,
+    )
+
+
+def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
+    kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
+    if kind == "typed":
+        # The child is hostile: its details are data for the result, kept flat and
+        # bounded, and never a keyword of ours ("usage").
+        bounded = details(frame.get("details"))
+        try:
+            cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
+        except ValueError:
+            cls = ToolFailed
+        except KeyError:  # a type a child may not claim (policy_denied, …)
+            cls = ToolFailed
+        raise cls(message, usage=usage, **bounded)
+    if kind == "memory":
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.memory_mb} MiB memory limit",
+            usage=usage,
+            limit="memory_mb",
+        )
+    if kind == "output_too_large":
+        raise OutputTooLarge(
+            f"the result exceeded {limits.output_bytes} bytes",
+            usage=usage,
+            size=frame.get("size"),
+            preview=str(frame.get("preview", ""))[:1024],
+        )
+    if kind == "exception":
+        raise ToolFailed(
+            f"{frame.get('exc_type', 'Exception')}: {message}",
+            usage=usage,
+            exception=str(frame.get("exc_type", "")),
+        )
+    raise ToolFailed(message or f"tool error ({kind})", usage=usage)
+
+
+#: Bounds on the details a tool attaches to its failure (the child is hostile: they are
+#: data for the result, never trusted, and must not swell it).
+_MAX_DETAILS = 16
+_MAX_DETAIL_CHARS = 1024
+
+
+def details(raw: Any) -> dict[str, Any]:
+    """A tool's failure details (``reason``, ``path``…) kept if small, flat and JSON-safe."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in list(raw.items())[:_MAX_DETAILS]:
+        if not isinstance(key, str) or len(key) > 64 or key == "usage":
+            continue
+        if isinstance(value, str):
+            out[key] = value[:_MAX_DETAIL_CHARS]
+        elif value is None or isinstance(value, (bool, int, float)):
+            out[key] = value
+    return out

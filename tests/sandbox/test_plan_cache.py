@@ -1,0 +1,101 @@
+"""The spawn plan and call options built once per profile equal what each call would build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.base import ExecRequest
+from runtime.backends.sandbox import SandboxBackend
+from runtime.backends.sandbox.masks import MaskSpec
+from runtime.models import WorkspaceAccess
+from tests.sandbox.helpers import PROBE_NONE, PROBE_RO, PROBE_RW, READ_FILE, SHELL, request
+
+
+def _reference_plan(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]:
+    """The plan as it was built for every call before it was cached."""
+    needs = req.spec.sandbox
+    access = needs.workspace
+    workspace = str(req.workspace.resolve()) if access != WorkspaceAccess.NONE else None
+    masks = backend._masks
+    return {
+        "call_id": req.call_id,
+        "workspace": workspace,
+        "access": str(access),
+        "exec": bool(needs.exec),
+        "limits": req.limits.model_dump(),
+        "env": dict(req.env),
+        "masks": masks.as_plan() if masks else {},
+    }
+
+
+def _reference_options(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if req.spec.command:
+        options["command"] = list(req.spec.command)
+    if backend._masks.hide:
+        options["path_deny"] = list(backend._masks.hide)
+    return options
+
+
+@pytest.mark.parametrize("masks", [None, MaskSpec(hide=("**/.env",), readonly=("*.lock",))])
+def test_cached_plans_equal_per_call_plans(tmp_path: Path, masks: MaskSpec | None) -> None:
+    backend = SandboxBackend(masks=masks)
+    other = tmp_path / "other"
+    other.mkdir()
+    cases = [
+        request(READ_FILE, tmp_path, {"path": "a"}),
+        request(PROBE_RW, tmp_path, {}),
+        request(PROBE_RO, tmp_path, {}),
+        request(PROBE_NONE, tmp_path, {}),
+        request(SHELL, tmp_path, {"command": "true"}),
+        request(READ_FILE, tmp_path, {"path": "a"}, timeout_s=3.0),
+        request(READ_FILE, tmp_path, {"path": "a"}, memory_mb=128, output_bytes=4096),
+        request(READ_FILE, other, {"path": "a"}),
+    ]
+    for _ in range(2):  # the second round is served from the cache
+        for i, req in enumerate(cases):
+            req.call_id = f"call_{i}"
+            req.env = {"N": str(i)}
+            assert backend._plan(req) == _reference_plan(backend, req)
+            assert backend._call_options(req.spec) == _reference_options(backend, req)
+    # read_file and probe_ro are one profile (read-only, no exec, the same limits).
+    assert len(backend._plans) == len(cases) - 1
+
+
+def test_the_plan_follows_limits_changed_in_place(tmp_path: Path) -> None:
+    backend = SandboxBackend()
+    req = request(READ_FILE, tmp_path, {"path": "a"})
+    assert backend._plan(req)["limits"]["memory_mb"] == req.limits.memory_mb
+    req.limits.memory_mb = 99  # Limits is a mutable model: the key is its values
+    assert backend._plan(req)["limits"]["memory_mb"] == 99
+
+
+def test_a_plans_env_is_the_calls_own_copy(tmp_path: Path) -> None:
+    backend = SandboxBackend()
+    req = request(READ_FILE, tmp_path, {"path": "a"})
+    plan = backend._plan(req)
+    req.env["LATER"] = "1"
+    assert "LATER" not in plan["env"]
+    assert backend._plan(req)["env"]["LATER"] == "1"
+
+
+def test_the_workspace_is_resolved_once_per_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = SandboxBackend()
+    resolved: list[Path] = []
+    real = Path.resolve
+
+    def counting(self: Path, strict: bool = False) -> Path:
+        resolved.append(self)
+        return real(self, strict)
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    for _ in range(3):
+        backend._plan(request(READ_FILE, tmp_path, {"path": "a"}))
+    assert resolved == [tmp_path]
+    backend._plan(request(PROBE_RW, tmp_path, {}))  # another profile: its own entry
+    assert resolved == [tmp_path, tmp_path]
