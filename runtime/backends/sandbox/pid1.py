@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from runtime._fsio import private_dir
+from runtime._fsio import library_path, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -155,10 +155,9 @@ def load_sigexit(pid1_path: str) -> Callable[[], int]:
     path = str(Path(pid1_path).with_name(SIGEXIT_NAME))
     fd = load(path, "runtime-sigexit")
     try:
-        # Hazard: dlopen returns an already loaded library of the same *name*, so a
-        # "/proc/self/fd/N" another loader used before (the wasm native helper does) would
-        # hand back that library. The pid's own form is not what that loader uses.
-        lib = ctypes.CDLL(f"/proc/{os.getpid()}/fd/{fd}")
+        # Hazard: dlopen returns an already loaded library of the same *name*: the name
+        # must be this file's alone (``library_path`` keeps a duplicate of it open).
+        lib = ctypes.CDLL(library_path(fd))
         install = lib.runtime_sigexit_install
     except (OSError, AttributeError) as exc:
         raise OSError(f"cannot load {path}: {exc}") from exc
