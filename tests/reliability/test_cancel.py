@@ -15,6 +15,7 @@ from runtime.broker import Broker
 from runtime.catalogue import Catalogue
 from runtime.models import BackendKind, ToolResult
 from tests.reliability.conftest import POLICY, TOOLS
+from tests.sandbox.helpers import call_processes
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
@@ -43,11 +44,13 @@ def _zygote(broker: Broker) -> psutil.Process:
 
 
 async def _wait_sandboxes(zygote: psutil.Process, calls: int) -> list[psutil.Process]:
-    """The processes of ``calls`` running calls (pid 1 and the tool each), once all exist."""
+    """The processes of ``calls`` running calls, once each call's pid 1 exists (with pool=0
+    every child of the zygote is a call's pid 1; ``nap`` runs no programs, so its call is
+    that one process: the tool is pid 1)."""
     with anyio.fail_after(60):
         while True:
-            tree = zygote.children(recursive=True)
-            if len(tree) >= 2 * calls:
+            tree = call_processes(zygote.pid)
+            if sum(1 for p in tree if p.ppid() == zygote.pid) >= calls:
                 return tree
             await anyio.sleep(0.02)
 
@@ -75,7 +78,7 @@ def test_cancel_scope_kills_the_sandbox_and_records_cancelled(workspace: Path, b
                     scope.cancel()
             assert results == []  # the cancellation propagated out of broker.call
             assert _alive(tree) == []
-            assert zygote.children(recursive=True) == []
+            assert call_processes(zygote.pid) == []
             last = broker.audit.tail(2)
             assert [r.kind for r in last] == ["request", "completion"]
             assert last[1].tool == "nap" and last[1].outcome == "cancelled"

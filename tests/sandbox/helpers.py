@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from runtime.backends.base import ExecOutcome, ExecRequest
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
@@ -27,11 +29,32 @@ def spec(name: str, entry: str, workspace: str = "rw", exec_: bool = False) -> T
 PROBE_RW = spec("probe", "probe:run", "rw")
 PROBE_RO = spec("probe_ro", "probe:run", "ro")
 PROBE_NONE = spec("probe_none", "probe:run", "none")
+#: The probe as a tool that may run programs: its call keeps the reaper (pid1.c is pid 1,
+#: the tool pid 2); PROBE_RW's call is one process, the tool being pid 1.
+PROBE_EXEC = spec("probe_exec", "probe:run", "rw", exec_=True)
 SHELL = spec("shell", "shell:run", "rw", exec_=True)
 READ_FILE = spec("read_file", "files:read_file", "ro")
 WRITE_FILE = spec("write_file", "files:write_file", "rw")
 LIST_FILES = spec("list_files", "files:list_files", "ro")
-ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, PROBE_EXEC, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+
+
+#: The fork-server's cloner (``zygote.CLONER_NAME``): it lives as long as the zygote.
+CLONER = "runtime-cloner"
+
+
+def call_processes(zygote_pid: int) -> list[psutil.Process]:
+    """Every process under the zygote but its cloner (part of the fork-server itself):
+    the calls' and the spares' processes (each renames itself ``runtime-call`` first)."""
+    procs = []
+    for proc in psutil.Process(zygote_pid).children(recursive=True):
+        try:
+            if proc.name() == CLONER and proc.ppid() == zygote_pid:
+                continue
+        except psutil.NoSuchProcess:
+            continue  # gone: not left behind
+        procs.append(proc)
+    return procs
 
 
 def request(

@@ -21,6 +21,7 @@ from runtime.errors import (
 )
 from tests.sandbox.helpers import (
     LIST_FILES,
+    PROBE_EXEC,
     PROBE_NONE,
     PROBE_RO,
     PROBE_RW,
@@ -28,6 +29,7 @@ from tests.sandbox.helpers import (
     SHELL,
     WRITE_FILE,
     call,
+    call_processes,
     one,
     request,
     run_with_backend,
@@ -116,8 +118,15 @@ def test_no_workspace_means_no_workspace(workspace: Path) -> None:
 
 
 def test_identity_inside(workspace: Path) -> None:
-    res = one(PROBE_RW, workspace, action="identity")
+    res = one(PROBE_EXEC, workspace, action="identity")
     assert res == {"uid": 1000, "gid": 1000, "pid": 2, "ppid": 1, "hostname": "sandbox"}
+
+
+def test_identity_inside_a_single_process_call(workspace: Path) -> None:
+    # A tool that runs no programs is its call's pid 1; its parent (the zygote) is outside
+    # the call's pid namespace, so it has no pid there.
+    res = one(PROBE_RW, workspace, action="identity")
+    assert res == {"uid": 1000, "gid": 1000, "pid": 1, "ppid": 0, "hostname": "sandbox"}
 
 
 def test_environment_is_the_policy_environment_only(workspace: Path) -> None:
@@ -256,7 +265,7 @@ def test_usage_is_reported(workspace: Path) -> None:
 
 
 def _leftovers(zygote_pid: int) -> list[psutil.Process]:
-    return psutil.Process(zygote_pid).children(recursive=True)
+    return call_processes(zygote_pid)
 
 
 def test_concurrent_calls_and_nothing_left_behind(workspace: Path) -> None:
@@ -347,7 +356,7 @@ def test_spares_serve_one_call_each_and_die_with_the_backend(workspace: Path) ->
     first, second, third, spares = run_with_backend(fn, pool=4)
     assert first == {"ok": True}
     assert second["ok"] is False  # the previous call's /tmp is gone with its child
-    assert third["pid"] == 2
+    assert third["pid"] == 1  # a fresh pid namespace: the tool is its pid 1
     assert spares  # a spare is waiting for the next call of this profile...
     gone = [p for p in spares if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert gone == []  # ...and is killed when the backend closes

@@ -20,13 +20,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psutil
 import pytest
 
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1, zygote
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.errors import SandboxError
-from tests.sandbox.helpers import PROBE_RW, call, run_with_backend
+from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, call_processes, run_with_backend
 
 pytestmark = pytest.mark.sandbox
 
@@ -58,7 +59,7 @@ def test_namespaces_are_owned_by_the_sandbox_uid_and_the_zygote_stays_root(
         await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
         zygote = psutil.Process(backend.zygote_pid)
-        procs = zygote.children(recursive=True)
+        procs = call_processes(backend.zygote_pid)
         assert procs
         own_ns = os.readlink("/proc/self/ns/user")
         seen = []
@@ -75,6 +76,52 @@ def test_namespaces_are_owned_by_the_sandbox_uid_and_the_zygote_stays_root(
         assert gids == {SANDBOX_UID if os.geteuid() == 0 else os.getegid()}
     assert zyg_uids == {os.geteuid()}  # the clone's borrowed effective uid was given back
     assert zyg_gids == {os.getegid()}
+
+
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
+
+
+def _seccomp_on(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        return "Seccomp:\t2" in f.read()
+
+
+def test_every_namespace_of_a_call_is_owned_by_its_user_namespace(workspace: Path) -> None:
+    # The clone makes the user and pid namespaces, the call's pid 1 unshares the others:
+    # each must be new and owned by the call's user namespace, as if the clone made them.
+    def inspect(pid: int, zygote: int) -> list[tuple[str, bool, bool]]:
+        user = os.stat(f"/proc/{pid}/ns/user").st_ino
+        seen = []
+        for ns in ("mnt", "net", "ipc", "uts", "pid"):
+            fd = os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                owner_fd = fcntl.ioctl(fd, NS_GET_USERNS)
+            finally:
+                os.close(fd)
+            try:
+                owner = os.fstat(owner_fd).st_ino
+            finally:
+                os.close(owner_fd)
+            ours = os.stat(f"/proc/{pid}/ns/{ns}").st_ino
+            seen.append((ns, owner == user, ours != os.stat(f"/proc/{zygote}/ns/{ns}").st_ino))
+        return seen
+
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, PROBE_RW, workspace, action="identity")
+        assert backend.zygote_pid is not None
+        zygote = backend.zygote_pid
+        # The spare waiting for the next call; it may still be setting up: wait (bounded)
+        # for its seccomp filter, the last step of its set-up.
+        (spare,) = call_processes(zygote)
+        with anyio.fail_after(20):
+            while True:
+                if _seccomp_on(spare.pid):
+                    return inspect(spare.pid, zygote)
+                await anyio.sleep(0.02)
+
+    seen = run_with_backend(fn, pool=2)
+    assert len(seen) == 5
+    assert all(owned and fresh for _ns, owned, fresh in seen), seen
 
 
 def test_clone_is_fork_with_namespaces() -> None:
@@ -144,12 +191,13 @@ def test_pid1_load_refuses_a_non_elf(tmp_path: Path) -> None:
 
 
 def test_the_calls_pid1_is_the_tiny_reaper_and_hides_its_proc_entries(workspace: Path) -> None:
+    # A tool that may run programs keeps the reaper (a Python-only one is pid 1 itself).
     async def fn(backend: SandboxBackend) -> Any:
         assert "pid1" not in backend.load_errors
-        comm = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/comm")
-        root = await call(backend, PROBE_RW, workspace, action="listdir", path="/proc/1/root")
-        environ = await call(backend, PROBE_RW, workspace, action="read", path="/proc/1/environ")
-        ident = await call(backend, PROBE_RW, workspace, action="identity")
+        comm = await call(backend, PROBE_EXEC, workspace, action="read", path="/proc/1/comm")
+        root = await call(backend, PROBE_EXEC, workspace, action="listdir", path="/proc/1/root")
+        environ = await call(backend, PROBE_EXEC, workspace, action="read", path="/proc/1/environ")
+        ident = await call(backend, PROBE_EXEC, workspace, action="identity")
         return comm.result, root.result, environ.result, ident.result
 
     comm, root, environ, ident = run_with_backend(fn)

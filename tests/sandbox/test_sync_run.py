@@ -23,7 +23,7 @@ from runtime.backends.sandbox import SandboxBackend
 from runtime.backends.sandbox._channels import CallChannel
 from runtime.broker import SyncBroker
 from runtime.errors import OutputTooLarge, PolicyDenied, SandboxError, ToolFailed, ToolTimeout
-from tests.sandbox.helpers import ALL, PROBE_RW, READ_FILE, SHELL, request
+from tests.sandbox.helpers import ALL, PROBE_RW, READ_FILE, SHELL, call_processes, request
 
 pytestmark = pytest.mark.sandbox
 
@@ -47,7 +47,8 @@ def _sync(backend: SandboxBackend, tool: Any, workspace: Path, **arguments: Any)
 
 def _leftovers(backend: SandboxBackend) -> list[psutil.Process]:
     assert backend.zygote_pid is not None
-    return psutil.Process(backend.zygote_pid).children(recursive=True)
+    # Not the fork-server's cloner: it lives as long as the zygote (zygote.CLONER_NAME).
+    return call_processes(backend.zygote_pid)
 
 
 def test_sync_and_async_runs_give_the_same_result(workspace: Path) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "CLONE_NEWUTS",
+    "CLONE_PARENT",
     "MNT_DETACH",
     "MOUNT_ATTR_IDMAP",
     "MOUNT_ATTR_NODEV",
@@ -52,6 +53,7 @@ __all__ = [
     "pivot_root",
     "prctl",
     "seccomp_load_bpf",
+    "set_name",
     "syscall",
     "umount2",
     "unshare",
@@ -59,6 +61,7 @@ __all__ = [
 
 SUPPORTED = platform.machine() == "x86_64" and os.uname().sysname == "Linux"
 
+CLONE_PARENT = 0x00008000  # the child's parent is the caller's parent
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
@@ -209,6 +212,12 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, a2: int = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
     return _check(_libc.prctl(option, a2, a3, a4, a5), f"prctl {option}")
+
+
+def set_name(name: bytes) -> None:
+    """PR_SET_NAME: the process's name (``comm``, 15 bytes) as listings show it."""
+    buf = ctypes.create_string_buffer(name[:15])
+    _check(_libc.prctl(15, ctypes.addressof(buf), 0, 0, 0), "prctl(PR_SET_NAME)")
 
 
 def get_pdeathsig() -> int:

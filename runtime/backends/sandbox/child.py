@@ -1,14 +1,26 @@
 """The per-call child: one linear set-up, phase by phase, then the tool. Runs after a clone.
 
-Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model)::
+Process tree of one call (bubblewrap's ``main`` → ``setup_newroot`` is the model), for a
+tool that runs programs (``plan.exec``)::
 
-    zygote ── I  pid 1 of the call's namespaces (one raw clone with every namespace flag):
-              │  maps ids, drops to the sandbox uid, forks T, execs pid1.c (the reaper)
+    zygote ── I  pid 1 of the call's namespaces (one raw clone making its user and pid
+              │  namespaces): maps ids, drops to the sandbox uid, unshares the mount, net,
+              │  ipc and uts namespaces, forks T, execs pid1.c (the reaper)
               └── T  the new root, pivot_root, then no_new_privs, rlimits, Landlock,
                      seccomp LAST, then the tool
 
-Two copies of the zygote per call, not three: the zygote clones I straight into new
-namespaces (``_linux.clone``), so no process outside has to unshare and then fork pid 1.
+and for a Python tool that runs no programs, one copy of the zygote per call::
+
+    zygote ── I  pid 1 of the call's namespaces, and the tool process itself: the same
+                 steps as I, then T's, without the fork and the exec
+
+The single process needs no reaper for what it may fork: its orphans are its own children
+(zombies until it exits, bounded by the pids cgroup and RLIMIT_NPROC), and its exit, being
+pid 1's, makes the kernel SIGKILL the rest of the namespace before the zygote can reap it.
+Being init it would drop the signals it has no handler for (the zygote's SIGTERM, a self
+sent SIGSEGV, RLIMIT_CPU's SIGXCPU): ``sigexit.c`` handles each fatal one by exiting with
+128 + its number, as pid1.c reports a killed tool. Without that library every call keeps
+the reaper.
 
 Any failing step sends one ``setup_error`` frame naming the phase and errno on the call
 socket and exits with :data:`EXIT_SETUP`: set-up never limps on with half a wall. Nothing in
@@ -44,6 +56,7 @@ if TYPE_CHECKING:
     from runtime.models import Limits
 
 __all__ = [
+    "CALL_NAME",
     "EXIT_PROTOCOL",
     "EXIT_SETUP",
     "PID1_ARGV0",
@@ -53,6 +66,8 @@ __all__ = [
     "clone_flags",
     "python_trees",
     "run_call",
+    "single_process",
+    "unshare_flags",
 ]
 
 #: Exit code after a ``setup_error`` frame was sent.
@@ -62,6 +77,8 @@ EXIT_PROTOCOL = 126
 
 SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
+#: A call's process name (``comm``) until it runs a program (pid1.c or the tool's own).
+CALL_NAME = b"runtime-call"
 #: The tiny pid 1's command line starts with this (process listings tell it from a tool's).
 PID1_ARGV0 = "runtime.backends.sandbox.pid1"
 # Signal calls on the set-up path go to ``_signal``, the C module under ``signal``: the
@@ -85,6 +102,11 @@ class ChildConfig:
     state_dirs: tuple[str, ...] = (".runtime",)
     disable: frozenset[str] = frozenset()
     pid1_fd: int = -1  # sealed memfd of the tiny pid 1 (``pid1.c``), -1 if not built
+    #: ``sigexit.c``'s installer (``pid1.load_sigexit``), None if not built: then a Python
+    #: tool that is pid 1 could not die of a signal, and every call keeps a reaper.
+    sigexit: Callable[[], int] | None = None
+    #: ``pid1.self_kill_filter()``: loaded by a tool that is pid 1, beside the main filter.
+    bpf_self_kill: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,15 +174,28 @@ def _close_all_but(keep: set[int]) -> None:
 
 
 def clone_flags(disable: frozenset[str]) -> int:
-    """The namespaces of a call: user first (it owns the others), mount, pid, net, ipc, uts.
+    """The namespaces the zygote's clone makes: user (it owns the others, and must be made
+    with the sandbox uid as the effective uid) and pid (the child must be its pid 1). The
+    rest are the child's own ``unshare`` (``unshare_flags``).
 
     ("userns" is off only in best_effort mode on a host without user namespaces: then there
     are no namespaces at all and the remaining walls are Landlock and seccomp.)"""
     if "userns" in disable:
         return 0
-    flags = _linux.CLONE_NEWUSER | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+    return _linux.CLONE_NEWUSER | (0 if "pidns" in disable else _linux.CLONE_NEWPID)
+
+
+def unshare_flags(disable: frozenset[str]) -> int:
+    """The namespaces pid 1 makes itself, first thing: mount, net, ipc, uts. Owned by the
+    call's user namespace exactly as if the clone had made them (a namespace is owned by
+    its creator's user namespace). Why not in the clone: creating a network namespace can
+    wait for the kernel's lock shared with the teardown of the previous call's (measured:
+    ~3 ms of wall for ~0.3 ms of CPU), and in the zygote that wait held up every reap and
+    message; in the child it is off the zygote's loop (a spare pays it before its call)."""
+    if "userns" in disable:
+        return 0
+    flags = _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
     flags |= 0 if "mountns" in disable else _linux.CLONE_NEWNS
-    flags |= 0 if "pidns" in disable else _linux.CLONE_NEWPID
     flags |= 0 if "netns" in disable else _linux.CLONE_NEWNET
     return flags
 
@@ -183,6 +218,18 @@ def python_trees() -> dict[str, int]:
     return fds
 
 
+def single_process(cfg: ChildConfig, plan: CallPlan) -> bool:
+    """Whether the call's pid 1 is the tool process itself (one copy of the zygote per call).
+
+    Tools that run programs keep the reaper: a shell's jobs and their orphans must be
+    collected while the shell waits on its own children. A tool that would be pid 1 needs
+    ``sigexit`` (or there is no pid namespace, and it is not init)."""
+    if plan.exec:
+        return False
+    init = "userns" not in cfg.disable and "pidns" not in cfg.disable
+    return cfg.sigexit is not None or not init
+
+
 def run_call(
     cfg: ChildConfig,
     plan: CallPlan,
@@ -193,9 +240,10 @@ def run_call(
     py_fds: Mapping[str, int],
     cgroup_procs: tuple[str, ...],
 ) -> NoReturn:
-    """I: pid 1 of the call's namespaces, cloned by the zygote with every namespace flag
-    (``clone_flags``). Maps ids, builds the new root, forks the tool, then reaps. Never
-    returns.
+    """I: pid 1 of the call's namespaces, cloned by the zygote into new user and pid
+    namespaces (``clone_flags``). Maps ids, makes the other namespaces (``unshare_flags``),
+    then either forks the tool and reaps, or (``single_process``)
+    goes on to be the tool itself. Never returns.
 
     ``tool`` is the function to run, or — for a pre-forked spare — every loaded tool: the
     spare then completes every step, seccomp included, and waits on ``call_fd`` (its
@@ -211,6 +259,8 @@ def run_call(
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
         with Phase("fds"):
+            # Not the name of the process it was cloned from (the cloner's).
+            _linux.set_name(CALL_NAME)
             signal.set_wakeup_fd(-1)
             for sig in (
                 signal.SIGCHLD,
@@ -246,11 +296,25 @@ def run_call(
             # Changing ids clears both; the zygote dying must end the call.
             _linux.prctl(4, 1)
             _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        with Phase("unshare"):
+            # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
+            # no capability over them: ours are only in the call's user namespace).
+            flags = unshare_flags(off)
+            if flags:
+                _linux.unshare(flags)
+        with Phase("session"):
+            # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
+            # by the tool reach only the call's own processes (without Landlock's signal
+            # scope, test-only, other calls run as the same host uid and share that group).
+            os.setsid()
         with Phase("cgroup"):
             # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
             # "0" is this process (a pid would be read in its new pid namespace).
             for procs in cgroup_procs:
                 write(procs, "0")
+        if single_process(cfg, plan):
+            # One copy per call: this process is the tool (its set-up is T's, below).
+            _call_process(cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds)
         with Phase("fork_tool"):
             # Blocked until the reaper takes them: a SIGTERM from the zygote may come at any
             # time, and pid 1 would silently drop it while it has no handler. The tool
@@ -307,14 +371,22 @@ def _call_process(
     py_fds: Mapping[str, int],
     exec_fd: int = -1,
 ) -> NoReturn:
-    """T, part one: the new root (pid 2 of the call's pid namespace, with every capability
-    in its user namespace: it mounts /proc of that pid namespace) and the host name; then
-    the walls (``_tool``). Pivoting moves pid 1's root too: it shares the mount namespace."""
+    """T, part one: the new root (pid 2 of the call's pid namespace, or pid 1 itself for a
+    single-process call; with every capability in its user namespace: it mounts /proc of
+    that pid namespace) and the host name; then the walls (``_tool``). Pivoting moves pid
+    1's root too: it shares the mount namespace."""
     off = cfg.disable
     _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
         with Phase("tool_pdeathsig"):
             _linux.prctl(1, signal.SIGKILL)
+        if cfg.sigexit is not None and os.getpid() == 1:
+            with Phase("sigexit"):
+                # This process is init: without a handler it would drop the zygote's
+                # SIGTERM and every self-sent fatal signal (``sigexit.c``).
+                err = cfg.sigexit()
+                if err < 0:
+                    raise OSError(-err, os.strerror(-err))
         ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
         limits = ChildLimits.from_dict(plan.limits)
         workspace = WORKSPACE
@@ -438,6 +510,10 @@ def _tool(
         with Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)
+            if cfg.bpf_self_kill and cfg.sigexit is not None and os.getpid() == 1:
+                # Not a wall (it only turns a dropped self-SIGKILL into an exit), so it is
+                # loaded whatever the test-only switches say.
+                _linux.seccomp_load_bpf(cfg.bpf_self_kill)
     except SetupFailed as exc:
         _fail(call_fd, exc)
     call_id = plan.call_id

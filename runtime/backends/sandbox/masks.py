@@ -46,6 +46,7 @@ __all__ = [
     "MaskTarget",
     "Signature",
     "apply",
+    "compile_spec",
     "find",
     "signature",
 ]
@@ -196,6 +197,12 @@ def _matcher(spec: MaskSpec) -> _Matcher:
 
 def _refuse(code: int, message: str) -> OSError:
     return OSError(code, message)
+
+
+def compile_spec(spec: MaskSpec) -> None:
+    """Compile ``spec``'s globs into the cache (a fork-server does it once: every process
+    it forks inherits the compiled matcher)."""
+    _matcher(spec)
 
 
 def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:

@@ -7,24 +7,47 @@ sandbox uid needs no path to the cache to execute it.
 
 A missing compiler or a failed build is not fatal: the call's Python pid 1 then stays
 alive as the reaper (slower: its address space is torn down at the end of each call).
+
+The same build makes ``sigexit.so`` beside it (``SIGEXIT_SOURCE``): the fatal-signal handler
+of a tool process that is itself pid 1 (``child.py``, one copy per call). The zygote maps it
+once from a sealed memfd (``load_sigexit``); without it every call keeps a reaper.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import os
+import signal
+import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
-from runtime._fsio import private_dir
+from runtime._fsio import library_path, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
-__all__ = ["CFLAGS", "SOURCE", "build", "cache_dir", "load"]
+__all__ = [
+    "CFLAGS",
+    "SIGEXIT_CFLAGS",
+    "SIGEXIT_NAME",
+    "SIGEXIT_SOURCE",
+    "SOURCE",
+    "build",
+    "cache_dir",
+    "load",
+    "load_sigexit",
+    "self_kill_filter",
+]
 
 SOURCE = Path(__file__).with_name("pid1.c")
+SIGEXIT_SOURCE = Path(__file__).with_name("sigexit.c")
+#: Built beside ``pid1`` in the same digest directory.
+SIGEXIT_NAME = "sigexit.so"
 CFLAGS = (
     "-target",
     "x86_64-linux-none",
@@ -39,6 +62,11 @@ CFLAGS = (
     "-Wextra",
     "-Werror",
     "-Wl,--strip-all",
+)
+SIGEXIT_CFLAGS = (
+    *(flag for flag in CFLAGS if flag != "-static"),
+    "-shared",
+    "-fPIC",
 )
 _lock = threading.Lock()
 _MFD_CLOEXEC = 0x1
@@ -73,34 +101,40 @@ def _digest() -> str:
     h = hashlib.sha256()
     h.update(f"zig {version('ziglang')} {' '.join(CFLAGS)}\n".encode())
     h.update(SOURCE.read_bytes())
+    h.update(f"{' '.join(SIGEXIT_CFLAGS)}\n".encode())
+    h.update(SIGEXIT_SOURCE.read_bytes())
     return h.hexdigest()[:16]
 
 
 def build(out_dir: Path | None = None) -> Path:
-    """The built binary's path (compiled now unless an up-to-date one exists)."""
+    """The built binary's path (compiled now unless an up-to-date one exists); the
+    fatal-signal library ``SIGEXIT_NAME`` is built beside it."""
     root = out_dir if out_dir is not None else cache_dir()
     out = root / _digest()
     target = out / "pid1"
     with _lock:
-        if target.is_file():
+        sigexit = out / SIGEXIT_NAME
+        if target.is_file() and sigexit.is_file():
             return target
         out.mkdir(parents=True, exist_ok=True, mode=0o700)
         zig_cache = str(root / "zig-cache")
         env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache}
+        # The library first: pid1 appearing is what says the directory is complete.
+        zig_cc([SIGEXIT_SOURCE], SIGEXIT_CFLAGS, sigexit, what="the sandbox's sigexit", env=env)
         zig_cc([SOURCE], CFLAGS, target, what="the sandbox's pid1", env=env)
     return target
 
 
-def load(path: str) -> int:
+def load(path: str, name: str = "runtime-pid1") -> int:
     """A sealed, executable memfd holding the binary at ``path`` (close-on-exec)."""
     with open(path, "rb") as f:
         data = f.read()
     if not data.startswith(b"\x7fELF"):
         raise OSError(f"{path} is not an ELF binary")
     try:
-        fd = os.memfd_create("runtime-pid1", _MFD_CLOEXEC | _MFD_ALLOW_SEALING | _MFD_EXEC)
+        fd = os.memfd_create(name, _MFD_CLOEXEC | _MFD_ALLOW_SEALING | _MFD_EXEC)
     except OSError:
-        fd = os.memfd_create("runtime-pid1", _MFD_CLOEXEC | _MFD_ALLOW_SEALING)
+        fd = os.memfd_create(name, _MFD_CLOEXEC | _MFD_ALLOW_SEALING)
     try:
         view = memoryview(data)
         while view:
@@ -111,3 +145,79 @@ def load(path: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def load_sigexit(pid1_path: str) -> Callable[[], int]:
+    """Map the ``sigexit.so`` built beside ``pid1_path`` (through a sealed memfd: what is
+    mapped cannot change under us) and return its installer: it sets the exit-with-128+n
+    handler for every fatal signal of the calling process and returns 0 or -errno. OSError
+    if the library is missing or will not load."""
+    path = str(Path(pid1_path).with_name(SIGEXIT_NAME))
+    fd = load(path, "runtime-sigexit")
+    try:
+        # Hazard: dlopen returns an already loaded library of the same *name*: the name
+        # must be this file's alone (``library_path`` keeps a duplicate of it open).
+        lib = ctypes.CDLL(library_path(fd))
+        install = lib.runtime_sigexit_install
+    except (OSError, AttributeError) as exc:
+        raise OSError(f"cannot load {path}: {exc}") from exc
+    finally:
+        os.close(fd)  # the mapping keeps the file
+    install.restype = ctypes.c_long
+    install.argtypes = []
+    return cast("Callable[[], int]", install)
+
+
+# Classic BPF for seccomp (linux/filter.h, linux/seccomp.h), x86_64 only.
+_LD_ABS_W = 0x20
+_JEQ_K = 0x15
+_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_TRAP = 0x00030000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_NR_KILL, _NR_RT_SIGQUEUEINFO, _NR_TKILL, _NR_TGKILL = 62, 129, 200, 234
+
+
+def _arg_lo(index: int) -> int:
+    """Offset of the low 32 bits of argument ``index`` in ``struct seccomp_data``: the
+    kernel reads these arguments as ``int`` (pid_t, signal number)."""
+    return 16 + 8 * index
+
+
+def self_kill_filter() -> bytes:
+    """A second seccomp filter for a tool that is its call's pid 1: a SIGKILL it sends
+    itself — ``kill(1 or 0, SIGKILL)``, ``tkill(1, …)``, ``tgkill(1, …)``,
+    ``rt_sigqueueinfo(1, …)`` — is trapped (SIGSYS with data 9), and ``sigexit.c`` exits
+    with 137, as if it had been killed. The kernel would drop it: an init cannot be killed
+    from inside its own pid namespace. Everything else is allowed here (the call's main
+    filter decides); a foreign ABI is left to that filter, which kills the process.
+
+    Known gap: ``tkill`` of another thread's id with SIGKILL is not seen (the ids are not
+    known in advance) and is dropped by the kernel; the call then ends at its timeout."""
+    kill = int(signal.SIGKILL)
+    # (syscall, pid argument, signal argument, pids that mean "this process")
+    cases = (
+        (_NR_KILL, 0, 1, (1, 0)),
+        (_NR_TKILL, 0, 1, (1,)),
+        (_NR_TGKILL, 0, 2, (1,)),
+        (_NR_RT_SIGQUEUEINFO, 0, 1, (1,)),
+    )
+    prog: list[tuple[int, int, int, int]] = [
+        (_LD_ABS_W, 0, 0, 4),  # arch
+        (_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_LD_ABS_W, 0, 0, 0),  # syscall number
+    ]
+    for nr, pid_arg, sig_arg, pids in cases:
+        m = len(pids)
+        # The block: signal is SIGKILL, then pid is one of ``pids`` → trap; else allow. It
+        # always returns, so the next case's test still sees the syscall number.
+        prog.append((_JEQ_K, 0, 5 + m, nr))
+        prog.append((_LD_ABS_W, 0, 0, _arg_lo(sig_arg)))
+        prog.append((_JEQ_K, 0, m + 1, kill))
+        prog.append((_LD_ABS_W, 0, 0, _arg_lo(pid_arg)))
+        prog += [(_JEQ_K, m - i, 0, pid) for i, pid in enumerate(pids)]
+        prog.append((_RET_K, 0, 0, _RET_ALLOW))
+        prog.append((_RET_K, 0, 0, _RET_TRAP | kill))
+    prog.append((_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(struct.pack("=HBBI", code, jt, jf, k) for code, jt, jf, k in prog)

@@ -11,10 +11,20 @@ Zygote → broker: ``ready``, ``exit`` (wait status + rusage + cgroup counters +
 CLOCK_MONOTONIC), ``spawn_failed``.
 The child talks to the broker directly over its call socket; the zygote never reads
 arguments or results, it only forks and reaps. EOF on the control socket ends every child.
+
+The clones themselves are made by the *cloner*, a copy of the zygote forked once after
+``init`` (``_Cloner``): asked over a socket, it clones each call's pid 1 with
+``CLONE_PARENT``, so every call is still the zygote's child (reaped here, with its rusage).
+Why a second process: a clone copies the page tables of the whole ~25 MB interpreter and
+takes milliseconds, and while the zygote made the replacement spare the call in flight
+could not be reaped; and every page the zygote wrote after a clone was a copy-on-write
+fault while the new child shared it (~450 a call). The zygote now shares its pages with the
+cloner only, and writes each at most once.
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import gc
 import json
@@ -40,7 +50,10 @@ from runtime.backends.sandbox import (
 from runtime.frames import HEADER, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
-__all__ = ["main"]
+__all__ = ["CLONER_NAME", "main"]
+
+#: The cloner's process name (``comm``); every call's pid 1 takes ``child.CALL_NAME``.
+CLONER_NAME = b"runtime-cloner"
 
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
@@ -93,6 +106,21 @@ class _Call:
         self.killing = False
 
 
+class _Pending:
+    """A clone asked of the cloner, not answered yet: a call's pid 1 or a spare."""
+
+    __slots__ = ("act", "call_id", "cgroups", "kill_grace", "profile", "stamp", "tools")
+
+    def __init__(self, cgroups: list[str], call_id: int | None = None) -> None:
+        self.cgroups = cgroups
+        self.call_id = call_id  # None for a spare
+        self.kill_grace: float | None = None  # a kill that came before the pid
+        self.act: socket.socket | None = None
+        self.profile = ""
+        self.tools: frozenset[str] = frozenset()
+        self.stamp: tuple[object, ...] | None = None
+
+
 def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
     """Identity of the workspace directory (device, inode), None if absent; with the
     signature of its masks when the policy denies paths: a spare masked the tree as it was
@@ -139,6 +167,11 @@ class Zygote:
         self.dismissed: dict[int, _Spare] = {}
         self.failed_profiles: set[str] = set()
         self.spare_seq = 0
+        self.entries: dict[str, tuple[str, str]] = {}  # tool key -> (entry, base)
+        self.cloner: _Cloner | None = None
+        self.pending: dict[int, _Pending] = {}
+        # Exits reaped before the cloner's answer named the pid (a child that died at once).
+        self.early: dict[int, tuple[int, Any, float]] = {}
 
     # -- messages ---------------------------------------------------------------------
 
@@ -165,6 +198,7 @@ class Zygote:
         for key, entry, base in msg.get("tools", ()):
             try:
                 self.tools[key] = load_entry(entry, Path(base))
+                self.entries[key] = (str(entry), str(base))
             except Exception as exc:  # a broken tool must not stop the others
                 errors[key] = f"{type(exc).__name__}: {exc}"
         for name in _PRELOAD:
@@ -183,11 +217,18 @@ class Zygote:
             errors["seccomp"] = str(msg["seccomp_error"])
             bpf_python = bpf_exec = b""
         pid1_fd = -1
+        sigexit = None
         if msg.get("pid1"):
             try:
                 pid1_fd = pid1.load(str(msg["pid1"]))
             except OSError as exc:
                 errors["pid1"] = str(exc)
+            try:
+                # Mapped here once, inherited by every call: a Python tool that is its
+                # call's pid 1 installs it (``child.single_process``).
+                sigexit = pid1.load_sigexit(str(msg["pid1"]))
+            except OSError as exc:
+                errors["sigexit"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -198,6 +239,8 @@ class Zygote:
             state_dirs=tuple(msg.get("state_dirs", (".runtime",))),
             disable=disable if bpf_python else disable | {"seccomp"},
             pid1_fd=pid1_fd,
+            sigexit=sigexit,
+            bpf_self_kill=pid1.self_kill_filter() if sigexit is not None else b"",
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
@@ -211,6 +254,7 @@ class Zygote:
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
+        self.cloner = _Cloner.start(self)
         self.send(
             {
                 "type": "ready",
@@ -254,19 +298,35 @@ class Zygote:
 
     # -- calls ------------------------------------------------------------------------
 
+    def _groups(self, plan: child.CallPlan, tag: str) -> list[str]:
+        """The call's cgroups. Its pid 1 joins them itself (cgroup.procs is handed to the
+        sandbox uid): a cgroup v1 attach may wait for an RCU grace period, and in the
+        zygote that wait would hold up every other call's messages and reaps."""
+        cfg = self.cfg
+        assert cfg is not None
+        owner = (cfg.host_uid, cfg.host_gid) if cfg.drop_root else None
+        return cgroups.create(self.cgroup_base, tag, plan.limits, procs_owner=owner)
+
     def _fork_child(
         self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
     ) -> tuple[int, list[str]]:
-        """Make the call's cgroups and clone its pid 1 (``child.run_call``) into new
-        namespaces; returns (pid, cgroup dirs). Raises on failure (after removing what it
-        made)."""
+        """Make the call's cgroups and clone its pid 1 here (without the cloner); returns
+        (pid, cgroup dirs). Raises on failure (after removing what it made)."""
+        groups = self._groups(plan, tag)
+        try:
+            pid = self._clone_call(plan, tool, call_fd, groups)
+        except BaseException:
+            cgroups.remove(groups)
+            raise
+        return pid, groups
+
+    def _clone_call(
+        self, plan: child.CallPlan, tool: Any, call_fd: int, groups: list[str], flags: int = 0
+    ) -> int:
+        """Clone the call's pid 1 (``child.run_call``) into new namespaces; its pid. Runs in
+        the cloner (``flags``: ``CLONE_PARENT``) or, without it, here."""
         cfg = self.cfg
         assert cfg is not None
-        # The call's pid 1 joins its cgroups itself (cgroup.procs is handed to the sandbox
-        # uid): a cgroup v1 attach may wait for an RCU grace period, and in the zygote that
-        # wait would hold up every other call's messages and reaps.
-        owner = (cfg.host_uid, cfg.host_gid) if cfg.drop_root else None
-        groups = cgroups.create(self.cgroup_base, tag, plan.limits, procs_owner=owner)
         ws_fd, py_fds = -1, {}
         try:
             if cfg.drop_root and "mountns" not in cfg.disable:
@@ -282,35 +342,32 @@ class Zygote:
                     _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
                 py_fds = child.python_trees()
             procs = tuple(f"{path}/cgroup.procs" for path in groups)
-            pid = self._clone(child.clone_flags(cfg.disable))
+            pid = self._clone(child.clone_flags(cfg.disable), flags)
             if pid == 0:
                 # run_call never returns; should anything escape it, this copy must not go
-                # on running the zygote's loop (it holds the table of every other call).
+                # on running the zygote's (or the cloner's) loop.
                 try:
                     child.run_call(
                         cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, cgroup_procs=procs
                     )
                 finally:
                     os._exit(child.EXIT_SETUP)
-        except BaseException:
-            cgroups.remove(groups)
-            raise
         finally:
             for fd in (ws_fd, *py_fds.values()):
                 if fd >= 0:
                     os.close(fd)
-        return pid, groups
+        return pid
 
-    def _clone(self, flags: int) -> int:
+    def _clone(self, flags: int, extra: int = 0) -> int:
         """Clone the call's pid 1. A user namespace is owned by its creator's effective uid:
         as root, the effective ids are the sandbox uid's for the clone (the real and saved
         ones stay 0, so this process gets root back right after, and the child drops them)."""
         cfg = self.cfg
         assert cfg is not None
-        if not flags:
+        if not flags and not extra:
             return os.fork()  # test-only: no namespaces, an ordinary fork
-        if not cfg.drop_root:
-            return _linux.clone(flags)
+        if not cfg.drop_root or not flags:
+            return _linux.clone(flags | extra)
         # Hazard: changing the effective ids clears this process's parent-death signal (and
         # dumpable); it is what ends the zygote, and with it every call, if the broker dies.
         # (A broker that dies while it is cleared is still seen: EOF on the control socket.)
@@ -319,7 +376,7 @@ class Zygote:
         os.seteuid(cfg.host_uid)
         pid = -1
         try:
-            pid = _linux.clone(flags)
+            pid = _linux.clone(flags | extra)
         finally:
             if pid != 0:  # never in the child: it has no uid 0 to return to
                 os.seteuid(0)
@@ -346,6 +403,7 @@ class Zygote:
             key = str(msg["tool"])
             if key not in self.tools:
                 self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
+                self.entries[key] = (str(msg["entry"]), str(msg["base"]))
             profile = self._profile(msg["plan"])
             spare = self.spares.pop(profile, None)
             # One look at the tree per call (with masks, a walk): it vets this spare and
@@ -361,8 +419,17 @@ class Zygote:
             else:
                 if spare is not None:
                     self._dismiss(spare)
-                pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
-                self.calls[pid] = _Call(call_id, pid, groups)
+                if self.cloner is None:
+                    pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
+                    self.calls[pid] = _Call(call_id, pid, groups)
+                else:
+                    groups = self._groups(plan, f"c{call_id}")
+                    try:
+                        seq = self.cloner.ask(self, msg["plan"], key, call_fd, groups)
+                    except BaseException:
+                        cgroups.remove(groups)
+                        raise
+                    self.pending[seq] = _Pending(groups, call_id)
         except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
@@ -371,28 +438,46 @@ class Zygote:
         finally:
             os.close(call_fd)
         if self.pool_size and profile not in self.failed_profiles:
-            self._make_spare(profile, plan, stamp)
+            self._make_spare(profile, plan, stamp, msg["plan"])
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
     def _make_spare(
-        self, profile: str, plan: child.CallPlan, stamp: tuple[object, ...] | None
+        self,
+        profile: str,
+        plan: child.CallPlan,
+        stamp: tuple[object, ...] | None,
+        raw_plan: dict[str, Any],
     ) -> None:
-        while len(self.spares) >= self.pool_size:
+        waiting = sum(1 for p in self.pending.values() if p.call_id is None)
+        while self.spares and len(self.spares) + waiting >= self.pool_size:
             self._dismiss(self.spares.pop(next(iter(self.spares))))
+        if waiting >= self.pool_size:
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
+        tag = f"s{self.spare_seq}"
         try:
-            pid, groups = self._fork_child(
-                plan, dict(self.tools), f"s{self.spare_seq}", theirs.fileno()
-            )
+            if self.cloner is None:
+                pid, groups = self._fork_child(plan, dict(self.tools), tag, theirs.fileno())
+                self.spares[profile] = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
+                return
+            groups = self._groups(plan, tag)
+            try:
+                seq = self.cloner.ask(self, raw_plan, None, theirs.fileno(), groups)
+            except BaseException:
+                cgroups.remove(groups)
+                raise
         except Exception:
             ours.close()
             self.failed_profiles.add(profile)
             return
         finally:
             theirs.close()
-        self.spares[profile] = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
+        pending = _Pending(groups)
+        pending.act, pending.profile, pending.stamp = ours, profile, stamp
+        pending.tools = frozenset(self.tools)
+        self.pending[seq] = pending
 
     def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
         message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
@@ -410,42 +495,94 @@ class Zygote:
             os.kill(spare.pid, signal.SIGKILL)
         self.dismissed[spare.pid] = spare
 
+    def cloned(self, answer: dict[str, Any]) -> None:
+        """The cloner's answer to one request: the pid, or why it failed."""
+        pending = self.pending.pop(int(answer["seq"]))
+        pid = answer.get("pid")
+        early = self.early.pop(pid, None) if isinstance(pid, int) else None
+        if not self.pending:
+            self.early.clear()  # only orphans (test-only, no pid namespace) can be left
+        if not isinstance(pid, int) or pid <= 0:
+            cgroups.remove(pending.cgroups)
+            if pending.call_id is not None:
+                message = str(answer.get("error") or "the cloner failed")
+                self.send({"type": "spawn_failed", "id": pending.call_id, "message": message})
+            else:
+                assert pending.act is not None
+                pending.act.close()
+                self.failed_profiles.add(pending.profile)
+            return
+        if pending.call_id is not None:
+            call = _Call(pending.call_id, pid, pending.cgroups)
+            self.calls[pid] = call
+            if pending.kill_grace is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                call.kill_at = time.monotonic() + pending.kill_grace
+        else:
+            assert pending.act is not None
+            older = self.spares.pop(pending.profile, None)
+            if older is not None:
+                self._dismiss(older)
+            self.spares[pending.profile] = _Spare(
+                pid, pending.act, pending.cgroups, pending.tools, pending.stamp
+            )
+        if early is not None:
+            self._exited(pid, *early)
+
     def kill(self, msg: dict[str, Any]) -> None:
+        grace = float(msg.get("grace_s", self.grace_s))
         for call in self.calls.values():
             if call.id == int(msg["id"]) and call.kill_at is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(call.pid, signal.SIGTERM)
-                call.kill_at = time.monotonic() + float(msg.get("grace_s", self.grace_s))
+                call.kill_at = time.monotonic() + grace
+        for pending in self.pending.values():
+            if pending.call_id == int(msg["id"]) and pending.kill_grace is None:
+                pending.kill_grace = grace  # sent once the cloner names the pid
 
     def reap(self) -> None:
-        while self.calls:
+        while True:
             try:
                 pid, status, ru = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            call = self.calls.pop(pid, None)
-            if call is None:
-                self._reap_spare(pid, status)
-                continue
-            report: dict[str, Any] = {
-                "type": "exit",
-                "id": call.id,
-                # CLOCK_MONOTONIC is system-wide: the broker can split its wait (benchmarks).
-                "reaped_at": time.monotonic(),
-                "exited": os.WIFEXITED(status),
-                "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
-                "max_rss_kb": ru.ru_maxrss,
-            }
-            report.update(cgroups.stats(call.cgroups))
-            # Report first: the counters are read, and removing the directories (rmdir of a
-            # v1 memory cgroup may wait for the last charged page) cannot change the result.
-            # They are still gone before this loop serves its next message.
-            self.send(report)
-            cgroups.remove(call.cgroups)
+            self._exited(pid, status, ru, time.monotonic())
+
+    def _exited(self, pid: int, status: int, ru: Any, reaped_at: float) -> None:
+        if self.cloner is not None and pid == self.cloner.pid:
+            self.cloner.dead = True
+            return
+        call = self.calls.pop(pid, None)
+        if call is None:
+            if self.pending and pid not in self.dismissed and not self._is_spare(pid):
+                # Reaped before the cloner's answer arrived: kept until it does.
+                self.early[pid] = (status, ru, reaped_at)
+                return
+            self._reap_spare(pid, status)
+            return
+        report: dict[str, Any] = {
+            "type": "exit",
+            "id": call.id,
+            # CLOCK_MONOTONIC is system-wide: the broker can split its wait (benchmarks).
+            "reaped_at": reaped_at,
+            "exited": os.WIFEXITED(status),
+            "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
+            "max_rss_kb": ru.ru_maxrss,
+        }
+        report.update(cgroups.stats(call.cgroups))
+        # Report first: the counters are read, and removing the directories (rmdir of a
+        # v1 memory cgroup may wait for the last charged page) cannot change the result.
+        # They are still gone before this loop serves its next message.
+        self.send(report)
+        cgroups.remove(call.cgroups)
+
+    def _is_spare(self, pid: int) -> bool:
+        return any(spare.pid == pid for spare in self.spares.values())
 
     def _reap_spare(self, pid: int, status: int) -> None:
         spare = self.dismissed.pop(pid, None)
@@ -478,6 +615,16 @@ class Zygote:
         return nearest
 
     def shutdown(self) -> None:
+        if self.cloner is not None:
+            # Its answers already sent name children of ours: collect them first.
+            for answer in self.cloner.close():
+                with contextlib.suppress(KeyError):
+                    self.cloned(answer)
+            for pending in self.pending.values():  # never answered: no child was made
+                if pending.act is not None:
+                    pending.act.close()
+                cgroups.remove(pending.cgroups)
+            self.pending.clear()
         for spare in list(self.spares.values()):
             self._dismiss(spare)
         self.spares.clear()
@@ -508,11 +655,21 @@ class Zygote:
         sel.register(r, selectors.EVENT_READ, "sig")
         try:
             while True:
+                if self.cloner is not None and not self.cloner.registered:
+                    sel.register(self.cloner.sock, selectors.EVENT_READ, "cloner")
+                    self.cloner.registered = True
                 for key, _ in sel.select(self.expire()):
                     if key.data == "sig":
                         with contextlib.suppress(BlockingIOError):
                             os.read(r, 4096)
                         self.reap()
+                        continue
+                    if key.data == "cloner":
+                        assert self.cloner is not None
+                        answer = self.cloner.answer()
+                        if answer is None:
+                            return  # the cloner is gone: no call can be made any more
+                        self.cloned(answer)
                         continue
                     msg, fds = self.receive()
                     if msg is None:
@@ -527,6 +684,119 @@ class Zygote:
                 self.reap()
         finally:
             self.shutdown()
+
+
+class _Cloner:
+    """The zygote's side of the cloner: a copy of the zygote, forked once after ``init``,
+    that makes every clone (``Zygote._clone_call`` with ``CLONE_PARENT``) on request and
+    answers with the pid. It never reaps and never reports: the calls are the zygote's
+    children. It ends with the zygote (parent-death signal) or on EOF of its socket."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.seq = 0
+        self.loaded: set[str] = set()  # tool keys the cloner has loaded
+        self.registered = False
+        self.dead = False
+
+    @classmethod
+    def start(cls, zygote: Zygote) -> _Cloner:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the cloner's own process
+            try:
+                ours.close()
+                _cloner_main(zygote, theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        cloner = cls(pid, ours)
+        cloner.loaded = set(zygote.tools)
+        return cloner
+
+    def ask(
+        self, zygote: Zygote, plan: dict[str, Any], tool: str | None, fd: int, groups: list[str]
+    ) -> int:
+        """Send one clone request (``tool`` None: a spare with every loaded tool); its seq."""
+        self.seq += 1
+        load = [[k, *zygote.entries[k]] for k in zygote.tools if k not in self.loaded]
+        request = {"seq": self.seq, "plan": plan, "tool": tool, "load": load, "groups": groups}
+        socket.send_fds(self.sock, [encode_frame(request)], [fd])
+        self.loaded.update(k for k, _e, _b in load)
+        return self.seq
+
+    def answer(self) -> dict[str, Any] | None:
+        try:
+            data = self.sock.recv(1 << 16)
+        except OSError:
+            return None
+        if not data:
+            return None
+        (size,) = HEADER.unpack_from(data)
+        return decode_body(data[HEADER.size : HEADER.size + size])
+
+    def close(self) -> list[dict[str, Any]]:
+        """End the cloner; the answers it sent before it ended."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        if not self.dead:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        answers = []
+        self.sock.setblocking(False)
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            (size,) = HEADER.unpack_from(data)
+            answers.append(decode_body(data[HEADER.size : HEADER.size + size]))
+        self.sock.close()
+        return answers
+
+
+def _cloner_main(zygote: Zygote, sock: socket.socket) -> None:  # pragma: no cover - own process
+    """The cloner's loop. A copy of the zygote: every tool and the configuration loaded."""
+    # The zygote's socket to the broker and its signal wake-up are not ours.
+    signal.set_wakeup_fd(-1)
+    _signal.signal(signal.SIGCHLD, int(signal.SIG_DFL))
+    zygote.ctl.close()
+    # The zygote dying must end us: its calls die with it (their parent-death signal).
+    _linux.prctl(1, signal.SIGKILL)
+    # Listings (and tests) tell it from the calls, which rename themselves (child.py).
+    _linux.set_name(CLONER_NAME)
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 1)
+        if not data:
+            return
+        (size,) = HEADER.unpack_from(data)
+        request = decode_body(data[HEADER.size : HEADER.size + size])
+        answer: dict[str, Any] = {"seq": request["seq"]}
+        try:
+            if len(fds) != 1:
+                raise OSError("no socket for the call")
+            for key, entry, base in request["load"]:
+                zygote.tools[key] = load_entry(entry, Path(base))
+            plan = child.CallPlan(**request["plan"])
+            # What the zygote's own look at the tree compiles (the mask globs, and their
+            # translations the tools' glob sets use too) is cached in this process as it
+            # was in the zygote: filled here once, every call inherits it.
+            spec = masks.MaskSpec.from_plan(plan.masks)
+            if spec:
+                masks.compile_spec(spec)
+            tool = zygote.tools[request["tool"]] if request["tool"] else dict(zygote.tools)
+            answer["pid"] = zygote._clone_call(
+                plan, tool, fds[0], list(request["groups"]), _linux.CLONE_PARENT
+            )
+        except Exception as exc:
+            answer["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.sendall(encode_frame(answer))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 from runtime.errors import OutputTooLarge, ResourceLimitExceeded, SandboxError, ToolTimeout
-from tests.sandbox.helpers import PROBE_NONE, PROBE_RW, SHELL, call, one, run_with_backend
+from tests.sandbox.helpers import (
+    PROBE_EXEC,
+    PROBE_NONE,
+    PROBE_RW,
+    SHELL,
+    call,
+    one,
+    run_with_backend,
+)
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.escape]
 
@@ -162,7 +170,8 @@ def test_shell_cannot_write_system_dirs(workspace: Path) -> None:
 
 
 def test_host_processes_invisible(workspace: Path) -> None:
-    assert one(PROBE_RW, workspace, action="pids")["pids"] == [1, 2]
+    assert one(PROBE_EXEC, workspace, action="pids")["pids"] == [1, 2]  # reaper and tool
+    assert one(PROBE_RW, workspace, action="pids")["pids"] == [1]  # the tool is pid 1
     seen = one(PROBE_RW, workspace, _off("pidns", "mountns", "landlock"), action="pids")["pids"]
     assert os.getpid() in seen
 
@@ -455,6 +464,27 @@ def test_disk_fill_in_tmp_is_capped(workspace: Path) -> None:
 
 
 def test_kill_parent_init_is_refused(workspace: Path) -> None:
-    res = one(PROBE_RW, workspace, action="kill_parent")
+    res = one(PROBE_EXEC, workspace, action="kill_parent")
     assert res["ok"] is False
     assert res["error"] == "EPERM"
+
+
+def test_a_single_process_call_cannot_reach_its_parent(workspace: Path) -> None:
+    # The tool is pid 1: its parent, the zygote, has no pid in the call's namespace, and
+    # the zygote's host pid names nothing there (or, if small, another process of the call).
+    # kill(getppid() = 0, SIGKILL) is its own process group, which holds only the call:
+    # the tool ends as if killed, nothing outside is touched.
+    async def fn(backend: Any) -> Any:
+        zygote = backend.zygote_pid
+        by_pid = await call(backend, PROBE_RW, workspace, action="kill_pid", pid=zygote)
+        with pytest.raises(SandboxError) as info:
+            await call(backend, PROBE_RW, workspace, action="kill_parent")
+        after = await call(backend, PROBE_RW, workspace, action="echo")
+        sig = info.value.details.get("signal")
+        return by_pid.result, sig, after.result, (zygote, backend.zygote_pid)
+
+    by_pid, sig, after, (zygote, zygote_after) = run_with_backend(fn)
+    assert by_pid == {"ok": False, "errno": errno.ESRCH, "error": "ESRCH"}
+    assert sig == 9
+    assert after["arguments"] == {"action": "echo"}
+    assert zygote_after == zygote  # the same zygote served the call after

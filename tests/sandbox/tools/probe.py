@@ -160,6 +160,10 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
     if action == "sleep":
         time.sleep(float(args["seconds"]))
         return {"ok": True}
+    if action == "ignore_term_and_sleep":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(float(args["seconds"]))
+        return {"ok": True}
     if action == "flood":
         return {"data": "x" * int(args["bytes"])}
     if action == "setsid_survivor":
