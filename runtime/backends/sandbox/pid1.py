@@ -156,7 +156,7 @@ def load_sigexit(pid1_path: str) -> Callable[[], int]:
     fd = load(path, "runtime-sigexit")
     try:
         # Hazard: dlopen returns an already loaded library of the same *name*: the name
-        # must be this file's alone (``library_path`` keeps a duplicate of it open).
+        # must be this file's alone (``library_path`` gives a name no earlier load used).
         lib = ctypes.CDLL(library_path(fd))
         install = lib.runtime_sigexit_install
     except (OSError, AttributeError) as exc:
