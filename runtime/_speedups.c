@@ -666,10 +666,11 @@ static int finish_check(out_t *o) {
     return 0;
 }
 
-/* canonical(obj, ijson, /) -> bytes */
-static PyObject *canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+/* canonical(obj, ijson) as bytes, or as str (the same UTF-8 decoded in one step). */
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                        const char *usage, int as_text) {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "canonical(obj, ijson) takes 2 arguments");
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
     int ijson = PyObject_IsTrue(args[1]);
@@ -680,30 +681,21 @@ static PyObject *canonical(PyObject *module, PyObject *const *args, Py_ssize_t n
     out_init(&o, state_of(module));
     PyObject *res = NULL;
     if (walk(&o, args[0], ijson) == 0 && finish_check(&o) == 0) {
-        res = PyBytes_FromStringAndSize(o.buf, o.len);
+        res = as_text ? PyUnicode_DecodeUTF8(o.buf, o.len, "strict")
+                      : PyBytes_FromStringAndSize(o.buf, o.len);
     }
     out_free(&o);
     return res;
 }
 
+/* canonical(obj, ijson, /) -> bytes */
+static PyObject *canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    return encode(module, args, nargs, "canonical(obj, ijson) takes 2 arguments", 0);
+}
+
 /* canonical_text(obj, ijson, /) -> str: canonical(obj, ijson).decode() in one step. */
 static PyObject *canonical_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "canonical_text(obj, ijson) takes 2 arguments");
-        return NULL;
-    }
-    int ijson = PyObject_IsTrue(args[1]);
-    if (ijson < 0) {
-        return NULL;
-    }
-    out_t o;
-    out_init(&o, state_of(module));
-    PyObject *res = NULL;
-    if (walk(&o, args[0], ijson) == 0 && finish_check(&o) == 0) {
-        res = PyUnicode_DecodeUTF8(o.buf, o.len, "strict");
-    }
-    out_free(&o);
-    return res;
+    return encode(module, args, nargs, "canonical_text(obj, ijson) takes 2 arguments", 1);
 }
 
 /* ---- audit records -------------------------------------------------------------------- */
