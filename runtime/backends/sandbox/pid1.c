@@ -33,15 +33,7 @@ typedef unsigned long u64;
 #define PR_SET_DUMPABLE 4
 #define EXIT_PROTOCOL 126
 
-static long sys4(long n, long a, long b, long c, long d) {
-    long r;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall"
-                     : "=a"(r)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
-                     : "rcx", "r11", "memory");
-    return r;
-}
+#include "rawsys.h"
 
 __attribute__((noreturn)) static void finish(long code) {
     for (;;) sys4(SYS_exit_group, code, 0, 0, 0);

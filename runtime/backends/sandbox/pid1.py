@@ -46,6 +46,8 @@ __all__ = [
 
 SOURCE = Path(__file__).with_name("pid1.c")
 SIGEXIT_SOURCE = Path(__file__).with_name("sigexit.c")
+#: The raw system call both include.
+RAWSYS_HEADER = Path(__file__).with_name("rawsys.h")
 #: Built beside ``pid1`` in the same digest directory.
 SIGEXIT_NAME = "sigexit.so"
 CFLAGS = (
@@ -103,6 +105,7 @@ def _digest() -> str:
     h.update(SOURCE.read_bytes())
     h.update(f"{' '.join(SIGEXIT_CFLAGS)}\n".encode())
     h.update(SIGEXIT_SOURCE.read_bytes())
+    h.update(RAWSYS_HEADER.read_bytes())
     return h.hexdigest()[:16]
 
 

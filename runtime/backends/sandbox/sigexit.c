@@ -24,15 +24,7 @@ typedef unsigned long u64;
 #define SYS_exit_group 231
 #define SA_RESTORER 0x04000000UL
 
-static long sys4(long n, long a, long b, long c, long d) {
-    long r;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall"
-                     : "=a"(r)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
-                     : "rcx", "r11", "memory");
-    return r;
-}
+#include "rawsys.h"
 
 /* The head of the kernel's siginfo (x86_64): number, errno, code. */
 struct siginfo_head {
