@@ -33,15 +33,6 @@ from runtime.audit._canonical import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def c_mod() -> ModuleType:
-    mod = _speedups.module()
-    if mod is None and os.environ.get(_speedups.PURE_ENV, "") not in ("", "0"):
-        pytest.skip("forced pure by the environment")
-    assert mod is not None, _speedups.status()
-    return mod
-
-
 class Colour(enum.StrEnum):
     RED = "red"
 

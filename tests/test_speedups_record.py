@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import enum
 import math
-import os
 from types import ModuleType
 from typing import Any
 
@@ -13,19 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _speedups
 from runtime.audit import _canonical
 from runtime.audit._journal import encode_line
 from runtime.audit._record import body_bytes, body_parts, journal_record
-
-
-@pytest.fixture(scope="module")
-def c_mod() -> ModuleType:
-    mod = _speedups.module()
-    if mod is None and os.environ.get(_speedups.PURE_ENV, "") not in ("", "0"):
-        pytest.skip("forced pure by the environment")
-    assert mod is not None, _speedups.status()
-    return mod
 
 
 class Tag(enum.StrEnum):
