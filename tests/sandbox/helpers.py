@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from runtime.backends.base import ExecOutcome, ExecRequest
+from runtime.errors import OutputTooLarge, SandboxError, ToolFailed
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
 TOOLS = Path(__file__).resolve().parent / "tools"
@@ -37,6 +40,29 @@ READ_FILE = spec("read_file", "files:read_file", "ro")
 WRITE_FILE = spec("write_file", "files:write_file", "rw")
 LIST_FILES = spec("list_files", "files:list_files", "ro")
 ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, PROBE_EXEC, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
+
+#: The probe's hostile behaviours and the typed error each must become, whichever way the
+#: backend is driven (``run`` on the event loop, ``run_sync`` in a thread).
+HOSTILE_CHILDREN = [
+    pytest.param(
+        {"action": "raw_frame", "hex": "00000003ffffff"},
+        SandboxError,
+        "invalid frame",
+        id="garbage",
+    ),
+    pytest.param(
+        {"action": "raw_frame", "hex": "00000010c1"}, SandboxError, "invalid frame", id="partial"
+    ),
+    pytest.param(
+        {"action": "raw_frame", "hex": "0000000191"}, SandboxError, "invalid frame", id="not-a-map"
+    ),
+    pytest.param({"action": "huge_frame_header"}, OutputTooLarge, "exceeded", id="oversized"),
+    pytest.param({"action": "exit", "code": 3}, SandboxError, "status 3", id="early-exit"),
+    pytest.param(
+        {"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11", id="segv"
+    ),
+    pytest.param({"action": "fail"}, ToolFailed, "on purpose", id="tool-failed"),
+]
 
 
 #: The fork-server's cloner (``zygote.CLONER_NAME``): it lives as long as the zygote.

@@ -20,6 +20,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from tests.sandbox.helpers import (
+    HOSTILE_CHILDREN,
     LIST_FILES,
     PROBE_EXEC,
     PROBE_NONE,
@@ -197,18 +198,7 @@ def test_result_over_the_output_cap(workspace: Path) -> None:
     assert len(info.value.details["preview"]) <= 1024
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "match"),
-    [
-        ({"action": "raw_frame", "hex": "00000003ffffff"}, SandboxError, "invalid frame"),
-        ({"action": "raw_frame", "hex": "00000010c1"}, SandboxError, "invalid frame"),
-        ({"action": "raw_frame", "hex": "0000000191"}, SandboxError, "invalid frame"),
-        ({"action": "huge_frame_header"}, OutputTooLarge, "exceeded"),
-        ({"action": "exit", "code": 3}, SandboxError, "status 3"),
-        ({"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11"),
-    ],
-    ids=["garbage", "partial", "not-a-map", "oversized", "early-exit", "segv"],
-)
+@pytest.mark.parametrize(("args", "error", "match"), HOSTILE_CHILDREN)
 def test_hostile_child_gives_typed_errors(
     workspace: Path, args: dict[str, Any], error: type[Exception], match: str
 ) -> None:

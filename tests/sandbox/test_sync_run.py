@@ -23,7 +23,15 @@ from runtime.backends.sandbox import SandboxBackend
 from runtime.backends.sandbox._channels import CallChannel
 from runtime.broker import SyncBroker
 from runtime.errors import OutputTooLarge, PolicyDenied, SandboxError, ToolFailed, ToolTimeout
-from tests.sandbox.helpers import ALL, PROBE_RW, READ_FILE, SHELL, call_processes, request
+from tests.sandbox.helpers import (
+    ALL,
+    HOSTILE_CHILDREN,
+    PROBE_RW,
+    READ_FILE,
+    SHELL,
+    call_processes,
+    request,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -74,19 +82,7 @@ def test_not_sync_capable_before_start(workspace: Path) -> None:
         backend.run_sync(request(READ_FILE, workspace, {"path": "hello.txt"}))
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "match"),
-    [
-        ({"action": "raw_frame", "hex": "00000003ffffff"}, SandboxError, "invalid frame"),
-        ({"action": "raw_frame", "hex": "00000010c1"}, SandboxError, "invalid frame"),
-        ({"action": "raw_frame", "hex": "0000000191"}, SandboxError, "invalid frame"),
-        ({"action": "huge_frame_header"}, OutputTooLarge, "exceeded"),
-        ({"action": "exit", "code": 3}, SandboxError, "status 3"),
-        ({"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11"),
-        ({"action": "fail"}, ToolFailed, "on purpose"),
-    ],
-    ids=["garbage", "partial", "not-a-map", "oversized", "early-exit", "segv", "tool-failed"],
-)
+@pytest.mark.parametrize(("args", "error", "match"), HOSTILE_CHILDREN)
 def test_hostile_children_give_the_same_typed_errors(
     workspace: Path, args: dict[str, Any], error: type[Exception], match: str
 ) -> None:
