@@ -783,10 +783,13 @@ def _cloner_main(zygote: Zygote, sock: socket.socket) -> None:  # pragma: no cov
             plan = child.CallPlan(**request["plan"])
             # What the zygote's own look at the tree compiles (the mask globs, and their
             # translations the tools' glob sets use too) is cached in this process as it
-            # was in the zygote: filled here once, every call inherits it.
+            # was in the zygote: filled here once, every call inherits it. So are the
+            # walk's kept listings, refreshed before each clone: the call's own walk then
+            # lists only the directories changed since, not the whole tree.
             spec = masks.MaskSpec.from_plan(plan.masks)
             if spec:
                 masks.compile_spec(spec)
+                masks.warm(plan.workspace, spec)
             tool = zygote.tools[request["tool"]] if request["tool"] else dict(zygote.tools)
             answer["pid"] = zygote._clone_call(
                 plan, tool, fds[0], list(request["groups"]), _linux.CLONE_PARENT
