@@ -285,7 +285,8 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 errno.E2BIG,
                 f"the workspace has more than {spec.max_entries} entries to check for "
                 "policy-denied paths (paths.deny / paths.deny_write); they cannot all be "
-                "masked, so the call does not run (fewer files, or a larger [paths] mask_max_entries)",
+                "masked, so the call does not run (fewer files, or a larger "
+                "[paths] mask_max_entries)",
             )
 
     def listing(
