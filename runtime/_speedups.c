@@ -1,5 +1,5 @@
-/* RFC 8785 (JCS) canonical JSON of Python objects, and the audit journal line and hash body
- * parts of one record, for runtime/_speedups.py.
+/* RFC 8785 (JCS) canonical JSON of Python objects, the audit journal line and hash body parts
+ * of one record, the call caps walk and the redaction gate, for runtime/_speedups.py.
  *
  * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
  * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
@@ -938,6 +938,237 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return res;
 }
 
+/* ---- the call caps walk ---------------------------------------------------------------- */
+
+/* Why: runtime/shapes.py _violation walks every call's arguments (depth, string length, key
+ * types, NaN) in Python, ~150 opcodes for a one-key object. This is the same walk, in the
+ * same order, returning the same answer. Hazard: isinstance() in the Python walk can run
+ * code (a __class__ property, an overridden __len__ or items()), so anything that is not
+ * exactly a JSON type (str, dict, list, int, float, bool, None) makes the whole value go to
+ * the Python walk (V_PYTHON); so does nesting past MAX_DEPTH (the C stack), where the Python
+ * walk decides (or raises RecursionError, as it always did). No Python code runs while a
+ * dict is iterated: items are borrowed. */
+
+#define V_PYTHON 2
+
+static int viol_key(PyObject *keys, PyObject *key) {
+    return PyList_Append(keys, key) < 0 ? -1 : 1;
+}
+
+/* 0: nothing; 1: *rule and keys (innermost first) set; V_PYTHON; -1: error. */
+static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssize_t depth,
+                const char **rule, PyObject *keys) {
+    if (depth > max_depth) {
+        *rule = "max_depth";
+        return 1;
+    }
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        if (PyUnicode_GET_LENGTH(v) > max_string) {
+            *rule = "max_string";
+            return 1;
+        }
+        return 0;
+    }
+    if (t == &PyDict_Type) {
+        if (depth >= MAX_DEPTH) {
+            return V_PYTHON;
+        }
+        int leaf_ok = depth < max_depth; /* a string child is at depth + 1 */
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x)) {
+            PyTypeObject *kt = Py_TYPE(k);
+            if (kt != &PyUnicode_Type) {
+                if (kt == &PyLong_Type || kt == &PyFloat_Type || kt == &PyBool_Type ||
+                    k == Py_None) {
+                    *rule = "key";
+                    return 1;
+                }
+                return V_PYTHON;
+            }
+            if (leaf_ok && Py_TYPE(x) == &PyUnicode_Type) {
+                if (PyUnicode_GET_LENGTH(x) > max_string) {
+                    *rule = "max_string";
+                    return viol_key(keys, k);
+                }
+                continue;
+            }
+            int rc = viol(x, max_depth, max_string, depth + 1, rule, keys);
+            if (rc == 1) {
+                return viol_key(keys, k);
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+    if (t == &PyList_Type) {
+        if (depth >= MAX_DEPTH) {
+            return V_PYTHON;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            int rc = viol(PyList_GET_ITEM(v, i), max_depth, max_string, depth + 1, rule, keys);
+            if (rc == 1) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                if (index == NULL) {
+                    return -1;
+                }
+                rc = viol_key(keys, index);
+                Py_DECREF(index);
+                return rc;
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+    if (t == &PyFloat_Type) {
+        if (isnan(PyFloat_AS_DOUBLE(v))) {
+            *rule = "nan";
+            return 1;
+        }
+        return 0;
+    }
+    if (t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+        return 0;
+    }
+    return V_PYTHON;
+}
+
+/* A cap as a C integer: 1, or 0 when it is not an exact int that fits (the Python walk
+ * then compares whatever it is). */
+static int cap_of(PyObject *o, Py_ssize_t *out) {
+    if (Py_TYPE(o) != &PyLong_Type) {
+        return 0;
+    }
+    *out = PyLong_AsSsize_t(o);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented */
+static PyObject *violation(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "violation(value, max_depth, max_string) takes 3 "
+                                         "arguments");
+        return NULL;
+    }
+    Py_ssize_t max_depth, max_string;
+    if (!cap_of(args[1], &max_depth) || !cap_of(args[2], &max_string)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL) {
+        return NULL;
+    }
+    const char *rule = NULL;
+    int rc = viol(args[0], max_depth, max_string, 0, &rule, keys);
+    PyObject *res = NULL;
+    if (rc == 0) {
+        res = Py_NewRef(Py_None);
+    } else if (rc == V_PYTHON) {
+        res = Py_NewRef(Py_NotImplemented);
+    } else if (rc == 1) {
+        res = Py_BuildValue("(sO)", rule, keys);
+    }
+    Py_DECREF(keys);
+    return res;
+}
+
+/* ---- the redaction gate ----------------------------------------------------------------- */
+
+/* Why: runtime/audit/_redact.py _maybe_secret decides, per audited text, whether redaction
+ * could change anything: ~180 opcodes of substring tests per call. This is the same test
+ * for ASCII text: any of ``exact`` in the text, any of ``lowered`` in its lower-cased form,
+ * any of ``squashed`` in its lower-cased letters and digits. Text with other characters
+ * returns NotImplemented (Unicode lower-casing can turn them into ASCII letters, e.g. the
+ * Kelvin sign into "k"): the Python code decides. A fragment that is not exactly a str also
+ * returns NotImplemented (the Python ``in`` raises its TypeError). */
+
+static int has(const char *hay, Py_ssize_t n, PyObject *needle) {
+    if (!PyUnicode_IS_ASCII(needle)) {
+        /* Cannot occur in ASCII text, unless empty (checked by the length below). */
+        return PyUnicode_GET_LENGTH(needle) == 0;
+    }
+    Py_ssize_t m = PyUnicode_GET_LENGTH(needle);
+    if (m == 0) {
+        return 1;
+    }
+    return m <= n && memmem(hay, (size_t)n, PyUnicode_DATA(needle), (size_t)m) != NULL;
+}
+
+/* 1 when every item of ``frags`` is an exact str, else 0. */
+static int all_str(PyObject *frags) {
+    if (!PyTuple_Check(frags)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(frags); i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(frags, i)) != &PyUnicode_Type) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(frags); i++) {
+        if (has(hay, n, PyTuple_GET_ITEM(frags, i))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented */
+static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "maybe_secret(text, exact, lowered, squashed) takes "
+                                         "4 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(args[1]) ||
+        !all_str(args[2]) || !all_str(args[3])) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const char *s = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (any_in(s, n, args[1])) {
+        Py_RETURN_TRUE;
+    }
+    char small[1024];
+    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
+    if (low == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        low[i] = (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+    }
+    int hit = any_in(low, n, args[2]);
+    if (!hit) {
+        /* In place: the squashed text is never longer than the lowered one. */
+        Py_ssize_t m = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            char c = low[i];
+            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+                low[m++] = c;
+            }
+        }
+        hit = any_in(low, m, args[3]);
+    }
+    if (low != small) {
+        PyMem_Free(low);
+    }
+    return PyBool_FromLong(hit);
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -948,6 +1179,12 @@ static PyMethodDef methods[] = {
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(fields, /) -> (line, pre, mid, post) | None: an audit record's journal line and "
      "body parts."},
+    {"violation", (PyCFunction)(void (*)(void))violation, METH_FASTCALL,
+     "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
+     "the first value beyond the call caps (runtime/shapes.py _violation)."},
+    {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
+     "maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented: the "
+     "redaction gate (runtime/audit/_redact.py _maybe_secret)."},
     {NULL, NULL, 0, NULL},
 };
 
