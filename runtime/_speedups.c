@@ -1,5 +1,6 @@
 /* RFC 8785 (JCS) canonical JSON of Python objects, the audit journal line and hash body parts
- * of one record, the call caps walk and the redaction gate, for runtime/_speedups.py.
+ * of one record, the chained rows of journaled records, the call caps walk and the redaction
+ * gate, for runtime/_speedups.py.
  *
  * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
  * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
@@ -32,6 +33,8 @@ typedef struct {
     PyObject *canon_error; /* rfc8785.CanonicalizationError */
     PyObject *int_error;   /* rfc8785.IntegerDomainError */
     PyObject *float_error; /* rfc8785.FloatDomainError */
+    PyObject *sha256;      /* hashlib.sha256 */
+    PyObject *hexdigest;   /* "hexdigest", interned */
 } mod_state;
 
 typedef struct {
@@ -938,6 +941,147 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return res;
 }
 
+/* ---- chaining journaled records ------------------------------------------------------ */
+
+/* Why: journaled records are chained in batches (runtime/audit/_log.py _chain, _record.py
+ * chain_row): per record, its body from the parts and the chain slots, a sha256 and the row
+ * tuple, ~200 Python opcodes. This builds the same rows. The hash is hashlib's (the module
+ * state holds hashlib.sha256), so the digest is OpenSSL's, as in the Python code. A record or
+ * head outside the shape AuditLog builds returns NotImplemented before anything is hashed:
+ * the Python code then builds the rows (or raises its own error). */
+
+#define CHAIN_FIELDS 15
+
+/* 1 when ``rec`` is a tuple (fields, ..., (pre, mid, post)) of the shape chain() takes. */
+static int chain_record_ok(PyObject *rec) {
+    if (Py_TYPE(rec) != &PyTuple_Type || PyTuple_GET_SIZE(rec) < 2) {
+        return 0;
+    }
+    PyObject *fields = PyTuple_GET_ITEM(rec, 0);
+    PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
+    if (Py_TYPE(fields) != &PyTuple_Type || PyTuple_GET_SIZE(fields) != CHAIN_FIELDS ||
+        Py_TYPE(parts) != &PyTuple_Type || PyTuple_GET_SIZE(parts) != 3) {
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(parts, i)) != &PyBytes_Type) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The row of one record: (seq, *fields, prev, sha256(prev + pre + prev + mid + seq + post)). */
+static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject *prev) {
+    PyObject *fields = PyTuple_GET_ITEM(rec, 0);
+    PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
+    const char *p = (const char *)PyUnicode_DATA(prev);
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prev);
+    char digits[24];
+    int dlen = snprintf(digits, sizeof digits, "%lld", seq);
+    Py_ssize_t total = 2 * plen + dlen;
+    for (int i = 0; i < 3; i++) {
+        total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i));
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
+    if (data == NULL) {
+        return NULL;
+    }
+    char *w = PyBytes_AS_STRING(data);
+#define PUT(src, n)                                                                           \
+    do {                                                                                      \
+        memcpy(w, (src), (size_t)(n));                                                        \
+        w += (n);                                                                             \
+    } while (0)
+#define PUT_PART(i)                                                                           \
+    PUT(PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, i)), PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i)))
+    PUT(p, plen);
+    PUT_PART(0);
+    PUT(p, plen);
+    PUT_PART(1);
+    PUT(digits, dlen);
+    PUT_PART(2);
+#undef PUT_PART
+#undef PUT
+    PyObject *h = PyObject_CallOneArg(st->sha256, data);
+    Py_DECREF(data);
+    if (h == NULL) {
+        return NULL;
+    }
+    PyObject *hex = PyObject_CallMethodNoArgs(h, st->hexdigest);
+    Py_DECREF(h);
+    if (hex == NULL) {
+        return NULL;
+    }
+    PyObject *row = PyTuple_New(CHAIN_FIELDS + 3);
+    PyObject *seq_obj = PyLong_FromLongLong(seq);
+    if (row == NULL || seq_obj == NULL) {
+        Py_XDECREF(row);
+        Py_XDECREF(seq_obj);
+        Py_DECREF(hex);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(row, 0, seq_obj);
+    for (Py_ssize_t i = 0; i < CHAIN_FIELDS; i++) {
+        PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
+    }
+    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 1, Py_NewRef(prev));
+    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 2, hex);
+    return row;
+}
+
+/* chain(records, head_seq, head_hash, /) -> list of rows | NotImplemented */
+static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "chain(records, head_seq, head_hash) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *records = args[0];
+    PyObject *prev = args[2];
+    if (Py_TYPE(records) != &PyList_Type || Py_TYPE(args[1]) != &PyLong_Type ||
+        Py_TYPE(prev) != &PyUnicode_Type || !PyUnicode_IS_ASCII(prev)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int overflow = 0;
+    long long seq = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (seq == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (overflow || seq < 0 || seq > LLONG_MAX - n) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!chain_record_ok(PyList_GET_ITEM(records, i))) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
+    mod_state *st = state_of(module);
+    /* Records are held while hashing: the hash call runs no Python code of the caller's,
+     * but the list is the caller's and another thread could change it between items. */
+    PyObject *held = PyList_GetSlice(records, 0, n);
+    PyObject *rows = held == NULL ? NULL : PyList_New(n);
+    if (rows == NULL) {
+        Py_XDECREF(held);
+        return NULL;
+    }
+    Py_INCREF(prev);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = chain_one(st, PyList_GET_ITEM(held, i), seq + 1 + i, prev);
+        Py_DECREF(prev);
+        if (row == NULL) {
+            Py_DECREF(rows);
+            Py_DECREF(held);
+            return NULL;
+        }
+        prev = Py_NewRef(PyTuple_GET_ITEM(row, CHAIN_FIELDS + 2));
+        PyList_SET_ITEM(rows, i, row);
+    }
+    Py_DECREF(prev);
+    Py_DECREF(held);
+    return rows;
+}
+
 /* ---- the call caps walk ---------------------------------------------------------------- */
 
 /* Why: runtime/shapes.py _violation walks every call's arguments (depth, string length, key
@@ -1179,6 +1323,9 @@ static PyMethodDef methods[] = {
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(fields, /) -> (line, pre, mid, post) | None: an audit record's journal line and "
      "body parts."},
+    {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
+     "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
+     "journaled records (runtime/audit/_record.py chain_rows)."},
     {"violation", (PyCFunction)(void (*)(void))violation, METH_FASTCALL,
      "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
      "the first value beyond the call caps (runtime/shapes.py _violation)."},
@@ -1201,6 +1348,16 @@ static int mod_exec(PyObject *module) {
     if (st->canon_error == NULL || st->int_error == NULL || st->float_error == NULL) {
         return -1;
     }
+    PyObject *hashlib = PyImport_ImportModule("hashlib");
+    if (hashlib == NULL) {
+        return -1;
+    }
+    st->sha256 = PyObject_GetAttrString(hashlib, "sha256");
+    Py_DECREF(hashlib);
+    st->hexdigest = PyUnicode_InternFromString("hexdigest");
+    if (st->sha256 == NULL || st->hexdigest == NULL) {
+        return -1;
+    }
     return 0;
 }
 
@@ -1209,6 +1366,8 @@ static int mod_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->canon_error);
     Py_VISIT(st->int_error);
     Py_VISIT(st->float_error);
+    Py_VISIT(st->sha256);
+    Py_VISIT(st->hexdigest);
     return 0;
 }
 
@@ -1217,6 +1376,8 @@ static int mod_clear(PyObject *module) {
     Py_CLEAR(st->canon_error);
     Py_CLEAR(st->int_error);
     Py_CLEAR(st->float_error);
+    Py_CLEAR(st->sha256);
+    Py_CLEAR(st->hexdigest);
     return 0;
 }
 

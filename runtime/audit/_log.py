@@ -58,7 +58,7 @@ from runtime.audit._record import (
     body_bytes,
     body_parts,
     chain_hash,
-    chain_row,
+    chain_rows,
     journal_record,
     row_to_record,
 )
@@ -150,20 +150,12 @@ def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
 _Pending = tuple[tuple[Any, ...], int, BodyParts]
 
 
-def _chain(
-    records: list[tuple[tuple[Any, ...], BodyParts]],
-) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
-    """The ``build`` for Database.append_batch: rows for ``records`` chained after the head."""
+def _chain(records: list[Any]) -> Callable[[int, str | None], list[tuple[Any, ...]]]:
+    """The ``build`` for Database.append_batch: rows for ``records`` (tuples of a record's
+    fields first and its body parts last) chained after the head."""
 
     def build(head_seq: int, head_hash: str | None) -> list[tuple[Any, ...]]:
-        rows = []
-        seq, prev = head_seq, head_hash or GENESIS_HASH
-        for fields, parts in records:
-            seq += 1
-            row = chain_row(fields, parts, seq, prev)
-            prev = row[-1]
-            rows.append(row)
-        return rows
+        return chain_rows(records, head_seq, head_hash or GENESIS_HASH)
 
     return build
 
@@ -641,7 +633,7 @@ class AuditLog:
         assert self._journal is not None
         try:
             self._db(write=True).append_batch(
-                _chain([(fields, parts) for fields, _, parts in batch]),
+                _chain(batch),  # (fields, end, parts): chain_rows reads first and last
                 (self._journal.name, batch[-1][1]),
             )
         except BaseException:
