@@ -233,6 +233,11 @@ def test_maybe_secret_long_text_and_odd_fragments(c_mod: ModuleType) -> None:
     long = "x" * 5000 + "-To_Ken"
     assert c_mod.maybe_secret(long, aws, lowered, ("token",)) is True
     assert c_mod.maybe_secret("x" * 5000, aws, lowered, ("token",)) is False
+    many = (*(f"zz{i}" for i in range(70)), "token")  # past the C bucket table: memmem
+    for text in ("x-to.ken", "zz69", "zz7", "z", "", "TOKEN", "zz"):
+        for gate in (many, many[:-1], ("", *many), ("é", "token")):
+            expected = _redact._py_maybe_secret(text, gate)
+            assert c_mod.maybe_secret(text, aws, lowered, gate) is expected
     assert c_mod.maybe_secret("xy", aws, lowered, (Text("x"),)) is NotImplemented
     assert c_mod.maybe_secret(Text("xy"), aws, lowered, ("x",)) is NotImplemented
     assert c_mod.maybe_secret("xy", aws, lowered, ["x"]) is NotImplemented
