@@ -1,6 +1,6 @@
 /* RFC 8785 (JCS) canonical JSON of Python objects, the audit journal line and hash body parts
- * of one record, the chained rows of journaled records, the call caps walk and the redaction
- * gate, for runtime/_speedups.py.
+ * of one record, the chained rows of journaled records, audit record times, the call caps
+ * walk and the redaction gate, for runtime/_speedups.py.
  *
  * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
  * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Containers deeper than this raise RecursionError and _canonical hands the value to the
  * Python walk: the interpreter's recursion limit may have been raised past what the C stack
@@ -1352,6 +1353,77 @@ static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_
     return PyBool_FromLong(hit);
 }
 
+/* ---- audit record times ---------------------------------------------------------------- */
+
+/* Why: every audit record takes its time as RFC 3339 UTC text with microseconds
+ * (runtime/audit/_log.py _Clock: ``2026-01-02T03:04:05.678901Z``), ~30 Python opcodes a
+ * record even with the date part cached per second. utc_now() is that text for the current
+ * time, read from the clock time.time_ns() reads (CLOCK_REALTIME); utc_text(ns) formats a
+ * given time (the differential tests compare it with _Clock). The date is computed here
+ * (days to civil date, proleptic Gregorian as datetime is), not with gmtime: no libc time
+ * zone state is touched. Times before 1970, or past what a signed 64-bit count of ns holds
+ * (2262), return NotImplemented. */
+
+#define NS_PER_S 1000000000LL
+
+static PyObject *format_utc(long long ns) {
+    if (ns < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    long long secs = ns / NS_PER_S;
+    int micro = (int)((ns % NS_PER_S) / 1000);
+    long long days = secs / 86400;
+    int rem = (int)(secs % 86400);
+    /* civil_from_days (H. Hinnant), for days >= 0. */
+    long long z = days + 719468;
+    long long era = z / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned day = doy - (153 * mp + 2) / 5 + 1;
+    unsigned month = mp < 10 ? mp + 3 : mp - 9;
+    long long year = (long long)yoe + era * 400 + (month <= 2);
+    char buf[40];
+    int n = snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02d:%02d:%02d.%06dZ", year, month, day,
+                     rem / 3600, rem / 60 % 60, rem % 60, micro);
+    if (n < 0 || n >= (int)sizeof buf) {
+        PyErr_SetString(PyExc_SystemError, "utc time text did not fit");
+        return NULL;
+    }
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+/* utc_text(ns, /) -> str | NotImplemented */
+static PyObject *utc_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyLong_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "utc_text(ns) takes one int");
+        return NULL;
+    }
+    int overflow = 0;
+    long long ns = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    if (ns == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return format_utc(ns);
+}
+
+/* utc_now() -> str */
+static PyObject *utc_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 0) {
+        PyErr_SetString(PyExc_TypeError, "utc_now() takes no arguments");
+        return NULL;
+    }
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return format_utc((long long)ts.tv_sec * NS_PER_S + ts.tv_nsec);
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1365,6 +1437,11 @@ static PyMethodDef methods[] = {
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
      "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
      "journaled records (runtime/audit/_record.py chain_rows)."},
+    {"utc_now", (PyCFunction)(void (*)(void))utc_now, METH_FASTCALL,
+     "utc_now() -> str: the current time as an audit record shows it (RFC 3339, UTC, µs)."},
+    {"utc_text", (PyCFunction)(void (*)(void))utc_text, METH_FASTCALL,
+     "utc_text(ns, /) -> str | NotImplemented: a time in ns since the epoch as utc_now shows "
+     "it."},
     {"violation", (PyCFunction)(void (*)(void))violation, METH_FASTCALL,
      "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
      "the first value beyond the call caps (runtime/shapes.py _violation)."},
