@@ -542,12 +542,11 @@ class AuditLog:
         per field; the one difference from :meth:`tail` is that integers beyond 2**53 are
         strings in the file (I-JSON) and still integers in the returned record.
         """
-        kind, call_id, tool, *rest = fields
         # SQLite would store an int call_id as TEXT and the hash (taken over the int) would
         # never verify again: refuse anything but text up front. The common case (exact
         # str, JSON objects as "{...}" text) is one expression; _check_fields names the
         # culprit otherwise.
-        _, _, _, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
+        kind, call_id, tool, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
         if not (
             type(call_id) is str
             and type(tool) is str
@@ -562,14 +561,14 @@ class AuditLog:
         if defer:
             if returning:
                 raise ValueError("defer=True needs returning=False: the seq is not known yet")
-            self._journal_append(kind, call_id, tool, rest)
+            self._journal_append(fields)
             return None
 
         def build(head_seq: int, head_hash: str | None) -> tuple[Any, ...]:
             # Runs under the write lock, and again if another writer took this seq first;
             # the time is taken here, when the record is built.
             seq, prev = head_seq + 1, head_hash or GENESIS_HASH
-            row = (seq, kind, call_id, _now(), tool, *rest, prev)
+            row = (seq, kind, call_id, _now(), *fields[2:], prev)
             return (*row, chain_hash(prev, body_bytes((*row, None))))
 
         with self._write_lock:
@@ -591,22 +590,27 @@ class AuditLog:
 
     # -- the journal ------------------------------------------------------------------------
 
-    def _journal_append(self, kind: str, call_id: str, tool: str, rest: list[Any]) -> None:
+    def _journal_append(self, fields: tuple[Any, ...]) -> None:
+        """Journal the record whose columns from ``kind`` to ``result_size`` but ``time`` are
+        ``fields`` (checked by _append)."""
         with self._write_lock:
-            self._db(write=True)  # raises when closed
+            if self._closed:
+                self._db(write=True)  # raises
             if self._failed:
                 # The last insertion failed: retry it now, and refuse this record (fail
                 # closed) while the database still cannot take them.
                 with self._db_lock:
                     self._insert_pending_locked()
-            line_fields = (kind, call_id, _now(), tool, *rest)
+            line_fields = (fields[0], fields[1], _now(), *fields[2:])
             try:
                 line, parts = journal_record(line_fields)
             except ValueError as exc:  # lone surrogates: the database would refuse it too
-                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
+                raise AuditError(
+                    f"audit record for {fields[1]!r} is not valid text: {exc}"
+                ) from exc
             if self._journal is None:
                 self._journal = Journal(self._path)
-            end = self._journal.append(line, write_ahead=kind == "request")
+            end = self._journal.append(line, write_ahead=fields[0] == "request")
             self._pending.append((line_fields, end, parts))
             if len(self._pending) == 1:
                 self._oldest = time.monotonic()
