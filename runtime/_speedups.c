@@ -1,5 +1,6 @@
-/* RFC 8785 (JCS) canonical JSON of Python objects, and the audit journal line and hash body
- * parts of one record, for runtime/_speedups.py.
+/* RFC 8785 (JCS) canonical JSON of Python objects, the audit journal line and hash body parts
+ * of one record, the chained rows of journaled records, audit record times, the call caps
+ * walk and the redaction gate, for runtime/_speedups.py.
  *
  * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
  * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Containers deeper than this raise RecursionError and _canonical hands the value to the
  * Python walk: the interpreter's recursion limit may have been raised past what the C stack
@@ -32,6 +34,8 @@ typedef struct {
     PyObject *canon_error; /* rfc8785.CanonicalizationError */
     PyObject *int_error;   /* rfc8785.IntegerDomainError */
     PyObject *float_error; /* rfc8785.FloatDomainError */
+    PyObject *sha256;      /* hashlib.sha256 */
+    PyObject *hexdigest;   /* "hexdigest", interned */
 } mod_state;
 
 typedef struct {
@@ -938,6 +942,488 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return res;
 }
 
+/* ---- chaining journaled records ------------------------------------------------------ */
+
+/* Why: journaled records are chained in batches (runtime/audit/_log.py _chain, _record.py
+ * chain_row): per record, its body from the parts and the chain slots, a sha256 and the row
+ * tuple, ~200 Python opcodes. This builds the same rows. The hash is hashlib's (the module
+ * state holds hashlib.sha256), so the digest is OpenSSL's, as in the Python code. A record or
+ * head outside the shape AuditLog builds returns NotImplemented before anything is hashed:
+ * the Python code then builds the rows (or raises its own error). */
+
+#define CHAIN_FIELDS 15
+
+/* 1 when ``rec`` is a tuple (fields, ..., (pre, mid, post)) of the shape chain() takes. */
+static int chain_record_ok(PyObject *rec) {
+    if (Py_TYPE(rec) != &PyTuple_Type || PyTuple_GET_SIZE(rec) < 2) {
+        return 0;
+    }
+    PyObject *fields = PyTuple_GET_ITEM(rec, 0);
+    PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
+    if (Py_TYPE(fields) != &PyTuple_Type || PyTuple_GET_SIZE(fields) != CHAIN_FIELDS ||
+        Py_TYPE(parts) != &PyTuple_Type || PyTuple_GET_SIZE(parts) != 3) {
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(parts, i)) != &PyBytes_Type) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The row of one record: (seq, *fields, prev, sha256(prev + pre + prev + mid + seq + post)). */
+static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject *prev) {
+    PyObject *fields = PyTuple_GET_ITEM(rec, 0);
+    PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
+    const char *p = (const char *)PyUnicode_DATA(prev);
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prev);
+    char digits[24];
+    int dlen = snprintf(digits, sizeof digits, "%lld", seq);
+    Py_ssize_t total = 2 * plen + dlen;
+    for (int i = 0; i < 3; i++) {
+        total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i));
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
+    if (data == NULL) {
+        return NULL;
+    }
+    char *w = PyBytes_AS_STRING(data);
+#define PUT(src, n)                                                                           \
+    do {                                                                                      \
+        memcpy(w, (src), (size_t)(n));                                                        \
+        w += (n);                                                                             \
+    } while (0)
+#define PUT_PART(i)                                                                           \
+    PUT(PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, i)), PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i)))
+    PUT(p, plen);
+    PUT_PART(0);
+    PUT(p, plen);
+    PUT_PART(1);
+    PUT(digits, dlen);
+    PUT_PART(2);
+#undef PUT_PART
+#undef PUT
+    PyObject *h = PyObject_CallOneArg(st->sha256, data);
+    Py_DECREF(data);
+    if (h == NULL) {
+        return NULL;
+    }
+    PyObject *hex = PyObject_CallMethodNoArgs(h, st->hexdigest);
+    Py_DECREF(h);
+    if (hex == NULL) {
+        return NULL;
+    }
+    PyObject *row = PyTuple_New(CHAIN_FIELDS + 3);
+    PyObject *seq_obj = PyLong_FromLongLong(seq);
+    if (row == NULL || seq_obj == NULL) {
+        Py_XDECREF(row);
+        Py_XDECREF(seq_obj);
+        Py_DECREF(hex);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(row, 0, seq_obj);
+    for (Py_ssize_t i = 0; i < CHAIN_FIELDS; i++) {
+        PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
+    }
+    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 1, Py_NewRef(prev));
+    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 2, hex);
+    return row;
+}
+
+/* chain(records, head_seq, head_hash, /) -> list of rows | NotImplemented */
+static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "chain(records, head_seq, head_hash) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *records = args[0];
+    PyObject *prev = args[2];
+    if (Py_TYPE(records) != &PyList_Type || Py_TYPE(args[1]) != &PyLong_Type ||
+        Py_TYPE(prev) != &PyUnicode_Type || !PyUnicode_IS_ASCII(prev)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int overflow = 0;
+    long long seq = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (seq == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (overflow || seq < 0 || seq > LLONG_MAX - n) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!chain_record_ok(PyList_GET_ITEM(records, i))) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
+    mod_state *st = state_of(module);
+    /* Records are held while hashing: the hash call runs no Python code of the caller's,
+     * but the list is the caller's and another thread could change it between items. */
+    PyObject *held = PyList_GetSlice(records, 0, n);
+    PyObject *rows = held == NULL ? NULL : PyList_New(n);
+    if (rows == NULL) {
+        Py_XDECREF(held);
+        return NULL;
+    }
+    Py_INCREF(prev);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = chain_one(st, PyList_GET_ITEM(held, i), seq + 1 + i, prev);
+        Py_DECREF(prev);
+        if (row == NULL) {
+            Py_DECREF(rows);
+            Py_DECREF(held);
+            return NULL;
+        }
+        prev = Py_NewRef(PyTuple_GET_ITEM(row, CHAIN_FIELDS + 2));
+        PyList_SET_ITEM(rows, i, row);
+    }
+    Py_DECREF(prev);
+    Py_DECREF(held);
+    return rows;
+}
+
+/* ---- the call caps walk ---------------------------------------------------------------- */
+
+/* Why: runtime/shapes.py _violation walks every call's arguments (depth, string length, key
+ * types, NaN) in Python, ~150 opcodes for a one-key object. This is the same walk, in the
+ * same order, returning the same answer. Hazard: isinstance() in the Python walk can run
+ * code (a __class__ property, an overridden __len__ or items()), so anything that is not
+ * exactly a JSON type (str, dict, list, int, float, bool, None) makes the whole value go to
+ * the Python walk (V_PYTHON); so does nesting past MAX_DEPTH (the C stack), where the Python
+ * walk decides (or raises RecursionError, as it always did). No Python code runs while a
+ * dict is iterated: items are borrowed. */
+
+#define V_PYTHON 2
+
+static int viol_key(PyObject *keys, PyObject *key) {
+    return PyList_Append(keys, key) < 0 ? -1 : 1;
+}
+
+/* 0: nothing; 1: *rule and keys (innermost first) set; V_PYTHON; -1: error. */
+static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssize_t depth,
+                const char **rule, PyObject *keys) {
+    if (depth > max_depth) {
+        *rule = "max_depth";
+        return 1;
+    }
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        if (PyUnicode_GET_LENGTH(v) > max_string) {
+            *rule = "max_string";
+            return 1;
+        }
+        return 0;
+    }
+    if (t == &PyDict_Type) {
+        if (depth >= MAX_DEPTH) {
+            return V_PYTHON;
+        }
+        int leaf_ok = depth < max_depth; /* a string child is at depth + 1 */
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x)) {
+            PyTypeObject *kt = Py_TYPE(k);
+            if (kt != &PyUnicode_Type) {
+                if (kt == &PyLong_Type || kt == &PyFloat_Type || kt == &PyBool_Type ||
+                    k == Py_None) {
+                    *rule = "key";
+                    return 1;
+                }
+                return V_PYTHON;
+            }
+            if (leaf_ok && Py_TYPE(x) == &PyUnicode_Type) {
+                if (PyUnicode_GET_LENGTH(x) > max_string) {
+                    *rule = "max_string";
+                    return viol_key(keys, k);
+                }
+                continue;
+            }
+            int rc = viol(x, max_depth, max_string, depth + 1, rule, keys);
+            if (rc == 1) {
+                return viol_key(keys, k);
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+    if (t == &PyList_Type) {
+        if (depth >= MAX_DEPTH) {
+            return V_PYTHON;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            int rc = viol(PyList_GET_ITEM(v, i), max_depth, max_string, depth + 1, rule, keys);
+            if (rc == 1) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                if (index == NULL) {
+                    return -1;
+                }
+                rc = viol_key(keys, index);
+                Py_DECREF(index);
+                return rc;
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+    if (t == &PyFloat_Type) {
+        if (isnan(PyFloat_AS_DOUBLE(v))) {
+            *rule = "nan";
+            return 1;
+        }
+        return 0;
+    }
+    if (t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+        return 0;
+    }
+    return V_PYTHON;
+}
+
+/* A cap as a C integer: 1, or 0 when it is not an exact int that fits (the Python walk
+ * then compares whatever it is). */
+static int cap_of(PyObject *o, Py_ssize_t *out) {
+    if (Py_TYPE(o) != &PyLong_Type) {
+        return 0;
+    }
+    *out = PyLong_AsSsize_t(o);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented */
+static PyObject *violation(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "violation(value, max_depth, max_string) takes 3 "
+                                         "arguments");
+        return NULL;
+    }
+    Py_ssize_t max_depth, max_string;
+    if (!cap_of(args[1], &max_depth) || !cap_of(args[2], &max_string)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL) {
+        return NULL;
+    }
+    const char *rule = NULL;
+    int rc = viol(args[0], max_depth, max_string, 0, &rule, keys);
+    PyObject *res = NULL;
+    if (rc == 0) {
+        res = Py_NewRef(Py_None);
+    } else if (rc == V_PYTHON) {
+        res = Py_NewRef(Py_NotImplemented);
+    } else if (rc == 1) {
+        res = Py_BuildValue("(sO)", rule, keys);
+    }
+    Py_DECREF(keys);
+    return res;
+}
+
+/* ---- the redaction gate ----------------------------------------------------------------- */
+
+/* Why: runtime/audit/_redact.py _maybe_secret decides, per audited text, whether redaction
+ * could change anything: ~180 opcodes of substring tests per call. This is the same test
+ * for ASCII text: any of ``exact`` in the text, any of ``lowered`` in its lower-cased form,
+ * any of ``squashed`` in its lower-cased letters and digits. Text with other characters
+ * returns NotImplemented (Unicode lower-casing can turn them into ASCII letters, e.g. the
+ * Kelvin sign into "k"): the Python code decides. A fragment that is not exactly a str also
+ * returns NotImplemented (the Python ``in`` raises its TypeError). */
+
+/* 1 when every item of ``frags`` is an exact str, else 0. */
+static int all_str(PyObject *frags) {
+    if (!PyTuple_Check(frags)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(frags); i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(frags, i)) != &PyUnicode_Type) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether any of ``frags`` (exact strs) occurs in ``hay``. One pass over the text with the
+ * fragments bucketed by first byte: memmem per fragment cost more than the Python ``in``
+ * tests on 1 KiB (a dozen short needles, each a full scan). More than GATE_MAX fragments
+ * take memmem one by one. A fragment beyond ASCII cannot occur in ASCII text; an empty one
+ * occurs in every text. */
+#define GATE_MAX 64
+
+static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
+    Py_ssize_t count = PyTuple_GET_SIZE(frags);
+    if (count > GATE_MAX) {
+        for (Py_ssize_t k = 0; k < count; k++) {
+            PyObject *f = PyTuple_GET_ITEM(frags, k);
+            Py_ssize_t m = PyUnicode_GET_LENGTH(f);
+            if (m == 0) {
+                return 1;
+            }
+            if (PyUnicode_IS_ASCII(f) && m <= n &&
+                memmem(hay, (size_t)n, PyUnicode_DATA(f), (size_t)m) != NULL) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    signed char head[256];
+    signed char next[GATE_MAX];
+    const char *data[GATE_MAX];
+    Py_ssize_t len[GATE_MAX];
+    memset(head, -1, sizeof head);
+    Py_ssize_t shortest = PY_SSIZE_T_MAX;
+    for (Py_ssize_t k = count - 1; k >= 0; k--) {
+        PyObject *f = PyTuple_GET_ITEM(frags, k);
+        Py_ssize_t m = PyUnicode_GET_LENGTH(f);
+        if (m == 0) {
+            return 1;
+        }
+        if (!PyUnicode_IS_ASCII(f) || m > n) {
+            continue;
+        }
+        data[k] = (const char *)PyUnicode_DATA(f);
+        len[k] = m;
+        unsigned char c = (unsigned char)data[k][0];
+        next[k] = head[c];
+        head[c] = (signed char)k;
+        if (m < shortest) {
+            shortest = m;
+        }
+    }
+    if (shortest > n) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i <= n - shortest; i++) {
+        for (int k = head[(unsigned char)hay[i]]; k >= 0; k = next[k]) {
+            if (len[k] <= n - i && memcmp(hay + i, data[k], (size_t)len[k]) == 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented */
+static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "maybe_secret(text, exact, lowered, squashed) takes "
+                                         "4 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(args[1]) ||
+        !all_str(args[2]) || !all_str(args[3])) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const char *s = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (any_in(s, n, args[1])) {
+        Py_RETURN_TRUE;
+    }
+    char small[1024];
+    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
+    if (low == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        low[i] = (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+    }
+    int hit = any_in(low, n, args[2]);
+    if (!hit) {
+        /* In place: the squashed text is never longer than the lowered one. */
+        Py_ssize_t m = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            char c = low[i];
+            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+                low[m++] = c;
+            }
+        }
+        hit = any_in(low, m, args[3]);
+    }
+    if (low != small) {
+        PyMem_Free(low);
+    }
+    return PyBool_FromLong(hit);
+}
+
+/* ---- audit record times ---------------------------------------------------------------- */
+
+/* Why: every audit record takes its time as RFC 3339 UTC text with microseconds
+ * (runtime/audit/_log.py _Clock: ``2026-01-02T03:04:05.678901Z``), ~30 Python opcodes a
+ * record even with the date part cached per second. utc_now() is that text for the current
+ * time, read from the clock time.time_ns() reads (CLOCK_REALTIME); utc_text(ns) formats a
+ * given time (the differential tests compare it with _Clock). The date is computed here
+ * (days to civil date, proleptic Gregorian as datetime is), not with gmtime: no libc time
+ * zone state is touched. Times before 1970, or past what a signed 64-bit count of ns holds
+ * (2262), return NotImplemented. */
+
+#define NS_PER_S 1000000000LL
+
+static PyObject *format_utc(long long ns) {
+    if (ns < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    long long secs = ns / NS_PER_S;
+    int micro = (int)((ns % NS_PER_S) / 1000);
+    long long days = secs / 86400;
+    int rem = (int)(secs % 86400);
+    /* civil_from_days (H. Hinnant), for days >= 0. */
+    long long z = days + 719468;
+    long long era = z / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned day = doy - (153 * mp + 2) / 5 + 1;
+    unsigned month = mp < 10 ? mp + 3 : mp - 9;
+    long long year = (long long)yoe + era * 400 + (month <= 2);
+    char buf[40];
+    int n = snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02d:%02d:%02d.%06dZ", year, month, day,
+                     rem / 3600, rem / 60 % 60, rem % 60, micro);
+    if (n < 0 || n >= (int)sizeof buf) {
+        PyErr_SetString(PyExc_SystemError, "utc time text did not fit");
+        return NULL;
+    }
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+/* utc_text(ns, /) -> str | NotImplemented */
+static PyObject *utc_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyLong_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "utc_text(ns) takes one int");
+        return NULL;
+    }
+    int overflow = 0;
+    long long ns = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    if (ns == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return format_utc(ns);
+}
+
+/* utc_now() -> str */
+static PyObject *utc_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 0) {
+        PyErr_SetString(PyExc_TypeError, "utc_now() takes no arguments");
+        return NULL;
+    }
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return format_utc((long long)ts.tv_sec * NS_PER_S + ts.tv_nsec);
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -948,6 +1434,20 @@ static PyMethodDef methods[] = {
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(fields, /) -> (line, pre, mid, post) | None: an audit record's journal line and "
      "body parts."},
+    {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
+     "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
+     "journaled records (runtime/audit/_record.py chain_rows)."},
+    {"utc_now", (PyCFunction)(void (*)(void))utc_now, METH_FASTCALL,
+     "utc_now() -> str: the current time as an audit record shows it (RFC 3339, UTC, µs)."},
+    {"utc_text", (PyCFunction)(void (*)(void))utc_text, METH_FASTCALL,
+     "utc_text(ns, /) -> str | NotImplemented: a time in ns since the epoch as utc_now shows "
+     "it."},
+    {"violation", (PyCFunction)(void (*)(void))violation, METH_FASTCALL,
+     "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
+     "the first value beyond the call caps (runtime/shapes.py _violation)."},
+    {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
+     "maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented: the "
+     "redaction gate (runtime/audit/_redact.py _maybe_secret)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -964,6 +1464,16 @@ static int mod_exec(PyObject *module) {
     if (st->canon_error == NULL || st->int_error == NULL || st->float_error == NULL) {
         return -1;
     }
+    PyObject *hashlib = PyImport_ImportModule("hashlib");
+    if (hashlib == NULL) {
+        return -1;
+    }
+    st->sha256 = PyObject_GetAttrString(hashlib, "sha256");
+    Py_DECREF(hashlib);
+    st->hexdigest = PyUnicode_InternFromString("hexdigest");
+    if (st->sha256 == NULL || st->hexdigest == NULL) {
+        return -1;
+    }
     return 0;
 }
 
@@ -972,6 +1482,8 @@ static int mod_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->canon_error);
     Py_VISIT(st->int_error);
     Py_VISIT(st->float_error);
+    Py_VISIT(st->sha256);
+    Py_VISIT(st->hexdigest);
     return 0;
 }
 
@@ -980,6 +1492,8 @@ static int mod_clear(PyObject *module) {
     Py_CLEAR(st->canon_error);
     Py_CLEAR(st->int_error);
     Py_CLEAR(st->float_error);
+    Py_CLEAR(st->sha256);
+    Py_CLEAR(st->hexdigest);
     return 0;
 }
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runtime import _speedups
 from runtime.errors import InvalidArguments, InvalidCall
 from runtime.models import ToolCall, new_call_id
 
@@ -69,9 +71,13 @@ def _check_value(value: Any, limits: CallLimits) -> None:
     Runs on every call over every argument: the walk builds no path strings; the JSONPath of a
     violation is assembled only when there is one.
     """
-    found = _violation(value, limits.max_depth, limits.max_string, 0)
+    found = _find(value, limits.max_depth, limits.max_string)
     if found is None:
         return
+    if found is NotImplemented:  # a value the C walk leaves to the reference walk
+        found = _violation(value, limits.max_depth, limits.max_string, 0)
+        if found is None:
+            return
     rule, keys = found
     path = "$" + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
     if rule == "max_depth":
@@ -125,6 +131,30 @@ def _violation(
     elif isinstance(value, float) and math.isnan(value):  # NaN never comes from strict JSON
         return ("nan", [])
     return None
+
+
+def _py_find(value: Any, max_depth: int, max_string: int) -> Any:
+    return _violation(value, max_depth, max_string, 0)
+
+
+def _first_find(value: Any, max_depth: int, max_string: int) -> Any:
+    # Deferred to the first call: every process imports this module, and only the ones that
+    # check calls should build or load the accelerator.
+    _select(_speedups.module())
+    return _find(value, max_depth, max_string)
+
+
+#: The caps walk in use: the accelerator's ``violation`` (the same answer as _violation, or
+#: NotImplemented for values it leaves to it: anything not exactly a JSON type, nesting past
+#: its C depth cap, caps that are not plain ints), else _violation itself.
+_find: Callable[[Any, int, int], Any] = _first_find
+
+
+def _select(mod: Any) -> None:
+    """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python walk
+    when None. Tests call it to run the same inputs through both."""
+    global _find  # noqa: PLW0603 - the one switch, read on every call
+    _find = _py_find if mod is None else mod.violation
 
 
 def _reject_constant(name: str) -> Any:

@@ -160,6 +160,11 @@ def _first_record(fields: tuple[Any, ...]) -> tuple[bytes, bytes, bytes, bytes] 
     return None if _record is None else _record(fields)
 
 
+def _first_chain(records: list[Any], head_seq: int, head_hash: str) -> Any:
+    _select(_speedups.module())
+    return NotImplemented if _chain is None else _chain(records, head_seq, head_hash)
+
+
 # The encoders in use: the accelerator's once loaded, else the walk (see _select).
 _encode: Callable[[Any, bool], bytes] = _first_encode
 _encode_text: Callable[[Any, bool], str] = _first_encode_text
@@ -167,16 +172,19 @@ _encode_text: Callable[[Any, bool], str] = _first_encode_text
 _record: Callable[[tuple[Any, ...]], tuple[bytes, bytes, bytes, bytes] | None] | None = (
     _first_record
 )
+# The accelerator's batch chaining (runtime.audit._record.chain_rows), or None.
+_chain: Callable[[list[Any], int, str], Any] | None = _first_chain
 
 
 def _select(mod: Any) -> None:
     """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
-    global _encode, _encode_text, _record
+    global _encode, _encode_text, _record, _chain  # noqa: PLW0603 - the one switch
     if mod is None:
-        _encode, _encode_text, _record = _py_encode, _py_encode_text, None
+        _encode, _encode_text, _record, _chain = _py_encode, _py_encode_text, None, None
     else:
         _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
+        _chain = mod.chain
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:

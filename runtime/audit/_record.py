@@ -31,6 +31,7 @@ __all__ = [
     "body_parts",
     "chain_hash",
     "chain_row",
+    "chain_rows",
     "journal_record",
     "row_to_record",
 ]
@@ -220,6 +221,27 @@ def chain_row(
     pre, mid, post = parts
     body = pre + prev + mid + str(seq).encode("ascii") + post
     return (seq, *fields, prev_hash, hashlib.sha256(prev + body).hexdigest())
+
+
+def chain_rows(records: list[Any], head_seq: int, head_hash: str) -> list[tuple[Any, ...]]:
+    """The rows of ``records`` chained after ``(head_seq, head_hash)``: each record a tuple
+    whose first item is its ``fields`` and whose last is its :data:`BodyParts`, each row
+    :func:`chain_row` after the one before. In one call of the C accelerator when it is loaded
+    and the records have the shape AuditLog builds (else this loop, which also raises its
+    errors). ``tests/test_speedups_chain.py`` compares the two paths."""
+    c = _canonical._chain
+    if c is not None:
+        rows = c(records, head_seq, head_hash)
+        if rows is not NotImplemented:
+            return rows  # type: ignore[no-any-return]
+    out = []
+    seq, prev = head_seq, head_hash
+    for record in records:
+        seq += 1
+        row = chain_row(record[0], record[-1], seq, prev)
+        prev = row[-1]
+        out.append(row)
+    return out
 
 
 def chain_hash(prev_hash: str, body: bytes) -> str:

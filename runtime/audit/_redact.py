@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from runtime import _speedups
 
 __all__ = ["REDACTED", "Redactor", "redact"]
 
@@ -201,7 +203,22 @@ def _squash(low: str) -> str:
     return low.encode("utf-8", "surrogatepass").translate(None, _NON_ALNUM).decode("ascii")
 
 
+# The fragments tested on the lower-cased text, for the accelerator (the Python code below
+# tests the same ones, grouped).
+_LOWERED_FRAGMENTS = (*_UNDERSCORED_FRAGMENTS, "://", "sk-")
+
+
 def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
+    """Whether ``text`` may hold a secret key name or value (the gate above): the
+    accelerator's answer, or :func:`_py_maybe_secret`'s for text it leaves to it (any
+    character beyond ASCII: Unicode lower-casing can make ASCII letters of them)."""
+    hit = _gate(text, _AWS_PREFIXES, _LOWERED_FRAGMENTS, squashed_fragments)
+    if hit is NotImplemented:
+        return _py_maybe_secret(text, squashed_fragments)
+    return hit is True
+
+
+def _py_maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
     # One test for a character every fragment of a group holds skips the group's tests.
     if "A" in text:
         for prefix in _AWS_PREFIXES:
@@ -219,6 +236,28 @@ def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRA
         if word in squashed:
             return True
     return False
+
+
+def _py_gate(text: str, exact: Any, lowered: Any, squashed: tuple[str, ...]) -> Any:
+    return NotImplemented
+
+
+def _first_gate(text: str, exact: Any, lowered: Any, squashed: tuple[str, ...]) -> Any:
+    # Deferred to the first test: every process imports this module (sandbox children too).
+    _select(_speedups.module())
+    return _gate(text, exact, lowered, squashed)
+
+
+#: The accelerator's ``maybe_secret(text, exact, lowered, squashed)`` (True, False or
+#: NotImplemented), or a stand-in that always leaves the answer to the Python code.
+_gate: Callable[[str, Any, Any, tuple[str, ...]], Any] = _first_gate
+
+
+def _select(mod: Any) -> None:
+    """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
+    when None. Tests call it to run the same inputs through both."""
+    global _gate  # noqa: PLW0603 - the one switch, read on every call
+    _gate = _py_gate if mod is None else mod.maybe_secret
 
 
 def _normalise(key: str) -> tuple[str, ...]:
@@ -254,7 +293,10 @@ class Redactor:
         is per character.
         """
         gate = self._gate
-        return gate is None or _maybe_secret(text, gate)
+        if gate is None:
+            return True
+        hit = _gate(text, _AWS_PREFIXES, _LOWERED_FRAGMENTS, gate)  # _maybe_secret, inline
+        return _py_maybe_secret(text, gate) if hit is NotImplemented else hit is True
 
     def is_secret_key(self, key: str) -> bool:
         hit = self._cache.get(key)

@@ -22,6 +22,11 @@ __all__ = ["MockBackend"]
 Handler = Callable[[ExecRequest], Any | Awaitable[Any]]
 
 
+# One value for every call (frozen): the broker memoises the audit form of a fingerprint by
+# identity first, as it comes from real backends (the wasm backend keeps one too).
+_FINGERPRINT = Fingerprint(backend="mock", mechanisms=("none",), mode="mock")
+
+
 def _echo(request: ExecRequest) -> Any:
     return {"tool": request.spec.name, "arguments": request.arguments}
 
@@ -66,4 +71,4 @@ class MockBackend:
         return ExecOutcome(result=value, usage={"cpu_ms": 0.0}, fingerprint=self.fingerprint())
 
     def fingerprint(self) -> Fingerprint:
-        return Fingerprint(backend="mock", mechanisms=("none",), mode="mock")
+        return _FINGERPRINT

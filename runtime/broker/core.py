@@ -164,6 +164,10 @@ class Broker:
         self._budget_used: dict[tuple[str, str], int] = {}
         # Decisions and fingerprints as the audit records show them (see _audit_decision).
         self._prepared: dict[Any, PreparedObject] = {}
+        # The last fingerprint prepared and its audit form: backends hand out one
+        # Fingerprint object per configuration, so an identity test skips hashing it (a
+        # dataclass __hash__ in Python) twice per call. One tuple: read and replaced whole.
+        self._last_sandbox: tuple[Fingerprint, PreparedObject] | None = None
         self._gateway: Any = None
         self._closed = False
         # Async calls between their start and their result; aclose() waits for them (after
@@ -438,12 +442,16 @@ class Broker:
         return prepared
 
     def _audit_sandbox(self, fingerprint: Fingerprint) -> PreparedObject | dict[str, Any]:
+        last = self._last_sandbox
+        if last is not None and last[0] is fingerprint:
+            return last[1]
         try:
             prepared = self._prepared.get(fingerprint)
         except TypeError:  # a backend's own Fingerprint subclass with unhashable fields
             return fingerprint.as_dict()
         if prepared is None:
             prepared = self._prepare("sandbox", fingerprint.as_dict(), fingerprint)
+        self._last_sandbox = (fingerprint, prepared)
         return prepared
 
     def _prepare(self, what: str, value: dict[str, Any], key: Any) -> PreparedObject:
