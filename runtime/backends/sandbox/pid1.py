@@ -11,6 +11,9 @@ alive as the reaper (slower: its address space is torn down at the end of each c
 The same build makes ``sigexit.so`` beside it (``SIGEXIT_SOURCE``): the fatal-signal handler
 of a tool process that is itself pid 1 (``child.py``, one copy per call). The zygote maps it
 once from a sealed memfd (``load_sigexit``); without it every call keeps a reaper.
+
+And ``cloner.so`` (``CLONER_SOURCE``): the cloner's loop in C (``load_cloner``), so that the
+cloner writes none of its Python heap between clones; without it the loop is Python's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from runtime._fsio import library_path, private_dir
 from runtime._zigcc import zig_cc
@@ -33,13 +36,17 @@ from runtime.errors import SandboxError
 
 __all__ = [
     "CFLAGS",
+    "CLONER_NAME",
+    "CLONER_SOURCE",
     "SIGEXIT_CFLAGS",
     "SIGEXIT_NAME",
     "SIGEXIT_SOURCE",
     "SOURCE",
+    "ClonerServe",
     "build",
     "cache_dir",
     "load",
+    "load_cloner",
     "load_sigexit",
     "self_kill_filter",
 ]
@@ -50,6 +57,8 @@ SIGEXIT_SOURCE = Path(__file__).with_name("sigexit.c")
 RAWSYS_HEADER = Path(__file__).with_name("rawsys.h")
 #: Built beside ``pid1`` in the same digest directory.
 SIGEXIT_NAME = "sigexit.so"
+CLONER_SOURCE = Path(__file__).with_name("cloner.c")
+CLONER_NAME = "cloner.so"
 CFLAGS = (
     "-target",
     "x86_64-linux-none",
@@ -105,25 +114,29 @@ def _digest() -> str:
     h.update(SOURCE.read_bytes())
     h.update(f"{' '.join(SIGEXIT_CFLAGS)}\n".encode())
     h.update(SIGEXIT_SOURCE.read_bytes())
+    h.update(CLONER_SOURCE.read_bytes())
     h.update(RAWSYS_HEADER.read_bytes())
     return h.hexdigest()[:16]
 
 
 def build(out_dir: Path | None = None) -> Path:
     """The built binary's path (compiled now unless an up-to-date one exists); the
-    fatal-signal library ``SIGEXIT_NAME`` is built beside it."""
+    fatal-signal library ``SIGEXIT_NAME`` and the cloner's loop ``CLONER_NAME`` are built
+    beside it."""
     root = out_dir if out_dir is not None else cache_dir()
     out = root / _digest()
     target = out / "pid1"
     with _lock:
         sigexit = out / SIGEXIT_NAME
-        if target.is_file() and sigexit.is_file():
+        cloner = out / CLONER_NAME
+        if target.is_file() and sigexit.is_file() and cloner.is_file():
             return target
         out.mkdir(parents=True, exist_ok=True, mode=0o700)
         zig_cache = str(root / "zig-cache")
         env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache}
         # The library first: pid1 appearing is what says the directory is complete.
         zig_cc([SIGEXIT_SOURCE], SIGEXIT_CFLAGS, sigexit, what="the sandbox's sigexit", env=env)
+        zig_cc([CLONER_SOURCE], SIGEXIT_CFLAGS, cloner, what="the sandbox's cloner", env=env)
         zig_cc([SOURCE], CFLAGS, target, what="the sandbox's pid1", env=env)
     return target
 
@@ -169,6 +182,35 @@ def load_sigexit(pid1_path: str) -> Callable[[], int]:
     install.restype = ctypes.c_long
     install.argtypes = []
     return cast("Callable[[], int]", install)
+
+
+#: ``runtime_cloner_serve(sock, buf, size, fds, got)`` (``cloner.c``).
+ClonerServe = Callable[[int, Any, int, Any, Any], int]
+
+
+def load_cloner(pid1_path: str) -> ClonerServe:
+    """Map the ``cloner.so`` built beside ``pid1_path`` (a sealed memfd, as for sigexit) and
+    return its loop, ``runtime_cloner_serve``. Through ``ctypes.PyDLL``: the GIL stays held
+    across it, because the child of its clone returns from it into Python (a ``CDLL`` call
+    would hand the GIL back around it). OSError if the library is missing or will not load."""
+    path = str(Path(pid1_path).with_name(CLONER_NAME))
+    fd = load(path, "runtime-cloner")
+    try:
+        lib = ctypes.PyDLL(library_path(fd))
+        serve = lib.runtime_cloner_serve
+    except (OSError, AttributeError) as exc:
+        raise OSError(f"cannot load {path}: {exc}") from exc
+    finally:
+        os.close(fd)
+    serve.restype = ctypes.c_long
+    serve.argtypes = [
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_long,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_long),
+    ]
+    return cast("ClonerServe", serve)
 
 
 # Classic BPF for seccomp (linux/filter.h, linux/seccomp.h), x86_64 only.
