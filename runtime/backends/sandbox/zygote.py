@@ -222,6 +222,7 @@ class Zygote:
             bpf_python = bpf_exec = b""
         pid1_fd = -1
         sigexit = None
+        mount_ops = None
         if msg.get("pid1"):
             try:
                 pid1_fd = pid1.load(str(msg["pid1"]))
@@ -237,6 +238,11 @@ class Zygote:
                 self.cloner_serve = pid1.load_cloner(str(msg["pid1"]))
             except OSError as exc:
                 errors["cloner"] = str(exc)
+            try:
+                # Inherited by every call: its new root is one list of operations run in C.
+                mount_ops = pid1.load_mount_ops(str(msg["pid1"]))
+            except OSError as exc:
+                errors["mountops"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -249,6 +255,7 @@ class Zygote:
             pid1_fd=pid1_fd,
             sigexit=sigexit,
             bpf_self_kill=pid1.self_kill_filter() if sigexit is not None else b"",
+            mount_ops=mount_ops,
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
@@ -852,13 +859,27 @@ def _request_body(data: bytes) -> dict[str, Any]:
 def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the cloner's
     """What must be in the cloner before the clone, for this and every later call: the
     tools it has not loaded yet, the profile's mask globs compiled (and their translations,
-    which the tools' glob sets use too), as the zygote's own look at the tree compiled them."""
+    which the tools' glob sets use too), as the zygote's own look at the tree compiled them,
+    and the profile's new root compiled to operation lists."""
     request = _request_body(data)
     for key, entry, base in request["load"]:
         zygote.tools[key] = load_entry(entry, Path(base))
-    spec = masks.MaskSpec.from_plan(dict(request["plan"].get("masks") or {}))
+    plan = child.CallPlan(**request["plan"])
+    spec = masks.MaskSpec.from_plan(plan.masks)
     if spec:
         masks.compile_spec(spec)
+    cfg = zygote.cfg
+    if cfg is not None and "mountns" not in cfg.disable:
+        # The profile's new root as operation lists (``newroot.op_lists``, cached): what
+        # the call computes from the same plan finds them here.
+        newroot.op_lists(
+            plan,
+            child.ChildLimits.from_dict(plan.limits),
+            ws=bool(plan.workspace and plan.access != "none"),
+            py_paths=newroot.python_paths(),
+            state_dirs=cfg.state_dirs,
+            mount_proc="pidns" not in cfg.disable,
+        )
 
 
 def _child(zygote: Zygote, data: bytes, fds: list[int]) -> None:  # pragma: no cover - a call
