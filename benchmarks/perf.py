@@ -163,6 +163,22 @@ def sandbox_via_api(n: int) -> dict[str, Any]:
     }
 
 
+def _floor(quick: bool) -> tuple[dict[str, Any], str | None]:
+    """The kernel floor of the isolation model (bench_floor: the same namespaces, mounts and
+    walls in C, no interpreter): what the sandbox figures compare with besides bwrap."""
+    try:
+        raw = _load("bench_floor").run_benchmark(n=100 if quick else 300)
+    except Exception as exc:  # no zig, no user namespaces...: the rest still reports
+        return {}, f"kernel floor skipped: {type(exc).__name__}: {exc}"
+    rates = raw["floor_calls_per_s"]
+    return {
+        "floor_ms": raw["floor_ms"]["median"],
+        "floor_cpu_ms": raw["floor_cpu_ms"],
+        "floor_calls_per_s": max(rates.values()),
+        "floor_calls_per_s_by_concurrency": rates,
+    }, None
+
+
 def run(quick: bool = False, *, sandbox: bool = True) -> dict[str, Any]:
     """Every benchmark in this process; one flat dict with all keys and the conditions."""
     out: dict[str, Any] = {
@@ -185,6 +201,10 @@ def run(quick: bool = False, *, sandbox: bool = True) -> dict[str, Any]:
             notes.append(note)
         else:
             out.update(sandbox_via_api(20 if quick else 100))
+            figures, note = _floor(quick)
+            out.update(figures)
+            if note:
+                notes.append(note)
     else:
         notes.append("sandbox benchmark skipped (--no-sandbox)")
     out["load_avg_after"] = _load_avg()
@@ -228,6 +248,8 @@ def _table(out: dict[str, Any]) -> str:
         ("  bwrap, interleaved with it (ms)", "bwrap_true_interleaved_ms", None),
         ("isolated via API / bwrap", "isolated_api_vs_bwrap", None),
         ("isolated calls/s", "isolated_calls_per_s", None),
+        ("  kernel floor: same isolation in C (ms)", "floor_ms", "floor_cpu_ms"),
+        ("  kernel floor sandboxes/s", "floor_calls_per_s", None),
     ]
     m = out["machine"]
     lines = [

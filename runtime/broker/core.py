@@ -218,8 +218,9 @@ class Broker:
             from runtime.policy.paths import mask_globs
 
             preload = [s for s in self.catalogue.list() if s.backend is BackendKind.SUBPROCESS]
-            hide, readonly = mask_globs(self.policy.document.paths)
-            masks = MaskSpec(hide=hide, readonly=readonly)
+            paths = self.policy.document.paths
+            hide, readonly = mask_globs(paths)
+            masks = MaskSpec(hide=hide, readonly=readonly, max_entries=paths.mask_max_entries)
             return SandboxBackend(mode=mode, preload=preload, masks=masks)
         if kind == BackendKind.WASM.value:
             from runtime.backends.wasm import WasmBackend

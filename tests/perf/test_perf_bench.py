@@ -95,3 +95,15 @@ def test_wasm_benchmark_runs() -> None:
         "bare_wasmtime_calls_per_s_1t",
     ):
         assert out[key] > 0
+
+
+@pytest.mark.sandbox
+def test_floor_benchmark_runs() -> None:
+    """The kernel-floor sandbox builds, reads its 4 KiB in every sandbox and cannot see the
+    host (floor.c checks; a failure fails the run), and bwrap runs beside it."""
+    out = load_benchmark("bench_floor").run_benchmark(n=6, concurrency=(1, 2))
+    assert out["floor_ms"]["median"] > 0 and out["floor_cpu_ms"] > 0
+    assert set(out["floor_calls_per_s"]) == {"1", "2"}
+    if out["bwrap_calls_per_s"]:
+        assert out["bwrap_cpu_ms"] > 0
+    json.dumps(out)

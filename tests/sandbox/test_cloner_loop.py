@@ -225,3 +225,42 @@ def test_a_tool_the_cloner_cannot_load_is_a_failed_clone_with_the_reason(
         answer = _ask(z, cloner, "broken", theirs.fileno())
     assert "pid" not in answer
     assert "no_such_module_here" in answer["error"]
+
+
+def test_the_cloner_runs_python_for_new_profiles_tools_and_every_few_masked_requests() -> None:
+    ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    z = zygote.Zygote(ctl)
+    z.cfg = child.ChildConfig(
+        host_uid=os.getuid(),
+        host_gid=os.getgid(),
+        drop_root=False,
+        landlock_abi=0,
+        bpf_python=b"",
+        bpf_exec=b"",
+        disable=DISABLE_NAMES,
+    )
+    cloner = zygote._Cloner(0, ours)
+    masked = {**_PLAN, "masks": {"deny": ["*.key"]}}
+
+    def python_flags(raw: dict[str, Any], profile: str, count: int) -> list[int]:
+        flags = []
+        for _ in range(count):
+            plan = child.CallPlan(**raw)
+            cloner.ask(z, raw, plan, tool=None, fd=0, groups=[], profile=profile)
+            data, fds, _f, _a = socket.recv_fds(theirs, 1 << 16, 4)
+            for fd in fds:
+                os.close(fd)
+            flags.append(zygote._REQUEST.unpack_from(data)[1])
+        return flags
+
+    try:
+        every = zygote._REWARM_EVERY
+        assert python_flags(_PLAN, "plain", every + 2) == [1] + [0] * (every + 1)
+        assert python_flags(masked, "masked", every + 1) == [1] + [0] * (every - 1) + [1]
+        z.tools["new"] = _echo  # a tool the cloner has not loaded: Python loads it first
+        z.entries["new"] = ("mod:run", "/base")
+        assert python_flags(_PLAN, "plain", 2) == [1, 0]
+    finally:
+        for s in (ctl, other, ours, theirs):
+            s.close()

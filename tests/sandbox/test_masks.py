@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -496,3 +497,234 @@ def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> No
     finally:
         os.close(fd)
     assert got == _reference(root, spec), (globs, cut)
+
+
+# -- kept listings: the walk replays unchanged directories -----------------------------
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pretend the walks run 10 s from now: every directory made by the test is past the racy
+    window, so its listing may be kept (without this a fresh tree is never kept)."""
+    real = masks._now_ns
+    monkeypatch.setattr(masks, "_now_ns", lambda: real() + 10_000_000_000)
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the directories the walk lists (``os.scandir`` calls on descriptors: the patch
+    is process-wide, and the reference walk lists paths)."""
+    calls: list[int] = []
+    real = os.scandir
+
+    def counting(fd: Any) -> Any:
+        if isinstance(fd, int):
+            calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(masks.os, "scandir", counting)
+    return calls
+
+
+def _find(root: Path, spec: MaskSpec = DEFAULT_MASKS) -> list[tuple[str, str]]:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return sorted((t.rel, t.action) for t in find(fd, spec))
+    finally:
+        os.close(fd)
+
+
+def _mutate(rng: Any, root: Path) -> None:
+    """One change a tool or a concurrent call could make: add, remove, rename, replace a
+    directory with a symlink, or touch (which must not matter)."""
+    every = [root, *root.rglob("*")]
+    dirs = [p for p in every if p.is_dir() and not p.is_symlink()]
+    others = [p for p in every if p != root]
+    op = rng.choice(["file", "file", "mkdir", "remove", "rename", "symlink", "touch"])
+    parent = rng.choice(dirs)
+    name = parent / rng.choice(_NAMES)
+    if op in ("file", "mkdir") and not os.path.lexists(name):
+        if len(name.relative_to(root).parts) <= 4:
+            name.mkdir() if op == "mkdir" else name.write_text("x")
+    elif op == "remove" and others:
+        victim = rng.choice(others)
+        if victim.is_dir() and not victim.is_symlink():
+            shutil.rmtree(victim)
+        elif os.path.lexists(victim):
+            victim.unlink()
+    elif op == "rename" and others:
+        victim = rng.choice(others)
+        if os.path.lexists(victim) and not os.path.lexists(name) and victim not in name.parents:
+            victim.rename(name)
+    elif op == "symlink" and len(dirs) > 1:
+        victim = rng.choice(dirs[1:])
+        if os.path.lexists(victim):
+            shutil.rmtree(victim)
+            victim.symlink_to(".")
+    elif op == "touch" and others:
+        victim = rng.choice(others)
+        if os.path.lexists(victim):
+            os.utime(victim, (0, 0), follow_symlinks=False)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_kept_listings_agree_with_a_fresh_walk_after_every_change(
+    tmp_path: Path, seed: int, later: None, listings: list[int]
+) -> None:
+    import random
+
+    rng = random.Random(seed)
+    root = tmp_path / "t"
+    root.mkdir()
+    for _ in range(rng.randint(5, 30)):
+        _mutate(rng, root)
+    globs = rng.sample(_GLOBS, rng.randint(1, 5))
+    cut = rng.randint(0, len(globs))
+    spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
+    assert _find(root, spec) == _reference(root, spec)
+    listings.clear()
+    assert _find(root, spec) == _reference(root, spec)
+    assert listings == []  # an unchanged tree is replayed, not listed: the cache is in use
+    for _ in range(6):
+        for _ in range(rng.randint(1, 3)):
+            _mutate(rng, root)
+        assert _find(root, spec) == _reference(root, spec), (globs, cut)
+
+
+def test_a_change_deep_down_relists_only_that_directory(
+    workspace: Path, later: None, listings: list[int]
+) -> None:
+    deep = workspace / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (workspace / "z").mkdir()
+    assert _find(workspace) == []
+    (deep / ".env").write_text(SECRET)
+    listings.clear()
+    assert _find(workspace) == [("a/b/c/.env", "hide")]
+    assert len(listings) == 1
+    (deep / ".env").rename(deep / "plain.txt")
+    assert _find(workspace) == []
+
+
+def test_a_recent_directory_is_never_kept(workspace: Path, listings: list[int]) -> None:
+    """The racy rule: a directory changed within RACY_NS of the walk could change again in
+    the same timestamp tick without moving its times, so it is listed on every walk."""
+    (workspace / "sub").mkdir()
+    _find(workspace)
+    first = len(listings)
+    listings.clear()
+    _find(workspace)
+    assert len(listings) == first == 2
+
+
+def test_the_racy_window_boundary(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    st = os.stat(workspace)
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    for now, kept in ((newest + masks.RACY_NS, False), (newest + masks.RACY_NS + 1, True)):
+        masks._matcher.cache_clear()
+        monkeypatch.setattr(masks, "_now_ns", lambda now=now: now)
+        _find(workspace)
+        assert bool(masks._matcher(DEFAULT_MASKS).kept) is kept
+
+
+def test_nothing_is_kept_on_other_filesystems(
+    workspace: Path, later: None, listings: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(masks._linux, "fs_magic", lambda fd: 0x6969)  # NFS
+    (workspace / "sub").mkdir()
+    _find(workspace)
+    listings.clear()
+    _find(workspace)
+    assert len(listings) == 2
+
+
+def test_kept_listings_count_toward_the_bound(
+    workspace: Path, later: None, listings: list[int]
+) -> None:
+    big, small = workspace / "big", workspace / "small"
+    big.mkdir()
+    small.mkdir()
+    for i in range(40):
+        (big / f"f{i}").write_text("x")
+    spec = MaskSpec(hide=("**/.env",), max_entries=50)
+    assert _find(workspace, spec) == []  # 4 + 40 entries
+    for i in range(10):
+        (small / f"f{i}").write_text("x")
+    listings.clear()
+    with pytest.raises(OSError) as info:
+        _find(workspace, spec)
+    assert info.value.errno == errno.E2BIG
+    assert len(listings) == 1  # only `small` was listed; `big` counted from its kept listing
+
+
+def test_a_kept_directory_replaced_by_a_symlink_is_not_followed(
+    workspace: Path, later: None
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "elsewhere").mkdir()
+    (workspace / "elsewhere" / ".env").write_text(SECRET)
+    assert _find(workspace) == [("elsewhere/.env", "hide")]
+    shutil.rmtree(workspace / "elsewhere")
+    (workspace / "elsewhere").symlink_to("/tmp")
+    assert _find(workspace) == []
+
+
+_BELOW_A_MOUNT = """
+import os, sys
+from runtime.backends.sandbox import masks
+from runtime.backends.sandbox.masks import MaskSpec, find
+ws = sys.argv[1]
+os.mkdir(ws + "/mnt")
+os.system("mount -t tmpfs tmpfs " + ws + "/mnt")
+real, listed = os.scandir, []
+masks.os.scandir = lambda fd: (listed.append(fd), real(fd))[1]
+now = masks._now_ns
+masks._now_ns = lambda: now() + 10_000_000_000
+fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+spec = MaskSpec(hide=("**/.env",))
+find(fd, spec)
+listed.clear()
+find(fd, spec)
+print(len(listed))
+"""
+
+
+def test_nothing_below_another_mount_is_kept(workspace: Path, later: None) -> None:
+    """A filesystem mounted inside the workspace may be of any kind: its directories are
+    listed on every walk (here a tmpfs in a mount namespace of the test's own)."""
+    out = subprocess.run(
+        ["unshare", "-Urm", sys.executable, "-c", _BELOW_A_MOUNT, str(workspace)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).resolve().parents[2]), *sys.path[1:]]
+            ),
+        },
+    )
+    assert out.stdout.split() == ["1"]  # the tmpfs root, listed again; the workspace kept
+
+
+def test_the_bound_comes_from_the_policy(workspace: Path) -> None:
+    """``[paths] mask_max_entries``: a workspace past it fails closed, naming the bound; the
+    built-in default is the walk's own default."""
+    import re
+
+    from runtime.broker import SyncBroker
+    from runtime.policy import Policy, default_policy_path
+    from runtime.policy.schema import PathsSection
+
+    assert PathsSection().mask_max_entries == masks.DEFAULT_MAX_ENTRIES
+    for i in range(60):
+        (workspace / f"f{i}.txt").write_text("x")
+    text = default_policy_path().read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^\[paths\]$", "[paths]\nmask_max_entries = 50", text)
+    policy = Policy.from_toml(text, "<bound 50>")
+    with SyncBroker(workspace=workspace, policy=policy) as broker:
+        result = broker.call({"tool": "read_file", "arguments": {"path": "hello.txt"}})
+    assert result.error is not None and result.error.type == "sandbox_error"
+    assert "more than 50 entries" in result.error.message
+    with SyncBroker(workspace=workspace) as broker:  # the default bound: 50,000
+        assert broker.call({"tool": "read_file", "arguments": {"path": "hello.txt"}}).success

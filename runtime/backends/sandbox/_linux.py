@@ -42,6 +42,7 @@ __all__ = [
     "SUPPORTED",
     "capset_zero",
     "clone",
+    "fs_magic",
     "get_pdeathsig",
     "landlock_add_rule",
     "landlock_create_ruleset",
@@ -131,6 +132,19 @@ _libc.prctl.argtypes = [
     ctypes.c_ulong,
     ctypes.c_ulong,
 ]
+
+
+_libc.fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+
+
+def fs_magic(fd: int) -> int:
+    """The ``f_type`` magic number of the filesystem ``fd`` is on (``fstatfs(2)``); 0 when
+    it cannot be told."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on x86_64
+    if _libc.fstatfs(fd, buf) != 0:
+        return 0
+    # f_type is the first field, a signed long; magic numbers are 32-bit values.
+    return int.from_bytes(buf.raw[:8], "little", signed=True) & 0xFFFFFFFF
 
 
 def _check(res: int, what: str) -> int:

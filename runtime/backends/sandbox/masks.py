@@ -23,6 +23,16 @@ re-opened component by component with ``O_NOFOLLOW`` and checked to be the inode
 saw — never on a path string. The walk is bounded in entries and depth; past the bound the
 call fails closed with a set-up error saying so, never silently unmasked. Globs with a
 literal first segment (``.git/**``) cost one look-up; ``**/x`` globs need the whole walk.
+
+The whole walk is paid once, not per call: what the walk did in each directory (the entries
+it acted on, and how many it listed) is kept with the directory's identity — device, inode,
+mtime and ctime — and replayed while that identity is unchanged. Every entry added, removed,
+renamed or replaced in a directory moves its ctime, which nothing in user space can set
+back; the one blind spot, a change in the same timestamp tick as the listing, is closed as
+git closes its "racy" index entries: a directory whose timestamps are recent is never kept.
+Kept only on local filesystems whose timestamps move with every change made through this
+kernel, and only below the workspace's own mount. A warm walk costs a few system calls per
+directory instead of one regex per entry (benchmarks/bench_masks.py).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import functools
 import os
 import re
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -49,12 +60,28 @@ __all__ = [
     "compile_spec",
     "find",
     "signature",
+    "warm",
 ]
 
 #: Directory entries the walk may look at per call before it fails the call closed.
 DEFAULT_MAX_ENTRIES = 50_000
 #: Directory levels below the workspace the walk may descend before it fails closed.
 MAX_DEPTH = 128
+
+#: A directory whose mtime or ctime is less than this old when the walk starts (or in the
+#: future) is listed afresh every time and never kept: a change in the same timestamp tick
+#: as the listing would leave both as they were. Above the coarsest granularity among
+#: ``_KEPT_FS`` (ext2/ext3's one-second timestamps) and a clock tick's lag, with room for
+#: a small step of the clock.
+RACY_NS = 3_000_000_000
+#: ``statfs`` magic numbers of the filesystems whose kept listings are trusted: local ones
+#: that move a directory's ctime on every change made through this kernel (ext2/3/4, XFS,
+#: Btrfs, tmpfs, F2FS, ZFS). Network and FUSE filesystems (attribute caches, servers'
+#: clocks) and overlayfs (a merged directory's times come from one of its layers) are
+#: walked afresh on every call.
+_KEPT_FS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1})
+#: Directories kept per spec; past this the kept listings are dropped and refilled.
+_KEPT_MAX = 100_000
 
 _META = frozenset("*?[")
 _WALK_ATTEMPTS = 3
@@ -114,10 +141,34 @@ class MaskTarget(NamedTuple):
         return "/".join(self.parts)
 
 
+#: The prefixes of the anchored globs still possible at a directory (``_Matcher.live_below``).
+_Live = tuple[tuple[re.Pattern[str], ...], ...]
+
+
+class _Step(NamedTuple):
+    """One entry of a directory the walk acts on: masks it, or descends into it."""
+
+    name: str
+    action: str | None  # "hide" | "readonly" | None (only descend)
+    listed_dir: bool
+    live: _Live
+
+
+class _Kept(NamedTuple):
+    """What the walk did in one directory, valid while the directory's identity holds."""
+
+    ident: tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_ctime_ns
+    entries: int  # listed, for the bound: a kept listing counts as the listing it replaces
+    steps: tuple[_Step, ...]
+
+
 class _Matcher:
-    """The globs, plus the literal leading segments of each for pruning the walk."""
+    """The globs, plus the literal leading segments of each for pruning the walk, and the
+    walk's kept listings (``kept``: the only part that changes)."""
 
     def __init__(self, spec: MaskSpec) -> None:
+        #: (root dev, root ino, parts, under_ro) → what the walk did there.
+        self.kept: dict[tuple[int, int, tuple[str, ...], bool], _Kept] = {}
         self.hide = GlobSet(spec.hide, casefold=True)
         self.readonly = GlobSet(spec.readonly, casefold=True)
         # One alternation of every glob first: most entries match none (one regex, not two).
@@ -191,7 +242,9 @@ class _Matcher:
 def _matcher(spec: MaskSpec) -> _Matcher:
     """The compiled globs of ``spec``: compiling them is ~0.4 ms, and the fork-server and
     each call's tool process walk the same spec on every call. Kept in the fork-server's
-    heap (its first call fills it), so the calls inherit it. A _Matcher is never mutated."""
+    heap (its first call fills it), so the calls inherit it — globs and kept listings: the
+    fork-server's walk of each call's stamp keeps them, and the spare forked next replays
+    them. Only the kept listings of a _Matcher ever change."""
     return _Matcher(spec)
 
 
@@ -205,6 +258,10 @@ def compile_spec(spec: MaskSpec) -> None:
     _matcher(spec)
 
 
+def _now_ns() -> int:
+    return time.time_ns()
+
+
 def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
@@ -214,14 +271,49 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
     seen = 0
+    # Taken before any directory is looked at: a change after it carries a later time.
+    racy_after = _now_ns() - RACY_NS
+    root = os.fstat(root_fd)
+    keep = _linux.fs_magic(root_fd) in _KEPT_FS
+    kept = matcher.kept
 
-    def visit(
-        dfd: int,
-        parts: tuple[str, ...],
-        under_ro: bool,
-        live: tuple[tuple[re.Pattern[str], ...], ...],
-    ) -> None:
+    def count(entries: int) -> None:
         nonlocal seen
+        seen += entries
+        if seen > spec.max_entries:
+            raise _refuse(
+                errno.E2BIG,
+                f"the workspace has more than {spec.max_entries} entries to check for "
+                "policy-denied paths (paths.deny / paths.deny_write); they cannot all be "
+                "masked, so the call does not run (fewer files, or a larger "
+                "[paths] mask_max_entries)",
+            )
+
+    def listing(
+        dfd: int, parts: tuple[str, ...], under_ro: bool, live: _Live
+    ) -> tuple[int, list[_Step]]:
+        """List ``dfd`` and match its entries: the ones the walk acts on, in listing order."""
+        try:
+            with os.scandir(dfd) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except PermissionError as exc:
+            raise _unreadable(parts) from exc
+        count(len(entries))
+        depth = len(parts)
+        steps: list[_Step] = []
+        for name, listed_dir in entries:
+            named = matcher.names.match(name) is not None
+            sub_live = matcher.live_below(live, depth, name) if live else live
+            action = None
+            if named or sub_live or matcher.generic:
+                action = matcher.action("/".join((*parts, name)))
+            if action == "readonly" and under_ro:
+                action = None  # already read-only through its parent's mount
+            if action is not None or (listed_dir and (matcher.floating or sub_live)):
+                steps.append(_Step(name, action, listed_dir, sub_live))
+        return len(entries), steps
+
+    def visit(dfd: int, parts: tuple[str, ...], under_ro: bool, live: _Live) -> None:
         if len(parts) > MAX_DEPTH:
             raise _refuse(
                 errno.E2BIG,
@@ -230,31 +322,21 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 "checked, so the call does not run",
             )
         before = os.fstat(dfd)
-        try:
-            with os.scandir(dfd) as it:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-        except PermissionError as exc:
-            raise _unreadable(parts) from exc
-        seen += len(entries)
-        if seen > spec.max_entries:
-            raise _refuse(
-                errno.E2BIG,
-                f"the workspace has more than {spec.max_entries} entries to check for "
-                "policy-denied paths (paths.deny / paths.deny_write); they cannot all be "
-                "masked, so the call does not run (fewer files, or a larger bound)",
-            )
-        depth = len(parts)
-        for name, listed_dir in entries:
-            is_dir = listed_dir
+        ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
+        key = (root.st_dev, root.st_ino, parts, under_ro)
+        hit = kept.get(key) if keep else None
+        fresh = hit is None or hit.ident != ident
+        if hit is not None and not fresh:
+            count(hit.entries)
+            entries, steps = hit.entries, hit.steps
+        else:
+            entries, listed = listing(dfd, parts, under_ro, live)
+            steps = tuple(listed)
+        for step in steps:
+            name = step.name
+            is_dir = step.listed_dir
             sub = (*parts, name)
-            named = matcher.names.match(name) is not None
-            sub_live = matcher.live_below(live, depth, name) if live else live
-            action = None
-            if named or sub_live or matcher.generic:
-                action = matcher.action("/".join(sub))
-            if action == "readonly" and under_ro:
-                action = None  # already read-only through its parent's mount
-            if action is not None:
+            if step.action is not None:
                 try:
                     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                 except FileNotFoundError:
@@ -264,17 +346,30 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     targets.append(
                         MaskTarget(
                             sub,
-                            action,
+                            step.action,
                             st.st_dev,
                             st.st_ino,
                             is_dir,
                             0 if is_dir else st.st_ctime_ns,
                         )
                     )
-                    if action == "hide":
+                    if step.action == "hide":
                         continue
-            if not is_dir or not (matcher.floating or sub_live):
+            if not is_dir or not (matcher.floating or step.live):
                 continue
+            sub_ro = under_ro or step.action == "readonly"
+            if keep:
+                # A kept directory with nothing to act on (most leaves): one lstat of the
+                # entry, never followed, says it is the directory kept, unchanged.
+                leaf = kept.get((root.st_dev, root.st_ino, sub, sub_ro))
+                if leaf is not None and not leaf.steps:
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        raise _changed(sub) from None
+                    if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident:
+                        count(leaf.entries)
+                        continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
             except PermissionError as exc:
@@ -284,15 +379,43 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     raise _changed(sub) from exc
                 raise
             try:
-                visit(child, sub, under_ro or action == "readonly", sub_live)
+                visit(child, sub, sub_ro, step.live)
             finally:
                 os.close(child)
         after = os.fstat(dfd)
         if (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
             raise _changed(parts)
+        if (
+            keep
+            and fresh
+            and before.st_dev == root.st_dev  # not below another mount
+            and max(before.st_mtime_ns, before.st_ctime_ns) < racy_after
+        ):
+            if len(kept) >= _KEPT_MAX:
+                kept.clear()
+            kept[key] = _Kept(ident, entries, steps)
 
     visit(root_fd, (), False, matcher.anchored)
     return targets
+
+
+def warm(workspace: str | None, spec: MaskSpec) -> None:
+    """Walk ``workspace`` for its kept listings only, so that the processes this one forks
+    next replay them instead of listing the whole tree (the fork-server's cloner, before
+    each clone). Nothing is decided here: a walk that fails keeps what it kept and is
+    otherwise ignored; each call's own walk still checks, and fails closed, on its own."""
+    if not workspace or not spec:
+        return
+    try:
+        root = os.open(workspace, _DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        find(root, spec)
+    except OSError:
+        pass
+    finally:
+        os.close(root)
 
 
 def _unreadable(parts: tuple[str, ...]) -> OSError:
