@@ -19,7 +19,10 @@ Why a second process: a clone copies the page tables of the whole ~25 MB interpr
 takes milliseconds, and while the zygote made the replacement spare the call in flight
 could not be reaped; and every page the zygote wrote after a clone was a copy-on-write
 fault while the new child shared it (~450 a call). The zygote now shares its pages with the
-cloner only, and writes each at most once.
+cloner only, and writes each at most once. The cloner's own loop is C (``cloner.c``): between
+two clones it writes none of its Python heap, which every call shares; Python runs there
+only when the zygote asks (a tool to load, a new profile to compile, the mask walk's kept
+listings to refresh), and the call decodes its own request.
 """
 
 from __future__ import annotations
