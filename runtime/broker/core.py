@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
+from runtime import _speedups
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
 from runtime.broker import _fast
 from runtime.broker.events import Event, EventBus, EventKind
@@ -173,6 +174,9 @@ class Broker:
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
         self._start_lock = anyio.Lock()
+        # The audit encoder's C accelerator is built (1-2 s, once per machine) or loaded on
+        # first use; decided here in a worker thread, not by the first call on the loop.
+        await anyio.to_thread.run_sync(_speedups.module)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

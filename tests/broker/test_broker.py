@@ -299,3 +299,26 @@ async def test_a_sandbox_error_of_an_open_broker_is_unchanged(make_broker: MakeB
         assert result.error.message == "the sandbox broke"
         assert "reason" not in result.error.details
         assert broker.audit.tail(1)[0].outcome == "error"
+
+
+async def test_opening_decides_the_accelerator_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the audit encoder's C accelerator takes a second or two the first time: the
+    broker decides it in a worker thread when it opens, so no call blocks the loop on it."""
+    import threading
+
+    from runtime import _speedups
+    from runtime.broker import Broker
+
+    real, threads = _speedups.module, []
+
+    def recording() -> Any:
+        threads.append(threading.current_thread())
+        return real()
+
+    monkeypatch.setattr(_speedups, "module", recording)
+    loop_thread = threading.current_thread()
+    async with Broker(workspace=tmp_path / "ws"):
+        pass
+    assert threads and threads[0] is not loop_thread

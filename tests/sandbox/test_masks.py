@@ -728,3 +728,17 @@ def test_the_bound_comes_from_the_policy(workspace: Path) -> None:
     assert "more than 50 entries" in result.error.message
     with SyncBroker(workspace=workspace) as broker:  # the default bound: 50,000
         assert broker.call({"tool": "read_file", "arguments": {"path": "hello.txt"}}).success
+
+
+def test_the_generation_moves_with_the_kept_listings(workspace: Path, later: None) -> None:
+    spec = MaskSpec(hide=("**/.gen-test",))
+    (workspace / "sub").mkdir()
+    start = masks.generation(spec)
+    _find(workspace, spec)
+    filled = masks.generation(spec)
+    assert filled > start
+    _find(workspace, spec)
+    assert masks.generation(spec) == filled  # replayed: nothing kept anew
+    (workspace / "sub" / "new").write_text("x")
+    _find(workspace, spec)
+    assert masks.generation(spec) > filled

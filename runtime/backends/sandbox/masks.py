@@ -59,6 +59,7 @@ __all__ = [
     "apply",
     "compile_spec",
     "find",
+    "generation",
     "signature",
     "warm",
 ]
@@ -169,6 +170,9 @@ class _Matcher:
     def __init__(self, spec: MaskSpec) -> None:
         #: (root dev, root ino, parts, under_ro) → what the walk did there.
         self.kept: dict[tuple[int, int, tuple[str, ...], bool], _Kept] = {}
+        #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
+        #: this one while their generations agree (:func:`generation`).
+        self.generation = 0
         self.hide = GlobSet(spec.hide, casefold=True)
         self.readonly = GlobSet(spec.readonly, casefold=True)
         # One alternation of every glob first: most entries match none (one regex, not two).
@@ -394,9 +398,16 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
             if len(kept) >= _KEPT_MAX:
                 kept.clear()
             kept[key] = _Kept(ident, entries, steps)
+            matcher.generation += 1
 
     visit(root_fd, (), False, matcher.anchored)
     return targets
+
+
+def generation(spec: MaskSpec) -> int:
+    """How many times this process's kept listings for ``spec`` have changed: a process
+    forked when it read ``n`` holds the same listings while it still reads ``n``."""
+    return _matcher(spec).generation
 
 
 def warm(workspace: str | None, spec: MaskSpec) -> None:
