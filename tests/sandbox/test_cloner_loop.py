@@ -12,11 +12,12 @@ import errno
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.backends.sandbox import child, pid1, zygote
+from runtime.backends.sandbox import child, masks, pid1, zygote
 from runtime.backends.sandbox.backend import DISABLE_NAMES
 from runtime.frames import FrameDecoder, encode_frame
 
@@ -227,7 +228,14 @@ def test_a_tool_the_cloner_cannot_load_is_a_failed_clone_with_the_reason(
     assert "no_such_module_here" in answer["error"]
 
 
-def test_the_cloner_runs_python_for_new_profiles_tools_and_every_few_masked_requests() -> None:
+def test_the_cloner_runs_python_for_new_profiles_tools_and_a_changed_masked_tree(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walks run 10 s from now: every directory made here is past the racy window (the
+    # walk keeps only listings of directories not changed in the last moments).
+    real = masks._now_ns
+    monkeypatch.setattr(masks, "_now_ns", lambda: real() + 10_000_000_000)
+    tmp_path = workspace
     ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     z = zygote.Zygote(ctl)
@@ -241,12 +249,17 @@ def test_the_cloner_runs_python_for_new_profiles_tools_and_every_few_masked_requ
         disable=DISABLE_NAMES,
     )
     cloner = zygote._Cloner(0, ours)
-    masked = {**_PLAN, "masks": {"deny": ["*.key"]}}
+    (tmp_path / "sub").mkdir()
+    masked = {**_PLAN, "workspace": str(tmp_path), "masks": {"hide": ["*.key"]}}
+    spec = masks.MaskSpec.from_plan(masked["masks"])
 
     def python_flags(raw: dict[str, Any], profile: str, count: int) -> list[int]:
         flags = []
         for _ in range(count):
             plan = child.CallPlan(**raw)
+            if plan.masks:  # the zygote's own look at the tree, as in ``spawn``
+                with masks.signature(plan.workspace, spec):
+                    pass
             cloner.ask(z, raw, plan, tool=None, fd=0, groups=[], profile=profile)
             data, fds, _f, _a = socket.recv_fds(theirs, 1 << 16, 4)
             for fd in fds:
@@ -255,9 +268,11 @@ def test_the_cloner_runs_python_for_new_profiles_tools_and_every_few_masked_requ
         return flags
 
     try:
-        every = zygote._REWARM_EVERY
-        assert python_flags(_PLAN, "plain", every + 2) == [1] + [0] * (every + 1)
-        assert python_flags(masked, "masked", every + 1) == [1] + [0] * (every - 1) + [1]
+        assert python_flags(_PLAN, "plain", 3) == [1, 0, 0]
+        assert python_flags(masked, "masked", 3) == [1, 0, 0]
+        # The tree changed: the zygote's walk lists a directory anew, the cloner refreshes.
+        (tmp_path / "sub" / "new.txt").write_text("x")
+        assert python_flags(masked, "masked", 2) == [1, 0]
         z.tools["new"] = _echo  # a tool the cloner has not loaded: Python loads it first
         z.entries["new"] = ("mod:run", "/base")
         assert python_flags(_PLAN, "plain", 2) == [1, 0]

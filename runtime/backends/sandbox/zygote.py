@@ -746,8 +746,9 @@ class _Cloner:
         self.sock = sock
         self.seq = 0
         self.loaded: set[str] = set()  # tool keys the cloner has loaded
-        #: Requests per profile since the cloner last ran Python for it (compiled its mask
-        #: globs and operation lists, refreshed its mask walk's kept listings).
+        #: Per profile the cloner has run Python for (compiled its mask globs and operation
+        #: lists, refreshed its mask walk's kept listings): the zygote's own generation of
+        #: those listings then (``masks.generation``; 0 without masks).
         self.prepared: dict[str, int] = {}
         self.registered = False
         self.dead = False
@@ -784,10 +785,11 @@ class _Cloner:
         assert cfg is not None
         self.seq += 1
         load = [[k, *zygote.entries[k]] for k in zygote.tools if k not in self.loaded]
-        since = self.prepared.get(profile)
-        python = bool(load) or since is None
-        if plan.masks and since is not None and since + 1 >= _REWARM_EVERY:
-            python = True  # the kept listings refreshed (``masks.warm``)
+        spec = masks.MaskSpec.from_plan(plan.masks)
+        # The zygote's look at the tree (``_stamp``, just before) moves the generation when
+        # it listed a directory anew: the tree changed since the cloner's last refresh.
+        generation = masks.generation(spec) if spec else 0
+        python = bool(load) or self.prepared.get(profile) != generation
         flags = child.clone_flags(cfg.disable)
         uid = gid = -1
         if cfg.drop_root and flags:
@@ -810,7 +812,7 @@ class _Cloner:
                 if tree >= 0:
                     os.close(tree)
         self.loaded.update(k for k, _e, _b in load)
-        self.prepared[profile] = 0 if python else (since or 0) + 1
+        self.prepared[profile] = generation
         return self.seq
 
     def answer(self) -> dict[str, Any] | None:
@@ -847,12 +849,6 @@ class _Cloner:
 _REQUEST = struct.Struct("<IIqii")
 _ANSWER = struct.Struct("<Ii")
 _REQUEST_MAX = 1 << 20
-# Every how many requests of a profile with masks the cloner refreshes the mask walk's kept
-# listings (``masks.warm``). It is Python in the cloner, whose pages the calls share: before
-# every clone it cost ~270 copy-on-write faults and ~1 ms of the cloner's CPU per call on a
-# one-file workspace. Between refreshes a call replays listings at most this many requests
-# old, and lists itself only the directories changed since (its own walk checks each).
-_REWARM_EVERY = 8
 _MAX_FDS = 16  # cloner.c's MAX_FDS: the call socket, the workspace, the interpreter trees
 
 
