@@ -107,6 +107,9 @@ class ChildConfig:
     sigexit: Callable[[], int] | None = None
     #: ``pid1.self_kill_filter()``: loaded by a tool that is pid 1, beside the main filter.
     bpf_self_kill: bytes = b""
+    #: ``mountops.c``'s runner of the new root's operations (``pid1.load_mount_ops``), None
+    #: if not built: then ``newroot.build`` runs the same operations in Python.
+    mount_ops: newroot.MountOps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +403,7 @@ def _call_process(
                 py_fds,
                 state_dirs=cfg.state_dirs,
                 mount_proc="pidns" not in off,
+                mount_ops=cfg.mount_ops,
             )
         with Phase("hostname"):
             if "userns" not in off:

@@ -10,21 +10,24 @@ system directories read-only plus a few generated ``/etc`` files. Never ``/home`
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import stat
+import struct
 import sys
 import sysconfig
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from runtime.backends.sandbox import _linux, masks
-from runtime.backends.sandbox._setup import Phase, bind, touch
+from runtime.backends.sandbox._setup import Phase, SetupFailed, bind
 
 if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan, ChildLimits
 
-__all__ = ["WORKSPACE", "build", "python_paths"]
+__all__ = ["WORKSPACE", "MountOps", "Op", "OpList", "build", "op_lists", "python_paths"]
 
 WORKSPACE = "/workspace"
 _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of the new root
@@ -65,6 +68,299 @@ def python_paths() -> tuple[str, ...]:
     return tuple(kept)
 
 
+#: What ``mountops.c`` runs: ``runtime_mount_ops(ops, len, slots, nslots, &failed)``.
+MountOps = Callable[[bytes, int, Any, int, Any], int]
+
+# Operation codes: keep in step with mountops.c's OP_*.
+_MOUNT, _MKDIR, _TOUCH, _SYMLINK, _BIND, _MOVE_TREE, _MOUNT_DIR = 1, 2, 3, 4, 5, 6, 7
+_WRITE, _CHDIR, _PIVOT, _UMOUNT, _SETATTR = 8, 9, 10, 11, 12
+_OP_NAMES = {
+    _MOUNT: "mount",
+    _MKDIR: "mkdir",
+    _TOUCH: "touch",
+    _SYMLINK: "symlink",
+    _BIND: "bind",
+    _MOVE_TREE: "move_mount",
+    _MOUNT_DIR: "mount",
+    _WRITE: "write",
+    _CHDIR: "chdir",
+    _PIVOT: "pivot_root",
+    _UMOUNT: "umount2",
+    _SETATTR: "mount_setattr",
+}
+_RECORD = struct.Struct("<HHIQ")  # mountops.c's struct op: code, phase, arg, flags
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One set-up operation (``mountops.c`` documents each code): strings ``a``..``d``, ""
+    for none; ``arg`` a mode, a slot (the descriptor array's index) or a flag; ``flags``
+    mount flags or mount attributes."""
+
+    code: int
+    phase: str
+    a: str = ""
+    b: str = ""
+    c: str = ""
+    d: str = ""
+    arg: int = 0
+    flags: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpList:
+    """Operations in order, and the same encoded for ``mountops.c``."""
+
+    ops: tuple[Op, ...]
+    blob: bytes
+    phases: tuple[str, ...]
+
+    @classmethod
+    def of(cls, ops: list[Op]) -> OpList:
+        phases = tuple(dict.fromkeys(op.phase for op in ops))
+        parts = []
+        for op in ops:
+            strings = b"".join(x.encode() + b"\0" for x in (op.a, op.b, op.c, op.d))
+            record = _RECORD.pack(op.code, phases.index(op.phase), op.arg, op.flags) + strings
+            parts.append(record + b"\0" * (-len(record) % 8))
+        return cls(tuple(ops), b"".join(parts), phases)
+
+    def run(self, slots: list[int], mount_ops: MountOps | None) -> None:
+        """Every operation in order (``slots``: the descriptors ``_MOVE_TREE`` moves), in C
+        when ``mount_ops`` is given; the first failure raises ``SetupFailed`` naming its
+        phase, the operation and its target, with the kernel's errno."""
+        if mount_ops is None:
+            for op in self.ops:
+                try:
+                    _run_one(op, slots)
+                except OSError as exc:
+                    raise _failed(op, exc.errno or 22) from exc
+            return
+        failed = ctypes.c_long(0)
+        res = mount_ops(
+            self.blob, len(self.blob), (ctypes.c_int * len(slots))(*slots), len(slots), failed
+        )
+        if res < 0:
+            raise _failed(self.ops[min(failed.value, len(self.ops) - 1)], -res)
+
+
+def _failed(op: Op, err: int) -> SetupFailed:
+    """The set-up error of a failed operation: its phase, errno, what it did and where."""
+    what = f"{_OP_NAMES.get(op.code, op.code)} {op.b or op.a}: {os.strerror(err)}"
+    return SetupFailed(op.phase, OSError(err, what))
+
+
+def _run_one(op: Op, slots: list[int]) -> None:
+    """One operation in Python (no ``mountops.c``): the same effects, the same errors."""
+    code = op.code
+    if code in (_MOUNT, _MOUNT_DIR):
+        if code == _MOUNT_DIR:
+            try:
+                if not stat.S_ISDIR(os.lstat(op.b).st_mode):
+                    return
+            except (FileNotFoundError, NotADirectoryError):
+                return
+        _linux.mount(op.a or None, op.b, op.c or None, op.flags, op.d or None)
+    elif code == _MKDIR:
+        try:
+            os.mkdir(op.a, op.arg)
+        except FileExistsError:
+            if not op.flags & 1:
+                raise
+    elif code == _TOUCH:
+        os.close(os.open(op.a, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, op.arg))
+    elif code == _SYMLINK:
+        os.symlink(op.a, op.b)
+    elif code == _BIND:
+        try:
+            bind(op.a, op.b, op.flags)
+        except FileNotFoundError:
+            if not op.arg:
+                raise
+    elif code == _MOVE_TREE:
+        fd = slots[op.arg]
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.makedirs(op.b, 0o755, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(op.b), 0o755, exist_ok=True)
+            os.close(os.open(op.b, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+        if op.flags:
+            _linux.mount_setattr(fd, op.flags)
+        _linux.move_mount(fd, op.b)
+    elif code == _WRITE:
+        fd = os.open(op.a, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(op.d.encode())
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    elif code == _CHDIR:
+        os.chdir(op.a)
+    elif code == _PIVOT:
+        _linux.pivot_root(op.a, op.b)
+    elif code == _UMOUNT:
+        _linux.umount2(op.a, op.flags)
+    elif code == _SETATTR:
+        fd = os.open(op.a, os.O_PATH | os.O_CLOEXEC)
+        try:
+            _linux.mount_setattr(fd, op.flags)
+        finally:
+            os.close(fd)
+    else:
+        raise OSError(22, f"unknown set-up operation {code}")  # EINVAL
+
+
+def op_lists(
+    plan: CallPlan,
+    limits: ChildLimits,
+    *,
+    ws: bool,
+    py_paths: tuple[str, ...],
+    state_dirs: tuple[str, ...],
+    mount_proc: bool,
+) -> tuple[OpList, OpList]:
+    """The new root as two operation lists, before and after the mask walk (Python's, in
+    ``build``). Cached per profile: the cloner compiles a profile's lists once and every call
+    inherits them. Descriptor slots: 0 the workspace tree, then ``py_paths``'s trees."""
+    masked = bool(masks.MaskSpec.from_plan(plan.masks)) and ws
+    tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
+    return _op_lists(plan.access, plan.exec, ws, py_paths, state_dirs, mount_proc, masked, tmp_mb)
+
+
+@functools.lru_cache(maxsize=32)
+def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the profile
+    access: str,
+    exec_: bool,
+    ws: bool,
+    py_paths: tuple[str, ...],
+    state_dirs: tuple[str, ...],
+    mount_proc: bool,
+    masked: bool,
+    tmp_mb: int,
+) -> tuple[OpList, OpList]:
+    root = _NEWROOT
+    ro_dev = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID
+    ro = ro_dev | _linux.MOUNT_ATTR_NODEV
+    before: list[Op] = []
+    add = before.append
+    # Nothing we mount may propagate back to the host.
+    add(Op(_MOUNT, "mount_private", b="/", flags=_linux.MS_REC | _linux.MS_PRIVATE))
+    phase = "mount_newroot"
+    nosuid_nodev = _linux.MS_NOSUID | _linux.MS_NODEV
+    add(
+        Op(
+            _MOUNT,
+            phase,
+            "tmpfs",
+            root,
+            "tmpfs",
+            "size=1m,nr_inodes=1024,mode=0755",
+            flags=nosuid_nodev,
+        )
+    )
+    for d in ("tmp", "dev", "proc", "workspace"):
+        add(Op(_MKDIR, phase, f"{root}/{d}", arg=0o755))
+    if masked:
+        add(Op(_MKDIR, phase, f"{root}{_MASKED}", arg=0o755))
+        add(Op(_MKDIR, phase, f"{root}{_MASKED}/dir", arg=0o555))
+        add(Op(_TOUCH, phase, f"{root}{_MASKED}/file", arg=0o444))
+    if ws:
+        phase = "mount_workspace"
+        attrs = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+        if access != "rw":
+            attrs |= _linux.MOUNT_ATTR_RDONLY
+        add(Op(_MOVE_TREE, phase, b=f"{root}{WORKSPACE}", arg=0, flags=attrs))
+        # Runtime state inside the workspace is hidden under an empty read-only tmpfs.
+        hidden = _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+        for name in state_dirs:
+            target = f"{root}{WORKSPACE}/{name}"
+            add(
+                Op(
+                    _MOUNT_DIR,
+                    phase,
+                    "tmpfs",
+                    target,
+                    "tmpfs",
+                    "size=4k,nr_inodes=1,mode=0555",
+                    flags=hidden,
+                )
+            )
+    after: list[Op] = []
+    add = after.append
+    add(
+        Op(
+            _MOUNT,
+            "mount_tmp",
+            "tmpfs",
+            f"{root}/tmp",
+            "tmpfs",
+            f"size={tmp_mb}m,nr_inodes=16384,mode=1777",
+            flags=nosuid_nodev,
+        )
+    )
+    phase = "mount_dev"
+    dev_flags = _linux.MS_NOSUID | _linux.MS_NOEXEC
+    add(
+        Op(
+            _MOUNT,
+            phase,
+            "tmpfs",
+            f"{root}/dev",
+            "tmpfs",
+            "size=64k,nr_inodes=64,mode=0755",
+            flags=dev_flags,
+        )
+    )
+    for name in _DEVICES:
+        add(Op(_TOUCH, phase, f"{root}/dev/{name}", arg=0o644))
+        add(Op(_BIND, phase, f"/dev/{name}", f"{root}/dev/{name}", flags=_linux.MOUNT_ATTR_NOSUID))
+    add(Op(_SYMLINK, phase, "/proc/self/fd", f"{root}/dev/fd"))
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        add(Op(_SYMLINK, phase, f"/proc/self/fd/{i}", f"{root}/dev/{name}"))
+    if exec_:
+        # Only tools that execute programs see the system directories, read-only.
+        phase = "mount_system"
+        add(Op(_MKDIR, phase, f"{root}/usr", arg=0o755))
+        add(Op(_BIND, phase, "/usr", f"{root}/usr", flags=ro))
+        for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+            host = f"/{name}"
+            if os.path.islink(host):
+                add(Op(_SYMLINK, phase, os.readlink(host), f"{root}/{name}"))
+            elif os.path.isdir(host):
+                add(Op(_MKDIR, phase, f"{root}/{name}", arg=0o755))
+                add(Op(_BIND, phase, host, f"{root}/{name}", flags=ro))
+        add(Op(_MKDIR, phase, f"{root}/etc", arg=0o755))
+        for name, text in (("passwd", _ETC_USERS), ("group", _ETC_GROUP), ("hosts", _ETC_HOSTS)):
+            add(Op(_WRITE, phase, f"{root}/etc/{name}", d=text))
+        for name in _ETC_BIND:
+            if os.path.isfile(f"/etc/{name}"):
+                add(Op(_TOUCH, phase, f"{root}/etc/{name}", arg=0o644))
+                add(Op(_BIND, phase, f"/etc/{name}", f"{root}/etc/{name}", flags=ro))
+    # Detached read-only trees (the interpreter's code; for a long-lived sandboxed process
+    # also what its command needs). A single file binds onto an empty file.
+    for i, path in enumerate(py_paths):
+        add(Op(_MOVE_TREE, "mount_python", b=f"{root}{path}", arg=1 + i))
+    if mount_proc:
+        # /proc of the new pid namespace: mounted while the host's /proc is still visible
+        # (the kernel requires a fully visible proc before a user namespace may mount one).
+        phase = "mount_proc"
+        proc_flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+        add(Op(_MOUNT, phase, "proc", f"{root}/proc", "proc", flags=proc_flags))
+        for name in _PROC_RO:
+            path = f"{root}/proc/{name}"
+            add(Op(_BIND, phase, path, path, arg=1, flags=ro))  # arg 1: absent is fine
+    # pivot_root(".", ".") stacks the old root under the new one; detaching it leaves no
+    # path back to the host tree.
+    phase = "pivot_root"
+    add(Op(_CHDIR, phase, root))
+    add(Op(_PIVOT, phase, ".", "."))
+    add(Op(_UMOUNT, phase, ".", flags=_linux.MNT_DETACH))
+    add(Op(_CHDIR, phase, "/"))
+    add(Op(_SETATTR, "root_readonly", "/", flags=ro_dev))
+    return OpList.of(before), OpList.of(after)
+
+
 def build(
     plan: CallPlan,
     limits: ChildLimits,
@@ -73,143 +369,31 @@ def build(
     *,
     state_dirs: tuple[str, ...],
     mount_proc: bool,
+    mount_ops: MountOps | None = None,
 ) -> None:
-    """Run by pid 1 of the call: the new root on a tmpfs, pivot_root, old root detached."""
-    root = _NEWROOT
-    ro_dev = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID
-    ro = ro_dev | _linux.MOUNT_ATTR_NODEV
-    with Phase("mount_private"):
-        # Nothing we mount may propagate back to the host.
-        _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE, None)
-    with Phase("mount_newroot"):
-        _linux.mount(
-            "tmpfs",
-            root,
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NODEV,
-            "size=1m,nr_inodes=1024,mode=0755",
-        )
-        for d in ("tmp", "dev", "proc", "workspace"):
-            os.mkdir(f"{root}/{d}", 0o755)
-        spec = masks.MaskSpec.from_plan(plan.masks)
-        if spec and ws_fd >= 0:
-            os.mkdir(f"{root}{_MASKED}", 0o755)
-            os.mkdir(f"{root}{_MASKED}/dir", 0o555)
-            os.close(os.open(f"{root}{_MASKED}/file", os.O_CREAT | os.O_WRONLY, 0o444))
-    with Phase("mount_workspace"):
-        if ws_fd >= 0:
-            attrs = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
-            if plan.access != "rw":
-                attrs |= _linux.MOUNT_ATTR_RDONLY
-            _linux.mount_setattr(ws_fd, attrs)
-            _linux.move_mount(ws_fd, f"{root}{WORKSPACE}")
-            # Runtime state inside the workspace is hidden under an empty read-only tmpfs.
-            for name in state_dirs:
-                target = f"{root}{WORKSPACE}/{name}"
-                try:
-                    st = os.lstat(target)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    _linux.mount(
-                        "tmpfs",
-                        target,
-                        "tmpfs",
-                        _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
-                        "size=4k,nr_inodes=1,mode=0555",
-                    )
+    """Run by the call's pid 1: the new root on a tmpfs, pivot_root, old root detached
+    (``op_lists``, run by ``mountops.c`` when given, else here), with the policy's masks
+    walked in Python in between."""
+    before, after = op_lists(
+        plan,
+        limits,
+        ws=ws_fd >= 0,
+        py_paths=tuple(py_fds),
+        state_dirs=state_dirs,
+        mount_proc=mount_proc,
+    )
+    slots = [ws_fd, *py_fds.values()]
+    before.run(slots, mount_ops)
     with Phase("mount_masks"):
         # What the policy denies, masked before any tool exists (the kernel is the wall; the
         # broker's path checks only see argument strings). A failure fails the call closed.
+        spec = masks.MaskSpec.from_plan(plan.masks)
         if spec and ws_fd >= 0:
+            root = _NEWROOT
             masks.apply(
                 f"{root}{WORKSPACE}",
                 spec,
                 empty_file=f"{root}{_MASKED}/file",
                 empty_dir=f"{root}{_MASKED}/dir",
             )
-    with Phase("mount_tmp"):
-        tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
-        _linux.mount(
-            "tmpfs",
-            f"{root}/tmp",
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NODEV,
-            f"size={tmp_mb}m,nr_inodes=16384,mode=1777",
-        )
-    with Phase("mount_dev"):
-        _linux.mount(
-            "tmpfs",
-            f"{root}/dev",
-            "tmpfs",
-            _linux.MS_NOSUID | _linux.MS_NOEXEC,
-            "size=64k,nr_inodes=64,mode=0755",
-        )
-        for name in _DEVICES:
-            touch(f"{root}/dev/{name}")
-            bind(f"/dev/{name}", f"{root}/dev/{name}", _linux.MOUNT_ATTR_NOSUID)
-        os.symlink("/proc/self/fd", f"{root}/dev/fd")
-        for i, name in enumerate(("stdin", "stdout", "stderr")):
-            os.symlink(f"/proc/self/fd/{i}", f"{root}/dev/{name}")
-    with Phase("mount_system"):
-        # Only tools that execute programs see the system directories, read-only.
-        if plan.exec:
-            os.mkdir(f"{root}/usr", 0o755)
-            bind("/usr", f"{root}/usr", ro)
-            for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
-                host = f"/{name}"
-                if os.path.islink(host):
-                    os.symlink(os.readlink(host), f"{root}/{name}")
-                elif os.path.isdir(host):
-                    os.mkdir(f"{root}/{name}", 0o755)
-                    bind(host, f"{root}/{name}", ro)
-            os.mkdir(f"{root}/etc", 0o755)
-            for name, text in (
-                ("passwd", _ETC_USERS),
-                ("group", _ETC_GROUP),
-                ("hosts", _ETC_HOSTS),
-            ):
-                with open(f"{root}/etc/{name}", "w", encoding="utf-8") as f:
-                    f.write(text)
-            for name in _ETC_BIND:
-                if os.path.isfile(f"/etc/{name}"):
-                    touch(f"{root}/etc/{name}")
-                    bind(f"/etc/{name}", f"{root}/etc/{name}", ro)
-    with Phase("mount_python"):
-        # Detached read-only trees (the interpreter's code; for a long-lived sandboxed
-        # process also what its command needs). A single file binds onto an empty file.
-        for path, fd in py_fds.items():
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                os.makedirs(f"{root}{path}", 0o755, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(f"{root}{path}"), 0o755, exist_ok=True)
-                touch(f"{root}{path}")
-            _linux.move_mount(fd, f"{root}{path}")
-    with Phase("mount_proc"):
-        # /proc of the new pid namespace: mounted while the host's /proc is still visible
-        # (the kernel requires a fully visible proc before a user namespace may mount one).
-        if mount_proc:
-            _linux.mount(
-                "proc",
-                f"{root}/proc",
-                "proc",
-                _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
-                None,
-            )
-            for name in _PROC_RO:
-                path = f"{root}/proc/{name}"
-                if os.path.exists(path):
-                    bind(path, path, ro)
-    with Phase("pivot_root"):
-        # pivot_root(".", ".") stacks the old root under the new one; detaching it leaves
-        # no path back to the host tree.
-        os.chdir(root)
-        _linux.pivot_root(".", ".")
-        _linux.umount2(".", _linux.MNT_DETACH)
-        os.chdir("/")
-    with Phase("root_readonly"):
-        fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
-        try:
-            _linux.mount_setattr(fd, _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID)
-        finally:
-            os.close(fd)
+    after.run(slots, mount_ops)

@@ -11,6 +11,11 @@ alive as the reaper (slower: its address space is torn down at the end of each c
 The same build makes ``sigexit.so`` beside it (``SIGEXIT_SOURCE``): the fatal-signal handler
 of a tool process that is itself pid 1 (``child.py``, one copy per call). The zygote maps it
 once from a sealed memfd (``load_sigexit``); without it every call keeps a reaper.
+
+And ``cloner.so`` (``CLONER_SOURCE``): the cloner's loop in C (``load_cloner``), so that the
+cloner writes none of its Python heap between clones; without it the loop is Python's. And
+``mountops.so`` (``MOUNTOPS_SOURCE``): the call's new root as one list of operations run in
+C (``load_mount_ops``, ``newroot.build``); without it the same list runs in Python.
 """
 
 from __future__ import annotations
@@ -25,21 +30,31 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime._fsio import library_path, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
+if TYPE_CHECKING:
+    from runtime.backends.sandbox.newroot import MountOps
+
 __all__ = [
     "CFLAGS",
+    "CLONER_NAME",
+    "CLONER_SOURCE",
+    "MOUNTOPS_NAME",
+    "MOUNTOPS_SOURCE",
     "SIGEXIT_CFLAGS",
     "SIGEXIT_NAME",
     "SIGEXIT_SOURCE",
     "SOURCE",
+    "ClonerServe",
     "build",
     "cache_dir",
     "load",
+    "load_cloner",
+    "load_mount_ops",
     "load_sigexit",
     "self_kill_filter",
 ]
@@ -50,6 +65,10 @@ SIGEXIT_SOURCE = Path(__file__).with_name("sigexit.c")
 RAWSYS_HEADER = Path(__file__).with_name("rawsys.h")
 #: Built beside ``pid1`` in the same digest directory.
 SIGEXIT_NAME = "sigexit.so"
+CLONER_SOURCE = Path(__file__).with_name("cloner.c")
+CLONER_NAME = "cloner.so"
+MOUNTOPS_SOURCE = Path(__file__).with_name("mountops.c")
+MOUNTOPS_NAME = "mountops.so"
 CFLAGS = (
     "-target",
     "x86_64-linux-none",
@@ -105,25 +124,29 @@ def _digest() -> str:
     h.update(SOURCE.read_bytes())
     h.update(f"{' '.join(SIGEXIT_CFLAGS)}\n".encode())
     h.update(SIGEXIT_SOURCE.read_bytes())
+    h.update(CLONER_SOURCE.read_bytes())
+    h.update(MOUNTOPS_SOURCE.read_bytes())
     h.update(RAWSYS_HEADER.read_bytes())
     return h.hexdigest()[:16]
 
 
 def build(out_dir: Path | None = None) -> Path:
     """The built binary's path (compiled now unless an up-to-date one exists); the
-    fatal-signal library ``SIGEXIT_NAME`` is built beside it."""
+    fatal-signal library ``SIGEXIT_NAME``, the cloner's loop ``CLONER_NAME`` and the set-up's
+    ``MOUNTOPS_NAME`` are built beside it."""
     root = out_dir if out_dir is not None else cache_dir()
     out = root / _digest()
     target = out / "pid1"
     with _lock:
-        sigexit = out / SIGEXIT_NAME
-        if target.is_file() and sigexit.is_file():
+        libs = [out / SIGEXIT_NAME, out / CLONER_NAME, out / MOUNTOPS_NAME]
+        if target.is_file() and all(lib.is_file() for lib in libs):
             return target
         out.mkdir(parents=True, exist_ok=True, mode=0o700)
         zig_cache = str(root / "zig-cache")
         env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache, "ZIG_LOCAL_CACHE_DIR": zig_cache}
         # The library first: pid1 appearing is what says the directory is complete.
-        zig_cc([SIGEXIT_SOURCE], SIGEXIT_CFLAGS, sigexit, what="the sandbox's sigexit", env=env)
+        for source, lib in zip((SIGEXIT_SOURCE, CLONER_SOURCE, MOUNTOPS_SOURCE), libs, strict=True):
+            zig_cc([source], SIGEXIT_CFLAGS, lib, what=f"the sandbox's {lib.stem}", env=env)
         zig_cc([SOURCE], CFLAGS, target, what="the sandbox's pid1", env=env)
     return target
 
@@ -169,6 +192,56 @@ def load_sigexit(pid1_path: str) -> Callable[[], int]:
     install.restype = ctypes.c_long
     install.argtypes = []
     return cast("Callable[[], int]", install)
+
+
+#: ``runtime_cloner_serve(sock, buf, size, fds, got)`` (``cloner.c``).
+ClonerServe = Callable[[int, Any, int, Any, Any], int]
+
+
+def _function(pid1_path: str, name: str, symbol: str, argtypes: list[Any]) -> Any:
+    """``symbol`` of the library ``name`` built beside ``pid1_path``, mapped through a sealed
+    memfd (what is mapped cannot change under us), through ``ctypes.PyDLL``: the GIL stays
+    held across the call (see ``load_cloner``). OSError if it is missing or will not load."""
+    path = str(Path(pid1_path).with_name(name))
+    fd = load(path, f"runtime-{Path(name).stem}")
+    try:
+        # Hazard: dlopen returns an already loaded library of the same *name*
+        # (``library_path`` gives a name no earlier load used).
+        func = getattr(ctypes.PyDLL(library_path(fd)), symbol)
+    except (OSError, AttributeError) as exc:
+        raise OSError(f"cannot load {path}: {exc}") from exc
+    finally:
+        os.close(fd)
+    func.restype = ctypes.c_long
+    func.argtypes = argtypes
+    return func
+
+
+def load_cloner(pid1_path: str) -> ClonerServe:
+    """The cloner's loop, ``runtime_cloner_serve`` of ``cloner.so``. The GIL must stay held
+    across it (PyDLL): the child of its clone returns from it into Python, and a ``CDLL``
+    call would hand the GIL back around it."""
+    argtypes = [
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_long,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_long),
+    ]
+    return cast("ClonerServe", _function(pid1_path, CLONER_NAME, "runtime_cloner_serve", argtypes))
+
+
+def load_mount_ops(pid1_path: str) -> MountOps:
+    """The set-up's operation list runner, ``runtime_mount_ops`` of ``mountops.so``
+    (``newroot.build``). A call's pid 1 runs it in one go: holding the GIL costs nothing."""
+    argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_long,
+        ctypes.POINTER(ctypes.c_long),
+    ]
+    return cast("MountOps", _function(pid1_path, MOUNTOPS_NAME, "runtime_mount_ops", argtypes))
 
 
 # Classic BPF for seccomp (linux/filter.h, linux/seccomp.h), x86_64 only.

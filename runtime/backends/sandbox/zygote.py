@@ -19,19 +19,24 @@ Why a second process: a clone copies the page tables of the whole ~25 MB interpr
 takes milliseconds, and while the zygote made the replacement spare the call in flight
 could not be reaped; and every page the zygote wrote after a clone was a copy-on-write
 fault while the new child shared it (~450 a call). The zygote now shares its pages with the
-cloner only, and writes each at most once.
+cloner only, and writes each at most once. The cloner's own loop is C (``cloner.c``): between
+two clones it writes none of its Python heap, which every call shares; Python runs there
+only when the zygote asks (a tool to load, a new profile to compile, the mask walk's kept
+listings to refresh), and the call decodes its own request.
 """
 
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
+import ctypes
 import gc
 import json
 import os
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 from pathlib import Path
@@ -172,6 +177,8 @@ class Zygote:
         self.pending: dict[int, _Pending] = {}
         # Exits reaped before the cloner's answer named the pid (a child that died at once).
         self.early: dict[int, tuple[int, Any, float]] = {}
+        #: ``cloner.c``'s loop (``pid1.load_cloner``); None: the cloner's loop is Python's.
+        self.cloner_serve: pid1.ClonerServe | None = None
 
     # -- messages ---------------------------------------------------------------------
 
@@ -218,6 +225,7 @@ class Zygote:
             bpf_python = bpf_exec = b""
         pid1_fd = -1
         sigexit = None
+        mount_ops = None
         if msg.get("pid1"):
             try:
                 pid1_fd = pid1.load(str(msg["pid1"]))
@@ -229,6 +237,15 @@ class Zygote:
                 sigexit = pid1.load_sigexit(str(msg["pid1"]))
             except OSError as exc:
                 errors["sigexit"] = str(exc)
+            try:
+                self.cloner_serve = pid1.load_cloner(str(msg["pid1"]))
+            except OSError as exc:
+                errors["cloner"] = str(exc)
+            try:
+                # Inherited by every call: its new root is one list of operations run in C.
+                mount_ops = pid1.load_mount_ops(str(msg["pid1"]))
+            except OSError as exc:
+                errors["mountops"] = str(exc)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -241,6 +258,7 @@ class Zygote:
             pid1_fd=pid1_fd,
             sigexit=sigexit,
             bpf_self_kill=pid1.self_kill_filter() if sigexit is not None else b"",
+            mount_ops=mount_ops,
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
@@ -320,32 +338,42 @@ class Zygote:
             raise
         return pid, groups
 
-    def _clone_call(
-        self, plan: child.CallPlan, tool: Any, call_fd: int, groups: list[str], flags: int = 0
-    ) -> int:
-        """Clone the call's pid 1 (``child.run_call``) into new namespaces; its pid. Runs in
-        the cloner (``flags``: ``CLONE_PARENT``) or, without it, here."""
+    def _trees(self, plan: child.CallPlan) -> tuple[int, dict[str, int]]:
+        """Root-only steps, done while this process is still root: the idmapped workspace
+        tree and the interpreter's code (the sandbox uid may not reach them); the call's pid
+        1 moves them into its new root. (-1, {}) unprivileged: the child clones its own."""
         cfg = self.cfg
         assert cfg is not None
-        ws_fd, py_fds = -1, {}
+        ws_fd, py_fds = -1, dict[str, int]()
+        if not cfg.drop_root or "mountns" in cfg.disable:
+            return ws_fd, py_fds
         try:
-            if cfg.drop_root and "mountns" not in cfg.disable:
-                # Root-only steps, done here while this process is still root: the idmapped
-                # workspace tree and the interpreter's code (the sandbox uid may not reach
-                # them). Cheap system calls; the child moves them into its new root.
-                if plan.workspace and plan.access != "none":
-                    st = os.stat(plan.workspace)
-                    idmap = self.idmap_fd(st.st_uid, st.st_gid)
-                    ws_fd = _linux.open_tree(
-                        plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
-                    )
-                    _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
-                py_fds = child.python_trees()
+            if plan.workspace and plan.access != "none":
+                st = os.stat(plan.workspace)
+                idmap = self.idmap_fd(st.st_uid, st.st_gid)
+                ws_fd = _linux.open_tree(
+                    plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
+                )
+                _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
+            py_fds = child.python_trees()
+        except BaseException:
+            if ws_fd >= 0:
+                os.close(ws_fd)
+            raise
+        return ws_fd, py_fds
+
+    def _clone_call(self, plan: child.CallPlan, tool: Any, call_fd: int, groups: list[str]) -> int:
+        """Clone the call's pid 1 (``child.run_call``) into new namespaces here, without the
+        cloner; its pid."""
+        cfg = self.cfg
+        assert cfg is not None
+        ws_fd, py_fds = self._trees(plan)
+        try:
             procs = tuple(f"{path}/cgroup.procs" for path in groups)
-            pid = self._clone(child.clone_flags(cfg.disable), flags)
+            pid = self._clone(child.clone_flags(cfg.disable))
             if pid == 0:
                 # run_call never returns; should anything escape it, this copy must not go
-                # on running the zygote's (or the cloner's) loop.
+                # on running the zygote's loop.
                 try:
                     child.run_call(
                         cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, cgroup_procs=procs
@@ -425,7 +453,15 @@ class Zygote:
                 else:
                     groups = self._groups(plan, f"c{call_id}")
                     try:
-                        seq = self.cloner.ask(self, msg["plan"], key, call_fd, groups)
+                        seq = self.cloner.ask(
+                            self,
+                            msg["plan"],
+                            plan,
+                            tool=key,
+                            fd=call_fd,
+                            groups=groups,
+                            profile=profile,
+                        )
                     except BaseException:
                         cgroups.remove(groups)
                         raise
@@ -464,7 +500,15 @@ class Zygote:
                 return
             groups = self._groups(plan, tag)
             try:
-                seq = self.cloner.ask(self, raw_plan, None, theirs.fileno(), groups)
+                seq = self.cloner.ask(
+                    self,
+                    raw_plan,
+                    plan,
+                    tool=None,
+                    fd=theirs.fileno(),
+                    groups=groups,
+                    profile=profile,
+                )
             except BaseException:
                 cgroups.remove(groups)
                 raise
@@ -688,15 +732,24 @@ class Zygote:
 
 class _Cloner:
     """The zygote's side of the cloner: a copy of the zygote, forked once after ``init``,
-    that makes every clone (``Zygote._clone_call`` with ``CLONE_PARENT``) on request and
-    answers with the pid. It never reaps and never reports: the calls are the zygote's
-    children. It ends with the zygote (parent-death signal) or on EOF of its socket."""
+    that makes every clone (with ``CLONE_PARENT``) on request and answers with the pid. It
+    never reaps and never reports: the calls are the zygote's children. It ends with the
+    zygote (parent-death signal) or on EOF of its socket.
+
+    A request is ``_REQUEST`` (seq, whether the cloner must run Python first, the clone
+    flags, the effective ids for the clone) and a frame the call's pid 1 decodes (its plan,
+    tool, cgroups, and the names of the trees attached after its call socket); an answer is
+    ``_ANSWER`` (seq, pid or -errno) and, from Python, the error's text."""
 
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid = pid
         self.sock = sock
         self.seq = 0
         self.loaded: set[str] = set()  # tool keys the cloner has loaded
+        #: Per profile the cloner has run Python for (compiled its mask globs and operation
+        #: lists, refreshed its mask walk's kept listings): the zygote's own generation of
+        #: those listings then (``masks.generation``; 0 without masks).
+        self.prepared: dict[str, int] = {}
         self.registered = False
         self.dead = False
 
@@ -716,14 +769,50 @@ class _Cloner:
         return cloner
 
     def ask(
-        self, zygote: Zygote, plan: dict[str, Any], tool: str | None, fd: int, groups: list[str]
+        self,
+        zygote: Zygote,
+        raw_plan: dict[str, Any],
+        plan: child.CallPlan,
+        *,
+        tool: str | None,
+        fd: int,
+        groups: list[str],
+        profile: str,
     ) -> int:
-        """Send one clone request (``tool`` None: a spare with every loaded tool); its seq."""
+        """Send one clone request (``tool`` None: a spare with every loaded tool); its seq.
+        The root-only trees are made here and travel with the call socket."""
+        cfg = zygote.cfg
+        assert cfg is not None
         self.seq += 1
         load = [[k, *zygote.entries[k]] for k in zygote.tools if k not in self.loaded]
-        request = {"seq": self.seq, "plan": plan, "tool": tool, "load": load, "groups": groups}
-        socket.send_fds(self.sock, [encode_frame(request)], [fd])
+        spec = masks.MaskSpec.from_plan(plan.masks)
+        # The zygote's look at the tree (``_stamp``, just before) moves the generation when
+        # it listed a directory anew: the tree changed since the cloner's last refresh.
+        generation = masks.generation(spec) if spec else 0
+        python = bool(load) or self.prepared.get(profile) != generation
+        flags = child.clone_flags(cfg.disable)
+        uid = gid = -1
+        if cfg.drop_root and flags:
+            uid, gid = cfg.host_uid, cfg.host_gid
+        ws_fd, py_fds = zygote._trees(plan)
+        try:
+            body = {
+                "plan": raw_plan,
+                "tool": tool,
+                "load": load,
+                "groups": groups,
+                "ws": ws_fd >= 0,
+                "trees": list(py_fds),
+            }
+            header = _REQUEST.pack(self.seq, python, flags | _linux.CLONE_PARENT, uid, gid)
+            attached = [fd, *(f for f in (ws_fd,) if f >= 0), *py_fds.values()]
+            socket.send_fds(self.sock, [header + encode_frame(body)], attached)
+        finally:
+            for tree in (ws_fd, *py_fds.values()):
+                if tree >= 0:
+                    os.close(tree)
         self.loaded.update(k for k, _e, _b in load)
+        self.prepared[profile] = generation
         return self.seq
 
     def answer(self) -> dict[str, Any] | None:
@@ -731,10 +820,7 @@ class _Cloner:
             data = self.sock.recv(1 << 16)
         except OSError:
             return None
-        if not data:
-            return None
-        (size,) = HEADER.unpack_from(data)
-        return decode_body(data[HEADER.size : HEADER.size + size])
+        return _read_answer(data) if data else None
 
     def close(self) -> list[dict[str, Any]]:
         """End the cloner; the answers it sent before it ended."""
@@ -752,10 +838,87 @@ class _Cloner:
                 break
             if not data:
                 break
-            (size,) = HEADER.unpack_from(data)
-            answers.append(decode_body(data[HEADER.size : HEADER.size + size]))
+            answers.append(_read_answer(data))
         self.sock.close()
         return answers
+
+
+# The cloner's protocol (``cloner.c`` reads and writes the same layouts): a request starts
+# with (seq, run Python first, clone flags, effective uid, gid; -1: unchanged), an answer
+# is (seq, pid or -errno) and, from Python, the error's text.
+_REQUEST = struct.Struct("<IIqii")
+_ANSWER = struct.Struct("<Ii")
+_REQUEST_MAX = 1 << 20
+_MAX_FDS = 16  # cloner.c's MAX_FDS: the call socket, the workspace, the interpreter trees
+
+
+def _read_answer(data: bytes) -> dict[str, Any]:
+    seq, pid = _ANSWER.unpack_from(data)
+    if pid > 0:
+        return {"seq": seq, "pid": pid}
+    text = data[_ANSWER.size :].decode(errors="replace")
+    return {"seq": seq, "error": text or f"clone: {os.strerror(-pid)}"}
+
+
+def _request_body(data: bytes) -> dict[str, Any]:
+    (size,) = HEADER.unpack_from(data, _REQUEST.size)
+    start = _REQUEST.size + HEADER.size
+    return decode_body(data[start : start + size])
+
+
+def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the cloner's
+    """What must be in the cloner before the clone, for this and every later call: the
+    tools it has not loaded yet, the profile's mask globs compiled (and their translations,
+    which the tools' glob sets use too), as the zygote's own look at the tree compiled them,
+    and the profile's new root compiled to operation lists."""
+    request = _request_body(data)
+    for key, entry, base in request["load"]:
+        zygote.tools[key] = load_entry(entry, Path(base))
+    plan = child.CallPlan(**request["plan"])
+    spec = masks.MaskSpec.from_plan(plan.masks)
+    if spec:
+        masks.compile_spec(spec)
+        # The walk's kept listings too, refreshed: the call's own walk then lists only the
+        # directories changed since, not the whole tree.
+        masks.warm(plan.workspace, spec)
+    cfg = zygote.cfg
+    if cfg is not None and "mountns" not in cfg.disable:
+        # The profile's new root as operation lists (``newroot.op_lists``, cached): what
+        # the call computes from the same plan finds them here.
+        newroot.op_lists(
+            plan,
+            child.ChildLimits.from_dict(plan.limits),
+            ws=bool(plan.workspace and plan.access != "none"),
+            py_paths=newroot.python_paths(),
+            state_dirs=cfg.state_dirs,
+            mount_proc="pidns" not in cfg.disable,
+        )
+
+
+def _child(zygote: Zygote, data: bytes, fds: list[int]) -> None:  # pragma: no cover - a call
+    """In the new child: its pid 1 (``child.run_call``). Never returns."""
+    try:
+        assert zygote.cfg is not None
+        request = _request_body(data)
+        plan = child.CallPlan(**request["plan"])
+        tool = zygote.tools[request["tool"]] if request["tool"] else dict(zygote.tools)
+        call_fd, rest = fds[0], fds[1:]
+        ws_fd = rest.pop(0) if request["ws"] else -1
+        py_fds = dict(zip(request["trees"], rest, strict=True))
+        procs = tuple(f"{path}/cgroup.procs" for path in request["groups"])
+        child.run_call(
+            zygote.cfg, plan, call_fd, tool, ws_fd=ws_fd, py_fds=py_fds, cgroup_procs=procs
+        )
+    finally:
+        # run_call never returns; should anything escape it, this copy must not go on
+        # running the cloner's loop.
+        os._exit(child.EXIT_SETUP)
+
+
+def _fail(sock: socket.socket, seq: int, exc: BaseException) -> None:  # pragma: no cover
+    err = exc.errno if isinstance(exc, OSError) and exc.errno else 22  # EINVAL
+    text = f"{type(exc).__name__}: {exc}".encode()
+    sock.sendall(_ANSWER.pack(seq, -err) + text)
 
 
 def _cloner_main(zygote: Zygote, sock: socket.socket) -> None:  # pragma: no cover - own process
@@ -768,38 +931,53 @@ def _cloner_main(zygote: Zygote, sock: socket.socket) -> None:  # pragma: no cov
     _linux.prctl(1, signal.SIGKILL)
     # Listings (and tests) tell it from the calls, which rename themselves (child.py).
     _linux.set_name(CLONER_NAME)
+    if zygote.cloner_serve is None:
+        _python_loop(zygote, sock)
+        return
+    serve = zygote.cloner_serve
+    buf = ctypes.create_string_buffer(_REQUEST_MAX)
+    fds = (ctypes.c_int * _MAX_FDS)()
+    got = (ctypes.c_long * 2)()
     while True:
-        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 1)
+        # Between two clones only C runs here: no page of this heap is written (each
+        # write would be a copy-on-write fault while a call shares the page).
+        res = serve(sock.fileno(), buf, _REQUEST_MAX, fds, got)
+        if res <= 0:
+            return
+        data = ctypes.string_at(buf, got[0])
+        if res == 2:
+            _child(zygote, data, list(fds[: got[1]]))
+        try:
+            _prepare(zygote, data)  # then handed back: the loop clones it at once
+        except Exception as exc:
+            for fd in fds[: got[1]]:
+                os.close(fd)
+            got[0] = got[1] = 0
+            _fail(sock, _REQUEST.unpack_from(data)[0], exc)
+
+
+def _python_loop(zygote: Zygote, sock: socket.socket) -> None:  # pragma: no cover - own process
+    """The cloner's loop without ``cloner.so`` (no compiler): the same protocol, in Python."""
+    assert zygote.cfg is not None
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(sock, _REQUEST_MAX, _MAX_FDS)
         if not data:
             return
-        (size,) = HEADER.unpack_from(data)
-        request = decode_body(data[HEADER.size : HEADER.size + size])
-        answer: dict[str, Any] = {"seq": request["seq"]}
+        seq = _REQUEST.unpack_from(data)[0]
         try:
-            if len(fds) != 1:
-                raise OSError("no socket for the call")
-            for key, entry, base in request["load"]:
-                zygote.tools[key] = load_entry(entry, Path(base))
-            plan = child.CallPlan(**request["plan"])
-            # What the zygote's own look at the tree compiles (the mask globs, and their
-            # translations the tools' glob sets use too) is cached in this process as it
-            # was in the zygote: filled here once, every call inherits it. So are the
-            # walk's kept listings, refreshed before each clone: the call's own walk then
-            # lists only the directories changed since, not the whole tree.
-            spec = masks.MaskSpec.from_plan(plan.masks)
-            if spec:
-                masks.compile_spec(spec)
-                masks.warm(plan.workspace, spec)
-            tool = zygote.tools[request["tool"]] if request["tool"] else dict(zygote.tools)
-            answer["pid"] = zygote._clone_call(
-                plan, tool, fds[0], list(request["groups"]), _linux.CLONE_PARENT
-            )
+            if not fds:
+                raise OSError(9, "no socket for the call")  # EBADF
+            _prepare(zygote, data)
+            pid = zygote._clone(child.clone_flags(zygote.cfg.disable), _linux.CLONE_PARENT)
+            if pid == 0:
+                _child(zygote, data, fds)
         except Exception as exc:
-            answer["error"] = f"{type(exc).__name__}: {exc}"
+            _fail(sock, seq, exc)
+            continue
         finally:
             for fd in fds:
                 os.close(fd)
-        sock.sendall(encode_frame(answer))
+        sock.sendall(_ANSWER.pack(seq, pid))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,248 @@
+/* The call's new root as one list of mount operations, run in C (bubblewrap's
+ * setup_newroot model: records of (op, source, destination, flags)).
+ *
+ * newroot.py compiles the list once per profile (the cloner does, every call inherits it)
+ * and the call's pid 1 runs it here. Why C: in a fresh copy of the fork-server, each Python
+ * function run for the first time costs the page faults of its code, function and globals
+ * (reference counts are writes), and a phase cost what distinct Python it ran rather than
+ * its system calls (~1.9 ms of set-up for ~0.6 ms of kernel work). This loop touches the
+ * list (read only) and its own stack.
+ *
+ * It stops at the first failing operation and returns its -errno, with the operation's
+ * index in *failed: newroot.py turns that into the set-up error naming the phase.
+ *
+ * Record: struct op (16 bytes), then four NUL-terminated strings a, b, c, d (empty = none
+ * where a system call takes NULL), padded to 8 bytes. Descriptors (the workspace tree, the
+ * interpreter's trees) are not in the list: ``slot`` indexes the array passed at run time.
+ *
+ * Freestanding x86_64 Linux shared object: no libc, raw system calls.
+ */
+
+typedef unsigned long u64;
+
+#include "rawsys.h"
+
+#define SYS_write 1
+#define SYS_close 3
+#define SYS_fstat 5
+#define SYS_chdir 80
+#define SYS_pivot_root 155
+#define SYS_mount 165
+#define SYS_umount2 166
+#define SYS_openat 257
+#define SYS_mkdirat 258
+#define SYS_symlinkat 266
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#define SYS_mount_setattr 442
+
+#define AT_FDCWD -100
+#define AT_EMPTY_PATH 0x1000
+#define O_WRONLY 01
+#define O_CREAT 0100
+#define O_TRUNC 01000
+#define O_DIRECTORY 0200000
+#define O_NOFOLLOW 0400000
+#define O_CLOEXEC 02000000
+#define O_PATH 010000000
+#define OPEN_TREE_CLONE 1
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#define MOVE_MOUNT_F_EMPTY_PATH 4
+#define S_IFMT 0170000
+#define S_IFDIR 0040000
+#define ENOENT 2
+#define EEXIST 17
+#define ENOTDIR 20
+#define ELOOP 40
+#define EINVAL 22
+
+/* Keep in step with newroot.py's _OP_* codes. */
+enum {
+    OP_MOUNT = 1,      /* mount(a or NULL, b, c or NULL, flags, d or NULL) */
+    OP_MKDIR = 2,      /* mkdir(a, arg); EEXIST is fine when flags & 1 */
+    OP_TOUCH = 3,      /* an empty file at a, mode arg */
+    OP_SYMLINK = 4,    /* symlink(a, b) */
+    OP_BIND = 5,       /* a bound at b with mount attributes flags; none at a is fine if arg */
+    OP_MOVE_TREE = 6,  /* the detached tree in slot arg at b (its mount point made: a
+                          directory, or an empty file in one), attributes flags first */
+    OP_MOUNT_DIR = 7,  /* OP_MOUNT if b is a directory (not a symlink); else nothing */
+    OP_WRITE = 8,      /* a file a holding d */
+    OP_CHDIR = 9,      /* chdir(a) */
+    OP_PIVOT = 10,     /* pivot_root(a, b) */
+    OP_UMOUNT = 11,    /* umount2(a, flags) */
+    OP_SETATTR = 12,   /* mount attributes flags on the mount at a */
+};
+
+struct op {
+    unsigned short code;
+    unsigned short phase;
+    unsigned arg;
+    u64 flags;
+};
+
+struct mount_attr {
+    u64 attr_set, attr_clr, propagation, userns_fd;
+};
+
+static long sys5(long n, long a, long b, long c, long d, long e) {
+    long r;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+static long slen(const char *s) {
+    long n = 0;
+    while (s[n]) n++;
+    return n;
+}
+
+static const char *opt(const char *s) { return *s ? s : 0; }
+
+static long setattr_fd(long fd, u64 attrs) {
+    struct mount_attr attr = {attrs, 0, 0, 0};
+    return sys5(SYS_mount_setattr, fd, (long)"", AT_EMPTY_PATH, (long)&attr, sizeof attr);
+}
+
+static long move_fd(long fd, const char *dst) {
+    return sys5(SYS_move_mount, fd, (long)"", AT_FDCWD, (long)dst, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+static long touch(const char *path, long mode) {
+    long fd = sys4(SYS_openat, AT_FDCWD, (long)path, O_CREAT | O_WRONLY | O_CLOEXEC, mode);
+    if (fd < 0) return fd;
+    sys4(SYS_close, fd, 0, 0, 0);
+    return 0;
+}
+
+/* mkdir -p of path up to (not including) byte ``end`` (0: the whole path), mode 0755. */
+static long mkdir_p(const char *path, long end) {
+    char buf[4096];
+    long n = end ? end : slen(path);
+    if (n <= 0 || n >= (long)sizeof buf) return -EINVAL;
+    for (long i = 0; i < n; i++) buf[i] = path[i];
+    buf[n] = 0;
+    for (long i = 1; i <= n; i++) {
+        if (i < n && buf[i] != '/') continue;
+        char saved = buf[i];
+        buf[i] = 0;
+        long r = sys4(SYS_mkdirat, AT_FDCWD, (long)buf, 0755, 0);
+        buf[i] = saved;
+        if (r < 0 && r != -EEXIST) return r;
+    }
+    return 0;
+}
+
+static long bind(const char *src, const char *dst, u64 attrs, unsigned missing_ok) {
+    long fd = sys4(SYS_open_tree, AT_FDCWD, (long)src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC, 0);
+    if (fd < 0) return (missing_ok && fd == -ENOENT) ? 0 : fd;
+    long r = attrs ? setattr_fd(fd, attrs) : 0;
+    if (r == 0) r = move_fd(fd, dst);
+    sys4(SYS_close, fd, 0, 0, 0);
+    return r;
+}
+
+static long move_tree(long fd, const char *dst, u64 attrs) {
+    /* struct stat on x86_64: st_mode is the 32 bits at byte 24. */
+    u64 st[18];
+    long r = sys4(SYS_fstat, fd, (long)st, 0, 0);
+    if (r < 0) return r;
+    unsigned mode = (unsigned)(st[3] & 0xffffffffUL);
+    if ((mode & S_IFMT) == S_IFDIR) {
+        r = mkdir_p(dst, 0);
+    } else {
+        long slash = slen(dst);
+        while (slash > 0 && dst[slash] != '/') slash--;
+        r = mkdir_p(dst, slash);
+        if (r == 0) r = touch(dst, 0644);
+    }
+    if (r == 0 && attrs) r = setattr_fd(fd, attrs);
+    if (r == 0) r = move_fd(fd, dst);
+    return r;
+}
+
+static long one(const struct op *op, const char *a, const char *b, const char *c,
+                const char *d, const int *slots, long nslots) {
+    long r, fd;
+    switch (op->code) {
+    case OP_MOUNT:
+        return sys5(SYS_mount, (long)opt(a), (long)b, (long)opt(c), (long)op->flags, (long)opt(d));
+    case OP_MKDIR:
+        r = sys4(SYS_mkdirat, AT_FDCWD, (long)a, op->arg, 0);
+        return (r == -EEXIST && (op->flags & 1)) ? 0 : r;
+    case OP_TOUCH:
+        return touch(a, op->arg);
+    case OP_SYMLINK:
+        return sys4(SYS_symlinkat, (long)a, AT_FDCWD, (long)b, 0);
+    case OP_BIND:
+        return bind(a, b, op->flags, op->arg);
+    case OP_MOVE_TREE:
+        if ((long)op->arg >= nslots || slots[op->arg] < 0) return -EINVAL;
+        return move_tree(slots[op->arg], b, op->flags);
+    case OP_MOUNT_DIR:
+        /* Not through a symlink: the workspace's owner controls what is at b. */
+        fd = sys4(SYS_openat, AT_FDCWD, (long)b, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+        if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP) return 0;
+        if (fd < 0) return fd;
+        sys4(SYS_close, fd, 0, 0, 0);
+        return sys5(SYS_mount, (long)opt(a), (long)b, (long)opt(c), (long)op->flags, (long)opt(d));
+    case OP_WRITE: {
+        fd = sys4(SYS_openat, AT_FDCWD, (long)a, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) return fd;
+        long left = slen(d);
+        r = 0;
+        while (left > 0) {
+            r = sys4(SYS_write, fd, (long)d, left, 0);
+            if (r < 0) break;
+            d += r;
+            left -= r;
+            r = 0;
+        }
+        sys4(SYS_close, fd, 0, 0, 0);
+        return r;
+    }
+    case OP_CHDIR:
+        return sys4(SYS_chdir, (long)a, 0, 0, 0);
+    case OP_PIVOT:
+        return sys4(SYS_pivot_root, (long)a, (long)b, 0, 0);
+    case OP_UMOUNT:
+        return sys4(SYS_umount2, (long)a, (long)op->flags, 0, 0);
+    case OP_SETATTR:
+        fd = sys4(SYS_openat, AT_FDCWD, (long)a, O_PATH | O_CLOEXEC, 0);
+        if (fd < 0) return fd;
+        r = setattr_fd(fd, op->flags);
+        sys4(SYS_close, fd, 0, 0, 0);
+        return r;
+    default:
+        return -EINVAL;
+    }
+}
+
+/* Run the list; 0, or the -errno of the first failing operation (its index in *failed). */
+__attribute__((visibility("default"))) long runtime_mount_ops(const unsigned char *ops, long len,
+                                                              const int *slots, long nslots,
+                                                              long *failed) {
+    long pos = 0, index = 0;
+    while (pos < len) {
+        *failed = index;
+        if (len - pos < (long)sizeof(struct op)) return -EINVAL;
+        const struct op *op = (const struct op *)(ops + pos);
+        const char *s[4];
+        long at = pos + (long)sizeof(struct op);
+        for (int i = 0; i < 4; i++) {
+            s[i] = (const char *)ops + at;
+            while (at < len && ops[at]) at++;
+            if (at >= len) return -EINVAL; /* every string ends inside the list */
+            at++;
+        }
+        long r = one(op, s[0], s[1], s[2], s[3], slots, nslots);
+        if (r < 0) return r;
+        pos = (at + 7) & ~7L;
+        index++;
+    }
+    return 0;
+}
