@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -69,14 +70,32 @@ HOSTILE_CHILDREN = [
 CLONER = "runtime-cloner"
 
 
+def is_cloner(proc: psutil.Process, zygote_pid: int) -> bool:
+    """Whether ``proc`` is the zygote's cloner. Not by name alone: a call or spare is a copy
+    of the cloner and carries its name until it renames itself (``runtime-call``), so the
+    cloner is the one of that name that shares the zygote's pid namespace (every call has
+    its own from the clone on)."""
+    try:
+        if proc.name() != CLONER or proc.ppid() != zygote_pid:
+            return False
+        return os.readlink(f"/proc/{proc.pid}/ns/pid") == os.readlink(f"/proc/{zygote_pid}/ns/pid")
+    except (psutil.NoSuchProcess, OSError):
+        return False
+
+
+def cloners(zygote_pid: int) -> list[psutil.Process]:
+    return [p for p in psutil.Process(zygote_pid).children() if is_cloner(p, zygote_pid)]
+
+
 def call_processes(zygote_pid: int) -> list[psutil.Process]:
     """Every process under the zygote but its cloner (part of the fork-server itself):
-    the calls' and the spares' processes (each renames itself ``runtime-call`` first)."""
+    the calls' and the spares' processes."""
     procs = []
     for proc in psutil.Process(zygote_pid).children(recursive=True):
+        if is_cloner(proc, zygote_pid):
+            continue
         try:
-            if proc.name() == CLONER and proc.ppid() == zygote_pid:
-                continue
+            proc.status()
         except psutil.NoSuchProcess:
             continue  # gone: not left behind
         procs.append(proc)

@@ -21,7 +21,7 @@ import pytest
 from runtime.backends.sandbox import SandboxBackend, zygote
 from runtime.errors import SandboxError
 from runtime.frames import HEADER, decode_body
-from tests.sandbox.helpers import CLONER, PROBE_RW, call, call_processes, run_with_backend
+from tests.sandbox.helpers import PROBE_RW, call, call_processes, cloners, run_with_backend
 
 pytestmark = pytest.mark.sandbox
 
@@ -43,17 +43,17 @@ def test_one_cloner_and_every_call_is_the_zygotes_child(workspace: Path) -> None
         await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
         zyg = psutil.Process(backend.zygote_pid)
-        cloners = [p for p in zyg.children() if p.name() == CLONER]
+        found = cloners(zyg.pid)
         calls = call_processes(zyg.pid)
         same_ns = [
             os.readlink(f"/proc/{c.pid}/ns/{ns}") == os.readlink(f"/proc/{zyg.pid}/ns/{ns}")
-            for c in cloners
+            for c in found
             for ns in ("user", "pid", "mnt", "net")
         ]
-        return len(cloners), [p.ppid() == zyg.pid for p in calls], same_ns
+        return len(found), [p.ppid() == zyg.pid for p in calls], same_ns
 
-    cloners, parents, same_ns = run_with_backend(fn, pool=2)
-    assert cloners == 1
+    count, parents, same_ns = run_with_backend(fn, pool=2)
+    assert count == 1
     assert parents and all(parents)  # CLONE_PARENT: the spares are the zygote's children
     assert all(same_ns)  # the cloner itself is not sandboxed: it is the fork-server
 
@@ -63,7 +63,7 @@ def test_the_cloner_dying_ends_the_zygote_and_the_backend_recovers(workspace: Pa
         await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
         first = backend.zygote_pid
-        (cloner,) = [p for p in psutil.Process(first).children() if p.name() == CLONER]
+        (cloner,) = cloners(first)
         cloner.kill()
         psutil.Process(first).wait(timeout=30)  # the zygote ends: it can make no call
         with pytest.raises(SandboxError):
