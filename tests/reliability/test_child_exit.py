@@ -15,6 +15,7 @@ import socket
 import pytest
 
 from runtime.backends.sandbox import _setup, child, zygote
+from tests.sandbox.helpers import bare_config
 
 
 def test_forwarding_handler_tolerates_a_reaped_target() -> None:
@@ -35,14 +36,7 @@ def test_an_exception_escaping_run_call_ends_the_forked_copy(
     monkeypatch.setattr(child, "run_call", broken)
     ours, theirs = socket.socketpair()
     z = zygote.Zygote(ours)
-    z.cfg = child.ChildConfig(
-        host_uid=os.getuid(),
-        host_gid=os.getgid(),
-        drop_root=False,
-        landlock_abi=0,
-        bpf_python=b"",
-        bpf_exec=b"",
-    )
+    z.cfg = bare_config()
     plan = child.CallPlan(
         call_id="c1", workspace=None, access="none", exec=False, limits={"pids": 8}
     )

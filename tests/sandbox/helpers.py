@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from runtime.backends.base import ExecOutcome, ExecRequest
+from runtime.backends.sandbox import child
 from runtime.errors import OutputTooLarge, SandboxError, ToolFailed
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
@@ -68,6 +69,20 @@ HOSTILE_CHILDREN = [
 
 #: The fork-server's cloner (``zygote.CLONER_NAME``): it lives as long as the zygote.
 CLONER = "runtime-cloner"
+
+
+def bare_config(**changes: Any) -> child.ChildConfig:
+    """A fork-server configuration for tests that drive a Zygote by hand: this process's ids,
+    no root drop, no Landlock, no seccomp programs; ``changes`` override any field."""
+    base: dict[str, Any] = {
+        "host_uid": os.getuid(),
+        "host_gid": os.getgid(),
+        "drop_root": False,
+        "landlock_abi": 0,
+        "bpf_python": b"",
+        "bpf_exec": b"",
+    }
+    return child.ChildConfig(**{**base, **changes})
 
 
 def is_cloner(proc: psutil.Process, zygote_pid: int) -> bool:

@@ -27,7 +27,14 @@ import pytest
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1, zygote
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.errors import SandboxError
-from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, call_processes, run_with_backend
+from tests.sandbox.helpers import (
+    PROBE_EXEC,
+    PROBE_RW,
+    bare_config,
+    call,
+    call_processes,
+    run_with_backend,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -239,14 +246,7 @@ def test_pid1_cache_refuses_a_dir_others_can_write(
 def test_the_root_zygote_gets_its_ids_and_parent_death_signal_back() -> None:
     ours, theirs = socket.socketpair()
     z = zygote.Zygote(ours)
-    z.cfg = child.ChildConfig(
-        host_uid=SANDBOX_UID,
-        host_gid=SANDBOX_UID,
-        drop_root=True,
-        landlock_abi=0,
-        bpf_python=b"",
-        bpf_exec=b"",
-    )
+    z.cfg = bare_config(host_uid=SANDBOX_UID, host_gid=SANDBOX_UID, drop_root=True)
     before = _linux.get_pdeathsig()
     _linux.prctl(1, signal.SIGUSR2)  # PR_SET_PDEATHSIG, as the zygote sets SIGKILL
     try:

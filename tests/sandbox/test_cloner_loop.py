@@ -20,6 +20,7 @@ import pytest
 from runtime.backends.sandbox import child, masks, pid1, zygote
 from runtime.backends.sandbox.backend import DISABLE_NAMES
 from runtime.frames import FrameDecoder, encode_frame
+from tests.sandbox.helpers import bare_config
 
 pytestmark = pytest.mark.sandbox
 
@@ -160,15 +161,7 @@ _PLAN = {
 def bare(request: pytest.FixtureRequest) -> Iterator[tuple[zygote.Zygote, zygote._Cloner]]:
     ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     z = zygote.Zygote(ctl)
-    z.cfg = child.ChildConfig(
-        host_uid=os.getuid(),
-        host_gid=os.getgid(),
-        drop_root=False,
-        landlock_abi=0,
-        bpf_python=b"",
-        bpf_exec=b"",
-        disable=DISABLE_NAMES,
-    )
+    z.cfg = bare_config(disable=DISABLE_NAMES)
     z.tools = {"echo": _echo}
     if request.param == "c":
         z.cloner_serve = pid1.load_cloner(str(pid1.build()))
@@ -239,15 +232,7 @@ def test_the_cloner_runs_python_for_new_profiles_tools_and_a_changed_masked_tree
     ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     z = zygote.Zygote(ctl)
-    z.cfg = child.ChildConfig(
-        host_uid=os.getuid(),
-        host_gid=os.getgid(),
-        drop_root=False,
-        landlock_abi=0,
-        bpf_python=b"",
-        bpf_exec=b"",
-        disable=DISABLE_NAMES,
-    )
+    z.cfg = bare_config(disable=DISABLE_NAMES)
     cloner = zygote._Cloner(0, ours)
     (tmp_path / "sub").mkdir()
     masked = {**_PLAN, "workspace": str(tmp_path), "masks": {"hide": ["*.key"]}}

@@ -22,21 +22,20 @@ import pytest
 
 from runtime.backends.sandbox import SandboxBackend, _linux, child, pid1
 from runtime.errors import SandboxError, ToolTimeout
-from tests.sandbox.helpers import PROBE_EXEC, PROBE_RW, call, call_processes, run_with_backend
+from tests.sandbox.helpers import (
+    PROBE_EXEC,
+    PROBE_RW,
+    bare_config,
+    call,
+    call_processes,
+    run_with_backend,
+)
 
 pytestmark = pytest.mark.sandbox
 
 
 def _cfg(**changes: Any) -> child.ChildConfig:
-    base: dict[str, Any] = {
-        "host_uid": 1000,
-        "host_gid": 1000,
-        "drop_root": False,
-        "landlock_abi": 0,
-        "bpf_python": b"",
-        "bpf_exec": b"",
-    }
-    return child.ChildConfig(**{**base, **changes})
+    return bare_config(**{"host_uid": 1000, "host_gid": 1000, **changes})
 
 
 def _plan(exec_: bool) -> child.CallPlan:
