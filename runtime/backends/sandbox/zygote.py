@@ -39,6 +39,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -223,29 +224,27 @@ class Zygote:
         if msg.get("seccomp_error"):
             errors["seccomp"] = str(msg["seccomp_error"])
             bpf_python = bpf_exec = b""
-        pid1_fd = -1
-        sigexit = None
-        mount_ops = None
-        if msg.get("pid1"):
+        # The pieces built beside pid1, each optional: a piece that does not load is named in
+        # the errors and its Python twin (or nothing, for pid1 itself) serves instead.
+        # sigexit is mapped here once and inherited by every call (a Python tool that is
+        # its call's pid 1 installs it: ``child.single_process``); so are the mount ops
+        # (every call's new root is one list of operations run in C).
+        loaders: dict[str, Callable[[str], Any]] = {
+            "pid1": pid1.load,
+            "sigexit": pid1.load_sigexit,
+            "cloner": pid1.load_cloner,
+            "mountops": pid1.load_mount_ops,
+        }
+        pieces: dict[str, Any] = {}
+        for name, load in loaders.items() if msg.get("pid1") else ():
             try:
-                pid1_fd = pid1.load(str(msg["pid1"]))
+                pieces[name] = load(str(msg["pid1"]))
             except OSError as exc:
-                errors["pid1"] = str(exc)
-            try:
-                # Mapped here once, inherited by every call: a Python tool that is its
-                # call's pid 1 installs it (``child.single_process``).
-                sigexit = pid1.load_sigexit(str(msg["pid1"]))
-            except OSError as exc:
-                errors["sigexit"] = str(exc)
-            try:
-                self.cloner_serve = pid1.load_cloner(str(msg["pid1"]))
-            except OSError as exc:
-                errors["cloner"] = str(exc)
-            try:
-                # Inherited by every call: its new root is one list of operations run in C.
-                mount_ops = pid1.load_mount_ops(str(msg["pid1"]))
-            except OSError as exc:
-                errors["mountops"] = str(exc)
+                errors[name] = str(exc)
+        pid1_fd: int = pieces.get("pid1", -1)
+        sigexit = pieces.get("sigexit")
+        mount_ops = pieces.get("mountops")
+        self.cloner_serve = pieces.get("cloner")
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
