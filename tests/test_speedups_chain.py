@@ -14,20 +14,19 @@ from hypothesis import strategies as st
 
 from runtime.audit import AuditLog, _canonical
 from runtime.audit._canonical import GENESIS_HASH
-from runtime.audit._record import body_bytes, body_parts, chain_hash, chain_row, chain_rows
+from runtime.audit._record import (
+    body_bytes,
+    body_parts,
+    chain_hash,
+    chain_rows,
+    py_chain_rows,
+)
 from tests.test_speedups_record import rows
 
 HEAD = st.tuples(st.integers(0, 2**62), st.sampled_from([GENESIS_HASH, "ab" * 32, "", "x"]))
 
 
-def _python(records: list[Any], seq: int, prev: str) -> list[tuple[Any, ...]]:
-    out = []
-    for record in records:
-        seq += 1
-        row = chain_row(record[0], record[-1], seq, prev)
-        prev = row[-1]
-        out.append(row)
-    return out
+_python = py_chain_rows
 
 
 def _records(fields_list: list[tuple[Any, ...]], with_end: bool) -> list[Any]:

@@ -33,6 +33,7 @@ __all__ = [
     "chain_row",
     "chain_rows",
     "journal_record",
+    "py_chain_rows",
     "row_to_record",
 ]
 
@@ -234,6 +235,11 @@ def chain_rows(records: list[Any], head_seq: int, head_hash: str) -> list[tuple[
         rows = c(records, head_seq, head_hash)
         if rows is not NotImplemented:
             return rows  # type: ignore[no-any-return]
+    return py_chain_rows(records, head_seq, head_hash)
+
+
+def py_chain_rows(records: list[Any], head_seq: int, head_hash: str) -> list[tuple[Any, ...]]:
+    """:func:`chain_rows` without the accelerator (the reference its tests compare with)."""
     out = []
     seq, prev = head_seq, head_hash
     for record in records:
