@@ -14,7 +14,8 @@ Keys: ``floor_ms`` {median, p99} (one sandbox at a time), ``floor_cpu_ms`` and
 threads that finish a network namespace's teardown are not in it, ~0.5 ms more here),
 ``floor_calls_per_s`` and ``bwrap_calls_per_s`` at concurrency 1, 2 and 8 (that many
 processes each running sandboxes back to back).
-Run as root, both run as ``nobody`` through ``setpriv``: a sandbox never maps host root.
+Run as root, both run as the runtime's sandbox uid (``SANDBOX_UID``) through ``setpriv``: a
+sandbox never maps host root.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from runtime._zigcc import zig_cc  # noqa: E402
+from runtime.backends.sandbox.backend import SANDBOX_UID  # noqa: E402
 
 __all__ = ["build", "run_benchmark"]
 
 SOURCE = Path(__file__).with_name("floor.c")
 CFLAGS = ("-target", "x86_64-linux-musl", "-O2", "-static", "-Wall", "-Wextra", "-Werror")
-NOBODY = 65534
 
 
 def build(out_dir: Path) -> Path:
@@ -54,7 +55,7 @@ def build(out_dir: Path) -> Path:
 def _as_user() -> list[str]:
     if os.geteuid() != 0:
         return []
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
 
 
 def _bwrap(workspace: Path) -> list[str]:

@@ -42,3 +42,13 @@ def workspace() -> Iterator[Path]:
 @pytest.fixture
 def canary(workspace: Path) -> Path:
     return workspace.parent / "outside" / "canary.txt"
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pretend the mask walks run 10 s from now: every directory made by the test is past the
+    racy window, so its listing may be kept (without this a fresh tree is never kept)."""
+    from runtime.backends.sandbox import masks
+
+    real = masks._now_ns
+    monkeypatch.setattr(masks, "_now_ns", lambda: real() + 10_000_000_000)

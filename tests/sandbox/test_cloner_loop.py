@@ -222,12 +222,9 @@ def test_a_tool_the_cloner_cannot_load_is_a_failed_clone_with_the_reason(
 
 
 def test_the_cloner_runs_python_for_new_profiles_tools_and_a_changed_masked_tree(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, later: None
 ) -> None:
-    # The walks run 10 s from now: every directory made here is past the racy window (the
-    # walk keeps only listings of directories not changed in the last moments).
-    real = masks._now_ns
-    monkeypatch.setattr(masks, "_now_ns", lambda: real() + 10_000_000_000)
+    # ``later``: every directory made here is past the racy window, so its listing is kept.
     tmp_path = workspace
     ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -503,14 +503,6 @@ def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> No
 
 
 @pytest.fixture
-def later(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pretend the walks run 10 s from now: every directory made by the test is past the racy
-    window, so its listing may be kept (without this a fresh tree is never kept)."""
-    real = masks._now_ns
-    monkeypatch.setattr(masks, "_now_ns", lambda: real() + 10_000_000_000)
-
-
-@pytest.fixture
 def listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the directories the walk lists (``os.scandir`` calls on descriptors: the patch
     is process-wide, and the reference walk lists paths)."""
