@@ -474,3 +474,29 @@ def test_command_template_tool_runs_in_the_sandbox(tmp_path: Path) -> None:
     out = anyio.run(main)
     assert out.result["exit_code"] == 0
     assert out.result["stdout"].strip() == "3 f.txt"
+
+
+def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
+    from runtime.backends.sandbox import cgroups
+
+    memory = tmp_path / "memory" / "c1"
+    pids = tmp_path / "pids" / "c1"
+    memory.mkdir(parents=True)
+    pids.mkdir(parents=True)
+    (memory / "memory.max_usage_in_bytes").write_text("7340032\n")
+    (memory / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    (memory / "memory.failcnt").write_text("5\n")
+    (pids / "pids.events").write_text("max 3\n")
+    assert cgroups.stats([str(memory), str(pids)]) == {
+        "peak_memory_bytes": 7340032,
+        "oom_kills": 2,
+        "memory_failcnt": 5,
+        "pids_max_hits": 3,
+    }
+    # A group whose files are gone or garbled reports what it can, never raises.
+    (memory / "memory.failcnt").write_text("garbled\n")
+    (pids / "pids.events").unlink()
+    assert cgroups.stats([str(memory), str(pids)]) == {
+        "peak_memory_bytes": 7340032,
+        "oom_kills": 2,
+    }
