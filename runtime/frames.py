@@ -46,7 +46,7 @@ def encode_frame(message: dict[str, Any], max_size: int = DEFAULT_MAX_FRAME) -> 
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes | memoryview) -> dict[str, Any]:
     try:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises a zoo of types; all mean "garbage"

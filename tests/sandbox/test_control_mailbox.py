@@ -227,3 +227,22 @@ async def test_a_task_waiting_on_a_closed_channel_gets_a_sandbox_error() -> None
             await channel.wait_for(1)
     finally:
         zygote.close()
+
+
+def test_each_report_is_decoded_from_its_own_packet_only(
+    pair: tuple[ControlChannel, socket.socket],
+) -> None:
+    # The reports share one receive buffer: a short packet after a long one must not be
+    # completed from the long one's leftover bytes.
+    channel, zygote = pair
+    long = encode_frame({"type": "exit", "id": 1, "padding": "x" * 5000})
+    zygote.send(long)
+    assert channel.wait_for_sync(1, time.monotonic() + 30)["padding"] == "x" * 5000
+    zygote.send(long[:100])  # a header announcing 5,000-odd bytes, 96 of them sent
+    with pytest.raises(SandboxError, match="malformed"):
+        channel.wait_for_sync(2, time.monotonic() + 30)
+    zygote.send(b"\x00")  # shorter than a header
+    with pytest.raises(SandboxError, match="malformed"):
+        channel.wait_for_sync(2, time.monotonic() + 30)
+    _report(zygote, 2)
+    assert channel.wait_for_sync(2, time.monotonic() + 30) == {"type": "exit", "id": 2, "code": 0}

@@ -169,6 +169,11 @@ class ControlChannel:
         self.closed = False
         self._users = 0
         self._waker = waker
+        # Reports land here: ``recv`` of a 1 MiB packet bound allocates (mmaps) 1 MiB and
+        # shrinks it for every ~200-byte report. One reader at a time in practice (the
+        # mailbox's leader), the lock makes it a rule.
+        self._packet = memoryview(bytearray(_CONTROL_PACKET))
+        self._packet_lock = threading.Lock()
 
     # -- the event loop -------------------------------------------------------------------
 
@@ -307,21 +312,24 @@ class ControlChannel:
             raise SandboxError("the sandbox fork-server is gone") from exc
 
     def _receive_once(self) -> dict[str, Any]:
-        try:
-            data = self.sock.recv(_CONTROL_PACKET)
-        except BlockingIOError:
-            raise
-        except OSError as exc:
-            self.closed = True
-            raise SandboxError("the sandbox fork-server is gone") from exc
-        if not data:
-            self.closed = True
-            raise SandboxError("the sandbox fork-server exited")
-        try:
-            (size,) = HEADER.unpack_from(data)
-            return decode_body(data[HEADER.size : HEADER.size + size])
-        except (FrameError, ValueError) as exc:
-            raise SandboxError("the fork-server sent a malformed message") from exc
+        with self._packet_lock:
+            try:
+                size = self.sock.recv_into(self._packet)
+            except BlockingIOError:
+                raise
+            except OSError as exc:
+                self.closed = True
+                raise SandboxError("the sandbox fork-server is gone") from exc
+            if not size:
+                self.closed = True
+                raise SandboxError("the sandbox fork-server exited")
+            try:
+                (length,) = HEADER.unpack_from(self._packet)
+                if HEADER.size + length > size:
+                    raise FrameError("a control packet shorter than its header says")
+                return decode_body(self._packet[HEADER.size : HEADER.size + length])
+            except (FrameError, ValueError) as exc:
+                raise SandboxError("the fork-server sent a malformed message") from exc
 
     def close(self) -> None:
         """EOF to the zygote (it then SIGKILLs every call and exits) and to every waiter."""

@@ -53,13 +53,16 @@ from runtime.backends.sandbox import (
     pid1,
     probe,
 )
-from runtime.frames import HEADER, decode_body, encode_frame
+from runtime.frames import HEADER, FrameError, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
 __all__ = ["CLONER_NAME", "main"]
 
 #: The cloner's process name (``comm``); every call's pid 1 takes ``child.CALL_NAME``.
 CLONER_NAME = b"runtime-cloner"
+#: The broker's largest control message, and the descriptors one may carry.
+_CONTROL_PACKET = 1 << 20
+_ANCILLARY = socket.CMSG_SPACE(4 * struct.calcsize("i"))
 
 # Preloaded so that tools find them after pivot_root hides the standard library.
 _PRELOAD = (
@@ -99,6 +102,16 @@ _PRELOAD = (
     "uuid",
     "urllib.parse",
 )
+
+
+def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors of an ``SCM_RIGHTS`` message (as ``socket.recv_fds`` gives them)."""
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(struct.unpack(f"{usable // 4}i", data[:usable]))
+    return fds
 
 
 class _Call:
@@ -162,6 +175,7 @@ class _Spare:
 class Zygote:
     def __init__(self, ctl: socket.socket) -> None:
         self.ctl = ctl
+        self.packet = memoryview(bytearray(_CONTROL_PACKET))
         self.tools: dict[str, Any] = {}
         self.calls: dict[int, _Call] = {}
         self.idmaps: dict[tuple[int, int], int] = {}
@@ -187,11 +201,16 @@ class Zygote:
         self.ctl.sendall(encode_frame(message))
 
     def receive(self) -> tuple[dict[str, Any] | None, list[int]]:
-        data, fds, _flags, _addr = socket.recv_fds(self.ctl, 1 << 20, 4)
-        if not data:
+        # Into one buffer: ``recv_fds`` of a 1 MiB bound allocates (mmaps) and shrinks
+        # 1 MiB for every spawn message, on the call's path.
+        size, ancillary, _flags, _addr = self.ctl.recvmsg_into([self.packet], _ANCILLARY)
+        fds = _received_fds(ancillary)
+        if not size:
             return None, fds
-        (size,) = HEADER.unpack_from(data)
-        return decode_body(data[HEADER.size : HEADER.size + size]), fds
+        (length,) = HEADER.unpack_from(self.packet)
+        if HEADER.size + length > size:
+            raise FrameError("a control packet shorter than its header says")
+        return decode_body(self.packet[HEADER.size : HEADER.size + length]), fds
 
     # -- set-up -----------------------------------------------------------------------
 
