@@ -99,3 +99,37 @@ def test_the_workspace_is_resolved_once_per_profile(
     assert resolved == [tmp_path]
     backend._plan(request(PROBE_RW, tmp_path, {}))  # another profile: its own entry
     assert resolved == [tmp_path, tmp_path]
+
+
+@pytest.mark.parametrize("masks", [None, MaskSpec(hide=("**/.env",), readonly=("*.lock",))])
+def test_the_brokers_profile_is_the_zygotes_key_for_the_plan(
+    tmp_path: Path, masks: MaskSpec | None
+) -> None:
+    # The zygote keys its spares by this string; it used to make it from the plan it
+    # received (after msgpack), now the broker sends it: both must agree, per call.
+    from runtime.backends.sandbox.zygote import Zygote
+    from runtime.frames import HEADER, decode_body, encode_frame
+
+    backend = SandboxBackend(masks=masks)
+    seen: dict[str, str] = {}
+    for _ in range(2):  # the second round is served from the cache
+        for i, (spec, env) in enumerate(
+            [
+                (READ_FILE, {}),
+                (READ_FILE, {"A": "1"}),
+                (READ_FILE, {"A": "2", "B": "x"}),
+                (PROBE_RW, {"A": "1"}),
+                (SHELL, {}),
+            ]
+        ):
+            req = request(spec, tmp_path, {})
+            req.call_id, req.env = f"call_{i}", dict(env)
+            opened = backend._open(req)
+            opened.channel.close()
+            opened.theirs.close()
+            spawn = opened.spawn
+            frame = encode_frame(spawn)
+            received = decode_body(frame[HEADER.size :])
+            assert spawn["profile"] == Zygote._profile(received["plan"])
+            seen.setdefault(spawn["profile"], f"{spec.name} {env}")
+    assert len(seen) == 5  # a different environment is a different profile

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -155,6 +156,7 @@ class SandboxBackend:
         self._ids = itertools.count(1)
         self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str]] = {}
         self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._profiles: dict[tuple[Any, ...], str] = {}
         self._options: dict[tuple[str, ...], dict[str, Any]] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         # The event loop the zygote was started on (run_sync hands broker requests to it).
@@ -356,6 +358,25 @@ class SandboxBackend:
             "env": dict(request.env),
         }
 
+    def _profile(self, request: ExecRequest, plan: dict[str, Any]) -> str:
+        """The zygote's key for ``plan``'s spares (its ``_profile``: the plan without the
+        call id, as sorted JSON), made here once per profile and environment instead of by
+        the zygote on every spawn, where it sat between the call and its spare."""
+        key = (self._plan_key(request), tuple(sorted(request.env.items())))
+        profile = self._profiles.get(key)
+        if profile is None:
+            if len(self._profiles) >= _MAX_PLANS:
+                self._profiles.clear()
+            body = {k: v for k, v in plan.items() if k != "call_id"}
+            profile = self._profiles[key] = json.dumps(body, sort_keys=True)
+        return profile
+
+    @staticmethod
+    def _plan_key(request: ExecRequest) -> tuple[Any, ...]:
+        needs = request.spec.sandbox
+        limits = request.limits
+        return (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+
     def _static_plan(self, request: ExecRequest) -> dict[str, Any]:
         """The part of a call's plan that is the same for every call of one profile, built
         once per profile: resolving the workspace is a walk of syscalls, dumping the limits
@@ -365,7 +386,7 @@ class SandboxBackend:
         stamps its identity for the spares)."""
         needs = request.spec.sandbox
         limits = request.limits
-        key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        key = self._plan_key(request)
         static = self._plans.get(key)
         if static is None:
             access = needs.workspace
@@ -387,13 +408,15 @@ class SandboxBackend:
         (``theirs`` goes to the zygote, then closes here), the spawn message."""
         key, entry, base = self._ref(request.spec)
         call_id = next(self._ids)
+        plan = self._plan(request)
         spawn = {
             "type": "spawn",
             "id": call_id,
             "tool": key,
             "entry": entry,
             "base": base,
-            "plan": self._plan(request),
+            "plan": plan,
+            "profile": self._profile(request, plan),
         }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channel = CallChannel(ours, max_frame=request.limits.output_bytes + 4096)

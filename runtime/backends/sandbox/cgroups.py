@@ -10,18 +10,23 @@ the only limits, and the fingerprint says so.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import queue
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runtime.backends.sandbox._setup import write
 
-__all__ = ["PREFIX", "bases", "create", "remove", "stats", "sweep"]
+__all__ = ["PREFIX", "Janitor", "bases", "create", "remove", "stats", "sweep"]
 
 _ROOT = "/sys/fs/cgroup"
 #: A zygote's parent cgroup is ``PREFIX + str(pid)`` under each controller.
 PREFIX = "runtime-sandbox-"
+#: Distinct limits (memory, pids) for which a :class:`Janitor` keeps groups ready.
+_READY_KEYS = 16
 
 
 def bases(controllers: Iterable[str], tag: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -143,3 +148,105 @@ def sweep(controllers: Iterable[str], root: str = _ROOT) -> list[str]:
                 os.rmdir(base)
                 removed.append(base)
     return removed
+
+
+class Janitor:
+    """cgroup ``mkdir`` and ``rmdir`` off the fork-server's loop, on a thread of their own.
+
+    Why: in the zygote they took ~0.6 ms (mkdir) and ~0.9 ms (rmdir) each, two of each per
+    call, measured with cProfile while calls ran, against ~0.05 ms alone: cgroup v1 takes
+    ``cgroup_mutex``, which a call joining its group holds across an RCU grace period (and
+    the kernel's offlining of the last call's groups takes too). Blocked there, the loop
+    could neither start the next call nor reap the last one. Now a finished call's groups
+    are removed here, and a spare's groups are made ahead (one ready set per limits), so
+    the loop only pops a list.
+
+    Hazard: a thread in the zygote. Start it only once nothing forks or clones Python from
+    the zygote any more (after the cloner is forked; the zygote without a cloner clones
+    calls itself, with changes of its effective ids that glibc broadcasts to every thread,
+    and keeps doing everything inline). ``close`` waits for every queued job: the groups
+    are gone before the zygote removes its base and exits.
+    """
+
+    def __init__(
+        self, base: Mapping[str, str], procs_owner: tuple[int, int] | None, depth: int = 1
+    ) -> None:
+        self._base = dict(base)
+        self._owner = procs_owner
+        self._depth = depth
+        self._jobs: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._ready: dict[tuple[int, int], list[list[str]]] = {}
+        self._filling: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
+        self._names = itertools.count(1)
+        self._thread = threading.Thread(target=self._run, name="cgroup-janitor", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _key(limits: Mapping[str, Any]) -> tuple[int, int]:
+        return int(limits["memory_mb"]), int(limits["pids"])
+
+    def take(self, limits: Mapping[str, Any]) -> list[str] | None:
+        """A ready set of groups sized for ``limits`` (None if none is ready: make them
+        inline); a replacement is queued either way."""
+        key = self._key(limits)
+        with self._lock:
+            ready = self._ready.get(key)
+            groups = ready.pop() if ready else None
+            queue_fill = key not in self._filling
+            if queue_fill:
+                self._filling.add(key)
+        if queue_fill:
+            self._jobs.put(("fill", dict(limits)))
+        return groups
+
+    def remove(self, paths: list[str]) -> None:
+        if paths:
+            self._jobs.put(("remove", list(paths)))
+
+    def close(self) -> None:
+        """Wait for every queued job, remove the ready groups, end the thread."""
+        self._jobs.put(None)
+        self._thread.join()
+        with self._lock:
+            leftover = [groups for ready in self._ready.values() for groups in ready]
+            self._ready.clear()
+        for groups in leftover:
+            remove(groups)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                self._do(*job)
+            finally:
+                self._jobs.task_done()
+
+    def _do(self, kind: str, arg: Any) -> None:
+        if kind == "remove":
+            remove(arg)
+            return
+        key = self._key(arg)
+        try:
+            groups: list[str] | None = create(
+                self._base, f"s-{next(self._names)}", arg, procs_owner=self._owner
+            )
+        except OSError:
+            groups = None  # the loop makes them inline, and says why if that fails
+        evicted: list[list[str]] = []
+        with self._lock:
+            self._filling.discard(key)
+            if groups is not None:
+                if key not in self._ready and len(self._ready) >= _READY_KEYS:
+                    # Bounded: the limits seen least recently filled give way.
+                    evicted = self._ready.pop(next(iter(self._ready)))
+                ready = self._ready.setdefault(key, [])
+                if len(ready) < self._depth:
+                    ready.append(groups)
+                    groups = None
+        for old in evicted:
+            remove(old)
+        if groups is not None:
+            remove(groups)

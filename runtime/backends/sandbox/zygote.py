@@ -192,6 +192,8 @@ class Zygote:
         self.pending: dict[int, _Pending] = {}
         # Exits reaped before the cloner's answer named the pid (a child that died at once).
         self.early: dict[int, tuple[int, Any, float]] = {}
+        #: cgroup mkdir/rmdir off this loop (None: inline; before the cloner exists).
+        self.janitor: cgroups.Janitor | None = None
         #: ``cloner.c``'s loop (``pid1.load_cloner``); None: the cloner's loop is Python's.
         self.cloner_serve: pid1.ClonerServe | None = None
 
@@ -291,6 +293,10 @@ class Zygote:
         gc.collect()
         gc.freeze()
         self.cloner = _Cloner.start(self)
+        if self.cgroup_base:
+            # Only now: the cloner is forked (see cgroups.Janitor's hazard).
+            owner = (self.cfg.host_uid, self.cfg.host_gid) if self.cfg.drop_root else None
+            self.janitor = cgroups.Janitor(self.cgroup_base, owner)
         self.send(
             {
                 "type": "ready",
@@ -343,6 +349,21 @@ class Zygote:
         owner = (cfg.host_uid, cfg.host_gid) if cfg.drop_root else None
         return cgroups.create(self.cgroup_base, tag, plan.limits, procs_owner=owner)
 
+    def _spare_groups(self, plan: child.CallPlan, tag: str) -> list[str]:
+        """A spare's cgroups: a set the janitor made ahead when there is one."""
+        if self.janitor is not None:
+            ready = self.janitor.take(plan.limits)
+            if ready is not None:
+                return ready
+        return self._groups(plan, tag)
+
+    def _drop_groups(self, paths: list[str]) -> None:
+        """Remove a finished call's or spare's cgroups (on the janitor's thread if any)."""
+        if self.janitor is not None:
+            self.janitor.remove(paths)
+        else:
+            cgroups.remove(paths)
+
     def _fork_child(
         self, plan: child.CallPlan, tool: Any, tag: str, call_fd: int
     ) -> tuple[int, list[str]]:
@@ -352,7 +373,7 @@ class Zygote:
         try:
             pid = self._clone_call(plan, tool, call_fd, groups)
         except BaseException:
-            cgroups.remove(groups)
+            self._drop_groups(groups)
             raise
         return pid, groups
 
@@ -450,7 +471,8 @@ class Zygote:
             if key not in self.tools:
                 self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
                 self.entries[key] = (str(msg["entry"]), str(msg["base"]))
-            profile = self._profile(msg["plan"])
+            # The broker sends it (made once per profile there); a bare driver may not.
+            profile = str(msg.get("profile") or self._profile(msg["plan"]))
             spare = self.spares.pop(profile, None)
             # One look at the tree per call (with masks, a walk): it vets this spare and
             # stamps the next one, which is forked (and masks) after it.
@@ -481,7 +503,7 @@ class Zygote:
                             profile=profile,
                         )
                     except BaseException:
-                        cgroups.remove(groups)
+                        self._drop_groups(groups)
                         raise
                     self.pending[seq] = _Pending(groups, call_id)
         except Exception as exc:
@@ -516,7 +538,7 @@ class Zygote:
                 pid, groups = self._fork_child(plan, dict(self.tools), tag, theirs.fileno())
                 self.spares[profile] = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
                 return
-            groups = self._groups(plan, tag)
+            groups = self._spare_groups(plan, tag)
             try:
                 seq = self.cloner.ask(
                     self,
@@ -528,7 +550,7 @@ class Zygote:
                     profile=profile,
                 )
             except BaseException:
-                cgroups.remove(groups)
+                self._drop_groups(groups)
                 raise
         except Exception:
             ours.close()
@@ -565,7 +587,7 @@ class Zygote:
         if not self.pending:
             self.early.clear()  # only orphans (test-only, no pid namespace) can be left
         if not isinstance(pid, int) or pid <= 0:
-            cgroups.remove(pending.cgroups)
+            self._drop_groups(pending.cgroups)
             if pending.call_id is not None:
                 message = str(answer.get("error") or "the cloner failed")
                 self.send({"type": "spawn_failed", "id": pending.call_id, "message": message})
@@ -638,10 +660,11 @@ class Zygote:
         }
         report.update(cgroups.stats(call.cgroups))
         # Report first: the counters are read, and removing the directories (rmdir of a
-        # v1 memory cgroup may wait for the last charged page) cannot change the result.
-        # They are still gone before this loop serves its next message.
+        # v1 memory cgroup may wait for the last charged page, or for cgroup_mutex) cannot
+        # change the result. The janitor removes them (inline without one); the zygote's
+        # shutdown waits for it.
         self.send(report)
-        cgroups.remove(call.cgroups)
+        self._drop_groups(call.cgroups)
 
     def _is_spare(self, pid: int) -> bool:
         return any(spare.pid == pid for spare in self.spares.values())
@@ -656,7 +679,7 @@ class Zygote:
                 spare.act.close()
                 self.failed_profiles.add(profile)
         if spare is not None:
-            cgroups.remove(spare.cgroups)
+            self._drop_groups(spare.cgroups)
 
     def expire(self) -> float | None:
         """SIGKILL calls whose grace ran out; return seconds until the next deadline."""
@@ -685,7 +708,7 @@ class Zygote:
             for pending in self.pending.values():  # never answered: no child was made
                 if pending.act is not None:
                     pending.act.close()
-                cgroups.remove(pending.cgroups)
+                self._drop_groups(pending.cgroups)
             self.pending.clear()
         for spare in list(self.spares.values()):
             self._dismiss(spare)
@@ -693,7 +716,7 @@ class Zygote:
         for pid, spare in list(self.dismissed.items()):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            cgroups.remove(spare.cgroups)
+            self._drop_groups(spare.cgroups)
         self.dismissed.clear()
         for call in self.calls.values():
             with contextlib.suppress(ProcessLookupError):
@@ -701,8 +724,11 @@ class Zygote:
         for pid, call in list(self.calls.items()):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            cgroups.remove(call.cgroups)
+            self._drop_groups(call.cgroups)
         self.calls.clear()
+        if self.janitor is not None:
+            self.janitor.close()  # every call's and spare's groups gone first
+            self.janitor = None
         cgroups.remove(list(self.cgroup_base.values()))
         for fd in self.idmaps.values():
             os.close(fd)
