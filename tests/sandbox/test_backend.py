@@ -500,3 +500,47 @@ def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
         "peak_memory_bytes": 7340032,
         "oom_kills": 2,
     }
+
+
+def _held_mount_namespaces(pid: int) -> list[str]:
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("mnt:["):
+            held.append(target)
+    return held
+
+
+def test_a_calls_mount_namespace_is_let_go_after_its_report(workspace: Path) -> None:
+    # The zygote holds each spare-served call's mount namespace so that the call's exit
+    # does not wait for its unmounting; the janitor closes it after the report.
+    import time
+
+    async def fn(backend: SandboxBackend) -> Any:
+        for _ in range(4):
+            await call(backend, READ_FILE, workspace, path="hello.txt")
+        assert backend.zygote_pid is not None
+        zygote = backend.zygote_pid
+        # While a spare-served call runs, its namespace is held (the only one: the spare
+        # waiting for the next call is not).
+        await call(backend, PROBE_RO, workspace, action="echo")  # a spare of this profile
+        during: list[list[str]] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: call(backend, PROBE_RO, workspace, action="sleep", seconds=3))
+            deadline = time.monotonic() + 30
+            while not during and time.monotonic() < deadline:
+                await anyio.sleep(0.01)
+                if held := _held_mount_namespaces(zygote):
+                    during.append(held)
+        assert during and len(during[0]) == 1
+        for _ in range(3000):  # up to ~30 s: a poll, not a timing assertion
+            held = _held_mount_namespaces(zygote)
+            if not held:
+                break
+            await anyio.sleep(0.01)
+        return held
+
+    assert run_with_backend(fn, pool=2) == []
