@@ -41,6 +41,10 @@ SHELL = spec("shell", "shell:run", "rw", exec_=True)
 READ_FILE = spec("read_file", "files:read_file", "ro")
 WRITE_FILE = spec("write_file", "files:write_file", "rw")
 LIST_FILES = spec("list_files", "files:list_files", "ro")
+#: Tools with a warm-up, run by the spares forked after a call of theirs.
+WARMED = spec("warmed", "warmed:run", "ro")
+WARMED_EXEC = spec("warmed_exec", "warmed:run", "ro", exec_=True)
+WARMED_FAILING = spec("warmed_failing", "warmed:run_failing", "rw")
 ALL = (PROBE_RW, PROBE_RO, PROBE_NONE, PROBE_EXEC, SHELL, READ_FILE, WRITE_FILE, LIST_FILES)
 
 #: The probe's hostile behaviours and the typed error each must become, whichever way the

@@ -544,3 +544,36 @@ def test_a_calls_mount_namespace_is_let_go_after_its_report(workspace: Path) -> 
         return held
 
     assert run_with_backend(fn, pool=2) == []
+
+
+def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
+    workspace: Path,
+) -> None:
+    from tests.sandbox.helpers import WARMED, WARMED_EXEC, WARMED_FAILING
+
+    async def fn(backend: SandboxBackend) -> Any:
+        results = {}
+        for spec in (WARMED, WARMED_EXEC, WARMED_FAILING):
+            # The first call is cold (no spare yet); it makes the zygote fork a spare of
+            # this profile, told to warm this tool; the second call is that spare's.
+            results[spec.name] = [
+                (await call(backend, spec, workspace, action="report")).result for _ in range(2)
+            ]
+        return results
+
+    results = run_with_backend(fn, pool=4)
+    cold, warm = results["warmed"]
+    assert cold["runs"] == []
+    assert warm["runs"] == [
+        {"workspace": "/tmp/.runtime-warm-up", "sample": "warm", "writable": False}
+    ]
+    assert warm["tmp"] == []  # the scratch workspace is gone before the call
+    # A tool that runs programs is not warmed (its /tmp and processes are the call's).
+    assert [r["runs"] for r in results["warmed_exec"]] == [[], []]
+    # A warm-up that fails costs only the warming: the spare serves its call.
+    failing_cold, failing_warm = results["warmed_failing"]
+    assert failing_cold["runs"] == []
+    assert failing_warm["runs"] == [
+        {"workspace": "/tmp/.runtime-warm-up", "sample": "warm", "writable": True}
+    ]
+    assert failing_warm["tmp"] == []

@@ -299,3 +299,28 @@ def test_setuid_bits_dropped_on_rewrite(tool: Load, ctx: ToolContext, ws: Path) 
     os.chmod(ws / "s", 0o4755)
     tool("write_file")({"path": "s", "content": "y"}, ctx)
     assert (ws / "s").stat().st_mode & 0o7777 == 0o755
+
+
+# ------------------------------------------------------------------------------- warm-ups
+
+
+@pytest.mark.parametrize(
+    ("name", "expect"),
+    [
+        ("read_file", lambda r: r["content"] == "one\ntwo\n" and r["lines"] == 2),
+        ("list_files", lambda r: [e["name"] for e in r["files"]] == ["sample.txt"]),
+        ("get_file_info", lambda r: r["type"] == "file" and r["size"] == 8),
+    ],
+)
+def test_the_warm_ups_run_the_whole_tool_successfully(
+    tool: Load, tmp_path: Path, name: str, expect: Callable[[dict[str, Any]], bool]
+) -> None:
+    # A warm-up that failed early would warm only the first lines of the tool: each runs
+    # the tool to a real result on its scratch workspace (a spare's /tmp in the sandbox).
+    from runtime.toolkit import warm_up
+
+    func = tool(name)
+    prepare = warm_up(func)
+    assert prepare is not None
+    result = func(prepare(tmp_path), ToolContext(workspace=tmp_path, limits=Limits()))
+    assert expect(result), result

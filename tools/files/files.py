@@ -13,10 +13,11 @@ import datetime as _dt
 import os
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolFailed
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, warm_with
 from runtime.toolkit_fs import Workspace, file_type, glob_match, read_bytes, read_lines
 
 __all__ = [
@@ -56,6 +57,14 @@ def _decode(raw: bytes, rel: str, cut_by_cap: bool) -> str:
         ) from exc
 
 
+def _sample(scratch: Path) -> Path:
+    """A small text file in a warm-up's scratch workspace (``warm_with``)."""
+    sample = scratch / "sample.txt"
+    sample.write_text("one\ntwo\n", encoding="utf-8")
+    return sample
+
+
+@warm_with(lambda scratch: {"path": _sample(scratch).name})
 def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     encoding = args.get("encoding", "utf-8")
     offset = int(args.get("offset", 1))
@@ -186,6 +195,7 @@ def _info(rel: str, st: os.stat_result) -> dict[str, Any]:
     }
 
 
+@warm_with(lambda scratch: {"path": ".", "pattern": _sample(scratch).name})
 def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     recursive = bool(args.get("recursive", False))
     pattern: str | None = args.get("pattern")
@@ -229,6 +239,7 @@ def move_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {"source": ws.rel(src), "destination": ws.rel(dst), "moved": True}
 
 
+@warm_with(lambda scratch: {"path": _sample(scratch).name})
 def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"])

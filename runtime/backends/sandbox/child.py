@@ -50,7 +50,7 @@ from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forwa
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, warm_up
 
 if TYPE_CHECKING:
     from runtime.models import Limits
@@ -63,6 +63,7 @@ __all__ = [
     "CallPlan",
     "ChildConfig",
     "ChildLimits",
+    "SpareTools",
     "clone_flags",
     "python_trees",
     "run_call",
@@ -522,8 +523,61 @@ def _tool(
         _fail(call_fd, exc)
     call_id = plan.call_id
     if isinstance(tool, Mapping):
+        _warm_spare(plan, limits, tool, private_tmp="mountns" not in off)
         call_fd, tool, call_id = _activate(call_fd, tool)
     _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+
+
+class SpareTools(dict[str, "ToolFunc"]):
+    """A spare's tools (every one loaded when it was cloned) and ``warm``: the tool of the
+    call that made the zygote fork it, the likeliest next one (see :func:`_warm_spare`)."""
+
+    warm: str | None = None
+
+
+def _warm_spare(
+    plan: CallPlan, limits: ChildLimits, tools: Mapping[str, ToolFunc], *, private_tmp: bool
+) -> None:
+    """A spare, behind every wall, runs its ``warm`` tool once on a scratch workspace in
+    its private ``/tmp`` (``toolkit.warm_with``), then removes it: the call finds that
+    code run once in this copy. Only where ``/tmp`` is this call's own (a mount namespace)
+    and the tool runs no program; any failure of the run is dropped (the spare still
+    serves). What it leaves is state of the tool's own making from fixed, local input,
+    never from another call."""
+    key = getattr(tools, "warm", None)
+    func = tools.get(key) if key else None
+    prepare = warm_up(func)
+    if func is None or prepare is None or plan.exec or not private_tmp:
+        return
+    scratch = "/tmp/.runtime-warm-up"
+    try:
+        os.mkdir(scratch, 0o700)
+        ctx = ToolContext(
+            workspace=Path(scratch),
+            limits=cast("Limits", limits),
+            env=dict(plan.env),
+            call_id="",
+            writable=plan.access == "rw",
+            options={},
+        )
+        func(prepare(Path(scratch)), ctx)
+    except Exception:  # noqa: S110 - a warm-up's failure costs only the warming
+        pass
+    finally:
+        _remove_tree(scratch)
+
+
+def _remove_tree(path: str) -> None:
+    """``shutil.rmtree`` without its import (this runs in every spare): the scratch
+    tree is the warm-up's own, one or two levels deep."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(entry.path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+        os.rmdir(path)
 
 
 def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc, str]:

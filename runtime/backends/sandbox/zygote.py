@@ -516,7 +516,7 @@ class Zygote:
         finally:
             os.close(call_fd)
         if self.pool_size and profile not in self.failed_profiles:
-            self._make_spare(profile, plan, stamp, msg["plan"])
+            self._make_spare(profile, plan, stamp, msg["plan"], warm=key)
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
@@ -526,7 +526,11 @@ class Zygote:
         plan: child.CallPlan,
         stamp: tuple[object, ...] | None,
         raw_plan: dict[str, Any],
+        *,
+        warm: str | None = None,
     ) -> None:
+        """Fork a spare for ``profile``; it warms ``warm`` (the tool of the call that
+        used the last one) before it waits (``child.SpareTools``)."""
         waiting = sum(1 for p in self.pending.values() if p.call_id is None)
         while self.spares and len(self.spares) + waiting >= self.pool_size:
             self._dismiss(self.spares.pop(next(iter(self.spares))))
@@ -550,6 +554,7 @@ class Zygote:
                     fd=theirs.fileno(),
                     groups=groups,
                     profile=profile,
+                    warm=warm,
                 )
             except BaseException:
                 self._drop_groups(groups)
@@ -851,9 +856,11 @@ class _Cloner:
         fd: int,
         groups: list[str],
         profile: str,
+        warm: str | None = None,
     ) -> int:
-        """Send one clone request (``tool`` None: a spare with every loaded tool); its seq.
-        The root-only trees are made here and travel with the call socket."""
+        """Send one clone request (``tool`` None: a spare with every loaded tool, which
+        warms ``warm``); its seq. The root-only trees are made here and travel with the
+        call socket."""
         cfg = zygote.cfg
         assert cfg is not None
         self.seq += 1
@@ -872,6 +879,7 @@ class _Cloner:
             body = {
                 "plan": raw_plan,
                 "tool": tool,
+                "warm": warm,
                 "load": load,
                 "groups": groups,
                 "ws": ws_fd >= 0,
@@ -974,7 +982,11 @@ def _child(zygote: Zygote, data: bytes, fds: list[int]) -> None:  # pragma: no c
         assert zygote.cfg is not None
         request = _request_body(data)
         plan = child.CallPlan(**request["plan"])
-        tool = zygote.tools[request["tool"]] if request["tool"] else dict(zygote.tools)
+        if request["tool"]:
+            tool: Any = zygote.tools[request["tool"]]
+        else:
+            tool = child.SpareTools(zygote.tools)
+            tool.warm = request.get("warm")
         call_fd, rest = fds[0], fds[1:]
         ws_fd = rest.pop(0) if request["ws"] else -1
         py_fds = dict(zip(request["trees"], rest, strict=True))
