@@ -577,3 +577,44 @@ def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
         {"workspace": "/tmp/.runtime-warm-up", "sample": "warm", "writable": True}
     ]
     assert failing_warm["tmp"] == []
+
+
+def _ready_spares(zygote_pid: int) -> int:
+    """Spares waiting for a call: processes under the zygote with nothing running in them
+    but the wait (every call here has ended when this is read)."""
+    return len([p for p in call_processes(zygote_pid) if p.status() != psutil.STATUS_ZOMBIE])
+
+
+@pytest.mark.parametrize(("pool", "most"), [(8, 4), (2, 2)])
+def test_concurrent_calls_of_a_profile_keep_more_spares_ready_within_the_pool(
+    workspace: Path, pool: int, most: int
+) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        assert backend.zygote_pid is not None
+        alone = []
+        for _ in range(3):  # one call at a time: one spare is enough
+            await call(backend, PROBE_RO, workspace, action="echo")
+            alone.append(await _settled_spares(backend.zygote_pid))
+        for _ in range(6):  # four at a time: the profile's depth grows
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(lambda: call(backend, PROBE_RO, workspace, action="echo"))
+        return alone, await _settled_spares(backend.zygote_pid)
+
+    alone, after = run_with_backend(fn, pool=pool)
+    assert alone == [1, 1, 1]
+    assert 2 <= after <= most
+
+
+async def _settled_spares(zygote_pid: int) -> int:
+    """The ready spares, once the count has held still for a moment (spares asked for are
+    still being cloned right after a call)."""
+    last, same = -1, 0
+    for _ in range(600):  # a poll, not a timing assertion
+        now = _ready_spares(zygote_pid)
+        same = same + 1 if now == last else 0
+        if same >= 10:
+            return now
+        last = now
+        await anyio.sleep(0.02)
+    return last

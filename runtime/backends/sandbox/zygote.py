@@ -60,6 +60,8 @@ __all__ = ["CLONER_NAME", "main"]
 
 #: The cloner's process name (``comm``); every call's pid 1 takes ``child.CALL_NAME``.
 CLONER_NAME = b"runtime-cloner"
+#: Most spares kept ready for one profile (its depth grows from 1 with concurrent calls).
+_MAX_DEPTH = 4
 #: The broker's largest control message, and the descriptors one may carry.
 _CONTROL_PACKET = 1 << 20
 _ANCILLARY = socket.CMSG_SPACE(4 * struct.calcsize("i"))
@@ -184,7 +186,10 @@ class Zygote:
         self.cgroup_base: dict[str, str] = {}
         self.grace_s = 0.5
         self.pool_size = 0
-        self.spares: dict[str, _Spare] = {}
+        #: Ready spares per profile, oldest first; the profiles in least-recently-used order.
+        self.spares: dict[str, list[_Spare]] = {}
+        #: How many spares to keep ready per profile (1, raised by concurrent demand).
+        self.depth: dict[str, int] = {}
         self.dismissed: dict[int, _Spare] = {}
         self.failed_profiles: set[str] = set()
         self.spare_seq = 0
@@ -474,15 +479,10 @@ class Zygote:
                 self.entries[key] = (str(msg["entry"]), str(msg["base"]))
             # The broker sends it (made once per profile there); a bare driver may not.
             profile = str(msg.get("profile") or self._profile(msg["plan"]))
-            spare = self.spares.pop(profile, None)
-            # One look at the tree per call (with masks, a walk): it vets this spare and
-            # stamps the next one, which is forked (and masks) after it.
+            # One look at the tree per call (with masks, a walk): it vets this profile's
+            # spares and stamps the next ones, which are forked (and masked) after it.
             stamp = _stamp(plan)
-            if spare is not None and spare.stamp != stamp:
-                # The directory at the workspace path was replaced since the spare mounted
-                # it: the spare would serve the old tree.
-                self._dismiss(spare)
-                spare = None
+            spare = self._take_spare(profile, stamp)
             if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
                 call = self.calls[spare.pid] = _Call(call_id, spare.pid, spare.cgroups)
                 call.mounts = self._hold_mounts(spare.pid)
@@ -520,6 +520,26 @@ class Zygote:
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
+    def _take_spare(self, profile: str, stamp: tuple[object, ...] | None) -> _Spare | None:
+        """The oldest ready spare of ``profile`` whose tree still fits ``stamp``. One that
+        does not (the directory at the workspace path was replaced, or its masks changed
+        since the spare mounted it) would serve the old tree: dismissed."""
+        ready = self.spares.pop(profile, None)
+        if ready is None:
+            if any(p.call_id is None and p.profile == profile for p in self.pending.values()):
+                # A call found none ready while one was being made: demand outruns one
+                # spare at a time (concurrent calls), so keep one more ready.
+                self.depth[profile] = min(self.depth.get(profile, 1) + 1, _MAX_DEPTH)
+            return None
+        fits = [spare for spare in ready if spare.stamp == stamp]
+        for stale in ready:
+            if stale.stamp != stamp:
+                self._dismiss(stale)
+        taken = fits.pop(0) if fits else None
+        if fits:
+            self.spares[profile] = fits  # back in, as the most recently used profile
+        return taken
+
     def _make_spare(
         self,
         profile: str,
@@ -529,21 +549,47 @@ class Zygote:
         *,
         warm: str | None = None,
     ) -> None:
-        """Fork a spare for ``profile``; it warms ``warm`` (the tool of the call that
-        used the last one) before it waits (``child.SpareTools``)."""
-        waiting = sum(1 for p in self.pending.values() if p.call_id is None)
-        while self.spares and len(self.spares) + waiting >= self.pool_size:
-            self._dismiss(self.spares.pop(next(iter(self.spares))))
-        if waiting >= self.pool_size:
-            return
+        """Fork spares for ``profile`` until its depth is ready or on the way, within the
+        pool (the least recently used profiles' spares make room); each warms ``warm``
+        (the tool of the call that used the last one) before it waits
+        (``child.SpareTools``)."""
+        want = self.depth.get(profile, 1)
+        for _ in range(want):
+            making = sum(
+                1 for p in self.pending.values() if p.call_id is None and p.profile == profile
+            )
+            if len(self.spares.get(profile, ())) + making >= want:
+                return
+            waiting = sum(1 for p in self.pending.values() if p.call_id is None)
+            while waiting + sum(map(len, self.spares.values())) >= self.pool_size:
+                other = next((name for name in self.spares if name != profile), None)
+                if other is None:
+                    return  # the pool holds only this profile's spares
+                evicted = self.spares.pop(other)
+                for spare in evicted:
+                    self._dismiss(spare)
+            if not self._fork_spare(profile, plan, stamp, raw_plan, warm=warm):
+                return
+
+    def _fork_spare(
+        self,
+        profile: str,
+        plan: child.CallPlan,
+        stamp: tuple[object, ...] | None,
+        raw_plan: dict[str, Any],
+        *,
+        warm: str | None,
+    ) -> bool:
+        """Ask for one spare of ``profile``; False if that failed (the profile is marked)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
         tag = f"s{self.spare_seq}"
         try:
             if self.cloner is None:
                 pid, groups = self._fork_child(plan, dict(self.tools), tag, theirs.fileno())
-                self.spares[profile] = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
-                return
+                spare = _Spare(pid, ours, groups, frozenset(self.tools), stamp)
+                self.spares.setdefault(profile, []).append(spare)
+                return True
             groups = self._spare_groups(plan, tag)
             try:
                 seq = self.cloner.ask(
@@ -562,13 +608,14 @@ class Zygote:
         except Exception:
             ours.close()
             self.failed_profiles.add(profile)
-            return
+            return False
         finally:
             theirs.close()
         pending = _Pending(groups)
         pending.act, pending.profile, pending.stamp = ours, profile, stamp
         pending.tools = frozenset(self.tools)
         self.pending[seq] = pending
+        return True
 
     def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
         message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
@@ -637,11 +684,8 @@ class Zygote:
                 call.kill_at = time.monotonic() + pending.kill_grace
         else:
             assert pending.act is not None
-            older = self.spares.pop(pending.profile, None)
-            if older is not None:
-                self._dismiss(older)
-            self.spares[pending.profile] = _Spare(
-                pid, pending.act, pending.cgroups, pending.tools, pending.stamp
+            self.spares.setdefault(pending.profile, []).append(
+                _Spare(pid, pending.act, pending.cgroups, pending.tools, pending.stamp)
             )
         if early is not None:
             self._exited(pid, *early)
@@ -700,17 +744,20 @@ class Zygote:
         self._drop_groups(call.cgroups)
 
     def _is_spare(self, pid: int) -> bool:
-        return any(spare.pid == pid for spare in self.spares.values())
+        return any(spare.pid == pid for ready in self.spares.values() for spare in ready)
 
     def _reap_spare(self, pid: int, status: int) -> None:
         spare = self.dismissed.pop(pid, None)
-        for profile, waiting in list(self.spares.items()):
-            if waiting.pid == pid:
+        for profile, ready in list(self.spares.items()):
+            for waiting in [w for w in ready if w.pid == pid]:
                 # A spare that died before its call: its set-up fails for this profile, so
                 # stop pre-forking it (calls still run, cold, and report the error).
-                spare = self.spares.pop(profile)
-                spare.act.close()
+                spare = waiting
+                ready.remove(waiting)
+                waiting.act.close()
                 self.failed_profiles.add(profile)
+            if not ready:
+                del self.spares[profile]
         if spare is not None:
             self._drop_groups(spare.cgroups)
 
@@ -743,8 +790,9 @@ class Zygote:
                     pending.act.close()
                 self._drop_groups(pending.cgroups)
             self.pending.clear()
-        for spare in list(self.spares.values()):
-            self._dismiss(spare)
+        for ready in list(self.spares.values()):
+            for spare in ready:
+                self._dismiss(spare)
         self.spares.clear()
         for pid, spare in list(self.dismissed.items()):
             with contextlib.suppress(ChildProcessError):
