@@ -246,3 +246,37 @@ def test_each_report_is_decoded_from_its_own_packet_only(
         channel.wait_for_sync(2, time.monotonic() + 30)
     _report(zygote, 2)
     assert channel.wait_for_sync(2, time.monotonic() + 30) == {"type": "exit", "id": 2, "code": 0}
+
+
+def test_a_call_frame_begun_before_the_spawn_arrives_whole() -> None:
+    # The broker writes the call frame before the zygote hears of the call, as far as the
+    # socket buffer takes it; the rest follows once the conversation starts.
+    from runtime.frames import FrameDecoder
+
+    ours, child = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    channel = CallChannel(ours, max_frame=1 << 20)
+    big = {"type": "call", "arguments": {"text": "x" * 300_000}}
+    small = {"type": "call", "arguments": {"path": "a.txt"}}
+    try:
+        channel.begin(big)
+        assert channel._unsent  # it did not all fit: nothing blocked
+        got: list[dict[str, Any]] = []
+        decoder = FrameDecoder(max_size=1 << 20)
+
+        def read() -> None:
+            while not got:
+                got.extend(decoder.feed(child.recv(65536)))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert channel.flush_sync(time.monotonic() + 30)
+        reader.join(30)
+        assert got == [big]
+        channel.begin(small)  # fits: all written at once, nothing left to flush
+        assert not channel._unsent
+        assert decoder.feed(child.recv(65536)) == [small]
+        assert channel.flush_sync(time.monotonic() + 30)
+    finally:
+        channel.close()
+        child.close()

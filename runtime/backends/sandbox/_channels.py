@@ -350,10 +350,42 @@ class CallChannel:
         self.sock.setblocking(False)
         self.decoder = FrameDecoder(max_size=max_frame)
         self.eof = False
+        self._unsent = memoryview(b"")
+
+    def begin(self, message: dict[str, Any]) -> None:
+        """Write the call's first frame now, as far as the socket buffer takes it, before
+        the zygote hears of the call; :meth:`flush` or :meth:`flush_sync` sends the rest.
+        Why: the spawn message wakes the zygote, which often takes this thread's CPU
+        until it has activated the spare (~0.8 ms measured on 2 cores); the spare then
+        finds its call frame waiting instead of waiting for this thread to come back."""
+        view = memoryview(encode_frame(message, max_size=1 << 31))
+        try:
+            view = view[self.sock.send(view) :]
+        except BlockingIOError:
+            pass
+        except OSError:
+            view = view[len(view) :]  # the child's end is gone: as send's False
+        self._unsent = view
+
+    async def flush(self) -> bool:
+        """The rest of :meth:`begin`'s frame; False if the child is gone."""
+        view, self._unsent = self._unsent, memoryview(b"")
+        return await self._drain(view)
+
+    def flush_sync(self, deadline: float) -> bool:
+        """:meth:`flush`, blocking this thread; DeadlinePassed if the child never reads."""
+        view, self._unsent = self._unsent, memoryview(b"")
+        return self._drain_sync(view, deadline)
 
     async def send(self, message: dict[str, Any]) -> bool:
         """Send a frame; False if the child is gone (it may have failed set-up)."""
-        view = memoryview(encode_frame(message, max_size=1 << 31))
+        return await self._drain(memoryview(encode_frame(message, max_size=1 << 31)))
+
+    def send_sync(self, message: dict[str, Any], deadline: float) -> bool:
+        """:meth:`send`, blocking this thread; DeadlinePassed if the child never reads."""
+        return self._drain_sync(memoryview(encode_frame(message, max_size=1 << 31)), deadline)
+
+    async def _drain(self, view: memoryview) -> bool:
         while view:
             try:
                 view = view[self.sock.send(view) :]
@@ -363,9 +395,7 @@ class CallChannel:
                 return False
         return True
 
-    def send_sync(self, message: dict[str, Any], deadline: float) -> bool:
-        """:meth:`send`, blocking this thread; DeadlinePassed if the child never reads."""
-        view = memoryview(encode_frame(message, max_size=1 << 31))
+    def _drain_sync(self, view: memoryview, deadline: float) -> bool:
         while view:
             try:
                 view = view[self.sock.send(view) :]

@@ -427,6 +427,7 @@ class SandboxBackend:
         if ctl is None or ctl.closed:
             raise SandboxError("the sandbox backend is not started")
         call = self._open(request)
+        call.channel.begin(self._call_frame(request))
         try:
             try:
                 await ctl.send(call.spawn, call.theirs.fileno())
@@ -459,6 +460,7 @@ class SandboxBackend:
         if ctl is None or ctl.closed:
             raise SandboxError("the sandbox backend is not started")
         call = self._open(request)
+        call.channel.begin(self._call_frame(request))
         deadline = call.started + request.limits.timeout_s
         try:
             try:
@@ -531,7 +533,7 @@ class SandboxBackend:
     async def _converse(
         self, call: CallChannel, request: ExecRequest, refusals: list[RuntimeToolError]
     ) -> dict[str, Any] | None:
-        await call.send(self._call_frame(request))
+        await call.flush()  # the call frame, begun before the spawn (``CallChannel.begin``)
         while True:
             frame = await call.receive()
             if _is_terminal(frame):
@@ -549,7 +551,7 @@ class SandboxBackend:
         refusals: list[RuntimeToolError],
         deadline: float,
     ) -> dict[str, Any] | None:
-        call.send_sync(self._call_frame(request), deadline)
+        call.flush_sync(deadline)  # the call frame, begun before the spawn
         while True:
             frame = call.receive_sync(deadline)
             if _is_terminal(frame):
