@@ -229,6 +229,8 @@ class Janitor:
                 if job is None:
                     return
                 self._do(*job)
+            except Exception:  # noqa: S110 - one failed job must not stop the later ones
+                pass  # (a group left behind is swept when this zygote is gone)
             finally:
                 self._jobs.task_done()
 
