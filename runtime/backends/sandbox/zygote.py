@@ -117,12 +117,13 @@ def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
 
 
 class _Call:
-    __slots__ = ("cgroups", "id", "kill_at", "killing", "mounts", "pid")
+    __slots__ = ("cgroups", "id", "kill_at", "killing", "mounts", "pid", "profile")
 
-    def __init__(self, call_id: int, pid: int, cgroups: list[str]) -> None:
+    def __init__(self, call_id: int, pid: int, cgroups: list[str], profile: str = "") -> None:
         self.id = call_id
         self.pid = pid
         self.cgroups = cgroups
+        self.profile = profile  # its spare's profile ("" for a call cloned cold)
         self.kill_at: float | None = None
         self.killing = False
         self.mounts = -1  # its mount namespace, held (see Zygote._hold_mounts)
@@ -484,7 +485,8 @@ class Zygote:
             stamp = _stamp(plan)
             spare = self._take_spare(profile, stamp)
             if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
-                call = self.calls[spare.pid] = _Call(call_id, spare.pid, spare.cgroups)
+                call = _Call(call_id, spare.pid, spare.cgroups, profile)
+                self.calls[spare.pid] = call
                 call.mounts = self._hold_mounts(spare.pid)
             else:
                 if spare is not None:
@@ -526,9 +528,10 @@ class Zygote:
         since the spare mounted it) would serve the old tree: dismissed."""
         ready = self.spares.pop(profile, None)
         if ready is None:
-            if any(p.call_id is None and p.profile == profile for p in self.pending.values()):
-                # A call found none ready while one was being made: demand outruns one
-                # spare at a time (concurrent calls), so keep one more ready.
+            if any(call.profile == profile for call in self.calls.values()):
+                # None ready while another call of this profile runs on a spare: calls of
+                # it come concurrently, so keep one more ready. (One call at a time never
+                # raises it: each call has ended, reaped, before the next one comes.)
                 self.depth[profile] = min(self.depth.get(profile, 1) + 1, _MAX_DEPTH)
             return None
         fits = [spare for spare in ready if spare.stamp == stamp]
