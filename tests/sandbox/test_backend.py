@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -502,6 +503,16 @@ def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
     }
 
 
+async def _spare_ready(zygote_pid: int) -> None:
+    """Until a spare waits under the zygote (a poll, not a timing assertion), and a moment
+    more for the zygote to take the cloner's answer that names it."""
+    for _ in range(3000):
+        if _ready_spares(zygote_pid):
+            break
+        await anyio.sleep(0.01)
+    await anyio.sleep(0.2)
+
+
 def _held_mount_namespaces(pid: int) -> list[str]:
     held = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -527,6 +538,7 @@ def test_a_calls_mount_namespace_is_let_go_after_its_report(workspace: Path) -> 
         # While a spare-served call runs, its namespace is held (the only one: the spare
         # waiting for the next call is not).
         await call(backend, PROBE_RO, workspace, action="echo")  # a spare of this profile
+        await _spare_ready(zygote)
         during: list[list[str]] = []
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: call(backend, PROBE_RO, workspace, action="sleep", seconds=3))
@@ -552,13 +564,16 @@ def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
     from tests.sandbox.helpers import WARMED, WARMED_EXEC, WARMED_FAILING
 
     async def fn(backend: SandboxBackend) -> Any:
+        assert backend.zygote_pid is not None
         results = {}
         for spec in (WARMED, WARMED_EXEC, WARMED_FAILING):
             # The first call is cold (no spare yet); it makes the zygote fork a spare of
-            # this profile, told to warm this tool; the second call is that spare's.
-            results[spec.name] = [
-                (await call(backend, spec, workspace, action="report")).result for _ in range(2)
-            ]
+            # this profile, told to warm this tool; the second call is that spare's, once
+            # the zygote has it (on a loaded machine a call can come before the clone).
+            first = (await call(backend, spec, workspace, action="report")).result
+            await _spare_ready(backend.zygote_pid)
+            second = (await call(backend, spec, workspace, action="report")).result
+            results[spec.name] = [first, second]
         return results
 
     results = run_with_backend(fn, pool=4)
@@ -582,7 +597,11 @@ def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
 def _ready_spares(zygote_pid: int) -> int:
     """Spares waiting for a call: processes under the zygote with nothing running in them
     but the wait (every call here has ended when this is read)."""
-    return len([p for p in call_processes(zygote_pid) if p.status() != psutil.STATUS_ZOMBIE])
+    alive = 0
+    for proc in call_processes(zygote_pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            alive += proc.status() != psutil.STATUS_ZOMBIE
+    return alive
 
 
 @pytest.mark.parametrize(("pool", "most"), [(8, 4), (2, 2)])
