@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from runtime.backends.sandbox import _linux, landlock, newroot
+from runtime.backends.sandbox import _linux, landlock, newroot, walls
 from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
@@ -63,11 +63,13 @@ __all__ = [
     "CallPlan",
     "ChildConfig",
     "ChildLimits",
+    "call_workspace",
     "clone_flags",
     "python_trees",
     "run_call",
     "single_process",
     "unshare_flags",
+    "wall_ops",
 ]
 
 #: Exit code after a ``setup_error`` frame was sent.
@@ -392,10 +394,8 @@ def _call_process(
                     raise OSError(-err, os.strerror(-err))
         ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
         limits = ChildLimits.from_dict(plan.limits)
-        workspace = WORKSPACE
-        if "mountns" in off:
-            workspace = plan.workspace or "/nonexistent"
-        else:
+        workspace = call_workspace(cfg, plan)
+        if "mountns" not in off:
             newroot.build(
                 plan,
                 limits,
@@ -436,40 +436,47 @@ def _own_trees(
 
 
 def _rlimits(limits: ChildLimits) -> None:
-    mib = 1024 * 1024
-    for res, value in (
-        (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_AS, limits.memory_mb * mib),
-        (resource.RLIMIT_NOFILE, limits.nofile),
-        (resource.RLIMIT_NPROC, limits.pids),
-        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        # CPU: soft limit sends SIGXCPU, the hard one (a second later) SIGKILL.
-        hard = value + 1 if res == resource.RLIMIT_CPU else value
-        resource.setrlimit(res, (value, hard))
+    for res, soft, hard in walls.rlimits(limits):
+        resource.setrlimit(res, (soft, hard))
 
 
 def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
-    rules: list[tuple[str, int]] = []
-    if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
-        rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE))
-    if plan.workspace and plan.access != "none":
-        access = landlock.WRITE if plan.access == "rw" else landlock.READ
-        rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0)))
-    rules += [(f"/dev/{name}", landlock.RW_DEV) for name in ("null", "zero", "full")]
-    rules += [(f"/dev/{name}", landlock.READ_FILE) for name in ("random", "urandom")]
-    rules.append(("/proc", landlock.READ))
-    if private_tmp:  # with a mount namespace the interpreter's code is bound read-only
-        rules += [(path, landlock.READ) for path in newroot.python_paths()]
-    if plan.exec:
-        rules += [(path, landlock.EXEC_READ) for path in ("/usr", "/etc") if os.path.isdir(path)]
-        rules += [
-            (f"/{n}", landlock.EXEC_READ)
-            for n in ("lib32", "libx32")
-            if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")
-        ]
-    return rules
+    rules = walls.landlock_rules(plan, workspace, private_tmp)
+    return [(path, rights) for path, rights, how in rules if walls.present(path, how)]
+
+
+def call_workspace(cfg: ChildConfig, plan: CallPlan) -> str:
+    """Where the tool finds the workspace: ``/workspace`` in its new root, or (without a
+    mount namespace, test-only) the host path."""
+    if "mountns" in cfg.disable:
+        return plan.workspace or "/nonexistent"
+    return WORKSPACE
+
+
+def wall_ops(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits) -> newroot.OpList:
+    """The walls before seccomp as one list for ``mountops.c`` (``walls.py``): compiled once
+    per profile, by the cloner, and found in the cache by every call of the profile."""
+    rules = walls.landlock_rules(plan, call_workspace(cfg, plan), "mountns" not in cfg.disable)
+    return walls.wall_ops(cfg.landlock_abi, cfg.disable, limits, rules)
+
+
+def _walls(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits, workspace: str) -> None:
+    """The walls before seccomp, phase by phase in Python (without ``mountops.so``; what
+    ``wall_ops`` compiles for it runs the same calls in the same order)."""
+    off = cfg.disable
+    with Phase("no_new_privs"):
+        _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
+    with Phase("capabilities"):
+        if "capdrop" not in off:
+            _linux.capset_zero()
+    with Phase("rlimits"):
+        if "rlimits" not in off:
+            _rlimits(limits)
+    with Phase("landlock"):
+        if "landlock" not in off and cfg.landlock_abi > 0:
+            landlock.apply_ruleset(
+                cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
+            )
 
 
 def _tool(
@@ -498,19 +505,12 @@ def _tool(
         # Environment: exactly the policy's, never the broker's or the zygote's.
         os.environ.clear()
         os.environ.update(plan.env)
-        with Phase("no_new_privs"):
-            _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
-        with Phase("capabilities"):
-            if "capdrop" not in off:
-                _linux.capset_zero()
-        with Phase("rlimits"):
-            if "rlimits" not in off:
-                _rlimits(limits)
-        with Phase("landlock"):
-            if "landlock" not in off and cfg.landlock_abi > 0:
-                landlock.apply_ruleset(
-                    cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
-                )
+        if cfg.mount_ops is not None:
+            # The phases below, as one list run in C (the same calls, the same phases
+            # named on failure).
+            wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
+        else:
+            _walls(cfg, plan, limits, workspace)
         with Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)

@@ -86,6 +86,13 @@ _OP_NAMES = {
     _CHDIR: "chdir",
     _PIVOT: "pivot_root",
     _UMOUNT: "umount2",
+    # The walls (``walls.py``), run only in C: without it ``child._tool`` runs its phases.
+    13: "prctl",
+    14: "capset",
+    15: "setrlimit",
+    16: "landlock_create_ruleset",
+    17: "landlock_add_rule",
+    18: "landlock_restrict_self",
     _SETATTR: "mount_setattr",
 }
 _RECORD = struct.Struct("<HHIQ")  # mountops.c's struct op: code, phase, arg, flags

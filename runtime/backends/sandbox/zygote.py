@@ -881,12 +881,16 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
         # directories changed since, not the whole tree.
         masks.warm(plan.workspace, spec)
     cfg = zygote.cfg
+    limits = child.ChildLimits.from_dict(plan.limits)
+    if cfg is not None and cfg.mount_ops is not None:
+        # The profile's walls as one list (``walls.py``, cached), as for the new root.
+        child.wall_ops(cfg, plan, limits)
     if cfg is not None and "mountns" not in cfg.disable:
         # The profile's new root as operation lists (``newroot.op_lists``, cached): what
         # the call computes from the same plan finds them here.
         newroot.op_lists(
             plan,
-            child.ChildLimits.from_dict(plan.limits),
+            limits,
             ws=bool(plan.workspace and plan.access != "none"),
             py_paths=newroot.python_paths(),
             state_dirs=cfg.state_dirs,
