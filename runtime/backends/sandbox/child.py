@@ -37,7 +37,6 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import os
-import resource
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -437,7 +436,7 @@ def _own_trees(
 
 def _rlimits(limits: ChildLimits) -> None:
     for res, soft, hard in walls.rlimits(limits):
-        resource.setrlimit(res, (soft, hard))
+        _linux.setrlimit(res, soft, hard)
 
 
 def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
