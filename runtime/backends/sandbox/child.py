@@ -64,6 +64,7 @@ __all__ = [
     "ChildLimits",
     "call_workspace",
     "clone_flags",
+    "identity_ops",
     "python_trees",
     "run_call",
     "single_process",
@@ -76,7 +77,7 @@ EXIT_SETUP = 125
 #: Exit code when the call frame from the broker was missing or invalid.
 EXIT_PROTOCOL = 126
 
-SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
+SANDBOX_UID = walls.SANDBOX_UID  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
 #: A call's process name (``comm``) until it runs a program (pid1.c or the tool's own).
 CALL_NAME = b"runtime-call"
@@ -234,6 +235,57 @@ def single_process(cfg: ChildConfig, plan: CallPlan) -> bool:
     return cfg.sigexit is not None or not init
 
 
+def _identity(cfg: ChildConfig) -> None:
+    """The call's pid 1's first steps in Python (without ``mountops.so``): the ids, the
+    maps, the namespaces it makes itself, its own session (``identity_ops`` is the same
+    list for ``mountops.c``)."""
+    off = cfg.disable
+    userns = "userns" not in off
+    # Never host root. As root, the zygote cloned us with its effective ids
+    # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
+    # never by host root), but the real and saved ids are still 0 until the setres*id
+    # below. Dumpable first: it lets us write our own /proc/self/uid_map.
+    with Phase("uid_map"):
+        _linux.prctl(4, 1)  # PR_SET_DUMPABLE
+        if userns:
+            # The sandbox user (1000 inside) is the unprivileged host uid; nothing else
+            # is mapped, so no file can ever be owned by "root" inside.
+            write("/proc/self/setgroups", "deny")
+            write("/proc/self/uid_map", f"{SANDBOX_UID} {cfg.host_uid} 1\n")
+            write("/proc/self/gid_map", f"{SANDBOX_UID} {cfg.host_gid} 1\n")
+    with Phase("drop_uid"):
+        if userns:
+            # Every id becomes the sandbox uid; uid 0 is unmapped in this namespace, so
+            # the capabilities it holds here (and only here) are kept for the mounts.
+            os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+            os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        elif cfg.drop_root:
+            os.setgroups([])
+            os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
+            os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
+        # Changing ids clears both; the zygote dying must end the call.
+        _linux.prctl(4, 1)
+        _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    with Phase("unshare"):
+        # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
+        # no capability over them: ours are only in the call's user namespace).
+        flags = unshare_flags(off)
+        if flags:
+            _linux.unshare(flags)
+    with Phase("session"):
+        # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
+        # by the tool reach only the call's own processes (without Landlock's signal
+        # scope, test-only, other calls run as the same host uid and share that group).
+        os.setsid()
+
+
+def identity_ops(cfg: ChildConfig) -> newroot.OpList:
+    """``_identity`` as one list for ``mountops.c`` (``walls.identity_ops``, cached)."""
+    userns = "userns" not in cfg.disable
+    flags = unshare_flags(cfg.disable)
+    return walls.identity_ops(userns, cfg.drop_root, cfg.host_uid, cfg.host_gid, flags)
+
+
 def run_call(
     cfg: ChildConfig,
     plan: CallPlan,
@@ -275,42 +327,11 @@ def run_call(
             ):
                 _signal.signal(sig, _SIG_DFL)
             _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
-        # -- identity: never host root. As root, the zygote cloned us with its effective ids
-        # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
-        # never by host root), but the real and saved ids are still 0 until the setres*id
-        # below. Dumpable first: it lets us write our own /proc/self/uid_map.
-        with Phase("uid_map"):
-            _linux.prctl(4, 1)  # PR_SET_DUMPABLE
-            if userns:
-                # The sandbox user (1000 inside) is the unprivileged host uid; nothing else
-                # is mapped, so no file can ever be owned by "root" inside.
-                write("/proc/self/setgroups", "deny")
-                write("/proc/self/uid_map", f"{SANDBOX_UID} {cfg.host_uid} 1\n")
-                write("/proc/self/gid_map", f"{SANDBOX_UID} {cfg.host_gid} 1\n")
-        with Phase("drop_uid"):
-            if userns:
-                # Every id becomes the sandbox uid; uid 0 is unmapped in this namespace, so
-                # the capabilities it holds here (and only here) are kept for the mounts.
-                os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-                os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-            elif cfg.drop_root:
-                os.setgroups([])
-                os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
-                os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
-            # Changing ids clears both; the zygote dying must end the call.
-            _linux.prctl(4, 1)
-            _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        with Phase("unshare"):
-            # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
-            # no capability over them: ours are only in the call's user namespace).
-            flags = unshare_flags(off)
-            if flags:
-                _linux.unshare(flags)
-        with Phase("session"):
-            # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
-            # by the tool reach only the call's own processes (without Landlock's signal
-            # scope, test-only, other calls run as the same host uid and share that group).
-            os.setsid()
+        # -- identity: never host root (``_identity``; as one list in C when loaded).
+        if cfg.mount_ops is not None:
+            identity_ops(cfg).run([], cfg.mount_ops)
+        else:
+            _identity(cfg)
         with Phase("cgroup"):
             # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
             # "0" is this process (a pid would be read in its new pid namespace).

@@ -1,7 +1,8 @@
 /* The call's new root as one list of mount operations, run in C (bubblewrap's
  * setup_newroot model: records of (op, source, destination, flags)); and, with the same
  * runner, the tool's walls before seccomp (no_new_privs, capabilities, rlimits, Landlock:
- * codes 13-18, compiled by walls.py).
+ * codes 13-18) and the call's identity (ids, maps, namespaces, session: codes 13, 19-24),
+ * both compiled by walls.py.
  *
  * newroot.py compiles the list once per profile (the cloner does, every call inherits it)
  * and the call's pid 1 runs it here. Why C: in a fresh copy of the fork-server, each Python
@@ -26,6 +27,11 @@ typedef unsigned long u64;
 
 #define SYS_write 1
 #define SYS_close 3
+#define SYS_setsid 112
+#define SYS_setresuid 117
+#define SYS_setresgid 119
+#define SYS_setgroups 116
+#define SYS_unshare 272
 #define SYS_fstat 5
 #define SYS_chdir 80
 #define SYS_capset 126
@@ -98,6 +104,15 @@ enum {
                             size arg & 0xff (8, 16 or 24: what the ABI knows) */
     OP_LL_RULE = 17,     /* rights flags beneath path a in that ruleset (RULE_* in arg) */
     OP_LL_RESTRICT = 18, /* landlock_restrict_self with that ruleset, which is closed */
+    /* The identity (walls.identity_ops), first thing in the call's pid 1. Raw system calls
+     * act on the calling thread only (glibc's set*id would signal every thread): the call
+     * has one thread, the fork-server never starts any. */
+    OP_WRITE_FILE = 19,  /* an existing file a (never made) written d: /proc, cgroup.procs */
+    OP_SETRESGID = 20,   /* real, effective and saved gid all arg */
+    OP_SETRESUID = 21,   /* real, effective and saved uid all arg */
+    OP_SETGROUPS_NONE = 22, /* no supplementary groups */
+    OP_UNSHARE = 23,     /* unshare(flags) */
+    OP_SETSID = 24,      /* a new session and process group */
 };
 
 struct op {
@@ -248,8 +263,11 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         if (fd < 0) return fd;
         sys4(SYS_close, fd, 0, 0, 0);
         return sys5(SYS_mount, (long)opt(a), (long)b, (long)opt(c), (long)op->flags, (long)opt(d));
-    case OP_WRITE: {
-        fd = sys4(SYS_openat, AT_FDCWD, (long)a, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    case OP_WRITE:
+    case OP_WRITE_FILE: {
+        long how = op->code == OP_WRITE ? O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC
+                                        : O_WRONLY | O_CLOEXEC;
+        fd = sys4(SYS_openat, AT_FDCWD, (long)a, how, 0644);
         if (fd < 0) return fd;
         long left = slen(d);
         r = 0;
@@ -304,6 +322,16 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         sys4(SYS_close, *ruleset, 0, 0, 0);
         *ruleset = -1;
         return r;
+    case OP_SETRESGID:
+        return sys4(SYS_setresgid, op->arg, op->arg, op->arg, 0);
+    case OP_SETRESUID:
+        return sys4(SYS_setresuid, op->arg, op->arg, op->arg, 0);
+    case OP_SETGROUPS_NONE:
+        return sys4(SYS_setgroups, 0, 0, 0, 0);
+    case OP_UNSHARE:
+        return sys4(SYS_unshare, (long)op->flags, 0, 0, 0);
+    case OP_SETSID:
+        return sys4(SYS_setsid, 0, 0, 0, 0);
     default:
         return -EINVAL;
     }

@@ -1,4 +1,5 @@
-"""The tool's walls before seccomp as one operation list, run by ``mountops.c``.
+"""The tool's walls before seccomp, and the call's identity, as operation lists run by
+``mountops.c``.
 
 ``child._tool`` raises, in order: no_new_privs, the capability drop, the rlimits and the
 Landlock ruleset, then seccomp (last, in Python). In a fresh copy of the fork-server each
@@ -15,6 +16,12 @@ only what is at a rule's path inside the call's new root (the workspace is the o
 rule's inode is opened once (``O_PATH``) and its type read from that descriptor; the
 optional system directories of an exec profile are skipped when absent or not directories,
 as ``os.path.isdir`` (and, for ``/lib32`` and ``/libx32``, ``os.path.islink``) decided.
+
+The identity (``identity_ops``: the uid/gid maps, the id drop, the parent-death signal,
+the unshare of the mount, net, ipc and uts namespaces, the new session) is the first thing
+the call's pid 1 does, in the phases ``child.run_call`` names; it depends only on the
+fork-server's configuration, so the zygote compiles it once. Before it the process is a
+copy of the cloner in the call's fresh user and pid namespaces, running none but our code.
 """
 
 from __future__ import annotations
@@ -30,7 +37,17 @@ from runtime.backends.sandbox.newroot import Op, OpList
 if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan, ChildLimits
 
-__all__ = ["DIR_ONLY", "NOFOLLOW", "Rule", "landlock_rules", "present", "rlimits", "wall_ops"]
+__all__ = [
+    "DIR_ONLY",
+    "NOFOLLOW",
+    "SANDBOX_UID",
+    "Rule",
+    "identity_ops",
+    "landlock_rules",
+    "present",
+    "rlimits",
+    "wall_ops",
+]
 
 # mountops.c's codes (OP_PRCTL ...) and its RULE_* bits.
 _PRCTL, _CAPSET_ZERO, _RLIMIT, _LL_RULESET, _LL_RULE, _LL_RESTRICT = 13, 14, 15, 16, 17, 18
@@ -38,7 +55,11 @@ _PRCTL, _CAPSET_ZERO, _RLIMIT, _LL_RULESET, _LL_RULE, _LL_RESTRICT = 13, 14, 15,
 DIR_ONLY = 1
 #: With ``DIR_ONLY``: a symlink is skipped too (``os.path.islink``).
 NOFOLLOW = 2
-_PR_SET_NO_NEW_PRIVS = 38
+_WRITE_FILE, _SETRESGID, _SETRESUID, _SETGROUPS_NONE, _UNSHARE, _SETSID = 19, 20, 21, 22, 23, 24
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
+_SIGKILL = 9
+#: The tool's uid and gid *inside* its user namespace (``child.SANDBOX_UID``).
+SANDBOX_UID = 1000
 
 #: (path, Landlock rights, DIR_ONLY | NOFOLLOW or 0).
 Rule = tuple[str, int, int]
@@ -121,4 +142,37 @@ def _wall_ops(
         for path, rights, how in rules:
             ops.append(Op(_LL_RULE, "landlock", path, arg=how, flags=rights & handled))
         ops.append(Op(_LL_RESTRICT, "landlock"))
+    return OpList.of(ops)
+
+
+@functools.lru_cache(maxsize=8)
+def identity_ops(
+    userns: bool, drop_root: bool, host_uid: int, host_gid: int, unshare: int
+) -> OpList:
+    """The call's pid 1's first steps as one list (``child._identity`` is the same in
+    Python), each in the phase that names it on failure."""
+    dumpable = Op(_PRCTL, "uid_map", arg=_PR_SET_DUMPABLE, flags=1)
+    ops = [dumpable]
+    if userns:
+        # The sandbox user (1000 inside) is the unprivileged host uid; nothing else is
+        # mapped, so no file can ever be owned by "root" inside.
+        ops.append(Op(_WRITE_FILE, "uid_map", "/proc/self/setgroups", d="deny"))
+        ops.append(
+            Op(_WRITE_FILE, "uid_map", "/proc/self/uid_map", d=f"{SANDBOX_UID} {host_uid} 1\n")
+        )
+        ops.append(
+            Op(_WRITE_FILE, "uid_map", "/proc/self/gid_map", d=f"{SANDBOX_UID} {host_gid} 1\n")
+        )
+        ops.append(Op(_SETRESGID, "drop_uid", arg=SANDBOX_UID))
+        ops.append(Op(_SETRESUID, "drop_uid", arg=SANDBOX_UID))
+    elif drop_root:
+        ops.append(Op(_SETGROUPS_NONE, "drop_uid"))
+        ops.append(Op(_SETRESGID, "drop_uid", arg=host_gid))
+        ops.append(Op(_SETRESUID, "drop_uid", arg=host_uid))
+    # Changing ids clears both; the zygote dying must end the call.
+    ops.append(Op(_PRCTL, "drop_uid", arg=_PR_SET_DUMPABLE, flags=1))
+    ops.append(Op(_PRCTL, "drop_uid", arg=_PR_SET_PDEATHSIG, flags=_SIGKILL))
+    if unshare:
+        ops.append(Op(_UNSHARE, "unshare", flags=unshare))
+    ops.append(Op(_SETSID, "session"))
     return OpList.of(ops)

@@ -268,6 +268,8 @@ class Zygote:
             errors.update(cg_errors)
         # Computed once here, inherited by every fork: the code every call binds read-only.
         newroot.python_paths()
+        if mount_ops is not None:
+            child.identity_ops(self.cfg)  # compiled once, every call's first steps
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
