@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from runtime.backends.sandbox import child, landlock, newroot, pid1, probe, walls
+from runtime.backends.sandbox import _linux, child, landlock, newroot, pid1, probe, walls
 from runtime.backends.sandbox._setup import SetupFailed
 from runtime.backends.sandbox.newroot import Op, OpList
 
@@ -267,3 +267,92 @@ def test_a_profiles_walls_are_compiled_once() -> None:
     assert "rlimits" in phases
     if ABI > 0:
         assert phases[-1] == "landlock"
+
+
+def _identity_in_child(cfg: child.ChildConfig, fresh_userns: bool) -> dict[str, Any]:
+    """In a forked child (in a user namespace of its own when ``fresh_userns``, as the
+    zygote's clone makes one): the identity steps, then what the process ended up with."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(r)
+            out: dict[str, Any]
+            ns = ("mnt", "net", "ipc", "uts", "user")
+            before = {n: os.readlink(f"/proc/self/ns/{n}") for n in ns}
+            try:
+                if fresh_userns:
+                    # As the zygote's clone does: the namespace is owned by the sandbox
+                    # uid, and the maps name the writer's own effective ids.
+                    os.setegid(cfg.host_gid)
+                    os.seteuid(cfg.host_uid)
+                    _linux.unshare(_linux.CLONE_NEWUSER)
+                if cfg.mount_ops is not None:
+                    child.identity_ops(cfg).run([], cfg.mount_ops)
+                else:
+                    child._identity(cfg)
+            except SetupFailed as exc:
+                out = {"failed": [exc.phase, exc.errno]}
+            else:
+                maps = ("uid_map", "gid_map", "setgroups")
+                out = {
+                    "maps": [Path(f"/proc/self/{m}").read_text().split() for m in maps],
+                    "uids": list(os.getresuid()),
+                    "gids": list(os.getresgid()),
+                    "groups": os.getgroups(),
+                    "session_leader": os.getsid(0) == os.getpid() == os.getpgid(0),
+                    "new_ns": sorted(
+                        n for n in ns if os.readlink(f"/proc/self/ns/{n}") != before[n]
+                    ),
+                    "status": _status(),
+                    "dumpable": _linux.prctl(3),  # PR_GET_DUMPABLE
+                    "pdeathsig": _linux.get_pdeathsig(),
+                }
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="maps an arbitrary host uid: root only")
+def test_c_and_python_make_the_same_identity(mount_ops: newroot.MountOps) -> None:
+    base = {"host_uid": 4321, "host_gid": 4322, "drop_root": True}
+    in_c = _identity_in_child(bare_config(mount_ops=mount_ops, **base), True)
+    in_python = _identity_in_child(bare_config(**base), True)
+    assert in_c == in_python
+    assert in_c["maps"] == [["1000", "4321", "1"], ["1000", "4322", "1"], ["deny"]]
+    assert in_c["uids"] == in_c["gids"] == [1000, 1000, 1000]
+    assert in_c["session_leader"] is True
+    assert (in_c["dumpable"], in_c["pdeathsig"]) == (1, 9)
+    assert in_c["new_ns"] == ["ipc", "mnt", "net", "user", "uts"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops host root: root only")
+def test_without_a_user_namespace_root_is_dropped_the_same(mount_ops: newroot.MountOps) -> None:
+    base = {"host_uid": 4321, "host_gid": 4322, "drop_root": True}
+    off = frozenset({"userns", "mountns", "pidns", "netns"})
+    in_c = _identity_in_child(bare_config(mount_ops=mount_ops, disable=off, **base), False)
+    in_python = _identity_in_child(bare_config(disable=off, **base), False)
+    assert in_c == in_python
+    assert in_c["uids"] == [4321] * 3 and in_c["gids"] == [4322] * 3
+    assert in_c["groups"] == [] and in_c["new_ns"] == []
+
+
+def test_a_failed_identity_step_names_its_phase_and_errno(mount_ops: newroot.MountOps) -> None:
+    # Not in a user namespace of its own: its uid_map was written long ago (EPERM).
+    in_c = _identity_in_child(bare_config(mount_ops=mount_ops), False)
+    in_python = _identity_in_child(bare_config(), False)
+    assert in_c == in_python == {"failed": ["uid_map", errno.EPERM]}
+
+
+def test_the_identity_is_compiled_once(mount_ops: newroot.MountOps) -> None:
+    first = child.identity_ops(bare_config(mount_ops=mount_ops))
+    assert child.identity_ops(bare_config()) is first
+    assert [op.phase for op in first.ops][-2:] == ["unshare", "session"]
