@@ -64,6 +64,7 @@ __all__ = [
     "ChildLimits",
     "call_workspace",
     "clone_flags",
+    "first_steps",
     "identity_ops",
     "python_trees",
     "run_call",
@@ -235,12 +236,24 @@ def single_process(cfg: ChildConfig, plan: CallPlan) -> bool:
     return cfg.sigexit is not None or not init
 
 
-def _identity(cfg: ChildConfig) -> None:
-    """The call's pid 1's first steps in Python (without ``mountops.so``): the ids, the
-    maps, the namespaces it makes itself, its own session (``identity_ops`` is the same
-    list for ``mountops.c``)."""
+def first_steps(cfg: ChildConfig, keep: set[int]) -> None:
+    """The call's pid 1's first steps after its signal dispositions: its name, every
+    descriptor but ``keep`` closed, its ids, maps, namespaces and session. One list in C
+    (``identity_ops``) when ``mountops.so`` is loaded, else ``_identity``."""
+    if cfg.mount_ops is not None:
+        identity_ops(cfg).run(sorted(keep), cfg.mount_ops)
+    else:
+        _identity(cfg, keep)
+
+
+def _identity(cfg: ChildConfig, keep: set[int]) -> None:
+    """``first_steps`` in Python, phase by phase."""
     off = cfg.disable
     userns = "userns" not in off
+    with Phase("fds"):
+        # Not the name of the process it was cloned from (the cloner's).
+        _linux.set_name(CALL_NAME)
+        _close_all_but(keep)
     # Never host root. As root, the zygote cloned us with its effective ids
     # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
     # never by host root), but the real and saved ids are still 0 until the setres*id
@@ -283,7 +296,7 @@ def identity_ops(cfg: ChildConfig) -> newroot.OpList:
     """``_identity`` as one list for ``mountops.c`` (``walls.identity_ops``, cached)."""
     userns = "userns" not in cfg.disable
     flags = unshare_flags(cfg.disable)
-    return walls.identity_ops(userns, cfg.drop_root, cfg.host_uid, cfg.host_gid, flags)
+    return walls.identity_ops(CALL_NAME, userns, cfg.drop_root, cfg.host_uid, cfg.host_gid, flags)
 
 
 def run_call(
@@ -315,8 +328,6 @@ def run_call(
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
         with Phase("fds"):
-            # Not the name of the process it was cloned from (the cloner's).
-            _linux.set_name(CALL_NAME)
             signal.set_wakeup_fd(-1)
             for sig in (
                 signal.SIGCHLD,
@@ -326,12 +337,9 @@ def run_call(
                 signal.SIGUSR1,
             ):
                 _signal.signal(sig, _SIG_DFL)
-            _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
-        # -- identity: never host root (``_identity``; as one list in C when loaded).
-        if cfg.mount_ops is not None:
-            identity_ops(cfg).run([], cfg.mount_ops)
-        else:
-            _identity(cfg)
+        # -- the name, every other descriptor closed, then the identity: never host root
+        # (``_identity``; as one list in C when loaded).
+        first_steps(cfg, {call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
         with Phase("cgroup"):
             # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
             # "0" is this process (a pid would be read in its new pid namespace).

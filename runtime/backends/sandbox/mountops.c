@@ -48,6 +48,7 @@ typedef unsigned long u64;
 #define SYS_symlinkat 266
 #define SYS_open_tree 428
 #define SYS_move_mount 429
+#define SYS_close_range 436
 #define SYS_mount_setattr 442
 
 #define AT_FDCWD -100
@@ -113,6 +114,8 @@ enum {
     OP_SETGROUPS_NONE = 22, /* no supplementary groups */
     OP_UNSHARE = 23,     /* unshare(flags) */
     OP_SETSID = 24,      /* a new session and process group */
+    OP_SET_NAME = 25,    /* the process's name (comm) a */
+    OP_CLOSE_REST = 26,  /* every descriptor from 3 up closed but the slots' */
 };
 
 struct op {
@@ -238,6 +241,23 @@ static long ll_rule(long ruleset, const char *path, u64 rights, unsigned how) {
     return r;
 }
 
+/* close_range around the kept descriptors (any order; negative ones are no descriptor). */
+static long close_rest(const int *keep, long nkeep) {
+    unsigned long low = 3;
+    for (;;) {
+        unsigned long next = ~0UL;
+        for (long i = 0; i < nkeep; i++)
+            if (keep[i] >= 0 && (unsigned long)keep[i] >= low && (unsigned long)keep[i] < next)
+                next = (unsigned long)keep[i];
+        if (next == ~0UL) return sys4(SYS_close_range, low, ~0U, 0, 0);
+        if (next > low) {
+            long r = sys4(SYS_close_range, low, next - 1, 0, 0);
+            if (r < 0) return r;
+        }
+        low = next + 1;
+    }
+}
+
 static long one(const struct op *op, const char *a, const char *b, const char *c,
                 const char *d, const int *slots, long nslots, long *ruleset) {
     long r, fd;
@@ -332,6 +352,10 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         return sys4(SYS_unshare, (long)op->flags, 0, 0, 0);
     case OP_SETSID:
         return sys4(SYS_setsid, 0, 0, 0, 0);
+    case OP_SET_NAME:
+        return sys5(SYS_prctl, 15, (long)a, 0, 0, 0); /* PR_SET_NAME: 15 bytes kept */
+    case OP_CLOSE_REST:
+        return close_rest(slots, nslots);
     default:
         return -EINVAL;
     }

@@ -56,6 +56,7 @@ DIR_ONLY = 1
 #: With ``DIR_ONLY``: a symlink is skipped too (``os.path.islink``).
 NOFOLLOW = 2
 _WRITE_FILE, _SETRESGID, _SETRESUID, _SETGROUPS_NONE, _UNSHARE, _SETSID = 19, 20, 21, 22, 23, 24
+_SET_NAME, _CLOSE_REST = 25, 26
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
 _SIGKILL = 9
 #: The tool's uid and gid *inside* its user namespace (``child.SANDBOX_UID``).
@@ -146,13 +147,15 @@ def _wall_ops(
 
 
 @functools.lru_cache(maxsize=8)
-def identity_ops(
-    userns: bool, drop_root: bool, host_uid: int, host_gid: int, unshare: int
+def identity_ops(  # noqa: PLR0917 - the cache key, one argument per part of it
+    name: bytes, userns: bool, drop_root: bool, host_uid: int, host_gid: int, unshare: int
 ) -> OpList:
     """The call's pid 1's first steps as one list (``child._identity`` is the same in
-    Python), each in the phase that names it on failure."""
-    dumpable = Op(_PRCTL, "uid_map", arg=_PR_SET_DUMPABLE, flags=1)
-    ops = [dumpable]
+    Python), each in the phase that names it on failure. Run with the descriptors to keep
+    as its slots: every other one is closed (the zygote's control socket would let a call
+    forge exit reports for other calls)."""
+    ops = [Op(_SET_NAME, "fds", name.decode()), Op(_CLOSE_REST, "fds")]
+    ops.append(Op(_PRCTL, "uid_map", arg=_PR_SET_DUMPABLE, flags=1))
     if userns:
         # The sandbox user (1000 inside) is the unprivileged host uid; nothing else is
         # mapped, so no file can ever be owned by "root" inside.
