@@ -55,6 +55,7 @@ __all__ = [
     "prctl",
     "seccomp_load_bpf",
     "set_name",
+    "setrlimit",
     "syscall",
     "umount2",
     "unshare",
@@ -106,6 +107,7 @@ _NR = {
     "clone": 56,
     "capset": 126,
     "pivot_root": 155,
+    "prlimit64": 302,
     "open_tree": 428,
     "move_mount": 429,
     "mount_setattr": 442,
@@ -289,6 +291,13 @@ def capset_zero() -> None:
     # byref and the array itself are passed as pointers: ctypes.cast/pointer would build
     # a function object and a pointer type on first use (~0.1 ms in each call's tool).
     _sys("capset", ctypes.byref(header), data)
+
+
+def setrlimit(res: int, soft: int, hard: int) -> None:
+    """``prlimit64`` of the calling process. Not ``resource.setrlimit``: that one turns
+    EPERM and EINVAL into a ValueError, which no set-up phase would name."""
+    limit = (ctypes.c_uint64 * 2)(soft, hard)
+    _sys("prlimit64", 0, res, limit, None)
 
 
 def landlock_create_ruleset(attr: bytes | None, flags: int) -> int:

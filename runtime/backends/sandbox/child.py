@@ -37,7 +37,6 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import os
-import resource
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from runtime.backends.sandbox import _linux, landlock, newroot
+from runtime.backends.sandbox import _linux, landlock, newroot, walls
 from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
@@ -64,11 +63,15 @@ __all__ = [
     "ChildConfig",
     "ChildLimits",
     "SpareTools",
+    "call_workspace",
     "clone_flags",
+    "first_steps",
+    "identity_ops",
     "python_trees",
     "run_call",
     "single_process",
     "unshare_flags",
+    "wall_ops",
 ]
 
 #: Exit code after a ``setup_error`` frame was sent.
@@ -76,7 +79,7 @@ EXIT_SETUP = 125
 #: Exit code when the call frame from the broker was missing or invalid.
 EXIT_PROTOCOL = 126
 
-SANDBOX_UID = 1000  # the tool's uid/gid *inside* its user namespace
+SANDBOX_UID = walls.SANDBOX_UID  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
 #: A call's process name (``comm``) until it runs a program (pid1.c or the tool's own).
 CALL_NAME = b"runtime-call"
@@ -234,6 +237,69 @@ def single_process(cfg: ChildConfig, plan: CallPlan) -> bool:
     return cfg.sigexit is not None or not init
 
 
+def first_steps(cfg: ChildConfig, keep: set[int]) -> None:
+    """The call's pid 1's first steps after its signal dispositions: its name, every
+    descriptor but ``keep`` closed, its ids, maps, namespaces and session. One list in C
+    (``identity_ops``) when ``mountops.so`` is loaded, else ``_identity``."""
+    if cfg.mount_ops is not None:
+        identity_ops(cfg).run(sorted(keep), cfg.mount_ops)
+    else:
+        _identity(cfg, keep)
+
+
+def _identity(cfg: ChildConfig, keep: set[int]) -> None:
+    """``first_steps`` in Python, phase by phase."""
+    off = cfg.disable
+    userns = "userns" not in off
+    with Phase("fds"):
+        # Not the name of the process it was cloned from (the cloner's).
+        _linux.set_name(CALL_NAME)
+        _close_all_but(keep)
+    # Never host root. As root, the zygote cloned us with its effective ids
+    # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
+    # never by host root), but the real and saved ids are still 0 until the setres*id
+    # below. Dumpable first: it lets us write our own /proc/self/uid_map.
+    with Phase("uid_map"):
+        _linux.prctl(4, 1)  # PR_SET_DUMPABLE
+        if userns:
+            # The sandbox user (1000 inside) is the unprivileged host uid; nothing else
+            # is mapped, so no file can ever be owned by "root" inside.
+            write("/proc/self/setgroups", "deny")
+            write("/proc/self/uid_map", f"{SANDBOX_UID} {cfg.host_uid} 1\n")
+            write("/proc/self/gid_map", f"{SANDBOX_UID} {cfg.host_gid} 1\n")
+    with Phase("drop_uid"):
+        if userns:
+            # Every id becomes the sandbox uid; uid 0 is unmapped in this namespace, so
+            # the capabilities it holds here (and only here) are kept for the mounts.
+            os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+            os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        elif cfg.drop_root:
+            os.setgroups([])
+            os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
+            os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
+        # Changing ids clears both; the zygote dying must end the call.
+        _linux.prctl(4, 1)
+        _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    with Phase("unshare"):
+        # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
+        # no capability over them: ours are only in the call's user namespace).
+        flags = unshare_flags(off)
+        if flags:
+            _linux.unshare(flags)
+    with Phase("session"):
+        # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
+        # by the tool reach only the call's own processes (without Landlock's signal
+        # scope, test-only, other calls run as the same host uid and share that group).
+        os.setsid()
+
+
+def identity_ops(cfg: ChildConfig) -> newroot.OpList:
+    """``_identity`` as one list for ``mountops.c`` (``walls.identity_ops``, cached)."""
+    userns = "userns" not in cfg.disable
+    flags = unshare_flags(cfg.disable)
+    return walls.identity_ops(CALL_NAME, userns, cfg.drop_root, cfg.host_uid, cfg.host_gid, flags)
+
+
 def run_call(
     cfg: ChildConfig,
     plan: CallPlan,
@@ -263,8 +329,6 @@ def run_call(
         # -- hygiene: default signal dispositions, and no handle of the zygote survives
         # (its control socket would let a child forge exit reports for other calls).
         with Phase("fds"):
-            # Not the name of the process it was cloned from (the cloner's).
-            _linux.set_name(CALL_NAME)
             signal.set_wakeup_fd(-1)
             for sig in (
                 signal.SIGCHLD,
@@ -274,43 +338,9 @@ def run_call(
                 signal.SIGUSR1,
             ):
                 _signal.signal(sig, _SIG_DFL)
-            _close_all_but({call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
-        # -- identity: never host root. As root, the zygote cloned us with its effective ids
-        # set to the sandbox uid/gid (so the user namespace is owned by the sandbox uid,
-        # never by host root), but the real and saved ids are still 0 until the setres*id
-        # below. Dumpable first: it lets us write our own /proc/self/uid_map.
-        with Phase("uid_map"):
-            _linux.prctl(4, 1)  # PR_SET_DUMPABLE
-            if userns:
-                # The sandbox user (1000 inside) is the unprivileged host uid; nothing else
-                # is mapped, so no file can ever be owned by "root" inside.
-                write("/proc/self/setgroups", "deny")
-                write("/proc/self/uid_map", f"{SANDBOX_UID} {cfg.host_uid} 1\n")
-                write("/proc/self/gid_map", f"{SANDBOX_UID} {cfg.host_gid} 1\n")
-        with Phase("drop_uid"):
-            if userns:
-                # Every id becomes the sandbox uid; uid 0 is unmapped in this namespace, so
-                # the capabilities it holds here (and only here) are kept for the mounts.
-                os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-                os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-            elif cfg.drop_root:
-                os.setgroups([])
-                os.setresgid(cfg.host_gid, cfg.host_gid, cfg.host_gid)
-                os.setresuid(cfg.host_uid, cfg.host_uid, cfg.host_uid)
-            # Changing ids clears both; the zygote dying must end the call.
-            _linux.prctl(4, 1)
-            _linux.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        with Phase("unshare"):
-            # Still in the zygote's mount, network, IPC and UTS namespaces until here (with
-            # no capability over them: ours are only in the call's user namespace).
-            flags = unshare_flags(off)
-            if flags:
-                _linux.unshare(flags)
-        with Phase("session"):
-            # Out of the zygote's process group and session: kill(0, ...) and kill(-pgid)
-            # by the tool reach only the call's own processes (without Landlock's signal
-            # scope, test-only, other calls run as the same host uid and share that group).
-            os.setsid()
+        # -- the name, every other descriptor closed, then the identity: never host root
+        # (``_identity``; as one list in C when loaded).
+        first_steps(cfg, {call_fd, ws_fd, cfg.pid1_fd, *py_fds.values()})
         with Phase("cgroup"):
             # After the id drop: cgroup v1 lets the sandbox uid move only its own tasks.
             # "0" is this process (a pid would be read in its new pid namespace).
@@ -393,10 +423,8 @@ def _call_process(
                     raise OSError(-err, os.strerror(-err))
         ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
         limits = ChildLimits.from_dict(plan.limits)
-        workspace = WORKSPACE
-        if "mountns" in off:
-            workspace = plan.workspace or "/nonexistent"
-        else:
+        workspace = call_workspace(cfg, plan)
+        if "mountns" not in off:
             newroot.build(
                 plan,
                 limits,
@@ -437,40 +465,47 @@ def _own_trees(
 
 
 def _rlimits(limits: ChildLimits) -> None:
-    mib = 1024 * 1024
-    for res, value in (
-        (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_AS, limits.memory_mb * mib),
-        (resource.RLIMIT_NOFILE, limits.nofile),
-        (resource.RLIMIT_NPROC, limits.pids),
-        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        # CPU: soft limit sends SIGXCPU, the hard one (a second later) SIGKILL.
-        hard = value + 1 if res == resource.RLIMIT_CPU else value
-        resource.setrlimit(res, (value, hard))
+    for res, soft, hard in walls.rlimits(limits):
+        _linux.setrlimit(res, soft, hard)
 
 
 def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
-    rules: list[tuple[str, int]] = []
-    if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
-        rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE))
-    if plan.workspace and plan.access != "none":
-        access = landlock.WRITE if plan.access == "rw" else landlock.READ
-        rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0)))
-    rules += [(f"/dev/{name}", landlock.RW_DEV) for name in ("null", "zero", "full")]
-    rules += [(f"/dev/{name}", landlock.READ_FILE) for name in ("random", "urandom")]
-    rules.append(("/proc", landlock.READ))
-    if private_tmp:  # with a mount namespace the interpreter's code is bound read-only
-        rules += [(path, landlock.READ) for path in newroot.python_paths()]
-    if plan.exec:
-        rules += [(path, landlock.EXEC_READ) for path in ("/usr", "/etc") if os.path.isdir(path)]
-        rules += [
-            (f"/{n}", landlock.EXEC_READ)
-            for n in ("lib32", "libx32")
-            if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")
-        ]
-    return rules
+    rules = walls.landlock_rules(plan, workspace, private_tmp)
+    return [(path, rights) for path, rights, how in rules if walls.present(path, how)]
+
+
+def call_workspace(cfg: ChildConfig, plan: CallPlan) -> str:
+    """Where the tool finds the workspace: ``/workspace`` in its new root, or (without a
+    mount namespace, test-only) the host path."""
+    if "mountns" in cfg.disable:
+        return plan.workspace or "/nonexistent"
+    return WORKSPACE
+
+
+def wall_ops(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits) -> newroot.OpList:
+    """The walls before seccomp as one list for ``mountops.c`` (``walls.py``): compiled once
+    per profile, by the cloner, and found in the cache by every call of the profile."""
+    rules = walls.landlock_rules(plan, call_workspace(cfg, plan), "mountns" not in cfg.disable)
+    return walls.wall_ops(cfg.landlock_abi, cfg.disable, limits, rules)
+
+
+def _walls(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits, workspace: str) -> None:
+    """The walls before seccomp, phase by phase in Python (without ``mountops.so``; what
+    ``wall_ops`` compiles for it runs the same calls in the same order)."""
+    off = cfg.disable
+    with Phase("no_new_privs"):
+        _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
+    with Phase("capabilities"):
+        if "capdrop" not in off:
+            _linux.capset_zero()
+    with Phase("rlimits"):
+        if "rlimits" not in off:
+            _rlimits(limits)
+    with Phase("landlock"):
+        if "landlock" not in off and cfg.landlock_abi > 0:
+            landlock.apply_ruleset(
+                cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
+            )
 
 
 def _tool(
@@ -499,19 +534,12 @@ def _tool(
         # Environment: exactly the policy's, never the broker's or the zygote's.
         os.environ.clear()
         os.environ.update(plan.env)
-        with Phase("no_new_privs"):
-            _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid/file caps from here on
-        with Phase("capabilities"):
-            if "capdrop" not in off:
-                _linux.capset_zero()
-        with Phase("rlimits"):
-            if "rlimits" not in off:
-                _rlimits(limits)
-        with Phase("landlock"):
-            if "landlock" not in off and cfg.landlock_abi > 0:
-                landlock.apply_ruleset(
-                    cfg.landlock_abi, _landlock_rules(plan, workspace, "mountns" not in off)
-                )
+        if cfg.mount_ops is not None:
+            # The phases below, as one list run in C (the same calls, the same phases
+            # named on failure).
+            wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
+        else:
+            _walls(cfg, plan, limits, workspace)
         with Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)

@@ -21,6 +21,7 @@ __all__ = [
     "WRITE",
     "apply_ruleset",
     "fs_mask",
+    "ruleset_attr",
 ]
 
 EXECUTE = 1 << 0
@@ -77,6 +78,19 @@ def fs_mask(abi: int) -> int:
     return mask
 
 
+def ruleset_attr(abi: int, *, allow_tcp: bool = False) -> tuple[int, int, int, int]:
+    """The ruleset's ``struct landlock_ruleset_attr`` for this ABI: (handled filesystem
+    rights, handled network rights, scopes, the size of the struct the ABI knows). With ABI
+    >= 4 TCP bind/connect are handled (so denied without a rule) unless ``allow_tcp``; with
+    ABI >= 6 the abstract unix socket and signal scopes."""
+    tcp = 0 if allow_tcp else _NET_BIND_TCP | _NET_CONNECT_TCP
+    if abi >= 6:
+        return fs_mask(abi), tcp, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL, 24
+    if abi >= 4:
+        return fs_mask(abi), tcp, 0, 16
+    return fs_mask(abi), 0, 0, 8
+
+
 def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool = False) -> None:
     """Restrict the calling thread (and its future children) to ``rules``.
 
@@ -87,14 +101,8 @@ def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool
     signal scopes confine the tool to its own domain. Needs no_new_privs (set earlier).
     Raises OSError with the failing step's errno.
     """
-    handled = fs_mask(abi)
-    tcp = 0 if allow_tcp else _NET_BIND_TCP | _NET_CONNECT_TCP
-    if abi >= 6:
-        attr = struct.pack("=QQQ", handled, tcp, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
-    elif abi >= 4:
-        attr = struct.pack("=QQ", handled, tcp)
-    else:
-        attr = struct.pack("=Q", handled)
+    handled, tcp, scope, size = ruleset_attr(abi, allow_tcp=allow_tcp)
+    attr = struct.pack("=QQQ", handled, tcp, scope)[:size]
     ruleset = _linux.landlock_create_ruleset(attr, 0)
     try:
         for path, access in rules:

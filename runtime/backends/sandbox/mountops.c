@@ -1,5 +1,8 @@
 /* The call's new root as one list of mount operations, run in C (bubblewrap's
- * setup_newroot model: records of (op, source, destination, flags)).
+ * setup_newroot model: records of (op, source, destination, flags)); and, with the same
+ * runner, the tool's walls before seccomp (no_new_privs, capabilities, rlimits, Landlock:
+ * codes 13-18) and the call's identity (ids, maps, namespaces, session: codes 13, 19-24),
+ * both compiled by walls.py.
  *
  * newroot.py compiles the list once per profile (the cloner does, every call inherits it)
  * and the call's pid 1 runs it here. Why C: in a fresh copy of the fork-server, each Python
@@ -24,8 +27,19 @@ typedef unsigned long u64;
 
 #define SYS_write 1
 #define SYS_close 3
+#define SYS_setsid 112
+#define SYS_setresuid 117
+#define SYS_setresgid 119
+#define SYS_setgroups 116
+#define SYS_unshare 272
 #define SYS_fstat 5
 #define SYS_chdir 80
+#define SYS_capset 126
+#define SYS_prctl 157
+#define SYS_prlimit64 302
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
 #define SYS_pivot_root 155
 #define SYS_mount 165
 #define SYS_umount2 166
@@ -34,6 +48,7 @@ typedef unsigned long u64;
 #define SYS_symlinkat 266
 #define SYS_open_tree 428
 #define SYS_move_mount 429
+#define SYS_close_range 436
 #define SYS_mount_setattr 442
 
 #define AT_FDCWD -100
@@ -55,6 +70,13 @@ typedef unsigned long u64;
 #define ENOTDIR 20
 #define ELOOP 40
 #define EINVAL 22
+#define CAP_VERSION_3 0x20080522
+#define LANDLOCK_RULE_PATH_BENEATH 1
+/* The rights Landlock accepts on a file (not a directory): execute, write, read, truncate,
+ * ioctl on a device. Directory-only rights on a file are EINVAL. */
+#define LANDLOCK_FILE_RIGHTS ((1UL << 0) | (1UL << 1) | (1UL << 2) | (1UL << 14) | (1UL << 15))
+#define RULE_DIR_ONLY 1 /* OP_LL_RULE: skip a path that is not a directory (or absent) */
+#define RULE_NOFOLLOW 2 /* OP_LL_RULE: do not follow a final symlink (with 1: skip it) */
 
 /* Keep in step with newroot.py's _OP_* codes. */
 enum {
@@ -71,6 +93,29 @@ enum {
     OP_PIVOT = 10,     /* pivot_root(a, b) */
     OP_UMOUNT = 11,    /* umount2(a, flags) */
     OP_SETATTR = 12,   /* mount attributes flags on the mount at a */
+    /* The walls (walls.py). What an attacker controls here: nothing in the list (the
+     * policy's profile, compiled by the cloner); only what is at the rule paths inside the
+     * call's new root, where the workspace's owner may have put symlinks: a path rule
+     * follows them only as walls.py says, and the kernel checks every right anyway. */
+    OP_PRCTL = 13,       /* prctl(arg, flags, 0, 0, 0) */
+    OP_CAPSET_ZERO = 14, /* every capability set emptied (capset, version 3) */
+    OP_RLIMIT = 15,      /* resource arg & 0xffff: soft flags, hard flags + (arg >> 16) */
+    OP_LL_RULESET = 16,  /* a Landlock ruleset handling fs rights flags, net rights
+                            (arg >> 8) & 0xff and scopes (arg >> 16) & 0xff; the attr's
+                            size arg & 0xff (8, 16 or 24: what the ABI knows) */
+    OP_LL_RULE = 17,     /* rights flags beneath path a in that ruleset (RULE_* in arg) */
+    OP_LL_RESTRICT = 18, /* landlock_restrict_self with that ruleset, which is closed */
+    /* The identity (walls.identity_ops), first thing in the call's pid 1. Raw system calls
+     * act on the calling thread only (glibc's set*id would signal every thread): the call
+     * has one thread, the fork-server never starts any. */
+    OP_WRITE_FILE = 19,  /* an existing file a (never made) written d: /proc, cgroup.procs */
+    OP_SETRESGID = 20,   /* real, effective and saved gid all arg */
+    OP_SETRESUID = 21,   /* real, effective and saved uid all arg */
+    OP_SETGROUPS_NONE = 22, /* no supplementary groups */
+    OP_UNSHARE = 23,     /* unshare(flags) */
+    OP_SETSID = 24,      /* a new session and process group */
+    OP_SET_NAME = 25,    /* the process's name (comm) a */
+    OP_CLOSE_REST = 26,  /* every descriptor from 3 up closed but the slots' */
 };
 
 struct op {
@@ -165,8 +210,56 @@ static long move_tree(long fd, const char *dst, u64 attrs) {
     return r;
 }
 
+struct rlimit64 {
+    u64 cur, max;
+};
+
+/* One path rule: the inode opened once (O_PATH) and its type read from that descriptor, so
+ * no second look-up can name something else; a file gets only the file rights. */
+static long ll_rule(long ruleset, const char *path, u64 rights, unsigned how) {
+    long flags = O_PATH | O_CLOEXEC | ((how & RULE_NOFOLLOW) ? O_NOFOLLOW : 0);
+    long fd = sys4(SYS_openat, AT_FDCWD, (long)path, flags, 0);
+    if (fd < 0) return (how & RULE_DIR_ONLY) ? 0 : fd; /* as os.path.isdir: any error */
+    u64 st[18];
+    long r = sys4(SYS_fstat, fd, (long)st, 0, 0);
+    if (r == 0) {
+        unsigned mode = (unsigned)(st[3] & 0xffffffffUL);
+        if ((mode & S_IFMT) != S_IFDIR) {
+            if (how & RULE_DIR_ONLY) {
+                sys4(SYS_close, fd, 0, 0, 0);
+                return 0;
+            }
+            rights &= LANDLOCK_FILE_RIGHTS;
+        }
+        /* struct landlock_path_beneath_attr is packed: u64 rights, s32 parent_fd. */
+        unsigned char attr[12];
+        for (int i = 0; i < 8; i++) attr[i] = (unsigned char)(rights >> (8 * i));
+        for (int i = 0; i < 4; i++) attr[8 + i] = (unsigned char)((unsigned long)fd >> (8 * i));
+        r = sys4(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, (long)attr, 0);
+    }
+    sys4(SYS_close, fd, 0, 0, 0);
+    return r;
+}
+
+/* close_range around the kept descriptors (any order; negative ones are no descriptor). */
+static long close_rest(const int *keep, long nkeep) {
+    unsigned long low = 3;
+    for (;;) {
+        unsigned long next = ~0UL;
+        for (long i = 0; i < nkeep; i++)
+            if (keep[i] >= 0 && (unsigned long)keep[i] >= low && (unsigned long)keep[i] < next)
+                next = (unsigned long)keep[i];
+        if (next == ~0UL) return sys4(SYS_close_range, low, ~0U, 0, 0);
+        if (next > low) {
+            long r = sys4(SYS_close_range, low, next - 1, 0, 0);
+            if (r < 0) return r;
+        }
+        low = next + 1;
+    }
+}
+
 static long one(const struct op *op, const char *a, const char *b, const char *c,
-                const char *d, const int *slots, long nslots) {
+                const char *d, const int *slots, long nslots, long *ruleset) {
     long r, fd;
     switch (op->code) {
     case OP_MOUNT:
@@ -190,8 +283,11 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         if (fd < 0) return fd;
         sys4(SYS_close, fd, 0, 0, 0);
         return sys5(SYS_mount, (long)opt(a), (long)b, (long)opt(c), (long)op->flags, (long)opt(d));
-    case OP_WRITE: {
-        fd = sys4(SYS_openat, AT_FDCWD, (long)a, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    case OP_WRITE:
+    case OP_WRITE_FILE: {
+        long how = op->code == OP_WRITE ? O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC
+                                        : O_WRONLY | O_CLOEXEC;
+        fd = sys4(SYS_openat, AT_FDCWD, (long)a, how, 0644);
         if (fd < 0) return fd;
         long left = slen(d);
         r = 0;
@@ -217,6 +313,49 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         r = setattr_fd(fd, op->flags);
         sys4(SYS_close, fd, 0, 0, 0);
         return r;
+    case OP_PRCTL:
+        return sys5(SYS_prctl, op->arg, (long)op->flags, 0, 0, 0);
+    case OP_CAPSET_ZERO: {
+        unsigned header[2] = {CAP_VERSION_3, 0}; /* pid 0: this thread */
+        unsigned data[6] = {0, 0, 0, 0, 0, 0};  /* two of (effective, permitted, inheritable) */
+        return sys4(SYS_capset, (long)header, (long)data, 0, 0);
+    }
+    case OP_RLIMIT: {
+        struct rlimit64 lim = {op->flags, op->flags + (op->arg >> 16)};
+        return sys4(SYS_prlimit64, 0, op->arg & 0xffff, (long)&lim, 0);
+    }
+    case OP_LL_RULESET: {
+        u64 attr[3] = {op->flags, (op->arg >> 8) & 0xff, (op->arg >> 16) & 0xff};
+        long size = op->arg & 0xff;
+        if (*ruleset >= 0 || (size != 8 && size != 16 && size != 24)) return -EINVAL;
+        r = sys4(SYS_landlock_create_ruleset, (long)attr, size, 0, 0);
+        if (r < 0) return r;
+        *ruleset = r;
+        return 0;
+    }
+    case OP_LL_RULE:
+        if (*ruleset < 0) return -EINVAL;
+        return ll_rule(*ruleset, a, op->flags, op->arg);
+    case OP_LL_RESTRICT:
+        if (*ruleset < 0) return -EINVAL;
+        r = sys4(SYS_landlock_restrict_self, *ruleset, 0, 0, 0);
+        sys4(SYS_close, *ruleset, 0, 0, 0);
+        *ruleset = -1;
+        return r;
+    case OP_SETRESGID:
+        return sys4(SYS_setresgid, op->arg, op->arg, op->arg, 0);
+    case OP_SETRESUID:
+        return sys4(SYS_setresuid, op->arg, op->arg, op->arg, 0);
+    case OP_SETGROUPS_NONE:
+        return sys4(SYS_setgroups, 0, 0, 0, 0);
+    case OP_UNSHARE:
+        return sys4(SYS_unshare, (long)op->flags, 0, 0, 0);
+    case OP_SETSID:
+        return sys4(SYS_setsid, 0, 0, 0, 0);
+    case OP_SET_NAME:
+        return sys5(SYS_prctl, 15, (long)a, 0, 0, 0); /* PR_SET_NAME: 15 bytes kept */
+    case OP_CLOSE_REST:
+        return close_rest(slots, nslots);
     default:
         return -EINVAL;
     }
@@ -226,23 +365,28 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
 __attribute__((visibility("default"))) long runtime_mount_ops(const unsigned char *ops, long len,
                                                               const int *slots, long nslots,
                                                               long *failed) {
-    long pos = 0, index = 0;
-    while (pos < len) {
+    long pos = 0, index = 0, ruleset = -1, r = 0;
+    while (pos < len && r == 0) {
         *failed = index;
-        if (len - pos < (long)sizeof(struct op)) return -EINVAL;
+        r = -EINVAL;
+        if (len - pos < (long)sizeof(struct op)) break;
         const struct op *op = (const struct op *)(ops + pos);
         const char *s[4];
         long at = pos + (long)sizeof(struct op);
-        for (int i = 0; i < 4; i++) {
+        int whole = 1;
+        for (int i = 0; i < 4 && whole; i++) {
             s[i] = (const char *)ops + at;
             while (at < len && ops[at]) at++;
-            if (at >= len) return -EINVAL; /* every string ends inside the list */
+            whole = at < len; /* every string ends inside the list */
             at++;
         }
-        long r = one(op, s[0], s[1], s[2], s[3], slots, nslots);
-        if (r < 0) return r;
+        if (!whole) break;
+        r = one(op, s[0], s[1], s[2], s[3], slots, nslots, &ruleset);
+        if (r >= 0) r = 0;
         pos = (at + 7) & ~7L;
         index++;
     }
-    return 0;
+    /* A list that failed (or ended) between its ruleset and the restriction. */
+    if (ruleset >= 0) sys4(SYS_close, ruleset, 0, 0, 0);
+    return r;
 }

@@ -86,6 +86,22 @@ _OP_NAMES = {
     _CHDIR: "chdir",
     _PIVOT: "pivot_root",
     _UMOUNT: "umount2",
+    # The walls (``walls.py``), run only in C: without it ``child`` runs its phases.
+    13: "prctl",
+    14: "capset",
+    15: "setrlimit",
+    16: "landlock_create_ruleset",
+    17: "landlock_add_rule",
+    18: "landlock_restrict_self",
+    # The call's identity (``walls.identity_ops``).
+    19: "write",
+    20: "setresgid",
+    21: "setresuid",
+    22: "setgroups",
+    23: "unshare",
+    24: "setsid",
+    25: "prctl(PR_SET_NAME)",
+    26: "close_range",
     _SETATTR: "mount_setattr",
 }
 _RECORD = struct.Struct("<HHIQ")  # mountops.c's struct op: code, phase, arg, flags

@@ -296,6 +296,8 @@ class Zygote:
             errors.update(cg_errors)
         # Computed once here, inherited by every fork: the code every call binds read-only.
         newroot.python_paths()
+        if mount_ops is not None:
+            child.identity_ops(self.cfg)  # compiled once, every call's first steps
         # Freeze what is loaded so forks do not dirty (copy) the heap's gc headers.
         gc.collect()
         gc.freeze()
@@ -1014,12 +1016,16 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
         # directories changed since, not the whole tree.
         masks.warm(plan.workspace, spec)
     cfg = zygote.cfg
+    limits = child.ChildLimits.from_dict(plan.limits)
+    if cfg is not None and cfg.mount_ops is not None:
+        # The profile's walls as one list (``walls.py``, cached), as for the new root.
+        child.wall_ops(cfg, plan, limits)
     if cfg is not None and "mountns" not in cfg.disable:
         # The profile's new root as operation lists (``newroot.op_lists``, cached): what
         # the call computes from the same plan finds them here.
         newroot.op_lists(
             plan,
-            child.ChildLimits.from_dict(plan.limits),
+            limits,
             ws=bool(plan.workspace and plan.access != "none"),
             py_paths=newroot.python_paths(),
             state_dirs=cfg.state_dirs,

@@ -1,0 +1,181 @@
+"""The tool's walls before seccomp, and the call's identity, as operation lists run by
+``mountops.c``.
+
+``child._tool`` raises, in order: no_new_privs, the capability drop, the rlimits and the
+Landlock ruleset, then seccomp (last, in Python). In a fresh copy of the fork-server each
+of those Python phases cost mostly the first-touch faults of the code it ran (~0.65 ms for
+~0.15 ms of system calls); as a list of records (``mountops.c`` codes 13-18) they are one
+C call. The list depends only on the profile (the plan's access, exec and workspace, the
+limits, the test-only switches, the Landlock ABI), so it is compiled once per profile: the
+cloner compiles it (``zygote._prepare``) and every call inherits it.
+
+Nothing is weakened: the same system calls with the same arguments in the same order as
+the Python phases, which stay the path when ``mountops.so`` is not loaded (and are tested to
+give the same walls and the same errors). What an attacker controls: nothing in the list;
+only what is at a rule's path inside the call's new root (the workspace is the owner's). A
+rule's inode is opened once (``O_PATH``) and its type read from that descriptor; the
+optional system directories of an exec profile are skipped when absent or not directories,
+as ``os.path.isdir`` (and, for ``/lib32`` and ``/libx32``, ``os.path.islink``) decided.
+
+The identity (``identity_ops``: the uid/gid maps, the id drop, the parent-death signal,
+the unshare of the mount, net, ipc and uts namespaces, the new session) is the first thing
+the call's pid 1 does, in the phases ``child.run_call`` names; it depends only on the
+fork-server's configuration, so the zygote compiles it once. Before it the process is a
+copy of the cloner in the call's fresh user and pid namespaces, running none but our code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+from typing import TYPE_CHECKING
+
+from runtime.backends.sandbox import landlock, newroot
+from runtime.backends.sandbox.newroot import Op, OpList
+
+if TYPE_CHECKING:
+    from runtime.backends.sandbox.child import CallPlan, ChildLimits
+
+__all__ = [
+    "DIR_ONLY",
+    "NOFOLLOW",
+    "SANDBOX_UID",
+    "Rule",
+    "identity_ops",
+    "landlock_rules",
+    "present",
+    "rlimits",
+    "wall_ops",
+]
+
+# mountops.c's codes (OP_PRCTL ...) and its RULE_* bits.
+_PRCTL, _CAPSET_ZERO, _RLIMIT, _LL_RULESET, _LL_RULE, _LL_RESTRICT = 13, 14, 15, 16, 17, 18
+#: A rule skipped when its path is absent or not a directory (``os.path.isdir``).
+DIR_ONLY = 1
+#: With ``DIR_ONLY``: a symlink is skipped too (``os.path.islink``).
+NOFOLLOW = 2
+_WRITE_FILE, _SETRESGID, _SETRESUID, _SETGROUPS_NONE, _UNSHARE, _SETSID = 19, 20, 21, 22, 23, 24
+_SET_NAME, _CLOSE_REST = 25, 26
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
+_SIGKILL = 9
+#: The tool's uid and gid *inside* its user namespace (``child.SANDBOX_UID``).
+SANDBOX_UID = 1000
+
+#: (path, Landlock rights, DIR_ONLY | NOFOLLOW or 0).
+Rule = tuple[str, int, int]
+
+
+def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
+    """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
+    SIGXCPU, the hard one (a second later) SIGKILL."""
+    mib = 1024 * 1024
+    out = []
+    for res, value in (
+        (resource.RLIMIT_CPU, limits.cpu_s),
+        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        (resource.RLIMIT_NOFILE, limits.nofile),
+        (resource.RLIMIT_NPROC, limits.pids),
+        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        out.append((res, value, value + 1 if res == resource.RLIMIT_CPU else value))
+    return tuple(out)
+
+
+def landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> tuple[Rule, ...]:
+    """The call's Landlock rules; the optional ones say how their presence is decided."""
+    rules: list[Rule] = []
+    if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
+        rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE, 0))
+    if plan.workspace and plan.access != "none":
+        access = landlock.WRITE if plan.access == "rw" else landlock.READ
+        rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0), 0))
+    rules += [(f"/dev/{name}", landlock.RW_DEV, 0) for name in ("null", "zero", "full")]
+    rules += [(f"/dev/{name}", landlock.READ_FILE, 0) for name in ("random", "urandom")]
+    rules.append(("/proc", landlock.READ, 0))
+    if private_tmp:  # with a mount namespace the interpreter's code is bound read-only
+        rules += [(path, landlock.READ, 0) for path in newroot.python_paths()]
+    if plan.exec:
+        rules += [(path, landlock.EXEC_READ, DIR_ONLY) for path in ("/usr", "/etc")]
+        rules += [(f"/{n}", landlock.EXEC_READ, DIR_ONLY | NOFOLLOW) for n in ("lib32", "libx32")]
+    return tuple(rules)
+
+
+def present(path: str, how: int) -> bool:
+    """Whether the Python path grants a rule (what ``mountops.c`` decides from the inode)."""
+    if not how & DIR_ONLY:
+        return True
+    return os.path.isdir(path) and not (how & NOFOLLOW and os.path.islink(path))
+
+
+def wall_ops(
+    abi: int,
+    disable: frozenset[str],
+    limits: ChildLimits,
+    rules: tuple[Rule, ...],
+) -> OpList:
+    """The walls as one list, each operation in the phase the Python path names."""
+    return _wall_ops(
+        abi,
+        "capdrop" not in disable,
+        rlimits(limits) if "rlimits" not in disable else (),
+        rules if "landlock" not in disable and abi > 0 else None,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _wall_ops(
+    abi: int,
+    capdrop: bool,
+    limits: tuple[tuple[int, int, int], ...],
+    rules: tuple[Rule, ...] | None,
+) -> OpList:
+    ops = [Op(_PRCTL, "no_new_privs", arg=_PR_SET_NO_NEW_PRIVS, flags=1)]
+    if capdrop:
+        ops.append(Op(_CAPSET_ZERO, "capabilities"))
+    for res, soft, hard in limits:
+        # mountops.c takes the hard limit as the soft one plus arg's high 16 bits.
+        ops.append(Op(_RLIMIT, "rlimits", arg=res | (hard - soft) << 16, flags=soft))
+    if rules is not None:
+        handled, tcp, scope, size = landlock.ruleset_attr(abi)
+        ops.append(Op(_LL_RULESET, "landlock", arg=size | tcp << 8 | scope << 16, flags=handled))
+        for path, rights, how in rules:
+            ops.append(Op(_LL_RULE, "landlock", path, arg=how, flags=rights & handled))
+        ops.append(Op(_LL_RESTRICT, "landlock"))
+    return OpList.of(ops)
+
+
+@functools.lru_cache(maxsize=8)
+def identity_ops(  # noqa: PLR0917 - the cache key, one argument per part of it
+    name: bytes, userns: bool, drop_root: bool, host_uid: int, host_gid: int, unshare: int
+) -> OpList:
+    """The call's pid 1's first steps as one list (``child._identity`` is the same in
+    Python), each in the phase that names it on failure. Run with the descriptors to keep
+    as its slots: every other one is closed (the zygote's control socket would let a call
+    forge exit reports for other calls)."""
+    ops = [Op(_SET_NAME, "fds", name.decode()), Op(_CLOSE_REST, "fds")]
+    ops.append(Op(_PRCTL, "uid_map", arg=_PR_SET_DUMPABLE, flags=1))
+    if userns:
+        # The sandbox user (1000 inside) is the unprivileged host uid; nothing else is
+        # mapped, so no file can ever be owned by "root" inside.
+        ops.append(Op(_WRITE_FILE, "uid_map", "/proc/self/setgroups", d="deny"))
+        ops.append(
+            Op(_WRITE_FILE, "uid_map", "/proc/self/uid_map", d=f"{SANDBOX_UID} {host_uid} 1\n")
+        )
+        ops.append(
+            Op(_WRITE_FILE, "uid_map", "/proc/self/gid_map", d=f"{SANDBOX_UID} {host_gid} 1\n")
+        )
+        ops.append(Op(_SETRESGID, "drop_uid", arg=SANDBOX_UID))
+        ops.append(Op(_SETRESUID, "drop_uid", arg=SANDBOX_UID))
+    elif drop_root:
+        ops.append(Op(_SETGROUPS_NONE, "drop_uid"))
+        ops.append(Op(_SETRESGID, "drop_uid", arg=host_gid))
+        ops.append(Op(_SETRESUID, "drop_uid", arg=host_uid))
+    # Changing ids clears both; the zygote dying must end the call.
+    ops.append(Op(_PRCTL, "drop_uid", arg=_PR_SET_DUMPABLE, flags=1))
+    ops.append(Op(_PRCTL, "drop_uid", arg=_PR_SET_PDEATHSIG, flags=_SIGKILL))
+    if unshare:
+        ops.append(Op(_UNSHARE, "unshare", flags=unshare))
+    ops.append(Op(_SETSID, "session"))
+    return OpList.of(ops)
