@@ -193,6 +193,8 @@ class Policy:
         self._limits = functools.lru_cache(maxsize=1024)(self._limits_uncached)
         self._env_cache: dict[tuple[Any, ...], dict[str, str]] = {}
         self._plans: dict[tuple[int, str, str | None], _Plan] = {}
+        # budget() per tool name: the tool entries never change after load.
+        self._budgets: dict[str, int | None] = {}
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -237,10 +239,17 @@ class Policy:
     def budget(self, tool: str) -> int | None:
         """Calls of ``tool`` allowed per session (``[tools.X] budget``); None = unlimited.
         The broker counts; the policy only says how many."""
+        try:
+            return self._budgets[tool]
+        except KeyError:
+            pass
         found: int | None = None
         for key, entry in self._tool_entries:
             if entry.budget is not None and fnmatchcase(tool, key):
                 found = entry.budget  # exact entries come last and win
+        if len(self._budgets) >= _PLAN_CACHE_SIZE:  # tool names are caller data: bound it
+            self._budgets.clear()
+        self._budgets[tool] = found
         return found
 
     def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
