@@ -154,6 +154,8 @@ class _Plan(NamedTuple):
     roles: tuple[tuple[str, str], ...]
     network_tool: bool
     caps: tuple[tuple[str, Any], ...]
+    #: The decision's limits (copied for each decision: a caller may edit its own).
+    limits: Limits
     #: (action, rule, reasons) when no conditional rule and no argument role applies.
     verdict: tuple[Action, str, tuple[str, ...]] | None
 
@@ -419,7 +421,6 @@ class Policy:
                         self._check_arg(args[arg], role, cands, urls)
             action, rule_id, reasons = _verdict(cands)
         network_tool = plan.network_tool
-        caps = plan.caps
         network: dict[str, Any] = {}
         if network_tool:
             net = self.document.network
@@ -441,7 +442,7 @@ class Policy:
                 "action": action,
                 "rule": rule_id,
                 "reasons": list(reasons),
-                "limits": _copy(self._limits(tool, profile, network_tool, caps)),
+                "limits": _copy(plan.limits),
                 "profile": profile,
                 "network": network,
                 "env": self.env(session_env if isinstance(session_env, Mapping) else {}),
@@ -468,6 +469,14 @@ class Policy:
         roles = spec.arg_roles
         static = self._static(tool, category, profile)
         conditional = tuple(r for r in self._rules if r.conditions and r.applies_to(tool, category))
+        network_tool = bool(spec.sandbox.egress or category == "network" or "url" in roles.values())
+        caps = tuple(
+            sorted(
+                (k, v)
+                for k, v in spec.limits.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            )
+        )
         plan = _Plan(
             spec=spec,
             static=static,
@@ -476,16 +485,11 @@ class Policy:
                 None if conditional or roles else _verdict(list(static) or [self._default_cand()])
             ),
             roles=tuple(roles.items()),
-            network_tool=bool(
-                spec.sandbox.egress or category == "network" or "url" in roles.values()
-            ),
-            caps=tuple(
-                sorted(
-                    (k, v)
-                    for k, v in spec.limits.items()
-                    if isinstance(v, int | float) and not isinstance(v, bool)
-                )
-            ),
+            network_tool=network_tool,
+            caps=caps,
+            # Raises ManifestError for invalid manifest limits: no plan is kept, and every
+            # decision of the tool raises it, as before plans held the limits.
+            limits=self._limits(tool, profile, network_tool, caps),
         )
         if len(self._plans) >= _PLAN_CACHE_SIZE:
             self._plans.clear()
