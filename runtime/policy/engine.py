@@ -14,6 +14,7 @@ Everything that does not depend on the arguments is compiled at load and cached 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Mapping
@@ -191,6 +192,12 @@ class Policy:
         self._rules = tuple(_CompiledRule(r) for r in doc.rules)
         self._env_pass_exact = tuple(p for p in doc.env.pass_ if not any(c in p for c in "*?["))
         self._env_pass_glob = tuple(p for p in doc.env.pass_ if any(c in p for c in "*?["))
+        # The names as os.environ's own dict keys them (see _host_values); None: not known.
+        self._env_pass_keys: tuple[Any, ...] | None = None
+        encode = getattr(os.environ, "encodekey", None)
+        if encode is not None:
+            with contextlib.suppress(Exception):  # a name the platform cannot encode
+                self._env_pass_keys = tuple(encode(name) for name in self._env_pass_exact)
         self._static = functools.lru_cache(maxsize=1024)(self._static_uncached)
         self._limits = functools.lru_cache(maxsize=1024)(self._limits_uncached)
         self._env_cache: dict[tuple[Any, ...], dict[str, str]] = {}
@@ -264,10 +271,7 @@ class Policy:
         # values of the passed names and the session's items (a dict the broker mutates in
         # place, so its identity is no key). A fresh copy each time: callers may edit it.
         try:
-            key = (
-                tuple([os.environ.get(name) for name in self._env_pass_exact]),
-                tuple(session_env.items()),
-            )
+            key = (self._host_values(), tuple(session_env.items()))
             cached = self._env_cache.get(key)
         except TypeError:  # an unhashable session value: not cacheable, filtered out anyway
             return self._env_uncached(session_env)
@@ -277,6 +281,21 @@ class Policy:
                 self._env_cache.clear()
             self._env_cache[key] = cached
         return dict(cached)
+
+    def _host_values(self) -> tuple[Any, ...]:
+        """The current host values of the ``[env] pass`` names, for the env memo's key.
+
+        Read from ``os.environ``'s own dict (``_data``, keyed by the encoded names; CPython
+        keeps it in step with every ``os.environ`` write): ``os.environ.get`` of a name that
+        is not set raises and catches a KeyError in Python, which was most of a decision's
+        environment cost. The values are only compared (the memo's key), never used; another
+        mapping type (not CPython's) takes ``os.environ.get``.
+        """
+        data = getattr(os.environ, "_data", None)
+        keys = self._env_pass_keys
+        if keys is not None and type(data) is dict:
+            return tuple([data.get(k) for k in keys])
+        return tuple([os.environ.get(name) for name in self._env_pass_exact])
 
     def _env_uncached(self, session_env: Mapping[str, str]) -> dict[str, str]:
         sec = self.document.env
