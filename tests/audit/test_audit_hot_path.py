@@ -12,7 +12,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from runtime.audit import REDACTED, AuditLog
+from runtime.audit import REDACTED, AuditLog, _log
 from runtime.errors import AuditError
 
 DECISION = {"action": "allow", "rule": "tools.echo", "reasons": []}
@@ -133,3 +133,20 @@ def test_hot_path_refuses_what_the_general_path_refuses(tmp_path: Path) -> None:
         _write(log, "c4", dec, foreign, {}, "success", None, None, {"ok": True})
         assert [r.sandbox for r in log.tail(2)] == [SANDBOX, SANDBOX]
         assert log.verify().ok
+
+
+def test_a_batch_larger_than_one_insert_statement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batches are inserted _ROWS_PER_INSERT rows per statement: 700 pending records take
+    # three statements in one transaction and still form one verifiable chain.
+    monkeypatch.setattr(_log, "_BATCH", 10_000)
+    with AuditLog(tmp_path / "big.db") as log:
+        dec, sb = log.prepare("decision", DECISION), log.prepare("sandbox", SANDBOX)
+        for i in range(350):
+            _write(log, f"c{i}", dec, sb, {"i": i}, "success", None, None, {"i": i})
+        assert len(log._pending) == 700
+        log.flush()
+        assert log.head()[0] == 700
+        assert log.verify().ok
+        assert [r.call_id for r in log.tail(2)] == ["c349", "c349"]
