@@ -261,4 +261,32 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
             "{type: tool_use} or MCP {name, arguments}"
         )
     context["shape"] = shape
-    return ToolCall(call_id=call_id, tool=name, arguments=args, context=context)
+    return _tool_call(call_id, name, args, context)
+
+
+_set = object.__setattr__
+_CALL_FIELDS = frozenset(ToolCall.model_fields)
+
+
+def _tool_call(call_id: str, tool: str, args: dict[str, Any], context: dict[str, Any]) -> ToolCall:
+    """``ToolCall(call_id=..., tool=..., arguments=..., context=...)``: built without
+    pydantic-core when every value already has the exact type validation would produce (text
+    names, a dict with text keys; validation would copy the dict, so this copies it too),
+    else validated. Validation was ~5 µs of a call's ~100. Hazard: only for exact types;
+    ``tests/broker/test_shapes_trusted.py`` checks the result equals the validated model."""
+    if type(call_id) is str and type(tool) is str and type(args) is dict:
+        for key in args:
+            if type(key) is not str:
+                break
+        else:
+            out = ToolCall.__new__(ToolCall)
+            _set(
+                out,
+                "__dict__",
+                {"call_id": call_id, "tool": tool, "arguments": dict(args), "context": context},
+            )
+            _set(out, "__pydantic_fields_set__", set(_CALL_FIELDS))
+            _set(out, "__pydantic_extra__", None)  # extra="forbid"
+            _set(out, "__pydantic_private__", None)
+            return out
+    return ToolCall(call_id=call_id, tool=tool, arguments=args, context=context)

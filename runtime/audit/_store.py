@@ -23,6 +23,8 @@ Why these settings:
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import sqlite3
 import time
@@ -83,6 +85,19 @@ _INSERT = (
     f"INSERT INTO audit_records ({', '.join(COLUMNS)}) "  # noqa: S608 - constant names
     f"VALUES ({', '.join('?' for _ in COLUMNS)})"
 )
+# Rows per multi-row INSERT (18 x 256 parameters, far below SQLite's 32766). One statement
+# per batch instead of one execution per row: with AUTOINCREMENT, SQLite updates
+# sqlite_sequence at the end of every INSERT statement, once per row under executemany.
+_ROWS_PER_INSERT = 256
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_rows(n: int) -> str:
+    """An INSERT of ``n`` rows (a few sizes recur: full batches and their remainders)."""
+    one = "(" + ", ".join("?" for _ in COLUMNS) + ")"
+    return _INSERT.split(" VALUES ", maxsplit=1)[0] + " VALUES " + ", ".join([one] * n)
+
+
 _HEAD = "SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1"
 _SET_APPLIED = (
     "INSERT INTO audit_journals (name, applied) VALUES (?, ?) "
@@ -204,7 +219,9 @@ class Database:
             try:
                 head = self.head(conn) or (0, None)
                 rows: list[tuple[Any, ...]] = build(*head)
-                conn.executemany(_INSERT, rows)
+                for i in range(0, len(rows), _ROWS_PER_INSERT):
+                    chunk = rows[i : i + _ROWS_PER_INSERT]
+                    conn.execute(_insert_rows(len(chunk)), list(itertools.chain(*chunk)))
                 if journal is not None:
                     conn.execute(_SET_APPLIED, journal)
                 conn.execute("COMMIT")

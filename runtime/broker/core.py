@@ -32,6 +32,7 @@ from runtime.broker import _fast
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
+from runtime.catalogue.registry import CatalogueEntry
 from runtime.errors import (
     ApprovalRequired,
     AuditError,
@@ -55,6 +56,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
+from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
     from runtime.audit import PreparedObject
@@ -96,6 +98,8 @@ class _CallState:
     t0: float
     tc: ToolCall | None = None
     spec: ToolSpec | None = None
+    #: The tool's catalogue entry (spec, validators, backend name), looked up once.
+    entry: CatalogueEntry | None = None
     decision: Decision | None = None
     fingerprint: Fingerprint | None = None
     outcome: ExecOutcome | None = None
@@ -103,7 +107,7 @@ class _CallState:
     audited: bool = False
     cancelled: bool = False
     result_bytes: bytes | None = None
-    #: ``spec.backend.value``, read once (an enum member's ``.value`` is a descriptor call).
+    #: ``spec.backend.value`` (the entry's), set with the write-ahead record.
     backend_name: str | None = None
 
 
@@ -289,7 +293,8 @@ class Broker:
             spec, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
                 await self._approve(st, decision)
-            kind = spec.backend.value
+            assert st.entry is not None
+            kind = st.entry.backend
             backend = self._backends[kind] if kind in self._started else await self._backend(kind)
             request = self._start(st, backend, session)
             slots = self._slots
@@ -334,7 +339,7 @@ class Broker:
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
-        st.tc, st.spec, backend = self._sync_backend_for(call)
+        st.tc, st.entry, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if decision.action == "ask":
@@ -356,15 +361,15 @@ class Broker:
             result = self._finish(st)
         return result
 
-    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, ToolSpec, Backend]:
-        """The normalised call and its tool (so that _admit does not look them up twice) and
-        its backend."""
+    def _sync_backend_for(self, call: Any) -> tuple[ToolCall, CatalogueEntry, Backend]:
+        """The normalised call and its tool's entry (so that _admit does not look them up
+        twice) and its backend."""
         try:
             tc = self._normalize(call)
-            tool = self.catalogue.get(tc.tool)
+            entry = self.catalogue.entry(tc.tool)
         except RuntimeToolError as exc:
             raise NeedsEventLoop("the call is rejected on the async path") from exc
-        kind = tool.backend.value
+        kind = entry.backend
         backend = self._backends.get(kind)
         if (
             backend is None
@@ -374,7 +379,7 @@ class Broker:
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
         if self.approver is not None and inspect.iscoroutinefunction(self.approver):
             raise NeedsEventLoop("the approver is async")
-        return tc, tool, backend
+        return tc, entry, backend
 
     def _admit(
         self, st: _CallState, session: str, profile: str | None
@@ -386,8 +391,9 @@ class Broker:
         tc.context["env"] = self.session_env(session)
         if self.events.active:
             self.events.emit(Event("requested", tc.call_id, tc.tool))
-        st.spec = spec = st.spec or self.catalogue.get(tc.tool)
-        self.catalogue.argument_validator(spec.name).validate_arguments(spec.name, tc.arguments)
+        st.entry = entry = st.entry or self.catalogue.entry(tc.tool)
+        st.spec = spec = entry.spec
+        entry.args.validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
             session, spec.name, self.policy.decide(tc, spec, profile=profile)
         )
@@ -405,7 +411,8 @@ class Broker:
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
         st.fingerprint = backend.fingerprint()
-        st.backend_name = spec.backend.value
+        assert st.entry is not None
+        st.backend_name = st.entry.backend
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
@@ -462,10 +469,12 @@ class Broker:
         return prepared
 
     def _check_outcome(self, st: _CallState) -> None:
-        assert st.outcome is not None and st.spec is not None and st.decision is not None
+        assert st.outcome is not None and st.entry is not None and st.decision is not None
         if st.outcome.fingerprint is not None:
             st.fingerprint = st.outcome.fingerprint
-        st.result_bytes = self._check_result(st.spec, st.decision.limits, st.outcome.result)
+        st.result_bytes = self._check_result(
+            st.entry.spec, st.decision.limits, st.outcome.result, st.entry.result
+        )
 
     def _closed_under(self, st: _CallState, exc: SandboxError) -> SandboxError:
         """A call whose backend was ended by :meth:`aclose` while it ran: the error type
@@ -543,7 +552,9 @@ class Broker:
             )
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
-    def _check_result(self, spec: ToolSpec, limits: Limits, result: Any) -> bytes | None:
+    def _check_result(
+        self, spec: ToolSpec, limits: Limits, result: Any, validator: SchemaValidator | None
+    ) -> bytes | None:
         """Size cap and result schema; returns the result's canonical bytes (sized here, then
         digested by the completion record: one serialisation per call), or None when the
         result is not plain JSON data (sized as ``json.dumps`` text; the audit log then
@@ -564,7 +575,6 @@ class Broker:
                 limit=limits.output_bytes,
                 preview=preview,
             )
-        validator = self.catalogue.result_validator(spec.name)
         if validator is not None:
             validator.validate_result(spec.name, result)
         return canonical

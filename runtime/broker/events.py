@@ -37,17 +37,21 @@ class EventBus:
         self._streams: list[MemoryObjectSendStream[Event]] = []
         self._buffer = buffer
         self.dropped = 0
+        #: Whether anyone listens: the broker builds no Event when nobody does. A plain
+        #: attribute, kept by every change of the listeners (the broker reads it twice a
+        #: call; a property was a Python call each time).
+        self.active = False
+
+    def _listeners_changed(self) -> None:
+        self.active = bool(self._callbacks or self._streams)
 
     def add_callback(self, callback: Callable[[Event], Any]) -> None:
         self._callbacks.append(callback)
+        self._listeners_changed()
 
     def remove_callback(self, callback: Callable[[Event], Any]) -> None:
         self._callbacks.remove(callback)
-
-    @property
-    def active(self) -> bool:
-        """Whether anyone listens: the broker builds no Event when nobody does."""
-        return bool(self._callbacks or self._streams)
+        self._listeners_changed()
 
     def emit(self, event: Event) -> None:
         for cb in list(self._callbacks):
@@ -62,21 +66,25 @@ class EventBus:
                 self.dropped += 1
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._streams.remove(stream)
+                self._listeners_changed()
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[AsyncIterator[Event]]:
         """``async with bus.subscribe() as events: async for ev in events: ...``"""
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
         self._streams.append(send)
+        self._listeners_changed()
         try:
             async with receive:
                 yield receive
         finally:
             if send in self._streams:
                 self._streams.remove(send)
+                self._listeners_changed()
             send.close()
 
     def close(self) -> None:
         for stream in self._streams:
             stream.close()
         self._streams.clear()
+        self._listeners_changed()

@@ -33,6 +33,9 @@ class Slots:
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._in_use = 0
+        # Threads sleeping in wait_sync (guarded by _lock): release() notifies only when one
+        # is (Condition.notify is Python code: ~20 opcodes a call for nobody).
+        self._sleepers = 0
 
     @property
     def in_use(self) -> int:
@@ -51,7 +54,8 @@ class Slots:
     def release(self) -> None:
         with self._lock:
             self._in_use -= 1
-            self._freed.notify()
+            if self._sleepers:
+                self._freed.notify()
 
     async def wait_async(self) -> None:
         """Take a slot, polling while every slot is taken (cancellation-safe: a cancelled
@@ -72,7 +76,11 @@ class Slots:
         """Take a slot, blocking this thread until one is free. The caller releases it."""
         with self._freed:
             while self._in_use >= self.total:
-                self._freed.wait()
+                self._sleepers += 1
+                try:
+                    self._freed.wait()
+                finally:
+                    self._sleepers -= 1
             self._in_use += 1
 
     @contextmanager

@@ -16,7 +16,7 @@ from runtime.models import BackendKind, ToolSpec
 from runtime.toolkit import builtin_tools_dir
 from runtime.validation import SchemaValidator, compile_schema
 
-__all__ = ["Catalogue", "ToolStats"]
+__all__ = ["Catalogue", "CatalogueEntry", "ToolStats"]
 
 
 @dataclass(slots=True)
@@ -30,11 +30,16 @@ class ToolStats:
         return {"count": self.count, "failures": self.failures, "mean_duration_ms": mean}
 
 
-@dataclass(slots=True)
-class _Entry:
+@dataclass(slots=True, frozen=True)
+class CatalogueEntry:
+    """A registered tool as the broker uses it on every call: its spec, its compiled
+    validators and ``spec.backend.value`` (read once: an enum member's ``.value`` is a
+    descriptor call in Python)."""
+
     spec: ToolSpec
     args: SchemaValidator
     result: SchemaValidator | None
+    backend: str
 
 
 class Catalogue:
@@ -47,7 +52,7 @@ class Catalogue:
         builtins: bool = True,
         folders: Iterable[str | Path] = (),
     ) -> None:
-        self._tools: dict[str, _Entry] = {}
+        self._tools: dict[str, CatalogueEntry] = {}
         self._stats: dict[str, ToolStats] = {}
         self._lock = threading.Lock()
         if builtins:
@@ -72,10 +77,11 @@ class Catalogue:
     def register(self, spec: ToolSpec, *, replace: bool = False) -> None:
         where = str(spec.source) if spec.source else spec.name
         _check_spec(spec, Path(where))
-        entry = _Entry(
+        entry = CatalogueEntry(
             spec=spec,
             args=compile_schema(spec.parameters, where=f"{where}: parameters"),
             result=compile_schema(spec.result, where=f"{where}: result") if spec.result else None,
+            backend=spec.backend.value,
         )
         with self._lock:
             if spec.name in self._tools and not replace:
@@ -94,7 +100,11 @@ class Catalogue:
     def get(self, name: str) -> ToolSpec:
         return self._entry(name).spec
 
-    def _entry(self, name: str) -> _Entry:
+    def entry(self, name: str) -> CatalogueEntry:
+        """The spec, validators and backend name of ``name`` in one lookup (the broker's)."""
+        return self._entry(name)
+
+    def _entry(self, name: str) -> CatalogueEntry:
         entry = self._tools.get(name)
         if entry is None:
             raise ToolNotFound(f"no tool named {name!r}", tool=name)

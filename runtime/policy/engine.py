@@ -14,6 +14,7 @@ Everything that does not depend on the arguments is compiled at load and cached 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Mapping
@@ -154,6 +155,8 @@ class _Plan(NamedTuple):
     roles: tuple[tuple[str, str], ...]
     network_tool: bool
     caps: tuple[tuple[str, Any], ...]
+    #: The decision's limits (copied for each decision: a caller may edit its own).
+    limits: Limits
     #: (action, rule, reasons) when no conditional rule and no argument role applies.
     verdict: tuple[Action, str, tuple[str, ...]] | None
 
@@ -189,10 +192,18 @@ class Policy:
         self._rules = tuple(_CompiledRule(r) for r in doc.rules)
         self._env_pass_exact = tuple(p for p in doc.env.pass_ if not any(c in p for c in "*?["))
         self._env_pass_glob = tuple(p for p in doc.env.pass_ if any(c in p for c in "*?["))
+        # The names as os.environ's own dict keys them (see _host_values); None: not known.
+        self._env_pass_keys: tuple[Any, ...] | None = None
+        encode = getattr(os.environ, "encodekey", None)
+        if encode is not None:
+            with contextlib.suppress(Exception):  # a name the platform cannot encode
+                self._env_pass_keys = tuple(encode(name) for name in self._env_pass_exact)
         self._static = functools.lru_cache(maxsize=1024)(self._static_uncached)
         self._limits = functools.lru_cache(maxsize=1024)(self._limits_uncached)
         self._env_cache: dict[tuple[Any, ...], dict[str, str]] = {}
         self._plans: dict[tuple[int, str, str | None], _Plan] = {}
+        # budget() per tool name: the tool entries never change after load.
+        self._budgets: dict[str, int | None] = {}
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -237,10 +248,17 @@ class Policy:
     def budget(self, tool: str) -> int | None:
         """Calls of ``tool`` allowed per session (``[tools.X] budget``); None = unlimited.
         The broker counts; the policy only says how many."""
+        try:
+            return self._budgets[tool]
+        except KeyError:
+            pass
         found: int | None = None
         for key, entry in self._tool_entries:
             if entry.budget is not None and fnmatchcase(tool, key):
                 found = entry.budget  # exact entries come last and win
+        if len(self._budgets) >= _PLAN_CACHE_SIZE:  # tool names are caller data: bound it
+            self._budgets.clear()
+        self._budgets[tool] = found
         return found
 
     def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
@@ -253,10 +271,7 @@ class Policy:
         # values of the passed names and the session's items (a dict the broker mutates in
         # place, so its identity is no key). A fresh copy each time: callers may edit it.
         try:
-            key = (
-                tuple([os.environ.get(name) for name in self._env_pass_exact]),
-                tuple(session_env.items()),
-            )
+            key = (self._host_values(), tuple(session_env.items()))
             cached = self._env_cache.get(key)
         except TypeError:  # an unhashable session value: not cacheable, filtered out anyway
             return self._env_uncached(session_env)
@@ -266,6 +281,21 @@ class Policy:
                 self._env_cache.clear()
             self._env_cache[key] = cached
         return dict(cached)
+
+    def _host_values(self) -> tuple[Any, ...]:
+        """The current host values of the ``[env] pass`` names, for the env memo's key.
+
+        Read from ``os.environ``'s own dict (``_data``, keyed by the encoded names; CPython
+        keeps it in step with every ``os.environ`` write): ``os.environ.get`` of a name that
+        is not set raises and catches a KeyError in Python, which was most of a decision's
+        environment cost. The values are only compared (the memo's key), never used; another
+        mapping type (not CPython's) takes ``os.environ.get``.
+        """
+        data = getattr(os.environ, "_data", None)
+        keys = self._env_pass_keys
+        if keys is not None and type(data) is dict:
+            return tuple([data.get(k) for k in keys])
+        return tuple([os.environ.get(name) for name in self._env_pass_exact])
 
     def _env_uncached(self, session_env: Mapping[str, str]) -> dict[str, str]:
         sec = self.document.env
@@ -410,7 +440,6 @@ class Policy:
                         self._check_arg(args[arg], role, cands, urls)
             action, rule_id, reasons = _verdict(cands)
         network_tool = plan.network_tool
-        caps = plan.caps
         network: dict[str, Any] = {}
         if network_tool:
             net = self.document.network
@@ -432,7 +461,7 @@ class Policy:
                 "action": action,
                 "rule": rule_id,
                 "reasons": list(reasons),
-                "limits": _copy(self._limits(tool, profile, network_tool, caps)),
+                "limits": _copy(plan.limits),
                 "profile": profile,
                 "network": network,
                 "env": self.env(session_env if isinstance(session_env, Mapping) else {}),
@@ -459,6 +488,14 @@ class Policy:
         roles = spec.arg_roles
         static = self._static(tool, category, profile)
         conditional = tuple(r for r in self._rules if r.conditions and r.applies_to(tool, category))
+        network_tool = bool(spec.sandbox.egress or category == "network" or "url" in roles.values())
+        caps = tuple(
+            sorted(
+                (k, v)
+                for k, v in spec.limits.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            )
+        )
         plan = _Plan(
             spec=spec,
             static=static,
@@ -467,16 +504,11 @@ class Policy:
                 None if conditional or roles else _verdict(list(static) or [self._default_cand()])
             ),
             roles=tuple(roles.items()),
-            network_tool=bool(
-                spec.sandbox.egress or category == "network" or "url" in roles.values()
-            ),
-            caps=tuple(
-                sorted(
-                    (k, v)
-                    for k, v in spec.limits.items()
-                    if isinstance(v, int | float) and not isinstance(v, bool)
-                )
-            ),
+            network_tool=network_tool,
+            caps=caps,
+            # Raises ManifestError for invalid manifest limits: no plan is kept, and every
+            # decision of the tool raises it, as before plans held the limits.
+            limits=self._limits(tool, profile, network_tool, caps),
         )
         if len(self._plans) >= _PLAN_CACHE_SIZE:
             self._plans.clear()

@@ -141,3 +141,17 @@ def test_user_folders_cannot_declare_host_tools(tmp_path: Path) -> None:
     (tmp_path / "mod.py").write_text("def fn(args, ctx):\n    return {}\n")
     with pytest.raises(ManifestError, match="cannot use the 'host' backend"):
         Catalogue(builtins=False, folders=[tmp_path])
+
+
+def test_entry_is_one_lookup_of_spec_validators_and_backend() -> None:
+    cat = Catalogue(builtins=False)
+    cat.register(spec("a"))
+    entry = cat.entry("a")
+    assert entry.spec is cat.get("a")
+    assert entry.args is cat.argument_validator("a")
+    assert entry.result is cat.result_validator("a") and entry.result is not None
+    assert entry.backend == "mock" and type(entry.backend) is str
+    cat.register(spec("a", description="new"), replace=True)
+    assert cat.entry("a").spec.description == "new" and cat.entry("a") is not entry
+    with pytest.raises(ToolNotFound):
+        cat.entry("nope")

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given, settings
+from pydantic import ValidationError
 
 from runtime.broker import _fast
 from runtime.models import ErrorInfo, ToolResult, Usage
@@ -60,3 +66,38 @@ def test_non_empty_usage_is_validated() -> None:
         pass
     else:
         raise AssertionError("invalid usage passed unvalidated")
+
+
+_usage_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=4),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.dictionaries(
+        st.sampled_from([*Usage.model_fields, "custom", "cpu"]), _usage_values, max_size=6
+    )
+)
+def test_usage_built_or_validated_equals_validated(data: dict[str, Any]) -> None:
+    try:
+        ref = Usage.model_validate(data)
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            _fast.usage(data)
+        return
+    fast = _fast.usage(data)
+    assert fast.model_dump() == ref.model_dump() or (
+        # NaN is not equal to itself: compare the text
+        fast.model_dump_json() == ref.model_dump_json()
+    )
+    assert fast.model_fields_set == ref.model_fields_set
+    assert fast.__pydantic_extra__ == ref.__pydantic_extra__
+    assert {k: type(v) for k, v in fast.__dict__.items()} == {
+        k: type(v) for k, v in ref.__dict__.items()
+    }

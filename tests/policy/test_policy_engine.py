@@ -325,3 +325,18 @@ def test_env_cache_follows_session_and_host(monkeypatch: pytest.MonkeyPatch) -> 
     for i in range(200):  # bounded: distinct sessions do not grow the cache without end
         assert policy.env({"N": str(i)})["N"] == str(i)
     assert len(policy._env_cache) <= 64
+
+
+def test_env_memo_key_without_os_environ_internals(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The memo key reads os.environ's own dict; without its encoded names (another platform's
+    # mapping) it reads os.environ.get: host changes are seen either way.
+    for keys_known in (True, False):
+        policy = Policy.from_toml('[env]\npass = ["POLICY_CACHE_Y"]\n')
+        if not keys_known:
+            policy._env_pass_keys = None
+        monkeypatch.setenv("POLICY_CACHE_Y", "one")
+        assert policy.env({})["POLICY_CACHE_Y"] == "one"
+        monkeypatch.setenv("POLICY_CACHE_Y", "two")
+        assert policy.env({})["POLICY_CACHE_Y"] == "two"
+        monkeypatch.delenv("POLICY_CACHE_Y")
+        assert "POLICY_CACHE_Y" not in policy.env({})
