@@ -107,3 +107,17 @@ def test_floor_benchmark_runs() -> None:
     if out["bwrap_calls_per_s"]:
         assert out["bwrap_cpu_ms"] > 0
     json.dumps(out)
+
+
+@pytest.mark.sandbox
+def test_latency_split_benchmark_runs() -> None:
+    """Every step of an isolated call is timed; the backend's methods are its own again
+    afterwards."""
+    from runtime.backends.sandbox import _channels, backend
+
+    before = (backend.SandboxBackend.run_sync, _channels.ControlChannel.wait_for_sync)
+    out = load_benchmark("bench_latency").run_benchmark(n=4, gap=0.0)
+    assert all(out[key] >= 0 for key in ("broker_before_ms", "spawn_ms", "call_ms"))
+    assert out["total_ms"] > 0
+    assert (backend.SandboxBackend.run_sync, _channels.ControlChannel.wait_for_sync) == before
+    json.dumps(out)
