@@ -90,14 +90,7 @@ def _walled(
             os.write(w, json.dumps(out).encode())
         finally:
             os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(data)
-    return result
+    return _collect(r, w, pid)
 
 
 def _both(
@@ -311,14 +304,7 @@ def _identity_in_child(cfg: child.ChildConfig, fresh_userns: bool) -> dict[str, 
             os.write(w, json.dumps(out).encode())
         finally:
             os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(data)
-    return result
+    return _collect(r, w, pid)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="maps an arbitrary host uid: root only")
@@ -359,3 +345,15 @@ def test_the_identity_is_compiled_once(mount_ops: newroot.MountOps) -> None:
     first = child.identity_ops(bare_config(mount_ops=mount_ops))
     assert child.identity_ops(bare_config()) is first
     assert [op.phase for op in first.ops][-2:] == ["unshare", "session"]
+
+
+def _collect(r: int, w: int, pid: int) -> dict[str, Any]:
+    """What the forked child wrote (JSON) once it is gone."""
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(data)
+    return result
