@@ -62,6 +62,8 @@ __all__ = ["CLONER_NAME", "main"]
 CLONER_NAME = b"runtime-cloner"
 #: Most spares kept ready for one profile (its depth grows from 1 with concurrent calls).
 _MAX_DEPTH = 4
+#: Profiles whose raised depth is remembered (beyond it, all start at 1 again).
+_MAX_DEPTHS = 256
 #: The broker's largest control message, and the descriptors one may carry.
 _CONTROL_PACKET = 1 << 20
 _ANCILLARY = socket.CMSG_SPACE(4 * struct.calcsize("i"))
@@ -534,6 +536,8 @@ class Zygote:
                 # None ready while another call of this profile runs on a spare: calls of
                 # it come concurrently, so keep one more ready. (One call at a time never
                 # raises it: each call has ended, reaped, before the next one comes.)
+                if len(self.depth) >= _MAX_DEPTHS and profile not in self.depth:
+                    self.depth.clear()  # bounded: profiles seen long ago start at 1 again
                 self.depth[profile] = min(self.depth.get(profile, 1) + 1, _MAX_DEPTH)
             return None
         fits = [spare for spare in ready if spare.stamp == stamp]
