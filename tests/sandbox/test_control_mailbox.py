@@ -280,3 +280,30 @@ def test_a_call_frame_begun_before_the_spawn_arrives_whole() -> None:
     finally:
         channel.close()
         child.close()
+
+
+def test_the_zygotes_receive_buffer_is_not_in_its_copies() -> None:
+    # 1 MiB the fork-server receives into: untouched until filled, and not inherited by
+    # the cloner or any call (no page tables to copy and tear down for it).
+    import ctypes
+    import os
+
+    from runtime.backends.sandbox.zygote import _packet_buffer
+
+    buffer = _packet_buffer()
+    start = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+    def mapped() -> bool:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                low, high = (int(x, 16) for x in line.split()[0].split("-"))
+                if low <= start < high:
+                    return True
+        return False
+
+    assert mapped()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the copy
+        os._exit(0 if not mapped() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import mmap
 import select
 import socket
 import threading
@@ -172,7 +173,7 @@ class ControlChannel:
         # Reports land here: ``recv`` of a 1 MiB packet bound allocates (mmaps) 1 MiB and
         # shrinks it for every ~200-byte report. One reader at a time in practice (the
         # mailbox's leader), the lock makes it a rule.
-        self._packet = memoryview(bytearray(_CONTROL_PACKET))
+        self._packet = memoryview(mmap.mmap(-1, _CONTROL_PACKET))  # touched as filled
         self._packet_lock = threading.Lock()
 
     # -- the event loop -------------------------------------------------------------------
