@@ -23,6 +23,12 @@ cloner only, and writes each at most once. The cloner's own loop is C (``cloner.
 two clones it writes none of its Python heap, which every call shares; Python runs there
 only when the zygote asks (a tool to load, a new profile to compile, the mask walk's kept
 listings to refresh), and the call decodes its own request.
+
+Spares: pre-forked per profile, fully walled, each warming the tool of the call that made
+it (``child.SpareTools``); a profile keeps more of them ready when its calls come
+concurrently (``_take_spare``). What would block this loop (cgroup ``mkdir``/``rmdir``,
+the unmounting of a finished call's mount namespace, which the zygote holds so that the
+call's exit does not wait for it) runs on the janitor's thread (``cgroups.Janitor``).
 """
 
 from __future__ import annotations
