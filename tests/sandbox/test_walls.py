@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,30 +68,20 @@ def _walled(
 ) -> dict[str, Any]:
     """In a forked child: the walls (C when ``cfg.mount_ops``, else Python), then what the
     process holds and what each probe (path, write) gets; or the failure."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(r)
-            out: dict[str, Any]
-            try:
-                workspace = child.call_workspace(cfg, plan)
-                if cfg.mount_ops is not None:
-                    child.wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
-                else:
-                    child._walls(cfg, plan, limits, workspace)
-            except SetupFailed as exc:
-                out = {"failed": [exc.phase, exc.errno]}
-            else:
-                out = {
-                    "status": _status(),
-                    "rlimits": [list(resource.getrlimit(res)) for res in _RESOURCES],
-                    "probes": [_probe(path, write) for path, write in probes],
-                }
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    return _collect(r, w, pid)
+
+    def body(_report_fd: int) -> dict[str, Any]:
+        workspace = child.call_workspace(cfg, plan)
+        if cfg.mount_ops is not None:
+            child.wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
+        else:
+            child._walls(cfg, plan, limits, workspace)
+        return {
+            "status": _status(),
+            "rlimits": [list(resource.getrlimit(res)) for res in _RESOURCES],
+            "probes": [_probe(path, write) for path, write in probes],
+        }
+
+    return _in_child(body)
 
 
 def _both(
@@ -265,46 +256,34 @@ def test_a_profiles_walls_are_compiled_once() -> None:
 def _identity_in_child(cfg: child.ChildConfig, fresh_userns: bool) -> dict[str, Any]:
     """In a forked child (in a user namespace of its own when ``fresh_userns``, as the
     zygote's clone makes one): the identity steps, then what the process ended up with."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(r)
-            out: dict[str, Any]
-            ns = ("mnt", "net", "ipc", "uts", "user")
-            before = {n: os.readlink(f"/proc/self/ns/{n}") for n in ns}
-            try:
-                if fresh_userns:
-                    # As the zygote's clone does: the namespace is owned by the sandbox
-                    # uid, and the maps name the writer's own effective ids.
-                    os.setegid(cfg.host_gid)
-                    os.seteuid(cfg.host_uid)
-                    _linux.unshare(_linux.CLONE_NEWUSER)
-                spare = os.open("/dev/null", os.O_RDONLY)  # closed: not kept
-                child.first_steps(cfg, {w})
-            except SetupFailed as exc:
-                out = {"failed": [exc.phase, exc.errno]}
-            else:
-                maps = ("uid_map", "gid_map", "setgroups")
-                out = {
-                    "maps": [Path(f"/proc/self/{m}").read_text().split() for m in maps],
-                    "uids": list(os.getresuid()),
-                    "gids": list(os.getresgid()),
-                    "groups": os.getgroups(),
-                    "session_leader": os.getsid(0) == os.getpid() == os.getpgid(0),
-                    "new_ns": sorted(
-                        n for n in ns if os.readlink(f"/proc/self/ns/{n}") != before[n]
-                    ),
-                    "status": _status(),
-                    "dumpable": _linux.prctl(3),  # PR_GET_DUMPABLE
-                    "pdeathsig": _linux.get_pdeathsig(),
-                    "name": Path("/proc/self/comm").read_text().strip(),
-                    "closed": not os.path.exists(f"/proc/self/fd/{spare}"),
-                }
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    return _collect(r, w, pid)
+    ns = ("mnt", "net", "ipc", "uts", "user")
+
+    def body(report_fd: int) -> dict[str, Any]:
+        before = {n: os.readlink(f"/proc/self/ns/{n}") for n in ns}
+        if fresh_userns:
+            # As the zygote's clone does: the namespace is owned by the sandbox uid, and
+            # the maps name the writer's own effective ids.
+            os.setegid(cfg.host_gid)
+            os.seteuid(cfg.host_uid)
+            _linux.unshare(_linux.CLONE_NEWUSER)
+        spare = os.open("/dev/null", os.O_RDONLY)  # closed: not kept
+        child.first_steps(cfg, {report_fd})
+        maps = ("uid_map", "gid_map", "setgroups")
+        return {
+            "maps": [Path(f"/proc/self/{m}").read_text().split() for m in maps],
+            "uids": list(os.getresuid()),
+            "gids": list(os.getresgid()),
+            "groups": os.getgroups(),
+            "session_leader": os.getsid(0) == os.getpid() == os.getpgid(0),
+            "new_ns": sorted(n for n in ns if os.readlink(f"/proc/self/ns/{n}") != before[n]),
+            "status": _status(),
+            "dumpable": _linux.prctl(3),  # PR_GET_DUMPABLE
+            "pdeathsig": _linux.get_pdeathsig(),
+            "name": Path("/proc/self/comm").read_text().strip(),
+            "closed": not os.path.exists(f"/proc/self/fd/{spare}"),
+        }
+
+    return _in_child(body)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="maps an arbitrary host uid: root only")
@@ -347,8 +326,21 @@ def test_the_identity_is_compiled_once(mount_ops: newroot.MountOps) -> None:
     assert [op.phase for op in first.ops][-2:] == ["unshare", "session"]
 
 
-def _collect(r: int, w: int, pid: int) -> dict[str, Any]:
-    """What the forked child wrote (JSON) once it is gone."""
+def _in_child(body: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """``body(report_fd)`` in a forked child: what it returns, or the set-up step that
+    failed ({"failed": [phase, errno]}), as JSON through a pipe once the child is gone."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(r)
+            try:
+                out = body(w)
+            except SetupFailed as exc:
+                out = {"failed": [exc.phase, exc.errno]}
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
     os.close(w)
     data = b""
     while chunk := os.read(r, 65536):
