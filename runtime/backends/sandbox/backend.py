@@ -351,24 +351,25 @@ class SandboxBackend:
 
     # -- one call -----------------------------------------------------------------------
 
-    def _plan(self, request: ExecRequest) -> dict[str, Any]:
+    def _plan(self, request: ExecRequest, key: tuple[Any, ...] | None = None) -> dict[str, Any]:
+        """``key``: :meth:`_plan_key` of ``request`` when the caller has it already."""
         return {
             "call_id": request.call_id,
-            **self._static_plan(request),
+            **self._static_plan(request, key),
             "env": dict(request.env),
         }
 
-    def _profile(self, request: ExecRequest, plan: dict[str, Any]) -> str:
+    def _profile(self, request: ExecRequest, plan: dict[str, Any], key: tuple[Any, ...]) -> str:
         """The zygote's key for ``plan``'s spares (its ``_profile``: the plan without the
         call id, as sorted JSON), made here once per profile and environment instead of by
         the zygote on every spawn, where it sat between the call and its spare."""
-        key = (self._plan_key(request), tuple(sorted(request.env.items())))
-        profile = self._profiles.get(key)
+        with_env = (key, tuple(sorted(request.env.items())))
+        profile = self._profiles.get(with_env)
         if profile is None:
             if len(self._profiles) >= _MAX_PLANS:
                 self._profiles.clear()
             body = {k: v for k, v in plan.items() if k != "call_id"}
-            profile = self._profiles[key] = json.dumps(body, sort_keys=True)
+            profile = self._profiles[with_env] = json.dumps(body, sort_keys=True)
         return profile
 
     @staticmethod
@@ -377,7 +378,9 @@ class SandboxBackend:
         limits = request.limits
         return (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
 
-    def _static_plan(self, request: ExecRequest) -> dict[str, Any]:
+    def _static_plan(
+        self, request: ExecRequest, key: tuple[Any, ...] | None = None
+    ) -> dict[str, Any]:
         """The part of a call's plan that is the same for every call of one profile, built
         once per profile: resolving the workspace is a walk of syscalls, dumping the limits
         and masks a few dozen µs a call. Keyed by the limits' values (``Limits`` is mutable
@@ -386,7 +389,8 @@ class SandboxBackend:
         stamps its identity for the spares)."""
         needs = request.spec.sandbox
         limits = request.limits
-        key = self._plan_key(request)
+        if key is None:
+            key = self._plan_key(request)
         static = self._plans.get(key)
         if static is None:
             access = needs.workspace
@@ -408,7 +412,8 @@ class SandboxBackend:
         (``theirs`` goes to the zygote, then closes here), the spawn message."""
         key, entry, base = self._ref(request.spec)
         call_id = next(self._ids)
-        plan = self._plan(request)
+        plan_key = self._plan_key(request)  # once: the plan's cache and the profile's
+        plan = self._plan(request, plan_key)
         spawn = {
             "type": "spawn",
             "id": call_id,
@@ -416,7 +421,7 @@ class SandboxBackend:
             "entry": entry,
             "base": base,
             "plan": plan,
-            "profile": self._profile(request, plan),
+            "profile": self._profile(request, plan, plan_key),
         }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channel = CallChannel(ours, max_frame=request.limits.output_bytes + 4096)
