@@ -37,6 +37,7 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import os
+import shutil
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -592,20 +593,9 @@ def _warm_spare(
     except Exception:  # noqa: S110 - a warm-up's failure costs only the warming
         pass
     finally:
-        _remove_tree(scratch)
-
-
-def _remove_tree(path: str) -> None:
-    """``shutil.rmtree`` without its import (this runs in every spare): the scratch
-    tree is the warm-up's own, one or two levels deep."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(path):
-            if entry.is_dir(follow_symlinks=False):
-                _remove_tree(entry.path)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-        os.rmdir(path)
+        # shutil is preloaded by the zygote (in every spare already); its fd-based rmtree
+        # never follows a symlink the run may have left.
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc, str]:
