@@ -109,7 +109,11 @@ class Journal:
             self._fd = os.open(temp, _FLAGS, 0o600)
             # A journal dropped without close() (its AuditLog collected) still lets go of
             # the fd and the lock, so that a later open in this process can recover it.
+            # Not at interpreter exit: the exit closes every fd anyway, and the owner's own
+            # exit-time close (a SyncBroker never closed) must still find this one open
+            # (finalizers run newest first, so this one would come before it).
             self._finalizer = weakref.finalize(self, os.close, self._fd)
+            self._finalizer.atexit = False
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.rename(temp, self.path)
         except OSError as exc:
@@ -166,7 +170,10 @@ class Journal:
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if self._finalizer is not None:
-            self._finalizer.detach()
+            # A finalizer that already ran closed the fd: closing its number again could
+            # close whatever file has it since.
+            if self._finalizer.detach() is None:
+                fd = -1
             self._finalizer = None
         if fd >= 0:
             os.close(fd)  # releases the flock

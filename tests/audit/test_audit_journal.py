@@ -330,3 +330,20 @@ def test_a_full_file_system_refuses_write_ahead_records_only(
     _request(log, "c", defer=True)
     assert [r.call_id for r in log.tail(10)] == ["a", "a", "c"]
     assert log.verify().ok
+
+
+def test_close_after_the_finalizer_leaves_a_reused_fd_alone(tmp_path: Path) -> None:
+    # The journal's finalizer (it was collected, or the interpreter is exiting) closed its
+    # fd; the number may belong to another file by the time close() runs.
+    journal = Journal(tmp_path / "audit.db")
+    fd = journal._fd
+    assert journal._finalizer is not None and journal._finalizer.atexit is False
+    journal._finalizer()
+    other = os.open(tmp_path / "other", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        assert other == fd  # the lowest free number: the journal's old one
+        journal.close()
+        os.fstat(other)  # still open
+    finally:
+        os.close(other)
+    journal.remove()
