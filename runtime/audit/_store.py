@@ -105,7 +105,7 @@ _SET_APPLIED = (
 )
 
 
-class WriterBusy(Exception):  # noqa: N818 - a state, not a failure: nothing was written
+class WriterBusy(Exception):
     """``append_batch(..., wait=False)`` found SQLite's write lock held by another connection
     (another broker process inserting its batch); nothing was written or changed."""
 
