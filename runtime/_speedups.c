@@ -1276,6 +1276,10 @@ static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
     signed char next[GATE_MAX];
     const char *data[GATE_MAX];
     Py_ssize_t len[GATE_MAX];
+    /* Each fragment's second byte, tested before memcmp: in text made of letters (the
+     * squashed pass) most positions start some fragment, and a call to memcmp per candidate
+     * was most of the pass. */
+    unsigned char second[GATE_MAX];
     memset(head, -1, sizeof head);
     Py_ssize_t shortest = PY_SSIZE_T_MAX;
     for (Py_ssize_t k = count - 1; k >= 0; k--) {
@@ -1289,6 +1293,7 @@ static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
         }
         data[k] = (const char *)PyUnicode_DATA(f);
         len[k] = m;
+        second[k] = m > 1 ? (unsigned char)data[k][1] : 0;
         unsigned char c = (unsigned char)data[k][0];
         next[k] = head[c];
         head[c] = (signed char)k;
@@ -1301,7 +1306,9 @@ static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
     }
     for (Py_ssize_t i = 0; i <= n - shortest; i++) {
         for (int k = head[(unsigned char)hay[i]]; k >= 0; k = next[k]) {
-            if (len[k] <= n - i && memcmp(hay + i, data[k], (size_t)len[k]) == 0) {
+            /* len[k] <= n - i: hay[i + 1] exists whenever the fragment is longer than 1. */
+            if (len[k] <= n - i && (len[k] == 1 || (unsigned char)hay[i + 1] == second[k]) &&
+                memcmp(hay + i, data[k], (size_t)len[k]) == 0) {
                 return 1;
             }
         }
@@ -1331,9 +1338,10 @@ static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_
     if (low == NULL) {
         return PyErr_NoMemory();
     }
+    /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        char c = s[i];
-        low[i] = (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+        unsigned char c = (unsigned char)s[i];
+        low[i] = (char)(c | (unsigned char)(((unsigned char)(c - 'A') < 26) << 5));
     }
     int hit = any_in(low, n, args[2]);
     if (!hit) {
