@@ -327,6 +327,7 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[True] = True,
+        arguments_bytes: bytes | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -341,6 +342,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[False],
         defer: bool = False,
+        arguments_bytes: bytes | None = None,
     ) -> None: ...
 
     def record_request(
@@ -354,6 +356,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: bool = True,
         defer: bool = False,
+        arguments_bytes: bytes | None = None,
     ) -> AuditRecord | None:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
@@ -361,8 +364,14 @@ class AuditLog:
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
         ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
+        ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
+        already has it (the broker hands it to the backend too): serialised once per call.
         """
-        data = self._canonical("arguments", arguments)
+        data = (
+            arguments_bytes
+            if arguments_bytes is not None and arguments is not None
+            else self._canonical("arguments", arguments)
+        )
         arguments_text = None if arguments is None else data.decode("utf-8")
         if (
             defer
@@ -560,6 +569,11 @@ class AuditLog:
             result_size,
         )
         return self._append(fields, shown, returning, defer)
+
+    def canonical_arguments(self, arguments: Any) -> bytes:
+        """The bytes a request record's ``arguments_digest`` is taken over (RFC 8785, integers
+        beyond 2**53 as strings). Raises AuditError for non-JSON data."""
+        return self._canonical("arguments", arguments)
 
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over

@@ -417,6 +417,7 @@ class Broker:
         st.fingerprint = backend.fingerprint()
         assert st.entry is not None
         st.backend_name = st.entry.backend
+        arguments_json = self.audit.canonical_arguments(tc.arguments)
         self.audit.record_request(
             call_id=tc.call_id,
             tool=spec.name,
@@ -426,6 +427,7 @@ class Broker:
             sandbox=self._audit_sandbox(st.fingerprint),
             returning=False,
             defer=True,
+            arguments_bytes=arguments_json,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -441,6 +443,7 @@ class Broker:
             env=decision.env,
             session=session,
             broker_requests=self._broker_request,
+            arguments_json=arguments_json,
         )
 
     def _audit_decision(self, decision: Decision) -> PreparedObject:

@@ -408,7 +408,7 @@ class WasmBackend:
                 if len(self._hot) >= _HOT_MAX:  # names come from manifests: bound the memo
                     self._hot.clear()
                 self._hot[spec.name] = (spec, loaded, export)
-        payload = GuestABI.encode_arguments(request.arguments)
+        payload = GuestABI.encode_arguments(request.arguments, request.arguments_json)
         result, usage = self._call(loaded, export, payload, request.limits)
         return ExecOutcome(result, usage, self._fingerprint)
 
