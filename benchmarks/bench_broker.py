@@ -17,6 +17,19 @@ checks, with the mock backend (which does no work). Target: ≤ 50 µs (DESIGN �
 - ``sqlite_pair_us`` / ``sqlite_pair_cpu_us``: the floor under any audit design that commits
   both records — two bare autocommit INSERTs (WAL, synchronous=NORMAL) into a two-column
   table, measured in the same blocks; ``broker_minus_sqlite_us`` is what the rest costs.
+- ``broker_components_us``: the figure DESIGN §10 names, "validation + policy + audit", as
+  the sum of its three parts measured one by one in the same blocks (each a median wall µs
+  per call; ``*_cpu_us`` beside them):
+
+  - ``broker_validation_us``: normalise the call, look the tool up, validate its arguments
+    against the schema;
+  - ``broker_policy_us``: ``Policy.decide`` of the normalised call;
+  - ``broker_audit_us``: both records of a call that ran (write-ahead and completion, as
+    the broker writes them: journaled, then inserted into SQLite in batches by the call
+    that fills one — those calls are above the median; the CPU figure includes them).
+
+  The end-to-end figures above (the whole call: these parts plus the backend call, the
+  result checks, the ToolResult, the events) stay the headline.
 """
 
 from __future__ import annotations
@@ -33,10 +46,11 @@ from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 
+from runtime.audit import AuditLog
 from runtime.backends.mock import MockBackend
 from runtime.broker import Broker, SyncBroker
 from runtime.catalogue import Catalogue
-from runtime.models import ToolSpec
+from runtime.models import ToolSpec, new_call_id
 
 SPEC = ToolSpec.model_validate(
     {
@@ -86,6 +100,62 @@ def _sqlite_pair(path: Path) -> tuple[Callable[[], None], Callable[[], None]]:
     return pair, conn.close
 
 
+def _components(
+    broker: Broker, audit: AuditLog
+) -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
+    """The three parts of DESIGN §10's "validation + policy + audit", one call each, done as
+    ``Broker.call_sync`` does them (``audit`` is a log of its own, so that its chain holds only
+    these records)."""
+    tc = broker._normalize(CALL)
+    tc.context["env"] = broker.session_env(broker.session)
+    entry = broker.catalogue.entry(tc.tool)
+    spec = entry.spec
+    decision = broker.policy.decide(tc, spec)
+    backend = broker._backends["mock"]
+    shown = {"action": decision.action, "rule": decision.rule, "reasons": decision.reasons}
+    prepared_decision = audit.prepare("decision", shown)
+    prepared_sandbox = audit.prepare("sandbox", backend.fingerprint().as_dict())
+    result = {"ok": True}
+    usage = {"cpu_ms": 0.0}
+
+    def validation() -> None:
+        call = broker._normalize(CALL)
+        found = broker.catalogue.entry(call.tool)
+        found.args.validate_arguments(found.spec.name, call.arguments)
+
+    def policy() -> None:
+        broker.policy.decide(tc, spec)
+
+    def audit_pair() -> None:
+        call_id = new_call_id()
+        audit.record_request(
+            call_id=call_id,
+            tool=spec.name,
+            arguments=tc.arguments,
+            decision=prepared_decision,
+            backend="mock",
+            sandbox=prepared_sandbox,
+            returning=False,
+            defer=True,
+        )
+        audit.record_completion(
+            call_id=call_id,
+            tool=spec.name,
+            outcome="success",
+            error_type=None,
+            duration_ms=0.05,
+            usage=usage,
+            result=result,
+            result_bytes=audit.canonical_result(result),
+            backend="mock",
+            sandbox=prepared_sandbox,
+            returning=False,
+            defer=True,
+        )
+
+    return validation, policy, audit_pair
+
+
 def run_benchmark(n: int = 5000, blocks: int = 10) -> dict[str, Any]:
     per = max(1, n // blocks)
     with tempfile.TemporaryDirectory() as tmp, start_blocking_portal() as portal:
@@ -131,14 +201,21 @@ def run_benchmark(n: int = 5000, blocks: int = 10) -> dict[str, Any]:
         )
         pure.open()
         pair, close_pair = _sqlite_pair(work / "floor.db")
+        parts_log = AuditLog(work / "audit4.db")
+        assert sync.broker is not None
+        validation, policy, audit_pair = _components(sync.broker, parts_log)
+        parts = {"validation": validation, "policy": policy, "audit": audit_pair}
         try:
             for _ in range(min(200, n)):  # warm-up: imports, prepared statements, caches
                 via_async()
                 sync.call(CALL)
                 pure.call(CALL)
                 pair()
-            wall: dict[str, list[float]] = {"async": [], "sync": [], "pure": [], "sqlite": []}
-            cpu: dict[str, list[float]] = {"async": [], "sync": [], "pure": [], "sqlite": []}
+                for fn in parts.values():
+                    fn()
+            names = ("async", "sync", "pure", "sqlite", *parts)
+            wall: dict[str, list[float]] = {name: [] for name in names}
+            cpu: dict[str, list[float]] = {name: [] for name in names}
             for _ in range(blocks):
                 s, c = portal.call(async_block, per)
                 wall["async"].append(statistics.median(s))
@@ -152,9 +229,15 @@ def run_benchmark(n: int = 5000, blocks: int = 10) -> dict[str, Any]:
                 s, c = _block(pair, per)
                 wall["sqlite"].append(statistics.median(s))
                 cpu["sqlite"].append(c)
+                for name, fn in parts.items():
+                    s, c = _block(fn, per)
+                    wall[name].append(statistics.median(s))
+                    cpu[name].append(c)
                 backend.requests.clear()
             verified = all(b.audit.verify().ok for b in (broker, sync, pure))
+            verified = verified and parts_log.verify().ok
         finally:
+            parts_log.close()
             close_pair()
             pure.close()
             sync.close()
@@ -171,6 +254,10 @@ def run_benchmark(n: int = 5000, blocks: int = 10) -> dict[str, Any]:
         "sqlite_pair_us": round(med["sqlite"], 1),
         "sqlite_pair_cpu_us": round(cmed["sqlite"], 1),
         "broker_minus_sqlite_us": round(med["sync"] - med["sqlite"], 1),
+        "broker_components_us": round(sum(med[k] for k in parts), 1),
+        "broker_components_cpu_us": round(sum(cmed[k] for k in parts), 1),
+        **{f"broker_{k}_us": round(med[k], 1) for k in parts},
+        **{f"broker_{k}_cpu_us": round(cmed[k], 1) for k in parts},
         "broker_audit_verified": verified,
         "broker_calls": per * blocks,
     }

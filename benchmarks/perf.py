@@ -2,8 +2,9 @@
 
 One process runs, one after the other and each with its own baseline interleaved:
 
-- bench_broker: ``broker_overhead_us`` (mock backend; goal <= 50) next to the bare SQLite
-  floor of two committed records;
+- bench_broker: ``broker_overhead_us`` (mock backend, the whole call; goal <= 50) next to
+  the bare SQLite floor of two committed records, and ``broker_components_us``: DESIGN §10's
+  "validation + policy + audit" alone, the sum of its three parts measured one by one;
 - bench_wasm: ``wasm_call_us`` (json_parse of 1 KiB through SyncBroker), ``bare_wasmtime_us``,
   ``wasm_vs_bare`` (goal <= 1.5), ``wasm_calls_per_s`` (goal >= 10,000: one broker, two
   threads) and ``wasm_calls_per_s_2p`` (the same goal: two broker processes, one audit log);
@@ -229,6 +230,14 @@ def _table(out: dict[str, Any]) -> str:
             "broker_overhead_sync_cpu_us",
         ),
         ("  floor: 2 bare SQLite commits (µs)", "sqlite_pair_us", "sqlite_pair_cpu_us"),
+        (
+            "broker validation+policy+audit (µs)",
+            "broker_components_us",
+            "broker_components_cpu_us",
+        ),
+        ("  validation (µs)", "broker_validation_us", "broker_validation_cpu_us"),
+        ("  policy (µs)", "broker_policy_us", "broker_policy_cpu_us"),
+        ("  audit, both records (µs)", "broker_audit_us", "broker_audit_cpu_us"),
         ("wasm json_parse 1 KiB via broker (µs)", "wasm_call_us", "wasm_call_cpu_us"),
         ("wasm backend alone (µs)", "wasm_backend_us", "wasm_backend_cpu_us"),
         ("bare wasmtime store+inst+call (µs)", "bare_wasmtime_us", "bare_wasmtime_cpu_us"),

@@ -473,3 +473,19 @@ def test_not_an_extension_is_an_import_error(tmp_path: Path, _built: tuple[Path,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ImportError"), proc.stdout
+
+
+# ASCII text only (the C walk's two-pass escape), every character likely, long enough to
+# outgrow the encoder's first buffer: runs without escapes, escapes back to back.
+ASCII_TEXT = st.text(st.characters(max_codepoint=127), max_size=3000) | st.lists(
+    st.sampled_from(["ab", '"', "\\", "\x00", "\n", "\x1f", "\x7f", "x" * 700]), max_size=40
+).map("".join)
+
+
+@given(st.dictionaries(ASCII_TEXT, ASCII_TEXT | st.lists(ASCII_TEXT, max_size=3), max_size=4))
+def test_ascii_escapes_equal_the_walk(c_mod: ModuleType, value: dict[str, Any]) -> None:
+    for ijson in (False, True):
+        assert _outcome(c_mod.canonical, value, ijson) == _outcome(
+            _canonical._py_encode, value, ijson
+        )
+    assert c_mod.canonical(value, False) == rfc8785.dumps(value)

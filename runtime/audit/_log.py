@@ -66,7 +66,7 @@ from runtime.audit._record import (
     row_to_record,
 )
 from runtime.audit._redact import Redactor
-from runtime.audit._store import Database
+from runtime.audit._store import Database, WriterBusy
 from runtime.audit._verify import VerifyReport, verify_rows
 from runtime.errors import AuditError
 from runtime.models import AuditRecord
@@ -83,6 +83,16 @@ log = logging.getLogger("runtime.audit")
 # CPU per inserted row falls with the batch (measured ~14 µs at 64 rows, ~10 µs at 256).
 _BATCH = 256
 _IDLE_S = 0.1
+# While another writer (another broker process on the same file) holds SQLite's write lock,
+# the appender that filled a batch does not wait for it: SQLite's busy handler sleeps 1, 2,
+# 5, 10 ms... between tries, in the calling thread, for as long as the other batch takes
+# (measured ~2 ms a batch of two processes' contention, ~1 % of their calls' wall time). It
+# keeps journaling and tries again _RETRY_EVERY records later; from _BATCH_MAX pending
+# records on it waits, as before (the bound on records only in the journal). The idle thread
+# does not wait either, until the oldest pending record is _IDLE_WAIT_S old.
+_BATCH_MAX = 4 * _BATCH
+_RETRY_EVERY = 32
+_IDLE_WAIT_S = 1.0
 # A journal whose records are all in the database is replaced by a fresh file beyond this size.
 _ROTATE_BYTES = 1 << 20
 # The writer connection does not checkpoint the WAL itself (SQLite's automatic checkpoint at
@@ -287,6 +297,9 @@ class AuditLog:
         self._wake = threading.Event()
         self._stopping = False
         self._oldest = 0.0  # time.monotonic() of the first pending record
+        # While another writer holds the lock: the pending count at which the next journaled
+        # append tries the batch again (0: at _BATCH); guarded by _write_lock.
+        self._retry_at = 0
         self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
         try:
             self._recover()
@@ -314,6 +327,7 @@ class AuditLog:
         backend: str | None,
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[True] = True,
+        arguments_bytes: bytes | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -328,6 +342,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[False],
         defer: bool = False,
+        arguments_bytes: bytes | None = None,
     ) -> None: ...
 
     def record_request(
@@ -341,6 +356,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: bool = True,
         defer: bool = False,
+        arguments_bytes: bytes | None = None,
     ) -> AuditRecord | None:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
@@ -348,8 +364,14 @@ class AuditLog:
         Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
         ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
+        ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
+        already has it (the broker hands it to the backend too): serialised once per call.
         """
-        data = self._canonical("arguments", arguments)
+        data = (
+            arguments_bytes
+            if arguments_bytes is not None and arguments is not None
+            else self._canonical("arguments", arguments)
+        )
         arguments_text = None if arguments is None else data.decode("utf-8")
         if (
             defer
@@ -548,6 +570,11 @@ class AuditLog:
         )
         return self._append(fields, shown, returning, defer)
 
+    def canonical_arguments(self, arguments: Any) -> bytes:
+        """The bytes a request record's ``arguments_digest`` is taken over (RFC 8785, integers
+        beyond 2**53 as strings). Raises AuditError for non-JSON data."""
+        return self._canonical("arguments", arguments)
+
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over
         (RFC 8785, integers beyond 2**53 as strings). Raises AuditError for non-JSON data."""
@@ -729,27 +756,41 @@ class AuditLog:
                         daemon=True,
                     )
                     self._thread.start()
-            elif len(self._pending) >= _BATCH:
+            elif len(self._pending) >= _BATCH and len(self._pending) >= self._retry_at:
                 # Group commit in the appending thread: no second thread competes for the
                 # GIL on the hot path. This record is in the journal already; if the
                 # insertion fails it is kept, and the next append retries and refuses.
                 with self._db_lock:
                     try:
-                        self._insert_pending_locked()
-                        self._rotate_locked()
+                        wait = len(self._pending) >= _BATCH_MAX
+                        if self._insert_pending_locked(wait=wait):
+                            self._rotate_locked()
+                        else:  # another writer holds the lock: try again a little later
+                            self._retry_at = len(self._pending) + _RETRY_EVERY
                     except AuditError as exc:
                         log.error("audit: %s (records kept in the journal)", exc)
 
-    def _insert_pending_locked(self) -> None:
-        """Insert the failed and pending records, in order. Holds _write_lock and _db_lock."""
+    def _insert_pending_locked(self, *, wait: bool = True) -> bool:
+        """Insert the failed and pending records, in order. Holds _write_lock and _db_lock.
+        With ``wait=False``, returns False (records kept pending) when another writer holds
+        SQLite's write lock."""
         batch, self._pending = self._pending, []
-        self._insert_locked(batch)
+        try:
+            self._insert_locked(batch, wait=wait)
+        except WriterBusy:
+            self._pending = batch
+            return False
+        self._retry_at = 0
+        return True
 
-    def _insert_locked(self, batch: list[_Pending]) -> None:
+    def _insert_locked(self, batch: list[_Pending], *, wait: bool = True) -> None:
         """Insert ``batch`` after any earlier failed one. Holds _db_lock; on failure the
-        records are kept for the next attempt (they are in the journal anyway)."""
-        if self._failed:
-            batch = self._failed + batch
+        records are kept for the next attempt (they are in the journal anyway). Raises
+        WriterBusy (``wait=False``), with nothing changed, when another writer holds the
+        lock."""
+        failed = self._failed
+        if failed:
+            batch = failed + batch
         self._failed = []
         if not batch:
             return
@@ -758,7 +799,11 @@ class AuditLog:
             self._db(write=True).append_batch(
                 _chain(batch),  # (fields, end, parts): chain_rows reads first and last
                 (self._journal.name, batch[-1][1]),
+                wait=wait,
             )
+        except WriterBusy:
+            self._failed = failed
+            raise
         except BaseException:
             self._failed = batch
             raise
@@ -780,12 +825,13 @@ class AuditLog:
                 return False
             if not (self._pending or self._failed):
                 return True
-            if self._pending and time.monotonic() - self._oldest < _IDLE_S:
+            waited = time.monotonic() - self._oldest
+            if self._pending and waited < _IDLE_S:
                 return True
             with self._db_lock:
                 try:
-                    self._insert_pending_locked()
-                    self._rotate_locked()
+                    if self._insert_pending_locked(wait=waited >= _IDLE_WAIT_S):
+                        self._rotate_locked()
                 except AuditError as exc:
                     log.error("audit: %s (records kept in the journal)", exc)
                 except Exception:

@@ -35,7 +35,7 @@ from typing import Any
 from runtime.audit._record import COLUMNS
 from runtime.errors import AuditError
 
-__all__ = ["SCHEMA_VERSION", "Database"]
+__all__ = ["SCHEMA_VERSION", "Database", "WriterBusy"]
 
 SCHEMA_VERSION = 1
 
@@ -103,6 +103,11 @@ _SET_APPLIED = (
     "INSERT INTO audit_journals (name, applied) VALUES (?, ?) "
     "ON CONFLICT (name) DO UPDATE SET applied = excluded.applied"
 )
+
+
+class WriterBusy(Exception):
+    """``append_batch(..., wait=False)`` found SQLite's write lock held by another connection
+    (another broker process inserting its batch); nothing was written or changed."""
 
 
 class Database:
@@ -203,19 +208,23 @@ class Database:
             return row
 
     def append_batch(
-        self, build: Any, journal: tuple[str, int] | None = None
+        self, build: Any, journal: tuple[str, int] | None = None, *, wait: bool = True
     ) -> tuple[Any, ...] | None:
         """Insert the rows ``build(head_seq, head_hash)`` returns, in one transaction.
 
         ``journal = (name, applied)`` records, in the same transaction, that the journal
         ``name`` is in the database up to byte ``applied``. Returns the last row inserted.
         The write lock is taken up front (BEGIN IMMEDIATE), so the head read inside cannot
-        be overtaken by another writer; nothing is retried.
+        be overtaken by another writer; nothing is retried. ``wait=False`` does not wait for
+        a write lock another connection holds: it raises :class:`WriterBusy` at once.
         """
         conn = self.conn
         self._check_file()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if wait:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                self._begin_now(conn)
             try:
                 head = self.head(conn) or (0, None)
                 rows: list[tuple[Any, ...]] = build(*head)
@@ -235,6 +244,20 @@ class Database:
         last = rows[-1] if rows else None
         self._head = (last[0], last[-1]) if last is not None else None
         return last
+
+    def _begin_now(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE without SQLite's busy handler, which sleeps 1, 2, 5, 10 ms...
+        between tries while another process holds the write lock (for as long as its batch
+        takes): :class:`WriterBusy` instead. The timeout is restored whatever happens."""
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                raise WriterBusy(str(exc)) from exc
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
 
     def checkpoint(self) -> None:
         """Copy the WAL's committed pages into the database file (PASSIVE: never waits for

@@ -61,6 +61,10 @@ class ExecRequest:
     session: str = "default"
     #: Set by the broker for tools that may use egress / ask the user.
     broker_requests: EgressHandler | None = None
+    #: The arguments' canonical JSON (RFC 8785, I-JSON: integers beyond 2**53 as strings),
+    #: set by the broker, which hashed it for the write-ahead record; a backend whose input
+    #: is that very text (the wasm ABI's, for text-only arguments) reuses it. None: not known.
+    arguments_json: bytes | None = None
 
 
 @dataclass(slots=True)

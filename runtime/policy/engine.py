@@ -294,7 +294,7 @@ class Policy:
         data = getattr(os.environ, "_data", None)
         keys = self._env_pass_keys
         if keys is not None and type(data) is dict:
-            return tuple([data.get(k) for k in keys])
+            return tuple(map(data.get, keys))  # a C loop: no comprehension frame
         return tuple([os.environ.get(name) for name in self._env_pass_exact])
 
     def _env_uncached(self, session_env: Mapping[str, str]) -> dict[str, str]:

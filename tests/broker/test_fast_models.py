@@ -101,3 +101,15 @@ def test_usage_built_or_validated_equals_validated(data: dict[str, Any]) -> None
     assert {k: type(v) for k, v in fast.__dict__.items()} == {
         k: type(v) for k, v in ref.__dict__.items()
     }
+
+
+def test_usage_signature_memo_is_bounded_and_exact() -> None:
+    """The fast path's memo is keyed by the keys and the exact value types: a signature seen
+    with ints is not taken for floats, and distinct signatures never grow it past its bound."""
+    assert _fast.usage({"fuel": 3, "cpu_ms": 1.5}).fuel == 3
+    assert type(_fast.usage({"fuel": 3.0, "cpu_ms": 1.5}).fuel) is int  # validated: 3.0 -> 3
+    with pytest.raises(ValidationError):
+        _fast.usage({"fuel": 3.5, "cpu_ms": 1.5})
+    for i in range(3 * _fast._SIGNATURES_MAX):
+        _fast.usage({f"extra{i}": i})
+        assert len(_fast._SIGNATURES) <= _fast._SIGNATURES_MAX

@@ -50,3 +50,25 @@ async def test_non_json_result_still_sized_and_refused(make_broker: Callable[...
     # Not JSON data: the completion record cannot be written, and the broker says so.
     assert not r.success and r.error is not None
     assert r.error.details.get("fail_closed") is True
+
+
+async def test_arguments_serialised_once_for_record_and_backend(
+    make_broker: Callable[..., Any],
+) -> None:
+    """The write-ahead record's digest and the request's ``arguments_json`` come from one
+    serialisation: the canonical text the backend may reuse is the digested text."""
+    seen: list[ExecRequest] = []
+
+    def handler(req: ExecRequest) -> Any:
+        seen.append(req)
+        return {"ok": True}
+
+    async with make_broker(handler) as broker:
+        r = await broker.call({"tool": "echo", "arguments": {"text": 'hi é " \n'}})
+        request_record = broker.audit.tail(2)[0]
+        assert broker.audit.verify().ok
+    assert r.success and len(seen) == 1
+    expected = canonical_json_ijson({"text": 'hi é " \n'})
+    assert seen[0].arguments_json == expected
+    assert request_record.kind == "request"
+    assert request_record.arguments_digest == sha256_hex(expected)

@@ -75,6 +75,11 @@ def test_broker_benchmark_runs() -> None:
     assert out["broker_audit_verified"] is True
     for key in ("broker_overhead_us", "broker_overhead_sync_us", "sqlite_pair_us"):
         assert out[key] > 0
+    # DESIGN §10's "validation + policy + audit": the sum of its three parts, each measured.
+    parts = ("broker_validation_us", "broker_policy_us", "broker_audit_us")
+    assert all(out[key] > 0 for key in parts)
+    assert out["broker_components_us"] == pytest.approx(sum(out[key] for key in parts), abs=0.2)
+    assert out["broker_components_cpu_us"] > 0
     json.dumps(out)
 
 

@@ -14,6 +14,8 @@ import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime import _speedups
+from runtime.audit import _canonical
 from runtime.backends.wasm import WasmBackend, _engine, _hot
 from runtime.backends.wasm import backend as wasm_backend
 from runtime.backends.wasm._engine import make_engine
@@ -205,6 +207,40 @@ def test_encode_arguments_is_json_dumps(arguments: dict[str, Any]) -> None:
     # The reused C encoder must give the bytes json.dumps gives with the ABI's settings.
     expected = json.dumps(arguments, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     assert GuestABI.encode_arguments(arguments) == expected.encode()
+
+
+_text_arguments = st.dictionaries(st.text(max_size=8), st.text(), max_size=4) | (
+    st.dictionaries(st.text(max_size=8), st.text(), max_size=4).map(
+        lambda d: dict(sorted(d.items()))
+    )
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(arguments=_text_arguments)
+def test_canonical_arguments_are_the_encoding_where_reused(arguments: dict[str, str]) -> None:
+    """Where encode_arguments returns the caller's canonical text instead of encoding (text
+    only, keys in order), that text is byte for byte what it would have encoded — with the C
+    accelerator's canonical form and with the pure-Python one."""
+    encoded = GuestABI.encode_arguments(arguments)
+    mod = _speedups.module()
+    for encoder in (_canonical._py_encode, *(() if mod is None else (mod.canonical,))):
+        canonical = encoder(arguments, True)
+        reused = GuestABI.encode_arguments(arguments, canonical)
+        keys = list(arguments)
+        in_order = len(keys) <= 1 or (keys == sorted(keys) and "".join(keys).isascii())
+        assert (reused is canonical) is in_order
+        assert reused == encoded
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"n": 1}, {"b": "x", "a": "y"}, {"e": "y", "\u00e9": "x"}, {"a": "x", "b": ["y"]}],
+    ids=["number", "unordered", "non-ascii-keys", "list"],
+)
+def test_canonical_text_is_not_reused_where_it_could_differ(arguments: dict[str, Any]) -> None:
+    sentinel = b'{"not":"this"}'
+    assert GuestABI.encode_arguments(arguments, sentinel) != sentinel
 
 
 @settings(max_examples=300, deadline=None)

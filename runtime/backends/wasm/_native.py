@@ -297,20 +297,21 @@ class NativeCaller:
                         self._free(c.output)
                 else:
                     body = scratch.buf[:n]
+            # Positional, in field order: keywords cost a dict's worth of work per call.
             return NativeResult(
-                status=status,
-                fuel_left=c.fuel_left,
-                memory_size=c.memory_size,
-                packed=c.packed,
-                oom_flag=c.oom_flag,
-                has_memory=bool(c.has_memory),
-                cpu_ns=c.cpu_ns,
-                wall_ns=c.wall_ns,
-                may_overflow=bool(c.may_overflow),
-                out_status=c.out_status,
-                body=body,
-                error=_hot._error(c.error) if c.error else None,
-                trap=_hot._trap(c.trap) if c.trap else None,
+                status,
+                c.fuel_left,
+                c.memory_size,
+                c.packed,
+                c.oom_flag,
+                bool(c.has_memory),
+                c.cpu_ns,
+                c.wall_ns,
+                bool(c.may_overflow),
+                c.out_status,
+                body,
+                _hot._error(c.error) if c.error else None,
+                _hot._trap(c.trap) if c.trap else None,
             )
         finally:
             c.input = None  # the struct would otherwise keep the last payload alive

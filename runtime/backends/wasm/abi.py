@@ -106,6 +106,13 @@ _FLOAT_CHECKING_DECODER = json.JSONDecoder(
 )
 
 
+def _keys_in_canonical_order(arguments: dict[str, Any]) -> bool:
+    """Whether ``arguments`` iterates in RFC 8785's key order: sorted, by code point, which
+    is its UTF-16 order for ASCII keys (beyond the BMP the two orders differ: not taken)."""
+    keys = list(arguments)
+    return keys == sorted(keys) and "".join(keys).isascii()
+
+
 class GuestABI:
     """Names and codecs of ABI version 1 (see the module docstring)."""
 
@@ -118,11 +125,19 @@ class GuestABI:
     STATUS_EXHAUSTED: ClassVar[int] = 2
 
     @staticmethod
-    def encode_arguments(arguments: dict[str, Any]) -> bytes:
-        """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross."""
+    def encode_arguments(arguments: dict[str, Any], canonical: bytes | None = None) -> bytes:
+        """The arguments as compact UTF-8 JSON. Lone surrogates and NaN cannot cross.
+
+        ``canonical`` is the arguments' RFC 8785 text when the caller has it (the broker's,
+        ``ExecRequest.arguments_json``): for text-only arguments whose keys are in order it
+        is these very bytes (property-tested), so it is returned as is."""
         try:
             if type(arguments) is dict:
                 if all(type(k) is str and type(v) is str for k, v in arguments.items()):
+                    if canonical is not None and (
+                        len(arguments) == 1 or _keys_in_canonical_order(arguments)
+                    ):
+                        return canonical
                     # Strings only (json_parse, base64, hash, csv, regex take text): for str,
                     # pydantic-core writes json.dumps's bytes (property-tested) as bytes, with
                     # no intermediate str; numbers it would format differently, so not those.

@@ -408,9 +408,9 @@ class WasmBackend:
                 if len(self._hot) >= _HOT_MAX:  # names come from manifests: bound the memo
                     self._hot.clear()
                 self._hot[spec.name] = (spec, loaded, export)
-        payload = GuestABI.encode_arguments(request.arguments)
+        payload = GuestABI.encode_arguments(request.arguments, request.arguments_json)
         result, usage = self._call(loaded, export, payload, request.limits)
-        return ExecOutcome(result=result, usage=usage, fingerprint=self.fingerprint())
+        return ExecOutcome(result, usage, self._fingerprint)
 
     def _call(
         self, loaded: _Loaded, export: str, payload: bytes, limits: Limits
@@ -429,77 +429,58 @@ class WasmBackend:
                 limit="wasm_memory_mb",
                 input_bytes=len(payload),
             )
-        slots = self._slots
-        slots.get()
-        try:
-            return self._call_in_slot(loaded, export, payload, limits)
-        finally:
-            slots.put(None)
-
-    def _call_in_slot(
-        self, loaded: _Loaded, export: str, payload: bytes, limits: Limits
-    ) -> tuple[Any, dict[str, Any]]:
         # Limits.wasm_fuel has no upper bound; the C API takes a u64 (and ctypes would wrap a
         # larger int silently, to a budget of next to nothing).
         fuel = min(limits.wasm_fuel, _MAX_FUEL)
         deadline = max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1
         native = self._native if self._native is not None else self.native_caller()
-        may_overflow: bool | None = None
-        if isinstance(native, NativeCaller):
-            status, body, usage, may_overflow = self._run_native(
-                native, loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
-            )
-        else:
-            out, usage = self._run_ctypes(
-                loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
-            )
-            status, body = out[0], out[1:]
-        if status == GuestABI.STATUS_OK:
-            return GuestABI.decode_result(body, may_overflow), usage
+        slots = self._slots
+        slots.get()
+        try:
+            if isinstance(native, NativeCaller):
+                # The native call inline (this is every call's path where the helper loads):
+                # one frame instead of two, the result read straight off the struct.
+                res = native.call(
+                    self._engine_ptr,
+                    loaded.pre,
+                    export.encode(),
+                    payload,
+                    memory_bytes=memory_limit,
+                    table_elements=_TABLE_ELEMENTS,
+                    fuel=fuel,
+                    epoch_deadline=deadline,
+                    max_output=limits.output_bytes + 1,
+                    has_oom=loaded.has_oom,
+                )
+                usage = {
+                    "fuel": fuel - res.fuel_left,
+                    "peak_memory_bytes": res.memory_size,
+                    "cpu_ms": res.cpu_ns / 1e6,
+                    "wall_ms": res.wall_ns / 1e6,
+                }
+                body = res.body
+                if res.status != Status.OK or body is None:
+                    raise self._native_error(
+                        res, usage, loaded.has_oom, memory_limit, limits.output_bytes
+                    )
+                status = res.out_status
+                if status == GuestABI.STATUS_OK:
+                    return GuestABI.decode_result(body, res.may_overflow), usage
+            else:
+                out, usage = self._run_ctypes(
+                    loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
+                )
+                status, body = out[0], out[1:]
+                if status == GuestABI.STATUS_OK:
+                    return GuestABI.decode_result(body), usage
+        finally:
+            slots.put(None)
         message = GuestABI.decode_message(body)[:2000]
         if status == GuestABI.STATUS_EXHAUSTED:
             raise ResourceLimitExceeded(message, usage=usage, limit="guest")
         if status == GuestABI.STATUS_ERROR:
             raise ToolFailed(message, usage=usage)
         raise SandboxError(f"wasm guest returned unknown status {status}", usage=usage)
-
-    def _run_native(
-        self,
-        native: NativeCaller,
-        loaded: _Loaded,
-        export: str,
-        payload: bytes,
-        *,
-        limits: Limits,
-        fuel: int,
-        deadline: int,
-    ) -> tuple[int, bytes | bytearray, dict[str, Any], bool]:
-        """The call as one foreign call (``_native``); each status becomes the error
-        ``_run_ctypes`` raises at the same step. Returns the output's status byte, its body,
-        the usage, and whether the body may hold a float beyond the double range
-        (``abi._may_overflow``, computed in C)."""
-        memory_limit = limits.wasm_memory_mb * _MIB
-        res = native.call(
-            self._engine_ptr,
-            loaded.pre,
-            export.encode(),
-            payload,
-            memory_bytes=memory_limit,
-            table_elements=_TABLE_ELEMENTS,
-            fuel=fuel,
-            epoch_deadline=deadline,
-            max_output=limits.output_bytes + 1,
-            has_oom=loaded.has_oom,
-        )
-        usage = {
-            "fuel": fuel - res.fuel_left,
-            "peak_memory_bytes": res.memory_size,
-            "cpu_ms": res.cpu_ns / 1e6,
-            "wall_ms": res.wall_ns / 1e6,
-        }
-        if res.status == Status.OK and res.body is not None:
-            return res.out_status, res.body, usage, res.may_overflow
-        raise self._native_error(res, usage, loaded.has_oom, memory_limit, limits.output_bytes)
 
     def _native_error(
         self,
