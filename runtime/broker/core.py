@@ -55,7 +55,7 @@ from runtime.models import (
     ToolSpec,
     utcnow,
 )
-from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
+from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
 from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
@@ -588,7 +588,8 @@ class Broker:
         if tc is not None:
             call_id, tool = tc.call_id, tc.tool
         else:
-            call_id, tool = _raw_call_id(st.raw), _raw_tool(st.raw)
+            raw = _raw_object(st.raw, self.call_limits)
+            call_id, tool = _raw_call_id(raw), _raw_tool(raw)
         backend_name = st.backend_name
         if backend_name is None and spec is not None:
             backend_name = spec.backend.value
@@ -693,6 +694,25 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+def _raw_object(raw: Any, limits: CallLimits) -> Any:
+    """The decoded call behind ``raw`` when it is call text (the CLI and raw-text API callers
+    hand the broker bytes), so that a call refused before it was normalised (broken
+    arguments, schema of the shape) still answers to its provider's id and tool name: an
+    agent loop posts the result back under that id. Text that is not a JSON object within
+    the call caps gives None (the caller then draws a fresh id)."""
+    if not isinstance(raw, (bytes, str)):
+        return raw
+    if len(raw) > limits.max_bytes:
+        return None
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        if _depth_exceeds(text, limits.max_depth):
+            return None
+        return json.loads(text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
 def _raw_call_id(raw: Any) -> str:
     from runtime.models import new_call_id
 
@@ -711,6 +731,7 @@ def _raw_tool(raw: Any) -> str:
             (raw.get("function") or {}).get("name")
             if isinstance(raw.get("function"), dict)
             else None,
+            raw["params"].get("name") if isinstance(raw.get("params"), dict) else None,
         ):
             if isinstance(value, str) and value:
                 return value[:64]
