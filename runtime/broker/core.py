@@ -251,11 +251,18 @@ class Broker:
             return self._backends[kind]
         if self._start_lock is None:
             raise InternalError("the broker is not open: use 'async with Broker(...)'")
+        # Hazard: aclose() ends only the backends started before it; one started by a call
+        # made after it (a fork-server for the sandbox) would run until the process exits.
+        if self._closed:
+            raise InternalError("the broker is closed")
         async with self._start_lock:
             if kind not in self._started:
                 backend = self._backends.get(kind) or self._make_backend(kind)
                 self._backends[kind] = backend
                 await backend.start()
+                if self._closed:  # aclose() ran while it started
+                    await backend.aclose()
+                    raise InternalError("the broker is closed")
                 self._started.add(kind)
         started: Backend = self._backends[kind]
         return started
