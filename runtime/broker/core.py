@@ -37,6 +37,7 @@ from runtime.errors import (
     ApprovalRequired,
     AuditError,
     CallCancelled,
+    ConfigError,
     InternalError,
     OutputTooLarge,
     PolicyDenied,
@@ -139,9 +140,15 @@ class Broker:
         from runtime.policy import Policy
 
         self.workspace = Path(workspace).resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
         self.state_dir = self.workspace / _STATE_DIR
-        self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:  # a file in its place, no permission, read-only file system
+            raise ConfigError(
+                f"workspace {self.workspace}: cannot use it as a directory: {exc.strerror or exc}",
+                path=str(self.workspace),
+            ) from exc
         if policy is None:
             self.policy = Policy.default()
         elif isinstance(policy, (str, Path)):

@@ -114,9 +114,14 @@ def audit_tail(
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
     """Print the last N records as JSON lines."""
-    with _audit_log(audit, workspace) as log:
-        for record in log.tail(n):
-            sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    try:
+        with _audit_log(audit, workspace) as log:
+            records = log.tail(n)
+    except RuntimeToolError as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
+    for record in records:
+        sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
 
 
 @audit_app.command("export")
@@ -126,8 +131,14 @@ def audit_export(
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
     """Export every record (OpenTelemetry GenAI keys next to ours)."""
-    with _audit_log(audit, workspace) as log:
-        log.export_jsonl(sys.stdout)
+    try:
+        with _audit_log(audit, workspace) as log:
+            log.export_jsonl(sys.stdout)
+    except RuntimeToolError as exc:
+        # Lines before a malformed record may have been written: the exit code says the
+        # export is incomplete.
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
 
 
 @app.command("doctor")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runtime.cli.exitcodes import EX_USAGE, exit_code_for
+from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
 from runtime.errors import ConfigError, RuntimeToolError
 from runtime.models import Decision, ToolCall, ToolResult
 
@@ -119,6 +119,12 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
         _err(f"runtime: {exc.message}")
         # A policy or manifest file that does not load is a usage error: nothing ran.
         raise typer.Exit(EX_USAGE) from exc
+    except RuntimeToolError as exc:
+        # The broker could not open (an audit log that is locked, not a database, not
+        # writable): nothing ran, and nothing was recorded. Not exit 1, which says the tool
+        # ran and failed.
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
     if as_json or not sys.stdout.isatty():
         _out(result.to_json_dict())
     else:

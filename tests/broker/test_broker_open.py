@@ -1,0 +1,25 @@
+"""A Broker whose workspace cannot be a directory raises ConfigError naming it (was a raw
+FileExistsError / PermissionError out of ``Path.mkdir``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.broker import Broker
+from runtime.errors import ConfigError
+
+
+def test_workspace_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "ws").write_text("x")
+    with pytest.raises(ConfigError, match="ws") as info:
+        Broker(workspace=tmp_path / "ws")
+    assert info.value.details["path"] == str(tmp_path / "ws")
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_workspace_under_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="(?i)not a directory"):
+        Broker(workspace=tmp_path / "f" / "ws")
