@@ -21,5 +21,5 @@ def test_workspace_that_is_a_file(tmp_path: Path) -> None:
 
 def test_workspace_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    with pytest.raises(ConfigError, match="(?i)not a directory"):
+    with pytest.raises(ConfigError, match=r"(?i)not a directory"):
         Broker(workspace=tmp_path / "f" / "ws")
