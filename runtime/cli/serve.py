@@ -48,10 +48,14 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     log_level: Annotated[str, typer.Option(help="Logging level (to stderr).")] = "WARNING",
 ) -> None:
     """Serve the tool catalogue through the broker (validation, policy, sandbox, audit)."""
-    from runtime.mcp import serve as serve_mcp
-
     if not mcp:
         raise typer.BadParameter("choose a protocol: --mcp")
+    try:
+        from runtime.mcp import serve as serve_mcp
+    except ImportError as exc:
+        # The MCP SDK is the optional "mcp" extra; the README's install does not bring it.
+        _err(f"runtime: serving MCP needs the MCP SDK ({exc}): pip install 'llm-tool-runtime[mcp]'")
+        raise typer.Exit(EX_UNAVAILABLE) from exc
     logging.basicConfig(
         stream=sys.stderr,
         level=log_level.upper(),
