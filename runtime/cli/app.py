@@ -44,14 +44,18 @@ def _read_call(source: str) -> bytes:
 
 
 def _tty_prompt(prompt: str) -> str | None:
-    """Ask on the controlling terminal (stdin may be the call itself)."""
+    """Ask on the controlling terminal (stdin may be the call itself). None: no terminal.
+
+    Unbuffered bytes: a text-mode ``open("/dev/tty", "r+")`` needs a seekable file and
+    raises UnsupportedOperation (an OSError) on every terminal, so nothing was ever asked.
+    """
     try:
-        with open("/dev/tty", "r+", encoding="utf-8") as tty:
-            tty.write(prompt)
-            tty.flush()
-            return tty.readline().strip()
+        with open("/dev/tty", "r+b", buffering=0) as tty:
+            tty.write(prompt.encode("utf-8", "replace"))
+            line = tty.readline(4096)
     except OSError:
         return None
+    return line.decode("utf-8", "replace").strip()
 
 
 def _approver(auto: bool) -> Any:
