@@ -152,6 +152,10 @@ def tools(
 
     if fmt not in EXPORT_FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(EXPORT_FORMATS)}")
-    catalogue = Catalogue(folders=tools_dir or ())
+    try:
+        catalogue = Catalogue(folders=tools_dir or ())
+    except ConfigError as exc:  # a manifest that does not load, a folder that is not there
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_USAGE) from exc
     specs = catalogue.list_by_category(category) if category else catalogue.list()
     _out([export_tool(s, fmt) for s in specs])

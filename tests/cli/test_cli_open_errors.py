@@ -95,3 +95,15 @@ def test_exec_audit_log_locked_by_another_process(tmp_path: Path) -> None:
     assert "locked" in proc.stderr
     # the lock is gone with the holder: the log still verifies
     assert run("audit", "verify", "--audit", str(audit), cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("what", ["bad_manifest", "missing_folder"])
+def test_tools_with_a_tools_dir_that_does_not_load(tmp_path: Path, what: str) -> None:
+    folder = tmp_path / "mytools"
+    if what == "bad_manifest":
+        folder.mkdir()
+        (folder / "x.json").write_text('{"name": "x"}')
+    proc = run("tools", "--tools-dir", str(folder), cwd=tmp_path)
+    assert proc.returncode == 64  # like exec and policy check with the same folder
+    _no_traceback(proc)
+    assert "mytools" in proc.stderr
