@@ -11,8 +11,8 @@ import anyio
 import typer
 
 from runtime.cli.app import _err, app
-from runtime.cli.exitcodes import EX_UNAVAILABLE, EX_USAGE
-from runtime.errors import ConfigError, SandboxUnavailable
+from runtime.cli.exitcodes import EX_INTERNAL, EX_UNAVAILABLE, EX_USAGE
+from runtime.errors import ConfigError, RuntimeToolError, SandboxUnavailable
 
 __all__ = ["serve"]
 
@@ -83,5 +83,9 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     except SandboxUnavailable as exc:
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_UNAVAILABLE) from exc
+    except RuntimeToolError as exc:
+        # The broker could not open (an audit log that is locked or not a database).
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
     except KeyboardInterrupt:
         return

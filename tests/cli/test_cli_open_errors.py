@@ -107,3 +107,12 @@ def test_tools_with_a_tools_dir_that_does_not_load(tmp_path: Path, what: str) ->
     assert proc.returncode == 64  # like exec and policy check with the same folder
     _no_traceback(proc)
     assert "mytools" in proc.stderr
+
+
+def test_serve_with_an_audit_log_that_cannot_be_opened(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.db"
+    audit.write_text("this is not a database\n" * 100)
+    proc = run("serve", "--mcp", "--workspace", "ws", "--audit", str(audit), cwd=tmp_path)
+    assert proc.returncode == 70
+    _no_traceback(proc)
+    assert str(audit) in proc.stderr
