@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +13,7 @@ import typer
 
 from runtime.cli.app import _err, _out, _read_call, app
 from runtime.cli.exitcodes import EX_INTERNAL, EX_INVALID, EX_OK, EX_USAGE
-from runtime.errors import ConfigError, RuntimeToolError, ToolNotFound
+from runtime.errors import AuditError, ConfigError, RuntimeToolError, ToolNotFound
 
 __all__ = ["audit_app", "policy_app"]
 
@@ -78,7 +80,30 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
     if not path.exists():
         _err(f"runtime: no audit log at {path}")
         raise typer.Exit(EX_USAGE)
-    return AuditLog(path)
+    try:
+        return AuditLog(path)
+    except AuditError as exc:
+        # A reader without write access (an auditor, a copy on read-only media): opening
+        # for writing fails, and these commands only read.
+        if not _no_write_access(exc.__cause__):
+            raise
+        log = AuditLog(path, read_only=True)
+    _err(
+        f"runtime: no write access to {path}: read it read-only (records of a broker that "
+        "died still in its journal file are not included)"
+    )
+    return log
+
+
+def _no_write_access(cause: BaseException | None) -> bool:
+    if isinstance(cause, sqlite3.Error):
+        return getattr(cause, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+    return isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+#: SQLite primary result codes: the file (or its directory, for the WAL files) is read-only.
+_SQLITE_READONLY = 8
+_SQLITE_CANTOPEN = 14
 
 
 AuditOpt = Annotated[Path | None, typer.Option("--audit", help="Audit database.")]

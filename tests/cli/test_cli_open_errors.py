@@ -4,14 +4,18 @@ the path and the reason, and an exit code of DESIGN §7 — not a Python traceba
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import run
+from tests.cli.test_cli import ROOT, run
 
 CALL = '{"tool": "no_such_tool", "arguments": {}}'
 
@@ -116,3 +120,65 @@ def test_serve_with_an_audit_log_that_cannot_be_opened(tmp_path: Path) -> None:
     assert proc.returncode == 70
     _no_traceback(proc)
     assert str(audit) in proc.stderr
+
+
+def _as_reader_without_write_access(
+    directory: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user who can read ``directory`` and its files and write none: as
+    root, the unprivileged ``rtsbx`` (as in tests/sandbox/test_unprivileged.py); else this
+    user after a chmod."""
+    if os.geteuid() != 0:
+        for p in directory.iterdir():
+            p.chmod(0o444)
+        directory.chmod(0o555)
+        return run(*args, cwd=directory)
+    runuser = shutil.which("runuser")
+    if runuser is None or subprocess.run(["id", "rtsbx"], capture_output=True).returncode:
+        pytest.skip("needs runuser and the user rtsbx to read as someone else")
+    site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    probe = subprocess.run([runuser, "-u", "rtsbx", "--", sys.executable, "-c", "pass"])
+    python = sys.executable if probe.returncode == 0 else "/usr/bin/python3"
+    return subprocess.run(
+        [runuser, "-u", "rtsbx", "--", python, "-m", "runtime", *args],
+        cwd=directory,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), *site]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("command", ["verify", "tail", "export"])
+def test_audit_commands_by_a_reader_without_write_access(tmp_path: Path, command: str) -> None:
+    # Not under tmp_path: pytest makes it private to this user.
+    directory = Path(tempfile.mkdtemp(prefix="rt-audit-ro-"))
+    try:
+        directory.chmod(0o755)
+        audit = directory / "audit.db"
+        run(
+            "exec",
+            "-",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--audit",
+            str(audit),
+            cwd=tmp_path,
+            stdin=CALL,
+        )
+        audit.chmod(0o644)
+        proc = _as_reader_without_write_access(directory, "audit", command, "--audit", str(audit))
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(directory)
+    assert proc.returncode == 0, proc.stderr
+    assert "read-only" in proc.stderr
+    if command == "verify":
+        assert json.loads(proc.stdout)["records"] == 2
+    else:
+        assert len(proc.stdout.splitlines()) == 2
