@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -95,6 +96,20 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
     return log
 
 
+def _not_creatable(directory: Path) -> str | None:
+    """Why this user could not create (or use) ``directory``, else None. Looks only."""
+    path = directory
+    while not path.exists():
+        if path.parent == path:
+            return "no existing parent"
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
 def _no_write_access(cause: BaseException | None) -> bool:
     if isinstance(cause, sqlite3.Error):
         return getattr(cause, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
@@ -181,7 +196,15 @@ def doctor() -> None:
         wasm = {"available": False, "error": str(exc)}
     from runtime.backends.wasm import default_cache_dir
 
-    wasm["cache_dir"] = str(default_cache_dir())
+    cache = default_cache_dir()
+    wasm["cache_dir"] = str(cache)
+    unusable = _not_creatable(cache)
+    if unusable is not None:  # every data tool would fail with a sandbox_error
+        wasm["available"] = False
+        wasm["error"] = (
+            f"the guest cache {cache} cannot be created ({unusable}); set XDG_CACHE_HOME "
+            "to a directory this user can write"
+        )
     verdict = "ok" if not caps.get("missing_required") else "strict mode will refuse to run"
     from runtime.mcp.launch import isolation_available
 

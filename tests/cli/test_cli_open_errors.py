@@ -182,3 +182,36 @@ def test_audit_commands_by_a_reader_without_write_access(tmp_path: Path, command
         assert json.loads(proc.stdout)["records"] == 2
     else:
         assert len(proc.stdout.splitlines()) == 2
+
+
+def test_doctor_says_when_the_wasm_cache_cannot_be_made(tmp_path: Path) -> None:
+    # A user without a writable home: every data tool fails (sandbox_error naming
+    # XDG_CACHE_HOME); doctor said wasm was available.
+    (tmp_path / "home").write_text("a file where the home directory should be")
+    env_cache = str(tmp_path / "home" / ".cache")
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "doctor"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": env_cache},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    wasm = json.loads(proc.stdout)["wasm"]
+    assert wasm["available"] is False
+    assert "XDG_CACHE_HOME" in wasm["error"] and env_cache in wasm["error"]
+
+
+def test_doctor_with_a_usable_wasm_cache(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "doctor"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "c")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    wasm = json.loads(proc.stdout)["wasm"]
+    assert wasm["available"] is True and "error" not in wasm
