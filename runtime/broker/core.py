@@ -153,8 +153,13 @@ class Broker:
             self.policy = Policy.default()
         elif isinstance(policy, (str, Path)):
             self.policy = Policy.load(policy)
-        else:
+        elif callable(getattr(policy, "decide", None)):  # a Policy, or one that acts as one
             self.policy = policy
+        else:  # a dict of the file's content is a natural guess; say what is accepted
+            raise TypeError(
+                "policy must be a Policy (Policy.load, Policy.from_toml), a path to a TOML "
+                f"file, or None for the built-in default; got {type(policy).__name__}"
+            )
         self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
         self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
         audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"

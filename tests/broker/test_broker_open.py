@@ -23,3 +23,10 @@ def test_workspace_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(ConfigError, match=r"(?i)not a directory"):
         Broker(workspace=tmp_path / "f" / "ws")
+
+
+@pytest.mark.parametrize("policy", [{"version": 1, "default": "allow"}, 42])
+def test_a_policy_of_the_wrong_type_is_named(tmp_path: Path, policy: object) -> None:
+    # Was an AttributeError ('dict' object has no attribute 'sandbox_mode') from inside.
+    with pytest.raises(TypeError, match="policy must be"):
+        Broker(workspace=tmp_path / "ws", policy=policy)
