@@ -50,6 +50,12 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     """Serve the tool catalogue through the broker (validation, policy, sandbox, audit)."""
     if not mcp:
         raise typer.BadParameter("choose a protocol: --mcp")
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise typer.BadParameter(
+            f"--log-level {log_level!r}: one of DEBUG, INFO, WARNING, ERROR, CRITICAL"
+        )
+    if not ask_timeout > 0:  # also NaN
+        raise typer.BadParameter(f"--ask-timeout {ask_timeout}: must be more than 0 seconds")
     try:
         from runtime.mcp import serve as serve_mcp
     except ImportError as exc:

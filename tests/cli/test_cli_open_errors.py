@@ -215,3 +215,15 @@ def test_doctor_with_a_usable_wasm_cache(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     wasm = json.loads(proc.stdout)["wasm"]
     assert wasm["available"] is True and "error" not in wasm
+
+
+@pytest.mark.parametrize(("option", "value"), [("--log-level", "chatty"), ("--ask-timeout", "-5")])
+def test_serve_option_values_that_mean_nothing_are_usage_errors(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    # --log-level chatty was a ValueError traceback (exit 1); --ask-timeout -5 served with
+    # every approval timing out at once.
+    proc = run("serve", "--mcp", "--workspace", "ws", option, value, cwd=tmp_path)
+    assert proc.returncode == 64
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert option in proc.stderr
