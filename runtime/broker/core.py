@@ -146,7 +146,8 @@ class Broker:
             self.state_dir.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:  # a file in its place, no permission, read-only file system
             raise ConfigError(
-                f"workspace {self.workspace}: cannot use it as a directory: {exc.strerror or exc}",
+                f"workspace {self.workspace}: cannot create "
+                f"{exc.filename or self.workspace} as a directory: {exc.strerror or exc}",
                 path=str(self.workspace),
             ) from exc
         if policy is None:

@@ -30,3 +30,10 @@ def test_a_policy_of_the_wrong_type_is_named(tmp_path: Path, policy: object) -> 
     # Was an AttributeError ('dict' object has no attribute 'sandbox_mode') from inside.
     with pytest.raises(TypeError, match="policy must be"):
         Broker(workspace=tmp_path / "ws", policy=policy)
+
+
+def test_a_file_where_the_state_directory_goes_is_named(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / ".runtime").write_text("x")
+    with pytest.raises(ConfigError, match=r"\.runtime"):
+        Broker(workspace=tmp_path / "ws")
