@@ -81,6 +81,10 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
     if not path.exists():
         _err(f"runtime: no audit log at {path}")
         raise typer.Exit(EX_USAGE)
+    if path.is_file() and path.stat().st_size == 0:
+        # A log is never empty (its first open writes the schema and WAL mode into the
+        # file): this one was truncated to nothing, and would "verify" as 0 records.
+        raise AuditError(f"{path} is an empty file, not an audit log (truncated?)", path=str(path))
     try:
         return AuditLog(path)
     except AuditError as exc:

@@ -227,3 +227,17 @@ def test_serve_option_values_that_mean_nothing_are_usage_errors(
     assert proc.returncode == 64
     assert "Traceback" not in proc.stderr, proc.stderr
     assert option in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["verify", "tail", "export"])
+def test_audit_commands_on_an_empty_file(tmp_path: Path, command: str) -> None:
+    # A real log is never empty (its first open writes the schema and WAL mode into the
+    # file). An empty one is a log truncated to nothing: verify said {"ok": true, "records":
+    # 0}, and every read command wrote a fresh schema into it.
+    audit = tmp_path / "audit.db"
+    audit.touch()
+    proc = run("audit", command, "--audit", str(audit), cwd=tmp_path)
+    assert proc.returncode != 0
+    _no_traceback(proc)
+    assert "empty" in proc.stderr
+    assert audit.stat().st_size == 0
