@@ -738,9 +738,20 @@ def _raw_call_id(raw: Any) -> str:
 
     if isinstance(raw, dict):
         for key in ("call_id", "id"):
-            if isinstance(raw.get(key), str) and 0 < len(raw[key]) <= 256:
-                return str(raw[key])
+            value = raw.get(key)
+            if isinstance(value, str) and 0 < len(value) <= 256 and _is_text(value):
+                return value
     return new_call_id()
+
+
+def _is_text(value: str) -> bool:
+    """False for a string with a lone surrogate (valid JSON, not Unicode text): no audit
+    record or result can carry it as an id."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _raw_tool(raw: Any) -> str:
@@ -753,6 +764,6 @@ def _raw_tool(raw: Any) -> str:
             else None,
             raw["params"].get("name") if isinstance(raw.get("params"), dict) else None,
         ):
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and _is_text(value[:64]):
                 return value[:64]
     return "<invalid>"

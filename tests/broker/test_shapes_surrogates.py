@@ -58,3 +58,35 @@ async def test_the_refusal_is_a_result_and_recorded(make_broker: MakeBroker) -> 
         ("request", "c1", "echo"),
         ("completion", "c1", "echo"),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_refused_call_whose_own_id_is_not_text_is_recorded(
+    make_broker: MakeBroker,
+) -> None:
+    # The refusal took the call's id from its text, lone surrogate and all: the audit log
+    # could not write it ("audit log write failed"), and the result carried it too.
+    async with make_broker() as broker:
+        result = await broker.call(rb'{"tool": "echo", "call_id": "\udcff", "arguments": {}}')
+        assert result.error is not None and result.error.type == "invalid_arguments"
+        assert result.call_id.startswith("call_")
+        records = broker.audit.tail(2)
+    assert [(r.kind, r.call_id) for r in records] == [
+        ("request", result.call_id),
+        ("completion", result.call_id),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_refused_call_whose_tool_name_is_not_text_is_recorded(
+    make_broker: MakeBroker,
+) -> None:
+    async with make_broker() as broker:
+        result = await broker.call(rb'{"tool": "e\udcff", "call_id": "c2", "arguments": {}}')
+        assert result.error is not None and result.error.type == "invalid_arguments"
+        records = broker.audit.tail(2)
+    assert result.tool == "<invalid>"
+    assert [(r.kind, r.call_id, r.tool) for r in records] == [
+        ("request", "c2", "<invalid>"),
+        ("completion", "c2", "<invalid>"),
+    ]
