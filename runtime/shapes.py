@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -167,9 +168,52 @@ def _loads(text: str, what: str, limits: CallLimits, cls: type[InvalidArguments]
     if _depth_exceeds(text, limits.max_depth):
         raise cls(f"{what} nests deeper than {limits.max_depth} levels", rule="max_depth")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise cls(f"{what} is not valid JSON: {exc}", rule="json") from exc
+    # Rare: walk only when the text has such an escape (a substring test first: cheapest).
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        keys = _lone_surrogate(value)
+        if keys is not None:
+            path = "$" + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in keys)
+            raise cls(
+                f"{path}: {what} has a lone UTF-16 surrogate escape (not Unicode text)",
+                path=path,
+                rule="unicode",
+            )
+    return value
+
+
+#: A ``\uD800``-``\uDFFF`` escape: valid JSON, but alone (not in a pair) it decodes to a
+#: lone surrogate, which no file name, pipe or audit record can carry (the audit log refused
+#: the write-ahead record: internal_error, and no record of the call).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any) -> list[Any] | None:
+    """Keys (outermost first) to the first string or key with a lone surrogate, else None;
+    for a key, the keys of the object holding it. Depth is bounded by the caps checked
+    before parsing."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return []
+        return None
+    items: Any = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for k, v in items:
+        if isinstance(k, str) and _lone_surrogate(k) is not None:
+            return []
+        found = _lone_surrogate(v)
+        if found is not None:
+            return [k, *found]
+    return None
 
 
 def parse_call_bytes(data: bytes | str, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:

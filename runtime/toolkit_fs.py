@@ -58,6 +58,7 @@ __all__ = [
     "Workspace",
     "file_type",
     "glob_match",
+    "printable_name",
     "read_bytes",
     "read_lines",
 ]
@@ -484,6 +485,21 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def printable_name(name: str) -> str:
+    """``name`` as a result can carry it: a name that is not UTF-8 (any byte string is a
+    valid Linux name; Python holds its bad bytes as lone surrogates, which no JSON frame can
+    encode) with those bytes as ``\\xNN`` escapes. One such name in a directory made the
+    whole listing fail. The shown name does not open the file; the tools refuse paths with
+    lone surrogates anyway."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
 
 
 def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:

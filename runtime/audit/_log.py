@@ -271,15 +271,23 @@ class AuditLog:
         *,
         redact_keys: Iterable[str] = (),
         busy_timeout_s: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         # Absolute: the file identity check must not follow a later chdir.
         self._path = Path(path).absolute()
         self._timeout = busy_timeout_s
+        self._read_only = read_only
         self._redact = Redactor(redact_keys)
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._writer: Database | None = Database(
-            self._path, busy_timeout_s=busy_timeout_s, create=True, autocheckpoint=False
+        # read_only: for readers without write access (an auditor, a copy on read-only
+        # media). Nothing is written, so dead brokers' journals are not recovered into it.
+        self._writer: Database | None = (
+            None
+            if read_only
+            else Database(
+                self._path, busy_timeout_s=busy_timeout_s, create=True, autocheckpoint=False
+            )
         )
         # Records inserted since the last checkpoint (_CHECKPOINT_ROWS); guarded by _db_lock.
         self._wal_rows = 0
@@ -301,6 +309,11 @@ class AuditLog:
         # append tries the batch again (0: at _BATCH); guarded by _write_lock.
         self._retry_at = 0
         self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
+        if self._writer is None:
+            self._reader = Database(
+                self._path, busy_timeout_s=busy_timeout_s, create=False, read_only=True
+            )
+            return
         try:
             self._recover()
         except BaseException:
@@ -978,7 +991,8 @@ class AuditLog:
         if self._closed:
             raise AuditError(f"audit log {self._path} is closed", path=str(self._path))
         if write:
-            assert self._writer is not None
+            if self._writer is None:
+                raise AuditError(f"audit log {self._path} is open read-only", path=str(self._path))
             return self._writer
         if self._reader is None:
             self._reader = Database(self._path, busy_timeout_s=self._timeout, create=False)

@@ -28,6 +28,7 @@ import itertools
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,41 @@ class WriterBusy(Exception):
     (another broker process inserting its batch); nothing was written or changed."""
 
 
+#: SQLite primary result codes of "this file cannot be written here" (read-only file or file
+#: system, or a directory where the WAL index -shm cannot be made).
+SQLITE_READONLY = 8
+SQLITE_CANTOPEN = 14
+
+
+def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection that never writes the file. ``mode=ro`` still needs the WAL index (-shm)
+    of a WAL database, which a reader without write access to the directory cannot create;
+    then ``immutable=1`` reads the database file alone (without records a live writer has
+    not checkpointed yet)."""
+    uri = f"file:{urllib.parse.quote(str(path))}"
+    conn = sqlite3.connect(
+        f"{uri}?mode=ro",
+        uri=True,
+        timeout=busy_timeout_s,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if exc.sqlite_errorcode & 0xFF not in (SQLITE_READONLY, SQLITE_CANTOPEN):
+            raise
+        conn = sqlite3.connect(
+            f"{uri}?mode=ro&immutable=1",
+            uri=True,
+            timeout=busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+    return conn
+
+
 class Database:
     """One SQLite connection on the audit file. Not thread-safe: the owner holds a lock.
 
@@ -117,7 +153,13 @@ class Database:
     """
 
     def __init__(
-        self, path: Path, *, busy_timeout_s: float, create: bool, autocheckpoint: bool = True
+        self,
+        path: Path,
+        *,
+        busy_timeout_s: float,
+        create: bool,
+        autocheckpoint: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
@@ -128,9 +170,12 @@ class Database:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            if read_only:
+                self._conn = _connect_read_only(path, busy_timeout_s)
+            else:
+                self._conn = sqlite3.connect(
+                    path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
             if create:
                 self._init_schema()
             if not autocheckpoint:

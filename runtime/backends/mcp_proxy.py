@@ -167,7 +167,9 @@ class McpProxyBackend:
                 await conn.stop.wait()
                 conn.session = None
         except Exception as exc:  # a server that fails must not take the broker down
-            conn.error = f"{type(exc).__name__}: {exc}"
+            # Its own stderr (passed through to ours) usually says why it did not start.
+            where = "" if started else "stopped before it was ready (see its stderr): "
+            conn.error = where + _describe(exc)
             conn.session = None
             log.warning("mcp server %r failed: %s", conn.server.name, conn.error)
         finally:
@@ -322,3 +324,13 @@ def _value_of(result: types.CallToolResult) -> Any:
             c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content
         ],
     }
+
+
+def _describe(exc: BaseException) -> str:
+    """One line naming what went wrong. The SDK's stdio client raises exception groups (its
+    anyio task groups): their own text, "unhandled errors in a TaskGroup (1 sub-exception)",
+    names nothing, so the leaves are described instead."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(dict.fromkeys(_describe(e) for e in exc.exceptions))
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

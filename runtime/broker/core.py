@@ -36,6 +36,7 @@ from runtime.errors import (
     ApprovalRequired,
     AuditError,
     CallCancelled,
+    ConfigError,
     InternalError,
     OutputTooLarge,
     PolicyDenied,
@@ -54,7 +55,7 @@ from runtime.models import (
     ToolSpec,
     utcnow,
 )
-from runtime.shapes import CallLimits, normalize_call, parse_call_bytes
+from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
 from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
@@ -143,15 +144,27 @@ class Broker:
         from runtime.policy import Policy
 
         self.workspace = Path(workspace).resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
         self.state_dir = self.workspace / _STATE_DIR
-        self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:  # a file in its place, no permission, read-only file system
+            raise ConfigError(
+                f"workspace {self.workspace}: cannot create "
+                f"{exc.filename or self.workspace} as a directory: {exc.strerror or exc}",
+                path=str(self.workspace),
+            ) from exc
         if policy is None:
             self.policy = Policy.default()
         elif isinstance(policy, (str, Path)):
             self.policy = Policy.load(policy)
-        else:
+        elif callable(getattr(policy, "decide", None)):  # a Policy, or one that acts as one
             self.policy = policy
+        else:  # a dict of the file's content is a natural guess; say what is accepted
+            raise TypeError(
+                "policy must be a Policy (Policy.load, Policy.from_toml), a path to a TOML "
+                f"file, or None for the built-in default; got {type(policy).__name__}"
+            )
         self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
         self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
         audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
@@ -255,11 +268,18 @@ class Broker:
             return self._backends[kind]
         if self._start_lock is None:
             raise InternalError("the broker is not open: use 'async with Broker(...)'")
+        # Hazard: aclose() ends only the backends started before it; one started by a call
+        # made after it (a fork-server for the sandbox) would run until the process exits.
+        if self._closed:
+            raise InternalError("the broker is closed")
         async with self._start_lock:
             if kind not in self._started:
                 backend = self._backends.get(kind) or self._make_backend(kind)
                 self._backends[kind] = backend
                 await backend.start()
+                if self._closed:  # aclose() ran while it started
+                    await backend.aclose()
+                    raise InternalError("the broker is closed")
                 self._started.add(kind)
         started: Backend = self._backends[kind]
         return started
@@ -595,7 +615,8 @@ class Broker:
         if tc is not None:
             call_id, tool = tc.call_id, tc.tool
         else:
-            call_id, tool = _raw_call_id(st.raw), _raw_tool(st.raw)
+            raw = _raw_object(st.raw, self.call_limits)
+            call_id, tool = _raw_call_id(raw), _raw_tool(raw)
         backend_name = st.backend_name
         if backend_name is None and spec is not None:
             backend_name = spec.backend.value
@@ -700,14 +721,44 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+def _raw_object(raw: Any, limits: CallLimits) -> Any:
+    """The decoded call behind ``raw`` when it is call text (the CLI and raw-text API callers
+    hand the broker bytes), so that a call refused before it was normalised (broken
+    arguments, schema of the shape) still answers to its provider's id and tool name: an
+    agent loop posts the result back under that id. Text that is not a JSON object within
+    the call caps gives None (the caller then draws a fresh id)."""
+    if not isinstance(raw, (bytes, str)):
+        return raw
+    if len(raw) > limits.max_bytes:
+        return None
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        if _depth_exceeds(text, limits.max_depth):
+            return None
+        return json.loads(text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
 def _raw_call_id(raw: Any) -> str:
     from runtime.models import new_call_id
 
     if isinstance(raw, dict):
         for key in ("call_id", "id"):
-            if isinstance(raw.get(key), str) and 0 < len(raw[key]) <= 256:
-                return str(raw[key])
+            value = raw.get(key)
+            if isinstance(value, str) and 0 < len(value) <= 256 and _is_text(value):
+                return value
     return new_call_id()
+
+
+def _is_text(value: str) -> bool:
+    """False for a string with a lone surrogate (valid JSON, not Unicode text): no audit
+    record or result can carry it as an id."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _raw_tool(raw: Any) -> str:
@@ -718,7 +769,8 @@ def _raw_tool(raw: Any) -> str:
             (raw.get("function") or {}).get("name")
             if isinstance(raw.get("function"), dict)
             else None,
+            raw["params"].get("name") if isinstance(raw.get("params"), dict) else None,
         ):
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and _is_text(value[:64]):
                 return value[:64]
     return "<invalid>"

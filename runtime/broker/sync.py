@@ -76,6 +76,10 @@ class SyncBroker:
         self.close()
 
     def open(self) -> None:
+        if self._portal is not None:
+            # A second broker would replace this one, whose backends (a fork-server) would
+            # then run until the interpreter exits: close() ends only the current one.
+            raise RuntimeError("SyncBroker is already open: close() it first")
         self._portal_cm = start_blocking_portal(self._backend_name)
         self._portal = self._portal_cm.__enter__()
         try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +14,7 @@ import typer
 
 from runtime.cli.app import _err, _out, _read_call, app
 from runtime.cli.exitcodes import EX_INTERNAL, EX_INVALID, EX_OK, EX_USAGE
-from runtime.errors import ConfigError, RuntimeToolError, ToolNotFound
+from runtime.errors import AuditError, ConfigError, RuntimeToolError, ToolNotFound
 
 __all__ = ["audit_app", "policy_app"]
 
@@ -78,7 +81,48 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
     if not path.exists():
         _err(f"runtime: no audit log at {path}")
         raise typer.Exit(EX_USAGE)
-    return AuditLog(path)
+    if path.is_file() and path.stat().st_size == 0:
+        # A log is never empty (its first open writes the schema and WAL mode into the
+        # file): this one was truncated to nothing, and would "verify" as 0 records.
+        raise AuditError(f"{path} is an empty file, not an audit log (truncated?)", path=str(path))
+    try:
+        return AuditLog(path)
+    except AuditError as exc:
+        # A reader without write access (an auditor, a copy on read-only media): opening
+        # for writing fails, and these commands only read.
+        if not _no_write_access(exc.__cause__):
+            raise
+        log = AuditLog(path, read_only=True)
+    _err(
+        f"runtime: no write access to {path}: read it read-only (records of a broker that "
+        "died still in its journal file are not included)"
+    )
+    return log
+
+
+def _not_creatable(directory: Path) -> str | None:
+    """Why this user could not create (or use) ``directory``, else None. Looks only."""
+    path = directory
+    while not path.exists():
+        if path.parent == path:
+            return "no existing parent"
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
+def _no_write_access(cause: BaseException | None) -> bool:
+    if isinstance(cause, sqlite3.Error):
+        return getattr(cause, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+    return isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+#: SQLite primary result codes: the file (or its directory, for the WAL files) is read-only.
+_SQLITE_READONLY = 8
+_SQLITE_CANTOPEN = 14
 
 
 AuditOpt = Annotated[Path | None, typer.Option("--audit", help="Audit database.")]
@@ -114,9 +158,14 @@ def audit_tail(
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
     """Print the last N records as JSON lines."""
-    with _audit_log(audit, workspace) as log:
-        for record in log.tail(n):
-            sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    try:
+        with _audit_log(audit, workspace) as log:
+            records = log.tail(n)
+    except RuntimeToolError as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
+    for record in records:
+        sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
 
 
 @audit_app.command("export")
@@ -126,8 +175,14 @@ def audit_export(
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
     """Export every record (OpenTelemetry GenAI keys next to ours)."""
-    with _audit_log(audit, workspace) as log:
-        log.export_jsonl(sys.stdout)
+    try:
+        with _audit_log(audit, workspace) as log:
+            log.export_jsonl(sys.stdout)
+    except RuntimeToolError as exc:
+        # Lines before a malformed record may have been written: the exit code says the
+        # export is incomplete.
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
 
 
 @app.command("doctor")
@@ -145,7 +200,15 @@ def doctor() -> None:
         wasm = {"available": False, "error": str(exc)}
     from runtime.backends.wasm import default_cache_dir
 
-    wasm["cache_dir"] = str(default_cache_dir())
+    cache = default_cache_dir()
+    wasm["cache_dir"] = str(cache)
+    unusable = _not_creatable(cache)
+    if unusable is not None:  # every data tool would fail with a sandbox_error
+        wasm["available"] = False
+        wasm["error"] = (
+            f"the guest cache {cache} cannot be created ({unusable}); set XDG_CACHE_HOME "
+            "to a directory this user can write"
+        )
     verdict = "ok" if not caps.get("missing_required") else "strict mode will refuse to run"
     from runtime.mcp.launch import isolation_available
 

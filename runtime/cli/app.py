@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runtime.cli.exitcodes import EX_USAGE, exit_code_for
+from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
 from runtime.errors import ConfigError, RuntimeToolError
 from runtime.models import Decision, ToolCall, ToolResult
 
@@ -44,14 +44,18 @@ def _read_call(source: str) -> bytes:
 
 
 def _tty_prompt(prompt: str) -> str | None:
-    """Ask on the controlling terminal (stdin may be the call itself)."""
+    """Ask on the controlling terminal (stdin may be the call itself). None: no terminal.
+
+    Unbuffered bytes: a text-mode ``open("/dev/tty", "r+")`` needs a seekable file and
+    raises UnsupportedOperation (an OSError) on every terminal, so nothing was ever asked.
+    """
     try:
-        with open("/dev/tty", "r+", encoding="utf-8") as tty:
-            tty.write(prompt)
-            tty.flush()
-            return tty.readline().strip()
+        with open("/dev/tty", "r+b", buffering=0) as tty:
+            tty.write(prompt.encode("utf-8", "replace"))
+            line = tty.readline(4096)
     except OSError:
         return None
+    return line.decode("utf-8", "replace").strip()
 
 
 def _approver(auto: bool) -> Any:
@@ -119,6 +123,12 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
         _err(f"runtime: {exc.message}")
         # A policy or manifest file that does not load is a usage error: nothing ran.
         raise typer.Exit(EX_USAGE) from exc
+    except RuntimeToolError as exc:
+        # The broker could not open (an audit log that is locked, not a database, not
+        # writable): nothing ran, and nothing was recorded. Not exit 1, which says the tool
+        # ran and failed.
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
     if as_json or not sys.stdout.isatty():
         _out(result.to_json_dict())
     else:
@@ -142,6 +152,10 @@ def tools(
 
     if fmt not in EXPORT_FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(EXPORT_FORMATS)}")
-    catalogue = Catalogue(folders=tools_dir or ())
+    try:
+        catalogue = Catalogue(folders=tools_dir or ())
+    except ConfigError as exc:  # a manifest that does not load, a folder that is not there
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_USAGE) from exc
     specs = catalogue.list_by_category(category) if category else catalogue.list()
     _out([export_tool(s, fmt) for s in specs])

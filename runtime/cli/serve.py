@@ -11,8 +11,8 @@ import anyio
 import typer
 
 from runtime.cli.app import _err, app
-from runtime.cli.exitcodes import EX_UNAVAILABLE, EX_USAGE
-from runtime.errors import ConfigError, SandboxUnavailable
+from runtime.cli.exitcodes import EX_INTERNAL, EX_UNAVAILABLE, EX_USAGE
+from runtime.errors import ConfigError, RuntimeToolError, SandboxUnavailable
 
 __all__ = ["serve"]
 
@@ -48,10 +48,20 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     log_level: Annotated[str, typer.Option(help="Logging level (to stderr).")] = "WARNING",
 ) -> None:
     """Serve the tool catalogue through the broker (validation, policy, sandbox, audit)."""
-    from runtime.mcp import serve as serve_mcp
-
     if not mcp:
         raise typer.BadParameter("choose a protocol: --mcp")
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise typer.BadParameter(
+            f"--log-level {log_level!r}: one of DEBUG, INFO, WARNING, ERROR, CRITICAL"
+        )
+    if not ask_timeout > 0:  # also NaN
+        raise typer.BadParameter(f"--ask-timeout {ask_timeout}: must be more than 0 seconds")
+    try:
+        from runtime.mcp import serve as serve_mcp
+    except ImportError as exc:
+        # The MCP SDK is the optional "mcp" extra; the README's install does not bring it.
+        _err(f"runtime: serving MCP needs the MCP SDK ({exc}): pip install 'llm-tool-runtime[mcp]'")
+        raise typer.Exit(EX_UNAVAILABLE) from exc
     logging.basicConfig(
         stream=sys.stderr,
         level=log_level.upper(),
@@ -79,5 +89,9 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     except SandboxUnavailable as exc:
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_UNAVAILABLE) from exc
+    except RuntimeToolError as exc:
+        # The broker could not open (an audit log that is locked or not a database).
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_INTERNAL) from exc
     except KeyboardInterrupt:
         return

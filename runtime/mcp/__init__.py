@@ -5,19 +5,28 @@
 * :func:`serve` — what ``runtime serve --mcp`` runs (``app``);
 * :class:`ExternalServer`, :func:`load_external_servers` — the policy's ``[[mcp_servers]]``
   (``external``), run by :class:`runtime.backends.mcp_proxy.McpProxyBackend`.
+
+The MCP SDK is an optional dependency (the ``mcp`` extra). The names of this package are
+imported on first use, so that ``runtime.mcp.external`` and ``runtime.mcp.launch`` — which
+``runtime policy check`` and ``runtime doctor`` use, and which need no SDK — import
+without it; only the server, its transports and the proxy need it.
 """
 
 from __future__ import annotations
 
-from runtime.mcp.app import serve
-from runtime.mcp.external import (
-    ExternalServer,
-    load_external_servers,
-    load_policy,
-    parse_external_servers,
-)
-from runtime.mcp.server import McpToolServer, call_result, tool_definitions
-from runtime.mcp.transport import serve_http, serve_stdio
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runtime.mcp.app import serve
+    from runtime.mcp.external import (
+        ExternalServer,
+        load_external_servers,
+        load_policy,
+        parse_external_servers,
+    )
+    from runtime.mcp.server import McpToolServer, call_result, tool_definitions
+    from runtime.mcp.transport import serve_http, serve_stdio
 
 __all__ = [
     "ExternalServer",
@@ -31,3 +40,25 @@ __all__ = [
     "serve_stdio",
     "tool_definitions",
 ]
+
+_HOME = {
+    "ExternalServer": "external",
+    "McpToolServer": "server",
+    "call_result": "server",
+    "load_external_servers": "external",
+    "load_policy": "external",
+    "parse_external_servers": "external",
+    "serve": "app",
+    "serve_http": "transport",
+    "serve_stdio": "transport",
+    "tool_definitions": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'runtime.mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"runtime.mcp.{home}"), name)
+    globals()[name] = value
+    return value

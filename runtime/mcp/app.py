@@ -69,7 +69,11 @@ async def serve(
             proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
             await stack.enter_async_context(proxy)
             proxy.register(broker.catalogue)
-        tool_server = McpToolServer(broker, profile=profile, ask_timeout_s=ask_timeout_s)
+        errors = proxy.errors if proxy is not None else {}
+        not_started = {s.tool_prefix: errors[s.name] for s in servers if s.name in errors}
+        tool_server = McpToolServer(
+            broker, profile=profile, ask_timeout_s=ask_timeout_s, not_started=not_started
+        )
         if address is None:
             if on_ready is not None:
                 on_ready("stdio")

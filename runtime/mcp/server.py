@@ -36,6 +36,7 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import runtime
 from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.mcp.external import SEPARATOR
 from runtime.models import Decision, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -218,10 +220,18 @@ class McpToolServer:
     """Serves one broker's catalogue over MCP. ``profile`` scopes listing and policy."""
 
     def __init__(
-        self, broker: Broker, *, profile: str | None = None, ask_timeout_s: float = 300.0
+        self,
+        broker: Broker,
+        *,
+        profile: str | None = None,
+        ask_timeout_s: float = 300.0,
+        not_started: Mapping[str, str] | None = None,
     ) -> None:
         self.broker = broker
         self.profile = profile
+        #: Tool prefix of each external MCP server that did not start -> why: a call to one
+        #: of its tools says so, instead of the bare "Unknown tool" of a name never seen.
+        self.not_started = dict(not_started or {})
         #: How long an approval or a question waits for the client's answer, seconds: a
         #: client that never answers must not hold a call (and its limiter slot) forever.
         self.ask_timeout_s = ask_timeout_s
@@ -257,7 +267,10 @@ class McpToolServer:
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         if not visible(self.broker, name, self.profile):
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", {"tool": name})
+            prefix, sep, _ = name.partition(SEPARATOR)
+            reason = self.not_started.get(prefix) if sep else None
+            why = f" (its MCP server did not start: {reason})" if reason else ""
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}{why}", {"tool": name})
         # No call_id from the request id: JSON-RPC ids restart at 1 on every connection, and
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}

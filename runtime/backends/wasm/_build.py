@@ -82,7 +82,14 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
     shared = sorted((src / SHARED).glob("*.c"))
     built: dict[str, Path] = {}
     with _lock:
-        out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:  # a user without a (writable) home: every data tool fails
+            raise SandboxError(
+                f"wasm guest cache {root}: cannot create it ({exc.strerror or exc}); set "
+                "XDG_CACHE_HOME to a directory this user can write",
+                path=str(root),
+            ) from exc
         for folder in sorted(p for p in src.iterdir() if p.is_dir() and p.name != SHARED):
             sources = sorted(folder.glob("*.c"))
             if not sources:

@@ -1,0 +1,70 @@
+"""``AuditLog(path, read_only=True)``: the reads of a log its reader cannot write (an auditor
+with read access, a copy on read-only media), writing nothing to the file or beside it.
+
+Before, every AuditLog opened the file for writing, so ``runtime audit verify|tail|export``
+run by such a reader failed with "attempt to write a readonly database".
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from audit_helpers import attacker, write_calls
+
+from runtime.audit import AuditLog
+from runtime.errors import AuditError
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_reads_and_writes_nothing(log_path: Path) -> None:
+    with AuditLog(log_path) as log:
+        ids = write_calls(log, 3)
+    before = _files(log_path.parent)
+    with AuditLog(log_path, read_only=True) as ro:
+        assert ro.verify().ok and ro.verify().count == 6
+        assert [r.call_id for r in ro.tail(2)] == [ids[-1], ids[-1]]
+        assert ro.interrupted() == []
+        out = io.StringIO()
+        assert ro.export_jsonl(out) == 6
+        assert json.loads(out.getvalue().splitlines()[0])["gen_ai.tool.call.id"] == ids[0]
+        with pytest.raises(AuditError, match="read-only"):
+            ro.record_request(
+                call_id="x", tool="t", arguments={}, decision=None, backend=None, sandbox=None
+            )
+    after = _files(log_path.parent)
+    assert after["audit.db"] == before["audit.db"]
+    # SQLite's own WAL files may appear for a WAL reader (when the directory allows); no
+    # journal of ours, nothing else.
+    assert set(after) - set(before) <= {"audit.db-wal", "audit.db-shm"}
+
+
+def test_a_read_only_reader_still_finds_tampering(log_path: Path) -> None:
+    with AuditLog(log_path) as log:
+        write_calls(log, 3)
+    with attacker(log_path) as db:
+        db.execute("UPDATE audit_records SET tool = 'evil' WHERE seq = 3")
+    with AuditLog(log_path, read_only=True) as ro:
+        report = ro.verify()
+    assert not report.ok and report.first_bad == 3
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")
+def test_a_file_and_directory_without_write_access(log_path: Path) -> None:
+    with AuditLog(log_path) as log:
+        write_calls(log, 2)
+    log_path.chmod(0o444)
+    log_path.parent.chmod(0o555)
+    try:
+        with pytest.raises(AuditError):
+            AuditLog(log_path)
+        with AuditLog(log_path, read_only=True) as ro:
+            assert ro.verify().ok and ro.verify().count == 4
+    finally:
+        log_path.parent.chmod(0o755)

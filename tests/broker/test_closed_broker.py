@@ -1,0 +1,52 @@
+"""A closed broker refuses calls with a result that says so, and starts nothing.
+
+Before: a call of a backend not yet started, made after ``aclose``, started that backend (for
+the sandbox, a fork-server and its cloner) and then failed on the closed audit log; nothing
+ever ended the backend it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from runtime.backends.mock import MockBackend
+
+pytestmark = pytest.mark.anyio
+
+MakeBroker = Callable[..., Any]
+
+
+class _Counting(MockBackend):
+    def __init__(self) -> None:
+        super().__init__(lambda r: {"ok": True})
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.starts += 1
+        await super().start()
+
+
+async def test_call_after_aclose_starts_no_backend(make_broker: MakeBroker) -> None:
+    backend = _Counting()
+    broker = make_broker(backend=backend)
+    async with broker:
+        pass
+    result = await broker.call({"tool": "echo", "arguments": {"text": "hi"}})
+    assert result.error is not None and result.error.type == "internal_error"
+    assert "closed" in result.error.message
+    assert backend.starts == 0
+    await broker.aclose()  # still a no-op
+
+
+async def test_call_after_aclose_of_a_started_backend(make_broker: MakeBroker) -> None:
+    backend = _Counting()
+    broker = make_broker(backend=backend)
+    async with broker:
+        assert (await broker.call({"tool": "echo", "arguments": {"text": "a"}})).success
+    result = await broker.call({"tool": "echo", "arguments": {"text": "b"}})
+    assert result.error is not None and result.error.type == "internal_error"
+    assert "closed" in result.error.message
+    assert len(backend.requests) == 1  # the second call did not run
