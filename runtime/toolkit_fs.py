@@ -58,6 +58,7 @@ __all__ = [
     "Workspace",
     "file_type",
     "glob_match",
+    "printable",
     "read_bytes",
     "read_lines",
 ]
@@ -484,6 +485,21 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def printable(name: str) -> str:
+    """``name`` as a result can carry it. A name on disk may be any bytes; Python spells the
+    non-UTF-8 ones as lone surrogates, which no JSON or msgpack encoder accepts, so one such
+    file made a whole listing fail. They are shown as ``\\xNN`` escapes (as ``ls -b`` does):
+    visible, though not a path a later call can open (JSON cannot carry those bytes at all).
+    """
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
 
 
 def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:

@@ -100,12 +100,16 @@ def test_counters_are_read_from_files_opened_with_the_group(base: dict[str, str]
     assert not any(path in cgroups._opened for path in groups)
     assert _open_fds() == before
     # The same values as a read by path (nothing ran in the group: all zero).
-    assert by_fd == cgroups.stats(groups) == {
-        "peak_memory_bytes": 0,
-        "oom_kills": 0,
-        "memory_failcnt": 0,
-        "pids_max_hits": 0,
-    }
+    assert (
+        by_fd
+        == cgroups.stats(groups)
+        == {
+            "peak_memory_bytes": 0,
+            "oom_kills": 0,
+            "memory_failcnt": 0,
+            "pids_max_hits": 0,
+        }
+    )
     cgroups.remove(groups)
 
     unread = cgroups.create(base, "unread", _limits())

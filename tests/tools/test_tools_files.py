@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -324,3 +325,33 @@ def test_the_warm_ups_run_the_whole_tool_successfully(
     assert prepare is not None
     result = func(prepare(tmp_path), ToolContext(workspace=tmp_path, limits=Limits()))
     assert expect(result), result
+
+
+# ------------------------------------------------------------------------- undecodable names
+
+
+def _json_safe(result: dict[str, Any]) -> None:
+    # The child sends results as msgpack/JSON text: a lone surrogate (how Python spells a
+    # name's non-UTF-8 bytes) cannot be encoded, and the whole call failed with it.
+    json.dumps(result, ensure_ascii=False).encode("utf-8")
+
+
+def test_non_utf8_names_do_not_break_listings(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "ok.txt").write_text("def ok():\n    pass\n")
+    sub = os.fsencode(ws) + b"/sub\xff"
+    os.mkdir(sub)
+    with open(sub + b"/bad\xfe.py", "w") as f:
+        f.write("def bad():\n    pass\n")
+    os.symlink(b"target\xfd", os.fsencode(ws) + b"/link")
+    r = tool("list_files")({"recursive": True}, ctx)
+    _json_safe(r)
+    assert {e["path"] for e in r["files"]} == {"ok.txt", "sub\\xff", "sub\\xff/bad\\xfe.py", "link"}
+    r = tool("file_search")({"pattern": "*.py"}, ctx)
+    _json_safe(r)
+    assert [m["path"] for m in r["matches"]] == ["sub\\xff/bad\\xfe.py"]
+    r = tool("code_query")({"query": "bad"}, ctx)
+    _json_safe(r)
+    assert {(m["file"], m["kind"]) for m in r["matches"]} >= {("sub\\xff/bad\\xfe.py", "function")}
+    r = tool("get_file_info")({"path": "link"}, ctx)
+    _json_safe(r)
+    assert r["target"] == "target\\xfd"

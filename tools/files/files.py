@@ -18,7 +18,14 @@ from typing import Any
 
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext, warm_with
-from runtime.toolkit_fs import Workspace, file_type, glob_match, read_bytes, read_lines
+from runtime.toolkit_fs import (
+    Workspace,
+    file_type,
+    glob_match,
+    printable,
+    read_bytes,
+    read_lines,
+)
 
 __all__ = [
     "delete_file",
@@ -214,8 +221,8 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 break
             files.append(
                 {
-                    "name": entry.name,
-                    "path": entry.path,
+                    "name": printable(entry.name),
+                    "path": printable(entry.path),
                     "type": entry.type,
                     "size": entry.size,
                     "modified": _iso(entry.modified),
@@ -257,7 +264,7 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         out = _info(rel, st) | {"exists": True, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
         if stat.S_ISLNK(st.st_mode):
             with ws.open_dir(parts[:-1]) as parent:
-                out["target"] = os.readlink(parts[-1], dir_fd=parent.fd)
+                out["target"] = printable(os.readlink(parts[-1], dir_fd=parent.fd))
         return out
 
 
@@ -282,8 +289,8 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 break
             matches.append(
                 {
-                    "name": entry.name,
-                    "path": entry.path,
+                    "name": printable(entry.name),
+                    "path": printable(entry.path),
                     "type": entry.type,
                     "size": entry.size,
                     "modified": _iso(entry.modified),
