@@ -10,6 +10,7 @@ escapes the group dies with the call's init.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import signal
@@ -25,6 +26,9 @@ __all__ = ["ProcResult", "run_capped"]
 
 _GRACE_S = 2.0  # SIGTERM → SIGKILL
 _DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after exit
+#: Room in the output cap for what surrounds the two streams in the result frame (keys,
+#: exit code, signal name, the frame's own header and envelope), bytes.
+_RESULT_OVERHEAD = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,46 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _json_size(text: str) -> int:
+    """Bytes ``text`` takes in the result's JSON (the broker sizes the result that way,
+    canonical RFC 8785 JSON: a control character is 6 bytes, other text its UTF-8)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def _head(text: str, size: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``size`` bytes as JSON."""
+    if _json_size(text) <= size:
+        return text
+    lo, hi = 0, min(len(text), max(size, 0))  # every character takes at least a byte
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _json_size(text[:mid]) <= size:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
+    """Both streams cut so that the result they go into fits ``cap`` bytes. Each stream is
+    read up to ``cap`` bytes, and the result's JSON can be larger still (an invalid byte
+    decodes to a 3-byte U+FFFD, a control byte is escaped to 6), so without this a chatty
+    command overflowed the result and its call failed with output_too_large, all output
+    lost. A stream smaller than half the room is kept whole; the other gets the rest."""
+    room = max(cap - _RESULT_OVERHEAD, 0)
+    out_n, err_n = _json_size(stdout), _json_size(stderr)
+    if out_n + err_n <= room:
+        return stdout, stderr, False
+    half = room // 2
+    if err_n <= half:
+        out_n = room - err_n
+    elif out_n <= half:
+        err_n = room - out_n
+    else:
+        out_n = err_n = half
+    return _head(stdout, out_n), _head(stderr, err_n), True
+
+
 def run_capped(
     argv: Sequence[str],
     *,
@@ -60,7 +104,9 @@ def run_capped(
     cap: int,
     preexec: Callable[[], Any] | None = None,
 ) -> ProcResult:
-    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes."""
+    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes.
+    ``cap`` bounds the whole result in bytes: both streams together and the fields around
+    them (``truncated`` says output was cut)."""
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -115,8 +161,10 @@ def run_capped(
                 proc.wait(_GRACE_S)
             _killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
-    stdout = bufs[out_fd].decode("utf-8", "replace")
-    stderr = bufs[err_fd].decode("utf-8", "replace")
+    stdout, stderr, cut = _fit(
+        bufs[out_fd].decode("utf-8", "replace"), bufs[err_fd].decode("utf-8", "replace"), cap
+    )
+    truncated = truncated or cut
     if timed_out:
         raise ToolTimeout(
             f"the command did not finish within {timeout:g} s and was killed",
