@@ -12,6 +12,7 @@ helpers in ``runtime.toolkit_fs`` add defence in depth and clear errors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ __all__ = [
     "ToolFailed",
     "WarmUp",
     "builtin_tools_dir",
+    "json_head",
+    "json_size",
     "load_entry",
     "warm_up",
     "warm_with",
@@ -146,3 +149,25 @@ def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext]
     if not callable(func):
         raise ValueError(f"entry {entry!r}: {func_name!r} is not a function in {path}")
     return func  # type: ignore[no-any-return]
+
+
+def json_size(text: str) -> int:
+    """Bytes ``text`` takes as a string in the result's JSON. The output cap is checked on
+    that (canonical RFC 8785 JSON, by the broker): a control character takes 6 bytes, a
+    quote, backslash or newline 2, other text its UTF-8. A tool that cuts its output to fit
+    the cap must measure it this way, not by ``len(text.encode())``."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def json_head(text: str, size: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``size`` bytes as JSON."""
+    if json_size(text) <= size:
+        return text
+    lo, hi = 0, min(len(text), max(size, 0))  # every character takes at least a byte
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if json_size(text[:mid]) <= size:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]

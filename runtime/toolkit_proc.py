@@ -10,7 +10,6 @@ escapes the group dies with the call's init.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import ToolFailed, ToolTimeout
+from runtime.toolkit import json_head, json_size
 
 __all__ = ["ProcResult", "run_capped"]
 
@@ -55,26 +55,6 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _json_size(text: str) -> int:
-    """Bytes ``text`` takes in the result's JSON (the broker sizes the result that way,
-    canonical RFC 8785 JSON: a control character is 6 bytes, other text its UTF-8)."""
-    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
-
-
-def _head(text: str, size: int) -> str:
-    """The longest prefix of ``text`` that takes at most ``size`` bytes as JSON."""
-    if _json_size(text) <= size:
-        return text
-    lo, hi = 0, min(len(text), max(size, 0))  # every character takes at least a byte
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _json_size(text[:mid]) <= size:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
-
-
 def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
     """Both streams cut so that the result they go into fits ``cap`` bytes. Each stream is
     read up to ``cap`` bytes, and the result's JSON can be larger still (an invalid byte
@@ -82,7 +62,7 @@ def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
     command overflowed the result and its call failed with output_too_large, all output
     lost. A stream smaller than half the room is kept whole; the other gets the rest."""
     room = max(cap - _RESULT_OVERHEAD, 0)
-    out_n, err_n = _json_size(stdout), _json_size(stderr)
+    out_n, err_n = json_size(stdout), json_size(stderr)
     if out_n + err_n <= room:
         return stdout, stderr, False
     half = room // 2
@@ -92,7 +72,7 @@ def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
         err_n = room - out_n
     else:
         out_n = err_n = half
-    return _head(stdout, out_n), _head(stderr, err_n), True
+    return json_head(stdout, out_n), json_head(stderr, err_n), True
 
 
 def run_capped(

@@ -44,7 +44,9 @@ def test_read_file_ranges(tool: Load, ctx: ToolContext, ws: Path) -> None:
 
 def test_read_file_output_cap(tool: Load, ctx: ToolContext, ws: Path) -> None:
     (ws / "big.txt").write_text("x" * 100 + "\n" + "y" * 100 + "\n")
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=150))
+    # The cap bounds the whole result (its JSON), not the content alone: 150 bytes could
+    # not hold even the first line's result, which the sandbox then refused.
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=300))
     r = tool("read_file")({"path": "big.txt"}, small)
     assert r["content"] == "x" * 100 + "\n" and r["truncated"]
 
@@ -62,9 +64,13 @@ def test_read_file_binary(tool: Load, ctx: ToolContext, ws: Path) -> None:
 
 def test_read_file_cut_multibyte_at_cap(tool: Load, ws: Path) -> None:
     (ws / "u.txt").write_text("é" * 100)  # one line of 200 bytes
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=51))
-    r = tool("read_file")({"path": "u.txt"}, small)
-    assert r["content"] == "é" * 25 and r["truncated"]
+    # The cap bounds the whole result's JSON (it used to bound the content alone, which
+    # 51 bytes did): an odd and an even room, so one of them cuts inside a character.
+    for cap in (250, 251):
+        small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+        r = tool("read_file")({"path": "u.txt"}, small)
+        assert r["content"] and r["content"] == "é" * len(r["content"]) and r["truncated"]
+        assert _result_size(r) <= cap
 
 
 @pytest.mark.parametrize(
@@ -355,3 +361,35 @@ def test_non_utf8_names_do_not_break_listings(tool: Load, ctx: ToolContext, ws: 
     r = tool("get_file_info")({"path": "link"}, ctx)
     _json_safe(r)
     assert r["target"] == "target\\xfd"
+
+
+def _result_size(result: dict[str, Any]) -> int:
+    """The size the output cap applies to: the result as (canonical, compact) JSON."""
+    return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (b"a" * 10_000, "utf-8"),  # one long line
+        (b"line\n" * 5_000, "utf-8"),  # a newline takes two bytes of JSON
+        (b'"\\' * 5_000, "utf-8"),  # so do quotes and backslashes
+        (b"\x01\t" * 5_000, "utf-8"),  # a control byte takes six
+        ("é€".encode() * 2_000, "utf-8"),
+        (bytes(range(256)) * 40, "base64"),
+    ],
+)
+def test_read_file_result_fits_the_cap(tool: Load, ws: Path, data: bytes, encoding: str) -> None:
+    """A file larger than the output cap is read truncated (truncated=true), as documented:
+    before, the content alone was cut at the cap and the result around it overflowed, so
+    the call failed with output_too_large."""
+    (ws / "f").write_bytes(data)
+    cap = 4096
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = tool("read_file")({"path": "f", "encoding": encoding}, small)
+    assert r["truncated"] and _result_size(r) <= cap
+    assert _result_size(r) > cap // 2  # the room is used
+    got = base64.b64decode(r["content"]) if encoding == "base64" else r["content"].encode()
+    assert data.startswith(got)
+    if encoding == "utf-8" and b"\n" in data:
+        assert got.endswith(b"\n") and r["lines"] == got.count(b"\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolFailed
-from runtime.toolkit import ToolContext, warm_with
+from runtime.toolkit import ToolContext, json_head, json_size, warm_with
 from runtime.toolkit_fs import (
     Workspace,
     file_type,
@@ -40,6 +41,9 @@ __all__ = [
 
 _CHUNK = 1 << 20
 _ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry, bytes
+#: Room left in the output cap beyond a result's own JSON: the frame's envelope and header,
+#: and msgpack's encoding where it is larger than JSON's, bytes.
+_RESULT_MARGIN = 64
 
 
 def _iso(ts: float) -> str:
@@ -71,6 +75,27 @@ def _sample(scratch: Path) -> Path:
     return sample
 
 
+def _room(skeleton: dict[str, Any], cap: int) -> int:
+    """Bytes the content may take as JSON: the cap bounds the whole result (the broker sizes
+    its JSON; the child, its msgpack frame with an envelope), not the content alone."""
+    size = len(json.dumps(skeleton, ensure_ascii=False, separators=(",", ":")).encode())
+    return max(cap - size - _RESULT_MARGIN, 0)
+
+
+def _fit_lines(text: str, lines: int, room: int) -> tuple[str, int, bool]:
+    """``text`` cut to ``room`` bytes of JSON: whole lines, or the head of a single line
+    longer than that. Escapes make the JSON larger than the bytes read (a newline or quote
+    takes 2 bytes, a control character 6), so a cut by bytes alone can still overflow."""
+    if json_size(text) <= room:
+        return text, lines, False
+    head = json_head(text, room)
+    nl = head.rfind("\n")
+    if nl >= 0:
+        head = head[: nl + 1]
+        return head, head.count("\n"), True
+    return head, 1, True
+
+
 @warm_with(lambda scratch: {"path": _sample(scratch).name})
 def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     encoding = args.get("encoding", "utf-8")
@@ -83,32 +108,40 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         fd, st = ws.open_file(parts)
         with fd:
             if encoding == "base64":
-                raw, truncated = read_bytes(fd.fd, cap * 3 // 4)
-                return {
+                out: dict[str, Any] = {
                     "path": rel,
-                    "content": base64.b64encode(raw).decode("ascii"),
+                    "content": "",
                     "encoding": "base64",
                     "size": st.st_size,
-                    "bytes": len(raw),
+                    "bytes": st.st_size,
                     "lines": None,
-                    "truncated": truncated,
+                    "truncated": True,
                 }
-            raw, lines, truncated = read_lines(fd.fd, offset, limit, cap)
+                raw, truncated = read_bytes(fd.fd, _room(out, cap) // 4 * 3)
+                out["content"] = base64.b64encode(raw).decode("ascii")
+                out["bytes"], out["truncated"] = len(raw), truncated
+                return out
+            out = {
+                "path": rel,
+                "content": "",
+                "encoding": "utf-8",
+                "size": st.st_size,
+                "offset": offset,
+                "lines": limit,
+                "truncated": True,
+            }
+            room = _room(out, cap)
+            raw, lines, truncated = read_lines(fd.fd, offset, limit, room)
     if b"\0" in raw:
         raise ToolFailed(
             f"{rel!r} looks binary (NUL bytes); read it with encoding='base64'",
             reason="binary",
             path=rel,
         )
-    return {
-        "path": rel,
-        "content": _decode(raw, rel, truncated and not raw.endswith(b"\n")),
-        "encoding": "utf-8",
-        "size": st.st_size,
-        "offset": offset,
-        "lines": lines,
-        "truncated": truncated,
-    }
+    text = _decode(raw, rel, truncated and not raw.endswith(b"\n"))
+    text, lines, cut = _fit_lines(text, lines, room)
+    out.update(content=text, lines=lines, truncated=truncated or cut)
+    return out
 
 
 def _payload(args: dict[str, Any]) -> bytes:
