@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import ToolFailed, ToolTimeout
+from runtime.errors import ResourceLimitExceeded, ToolFailed, ToolTimeout
 from runtime.toolkit import json_head, json_size
 
 __all__ = ["ProcResult", "run_capped"]
@@ -29,6 +29,12 @@ _DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after 
 #: Room in the output cap for what surrounds the two streams in the result frame (keys,
 #: exit code, signal name, the frame's own header and envelope), bytes.
 _RESULT_OVERHEAD = 256
+#: Signals the kernel sends only when a process passes an rlimit the sandbox sets from the
+#: policy: (signal, the policy's limit, what it bounds).
+_LIMIT_SIGNALS = {
+    signal.SIGXCPU: ("cpu_s", "CPU time"),
+    signal.SIGXFSZ: ("fsize_mb", "file size"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,8 @@ def run_capped(
     cap: int,
     preexec: Callable[[], Any] | None = None,
 ) -> ProcResult:
-    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes.
+    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes,
+    ResourceLimitExceeded when the program is killed by an rlimit's signal.
     ``cap`` bounds the whole result in bytes: both streams together and the fields around
     them (``truncated`` says output was cut)."""
     try:
@@ -151,5 +158,18 @@ def run_capped(
             stdout=stdout,
             stderr=stderr,
             timeout_s=timeout,
+        )
+    if -code in _LIMIT_SIGNALS:
+        # The command itself was ended by the limit (a shell that survives a child's kill
+        # and goes on decides its own exit status). A command may also send itself these
+        # signals: it can only make its own call report a limit, which is harmless.
+        limit, what = _LIMIT_SIGNALS[signal.Signals(-code)]
+        raise ResourceLimitExceeded(
+            f"the command exceeded the call's {what} limit ({limit}) and was killed by "
+            f"{signal.Signals(-code).name}",
+            limit=limit,
+            signal=signal.Signals(-code).name,
+            stdout=stdout,
+            stderr=stderr,
         )
     return ProcResult(stdout, stderr, code, truncated)

@@ -236,3 +236,25 @@ def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
     assert sh({"command": "echo invite npm-starter"}, ctx)["exit_code"] == 0
     allowed = ToolContext(workspace=ws, options={"blocked_services": []})
     assert sh({"command": "echo vite"}, allowed)["stdout"] == "vite\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "limit", "sig"),
+    [
+        ("ulimit -S -t 1; echo spinning; exec sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
+        ("ulimit -f 1; echo writing; exec head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
+    ],
+)
+def test_command_killed_by_a_limit_is_a_resource_limit(
+    sh: Tool, ctx: ToolContext, command: str, limit: str, sig: str
+) -> None:
+    """The kernel sends SIGXCPU / SIGXFSZ only for RLIMIT_CPU / RLIMIT_FSIZE, which the
+    sandbox sets from the policy's cpu_s / fsize_mb: a command they end reached a limit
+    (resource_limit, DESIGN §7), not success with exit code 152."""
+    from runtime.errors import ResourceLimitExceeded
+
+    with pytest.raises(ResourceLimitExceeded) as exc:
+        sh({"command": command}, ctx)
+    assert exc.value.details["limit"] == limit and exc.value.details["signal"] == sig
+    assert exc.value.details["stdout"] in ("spinning\n", "writing\n")
+    assert limit in exc.value.message
