@@ -22,10 +22,13 @@ from typing import Any
 from runtime.errors import ResourceLimitExceeded, ToolFailed, ToolTimeout
 from runtime.toolkit import json_head, json_size
 
-__all__ = ["ProcResult", "run_capped"]
+__all__ = ["ProcResult", "run_capped", "within_call"]
 
 _GRACE_S = 2.0  # SIGTERM → SIGKILL
 _DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after exit
+#: Time a command's timeout leaves before the call's own deadline: the kill's grace and the
+#: report, seconds (at most a quarter of a short call's limit).
+_REPORT_S = _GRACE_S + 1.0
 #: Room in the output cap for what surrounds the two streams in the result frame (keys,
 #: exit code, signal name, the frame's own header and envelope), bytes.
 _RESULT_OVERHEAD = 256
@@ -79,6 +82,14 @@ def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
     else:
         out_n = err_n = half
     return json_head(stdout, out_n), json_head(stderr, err_n), True
+
+
+def within_call(timeout: float, call_limit: float) -> float:
+    """The timeout to give a command so that it ends before the call does. At the call's
+    deadline the sandbox is torn down whole and the call reports only "timeout": a command
+    timed to that same deadline (the default) lost everything it had printed, because its
+    own timeout (which keeps the partial output) never came first."""
+    return min(timeout, call_limit - min(_REPORT_S, call_limit / 4))
 
 
 def run_capped(
