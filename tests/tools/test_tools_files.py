@@ -393,3 +393,31 @@ def test_read_file_result_fits_the_cap(tool: Load, ws: Path, data: bytes, encodi
     assert data.startswith(got)
     if encoding == "utf-8" and b"\n" in data:
         assert got.endswith(b"\n") and r["lines"] == got.count(b"\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("file_search", {"pattern": "*.txt", "limit": 100}),
+        ("list_files", {"recursive": True}),
+        ("list_files", {"path": "ctl"}),
+        ("file_search", {"path": "ctl", "limit": 100}),
+    ],
+)
+def test_listing_results_fit_the_cap(tool: Load, ws: Path, name: str, args: dict[str, Any]) -> None:
+    """Listings stop (truncated=true) before their result outgrows the output cap: file_search
+    had no byte budget at all (100 deep paths overflowed it), and list_files counted a name's
+    characters, not its JSON (a control character takes 6 bytes), so both failed the call
+    with output_too_large instead."""
+    deep = ws.joinpath(*[f"directory_level_{i:02d}" for i in range(20)])
+    deep.mkdir(parents=True)
+    for i in range(60):
+        (deep / f"file_{i:03d}.txt").write_text("x")
+    (ws / "ctl").mkdir()
+    for i in range(60):
+        (ws / "ctl" / (f"{i:02d}" + "\x01" * 200)).write_text("x")
+    cap = 16384
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = tool(name)(args, small)
+    entries = r["files" if name == "list_files" else "matches"]
+    assert r["truncated"] and entries and _result_size(r) <= cap

@@ -20,6 +20,7 @@ from typing import Any
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext, json_head, json_size, warm_with
 from runtime.toolkit_fs import (
+    Entry,
     Workspace,
     file_type,
     glob_match,
@@ -235,6 +236,25 @@ def _info(rel: str, st: os.stat_result) -> dict[str, Any]:
     }
 
 
+def _listed(entry: Entry) -> tuple[dict[str, Any], int]:
+    """One listed entry and the bytes it takes in the result's JSON (names are measured as
+    JSON: a control character in a name takes 6 bytes)."""
+    name, path = printable(entry.name), printable(entry.path)
+    item = {
+        "name": name,
+        "path": path,
+        "type": entry.type,
+        "size": entry.size,
+        "modified": _iso(entry.modified),
+    }
+    return item, json_size(name) + json_size(path) + _ENTRY_OVERHEAD
+
+
+def _listing_room(rel: str, cap: int) -> int:
+    """Bytes a listing's entries may take: the cap less the rest of its result."""
+    return cap - json_size(rel) - 2 * _ENTRY_OVERHEAD - _RESULT_MARGIN
+
+
 @warm_with(lambda scratch: {"path": ".", "pattern": _sample(scratch).name})
 def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     recursive = bool(args.get("recursive", False))
@@ -244,23 +264,16 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     truncated = False
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
-        budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the entries
+        budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
         for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
             if pattern and not glob_match(pattern, entry, parts):
                 continue
-            budget -= len(entry.path) + len(entry.name) + _ENTRY_OVERHEAD
+            item, size = _listed(entry)
+            budget -= size
             if len(files) >= limit or budget < 0:
                 truncated = True
                 break
-            files.append(
-                {
-                    "name": printable(entry.name),
-                    "path": printable(entry.path),
-                    "type": entry.type,
-                    "size": entry.size,
-                    "modified": _iso(entry.modified),
-                }
-            )
+            files.append(item)
         return {"path": ws.rel(parts), "files": files, "count": len(files), "truncated": truncated}
 
 
@@ -310,6 +323,7 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     truncated = False
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
+        budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
         for entry in ws.walk(parts, max_depth=max_depth):
             if want == "file" and entry.type != "file":
                 continue
@@ -317,18 +331,12 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 continue
             if not glob_match(pattern, entry, parts):
                 continue
-            if len(matches) >= limit:
+            item, size = _listed(entry)
+            budget -= size
+            if len(matches) >= limit or budget < 0:
                 truncated = True
                 break
-            matches.append(
-                {
-                    "name": printable(entry.name),
-                    "path": printable(entry.path),
-                    "type": entry.type,
-                    "size": entry.size,
-                    "modified": _iso(entry.modified),
-                }
-            )
+            matches.append(item)
         return {
             "path": ws.rel(parts),
             "matches": matches,
