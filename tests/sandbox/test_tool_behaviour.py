@@ -45,3 +45,31 @@ def test_shell_timeout_by_default_keeps_the_partial_output(workspace: Path) -> N
         "exit_code": 0,
         "truncated": False,
     }
+
+
+def test_big_outputs_come_back_truncated_not_refused(workspace: Path) -> None:
+    """Through the broker, whose output cap is checked on the result's JSON: a file or a
+    command's output larger than the cap is returned cut (truncated=true), as the tools'
+    descriptions say, never an output_too_large error that loses all of it."""
+    from runtime.broker import SyncBroker
+
+    cap = 65536
+    (workspace / "plain.txt").write_text("a" * 3 * cap)
+    (workspace / "quotes.txt").write_text('"\\' * cap)
+    (workspace / "blob.bin").write_bytes(b"\x00" * 2 * cap)
+    (workspace / "many").mkdir()
+    for i in range(400):
+        (workspace / "many" / f"{i:03d}{'n' * 200}").write_text("")
+    calls = [
+        ("read_file", {"path": "plain.txt"}),
+        ("read_file", {"path": "quotes.txt"}),
+        ("read_file", {"path": "blob.bin", "encoding": "base64"}),
+        ("shell_exec", {"command": "head -c 500000 /dev/urandom; head -c 500000 /dev/zero >&2"}),
+        ("list_files", {"path": "many"}),
+        ("file_search", {"path": "many", "pattern": "*", "limit": 100}),
+    ]
+    with SyncBroker(workspace=workspace, policy=_policy(output_bytes=cap)) as broker:
+        results = [broker.call({"tool": tool, "arguments": args}) for tool, args in calls]
+    for (tool, _), result in zip(calls, results, strict=True):
+        assert result.success, (tool, result.error)
+        assert result.result is not None and result.result["truncated"] is True, tool
