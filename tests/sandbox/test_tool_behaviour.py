@@ -73,3 +73,41 @@ def test_big_outputs_come_back_truncated_not_refused(workspace: Path) -> None:
     for (tool, _), result in zip(calls, results, strict=True):
         assert result.success, (tool, result.error)
         assert result.result is not None and result.result["truncated"] is True, tool
+
+
+def test_a_denied_file_with_another_hard_link_is_refused(workspace: Path) -> None:
+    """An agent can make ``.env`` a second name of a file of its own (``touch x; ln x
+    .env``); when the user then writes a secret into ``.env`` in place (an append, most
+    editors' save), the mask hid ``.env`` but ``x`` read the secret. A hidden file with
+    more than one link is now refused (the other names cannot be found to mask)."""
+    import errno
+    import os
+
+    from runtime.backends.sandbox.masks import MaskSpec, find
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        made = broker.call({"tool": "shell_exec", "arguments": {"command": "touch x; ln x .env"}})
+        assert made.success, made.error
+        with (workspace / ".env").open("a") as f:
+            f.write("API_KEY=s3cr3t\n")  # the user, in place
+        leak = broker.call({"tool": "read_file", "arguments": {"path": "x"}})
+        shell = broker.call({"tool": "shell_exec", "arguments": {"command": "cat x"}})
+        (workspace / "x").unlink()  # the user removes the extra name: calls run again
+        again = broker.call({"tool": "shell_exec", "arguments": {"command": "cat .env; echo ok"}})
+    for result in (leak, shell):
+        assert "s3cr3t" not in result.model_dump_json()
+        assert result.error is not None and result.error.type == "sandbox_error"
+        assert "hard link" in result.error.message
+    assert again.success and again.result is not None and again.result["stdout"] == "ok\n"
+
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(workspace / ".env", workspace / "y")
+        with pytest.raises(OSError) as exc:
+            find(fd, MaskSpec(hide=("**/.env",)))
+        assert exc.value.errno == errno.EMLINK
+        # Read-only masks (deny_write: .git/**) still apply to linked files (git makes them).
+        assert [t.rel for t in find(fd, MaskSpec(readonly=("y",)))] == ["y"]
+    finally:
+        os.close(fd)
