@@ -46,7 +46,7 @@ def test_read_file_output_cap(tool: Load, ctx: ToolContext, ws: Path) -> None:
     (ws / "big.txt").write_text("x" * 100 + "\n" + "y" * 100 + "\n")
     # The cap bounds the whole result (its JSON), not the content alone: 150 bytes could
     # not hold even the first line's result, which the sandbox then refused.
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=300))
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=400))
     r = tool("read_file")({"path": "big.txt"}, small)
     assert r["content"] == "x" * 100 + "\n" and r["truncated"]
 

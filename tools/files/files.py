@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -45,6 +44,9 @@ _ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry
 #: Room left in the output cap beyond a result's own JSON: the frame's envelope and header,
 #: and msgpack's encoding where it is larger than JSON's, bytes.
 _RESULT_MARGIN = 64
+#: A read_file result's JSON but its path and content, at most: keys, encoding, three
+#: numbers of up to 19 digits, ``truncated``; plus the margin, bytes.
+_READ_OVERHEAD = 160 + _RESULT_MARGIN
 
 
 def _iso(ts: float) -> str:
@@ -76,18 +78,17 @@ def _sample(scratch: Path) -> Path:
     return sample
 
 
-def _room(skeleton: dict[str, Any], cap: int) -> int:
+def _room(rel: str, cap: int) -> int:
     """Bytes the content may take as JSON: the cap bounds the whole result (the broker sizes
     its JSON; the child, its msgpack frame with an envelope), not the content alone."""
-    size = len(json.dumps(skeleton, ensure_ascii=False, separators=(",", ":")).encode())
-    return max(cap - size - _RESULT_MARGIN, 0)
+    return max(cap - json_size(rel) - _READ_OVERHEAD, 0)
 
 
 def _fit_lines(text: str, lines: int, room: int) -> tuple[str, int, bool]:
     """``text`` cut to ``room`` bytes of JSON: whole lines, or the head of a single line
     longer than that. Escapes make the JSON larger than the bytes read (a newline or quote
     takes 2 bytes, a control character 6), so a cut by bytes alone can still overflow."""
-    if json_size(text) <= room:
+    if len(text) * 6 <= room or json_size(text) <= room:  # 6: JSON's widest escape
         return text, lines, False
     head = json_head(text, room)
     nl = head.rfind("\n")
@@ -118,7 +119,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     "lines": None,
                     "truncated": True,
                 }
-                raw, truncated = read_bytes(fd.fd, _room(out, cap) // 4 * 3)
+                raw, truncated = read_bytes(fd.fd, _room(rel, cap) // 4 * 3)
                 out["content"] = base64.b64encode(raw).decode("ascii")
                 out["bytes"], out["truncated"] = len(raw), truncated
                 return out
@@ -131,7 +132,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 "lines": limit,
                 "truncated": True,
             }
-            room = _room(out, cap)
+            room = _room(rel, cap)
             raw, lines, truncated = read_lines(fd.fd, offset, limit, room)
     if b"\0" in raw:
         raise ToolFailed(
