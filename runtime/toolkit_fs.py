@@ -273,6 +273,17 @@ class Workspace:
         try:
             return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR and parts:
+                # ENOTDIR does not say which component: name the path itself when it is
+                # the one that is not a directory (explain() blames a parent).
+                st = self.lstat(parts)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    raise _fail(
+                        f"{self.rel(parts)!r} is a {file_type(st.st_mode)}, not a directory",
+                        "not_a_directory",
+                        self.rel(parts),
+                        exc,
+                    ) from exc
             if not (create and exc.errno == errno.ENOENT):
                 raise self.explain(exc, parts, "directory") from exc
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))

@@ -421,3 +421,19 @@ def test_listing_results_fit_the_cap(tool: Load, ws: Path, name: str, args: dict
     r = tool(name)(args, small)
     entries = r["files" if name == "list_files" else "matches"]
     assert r["truncated"] and entries and _result_size(r) <= cap
+
+
+@pytest.mark.parametrize("name", ["list_files", "file_search"])
+def test_listing_a_file_says_it_is_not_a_directory(
+    tool: Load, ctx: ToolContext, ws: Path, name: str
+) -> None:
+    """Listing a regular file said "a parent of directory 'notes.txt' is not a directory",
+    sending the caller to look for a problem in the parents."""
+    (ws / "notes.txt").write_text("x")
+    args: dict[str, Any] = {"path": "notes.txt"}
+    if name == "file_search":
+        args["pattern"] = "*"
+    err = _fails(tool(name), args, ctx, "not_a_directory")
+    assert "parent" not in err.message and "'notes.txt' is a file, not a directory" in err.message
+    err = _fails(tool(name), {**args, "path": "notes.txt/sub"}, ctx, "not_a_directory")
+    assert "'notes.txt' is a file, not a directory" in err.message  # the culprit, named
