@@ -24,7 +24,7 @@ from typing import Any
 from runtime.errors import ManifestError, ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import DEFAULT_PATH
-from runtime.toolkit_proc import run_capped
+from runtime.toolkit_proc import run_capped, within_call
 
 __all__ = ["ENTRY", "check_template", "fill_template", "run_template"]
 
@@ -105,7 +105,7 @@ def run_template(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         fill_template(template, args),
         cwd=str(ctx.workspace),
         env=env,
-        timeout=ctx.limits.timeout_s,
+        timeout=within_call(ctx.limits.timeout_s, ctx.limits.timeout_s),
         cap=ctx.limits.output_bytes,
         preexec=preexec if callable(preexec) else None,
     ).as_result()

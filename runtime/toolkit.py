@@ -30,6 +30,8 @@ __all__ = [
     "ToolFailed",
     "WarmUp",
     "builtin_tools_dir",
+    "json_head",
+    "json_size",
     "load_entry",
     "warm_up",
     "warm_with",
@@ -146,3 +148,35 @@ def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext]
     if not callable(func):
         raise ValueError(f"entry {entry!r}: {func_name!r} is not a function in {path}")
     return func  # type: ignore[no-any-return]
+
+
+#: Bytes JSON writes as themselves (everything but control characters, '"' and '\\').
+_JSON_PLAIN = bytes(b for b in range(256) if b >= 0x20 and b not in b'"\\')
+#: The escaped bytes with a two-character escape; the other control characters take six.
+_JSON_SHORT = b'"\\\b\t\n\f\r'
+
+
+def json_size(text: str) -> int:
+    """Bytes ``text`` takes as a string in the result's JSON. The output cap is checked on
+    that (canonical RFC 8785 JSON, by the broker): a control character takes 6 bytes, a
+    quote, backslash or newline 2, other text its UTF-8. A tool that cuts its output to fit
+    the cap must measure it this way, not by ``len(text.encode())``."""
+    raw = text.encode("utf-8", "surrogatepass")
+    # Counted on the bytes, in C (no encoder per call: this runs on every read_file): each
+    # escaped byte adds 1 (\n, \", ...) or 5 (\u00XX, the other control characters).
+    escaped = raw.translate(None, _JSON_PLAIN)
+    return len(raw) + len(escaped) + 4 * len(escaped.translate(None, _JSON_SHORT))
+
+
+def json_head(text: str, size: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``size`` bytes as JSON."""
+    if json_size(text) <= size:
+        return text
+    lo, hi = 0, min(len(text), max(size, 0))  # every character takes at least a byte
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if json_size(text[:mid]) <= size:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]

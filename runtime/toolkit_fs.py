@@ -58,7 +58,7 @@ __all__ = [
     "Workspace",
     "file_type",
     "glob_match",
-    "printable_name",
+    "printable",
     "read_bytes",
     "read_lines",
 ]
@@ -273,6 +273,17 @@ class Workspace:
         try:
             return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR and parts:
+                # ENOTDIR does not say which component: name the path itself when it is
+                # the one that is not a directory (explain() blames a parent).
+                st = self.lstat(parts)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    raise _fail(
+                        f"{self.rel(parts)!r} is a {file_type(st.st_mode)}, not a directory",
+                        "not_a_directory",
+                        self.rel(parts),
+                        exc,
+                    ) from exc
             if not (create and exc.errno == errno.ENOENT):
                 raise self.explain(exc, parts, "directory") from exc
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
@@ -487,12 +498,12 @@ class Workspace:
                 fd.close()
 
 
-def printable_name(name: str) -> str:
-    """``name`` as a result can carry it: a name that is not UTF-8 (any byte string is a
-    valid Linux name; Python holds its bad bytes as lone surrogates, which no JSON frame can
-    encode) with those bytes as ``\\xNN`` escapes. One such name in a directory made the
-    whole listing fail. The shown name does not open the file; the tools refuse paths with
-    lone surrogates anyway."""
+def printable(name: str) -> str:
+    """``name`` as a result can carry it. A name on disk may be any bytes; Python spells the
+    non-UTF-8 ones as lone surrogates, which no JSON or msgpack encoder accepts, so one such
+    file made a whole listing fail. They are shown as ``\\xNN`` escapes (as ``ls -b`` does):
+    visible, though not a path a later call can open (JSON cannot carry those bytes at all).
+    """
     if name.isascii():
         return name
     try:

@@ -19,12 +19,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import ToolFailed, ToolTimeout
+from runtime.errors import ResourceLimitExceeded, ToolFailed, ToolTimeout
+from runtime.toolkit import json_head, json_size
 
-__all__ = ["ProcResult", "run_capped"]
+__all__ = ["ProcResult", "run_capped", "within_call"]
 
 _GRACE_S = 2.0  # SIGTERM → SIGKILL
 _DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after exit
+#: Time a command's timeout leaves before the call's own deadline: the kill's grace and the
+#: report, seconds (at most a quarter of a short call's limit).
+_REPORT_S = _GRACE_S + 1.0
+#: Room in the output cap for what surrounds the two streams in the result frame (keys,
+#: exit code, signal name, the frame's own header and envelope), bytes.
+_RESULT_OVERHEAD = 256
+#: Signals the kernel sends only when a process passes an rlimit the sandbox sets from the
+#: policy: (signal, the policy's limit, what it bounds).
+_LIMIT_SIGNALS = {
+    signal.SIGXCPU: ("cpu_s", "CPU time"),
+    signal.SIGXFSZ: ("fsize_mb", "file size"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +64,34 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _fit(stdout: str, stderr: str, cap: int) -> tuple[str, str, bool]:
+    """Both streams cut so that the result they go into fits ``cap`` bytes. Each stream is
+    read up to ``cap`` bytes, and the result's JSON can be larger still (an invalid byte
+    decodes to a 3-byte U+FFFD, a control byte is escaped to 6), so without this a chatty
+    command overflowed the result and its call failed with output_too_large, all output
+    lost. A stream smaller than half the room is kept whole; the other gets the rest."""
+    room = max(cap - _RESULT_OVERHEAD, 0)
+    out_n, err_n = json_size(stdout), json_size(stderr)
+    if out_n + err_n <= room:
+        return stdout, stderr, False
+    half = room // 2
+    if err_n <= half:
+        out_n = room - err_n
+    elif out_n <= half:
+        err_n = room - out_n
+    else:
+        out_n = err_n = half
+    return json_head(stdout, out_n), json_head(stderr, err_n), True
+
+
+def within_call(timeout: float, call_limit: float) -> float:
+    """The timeout to give a command so that it ends before the call does. At the call's
+    deadline the sandbox is torn down whole and the call reports only "timeout": a command
+    timed to that same deadline (the default) lost everything it had printed, because its
+    own timeout (which keeps the partial output) never came first."""
+    return min(timeout, call_limit - min(_REPORT_S, call_limit / 4))
+
+
 def run_capped(
     argv: Sequence[str],
     *,
@@ -60,7 +101,10 @@ def run_capped(
     cap: int,
     preexec: Callable[[], Any] | None = None,
 ) -> ProcResult:
-    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes."""
+    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes,
+    ResourceLimitExceeded when the program is killed by an rlimit's signal.
+    ``cap`` bounds the whole result in bytes: both streams together and the fields around
+    them (``truncated`` says output was cut)."""
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -115,13 +159,28 @@ def run_capped(
                 proc.wait(_GRACE_S)
             _killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
-    stdout = bufs[out_fd].decode("utf-8", "replace")
-    stderr = bufs[err_fd].decode("utf-8", "replace")
+    stdout, stderr, cut = _fit(
+        bufs[out_fd].decode("utf-8", "replace"), bufs[err_fd].decode("utf-8", "replace"), cap
+    )
+    truncated = truncated or cut
     if timed_out:
         raise ToolTimeout(
             f"the command did not finish within {timeout:g} s and was killed",
             stdout=stdout,
             stderr=stderr,
             timeout_s=timeout,
+        )
+    if -code in _LIMIT_SIGNALS:
+        # The command itself was ended by the limit (a shell that survives a child's kill
+        # and goes on decides its own exit status). A command may also send itself these
+        # signals: it can only make its own call report a limit, which is harmless.
+        limit, what = _LIMIT_SIGNALS[signal.Signals(-code)]
+        raise ResourceLimitExceeded(
+            f"the command exceeded the call's {what} limit ({limit}) and was killed by "
+            f"{signal.Signals(-code).name}",
+            limit=limit,
+            signal=signal.Signals(-code).name,
+            stdout=stdout,
+            stderr=stderr,
         )
     return ProcResult(stdout, stderr, code, truncated)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +44,9 @@ def test_read_file_ranges(tool: Load, ctx: ToolContext, ws: Path) -> None:
 
 def test_read_file_output_cap(tool: Load, ctx: ToolContext, ws: Path) -> None:
     (ws / "big.txt").write_text("x" * 100 + "\n" + "y" * 100 + "\n")
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=150))
+    # The cap bounds the whole result (its JSON), not the content alone: 150 bytes could
+    # not hold even the first line's result, which the sandbox then refused.
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=400))
     r = tool("read_file")({"path": "big.txt"}, small)
     assert r["content"] == "x" * 100 + "\n" and r["truncated"]
 
@@ -61,9 +64,13 @@ def test_read_file_binary(tool: Load, ctx: ToolContext, ws: Path) -> None:
 
 def test_read_file_cut_multibyte_at_cap(tool: Load, ws: Path) -> None:
     (ws / "u.txt").write_text("é" * 100)  # one line of 200 bytes
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=51))
-    r = tool("read_file")({"path": "u.txt"}, small)
-    assert r["content"] == "é" * 25 and r["truncated"]
+    # The cap bounds the whole result's JSON (it used to bound the content alone, which
+    # 51 bytes did): an odd and an even room, so one of them cuts inside a character.
+    for cap in (250, 251):
+        small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+        r = tool("read_file")({"path": "u.txt"}, small)
+        assert r["content"] and r["content"] == "é" * len(r["content"]) and r["truncated"]
+        assert _result_size(r) <= cap
 
 
 @pytest.mark.parametrize(
@@ -324,3 +331,109 @@ def test_the_warm_ups_run_the_whole_tool_successfully(
     assert prepare is not None
     result = func(prepare(tmp_path), ToolContext(workspace=tmp_path, limits=Limits()))
     assert expect(result), result
+
+
+# ------------------------------------------------------------------------- undecodable names
+
+
+def _json_safe(result: dict[str, Any]) -> None:
+    # The child sends results as msgpack/JSON text: a lone surrogate (how Python spells a
+    # name's non-UTF-8 bytes) cannot be encoded, and the whole call failed with it.
+    json.dumps(result, ensure_ascii=False).encode("utf-8")
+
+
+def test_non_utf8_names_do_not_break_listings(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    (ws / "ok.txt").write_text("def ok():\n    pass\n")
+    sub = os.fsencode(ws) + b"/sub\xff"
+    os.mkdir(sub)
+    with open(sub + b"/bad\xfe.py", "w") as f:
+        f.write("def bad():\n    pass\n")
+    os.symlink(b"target\xfd", os.fsencode(ws) + b"/link")
+    r = tool("list_files")({"recursive": True}, ctx)
+    _json_safe(r)
+    assert {e["path"] for e in r["files"]} == {"ok.txt", "sub\\xff", "sub\\xff/bad\\xfe.py", "link"}
+    r = tool("file_search")({"pattern": "*.py"}, ctx)
+    _json_safe(r)
+    assert [m["path"] for m in r["matches"]] == ["sub\\xff/bad\\xfe.py"]
+    r = tool("code_query")({"query": "bad"}, ctx)
+    _json_safe(r)
+    assert {(m["file"], m["kind"]) for m in r["matches"]} >= {("sub\\xff/bad\\xfe.py", "function")}
+    r = tool("get_file_info")({"path": "link"}, ctx)
+    _json_safe(r)
+    assert r["target"] == "target\\xfd"
+
+
+def _result_size(result: dict[str, Any]) -> int:
+    """The size the output cap applies to: the result as (canonical, compact) JSON."""
+    return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (b"a" * 10_000, "utf-8"),  # one long line
+        (b"line\n" * 5_000, "utf-8"),  # a newline takes two bytes of JSON
+        (b'"\\' * 5_000, "utf-8"),  # so do quotes and backslashes
+        (b"\x01\t" * 5_000, "utf-8"),  # a control byte takes six
+        ("é€".encode() * 2_000, "utf-8"),
+        (bytes(range(256)) * 40, "base64"),
+    ],
+)
+def test_read_file_result_fits_the_cap(tool: Load, ws: Path, data: bytes, encoding: str) -> None:
+    """A file larger than the output cap is read truncated (truncated=true), as documented:
+    before, the content alone was cut at the cap and the result around it overflowed, so
+    the call failed with output_too_large."""
+    (ws / "f").write_bytes(data)
+    cap = 4096
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = tool("read_file")({"path": "f", "encoding": encoding}, small)
+    assert r["truncated"] and _result_size(r) <= cap
+    assert _result_size(r) > cap // 2  # the room is used
+    got = base64.b64decode(r["content"]) if encoding == "base64" else r["content"].encode()
+    assert data.startswith(got)
+    if encoding == "utf-8" and b"\n" in data:
+        assert got.endswith(b"\n") and r["lines"] == got.count(b"\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("file_search", {"pattern": "*.txt", "limit": 100}),
+        ("list_files", {"recursive": True}),
+        ("list_files", {"path": "ctl"}),
+        ("file_search", {"path": "ctl", "limit": 100}),
+    ],
+)
+def test_listing_results_fit_the_cap(tool: Load, ws: Path, name: str, args: dict[str, Any]) -> None:
+    """Listings stop (truncated=true) before their result outgrows the output cap: file_search
+    had no byte budget at all (100 deep paths overflowed it), and list_files counted a name's
+    characters, not its JSON (a control character takes 6 bytes), so both failed the call
+    with output_too_large instead."""
+    deep = ws.joinpath(*[f"directory_level_{i:02d}" for i in range(20)])
+    deep.mkdir(parents=True)
+    for i in range(60):
+        (deep / f"file_{i:03d}.txt").write_text("x")
+    (ws / "ctl").mkdir()
+    for i in range(60):
+        (ws / "ctl" / (f"{i:02d}" + "\x01" * 200)).write_text("x")
+    cap = 16384
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = tool(name)(args, small)
+    entries = r["files" if name == "list_files" else "matches"]
+    assert r["truncated"] and entries and _result_size(r) <= cap
+
+
+@pytest.mark.parametrize("name", ["list_files", "file_search"])
+def test_listing_a_file_says_it_is_not_a_directory(
+    tool: Load, ctx: ToolContext, ws: Path, name: str
+) -> None:
+    """Listing a regular file said "a parent of directory 'notes.txt' is not a directory",
+    sending the caller to look for a problem in the parents."""
+    (ws / "notes.txt").write_text("x")
+    args: dict[str, Any] = {"path": "notes.txt"}
+    if name == "file_search":
+        args["pattern"] = "*"
+    err = _fails(tool(name), args, ctx, "not_a_directory")
+    assert "parent" not in err.message and "'notes.txt' is a file, not a directory" in err.message
+    err = _fails(tool(name), {**args, "path": "notes.txt/sub"}, ctx, "not_a_directory")
+    assert "'notes.txt' is a file, not a directory" in err.message  # the culprit, named

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from runtime.errors import ToolFailed, ToolTimeout
+from runtime.frames import encode_frame
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
@@ -86,7 +88,54 @@ def test_output_cap_drains_and_truncates(sh: Tool, ws: Path) -> None:
         ctx,
     )
     assert r["truncated"] and r["exit_code"] == 0
-    assert r["stdout"] == "a" * 1000 and r["stderr"] == "b" * 1000
+    # Both streams share the cap (each used to get all of it, so the result overflowed).
+    assert r["stdout"] == "a" * len(r["stdout"]) and r["stderr"] == "b" * len(r["stderr"])
+    assert len(r["stdout"]) == len(r["stderr"]) >= 300
+    assert len(_frame(r)) <= 1000
+
+
+def _frame(result: dict[str, Any]) -> bytes:
+    """The larger of the two forms the cap applies to: the frame the sandboxed child sends
+    and the JSON the broker sizes."""
+    frame = encode_frame({"type": "result", "value": result}, max_size=1 << 30)
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return max(frame, text, key=len)
+
+
+@pytest.mark.parametrize(
+    ("command", "out", "err"),
+    [
+        # One big stream: it gets the whole cap but the JSON around it, not more.
+        ("head -c 200000 /dev/zero | tr '\\0' a", "a", ""),
+        ("head -c 200000 /dev/zero | tr '\\0' b >&2; echo small", "small\n", "b"),
+        # Invalid UTF-8 decodes to U+FFFD, three bytes for each byte read.
+        ("head -c 200000 /dev/zero | tr '\\0' '\\377'", "\ufffd", ""),
+        # A control byte is escaped to six bytes of JSON.
+        ("head -c 200000 /dev/zero | tr '\\0' '\\1'", "\x01", ""),
+        (
+            "printf 'x%.0s' $(seq 500); head -c 200000 /dev/zero | tr '\\0' '\\377' >&2",
+            "x",
+            "\ufffd",
+        ),
+    ],
+)
+def test_output_cap_bounds_the_whole_result(
+    sh: Tool, ws: Path, command: str, out: str, err: str
+) -> None:
+    """stdout/stderr are truncated (truncated=true) so that the result fits the output cap:
+    before, a command printing more than the cap failed the call with output_too_large and
+    all its output was lost."""
+    cap = 8192
+    ctx = ToolContext(workspace=ws, limits=Limits(output_bytes=cap, timeout_s=20))
+    r = sh({"command": command}, ctx)
+    assert r["truncated"] and r["exit_code"] == 0
+    assert len(_frame(r)) <= cap
+    for got, want in ((r["stdout"], out), (r["stderr"], err)):
+        if len(want) == 1:
+            assert got and got == want * len(got)
+        else:
+            assert got == want
+    assert len(_frame(r)) > cap // 2  # the room is used, not given away
 
 
 def test_timeout_kills_the_group(sh: Tool, ws: Path, tmp_path: Path) -> None:
@@ -187,3 +236,25 @@ def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
     assert sh({"command": "echo invite npm-starter"}, ctx)["exit_code"] == 0
     allowed = ToolContext(workspace=ws, options={"blocked_services": []})
     assert sh({"command": "echo vite"}, allowed)["stdout"] == "vite\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "limit", "sig"),
+    [
+        ("ulimit -S -t 1; echo spinning; exec sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
+        ("ulimit -f 1; echo writing; exec head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
+    ],
+)
+def test_command_killed_by_a_limit_is_a_resource_limit(
+    sh: Tool, ctx: ToolContext, command: str, limit: str, sig: str
+) -> None:
+    """The kernel sends SIGXCPU / SIGXFSZ only for RLIMIT_CPU / RLIMIT_FSIZE, which the
+    sandbox sets from the policy's cpu_s / fsize_mb: a command they end reached a limit
+    (resource_limit, DESIGN §7), not success with exit code 152."""
+    from runtime.errors import ResourceLimitExceeded
+
+    with pytest.raises(ResourceLimitExceeded) as exc:
+        sh({"command": command}, ctx)
+    assert exc.value.details["limit"] == limit and exc.value.details["signal"] == sig
+    assert exc.value.details["stdout"] in ("spinning\n", "writing\n")
+    assert limit in exc.value.message

@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
-from runtime.toolkit_fs import Workspace, printable_name, read_bytes
+from runtime.toolkit_fs import Workspace, printable, read_bytes
 
 __all__ = ["code_query"]
 
@@ -277,8 +277,8 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 for e in ws.walk(base, max_depth=-1)
                 if e.type == "file" and not _SKIP_DIRS.intersection(e.path.split("/")[:-1])
             ]
-        for parts, name in entries:
-            rel = printable_name(ws.rel(parts))  # shown only: ``parts`` opens the file
+        for parts, raw_name in entries:
+            rel, name = printable(ws.rel(parts)), printable(raw_name)
             if want in ("file", "all") and (score := match(name)):
                 found.append(
                     (
@@ -286,7 +286,7 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                         {
                             "file": rel,
                             "kind": "file",
-                            "name": printable_name(name),
+                            "name": name,
                             "line": 1,
                             "column": 1,
                             "code": "",

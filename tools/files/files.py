@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolFailed
-from runtime.toolkit import ToolContext, warm_with
+from runtime.toolkit import ToolContext, json_head, json_size, warm_with
 from runtime.toolkit_fs import (
+    Entry,
     Workspace,
     file_type,
     glob_match,
-    printable_name,
+    printable,
     read_bytes,
     read_lines,
 )
@@ -40,6 +41,12 @@ __all__ = [
 
 _CHUNK = 1 << 20
 _ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry, bytes
+#: Room left in the output cap beyond a result's own JSON: the frame's envelope and header,
+#: and msgpack's encoding where it is larger than JSON's, bytes.
+_RESULT_MARGIN = 64
+#: A read_file result's JSON but its path and content, at most: keys, encoding, three
+#: numbers of up to 19 digits, ``truncated``; plus the margin, bytes.
+_READ_OVERHEAD = 160 + _RESULT_MARGIN
 
 
 def _iso(ts: float) -> str:
@@ -71,6 +78,26 @@ def _sample(scratch: Path) -> Path:
     return sample
 
 
+def _room(rel: str, cap: int) -> int:
+    """Bytes the content may take as JSON: the cap bounds the whole result (the broker sizes
+    its JSON; the child, its msgpack frame with an envelope), not the content alone."""
+    return max(cap - json_size(rel) - _READ_OVERHEAD, 0)
+
+
+def _fit_lines(text: str, lines: int, room: int) -> tuple[str, int, bool]:
+    """``text`` cut to ``room`` bytes of JSON: whole lines, or the head of a single line
+    longer than that. Escapes make the JSON larger than the bytes read (a newline or quote
+    takes 2 bytes, a control character 6), so a cut by bytes alone can still overflow."""
+    if len(text) * 6 <= room or json_size(text) <= room:  # 6: JSON's widest escape
+        return text, lines, False
+    head = json_head(text, room)
+    nl = head.rfind("\n")
+    if nl >= 0:
+        head = head[: nl + 1]
+        return head, head.count("\n"), True
+    return head, 1, True
+
+
 @warm_with(lambda scratch: {"path": _sample(scratch).name})
 def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     encoding = args.get("encoding", "utf-8")
@@ -83,32 +110,40 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         fd, st = ws.open_file(parts)
         with fd:
             if encoding == "base64":
-                raw, truncated = read_bytes(fd.fd, cap * 3 // 4)
-                return {
+                out: dict[str, Any] = {
                     "path": rel,
-                    "content": base64.b64encode(raw).decode("ascii"),
+                    "content": "",
                     "encoding": "base64",
                     "size": st.st_size,
-                    "bytes": len(raw),
+                    "bytes": st.st_size,
                     "lines": None,
-                    "truncated": truncated,
+                    "truncated": True,
                 }
-            raw, lines, truncated = read_lines(fd.fd, offset, limit, cap)
+                raw, truncated = read_bytes(fd.fd, _room(rel, cap) // 4 * 3)
+                out["content"] = base64.b64encode(raw).decode("ascii")
+                out["bytes"], out["truncated"] = len(raw), truncated
+                return out
+            out = {
+                "path": rel,
+                "content": "",
+                "encoding": "utf-8",
+                "size": st.st_size,
+                "offset": offset,
+                "lines": limit,
+                "truncated": True,
+            }
+            room = _room(rel, cap)
+            raw, lines, truncated = read_lines(fd.fd, offset, limit, room)
     if b"\0" in raw:
         raise ToolFailed(
             f"{rel!r} looks binary (NUL bytes); read it with encoding='base64'",
             reason="binary",
             path=rel,
         )
-    return {
-        "path": rel,
-        "content": _decode(raw, rel, truncated and not raw.endswith(b"\n")),
-        "encoding": "utf-8",
-        "size": st.st_size,
-        "offset": offset,
-        "lines": lines,
-        "truncated": truncated,
-    }
+    text = _decode(raw, rel, truncated and not raw.endswith(b"\n"))
+    text, lines, cut = _fit_lines(text, lines, room)
+    out.update(content=text, lines=lines, truncated=truncated or cut)
+    return out
 
 
 def _payload(args: dict[str, Any]) -> bytes:
@@ -202,6 +237,25 @@ def _info(rel: str, st: os.stat_result) -> dict[str, Any]:
     }
 
 
+def _listed(entry: Entry) -> tuple[dict[str, Any], int]:
+    """One listed entry and the bytes it takes in the result's JSON (names are measured as
+    JSON: a control character in a name takes 6 bytes)."""
+    name, path = printable(entry.name), printable(entry.path)
+    item = {
+        "name": name,
+        "path": path,
+        "type": entry.type,
+        "size": entry.size,
+        "modified": _iso(entry.modified),
+    }
+    return item, json_size(name) + json_size(path) + _ENTRY_OVERHEAD
+
+
+def _listing_room(rel: str, cap: int) -> int:
+    """Bytes a listing's entries may take: the cap less the rest of its result."""
+    return cap - json_size(rel) - 2 * _ENTRY_OVERHEAD - _RESULT_MARGIN
+
+
 @warm_with(lambda scratch: {"path": ".", "pattern": _sample(scratch).name})
 def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     recursive = bool(args.get("recursive", False))
@@ -211,24 +265,16 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     truncated = False
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
-        budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the entries
+        budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
         for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
             if pattern and not glob_match(pattern, entry, parts):
                 continue
-            name, path = printable_name(entry.name), printable_name(entry.path)
-            budget -= len(path) + len(name) + _ENTRY_OVERHEAD
+            item, size = _listed(entry)
+            budget -= size
             if len(files) >= limit or budget < 0:
                 truncated = True
                 break
-            files.append(
-                {
-                    "name": name,
-                    "path": path,
-                    "type": entry.type,
-                    "size": entry.size,
-                    "modified": _iso(entry.modified),
-                }
-            )
+            files.append(item)
         return {"path": ws.rel(parts), "files": files, "count": len(files), "truncated": truncated}
 
 
@@ -265,7 +311,7 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         out = _info(rel, st) | {"exists": True, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
         if stat.S_ISLNK(st.st_mode):
             with ws.open_dir(parts[:-1]) as parent:
-                out["target"] = printable_name(os.readlink(parts[-1], dir_fd=parent.fd))
+                out["target"] = printable(os.readlink(parts[-1], dir_fd=parent.fd))
         return out
 
 
@@ -278,6 +324,7 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     truncated = False
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
+        budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
         for entry in ws.walk(parts, max_depth=max_depth):
             if want == "file" and entry.type != "file":
                 continue
@@ -285,18 +332,12 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 continue
             if not glob_match(pattern, entry, parts):
                 continue
-            if len(matches) >= limit:
+            item, size = _listed(entry)
+            budget -= size
+            if len(matches) >= limit or budget < 0:
                 truncated = True
                 break
-            matches.append(
-                {
-                    "name": printable_name(entry.name),
-                    "path": printable_name(entry.path),
-                    "type": entry.type,
-                    "size": entry.size,
-                    "modified": _iso(entry.modified),
-                }
-            )
+            matches.append(item)
         return {
             "path": ws.rel(parts),
             "matches": matches,

@@ -21,7 +21,7 @@ from bs4 import BeautifulSoup
 from markdownify import markdownify
 
 from runtime.errors import InvalidArguments, ToolFailed
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, json_head
 
 __all__ = ["http_get", "http_post", "http_request", "web_fetch", "web_search"]
 
@@ -37,8 +37,29 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _BODY_SHARE = 0.5
 
 
+#: Room left in the output cap beyond a result's own JSON (the frame's envelope), bytes.
+_RESULT_MARGIN = 64
+
+
 def _body_budget(ctx: ToolContext) -> int:
     return max(1024, int(ctx.limits.output_bytes * _BODY_SHARE))
+
+
+def _fit(result: dict[str, Any], key: str, cap: int) -> dict[str, Any]:
+    """``result`` with its ``key`` text cut so that the whole result fits ``cap`` bytes of
+    JSON (``truncated`` set when cut). The body budget bounds bytes *read*; decoded and
+    escaped they can take more (a Latin-1 byte becomes 2 bytes of UTF-8, a replaced invalid
+    byte 3, a control character 6 in JSON), and the headers come on top: such a page failed
+    the call with output_too_large. Base64 is cut on a 4-character boundary (still valid)."""
+    text: str = result[key]
+    result[key] = ""
+    rest = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    room = max(cap - rest - _RESULT_MARGIN, 0)
+    cut = text[: room // 4 * 4] if result.get("encoding") == "base64" else json_head(text, room)
+    result[key] = cut
+    if len(cut) < len(text):
+        result["truncated"] = True
+    return result
 
 
 def _ask(ctx: ToolContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +117,7 @@ def _http(args: dict[str, Any], ctx: ToolContext, method: str) -> dict[str, Any]
     text: str | None = None
     if not ctype or _TEXT_TYPES.match(ctype):
         text = _decode_text(data, _charset(ctype) or "utf-8", truncated)
-    return {
+    result = {
         "status": int(reply["status"]),
         "headers": headers,
         "body": text if text is not None else base64.b64encode(data).decode("ascii"),
@@ -104,6 +125,7 @@ def _http(args: dict[str, Any], ctx: ToolContext, method: str) -> dict[str, Any]
         "truncated": truncated,
         "url": str(reply.get("url", args["url"])),
     }
+    return _fit(result, "body", ctx.limits.output_bytes)
 
 
 def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -170,12 +192,13 @@ def web_fetch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
     if len(content) > max_chars:
         content, truncated = content[:max_chars], True
-    return {
+    result = {
         "url": str(reply.get("url", args["url"])),
         "status": int(reply["status"]),
         "content": content,
         "truncated": truncated,
     }
+    return _fit(result, "content", ctx.limits.output_bytes)
 
 
 def _search_endpoint(ctx: ToolContext) -> str:

@@ -14,7 +14,7 @@ from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import DEFAULT_PATH, check_env_key, check_env_value
 from runtime.toolkit_fs import Workspace
-from runtime.toolkit_proc import run_capped
+from runtime.toolkit_proc import run_capped, within_call
 
 __all__ = ["shell_exec"]
 
@@ -73,7 +73,7 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         ["/bin/sh", "-c", command],
         cwd=_cwd(args, ctx),
         env=_environment(args, ctx),
-        timeout=timeout,
+        timeout=within_call(timeout, limit),
         cap=ctx.limits.output_bytes,
         preexec=preexec if callable(preexec) else None,
     ).as_result()

@@ -347,6 +347,8 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                     raise _changed(sub) from None
                 if not stat.S_ISLNK(st.st_mode):
                     is_dir = stat.S_ISDIR(st.st_mode)
+                    if step.action == "hide" and not is_dir and st.st_nlink > 1:
+                        raise _linked(sub, st.st_nlink)
                     targets.append(
                         MaskTarget(
                             sub,
@@ -437,6 +439,21 @@ def _unreadable(parts: tuple[str, ...]) -> OSError:
         errno.EACCES,
         f"cannot list {where!r} to mask the policy-denied paths in it (permission denied); "
         "the call does not run unmasked",
+    )
+
+
+def _linked(parts: tuple[str, ...], links: int) -> OSError:
+    # Hazard: the tool could make a hidden name a second link of a file of its own (`ln x
+    # .env` before the user writes .env in place); the mask covers the name, not the inode,
+    # and the other names cannot be found short of indexing every inode of the tree. Only
+    # for hidden files: git hard-links its objects (clone --local), and refusing linked
+    # read-only entries would stop every call in such a repository (a second, writable name
+    # of a deny_write file stays a known gap).
+    return _refuse(
+        errno.EMLINK,
+        f"{'/'.join(parts)!r} is denied by the policy but has {links} hard links: another "
+        "name in the workspace shares its content, which masking cannot hide, so the call "
+        "does not run (remove the other links)",
     )
 
 

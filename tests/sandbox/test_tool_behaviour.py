@@ -1,0 +1,113 @@
+"""Built-in tools through the broker and the real sandbox, as a demanding user calls them:
+what each must return when a call reaches a limit or meets an odd workspace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.policy import Policy
+from runtime.policy.engine import default_policy_path
+
+pytestmark = [pytest.mark.sandbox]
+
+
+def _policy(**limits: Any) -> Policy:
+    """The built-in default policy with some ``[limits]`` changed."""
+    text = default_policy_path().read_text()
+    for key, value in limits.items():
+        text, n = re.subn(rf"(?m)^{key} = \S+", f"{key} = {value}", text, count=1)
+        assert n == 1, key
+    return Policy.from_toml(text, "test")
+
+
+def test_shell_timeout_by_default_keeps_the_partial_output(workspace: Path) -> None:
+    """shell_exec's own timeout defaulted to the call's, so the call's deadline (which ends
+    the whole sandbox) always came first: the user got "the call exceeded its timeout"
+    without a byte of what the command had printed. The tool now stops the command early
+    enough to report it."""
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace, policy=_policy(timeout_s=8)) as broker:
+        result = broker.call(
+            {"tool": "shell_exec", "arguments": {"command": "echo started; sleep 60"}}
+        )
+        after = broker.call({"tool": "shell_exec", "arguments": {"command": "echo next"}})
+    assert result.error is not None and result.error.type == "timeout", result
+    assert result.error.details["stdout"] == "started\n"
+    assert "killed" in result.error.message
+    assert after.success and after.result == {
+        "stdout": "next\n",
+        "stderr": "",
+        "exit_code": 0,
+        "truncated": False,
+    }
+
+
+def test_big_outputs_come_back_truncated_not_refused(workspace: Path) -> None:
+    """Through the broker, whose output cap is checked on the result's JSON: a file or a
+    command's output larger than the cap is returned cut (truncated=true), as the tools'
+    descriptions say, never an output_too_large error that loses all of it."""
+    from runtime.broker import SyncBroker
+
+    cap = 65536
+    (workspace / "plain.txt").write_text("a" * 3 * cap)
+    (workspace / "quotes.txt").write_text('"\\' * cap)
+    (workspace / "blob.bin").write_bytes(b"\x00" * 2 * cap)
+    (workspace / "many").mkdir()
+    for i in range(400):
+        (workspace / "many" / f"{i:03d}{'n' * 200}").write_text("")
+    calls = [
+        ("read_file", {"path": "plain.txt"}),
+        ("read_file", {"path": "quotes.txt"}),
+        ("read_file", {"path": "blob.bin", "encoding": "base64"}),
+        ("shell_exec", {"command": "head -c 500000 /dev/urandom; head -c 500000 /dev/zero >&2"}),
+        ("list_files", {"path": "many"}),
+        ("file_search", {"path": "many", "pattern": "*", "limit": 100}),
+    ]
+    with SyncBroker(workspace=workspace, policy=_policy(output_bytes=cap)) as broker:
+        results = [broker.call({"tool": tool, "arguments": args}) for tool, args in calls]
+    for (tool, _), result in zip(calls, results, strict=True):
+        assert result.success, (tool, result.error)
+        assert result.result is not None and result.result["truncated"] is True, tool
+
+
+def test_a_denied_file_with_another_hard_link_is_refused(workspace: Path) -> None:
+    """An agent can make ``.env`` a second name of a file of its own (``touch x; ln x
+    .env``); when the user then writes a secret into ``.env`` in place (an append, most
+    editors' save), the mask hid ``.env`` but ``x`` read the secret. A hidden file with
+    more than one link is now refused (the other names cannot be found to mask)."""
+    import errno
+    import os
+
+    from runtime.backends.sandbox.masks import MaskSpec, find
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        made = broker.call({"tool": "shell_exec", "arguments": {"command": "touch x; ln x .env"}})
+        assert made.success, made.error
+        with (workspace / ".env").open("a") as f:
+            f.write("API_KEY=s3cr3t\n")  # the user, in place
+        leak = broker.call({"tool": "read_file", "arguments": {"path": "x"}})
+        shell = broker.call({"tool": "shell_exec", "arguments": {"command": "cat x"}})
+        (workspace / "x").unlink()  # the user removes the extra name: calls run again
+        again = broker.call({"tool": "shell_exec", "arguments": {"command": "cat .env; echo ok"}})
+    for result in (leak, shell):
+        assert "s3cr3t" not in result.model_dump_json()
+        assert result.error is not None and result.error.type == "sandbox_error"
+        assert "hard link" in result.error.message
+    assert again.success and again.result is not None and again.result["stdout"] == "ok\n"
+
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(workspace / ".env", workspace / "y")
+        with pytest.raises(OSError) as exc:
+            find(fd, MaskSpec(hide=("**/.env",)))
+        assert exc.value.errno == errno.EMLINK
+        # Read-only masks (deny_write: .git/**) still apply to linked files (git makes them).
+        assert [t.rel for t in find(fd, MaskSpec(readonly=("y",)))] == ["y"]
+    finally:
+        os.close(fd)
