@@ -82,38 +82,3 @@ def test_ready_sets_are_bounded_and_none_leak(base: dict[str, str]) -> None:
     finally:
         janitor.close()
     assert _children(base) == set()
-
-
-def _open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
-def test_counters_are_read_from_files_opened_with_the_group(base: dict[str, str]) -> None:
-    """The exit report's counters come from descriptors opened when the group was made
-    (no path lookup between the reap and the report); each is closed once read, and a
-    group removed unread (a dismissed spare's) closes its own."""
-    before = _open_fds()
-    groups = cgroups.create(base, "counters", _limits())
-    assert all(path in cgroups._opened for path in groups)
-    assert len(_open_fds() - before) == 4  # three memory counters, pids.events
-    by_fd = cgroups.stats(groups)
-    assert not any(path in cgroups._opened for path in groups)
-    assert _open_fds() == before
-    # The same values as a read by path (nothing ran in the group: all zero).
-    assert (
-        by_fd
-        == cgroups.stats(groups)
-        == {
-            "peak_memory_bytes": 0,
-            "oom_kills": 0,
-            "memory_failcnt": 0,
-            "pids_max_hits": 0,
-        }
-    )
-    cgroups.remove(groups)
-
-    unread = cgroups.create(base, "unread", _limits())
-    assert len(_open_fds() - before) == 4
-    cgroups.remove(unread)
-    assert _open_fds() == before
-    assert not any(Path(path).exists() for path in unread)

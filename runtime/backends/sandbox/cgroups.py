@@ -68,40 +68,10 @@ def create(
                 write(f"{path}/pids.max", str(int(limits["pids"])))
             if procs_owner is not None:
                 os.chown(f"{path}/cgroup.procs", *procs_owner)
-            _open_counters(path, ctrl)
     except BaseException:
         remove(paths)
         raise
     return paths
-
-
-#: The counter files each controller's group reports (``stats``), in reading order.
-_COUNTERS = {
-    "memory": ("memory.max_usage_in_bytes", "memory.oom_control", "memory.failcnt"),
-    "pids": ("pids.events",),
-}
-#: Counter files opened when their group was made (by the janitor, ahead of the call):
-#: the exit report then reads them without a path lookup or an open, between a call's reap
-#: and its report. Popped by ``stats`` or ``remove`` (each group is one or the other's,
-#: at different times: dict operations suffice between the two threads).
-_opened: dict[str, list[int]] = {}
-
-
-def _open_counters(path: str, ctrl: str) -> None:
-    fds: list[int] = []
-    try:
-        for name in _COUNTERS.get(ctrl, ()):
-            fds.append(os.open(f"{path}/{name}", os.O_RDONLY | os.O_CLOEXEC))
-    except OSError:
-        for fd in fds:
-            os.close(fd)
-        return  # read by path in ``stats``, as without this
-    _opened[path] = fds
-
-
-def _close_counters(path: str) -> None:
-    for fd in _opened.pop(path, ()):
-        os.close(fd)
 
 
 def _read(path: str) -> bytes:
@@ -115,35 +85,20 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-def _counters(path: str, ctrl: str) -> list[bytes]:
-    """The group's counter files' contents (``_COUNTERS[ctrl]``), from the descriptors
-    opened with the group when there are (each read once, then closed), else by path."""
-    fds = _opened.pop(path, None)
-    if fds is None:
-        return [_read(f"{path}/{name}") for name in _COUNTERS[ctrl]]
-    try:
-        return [os.read(fd, 4096) for fd in fds]
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 def stats(paths: list[str]) -> dict[str, Any]:
     """Counters of a finished call: peak memory, OOM kills, pids limit hits."""
     stats: dict[str, Any] = {}
     for path in paths:
         try:
             if "/memory/" in path:
-                peak, oom, failcnt = _counters(path, "memory")
-                stats["peak_memory_bytes"] = int(peak)
-                for line in oom.splitlines():
+                stats["peak_memory_bytes"] = int(_read(f"{path}/memory.max_usage_in_bytes"))
+                for line in _read(f"{path}/memory.oom_control").splitlines():
                     key, _, value = line.partition(b" ")
                     if key == b"oom_kill":
                         stats["oom_kills"] = int(value)
-                stats["memory_failcnt"] = int(failcnt)
+                stats["memory_failcnt"] = int(_read(f"{path}/memory.failcnt"))
             elif "/pids/" in path:
-                (events,) = _counters(path, "pids")
-                stats["pids_max_hits"] = int(events.split()[1])
+                stats["pids_max_hits"] = int(_read(f"{path}/pids.events").split()[1])
         except (OSError, ValueError, IndexError):
             continue
     return stats
@@ -151,7 +106,6 @@ def stats(paths: list[str]) -> dict[str, Any]:
 
 def remove(paths: list[str]) -> None:
     for path in paths:
-        _close_counters(path)  # a group whose call never reported (a dismissed spare)
         # The namespace is gone by the time its pid 1 is reaped; a straggler (an exiting task
         # still charged) makes rmdir EBUSY for a moment, so retry briefly.
         for _ in range(50):
