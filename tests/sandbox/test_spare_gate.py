@@ -1,6 +1,5 @@
-"""The spare's gate: it reads its call frame's bytes ahead without consuming them, and
-decodes them and runs the tool only on the zygote's word (``child._peek_frame``,
-``child._await_go``, ``child._discard``)."""
+"""The spare's gate: it reads its call frame ahead without consuming it, and runs the tool
+only on the zygote's word (``child._peek_call``, ``child._await_go``, ``child._discard``)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import socket
 import pytest
 
 from runtime.backends.sandbox import child
-from runtime.frames import decode_body, encode_frame
+from runtime.frames import encode_frame
 
 CALL = {"type": "call", "arguments": {"path": "a.txt"}, "broker": False, "options": {}}
 
@@ -19,16 +18,13 @@ def _pair() -> tuple[socket.socket, socket.socket]:
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 
 
-def test_a_whole_frame_is_read_ahead_and_left_in_the_socket() -> None:
+def test_a_whole_frame_is_decoded_and_left_in_the_socket() -> None:
     ours, theirs = _pair()
     with ours, theirs:
         frame = encode_frame(CALL)
         ours.sendall(frame + b"next")
-        peeked = child._peek_frame(theirs.fileno(), 1 << 20)
-        assert peeked is not None
-        body, length = peeked
-        assert length == len(frame)
-        assert decode_body(body) == CALL  # bytes only: decoded after the zygote's word
+        peeked = child._peek_call(theirs.fileno(), 1 << 20)
+        assert peeked == (CALL, len(frame))
         # Nothing consumed: the call's next child would read the same bytes.
         assert theirs.recv(len(frame) + 16) == frame + b"next"
 
@@ -38,7 +34,7 @@ def test_discard_consumes_exactly_the_frame() -> None:
     with ours, theirs:
         frame = encode_frame(CALL)
         ours.sendall(frame + b"next")
-        _, length = child._peek_frame(theirs.fileno(), 1 << 20) or (b"", 0)
+        _, length = child._peek_call(theirs.fileno(), 1 << 20) or ({}, 0)
         child._discard(theirs.fileno(), length)
         assert theirs.recv(16) == b"next"
 
@@ -57,7 +53,7 @@ def test_no_early_frame_when_it_is_not_all_there(cut: str) -> None:
             data = encode_frame({"type": "call", "arguments": {"x": "y" * 4096}})
         ours.send(data)
         max_size = 1024 if cut == "too_large" else 1 << 20
-        assert child._peek_frame(theirs.fileno(), max_size) is None
+        assert child._peek_call(theirs.fileno(), max_size) is None
         # Still all there: the real read (after the zygote's word) starts at the beginning.
         assert theirs.recv(len(data) + 16, socket.MSG_PEEK)[:16] == data[:16]
 
@@ -76,14 +72,3 @@ def test_the_spare_goes_on_only_when_told(word: bytes, goes_on: bool) -> None:
     zygote.close()  # EOF when nothing was sent: a zygote gone is no "go"
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == (3 if goes_on else 0)
-
-
-def test_nothing_of_the_frame_is_parsed_before_the_word() -> None:
-    """Garbage comes back as bytes: the read-ahead never decodes (a stale spare, masked for
-    an older tree, runs no code on what the caller sent)."""
-    ours, theirs = _pair()
-    with ours, theirs:
-        garbage = b"\xc1\xc1\xc1 not msgpack"
-        frame = len(garbage).to_bytes(4, "big") + garbage
-        ours.sendall(frame)
-        assert child._peek_frame(theirs.fileno(), 1 << 20) == (garbage, len(frame))

@@ -605,8 +605,7 @@ def _activate(
     """A spare, already behind every wall, receives its call: (call socket, tool, call id,
     gate). EOF means the zygote dismissed the spare. The gate, when the zygote has not yet
     vetted this spare against the tree, is the activation socket itself: ``_serve`` reads
-    the call frame's bytes without consuming them, and decodes them and runs the tool only
-    on the zygote's word."""
+    the call frame without consuming it, then runs the tool only on the zygote's word."""
     act = socket.socket(fileno=act_fd)
     gate: socket.socket | None = None
     try:
@@ -632,12 +631,10 @@ def _activate(
 _PEEK = 1 << 16
 
 
-def _peek_frame(call_fd: int, max_size: int) -> tuple[bytes, int] | None:
-    """The call frame's body, read from the socket without consuming it, and the frame's
-    length; None when it is not all there within ``_PEEK`` bytes (the real read, after the
-    zygote's word, then says what is wrong with it). Not decoded here: nothing of the call
-    is parsed before the zygote has vetted this spare, so a stale one (its masks made for
-    an older tree) never runs code on what the caller sent."""
+def _peek_call(call_fd: int, max_size: int) -> tuple[dict[str, Any], int] | None:
+    """The call frame, decoded from the socket without consuming it, and its length; None
+    when it is not all there within ``_PEEK`` bytes (or does not decode: the real read
+    says how)."""
     sock = socket.socket(fileno=call_fd)
     try:
         data = sock.recv(_PEEK, socket.MSG_PEEK)
@@ -651,7 +648,10 @@ def _peek_frame(call_fd: int, max_size: int) -> tuple[bytes, int] | None:
     end = HEADER.size + size
     if size > max_size or len(data) < end:
         return None
-    return data[HEADER.size : end], end
+    try:
+        return decode_body(data[HEADER.size : end]), end
+    except FrameError:
+        return None
 
 
 def _await_go(gate: socket.socket) -> None:
@@ -695,8 +695,8 @@ def _serve(
     gate: socket.socket | None = None,
 ) -> NoReturn:
     """Read the call frame, run the tool, send exactly one result or error frame. With a
-    ``gate`` (a spare the zygote is vetting), the frame's bytes are read ahead, and they
-    are decoded and the tool run only on the zygote's word (``_await_go``)."""
+    ``gate`` (a spare the zygote is vetting), the frame is read ahead and the tool waits
+    for the zygote's word (``_await_go``)."""
     max_frame = limits.output_bytes + 16 * 1024 * 1024
     decoder = FrameDecoder(max_size=max_frame)
 
@@ -725,13 +725,12 @@ def _serve(
 
     early = None
     if gate is not None:
-        early = _peek_frame(call_fd, max_frame)
+        early = _peek_call(call_fd, max_frame)
         _await_go(gate)
     try:
         if early is not None:
-            body, length = early
+            call, length = early
             _discard(call_fd, length)
-            call = decode_body(body)
         else:
             call = receive()
     except (OSError, FrameError):
