@@ -399,44 +399,6 @@ def test_spare_is_not_used_for_a_replaced_workspace(workspace: Path) -> None:
     assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
 
 
-# A ready spare is handed its call before the zygote has looked at the tree (it reads the
-# call frame meanwhile, without consuming it) and runs the tool only on the zygote's word.
-
-
-def test_a_stale_spare_told_to_stop_leaves_the_call_frame_to_the_next_child(
-    workspace: Path,
-) -> None:
-    async def fn(backend: SandboxBackend) -> Any:
-        await call(backend, READ_FILE, workspace, path="hello.txt")
-        await _spare_ready(backend.zygote_pid)  # the next call is handed to it early
-        _replace_tree(workspace)
-        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
-
-    assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
-
-
-@pytest.mark.parametrize("replaced", [False, True])
-def test_a_call_frame_longer_than_the_read_ahead_reaches_a_spare_whole(
-    workspace: Path, replaced: bool
-) -> None:
-    """Past the spare's read-ahead the frame is read after the zygote's word, by the spare
-    (tree unchanged) or by the call's next child (tree replaced)."""
-    content = "".join(f"{i:07d}\n" for i in range(40_000))  # 320 KB: past any read-ahead
-
-    async def fn(backend: SandboxBackend) -> Any:
-        await call(backend, WRITE_FILE, workspace, path="small.txt", content="x")
-        await _spare_ready(backend.zygote_pid)
-        if replaced:
-            _replace_tree(workspace)
-        return await call(backend, WRITE_FILE, workspace, path="big.txt", content=content)
-
-    outcome = run_with_backend(fn, pool=4)
-    assert outcome.result is not None
-    assert (workspace / "big.txt").read_text() == content
-    if replaced:
-        assert not (workspace.with_name("ws-old") / "big.txt").exists()
-
-
 # -- integration with the built-in tools (added when the sandbox met the real catalogue) ------
 
 

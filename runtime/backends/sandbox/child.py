@@ -551,11 +551,10 @@ def _tool(
     except SetupFailed as exc:
         _fail(call_fd, exc)
     call_id = plan.call_id
-    gate: socket.socket | None = None
     if isinstance(tool, Mapping):
         _warm_spare(plan, limits, tool, private_tmp="mountns" not in off)
-        call_fd, tool, call_id, gate = _activate(call_fd, tool)
-    _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id, gate=gate)
+        call_fd, tool, call_id = _activate(call_fd, tool)
+    _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
 
 
 class SpareTools(dict[str, "ToolFunc"]):
@@ -599,15 +598,10 @@ def _warm_spare(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _activate(
-    act_fd: int, tools: Mapping[str, ToolFunc]
-) -> tuple[int, ToolFunc, str, socket.socket | None]:
-    """A spare, already behind every wall, receives its call: (call socket, tool, call id,
-    gate). EOF means the zygote dismissed the spare. The gate, when the zygote has not yet
-    vetted this spare against the tree, is the activation socket itself: ``_serve`` reads
-    the call frame without consuming it, then runs the tool only on the zygote's word."""
+def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc, str]:
+    """A spare, already behind every wall, receives its call: (call socket, tool, call id).
+    EOF means the zygote dismissed the spare."""
     act = socket.socket(fileno=act_fd)
-    gate: socket.socket | None = None
     try:
         data, fds, _flags, _addr = socket.recv_fds(act, 1 << 16, 1)
         if not data or len(fds) != 1:
@@ -615,65 +609,12 @@ def _activate(
         (size,) = HEADER.unpack_from(data)
         msg = decode_body(data[HEADER.size : HEADER.size + size])
         func = tools[str(msg["tool"])]
-        if msg.get("vet"):
-            gate = act
     except (OSError, FrameError, KeyError, ValueError):
         os._exit(EXIT_PROTOCOL)
     finally:
-        if gate is None:
-            act.close()
+        act.close()
     os.set_inheritable(fds[0], False)
-    return fds[0], func, str(msg.get("call_id", "")), gate
-
-
-#: How much of the call frame a spare reads ahead while the zygote vets it: the frames of
-#: most calls; a longer one is read once the spare is told to go.
-_PEEK = 1 << 16
-
-
-def _peek_call(call_fd: int, max_size: int) -> tuple[dict[str, Any], int] | None:
-    """The call frame, decoded from the socket without consuming it, and its length; None
-    when it is not all there within ``_PEEK`` bytes (or does not decode: the real read
-    says how)."""
-    sock = socket.socket(fileno=call_fd)
-    try:
-        data = sock.recv(_PEEK, socket.MSG_PEEK)
-    except OSError:
-        return None
-    finally:
-        sock.detach()
-    if len(data) < HEADER.size:
-        return None
-    (size,) = HEADER.unpack_from(data)
-    end = HEADER.size + size
-    if size > max_size or len(data) < end:
-        return None
-    try:
-        return decode_body(data[HEADER.size : end]), end
-    except FrameError:
-        return None
-
-
-def _await_go(gate: socket.socket) -> None:
-    """Block until the zygote's word: go on, or (told to stop, or EOF) exit having run
-    nothing; the call frame is still unread in the socket for the call's next child."""
-    try:
-        word = gate.recv(1)
-    except OSError:
-        word = b""
-    finally:
-        gate.close()
-    if word != b"g":
-        os._exit(0)
-
-
-def _discard(fd: int, size: int) -> None:
-    """Consume exactly ``size`` bytes (the peeked call frame) from ``fd``."""
-    while size > 0:
-        chunk = os.read(fd, min(size, _PEEK))
-        if not chunk:
-            os._exit(EXIT_PROTOCOL)
-        size -= len(chunk)
+    return fds[0], func, str(msg.get("call_id", ""))
 
 
 def _safe_details(details: dict[str, Any]) -> dict[str, Any]:
@@ -692,13 +633,9 @@ def _serve(
     *,
     workspace: str,
     call_id: str,
-    gate: socket.socket | None = None,
 ) -> NoReturn:
-    """Read the call frame, run the tool, send exactly one result or error frame. With a
-    ``gate`` (a spare the zygote is vetting), the frame is read ahead and the tool waits
-    for the zygote's word (``_await_go``)."""
-    max_frame = limits.output_bytes + 16 * 1024 * 1024
-    decoder = FrameDecoder(max_size=max_frame)
+    """Read the call frame, run the tool, send exactly one result or error frame."""
+    decoder = FrameDecoder(max_size=limits.output_bytes + 16 * 1024 * 1024)
 
     def receive() -> dict[str, Any]:
         while True:
@@ -723,16 +660,8 @@ def _serve(
         value = reply.get("value")
         return value if isinstance(value, dict) else {"value": value}
 
-    early = None
-    if gate is not None:
-        early = _peek_call(call_fd, max_frame)
-        _await_go(gate)
     try:
-        if early is not None:
-            call, length = early
-            _discard(call_fd, length)
-        else:
-            call = receive()
+        call = receive()
     except (OSError, FrameError):
         os._exit(EXIT_PROTOCOL)
     ctx = ToolContext(

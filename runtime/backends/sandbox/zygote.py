@@ -69,8 +69,6 @@ __all__ = ["CLONER_NAME", "main"]
 CLONER_NAME = b"runtime-cloner"
 #: Most spares kept ready for one profile (its depth grows from 1 with concurrent calls).
 _MAX_DEPTH = 4
-#: ``_vet``'s word to an early-activated spare: run the call, or exit without running it.
-_GO, _STOP = b"g", b"s"
 #: Profiles whose raised depth is remembered (beyond it, all start at 1 again).
 _MAX_DEPTHS = 256
 #: The broker's largest control message, and the descriptors one may carry.
@@ -504,43 +502,36 @@ class Zygote:
                 self.entries[key] = (str(msg["entry"]), str(msg["base"]))
             # The broker sends it (made once per profile there); a bare driver may not.
             profile = str(msg.get("profile") or self._profile(msg["plan"]))
-            # The oldest ready spare starts on the call at once: it wakes and reads the call
-            # frame while this process looks at the tree, and runs the tool only when told
-            # that what it mounted still fits (``_vet``). The look (with masks, a walk) also
-            # stamps the next spares, which are forked (and masked) after it.
-            spare = self._take_spare(profile, key)
-            early = spare is not None and self._activate(spare, msg, call_fd, vet=True)
-            try:
-                stamp = _stamp(plan)
-            except BaseException:
-                if early and spare is not None:
-                    self._dismiss(spare)  # never left waiting for a word that will not come
-                raise
-            if early and spare is not None and self._vet(spare, stamp):
-                self._serving(spare, call_id, profile)
-            elif (other := self._take_fitting(profile, stamp, key)) is not None and self._activate(
-                other, msg, call_fd, vet=False
-            ):
-                self._serving(other, call_id, profile)
-            elif self.cloner is None:
-                pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
-                self.calls[pid] = _Call(call_id, pid, groups)
+            # One look at the tree per call (with masks, a walk): it vets this profile's
+            # spares and stamps the next ones, which are forked (and masked) after it.
+            stamp = _stamp(plan)
+            spare = self._take_spare(profile, stamp)
+            if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
+                call = _Call(call_id, spare.pid, spare.cgroups, profile)
+                self.calls[spare.pid] = call
+                call.mounts = self._hold_mounts(spare.pid)
             else:
-                groups = self._groups(plan, f"c{call_id}")
-                try:
-                    seq = self.cloner.ask(
-                        self,
-                        msg["plan"],
-                        plan,
-                        tool=key,
-                        fd=call_fd,
-                        groups=groups,
-                        profile=profile,
-                    )
-                except BaseException:
-                    self._drop_groups(groups)
-                    raise
-                self.pending[seq] = _Pending(groups, call_id)
+                if spare is not None:
+                    self._dismiss(spare)
+                if self.cloner is None:
+                    pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
+                    self.calls[pid] = _Call(call_id, pid, groups)
+                else:
+                    groups = self._groups(plan, f"c{call_id}")
+                    try:
+                        seq = self.cloner.ask(
+                            self,
+                            msg["plan"],
+                            plan,
+                            tool=key,
+                            fd=call_fd,
+                            groups=groups,
+                            profile=profile,
+                        )
+                    except BaseException:
+                        self._drop_groups(groups)
+                        raise
+                    self.pending[seq] = _Pending(groups, call_id)
         except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
@@ -553,10 +544,10 @@ class Zygote:
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
 
-    def _take_spare(self, profile: str, tool: str) -> _Spare | None:
-        """The oldest ready spare of ``profile``, not yet vetted against the tree (``_vet``);
-        None if there is none, or if it cannot run ``tool`` (loaded after it was forked:
-        then it is dismissed)."""
+    def _take_spare(self, profile: str, stamp: tuple[object, ...] | None) -> _Spare | None:
+        """The oldest ready spare of ``profile`` whose tree still fits ``stamp``. One that
+        does not (the directory at the workspace path was replaced, or its masks changed
+        since the spare mounted it) would serve the old tree: dismissed."""
         ready = self.spares.pop(profile, None)
         if ready is None:
             if any(call.profile == profile for call in self.calls.values()):
@@ -567,55 +558,14 @@ class Zygote:
                     self.depth.clear()  # bounded: profiles seen long ago start at 1 again
                 self.depth[profile] = min(self.depth.get(profile, 1) + 1, _MAX_DEPTH)
             return None
-        taken = ready.pop(0)
-        if ready:
-            self.spares[profile] = ready  # back in, as the most recently used profile
-        if tool not in taken.tools:
-            self._dismiss(taken)
-            return None
-        return taken
-
-    def _take_fitting(
-        self, profile: str, stamp: tuple[object, ...] | None, tool: str
-    ) -> _Spare | None:
-        """After a stale spare: the oldest other ready spare of ``profile`` whose tree fits
-        ``stamp`` (forked after the change). The ones that do not fit are dismissed."""
-        ready = self.spares.pop(profile, None)
-        if ready is None:
-            return None
         fits = [spare for spare in ready if spare.stamp == stamp]
         for stale in ready:
             if stale.stamp != stamp:
                 self._dismiss(stale)
         taken = fits.pop(0) if fits else None
         if fits:
-            self.spares[profile] = fits
-        if taken is not None and tool not in taken.tools:
-            self._dismiss(taken)
-            return None
+            self.spares[profile] = fits  # back in, as the most recently used profile
         return taken
-
-    def _vet(self, spare: _Spare, stamp: tuple[object, ...] | None) -> bool:
-        """Tell an early-activated spare whether to run its call: only if the tree it mounted
-        (``spare.stamp``) still fits the one at the workspace path now (``stamp``: the
-        directory was not replaced, its masks did not change). A stale one would serve the
-        old tree: told to stop, it exits without running anything (it has only read the
-        call frame, and without consuming it: the call's next child reads it again)."""
-        fits = spare.stamp == stamp
-        try:
-            spare.act.send(_GO if fits else _STOP)
-        except OSError:
-            fits = False
-        if not fits:
-            self._dismiss(spare)
-            return False
-        spare.act.close()
-        return True
-
-    def _serving(self, spare: _Spare, call_id: int, profile: str) -> None:
-        call = _Call(call_id, spare.pid, spare.cgroups, profile)
-        self.calls[spare.pid] = call
-        call.mounts = self._hold_mounts(spare.pid)
 
     def _make_spare(
         self,
@@ -694,17 +644,14 @@ class Zygote:
         self.pending[seq] = pending
         return True
 
-    def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int, *, vet: bool) -> bool:
-        """Hand ``spare`` its call socket and tool. With ``vet`` it then waits for ``_vet``'s
-        word before it runs the tool; without, it runs it at once."""
-        message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"], "vet": vet}
+    def _activate(self, spare: _Spare, msg: dict[str, Any], call_fd: int) -> bool:
+        message = {"tool": msg["tool"], "call_id": msg["plan"]["call_id"]}
         try:
             socket.send_fds(spare.act, [encode_frame(message)], [call_fd])
         except OSError:
             self._dismiss(spare)
             return False
-        if not vet:
-            spare.act.close()
+        spare.act.close()
         return True
 
     def _hold_mounts(self, pid: int) -> int:
