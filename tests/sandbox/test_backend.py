@@ -399,6 +399,38 @@ def test_spare_is_not_used_for_a_replaced_workspace(workspace: Path) -> None:
     assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
 
 
+def test_a_ready_spare_is_not_used_once_its_tree_was_replaced(workspace: Path) -> None:
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, READ_FILE, workspace, path="hello.txt")
+        await _spare_ready(backend.zygote_pid)  # ready, stamped with the old tree
+        _replace_tree(workspace)
+        return (await call(backend, READ_FILE, workspace, path="hello.txt")).result
+
+    assert run_with_backend(fn, pool=4)["content"] == "new tree\n"
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_a_long_call_frame_reaches_a_spare_or_the_next_child_whole(
+    workspace: Path, replaced: bool
+) -> None:
+    """A frame longer than a socket buffer, through a ready spare (tree unchanged) or the
+    call's next child (tree replaced: the spare is dismissed)."""
+    content = "".join(f"{i:07d}\n" for i in range(40_000))  # 320 KB
+
+    async def fn(backend: SandboxBackend) -> Any:
+        await call(backend, WRITE_FILE, workspace, path="small.txt", content="x")
+        await _spare_ready(backend.zygote_pid)
+        if replaced:
+            _replace_tree(workspace)
+        return await call(backend, WRITE_FILE, workspace, path="big.txt", content=content)
+
+    outcome = run_with_backend(fn, pool=4)
+    assert outcome.result is not None
+    assert (workspace / "big.txt").read_text() == content
+    if replaced:
+        assert not (workspace.with_name("ws-old") / "big.txt").exists()
+
+
 # -- integration with the built-in tools (added when the sandbox met the real catalogue) ------
 
 
