@@ -117,32 +117,33 @@ SQLITE_READONLY = 8
 SQLITE_CANTOPEN = 14
 
 
+def _connect(target: Path | str, busy_timeout_s: float) -> sqlite3.Connection:
+    """The audit log's connection settings, one place: autocommit (the owner begins its own
+    transactions), shared across the owner's threads (the owner holds a lock). A ``str``
+    target is an SQLite URI."""
+    return sqlite3.connect(
+        target,
+        uri=isinstance(target, str),
+        timeout=busy_timeout_s,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+
+
 def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """A connection that never writes the file. ``mode=ro`` still needs the WAL index (-shm)
     of a WAL database, which a reader without write access to the directory cannot create;
     then ``immutable=1`` reads the database file alone (without records a live writer has
     not checkpointed yet)."""
-    uri = f"file:{urllib.parse.quote(str(path))}"
-    conn = sqlite3.connect(
-        f"{uri}?mode=ro",
-        uri=True,
-        timeout=busy_timeout_s,
-        isolation_level=None,
-        check_same_thread=False,
-    )
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    conn = _connect(uri, busy_timeout_s)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError as exc:
         conn.close()
         if exc.sqlite_errorcode & 0xFF not in (SQLITE_READONLY, SQLITE_CANTOPEN):
             raise
-        conn = sqlite3.connect(
-            f"{uri}?mode=ro&immutable=1",
-            uri=True,
-            timeout=busy_timeout_s,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+        conn = _connect(f"{uri}&immutable=1", busy_timeout_s)
     return conn
 
 
@@ -173,9 +174,7 @@ class Database:
             if read_only:
                 self._conn = _connect_read_only(path, busy_timeout_s)
             else:
-                self._conn = sqlite3.connect(
-                    path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-                )
+                self._conn = _connect(path, busy_timeout_s)
             if create:
                 self._init_schema()
             if not autocheckpoint:
