@@ -18,6 +18,11 @@ FIXTURE_SERVER = HERE / "fixture_server.py"
 SessionFactory = Callable[..., Any]
 
 
+def serve_mcp_argv(*options: str) -> list[str]:
+    """``runtime serve --mcp`` with ``options``, run by this interpreter."""
+    return [sys.executable, "-m", "runtime", "serve", "--mcp", *options]
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"

@@ -4,7 +4,6 @@ driven by the official client over stdio and streamable HTTP."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +15,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import HttpServer, http_session
+from tests.mcp.conftest import HttpServer, http_session, serve_mcp_argv
 from tests.mcp.standins import real_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,18 +42,7 @@ def ws(tmp_path: Path) -> Path:
 
 def serve_argv(ws: Path, *extra: str) -> list[str]:
     audit = ws.parent / "audit.db"
-    return [
-        sys.executable,
-        "-m",
-        "runtime",
-        "serve",
-        "--mcp",
-        "--workspace",
-        str(ws),
-        "--audit",
-        str(audit),
-        *extra,
-    ]
+    return serve_mcp_argv("--workspace", str(ws), "--audit", str(audit), *extra)
 
 
 @asynccontextmanager

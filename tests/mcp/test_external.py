@@ -314,7 +314,7 @@ async def test_serve_with_external_servers_in_the_policy(tmp_path: Path) -> None
     listed next to the built-ins, validated, decided by the real policy engine and audited."""
     pytest.importorskip("runtime.policy")
     pytest.importorskip("runtime.audit")
-    from tests.mcp.conftest import stdio_session
+    from tests.mcp.conftest import serve_mcp_argv, stdio_session
 
     python, env = _python()
     env_toml = ", ".join(f'{k} = "{v}"' for k, v in env.items())
@@ -345,19 +345,9 @@ env = {{ {env_toml} }}
 """
     )
     audit = tmp_path / "audit.db"
-    argv = [
-        sys.executable,
-        "-m",
-        "runtime",
-        "serve",
-        "--mcp",
-        "--policy",
-        str(policy),
-        "--workspace",
-        str(tmp_path / "ws"),
-        "--audit",
-        str(audit),
-    ]
+    argv = serve_mcp_argv(
+        "--policy", str(policy), "--workspace", str(tmp_path / "ws"), "--audit", str(audit)
+    )
     async with stdio_session(argv) as session:
         names = {t.name for t in (await session.list_tools()).tools}
         ok = await session.call_tool("ext__add", {"a": 2, "b": 40})
@@ -418,7 +408,7 @@ async def test_serve_profile_scopes_listing_and_calls(tmp_path: Path) -> None:
     """``--profile``: the listing and the calls are the profile's only."""
     pytest.importorskip("runtime.policy")
     pytest.importorskip("runtime.backends.wasm")
-    from tests.mcp.conftest import stdio_session
+    from tests.mcp.conftest import serve_mcp_argv, stdio_session
 
     policy = tmp_path / "policy.toml"
     policy.write_text(
@@ -434,19 +424,14 @@ memory = "allow"
 tools = ["json_parse"]
 """
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "runtime",
-        "serve",
-        "--mcp",
+    argv = serve_mcp_argv(
         "--policy",
         str(policy),
         "--workspace",
         str(tmp_path / "ws"),
         "--audit",
         str(tmp_path / "a.db"),
-    ]
+    )
     async with stdio_session([*argv, "--profile", "parser"]) as session:
         names = {t.name for t in (await session.list_tools()).tools}
         ok = await session.call_tool("json_parse", {"text": "[1]"})

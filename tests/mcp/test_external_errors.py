@@ -5,7 +5,6 @@ tools missing and nothing naming the cause."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ async def test_a_server_that_exits_at_once() -> None:
 
 async def test_a_call_to_a_tool_of_a_server_that_did_not_start(tmp_path: Path) -> None:
     # The client got "Unknown tool: quits__x", as for a name that never existed.
-    from tests.mcp.conftest import stdio_session
+    from tests.mcp.conftest import serve_mcp_argv, stdio_session
 
     python, _ = _python()
     policy = tmp_path / "policy.toml"
@@ -49,17 +48,7 @@ name = "quits"
 command = ["{python}", "-c", "import sys; sys.exit(3)"]
 """
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "runtime",
-        "serve",
-        "--mcp",
-        "--policy",
-        str(policy),
-        "--workspace",
-        str(tmp_path / "ws"),
-    ]
+    argv = serve_mcp_argv("--policy", str(policy), "--workspace", str(tmp_path / "ws"))
     async with stdio_session(argv) as session:
         with pytest.raises(MCPError) as info:
             await session.call_tool("quits__x", {})

@@ -225,20 +225,12 @@ def test_dns_rebinding_protection(http_fixture_server: Any) -> None:
 
 def test_serve_bad_policy_is_a_usage_error(tmp_path: Path) -> None:
     pytest.importorskip("runtime.policy")
+    from tests.mcp.conftest import serve_mcp_argv
+
     policy = tmp_path / "p.toml"
     policy.write_text('version = 1\n[categories]\nfile = "perhaps"\n')
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runtime",
-            "serve",
-            "--mcp",
-            "--policy",
-            str(policy),
-            "--workspace",
-            str(tmp_path / "ws"),
-        ],
+        serve_mcp_argv("--policy", str(policy), "--workspace", str(tmp_path / "ws")),
         cwd=REPO,
         capture_output=True,
         text=True,
