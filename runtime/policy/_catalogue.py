@@ -24,7 +24,7 @@ CATALOGUE_HINTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "http_get": ("network", {"url": "url"}, True),
     "http_post": ("network", {"url": "url"}, True),
     "http_request": ("network", {"url": "url"}, True),
-    "web_fetch": ("network", {"url": "url"}, True),
+    "web_fetch": ("network", {"url": "url", "urls": "url"}, True),
     "web_search": ("network", {}, True),
     "current_time": ("system", {}, False),
     "sleep": ("system", {}, False),

@@ -75,7 +75,9 @@ def test_manifests(name: str) -> None:
     assert s.parameters["additionalProperties"] is False
     assert s.result is not None
     assert s.result["additionalProperties"] is False
-    if name != "web_search":
+    if name == "web_fetch":  # batch mode (seed 004): every URL of urls is checked too
+        assert s.arg_roles == {"url": "url", "urls": "url"}
+    elif name != "web_search":
         assert s.arg_roles == {"url": "url"}
     jsonschema_rs.Draft202012Validator(s.parameters)
     assert callable(load_entry(s.entry, TOOLS))

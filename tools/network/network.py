@@ -14,13 +14,14 @@ import binascii
 import codecs
 import json
 import re
+import time
 from typing import Any
 from urllib.parse import urlencode
 
 from bs4 import BeautifulSoup
 from markdownify import markdownify
 
-from runtime.errors import InvalidArguments, ToolFailed
+from runtime.errors import InvalidArguments, RuntimeToolError, ToolFailed
 from runtime.toolkit import ToolContext, json_head
 
 __all__ = ["http_get", "http_post", "http_request", "web_fetch", "web_search"]
@@ -35,6 +36,9 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 #: Share of the result budget (Limits.output_bytes) spent on the body: base64 grows it by a
 #: third and the headers and JSON framing need room too.
 _BODY_SHARE = 0.5
+#: Seconds of a batch web_fetch's time limit kept for the result's way back to the broker:
+#: past the limit the broker kills the call and every page read so far is lost.
+_BATCH_RESERVE_S = 1.0
 
 
 #: Room left in the output cap beyond a result's own JSON (the frame's envelope), bytes.
@@ -154,18 +158,19 @@ def _html_to(fmt: str, data: bytes, charset: str | None) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def web_fetch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    fmt = args.get("format", "markdown")
-    max_chars = int(args.get("max_chars", 50_000))
+def _fetch_page(
+    ctx: ToolContext, url: str, fmt: str, max_chars: int, *, max_bytes: int, timeout_s: float
+) -> dict[str, Any]:
+    """One page as web_fetch returns it, before the output cap (``_fit``)."""
     reply = _ask(
         ctx,
         {
             "method": "GET",
-            "url": args["url"],
+            "url": url,
             "headers": {"Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"},
             "body": None,
-            "max_bytes": _body_budget(ctx),
-            "timeout_s": float(ctx.limits.timeout_s),
+            "max_bytes": max_bytes,
+            "timeout_s": timeout_s,
             "follow_redirects": True,
         },
     )
@@ -186,19 +191,76 @@ def web_fetch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         content = decoded
     else:
         raise ToolFailed(
-            f"web_fetch returns text; {reply.get('url', args['url'])} is {ctype!r} "
+            f"web_fetch returns text; {reply.get('url', url)} is {ctype!r} "
             "(use http_get for binary content)",
             content_type=ctype,
         )
     if len(content) > max_chars:
         content, truncated = content[:max_chars], True
-    result = {
-        "url": str(reply.get("url", args["url"])),
+    return {
+        "url": str(reply.get("url", url)),
         "status": int(reply["status"]),
         "content": content,
         "truncated": truncated,
     }
-    return _fit(result, "content", ctx.limits.output_bytes)
+
+
+def web_fetch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    fmt = args.get("format", "markdown")
+    max_chars = int(args.get("max_chars", 50_000))
+    urls: list[str] = ([args["url"]] if "url" in args else []) + list(args.get("urls") or [])
+    if not urls:
+        # Not a schema ``anyOf``: OpenAI and Anthropic refuse one at the top of a tool's
+        # parameters, so the "one of the two" rule is checked here.
+        raise InvalidArguments("give url or urls (a list of URLs)", field="url")
+    if "urls" not in args:
+        page = _fetch_page(
+            ctx,
+            urls[0],
+            fmt,
+            max_chars,
+            max_bytes=_body_budget(ctx),
+            timeout_s=float(ctx.limits.timeout_s),
+        )
+        return _fit(page, "content", ctx.limits.output_bytes)
+    return _fetch_pages(ctx, urls, fmt, max_chars)
+
+
+def _fetch_pages(ctx: ToolContext, urls: list[str], fmt: str, max_chars: int) -> dict[str, Any]:
+    """Batch mode (CountBot's ``urls``): the pages in order, each with its content or its
+    error, so that one dead link does not cost the others. The call's time limit and output
+    cap are shared: each request gets the time left (a request that outlived it would have
+    the whole call killed, the pages already read with it), and each page an equal share of
+    the bytes. A refusal by the gateway (a redirect to a private address, say) is one page's
+    error; a URL the policy denies never gets here (``urls`` has the ``url`` role)."""
+    timeout_s = float(ctx.limits.timeout_s)
+    deadline = time.monotonic() + timeout_s - min(_BATCH_RESERVE_S, timeout_s / 10)
+    share = max(1024, _body_budget(ctx) // len(urls))
+    pages: list[dict[str, Any]] = []
+    for url in urls:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pages.append(
+                {
+                    "url": url,
+                    "error": "not fetched: the call's time limit was reached",
+                    "error_type": "timeout",
+                }
+            )
+            continue
+        try:
+            pages.append(_fetch_page(ctx, url, fmt, max_chars, max_bytes=share, timeout_s=left))
+        except RuntimeToolError as exc:
+            # Inside the sandbox a refusal arrives as ToolFailed naming the broker's type.
+            kind = str(exc.details.get("refused_by_broker", exc.error_type))
+            pages.append({"url": url, "error": exc.message, "error_type": kind})
+    room = max(ctx.limits.output_bytes - _RESULT_MARGIN * (len(pages) + 1), 0) // len(pages)
+    fitted = [_fit(page, "content", room) if "content" in page else page for page in pages]
+    return {
+        "pages": fitted,
+        "count": len(fitted),
+        "truncated": any(page.get("truncated", False) for page in fitted),
+    }
 
 
 def _search_endpoint(ctx: ToolContext) -> str:
