@@ -41,4 +41,5 @@ CATALOGUE_HINTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "snippet_load": ("memory", {}, False),
     "snippet_list": ("memory", {}, False),
     "ask_user": ("interaction", {}, False),
+    "review_with_feedback_content": ("interaction", {}, False),
 }

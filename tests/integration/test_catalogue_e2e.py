@@ -76,6 +76,11 @@ DEFAULT_CALLS: list[tuple[str, dict[str, Any], Any]] = [
         {"question": "Proceed?", "options": ["yes", "no"]},
         lambda r: r["answer"] == "yes",
     ),
+    (
+        "review_with_feedback_content",
+        {"title": "Review plan", "content": "1. write tests"},
+        lambda r: r == {"action": "feedback", "content": "1. write tests", "feedback": "yes"},
+    ),
 ]
 
 
@@ -94,7 +99,8 @@ def test_every_builtin_tool_on_the_default_policy(tmp_path: Path) -> None:
         # Every call left two audit records and the chain verifies.
         report = broker.audit.verify()
         assert report.ok and report.count == 2 * len(DEFAULT_CALLS)
-    assert answers == ["Proceed?"]
+    assert answers[0] == "Proceed?" and len(answers) == 2
+    assert answers[1].startswith("Review plan\n") and "1. write tests" in answers[1]
 
 
 def test_catalogue_is_covered() -> None:

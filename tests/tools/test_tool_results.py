@@ -65,6 +65,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("ask_user", {"question": "q?"}),
     ("ask_user", {"question": "q?", "options": ["a", "b"]}),
     ("request_confirmation", {"message": "ok?", "stage_name": "prd"}),
+    ("review_with_feedback_content", {"title": "t", "content": "c", "prompt": "p"}),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Human-in-the-loop tools: ask the user, request a confirmation.
+"""Human-in-the-loop tools: ask the user, request a confirmation, have content reviewed.
 
 They run in the broker (host backend) through ``ctx.options["ask_user"]``, a callable
 ``(question: str, options: list[str] | None) -> str`` the broker installs (a terminal prompt
@@ -13,9 +13,15 @@ from typing import Any
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 
-__all__ = ["ask_user", "request_confirmation"]
+__all__ = ["ask_user", "request_confirmation", "review_with_feedback_content"]
 
 _YES, _NO = "yes", "no"
+_PASS, _EDIT = "pass", "edit"
+#: Shown after the content when the call gives no ``prompt`` of its own.
+_REVIEW_PROMPT = (
+    "Answer 'pass' to accept it as it is; 'edit' on the first line followed by the whole "
+    "revised text to replace it; or your feedback."
+)
 
 
 def _ask(ctx: ToolContext, question: str, options: list[str] | None) -> str:
@@ -56,3 +62,31 @@ def request_confirmation(args: dict[str, Any], ctx: ToolContext) -> dict[str, An
             answer=answer,
         )
     return {"confirmed": answer == _YES, "answer": answer}
+
+
+def review_with_feedback_content(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Seed 003's HITL review: the user reads a draft and passes it, replaces it, or says
+    what to change. One question per call, never a follow-up: the MCP server's
+    input-required round runs the call again from the start with the one answer it got,
+    so a second question in the same call would be answered with the first one's text.
+
+    The seed told an edit from feedback by the answer's length (multi-line or over 100
+    characters meant edited content), which takes a long piece of feedback for the new
+    document; here an edit says so on its first line."""
+    title: str = args["title"]
+    content: str = args["content"]
+    prompt: str = args.get("prompt") or _REVIEW_PROMPT
+    answer = _ask(ctx, f"{title}\n{'-' * 40}\n{content}\n{'-' * 40}\n{prompt}", None)
+    text = answer.strip()
+    if text.lower() in ("", _PASS):
+        return {"action": _PASS, "content": content}
+    first, newline, rest = text.partition("\n")
+    if first.strip().lower() == _EDIT:
+        if not newline or not rest.strip():
+            raise ToolFailed(
+                "the answer 'edit' must be followed by the revised text on the next lines",
+                reason="empty_edit",
+            )
+        # The revised text as the user wrote it (only the 'edit' line removed).
+        return {"action": _EDIT, "content": answer.partition("\n")[2]}
+    return {"action": "feedback", "content": content, "feedback": text}
