@@ -49,6 +49,11 @@ _RESULT_MARGIN = 64
 _READ_OVERHEAD = 160 + _RESULT_MARGIN
 
 
+#: ``encoding`` values: the seeds' spellings (001 file_read: utf8, ascii, base64; Node's
+#: names) next to ours; ``utf8`` is ``utf-8``, ``ascii`` is text that must be 7-bit.
+_TEXT_ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "ascii": "ascii"}
+
+
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat()
 
@@ -100,7 +105,7 @@ def _fit_lines(text: str, lines: int, room: int) -> tuple[str, int, bool]:
 
 @warm_with(lambda scratch: {"path": _sample(scratch).name})
 def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    encoding = args.get("encoding", "utf-8")
+    encoding = _TEXT_ENCODINGS.get(args.get("encoding", "utf-8"), "base64")
     offset = int(args.get("offset", 1))
     limit = int(args.get("limit", 2000))
     cap = ctx.limits.output_bytes
@@ -126,7 +131,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             out = {
                 "path": rel,
                 "content": "",
-                "encoding": "utf-8",
+                "encoding": encoding,
                 "size": st.st_size,
                 "offset": offset,
                 "lines": limit,
@@ -141,6 +146,14 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             path=rel,
         )
     text = _decode(raw, rel, truncated and not raw.endswith(b"\n"))
+    if encoding == "ascii" and not text.isascii():
+        at = next(i for i, ch in enumerate(text) if not ch.isascii())
+        raise ToolFailed(
+            f"{rel!r} is not ASCII text (character {text[at]!r} in the lines read); read it "
+            "with encoding='utf-8'",
+            reason="not_ascii",
+            path=rel,
+        )
     text, lines, cut = _fit_lines(text, lines, room)
     out.update(content=text, lines=lines, truncated=truncated or cut)
     return out
@@ -153,6 +166,10 @@ def _payload(args: dict[str, Any]) -> bytes:
             return base64.b64decode(content, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ToolFailed("content is not valid base64", reason="bad_base64") from exc
+    if _TEXT_ENCODINGS.get(args.get("encoding", "utf-8")) == "ascii" and not content.isascii():
+        raise ToolFailed(
+            "content is not ASCII text; write it with encoding='utf-8'", reason="not_ascii"
+        )
     return content.encode("utf-8")
 
 
