@@ -354,6 +354,31 @@ class Broker:
                     self._drained.set()
         return result
 
+    async def call_many(
+        self,
+        calls: Iterable[Any],
+        *,
+        session: str | None = None,
+        profile: str | None = None,
+    ) -> list[ToolResult]:
+        """Run several calls at once and return their results in the order of ``calls``:
+        an LLM turn with parallel tool calls (a chat message's ``tool_calls``; seed 001's
+        ``executeMany``). Each call is decided, audited and answered on its own, so one
+        failure is its own result and never the others'; the policy's ``max_concurrent``
+        still bounds how many run at a time (the broker's one limiter), the rest wait."""
+        batch = list(calls)
+        results: list[ToolResult | None] = [None] * len(batch)
+
+        async def one(i: int, call: Any) -> None:
+            # call() turns every error into a result; only cancellation leaves it, and
+            # then the task group cancels the rest and re-raises.
+            results[i] = await self.call(call, session=session, profile=profile)
+
+        async with anyio.create_task_group() as tg:
+            for i, call in enumerate(batch):
+                tg.start_soon(one, i, call)
+        return cast("list[ToolResult]", results)  # every slot filled: the group ended normally
+
     def call_sync(
         self, call: Any, *, session: str | None = None, profile: str | None = None
     ) -> ToolResult:

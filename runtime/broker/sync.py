@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -117,6 +118,17 @@ class SyncBroker:
 
         async def _run() -> ToolResult:
             return await broker.call(call, **kwargs)
+
+        return self._portal.call(_run)
+
+    def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
+        """:meth:`Broker.call_many`: the calls run at once on the broker's loop."""
+        if self._portal is None or self.broker is None:
+            raise RuntimeError("SyncBroker is not open: use 'with SyncBroker(...)'")
+        broker, batch = self.broker, list(calls)
+
+        async def _run() -> list[ToolResult]:
+            return await broker.call_many(batch, **kwargs)
 
         return self._portal.call(_run)
 
