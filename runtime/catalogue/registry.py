@@ -75,19 +75,35 @@ class Catalogue:
 
     # -- registration -------------------------------------------------------------------------
     def register(self, spec: ToolSpec, *, replace: bool = False) -> None:
-        where = str(spec.source) if spec.source else spec.name
-        _check_spec(spec, Path(where))
-        entry = CatalogueEntry(
-            spec=spec,
-            args=compile_schema(spec.parameters, where=f"{where}: parameters"),
-            result=compile_schema(spec.result, where=f"{where}: result") if spec.result else None,
-            backend=spec.backend.value,
-        )
+        self.register_many([spec], replace=replace)
+
+    def register_many(self, specs: Iterable[ToolSpec], *, replace: bool = False) -> None:
+        """Register several tools, all or none (seed 000's ``registerMany``): every spec is
+        checked and its schemas compiled first, and a name already registered (or given
+        twice) registers none of them, so a plugin's bad manifest never leaves half of
+        its tools behind."""
+        entries: dict[str, CatalogueEntry] = {}
+        for spec in specs:
+            where = str(spec.source) if spec.source else spec.name
+            _check_spec(spec, Path(where))
+            if spec.name in entries:
+                raise ManifestError(f"tool {spec.name!r} is given twice", field="name")
+            entries[spec.name] = CatalogueEntry(
+                spec=spec,
+                args=compile_schema(spec.parameters, where=f"{where}: parameters"),
+                result=(
+                    compile_schema(spec.result, where=f"{where}: result") if spec.result else None
+                ),
+                backend=spec.backend.value,
+            )
         with self._lock:
-            if spec.name in self._tools and not replace:
-                raise ManifestError(f"tool {spec.name!r} is already registered", field="name")
-            self._tools[spec.name] = entry
-            self._stats.setdefault(spec.name, ToolStats())
+            if not replace:
+                for name in entries:
+                    if name in self._tools:
+                        raise ManifestError(f"tool {name!r} is already registered", field="name")
+            for name, entry in entries.items():
+                self._tools[name] = entry
+                self._stats.setdefault(name, ToolStats())
 
     def unregister(self, name: str) -> ToolSpec:
         with self._lock:
