@@ -79,7 +79,8 @@ class McpProxyBackend:
     name = "mcp"
 
     def __init__(self, servers: list[ExternalServer], *, mode: str = "strict") -> None:
-        self._connections = [_Connection(server=s) for s in servers]
+        # An entry with enabled = false is never started, however the list was built.
+        self._connections = [_Connection(server=s) for s in servers if s.enabled]
         #: "strict" refuses to start a server it cannot isolate; set before opening.
         self.mode = mode
         self._tools: dict[str, tuple[_Connection, str]] = {}

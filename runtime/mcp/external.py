@@ -14,6 +14,7 @@ Example (all fields; units and defaults in each field's description, see
     memory_mb = 2048
     pids = 128
     start_timeout_s = 30
+    enabled = true                              # false: kept, not started, no tools
 
 The server is untrusted code: the broker starts it inside the Linux sandbox
 (``runtime.mcp.launch``), lists its tools into the catalogue as ``<prefix>__<tool>``
@@ -66,7 +67,7 @@ def placeholder_spec(servers: list[ExternalServer], name: str) -> ToolSpec | Non
     lists every external tool, and any arguments (the real schema is the server's, known
     only once it runs). None when no server has that prefix."""
     prefix, sep, tool = name.partition(SEPARATOR)
-    server = next((s for s in servers if s.tool_prefix == prefix), None)
+    server = next((s for s in servers if s.tool_prefix == prefix and s.enabled), None)
     if not sep or not tool or server is None or not TOOL_NAME_RE.match(name):
         return None
     if server.tools is not None and tool not in server.tools:
@@ -99,7 +100,7 @@ def parse_external_servers(data: Any, *, where: str = "policy") -> list[External
         check_mcp_servers(servers)
     except ValueError as exc:
         raise PolicyError(f"{where}: {exc}", field="mcp_servers") from exc
-    return servers
+    return [s for s in servers if s.enabled]
 
 
 def load_external_servers(policy_path: str | Path | None) -> list[ExternalServer]:
@@ -111,8 +112,9 @@ def load_external_servers(policy_path: str | Path | None) -> list[ExternalServer
 
 
 def load_policy(policy_path: str | Path) -> tuple[Policy, list[ExternalServer]]:
-    """The policy of a file and the external MCP servers it names."""
+    """The policy of a file and the external MCP servers it names and enables (an entry
+    with ``enabled = false`` is validated with the file but never started)."""
     from runtime.policy import Policy
 
     policy = Policy.load(Path(policy_path))
-    return policy, list(policy.document.mcp_servers)
+    return policy, [s for s in policy.document.mcp_servers if s.enabled]

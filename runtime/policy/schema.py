@@ -444,6 +444,12 @@ class McpServerEntry(_Section):
         description="Start-up, handshake and tool listing must finish within this, seconds. "
         "Default 30.",
     )
+    enabled: bool = Field(
+        True,
+        description="Start this server and list its tools. false keeps the entry (validated, "
+        "its name and prefix reserved) without starting it: its tools do not exist. "
+        "Default true.",
+    )
 
     @field_validator("command")
     @classmethod
