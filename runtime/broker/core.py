@@ -14,6 +14,7 @@ becomes ``internal_error``. Cancellation is never swallowed: a cancelled call is
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
@@ -439,7 +440,10 @@ class Broker:
         # The policy derives the tool's environment from the session's (Decision.env).
         tc.context["env"] = self.session_env(session)
         if self.events.active:
-            self.events.emit(Event("requested", tc.call_id, tc.tool))
+            # A copy: a subscriber holding the live dict could change the arguments after
+            # the policy decided on them (a stream reader runs while the call goes on).
+            data = {"arguments": copy.deepcopy(tc.arguments)}
+            self.events.emit(Event("requested", tc.call_id, tc.tool, data))
         st.entry = entry = st.entry or self.catalogue.entry(tc.tool)
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
@@ -727,7 +731,11 @@ class Broker:
             kind: EventKind = "completed" if success else "failed"
             if outcome_name == "denied":
                 kind = "denied"
-            info = {"error_type": error_type, "duration_ms": duration_ms}
+            info: dict[str, Any] = {"error_type": error_type, "duration_ms": duration_ms}
+            if success:
+                info["result"] = copy.deepcopy(result_value)  # the caller's is its own
+            else:
+                info["error"] = error_info.message if error_info is not None else None
             self.events.emit(Event(kind, call_id, tool, info))
         return result
 

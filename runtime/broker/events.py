@@ -1,5 +1,10 @@
 """Call events: ``requested``, ``completed``, ``failed``, ``denied``.
 
+``data`` (seed 000's payloads): ``requested`` has the call's ``arguments`` as they arrived
+(before validation: untrusted, and not redacted — events stay in the process that made the
+call); the others have ``error_type`` and ``duration_ms``, plus ``result`` (completed) or
+``error``, the message (failed, denied). Copies: a subscriber cannot change the call.
+
 Delivered to callbacks (called inline; a callback that raises is reported, never allowed to
 break the call) and to async iterators (bounded buffers; a subscriber that stops reading
 loses events rather than growing the broker's memory — ``dropped`` counts them).
