@@ -329,6 +329,19 @@ def _http(ctx: Ctx, method: str, a: dict[str, Any], as_text: bool = False) -> di
     return {"status": r.status_code, "headers": dict(r.headers), "body": body}
 
 
+def _web_fetch(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    """CountBot's web_fetch: ``url`` or ``urls``; in batch mode each page or its error."""
+    if "urls" not in a:
+        return _http(ctx, "GET", a, as_text=True)
+    pages: list[dict[str, Any]] = []
+    for url in ([a["url"]] if "url" in a else []) + list(a["urls"]):
+        try:
+            pages.append(_http(ctx, "GET", {"url": url}, as_text=True))
+        except Exception as exc:
+            pages.append({"url": url, "error": str(exc)})
+    return {"pages": pages, "count": len(pages)}
+
+
 def _web_search(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
@@ -451,7 +464,7 @@ TOOLS: dict[str, Any] = {
     "http_get": lambda c, a: _http(c, "GET", a),
     "http_post": lambda c, a: _http(c, "POST", a),
     "http_request": lambda c, a: _http(c, a.get("method", "GET"), a),
-    "web_fetch": lambda c, a: _http(c, "GET", a, as_text=True),
+    "web_fetch": _web_fetch,
     "web_search": _web_search,
     "current_time": lambda c, a: {
         "timestamp": time.time(),
@@ -484,6 +497,11 @@ TOOLS: dict[str, Any] = {
     "memory_delete": _memory_delete,
     "request_confirmation": lambda c, a: {"confirmed": True, "answer": "yes"},
     "ask_user": lambda c, a: {"answer": (a.get("options") or ["yes"])[0]},
+    "review_with_feedback_content": lambda c, a: {
+        "action": "feedback",
+        "content": a["content"],
+        "feedback": "yes",
+    },
 }
 
 

@@ -1420,6 +1420,26 @@ def gen_e() -> None:
             source="egress from shell",
             aims=["connect", "leak"],
         )
+    # web_fetch's batch mode (seed 004's urls): one bad URL among allowed ones, directly or
+    # behind a redirect; every URL of the list is the policy's and the gateway's to check.
+    page = f"http://{allowed}/page.html"
+    batches = [
+        ("loopback among allowed", [page, f"http://{lis}/"]),
+        ("metadata among allowed", [page, "http://127.0.0.2:{metadata_port}/latest/meta-data/"]),
+        (
+            "redirect to loopback among allowed",
+            [page, f"http://{allowed}/redirect?to=http://{lis}/"],
+        ),
+    ]
+    for t, urls in batches:
+        add(
+            "E7",
+            f"web_fetch urls {t}",
+            [call("web_fetch", urls=urls)],
+            technique=t,
+            source="seed 004 web_fetch urls (batch)",
+            aims=["connect", "leak"],
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -1977,6 +1997,26 @@ def gen_h() -> None:
         ),
         ("regex_match", [], [call("regex_match", pattern="b+", text="abbbc")], [ok(), has("bbb")]),
         ("csv_to_json", [], [call("csv_to_json", text="name,n\nx,1\ny,2\n")], [ok(), has("name")]),
+        (
+            "review_with_feedback_content",
+            [],
+            [call("review_with_feedback_content", title="Review plan", content="1. add tests")],
+            [ok(), has("add tests")],
+        ),
+        (
+            "web_fetch batch allowed",
+            [],
+            [
+                call(
+                    "web_fetch",
+                    urls=[
+                        "http://127.0.0.3:{allowed_port}/page.html",
+                        "http://127.0.0.3:{allowed_port}/redirect?to=/page.html",
+                    ],
+                )
+            ],
+            [ok(), has("Benign Page")],
+        ),
     ]
     for title, setup, calls, expect in h:
         add("H1", title, calls, technique=title, source=src, setup=setup, expect=expect)
