@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema_rs
 import pytest
@@ -14,9 +15,10 @@ from test_network_tools import call, make_ctx, spec
 
 from runtime.catalogue import Catalogue
 from runtime.egress import EgressGateway
-from runtime.errors import InvalidArguments
+from runtime.errors import InvalidArguments, ToolFailed
 from runtime.models import Limits, ToolCall
 from runtime.policy import Policy
+from runtime.toolkit import ToolContext, builtin_tools_dir, load_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -163,3 +165,43 @@ def test_policy_checks_every_url() -> None:
     d = policy.decide(bad, web_fetch)
     assert d.action == "deny" and "evil.test" in " ".join(d.reasons)
     assert Catalogue().get("web_fetch").arg_roles == {"url": "url", "urls": "url"}
+
+
+def _fake_ctx(tmp_path: Path, cap: int) -> ToolContext:
+    """No gateway: every URL answers 5000 bytes of text, its final URL the one asked."""
+
+    def broker(op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        body = b"x" * 5000
+        return {
+            "status": 200,
+            "headers": {"content-type": "text/plain"},
+            "body": body[: payload["max_bytes"]],
+            "truncated": payload["max_bytes"] < len(body),
+            "url": payload["url"],
+        }
+
+    return ToolContext(workspace=tmp_path, limits=Limits(output_bytes=cap), broker=broker)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def test_long_urls_do_not_overflow_the_cap(tmp_path: Path) -> None:
+    """Pages whose URL alone is larger than their share of the cap: an equal cut of the
+    contents left the result over the cap (the call failed with output_too_large, every
+    page lost); the last pages now give up their content instead."""
+    fetch = load_entry("network:web_fetch", builtin_tools_dir() / "network")
+    urls = [f"http://example.test/{i}" + "a" * 600 for i in range(4)] + ["http://e.test/s"]
+    result = fetch({"urls": urls}, _fake_ctx(tmp_path, 2900))
+    assert _size(result) <= 2900 and result["truncated"] is True
+    assert [p["url"] for p in result["pages"]] == urls
+    assert all(p["status"] == 200 and p["truncated"] for p in result["pages"])
+
+
+def test_pages_that_cannot_fit_fail_clearly(tmp_path: Path) -> None:
+    fetch = load_entry("network:web_fetch", builtin_tools_dir() / "network")
+    urls = [f"http://example.test/{i}" + "a" * 600 for i in range(10)]
+    with pytest.raises(ToolFailed) as exc:
+        fetch({"urls": urls}, _fake_ctx(tmp_path, 2048))
+    assert exc.value.details["reason"] == "output_cap" and "fewer" in exc.value.message

@@ -254,13 +254,31 @@ def _fetch_pages(ctx: ToolContext, urls: list[str], fmt: str, max_chars: int) ->
             # Inside the sandbox a refusal arrives as ToolFailed naming the broker's type.
             kind = str(exc.details.get("refused_by_broker", exc.error_type))
             pages.append({"url": url, "error": exc.message, "error_type": kind})
-    room = max(ctx.limits.output_bytes - _RESULT_MARGIN * (len(pages) + 1), 0) // len(pages)
+    cap = ctx.limits.output_bytes
+    room = max(cap - _RESULT_MARGIN * (len(pages) + 1), 0) // len(pages)
     fitted = [_fit(page, "content", room) if "content" in page else page for page in pages]
-    return {
-        "pages": fitted,
-        "count": len(fitted),
-        "truncated": any(page.get("truncated", False) for page in fitted),
-    }
+    result = {"pages": fitted, "count": len(fitted), "truncated": False}
+    # A page whose share is smaller than the page without its content (a long final URL, a
+    # small cap) overflows it; the last pages then give up their content (emptied, never
+    # cut mid-way again) rather than the call failing with output_too_large and every page
+    # lost. Emptying only shrinks the result, so this ends.
+    for page in reversed(fitted):
+        if _json_size(result) + _RESULT_MARGIN <= cap:
+            break
+        if page.get("content"):
+            page["content"], page["truncated"] = "", True
+    if _json_size(result) + _RESULT_MARGIN > cap:
+        raise ToolFailed(
+            f"{len(urls)} pages do not fit the {cap}-byte output cap even without their "
+            "content; fetch fewer at once",
+            reason="output_cap",
+        )
+    result["truncated"] = any(page.get("truncated", False) for page in fitted)
+    return result
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def _search_endpoint(ctx: ToolContext) -> str:
