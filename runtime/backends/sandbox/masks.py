@@ -28,6 +28,10 @@ masks, which cover names, not inodes; both refuse every call until the user remo
   ``**/name`` glob would see through (a directory link keeps the names below it) is not on
   a denied path at all, so the links of a pnpm tree cost nothing.
 
+Known gap: a ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no
+``.git``) can be created by a call, hooks and all; only an existing entry can be bound
+read-only, and Landlock grants by hierarchy, not by name.
+
 Hazards, and what attackers control: the tree itself, also *during* the walk, through a
 concurrent call in the same workspace. So the walk descends by directory descriptors opened
 ``O_NOFOLLOW`` (a swapped-in symlink is never entered), a directory that changes while it is
