@@ -225,6 +225,7 @@ class _Matcher:
         names: list[str] = []
         anchored: list[tuple[re.Pattern[str], ...]] = []
         self.generic = False
+        name_globs: set[str] = set()
         for pattern, lit_t in zip((*spec.hide, *spec.readonly), prefixes, strict=True):
             segs = pattern.split("/")
             if (
@@ -234,13 +235,18 @@ class _Matcher:
                 and segs[2:] in ([], ["**"])
             ):
                 names.append(segs[1])
+                name_globs.add(pattern)
             elif lit_t:
                 anchored.append(lit_t)
             else:
                 self.generic = True
         self.names = GlobSet(names, casefold=True)
         self.anchored = tuple(anchored)
-        self.hide_segments = tuple(compile_segments(p, casefold=True) for p in spec.hide)
+        # For ``exposes``: a '**/name' glob puts a link on a denied path only by matching
+        # it (which ``action`` tells), so only the other hide globs are matched here.
+        self.hide_segments = tuple(
+            compile_segments(p, casefold=True) for p in spec.hide if p not in name_globs
+        )
 
     def exposes(self, parts: tuple[str, ...]) -> bool:
         """Whether a symbolic link at ``parts`` is on a denied path: a hide glob matches
@@ -248,7 +254,9 @@ class _Matcher:
         glob's leading ``**`` matches the names below a directory link wherever it leads, so
         ``**/.env`` cares only about a link named ``.env``; ``config/prod.env`` cares about
         ``config`` too. Matched one segment at a time (a whole-path regex cannot say what
-        could match below a path)."""
+        could match below a path). The '**/name' globs are left to the caller, which asks
+        only about a link no hide glob matches: one of them can put a link on a denied
+        path only by matching it."""
         for segs in self.hide_segments:
             n = len(segs)
             states = _closure(segs, {0})
