@@ -140,6 +140,46 @@ def test_what_a_link_may_and_may_not_lead_to(workspace: Path, root_fd: int) -> N
     assert _find(root_fd, workspace, "**/.env") == []
 
 
+def test_links_inside_a_hidden_directory(workspace: Path, root_fd: int) -> None:
+    """A call that makes a hidden directory (``mkdir .aws``) can fill it: a link out of it,
+    or a second name of a file of its own, carries what the user writes there later. The
+    walk looks into hidden directories for these two only."""
+    (workspace / "y").write_text("")
+    secrets = workspace / "secrets"
+    (secrets / "d").mkdir(parents=True)
+    (secrets / "a").symlink_to("b")  # inside the hidden directory: fine
+    (secrets / "d" / "c").symlink_to("../a")
+    assert _find(root_fd, workspace, "secrets/**") == ["secrets"]
+    (secrets / "d" / "key").symlink_to("../../y")
+    assert _refusal(root_fd, workspace, "secrets/**").errno == errno.EXDEV
+    (secrets / "d" / "key").unlink()
+    os.link(workspace / "y", secrets / "d" / "key")
+    err = _refusal(root_fd, workspace, "secrets/**")
+    assert err.errno == errno.EMLINK and "secrets/d/key" in str(err)
+
+
+def test_a_link_in_a_hidden_directory_a_call_made(workspace: Path) -> None:
+    from runtime.broker import SyncBroker
+    from runtime.policy import Policy
+    from runtime.policy.engine import default_policy_path
+
+    text = (
+        default_policy_path()
+        .read_text()
+        .replace('deny = [".runtime/**"', 'deny = [".aws/**", ".runtime/**"')
+    )
+    assert ".aws/**" in text
+    with SyncBroker(workspace=workspace, policy=Policy.from_toml(text, "test")) as broker:
+        made = _shell(broker, "mkdir .aws && ln -s ../notes.txt .aws/credentials")
+        assert made.success and made.result["exit_code"] == 0, made
+        (workspace / ".aws" / "credentials").write_text(SECRET)  # the user, through it
+        leak = broker.call({"tool": "read_file", "arguments": {"path": "notes.txt"}})
+        (workspace / ".aws" / "credentials").unlink()
+        again = _shell(broker, "cat notes.txt; echo ok")
+    _refused(leak)
+    assert again.success and again.result["stdout"] == SECRET + "ok\n"
+
+
 def test_a_tree_with_such_a_link_gets_no_signature(workspace: Path) -> None:
     """The fork-server's look before each call: a spare masked before the link appeared must
     not serve the call (its own walk was clean); equal to nothing, so a fresh child walks,

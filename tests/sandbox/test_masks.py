@@ -459,6 +459,7 @@ def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]] | str:
     hide, ro = GlobSet(spec.hide, casefold=True), GlobSet(spec.readonly, casefold=True)
     out: list[tuple[str, str]] = []
     links: list[str] = []
+    covered: list[str] = []  # links inside hidden directories: on a denied path by place
 
     def visit(d: Path, rel: str, under_ro: bool) -> None:
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
@@ -472,18 +473,25 @@ def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]] | str:
             if action is not None:
                 out.append((sub, action))
                 if action == "hide":
+                    if entry.is_dir(follow_symlinks=False):  # its links (test_mask_links)
+                        inner = [p for p in Path(entry.path).rglob("*") if p.is_symlink()]
+                        covered.extend(p.relative_to(root).as_posix() for p in inner)
                     continue
             if entry.is_dir(follow_symlinks=False):
                 visit(Path(entry.path), sub, under_ro or action == "readonly")
 
     visit(root, "", False)
     hidden = [rel for rel, action in out if action == "hide"]
-    if any(_link_exposes(root, rel, hide, hidden) for rel in links):
+    if any(_link_exposes(root, rel, hide, hidden) for rel in links) or any(
+        _link_exposes(root, rel, hide, hidden, on_path=True) for rel in covered
+    ):
         return "refused"
     return sorted(out)
 
 
-def _link_exposes(root: Path, rel: str, hide: Any, hidden: list[str]) -> bool:
+def _link_exposes(
+    root: Path, rel: str, hide: Any, hidden: list[str], *, on_path: bool = False
+) -> bool:
     """The rule, by brute force over the test's names and by path strings (the trees here
     hold only relative links inside them): the link at ``rel`` is on a denied path when a
     hide glob matches it, or matches some path below it in a way that depends on its names
@@ -496,8 +504,10 @@ def _link_exposes(root: Path, rel: str, hide: Any, hidden: list[str]) -> bool:
     def absorbed(rest: str) -> bool:
         return all(hide.match("/".join([*(["q"] * depth), rest])) for depth in range(4))
 
-    on_path = hide.match(rel) is not None or any(
-        hide.match(f"{rel}/{'/'.join(p)}") and not absorbed("/".join(p)) for p in probes
+    on_path = (
+        on_path
+        or hide.match(rel) is not None
+        or any(hide.match(f"{rel}/{'/'.join(p)}") and not absorbed("/".join(p)) for p in probes)
     )
     if not on_path:
         return False

@@ -20,6 +20,8 @@ masks, which cover names, not inodes; both refuse every call until the user remo
 
 * a hidden file with a second hard link (``ln x .env``): the other name reads what is
   written to ``.env`` in place, and cannot be found short of indexing every inode;
+  likewise a file with a second link inside a hidden directory (the walk looks into hidden
+  directories for these two things only: what is in them needs no mask of its own);
 * a symbolic link on a denied path (``ln -s x .env``, or ``config -> y`` when
   ``config/prod.env`` is denied) that leads — as a host process writing through it follows
   it, ``..`` and absolute targets on the host — to an entry inside the workspace that is not
@@ -194,8 +196,8 @@ class _Matcher:
     walk's kept listings (``kept``: the only part that changes)."""
 
     def __init__(self, spec: MaskSpec) -> None:
-        #: (root dev, root ino, parts, under_ro) → what the walk did there.
-        self.kept: dict[tuple[int, int, tuple[str, ...], bool], _Kept] = {}
+        #: (root dev, root ino, parts, under_ro or "hidden") → what the walk did there.
+        self.kept: dict[tuple[int, int, tuple[str, ...], bool | str], _Kept] = {}
         #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
         #: this one while their generations agree (:func:`generation`).
         self.generation = 0
@@ -397,6 +399,78 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 steps.append(_Step(name, action, listed_dir, sub_live, link))
         return len(entries), steps
 
+    def inside_hidden(parent: int, parts: tuple[str, ...]) -> None:
+        """The links a hidden directory holds: nothing in it needs a mask (it is covered
+        whole), but a call that made the directory (``mkdir .aws``) could have put in it a
+        link a user's later write follows out of it (``.aws/credentials -> ../notes``), or
+        a second name of a file of its own. Its listing is kept like any other, but each
+        file is looked at on every walk: a file's link count moves without its directory's
+        times. Entries that vanish meanwhile are skipped, and a change during the walk does
+        not fail the call: a change in a hidden directory comes from its maker, who can
+        read what lands there anyway, or from the user."""
+        if len(parts) > MAX_DEPTH:
+            raise _refuse(
+                errno.E2BIG,
+                f"the workspace is nested deeper than {MAX_DEPTH} directories at "
+                f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
+                "checked, so the call does not run",
+            )
+        try:
+            dfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
+        except PermissionError as exc:
+            raise _unreadable(parts) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                return
+            raise
+        try:
+            before = os.fstat(dfd)
+            ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
+            key = (root.st_dev, root.st_ino, parts, "hidden")
+            hit = kept.get(key) if keep else None
+            fresh = hit is None or hit.ident != ident
+            if hit is not None and not fresh:
+                count(hit.entries)
+                entries, steps = hit.entries, hit.steps
+            else:
+                try:
+                    with os.scandir(dfd) as it:
+                        steps = tuple(
+                            _Step(e.name, None, e.is_dir(follow_symlinks=False), ()) for e in it
+                        )
+                except PermissionError as exc:
+                    raise _unreadable(parts) from exc
+                entries = len(steps)
+                count(entries)
+            for step in steps:
+                sub = (*parts, step.name)
+                if step.listed_dir:
+                    inside_hidden(dfd, sub)
+                    continue
+                try:
+                    st = os.stat(step.name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    links.append(sub)
+                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    raise _linked(sub, st.st_nlink)
+            after = os.fstat(dfd)
+            if (
+                keep
+                and fresh
+                and before.st_dev == root.st_dev
+                and (before.st_mtime_ns, before.st_ctime_ns)
+                == (after.st_mtime_ns, after.st_ctime_ns)
+                and max(before.st_mtime_ns, before.st_ctime_ns) < racy_after
+            ):
+                if len(kept) >= _KEPT_MAX:
+                    kept.clear()
+                kept[key] = _Kept(ident, entries, steps)
+                matcher.generation += 1
+        finally:
+            os.close(dfd)
+
     def visit(dfd: int, parts: tuple[str, ...], under_ro: bool, live: _Live) -> None:
         if len(parts) > MAX_DEPTH:
             raise _refuse(
@@ -443,6 +517,8 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                         )
                     )
                     if step.action == "hide":
+                        if is_dir:
+                            inside_hidden(dfd, sub)
                         continue
             if not is_dir or not (matcher.floating or step.live):
                 continue
