@@ -2020,6 +2020,28 @@ def gen_h() -> None:
         ),
         ("regex_match", [], [call("regex_match", pattern="b+", text="abbbc")], [ok(), has("bbb")]),
         ("csv_to_json", [], [call("csv_to_json", text="name,n\nx,1\ny,2\n")], [ok(), has("name")]),
+        # Links the masks must not refuse (G2 refuses the ones that expose a later save).
+        (
+            "a package tree of links",
+            [
+                mkfile("pkgs/left-pad/index.js", "module ok\n"),
+                link("node_modules/left-pad", "../pkgs/left-pad"),
+                link("node_modules/.bin/left-pad", "../left-pad/index.js"),
+            ],
+            [sh("cat node_modules/left-pad/index.js node_modules/.bin/left-pad")],
+            [ok(), has("module ok")],
+        ),
+        (
+            "denied names linked to denied or outside names",
+            [
+                mkfile("config/.env.production", "MODE=prod\n"),
+                link("config/.env", ".env.production"),
+                link("server.key", "/dev/null"),
+                mkfile("notes.txt", note),
+            ],
+            [call("read_file", path="notes.txt"), sh("cat notes.txt")],
+            [ok(0), has("line two", 0), ok(1), has("line two", 1)],
+        ),
     ]
     for title, setup, calls, expect in h:
         add("H1", title, calls, technique=title, source=src, setup=setup, expect=expect)
