@@ -489,6 +489,32 @@ def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]] | str:
     return sorted(out)
 
 
+def _kernel_landing(path: str, hops: int = 0) -> str | None:
+    """Where a write through the link at ``path`` lands, by path strings: the target's
+    directory part must resolve whole (the kernel walks ``a/..`` only through an existing
+    ``a``, unlike ``realpath``'s non-strict mode), its last part is created if missing and
+    followed if it is a link. None when the write fails."""
+    if hops > 40:
+        return None
+    target = os.readlink(path)
+    full = target if target.startswith("/") else os.path.join(os.path.dirname(path), target)
+    head, tail = os.path.split(full)
+    try:
+        where = os.path.realpath(head or "/", strict=True)
+    except OSError:
+        return None
+    if not os.path.isdir(where):
+        return None
+    if tail in ("", "."):
+        return where
+    if tail == "..":
+        return os.path.dirname(where)
+    landing = os.path.join(where, tail)
+    if os.path.islink(landing):
+        return _kernel_landing(landing, hops + 1)
+    return landing
+
+
 def _link_exposes(
     root: Path, rel: str, hide: Any, hidden: list[str], *, on_path: bool = False
 ) -> bool:
@@ -511,13 +537,12 @@ def _link_exposes(
     )
     if not on_path:
         return False
-    landing = Path(os.path.realpath(root / rel))
-    if os.path.islink(landing):  # a loop: the write fails
-        return False
-    if not os.path.lexists(landing) and not landing.parent.is_dir():
-        return False  # a missing directory, or a file used as one: nothing lands
+    found = _kernel_landing(str(root / rel))
+    if found is None:
+        return False  # a loop, a missing directory, a file used as one: nothing lands
+    landing = Path(found)
     try:
-        where = landing.relative_to(root).as_posix()
+        where = landing.relative_to(root.resolve()).as_posix()
     except ValueError:
         return False  # outside the tree
     if where == ".":
@@ -546,11 +571,31 @@ def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> No
         elif rng.random() < 0.85:
             path.write_text("x")
         else:
-            path.symlink_to(rng.choice(_NAMES))
+            path.symlink_to(_link_target(rng, root))
     globs = rng.sample(_GLOBS, rng.randint(1, 5))
     cut = rng.randint(0, len(globs))
     spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
     assert _find(root, spec) == _reference(root, spec), (globs, cut)
+
+
+def _link_target(rng: Any, root: Path) -> str:
+    """A link's target as tools write them: a sibling's name, a path with ``..`` (inside,
+    or out of the tree and back in through its parent), the tree's absolute path, outside,
+    or nowhere."""
+    name = rng.choice(_NAMES)
+    return rng.choice(
+        [
+            name,
+            name,
+            f"../{name}",
+            f"a/../{name}",
+            f"../../t/{name}",
+            f"{root}/{name}",
+            f"{root}/src/{name}",
+            "/dev/null",
+            f"missing/{name}",
+        ]
+    )
 
 
 # -- kept listings: the walk replays unchanged directories -----------------------------

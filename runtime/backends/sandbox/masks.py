@@ -578,8 +578,9 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
 
 class _Landing(NamedTuple):
     """Where a write through a link lands: a directory, and the name in it (None: the
-    directory itself); ``rel`` is the directory's workspace-relative path while the way
-    there never left the tree (None once it did)."""
+    directory itself); ``rel`` is the directory's workspace-relative path when the way
+    there is known to stay in the tree since it last passed the workspace's root (None:
+    unknown, and then a missing name is not taken to be hidden by its name)."""
 
     dir_fd: int
     name: str | None
@@ -661,7 +662,10 @@ def _landing(
                     rel = None
                 elif stat.S_ISDIR(st.st_mode):
                     nxt = os.open(comp, _UP_FLAGS | os.O_NOFOLLOW, dir_fd=cur)
-                    rel = (*rel, comp) if rel is not None else None
+                    if rel is not None:
+                        rel = (*rel, comp)
+                    elif (st.st_dev, st.st_ino) == root_ident:
+                        rel = ()  # back in the workspace, by its path on the host
                 elif last:
                     out, cur = cur, -1
                     return _Landing(out, comp, rel)
