@@ -1,0 +1,121 @@
+"""move_file where the source and the destination are one file, and the file tools on a
+path that names a UNIX socket: each a clear tool_error, never a lost file or a false
+``moved: true``."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import ToolFailed
+from runtime.toolkit import ToolContext
+
+Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
+Load = Callable[[str], Tool]
+
+
+def _fails(fn: Tool, args: dict[str, Any], ctx: ToolContext, reason: str) -> ToolFailed:
+    with pytest.raises(ToolFailed) as exc:
+        fn(args, ctx)
+    assert exc.value.details["reason"] == reason, exc.value.message
+    return exc.value
+
+
+def test_move_onto_the_same_path_says_so(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """It said "cannot move a directory into itself" of a plain file."""
+    (ws / "a.txt").write_text("A")
+    (ws / "d").mkdir()
+    mv = tool("move_file")
+    for dst in ("a.txt", "./a.txt", "/workspace/a.txt"):
+        for overwrite in (False, True):
+            args = {"source": "a.txt", "destination": dst, "overwrite": overwrite}
+            err = _fails(mv, args, ctx, "same_path")
+            assert "directory" not in err.message and "same" in err.message
+    _fails(mv, {"source": "d", "destination": "d/"}, ctx, "same_path")
+    assert (ws / "a.txt").read_text() == "A" and (ws / "d").is_dir()
+
+
+def test_move_between_two_links_of_one_file_is_refused(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    """rename(2) between two hard links of one file does nothing and succeeds: the tool
+    answered moved=true with the source still there."""
+    (ws / "a.txt").write_text("A")
+    os.link(ws / "a.txt", ws / "b.txt")
+    mv = tool("move_file")
+    for overwrite in (False, True):
+        args = {"source": "a.txt", "destination": "b.txt", "overwrite": overwrite}
+        err = _fails(mv, args, ctx, "same_file")
+        assert "hard link" in err.message
+    assert (ws / "a.txt").read_text() == (ws / "b.txt").read_text() == "A"
+
+
+def test_move_of_a_symlink_onto_its_own_target_keeps_the_file(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    """``link -> a.txt`` moved onto ``a.txt`` with overwrite=true replaced the file with the
+    link, which then named itself: the file's content was gone (coreutils' mv refuses)."""
+    (ws / "a.txt").write_text("precious")
+    (ws / "link").symlink_to("a.txt")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "up").symlink_to("../a.txt")
+    mv = tool("move_file")
+    for src in ("link", "sub/up"):
+        err = _fails(
+            mv, {"source": src, "destination": "a.txt", "overwrite": True}, ctx, "same_file"
+        )
+        assert "symlink" in err.message
+    assert (ws / "a.txt").read_text() == "precious" and not (ws / "a.txt").is_symlink()
+    # A symlink onto some other file is an ordinary move.
+    (ws / "other.txt").write_text("other")
+    assert mv({"source": "link", "destination": "other.txt", "overwrite": True}, ctx)["moved"]
+    assert os.readlink(ws / "other.txt") == "a.txt"
+
+
+def test_move_of_a_directory_into_itself_through_a_symlink(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    """The kernel's EINVAL came back as "cannot access destination 'dl/sub': Invalid
+    argument" (reason os_error)."""
+    (ws / "d").mkdir()
+    (ws / "dl").symlink_to("d")
+    _fails(tool("move_file"), {"source": "d", "destination": "dl/sub"}, ctx, "into_itself")
+    assert (ws / "d").is_dir()
+
+
+@pytest.fixture
+def sock(ws: Path) -> Iterator[Path]:
+    path = ws / "sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    (ws / "sock_link").symlink_to("sock")
+    yield path
+    s.close()
+
+
+@pytest.mark.parametrize("name", ["sock", "sock_link"])
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("read_file", {}),
+        ("read_file", {"encoding": "base64"}),
+        ("edit_file", {"old_string": "a", "new_string": "b"}),
+    ],
+)
+def test_a_socket_is_named_as_such(
+    tool: Load,
+    ctx: ToolContext,
+    sock: Path,
+    name: str,
+    tool_name: str,
+    args: dict[str, Any],
+) -> None:
+    """Opening a socket fails with ENXIO, which came back as "cannot access file 'sock': No
+    such device or address" (reason os_error): the caller could not tell what was wrong."""
+    err = _fails(tool(tool_name), {"path": name, **args}, ctx, "is_other")
+    assert "socket" in err.message and "not a regular file" in err.message
