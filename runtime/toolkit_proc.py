@@ -153,6 +153,16 @@ def run_capped(
                 if len(data) > room:
                     truncated = True
                 buf += data[: max(room, 0)]
+        if exited_at is None and not timed_out:
+            # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
+            # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
+            # own deadline, which ends the call without the partial output.
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            else:
+                _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
         if timed_out:
             _killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
