@@ -264,6 +264,10 @@ def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
     [
         ("ulimit -S -t 1; echo spinning; exec sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
         ("ulimit -f 1; echo writing; exec head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
+        # Without exec, /bin/sh (dash) runs the command as its child and reports its death
+        # by the signal as exit status 128 + N: success with exit code 152/153 before.
+        ("ulimit -S -t 1; echo spinning; sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
+        ("ulimit -f 1; echo writing; head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
     ],
 )
 def test_command_killed_by_a_limit_is_a_resource_limit(
