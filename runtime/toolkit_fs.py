@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fnmatch
 import os
+import resource
 import shutil
 import stat
 from collections.abc import Iterable, Iterator
@@ -45,7 +46,7 @@ from runtime._fsio import (
     write_all,
 )
 from runtime._globs import GlobSet
-from runtime.errors import ToolFailed
+from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
     from runtime.toolkit import ToolContext
@@ -403,6 +404,13 @@ class Workspace:
                 named = False
                 os.fsync(parent.fd)
             except OSError as exc:
+                if exc.errno == errno.EFBIG and _fsize_limited():
+                    raise ResourceLimitExceeded(
+                        f"writing {self.rel(parts)!r} would make it larger than the call's "
+                        "file size limit (fsize_mb); the file is left as it was",
+                        limit="fsize_mb",
+                        path=self.rel(parts),
+                    ) from exc
                 raise self.explain(exc, parts, "file") from exc
             finally:
                 if named:
@@ -576,6 +584,12 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def _fsize_limited() -> bool:
+    """Whether this process has a file-size limit (the sandbox sets RLIMIT_FSIZE from the
+    policy's fsize_mb): then EFBIG is that limit, not the file system's largest file."""
+    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
 
 
 def _below(dir_fd: int, st: os.stat_result, root_fd: int) -> bool:

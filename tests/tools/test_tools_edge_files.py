@@ -1,6 +1,6 @@
-"""move_file where the source and the destination are one file, and the file tools on a
-path that names a UNIX socket: each a clear tool_error, never a lost file or a false
-``moved: true``."""
+"""File tools at the edges: move_file where the source and the destination are one file,
+a path that names a UNIX socket (each a clear tool_error, never a lost file or a false
+``moved: true``), and writes past the call's file-size limit (resource_limit)."""
 
 from __future__ import annotations
 
@@ -119,3 +119,60 @@ def test_a_socket_is_named_as_such(
     such device or address" (reason os_error): the caller could not tell what was wrong."""
     err = _fails(tool(tool_name), {"path": name, **args}, ctx, "is_other")
     assert "socket" in err.message and "not a regular file" in err.message
+
+
+def _under_fsize_limit(fn: Tool, args: dict[str, Any], ctx: ToolContext, limit: int) -> str:
+    """``fn(args, ctx)`` in a forked child with RLIMIT_FSIZE at ``limit`` bytes (what the
+    sandbox sets from the policy's fsize_mb; Python ignores SIGXFSZ, so a write past it
+    fails with EFBIG): the error type and details it raised, as JSON."""
+    import json
+    import resource
+
+    from runtime.errors import RuntimeToolError
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            try:
+                fn(args, ctx)
+                out = {"type": "success"}
+            except RuntimeToolError as exc:
+                out = {"type": str(exc.error_type.value), "message": exc.message, **exc.details}
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    os.waitpid(pid, 0)
+    return data.decode()
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("write_file", {"path": "big.txt", "content": "a" * 300_000}),
+        ("write_file", {"path": "half.txt", "content": "a" * 70_000, "mode": "append"}),
+        (
+            "edit_file",
+            {"path": "half.txt", "old_string": "a", "new_string": "bb", "replace_all": True},
+        ),
+    ],
+)
+def test_a_write_past_the_file_size_limit_is_a_resource_limit(
+    tool: Load, ctx: ToolContext, ws: Path, tool_name: str, args: dict[str, Any]
+) -> None:
+    """Past the call's file-size limit (fsize_mb), write_file and edit_file said "no space
+    left (or file too large)" (tool_error): the caller could not tell that the policy's
+    limit stopped it. Now resource_limit naming fsize_mb, the file left as it was."""
+    import json
+
+    (ws / "half.txt").write_text("a" * 70_000)
+    out = json.loads(_under_fsize_limit(tool(tool_name), args, ctx, 100_000))
+    assert out["type"] == "resource_limit", out
+    assert out["limit"] == "fsize_mb" and "fsize_mb" in out["message"], out
+    assert (ws / "half.txt").read_text() == "a" * 70_000
+    assert not (ws / "big.txt").exists()
