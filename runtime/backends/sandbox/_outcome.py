@@ -64,6 +64,7 @@ def outcome(
             f"the call exceeded its {limits.memory_mb} MiB memory limit",
             usage=usage,
             limit="memory_mb",
+            **_partial_output(terminal),
         )
     if isinstance(frame_error, FrameTooLarge):
         raise OutputTooLarge(
@@ -112,6 +113,24 @@ def outcome(
         usage=usage,
         exit_code=code,
     )
+
+
+def _partial_output(terminal: dict[str, Any] | None) -> dict[str, Any]:
+    """What a command printed before a process of its call was killed for memory (the
+    shell and the tool live on and send their result or error): its ``stdout`` and
+    ``stderr``, bounded like any detail of the hostile child. Without them a build killed
+    by the limit came back with not a line of its log."""
+    if terminal is None:
+        return {}
+    if terminal.get("type") == "result":
+        raw = terminal.get("value")
+    elif terminal.get("type") == "error":
+        raw = terminal.get("details")
+    else:
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return details({k: raw[k] for k in ("stdout", "stderr") if isinstance(raw.get(k), str)})
 
 
 def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
