@@ -251,6 +251,14 @@ class Workspace:
             msg, reason = f"permission denied for {what} {rel!r}", "permission"
         elif code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             msg, reason = f"no space left (or file too large) writing {rel!r}", "no_space"
+        elif code == errno.EBUSY:
+            # Inside the sandbox, a mount point: the masks over policy-denied entries
+            # (runtime.backends.sandbox.masks), which cannot be unlinked or renamed over.
+            msg = (
+                f"{what} {rel!r} is, or holds, an entry the policy hides or protects (masked "
+                "in the sandbox); it cannot be removed, renamed or replaced"
+            )
+            reason = "masked"
         elif code == errno.ENAMETOOLONG:
             msg, reason = f"{what} {rel!r} is too long", "name_too_long"
         else:
