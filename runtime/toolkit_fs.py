@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SANDBOX_ROOT",
     "STATE_DIR",
+    "WALK_MAX_ENTRIES",
     "Entry",
     "Fd",
     "Workspace",
@@ -68,6 +69,8 @@ __all__ = [
 SANDBOX_ROOT = "/workspace"
 #: The runtime's own state inside a workspace; never readable or writable through tools.
 STATE_DIR = ".runtime"
+#: Entries a :meth:`Workspace.walk` looks at before it stops (and says so, ``walk_cut``).
+WALK_MAX_ENTRIES = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,8 @@ class Workspace:
         # Case-insensitive like the policy's own deny checks (runtime.policy.paths).
         self._deny = GlobSet(deny, casefold=True)
         self._root_path: str | None = None
+        #: Set when a :meth:`walk` stopped at its bound on entries.
+        self.walk_cut = False
         try:
             self.fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -537,13 +542,18 @@ class Workspace:
         parts: tuple[str, ...],
         *,
         max_depth: int,
-        max_entries: int = 200_000,
+        max_entries: int | None = None,
+        skip_dirs: frozenset[str] = frozenset(),
     ) -> Iterator[Entry]:
         """Depth-first, sorted, never following symlinks; each directory is opened with
         O_NOFOLLOW under its already-open parent, so a swap mid-walk cannot redirect it.
         ``max_depth`` 1 lists only the directory itself; (st_dev, st_ino) ends bind-mount
-        loops; ``max_entries`` bounds the work on huge trees. Skips ``.runtime`` at the
-        root."""
+        loops; ``max_entries`` (default :data:`WALK_MAX_ENTRIES`) bounds the work on huge
+        trees, and a walk it cuts short sets :attr:`walk_cut` (the caller's result must say
+        truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
+        ``.runtime`` at the root."""
+        if max_entries is None:
+            max_entries = WALK_MAX_ENTRIES
         top = self.open_dir(parts)
         base = "/".join(parts)
         seen: set[tuple[int, int]] = set()
@@ -572,6 +582,7 @@ class Workspace:
                     continue
                 count += 1
                 if count > max_entries:
+                    self.walk_cut = True
                     return
                 try:
                     st = os.stat(entry.name, dir_fd=fd.fd, follow_symlinks=False)
@@ -579,7 +590,11 @@ class Workspace:
                     continue  # vanished under us
                 path = f"{rel}/{entry.name}" if rel else entry.name
                 yield Entry(entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth)
-                if stat.S_ISDIR(st.st_mode) and (max_depth < 0 or depth < max_depth):
+                if (
+                    stat.S_ISDIR(st.st_mode)
+                    and (max_depth < 0 or depth < max_depth)
+                    and entry.name not in skip_dirs
+                ):
                     try:
                         child = os.open(
                             entry.name,

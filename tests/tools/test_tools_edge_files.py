@@ -176,3 +176,50 @@ def test_a_write_past_the_file_size_limit_is_a_resource_limit(
     assert out["limit"] == "fsize_mb" and "fsize_mb" in out["message"], out
     assert (ws / "half.txt").read_text() == "a" * 70_000
     assert not (ws / "big.txt").exists()
+
+
+@pytest.fixture
+def small_walks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The walk's bound on entries (200,000 in use) made small enough for a test tree."""
+    from runtime import toolkit_fs
+
+    monkeypatch.setattr(toolkit_fs, "WALK_MAX_ENTRIES", 50)
+    return 50
+
+
+def test_a_walk_cut_by_its_bound_says_truncated(
+    tool: Load, ctx: ToolContext, ws: Path, small_walks: int
+) -> None:
+    """Past the walk's bound on entries, list_files and file_search stopped silently:
+    file_search answered count 0, truncated false, for a file that was there."""
+    (ws / "a").mkdir()
+    for i in range(small_walks * 2):
+        (ws / "a" / f"f{i:03d}").write_text("")
+    (ws / "z.txt").write_text("")
+    r = tool("file_search")({"pattern": "z.txt"}, ctx)
+    assert r["count"] == 0 and r["truncated"] is True, r
+    r = tool("list_files")({"recursive": True, "limit": 1000}, ctx)
+    assert r["truncated"] is True and r["count"] <= small_walks + 1, r["count"]
+    # Within the bound nothing changes.
+    r = tool("file_search")({"pattern": "z.txt", "path": ".", "max_depth": 1}, ctx)
+    assert r["count"] == 1 and r["truncated"] is False
+
+
+def test_code_query_does_not_walk_the_folders_it_skips(
+    tool: Load, ctx: ToolContext, ws: Path, small_walks: int
+) -> None:
+    """code_query says it skips node_modules, .git, build output: it walked them all and
+    dropped their files afterwards, so a big node_modules (sorted before src/) used up the
+    walk's bound and the project's own code was never searched, silently (and a 150k-file
+    node_modules took seconds)."""
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    for i in range(small_walks * 2):
+        (ws / "node_modules" / "pkg" / f"m{i:03d}.js").write_text("function main() {}\n")
+    (ws / "src").mkdir()
+    (ws / "src" / "app.py").write_text("def main():\n    pass\n")
+    r = tool("code_query")({"query": "main"}, ctx)
+    assert [m["file"] for m in r["matches"]] == ["src/app.py"], r
+    assert r["truncated"] is False
+    # Asked for by path, a skipped folder is searched.
+    r = tool("code_query")({"query": "main", "path": "node_modules/pkg", "limit": 5}, ctx)
+    assert r["matches"] and r["matches"][0]["file"].startswith("node_modules/pkg/"), r

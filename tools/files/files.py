@@ -275,6 +275,7 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 truncated = True
                 break
             files.append(item)
+        truncated = truncated or ws.walk_cut
         return {"path": ws.rel(parts), "files": files, "count": len(files), "truncated": truncated}
 
 
@@ -342,5 +343,5 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "path": ws.rel(parts),
             "matches": matches,
             "count": len(matches),
-            "truncated": truncated,
+            "truncated": truncated or ws.walk_cut,
         }
