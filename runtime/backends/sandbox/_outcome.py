@@ -7,8 +7,11 @@ types it may claim are limited to ``CHILD_ERROR_TYPES``. The zygote's exit repor
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import time
+from pathlib import Path
 from typing import Any
 
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
@@ -23,7 +26,7 @@ from runtime.errors import (
 from runtime.frames import FrameError, FrameTooLarge
 from runtime.models import Limits
 
-__all__ = ["details", "outcome", "raise_tool_error", "usage"]
+__all__ = ["details", "outcome", "raise_tool_error", "usage", "workspace_problem"]
 
 
 def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
@@ -187,3 +190,24 @@ def details(raw: Any) -> dict[str, Any]:
         elif value is None or isinstance(value, (bool, int, float)):
             out[key] = value
     return out
+
+
+def workspace_problem(path: Path | str | None) -> str | None:
+    """Why ``path``, a call's workspace, cannot be mounted, in words; None when it looks
+    fine (or cannot be looked at). For a call that failed: its set-up's own error names
+    internals ("open_tree: No such file or directory", "move_mount /tmp/workspace: Is a
+    directory")."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (
+            f"the workspace {path} does not exist (removed or renamed since the broker "
+            "opened it); create it again, or open the broker on another workspace"
+        )
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return f"the workspace {path} is not a directory (something replaced it)"
+    return None

@@ -36,7 +36,7 @@ from runtime.backends.sandbox._channels import (
     loop_waker,
 )
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
-from runtime.backends.sandbox._outcome import outcome
+from runtime.backends.sandbox._outcome import outcome, workspace_problem
 from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
@@ -48,7 +48,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.frames import FrameError
-from runtime.models import Limits, ToolSpec, WorkspaceAccess
+from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
 __all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
@@ -455,7 +455,7 @@ class SandboxBackend:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_WAIT_S):
                     await ctl.send({"type": "kill", "id": call.call_id, "grace_s": self._grace_s})
                     call.exit_report = await ctl.wait_for(call.call_id)
-        return self._conclude(call, request.limits)
+        return self._conclude(call, request)
 
     def run_sync(self, request: ExecRequest) -> ExecOutcome:
         """:meth:`run` in the calling thread, blocking (see :attr:`sync_capable`). The
@@ -490,9 +490,10 @@ class SandboxBackend:
                     call.exit_report = ctl.wait_for_sync(call.call_id, until)
                 except DeadlinePassed:
                     pass  # as run(): the outcome says what is known
-        return self._conclude(call, request.limits)
+        return self._conclude(call, request)
 
-    def _conclude(self, call: _Call, limits: Limits) -> ExecOutcome:
+    def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
+        limits = request.limits
         usage = call_usage(call.exit_report, call.started)
         if call.timed_out:
             raise ToolTimeout(
@@ -506,7 +507,15 @@ class SandboxBackend:
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
-        result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+        try:
+            result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+        except SandboxError as exc:
+            # Looked at only when a call failed: a workspace removed, or replaced by a file,
+            # since the broker opened it fails the set-up in words of its internals.
+            why = workspace_problem(request.workspace)
+            if why is None:
+                raise
+            raise SandboxError(why, usage=usage, workspace=str(request.workspace)) from exc
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
     def _call_frame(self, request: ExecRequest) -> dict[str, Any]:
