@@ -60,3 +60,50 @@ def test_a_workspace_removed_or_replaced_between_calls_is_named(workspace: Path)
         assert str(workspace) in result.error.message
         assert "not a directory" in result.error.message
     assert back.success and back.result is not None and back.result["content"] == "back\n"
+
+
+def test_a_workspace_whose_path_is_not_utf8_is_refused_at_once(workspace: Path) -> None:
+    """A directory name need not be UTF-8 (an old archive's Latin-1 name). With such a
+        workspace every sandboxed call hung for 30 s and then failed with internal_error
+        'UnicodeEncodeError: ... surrogates not allowed' (the call's plan could not be sent to
+        the fork-server, and the backend waited for the report of a call never started). It
+        is now a sandbox_error saying so; tools without a workspace (current_time, sandboxed
+    too) still run."""
+    import os
+
+    from runtime.broker import SyncBroker
+
+    odd = Path(os.fsdecode(bytes(workspace.parent) + b"/caf\xe9"))
+    odd.mkdir()
+    odd.chmod(0o777)
+    (odd / "f.txt").write_text("x")
+    with SyncBroker(workspace=odd, audit=workspace.parent / "audit.db") as broker:
+        result = broker.call({"tool": "read_file", "arguments": {"path": "f.txt"}})
+        clock = broker.call({"tool": "current_time", "arguments": {}})
+    assert result.error is not None and result.error.type == "sandbox_error", result
+    assert "UTF-8" in result.error.message and "caf\\xe9" in result.error.message
+    assert clock.success, clock
+
+
+def test_a_spawn_that_cannot_be_encoded_is_a_sandbox_error(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever makes a call's spawn message unencodable (here the workspace check above
+    is switched off), the call is a sandbox_error saying so, and the backend does not wait
+    for the exit report of a call the fork-server never heard of (it waited 30 s, then the
+    UnicodeEncodeError escaped as internal_error); the next call runs."""
+    import os
+
+    from runtime.backends.sandbox import backend
+    from runtime.broker import SyncBroker
+
+    monkeypatch.setattr(backend, "_carried", lambda workspace: workspace)
+    odd = Path(os.fsdecode(bytes(workspace.parent) + b"/caf\xe9"))
+    odd.mkdir()
+    odd.chmod(0o777)
+    with SyncBroker(workspace=odd, audit=workspace.parent / "audit.db") as broker:
+        result = broker.call({"tool": "read_file", "arguments": {"path": "f.txt"}})
+        clock = broker.call({"tool": "current_time", "arguments": {}})
+    assert result.error is not None and result.error.type == "sandbox_error", result
+    assert "could not be encoded" in result.error.message
+    assert clock.success, clock

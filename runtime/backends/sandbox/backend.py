@@ -33,6 +33,7 @@ from runtime.backends.sandbox._channels import (
     CallChannel,
     ControlChannel,
     DeadlinePassed,
+    Unsendable,
     loop_waker,
 )
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
@@ -396,10 +397,11 @@ class SandboxBackend:
             access = needs.workspace
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
+            workspace = None
+            if access != WorkspaceAccess.NONE:
+                workspace = _carried(str(request.workspace.resolve()))
             static = self._plans[key] = {
-                "workspace": (
-                    str(request.workspace.resolve()) if access != WorkspaceAccess.NONE else None
-                ),
+                "workspace": workspace,
                 "access": str(access),
                 "exec": bool(needs.exec),
                 "limits": limits.model_dump(),
@@ -436,6 +438,9 @@ class SandboxBackend:
         try:
             try:
                 await ctl.send(call.spawn, call.theirs.fileno())
+            except Unsendable:
+                call.exit_report = {}  # nothing was sent: no call to end or wait for
+                raise
             finally:
                 call.theirs.close()
             with anyio.move_on_after(request.limits.timeout_s) as scope:
@@ -470,6 +475,9 @@ class SandboxBackend:
         try:
             try:
                 ctl.send_sync(call.spawn, call.theirs.fileno(), deadline)
+            except Unsendable:
+                call.exit_report = {}  # nothing was sent: no call to end or wait for
+                raise
             finally:
                 call.theirs.close()
             try:
@@ -667,3 +675,20 @@ def _seccomp_programs() -> tuple[bytes, bytes]:
     from runtime.backends.sandbox import seccomp
 
     return seccomp.programs()
+
+
+def _carried(workspace: str) -> str:
+    """``workspace`` as a call's plan carries it (msgpack text: UTF-8 only). A directory
+    name need not be UTF-8; such a workspace cannot reach the fork-server, so its calls are
+    refused here, saying why, instead of failing to encode inside the send."""
+    try:
+        workspace.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fsencode(workspace).decode("utf-8", "backslashreplace")
+        raise SandboxError(
+            f"the workspace path '{shown}' is not valid UTF-8, which the sandbox cannot "
+            "carry to its fork-server; rename the directory (or open the broker on "
+            "another one)",
+            workspace=shown,
+        ) from exc
+    return workspace
