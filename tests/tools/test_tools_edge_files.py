@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runtime.errors import ToolFailed
+from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
 Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
@@ -223,3 +224,42 @@ def test_code_query_does_not_walk_the_folders_it_skips(
     # Asked for by path, a skipped folder is searched.
     r = tool("code_query")({"query": "main", "path": "node_modules/pkg", "limit": 5}, ctx)
     assert r["matches"] and r["matches"][0]["file"].startswith("node_modules/pkg/"), r
+
+
+@pytest.fixture
+def far_times() -> Iterator[Path]:
+    """A workspace with files dated past year 9999 and before year 1, on a file system that
+    keeps such times (tmpfs keeps 64-bit seconds; ext4 clamps them to 1901-2446)."""
+    import shutil
+    import tempfile
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="rt-far-times-", dir="/dev/shm"))
+    try:
+        (root / "ok.txt").write_text("a")
+        for name, when in (("future.txt", 2**40), ("past.txt", -(2**40))):
+            (root / name).write_text("b")
+            os.utime(root / name, (0, when))
+            if os.stat(root / name).st_mtime != when:
+                pytest.skip("this file system clamps timestamps")
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_file_dated_past_year_9999_does_not_break_its_listing(
+    tool: Load, far_times: Path
+) -> None:
+    """A modification time outside datetime's years 1-9999 (an archive's, or `touch -d`
+    on tmpfs, XFS, Btrfs) made list_files and file_search of its whole directory, and
+    get_file_info of it, fail with 'ValueError: year 36812 is out of range'. Such times
+    are shown at the nearest end of RFC 3339's range."""
+    ctx = ToolContext(workspace=far_times, limits=Limits(output_bytes=65536))
+    r = tool("list_files")({}, ctx)
+    dated = {f["name"]: f["modified"] for f in r["files"]}
+    assert dated["future.txt"].startswith("9999-12-31T23:59:59")
+    assert dated["past.txt"].startswith("0001-01-01T00:00:00")
+    assert dated["ok.txt"][:4].isdigit() and dated["ok.txt"] < "9999"
+    assert tool("file_search")({"pattern": "*.txt"}, ctx)["count"] == 3
+    assert tool("get_file_info")({"path": "future.txt"}, ctx)["modified"].startswith("9999")
