@@ -473,7 +473,7 @@ class Workspace:
                 sst = os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
             except OSError as exc:
                 raise self.explain(exc, src, "source") from exc
-            self._refuse_same_file(src, sst, dst, dp.fd)
+            self._refuse_same_file(src, sst, dst, sp.fd, dp.fd)
             try:
                 if overwrite:
                     os.rename(src[-1], dst[-1], src_dir_fd=sp.fd, dst_dir_fd=dp.fd)
@@ -502,7 +502,7 @@ class Workspace:
                 raise self.explain(exc, dst, "destination") from exc
 
     def _refuse_same_file(
-        self, src: tuple[str, ...], sst: os.stat_result, dst: tuple[str, ...], dp: int
+        self, src: tuple[str, ...], sst: os.stat_result, dst: tuple[str, ...], sp: int, dp: int
     ) -> None:
         """Refuse a move whose source and destination are one file. rename(2) between two
         hard links of a file does nothing and succeeds (the tool said moved=true, the source
@@ -516,6 +516,13 @@ class Workspace:
             return  # no destination (or one the rename will report on)
         s, d = self.rel(src), self.rel(dst)
         if (dst_st.st_dev, dst_st.st_ino) == (sst.st_dev, sst.st_ino):
+            if src[-1] == dst[-1] and _same_inode(sp, dp):
+                raise _fail(
+                    f"source {s!r} and destination {d!r} are the same entry (reached through "
+                    "a symlinked folder); nothing to move",
+                    "same_path",
+                    d,
+                )
             raise _fail(
                 f"source {s!r} and destination {d!r} are hard links of one file; nothing to "
                 "move (delete_file the source to drop that name)",
@@ -530,7 +537,8 @@ class Workspace:
             ):
                 raise _fail(
                     f"source {s!r} is a symlink to the destination {d!r}: moving it there "
-                    "would replace the file with a link to itself and lose its content",
+                    "would replace the file it points to with the link, and its content "
+                    "would be lost",
                     "same_file",
                     d,
                 )
@@ -613,6 +621,11 @@ def _fsize_limited() -> bool:
     """Whether this process has a file-size limit (the sandbox sets RLIMIT_FSIZE from the
     policy's fsize_mb): then EFBIG is that limit, not the file system's largest file."""
     return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+
+
+def _same_inode(a: int, b: int) -> bool:
+    sa, sb = os.fstat(a), os.fstat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _below(dir_fd: int, st: os.stat_result, root_fd: int) -> bool:

@@ -38,6 +38,13 @@ def test_move_onto_the_same_path_says_so(tool: Load, ctx: ToolContext, ws: Path)
             err = _fails(mv, args, ctx, "same_path")
             assert "directory" not in err.message and "same" in err.message
     _fails(mv, {"source": "d", "destination": "d/"}, ctx, "same_path")
+    # The same entry through a symlinked folder: rename(2) did nothing, moved=true.
+    (ws / "d" / "f").write_text("F")
+    (ws / "dl").symlink_to("d")
+    for overwrite in (False, True):
+        args = {"source": "d/f", "destination": "dl/f", "overwrite": overwrite}
+        _fails(mv, args, ctx, "same_path")
+    assert (ws / "d" / "f").read_text() == "F"
     assert (ws / "a.txt").read_text() == "A" and (ws / "d").is_dir()
 
 
