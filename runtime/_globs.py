@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-__all__ = ["GlobSet", "compile_glob"]
+__all__ = ["GlobSet", "compile_glob", "compile_segments"]
 
 
 def _translate_segment(seg: str) -> str:
@@ -79,6 +79,17 @@ def compile_glob(pattern: str, *, casefold: bool = False) -> re.Pattern[str]:
     """Compile ``pattern`` into a regex to ``fullmatch`` a slash-separated path."""
     flags = re.IGNORECASE if casefold else 0
     return re.compile(_translate(pattern), flags | re.DOTALL)
+
+
+def compile_segments(pattern: str, *, casefold: bool = False) -> tuple[re.Pattern[str] | None, ...]:
+    """``pattern`` one segment at a time: a regex to ``fullmatch`` one name, or None for
+    ``**`` (zero or more names). For questions a whole-path regex cannot answer, such as
+    whether anything *below* a path could match (``masks``)."""
+    flags = (re.IGNORECASE if casefold else 0) | re.DOTALL
+    return tuple(
+        None if seg == "**" else re.compile(_translate_segment(seg), flags)
+        for seg in pattern.split("/")
+    )
 
 
 class GlobSet:

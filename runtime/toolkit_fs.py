@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fnmatch
 import os
+import resource
 import shutil
 import stat
 from collections.abc import Iterable, Iterator
@@ -45,7 +46,7 @@ from runtime._fsio import (
     write_all,
 )
 from runtime._globs import GlobSet
-from runtime.errors import ToolFailed
+from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
     from runtime.toolkit import ToolContext
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SANDBOX_ROOT",
     "STATE_DIR",
+    "WALK_MAX_ENTRIES",
     "Entry",
     "Fd",
     "Workspace",
@@ -67,6 +69,8 @@ __all__ = [
 SANDBOX_ROOT = "/workspace"
 #: The runtime's own state inside a workspace; never readable or writable through tools.
 STATE_DIR = ".runtime"
+#: Entries a :meth:`Workspace.walk` looks at before it stops (and says so, ``walk_cut``).
+WALK_MAX_ENTRIES = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,19 @@ class Entry:
     size: int
     modified: float
     depth: int
+
+
+def _kind(mode: int) -> str:
+    """What an ``st_mode`` is, in a message's words: ``file_type`` says ``other`` of a
+    socket, a FIFO and a device alike (the results' stable vocabulary), which tells the
+    caller nothing."""
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return file_type(mode)
 
 
 def _fail(message: str, reason: str, path: str, exc: BaseException | None = None) -> ToolFailed:
@@ -100,6 +117,8 @@ class Workspace:
         # Case-insensitive like the policy's own deny checks (runtime.policy.paths).
         self._deny = GlobSet(deny, casefold=True)
         self._root_path: str | None = None
+        #: Set when a :meth:`walk` stopped at its bound on entries.
+        self.walk_cut = False
         try:
             self.fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -238,6 +257,14 @@ class Workspace:
             msg, reason = f"permission denied for {what} {rel!r}", "permission"
         elif code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             msg, reason = f"no space left (or file too large) writing {rel!r}", "no_space"
+        elif code == errno.EBUSY:
+            # Inside the sandbox, a mount point: the masks over policy-denied entries
+            # (runtime.backends.sandbox.masks), which cannot be unlinked or renamed over.
+            msg = (
+                f"{what} {rel!r} is, or holds, an entry the policy hides or protects (masked "
+                "in the sandbox); it cannot be removed, renamed or replaced"
+            )
+            reason = "masked"
         elif code == errno.ENAMETOOLONG:
             msg, reason = f"{what} {rel!r} is too long", "name_too_long"
         else:
@@ -254,18 +281,34 @@ class Workspace:
         try:
             fd = self.open(parts, flags | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError as exc:
+            # A UNIX socket cannot be opened at all (ENXIO, "No such device or address"):
+            # look at what the path names, so the caller hears "a socket", not an errno.
+            if exc.errno == errno.ENXIO:
+                st = self._resolved_stat(parts)
+                if st is not None and not stat.S_ISREG(st.st_mode):
+                    raise self._not_regular(parts, st.st_mode) from exc
             raise self.explain(exc, parts, "file") from exc
         st = os.fstat(fd.fd)
         if not stat.S_ISREG(st.st_mode):
             fd.close()
-            kind = file_type(st.st_mode)
-            raise _fail(
-                f"{self.rel(parts)!r} is a {kind}, not a regular file",
-                f"is_{kind}",
-                self.rel(parts),
-            )
+            raise self._not_regular(parts, st.st_mode)
         os.set_blocking(fd.fd, True)
         return fd, st
+
+    def _not_regular(self, parts: tuple[str, ...], mode: int) -> ToolFailed:
+        rel = self.rel(parts)
+        return _fail(
+            f"{rel!r} is a {_kind(mode)}, not a regular file", f"is_{file_type(mode)}", rel
+        )
+
+    def _resolved_stat(self, parts: tuple[str, ...]) -> os.stat_result | None:
+        """What ``parts`` names, symlinks followed beneath the root (an ``O_PATH`` open,
+        which never opens the file itself); None when that fails."""
+        try:
+            with self.open(parts, os.O_PATH) as fd:
+                return os.fstat(fd.fd)
+        except (OSError, ToolFailed):
+            return None
 
     def open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> Fd:
         """An ``O_RDONLY | O_DIRECTORY`` descriptor (usable as dir_fd, for fsync, scandir).
@@ -280,7 +323,7 @@ class Workspace:
                 st = self.lstat(parts)
                 if st is not None and not stat.S_ISDIR(st.st_mode):
                     raise _fail(
-                        f"{self.rel(parts)!r} is a {file_type(st.st_mode)}, not a directory",
+                        f"{self.rel(parts)!r} is a {_kind(st.st_mode)}, not a directory",
                         "not_a_directory",
                         self.rel(parts),
                         exc,
@@ -336,10 +379,10 @@ class Workspace:
             except FileNotFoundError:
                 old = None
             if old is not None and not stat.S_ISREG(old.st_mode):
-                kind = file_type(old.st_mode)
                 raise _fail(
-                    f"{self.rel(parts)!r} is a {kind}; only regular files can be written",
-                    f"is_{kind}",
+                    f"{self.rel(parts)!r} is a {_kind(old.st_mode)}; only regular files can "
+                    "be written",
+                    f"is_{file_type(old.st_mode)}",
                     self.rel(parts),
                 )
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
@@ -375,6 +418,13 @@ class Workspace:
                 named = False
                 os.fsync(parent.fd)
             except OSError as exc:
+                if exc.errno == errno.EFBIG and _fsize_limited():
+                    raise ResourceLimitExceeded(
+                        f"writing {self.rel(parts)!r} would make it larger than the call's "
+                        "file size limit (fsize_mb); the file is left as it was",
+                        limit="fsize_mb",
+                        path=self.rel(parts),
+                    ) from exc
                 raise self.explain(exc, parts, "file") from exc
             finally:
                 if named:
@@ -407,16 +457,24 @@ class Workspace:
 
     def move(self, src: tuple[str, ...], dst: tuple[str, ...], *, overwrite: bool) -> None:
         """Rename within the workspace. Without ``overwrite``, renameat2(RENAME_NOREPLACE)
-        makes "does not exist yet" and the rename one atomic step."""
+        makes "does not exist yet" and the rename one atomic step. A source and destination
+        that are one file are refused (see :meth:`_refuse_same_file`)."""
         if not src or not dst:
             raise _fail("cannot move the workspace root or onto it", "root", ".")
+        if dst == src:
+            raise _fail(
+                f"source and destination are the same path {self.rel(src)!r}; nothing to move",
+                "same_path",
+                self.rel(src),
+            )
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
         with self.open_dir(src[:-1]) as sp, self.open_dir(dst[:-1], create=True) as dp:
             try:
-                os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
+                sst = os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
             except OSError as exc:
                 raise self.explain(exc, src, "source") from exc
+            self._refuse_same_file(src, sst, dst, sp.fd, dp.fd)
             try:
                 if overwrite:
                     os.rename(src[-1], dst[-1], src_dir_fd=sp.fd, dst_dir_fd=dp.fd)
@@ -433,7 +491,58 @@ class Workspace:
                         "exists",
                         self.rel(dst),
                     ) from exc
+                if exc.errno == errno.EINVAL and _below(dp.fd, sst, self.fd):
+                    # The lexical check above misses a destination reached through a
+                    # symlink ('dl/sub' with dl -> d): the kernel's EINVAL says the rest.
+                    raise _fail(
+                        f"cannot move directory {self.rel(src)!r} into itself "
+                        f"({self.rel(dst)!r} is inside it)",
+                        "into_itself",
+                        self.rel(dst),
+                    ) from exc
                 raise self.explain(exc, dst, "destination") from exc
+
+    def _refuse_same_file(
+        self, src: tuple[str, ...], sst: os.stat_result, dst: tuple[str, ...], sp: int, dp: int
+    ) -> None:
+        """Refuse a move whose source and destination are one file. rename(2) between two
+        hard links of a file does nothing and succeeds (the tool said moved=true, the source
+        still there); a symlink renamed over the file it points to replaces that file with
+        a link to itself (its content is gone). coreutils' mv refuses both. Hazard: a
+        concurrent call can change either name after this look; the rename then does what
+        it would have done without it (nothing beyond the caller's own request)."""
+        try:
+            dst_st = os.stat(dst[-1], dir_fd=dp, follow_symlinks=False)
+        except OSError:
+            return  # no destination (or one the rename will report on)
+        s, d = self.rel(src), self.rel(dst)
+        if (dst_st.st_dev, dst_st.st_ino) == (sst.st_dev, sst.st_ino):
+            if src[-1] == dst[-1] and _same_inode(sp, dp):
+                raise _fail(
+                    f"source {s!r} and destination {d!r} are the same entry (reached through "
+                    "a symlinked folder); nothing to move",
+                    "same_path",
+                    d,
+                )
+            raise _fail(
+                f"source {s!r} and destination {d!r} are hard links of one file; nothing to "
+                "move (delete_file the source to drop that name)",
+                "same_file",
+                d,
+            )
+        if stat.S_ISLNK(sst.st_mode) and not stat.S_ISDIR(dst_st.st_mode):
+            target = self._resolved_stat(src)
+            if target is not None and (target.st_dev, target.st_ino) == (
+                dst_st.st_dev,
+                dst_st.st_ino,
+            ):
+                raise _fail(
+                    f"source {s!r} is a symlink to the destination {d!r}: moving it there "
+                    "would replace the file it points to with the link, and its content "
+                    "would be lost",
+                    "same_file",
+                    d,
+                )
 
     # ---------------------------------------------------------------------------- walking
 
@@ -442,13 +551,18 @@ class Workspace:
         parts: tuple[str, ...],
         *,
         max_depth: int,
-        max_entries: int = 200_000,
+        max_entries: int | None = None,
+        skip_dirs: frozenset[str] = frozenset(),
     ) -> Iterator[Entry]:
         """Depth-first, sorted, never following symlinks; each directory is opened with
         O_NOFOLLOW under its already-open parent, so a swap mid-walk cannot redirect it.
         ``max_depth`` 1 lists only the directory itself; (st_dev, st_ino) ends bind-mount
-        loops; ``max_entries`` bounds the work on huge trees. Skips ``.runtime`` at the
-        root."""
+        loops; ``max_entries`` (default :data:`WALK_MAX_ENTRIES`) bounds the work on huge
+        trees, and a walk it cuts short sets :attr:`walk_cut` (the caller's result must say
+        truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
+        ``.runtime`` at the root."""
+        if max_entries is None:
+            max_entries = WALK_MAX_ENTRIES
         top = self.open_dir(parts)
         base = "/".join(parts)
         seen: set[tuple[int, int]] = set()
@@ -477,6 +591,7 @@ class Workspace:
                     continue
                 count += 1
                 if count > max_entries:
+                    self.walk_cut = True
                     return
                 try:
                     st = os.stat(entry.name, dir_fd=fd.fd, follow_symlinks=False)
@@ -484,7 +599,11 @@ class Workspace:
                     continue  # vanished under us
                 path = f"{rel}/{entry.name}" if rel else entry.name
                 yield Entry(entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth)
-                if stat.S_ISDIR(st.st_mode) and (max_depth < 0 or depth < max_depth):
+                if (
+                    stat.S_ISDIR(st.st_mode)
+                    and (max_depth < 0 or depth < max_depth)
+                    and entry.name not in skip_dirs
+                ):
                     try:
                         child = os.open(
                             entry.name,
@@ -497,6 +616,41 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def _fsize_limited() -> bool:
+    """Whether this process has a file-size limit (the sandbox sets RLIMIT_FSIZE from the
+    policy's fsize_mb): then EFBIG is that limit, not the file system's largest file."""
+    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+
+
+def _same_inode(a: int, b: int) -> bool:
+    sa, sb = os.fstat(a), os.fstat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _below(dir_fd: int, st: os.stat_result, root_fd: int) -> bool:
+    """Whether the directory ``st`` is ``dir_fd`` or one of its parents below ``root_fd``
+    (walked up by '..', at most a path's worth of levels)."""
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    root = os.fstat(root_fd)
+    cur = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        for _ in range(4096):
+            here = os.fstat(cur)
+            if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
+                return True
+            if (here.st_dev, here.st_ino) == (root.st_dev, root.st_ino):
+                return False
+            up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
+            os.close(cur)
+            cur = up
+    except OSError:
+        return False
+    finally:
+        os.close(cur)
+    return False
 
 
 def printable(name: str) -> str:

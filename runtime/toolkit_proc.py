@@ -100,9 +100,11 @@ def run_capped(
     timeout: float,
     cap: int,
     preexec: Callable[[], Any] | None = None,
+    shell_status: bool = False,
 ) -> ProcResult:
     """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes,
-    ResourceLimitExceeded when the program is killed by an rlimit's signal.
+    ResourceLimitExceeded when the program is killed by an rlimit's signal
+    (``shell_status``: ``argv`` is a POSIX shell, whose exit status 128 + N also says so).
     ``cap`` bounds the whole result in bytes: both streams together and the fields around
     them (``truncated`` says output was cut)."""
     try:
@@ -153,6 +155,16 @@ def run_capped(
                 if len(data) > room:
                     truncated = True
                 buf += data[: max(room, 0)]
+        if exited_at is None and not timed_out:
+            # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
+            # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
+            # own deadline, which ends the call without the partial output.
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            else:
+                _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
         if timed_out:
             _killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -170,17 +182,29 @@ def run_capped(
             stderr=stderr,
             timeout_s=timeout,
         )
-    if -code in _LIMIT_SIGNALS:
-        # The command itself was ended by the limit (a shell that survives a child's kill
-        # and goes on decides its own exit status). A command may also send itself these
-        # signals: it can only make its own call report a limit, which is harmless.
-        limit, what = _LIMIT_SIGNALS[signal.Signals(-code)]
+    killer = _limit_signal(code, shell_status=shell_status)
+    if killer is not None:
+        limit, what = _LIMIT_SIGNALS[killer]
         raise ResourceLimitExceeded(
             f"the command exceeded the call's {what} limit ({limit}) and was killed by "
-            f"{signal.Signals(-code).name}",
+            f"{killer.name}",
             limit=limit,
-            signal=signal.Signals(-code).name,
+            signal=killer.name,
             stdout=stdout,
             stderr=stderr,
         )
     return ProcResult(stdout, stderr, code, truncated)
+
+
+def _limit_signal(code: int, *, shell_status: bool) -> signal.Signals | None:
+    """The rlimit signal that ended the command, from its wait status: killed by it
+    (``-N``), or, from a shell, an exit status of 128 + N, which is how a POSIX shell
+    reports that the command it ran last was killed by N (``sh -c 'make'``: dash runs
+    the command as its child rather than exec'ing it). A shell that survives a child's
+    kill and goes on decides its own exit status, and is left to it. A command may also
+    send itself these signals, or exit with that status: it can only make its own call
+    report a limit, which is harmless."""
+    for number in (-code, code - 128) if shell_status else (-code,):
+        if number in _LIMIT_SIGNALS:
+            return signal.Signals(number)
+    return None

@@ -21,6 +21,7 @@ __all__ = [
     "CLASSES",
     "MIN_COUNTS",
     "PLACEHOLDERS",
+    "USER_WRITES",
     "Case",
     "CorpusError",
     "fast_subset",
@@ -54,6 +55,10 @@ _SETUP_OPS = {"file", "dir", "symlink", "hardlink", "fifo"}
 _CHECKS = {"success", "result_contains", "file_content", "absent", "exists"}
 _EFFECTS = {"leak", "write", "connect", "survivors", "resources", "responsive"}
 _ID_RE = re.compile(r"^[A-H][0-9]-[0-9]{3}$")
+#: A step between calls that is no tool call: the user saves a secret to ``path`` in the
+#: workspace, the way an editor or a shell's ``>>`` does (following links, appending in
+#: place, creating it if missing). For the attacks that plant something for that write.
+USER_WRITES = "@user_writes"
 
 
 class CorpusError(ValueError):
@@ -81,7 +86,7 @@ class Case:
 
     @property
     def tools(self) -> list[str]:
-        return [c["tool"] for c in self.calls]
+        return [c["tool"] for c in self.calls if c["tool"] != USER_WRITES]
 
 
 def _check(rec: Mapping[str, Any]) -> Case:
@@ -102,6 +107,14 @@ def _check(rec: Mapping[str, Any]) -> Case:
     for c in rec["calls"]:
         if not isinstance(c.get("tool"), str) or not isinstance(c.get("arguments"), dict):
             raise bad("a call needs 'tool' (str) and 'arguments' (object)")
+        if c["tool"] == USER_WRITES:
+            path = c["arguments"].get("path")
+            if not isinstance(path, str) or path.startswith("/") or ".." in path.split("/"):
+                raise bad("a user's write names a workspace-relative path inside it")
+            if rec["oracle"].get("kind") != "attack":
+                raise bad("a user's write belongs to attack cases")
+        elif c["tool"].startswith("@"):
+            raise bad(f"unknown step {c['tool']!r}")
     for op in rec["setup"]:
         if op.get("op") not in _SETUP_OPS or not isinstance(op.get("path"), str):
             raise bad(f"bad setup op {op!r}")

@@ -312,6 +312,7 @@ class CaseFixture:
             "listener": _token(),
             "metadata": _token(),
             "host_secret": _token(),
+            "user_secret": _token(),
             "outside_listing": _token(),
         }
         self.values: dict[str, str] = {
@@ -381,6 +382,16 @@ class CaseFixture:
             os.link(op["target"], path)
         elif kind == "fifo":
             os.mkfifo(path, 0o666)
+
+    def user_writes(self, rel: str) -> None:
+        """The user saves a secret to ``rel`` (corpus.USER_WRITES): appended in place, links
+        followed, created if missing, as an editor or ``>>`` would. A save that fails (the
+        path leads nowhere) leaves nothing to leak."""
+        try:
+            with open(self.ws / rel, "a", encoding="utf-8") as f:
+                f.write(f"API_KEY={self.tokens['user_secret']}\n")
+        except OSError:
+            pass
 
     def leak_needles(self) -> dict[str, list[str]]:
         """Token → the strings whose presence in a result means it leaked (plain, hex and

@@ -1661,6 +1661,49 @@ def gen_g() -> None:
     for title, calls, aim in g:
         add("G1", title, calls, technique=title, source=src, aims=[aim])
 
+    # G2: a call plants something on a denied name that does not exist yet; the user later
+    # saves a secret there (an editor's save, ``>>``: links followed, written in place); a
+    # later call reads where it landed. Masks cover names, so these are refused by what
+    # the call left behind (runtime/backends/sandbox/masks.py).
+    def saves(path: str) -> dict[str, Any]:
+        return {"tool": "@user_writes", "arguments": {"path": path}}
+
+    planted = [
+        (
+            "a denied name linked to a plain file",
+            [sh("ln -s notes.txt .env.production"), saves(".env.production")],
+            call("read_file", path="notes.txt"),
+        ),
+        (
+            "a denied name linked by the workspace's absolute path",
+            [sh("ln -s {workspace}/notes.txt server.key"), saves("server.key")],
+            sh("cat notes.txt"),
+        ),
+        (
+            "a denied name linked out of the workspace and back in",
+            [sh("ln -s ../ws/notes.txt deploy.pem"), saves("deploy.pem")],
+            call("read_file", path="notes.txt"),
+        ),
+        (
+            "a denied name linked through a chain of links",
+            [sh("ln -s notes.txt a; ln -s a id_ed25519"), saves("id_ed25519")],
+            sh("cat notes.txt"),
+        ),
+        (
+            "a denied name made a second hard link of a plain file",
+            [sh("touch notes.txt; ln notes.txt id_ecdsa"), saves("id_ecdsa")],
+            call("read_file", path="notes.txt"),
+        ),
+        (
+            "a link out of a hidden directory the call made",
+            [sh("mkdir .env.d && ln -s ../notes.txt .env.d/prod"), saves(".env.d/prod")],
+            sh("cat notes.txt"),
+        ),
+    ]
+    src2 = "masks cover names, not inodes: links planted for a later save"
+    for title, steps, read in planted:
+        add("G2", title, [*steps, read], technique=title, source=src2, aims=["leak"])
+
 
 # ------------------------------------------------------------------------------------------
 # H. benign controls: every tool's ordinary use must succeed with the right result.
@@ -1997,6 +2040,28 @@ def gen_h() -> None:
         ),
         ("regex_match", [], [call("regex_match", pattern="b+", text="abbbc")], [ok(), has("bbb")]),
         ("csv_to_json", [], [call("csv_to_json", text="name,n\nx,1\ny,2\n")], [ok(), has("name")]),
+        # Links the masks must not refuse (G2 refuses the ones that expose a later save).
+        (
+            "a package tree of links",
+            [
+                mkfile("pkgs/left-pad/index.js", "module ok\n"),
+                link("node_modules/left-pad", "../pkgs/left-pad"),
+                link("node_modules/.bin/left-pad", "../left-pad/index.js"),
+            ],
+            [sh("cat node_modules/left-pad/index.js node_modules/.bin/left-pad")],
+            [ok(), has("module ok")],
+        ),
+        (
+            "denied names linked to denied or outside names",
+            [
+                mkfile("config/.env.production", "MODE=prod\n"),
+                link("config/.env", ".env.production"),
+                link("server.key", "/dev/null"),
+                mkfile("notes.txt", note),
+            ],
+            [call("read_file", path="notes.txt"), sh("cat notes.txt")],
+            [ok(0), has("line two", 0), ok(1), has("line two", 1)],
+        ),
         (
             "review_with_feedback_content",
             [],

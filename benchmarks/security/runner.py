@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import CLASSES, Case, fill, plain_text
+from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
 from .executors import Executor
 from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
@@ -134,6 +134,9 @@ def run_case(
         ):
             for _ in range(case.repeat):
                 for c in calls:
+                    if c["tool"] == USER_WRITES:
+                        fx.user_writes(c["arguments"]["path"])
+                        continue
                     records.append(executor.call(c["tool"], c["arguments"]))
         if not case.benign:
             followup = executor.followup_ok()

@@ -317,10 +317,19 @@ def test_the_walk_never_follows_symlinks(workspace: Path) -> None:
     (outside / ".env").write_text(SECRET)
     (workspace / "linkdir").symlink_to(outside)
     (workspace / "envlink").symlink_to(outside / ".env")
-    (workspace / ".env").symlink_to("hello.txt")  # a matching symlink is not mounted on
+    # A matching symlink is not mounted on (it resolves inside the new root), and one that
+    # leads out of the workspace is left alone...
+    (workspace / ".env").symlink_to(outside / ".env")
     fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert find(fd, DEFAULT_MASKS) == []
+        # ...but one leading to an unhidden file inside refuses the call: a secret the user
+        # saves to .env would land in hello.txt (tests/sandbox/test_mask_links.py).
+        (workspace / ".env").unlink()
+        (workspace / ".env").symlink_to("hello.txt")
+        with pytest.raises(OSError) as info:
+            find(fd, DEFAULT_MASKS)
+        assert info.value.errno == errno.EXDEV
     finally:
         os.close(fd)
 
@@ -377,11 +386,11 @@ def test_a_tree_changed_during_the_walk_is_walked_again_then_refused(
     try:
         limit = 1000
         with pytest.raises(OSError) as info:
-            masks._find_settled(fd, DEFAULT_MASKS)
+            masks.find_settled(fd, DEFAULT_MASKS)
         assert info.value.errno == errno.EAGAIN
         assert "changed while" in str(info.value)
         changes, limit = iter(range(1000)), 1  # one change, then quiet: the retry settles
-        assert [t.rel for t in masks._find_settled(fd, DEFAULT_MASKS)] == ["sub/.env"]
+        assert [t.rel for t in masks.find_settled(fd, DEFAULT_MASKS)] == ["sub/.env"]
     finally:
         os.close(fd)
 
@@ -442,12 +451,15 @@ _GLOBS = [
 ]
 
 
-def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]]:
-    """Every entry, whole-path matched, no pruning: what find() must agree with."""
+def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]] | str:
+    """Every entry, whole-path matched, no pruning: what find() must agree with. "refused"
+    when a symbolic link on a denied path leads into the tree, unhidden (test_mask_links)."""
     from runtime._globs import GlobSet
 
     hide, ro = GlobSet(spec.hide, casefold=True), GlobSet(spec.readonly, casefold=True)
     out: list[tuple[str, str]] = []
+    links: list[str] = []
+    covered: list[str] = []  # links inside hidden directories: on a denied path by place
 
     def visit(d: Path, rel: str, under_ro: bool) -> None:
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
@@ -457,15 +469,87 @@ def _reference(root: Path, spec: MaskSpec) -> list[tuple[str, str]]:
                 action = None
             if entry.is_symlink():
                 action = None
+                links.append(sub)
             if action is not None:
                 out.append((sub, action))
                 if action == "hide":
+                    if entry.is_dir(follow_symlinks=False):  # its links (test_mask_links)
+                        inner = [p for p in Path(entry.path).rglob("*") if p.is_symlink()]
+                        covered.extend(p.relative_to(root).as_posix() for p in inner)
                     continue
             if entry.is_dir(follow_symlinks=False):
                 visit(Path(entry.path), sub, under_ro or action == "readonly")
 
     visit(root, "", False)
+    hidden = [rel for rel, action in out if action == "hide"]
+    if any(_link_exposes(root, rel, hide, hidden) for rel in links) or any(
+        _link_exposes(root, rel, hide, hidden, on_path=True) for rel in covered
+    ):
+        return "refused"
     return sorted(out)
+
+
+def _kernel_landing(path: str, hops: int = 0) -> str | None:
+    """Where a write through the link at ``path`` lands, by path strings: the target's
+    directory part must resolve whole (the kernel walks ``a/..`` only through an existing
+    ``a``, unlike ``realpath``'s non-strict mode), its last part is created if missing and
+    followed if it is a link. None when the write fails."""
+    if hops > 40:
+        return None
+    target = os.readlink(path)
+    full = target if target.startswith("/") else os.path.join(os.path.dirname(path), target)
+    head, tail = os.path.split(full)
+    try:
+        where = os.path.realpath(head or "/", strict=True)
+    except OSError:
+        return None
+    if not os.path.isdir(where):
+        return None
+    if tail in ("", "."):
+        return where
+    if tail == "..":
+        return os.path.dirname(where)
+    landing = os.path.join(where, tail)
+    if os.path.islink(landing):
+        return _kernel_landing(landing, hops + 1)
+    return landing
+
+
+def _link_exposes(
+    root: Path, rel: str, hide: Any, hidden: list[str], *, on_path: bool = False
+) -> bool:
+    """The rule, by brute force over the test's names and by path strings (the trees here
+    hold only relative links inside them): the link at ``rel`` is on a denied path when a
+    hide glob matches it, or matches some path below it in a way that depends on its names
+    (not when any prefix of any depth would do, as a leading ``**`` allows); it exposes when
+    a write through it lands inside the tree, on nothing hidden."""
+    import itertools
+
+    probes = [n for k in (1, 2) for n in itertools.product([*_NAMES, "zz"], repeat=k)]
+
+    def absorbed(rest: str) -> bool:
+        return all(hide.match("/".join([*(["q"] * depth), rest])) for depth in range(4))
+
+    on_path = (
+        on_path
+        or hide.match(rel) is not None
+        or any(hide.match(f"{rel}/{'/'.join(p)}") and not absorbed("/".join(p)) for p in probes)
+    )
+    if not on_path:
+        return False
+    found = _kernel_landing(str(root / rel))
+    if found is None:
+        return False  # a loop, a missing directory, a file used as one: nothing lands
+    landing = Path(found)
+    try:
+        where = landing.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return False  # outside the tree
+    if where == ".":
+        return True
+    if not os.path.lexists(landing) and hide.match(where):
+        return False  # hidden by the next walk once written
+    return not any(where == h or where.startswith(h + "/") for h in hidden)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -487,16 +571,31 @@ def test_pruned_walk_agrees_with_the_whole_walk(tmp_path: Path, seed: int) -> No
         elif rng.random() < 0.85:
             path.write_text("x")
         else:
-            path.symlink_to(rng.choice(_NAMES))
+            path.symlink_to(_link_target(rng, root))
     globs = rng.sample(_GLOBS, rng.randint(1, 5))
     cut = rng.randint(0, len(globs))
     spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        got = sorted((t.rel, t.action) for t in find(fd, spec))
-    finally:
-        os.close(fd)
-    assert got == _reference(root, spec), (globs, cut)
+    assert _find(root, spec) == _reference(root, spec), (globs, cut)
+
+
+def _link_target(rng: Any, root: Path) -> str:
+    """A link's target as tools write them: a sibling's name, a path with ``..`` (inside,
+    or out of the tree and back in through its parent), the tree's absolute path, outside,
+    or nowhere."""
+    name = rng.choice(_NAMES)
+    return rng.choice(
+        [
+            name,
+            name,
+            f"../{name}",
+            f"a/../{name}",
+            f"../../t/{name}",
+            f"{root}/{name}",
+            f"{root}/src/{name}",
+            "/dev/null",
+            f"missing/{name}",
+        ]
+    )
 
 
 # -- kept listings: the walk replays unchanged directories -----------------------------
@@ -518,10 +617,14 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def _find(root: Path, spec: MaskSpec = DEFAULT_MASKS) -> list[tuple[str, str]]:
+def _find(root: Path, spec: MaskSpec = DEFAULT_MASKS) -> list[tuple[str, str]] | str:
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         return sorted((t.rel, t.action) for t in find(fd, spec))
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return "refused"  # a denied-path link into the tree (test_mask_links)
+        raise
     finally:
         os.close(fd)
 

@@ -97,16 +97,33 @@ def _descendants_running(needle: str) -> list[int]:
     return sorted(p for p in ours if needle in cmdlines.get(p, ""))
 
 
-def _gone(needle: str, within_s: float = 10.0) -> list[int]:
-    """``_descendants_running(needle)`` once it is empty, or as it is after ``within_s``.
+def _started(pid: int) -> int | None:
+    """The start time of the live process ``pid`` (clock ticks since boot); None when it is
+    gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
-    The kernel ends a pid namespace asynchronously (its processes die while this test runs
-    on); a loaded machine can show a dying server for a moment after its launcher is gone.
-    The bound is generous: the assertion is "they die", not "they die fast"."""
+
+def _gone(pids: list[int], within_s: float = 10.0) -> list[int]:
+    """Those of ``pids`` (as they were when this is called) still alive after ``within_s``,
+    or [] as soon as none is.
+
+    Followed by pid and start time, not as our descendants: a killed launcher's pid 1 and
+    server are re-parented away from us while they die, so they drop out of
+    ``_descendants_running`` before they are dead (seen: the list empty 19 ms after the kill,
+    the server alive until 41 ms). The kernel ends a pid namespace asynchronously; the bound
+    is generous: the assertion is "they die", not "they die fast"."""
+    seen = {pid: t for pid in pids if (t := _started(pid)) is not None}
     deadline = time.monotonic() + within_s
-    while (left := _descendants_running(needle)) and time.monotonic() < deadline:
+    while True:
+        left = [pid for pid, t in seen.items() if _started(pid) == t]
+        if not left or time.monotonic() >= deadline:
+            return left
         time.sleep(0.05)
-    return left
 
 
 async def _call(proxy: McpProxyBackend, tool: str, arguments: dict[str, Any]) -> Any:
@@ -181,17 +198,18 @@ async def test_server_dies_with_its_launcher() -> None:
     """Killing the launcher (what a broker's death does by pdeathsig) ends the server, and a
     call after that fails with a clear SandboxError.
 
-    The call waits for the server's end first: kill() only queues the signal, and pid 1's
-    death reaches the server through the kernel later. A call made in between can be read
-    and answered by the still running server (a loaded machine showed exactly that once):
-    what the broker must do for a dead server is only defined once it is dead."""
+    The call waits for the server's end first (its pid, ``_gone``): kill() only queues the
+    signal, and pid 1's death reaches the server through the kernel later. A call made in
+    between can be read and answered by the still running server (a loaded machine showed
+    exactly that): what the broker must do for a dead server is only defined once it is
+    dead."""
     async with McpProxyBackend([_server()], mode="strict") as proxy:
         running = _descendants_running(str(EXT_SERVER))
         launchers = _descendants_running("runtime.backends.sandbox._launcher")
         assert running and launchers
         for pid in launchers:
             os.kill(pid, 9)
-        assert await anyio.to_thread.run_sync(_gone, str(EXT_SERVER)) == []
+        assert await anyio.to_thread.run_sync(_gone, running + launchers) == []
         with pytest.raises(SandboxError, match=r"exited|went away|not running"):
             await _call(proxy, "ext__add", {"a": 1, "b": 2})
-    assert _gone(str(EXT_SERVER)) == []
+    assert _descendants_running(str(EXT_SERVER)) == []

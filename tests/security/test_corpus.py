@@ -14,6 +14,7 @@ from benchmarks.security.corpus import (
     CASES_DIR,
     MIN_COUNTS,
     PLACEHOLDERS,
+    USER_WRITES,
     CorpusError,
     fast_subset,
     fill,
@@ -162,3 +163,37 @@ def test_duplicate_ids_are_refused(tmp_path):
     (tmp_path / "A.json").write_text(json.dumps([rec, rec]))
     with pytest.raises(CorpusError, match="duplicate"):
         corpus.load_corpus(tmp_path)
+
+
+def test_a_users_write_between_calls(cases, tmp_path):
+    """G2's step that is no tool call: checked like a setup path, attack cases only, and
+    played by the fixture as an editor's save (through links, appended, created)."""
+    from benchmarks.security.fixtures import CaseFixture
+
+    g2 = [c for c in cases if c.group == "G2"]
+    assert len(g2) >= 6 and all(USER_WRITES in [s["tool"] for s in c.calls] for c in g2)
+    assert all(USER_WRITES not in c.tools for c in g2)
+    base = dict(g2[0].raw)
+    for path in ("../x", "/etc/x"):
+        rec = {**base, "calls": [{"tool": USER_WRITES, "arguments": {"path": path}}]}
+        with pytest.raises(CorpusError, match="workspace-relative"):
+            corpus._check(rec)
+    with pytest.raises(CorpusError, match="unknown step"):
+        corpus._check({**base, "calls": [{"tool": "@other", "arguments": {}}]})
+
+    class _Servers:
+        listener_port = metadata_port = allowed_port = 1
+
+        def reset(self, *args: object) -> None:
+            pass
+
+    fx = CaseFixture(tmp_path, g2[0], _Servers(), owner=None)  # type: ignore[arg-type]
+    try:
+        (fx.ws / "out.txt").symlink_to("notes.txt")
+        fx.user_writes("out.txt")
+        fx.user_writes("out.txt")
+        fx.user_writes("missing-dir/x")  # a save that fails leaves nothing
+        line = f"API_KEY={fx.tokens['user_secret']}\n"
+        assert (fx.ws / "notes.txt").read_text() == line * 2
+    finally:
+        fx.close()

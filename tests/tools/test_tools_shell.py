@@ -165,6 +165,27 @@ def _dies(pid: int) -> bool:
     return False
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "exec >/dev/null 2>&1; sleep 20",  # make > build.log 2>&1, as a whole command
+        "echo started; exec >&- 2>&-; sleep 20",
+        "sleep 20 >/dev/null 2>&1",
+    ],
+)
+def test_timeout_holds_when_the_command_lets_go_of_its_output(
+    sh: Tool, ws: Path, command: str
+) -> None:
+    """Once both pipes were closed the tool waited for the command without a deadline: its
+    timeout_s was ignored and the call ran into the sandbox's own limit ('the call exceeded
+    its timeout', the partial output lost)."""
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=60))
+    with pytest.raises(ToolTimeout) as exc:
+        sh({"command": command, "timeout_s": 0.5}, ctx)
+    assert "0.5 s" in exc.value.message
+    assert exc.value.details["stdout"] == ("started\n" if "started" in command else "")
+
+
 def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
     with pytest.raises(ToolTimeout):
@@ -243,6 +264,10 @@ def test_blocking_patterns_match_whole_words(sh: Tool, ws: Path) -> None:
     [
         ("ulimit -S -t 1; echo spinning; exec sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
         ("ulimit -f 1; echo writing; exec head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
+        # Without exec, /bin/sh (dash) runs the command as its child and reports its death
+        # by the signal as exit status 128 + N: success with exit code 152/153 before.
+        ("ulimit -S -t 1; echo spinning; sh -c 'while :; do :; done'", "cpu_s", "SIGXCPU"),
+        ("ulimit -f 1; echo writing; head -c 100000 /dev/zero > f", "fsize_mb", "SIGXFSZ"),
     ],
 )
 def test_command_killed_by_a_limit_is_a_resource_limit(

@@ -272,10 +272,13 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000:
             entries = [(base, base[-1] if base else "")]
         else:
+            # Skipped folders are not entered at all: walked and filtered afterwards, a
+            # big node_modules used up the walk's bound before the project's own code.
             entries = [
                 (tuple(e.path.split("/")), e.name)
-                for e in ws.walk(base, max_depth=-1)
-                if e.type == "file" and not _SKIP_DIRS.intersection(e.path.split("/")[:-1])
+                for e in ws.walk(base, max_depth=-1, skip_dirs=_SKIP_DIRS)
+                if e.type == "file"
+                and not _SKIP_DIRS.intersection(e.path.split("/")[len(base) : -1])
             ]
         for parts, raw_name in entries:
             rel, name = printable(ws.rel(parts)), printable(raw_name)
@@ -326,6 +329,7 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                         },
                     )
                 )
+        walk_cut = ws.walk_cut
     found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
     matches: list[dict[str, Any]] = []
     budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
@@ -340,6 +344,6 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "type": want,
         "matches": matches,
         "count": len(found),
-        "truncated": len(matches) < len(found) or scanned >= _MAX_FILES,
+        "truncated": len(matches) < len(found) or scanned >= _MAX_FILES or walk_cut,
         "engines": sorted(engines),
     }

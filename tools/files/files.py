@@ -55,7 +55,15 @@ _TEXT_ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "ascii": "ascii"}
 
 
 def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat()
+    """``ts`` as RFC 3339 UTC. A file's time may lie outside years 1-9999 (tmpfs, XFS and
+    Btrfs keep 64-bit seconds: an archive's date, ``touch -d``), which no RFC 3339 string
+    can name; such a time is shown at the nearest end of the range rather than failing the
+    whole listing it is in."""
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat()
+    except (ValueError, OverflowError, OSError):
+        edge = _dt.datetime.max if ts > 0 else _dt.datetime.min
+        return edge.replace(tzinfo=_dt.UTC).isoformat()
 
 
 def _decode(raw: bytes, rel: str, cut_by_cap: bool) -> str:
@@ -292,6 +300,7 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 truncated = True
                 break
             files.append(item)
+        truncated = truncated or ws.walk_cut
         return {"path": ws.rel(parts), "files": files, "count": len(files), "truncated": truncated}
 
 
@@ -359,5 +368,5 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "path": ws.rel(parts),
             "matches": matches,
             "count": len(matches),
-            "truncated": truncated,
+            "truncated": truncated or ws.walk_cut,
         }

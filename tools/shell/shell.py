@@ -76,4 +76,5 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         timeout=within_call(timeout, limit),
         cap=ctx.limits.output_bytes,
         preexec=preexec if callable(preexec) else None,
+        shell_status=True,  # /bin/sh: 128 + N is its report of a child killed by N
     ).as_result()

@@ -28,10 +28,32 @@ import anyio
 from runtime.errors import SandboxError
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
 
-__all__ = ["CallChannel", "ControlChannel", "DeadlinePassed", "loop_waker", "wait_fd"]
+__all__ = [
+    "CallChannel",
+    "ControlChannel",
+    "DeadlinePassed",
+    "Unsendable",
+    "loop_waker",
+    "wait_fd",
+]
 
 _READ_CHUNK = 65536
 _CONTROL_PACKET = 1 << 20
+
+
+class Unsendable(SandboxError):
+    """A control message that cannot be encoded (text that is not UTF-8, a value msgpack
+    does not know): nothing of it was sent."""
+
+
+def _encoded(message: dict[str, Any]) -> bytes:
+    try:
+        return encode_frame(message)
+    except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError included
+        raise Unsendable(
+            f"a message to the sandbox fork-server could not be encoded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class DeadlinePassed(Exception):
@@ -179,7 +201,7 @@ class ControlChannel:
     # -- the event loop -------------------------------------------------------------------
 
     async def send(self, message: dict[str, Any], fd: int | None = None) -> None:
-        data = encode_frame(message)
+        data = _encoded(message)
         async with self.send_lock:
             while True:
                 try:
@@ -240,8 +262,9 @@ class ControlChannel:
 
     def send_sync(self, message: dict[str, Any], fd: int | None, deadline: float) -> None:
         """Send from this thread. SOCK_SEQPACKET sends whole packets, so threads and the
-        loop need no lock between them. DeadlinePassed if the zygote never takes it."""
-        data = encode_frame(message)
+        loop need no lock between them. DeadlinePassed if the zygote never takes it;
+        Unsendable (before anything is sent) if it cannot be encoded."""
+        data = _encoded(message)
         self._enter()
         try:
             while True:

@@ -7,8 +7,11 @@ types it may claim are limited to ``CHILD_ERROR_TYPES``. The zygote's exit repor
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import time
+from pathlib import Path
 from typing import Any
 
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
@@ -23,7 +26,7 @@ from runtime.errors import (
 from runtime.frames import FrameError, FrameTooLarge
 from runtime.models import Limits
 
-__all__ = ["details", "outcome", "raise_tool_error", "usage"]
+__all__ = ["details", "outcome", "raise_tool_error", "usage", "workspace_problem"]
 
 
 def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def outcome(
             f"the call exceeded its {limits.memory_mb} MiB memory limit",
             usage=usage,
             limit="memory_mb",
+            **_partial_output(terminal),
         )
     if isinstance(frame_error, FrameTooLarge):
         raise OutputTooLarge(
@@ -112,6 +116,24 @@ def outcome(
         usage=usage,
         exit_code=code,
     )
+
+
+def _partial_output(terminal: dict[str, Any] | None) -> dict[str, Any]:
+    """What a command printed before a process of its call was killed for memory (the
+    shell and the tool live on and send their result or error): its ``stdout`` and
+    ``stderr``, bounded like any detail of the hostile child. Without them a build killed
+    by the limit came back with not a line of its log."""
+    if terminal is None:
+        return {}
+    if terminal.get("type") == "result":
+        raw = terminal.get("value")
+    elif terminal.get("type") == "error":
+        raw = terminal.get("details")
+    else:
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return details({k: raw[k] for k in ("stdout", "stderr") if isinstance(raw.get(k), str)})
 
 
 def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
@@ -168,3 +190,24 @@ def details(raw: Any) -> dict[str, Any]:
         elif value is None or isinstance(value, (bool, int, float)):
             out[key] = value
     return out
+
+
+def workspace_problem(path: Path | str | None) -> str | None:
+    """Why ``path``, a call's workspace, cannot be mounted, in words; None when it looks
+    fine (or cannot be looked at). For a call that failed: its set-up's own error names
+    internals ("open_tree: No such file or directory", "move_mount /tmp/workspace: Is a
+    directory")."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (
+            f"the workspace {path} does not exist (removed or renamed since the broker "
+            "opened it); create it again, or open the broker on another workspace"
+        )
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return f"the workspace {path} is not a directory (something replaced it)"
+    return None

@@ -33,10 +33,11 @@ from runtime.backends.sandbox._channels import (
     CallChannel,
     ControlChannel,
     DeadlinePassed,
+    Unsendable,
     loop_waker,
 )
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
-from runtime.backends.sandbox._outcome import outcome
+from runtime.backends.sandbox._outcome import outcome, workspace_problem
 from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
@@ -48,7 +49,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.frames import FrameError
-from runtime.models import Limits, ToolSpec, WorkspaceAccess
+from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
 __all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
@@ -396,10 +397,11 @@ class SandboxBackend:
             access = needs.workspace
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
+            workspace = None
+            if access != WorkspaceAccess.NONE:
+                workspace = _carried(str(request.workspace.resolve()))
             static = self._plans[key] = {
-                "workspace": (
-                    str(request.workspace.resolve()) if access != WorkspaceAccess.NONE else None
-                ),
+                "workspace": workspace,
                 "access": str(access),
                 "exec": bool(needs.exec),
                 "limits": limits.model_dump(),
@@ -436,6 +438,9 @@ class SandboxBackend:
         try:
             try:
                 await ctl.send(call.spawn, call.theirs.fileno())
+            except Unsendable:
+                call.exit_report = {}  # nothing was sent: no call to end or wait for
+                raise
             finally:
                 call.theirs.close()
             with anyio.move_on_after(request.limits.timeout_s) as scope:
@@ -455,7 +460,7 @@ class SandboxBackend:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_WAIT_S):
                     await ctl.send({"type": "kill", "id": call.call_id, "grace_s": self._grace_s})
                     call.exit_report = await ctl.wait_for(call.call_id)
-        return self._conclude(call, request.limits)
+        return self._conclude(call, request)
 
     def run_sync(self, request: ExecRequest) -> ExecOutcome:
         """:meth:`run` in the calling thread, blocking (see :attr:`sync_capable`). The
@@ -470,6 +475,9 @@ class SandboxBackend:
         try:
             try:
                 ctl.send_sync(call.spawn, call.theirs.fileno(), deadline)
+            except Unsendable:
+                call.exit_report = {}  # nothing was sent: no call to end or wait for
+                raise
             finally:
                 call.theirs.close()
             try:
@@ -490,9 +498,10 @@ class SandboxBackend:
                     call.exit_report = ctl.wait_for_sync(call.call_id, until)
                 except DeadlinePassed:
                     pass  # as run(): the outcome says what is known
-        return self._conclude(call, request.limits)
+        return self._conclude(call, request)
 
-    def _conclude(self, call: _Call, limits: Limits) -> ExecOutcome:
+    def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
+        limits = request.limits
         usage = call_usage(call.exit_report, call.started)
         if call.timed_out:
             raise ToolTimeout(
@@ -506,7 +515,15 @@ class SandboxBackend:
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
-        result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+        try:
+            result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+        except SandboxError as exc:
+            # Looked at only when a call failed: a workspace removed, or replaced by a file,
+            # since the broker opened it fails the set-up in words of its internals.
+            why = workspace_problem(request.workspace)
+            if why is None:
+                raise
+            raise SandboxError(why, usage=usage, workspace=str(request.workspace)) from exc
         return ExecOutcome(result=result, usage=usage, fingerprint=self._fingerprint)
 
     def _call_frame(self, request: ExecRequest) -> dict[str, Any]:
@@ -658,3 +675,20 @@ def _seccomp_programs() -> tuple[bytes, bytes]:
     from runtime.backends.sandbox import seccomp
 
     return seccomp.programs()
+
+
+def _carried(workspace: str) -> str:
+    """``workspace`` as a call's plan carries it (msgpack text: UTF-8 only). A directory
+    name need not be UTF-8; such a workspace cannot reach the fork-server, so its calls are
+    refused here, saying why, instead of failing to encode inside the send."""
+    try:
+        workspace.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fsencode(workspace).decode("utf-8", "backslashreplace")
+        raise SandboxError(
+            f"the workspace path '{shown}' is not valid UTF-8, which the sandbox cannot "
+            "carry to its fork-server; rename the directory (or open the broker on "
+            "another one)",
+            workspace=shown,
+        ) from exc
+    return workspace

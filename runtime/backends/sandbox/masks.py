@@ -15,6 +15,25 @@ A symlink is never followed and never masked itself: it resolves inside the new 
 what it names is masked (or not) on its own account. Entries the tool creates during the
 call are its own data, not secrets, and stay as they are.
 
+Two things a call can leave behind would carry a secret the user writes *later* past the
+masks, which cover names, not inodes; both refuse every call until the user removes them:
+
+* a hidden file with a second hard link (``ln x .env``): the other name reads what is
+  written to ``.env`` in place, and cannot be found short of indexing every inode;
+  likewise a file with a second link inside a hidden directory (the walk looks into hidden
+  directories for these two things only: what is in them needs no mask of its own);
+* a symbolic link on a denied path (``ln -s x .env``, or ``config -> y`` when
+  ``config/prod.env`` is denied) that leads — as a host process writing through it follows
+  it, ``..`` and absolute targets on the host — to an entry inside the workspace that is not
+  hidden itself (nor inside a hidden directory, nor a missing name a hide glob covers). A
+  link leading outside the workspace, or nowhere a write can land, is left alone; a link a
+  ``**/name`` glob would see through (a directory link keeps the names below it) is not on
+  a denied path at all, so the links of a pnpm tree cost nothing.
+
+Known gap: a ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no
+``.git``) can be created by a call, hooks and all; only an existing entry can be bound
+read-only, and Landlock grants by hierarchy, not by name.
+
 Hazards, and what attackers control: the tree itself, also *during* the walk, through a
 concurrent call in the same workspace. So the walk descends by directory descriptors opened
 ``O_NOFOLLOW`` (a swapped-in symlink is never entered), a directory that changes while it is
@@ -47,7 +66,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from runtime._globs import GlobSet
+from runtime._globs import GlobSet, compile_segments
 from runtime.backends.sandbox import _linux
 
 __all__ = [
@@ -59,6 +78,7 @@ __all__ = [
     "apply",
     "compile_spec",
     "find",
+    "find_settled",
     "generation",
     "signature",
     "warm",
@@ -85,6 +105,12 @@ _KEPT_FS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x
 _KEPT_MAX = 100_000
 
 _META = frozenset("*?[")
+#: Symbolic links followed while finding where a denied-path link leads: the kernel's own
+#: bound (MAXSYMLINKS), past which a write through the link fails with ELOOP.
+_LINK_HOPS = 40
+#: Parent directories climbed to tell whether a link's landing is inside the workspace.
+_CLIMB_MAX = 4096
+_UP_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _WALK_ATTEMPTS = 3
 _MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -153,6 +179,8 @@ class _Step(NamedTuple):
     action: str | None  # "hide" | "readonly" | None (only descend)
     listed_dir: bool
     live: _Live
+    #: A symbolic link on a denied path: where it leads is checked after the walk.
+    link: bool = False
 
 
 class _Kept(NamedTuple):
@@ -168,8 +196,8 @@ class _Matcher:
     walk's kept listings (``kept``: the only part that changes)."""
 
     def __init__(self, spec: MaskSpec) -> None:
-        #: (root dev, root ino, parts, under_ro) → what the walk did there.
-        self.kept: dict[tuple[int, int, tuple[str, ...], bool], _Kept] = {}
+        #: (root dev, root ino, parts, under_ro or "hidden") → what the walk did there.
+        self.kept: dict[tuple[int, int, tuple[str, ...], bool | str], _Kept] = {}
         #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
         #: this one while their generations agree (:func:`generation`).
         self.generation = 0
@@ -199,6 +227,7 @@ class _Matcher:
         names: list[str] = []
         anchored: list[tuple[re.Pattern[str], ...]] = []
         self.generic = False
+        name_globs: set[str] = set()
         for pattern, lit_t in zip((*spec.hide, *spec.readonly), prefixes, strict=True):
             segs = pattern.split("/")
             if (
@@ -208,12 +237,48 @@ class _Matcher:
                 and segs[2:] in ([], ["**"])
             ):
                 names.append(segs[1])
+                name_globs.add(pattern)
             elif lit_t:
                 anchored.append(lit_t)
             else:
                 self.generic = True
         self.names = GlobSet(names, casefold=True)
         self.anchored = tuple(anchored)
+        # For ``exposes``: a '**/name' glob puts a link on a denied path only by matching
+        # it (which ``action`` tells), so only the other hide globs are matched here.
+        self.hide_segments = tuple(
+            compile_segments(p, casefold=True) for p in spec.hide if p not in name_globs
+        )
+
+    def exposes(self, parts: tuple[str, ...]) -> bool:
+        """Whether a symbolic link at ``parts`` is on a denied path: a hide glob matches
+        ``parts`` itself, or could match something below it *through* ``parts``' names. A
+        glob's leading ``**`` matches the names below a directory link wherever it leads, so
+        ``**/.env`` cares only about a link named ``.env``; ``config/prod.env`` cares about
+        ``config`` too. Matched one segment at a time (a whole-path regex cannot say what
+        could match below a path). The '**/name' globs are left to the caller, which asks
+        only about a link no hide glob matches: one of them can put a link on a denied
+        path only by matching it."""
+        for segs in self.hide_segments:
+            n = len(segs)
+            states = _closure(segs, {0})
+            # The states a leading '**' keeps by absorbing every name so far.
+            absorbed = states if segs[0] is None else frozenset()
+            for name in parts:
+                nxt: set[int] = set()
+                for s in states:
+                    if s < n:
+                        seg = segs[s]
+                        if seg is None:
+                            nxt.add(s)
+                        elif seg.fullmatch(name):
+                            nxt.add(s + 1)
+                states = _closure(segs, nxt)
+                if not states:
+                    break
+            if n in states or any(s < n for s in states - absorbed):
+                return True
+        return False
 
     def action(self, rel: str) -> str | None:
         if self.any.match(rel) is None:
@@ -242,6 +307,18 @@ class _Matcher:
         return False
 
 
+def _closure(segs: tuple[re.Pattern[str] | None, ...], states: set[int]) -> frozenset[int]:
+    """``states`` and every state a ``**`` (None) lets the match skip to (zero names)."""
+    out = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        if s < len(segs) and segs[s] is None and s + 1 not in out:
+            out.add(s + 1)
+            stack.append(s + 1)
+    return frozenset(out)
+
+
 @functools.lru_cache(maxsize=32)
 def _matcher(spec: MaskSpec) -> _Matcher:
     """The compiled globs of ``spec``: compiling them is ~0.4 ms, and the fork-server and
@@ -266,14 +343,18 @@ def _now_ns() -> int:
     return time.time_ns()
 
 
-def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
+def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
     Below a hidden directory nothing more is listed (it is covered); below a read-only one
-    the walk goes on for entries to hide. Raises OSError (E2BIG past the bound, EAGAIN when
-    the tree changed under the walk) — the call must not run half-masked."""
+    the walk goes on for entries to hide. ``host`` is the workspace's path on the host, for
+    following denied-path links out of the tree (``root_fd`` may be a call's bind of it,
+    whose ``..`` is not the host's). Raises OSError (E2BIG past the bound, EAGAIN when the
+    tree changed under the walk, EMLINK for a linked hidden file, EXDEV for a denied-path
+    link into the workspace) — the call must not run half-masked."""
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
+    links: list[tuple[str, ...]] = []
     seen = 0
     # Taken before any directory is looked at: a change after it carries a later time.
     racy_after = _now_ns() - RACY_NS
@@ -299,13 +380,13 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
         """List ``dfd`` and match its entries: the ones the walk acts on, in listing order."""
         try:
             with os.scandir(dfd) as it:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                entries = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in it]
         except PermissionError as exc:
             raise _unreadable(parts) from exc
         count(len(entries))
         depth = len(parts)
         steps: list[_Step] = []
-        for name, listed_dir in entries:
+        for name, listed_dir, is_link in entries:
             named = matcher.names.match(name) is not None
             sub_live = matcher.live_below(live, depth, name) if live else live
             action = None
@@ -313,9 +394,82 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                 action = matcher.action("/".join((*parts, name)))
             if action == "readonly" and under_ro:
                 action = None  # already read-only through its parent's mount
-            if action is not None or (listed_dir and (matcher.floating or sub_live)):
-                steps.append(_Step(name, action, listed_dir, sub_live))
+            link = is_link and (action == "hide" or matcher.exposes((*parts, name)))
+            if link or action is not None or (listed_dir and (matcher.floating or sub_live)):
+                steps.append(_Step(name, action, listed_dir, sub_live, link))
         return len(entries), steps
+
+    def inside_hidden(parent: int, parts: tuple[str, ...]) -> None:
+        """The links a hidden directory holds: nothing in it needs a mask (it is covered
+        whole), but a call that made the directory (``mkdir .aws``) could have put in it a
+        link a user's later write follows out of it (``.aws/credentials -> ../notes``), or
+        a second name of a file of its own. Its listing is kept like any other, but each
+        file is looked at on every walk: a file's link count moves without its directory's
+        times. Entries that vanish meanwhile are skipped, and a change during the walk does
+        not fail the call: a change in a hidden directory comes from its maker, who can
+        read what lands there anyway, or from the user."""
+        if len(parts) > MAX_DEPTH:
+            raise _refuse(
+                errno.E2BIG,
+                f"the workspace is nested deeper than {MAX_DEPTH} directories at "
+                f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
+                "checked, so the call does not run",
+            )
+        try:
+            dfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
+        except PermissionError as exc:
+            raise _unreadable(parts) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                return
+            raise
+        try:
+            before = os.fstat(dfd)
+            ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
+            key = (root.st_dev, root.st_ino, parts, "hidden")
+            hit = kept.get(key) if keep else None
+            fresh = hit is None or hit.ident != ident
+            if hit is not None and not fresh:
+                count(hit.entries)
+                entries, steps = hit.entries, hit.steps
+            else:
+                try:
+                    with os.scandir(dfd) as it:
+                        steps = tuple(
+                            _Step(e.name, None, e.is_dir(follow_symlinks=False), ()) for e in it
+                        )
+                except PermissionError as exc:
+                    raise _unreadable(parts) from exc
+                entries = len(steps)
+                count(entries)
+            for step in steps:
+                sub = (*parts, step.name)
+                if step.listed_dir:
+                    inside_hidden(dfd, sub)
+                    continue
+                try:
+                    st = os.stat(step.name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    links.append(sub)
+                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    raise _linked(sub, st.st_nlink)
+            after = os.fstat(dfd)
+            if (
+                keep
+                and fresh
+                and before.st_dev == root.st_dev
+                and (before.st_mtime_ns, before.st_ctime_ns)
+                == (after.st_mtime_ns, after.st_ctime_ns)
+                and max(before.st_mtime_ns, before.st_ctime_ns) < racy_after
+            ):
+                if len(kept) >= _KEPT_MAX:
+                    kept.clear()
+                kept[key] = _Kept(ident, entries, steps)
+                matcher.generation += 1
+        finally:
+            os.close(dfd)
 
     def visit(dfd: int, parts: tuple[str, ...], under_ro: bool, live: _Live) -> None:
         if len(parts) > MAX_DEPTH:
@@ -340,6 +494,9 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
             name = step.name
             is_dir = step.listed_dir
             sub = (*parts, name)
+            if step.link:
+                links.append(sub)  # followed once the walk has found every hidden entry
+                continue
             if step.action is not None:
                 try:
                     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -360,6 +517,8 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
                         )
                     )
                     if step.action == "hide":
+                        if is_dir:
+                            inside_hidden(dfd, sub)
                         continue
             if not is_dir or not (matcher.floating or step.live):
                 continue
@@ -403,7 +562,188 @@ def find(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
             matcher.generation += 1
 
     visit(root_fd, (), False, matcher.anchored)
+    if links:
+        hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
+        for parts in links:
+            _vet_link(
+                root_fd,
+                (root.st_dev, root.st_ino),
+                parts,
+                hidden=hidden,
+                host=host,
+                matcher=matcher,
+            )
     return targets
+
+
+class _Landing(NamedTuple):
+    """Where a write through a link lands: a directory, and the name in it (None: the
+    directory itself); ``rel`` is the directory's workspace-relative path when the way
+    there is known to stay in the tree since it last passed the workspace's root (None:
+    unknown, and then a missing name is not taken to be hidden by its name)."""
+
+    dir_fd: int
+    name: str | None
+    rel: tuple[str, ...] | None
+
+
+def _vet_link(
+    root_fd: int,
+    root_ident: tuple[int, int],
+    parts: tuple[str, ...],
+    *,
+    hidden: set[tuple[int, int]],
+    host: str | None,
+    matcher: _Matcher,
+) -> None:
+    """Refuse (OSError) unless the denied-path link at ``parts`` leads outside the workspace,
+    onto a hidden entry (or a missing name a hide glob covers), or nowhere a write lands.
+
+    Hazard: the link and every directory on its way are the attacker's; they are followed
+    by descriptor, one component at a time, as the kernel follows them for a host process,
+    and anything that cannot be followed to the end (a directory we may not search) fails
+    closed. A concurrent call that changes them after this look gains nothing it could not
+    read already: it runs unmasked on what it created."""
+    try:
+        landing = _landing(root_fd, root_ident, parts, host)
+        if landing is None:
+            return
+        try:
+            exposed = _exposed(landing, root_ident, hidden, matcher)
+        finally:
+            os.close(landing.dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            raise
+        raise _untraceable(parts, exc) from exc
+    if exposed:
+        raise _exposing(parts)
+
+
+def _landing(
+    root_fd: int, root_ident: tuple[int, int], parts: tuple[str, ...], host: str | None
+) -> _Landing | None:
+    """Follow the link at ``parts`` as the kernel would for a write through it. None when
+    no write can land: a loop past the kernel's bound, a missing directory on the way, a
+    file used as a directory."""
+    cur = _open_dir(root_fd, parts[:-1])
+    rel: tuple[str, ...] | None = parts[:-1]
+    todo = [parts[-1]]  # the components still to follow, last first
+    hops = 0
+    try:
+        while True:
+            while todo and todo[-1] in ("", "."):
+                todo.pop()
+            if not todo:
+                out, cur = cur, -1
+                return _Landing(out, None, rel)
+            comp = todo.pop()
+            last = all(c in ("", ".") for c in todo)
+            if comp == "..":
+                nxt = _up(cur, root_ident, host)
+                rel = rel[:-1] if rel else None
+            else:
+                try:
+                    st = os.stat(comp, dir_fd=cur, follow_symlinks=False)
+                except FileNotFoundError:
+                    if not last:
+                        return None
+                    out, cur = cur, -1
+                    return _Landing(out, comp, rel)
+                if stat.S_ISLNK(st.st_mode):
+                    hops += 1
+                    if hops > _LINK_HOPS:
+                        return None
+                    target = os.readlink(comp, dir_fd=cur)
+                    todo.extend(reversed(target.split("/")))
+                    if not target.startswith("/"):
+                        continue
+                    nxt = os.open("/", _UP_FLAGS)
+                    rel = None
+                elif stat.S_ISDIR(st.st_mode):
+                    nxt = os.open(comp, _UP_FLAGS | os.O_NOFOLLOW, dir_fd=cur)
+                    if rel is not None:
+                        rel = (*rel, comp)
+                    elif (st.st_dev, st.st_ino) == root_ident:
+                        rel = ()  # back in the workspace, by its path on the host
+                elif last:
+                    out, cur = cur, -1
+                    return _Landing(out, comp, rel)
+                else:
+                    return None
+            os.close(cur)
+            cur = nxt
+    finally:
+        if cur >= 0:
+            os.close(cur)
+
+
+def _open_dir(root_fd: int, parts: tuple[str, ...]) -> int:
+    """An O_PATH descriptor of the directory ``parts``, each component O_NOFOLLOW."""
+    cur = os.dup(root_fd)
+    try:
+        for comp in parts:
+            nxt = os.open(comp, _UP_FLAGS | os.O_NOFOLLOW, dir_fd=cur)
+            os.close(cur)
+            cur = nxt
+    except OSError as exc:
+        os.close(cur)
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            raise _changed(parts) from exc
+        raise
+    return cur
+
+
+def _up(cur: int, root_ident: tuple[int, int], host: str | None) -> int:
+    """The parent of ``cur``. At the workspace's root it is the host's parent of it: in a
+    call's mount namespace the root descriptor is a bind whose ``..`` is our new root."""
+    st = os.fstat(cur)
+    if host is not None and (st.st_dev, st.st_ino) == root_ident:
+        return os.open(os.path.join(host, ".."), _UP_FLAGS)
+    return os.open("..", _UP_FLAGS, dir_fd=cur)
+
+
+def _exposed(
+    landing: _Landing,
+    root_ident: tuple[int, int],
+    hidden: set[tuple[int, int]],
+    matcher: _Matcher,
+) -> bool:
+    """True when ``landing`` is inside the workspace, and neither it nor a directory above
+    it is hidden (a missing name counts as hidden when a hide glob covers it: once written,
+    the next walk masks it)."""
+    if landing.name is not None:
+        try:
+            st = os.stat(landing.name, dir_fd=landing.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            if landing.rel is not None:
+                rel = "/".join((*landing.rel, landing.name))
+                if matcher.action(rel) == "hide":
+                    return False
+        else:
+            if (st.st_dev, st.st_ino) in hidden:
+                return False
+    cur, owned = landing.dir_fd, False
+    try:
+        for _ in range(_CLIMB_MAX):
+            st = os.fstat(cur)
+            ident = (st.st_dev, st.st_ino)
+            if ident in hidden:
+                return False
+            if ident == root_ident:
+                return True
+            parent = os.open("..", _UP_FLAGS, dir_fd=cur)
+            up = os.fstat(parent)
+            if (up.st_dev, up.st_ino) == ident:  # the top of the tree: outside
+                os.close(parent)
+                return False
+            if owned:
+                os.close(cur)
+            cur, owned = parent, True
+        return True  # deeper than any real tree: fail closed
+    finally:
+        if owned:
+            os.close(cur)
 
 
 def generation(spec: MaskSpec) -> int:
@@ -424,7 +764,7 @@ def warm(workspace: str | None, spec: MaskSpec) -> None:
     except OSError:
         return
     try:
-        find(root, spec)
+        find(root, spec, host=workspace)
     except OSError:
         pass
     finally:
@@ -457,6 +797,27 @@ def _linked(parts: tuple[str, ...], links: int) -> OSError:
     )
 
 
+def _exposing(parts: tuple[str, ...]) -> OSError:
+    rel = "/".join(parts)
+    return _refuse(
+        errno.EXDEV,
+        f"{rel!r} is a symbolic link on a path the policy denies, and it leads to an entry "
+        f"inside the workspace that is not hidden: what is written through it (a secret "
+        f"saved to {rel!r}) would be readable there, so the call does not run (remove the "
+        "link, or point it at a hidden file)",
+    )
+
+
+def _untraceable(parts: tuple[str, ...], exc: OSError) -> OSError:
+    rel = "/".join(parts)
+    return _refuse(
+        exc.errno or errno.EACCES,
+        f"cannot tell where the symbolic link {rel!r}, on a path the policy denies, leads "
+        f"({exc.strerror or exc}); it could expose what is written through it, so the call "
+        "does not run (remove the link)",
+    )
+
+
 def _changed(parts: tuple[str, ...]) -> OSError:
     where = "/".join(parts) or "the workspace root"
     return _refuse(
@@ -466,12 +827,12 @@ def _changed(parts: tuple[str, ...]) -> OSError:
     )
 
 
-def _find_settled(root_fd: int, spec: MaskSpec) -> list[MaskTarget]:
+def find_settled(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
     """:func:`find`, walked again when a concurrent call changed the tree under it (a busy
     workspace is not an attack); still changing after a few walks, the call fails closed."""
     for attempt in range(_WALK_ATTEMPTS):
         try:
-            return find(root_fd, spec)
+            return find(root_fd, spec, host=host)
         except OSError as exc:
             if exc.errno != errno.EAGAIN or attempt == _WALK_ATTEMPTS - 1:
                 raise
@@ -518,13 +879,33 @@ def _move_onto(src_fd: int, dst_fd: int) -> None:
     )
 
 
-def apply(workspace: str, spec: MaskSpec, *, empty_file: str, empty_dir: str) -> list[str]:
+def apply(
+    workspace: str,
+    targets: list[MaskTarget],
+    *,
+    empty_file: str,
+    empty_dir: str,
+    covered: tuple[str, ...] = (),
+) -> list[str]:
     """Mask ``workspace`` (a path in a mount namespace of our own, not reachable by any tool
-    yet) as ``spec`` says. ``empty_file`` and ``empty_dir`` are the sources hidden entries get.
-    Returns the masked workspace-relative paths. Raises OSError: the call must not run."""
+    yet) with ``targets`` (:func:`find_settled` of the same tree; each is re-opened and
+    checked to be the inode found). ``empty_file`` and ``empty_dir`` are the sources hidden
+    entries get. ``covered``: top-level names our own set-up may already have mounted over
+    (the runtime's state directories); targets at or below one that is now a mount are
+    covered by it. Returns the masked workspace-relative paths. Raises OSError: the call must
+    not run."""
     root_fd = os.open(workspace, _DIR_FLAGS)
     try:
-        targets = _find_settled(root_fd, spec)
+        if covered:
+            dev = os.fstat(root_fd).st_dev
+            over = set()
+            for name in covered:
+                try:
+                    if os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_dev != dev:
+                        over.add(name)
+                except FileNotFoundError:
+                    pass
+            targets = [t for t in targets if t.parts[0] not in over]
         # Read-only binds first: a clone of a directory does not carry the mounts below it,
         # so hiding first would leave the secret visible through the read-only bind on top.
         ordered = [t for t in targets if t.action == "readonly"]
@@ -613,7 +994,7 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
         return Signature(None, [])
     fds: list[int] = []
     try:
-        targets = find(root, spec)
+        targets = find(root, spec, host=workspace)
         if len(targets) > _MAX_PINS:
             return Signature(None, [])
         for target in targets:

@@ -399,17 +399,28 @@ def build(
         mount_proc=mount_proc,
     )
     slots = [ws_fd, *py_fds.values()]
+    spec = masks.MaskSpec.from_plan(plan.masks)
+    targets = None
+    if spec and ws_fd >= 0:
+        with Phase("mount_masks"):
+            # What the policy denies, masked before any tool exists (the kernel is the wall;
+            # the broker's path checks only see argument strings). A failure fails the call
+            # closed. Walked before the new root is mounted (over the host's /tmp): a link on
+            # a denied path is followed through the host's tree as the host sees it.
+            tree = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=ws_fd)
+            try:
+                targets = masks.find_settled(tree, spec, host=plan.workspace)
+            finally:
+                os.close(tree)
     before.run(slots, mount_ops)
-    with Phase("mount_masks"):
-        # What the policy denies, masked before any tool exists (the kernel is the wall; the
-        # broker's path checks only see argument strings). A failure fails the call closed.
-        spec = masks.MaskSpec.from_plan(plan.masks)
-        if spec and ws_fd >= 0:
+    if targets is not None:
+        with Phase("mount_masks"):
             root = _NEWROOT
             masks.apply(
                 f"{root}{WORKSPACE}",
-                spec,
+                targets,
                 empty_file=f"{root}{_MASKED}/file",
                 empty_dir=f"{root}{_MASKED}/dir",
+                covered=state_dirs,
             )
     after.run(slots, mount_ops)
