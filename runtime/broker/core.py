@@ -43,6 +43,7 @@ from runtime.errors import (
     RuntimeToolError,
     SandboxError,
     ToolFailed,
+    ToolNotFound,
     ToolTimeout,
 )
 from runtime.models import (
@@ -415,7 +416,13 @@ class Broker:
         tc.context["env"] = self.session_env(session)
         if self.events.active:
             self.events.emit(Event("requested", tc.call_id, tc.tool))
-        st.entry = entry = st.entry or self.catalogue.entry(tc.tool)
+        entry = st.entry
+        if entry is None:
+            try:
+                entry = self.catalogue.entry(tc.tool)
+            except ToolNotFound as exc:
+                raise self._not_served(tc.tool, exc) from None
+            st.entry = entry
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
@@ -429,6 +436,29 @@ class Broker:
                 reasons=decision.reasons,
             )
         return spec, decision
+
+    def _not_served(self, tool: str, exc: ToolNotFound) -> ToolNotFound:
+        """``exc``, or when ``tool`` is one of the policy's ``[[mcp_servers]]`` (a
+        ``<prefix>__<tool>`` name), a ToolNotFound saying where it is served: such tools are
+        listed only while ``runtime serve --mcp`` runs their server, and a bare "no tool
+        named" sent the user looking for a typo."""
+        from runtime.mcp.external import SEPARATOR, placeholder_spec
+
+        if BackendKind.MCP.value in self._backends:  # serve --mcp: its proxy lists them
+            return exc
+        document = getattr(self.policy, "document", None)
+        servers = list(getattr(document, "mcp_servers", None) or ())
+        if not servers or placeholder_spec(servers, tool) is None:
+            return exc
+        prefix = tool.partition(SEPARATOR)[0]
+        server = next(s for s in servers if s.tool_prefix == prefix)
+        return ToolNotFound(
+            f"no tool named {tool!r} in this broker: it is a tool of the policy's MCP server "
+            f"{server.name!r} ([[mcp_servers]]), which runs only under 'runtime serve --mcp "
+            "--policy POLICY' (call it through that MCP server)",
+            tool=tool,
+            mcp_server=server.name,
+        )
 
     def _start(self, st: _CallState, backend: Backend, session: str) -> ExecRequest:
         """Write the audit write-ahead record (fail closed) and build the backend request."""
