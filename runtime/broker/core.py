@@ -14,6 +14,7 @@ becomes ``internal_error``. Cancellation is never swallowed: a cancelled call is
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import logging
@@ -150,11 +151,11 @@ class Broker:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self.state_dir.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:  # a file in its place, no permission, read-only file system
-            raise ConfigError(
-                f"workspace {self.workspace}: cannot create "
-                f"{exc.filename or self.workspace} as a directory: {exc.strerror or exc}",
-                path=str(self.workspace),
-            ) from exc
+            # A workspace this user may only read (a read-only checkout, someone else's
+            # tree) runs with the audit log elsewhere; only the state-keeping host tools
+            # (snippets, memory) then fail, each call saying why.
+            if not (audit is not None and _unwritable(exc) and self.workspace.is_dir()):
+                raise self._workspace_error(exc, audit) from exc
         if policy is None:
             self.policy = Policy.default()
         elif isinstance(policy, (str, Path)):
@@ -196,6 +197,19 @@ class Broker:
         # ending the backends, which ends their work) so that each gets its completion record.
         self._in_flight = 0
         self._drained: anyio.Event | None = None
+
+    def _workspace_error(self, exc: OSError, audit: str | Path | None) -> ConfigError:
+        made = exc.filename or self.workspace
+        message = f"workspace {self.workspace}: cannot create {made} as a directory"
+        if audit is None and _unwritable(exc) and self.workspace.is_dir():
+            message += (
+                f" for the default audit log ({exc.strerror}: this user cannot write the "
+                "workspace); give the audit log a place outside it: --audit PATH "
+                "(Broker(audit=PATH))"
+            )
+        else:
+            message += f": {exc.strerror or exc}"
+        return ConfigError(message, path=str(self.workspace))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
@@ -735,6 +749,11 @@ class Broker:
             info = {"error_type": error_type, "duration_ms": duration_ms}
             self.events.emit(Event(kind, call_id, tool, info))
         return result
+
+
+def _unwritable(exc: OSError) -> bool:
+    """The directory could not be made for lack of write access (not a file in its way)."""
+    return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def _decision_dict(decision: Decision | None) -> dict[str, Any] | None:
