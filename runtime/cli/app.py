@@ -157,5 +157,11 @@ def tools(
     except ConfigError as exc:  # a manifest that does not load, a folder that is not there
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_USAGE) from exc
+    known = catalogue.categories()
+    if category is not None and category not in known:
+        raise typer.BadParameter(
+            f"no category {category!r}; the categories are {', '.join(known)}",
+            param_hint="--category",
+        )
     specs = catalogue.list_by_category(category) if category else catalogue.list()
     _out([export_tool(s, fmt) for s in specs])
