@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.audit import AuditLog
+from runtime.errors import AuditError
 from tests.mcp.conftest import serve_mcp_argv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +26,17 @@ def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     assert proc.stdin is not None
     proc.stdin.write((json.dumps(message) + "\n").encode())
     proc.stdin.flush()
+
+
+def _started(audit: Path) -> bool:
+    """The call's request record is in the log (which may not have its schema yet)."""
+    if not audit.exists():
+        return False
+    try:
+        with AuditLog(audit, read_only=True) as log:
+            return bool(log.tail(1))
+    except AuditError:
+        return False
 
 
 @pytest.mark.sandbox
@@ -58,10 +70,8 @@ def test_a_signal_stops_the_server_and_records_the_call(tmp_path: Path, sig: int
         _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the call has started: its request is recorded
-            if audit.exists():
-                with AuditLog(audit, read_only=True) as log:
-                    if log.tail(1):
-                        break
+            if _started(audit):
+                break
             time.sleep(0.1)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
