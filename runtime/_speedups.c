@@ -1112,6 +1112,24 @@ static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 #define V_PYTHON 2
 
+/* 1 when the exact str ``s`` holds a surrogate code point (U+D800-U+DFFF: a lone UTF-16 half,
+ * not Unicode text; runtime/shapes.py _not_text), else 0. ASCII and Latin-1 strings cannot. */
+static int has_surrogate(PyObject *s) {
+    int kind = PyUnicode_KIND(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        return 0;
+    }
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int viol_key(PyObject *keys, PyObject *key) {
     return PyList_Append(keys, key) < 0 ? -1 : 1;
 }
@@ -1127,6 +1145,10 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
     if (t == &PyUnicode_Type) {
         if (PyUnicode_GET_LENGTH(v) > max_string) {
             *rule = "max_string";
+            return 1;
+        }
+        if (has_surrogate(v)) {
+            *rule = "unicode";
             return 1;
         }
         return 0;
@@ -1148,9 +1170,17 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
                 }
                 return V_PYTHON;
             }
+            if (has_surrogate(k)) { /* named by the object holding it */
+                *rule = "unicode";
+                return 1;
+            }
             if (leaf_ok && Py_TYPE(x) == &PyUnicode_Type) {
                 if (PyUnicode_GET_LENGTH(x) > max_string) {
                     *rule = "max_string";
+                    return viol_key(keys, k);
+                }
+                if (has_surrogate(x)) {
+                    *rule = "unicode";
                     return viol_key(keys, k);
                 }
                 continue;

@@ -93,6 +93,10 @@ def _check_value(value: Any, limits: CallLimits) -> None:
         )
     if rule == "key":
         raise InvalidArguments(f"{path}: object keys must be strings", path=path)
+    if rule == "unicode":
+        raise InvalidArguments(
+            f"{path}: holds a lone UTF-16 surrogate (not Unicode text)", path=path, rule=rule
+        )
     raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
 
 
@@ -109,15 +113,21 @@ def _violation(
     if depth > max_depth:
         return ("max_depth", [])
     if isinstance(value, str):
-        return ("max_string", []) if len(value) > max_string else None
+        if len(value) > max_string:
+            return ("max_string", [])
+        return ("unicode", []) if _not_text(value) else None
     if isinstance(value, dict):
         leaf_ok = depth < max_depth  # a string child is at depth + 1
         for k, v in value.items():
             if not isinstance(k, str):
                 return ("key", [])
+            if _not_text(k):  # named by the object holding it, as JSON paths have no keys
+                return ("unicode", [])
             if leaf_ok and type(v) is str:  # the common leaf, checked without a call
                 if len(v) > max_string:
                     return ("max_string", [k])
+                if not v.isascii() and _not_text(v):
+                    return ("unicode", [k])
                 continue
             found = _violation(v, max_depth, max_string, depth + 1)
             if found is not None:
@@ -132,6 +142,21 @@ def _violation(
     elif isinstance(value, float) and math.isnan(value):  # NaN never comes from strict JSON
         return ("nan", [])
     return None
+
+
+def _not_text(value: Any) -> bool:
+    """True for a string holding a surrogate code point (a lone UTF-16 half, or both halves
+    of a pair as two code points): not Unicode text, so no audit record, file name or pipe
+    can carry it. A dict or ToolCall from the Python API brings such strings as they are.
+    Hazard: ``value`` passed ``isinstance(value, str)``, which an object can fake through
+    ``__class__``; only real str data is looked at."""
+    if str not in type(value).__mro__ or str.isascii(value):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _py_find(value: Any, max_depth: int, max_string: int) -> Any:
@@ -258,6 +283,14 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
     """Turn a decoded call of any accepted shape into a ToolCall, or raise InvalidCall."""
     if isinstance(obj, ToolCall):
         _check_value(obj.arguments, limits)
+        for field in ("call_id", "tool"):
+            if _not_text(getattr(obj, field)):
+                path = f"$.{field}"
+                raise InvalidArguments(
+                    f"{path}: holds a lone UTF-16 surrogate (not Unicode text)",
+                    path=path,
+                    rule="unicode",
+                )
         return obj
     if not isinstance(obj, dict):
         raise InvalidCall(f"a call must be a JSON object, got {type(obj).__name__}")

@@ -187,25 +187,29 @@ def run_cases(
     with tempfile.TemporaryDirectory(prefix="secbench-") as tmp:
         base = Path(tmp)
         base.chmod(0o755)
-        for case in cases:
-            c0 = time.monotonic()
-            try:
-                verdict = run_case(case, executor, servers, base, limits)
-            except Exception as exc:  # a harness failure is scored, never hidden
-                verdict = Verdict(
-                    case.id,
-                    case.cls,
-                    case.benign,
-                    False,
-                    ["harness"],
-                    [f"harness error: {type(exc).__name__}: {exc}"],
-                )
-            summary.case_seconds[case.id] = time.monotonic() - c0
-            summary.verdicts.append(verdict)
-            if progress is not None:
-                progress.step(case, verdict.ok)
-            if on_verdict is not None:
-                on_verdict(verdict)
-    executor.close()
+        # Hazard: the tree is the long-lived executor's workspace (ours: the broker's audit
+        # log and journal live in it); it is closed while they exist, whatever happens.
+        try:
+            for case in cases:
+                c0 = time.monotonic()
+                try:
+                    verdict = run_case(case, executor, servers, base, limits)
+                except Exception as exc:  # a harness failure is scored, never hidden
+                    verdict = Verdict(
+                        case.id,
+                        case.cls,
+                        case.benign,
+                        False,
+                        ["harness"],
+                        [f"harness error: {type(exc).__name__}: {exc}"],
+                    )
+                summary.case_seconds[case.id] = time.monotonic() - c0
+                summary.verdicts.append(verdict)
+                if progress is not None:
+                    progress.step(case, verdict.ok)
+                if on_verdict is not None:
+                    on_verdict(verdict)
+        finally:
+            executor.close()
     summary.duration_s = time.monotonic() - t0
     return summary

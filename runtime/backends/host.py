@@ -9,6 +9,7 @@ sandbox by declaring itself a host tool.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,10 @@ class HostBackend:
         self._ask_user = ask_user
 
     async def start(self) -> None:
-        self._state_dir.mkdir(parents=True, exist_ok=True)
+        # Made here when it can be; a workspace this user may only read has none, and the
+        # tools that keep state there (snippets, memory) say so per call (they make it too).
+        with contextlib.suppress(OSError):
+            self._state_dir.mkdir(parents=True, exist_ok=True)
 
     async def aclose(self) -> None:
         return None

@@ -15,6 +15,7 @@ becomes ``internal_error``. Cancellation is never swallowed: a cancelled call is
 from __future__ import annotations
 
 import copy
+import errno
 import inspect
 import json
 import logging
@@ -44,6 +45,7 @@ from runtime.errors import (
     RuntimeToolError,
     SandboxError,
     ToolFailed,
+    ToolNotFound,
     ToolTimeout,
 )
 from runtime.models import (
@@ -150,11 +152,11 @@ class Broker:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self.state_dir.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:  # a file in its place, no permission, read-only file system
-            raise ConfigError(
-                f"workspace {self.workspace}: cannot create "
-                f"{exc.filename or self.workspace} as a directory: {exc.strerror or exc}",
-                path=str(self.workspace),
-            ) from exc
+            # A workspace this user may only read (a read-only checkout, someone else's
+            # tree) runs with the audit log elsewhere; only the state-keeping host tools
+            # (snippets, memory) then fail, each call saying why.
+            if not (audit is not None and _unwritable(exc) and self.workspace.is_dir()):
+                raise self._workspace_error(exc, audit) from exc
         if policy is None:
             self.policy = Policy.default()
         elif isinstance(policy, (str, Path)):
@@ -196,6 +198,19 @@ class Broker:
         # ending the backends, which ends their work) so that each gets its completion record.
         self._in_flight = 0
         self._drained: anyio.Event | None = None
+
+    def _workspace_error(self, exc: OSError, audit: str | Path | None) -> ConfigError:
+        made = exc.filename or self.workspace
+        message = f"workspace {self.workspace}: cannot create {made} as a directory"
+        if audit is None and _unwritable(exc) and self.workspace.is_dir():
+            message += (
+                f" for the default audit log ({exc.strerror}: this user cannot write the "
+                "workspace); give the audit log a place outside it: --audit PATH "
+                "(Broker(audit=PATH))"
+            )
+        else:
+            message += f": {exc.strerror or exc}"
+        return ConfigError(message, path=str(self.workspace))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
@@ -444,7 +459,13 @@ class Broker:
             # the policy decided on them (a stream reader runs while the call goes on).
             data = {"arguments": copy.deepcopy(tc.arguments)}
             self.events.emit(Event("requested", tc.call_id, tc.tool, data))
-        st.entry = entry = st.entry or self.catalogue.entry(tc.tool)
+        entry = st.entry
+        if entry is None:
+            try:
+                entry = self.catalogue.entry(tc.tool)
+            except ToolNotFound as exc:
+                raise self._not_served(tc.tool, exc) from None
+            st.entry = entry
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
         st.decision = decision = self._check_budget(
@@ -458,6 +479,29 @@ class Broker:
                 reasons=decision.reasons,
             )
         return spec, decision
+
+    def _not_served(self, tool: str, exc: ToolNotFound) -> ToolNotFound:
+        """``exc``, or when ``tool`` is one of the policy's ``[[mcp_servers]]`` (a
+        ``<prefix>__<tool>`` name), a ToolNotFound saying where it is served: such tools are
+        listed only while ``runtime serve --mcp`` runs their server, and a bare "no tool
+        named" sent the user looking for a typo."""
+        from runtime.mcp.external import SEPARATOR, placeholder_spec
+
+        if BackendKind.MCP.value in self._backends:  # serve --mcp: its proxy lists them
+            return exc
+        document = getattr(self.policy, "document", None)
+        servers = list(getattr(document, "mcp_servers", None) or ())
+        if not servers or placeholder_spec(servers, tool) is None:
+            return exc
+        prefix = tool.partition(SEPARATOR)[0]
+        server = next(s for s in servers if s.tool_prefix == prefix)
+        return ToolNotFound(
+            f"no tool named {tool!r} in this broker: it is a tool of the policy's MCP server "
+            f"{server.name!r} ([[mcp_servers]]), which runs only under 'runtime serve --mcp "
+            "--policy POLICY' (call it through that MCP server)",
+            tool=tool,
+            mcp_server=server.name,
+        )
 
     def _start(self, st: _CallState, backend: Backend, session: str) -> ExecRequest:
         """Write the audit write-ahead record (fail closed) and build the backend request."""
@@ -738,6 +782,11 @@ class Broker:
                 info["error"] = error_info.message if error_info is not None else None
             self.events.emit(Event(kind, call_id, tool, info))
         return result
+
+
+def _unwritable(exc: OSError) -> bool:
+    """The directory could not be made for lack of write access (not a file in its way)."""
+    return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def _decision_dict(decision: Decision | None) -> dict[str, Any] | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -104,9 +107,59 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
     ] = None,
 ) -> None:
     """Run one tool call and print its result."""
+    raw = _read_call(call)
+    try:
+        with _signals_stop():
+            result = _exec(raw, workspace, policy, audit, approve, profile, tools_dir)
+    except _Stopped as exc:
+        # The broker closed on the way out: the call was cancelled and recorded.
+        raise typer.Exit(128 + exc.signum) from None
+    if as_json or not sys.stdout.isatty():
+        _out(result.to_json_dict())
+    else:
+        _human(result)
+    raise typer.Exit(exit_code_for(result))
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived during ``runtime exec`` (a BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` on the way takes it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_stop() -> Iterator[None]:
+    """SIGTERM (``timeout 5 runtime exec …``, a cancelled CI job) and SIGHUP end the call
+    as Ctrl-C does: raised in this (the main) thread, the exception leaves the broker's
+    ``with``, whose close cancels the call, ends its sandbox and records it. By default
+    either signal killed the process on the spot, and the call's completion was never
+    recorded. The previous handlers come back afterwards."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exec(  # noqa: PLR0917 - exec_'s options, passed on
+    raw: bytes,
+    workspace: Path,
+    policy: Path | None,
+    audit: Path | None,
+    approve: bool,
+    profile: str | None,
+    tools_dir: list[Path] | None,
+) -> ToolResult:
     from runtime.broker import SyncBroker
 
-    raw = _read_call(call)
     try:
         broker = SyncBroker(
             workspace=workspace,
@@ -118,7 +171,7 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
             tool_folders=tools_dir or (),
         )
         with broker:
-            result = broker.call(raw)
+            return broker.call(raw)
     except ConfigError as exc:
         _err(f"runtime: {exc.message}")
         # A policy or manifest file that does not load is a usage error: nothing ran.
@@ -129,11 +182,6 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
         # ran and failed.
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_INTERNAL) from exc
-    if as_json or not sys.stdout.isatty():
-        _out(result.to_json_dict())
-    else:
-        _human(result)
-    raise typer.Exit(exit_code_for(result))
 
 
 @app.command("tools")
@@ -157,5 +205,11 @@ def tools(
     except ConfigError as exc:  # a manifest that does not load, a folder that is not there
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_USAGE) from exc
+    known = catalogue.categories()
+    if category is not None and category not in known:
+        raise typer.BadParameter(
+            f"no category {category!r}; the categories are {', '.join(known)}",
+            param_hint="--category",
+        )
     specs = catalogue.list_by_category(category) if category else catalogue.list()
     _out([export_tool(s, fmt) for s in specs])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +23,19 @@ def _ready(where: str) -> None:
     if where != "stdio":
         sys.stderr.write(f"runtime: MCP server listening on {where}\n")
         sys.stderr.flush()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM (systemd, ``docker stop``, a client ending its server) and SIGHUP (the
+    terminal closed) stop the server as the end of its input does: cancelled, so that the
+    broker ends the calls in flight, records them and closes the audit log. By default
+    either signal killed the process on the spot, and a call in flight was left without its
+    completion record. stdio only: uvicorn (``--http``) has its own graceful stop, and a
+    cancellation from here reached it mid-shutdown (a CancelledError traceback in its log)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 @app.command("serve")
@@ -69,17 +83,27 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
     )
 
     async def main() -> None:
-        await serve_mcp(
-            workspace=workspace,
-            policy=policy,
-            audit=audit,
-            profile=profile,
-            http=http,
-            tool_folders=tools_dir or (),
-            on_ready=_ready,
-            ask_timeout_s=ask_timeout,
-            allow_remote=allow_remote,
-        )
+        failed: list[RuntimeToolError] = []
+        async with anyio.create_task_group() as tg:
+            if http is None:  # uvicorn handles them while it serves HTTP
+                tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            try:
+                await serve_mcp(
+                    workspace=workspace,
+                    policy=policy,
+                    audit=audit,
+                    profile=profile,
+                    http=http,
+                    tool_folders=tools_dir or (),
+                    on_ready=_ready,
+                    ask_timeout_s=ask_timeout,
+                    allow_remote=allow_remote,
+                )
+            except RuntimeToolError as exc:  # raised below as itself, not in a group
+                failed.append(exc)
+            tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
 
     try:
         anyio.run(main)

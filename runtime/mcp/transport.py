@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import socket
 import sys
 from collections.abc import Callable
+from typing import Any
 
+import anyio
 from mcp.server.stdio import stdio_server
 
 from runtime.errors import ConfigError
@@ -39,8 +42,102 @@ async def serve_stdio(tool_server: McpToolServer) -> None:
     sys.stdout.flush()
     async with stdio_server() as (read_stream, write_stream):
         await tool_server.server.run(
-            read_stream, write_stream, tool_server.initialization_options()
+            _AnswerUnreadable(read_stream, write_stream),
+            write_stream,
+            tool_server.initialization_options(),
         )
+
+
+class _AnswerUnreadable:
+    """The stdio read stream, minus the requests the SDK could not read, which are answered.
+
+    The SDK's stdio reader hands a line its parser refuses to the server as an Exception,
+    which the server drops (a debug log line): a request that Python's json reads but
+    pydantic-core does not (a lone UTF-16 surrogate escape, ``"\\ud800"``, valid JSON text
+    but not Unicode) got no answer at all, and its client waited for ever. When the refused
+    line is a JSON object with a request id and a method, a parse error goes back under
+    that id. Hazard: the line is the client's; it is only parsed, never run.
+    """
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self) -> Any:  # the dispatcher runs handlers in the sender's context
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            answer = _parse_error_for(item)
+            if answer is None:
+                return item  # the SDK's own handling (a debug log line)
+            await self._write.send(answer)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _AnswerUnreadable:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AnswerUnreadable:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _parse_error_for(exc: Exception) -> Any:
+    """A SessionMessage with a JSON-RPC parse error for the request behind ``exc`` (a
+    pydantic ValidationError of the SDK's reader, whose errors carry the line as their
+    input), or None when there is no request id to answer."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or not exc.errors():
+        return None
+    first = exc.errors()[0]
+    line = first.get("input")
+    if not isinstance(line, str):
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None  # a notification or a response: nothing to answer
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    if isinstance(request_id, str) and not _is_text(request_id):
+        return None  # the answer could not carry it either
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=types.PARSE_ERROR,
+            message=f"request {request_id!r} could not be read: {first.get('msg', exc)}",
+        ),
+    )
+    return SessionMessage(error)
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_host_port(value: str) -> tuple[str, int]:

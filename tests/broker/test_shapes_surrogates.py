@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from runtime.errors import InvalidArguments
-from runtime.shapes import parse_call_bytes
+from runtime.models import ToolCall
+from runtime.shapes import normalize_call, parse_call_bytes
 
 MakeBroker = Callable[..., Any]
 
@@ -90,3 +91,75 @@ async def test_a_refused_call_whose_tool_name_is_not_text_is_recorded(
         ("request", "c2", "<invalid>"),
         ("completion", "c2", "<invalid>"),
     ]
+
+
+# A call given to the Python API as a dict (or a ToolCall) never passes through JSON text:
+# its strings can hold a lone surrogate as they are. Such a call went on through validation
+# and policy and ended as internal_error ('audit: arguments are not JSON data') with no audit
+# record; it is invalid_arguments naming the JSON path, like the same call as text.
+_DICT_CALLS = [
+    ({"tool": "echo", "arguments": {"text": "\ud800"}}, "$.arguments.text"),
+    ({"tool": "echo", "arguments": {"text": "ok", "\udcff": "x"}}, "$.arguments"),
+    ({"tool": "echo", "arguments": {"list": ["é", ["a\udfffb"]]}}, "$.arguments.list[1][0]"),
+    ({"tool": "e\ud800", "arguments": {}}, "$.tool"),
+    ({"tool": "echo", "call_id": "c\ud800", "arguments": {}}, "$.call_id"),
+    (
+        {
+            "type": "function",
+            "id": "o1",
+            "function": {"name": "echo", "arguments": '{"text": "\ud800"}'},
+        },
+        "$.function.arguments",
+    ),
+    (
+        {"type": "tool_use", "id": "a1", "name": "echo", "input": {"text": "😀\udc00"}},
+        "$.input.text",
+    ),
+    ({"name": "echo", "arguments": {"text": "\ud83d\ude00"}}, "$.arguments.text"),  # two halves
+]
+
+
+@pytest.mark.parametrize(("call", "path"), _DICT_CALLS)
+def test_lone_surrogate_in_a_dict_call_is_invalid_arguments(call: Any, path: str) -> None:
+    with pytest.raises(InvalidArguments, match="surrogate") as info:
+        normalize_call(call)
+    assert info.value.details["path"] == path
+
+
+def test_lone_surrogate_in_a_toolcall_is_invalid_arguments() -> None:
+    for tc, path in [
+        (ToolCall(call_id="c1", tool="echo", arguments={"text": "\ud800"}), "$.text"),
+        (ToolCall(call_id="c\ud800", tool="echo", arguments={}), "$.call_id"),
+        (ToolCall(call_id="c1", tool="e\udc00", arguments={}), "$.tool"),
+    ]:
+        with pytest.raises(InvalidArguments, match="surrogate") as info:
+            normalize_call(tc)
+        assert info.value.details["path"] == path
+
+
+def test_a_str_call_with_a_raw_lone_surrogate_is_invalid_arguments() -> None:
+    # Call text given as str may hold the surrogate itself rather than its \u escape.
+    with pytest.raises(InvalidArguments, match="surrogate") as info:
+        parse_call_bytes('{"tool": "echo", "arguments": {"text": "\ud800"}}')
+    assert info.value.details["path"] == "$.arguments.text"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("call", "path"), _DICT_CALLS)
+async def test_a_dict_call_with_a_lone_surrogate_is_refused_and_recorded(
+    make_broker: MakeBroker, call: Any, path: str
+) -> None:
+    async with make_broker() as broker:
+        result = await broker.call(call)
+        assert result.error is not None and result.error.type == "invalid_arguments"
+        assert result.error.details["path"] == path
+        records = broker.audit.tail(2)
+        assert [(r.kind, r.call_id) for r in records] == [
+            ("request", result.call_id),
+            ("completion", result.call_id),
+        ]
+        assert records[1].error_type == "invalid_arguments"
+        assert result.call_id.encode() and result.tool.encode()  # both are text
+        # The broker lives on.
+        ok = await broker.call({"tool": "echo", "arguments": {"text": "fine"}})
+        assert ok.success, ok.error

@@ -58,7 +58,9 @@ class _Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise ToolFailed("the state store cannot be opened", reason="state_store") from exc
+            raise ToolFailed(
+                f"the state store in {path} cannot be opened: {exc}", reason="state_store"
+            ) from exc
 
     @property
     def conn(self) -> sqlite3.Connection:
