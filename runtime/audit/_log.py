@@ -44,7 +44,6 @@ from types import TracebackType
 from typing import Any, Literal, TextIO, TypeVar, overload
 
 from runtime import _speedups
-from runtime.audit import _canonical
 from runtime.audit._canonical import (
     GENESIS_HASH,
     CanonicalizationError,
@@ -746,18 +745,28 @@ class AuditLog:
                 with self._db_lock:
                     self._insert_pending_locked()
             line_fields = (kind, call_id, _now(), *rest)
-            try:
-                # The accelerator's record (journal_record's first choice) called directly.
-                out = None if _canonical._record is None else _canonical._record(line_fields)
-                if out is None:
+            write_ahead = kind == "request"
+            journal = self._journal
+            # The accelerator encodes and writes the record in one call (None: not loaded,
+            # or a record outside its shapes, nothing written). A log's first record takes
+            # the Python path below, which creates the journal once the record encodes.
+            out = (
+                None
+                if journal is None
+                else journal.append_fields(line_fields, write_ahead=write_ahead)
+            )
+            if out is None:
+                try:
                     line, parts = journal_record(line_fields)
-                else:
-                    line, parts = out[0], out[1:]
-            except ValueError as exc:  # lone surrogates: the database would refuse it too
-                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
-            if self._journal is None:
-                self._journal = Journal(self._path)
-            end = self._journal.append(line, write_ahead=kind == "request")
+                except ValueError as exc:  # lone surrogates: the database would refuse it too
+                    raise AuditError(
+                        f"audit record for {call_id!r} is not valid text: {exc}"
+                    ) from exc
+                if journal is None:
+                    journal = self._journal = Journal(self._path)
+                end = journal.append(line, write_ahead=write_ahead)
+            else:
+                end, parts = out
             self._pending.append((line_fields, end, parts))
             if len(self._pending) == 1:
                 self._oldest = time.monotonic()
