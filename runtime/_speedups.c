@@ -1,6 +1,6 @@
 /* RFC 8785 (JCS) canonical JSON of Python objects, the audit journal line and hash body parts
- * of one record, the chained rows of journaled records, audit record times, the call caps
- * walk and the redaction gate, for runtime/_speedups.py.
+ * of one record (and its write to the journal), the chained rows of journaled records, audit
+ * record times, the call caps walk and the redaction gate, for runtime/_speedups.py.
  *
  * Byte-identical to runtime/audit/_canonical.py's walk (the reference; the differential tests
  * in tests/test_speedups.py compare the two and rfc8785 on generated values) and raising the
@@ -21,8 +21,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Containers deeper than this raise RecursionError and _canonical hands the value to the
  * Python walk: the interpreter's recursion limit may have been raised past what the C stack
@@ -958,6 +961,122 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return res;
 }
 
+/* ---- writing a journal record ------------------------------------------------------- */
+
+/* Why: journaling a record from Python took record(), a tuple slice, Journal.append's frame,
+ * os.fstat (a 20-field stat_result built to read st_nlink) and os.write, twice per call.
+ * journal_write does record()'s encoding, the st_nlink check and the write in one call.
+ * The free-space check (os.fstatvfs) stays in Python, before this call: it is the journal's
+ * own seam (runtime/audit/_journal.py), and the rarer error.
+ *
+ * journal_write(fd, fields, check_link, /) -> (status, written, line_len, pre, mid, post)
+ *   | None
+ *
+ * None: the record is outside record()'s shapes; nothing was written (the caller encodes it
+ * in Python). status 0: the line was written, ``written`` bytes of ``line_len`` (a short
+ * write is the caller's to repair); 1: ``check_link`` and the file has no link left (its
+ * directory entry was removed while open), nothing written. OSError from fstat or write,
+ * nothing written; EINTR is retried after the signal handlers ran, as os.write does (PEP
+ * 475), and an exception they raise propagates. The GIL is released around the system calls
+ * (the line is this call's own buffer). */
+static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "journal_write(fd, fields, check_link) takes an int, a tuple and a flag");
+        return NULL;
+    }
+    long fd_long = PyLong_AsLong(args[0]);
+    if (fd_long == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd_long < 0 || fd_long > INT32_MAX) {
+        errno = EBADF; /* what os.write says of a negative or impossible descriptor */
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    int fd = (int)fd_long;
+    int check_link = PyObject_IsTrue(args[2]);
+    if (check_link < 0) {
+        return NULL;
+    }
+    PyObject *fields = args[1];
+    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+        Py_RETURN_NONE;
+    }
+    PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
+    if (Py_TYPE(f[F_KIND]) != &PyUnicode_Type || Py_TYPE(f[F_CALL_ID]) != &PyUnicode_Type ||
+        Py_TYPE(f[F_TIME]) != &PyUnicode_Type || Py_TYPE(f[F_TOOL]) != &PyUnicode_Type) {
+        Py_RETURN_NONE;
+    }
+    mod_state *st = state_of(module);
+    out_t o;
+    out_init(&o, st);
+    PyObject *res = NULL;
+    Py_ssize_t cuts[4];
+    int rc = record_line(&o, f);
+    if (rc > 0) {
+        cuts[0] = o.len;
+        rc = record_pre(&o, f);
+    }
+    if (rc > 0) {
+        cuts[1] = o.len;
+        rc = record_mid(&o, f);
+    }
+    if (rc > 0) {
+        cuts[2] = o.len;
+        rc = record_post(&o, f);
+        cuts[3] = o.len;
+    }
+    if (rc > 0 && o.bad_text) {
+        rc = 0;
+    }
+    if (rc == 0) {
+        res = Py_NewRef(Py_None);
+    }
+    if (rc <= 0) {
+        out_free(&o);
+        return res;
+    }
+    int status = 0, err = 0;
+    Py_ssize_t written = -1;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        if (check_link) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0) {
+                err = errno;
+            } else if (sb.st_nlink == 0) {
+                status = 1;
+            }
+        }
+        if (!err && status == 0) {
+            written = write(fd, o.buf, (size_t)cuts[0]);
+            if (written < 0) {
+                err = errno;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (err != EINTR) {
+            break;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            out_free(&o);
+            return NULL;
+        }
+        err = 0;
+        written = -1;
+    }
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        res = Py_BuildValue("(inny#y#y#)", status, status == 0 ? written : (Py_ssize_t)0,
+                            cuts[0], o.buf + cuts[0], cuts[1] - cuts[0], o.buf + cuts[1],
+                            cuts[2] - cuts[1], o.buf + cuts[2], cuts[3] - cuts[2]);
+    }
+    out_free(&o);
+    return res;
+}
+
 /* ---- chaining journaled records ------------------------------------------------------ */
 
 /* Why: journaled records are chained in batches (runtime/audit/_log.py _chain, _record.py
@@ -1488,6 +1607,9 @@ static PyMethodDef methods[] = {
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(fields, /) -> (line, pre, mid, post) | None: an audit record's journal line and "
      "body parts."},
+    {"journal_write", (PyCFunction)(void (*)(void))journal_write, METH_FASTCALL,
+     "journal_write(fd, fields, check_link, /) -> (status, written, line_len, pre, mid, "
+     "post) | None: record()'s encoding, written to the journal fd (runtime/audit/_log.py)."},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
      "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
      "journaled records (runtime/audit/_record.py chain_rows)."},

@@ -165,6 +165,11 @@ def _first_chain(records: list[Any], head_seq: int, head_hash: str) -> Any:
     return NotImplemented if _chain is None else _chain(records, head_seq, head_hash)
 
 
+def _first_journal_write(fd: int, fields: tuple[Any, ...], check_link: bool) -> Any:
+    _select(_speedups.module())
+    return None if _journal_write is None else _journal_write(fd, fields, check_link)
+
+
 # The encoders in use: the accelerator's once loaded, else the walk (see _select).
 _encode: Callable[[Any, bool], bytes] = _first_encode
 _encode_text: Callable[[Any, bool], str] = _first_encode_text
@@ -174,17 +179,21 @@ _record: Callable[[tuple[Any, ...]], tuple[bytes, bytes, bytes, bytes] | None] |
 )
 # The accelerator's batch chaining (runtime.audit._record.chain_rows), or None.
 _chain: Callable[[list[Any], int, str], Any] | None = _first_chain
+# The accelerator's record encoding and journal write in one call (Journal.append_fields),
+# or None.
+_journal_write: Callable[[int, tuple[Any, ...], bool], Any] | None = _first_journal_write
 
 
 def _select(mod: Any) -> None:
     """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
-    global _encode, _encode_text, _record, _chain  # noqa: PLW0603 - the one switch
+    global _encode, _encode_text, _record, _chain, _journal_write  # noqa: PLW0603 - the switch
     if mod is None:
         _encode, _encode_text, _record, _chain = _py_encode, _py_encode_text, None, None
+        _journal_write = None
     else:
         _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
-        _chain = mod.chain
+        _chain, _journal_write = mod.chain, mod.journal_write
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:

@@ -523,7 +523,15 @@ class AuditLog:
             and not returning
         ):
             # The broker's hot path (see record_request): the same columns as below.
-            usage_text = None if usage is None else self._small_json("usage", usage)[1]
+            if type(usage) is dict:
+                # _small_json's text of a usage dict, without its four frames: the encoder
+                # it ends in, called directly; any error takes the full path, which raises.
+                try:
+                    usage_text: str | None = _canonical._encode(usage, True).decode("utf-8")
+                except (CanonicalizationError, RecursionError):
+                    usage_text = self._small_json("usage", usage)[1]
+            else:
+                usage_text = None if usage is None else self._small_json("usage", usage)[1]
             if usage_text is not None and usage_text[:1] != "{":
                 raise AuditError("audit usage must be an object (a dict) or None")
             if result is None or result_bytes is None:
@@ -586,11 +594,23 @@ class AuditLog:
     def canonical_arguments(self, arguments: Any) -> bytes:
         """The bytes a request record's ``arguments_digest`` is taken over (RFC 8785, integers
         beyond 2**53 as strings). Raises AuditError for non-JSON data."""
-        return self._canonical("arguments", arguments)
+        try:
+            # canonical_json_ijson's encoder called directly (two frames fewer per call);
+            # an error or a nesting past the accelerator's depth takes the full path.
+            return _canonical._encode(arguments, True)
+        except (CanonicalizationError, RecursionError):
+            return self._canonical("arguments", arguments)
 
     def canonical_result(self, result: Any) -> bytes:
         """The bytes a completion record's ``result_digest``/``result_size`` are taken over
         (RFC 8785, integers beyond 2**53 as strings). Raises AuditError for non-JSON data."""
+        encode = _canonical._encode
+        if encode is not _canonical._py_encode and encode is not _canonical._first_encode:
+            # The accelerator: canonical_json_ijson and its _bulk variant are this one call.
+            try:
+                return encode(result, True)
+            except (CanonicalizationError, RecursionError):
+                pass  # the path below raises the error (or walks a deep value in Python)
         try:
             if type(result) is dict and len(result) <= 16:
                 for value in result.values():
@@ -746,18 +766,28 @@ class AuditLog:
                 with self._db_lock:
                     self._insert_pending_locked()
             line_fields = (kind, call_id, _now(), *rest)
-            try:
-                # The accelerator's record (journal_record's first choice) called directly.
-                out = None if _canonical._record is None else _canonical._record(line_fields)
-                if out is None:
+            write_ahead = kind == "request"
+            journal = self._journal
+            # The accelerator encodes and writes the record in one call (None: not loaded,
+            # or a record outside its shapes, nothing written). A log's first record takes
+            # the Python path below, which creates the journal once the record encodes.
+            out = (
+                None
+                if journal is None
+                else journal.append_fields(line_fields, write_ahead=write_ahead)
+            )
+            if out is None:
+                try:
                     line, parts = journal_record(line_fields)
-                else:
-                    line, parts = out[0], out[1:]
-            except ValueError as exc:  # lone surrogates: the database would refuse it too
-                raise AuditError(f"audit record for {call_id!r} is not valid text: {exc}") from exc
-            if self._journal is None:
-                self._journal = Journal(self._path)
-            end = self._journal.append(line, write_ahead=kind == "request")
+                except ValueError as exc:  # lone surrogates: the database would refuse it too
+                    raise AuditError(
+                        f"audit record for {call_id!r} is not valid text: {exc}"
+                    ) from exc
+                if journal is None:
+                    journal = self._journal = Journal(self._path)
+                end = journal.append(line, write_ahead=write_ahead)
+            else:
+                end, parts = out
             self._pending.append((line_fields, end, parts))
             if len(self._pending) == 1:
                 self._oldest = time.monotonic()

@@ -664,7 +664,9 @@ class Broker:
         except AuditError:
             canonical = None
         if canonical is not None:
-            size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+            size = len(canonical)
+            if size > limits.output_bytes:  # the preview only for the error (~1 µs a call)
+                preview = canonical[:1024].decode("utf-8", "replace")
         else:
             text = json.dumps(result, ensure_ascii=False, default=str)
             size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]

@@ -439,33 +439,39 @@ class WasmBackend:
         try:
             if isinstance(native, NativeCaller):
                 # The native call inline (this is every call's path where the helper loads):
-                # one frame instead of two, the result read straight off the struct.
-                res = native.call(
+                # one frame instead of two; a call that ran to its end comes back as a plain
+                # tuple (NativeCaller.run), no NativeResult built.
+                res = native.run(
                     self._engine_ptr,
                     loaded.pre,
                     export.encode(),
                     payload,
-                    memory_bytes=memory_limit,
-                    table_elements=_TABLE_ELEMENTS,
-                    fuel=fuel,
-                    epoch_deadline=deadline,
-                    max_output=limits.output_bytes + 1,
-                    has_oom=loaded.has_oom,
+                    memory_limit,
+                    _TABLE_ELEMENTS,
+                    fuel,
+                    deadline,
+                    limits.output_bytes + 1,
+                    loaded.has_oom,
                 )
-                usage = {
-                    "fuel": fuel - res.fuel_left,
-                    "peak_memory_bytes": res.memory_size,
-                    "cpu_ms": res.cpu_ns / 1e6,
-                    "wall_ms": res.wall_ns / 1e6,
-                }
-                body = res.body
-                if res.status != Status.OK or body is None:
+                if isinstance(res, NativeResult):
+                    usage = {
+                        "fuel": fuel - res.fuel_left,
+                        "peak_memory_bytes": res.memory_size,
+                        "cpu_ms": res.cpu_ns / 1e6,
+                        "wall_ms": res.wall_ns / 1e6,
+                    }
                     raise self._native_error(
                         res, usage, loaded.has_oom, memory_limit, limits.output_bytes
                     )
-                status = res.out_status
+                status, body, may_overflow, fuel_left, memory_size, cpu_ns, wall_ns = res
+                usage = {
+                    "fuel": fuel - fuel_left,
+                    "peak_memory_bytes": memory_size,
+                    "cpu_ms": cpu_ns / 1e6,
+                    "wall_ms": wall_ns / 1e6,
+                }
                 if status == GuestABI.STATUS_OK:
-                    return GuestABI.decode_result(body, res.may_overflow), usage
+                    return GuestABI.decode_result(body, may_overflow), usage
             else:
                 out, usage = self._run_ctypes(
                     loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
