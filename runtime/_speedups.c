@@ -912,20 +912,54 @@ static int record_post(out_t *o, PyObject *const *f) {
 #undef STEP
 
 /* record(fields, /) -> (line, pre, mid, post) | None, for a 15-field journal tuple. */
+/* The fields of a record() / journal_write() call, or NULL when the tuple is not a record
+ * this code encodes: the wrong size, or kind, call_id, time or tool not text in the body
+ * (AuditLog checked the first three; a None there takes the Python code, as its fast path
+ * does). */
+static PyObject *const *record_fields(PyObject *fields) {
+    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+        return NULL;
+    }
+    PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
+    if (Py_TYPE(f[F_KIND]) != &PyUnicode_Type || Py_TYPE(f[F_CALL_ID]) != &PyUnicode_Type ||
+        Py_TYPE(f[F_TIME]) != &PyUnicode_Type || Py_TYPE(f[F_TOOL]) != &PyUnicode_Type) {
+        return NULL;
+    }
+    return f;
+}
+
+/* A record's four parts into o; cuts[i] is where part i ends. The record_* steps' result:
+ * 1 encoded, 0 not a record this code encodes (the caller takes the Python code), -1 an
+ * error is set. */
+static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t cuts[4]) {
+    int rc = record_line(o, f);
+    if (rc > 0) {
+        cuts[0] = o->len;
+        rc = record_pre(o, f);
+    }
+    if (rc > 0) {
+        cuts[1] = o->len;
+        rc = record_mid(o, f);
+    }
+    if (rc > 0) {
+        cuts[2] = o->len;
+        rc = record_post(o, f);
+        cuts[3] = o->len;
+    }
+    if (rc > 0 && o->bad_text) {
+        rc = 0;
+    }
+    return rc;
+}
+
 static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 1 || !PyTuple_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "record(fields) takes one tuple");
         return NULL;
     }
     PyObject *fields = args[0];
-    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
-        Py_RETURN_NONE;
-    }
-    PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
-    /* kind, call_id, time and tool must be text in the body (AuditLog checked the first
-     * three; a None there takes the Python code, as its fast path does). */
-    if (Py_TYPE(f[F_KIND]) != &PyUnicode_Type || Py_TYPE(f[F_CALL_ID]) != &PyUnicode_Type ||
-        Py_TYPE(f[F_TIME]) != &PyUnicode_Type || Py_TYPE(f[F_TOOL]) != &PyUnicode_Type) {
+    PyObject *const *f = record_fields(fields);
+    if (f == NULL) {
         Py_RETURN_NONE;
     }
     mod_state *st = state_of(module);
@@ -933,23 +967,7 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_line(&o, f);
-    if (rc > 0) {
-        cuts[0] = o.len;
-        rc = record_pre(&o, f);
-    }
-    if (rc > 0) {
-        cuts[1] = o.len;
-        rc = record_mid(&o, f);
-    }
-    if (rc > 0) {
-        cuts[2] = o.len;
-        rc = record_post(&o, f);
-        cuts[3] = o.len;
-    }
-    if (rc > 0 && o.bad_text) {
-        rc = 0;
-    }
+    int rc = record_encode(&o, f, cuts);
     if (rc > 0) {
         res = Py_BuildValue("(y#y#y#y#)", o.buf, cuts[0], o.buf + cuts[0], cuts[1] - cuts[0],
                             o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
@@ -999,12 +1017,8 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
         return NULL;
     }
     PyObject *fields = args[1];
-    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
-        Py_RETURN_NONE;
-    }
-    PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
-    if (Py_TYPE(f[F_KIND]) != &PyUnicode_Type || Py_TYPE(f[F_CALL_ID]) != &PyUnicode_Type ||
-        Py_TYPE(f[F_TIME]) != &PyUnicode_Type || Py_TYPE(f[F_TOOL]) != &PyUnicode_Type) {
+    PyObject *const *f = record_fields(fields);
+    if (f == NULL) {
         Py_RETURN_NONE;
     }
     mod_state *st = state_of(module);
@@ -1012,23 +1026,7 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_line(&o, f);
-    if (rc > 0) {
-        cuts[0] = o.len;
-        rc = record_pre(&o, f);
-    }
-    if (rc > 0) {
-        cuts[1] = o.len;
-        rc = record_mid(&o, f);
-    }
-    if (rc > 0) {
-        cuts[2] = o.len;
-        rc = record_post(&o, f);
-        cuts[3] = o.len;
-    }
-    if (rc > 0 && o.bad_text) {
-        rc = 0;
-    }
+    int rc = record_encode(&o, f, cuts);
     if (rc == 0) {
         res = Py_NewRef(Py_None);
     }
