@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +28,48 @@ INIT = {
 }
 
 
-def _exchange(workspace: Path, lines: list[str]) -> dict[Any, dict[str, Any]]:
-    """Send ``lines``, close stdin, and return every answer by id (the server exits on EOF)."""
-    proc = subprocess.run(
+def _exchange(workspace: Path, lines: list[str], expect: set[Any]) -> dict[Any, dict[str, Any]]:
+    """Send ``lines``, read answers until every id in ``expect`` has one (or 120 s pass),
+    then close stdin; return every answer by id. Stdin stays open until then: a stdio
+    server ends at EOF and cancels what is still in flight, so closing it right after the
+    last request raced that request's answer (a client waits for its answers first)."""
+    proc = subprocess.Popen(
         serve_mcp_argv("--workspace", str(workspace)),
-        input="".join(line + "\n" for line in lines),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
     )
-    out = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    return {m.get("id"): m for m in out}
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: dict[Any, dict[str, Any]] = {}
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        proc.stdin.write("".join(line + "\n" for line in lines))
+        proc.stdin.flush()
+        while not expect <= answers.keys():
+            line = proc.stdout.readline()
+            if not line:
+                break  # the server ended (or was killed at the deadline)
+            if line.strip():
+                message = json.loads(line)
+                answers[message.get("id")] = message
+        proc.stdin.close()
+        for line in proc.stdout:
+            if line.strip():
+                message = json.loads(line)
+                answers[message.get("id")] = message
+        proc.wait(timeout=60)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        if not proc.stdin.closed:
+            proc.stdin.close()
+    return answers
 
 
 def test_requests_the_sdk_cannot_read_are_answered(workspace: Path) -> None:
@@ -56,6 +87,7 @@ def test_requests_the_sdk_cannot_read_are_answered(workspace: Path) -> None:
             json.dumps({"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\ud800"}}),
             json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
         ],
+        expect={1, 2, 4, "s3"},
     )
     assert sorted(answers, key=str) == [1, 2, 4, "s3"]
     for i in (2, "s3"):
