@@ -40,3 +40,22 @@ def attacker(path: Path) -> sqlite3.Connection:
     conn.execute("DROP TRIGGER audit_records_no_update")
     conn.execute("DROP TRIGGER audit_records_no_delete")
     return conn
+
+
+def wait_for_request_record(audit: Path, timeout: float = 60.0) -> None:
+    """Wait until a call's request record is in the log at ``audit`` (another process
+    writes it; the file may not exist, or have its schema, yet), or ``timeout`` passes."""
+    import time
+
+    from runtime.errors import AuditError
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if audit.exists():
+            try:
+                with AuditLog(audit, read_only=True) as log:
+                    if log.tail(1):
+                        return
+            except AuditError:
+                pass
+        time.sleep(0.1)

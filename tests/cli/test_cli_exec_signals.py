@@ -9,25 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from runtime.audit import AuditLog
-from runtime.errors import AuditError
+from tests.audit.audit_helpers import wait_for_request_record
 from tests.cli.test_cli import ROOT
-
-
-def _started(audit: Path) -> bool:
-    """The call's request record is in the log (which may not have its schema yet)."""
-    if not audit.exists():
-        return False
-    try:
-        with AuditLog(audit, read_only=True) as log:
-            return bool(log.tail(1))
-    except AuditError:
-        return False
 
 
 @pytest.mark.sandbox
@@ -44,11 +32,7 @@ def test_a_signal_ends_exec_with_the_call_recorded(tmp_path: Path, sig: int) -> 
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the call has started: its request is recorded
-            if _started(audit):
-                break
-            time.sleep(0.1)
+        wait_for_request_record(audit)  # the call has started
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:

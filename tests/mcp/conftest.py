@@ -18,6 +18,19 @@ FIXTURE_SERVER = HERE / "fixture_server.py"
 SessionFactory = Callable[..., Any]
 
 
+#: A raw JSON-RPC ``initialize`` request (id 1), for tests that speak stdio by hand.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
 def serve_mcp_argv(*options: str) -> list[str]:
     """``runtime serve --mcp`` with ``options``, run by this interpreter."""
     return [sys.executable, "-m", "runtime", "serve", "--mcp", *options]

@@ -10,14 +10,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from runtime.audit import AuditLog
-from runtime.errors import AuditError
-from tests.mcp.conftest import serve_mcp_argv
+from tests.audit.audit_helpers import wait_for_request_record
+from tests.mcp.conftest import INITIALIZE, serve_mcp_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,17 +25,6 @@ def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     assert proc.stdin is not None
     proc.stdin.write((json.dumps(message) + "\n").encode())
     proc.stdin.flush()
-
-
-def _started(audit: Path) -> bool:
-    """The call's request record is in the log (which may not have its schema yet)."""
-    if not audit.exists():
-        return False
-    try:
-        with AuditLog(audit, read_only=True) as log:
-            return bool(log.tail(1))
-    except AuditError:
-        return False
 
 
 @pytest.mark.sandbox
@@ -51,28 +39,12 @@ def test_a_signal_stops_the_server_and_records_the_call(tmp_path: Path, sig: int
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        _send(
-            proc,
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            },
-        )
+        _send(proc, INITIALIZE)
         assert proc.stdout is not None and proc.stdout.readline()
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         params = {"name": "shell_exec", "arguments": {"command": "sleep 60"}}
         _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the call has started: its request is recorded
-            if _started(audit):
-                break
-            time.sleep(0.1)
+        wait_for_request_record(audit)  # the call has started
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -11,6 +11,8 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from tests.mcp.conftest import INITIALIZE
+
 pytestmark = pytest.mark.anyio
 
 
@@ -199,19 +201,9 @@ def _raw_exchange(workspace: Path, messages: list[dict[str, Any]], answers: int)
 async def test_stdout_carries_only_protocol(workspace: Path) -> None:
     """Every line on stdout is a JSON-RPC message, even when a tool prints or a child
     process writes to the inherited fd 1."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
     call = {"name": "noisy", "arguments": {}}
     messages = [
-        init,
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},

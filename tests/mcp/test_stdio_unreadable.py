@@ -12,20 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.mcp.conftest import serve_mcp_argv
+from tests.mcp.conftest import INITIALIZE, serve_mcp_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 
 
 def _exchange(workspace: Path, lines: list[str], expect: set[Any]) -> dict[Any, dict[str, Any]]:
@@ -80,7 +69,7 @@ def test_requests_the_sdk_cannot_read_are_answered(workspace: Path) -> None:
     answers = _exchange(
         workspace,
         [
-            json.dumps(INIT),
+            json.dumps(INITIALIZE),
             json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
             call(2, "json_parse", {"text": "\ud800"}),
             call("s3", "json_\udc00", {"text": "1"}),

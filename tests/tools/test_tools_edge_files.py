@@ -6,25 +6,16 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.errors import ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
-
-Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
-Load = Callable[[str], Tool]
-
-
-def _fails(fn: Tool, args: dict[str, Any], ctx: ToolContext, reason: str) -> ToolFailed:
-    with pytest.raises(ToolFailed) as exc:
-        fn(args, ctx)
-    assert exc.value.details["reason"] == reason, exc.value.message
-    return exc.value
+from tests.tools.helpers import Load, Tool
+from tests.tools.helpers import fails as _fails
 
 
 def test_move_onto_the_same_path_says_so(tool: Load, ctx: ToolContext, ws: Path) -> None:

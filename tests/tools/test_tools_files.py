@@ -14,17 +14,8 @@ import pytest
 from runtime.errors import ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
-
-Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
-Load = Callable[[str], Tool]
-
-
-def _fails(fn: Tool, args: dict[str, Any], ctx: ToolContext, reason: str) -> ToolFailed:
-    with pytest.raises(ToolFailed) as exc:
-        fn(args, ctx)
-    assert exc.value.details["reason"] == reason, exc.value.message
-    return exc.value
-
+from tests.tools.helpers import Load
+from tests.tools.helpers import fails as _fails
 
 # ------------------------------------------------------------------------------- read_file
 
