@@ -35,6 +35,7 @@ from tests.sandbox.helpers import (
     one,
     request,
     run_with_backend,
+    spare_processes,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -341,7 +342,7 @@ def test_spares_serve_one_call_each_and_die_with_the_backend(workspace: Path) ->
         second = await call(backend, PROBE_RW, workspace, action="read", path="/tmp/state")
         third = await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
-        spares = _leftovers(backend.zygote_pid)
+        spares = await spare_processes(backend.zygote_pid)
         return first.result, second.result, third.result, spares
 
     first, second, third, spares = run_with_backend(fn, pool=4)

@@ -34,6 +34,7 @@ from tests.sandbox.helpers import (
     call,
     call_processes,
     run_with_backend,
+    spare_processes,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -66,13 +67,7 @@ def test_namespaces_are_owned_by_the_sandbox_uid_and_the_zygote_stays_root(
         await call(backend, PROBE_RW, workspace, action="identity")
         assert backend.zygote_pid is not None
         zygote = psutil.Process(backend.zygote_pid)
-        # The spare is cloned after the call is handed out, asynchronously: wait for it
-        # (under load 10 the first look came before it existed).
-        for _ in range(200):
-            procs = call_processes(backend.zygote_pid)
-            if procs:
-                break
-            await anyio.sleep(0.05)
+        procs = await spare_processes(backend.zygote_pid)
         assert procs
         own_ns = os.readlink("/proc/self/ns/user")
         seen = []
