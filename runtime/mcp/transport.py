@@ -41,11 +41,96 @@ async def serve_stdio(tool_server: McpToolServer) -> None:
     # written before serving and must not land in the middle of the first frame.
     sys.stdout.flush()
     async with stdio_server() as (read_stream, write_stream):
+        pending = _Pending()
+        answers = _TrackAnswers(write_stream, pending)
         await tool_server.server.run(
-            _AnswerUnreadable(read_stream, write_stream),
-            write_stream,
+            _AnswerUnreadable(read_stream, answers, pending),
+            answers,
             tool_server.initialization_options(),
         )
+
+
+class _Pending:
+    """What is still owed across the stdio pipe: the client's requests not answered yet,
+    and the server's own requests (an elicitation) the client has not answered.
+
+    Why: stdin's end is how a client says it has nothing more to send, and a one-shot pipe
+    (``printf '...' | runtime serve --mcp``) closes it right after its last request. The
+    SDK treats the end of the read stream as the connection's end and cancels every
+    request still running ("Connection closed"), so such a pipe lost the answers it was
+    written for. At the end of stdin the read side now reports the end only once every
+    request read is answered (each call is bounded by its own timeout). What the server
+    asks the client from then on (an approval, a question) can get no answer, so the read
+    side answers it itself with an error, which the call reports as it would any failed
+    elicitation (approval_required, a tool error).
+    """
+
+    def __init__(self) -> None:
+        self.requests: set[tuple[type, object]] = set()
+        self.asked: dict[tuple[type, object], Any] = {}
+        self.at_end = False
+        self.wake = anyio.Event()
+
+    @staticmethod
+    def key(request_id: object) -> tuple[type, object]:
+        return (type(request_id), request_id)  # 1 and "1" are different ids
+
+    def check(self) -> None:
+        if self.at_end and (not self.requests or self.asked):
+            self.wake.set()
+
+    async def after_end(self) -> Any:
+        """The next item the read side hands on once stdin has ended: an error answer to
+        a request of the server's, or EndOfStream when nothing is owed any more."""
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        self.at_end = True
+        while True:
+            if self.asked:
+                key = next(iter(self.asked))
+                request_id = self.asked.pop(key)
+                error = types.JSONRPCError(
+                    jsonrpc="2.0",
+                    id=request_id,
+                    error=types.ErrorData(
+                        code=types.CONNECTION_CLOSED,
+                        message="the client's input ended before it answered",
+                    ),
+                )
+                return SessionMessage(error)
+            if not self.requests:
+                raise anyio.EndOfStream
+            self.wake = anyio.Event()
+            await self.wake.wait()
+
+
+class _TrackAnswers:
+    """The stdio write stream, noting each answer and each request the server sends."""
+
+    def __init__(self, inner: Any, pending: _Pending) -> None:
+        self._inner = inner
+        self._pending = pending
+
+    async def send(self, item: Any, /) -> None:
+        await self._inner.send(item)
+        import mcp_types as types
+
+        message = getattr(item, "message", None)
+        if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self._pending.requests.discard(_Pending.key(message.id))
+        elif isinstance(message, types.JSONRPCRequest):
+            self._pending.asked[_Pending.key(message.id)] = message.id
+        self._pending.check()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TrackAnswers:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class _AnswerUnreadable:
@@ -59,9 +144,10 @@ class _AnswerUnreadable:
     that id. Hazard: the line is the client's; it is only parsed, never run.
     """
 
-    def __init__(self, inner: Any, write_stream: Any) -> None:
+    def __init__(self, inner: Any, write_stream: Any, pending: _Pending | None = None) -> None:
         self._inner = inner
         self._write = write_stream
+        self._pending = pending
 
     @property
     def last_context(self) -> Any:  # the dispatcher runs handlers in the sender's context
@@ -69,8 +155,17 @@ class _AnswerUnreadable:
 
     async def receive(self) -> Any:
         while True:
-            item = await self._inner.receive()
+            if self._pending is not None and self._pending.at_end:
+                return await self._pending.after_end()
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                if self._pending is None:
+                    raise
+                return await self._pending.after_end()
             if not isinstance(item, Exception):
+                if self._pending is not None:
+                    _note_received(self._pending, item)
                 return item
             answer = _parse_error_for(item)
             if answer is None:
@@ -94,6 +189,25 @@ class _AnswerUnreadable:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _note_received(pending: _Pending, item: Any) -> None:
+    """Note a request the client sent (it is owed an answer), an answer to one of the
+    server's requests, or a cancellation (a cancelled request is never answered)."""
+    import mcp_types as types
+
+    message = getattr(item, "message", None)
+    if isinstance(message, types.JSONRPCRequest):
+        pending.requests.add(_Pending.key(message.id))
+    elif isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+        pending.asked.pop(_Pending.key(message.id), None)
+    elif (
+        isinstance(message, types.JSONRPCNotification)
+        and message.method == "notifications/cancelled"
+        and isinstance(message.params, dict)
+    ):
+        pending.requests.discard(_Pending.key(message.params.get("requestId")))
+    pending.check()
 
 
 def _parse_error_for(exc: Exception) -> Any:

@@ -19,9 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _exchange(workspace: Path, lines: list[str], expect: set[Any]) -> dict[Any, dict[str, Any]]:
     """Send ``lines``, read answers until every id in ``expect`` has one (or 120 s pass),
-    then close stdin; return every answer by id. Stdin stays open until then: a stdio
-    server ends at EOF and cancels what is still in flight, so closing it right after the
-    last request raced that request's answer (a client waits for its answers first)."""
+    then close stdin; return every answer by id. (Closing stdin at once would do as well
+    now that the server answers what it read before it ends: tests/mcp/test_stdio_eof.py.)"""
     proc = subprocess.Popen(
         serve_mcp_argv("--workspace", str(workspace)),
         stdin=subprocess.PIPE,
