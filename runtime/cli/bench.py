@@ -46,7 +46,9 @@ def _run(name: str, ctx: typer.Context) -> None:
     raise typer.Exit(int(code))
 
 
-_PASS = {"allow_extra_args": True, "ignore_unknown_options": True}
+# help_option_names=[]: `--help` goes to the benchmark's own argument parser, which lists its
+# options (typer's help of a pass-through command lists none).
+_PASS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
 @bench_app.command("perf", context_settings=_PASS)
