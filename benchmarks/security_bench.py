@@ -1,9 +1,12 @@
 """``runtime bench security``: score backends on the attack corpus, side by side.
 
-    runtime bench security [--backend ours|baseline-seed|baseline-none|all] [--class X]
-                           [--json] [--report DIR] [--fast]
+    runtime bench security [--backend ours|baseline-seed|baseline-none|bwrap|all]
+                           [--wrap NAME=COMMAND] [--class X] [--json] [--report DIR] [--fast]
 
-``--backend`` may be repeated or comma-separated; ``all`` runs the three. ``--class`` filters
+``--backend`` may be repeated or comma-separated; ``all`` runs the four (``bwrap`` only when
+bubblewrap is installed). ``--wrap NAME=COMMAND`` scores another sandbox under NAME: the
+``baseline-none`` tools (no check of any kind) run inside ``COMMAND python -I baselines.py``,
+with ``{workspace}``, ``{harness}`` and ``{case_root}`` filled per case. ``--class`` filters
 (repeatable, e.g. ``--class A --class H``). ``--fast`` runs a deterministic subset touching
 every class and group (what CI runs). ``--json`` prints one JSON object (a list when more than
 one backend ran) on stdout; otherwise a table. ``--report DIR`` writes report.md, report.html
@@ -41,7 +44,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         "--backend",
         action="append",
         default=None,
-        help="ours | baseline-seed | baseline-none | all (repeatable)",
+        help="ours | baseline-seed | baseline-none | bwrap | all (repeatable)",
+    )
+    p.add_argument(
+        "--wrap",
+        action="append",
+        default=None,
+        metavar="NAME=COMMAND",
+        help="score another sandbox: the unchecked tools run inside COMMAND (repeatable; "
+        "placeholders {workspace}, {harness}, {case_root})",
     )
     p.add_argument(
         "--class",
@@ -65,18 +76,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if exc.code == 0 else 64
     pkg = _package()
     corpus, executors, runner, report = (pkg.corpus, pkg.executors, pkg.runner, pkg.report)
+    wrappers: dict[str, tuple[str, ...]] = {}
+    try:
+        for value in args.wrap or []:
+            name, argv = executors.parse_wrapper(value)
+            wrappers[name] = argv
+    except executors.WrapperError as exc:
+        print(f"runtime bench security: {exc}", file=sys.stderr)
+        return 64
     names: list[str] = []
-    for item in args.backend or ["ours"]:
+    for item in args.backend or ([] if wrappers else ["ours"]):
         for name in item.split(","):
             name = name.strip()
-            names.extend(executors.BACKENDS if name == "all" else [name])
+            if name == "all":
+                names.extend(_installed_backends(executors))
+            else:
+                names.append(name)
     for name in names:
         if name not in executors.BACKENDS:
             print(
-                f"unknown backend {name!r}; choose from ours, baseline-seed, baseline-none, all",
+                f"unknown backend {name!r}; choose from "
+                f"{', '.join(executors.BACKENDS)}, all (or --wrap NAME=COMMAND)",
                 file=sys.stderr,
             )
             return 64
+        wrapper = executors.WRAPPERS.get(name)
+        if wrapper is not None and not executors.installed(wrapper):
+            print(
+                f"runtime bench security: backend {name!r}: {wrapper[0]!r} is not installed",
+                file=sys.stderr,
+            )
+            return 64
+    names.extend(wrappers)
     classes = [c.upper() for c in args.classes] if args.classes else None
     if classes and not set(classes) <= set(corpus.CLASSES):
         print(f"unknown class in {classes}; classes are A-H", file=sys.stderr)
@@ -91,8 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     limits = pkg.oracles.BenchLimits(timeout_s=2.0) if args.fast else pkg.oracles.BenchLimits()
     results: list[dict[str, Any]] = []
     with pkg.fixtures.Servers() as servers:
-        for name in dict.fromkeys(names):
-            ex = executors.make_executor(name, servers, limits)
+        made = []
+        try:  # every backend first: a sandbox that cannot run the worker stops the run now
+            for name in dict.fromkeys(names):
+                made.append(executors.make_executor(name, servers, limits, wrappers))
+        except executors.WrapperError as exc:
+            for ex in made:
+                ex.close()
+            print(f"runtime bench security: {exc}", file=sys.stderr)
+            return 64
+        for ex in made:
+            name = ex.name
             progress = None if args.no_progress else runner.Progress(len(cases), name)
             summary = runner.run_cases(cases, ex, servers, limits, progress=progress)
             if progress is not None:
@@ -114,6 +154,22 @@ def main(argv: list[str] | None = None) -> int:
     ours = [r for r in results if r["backend"] == "ours"]
     bad = any(r["contained"] < r["total"] or r["benign_passed"] < r["benign_total"] for r in ours)
     return 1 if bad else 0
+
+
+def _installed_backends(executors: ModuleType) -> list[str]:
+    """``all``: every built-in backend, less a sandbox whose program is not installed (said
+    on stderr; named alone, such a backend is a usage error)."""
+    names = []
+    for name in executors.BACKENDS:
+        wrapper = executors.WRAPPERS.get(name)
+        if wrapper is not None and not executors.installed(wrapper):
+            print(
+                f"runtime bench security: {name} skipped: {wrapper[0]!r} is not installed",
+                file=sys.stderr,
+            )
+            continue
+        names.append(name)
+    return names
 
 
 def _cpus() -> int:

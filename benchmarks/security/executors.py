@@ -1,4 +1,6 @@
-"""Backends under test: ``ours`` (the runtime's broker) and the two baselines.
+"""Backends under test: ``ours`` (the runtime's broker), the two baselines, and other
+sandboxes scored with the ``none`` baseline's tools running inside them (``bwrap``, or any
+command prefix given with ``--wrap NAME=COMMAND``).
 
 Every executor takes one case's fixture, runs calls, and gives back :class:`CallRecord` s.
 The runner and the oracles never know which executor produced them.
@@ -9,9 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
+import shlex
+import shutil
+import string
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,11 +27,102 @@ from .fixtures import CaseFixture, Servers
 from .oracles import BenchLimits, CallRecord
 from .procs import baseline_uid, kill_pids, reap_uid
 
-__all__ = ["BACKENDS", "BaselineExecutor", "Executor", "OursExecutor", "make_executor"]
+__all__ = [
+    "BACKENDS",
+    "WRAPPERS",
+    "BaselineExecutor",
+    "Executor",
+    "OursExecutor",
+    "WrapperError",
+    "installed",
+    "make_executor",
+    "parse_wrapper",
+]
 
-BACKENDS = ("ours", "baseline-seed", "baseline-none")
+#: A sandbox scored on its own: the ``none`` baseline's tools (no check of any kind) run
+#: inside it, so what is contained is what the sandbox contains. ``bwrap`` is bubblewrap as
+#: agent command-line tools commonly configure it: the host's root read-only, the workspace
+#: writable, every namespace new (no network), ``--die-with-parent``, ``--new-session``;
+#: no rlimits of its own (the harness's apply, as for the baselines). Placeholders, filled
+#: per case: ``{workspace}``, ``{harness}`` (the worker's session state, written between
+#: calls) and ``{case_root}`` (the case's throwaway tree, canaries included).
+WRAPPERS: dict[str, tuple[str, ...]] = {
+    "bwrap": (
+        "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-all",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--bind",
+        "{workspace}",
+        "{workspace}",
+        "--bind",
+        "{harness}",
+        "{harness}",
+        "--chdir",
+        "{workspace}",
+        "--",
+    ),
+}
+BACKENDS = ("ours", "baseline-seed", "baseline-none", *WRAPPERS)
+_PLACEHOLDERS = frozenset({"workspace", "harness", "case_root"})
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")
+
+
+class WrapperError(ValueError):
+    """A sandbox command that cannot be scored: a bad ``--wrap`` value, or its program is
+    not installed."""
+
+
+def parse_wrapper(value: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=COMMAND PREFIX`` (``--wrap``) -> (name, argv template), checked: the name is
+    new, the command splits as a shell would split it, names only known placeholders and
+    its program is installed. The worker's ``python -I baselines.py`` is appended."""
+    name, sep, command = value.partition("=")
+    name = name.strip()
+    if not sep or not _NAME.fullmatch(name):
+        raise WrapperError(
+            f"--wrap {value!r}: expected NAME=COMMAND, NAME of lower-case letters, digits, "
+            "'-', '_' or '.'"
+        )
+    if name in BACKENDS or name == "all":
+        raise WrapperError(f"--wrap {value!r}: {name!r} is a built-in backend's name")
+    try:
+        argv = tuple(shlex.split(command))
+    except ValueError as exc:
+        raise WrapperError(f"--wrap {value!r}: {exc}") from None
+    if not argv:
+        raise WrapperError(f"--wrap {value!r}: the command is empty")
+    for word in argv:
+        for _, field, _, _ in string.Formatter().parse(word):
+            if field is not None and field not in _PLACEHOLDERS:
+                raise WrapperError(
+                    f"--wrap {value!r}: unknown placeholder {{{field}}}; known: "
+                    + ", ".join(f"{{{p}}}" for p in sorted(_PLACEHOLDERS))
+                )
+    _installed(name, argv)
+    return name, argv
+
+
+def installed(argv: tuple[str, ...]) -> bool:
+    """Whether a sandbox command's program is on PATH."""
+    return shutil.which(argv[0]) is not None
+
+
+def _installed(name: str, argv: tuple[str, ...]) -> None:
+    if not installed(argv):
+        raise WrapperError(f"backend {name!r}: {argv[0]!r} is not installed (not on PATH)")
+
+
 _WORKER = Path(__file__).resolve().parent / "baselines.py"
 _PYTHON = sys.executable
+_SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 class Executor(Protocol):
@@ -227,18 +325,98 @@ def _harness_rlimits() -> None:
 
 class BaselineExecutor:
     """``baseline-seed`` / ``baseline-none``: one worker process per call, as the private
-    uid (via setpriv when the runner is root), in the case's throwaway tree."""
+    uid (via setpriv when the runner is root), in the case's throwaway tree. With a
+    ``wrapper`` (``none`` mode), the worker runs inside that sandbox command: the score is
+    the sandbox's alone."""
 
     owner: int | None
 
-    def __init__(self, mode: str, servers: Servers, limits: BenchLimits) -> None:
+    def __init__(
+        self,
+        mode: str,
+        servers: Servers,
+        limits: BenchLimits,
+        *,
+        name: str | None = None,
+        wrapper: tuple[str, ...] = (),
+    ) -> None:
         assert mode in ("seed", "none")
+        assert not wrapper or mode == "none"
         self.mode = mode
-        self.name = f"baseline-{mode}"
+        self.name = name or f"baseline-{mode}"
         self.servers = servers
         self.limits = limits
+        self.wrapper = wrapper
         self.owner = baseline_uid(mode) if os.geteuid() == 0 else None
         self._fx: CaseFixture | None = None
+        self._python = _PYTHON
+        if wrapper:
+            self._python = self._working_python()
+
+    def _working_python(self) -> str:
+        """An interpreter the worker starts with inside the sandbox, checked by one call.
+
+        Hazard: a sandbox that cannot run the worker at all would score every attack as
+        contained (nothing ran, so nothing leaked). So one harmless call (``current_time``)
+        must succeed through the wrapper first, or the backend is refused, naming why.
+        This interpreter is tried first, then the system's ``/usr/bin/python3``: inside a user
+        namespace the private uid gets no DAC override, and a virtual environment made from
+        an interpreter under a directory only root may enter (``/root/.pyenv``) cannot run
+        there; the worker needs the standard library only.
+        """
+        failures = []
+        for python in dict.fromkeys([_PYTHON, _SYSTEM_PYTHON]):
+            error = self._probe(python)
+            if error is None:
+                return python
+            failures.append(f"{python}: {error}")
+        raise WrapperError(
+            f"backend {self.name!r} cannot run the worker inside {self.wrapper[0]!r} "
+            f"(so nothing it contains could be told from nothing it ran): {'; '.join(failures)}"
+        )
+
+    def _probe(self, python: str) -> str | None:
+        """None when ``current_time`` runs through the wrapper with ``python``; else why not."""
+        base = Path(tempfile.mkdtemp(prefix="secbench-probe-"))
+        try:
+            ws, harness = base / "ws", base / "harness"
+            for d in (base, ws, harness):
+                d.mkdir(exist_ok=True)
+                d.chmod(0o777)  # the private uid works in them
+            state = harness / "baseline-state.json"
+            state.write_text('{"env": {}, "snippets": {}, "memory": {}}')
+            state.chmod(0o666)
+            fill = {"workspace": str(ws), "harness": str(harness), "case_root": str(base)}
+            argv = [word.format(**fill) for word in self.wrapper] + [python, "-I", str(_WORKER)]
+            request = {
+                "mode": self.mode,
+                "tool": "current_time",
+                "arguments": {},
+                "workspace": str(ws),
+                "case_root": str(base),
+                "timeout_s": self.limits.timeout_s,
+                "state_file": str(state),
+            }
+            try:
+                done = subprocess.run(
+                    self._as_owner(argv),
+                    input=json.dumps(request).encode(),
+                    capture_output=True,
+                    cwd=ws,
+                    timeout=60,
+                    preexec_fn=_harness_rlimits,
+                )
+            except subprocess.TimeoutExpired:
+                return "no answer within 60 s"
+            try:
+                if json.loads(done.stdout)["success"] is True:
+                    return None
+            except (ValueError, KeyError, TypeError):
+                pass
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            return f"exit {done.returncode}" + (f": {said[-1]}" if said else "")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
     def open_case(self, fx: CaseFixture) -> None:
         self._fx = fx
@@ -248,7 +426,15 @@ class BaselineExecutor:
             os.chown(state, self.owner, self.owner)
 
     def _argv(self) -> list[str]:
-        argv = [_PYTHON, "-I", str(_WORKER)]
+        argv = [self._python, "-I", str(_WORKER)]
+        if self.wrapper:
+            fx = self._fx
+            assert fx is not None
+            fill = {"workspace": str(fx.ws), "harness": str(fx.harness), "case_root": str(fx.root)}
+            argv = [word.format(**fill) for word in self.wrapper] + argv
+        return self._as_owner(argv)
+
+    def _as_owner(self, argv: list[str]) -> list[str]:
         if self.owner is None:
             return argv
         uid = str(self.owner)
@@ -333,11 +519,22 @@ class BaselineExecutor:
         self._fx = None
 
 
-def make_executor(name: str, servers: Servers, limits: BenchLimits) -> Executor:
+def make_executor(
+    name: str,
+    servers: Servers,
+    limits: BenchLimits,
+    wrappers: dict[str, tuple[str, ...]] | None = None,
+) -> Executor:
+    """The executor of backend ``name``: a built-in one, or one of ``wrappers`` (``--wrap``).
+    A sandbox whose program is not installed is a :class:`WrapperError`."""
     if name == "ours":
         return OursExecutor(servers, limits)
     if name == "baseline-seed":
         return BaselineExecutor("seed", servers, limits)
     if name == "baseline-none":
         return BaselineExecutor("none", servers, limits)
+    wrapper = {**WRAPPERS, **(wrappers or {})}.get(name)
+    if wrapper is not None:
+        _installed(name, wrapper)
+        return BaselineExecutor("none", servers, limits, name=name, wrapper=wrapper)
     raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")

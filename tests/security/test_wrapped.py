@@ -1,0 +1,103 @@
+"""Other sandboxes scored on the corpus: the ``none`` baseline's tools (no check at all) run
+inside the sandbox's command, so what is contained is what the sandbox contains —
+``--backend bwrap`` (bubblewrap as agent command-line tools commonly configure it) and
+``--wrap NAME=COMMAND`` for any other. A sandbox that cannot run the worker is refused:
+it would otherwise score every attack as contained, having run nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.security.corpus import load_corpus
+from benchmarks.security.executors import WrapperError, make_executor, parse_wrapper
+from benchmarks.security.oracles import BenchLimits
+from benchmarks.security.runner import run_cases
+
+# The wrapped workers run as the baseline's private uid (see test_baselines).
+pytestmark = pytest.mark.xdist_group("baseline_uids")
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = BenchLimits()
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+
+def _bench() -> Any:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import security_bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return security_bench
+
+
+@pytest.fixture(scope="module")
+def corpus() -> dict[str, Any]:
+    return {c.id: c for c in load_corpus()}
+
+
+def _find(corpus: dict[str, Any], group: str, title: str) -> str:
+    return next(c.id for c in corpus.values() if c.group == group and c.title == title)
+
+
+@needs_bwrap
+def test_bwrap_is_scored_for_what_it_contains_and_what_it_does_not(
+    corpus: dict[str, Any], servers: Any
+) -> None:
+    # The host root is bound read-only: a read outside the workspace leaks and the
+    # environment passes through; writes outside, the network and survivors are contained.
+    ids = {
+        "read outside": "A1-001",
+        "write outside": _find(corpus, "A1", "write_file into dot-dot dir"),
+        "egress": _find(corpus, "E6", "shell egress curl"),
+        "survivor": _find(corpus, "C7", "setsid survivor"),
+        "host environment": _find(corpus, "D2", "own environment"),
+    }
+    ex = make_executor("bwrap", servers, LIMITS)
+    summary = run_cases([corpus[i] for i in ids.values()], ex, servers, LIMITS)
+    verdicts = {v.case_id: v for v in summary.verdicts}
+    assert verdicts[ids["read outside"]].effects == ["leak"]
+    assert not verdicts[ids["host environment"]].ok
+    for what in ("write outside", "egress", "survivor"):
+        assert verdicts[ids[what]].ok, (what, verdicts[ids[what]])
+    assert summary.to_json()["backend"] == "bwrap"
+
+
+def test_wrap_scores_a_sandbox_command_under_its_name(capsys: pytest.CaptureFixture[str]) -> None:
+    # `env` confines nothing: the tools inside it are the unchecked baseline's.
+    code = _bench().main(["--wrap", "nothing=env", "--case", "A1-001", "--json", "--no-progress"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0  # only `ours` can fail the command
+    assert out["backend"] == "nothing"
+    assert out["failures"] == ["A1-001"]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("nothing", "expected NAME=COMMAND"),
+        ("Bad Name=env", "expected NAME=COMMAND"),
+        ("ours=env", "built-in backend"),
+        ("x=", "the command is empty"),
+        ("x=env 'unclosed", "quotation"),
+        ("x=env {home}", "unknown placeholder {home}"),
+        ("x=no-such-sandbox-program --", "not installed"),
+        ("x=false", "cannot run the worker"),
+    ],
+)
+def test_a_sandbox_that_cannot_be_scored_is_a_usage_error(
+    value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _bench().main(["--wrap", value, "--case", "A1-001", "--no-progress"]) == 64
+    assert said in capsys.readouterr().err
+
+
+def test_the_worker_must_answer_through_the_wrapper(servers: Any) -> None:
+    name, argv = parse_wrapper("silent=sh -c 'exit 0' --")
+    with pytest.raises(WrapperError, match="cannot run the worker inside 'sh'"):
+        make_executor(name, servers, LIMITS, {name: argv})
