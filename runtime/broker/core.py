@@ -68,7 +68,9 @@ __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
 
 log = logging.getLogger("runtime.broker")
 
-#: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call.
+#: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call, False
+#: refuses it (policy_denied); an approver that raises or answers anything else leaves the
+#: call unapproved and not run (approval_required, ``details.reason`` says which).
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -628,13 +630,13 @@ class Broker:
                 rule=decision.rule,
                 reasons=decision.reasons,
             )
-        verdict = self.approver(tc, decision)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        if not verdict:
-            raise PolicyDenied(
-                f"{tc.tool}: the approver refused the call", rule=decision.rule, approved=False
-            )
+        try:
+            verdict = self.approver(tc, decision)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except Exception as exc:
+            raise _approver_failed(tc.tool, decision, exc) from exc
+        _approval(tc.tool, decision, verdict)
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
     def _approve_sync(self, st: _CallState, decision: Decision) -> None:
@@ -646,10 +648,11 @@ class Broker:
                 rule=decision.rule,
                 reasons=decision.reasons,
             )
-        if not self.approver(st.tc, decision):
-            raise PolicyDenied(
-                f"{st.tc.tool}: the approver refused the call", rule=decision.rule, approved=False
-            )
+        try:
+            verdict = self.approver(st.tc, decision)
+        except Exception as exc:
+            raise _approver_failed(st.tc.tool, decision, exc) from exc
+        _approval(st.tc.tool, decision, verdict)
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
 
     def _check_result(
@@ -858,3 +861,34 @@ def _raw_tool(raw: Any) -> str:
             if isinstance(value, str) and value and _is_text(value[:64]):
                 return value[:64]
     return "<invalid>"
+
+
+def _approval(tool: str, decision: Decision, verdict: object) -> None:
+    """Only ``True`` approves. ``False`` (or ``None``) is a refusal; anything else is an
+    approver bug, and the call does not run: a truthy answer such as ``"no"`` or a
+    non-empty dict approved the call before."""
+    if verdict is True:
+        return
+    if verdict is False or verdict is None:
+        raise PolicyDenied(
+            f"{tool}: the approver refused the call", rule=decision.rule, approved=False
+        )
+    raise ApprovalRequired(
+        f"{tool}: the approver answered {type(verdict).__name__} {verdict!r:.80}, not True or "
+        "False: the call did not run",
+        rule=decision.rule,
+        reasons=decision.reasons,
+        reason="approver_answer",
+    )
+
+
+def _approver_failed(tool: str, decision: Decision, exc: Exception) -> ApprovalRequired:
+    """An approver that raised: nothing approved the call, so it does not run (it was an
+    internal_error, which names the runtime; the approver is the embedding application's)."""
+    log.warning("approver raised for %s", tool, exc_info=exc)
+    return ApprovalRequired(
+        f"{tool}: the approver failed ({type(exc).__name__}: {exc}); the call did not run",
+        rule=decision.rule,
+        reasons=decision.reasons,
+        reason="approver_failed",
+    )
