@@ -187,6 +187,26 @@ def test_request_confirmation(tool: Load, ws: Path) -> None:
     assert _reason(confirm, {"message": "Proceed?"}, ctx) == "answer_not_an_option"
 
 
+@pytest.mark.parametrize("name", ["ask_user", "request_confirmation", "review"])
+def test_a_user_channel_that_raises_is_this_calls_failure(tool: Load, ws: Path, name: str) -> None:
+    # The hook is the embedding application's: its exception was an internal_error.
+    def hook(question: str, options: list[str] | None) -> str:
+        raise RuntimeError("prompt crashed")
+
+    ctx = ToolContext(workspace=ws, options={"ask_user": hook})
+    calls = {
+        "ask_user": ("ask_user", {"question": "?"}),
+        "request_confirmation": ("request_confirmation", {"message": "Go?"}),
+        "review": ("review_with_feedback_content", {"title": "t", "content": "c"}),
+    }
+    tool_name, args = calls[name]
+    with pytest.raises(
+        ToolFailed, match=r"asking the user failed \(RuntimeError: prompt crashed\)"
+    ):
+        tool(tool_name)(args, ctx)
+    assert _reason(tool(tool_name), args, ctx) == "user_channel_failed"
+
+
 def test_current_time_without_system_zone_files(tool: Load, ctx: ToolContext) -> None:
     """The sandbox of a tool without exec does not mount /usr/share/zoneinfo: zone data must
     come from the tzdata wheel (a declared dependency)."""

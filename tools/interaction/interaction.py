@@ -28,7 +28,16 @@ def _ask(ctx: ToolContext, question: str, options: list[str] | None) -> str:
     hook: Callable[[str, list[str] | None], str] | None = ctx.options.get("ask_user")
     if not callable(hook):
         raise ToolFailed("no way to ask the user in this session", reason="no_user_channel")
-    answer = hook(question, options)
+    try:
+        answer = hook(question, options)
+    except ToolFailed:
+        raise
+    except Exception as exc:
+        # The hook is the embedding application's (a prompt, a UI): its failure is this
+        # call's, not the runtime's (it was internal_error).
+        raise ToolFailed(
+            f"asking the user failed ({type(exc).__name__}: {exc})", reason="user_channel_failed"
+        ) from exc
     if not isinstance(answer, str):
         raise ToolFailed("the user channel returned no text answer", reason="bad_answer")
     return answer
