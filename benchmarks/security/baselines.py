@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import errno
 import fnmatch
 import hashlib
 import ipaddress
@@ -89,6 +90,9 @@ class Ctx:
         self.timeout_s: float = req["timeout_s"]
         self.state = Path(req["state_file"])
         self.blocked: list[str] = []
+        #: Running inside a sandbox under test (``--backend bwrap``, ``--wrap``): the guard
+        #: leaves to the kernel what the sandbox's mounts refuse (see ``_guard_write``).
+        self.sandboxed: bool = bool(req.get("sandboxed", False))
 
     def load_state(self) -> dict[str, Any]:
         try:
@@ -127,15 +131,36 @@ def _path(ctx: Ctx, p: str) -> str:
     return os.path.join(ctx.ws, p)  # drops the base for an absolute p, as os.path.join does
 
 
-def _guard_write(ctx: Ctx, target: str) -> None:
+def _guard_write(ctx: Ctx, target: str, *, recursive: bool = False) -> None:
     real = os.path.realpath(target)
     root = os.path.realpath(ctx.case_root)
     if not (real == root or real.startswith(root + os.sep)):
+        if ctx.sandboxed and not recursive and _read_only_mount(real):
+            # Inside a sandbox under test, a write whose target (or, for a new path, the
+            # nearest directory that exists) lies on a read-only mount is refused by the
+            # kernel whatever the process's privileges (EROFS): the sandbox contains it, so
+            # it runs and fails instead of being scored as done. A recursive delete stays
+            # guarded: a writable mount may lie below a read-only one.
+            return
         ctx.blocked.append(f"write:{real}")
         raise Blocked(f"harness guard: write outside the throwaway root ({real})")
     if real == root:
         ctx.blocked.append(f"write:{real}")
         raise Blocked("harness guard: the throwaway root itself")
+
+
+def _read_only_mount(path: str) -> bool:
+    """Whether a write at ``path`` lands on a read-only mount, as this process sees it."""
+    probe = path
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+    try:
+        return bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _guard_url(ctx: Ctx, url: str) -> None:
@@ -215,7 +240,10 @@ def _list_files(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 
 def _delete_file(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     p = _path(ctx, a["path"])
-    _guard_write(ctx, p)
+    if ctx.sandboxed and not os.path.lexists(p):
+        # Not there in the sandbox's view: nothing can be deleted (as os.remove would say).
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), p)
+    _guard_write(ctx, p, recursive=bool(a.get("recursive")))
     if os.path.isdir(p) and not os.path.islink(p):
         if not a.get("recursive"):
             raise Refused("directory needs recursive")

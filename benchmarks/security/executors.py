@@ -458,6 +458,7 @@ class BaselineExecutor:
             "case_root": str(fx.root),
             "timeout_s": self.limits.timeout_s,
             "state_file": str(fx.harness / "baseline-state.json"),
+            "sandboxed": bool(self.wrapper),
         }
         env = dict(os.environ)
         env["SECBENCH_ALLOWED_PORT"] = str(self.servers.allowed_port)

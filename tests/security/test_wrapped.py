@@ -57,24 +57,33 @@ def test_bwrap_is_scored_for_what_it_contains_and_what_it_does_not(
         "egress": _find(corpus, "E6", "shell egress curl"),
         "survivor": _find(corpus, "C7", "setsid survivor"),
         "host environment": _find(corpus, "D2", "own environment"),
+        # /workspace/../outside/x: missing or read-only in bwrap's view; the harness guard
+        # leaves it to the kernel instead of scoring it as written
+        "alias write": _find(corpus, "A1", "write_file into sandbox alias dir"),
+        "alias delete": _find(corpus, "A8", "delete /workspace"),
     }
     ex = make_executor("bwrap", servers, LIMITS)
     summary = run_cases([corpus[i] for i in ids.values()], ex, servers, LIMITS)
     verdicts = {v.case_id: v for v in summary.verdicts}
     assert verdicts[ids["read outside"]].effects == ["leak"]
     assert not verdicts[ids["host environment"]].ok
-    for what in ("write outside", "egress", "survivor"):
+    for what in ("write outside", "egress", "survivor", "alias write", "alias delete"):
         assert verdicts[ids[what]].ok, (what, verdicts[ids[what]])
     assert summary.to_json()["backend"] == "bwrap"
 
 
-def test_wrap_scores_a_sandbox_command_under_its_name(capsys: pytest.CaptureFixture[str]) -> None:
-    # `env` confines nothing: the tools inside it are the unchecked baseline's.
-    code = _bench().main(["--wrap", "nothing=env", "--case", "A1-001", "--json", "--no-progress"])
+def test_wrap_scores_a_sandbox_command_under_its_name(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `env` confines nothing: the tools inside it are the unchecked baseline's, and a write
+    # outside the tree where the host's root is writable is still scored as done.
+    alias = _find(corpus, "A1", "write_file into sandbox alias dir")
+    argv = ["--wrap", "nothing=env", "--case", "A1-001", "--case", alias, "--json"]
+    code = _bench().main([*argv, "--no-progress"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0  # only `ours` can fail the command
     assert out["backend"] == "nothing"
-    assert out["failures"] == ["A1-001"]
+    assert sorted(out["failures"]) == sorted(["A1-001", alias])
 
 
 @pytest.mark.parametrize(
