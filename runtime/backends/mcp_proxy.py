@@ -48,6 +48,7 @@ from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
 from runtime.errors import (
     ManifestError,
+    PolicyDenied,
     RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
@@ -221,6 +222,9 @@ class McpProxyBackend:
                 conn.tools = await remote.connect()
         except TimeoutError:
             conn.error = f"no answer within {conn.server.start_timeout_s:g} s (start_timeout_s)"
+        except PolicyDenied as exc:  # the gateway's refusal: say which rule
+            rule = exc.details.get("rule", "?")
+            conn.error = f"refused by the network rules (rule {rule}): {exc.message}"
         except RuntimeToolError as exc:
             conn.error = exc.message
         if conn.error is not None:

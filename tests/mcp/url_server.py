@@ -2,7 +2,7 @@
 ``[[mcp_servers]] url``. Run as a process: ``python url_server.py``; it prints ``listening
 on http://127.0.0.1:PORT`` on stderr once it accepts connections.
 
-``URL_SERVER_TOKEN`` set: every request must carry ``Authorization: Bearer <token>`` (401
+``--token TOKEN``: every request must carry ``Authorization: Bearer TOKEN`` (401
 otherwise), so a test sees that the broker sent the header. Routes besides ``/mcp``:
 ``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
 to the same server under the name ``localhost``, another origin.
@@ -82,7 +82,7 @@ def main() -> None:
     app = server.streamable_http_app()
     app.router.routes.append(Route("/garbage", garbage, methods=["POST", "DELETE"]))
     app.router.routes.append(Route("/moved", moved, methods=["POST", "DELETE"]))
-    token = os.environ.get("URL_SERVER_TOKEN")
+    token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
     asgi = _guarded(app, token) if token else app
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
