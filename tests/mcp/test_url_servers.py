@@ -287,3 +287,60 @@ async def test_the_entry_grants_nothing_to_the_network_tools(
         assert broker.test_proxy.specs
         verdict = broker.policy.network.check("http", "127.0.0.1", port)
     assert not verdict.allowed
+
+
+# -- through runtime serve --mcp ----------------------------------------------------------
+
+
+def _serve_policy(tmp_path: Path, url: str, network: str = "") -> list[str]:
+    from tests.mcp.conftest import serve_mcp_argv
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        POLICY
+        + network
+        + f'\n[[mcp_servers]]\nname = "u"\nurl = "{url}"\n'
+        + 'headers = { Authorization = "env:URL_MCP_BEARER" }\n'
+    )
+    return serve_mcp_argv("--policy", str(policy), "--workspace", str(tmp_path / "ws"))
+
+
+@asynccontextmanager
+async def _serve_session(argv: list[str]) -> AsyncIterator[Any]:
+    import os
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    # The SDK passes a child only a few variables by default; the broker needs the token's.
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    with open("/dev/null", "w") as errlog:  # noqa: ASYNC230 - opened once per test
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def test_through_runtime_serve(url_server: HttpServer, bearer: str, tmp_path: Path) -> None:
+    async with _serve_session(_serve_policy(tmp_path, url_server.url)) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        ok = await session.call_tool("u__add", {"a": 20, "b": 22})
+    assert {"u__add", "u__slow"} <= names
+    assert not ok.is_error and ok.structured_content is not None
+    assert ok.structured_content["sum"] == 42
+
+
+async def test_runtime_serve_applies_the_policys_network_rules(
+    url_server: HttpServer, bearer: str, tmp_path: Path
+) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    network = '\n[network]\ndeny = ["127.0.0.1"]\n'
+    async with _serve_session(_serve_policy(tmp_path, url_server.url, network)) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        with pytest.raises(MCPError) as info:
+            await session.call_tool("u__add", {"a": 1, "b": 2})
+    assert "u__add" not in names
+    assert "network.deny" in str(info.value)
