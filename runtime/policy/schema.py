@@ -658,8 +658,9 @@ class PolicyFile(_Section):
     examples: list[Example] = Field(default_factory=list)
     mcp_servers: list[McpServerEntry] = Field(
         default_factory=list,
-        description="External stdio MCP servers, each started inside the Linux sandbox; "
-        "their tools are decided, validated and audited like built-ins. Default: none.",
+        description="External MCP servers: started inside the Linux sandbox (command, stdio) "
+        "or reached by URL through the egress gateway (url, Streamable HTTP); their tools are "
+        "decided, validated and audited like built-ins. Default: none.",
     )
 
     @field_validator("mcp_servers")
