@@ -110,6 +110,13 @@ def resolve_headers(server: McpServerEntry) -> tuple[dict[str, str], list[str]]:
                     f"variable {variable!r}, which is not set",
                     server=server.name,
                 )
+            if not all(c == "\t" or " " <= c <= "~" for c in found):
+                # CR/LF would split the request; said here, not as an unreachable server.
+                raise SandboxError(
+                    f"MCP server {server.name!r}: the environment variable {variable!r} "
+                    f"(header {name!r}) holds characters other than printable ASCII",
+                    server=server.name,
+                )
             headers[name] = found
             if found:
                 secrets.append(found)

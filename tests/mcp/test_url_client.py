@@ -232,3 +232,15 @@ def test_origin_rules_name_one_origin_for_one_connection() -> None:
     named = origin_rules(base, "https://mcp.example.com/mcp")
     assert named.check("https", "mcp.example.com", 443).allowed
     assert not named.check("https", "other.example.com", 443).allowed
+
+
+async def test_a_header_variable_that_would_split_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("URL_CLIENT_SECRET", "Bearer x\r\nX-Injected: 1")
+    script = Scripted(lambda message, request: sse(reply(message, OK)))
+    remote = client(script)
+    with pytest.raises(SandboxError, match="printable ASCII") as info:
+        await remote.connect()
+    await remote.aclose()
+    assert script.requests == [] and "Injected" not in info.value.message
