@@ -227,6 +227,8 @@ class McpProxyBackend:
             conn.error = f"refused by the network rules (rule {rule}): {exc.message}"
         except RuntimeToolError as exc:
             conn.error = exc.message
+        except Exception as exc:  # a server that fails must not take the broker down
+            conn.error = _describe(exc)
         if conn.error is not None:
             log.warning("mcp server %r not reached: %s", conn.server.name, conn.error)
             await remote.aclose()
