@@ -244,3 +244,18 @@ async def test_a_header_variable_that_would_split_the_request(
         await remote.connect()
     await remote.aclose()
     assert script.requests == [] and "Injected" not in info.value.message
+
+
+async def test_an_unexpected_failure_is_that_servers_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runtime.backends.mcp_proxy import McpProxyBackend
+
+    async def broken(self: RemoteClient) -> Any:
+        raise LookupError("surprise")
+
+    monkeypatch.setattr(RemoteClient, "connect", broken)
+    server = ExternalServer.model_validate({"name": "s", "url": URL})
+    async with McpProxyBackend([server]) as proxy:
+        assert proxy.specs == []
+        assert proxy.errors["s"] == "LookupError: surprise"
