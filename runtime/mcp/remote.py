@@ -23,7 +23,8 @@ the rules used by this server's connection only; the network tools never see it.
 *name* that resolves to a private address still needs ``[network] allow_private``, as for
 any exact allow entry; an IP literal in the URL names that address itself.
 
-Transport: the 2025-06-18 handshake (``initialize``, then ``notifications/initialized``),
+Transport: the 2025-06-18 handshake (``initialize``, then ``notifications/initialized``; a
+server that answers with a version outside 2025-03-26, 2025-06-18 and 2025-11-25 is refused),
 one POST per JSON-RPC message with ``Accept: application/json, text/event-stream``; the
 answer is read whole (capped) as JSON or as an SSE stream the server closes after its
 answer. ``Mcp-Session-Id`` and ``MCP-Protocol-Version`` are sent back as the spec asks. A
@@ -65,6 +66,9 @@ __all__ = ["PROTOCOL_VERSION", "RemoteClient", "origin_rules", "resolve_headers"
 
 #: The handshake spoken: the Streamable HTTP era's initialize / initialized exchange.
 PROTOCOL_VERSION = "2025-06-18"
+#: Versions whose Streamable HTTP and tools/call this client follows (the server may answer
+#: the handshake with another version it prefers).
+_SPOKEN = frozenset({"2025-03-26", "2025-06-18", "2025-11-25"})
 _ACCEPT = "application/json, text/event-stream"
 #: Room for the JSON-RPC envelope and SSE framing above the call's output cap, bytes.
 _ENVELOPE_BYTES = 65_536
@@ -224,6 +228,13 @@ class RemoteClient:
             result = types.InitializeResult.model_validate(answer)
         except ValidationError as exc:
             raise self._malformed(f"initialize result: {_first_error(exc)}") from exc
+        if result.protocol_version not in _SPOKEN:
+            # Another era may change what a call means (the 2026 one answers calls with
+            # InputRequired rounds); it also goes back into a header, so it is checked here.
+            raise self._malformed(
+                f"protocol version {result.protocol_version[:64]!r}; this client speaks "
+                f"{', '.join(sorted(_SPOKEN))}"
+            )
         self._protocol = result.protocol_version
         await self._post(
             {"jsonrpc": "2.0", "method": "notifications/initialized"},

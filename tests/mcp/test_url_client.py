@@ -259,3 +259,21 @@ async def test_an_unexpected_failure_is_that_servers_error(
     async with McpProxyBackend([server]) as proxy:
         assert proxy.specs == []
         assert proxy.errors["s"] == "LookupError: surprise"
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-06-18\r\nX: y"])
+async def test_a_protocol_version_this_client_does_not_speak(version: str) -> None:
+    script = Scripted(lambda message, request: sse(reply(message, OK)))
+    original = script._answer
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content) if request.method == "POST" else {}
+        if message.get("method") == "initialize":
+            return sse(reply(message, {**INIT, "protocolVersion": version}))
+        return original(request)
+
+    script._answer = answer  # type: ignore[method-assign]
+    remote = client(script)
+    with pytest.raises(SandboxError, match="protocol version"):
+        await remote.connect()
+    await remote.aclose()
