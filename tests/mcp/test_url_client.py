@@ -277,3 +277,27 @@ async def test_a_protocol_version_this_client_does_not_speak(version: str) -> No
     with pytest.raises(SandboxError, match="protocol version"):
         await remote.connect()
     await remote.aclose()
+
+
+async def test_a_name_that_resolves_to_loopback_is_refused() -> None:
+    # DNS rebinding: the entry names mcp.example.test, whose owner points it at 127.0.0.1.
+    from ipaddress import ip_address
+
+    from runtime.egress import EgressDenied, IPAddress
+
+    async def resolver(host: str, port: int) -> list[IPAddress]:
+        return [ip_address("127.0.0.1")]
+
+    script = Scripted(lambda message, request: sse(reply(message, OK)))
+    server = ExternalServer.model_validate({"name": "s", "url": "http://mcp.example.test:9/mcp"})
+    remote = RemoteClient(
+        server,
+        NetworkRules(),
+        resolver=resolver,
+        transport_factory=lambda: httpx.MockTransport(script),
+    )
+    with pytest.raises(EgressDenied) as info:
+        await remote.connect()
+    await remote.aclose()
+    assert info.value.rule == "egress.address"
+    assert script.requests == []
