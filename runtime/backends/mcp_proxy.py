@@ -7,11 +7,19 @@ Usage (the CLI's ``serve`` does this)::
             proxy.register(broker.catalogue)       # <prefix>__<tool> specs, backend "mcp"
             ...
 
-Every external server runs inside the Linux sandbox (``runtime.mcp.launch``) under its own
-connection task, which owns the stdio client and the MCP session from start to end: anyio
-cancel scopes must be left in the task that entered them, and broker calls arrive from many
-tasks. A call is a ``tools/call`` on the shared session; the session multiplexes concurrent
-requests.
+Every started (``command``) server runs inside the Linux sandbox (``runtime.mcp.launch``)
+under its own connection task, which owns the stdio client and the MCP session from start to
+end: anyio cancel scopes must be left in the task that entered them, and broker calls arrive
+from many tasks. A call is a ``tools/call`` on the shared session; the session multiplexes
+concurrent requests.
+
+A server reached by ``url`` is a :class:`runtime.mcp.remote.RemoteClient` in this process:
+its handshake and tool listing run at start-up, side by side with the started servers, under
+the entry's ``start_timeout_s`` (a server that cannot be reached then has no tools until the
+broker restarts, as for a started server that failed); each call is one HTTP exchange
+through the egress gateway under the policy's ``[network]`` rules (:attr:`network`), bounded
+by the call's ``timeout_s`` and ``output_bytes``. Its fingerprint names it:
+``mcp:<name>``, mechanisms ``egress-gateway``.
 
 The server is hostile: its tool names, schemas, descriptions and results are attacker data.
 Names that do not fit the catalogue's pattern and schemas that are huge or invalid are
@@ -40,6 +48,8 @@ from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
 from runtime.errors import (
     ManifestError,
+    PolicyDenied,
+    RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
     ToolFailed,
@@ -47,7 +57,9 @@ from runtime.errors import (
 )
 from runtime.mcp.external import ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch, isolation_available, launch_for
+from runtime.mcp.remote import RemoteClient
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
+from runtime.policy.network import NetworkRules
 
 __all__ = ["McpProxyBackend"]
 
@@ -65,6 +77,7 @@ class _Connection:
     server: ExternalServer
     launch: Launch | None = None
     session: ClientSession | None = None
+    remote: RemoteClient | None = None
     tools: list[types.Tool] = field(default_factory=list)
     error: str | None = None
     spawned: bool = False
@@ -78,11 +91,20 @@ class McpProxyBackend:
 
     name = "mcp"
 
-    def __init__(self, servers: list[ExternalServer], *, mode: str = "strict") -> None:
+    def __init__(
+        self,
+        servers: list[ExternalServer],
+        *,
+        mode: str = "strict",
+        network: NetworkRules | None = None,
+    ) -> None:
         # An entry with enabled = false is never started, however the list was built.
         self._connections = [_Connection(server=s) for s in servers if s.enabled]
         #: "strict" refuses to start a server it cannot isolate; set before opening.
         self.mode = mode
+        #: The policy's [network] rules for servers reached by url; set before opening.
+        #: None: the default rules (nothing allowed but each entry's own origin).
+        self.network = network
         self._tools: dict[str, tuple[_Connection, str]] = {}
         self._specs: list[ToolSpec] = []
         self._tg: anyio.abc.TaskGroup | None = None
@@ -95,8 +117,9 @@ class McpProxyBackend:
             raise SandboxError("an McpProxyBackend can be opened once")
         self._opened = True
         # Probed once per process; blocking, so off the event loop.
-        problem = await anyio.to_thread.run_sync(isolation_available)
-        if problem is not None and self.mode == "strict" and self._connections:
+        started = [c for c in self._connections if c.server.url is None]
+        problem = await anyio.to_thread.run_sync(isolation_available) if started else None
+        if problem is not None and self.mode == "strict":
             raise SandboxUnavailable(
                 f"cannot isolate external MCP servers: {problem}", unavailable=True
             )
@@ -106,7 +129,10 @@ class McpProxyBackend:
             # Servers start side by side: start-up costs the slowest one, not the sum.
             async with anyio.create_task_group() as starting:
                 for conn in self._connections:
-                    starting.start_soon(tg.start, self._serve, conn)
+                    if conn.server.url is None:
+                        starting.start_soon(tg.start, self._serve, conn)
+                    else:
+                        starting.start_soon(self._reach, conn)
         except BaseException:
             await self._shutdown()
             await self._tg.__aexit__(None, None, None)
@@ -144,6 +170,9 @@ class McpProxyBackend:
             for conn in self._connections:
                 if conn.spawned:
                     await conn.done.wait()
+                remote, conn.remote = conn.remote, None
+                if remote is not None:
+                    await remote.aclose()
 
     # -- connections --------------------------------------------------------------------------
     async def _serve(self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -179,6 +208,32 @@ class McpProxyBackend:
             conn.done.set()
             if not started:
                 task_status.started()
+
+    async def _reach(self, conn: _Connection) -> None:
+        """Handshake with and list the tools of a server reached by url."""
+        try:
+            remote = RemoteClient(conn.server, self.network or NetworkRules())
+        except RuntimeToolError as exc:  # a URL the gateway refuses to parse
+            conn.error = exc.message
+            log.warning("mcp server %r refused: %s", conn.server.name, conn.error)
+            return
+        try:
+            with anyio.fail_after(conn.server.start_timeout_s):
+                conn.tools = await remote.connect()
+        except TimeoutError:
+            conn.error = f"no answer within {conn.server.start_timeout_s:g} s (start_timeout_s)"
+        except PolicyDenied as exc:  # the gateway's refusal: say which rule
+            rule = exc.details.get("rule", "?")
+            conn.error = f"refused by the network rules (rule {rule}): {exc.message}"
+        except RuntimeToolError as exc:
+            conn.error = exc.message
+        except Exception as exc:  # a server that fails must not take the broker down
+            conn.error = _describe(exc)
+        if conn.error is not None:
+            log.warning("mcp server %r not reached: %s", conn.server.name, conn.error)
+            await remote.aclose()
+            return
+        conn.remote = remote
 
     def _collect(self, conn: _Connection) -> None:
         prefix = conn.server.tool_prefix
@@ -221,13 +276,23 @@ class McpProxyBackend:
         for conn in self._connections:
             if conn.launch is not None:
                 return conn.launch.fingerprint
+            if conn.remote is not None:
+                return self._remote_fingerprint(conn)
         return Fingerprint(backend="mcp", mode=self.mode)
+
+    def _remote_fingerprint(self, conn: _Connection) -> Fingerprint:
+        # Nothing of the server runs here: the wall is the gateway (rules, pinning, caps).
+        return Fingerprint(
+            backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=self.mode
+        )
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
         entry = self._tools.get(request.spec.name)
         if entry is None:
             raise SandboxError(f"{request.spec.name}: no MCP server provides this tool")
         conn, remote = entry
+        if conn.server.url is not None:
+            return await self._run_remote(conn, remote, request)
         session = conn.session
         if session is None or self._closed:
             raise SandboxError(
@@ -268,6 +333,37 @@ class McpProxyBackend:
             raise ToolFailed(f"{request.spec.name}: {_text_of(result) or 'tool error'}")
         fingerprint = conn.launch.fingerprint if conn.launch else None
         return ExecOutcome(result=_value_of(result), usage=usage, fingerprint=fingerprint)
+
+    async def _run_remote(
+        self, conn: _Connection, remote: str, request: ExecRequest
+    ) -> ExecOutcome:
+        client = conn.remote
+        if client is None or self._closed:
+            raise SandboxError(
+                f"{request.spec.name}: MCP server {conn.server.name!r} is not connected"
+                + (f" ({conn.error})" if conn.error else ""),
+                server=conn.server.name,
+            )
+        t0 = anyio.current_time()
+        try:
+            result = await client.call_tool(
+                remote,
+                dict(request.arguments),
+                timeout_s=request.limits.timeout_s,
+                max_bytes=request.limits.output_bytes,
+            )
+        except TimeoutError as exc:
+            raise ToolTimeout(
+                f"{request.spec.name}: no answer within {request.limits.timeout_s:g} s",
+                limit_s=request.limits.timeout_s,
+            ) from exc
+        usage = {"wall_ms": (anyio.current_time() - t0) * 1000}
+        if result.is_error:
+            text = client.scrub(_text_of(result)) or "tool error"
+            raise ToolFailed(f"{request.spec.name}: {text}")
+        return ExecOutcome(
+            result=_value_of(result), usage=usage, fingerprint=self._remote_fingerprint(conn)
+        )
 
 
 async def _list_all(session: ClientSession) -> list[types.Tool]:

@@ -67,6 +67,8 @@ async def serve(
         await stack.enter_async_context(broker)
         if proxy is not None:
             proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
+            # Servers reached by url go through the gateway under the policy's [network].
+            proxy.network = broker.policy.network
             await stack.enter_async_context(proxy)
             proxy.register(broker.catalogue)
         errors = proxy.errors if proxy is not None else {}

@@ -16,6 +16,18 @@ Example (all fields; units and defaults in each field's description, see
     start_timeout_s = 30
     enabled = true                              # false: kept, not started, no tools
 
+A server reached by URL instead (Streamable HTTP; ``runtime.mcp.remote``)::
+
+    [[mcp_servers]]
+    name = "search"
+    url = "https://mcp.example.com/mcp"        # http or https; exclusive with command
+    headers = { Authorization = "env:SEARCH_TOKEN" }  # env:NAME read from the broker's env
+    tools = ["query"]
+    start_timeout_s = 10
+
+It is reached by the broker through the egress gateway under the policy's ``[network]``
+rules; the entry names its own origin for that connection only.
+
 The server is untrusted code: the broker starts it inside the Linux sandbox
 (``runtime.mcp.launch``), lists its tools into the catalogue as ``<prefix>__<tool>``
 (category ``mcp``, backend ``mcp``), validates every call against the schema it advertised,

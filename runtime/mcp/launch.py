@@ -82,6 +82,11 @@ def launch_for(server: ExternalServer, *, mode: str) -> Launch:
     """How to start ``server``: isolated; in ``strict`` mode, only fully (else
     :class:`~runtime.errors.SandboxUnavailable`)."""
     fp_mode: Literal["strict", "best_effort"] = "strict" if mode == "strict" else "best_effort"
+    if server.command is None:
+        raise SandboxError(
+            f"mcp server {server.name!r} is reached by url: there is nothing to start",
+            server=server.name,
+        )
     try:
         plan = plan_process(
             list(server.command),

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from runtime.models import Action
 from runtime.policy.network import NetworkRules
@@ -396,17 +405,72 @@ class Example(_Section):
 _MCP_IDENT = r"^[a-zA-Z0-9_-]{1,32}$"
 
 
-class McpServerEntry(_Section):
-    """One ``[[mcp_servers]]`` entry: an external stdio MCP server the broker starts inside
-    the Linux sandbox (untrusted code); its tools are listed as ``<prefix>__<tool>``."""
+#: Header names the client sets itself (framing, session, content negotiation): an entry
+#: that set them could smuggle a second request or break the session the client keeps.
+_RESERVED_HEADERS = frozenset(
+    {
+        "accept",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_HEADER_VALUE_RE = re.compile(r"^[\t\x20-\x7e]{0,8192}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: Prefix of a header value read from the broker's environment when the server is reached.
+ENV_REFERENCE = "env:"
+#: Fields that only a started (stdio) server has.
+_COMMAND_ONLY = ("env", "network", "read_only", "memory_mb", "pids")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+class McpServerEntry(_Section):
+    """One ``[[mcp_servers]]`` entry: an external MCP server, either started by the broker
+    inside the Linux sandbox (``command``, stdio; untrusted code) or reached by URL
+    (``url``, Streamable HTTP through the egress gateway). Its tools are listed as
+    ``<prefix>__<tool>``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        json_schema_extra={"oneOf": [{"required": ["command"]}, {"required": ["url"]}]},
+    )
 
     name: str = Field(pattern=_MCP_IDENT, description="Identifier of the server. Required.")
-    command: list[str] = Field(
-        min_length=1,
-        description="argv of the stdio MCP server: program then arguments; never run through "
-        "a shell. Required.",
+    url: Annotated[str, Field(pattern=r"^[hH][tT][tT][pP][sS]?://")] | None = Field(
+        None,
+        description="Streamable HTTP endpoint of a server reached over the network "
+        "('https://mcp.example.com/mcp'); http or https only, no user info or fragment. "
+        "Reached by the broker through the egress gateway under the [network] rules (deny, "
+        "schemes, ports, private addresses, address pinning, redirects); the entry itself "
+        "names this one origin (scheme, host, port) for this server's connection only, never "
+        "for the network tools. Exactly one of command and url. Default: none.",
+    )
+    command: Annotated[list[str], Field(min_length=1)] | None = Field(
+        None,
+        description="argv of a stdio MCP server the broker starts in the sandbox: program "
+        "then arguments; never run through a shell. Exactly one of command and url. "
+        "Default: none.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers sent with every request to a url server (Authorization, "
+        "an API key). A value 'env:NAME' is read from the broker's environment when the "
+        "server is reached, so secrets stay out of the policy file; the variable may not be "
+        "one that [env] pass hands to sandboxed tools. Never written to the audit log. Only "
+        "with url. Default: none.",
     )
     prefix: str | None = Field(
         None,
@@ -451,9 +515,84 @@ class McpServerEntry(_Section):
         "Default true.",
     )
 
+    @field_validator("url")
+    @classmethod
+    def _url_ok(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            parts = urlsplit(v)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"url {v[:200]!r} is not a valid URL: {exc}") from exc
+        if parts.scheme.lower() not in ("http", "https"):
+            raise ValueError(f"url must be http or https, not {parts.scheme!r}")
+        if not parts.hostname:
+            raise ValueError("url needs a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("url may not carry user info: put credentials in headers")
+        if parts.fragment or "#" in v:
+            raise ValueError("url may not have a fragment")
+        if port == 0:
+            raise ValueError("url port 0 is not a port")
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in v):
+            raise ValueError("url may not contain spaces or control characters")
+        return v
+
     @field_validator("command")
     @classmethod
-    def _argv_ok(cls, v: list[str]) -> list[str]:
+    def _not_both(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if v is not None and info.data.get("url") is not None:
+            raise ValueError(
+                "'command' and 'url' exclude each other: a server is started (command) or "
+                "reached (url), not both"
+            )
+        return v
+
+    @field_validator(*_COMMAND_ONLY)
+    @classmethod
+    def _stdio_only(cls, v: Any, info: ValidationInfo) -> Any:
+        # Field validators run only on values the file gave: a default never trips this.
+        if info.data.get("url") is not None:
+            raise ValueError(f"'{info.field_name}' applies to a started (command) server only")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_ok(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if v and info.data.get("url") is None:
+            raise ValueError("'headers' applies to a server reached by url only")
+        for name, value in v.items():
+            if not _HEADER_NAME_RE.match(name):
+                raise ValueError(f"bad header name {name!r}")
+            if name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is set by the client itself")
+            if not _HEADER_VALUE_RE.match(value):
+                # CR/LF would split the request; non-ASCII has no agreed wire encoding.
+                raise ValueError(f"value of header {name!r} must be printable ASCII")
+            if value.startswith(ENV_REFERENCE) and not _ENV_NAME_RE.match(
+                value[len(ENV_REFERENCE) :]
+            ):
+                raise ValueError(f"header {name!r}: {value!r} names no environment variable")
+        return v
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> McpServerEntry:
+        if self.command is None and self.url is None:
+            raise ValueError("an mcp server needs 'command' (started) or 'url' (reached)")
+        return self
+
+    def header_variables(self) -> list[str]:
+        """Names of the environment variables its headers are read from."""
+        return [
+            v[len(ENV_REFERENCE) :] for v in self.headers.values() if v.startswith(ENV_REFERENCE)
+        ]
+
+    @field_validator("command")
+    @classmethod
+    def _argv_ok(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
         if not v[0]:
             raise ValueError("command[0] must name a program")
         if any("\0" in part for part in v):
@@ -519,8 +658,9 @@ class PolicyFile(_Section):
     examples: list[Example] = Field(default_factory=list)
     mcp_servers: list[McpServerEntry] = Field(
         default_factory=list,
-        description="External stdio MCP servers, each started inside the Linux sandbox; "
-        "their tools are decided, validated and audited like built-ins. Default: none.",
+        description="External MCP servers: started inside the Linux sandbox (command, stdio) "
+        "or reached by URL through the egress gateway (url, Streamable HTTP); their tools are "
+        "decided, validated and audited like built-ins. Default: none.",
     )
 
     @field_validator("mcp_servers")
@@ -528,6 +668,23 @@ class PolicyFile(_Section):
     def _unique_servers(cls, v: list[McpServerEntry]) -> list[McpServerEntry]:
         check_mcp_servers(v)
         return v
+
+    @model_validator(mode="after")
+    def _header_secrets_stay(self) -> PolicyFile:
+        # A header read from the broker's environment (a bearer token) must not also be
+        # handed to every sandboxed tool through [env] pass: the tool could send it anywhere
+        # the network rules allow, or print it into its result.
+        for i, server in enumerate(self.mcp_servers):
+            for name in server.header_variables():
+                if any(fnmatchcase(name, d) for d in self.env.deny):
+                    continue
+                if any(fnmatchcase(name, p) for p in self.env.pass_):
+                    raise ValueError(
+                        f"mcp_servers.{i}.headers reads {name!r} from the environment, and "
+                        f"[env] pass hands {name!r} to sandboxed tools: add it to [env] deny "
+                        "or rename the variable"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PolicyFile:

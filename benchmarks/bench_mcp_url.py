@@ -1,0 +1,119 @@
+"""MCP servers reached by URL (``[[mcp_servers]] url``), measured side by side in one run
+against one Streamable HTTP server on 127.0.0.1 (``tests/mcp/url_server.py``, the SDK's
+MCPServer under uvicorn; compare ratios, the machines are noisy):
+
+* ``sdk``: the SDK's own ``streamable_http_client`` + ``ClientSession.call_tool`` — no
+  policy, no validation, no audit, one pooled keep-alive connection;
+* ``url``: ``broker.call`` of the same tool as ``u__add`` through the mcp backend — policy,
+  validation, audit, and the egress gateway (rules, one resolution pinned, a fresh
+  connection per request: the gateway never pools, see ``runtime/egress/_transport.py``);
+* ``stdio``: ``broker.call`` of ``ext__add`` on a started stdio server (isolated when the
+  host allows), for scale.
+
+Run: ``python benchmarks/bench_mcp_url.py [N]``.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from runtime.backends.mcp_proxy import McpProxyBackend  # noqa: E402
+from runtime.broker import Broker  # noqa: E402
+from runtime.catalogue import Catalogue  # noqa: E402
+from runtime.mcp.external import ExternalServer  # noqa: E402
+from runtime.policy import Policy  # noqa: E402
+
+_SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+SANDBOX_PYTHON = str(_SYSTEM_PYTHON) if _SYSTEM_PYTHON.exists() else sys.executable
+ARGS = {"a": 1, "b": 2}
+
+
+async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
+    for _ in range(min(20, n)):  # warm-up
+        await fn()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    return out
+
+
+def summary(name: str, samples: list[float], base: float | None) -> float:
+    med = statistics.median(samples)
+    ratio = f"  x{med / base:.2f} of sdk" if base else ""
+    p90 = sorted(samples)[int(len(samples) * 0.9)]
+    print(f"{name:<6} median {med:9.0f} us  p90 {p90:9.0f} us{ratio}")
+    return med
+
+
+async def _with_broker(
+    servers: list[ExternalServer], tmp: Path, db: str, tool: str, n: int
+) -> list[float]:
+    policy = Policy.from_toml('version = 1\ndefault = "allow"\n')
+    async with McpProxyBackend(servers, mode="best_effort", network=policy.network) as proxy:
+        assert not proxy.errors, proxy.errors
+        catalogue = Catalogue(builtins=False)
+        proxy.register(catalogue)
+        async with Broker(
+            tmp / "ws", policy, tmp / db, catalogue=catalogue, backends={"mcp": proxy}
+        ) as broker:
+            call = {"tool": tool, "arguments": ARGS}
+            result = await broker.call(call)
+            assert result.success, result.error
+            return await timed(n, lambda: broker.call(call))
+
+
+async def main(n: int) -> None:
+    # A blocking spawn is fine here: nothing else runs on the loop during set-up.
+    proc = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, str(REPO / "tests" / "mcp" / "url_server.py")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        url = ""
+        for line in proc.stderr:
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        async with streamable_http_client(url) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            sdk = await timed(n, lambda: s.call_tool("add", ARGS))
+        base = summary("sdk", sdk, None)
+        with tempfile.TemporaryDirectory() as tmp:
+            remote = ExternalServer.model_validate({"name": "u", "url": url})
+            summary("url", await _with_broker([remote], Path(tmp), "u.db", "u__add", n), base)
+            site = next(p for p in sys.path if p.endswith("site-packages"))
+            ext = ExternalServer(
+                name="ext",
+                command=[SANDBOX_PYTHON, str(REPO / "tests" / "mcp" / "ext_server.py")],
+                env={"PYTHONPATH": site},
+            )
+            summary("stdio", await _with_broker([ext], Path(tmp), "s.db", "ext__add", n), base)
+    finally:
+        proc.terminate()
+        proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+if __name__ == "__main__":
+    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 300)

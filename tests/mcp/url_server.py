@@ -1,0 +1,99 @@
+"""An MCP server reached by URL (Streamable HTTP, official SDK + uvicorn) for the tests of
+``[[mcp_servers]] url``. Run as a process: ``python url_server.py``; it prints ``listening
+on http://127.0.0.1:PORT`` on stderr once it accepts connections.
+
+``--token TOKEN``: every request must carry ``Authorization: Bearer TOKEN`` (401
+otherwise), so a test sees that the broker sent the header. Routes besides ``/mcp``:
+``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
+to the same server under the name ``localhost``, another origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+server = MCPServer("url")
+
+
+@server.tool()
+def add(a: int, b: int) -> dict[str, int]:
+    """Add two integers."""
+    return {"sum": a + b}
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails with an error result."""
+    raise ToolError("fail from the url server")
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answers after ``seconds``."""
+    await asyncio.sleep(seconds)
+    return "late"
+
+
+@server.tool()
+def big(n: int) -> str:
+    """A text of ``n`` bytes."""
+    return "x" * n
+
+
+@server.tool()
+def die() -> str:
+    """Ends the server process in the middle of the call."""
+    os._exit(3)
+
+
+async def garbage(request: Request) -> Response:
+    return Response(b"{not json", media_type="application/json")
+
+
+async def moved(request: Request) -> Response:
+    port = request.url.port
+    return RedirectResponse(f"http://localhost:{port}/mcp", status_code=307)
+
+
+def _guarded(app: Any, token: str) -> Any:
+    expected = f"Bearer {token}".encode()
+
+    async def guard(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await Response(b"unauthorized", status_code=401)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guard
+
+
+def main() -> None:
+    app = server.streamable_http_app()
+    app.router.routes.append(Route("/garbage", garbage, methods=["POST", "DELETE"]))
+    app.router.routes.append(Route("/moved", moved, methods=["POST", "DELETE"]))
+    token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
+    asgi = _guarded(app, token) if token else app
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    # Listening before uvicorn runs: a client that connects at once waits in the backlog
+    # until the server (and its session manager) is up, so the line below is never early.
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    print(f"listening on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    server_ = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
+    asyncio.run(server_.serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    main()
