@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+from typing import Any
 
 import pytest
 
 from runtime.backends.wasm import WasmBackend
+from runtime.errors import ToolFailed
 
 from .conftest import call
 
@@ -24,3 +27,75 @@ def test_csv_memory_is_linear_in_escaped_quotes(backend: WasmBackend) -> None:
     row = ",".join(['"x""y"'] * 20_000)
     result = call(backend, "csv_to_json", {"text": row, "header": False}, wasm_memory_mb=16)
     assert result["rows"] == list(csv.reader(io.StringIO(row, newline="")))
+
+
+def python_search(pattern: str, text: str) -> dict[str, Any]:
+    m = re.search(pattern, text, re.ASCII)
+    if m is None:
+        return {"matched": False, "match": None, "start": None, "end": None}
+    return {"matched": True, "match": m.group(0), "start": m.start(), "end": m.end()}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        # {,n} is {0,n} and {,} is {0,} in Python; both were read as literal text.
+        ("a{,3}", "aaaa"),
+        ("a{,}", "aaa"),
+        ("(?:ab){,2}?c", "ababc"),
+        ("x{,2}y", "x{,2}y xy"),
+        # Not quantifiers: literal braces, as in Python.
+        ("a{}", "a{}"),
+        ("a{,x}", "a{,x}"),
+        ("a{1,2", "a{1,2"),
+        ("a*{,x", "aa{,x"),
+        ("a*{1x", "aa{1x"),
+        # Octal escapes: \0 takes up to two more octal digits, \1-\7 with two more is one
+        # too, and in a class any \0-\7 starts one; \01 and \012 were NUL then digits.
+        ("\\01", "\x01"),
+        ("\\012", "a\nb"),
+        ("\\08", "\x008"),
+        ("\\101\\102", "xAB"),
+        ("[\\01]", "\x01"),
+        ("[\\1-\\3]+", "\x00\x01\x02\x03\x04"),
+        ("[\\101-\\132]+", "abcXYZ"),
+        # A loop iteration that matches empty ends the loop (Python's rule): the empty
+        # alternative first means the empty match, not the longest run of 'a'.
+        ("(|a)*", "aa"),
+        ("(|a)+", "aa"),
+        ("(?:|a)*b", "aab"),
+        ("(a|)*", "aa"),
+        ("(a*)*", "aab"),
+        ("(|a)*?b", "aab"),
+        ("(?:a?)+?b", "aab"),
+        ("(?:(|a)*)*", "aa"),
+        ("(?:|a){2,}", "aaa"),
+        ("(?:a|()){2,}", "aaa"),
+    ],
+)
+def test_regex_matches_python(backend: WasmBackend, pattern: str, text: str) -> None:
+    assert call(backend, "regex_match", {"pattern": pattern, "text": text}) == python_search(
+        pattern, text
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("{,3}", "nothing to repeat"),  # was the literal text "{,3}"
+        ("{2}a", "nothing to repeat"),
+        ("a|{1,}", "nothing to repeat"),
+        ("a*{,2}", "multiple repeat"),
+        ("\\400", "octal escape value outside of range"),
+        ("[\\477]", "octal escape value outside of range"),
+        ("\\12", "backreferences are not supported"),
+    ],
+)
+def test_regex_refuses_what_python_refuses(
+    backend: WasmBackend, pattern: str, fragment: str
+) -> None:
+    with pytest.raises(re.error):
+        re.compile(pattern)
+    with pytest.raises(ToolFailed, match="invalid pattern") as info:
+        call(backend, "regex_match", {"pattern": pattern, "text": "aaa"})
+    assert fragment in info.value.message
