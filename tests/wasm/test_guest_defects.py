@@ -1,19 +1,22 @@
-"""Defects found by hunting the built-in data guests against their references (CPython's csv
-and re), each pinned by the input that showed it."""
+"""Defects found by hunting the wasm data tools against their references (CPython's csv and
+re, the guest ABI's own documentation), each pinned by the input that showed it."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 
-from runtime.backends.wasm import WasmBackend
-from runtime.errors import ToolFailed
+from runtime.backends.wasm import WasmBackend, load_custom_module
+from runtime.errors import ManifestError, ToolFailed
 
-from .conftest import call
+from .conftest import ECHO_WAT, call, request, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -99,3 +102,15 @@ def test_regex_refuses_what_python_refuses(
     with pytest.raises(ToolFailed, match="invalid pattern") as info:
         call(backend, "regex_match", {"pattern": pattern, "text": "aaa"})
     assert fragment in info.value.message
+
+
+def test_custom_module_pin_in_upper_case_hex(backend: WasmBackend, tmp_path: Path) -> None:
+    # Hex is hex in either case (PowerShell's Get-FileHash prints upper case): registration's
+    # check accepted such a pin, and then every call was refused as not matching it.
+    digest = hashlib.sha256(wasmtime.wat2wasm(ECHO_WAT)).hexdigest()
+    spec = wat_tool(tmp_path, "upper", ECHO_WAT, sha256=digest.upper())
+    assert load_custom_module(spec).sha256 == digest
+    assert backend.run_sync(request(spec, {"x": 1})).result == {"ok": True}
+    spec = wat_tool(tmp_path, "wrong", ECHO_WAT, sha256="A" * 64)
+    with pytest.raises(ManifestError, match="sha256 pin"):
+        backend.run_sync(request(spec, {}))

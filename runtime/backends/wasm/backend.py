@@ -342,7 +342,9 @@ class WasmBackend:
                 f"tool {spec.name}: wasm module exports no function {export}(i32, i32) -> i64"
             )
         pin = (spec.wasm or {}).get("sha256")
-        if pin is not None and pin != loaded.sha256:
+        # Either case of hex, as _read_pinned accepts at registration (an upper-case pin once
+        # passed there and then failed every call).
+        if pin is not None and (not isinstance(pin, str) or pin.lower() != loaded.sha256):
             raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
         return loaded
 
