@@ -114,3 +114,13 @@ def test_custom_module_pin_in_upper_case_hex(backend: WasmBackend, tmp_path: Pat
     spec = wat_tool(tmp_path, "wrong", ECHO_WAT, sha256="A" * 64)
     with pytest.raises(ManifestError, match="sha256 pin"):
         backend.run_sync(request(spec, {}))
+
+
+@pytest.mark.parametrize("pointer", ["/missing/a~2", "/a/x/~", "/a/0/~9/b", "/zz~"])
+def test_json_query_malformed_pointer_is_refused_wherever_it_is(
+    backend: WasmBackend, pointer: str
+) -> None:
+    # RFC 6901: '~' is followed by '0' or '1'. The check ran only on the tokens walked, so
+    # a malformed token after a missing member came back as found=false.
+    with pytest.raises(ToolFailed, match="'~' must be followed by '0' or '1'"):
+        call(backend, "json_query", {"data": {"a": [1]}, "pointer": pointer})
