@@ -204,7 +204,12 @@ static node *parse_class(rparser *ps) {
         if (c == '\\') {
             if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
             uint32_t e = ps->p[ps->i++];
-            if (add_shorthand(ps, k, e)) continue;
+            if (add_shorthand(ps, k, e)) {
+                /* Python refuses "[\\d-z]"; read as three items it matched '-' too. */
+                if (ps->i + 1 < ps->n && ps->p[ps->i] == '-' && ps->p[ps->i + 1] != ']')
+                    return fail_re(ps, "bad character range (a class shorthand cannot bound a range)");
+                continue;
+            }
             lo = class_escape(ps, e);
             if (lo == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
             if (lo < 0) return fail_re(ps, "unsupported escape in a character class");
@@ -367,6 +372,8 @@ static node *parse_repeat(rparser *ps, int depth) {
         r->greedy = 0;
         ps->i++;
     }
+    else if (ps->i < ps->n && ps->p[ps->i] == '+')
+        return fail_re(ps, "possessive quantifiers (*+ ++ ?+ {m,n}+) are not supported");
     if (at_quantifier(ps)) return fail_re(ps, "multiple repeat");
     return r;
 }
