@@ -17,6 +17,9 @@
 #define MAX_PATTERN 2000
 #define MAX_PROGRAM 20000
 #define MAX_REPEAT 1000
+/* Calls of gen() per pattern: a bound on compile time whatever the nesting of repeats (each
+ * emitted instruction costs a few calls, so no program within MAX_PROGRAM comes near it). */
+#define MAX_GEN_CALLS (10 * MAX_PROGRAM)
 
 enum { I_CHAR, I_ANY, I_CLASS, I_MATCH, I_JMP, I_SPLIT, I_BOL, I_EOL };
 
@@ -371,9 +374,9 @@ static node *parse_repeat(rparser *ps, int depth) {
     if (ps->i < ps->n && ps->p[ps->i] == '?') {
         r->greedy = 0;
         ps->i++;
-    }
-    else if (ps->i < ps->n && ps->p[ps->i] == '+')
+    } else if (ps->i < ps->n && ps->p[ps->i] == '+') {
         return fail_re(ps, "possessive quantifiers (*+ ++ ?+ {m,n}+) are not supported");
+    }
     if (at_quantifier(ps)) return fail_re(ps, "multiple repeat");
     return r;
 }
@@ -403,6 +406,7 @@ static node *parse_alt(rparser *ps, int depth) {
 typedef struct {
     inst *code;
     uint32_t n, cap;
+    uint32_t calls; /* gen() calls so far, against MAX_GEN_CALLS */
     int overflow;
 } prog;
 
@@ -445,6 +449,10 @@ static void gen_star(prog *pg, const node *a, int greedy) {
 
 static void gen(prog *pg, const node *n) {
     if (pg->overflow) return;
+    if (++pg->calls > MAX_GEN_CALLS) {
+        pg->overflow = 1;
+        return;
+    }
     switch (n->t) {
     case N_EMPTY: return;
     case N_CHAR: emit(pg, I_CHAR, n->v, 0); return;
@@ -466,7 +474,13 @@ static void gen(prog *pg, const node *n) {
         return;
     }
     case N_REP: {
-        for (int i = 0; i < n->min && !pg->overflow; i++) gen(pg, n->a);
+        /* A sub-pattern that compiles to nothing does so every time: one copy stands for all
+         * (nested, "(?:(?:(?:){1000}){1000}){1000}" was 10^9 calls that emitted nothing). */
+        uint32_t before = pg->n;
+        for (int i = 0; i < n->min && !pg->overflow; i++) {
+            gen(pg, n->a);
+            if (pg->n == before) break;
+        }
         if (n->max < 0) {
             gen_star(pg, n->a, n->greedy);
         } else {
@@ -554,7 +568,7 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
         buf_put_uint(&m, ps.i ? ps.i - 1 : 0);
         return rt_fail_buf(&m);
     }
-    prog pg = {0, 0, 0, 0};
+    prog pg = {0, 0, 0, 0, 0};
     gen(&pg, ast);
     emit(&pg, I_MATCH, 0, 0);
     if (pg.overflow) return rt_fail("pattern too large once repeats are expanded (limit 20000 steps)");

@@ -130,3 +130,16 @@ def test_json_query_malformed_pointer_is_refused_wherever_it_is(
     # a malformed token after a missing member came back as found=false.
     with pytest.raises(ToolFailed, match="'~' must be followed by '0' or '1'"):
         call(backend, "json_query", {"data": {"a": [1]}, "pointer": pointer})
+
+
+def test_regex_repeats_of_nothing_compile_at_once(backend: WasmBackend) -> None:
+    # Repeats of a sub-pattern that compiles to nothing were expanded anyway: this 40-char
+    # pattern cost 10^12 compiler steps and ran out of fuel (2e9 instructions, ~15 s of CPU)
+    # before reading the text. Now it matches within a small fuel budget. (Python's own re
+    # takes minutes on these two, so the expected results are written out.)
+    pattern = "(?:(?:(?:(?:){1000}){1000}){1000}){1000}"
+    out = call(backend, "regex_match", {"pattern": pattern, "text": "aaa"}, wasm_fuel=20_000_000)
+    assert out == {"matched": True, "match": "", "start": 0, "end": 0}
+    pattern = "(?:(?:(?:a{0}){1000}){1000}){1000}b"
+    out = call(backend, "regex_match", {"pattern": pattern, "text": "ab"}, wasm_fuel=20_000_000)
+    assert out == {"matched": True, "match": "b", "start": 1, "end": 2}
