@@ -2,10 +2,12 @@
  *
  * No backtracking, so no catastrophic patterns: time is O(len(text) * program size), memory
  * O(program size). Leftmost-first priority is kept thread by thread, so the match found is the
- * one Python's re.search finds, with one known exception: a repeated group that can match empty
- * and is reached again at the same position through an enclosing repeat ("(a*|b)*" on "aabb":
- * Python "aa", here "aabb"). A Pike VM keeps one thread per instruction and position, while
- * Python's empty-iteration rule depends on where each loop's current iteration began.
+ * one Python's re.search finds, with one known exception: a repeated group whose body can match
+ * empty, where the empty path meets the path of a non-empty iteration at the same position
+ * ("(?:a?|b)*" on "ab": Python "a", here "ab"; "(a*|b)*" on "aabb": "aa", here "aabb"). A Pike
+ * VM keeps one thread per instruction and position; Python's rule (an iteration that matched
+ * empty ends the loop) depends on where the thread's current iteration began. The simple
+ * cases ("(|a)*") follow Python: see the back edge in add_thread.
  * Syntax (a subset of Python's): literals, '.', [...] / [^...] with ranges, \d \w \s \D \W \S
  * (ASCII meanings, like re.ASCII), escapes of metacharacters, \n \t \r \f \v and octal
  * (\0, \012, \101), ^ and $ (Python's: $ also before a final newline), groups (...) and
