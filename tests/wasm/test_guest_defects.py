@@ -143,3 +143,22 @@ def test_regex_repeats_of_nothing_compile_at_once(backend: WasmBackend) -> None:
     pattern = "(?:(?:(?:a{0}){1000}){1000}){1000}b"
     out = call(backend, "regex_match", {"pattern": pattern, "text": "ab"}, wasm_fuel=20_000_000)
     assert out == {"matched": True, "match": "b", "start": 1, "end": 2}
+
+
+@pytest.mark.parametrize(
+    ("wat", "reason"),
+    [
+        (ECHO_WAT.replace("(module", "(module (table 100000000 funcref)", 1), "table"),
+        (ECHO_WAT.replace("(module", "(module (memory $second 1)", 1), "memory"),
+    ],
+    ids=["table", "second-memory"],
+)
+def test_module_past_the_engine_limits_names_why(
+    backend: WasmBackend, tmp_path: Path, wat: str, reason: str
+) -> None:
+    # Valid wasm that the engine's pooling allocator cannot give an instance (a table of 10^8
+    # elements, a second memory) was reported as just "not a valid wasm module".
+    spec = wat_tool(tmp_path, "limits", wat)
+    with pytest.raises(ManifestError, match="not a valid wasm module") as info:
+        backend.run_sync(request(spec, {}))
+    assert f"module {reason} does not fit" in info.value.message

@@ -354,6 +354,12 @@ class WasmBackend:
             module = self._modules.load(guest.wasm, guest.sha256)
         except wasmtime.WasmtimeError as exc:
             msg = f"tool {spec.name}: {path.name} is not a valid wasm module"
+            # wasmtime's first line says why: a parse error, or valid wasm past what the
+            # pooling allocator gives an instance (a huge table, a second memory), which the
+            # bare sentence above would misname.
+            reason = next(iter(str(exc).strip().splitlines()), "")
+            if reason:
+                msg = f"{msg} for this runtime ({reason})"
             raise ManifestError(msg) from exc
         if module.imports:
             raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
