@@ -89,6 +89,11 @@ RT_EXPORT("json_query") uint64_t json_query_tool(const char *in, uint32_t n) {
     const char *p = ptr->s, *end = ptr->s + ptr->len;
     if (p < end && *p != '/')
         return rt_fail("a JSON Pointer (RFC 6901) is empty or starts with '/'");
+    /* The whole pointer is checked first: the walk below stops at the first missing member,
+     * and a malformed token after it must not come back as found=false. */
+    for (const char *q = p; q < end; q++)
+        if (*q == '~' && (q + 1 >= end || (q[1] != '0' && q[1] != '1')))
+            return rt_fail("invalid JSON Pointer: '~' must be followed by '0' or '1'");
     while (cur && p < end) {
         const char *tok = ++p;
         while (p < end && *p != '/') p++;

@@ -2,10 +2,16 @@
  *
  * No backtracking, so no catastrophic patterns: time is O(len(text) * program size), memory
  * O(program size). Leftmost-first priority is kept thread by thread, so the match found is the
- * one Python's re.search finds. Syntax (a subset of Python's): literals, '.', [...] / [^...]
- * with ranges, \d \w \s \D \W \S (ASCII meanings, like re.ASCII), escapes of metacharacters,
- * \n \t \r, ^ and $ (Python's: $ also before a final newline), groups (...) and (?:...),
- * alternation |, quantifiers * + ? {m} {m,} {m,n} (greedy; add ? for lazy).
+ * one Python's re.search finds, with one known exception: a repeated group whose body can match
+ * empty, where the empty path meets the path of a non-empty iteration at the same position
+ * ("(?:a?|b)*" on "ab": Python "a", here "ab"; "(a*|b)*" on "aabb": "aa", here "aabb"). A Pike
+ * VM keeps one thread per instruction and position; Python's rule (an iteration that matched
+ * empty ends the loop) depends on where the thread's current iteration began. The simple
+ * cases ("(|a)*") follow Python: see the back edge in add_thread.
+ * Syntax (a subset of Python's): literals, '.', [...] / [^...] with ranges, \d \w \s \D \W \S
+ * (ASCII meanings, like re.ASCII), escapes of metacharacters, \n \t \r \f \v and octal
+ * (\0, \012, \101), ^ and $ (Python's: $ also before a final newline), groups (...) and
+ * (?:...), alternation |, quantifiers * + ? {m} {m,} {,n} {m,n} (greedy; add ? for lazy).
  * Backreferences and lookaround are refused: they cannot run in linear time.
  */
 #include "../rt/json.h"
@@ -13,12 +19,16 @@
 #define MAX_PATTERN 2000
 #define MAX_PROGRAM 20000
 #define MAX_REPEAT 1000
+/* Calls of gen() per pattern: a bound on compile time whatever the nesting of repeats (each
+ * emitted instruction costs a few calls, so no program within MAX_PROGRAM comes near it). */
+#define MAX_GEN_CALLS (10 * MAX_PROGRAM)
 
 enum { I_CHAR, I_ANY, I_CLASS, I_MATCH, I_JMP, I_SPLIT, I_BOL, I_EOL };
 
 typedef struct {
     uint8_t op;
-    uint32_t x, y; /* CHAR: code point in x; CLASS: class index in x; JMP/SPLIT: targets */
+    uint32_t x, y; /* CHAR: code point in x; CLASS: class index in x; JMP/SPLIT: targets;
+                    * JMP: y = 1 when it is a loop's back edge (see add_thread) */
 } inst;
 
 typedef struct {
@@ -147,12 +157,32 @@ static int64_t escape_char(uint32_t e) {
     case 'r': return '\r';
     case 'f': return '\f';
     case 'v': return '\v';
-    case '0': return 0;
     default: break;
     }
     if (e < 0x80 && !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
         return e; /* escaped punctuation stands for itself */
     return -1;
+}
+
+static int is_octal(uint32_t c) { return c >= '0' && c <= '7'; }
+
+/* An octal escape whose first digit e was just read, with at most two more octal digits taken
+ * (Python's \0, \012, \101); -1 past 0o377, which Python refuses. */
+static int64_t octal_escape(rparser *ps, uint32_t e) {
+    int64_t v = e - '0';
+    for (int k = 0; k < 2 && ps->i < ps->n && is_octal(ps->p[ps->i]); k++) v = v * 8 + (ps->p[ps->i++] - '0');
+    return v > 0377 ? -1 : v;
+}
+
+/* An escape inside [...] after its '\' and first character e: any of \0-\7 starts an octal
+ * escape there. -1 when not supported, -2 for an octal value past 0o377. */
+static int64_t class_escape(rparser *ps, uint32_t e) {
+    if (is_octal(e)) {
+        int64_t v = octal_escape(ps, e);
+        return v < 0 ? -2 : v;
+    }
+    if (e == 'b') return '\b';
+    return escape_char(e);
 }
 
 static node *parse_alt(rparser *ps, int depth);
@@ -179,9 +209,15 @@ static node *parse_class(rparser *ps) {
         if (c == '\\') {
             if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
             uint32_t e = ps->p[ps->i++];
-            if (add_shorthand(ps, k, e)) continue;
-            if (e == 'b') lo = '\b';
-            else if ((lo = escape_char(e)) < 0) return fail_re(ps, "unsupported escape in a character class");
+            if (add_shorthand(ps, k, e)) {
+                /* Python refuses "[\\d-z]"; read as three items it matched '-' too. */
+                if (ps->i + 1 < ps->n && ps->p[ps->i] == '-' && ps->p[ps->i + 1] != ']')
+                    return fail_re(ps, "bad character range (a class shorthand cannot bound a range)");
+                continue;
+            }
+            lo = class_escape(ps, e);
+            if (lo == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+            if (lo < 0) return fail_re(ps, "unsupported escape in a character class");
         } else {
             lo = c;
         }
@@ -191,8 +227,9 @@ static node *parse_class(rparser *ps) {
             uint32_t h = ps->p[ps->i++];
             if (h == '\\') {
                 if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
-                if ((hi = escape_char(ps->p[ps->i++])) < 0)
-                    return fail_re(ps, "unsupported escape in a character range");
+                hi = class_escape(ps, ps->p[ps->i++]);
+                if (hi == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+                if (hi < 0) return fail_re(ps, "unsupported escape in a character range");
             } else {
                 hi = h;
             }
@@ -203,6 +240,22 @@ static node *parse_class(rparser *ps) {
     node *n = mk(N_CLASS, 0, 0);
     n->v = k;
     return n;
+}
+
+static int is_dec(uint32_t c) { return c >= '0' && c <= '9'; }
+
+/* Whether a counted repeat starts at i: Python's {m}, {m,}, {,n}, {m,n} and {,} ({,n} is
+ * {0,n}). Any other '{' is a literal. */
+static int brace_quantifier(const rparser *ps, uint32_t i) {
+    if (i >= ps->n || ps->p[i] != '{') return 0;
+    uint32_t j = i + 1;
+    if (j < ps->n && ps->p[j] == '}') return 0; /* "{}" */
+    while (j < ps->n && is_dec(ps->p[j])) j++;
+    if (j < ps->n && ps->p[j] == ',') {
+        j++;
+        while (j < ps->n && is_dec(ps->p[j])) j++;
+    }
+    return j < ps->n && ps->p[j] == '}';
 }
 
 static int parse_int(rparser *ps, int *out) {
@@ -239,9 +292,22 @@ static node *parse_atom(rparser *ps, int depth) {
     }
     case ')': return fail_re(ps, "unbalanced parenthesis");
     case '*': case '+': case '?': return fail_re(ps, "nothing to repeat");
+    case '{':
+        if (brace_quantifier(ps, ps->i - 1)) return fail_re(ps, "nothing to repeat");
+        break;
     case '\\': {
         if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
         uint32_t e = ps->p[ps->i++];
+        /* Python: \0 and a \1-\7 followed by two more octal digits are octal escapes; any
+         * other digit starts a group reference. */
+        if (e == '0' || (is_octal(e) && ps->i + 1 < ps->n && is_octal(ps->p[ps->i]) &&
+                         is_octal(ps->p[ps->i + 1]))) {
+            int64_t v = octal_escape(ps, e);
+            if (v < 0) return fail_re(ps, "octal escape value outside of range 0-0o377");
+            node *n = mk(N_CHAR, 0, 0);
+            n->v = (uint32_t)v;
+            return n;
+        }
         if (e >= '1' && e <= '9') return fail_re(ps, "backreferences are not supported (not linear-time)");
         uint32_t k = ps->nclasses;
         if (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S') {
@@ -252,24 +318,23 @@ static node *parse_atom(rparser *ps, int depth) {
             return n;
         }
         int64_t ch = escape_char(e);
-        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v \\0 and escaped punctuation)");
+        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v, octal \\0 \\012 \\101 and escaped punctuation)");
         node *n = mk(N_CHAR, 0, 0);
         n->v = (uint32_t)ch;
         return n;
     }
-    default: {
-        node *n = mk(N_CHAR, 0, 0);
-        n->v = c;
-        return n;
+    default: break;
     }
-    }
+    node *n = mk(N_CHAR, 0, 0);
+    n->v = c;
+    return n;
 }
 
 static int at_quantifier(const rparser *ps) {
     if (ps->i >= ps->n) return 0;
     uint32_t c = ps->p[ps->i];
     if (c == '*' || c == '+' || c == '?') return 1;
-    return c == '{' && ps->i + 1 < ps->n && ps->p[ps->i + 1] >= '0' && ps->p[ps->i + 1] <= '9';
+    return brace_quantifier(ps, ps->i);
 }
 
 static node *parse_repeat(rparser *ps, int depth) {
@@ -290,21 +355,15 @@ static node *parse_repeat(rparser *ps, int depth) {
         max = 1;
         ps->i++;
     } else if (c == '{') {
-        uint32_t save = ps->i++;
-        if (!parse_int(ps, &min)) {
-            ps->i = save;
-            return a; /* not a quantifier: '{' is a literal, as in Python */
-        }
+        if (!brace_quantifier(ps, ps->i)) return a; /* a literal '{', as in Python */
+        ps->i++;
+        if (!parse_int(ps, &min)) min = 0;
         max = min;
-        if (ps->i < ps->n && ps->p[ps->i] == ',') {
+        if (ps->p[ps->i] == ',') {
             ps->i++;
             if (!parse_int(ps, &max)) max = -1;
         }
-        if (ps->i >= ps->n || ps->p[ps->i] != '}') {
-            ps->i = save;
-            return a;
-        }
-        ps->i++;
+        ps->i++; /* the '}' brace_quantifier saw */
         if (min > MAX_REPEAT || max > MAX_REPEAT) return fail_re(ps, "repeat count over 1000");
         if (max >= 0 && max < min) return fail_re(ps, "min repeat greater than max repeat");
     } else {
@@ -317,6 +376,8 @@ static node *parse_repeat(rparser *ps, int depth) {
     if (ps->i < ps->n && ps->p[ps->i] == '?') {
         r->greedy = 0;
         ps->i++;
+    } else if (ps->i < ps->n && ps->p[ps->i] == '+') {
+        return fail_re(ps, "possessive quantifiers (*+ ++ ?+ {m,n}+) are not supported");
     }
     if (at_quantifier(ps)) return fail_re(ps, "multiple repeat");
     return r;
@@ -347,6 +408,7 @@ static node *parse_alt(rparser *ps, int depth) {
 typedef struct {
     inst *code;
     uint32_t n, cap;
+    uint32_t calls; /* gen() calls so far, against MAX_GEN_CALLS */
     int overflow;
 } prog;
 
@@ -380,7 +442,7 @@ static void gen_optional(prog *pg, const node *a, int greedy) {
 static void gen_star(prog *pg, const node *a, int greedy) {
     uint32_t split = emit(pg, I_SPLIT, 0, 0);
     gen(pg, a);
-    emit(pg, I_JMP, split, 0);
+    emit(pg, I_JMP, split, 1);
     if (pg->overflow) return;
     uint32_t next = pg->n;
     pg->code[split].x = greedy ? split + 1 : next;
@@ -389,6 +451,10 @@ static void gen_star(prog *pg, const node *a, int greedy) {
 
 static void gen(prog *pg, const node *n) {
     if (pg->overflow) return;
+    if (++pg->calls > MAX_GEN_CALLS) {
+        pg->overflow = 1;
+        return;
+    }
     switch (n->t) {
     case N_EMPTY: return;
     case N_CHAR: emit(pg, I_CHAR, n->v, 0); return;
@@ -410,7 +476,13 @@ static void gen(prog *pg, const node *n) {
         return;
     }
     case N_REP: {
-        for (int i = 0; i < n->min && !pg->overflow; i++) gen(pg, n->a);
+        /* A sub-pattern that compiles to nothing does so every time: one copy stands for all
+         * (nested, "(?:(?:(?:){1000}){1000}){1000}" was 10^9 calls that emitted nothing). */
+        uint32_t before = pg->n;
+        for (int i = 0; i < n->min && !pg->overflow; i++) {
+            gen(pg, n->a);
+            if (pg->n == before) break;
+        }
         if (n->max < 0) {
             gen_star(pg, n->a, n->greedy);
         } else {
@@ -448,7 +520,15 @@ static void add_thread(const prog *pg, tlist *l, uint32_t *mark, uint32_t gen_id
         mark[pc] = gen_id;
         const inst *in = &pg->code[pc];
         switch (in->op) {
-        case I_JMP: stack[sp++] = in->x; break;
+        case I_JMP:
+            /* A loop's back edge to a split already visited at this position: the iteration
+             * matched empty. Python's rule (sre's MAX_UNTIL / MIN_UNTIL) ends the loop there
+             * and goes on with what follows it, at this path's priority, instead of dropping
+             * the path: "(|a)*" on "aa" matches "", not "aa". The loop's exit is the
+             * instruction after the back edge. If the split was visited by an earlier thread,
+             * its exit is visited too and the path ends there as before. */
+            stack[sp++] = in->y && mark[in->x] == gen_id ? pc + 1 : in->x;
+            break;
         case I_SPLIT:
             stack[sp++] = in->y; /* pushed first: explored after x, i.e. lower priority */
             stack[sp++] = in->x;
@@ -490,7 +570,7 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
         buf_put_uint(&m, ps.i ? ps.i - 1 : 0);
         return rt_fail_buf(&m);
     }
-    prog pg = {0, 0, 0, 0};
+    prog pg = {0, 0, 0, 0, 0};
     gen(&pg, ast);
     emit(&pg, I_MATCH, 0, 0);
     if (pg.overflow) return rt_fail("pattern too large once repeats are expanded (limit 20000 steps)");

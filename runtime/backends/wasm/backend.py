@@ -342,7 +342,9 @@ class WasmBackend:
                 f"tool {spec.name}: wasm module exports no function {export}(i32, i32) -> i64"
             )
         pin = (spec.wasm or {}).get("sha256")
-        if pin is not None and pin != loaded.sha256:
+        # Either case of hex, as _read_pinned accepts at registration (an upper-case pin once
+        # passed there and then failed every call).
+        if pin is not None and (not isinstance(pin, str) or pin.lower() != loaded.sha256):
             raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
         return loaded
 
@@ -352,6 +354,12 @@ class WasmBackend:
             module = self._modules.load(guest.wasm, guest.sha256)
         except wasmtime.WasmtimeError as exc:
             msg = f"tool {spec.name}: {path.name} is not a valid wasm module"
+            # wasmtime's first line says why: a parse error, or valid wasm past what the
+            # pooling allocator gives an instance (a huge table, a second memory), which the
+            # bare sentence above would misname.
+            reason = next(iter(str(exc).strip().splitlines()), "")
+            if reason:
+                msg = f"{msg} for this runtime ({reason})"
             raise ManifestError(msg) from exc
         if module.imports:
             raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
