@@ -107,6 +107,8 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
             )
     if spec.backend is BackendKind.WASM and not spec.wasm:
         raise ManifestError(f"{path}: a wasm tool needs 'wasm'", file=str(path), field="wasm")
+    if spec.backend is BackendKind.WASM:
+        _check_custom_module(spec, path)
     for arg in spec.arg_roles:
         if arg not in spec.parameters.get("properties", {}):
             raise ManifestError(
@@ -114,6 +116,20 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
                 file=str(path),
                 field=f"arg_roles.{arg}",
             )
+
+
+def _check_custom_module(spec: ToolSpec, path: Path) -> None:
+    """A custom wasm tool's module is read, checked against its sha256 pin and validated
+    when the manifest loads (issue #5: "pins the module's sha256, checked at load"): a
+    missing, mis-pinned or invalid module was found only by each call, as internal_error,
+    while `runtime tools` listed the tool. Every call still checks the pin again (the file
+    may change after loading). Built-in guest names cost nothing here."""
+    from runtime.backends.wasm.backend import check_custom_module
+
+    try:
+        check_custom_module(spec)
+    except ManifestError as exc:
+        raise ManifestError(f"{path}: {exc}", file=str(path), field="wasm.module") from exc
 
 
 def load_manifests(folders: Iterable[Path]) -> list[ToolSpec]:

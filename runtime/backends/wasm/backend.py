@@ -55,7 +55,13 @@ from runtime.errors import (
 )
 from runtime.models import Limits, ToolSpec
 
-__all__ = ["EPOCH_TICK_S", "GuestModule", "WasmBackend", "load_custom_module"]
+__all__ = [
+    "EPOCH_TICK_S",
+    "GuestModule",
+    "WasmBackend",
+    "check_custom_module",
+    "load_custom_module",
+]
 
 #: Epoch ticker period, seconds: the granularity of the wall-clock deadline.
 EPOCH_TICK_S = 0.01
@@ -140,6 +146,13 @@ def load_custom_module(spec: ToolSpec) -> GuestModule:
     except wasmtime.WasmtimeError as exc:
         raise ManifestError(f"tool {spec.name}: {path.name} is not a valid wasm module") from exc
     return module
+
+
+def check_custom_module(spec: ToolSpec) -> None:
+    """At manifest load: a custom module (a file) must exist, match its pin and be valid
+    wasm (ManifestError otherwise); a built-in guest name is not checked here."""
+    if _module_path(spec) is not None:
+        load_custom_module(spec)
 
 
 @dataclass(slots=True)
