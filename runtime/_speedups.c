@@ -747,8 +747,12 @@ enum {
     F_USAGE,
     F_RESULT_DIGEST,
     F_RESULT_SIZE,
+    F_SESSION,
     N_FIELDS
 };
+/* A record of schema version 1 ends at result_size (no session): the fields of a journal
+ * line written before sessions were recorded. Encoded as a record with a null session. */
+#define N_FIELDS_V1 F_SESSION
 
 /* 1 when the journal line can be written here: str (any), None, exact int, finite float. */
 static int line_value(out_t *o, PyObject *v) {
@@ -831,9 +835,9 @@ static int body_key(out_t *o, const char *key) {
         }                                                                                      \
     } while (0)
 
-static int record_line(out_t *o, PyObject *const *f) {
+static int record_line(out_t *o, PyObject *const *f, Py_ssize_t nf) {
     STEP(out_char(o, '[') < 0 ? -1 : 1);
-    for (int i = 0; i < N_FIELDS; i++) {
+    for (Py_ssize_t i = 0; i < nf; i++) {
         if (i > 0) {
             STEP(out_char(o, ',') < 0 ? -1 : 1);
         }
@@ -898,7 +902,13 @@ static int record_mid(out_t *o, PyObject *const *f) {
     return 1;
 }
 
-static int record_post(out_t *o, PyObject *const *f) {
+static int record_post(out_t *o, PyObject *const *f, Py_ssize_t nf) {
+    /* A null session is not in the body (runtime/audit/_record.py's module doc): records
+     * from before sessions were recorded keep their hashes. */
+    if (nf > F_SESSION && f[F_SESSION] != Py_None) {
+        STEP(body_key(o, ",\"session\":"));
+        STEP(body_text(o, f[F_SESSION]));
+    }
     STEP(body_key(o, ",\"time\":"));
     STEP(body_text(o, f[F_TIME]));
     STEP(body_key(o, ",\"tool\":"));
@@ -911,13 +921,15 @@ static int record_post(out_t *o, PyObject *const *f) {
 
 #undef STEP
 
-/* record(fields, /) -> (line, pre, mid, post) | None, for a 15-field journal tuple. */
+/* record(fields, /) -> (line, pre, mid, post) | None, for a 16-field journal tuple (or a
+ * 15-field one of schema version 1). */
 /* The fields of a record() / journal_write() call, or NULL when the tuple is not a record
  * this code encodes: the wrong size, or kind, call_id, time or tool not text in the body
  * (AuditLog checked the first three; a None there takes the Python code, as its fast path
  * does). */
 static PyObject *const *record_fields(PyObject *fields) {
-    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+    Py_ssize_t nf = PyTuple_GET_SIZE(fields);
+    if (nf != N_FIELDS && nf != N_FIELDS_V1) {
         return NULL;
     }
     PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
@@ -931,8 +943,8 @@ static PyObject *const *record_fields(PyObject *fields) {
 /* A record's four parts into o; cuts[i] is where part i ends. The record_* steps' result:
  * 1 encoded, 0 not a record this code encodes (the caller takes the Python code), -1 an
  * error is set. */
-static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t cuts[4]) {
-    int rc = record_line(o, f);
+static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t nf, Py_ssize_t cuts[4]) {
+    int rc = record_line(o, f, nf);
     if (rc > 0) {
         cuts[0] = o->len;
         rc = record_pre(o, f);
@@ -943,7 +955,7 @@ static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t cuts[4]) {
     }
     if (rc > 0) {
         cuts[2] = o->len;
-        rc = record_post(o, f);
+        rc = record_post(o, f, nf);
         cuts[3] = o->len;
     }
     if (rc > 0 && o->bad_text) {
@@ -967,7 +979,7 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_encode(&o, f, cuts);
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
     if (rc > 0) {
         res = Py_BuildValue("(y#y#y#y#)", o.buf, cuts[0], o.buf + cuts[0], cuts[1] - cuts[0],
                             o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
@@ -1026,7 +1038,7 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_encode(&o, f, cuts);
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
     if (rc == 0) {
         res = Py_NewRef(Py_None);
     }
@@ -1084,7 +1096,7 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
  * head outside the shape AuditLog builds returns NotImplemented before anything is hashed:
  * the Python code then builds the rows (or raises its own error). */
 
-#define CHAIN_FIELDS 15
+/* A record's fields: N_FIELDS, or N_FIELDS_V1 for a line of schema version 1. */
 
 /* 1 when ``rec`` is a tuple (fields, ..., (pre, mid, post)) of the shape chain() takes. */
 static int chain_record_ok(PyObject *rec) {
@@ -1093,7 +1105,8 @@ static int chain_record_ok(PyObject *rec) {
     }
     PyObject *fields = PyTuple_GET_ITEM(rec, 0);
     PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
-    if (Py_TYPE(fields) != &PyTuple_Type || PyTuple_GET_SIZE(fields) != CHAIN_FIELDS ||
+    if (Py_TYPE(fields) != &PyTuple_Type ||
+        (PyTuple_GET_SIZE(fields) != N_FIELDS && PyTuple_GET_SIZE(fields) != N_FIELDS_V1) ||
         Py_TYPE(parts) != &PyTuple_Type || PyTuple_GET_SIZE(parts) != 3) {
         return 0;
     }
@@ -1147,7 +1160,8 @@ static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject
     if (hex == NULL) {
         return NULL;
     }
-    PyObject *row = PyTuple_New(CHAIN_FIELDS + 3);
+    Py_ssize_t nf = PyTuple_GET_SIZE(fields);
+    PyObject *row = PyTuple_New(nf + 3);
     PyObject *seq_obj = PyLong_FromLongLong(seq);
     if (row == NULL || seq_obj == NULL) {
         Py_XDECREF(row);
@@ -1156,11 +1170,11 @@ static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject
         return NULL;
     }
     PyTuple_SET_ITEM(row, 0, seq_obj);
-    for (Py_ssize_t i = 0; i < CHAIN_FIELDS; i++) {
+    for (Py_ssize_t i = 0; i < nf; i++) {
         PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
     }
-    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 1, Py_NewRef(prev));
-    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 2, hex);
+    PyTuple_SET_ITEM(row, nf + 1, Py_NewRef(prev));
+    PyTuple_SET_ITEM(row, nf + 2, hex);
     return row;
 }
 
@@ -1208,7 +1222,7 @@ static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             Py_DECREF(held);
             return NULL;
         }
-        prev = Py_NewRef(PyTuple_GET_ITEM(row, CHAIN_FIELDS + 2));
+        prev = Py_NewRef(PyTuple_GET_ITEM(row, PyTuple_GET_SIZE(row) - 1));
         PyList_SET_ITEM(rows, i, row);
     }
     Py_DECREF(prev);

@@ -190,7 +190,7 @@ _AT = {name: i for i, name in enumerate(c for c in COLUMNS[1:-2] if c != "time")
 # (name, position) of the JSON object columns.
 _TEXT_CHECKS = tuple(
     (name, _AT[name], name not in ("call_id", "tool"))
-    for name in ("call_id", "tool", "backend", "error_type")
+    for name in ("call_id", "tool", "backend", "error_type", "session")
 )
 _OBJECT_CHECKS = tuple((name, _AT[name]) for name in ("decision", "sandbox", "usage"))
 
@@ -341,6 +341,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[True] = True,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -356,6 +357,7 @@ class AuditLog:
         returning: Literal[False],
         defer: bool = False,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> None: ...
 
     def record_request(
@@ -370,6 +372,7 @@ class AuditLog:
         returning: bool = True,
         defer: bool = False,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord | None:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
@@ -379,6 +382,7 @@ class AuditLog:
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
         already has it (the broker hands it to the backend too): serialised once per call.
+        ``session`` is the broker session the call runs in (None: not recorded).
         """
         data = (
             arguments_bytes
@@ -393,6 +397,7 @@ class AuditLog:
             and type(call_id) is str
             and type(tool) is str
             and type(backend) is str
+            and (session is None or type(session) is str)
             and decision._owner() is self
             and sandbox._owner() is self
             and not returning
@@ -414,6 +419,7 @@ class AuditLog:
                     backend,
                     sandbox_text,
                     *_NO_OUTCOME,
+                    session,
                 ),
             )
             return None
@@ -444,6 +450,7 @@ class AuditLog:
             None,
             None,
             None,
+            session,
         )
         return self._append(fields, shown, returning, defer)
 
@@ -463,6 +470,7 @@ class AuditLog:
         decision: dict[str, Any] | PreparedObject | None = None,
         returning: Literal[True] = True,
         result_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -482,6 +490,7 @@ class AuditLog:
         returning: Literal[False],
         result_bytes: bytes | None = None,
         defer: bool = False,
+        session: str | None = None,
     ) -> None: ...
 
     def record_completion(
@@ -500,6 +509,7 @@ class AuditLog:
         returning: bool = True,
         result_bytes: bytes | None = None,
         defer: bool = False,
+        session: str | None = None,
     ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
@@ -516,6 +526,7 @@ class AuditLog:
             and type(backend) is str
             and type(duration_ms) is float
             and (error_type is None or type(error_type) is str)
+            and (session is None or type(session) is str)
             and decision is None
             and outcome in OUTCOMES
             and (result is None or result_bytes is not None)
@@ -555,6 +566,7 @@ class AuditLog:
                     usage_text,
                     digest,
                     size,
+                    session,
                 ),
             )
             return None
@@ -588,6 +600,7 @@ class AuditLog:
             self._small_json("usage", usage)[1],
             result_digest,
             result_size,
+            session,
         )
         return self._append(fields, shown, returning, defer)
 
@@ -696,8 +709,10 @@ class AuditLog:
         # str, JSON objects as "{...}" text) is one expression; _check_fields names the
         # culprit otherwise.
         kind, call_id, tool, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
+        session = fields[-1]
         if not (
             type(call_id) is str
+            and (session is None or type(session) is str)
             and type(tool) is str
             and (backend is None or type(backend) is str)
             and (error_type is None or type(error_type) is str)
@@ -749,13 +764,13 @@ class AuditLog:
     # -- the journal ------------------------------------------------------------------------
 
     def _journal_append(self, fields: tuple[Any, ...]) -> None:
-        """Journal the record whose columns from ``kind`` to ``result_size`` but ``time`` are
+        """Journal the record whose columns from ``kind`` to ``session`` but ``time`` are
         ``fields`` (checked by _append)."""
         self._journal_write(fields[0], fields[1], fields[2:])
 
     def _journal_write(self, kind: str, call_id: str, rest: tuple[Any, ...]) -> None:
         """Journal the record of ``kind`` whose columns after ``time`` (from ``tool`` to
-        ``result_size``) are ``rest``; the time is taken here, under the write lock, so that
+        ``session``) are ``rest``; the time is taken here, under the write lock, so that
         journal order is time order."""
         with self._write_lock:
             if self._closed:
