@@ -1087,6 +1087,108 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
     return res;
 }
 
+/* Why: AuditLog._journal_write called Journal.append_fields, which called journal_write and
+ * unpacked its six-item answer into the journal's new size and the body parts: a frame, a
+ * tuple slice and ~55 Python opcodes per record, twice per call. journal_append does the same
+ * encoding, link check and write and answers in the shape the caller keeps.
+ *
+ * journal_append(fd, fields, check_link, size, /) -> (end, (pre, mid, post)) | None | int
+ *
+ * (end, parts): the whole line was written; end = size + its length (the journal's size
+ * after it, the offset _log keeps per pending record). None: outside record()'s shapes,
+ * nothing written (the caller encodes it in Python). 1: check_link and the file has no link
+ * left, nothing written. 2: a short write (the caller cuts the file back to ``size`` and
+ * raises). OSError as journal_write. */
+static PyObject *journal_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || Py_TYPE(args[0]) != &PyLong_Type || !PyTuple_Check(args[1]) ||
+        Py_TYPE(args[3]) != &PyLong_Type) {
+        PyErr_SetString(PyExc_TypeError, "journal_append(fd, fields, check_link, size) takes "
+                                         "an int, a tuple, a flag and an int");
+        return NULL;
+    }
+    long fd_long = PyLong_AsLong(args[0]);
+    if (fd_long == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd_long < 0 || fd_long > INT32_MAX) {
+        errno = EBADF; /* what os.write says of a negative or impossible descriptor */
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "journal_append: size is negative");
+        return NULL;
+    }
+    int fd = (int)fd_long;
+    int check_link = PyObject_IsTrue(args[2]);
+    if (check_link < 0) {
+        return NULL;
+    }
+    PyObject *fields = args[1];
+    PyObject *const *f = record_fields(fields);
+    if (f == NULL) {
+        Py_RETURN_NONE;
+    }
+    mod_state *st = state_of(module);
+    out_t o;
+    out_init(&o, st);
+    Py_ssize_t cuts[4];
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
+    if (rc <= 0) {
+        out_free(&o);
+        return rc == 0 ? Py_NewRef(Py_None) : NULL;
+    }
+    int status = 0, err = 0;
+    Py_ssize_t written = -1;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        if (check_link) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0) {
+                err = errno;
+            } else if (sb.st_nlink == 0) {
+                status = 1;
+            }
+        }
+        if (!err && status == 0) {
+            written = write(fd, o.buf, (size_t)cuts[0]);
+            if (written < 0) {
+                err = errno;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (err != EINTR) {
+            break;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            out_free(&o);
+            return NULL;
+        }
+        err = 0;
+        written = -1;
+    }
+    PyObject *res = NULL;
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else if (status != 0) {
+        res = PyLong_FromLong(status);
+    } else if (written != cuts[0]) {
+        res = PyLong_FromLong(2);
+    } else if (size > PY_SSIZE_T_MAX - written) {
+        PyErr_SetString(PyExc_OverflowError, "journal_append: the journal's size overflows");
+    } else {
+        res = Py_BuildValue("(n(y#y#y#))", size + written, o.buf + cuts[0], cuts[1] - cuts[0],
+                            o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
+                            cuts[3] - cuts[2]);
+    }
+    out_free(&o);
+    return res;
+}
+
 /* ---- chaining journaled records ------------------------------------------------------ */
 
 /* Why: journaled records are chained in batches (runtime/audit/_log.py _chain, _record.py
@@ -1622,6 +1724,9 @@ static PyMethodDef methods[] = {
     {"journal_write", (PyCFunction)(void (*)(void))journal_write, METH_FASTCALL,
      "journal_write(fd, fields, check_link, /) -> (status, written, line_len, pre, mid, "
      "post) | None: record()'s encoding, written to the journal fd (runtime/audit/_log.py)."},
+    {"journal_append", (PyCFunction)(void (*)(void))journal_append, METH_FASTCALL,
+     "journal_append(fd, fields, check_link, size, /) -> (end, (pre, mid, post)) | None | "
+     "int: journal_write's work, answered as the audit log keeps it."},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
      "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
      "journaled records (runtime/audit/_record.py chain_rows)."},

@@ -47,7 +47,7 @@ import secrets
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from runtime.audit import _canonical
 from runtime.errors import AuditError
@@ -162,7 +162,21 @@ class Journal:
         self.size += written
         return self.size, out[3:]
 
-    def _torn(self) -> None:
+    def refuse(self, status: int) -> NoReturn:
+        """Raise the error of a ``journal_append`` status (``_log``'s inline write): 1 the
+        file was removed while open, 2 a short write (cut off, as :meth:`append` does)."""
+        if status == 1:
+            raise AuditError(f"audit journal {self.path} was removed while open")
+        self._torn()
+
+    def full(self) -> AuditError:
+        """The error of a write-ahead record on a full file system (see :meth:`append`)."""
+        return AuditError(f"audit journal {self.path}: the file system is full", reason="no_space")
+
+    def failed(self, exc: OSError) -> AuditError:
+        return AuditError(f"audit journal {self.path}: write failed: {exc}")
+
+    def _torn(self) -> NoReturn:
         """A short write on a regular file means the disk filled mid-line: cut the torn tail
         off so the next line starts clean (recovery stops at a torn line)."""
         with contextlib.suppress(OSError):
