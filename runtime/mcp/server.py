@@ -32,6 +32,7 @@ rounds), which is why tools must ask before they change anything.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
 import secrets
@@ -73,10 +74,8 @@ _ASK_KEY = "answer"
 _ASK_STATE = "runtime-ask:v1"
 
 
-#: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER), and
-#: the longest id recorded from it (the SDK's own ids are 32 hex digits).
+#: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER).
 _MCP_SESSION_ID_HEADER = "mcp-session-id"
-_SESSION_ID_MAX = 256
 
 #: Seconds a sealed request state stays valid, and so how long a used nonce is remembered.
 _STATE_TTL_S = 600.0
@@ -306,21 +305,23 @@ class McpToolServer:
 
     def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str:
         """The MCP session a call came in, as the audit records name it: streamable HTTP's
-        ``Mcp-Session-Id`` (``mcp:<id>``), else one id per connection (``mcp-conn:<n>``:
-        a stdio server has one connection; a stateless HTTP request is its own)."""
+        ``Mcp-Session-Id`` as ``mcp:<first 16 hex digits of its sha256>``, else one id per
+        connection (``mcp-conn:<n>``: a stdio server has one connection; a stateless HTTP
+        request is its own).
+
+        Hazard: the session id is the key to a live HTTP session (whoever presents it talks
+        in it), and the audit log is read and exported by others: only its digest is
+        recorded, the same for every call of the session (a client that logs the raw id can
+        match it by hashing).
+        """
         request = ctx.request
         headers = getattr(request, "headers", None)
         if headers is not None:
             value = headers.get(_MCP_SESSION_ID_HEADER)
-            # The SDK checked it against the session it serves (and its visible-ASCII
-            # pattern) before the handler ran; bounded here all the same: it is the
-            # client's text, written into every record of the session.
-            if isinstance(value, str) and 0 < len(value) <= _SESSION_ID_MAX:
-                return f"mcp:{value}"
-        # The SDK builds a ServerSession per request over the connection's Connection,
-        # which it keeps in a private attribute (no public accessor in mcp 2.3). Hazard: if
-        # a later SDK renames it, each request falls back to its own ServerSession and so
-        # its own id (tests/mcp/test_session_audit.py then fails for stdio).
+            # The SDK checked it against the session it serves before the handler ran.
+            if isinstance(value, str) and value:
+                digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+                return f"mcp:{digest[:16]}"
         conn = getattr(ctx.session, "_connection", ctx.session)
         name = self._connections.get(conn)
         if name is None:
