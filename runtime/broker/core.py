@@ -409,14 +409,21 @@ class Broker:
         return cast("list[ToolResult]", results)  # every slot filled: the group ended normally
 
     def call_sync(
-        self, call: Any, *, session: str | None = None, profile: str | None = None
+        self,
+        call: Any,
+        *,
+        session: str | None = None,
+        profile: str | None = None,
+        audit_session: str | None = None,
     ) -> ToolResult:
         """The same pipeline, in the calling thread, for backends that run synchronously
         (wasm, host, mock) once started. Raises :class:`NeedsEventLoop` — before any side
         effect — when the call needs the event loop (a backend not started yet or without
-        ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
+        ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path.
+        ``session`` and ``audit_session`` as :meth:`call`."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
-        st.session = session = session or self.session
+        session = session or self.session
+        st.session = audit_session or session
         st.tc, st.entry, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)

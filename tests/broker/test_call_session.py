@@ -70,5 +70,8 @@ def test_sync_calls_record_their_session(tmp_path: Path, catalogue: Catalogue) -
         broker.call(_ECHO)  # starts the backend (async path)
         broker.call(_ECHO)  # the synchronous path
         broker.call(_ECHO, session="sync-2")
-        assert [s for _, s in _sessions(broker)] == ["sync-1"] * 4 + ["sync-2"] * 2
+        broker.call(_ECHO, audit_session="mcp:x")
+        assert [s for _, s in _sessions(broker)] == (
+            ["sync-1"] * 4 + ["sync-2"] * 2 + ["mcp:x"] * 2
+        )
         assert broker.audit.verify().ok
