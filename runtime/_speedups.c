@@ -747,8 +747,12 @@ enum {
     F_USAGE,
     F_RESULT_DIGEST,
     F_RESULT_SIZE,
+    F_SESSION,
     N_FIELDS
 };
+/* A record of schema version 1 ends at result_size (no session): the fields of a journal
+ * line written before sessions were recorded. Encoded as a record with a null session. */
+#define N_FIELDS_V1 F_SESSION
 
 /* 1 when the journal line can be written here: str (any), None, exact int, finite float. */
 static int line_value(out_t *o, PyObject *v) {
@@ -831,9 +835,9 @@ static int body_key(out_t *o, const char *key) {
         }                                                                                      \
     } while (0)
 
-static int record_line(out_t *o, PyObject *const *f) {
+static int record_line(out_t *o, PyObject *const *f, Py_ssize_t nf) {
     STEP(out_char(o, '[') < 0 ? -1 : 1);
-    for (int i = 0; i < N_FIELDS; i++) {
+    for (Py_ssize_t i = 0; i < nf; i++) {
         if (i > 0) {
             STEP(out_char(o, ',') < 0 ? -1 : 1);
         }
@@ -898,7 +902,13 @@ static int record_mid(out_t *o, PyObject *const *f) {
     return 1;
 }
 
-static int record_post(out_t *o, PyObject *const *f) {
+static int record_post(out_t *o, PyObject *const *f, Py_ssize_t nf) {
+    /* A null session is not in the body (runtime/audit/_record.py's module doc): records
+     * from before sessions were recorded keep their hashes. */
+    if (nf > F_SESSION && f[F_SESSION] != Py_None) {
+        STEP(body_key(o, ",\"session\":"));
+        STEP(body_text(o, f[F_SESSION]));
+    }
     STEP(body_key(o, ",\"time\":"));
     STEP(body_text(o, f[F_TIME]));
     STEP(body_key(o, ",\"tool\":"));
@@ -911,13 +921,15 @@ static int record_post(out_t *o, PyObject *const *f) {
 
 #undef STEP
 
-/* record(fields, /) -> (line, pre, mid, post) | None, for a 15-field journal tuple. */
+/* record(fields, /) -> (line, pre, mid, post) | None, for a 16-field journal tuple (or a
+ * 15-field one of schema version 1). */
 /* The fields of a record() / journal_write() call, or NULL when the tuple is not a record
  * this code encodes: the wrong size, or kind, call_id, time or tool not text in the body
  * (AuditLog checked the first three; a None there takes the Python code, as its fast path
  * does). */
 static PyObject *const *record_fields(PyObject *fields) {
-    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+    Py_ssize_t nf = PyTuple_GET_SIZE(fields);
+    if (nf != N_FIELDS && nf != N_FIELDS_V1) {
         return NULL;
     }
     PyObject *const *f = &PyTuple_GET_ITEM(fields, 0);
@@ -931,8 +943,8 @@ static PyObject *const *record_fields(PyObject *fields) {
 /* A record's four parts into o; cuts[i] is where part i ends. The record_* steps' result:
  * 1 encoded, 0 not a record this code encodes (the caller takes the Python code), -1 an
  * error is set. */
-static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t cuts[4]) {
-    int rc = record_line(o, f);
+static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t nf, Py_ssize_t cuts[4]) {
+    int rc = record_line(o, f, nf);
     if (rc > 0) {
         cuts[0] = o->len;
         rc = record_pre(o, f);
@@ -943,7 +955,7 @@ static int record_encode(out_t *o, PyObject *const *f, Py_ssize_t cuts[4]) {
     }
     if (rc > 0) {
         cuts[2] = o->len;
-        rc = record_post(o, f);
+        rc = record_post(o, f, nf);
         cuts[3] = o->len;
     }
     if (rc > 0 && o->bad_text) {
@@ -967,7 +979,7 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_encode(&o, f, cuts);
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
     if (rc > 0) {
         res = Py_BuildValue("(y#y#y#y#)", o.buf, cuts[0], o.buf + cuts[0], cuts[1] - cuts[0],
                             o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
@@ -1026,7 +1038,7 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
     out_init(&o, st);
     PyObject *res = NULL;
     Py_ssize_t cuts[4];
-    int rc = record_encode(&o, f, cuts);
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
     if (rc == 0) {
         res = Py_NewRef(Py_None);
     }
@@ -1075,6 +1087,108 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
     return res;
 }
 
+/* Why: AuditLog._journal_write called Journal.append_fields, which called journal_write and
+ * unpacked its six-item answer into the journal's new size and the body parts: a frame, a
+ * tuple slice and ~55 Python opcodes per record, twice per call. journal_append does the same
+ * encoding, link check and write and answers in the shape the caller keeps.
+ *
+ * journal_append(fd, fields, check_link, size, /) -> (end, (pre, mid, post)) | None | int
+ *
+ * (end, parts): the whole line was written; end = size + its length (the journal's size
+ * after it, the offset _log keeps per pending record). None: outside record()'s shapes,
+ * nothing written (the caller encodes it in Python). 1: check_link and the file has no link
+ * left, nothing written. 2: a short write (the caller cuts the file back to ``size`` and
+ * raises). OSError as journal_write. */
+static PyObject *journal_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || Py_TYPE(args[0]) != &PyLong_Type || !PyTuple_Check(args[1]) ||
+        Py_TYPE(args[3]) != &PyLong_Type) {
+        PyErr_SetString(PyExc_TypeError, "journal_append(fd, fields, check_link, size) takes "
+                                         "an int, a tuple, a flag and an int");
+        return NULL;
+    }
+    long fd_long = PyLong_AsLong(args[0]);
+    if (fd_long == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd_long < 0 || fd_long > INT32_MAX) {
+        errno = EBADF; /* what os.write says of a negative or impossible descriptor */
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "journal_append: size is negative");
+        return NULL;
+    }
+    int fd = (int)fd_long;
+    int check_link = PyObject_IsTrue(args[2]);
+    if (check_link < 0) {
+        return NULL;
+    }
+    PyObject *fields = args[1];
+    PyObject *const *f = record_fields(fields);
+    if (f == NULL) {
+        Py_RETURN_NONE;
+    }
+    mod_state *st = state_of(module);
+    out_t o;
+    out_init(&o, st);
+    Py_ssize_t cuts[4];
+    int rc = record_encode(&o, f, PyTuple_GET_SIZE(fields), cuts);
+    if (rc <= 0) {
+        out_free(&o);
+        return rc == 0 ? Py_NewRef(Py_None) : NULL;
+    }
+    int status = 0, err = 0;
+    Py_ssize_t written = -1;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        if (check_link) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0) {
+                err = errno;
+            } else if (sb.st_nlink == 0) {
+                status = 1;
+            }
+        }
+        if (!err && status == 0) {
+            written = write(fd, o.buf, (size_t)cuts[0]);
+            if (written < 0) {
+                err = errno;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (err != EINTR) {
+            break;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            out_free(&o);
+            return NULL;
+        }
+        err = 0;
+        written = -1;
+    }
+    PyObject *res = NULL;
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else if (status != 0) {
+        res = PyLong_FromLong(status);
+    } else if (written != cuts[0]) {
+        res = PyLong_FromLong(2);
+    } else if (size > PY_SSIZE_T_MAX - written) {
+        PyErr_SetString(PyExc_OverflowError, "journal_append: the journal's size overflows");
+    } else {
+        res = Py_BuildValue("(n(y#y#y#))", size + written, o.buf + cuts[0], cuts[1] - cuts[0],
+                            o.buf + cuts[1], cuts[2] - cuts[1], o.buf + cuts[2],
+                            cuts[3] - cuts[2]);
+    }
+    out_free(&o);
+    return res;
+}
+
 /* ---- chaining journaled records ------------------------------------------------------ */
 
 /* Why: journaled records are chained in batches (runtime/audit/_log.py _chain, _record.py
@@ -1084,7 +1198,7 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
  * head outside the shape AuditLog builds returns NotImplemented before anything is hashed:
  * the Python code then builds the rows (or raises its own error). */
 
-#define CHAIN_FIELDS 15
+/* A record's fields: N_FIELDS, or N_FIELDS_V1 for a line of schema version 1. */
 
 /* 1 when ``rec`` is a tuple (fields, ..., (pre, mid, post)) of the shape chain() takes. */
 static int chain_record_ok(PyObject *rec) {
@@ -1093,7 +1207,8 @@ static int chain_record_ok(PyObject *rec) {
     }
     PyObject *fields = PyTuple_GET_ITEM(rec, 0);
     PyObject *parts = PyTuple_GET_ITEM(rec, PyTuple_GET_SIZE(rec) - 1);
-    if (Py_TYPE(fields) != &PyTuple_Type || PyTuple_GET_SIZE(fields) != CHAIN_FIELDS ||
+    if (Py_TYPE(fields) != &PyTuple_Type ||
+        (PyTuple_GET_SIZE(fields) != N_FIELDS && PyTuple_GET_SIZE(fields) != N_FIELDS_V1) ||
         Py_TYPE(parts) != &PyTuple_Type || PyTuple_GET_SIZE(parts) != 3) {
         return 0;
     }
@@ -1147,7 +1262,8 @@ static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject
     if (hex == NULL) {
         return NULL;
     }
-    PyObject *row = PyTuple_New(CHAIN_FIELDS + 3);
+    Py_ssize_t nf = PyTuple_GET_SIZE(fields);
+    PyObject *row = PyTuple_New(nf + 3);
     PyObject *seq_obj = PyLong_FromLongLong(seq);
     if (row == NULL || seq_obj == NULL) {
         Py_XDECREF(row);
@@ -1156,11 +1272,11 @@ static PyObject *chain_one(mod_state *st, PyObject *rec, long long seq, PyObject
         return NULL;
     }
     PyTuple_SET_ITEM(row, 0, seq_obj);
-    for (Py_ssize_t i = 0; i < CHAIN_FIELDS; i++) {
+    for (Py_ssize_t i = 0; i < nf; i++) {
         PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
     }
-    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 1, Py_NewRef(prev));
-    PyTuple_SET_ITEM(row, CHAIN_FIELDS + 2, hex);
+    PyTuple_SET_ITEM(row, nf + 1, Py_NewRef(prev));
+    PyTuple_SET_ITEM(row, nf + 2, hex);
     return row;
 }
 
@@ -1208,7 +1324,7 @@ static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             Py_DECREF(held);
             return NULL;
         }
-        prev = Py_NewRef(PyTuple_GET_ITEM(row, CHAIN_FIELDS + 2));
+        prev = Py_NewRef(PyTuple_GET_ITEM(row, PyTuple_GET_SIZE(row) - 1));
         PyList_SET_ITEM(rows, i, row);
     }
     Py_DECREF(prev);
@@ -1608,6 +1724,9 @@ static PyMethodDef methods[] = {
     {"journal_write", (PyCFunction)(void (*)(void))journal_write, METH_FASTCALL,
      "journal_write(fd, fields, check_link, /) -> (status, written, line_len, pre, mid, "
      "post) | None: record()'s encoding, written to the journal fd (runtime/audit/_log.py)."},
+    {"journal_append", (PyCFunction)(void (*)(void))journal_append, METH_FASTCALL,
+     "journal_append(fd, fields, check_link, size, /) -> (end, (pre, mid, post)) | None | "
+     "int: journal_write's work, answered as the audit log keeps it."},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL,
      "chain(records, head_seq, head_hash, /) -> list | NotImplemented: the chained rows of "
      "journaled records (runtime/audit/_record.py chain_rows)."},

@@ -308,5 +308,10 @@ class AuditRecord(_Model):
     usage: dict[str, Any] | None = None
     result_digest: str | None = None
     result_size: int | None = None
+    session: str | None = Field(
+        None,
+        description="The broker session the call ran in (Broker(session=...), an MCP "
+        "connection's session id); None in records written before sessions were recorded.",
+    )
     prev_hash: str | None = None
     hash: str | None = None

@@ -170,6 +170,11 @@ def _first_journal_write(fd: int, fields: tuple[Any, ...], check_link: bool) -> 
     return None if _journal_write is None else _journal_write(fd, fields, check_link)
 
 
+def _first_journal_append(fd: int, fields: tuple[Any, ...], check_link: bool, size: int) -> Any:
+    _select(_speedups.module())
+    return None if _journal_append is None else _journal_append(fd, fields, check_link, size)
+
+
 # The encoders in use: the accelerator's once loaded, else the walk (see _select).
 _encode: Callable[[Any, bool], bytes] = _first_encode
 _encode_text: Callable[[Any, bool], str] = _first_encode_text
@@ -182,18 +187,21 @@ _chain: Callable[[list[Any], int, str], Any] | None = _first_chain
 # The accelerator's record encoding and journal write in one call (Journal.append_fields),
 # or None.
 _journal_write: Callable[[int, tuple[Any, ...], bool], Any] | None = _first_journal_write
+# The same, answered as AuditLog._journal_write keeps it (journal_append), or None.
+_journal_append: Callable[[int, tuple[Any, ...], bool, int], Any] | None = _first_journal_append
 
 
 def _select(mod: Any) -> None:
     """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
-    global _encode, _encode_text, _record, _chain, _journal_write  # noqa: PLW0603 - the switch
+    global _encode, _encode_text, _record, _chain, _journal_write, _journal_append  # noqa: PLW0603
     if mod is None:
         _encode, _encode_text, _record, _chain = _py_encode, _py_encode_text, None, None
-        _journal_write = None
+        _journal_write = _journal_append = None
     else:
         _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
         _chain, _journal_write = mod.chain, mod.journal_write
+        _journal_append = mod.journal_append
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:

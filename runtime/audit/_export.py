@@ -13,13 +13,17 @@ def otel_record(record: AuditRecord) -> dict[str, Any]:
     """One export line: ``gen_ai.*`` / ``error.type`` keys first, then every record field.
 
     ``error.type`` is present only on records that carry one (OTel: set it when the operation
-    failed). Arguments are the redacted ones; results are never exported, only their digest.
+    failed), ``gen_ai.conversation.id`` (the session) only on records that name a session.
+    Arguments are the redacted ones; results are never exported, only their digest.
     """
     out: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": record.tool,
         "gen_ai.tool.call.id": record.call_id,
     }
+    if record.session is not None:
+        # The session the call ran in: OTel GenAI's conversation (session, thread) id.
+        out["gen_ai.conversation.id"] = record.session
     if record.error_type is not None:
         out["error.type"] = record.error_type
     out.update(record.model_dump(mode="json"))

@@ -47,7 +47,7 @@ import secrets
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from runtime.audit import _canonical
 from runtime.errors import AuditError
@@ -57,8 +57,12 @@ __all__ = ["Journal", "dead_journals", "encode_line", "parse_lines"]
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _SUFFIX = ".rtj-"
 _TEMP_SUFFIX = ".rtt-"
-# Fields in a line: kind, call_id, time, tool and the 11 columns after it up to result_size.
-_LINE_FIELDS = 15
+# Fields in a line: kind, call_id, time, tool and the 12 columns after it up to session.
+_LINE_FIELDS = 16
+# A line written before records had a session (schema version 1) ends at result_size. The
+# journal of a broker of that version that died is recovered by a newer one: such a line
+# is read as a record without a session (its hash is the same, _record's module doc).
+_OLD_LINE_FIELDS = 15
 
 
 def _not_json(obj: Any) -> Any:
@@ -89,8 +93,10 @@ def parse_lines(data: bytes, name: str) -> Iterator[tuple[int, tuple[Any, ...]]]
             raise AuditError(
                 f"audit journal {name} is damaged at byte {pos}: {exc}", path=name
             ) from exc
-        if not isinstance(fields, list) or len(fields) != _LINE_FIELDS:
+        if not isinstance(fields, list) or len(fields) not in (_LINE_FIELDS, _OLD_LINE_FIELDS):
             raise AuditError(f"audit journal {name} is damaged at byte {pos}", path=name)
+        if len(fields) == _OLD_LINE_FIELDS:
+            fields.append(None)
         pos = end + 1
         yield pos, tuple(fields)
 
@@ -156,7 +162,21 @@ class Journal:
         self.size += written
         return self.size, out[3:]
 
-    def _torn(self) -> None:
+    def refuse(self, status: int) -> NoReturn:
+        """Raise the error of a ``journal_append`` status (``_log``'s inline write): 1 the
+        file was removed while open, 2 a short write (cut off, as :meth:`append` does)."""
+        if status == 1:
+            raise AuditError(f"audit journal {self.path} was removed while open")
+        self._torn()
+
+    def full(self) -> AuditError:
+        """The error of a write-ahead record on a full file system (see :meth:`append`)."""
+        return AuditError(f"audit journal {self.path}: the file system is full", reason="no_space")
+
+    def failed(self, exc: OSError) -> AuditError:
+        return AuditError(f"audit journal {self.path}: write failed: {exc}")
+
+    def _torn(self) -> NoReturn:
         """A short write on a regular file means the disk filled mid-line: cut the torn tail
         off so the next line starts clean (recovery stops at a torn line)."""
         with contextlib.suppress(OSError):

@@ -34,6 +34,7 @@ import datetime as _dt
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -190,7 +191,7 @@ _AT = {name: i for i, name in enumerate(c for c in COLUMNS[1:-2] if c != "time")
 # (name, position) of the JSON object columns.
 _TEXT_CHECKS = tuple(
     (name, _AT[name], name not in ("call_id", "tool"))
-    for name in ("call_id", "tool", "backend", "error_type")
+    for name in ("call_id", "tool", "backend", "error_type", "session")
 )
 _OBJECT_CHECKS = tuple((name, _AT[name]) for name in ("decision", "sandbox", "usage"))
 
@@ -341,6 +342,7 @@ class AuditLog:
         sandbox: dict[str, Any] | PreparedObject | None,
         returning: Literal[True] = True,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -356,6 +358,7 @@ class AuditLog:
         returning: Literal[False],
         defer: bool = False,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> None: ...
 
     def record_request(
@@ -370,6 +373,7 @@ class AuditLog:
         returning: bool = True,
         defer: bool = False,
         arguments_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord | None:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
@@ -379,6 +383,7 @@ class AuditLog:
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
         already has it (the broker hands it to the backend too): serialised once per call.
+        ``session`` is the broker session the call runs in (None: not recorded).
         """
         data = (
             arguments_bytes
@@ -393,6 +398,7 @@ class AuditLog:
             and type(call_id) is str
             and type(tool) is str
             and type(backend) is str
+            and (session is None or type(session) is str)
             and decision._owner() is self
             and sandbox._owner() is self
             and not returning
@@ -414,6 +420,7 @@ class AuditLog:
                     backend,
                     sandbox_text,
                     *_NO_OUTCOME,
+                    session,
                 ),
             )
             return None
@@ -444,6 +451,7 @@ class AuditLog:
             None,
             None,
             None,
+            session,
         )
         return self._append(fields, shown, returning, defer)
 
@@ -463,6 +471,7 @@ class AuditLog:
         decision: dict[str, Any] | PreparedObject | None = None,
         returning: Literal[True] = True,
         result_bytes: bytes | None = None,
+        session: str | None = None,
     ) -> AuditRecord: ...
 
     @overload
@@ -482,6 +491,7 @@ class AuditLog:
         returning: Literal[False],
         result_bytes: bytes | None = None,
         defer: bool = False,
+        session: str | None = None,
     ) -> None: ...
 
     def record_completion(
@@ -500,6 +510,7 @@ class AuditLog:
         returning: bool = True,
         result_bytes: bytes | None = None,
         defer: bool = False,
+        session: str | None = None,
     ) -> AuditRecord | None:
         """The completion record: outcome, error type, resource use, result digest and size.
 
@@ -516,6 +527,7 @@ class AuditLog:
             and type(backend) is str
             and type(duration_ms) is float
             and (error_type is None or type(error_type) is str)
+            and (session is None or type(session) is str)
             and decision is None
             and outcome in OUTCOMES
             and (result is None or result_bytes is not None)
@@ -555,6 +567,7 @@ class AuditLog:
                     usage_text,
                     digest,
                     size,
+                    session,
                 ),
             )
             return None
@@ -588,6 +601,7 @@ class AuditLog:
             self._small_json("usage", usage)[1],
             result_digest,
             result_size,
+            session,
         )
         return self._append(fields, shown, returning, defer)
 
@@ -696,8 +710,10 @@ class AuditLog:
         # str, JSON objects as "{...}" text) is one expression; _check_fields names the
         # culprit otherwise.
         kind, call_id, tool, _, _, decision, backend, sandbox, _, error_type, _, usage, *_ = fields
+        session = fields[-1]
         if not (
             type(call_id) is str
+            and (session is None or type(session) is str)
             and type(tool) is str
             and (backend is None or type(backend) is str)
             and (error_type is None or type(error_type) is str)
@@ -749,13 +765,13 @@ class AuditLog:
     # -- the journal ------------------------------------------------------------------------
 
     def _journal_append(self, fields: tuple[Any, ...]) -> None:
-        """Journal the record whose columns from ``kind`` to ``result_size`` but ``time`` are
+        """Journal the record whose columns from ``kind`` to ``session`` but ``time`` are
         ``fields`` (checked by _append)."""
         self._journal_write(fields[0], fields[1], fields[2:])
 
     def _journal_write(self, kind: str, call_id: str, rest: tuple[Any, ...]) -> None:
         """Journal the record of ``kind`` whose columns after ``time`` (from ``tool`` to
-        ``result_size``) are ``rest``; the time is taken here, under the write lock, so that
+        ``session``) are ``rest``; the time is taken here, under the write lock, so that
         journal order is time order."""
         with self._write_lock:
             if self._closed:
@@ -768,14 +784,27 @@ class AuditLog:
             line_fields = (kind, call_id, _now(), *rest)
             write_ahead = kind == "request"
             journal = self._journal
-            # The accelerator encodes and writes the record in one call (None: not loaded,
-            # or a record outside its shapes, nothing written). A log's first record takes
-            # the Python path below, which creates the journal once the record encodes.
-            out = (
-                None
-                if journal is None
-                else journal.append_fields(line_fields, write_ahead=write_ahead)
-            )
+            native = _canonical._journal_append
+            # The accelerator encodes and writes the record in one call and answers (the
+            # journal's size after the line, the body parts): Journal.append_fields inline,
+            # one frame and ~40 opcodes less a record; its checks and errors are the
+            # journal's (refuse, full, failed). None: not loaded, no journal yet, or a
+            # record outside its shapes, nothing written: the Python path below, which
+            # creates the journal once the record encodes.
+            out: Any = None
+            if journal is not None and native is not None:
+                fd = journal._fd
+                try:
+                    # The free-space check stays os.fstatvfs (the tests' seam), first.
+                    if write_ahead and os.fstatvfs(fd).f_bavail == 0:
+                        raise journal.full()
+                    out = native(fd, line_fields, write_ahead, journal.size)
+                except OSError as exc:
+                    raise journal.failed(exc) from exc
+                if type(out) is int:
+                    journal.refuse(out)
+                elif out is not None:
+                    journal.size = out[0]
             if out is None:
                 try:
                     line, parts = journal_record(line_fields)

@@ -10,6 +10,12 @@ that an attacker could have made ambiguous::
 
 Because ``seq`` and ``prev_hash`` are inside the body, moving a record (reordering) or dropping
 one breaks the hash of the record itself or of the one after it.
+
+One exception to "nulls included": ``session`` (added in schema version 2) is in the body only
+when it is not null. Records written before it existed have no session and their bodies, and
+so their hashes, are unchanged: old and new records verify as one chain. Hazard checked: this
+opens no edit. Setting a session on an old record, or clearing one on a new record, changes
+the body and so the hash, like any other edit.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ COLUMNS: tuple[str, ...] = (
     "usage",
     "result_digest",
     "result_size",
+    "session",
     "prev_hash",
     "hash",
 )
@@ -80,6 +87,12 @@ _BODY_KEYS = tuple(sorted(c for c in COLUMNS if c != "hash"))
 _BODY_TEMPLATE = "{" + ",".join(f'"{k}":%s' for k in _BODY_KEYS) + "}"
 # (column index, is a JSON column) per body key, in body order.
 _BODY_PLAN = tuple((COLUMNS.index(k), k in JSON_FIELDS) for k in _BODY_KEYS)
+# The body of a record without a session (module doc): the same template without that key.
+_SESSION = COLUMNS.index("session")
+# A row of schema version 1 (COLUMNS without session), and the journal fields of one.
+_V1_ROW = len(COLUMNS) - 1
+_SESSION_AT = _BODY_KEYS.index("session")
+_BODY_TEMPLATE_NO_SESSION = "{" + ",".join(f'"{k}":%s' for k in _BODY_KEYS if k != "session") + "}"
 
 
 def _body_cols(row: tuple[Any, ...]) -> list[str]:
@@ -96,17 +109,31 @@ def _body_cols(row: tuple[Any, ...]) -> list[str]:
     return out
 
 
+def _body_text(cols: list[str], no_session: bool) -> str:
+    """The body from :func:`_body_cols`; a null session is left out (module doc)."""
+    if no_session:
+        del cols[_SESSION_AT]
+        return _BODY_TEMPLATE_NO_SESSION % tuple(cols)
+    return _BODY_TEMPLATE % tuple(cols)
+
+
 def body_bytes(row: tuple[Any, ...]) -> bytes:
     """Canonical JSON of the record without ``hash``, from a row in :data:`COLUMNS` order.
 
-    Equal to ``rfc8785.dumps`` of the record dict with the JSON columns parsed, provided those
-    columns hold canonical text (they do when written by AuditLog; if an attacker rewrote them
-    the bytes differ and so does the hash, which is the point).
+    A row of schema version 1 (no ``session`` column, one item fewer) is read as a row
+    with a null session.
+
+    Equal to ``rfc8785.dumps`` of the record dict (a null session left out) with the JSON
+    columns parsed, provided those columns hold canonical text (they do when written by
+    AuditLog; if an attacker rewrote them the bytes differ and so does the hash, which is
+    the point).
     """
+    if len(row) == _V1_ROW:
+        row = (*row[:_SESSION], None, *row[_SESSION:])
     # Hot path (once per record verified, and for records not journaled): one %-format over
     # a fixed template; None and str, nearly every column, are handled inline in
     # _body_cols rather than by a call per column (~35 % less per record).
-    text = _BODY_TEMPLATE % tuple(_body_cols(row))
+    text = _body_text(_body_cols(row), row[_SESSION] is None)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate in a column
@@ -143,12 +170,17 @@ def body_parts(row: tuple[Any, ...]) -> BodyParts:
     (the row as AuditLog writes it: text or None in every text and JSON column), chaining is
     two concatenations and one hash, ~3x less than :func:`body_bytes` in its column loop.
     Rows of other types take that loop. ``tests/audit/test_audit_body_parts.py`` checks that
-    the joined parts equal :func:`body_bytes` of the finished row.
+    the joined parts equal :func:`body_bytes` of the finished row. ``(None, *fields)`` of a
+    journal line of schema version 1 (ending at ``result_size``) is a record without a
+    session.
     """
+    if len(row) == _SESSION:
+        row = (*row, None)
     (_, kind, call_id, when, tool, a_digest, args, decision, backend, sandbox, outcome,
-     error_type, duration, usage, r_digest, r_size, *_) = row  # fmt: skip
+     error_type, duration, usage, r_digest, r_size, session, *_) = row  # fmt: skip
     if (
-        type(kind) is str
+        (session is None or type(session) is str)
+        and type(kind) is str
         and type(call_id) is str
         and type(when) is str
         and type(tool) is str
@@ -185,14 +217,16 @@ def body_parts(row: tuple[Any, ...]) -> BodyParts:
             "null" if sandbox is None else sandbox,
         )
         post = _POST % (enc(when), enc(tool), "null" if usage is None else usage)
+        if session is not None:
+            post = ',"session":' + enc(session) + post
     else:
-        row = (*row[:16], None, None)
+        row = (*row[:17], None, None)
         out = _body_cols(row)
         out[_PREV_AT] = '"\x00"'
         out[_SEQ_AT] = "\x00"
         # NUL never occurs in canonical text (escaped as \u0000); if a JSON column holds a
         # raw one anyway, the split fails with ValueError like any other unwritable text.
-        pre, mid, post = (_BODY_TEMPLATE % tuple(out)).split("\x00")
+        pre, mid, post = _body_text(out, session is None).split("\x00")
     try:
         return pre.encode("utf-8"), mid.encode("utf-8"), post.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate in a column
@@ -201,7 +235,7 @@ def body_parts(row: tuple[Any, ...]) -> BodyParts:
 
 def journal_record(fields: tuple[Any, ...]) -> tuple[bytes, BodyParts]:
     """``(encode_line(fields), body_parts((None, *fields)))`` of a record's journal fields
-    (its columns from ``kind`` to ``result_size``), in one pass of the C accelerator when it is
+    (its columns from ``kind`` to ``session``), in one pass of the C accelerator when it is
     loaded and the row has the shape AuditLog writes (else the two Python functions, which
     also raise their errors). ``tests/test_speedups_record.py`` compares the two paths."""
     c = _canonical._record
@@ -217,7 +251,7 @@ def chain_row(
     fields: tuple[Any, ...], parts: BodyParts, seq: int, prev_hash: str
 ) -> tuple[Any, ...]:
     """The row of record ``seq`` after ``prev_hash``: ``fields`` are its columns from
-    ``kind`` to ``result_size`` and ``parts`` their :func:`body_parts`."""
+    ``kind`` to ``session`` and ``parts`` their :func:`body_parts`."""
     prev = prev_hash.encode("ascii")
     pre, mid, post = parts
     body = pre + prev + mid + str(seq).encode("ascii") + post

@@ -18,6 +18,10 @@ Why these settings:
   in-file high-water mark that lets verify() notice records deleted from the tail.
 - Triggers refuse UPDATE and DELETE. They stop mistakes and casual edits, not an attacker with
   write access to the file (who can drop them); the hash chain and an external anchor do that.
+- Schema version 2 added the ``session`` column. A version 1 log is migrated in place when a
+  writer opens it (``ALTER TABLE ... ADD COLUMN``: no row is rewritten, the old records keep
+  a null session and their hashes, see ``_record``); a read-only opener reads it as is, with
+  a null session in every row.
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ from runtime.errors import AuditError
 
 __all__ = ["SCHEMA_VERSION", "Database", "WriterBusy"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this runtime opens: 1 is migrated to 2 by a writer (module doc).
+_READABLE_VERSIONS = (0, 1, SCHEMA_VERSION)
 
 _SCHEMA: tuple[str, ...] = (
     """
@@ -59,6 +65,7 @@ CREATE TABLE IF NOT EXISTS audit_records (
     usage            TEXT,
     result_digest    TEXT,
     result_size      INTEGER,
+    session          TEXT,
     prev_hash        TEXT NOT NULL,
     hash             TEXT NOT NULL
 ) STRICT
@@ -82,11 +89,27 @@ CREATE TABLE IF NOT EXISTS audit_journals (
 )
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM audit_records"  # noqa: S608 - constant names
+_ADD_SESSION = "ALTER TABLE audit_records ADD COLUMN session TEXT"
+
+
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[1]) for r in conn.execute("PRAGMA table_info(audit_records)")}
+
+
+def _select_for(present: set[str]) -> str:
+    """The SELECT of :data:`COLUMNS` from a table that has the columns ``present``: a
+    column a version 1 log lacks (``session``) reads as null."""
+    if not present or present >= set(COLUMNS):
+        return _SELECT
+    names = (c if c in present else f"NULL AS {c}" for c in COLUMNS)
+    return f"SELECT {', '.join(names)} FROM audit_records"  # noqa: S608 - constant names
+
+
 _INSERT = (
     f"INSERT INTO audit_records ({', '.join(COLUMNS)}) "  # noqa: S608 - constant names
     f"VALUES ({', '.join('?' for _ in COLUMNS)})"
 )
-# Rows per multi-row INSERT (18 x 256 parameters, far below SQLite's 32766). One statement
+# Rows per multi-row INSERT (19 x 256 parameters, far below SQLite's 32766). One statement
 # per batch instead of one execution per row: with AUTOINCREMENT, SQLite updates
 # sqlite_sequence at the end of every INSERT statement, once per row under executemany.
 _ROWS_PER_INSERT = 256
@@ -189,6 +212,7 @@ class Database:
         self._timeout = busy_timeout_s
         # (seq, hash) of the last record this connection knows of; None = read it.
         self._head: tuple[int, str | None] | None = None
+        self._select = _SELECT
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,6 +222,8 @@ class Database:
                 self._conn = _connect(path, busy_timeout_s)
             if create:
                 self._init_schema()
+            else:
+                self._select = _select_for(_columns(self._conn))
             if not autocheckpoint:
                 # The owner checkpoints (checkpoint()), off its hot path: SQLite's automatic
                 # checkpoint runs inside the COMMIT that crosses 1000 WAL pages, fsyncs
@@ -218,13 +244,18 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in _READABLE_VERSIONS:
                 raise sqlite3.DatabaseError(
                     f"schema version {version}, this runtime reads {SCHEMA_VERSION}"
                 )
             # Not executescript(): it COMMITs the open transaction first.
             for statement in _SCHEMA:
                 conn.execute(statement)
+            if "session" not in _columns(conn):
+                # A version 1 log (CREATE TABLE IF NOT EXISTS left its table as it was).
+                # In the same transaction as the version bump: two openers migrating at
+                # once take turns under BEGIN IMMEDIATE, and the second finds the column.
+                conn.execute(_ADD_SESSION)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -393,11 +424,19 @@ class Database:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def _select_now(self, conn: sqlite3.Connection) -> str:
+        # A reader of a version 1 log looks again each time: a writer may have migrated
+        # it since, and its new rows' sessions are in their hashes.
+        if self._select is not _SELECT:
+            self._select = _select_for(_columns(conn))
+        return self._select
+
     def rows(self, conn: sqlite3.Connection, *, after: int = 0) -> Iterator[tuple[Any, ...]]:
-        yield from conn.execute(f"{_SELECT} WHERE seq > ? ORDER BY seq", (after,))
+        yield from conn.execute(f"{self._select_now(conn)} WHERE seq > ? ORDER BY seq", (after,))
 
     def last_rows(self, conn: sqlite3.Connection, n: int) -> list[tuple[Any, ...]]:
-        rows = conn.execute(f"{_SELECT} ORDER BY seq DESC LIMIT ?", (n,)).fetchall()
+        select = self._select_now(conn)
+        rows = conn.execute(f"{select} ORDER BY seq DESC LIMIT ?", (n,)).fetchall()
         rows.reverse()
         return rows
 

@@ -114,6 +114,8 @@ class _CallState:
     result_bytes: bytes | None = None
     #: ``spec.backend.value`` (the entry's), set with the write-ahead record.
     backend_name: str | None = None
+    #: The session the call runs in, as its audit records show it.
+    session: str | None = None
 
     def __init__(self, raw: Any, started: Any, t0: float) -> None:
         self.raw = raw
@@ -325,11 +327,22 @@ class Broker:
 
     # -- the pipeline -------------------------------------------------------------------------
     async def call(
-        self, call: Any, *, session: str | None = None, profile: str | None = None
+        self,
+        call: Any,
+        *,
+        session: str | None = None,
+        profile: str | None = None,
+        audit_session: str | None = None,
     ) -> ToolResult:
-        """Run one call of any accepted shape; always returns a ToolResult."""
+        """Run one call of any accepted shape; always returns a ToolResult.
+
+        ``session`` scopes the session environment and the per-session budgets, and is the
+        session the audit records show, unless ``audit_session`` names another: the MCP
+        server records each MCP session's id while its calls share the broker's session
+        (budgets are not reset by opening a new MCP session)."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
+        st.session = audit_session or session
         self._in_flight += 1
         try:
             spec, decision = self._admit(st, session, profile or self.profile)
@@ -398,14 +411,21 @@ class Broker:
         return cast("list[ToolResult]", results)  # every slot filled: the group ended normally
 
     def call_sync(
-        self, call: Any, *, session: str | None = None, profile: str | None = None
+        self,
+        call: Any,
+        *,
+        session: str | None = None,
+        profile: str | None = None,
+        audit_session: str | None = None,
     ) -> ToolResult:
         """The same pipeline, in the calling thread, for backends that run synchronously
         (wasm, host, mock) once started. Raises :class:`NeedsEventLoop` — before any side
         effect — when the call needs the event loop (a backend not started yet or without
-        ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path."""
+        ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path.
+        ``session`` and ``audit_session`` as :meth:`call`."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
+        st.session = audit_session or session
         st.tc, st.entry, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
@@ -523,6 +543,7 @@ class Broker:
             returning=False,
             defer=True,
             arguments_bytes=arguments_json,
+            session=st.session,
         )
         st.audited = True
         self._count_budget(session, spec.name)
@@ -723,6 +744,7 @@ class Broker:
                     backend=backend_name,
                     sandbox=None,
                     returning=False,
+                    session=st.session,
                 )
                 # Committed, not journaled: refusals are rare on a hot path, and a reader
                 # in another process (an MCP client checking the log) sees them at once.
@@ -742,6 +764,7 @@ class Broker:
                     sandbox=self._audit_sandbox(fingerprint) if fingerprint else None,
                     returning=False,
                     defer=defer,
+                    session=st.session,
                 )
         except AuditError as exc:
             log.error("audit log write failed for %s: %s", call_id, exc)

@@ -125,12 +125,16 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
     tools_dir: Annotated[
         list[Path] | None, typer.Option("--tools-dir", help="Extra manifest folder.")
     ] = None,
+    session: Annotated[
+        str,
+        typer.Option(help="Session the call belongs to (its audit records name it)."),
+    ] = "default",
 ) -> None:
     """Run one tool call and print its result."""
     raw = _read_call(call)
     try:
         with _signals_stop():
-            result = _exec(raw, workspace, policy, audit, approve, profile, tools_dir)
+            result = _exec(raw, workspace, policy, audit, approve, profile, tools_dir, session)
     except _Stopped as exc:
         # The broker closed on the way out: the call was cancelled and recorded.
         raise typer.Exit(128 + exc.signum) from None
@@ -177,6 +181,7 @@ def _exec(  # noqa: PLR0917 - exec_'s options, passed on
     approve: bool,
     profile: str | None,
     tools_dir: list[Path] | None,
+    session: str,
 ) -> ToolResult:
     from runtime.broker import SyncBroker
 
@@ -189,6 +194,7 @@ def _exec(  # noqa: PLR0917 - exec_'s options, passed on
             ask_user=_ask_user if sys.stderr.isatty() else None,
             profile=profile,
             tool_folders=tools_dir or (),
+            session=session,
         )
         with broker:
             return broker.call(raw)

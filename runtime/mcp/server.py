@@ -32,10 +32,12 @@ rounds), which is why tools must ask before they change anything.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -71,6 +73,9 @@ _APPROVAL_STATE = "runtime-approval:v1"
 _ASK_KEY = "answer"
 _ASK_STATE = "runtime-ask:v1"
 
+
+#: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER).
+_MCP_SESSION_ID_HEADER = "mcp-session-id"
 
 #: Seconds a sealed request state stays valid, and so how long a used nonce is remembered.
 _STATE_TTL_S = 600.0
@@ -236,6 +241,10 @@ class McpToolServer:
         #: client that never answers must not hold a call (and its limiter slot) forever.
         self.ask_timeout_s = ask_timeout_s
         self._nonces = _Nonces()
+        # The audit session of each connection without an Mcp-Session-Id (session_id).
+        # Weak keys: a connection's entry goes with it.
+        self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._connection_count = 0
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=runtime.__version__,
@@ -282,7 +291,9 @@ class McpToolServer:
         )
         token = _current_round.set(current)
         try:
-            result = await self.broker.call(call, profile=self.profile)
+            result = await self.broker.call(
+                call, profile=self.profile, audit_session=self.session_id(ctx)
+            )
         finally:
             _current_round.reset(token)
         if current.need is not None:
@@ -291,6 +302,32 @@ class McpToolServer:
             key, state, request = current.need
             return types.InputRequiredResult(input_requests={key: request}, request_state=state)
         return call_result(result)
+
+    def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The MCP session a call came in, as the audit records name it: streamable HTTP's
+        ``Mcp-Session-Id`` as ``mcp:<first 16 hex digits of its sha256>``, else one id per
+        connection (``mcp-conn:<n>``: a stdio server has one connection; a stateless HTTP
+        request is its own).
+
+        Hazard: the session id is the key to a live HTTP session (whoever presents it talks
+        in it), and the audit log is read and exported by others: only its digest is
+        recorded, the same for every call of the session (a client that logs the raw id can
+        match it by hashing).
+        """
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            value = headers.get(_MCP_SESSION_ID_HEADER)
+            # The SDK checked it against the session it serves before the handler ran.
+            if isinstance(value, str) and value:
+                digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+                return f"mcp:{digest[:16]}"
+        conn = getattr(ctx.session, "_connection", ctx.session)
+        name = self._connections.get(conn)
+        if name is None:
+            self._connection_count += 1
+            name = self._connections[conn] = f"mcp-conn:{self._connection_count}"
+        return name
 
     # -- elicitation --------------------------------------------------------------------------
     async def approve(self, call: ToolCall, decision: Decision) -> bool:

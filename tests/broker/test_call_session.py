@@ -1,0 +1,77 @@
+"""The broker records each call's session in both of its audit records: the broker's own
+(``Broker(session=...)``), a call's (``call(..., session=...)``), an MCP session's
+(``audit_session``), on the async and the sync path, refused calls included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.mock import MockBackend
+from runtime.broker import SyncBroker
+from runtime.catalogue import Catalogue
+
+pytestmark = pytest.mark.anyio
+
+_ECHO = {"tool": "echo", "arguments": {"text": "hi"}}
+
+
+def _sessions(broker: Any) -> list[tuple[str, str | None]]:
+    return [(r.kind, r.session) for r in broker.audit.tail(100)]
+
+
+async def test_async_calls_record_their_session(
+    make_broker: Callable[..., Any], tmp_path: Path
+) -> None:
+    async with make_broker(lambda request: {"ok": True}, session="agent-1") as broker:
+        assert (await broker.call(_ECHO)).success
+        assert (await broker.call(_ECHO, session="agent-2")).success
+        assert (await broker.call(_ECHO, audit_session="mcp:abc")).success
+        refused = await broker.call({"tool": "echo", "arguments": {"text": 3}}, session="s3")
+        assert not refused.success
+        assert _sessions(broker) == [
+            ("request", "agent-1"),
+            ("completion", "agent-1"),
+            ("request", "agent-2"),
+            ("completion", "agent-2"),
+            ("request", "mcp:abc"),
+            ("completion", "mcp:abc"),
+            ("request", "s3"),
+            ("completion", "s3"),
+        ]
+        assert broker.audit.verify().ok
+
+
+async def test_audit_session_leaves_the_policy_session_alone(
+    make_broker: Callable[..., Any],
+) -> None:
+    """The backend (and the policy: environment, budgets) sees the broker session,
+    whatever the audit shows."""
+
+    def handler(request: Any) -> dict[str, Any]:
+        return {"session": request.session}
+
+    async with make_broker(handler) as broker:
+        result = await broker.call(_ECHO, audit_session="mcp:x")
+        assert result.result == {"session": "default"}
+
+
+def test_sync_calls_record_their_session(tmp_path: Path, catalogue: Catalogue) -> None:
+    with SyncBroker(
+        workspace=tmp_path / "ws",
+        audit=tmp_path / "audit.db",
+        catalogue=catalogue,
+        backends={"mock": MockBackend(lambda request: {"ok": True})},
+        session="sync-1",
+    ) as broker:
+        broker.call(_ECHO)  # starts the backend (async path)
+        broker.call(_ECHO)  # the synchronous path
+        broker.call(_ECHO, session="sync-2")
+        broker.call(_ECHO, audit_session="mcp:x")
+        assert [s for _, s in _sessions(broker)] == (
+            ["sync-1"] * 4 + ["sync-2"] * 2 + ["mcp:x"] * 2
+        )
+        assert broker.audit.verify().ok
