@@ -237,6 +237,7 @@ class CommandRules:
             if (
                 sec.mode == "allowlist"
                 and cmd.program
+                and not cmd.speculative  # another reading of a wrapper: it may never run
                 and not allowed_by_rule
                 and not any(fnmatchcase(cmd.program, p) for p in self._allow_programs)
             ):

@@ -1,0 +1,236 @@
+"""Code carried inside ordinary commands: where awk, sed, git and environment variables
+hold a program, and what a command writes into a file that the same command then runs.
+
+Pure functions on :class:`Word` lists; :mod:`runtime.policy.shell` drives them. What an
+attacker controls is every word. Each function finds code or reports that it cannot, and
+the walker maps "cannot" to a hazard (ask or deny), never to allow.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from fnmatch import fnmatchcase
+
+from runtime.policy.argv import Word
+from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
+
+__all__ = [
+    "awk_programs",
+    "awk_runs_commands",
+    "command_env_values",
+    "git_config_commands",
+    "interpreter_value_options",
+    "is_stream_path",
+    "script_key",
+    "sed_runs_commands",
+    "written_by_args",
+    "written_content",
+    "xargs_replace",
+]
+
+# A path naming a stream the program is fed on: reading a script from it is reading the
+# command's input ('sh /dev/stdin <<< CODE', 'curl .. | bash /dev/fd/0').
+_STREAM_RE = re.compile(r"^/+(dev/+(stdin|fd/+\d+)|proc/+(self|thread-self|\d+)/+fd/+\d+)/*$")
+
+# sed's 'e' command (run the pattern space or the rest of the line as a command), wherever
+# a command may start: line start, after ';', '{', '}', blanks, or an address ('1e',
+# '$!e', '/re/e', '1~2e', '\%x%e'). Not preceded by a letter, '-', '\' or '.', so that
+# option words ('-e') and words inside text ('the', 'foo.e') are not read as commands.
+_SED_E_RE = re.compile(r"(?<![A-Za-z_\-\\.])e(\s|$|;|\})")
+# The 's' command's 'e' flag: 's/x/cmd/e'.
+_SED_S_E_RE = re.compile(r"s(.).*\1.*\1[gpiImM0-9w]*e")
+
+_AWK_VALUED = frozenset(
+    {"-v", "-F", "--assign", "--field-separator", "-i", "--include", "-l", "--load", "-E"}
+)
+_AWK_FILE = frozenset({"-f", "--file", "-E", "--exec"})
+_AWK_SOURCE = frozenset({"-e", "--source"})
+_AWK_RUNS = re.compile(r"system|\||getline|@load")
+
+_GIT_CONFIG_VALUED = frozenset(
+    {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
+)
+_GIT_CONFIG_SUBCOMMANDS = frozenset({"set", "add"})
+
+# printf escapes that stand for one known character ('\\\\' kept apart as NUL until the
+# check for any other backslash is done).
+_PRINTF_PLAIN = {"\\n": "\n", "\\t": "\t", "\\\\": "\x00"}
+_PRINTF_PLAIN_RE = re.compile(r"\\[nt\\]")
+
+
+def is_stream_path(value: str) -> bool:
+    """'/dev/stdin', '/dev/fd/0', '/proc/self/fd/0': a script read from a stream."""
+    return bool(_STREAM_RE.match(value))
+
+
+def sed_runs_commands(words: list[Word]) -> bool:
+    """Whether a sed command line may run commands ('e' command or 's///e')."""
+    script = " ".join(w.value for w in words[1:])
+    return bool(_SED_E_RE.search(script) or _SED_S_E_RE.search(script))
+
+
+def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
+    """(program texts, True if the program comes from a file) of an awk command line.
+
+    The program is the first operand after the options and their values: '-v x=1 PROG',
+    '-F : PROG'; '-e'/'--source' give program text; '-f FILE' means no operand program.
+    """
+    texts: list[str] = []
+    from_file = False
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        if v == "--":
+            if not texts and not from_file and i + 1 < len(words):
+                texts.append(words[i + 1].value)
+            break
+        opt = v.split("=", 1)[0]
+        if opt in _AWK_SOURCE:
+            if "=" in v:
+                texts.append(v.split("=", 1)[1])
+            elif i + 1 < len(words):
+                texts.append(words[i + 1].value)
+            i += 1 if "=" in v else 2
+            continue
+        if opt in _AWK_FILE:
+            from_file = True
+        if opt in _AWK_VALUED or opt in _AWK_FILE:
+            i += 1 if "=" in v else 2
+            continue
+        if v.startswith("-") and len(v) > 1:
+            if v[:2] in ("-e",) and len(v) > 2:
+                texts.append(v[2:])
+            elif v[:2] == "-f":
+                from_file = True
+            i += 1
+            continue
+        if not texts and not from_file:
+            texts.append(v)
+        break
+    return texts, from_file
+
+
+def awk_runs_commands(words: list[Word]) -> bool:
+    texts, _ = awk_programs(words)
+    return any(_AWK_RUNS.search(t) for t in texts)
+
+
+def interpreter_value_options(name: str) -> frozenset[str]:
+    """Options of interpreter ``name`` that take a separate value ('python3 -W ignore')."""
+    for glob, opts in CODE_VALUED.items():
+        if fnmatchcase(name, glob):
+            return opts
+    return frozenset()
+
+
+def command_env_values(words: list[Word]) -> list[Word]:
+    """Values of NAME=VALUE words whose NAME a program runs as a shell command."""
+    out: list[Word] = []
+    for w in words:
+        name, eq, value = w.value.partition("=")
+        if eq and name.rstrip("+") in COMMAND_ENV:
+            out.append(Word(value, w.dynamic))
+    return out
+
+
+def git_config_commands(words: list[Word]) -> list[Word]:
+    """Values 'git config KEY VALUE' sets for keys git later runs through the shell
+    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+    values = [w.value for w in words]
+    try:
+        i = values.index("config") + 1
+    except ValueError:
+        return []
+    seen_sub = False
+    while i < len(words):
+        v = values[i]
+        if v in _GIT_CONFIG_VALUED:
+            i += 2
+            continue
+        if v.startswith("-"):
+            i += 1
+            continue
+        if v in _GIT_CONFIG_SUBCOMMANDS and not seen_sub:
+            seen_sub = True
+            i += 1
+            continue
+        break
+    if i + 1 >= len(words):
+        return []
+    key = values[i].lower()
+    if not any(fnmatchcase(key, g) for g in GIT_COMMAND_KEYS):
+        return []
+    value = words[i + 1]
+    return [Word(value.value.removeprefix("!"), value.dynamic)]
+
+
+def script_key(path: str) -> str:
+    """What a script path is compared by: its base name ('./a.sh', 'x/../a.sh' -> 'a.sh').
+    Base names, not whole paths: a 'cd' between the write and the run moves the directory,
+    and a false match only makes the walker look harder."""
+    return posixpath.basename(posixpath.normpath(path))
+
+
+def written_content(program: str, args: list[Word], stdin_text: str | None) -> str | None:
+    """What ``program args`` writes to its standard output, when it is literal in the
+    command itself (echo, printf without escapes or formats, cat/tee of a here-document);
+    None when it is not known before the command runs."""
+    if any(w.dynamic for w in args):
+        return None
+    if program == "echo":
+        words = [w.value for w in args]
+        while words and words[0] in ("-n", "-e", "-E"):
+            words.pop(0)
+        text = " ".join(words)
+        # dash's echo always reads backslash escapes ('\0155' is 'm'): not literal.
+        return None if "\\" in text else text
+    if program == "printf":
+        if len(args) != 1 or "%" in args[0].value:
+            return None
+        # Only the plain escapes: any other backslash (octal '\\155') may spell anything.
+        text = _PRINTF_PLAIN_RE.sub(lambda m: _PRINTF_PLAIN[m.group(0)], args[0].value)
+        return None if "\\" in text.replace("\x00", "") else text.replace("\x00", "\\")
+    if program in ("cat", "tee") and stdin_text is not None:
+        return stdin_text
+    return None
+
+
+def written_by_args(program: str, args: list[Word]) -> list[str]:
+    """Files a download writes its body to, named in its arguments ('curl -o F',
+    'wget -O F'): their content is only known once the command runs."""
+    out: list[str] = []
+    values = [w.value for w in args if not w.dynamic]
+    if program in ("curl", "wget", "aria2c", "http", "xh"):
+        flags = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}.get(
+            program, ("-o", "--output")
+        )
+        for k, v in enumerate(values):
+            for f in flags:
+                if v == f and k + 1 < len(values):
+                    out.append(values[k + 1])
+                elif v.startswith(f + "=") or (len(f) == 2 and v.startswith(f) and len(v) > 2):
+                    out.append(v.split("=", 1)[1] if "=" in v else v[2:])
+        if program == "curl" and any(v in ("-O", "--remote-name") for v in values):
+            out.extend(v.rsplit("/", 1)[-1] for v in values if "://" in v)
+    return out
+
+
+def xargs_replace(options: list[Word]) -> str | None:
+    """The replace string of xargs options ('-I R', '-IR', '-i', '-iR', '--replace[=R]')."""
+    found: str | None = None
+    i = 0
+    while i < len(options):
+        v = options[i].value
+        if v == "-I" and i + 1 < len(options):
+            found = options[i + 1].value
+            i += 2
+            continue
+        if v.startswith("-I") and len(v) > 2:
+            found = v[2:]
+        elif v.startswith("-i"):
+            found = v[2:] or "{}"
+        elif v == "--replace" or v.startswith("--replace="):
+            found = v.partition("=")[2] or "{}"
+        i += 1
+    return found
