@@ -126,6 +126,12 @@ class _Compiled:
         else:
             options, operands = args, args
         dynamic = any(w.dynamic for w in args)
+        if cmd.cwd is not None:
+            # After 'cd /' the operand 'etc' is '/etc': path rules judge where it points,
+            # as well as what it says (so no rule matches less than without the 'cd').
+            moved = [_rebased(w, cmd.cwd) for w in operands]
+            operands = operands + [w for w in moved if w not in operands]
+            dynamic = dynamic or any(w.dynamic for w in moved)
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
@@ -155,6 +161,18 @@ class _Compiled:
             hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
             results.append("yes" if hit else "no")
         return _all(results)
+
+
+def _rebased(word: Word, cwd: Word) -> Word:
+    """``word`` as a path seen from the starting directory, after 'cd cwd'. Options,
+    absolute and home paths are left alone; under a run-time directory a relative path is
+    itself only known at run time (but is still an operand, never an option)."""
+    v = word.value
+    if word.dynamic or v.startswith(("-", "/", "~")):
+        return word
+    if cwd.dynamic:
+        return Word(v, dynamic=True, operand=True)
+    return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
 
 
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:

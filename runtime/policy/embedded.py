@@ -19,6 +19,7 @@ __all__ = [
     "awk_programs",
     "awk_runs_commands",
     "command_env_values",
+    "env_chdir",
     "git_config_commands",
     "interpreter_value_options",
     "is_stream_path",
@@ -233,4 +234,22 @@ def xargs_replace(options: list[Word]) -> str | None:
         elif v == "--replace" or v.startswith("--replace="):
             found = v.partition("=")[2] or "{}"
         i += 1
+    return found
+
+
+def env_chdir(options: list[Word]) -> Word | None:
+    """The directory of 'env -C DIR' / '--chdir=DIR' among env's options, if any."""
+    found: Word | None = None
+    for k, w in enumerate(options):
+        v = w.value
+        if v in ("-C", "--chdir") and k + 1 < len(options):
+            found = options[k + 1]
+        elif v.startswith("--chdir="):
+            found = Word(v.split("=", 1)[1], w.dynamic)
+        elif v.startswith("-") and not v.startswith("--") and "C" in v:
+            rest = v[v.index("C") + 1 :]
+            if rest:
+                found = Word(rest, w.dynamic)
+            elif k + 1 < len(options):
+                found = options[k + 1]
     return found

@@ -18,6 +18,7 @@ The result depends only on the string, so it is cached.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -41,6 +42,7 @@ from runtime.policy.argv import (
 from runtime.policy.embedded import (
     awk_runs_commands,
     command_env_values,
+    env_chdir,
     git_config_commands,
     interpreter_value_options,
     is_stream_path,
@@ -116,6 +118,10 @@ _QUOTED_HEREDOC_RE = re.compile(r"<<(-?)\s*(?:(['\"])(\w+)\2|\\(\w+))")
 _DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
 _DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+# bash opens a socket for /dev/tcp and /dev/udp whichever way the redirect points: an input
+# redirect from one ('cat < /dev/tcp/host/80') is listed with the output targets, so that
+# the rules on redirect targets (commands.deny.dev-tcp) see it.
+_SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
 # Options whose value is a command line run by the tool (tar, rsync, git, ssh).
 _COMMAND_VALUED = (
@@ -144,6 +150,10 @@ class SimpleCommand:
     # One of the other readings of a wrapper's options (see _Walker.simple): deny and ask
     # rules apply to it, an allowlist does not (it may name a word that never runs).
     speculative: bool = False
+    # The directory relative paths are taken from when an earlier 'cd' (or 'env -C') left
+    # the starting directory for somewhere outside it ('cd / && rm -rf etc'); None when no
+    # such 'cd' ran. A dynamic Word: the directory is only known at run time.
+    cwd: Word | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +177,8 @@ class _Walker:
     literal_heredocs: set[str] = field(default_factory=set)
     speculating: int = 0
     aliases: set[str] = field(default_factory=set)
+    cwd: Word | None = None  # see SimpleCommand.cwd
+    directory: Word | None = None  # where 'cd' went, relative to the start or absolute
     # Scripts this command writes (by base name): their contents when literal, else None.
     written: dict[str, list[str | None]] = field(default_factory=dict)
     # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
@@ -347,7 +359,7 @@ class _Walker:
                 if target is not None:
                     w, inner = self.word(target, text, depth)
                     subst_feeds.extend(inner)
-                    if rtype in _OUT_REDIRECTS:
+                    if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
                         redirects.append(w)
         heredoc_literal = literal_body
         for w in redirects:
@@ -368,8 +380,38 @@ class _Walker:
 
     def record(self, program: str, words: list[Word], **kw: Any) -> None:
         self.commands.append(
-            SimpleCommand(program, tuple(words[1:]), speculative=self.speculating > 0, **kw)
+            SimpleCommand(
+                program,
+                tuple(words[1:]),
+                speculative=self.speculating > 0,
+                cwd=self.cwd,
+                **kw,
+            )
         )
+
+    def change_directory(self, target: Word) -> None:
+        """Follow 'cd TARGET' lexically, for the relative paths of later commands.
+
+        The directory is tracked from the start ('cd build; cd ..' is back at the start);
+        later commands see it (SimpleCommand.cwd) only while it may lie outside the
+        starting directory (absolute, '~', above the start, run-time values, 'cd -'):
+        inside it, relative paths keep meaning what the rules already judge ('cd build &&
+        rm -rf *' stays as it was). Scope is the whole command string, subshells included:
+        over-approximation only makes more paths look like they leave.
+        """
+        if self.speculating:
+            return
+        v = target.value
+        base = self.directory
+        if target.dynamic or v == "-" or (base is not None and base.dynamic):
+            self.directory = Word(v, dynamic=True)
+        elif v.startswith(("/", "~")) or base is None:
+            self.directory = Word(_lexical(v))
+        else:
+            self.directory = Word(_lexical(base.value + "/" + v))
+        d = self.directory
+        outside = d.dynamic or d.value.startswith(("/", "~")) or _climbs(d.value)
+        self.cwd = d if outside else None
 
     def note_write(
         self, path: str, words: list[Word], stdin_text: str | None, literal: bool
@@ -472,6 +514,10 @@ class _Walker:
             if spec.assignments:
                 for value in command_env_values(words[1:start]):
                     self.shell_string(value, depth, feeds)
+            if name == "env":
+                chdir = env_chdir(words[1:start])
+                if chdir is not None:
+                    self.change_directory(chdir)
             self.other_readings(
                 words, start, values, assigns=assigns, redirects=redirects, feeds=feeds, depth=depth
             )
@@ -535,6 +581,11 @@ class _Walker:
                 stdin_code=stdin_code,
                 stdin_text=stdin_text,
             )
+        elif name in ("cd", "pushd"):
+            operands = [w for w in words[1:] if not w.value.startswith("-") or w.value == "-"]
+            if "--" in (w.value for w in words[1:]):
+                operands = words[[w.value for w in words].index("--") + 1 :]
+            self.change_directory(operands[0] if operands else Word("~"))
         elif name in ("eval",):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
             self.shell_string(join_words(words[1:]), depth, feeds)
@@ -740,6 +791,30 @@ class _Walker:
                     )
                 i = j
             i += 1
+
+
+def _lexical(path: str) -> str:
+    """Lexical normal form of a 'cd' target: 'a/../..' -> '..', '/x/..' -> '/', '~/x/..'
+    -> '~'; a climb out of '~' is taken to reach '/' (assume the worst)."""
+    if path.startswith("~"):
+        head, _, tail = path.partition("/")
+        rest = posixpath.normpath("x/" + tail) if tail else "x"
+        if rest == "." or rest.startswith(".."):
+            return "/"
+        return head + rest[1:]
+    return posixpath.normpath(path) if path else "."
+
+
+def _climbs(path: str) -> bool:
+    """Whether a relative path climbs above its start ('..', 'a/../..')."""
+    depth = 0
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        depth += -1 if seg == ".." else 1
+        if depth < 0:
+            return True
+    return False
 
 
 #: Commands longer than this are analysed every time: caching attacker-sized strings would

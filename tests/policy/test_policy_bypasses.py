@@ -94,7 +94,35 @@ DENIED = [
     ("base64 -d <<< cm0gLXJmIC8= > s.sh && bash s.sh", "commands.hazard.interpreter"),
     ('echo "$X" > a.sh; sh a.sh', "commands.hazard.interpreter"),
     ("cat > t.py <<EOF\nimport shutil\nEOF\npython3 t.py", "commands.hazard.interpreter"),
+    # A 'cd' out of the starting directory changes what relative operands name.
+    ("cd / && rm -rf etc", "commands.deny.rm-root"),
+    ("cd && rm -rf .ssh", "commands.deny.rm-root"),
+    ("cd .. && rm -rf ws", "commands.deny.rm-root"),
+    ("cd src; cd ../.. && rm -rf x", "commands.deny.rm-root"),
+    ("pushd / && rm -rf etc", "commands.deny.rm-root"),
+    ("env -C / rm -rf etc", "commands.deny.rm-root"),
+    ("env --chdir=/ rm -rf etc", "commands.deny.rm-root"),
+    ("cd / && find etc -delete", "commands.deny.find-delete-root"),
+    ("cd /; chmod -R 777 usr", "commands.deny.chmod-root"),
+    # Signals to every process other than 'kill -1'.
+    ("killall5 -9", "commands.deny.kill-all-processes"),
+    ("pkill -9 -f .", "commands.deny.pkill-everything"),
+    ("pkill -f '.*'", "commands.deny.pkill-everything"),
+    # bash opens /dev/tcp for an input redirect too.
+    ("cat < /dev/tcp/1.2.3.4/80", "commands.deny.dev-tcp"),
 ]
+
+
+ASKED = [
+    # Where a run-time 'cd' goes is unknown: a recursive delete under it may leave.
+    ("cd $HOME && rm -rf x", "commands.deny.rm-root"),
+    ("cd - && rm -rf x", "commands.deny.rm-root"),
+]
+
+
+@pytest.mark.parametrize(("command", "rule"), ASKED)
+def test_unknown_directory_asks(default_policy: Policy, command: str, rule: str) -> None:
+    assert action(default_policy, command) == ("ask", rule)
 
 
 @pytest.mark.parametrize(("command", "rule"), DENIED)
@@ -167,6 +195,14 @@ ALLOWED = [
     "echo 'echo built' > b.sh; sh b.sh",
     "cat > run.sh <<'EOF'\nset -e\nmake test\nEOF\nbash run.sh",
     "printf 'ls -la\\n' > l.sh && sh l.sh",
+    "cd build && rm -rf ./dist",
+    "cd build && make && cd .. && rm -rf build/tmp",
+    "cd sub/.. && rm -rf x",
+    "cd ~/proj && rm -rf node_modules",
+    "cd /tmp && rm -rf foo",
+    "pkill -f 'python app.py'",
+    "pkill python3",
+    "cat < input.txt",
 ]
 
 
