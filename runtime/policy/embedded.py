@@ -18,11 +18,16 @@ from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
 __all__ = [
     "awk_programs",
     "awk_runs_commands",
+    "capsh_shell_args",
     "command_env_values",
+    "daemon_argv",
     "env_chdir",
+    "git_commands",
     "git_config_commands",
+    "hyperfine_commands",
     "interpreter_value_options",
     "is_stream_path",
+    "make_reads_input",
     "script_key",
     "sed_runs_commands",
     "written_by_args",
@@ -253,3 +258,126 @@ def env_chdir(options: list[Word]) -> Word | None:
             elif k + 1 < len(options):
                 found = options[k + 1]
     return found
+
+
+_HYPERFINE_SHELL = frozenset({"-p", "--prepare", "-c", "--cleanup", "-s", "--setup", "--conclude"})
+_HYPERFINE_VALUED = {
+    **dict.fromkeys(
+        (
+            "-r", "--runs", "-w", "--warmup", "-m", "--min-runs", "-M", "--max-runs",
+            "-S", "--shell", "-n", "--command-name", "-u", "--time-unit", "--style",
+            "--sort", "-o", "--output", "--input", "-D", "--parameter-step-size",
+            "--export-asciidoc", "--export-csv", "--export-json", "--export-markdown",
+            "--export-orgmode",
+        ),
+        1,
+    ),
+    "-L": 2,
+    "--parameter-list": 2,
+    "-P": 3,
+    "--parameter-scan": 3,
+}  # fmt: skip
+
+
+def hyperfine_commands(words: list[Word]) -> list[Word]:
+    """The shell commands hyperfine runs: each operand, and --prepare/--cleanup/--setup."""
+    out: list[Word] = []
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        opt, eq, val = v.partition("=")
+        if opt in _HYPERFINE_SHELL:
+            if eq:
+                out.append(Word(val, words[i].dynamic))
+            elif i + 1 < len(words):
+                out.append(words[i + 1])
+            i += 1 if eq else 2
+            continue
+        if opt in _HYPERFINE_VALUED:
+            i += 1 if eq else 1 + _HYPERFINE_VALUED[opt]
+            continue
+        if not v.startswith("-"):
+            out.append(words[i])
+        i += 1
+    return out
+
+
+def capsh_shell_args(words: list[Word]) -> list[Word] | None:
+    """'capsh [options] -- ARGS' runs /bin/bash ARGS: the ARGS, or None without '--'."""
+    values = [w.value for w in words]
+    if "--" not in values:
+        return None
+    return words[values.index("--") + 1 :]
+
+
+def daemon_argv(words: list[Word]) -> list[Word] | None:
+    """The program and arguments 'start-stop-daemon --exec P [--startas Q] -- ARGS' runs."""
+    program: Word | None = None
+    values = [w.value for w in words]
+    cut = values.index("--") if "--" in values else len(values)
+    for k in range(1, cut):
+        v = values[k]
+        for opt, short in (("--startas", "-a"), ("--exec", "-x")):
+            # --startas names what runs when both are given; --exec is what is checked.
+            if program is not None and opt != "--startas":
+                continue
+            if v in (short, opt) and k + 1 < cut:
+                program = words[k + 1]
+            elif v.startswith(opt + "="):
+                program = Word(v.split("=", 1)[1], words[k].dynamic)
+    if program is None:
+        return None
+    return [program, *words[cut + 1 :]]
+
+
+_GIT_SHELL_OPTS = {
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd"),
+    "mergetool": ("-x", "--extcmd"),
+}
+_FILTER_RE = re.compile(r"^--(tree|index|msg|env|commit|parent|tag-name)-filter$")
+
+
+def git_commands(words: list[Word]) -> tuple[list[Word], list[list[Word]]]:
+    """Commands a git command line runs: (shell strings, program argvs).
+
+    'git rebase -x CMD', 'git difftool -x CMD', 'git filter-branch --tree-filter CMD' and
+    'git submodule foreach CMD...' run shell strings; 'git bisect run PROG ARGS' runs PROG.
+    """
+    values = [w.value for w in words]
+    shells: list[Word] = []
+    argvs: list[list[Word]] = []
+    sub = next((v for v in values[1:] if v in _GIT_SHELL_OPTS or v in ("filter-branch",)), None)
+    opts = _GIT_SHELL_OPTS.get(sub or "", ())
+    for k, v in enumerate(values):
+        opt, eq, val = v.partition("=")
+        if (opt in opts or (sub == "filter-branch" and _FILTER_RE.match(opt))) and k > 0:
+            if eq:
+                shells.append(Word(val, words[k].dynamic))
+            elif k + 1 < len(words):
+                shells.append(words[k + 1])
+    if "submodule" in values and "foreach" in values:
+        rest = [w for w in words[values.index("foreach") + 1 :] if w.value != "--recursive"]
+        if rest:
+            shells.append(Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)))
+    if "bisect" in values and "run" in values[values.index("bisect") :]:
+        k = values.index("run", values.index("bisect"))
+        if k + 1 < len(words):
+            argvs.append(words[k + 1 :])
+    return shells, argvs
+
+
+def make_reads_input(words: list[Word]) -> bool:
+    """'make -f -' or 'make -f /dev/stdin': the makefile (recipes are shell) is the input."""
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        value: str | None = None
+        if v in ("-f", "--file", "--makefile") and k + 1 < len(words):
+            value = words[k + 1].value
+        elif v.startswith(("--file=", "--makefile=")):
+            value = v.split("=", 1)[1]
+        elif v.startswith("-f") and len(v) > 2:
+            value = v[2:]
+        if value is not None and (value == "-" or is_stream_path(value)):
+            return True
+    return False

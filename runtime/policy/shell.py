@@ -41,11 +41,16 @@ from runtime.policy.argv import (
 )
 from runtime.policy.embedded import (
     awk_runs_commands,
+    capsh_shell_args,
     command_env_values,
+    daemon_argv,
     env_chdir,
+    git_commands,
     git_config_commands,
+    hyperfine_commands,
     interpreter_value_options,
     is_stream_path,
+    make_reads_input,
     script_key,
     sed_runs_commands,
     written_by_args,
@@ -568,8 +573,26 @@ class _Walker:
         if name == "find":
             self.find_exec(words, depth, feeds, wrappers)
         elif name == "git":
-            for value in git_config_commands(words):
+            shells, argvs = git_commands(words)
+            for value in [*git_config_commands(words), *shells]:
                 self.shell_string(value, depth, feeds)
+            for argv in argvs:  # 'git bisect run PROG ARGS'
+                self.run_argv(argv, depth, feeds, (*wrappers, name))
+        elif name == "hyperfine":
+            for value in hyperfine_commands(words):
+                self.shell_string(value, depth, feeds)
+        elif name == "capsh":
+            bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
+            if bash_args is not None:
+                self.run_argv([Word("bash"), *bash_args], depth, feeds, (*wrappers, name))
+        elif name == "start-stop-daemon":
+            daemon = daemon_argv(words)
+            if daemon is not None:
+                self.run_argv(daemon, depth, feeds, (*wrappers, name))
+        elif name in ("make", "gmake") and make_reads_input(words):
+            self.hazard(
+                "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
+            )
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
         if name in SHELLS:
@@ -609,6 +632,21 @@ class _Walker:
         else:
             self.interpreter(name, words, feeds, stdin_code, depth)
         rec(name, words)
+
+    def run_argv(
+        self, argv: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        """Check a program and arguments another program runs (no shell in between)."""
+        self.simple(
+            argv,
+            (),
+            (),
+            feeds=feeds,
+            stdin_code=False,
+            stdin_text=None,
+            depth=depth,
+            wrappers=wrappers,
+        )
 
     def other_readings(
         self,

@@ -129,6 +129,47 @@ WRAPPERS: dict[str, Wrapper] = {
     "firejail": Wrapper(),
     "proot": Wrapper("rbw"),
     "systemd-run": Wrapper("pEu", _L({"--property", "--setenv", "--unit"})),
+    # util-linux, coreutils and friends installed on Debian that run their arguments.
+    "setarch": Wrapper("", positionals=1),  # setarch ARCH [options] PROGRAM
+    "linux32": Wrapper(),
+    "linux64": Wrapper(),
+    "x86_64": Wrapper(),
+    "i386": Wrapper(),
+    "i686": Wrapper(),
+    "uname26": Wrapper(),
+    "prlimit": Wrapper("po", _L({"--pid", "--output"})),  # limits are '--nofile=N', '-n1'
+    # sg GROUP -c CMD, or sg GROUP CMD: the command is a string run by /bin/sh -c.
+    "sg": Wrapper("c", positionals=1, shell_arg=_L({"-c"}), joins=True, dash_option=True),
+    "fakeroot": Wrapper("lsib", _L({"--lib", "--faked"})),
+    "dbus-run-session": Wrapper("", _L({"--config-file", "--dbus-daemon"})),
+    # runcon CONTEXT PROGRAM, or runcon -t TYPE ... PROGRAM: one positional is read; when
+    # options were given instead, the program is checked as another reading.
+    "runcon": Wrapper("turl", _L({"--type", "--user", "--role", "--range"}), positionals=1),
+    "chronic": Wrapper(),
+    "unbuffer": Wrapper(),
+    "nocache": Wrapper(),
+    "trickle": Wrapper("udwtlsn"),
+    "torsocks": Wrapper("uPa", _L({"--user", "--pass", "--address", "--port"})),
+    "proxychains": Wrapper("f"),
+    "proxychains4": Wrapper("f"),
+    "numactl": Wrapper(
+        "CiNmlp",
+        _L({"--cpunodebind", "--interleave", "--membind", "--preferred", "--physcpubind"}),
+    ),
+    "cpulimit": Wrapper("lp", _L({"--limit", "--pid"})),
+    "xvfb-run": Wrapper(
+        "nsfpwe",
+        _L(
+            {
+                "--server-num",
+                "--server-args",
+                "--auth-file",
+                "--xauth-protocol",
+                "--wait",
+                "--error-file",
+            }
+        ),
+    ),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.

@@ -110,6 +110,33 @@ DENIED = [
     ("pkill -f '.*'", "commands.deny.pkill-everything"),
     # bash opens /dev/tcp for an input redirect too.
     ("cat < /dev/tcp/1.2.3.4/80", "commands.deny.dev-tcp"),
+    # Programs installed on Debian that run their arguments and were not seen through.
+    ("setarch x86_64 rm -rf /", "commands.deny.rm-root"),
+    ("setarch x86_64 -R rm -rf /", "commands.deny.rm-root"),
+    ("linux64 rm -rf /", "commands.deny.rm-root"),
+    ("prlimit --nofile=100 rm -rf /", "commands.deny.rm-root"),
+    ("sg root -c 'rm -rf /'", "commands.deny.rm-root"),
+    ("sg root 'rm -rf /'", "commands.deny.rm-root"),
+    ("fakeroot -s state rm -rf /", "commands.deny.rm-root"),
+    ("dbus-run-session -- rm -rf /", "commands.deny.rm-root"),
+    ("runcon -t x rm -rf /", "commands.deny.rm-root"),
+    ("runcon ctx rm -rf /", "commands.deny.rm-root"),
+    ("hyperfine --runs 1 'rm -rf /'", "commands.deny.rm-root"),
+    ("hyperfine -p 'rm -rf /' true", "commands.deny.rm-root"),
+    ("capsh --caps= -- -c 'rm -rf /'", "commands.deny.rm-root"),
+    ("start-stop-daemon -S -x /bin/rm -- -rf /", "commands.deny.rm-root"),
+    ("start-stop-daemon --start --exec=/bin/rm -- -rf /", "commands.deny.rm-root"),
+    # git subcommands that run commands.
+    ("git rebase -x 'rm -rf /' HEAD~1", "commands.deny.rm-root"),
+    ("git rebase --exec='rm -rf /' HEAD~1", "commands.deny.rm-root"),
+    ("git filter-branch --tree-filter 'rm -rf /'", "commands.deny.rm-root"),
+    ("git difftool --extcmd='rm -rf /'", "commands.deny.rm-root"),
+    ("git submodule foreach 'rm -rf /'", "commands.deny.rm-root"),
+    ("git submodule foreach --recursive rm -rf /", "commands.deny.rm-root"),
+    ("git bisect run rm -rf /", "commands.deny.rm-root"),
+    # make's recipes are shell: a makefile read from the input is code from the input.
+    ("make -f /dev/stdin <<< 'all:; rm -rf /'", "commands.hazard.interpreter"),
+    ("echo 'all:; id' | make -f -", "commands.hazard.interpreter"),
 ]
 
 
@@ -147,6 +174,9 @@ def test_git_config_env_asks(default_policy: Policy, ci_policy: Policy) -> None:
 def test_ci_allowlist_sees_time_and_xargs_programs(ci_policy: Policy) -> None:
     # The allowlist must judge the program these wrappers run, not a word beside it.
     assert action(ci_policy, "echo x | xargs -i curl {}") == ("deny", "commands.allowlist")
+    # git is allowlisted in CI; what 'git rebase -x' runs must be too.
+    assert action(ci_policy, "git rebase -x 'curl x' HEAD~1") == ("deny", "commands.allowlist")
+    assert action(ci_policy, "git rebase -x 'make test' HEAD~1")[0] == "allow"
     assert action(ci_policy, "git config alias.p push && git p")[0] == "deny"
 
 
@@ -203,6 +233,14 @@ ALLOWED = [
     "pkill -f 'python app.py'",
     "pkill python3",
     "cat < input.txt",
+    "setarch x86_64 -R ./prog",
+    "git rebase --continue",
+    "git rebase -x 'make test' HEAD~3",
+    "git cherry-pick -x abc123",
+    "git submodule foreach git pull",
+    "git bisect run make test",
+    "hyperfine --runs 3 'make build'",
+    "make -f Makefile.ci test",
 ]
 
 
