@@ -266,3 +266,65 @@ allow = ["timeout", "nice", "make", "xargs", "echo", "sudo"]
         assert action(policy, cmd) == ("allow", "categories.shell"), cmd
     assert action(policy, "sudo -u rm -rf /")[0] == "deny"
     assert action(policy, "timeout 5 curl x")[0] == "deny"
+
+
+PATH_RULE_POLICY = """
+version = 1
+[categories]
+file = "allow"
+[paths]
+read = ["**"]
+write = ["**"]
+
+[[rules]]
+id = "protect-config"
+tools = ["write_file", "delete_file"]
+action = "deny"
+when = [{ arg = "path", glob = "config/*" }]
+
+[[rules]]
+id = "ask-for-scripts"
+tools = ["write_file"]
+action = "ask"
+when = [{ arg = "path", regex = "^scripts/" }]
+"""
+
+
+@pytest.mark.parametrize(
+    "path", ["./config/app.toml", "config//app.toml", "x/../config/app.toml", ".//config/a"]
+)
+def test_deny_condition_on_a_path_sees_its_normal_form(path: str) -> None:
+    # A condition on a path argument was matched on the raw string: './config/app.toml'
+    # missed 'config/*' and the deny rule did not apply.
+    policy = Policy.from_toml(PATH_RULE_POLICY)
+    d = decide(policy, "write_file", path=path, content="x")
+    assert (d.action, d.rule) == ("deny", "protect-config"), path
+    assert decide(policy, "delete_file", path=path).action == "deny"
+
+
+def test_ask_condition_on_a_path_sees_its_normal_form() -> None:
+    policy = Policy.from_toml(PATH_RULE_POLICY)
+    d = decide(policy, "write_file", path="./scripts/x.sh", content="x")
+    assert (d.action, d.rule) == ("ask", "ask-for-scripts")
+
+
+def test_path_conditions_still_match_as_written() -> None:
+    policy = Policy.from_toml(PATH_RULE_POLICY)
+    assert decide(policy, "write_file", path="config/app.toml", content="x").action == "deny"
+    assert decide(policy, "write_file", path="configs/app.toml", content="x").action == "allow"
+    assert decide(policy, "write_file", path="src/config/app.toml", content="x").action == "allow"
+    # An allow rule is not widened: it still holds only for the string it names.
+    exact = Policy.from_toml(
+        """
+version = 1
+[paths]
+read = ["**"]
+[[rules]]
+id = "allow-only-exact"
+tools = ["read_file"]
+action = "allow"
+when = [{ arg = "path", equals = "notes.txt" }]
+"""
+    )
+    assert decide(exact, "read_file", path="notes.txt").rule == "allow-only-exact"
+    assert decide(exact, "read_file", path="./notes.txt").rule == "default"
