@@ -931,6 +931,7 @@ def gen_b_policy_hunt(rm_t: str) -> None:
     cases = [
         ("B1", "cd out, then a relative rm", f"cd {rm_t}/.. && rm -rf outside"),
         ("B1", "env -C, then a relative rm", f"env -C {rm_t}/.. rm -rf outside"),
+        ("B2", "glob matching every name", f"cd {rm_t} && rm -rf ?*"),
         ("B3", "alias used on the next line (dash)", f"alias r=rm\nr -rf {rm_t}"),
         ("B3", "script written then run", f"echo 'rm -rf {rm_t}' > a.sh; sh a.sh"),
         ("B3", "here-doc script then run", f"cat > x.sh <<EOF\nrm -rf {rm_t}\nEOF\nsh x.sh"),

@@ -81,6 +81,31 @@ def normalise_target(value: str) -> str:
     return "/".join(segs) or "."
 
 
+# Names a glob in an operand is tried on to tell whether it matches every name in a
+# directory ('?*', '[!.]*', '**') or every dot-name ('.[!.]*', '.??*'): such an operand is
+# judged as '*' or '.*', which the rules name. Ordinary globs ('*.pyc', '[a-z]*') are not.
+_EVERY_NAME = ("a", "Z", "0", "_", "x-y", "foo.txt", "README", "node_modules")
+_EVERY_DOT_NAME = (".env", ".git", ".config", ".github")
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _path_form(value: str) -> str:
+    """:func:`normalise_target`, with a last segment that globs every name read as '*'."""
+    norm = normalise_target(value)
+    if not _GLOB_CHARS.intersection(norm):
+        return norm
+    head, _, last = norm.rpartition("/")
+    if not _GLOB_CHARS.intersection(last) or last in ("*", ".*"):
+        return norm
+    if all(fnmatchcase(n, last) for n in _EVERY_NAME):
+        last = "*"
+    elif all(fnmatchcase(n, last) for n in _EVERY_DOT_NAME):
+        last = ".*"
+    else:
+        return norm
+    return f"{head}/{last}" if head or norm.startswith("/") else last
+
+
 def _flag_present(flag: str, value: str) -> bool:
     if flag.startswith("--"):
         opt = value.split("=", 1)[0]
@@ -142,7 +167,7 @@ class _Compiled:
             results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(
-                self.args.match(normalise_target(w.value)) is not None
+                self.args.match(_path_form(w.value)) is not None
                 or any(rx.search(w.value) for rx in self.args_regex)
                 for w in operands
                 if not w.dynamic

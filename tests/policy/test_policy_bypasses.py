@@ -134,6 +134,14 @@ DENIED = [
     ("git submodule foreach 'rm -rf /'", "commands.deny.rm-root"),
     ("git submodule foreach --recursive rm -rf /", "commands.deny.rm-root"),
     ("git bisect run rm -rf /", "commands.deny.rm-root"),
+    # A glob that matches every name is 'rm -rf *' (or '.*') by another spelling.
+    ("rm -rf ?*", "commands.deny.rm-root"),
+    ("rm -rf ./?*", "commands.deny.rm-root"),
+    ("rm -rf [!.]*", "commands.deny.rm-root"),
+    ("rm -rf **", "commands.deny.rm-root"),
+    ("rm -rf .[!.]*", "commands.deny.rm-root"),
+    ("rm -rf .??*", "commands.deny.rm-root"),
+    ("chmod -R 777 ?*", "commands.deny.chmod-root"),
     # make's recipes are shell: a makefile read from the input is code from the input.
     ("make -f /dev/stdin <<< 'all:; rm -rf /'", "commands.hazard.interpreter"),
     ("echo 'all:; id' | make -f -", "commands.hazard.interpreter"),
@@ -241,6 +249,10 @@ ALLOWED = [
     "git bisect run make test",
     "hyperfine --runs 3 'make build'",
     "make -f Makefile.ci test",
+    "rm -rf *.pyc",
+    "rm -rf build/*",
+    "rm -f ?.tmp",
+    "rm -rf [a-z]*.log",
 ]
 
 
