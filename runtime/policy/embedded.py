@@ -213,11 +213,16 @@ def written_by_args(program: str, args: list[Word]) -> list[str]:
         )
         for k, v in enumerate(values):
             for f in flags:
-                if v == f and k + 1 < len(values):
+                # '-o F', or a cluster ending in the letter: 'wget -qO F'.
+                joined = len(f) == 2 and len(v) > 2 and v[0] == "-" != v[1] and v[-1] == f[1]
+                if (v == f or joined) and k + 1 < len(values):
                     out.append(values[k + 1])
                 elif v.startswith(f + "=") or (len(f) == 2 and v.startswith(f) and len(v) > 2):
                     out.append(v.split("=", 1)[1] if "=" in v else v[2:])
-        if program == "curl" and any(v in ("-O", "--remote-name") for v in values):
+        remote_name = any(
+            v == "--remote-name" or (v[:1] == "-" and v[1:2] != "-" and "O" in v) for v in values
+        )
+        if program == "curl" and remote_name:
             out.extend(v.rsplit("/", 1)[-1] for v in values if "://" in v)
     return out
 

@@ -186,6 +186,8 @@ class _Walker:
     directory: Word | None = None  # where 'cd' went, relative to the start or absolute
     # Scripts this command writes (by base name): their contents when literal, else None.
     written: dict[str, list[str | None]] = field(default_factory=dict)
+    # The programs that wrote each of them ('curl' in 'curl -o i.sh URL; sh i.sh').
+    writers: dict[str, set[str]] = field(default_factory=dict)
     # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
     runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
 
@@ -429,6 +431,8 @@ class _Walker:
         if content is not None and not literal and ("$" in content or "`" in content):
             content = None  # a here-document expands these when it is written
         self.written.setdefault(script_key(path), []).append(content)
+        if words and not is_dynamic_name(words[0]):
+            self.writers.setdefault(script_key(path), set()).add(program_name(words[0].value))
 
     def note_run(self, path: str, shell: bool, depth: int, feeds: tuple[str, ...], by: str) -> None:
         self.runs.append((script_key(path), shell, depth, feeds, by))
@@ -439,6 +443,15 @@ class _Walker:
             contents = self.written.get(key)
             if contents is None:
                 continue
+            # The runner is fed by what wrote the file: 'curl -o i.sh URL; sh i.sh' is
+            # 'curl URL | sh' for the rules on feeds (commands.deny.pipe-to-shell).
+            self.commands.append(
+                SimpleCommand(
+                    by if "/" not in by else "sh",
+                    feeds=feeds + tuple(sorted(self.writers.get(key, ()))),
+                    speculative=True,
+                )
+            )
             if shell and all(c is not None for c in contents):
                 # What runs is the text this command wrote: read it like 'sh -c TEXT'.
                 self.parse("\n".join(c for c in contents if c is not None), depth + 1, feeds)
@@ -595,6 +608,7 @@ class _Walker:
             )
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
+            self.writers.setdefault(script_key(path), set()).add(name)
         if name in SHELLS:
             self.shell(
                 name,
