@@ -112,6 +112,7 @@ _guard_bashlex()
 MAX_COMMAND_CHARS = 65_536
 MAX_DEPTH = 8
 MAX_COMMANDS = 512
+MAX_READINGS = 16
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+(?![\s-])")
@@ -181,6 +182,8 @@ class _Walker:
     overflow: bool = False
     literal_heredocs: set[str] = field(default_factory=set)
     speculating: int = 0
+    readings: int = 0  # other readings of wrapper options walked (see other_readings)
+    readings_exhausted: bool = False
     aliases: set[str] = field(default_factory=set)
     cwd: Word | None = None  # see SimpleCommand.cwd
     directory: Word | None = None  # where 'cd' went, relative to the start or absolute
@@ -439,10 +442,12 @@ class _Walker:
 
     def finish(self) -> None:
         """Checks that need the whole command: aliases used, scripts written then run."""
+        done: set[str] = set()
         for key, shell, depth, feeds, by in self.runs:
             contents = self.written.get(key)
-            if contents is None:
+            if contents is None or key in done:
                 continue
+            done.add(key)  # one reading per script: 'sh a.sh' x 200 is read once
             # The runner is fed by what wrote the file: 'curl -o i.sh URL; sh i.sh' is
             # 'curl URL | sh' for the rules on feeds (commands.deny.pipe-to-shell).
             self.commands.append(
@@ -695,6 +700,15 @@ class _Walker:
         for k in starts:
             if k >= len(words):
                 continue
+            if self.readings >= MAX_READINGS:
+                # Every reading is a walk of the rest of the words: a crafted chain of
+                # wrappers would make them grow without bound. Past the budget the words
+                # are not read every way, so they are not understood: say so.
+                if not self.readings_exhausted:
+                    self.readings_exhausted = True
+                    self.hazard("unparseable", f"more than {MAX_READINGS} readings of wrappers")
+                return
+            self.readings += 1
             self.speculating += 1
             try:
                 self.simple(

@@ -344,3 +344,17 @@ when = [{ arg = "path", equals = "notes.txt" }]
     )
     assert decide(exact, "read_file", path="notes.txt").rule == "allow-only-exact"
     assert decide(exact, "read_file", path="./notes.txt").rule == "default"
+
+
+def test_wrapper_readings_are_bounded_and_never_allow(default_policy: Policy) -> None:
+    # Each other reading of a wrapper walks the rest of the words; a crafted chain would
+    # multiply them. Past the budget the command is not understood: ask, never allow.
+    for cmd in ("sudo -u " * 300 + "rm -rf /", "timeout 5 " * 300 + "ls"):
+        kinds = {h.kind for h in analyse(cmd).hazards}
+        assert "unparseable" in kinds, cmd[:40]
+        assert action(default_policy, cmd)[0] != "allow", cmd[:40]
+    # Ordinary wrapper stacks stay well inside it.
+    assert action(default_policy, "sudo -u root timeout -s KILL 5 nice -n 10 make") == (
+        "allow",
+        "categories.shell",
+    )
