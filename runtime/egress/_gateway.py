@@ -342,13 +342,17 @@ class EgressGateway:
                 raise ToolFailed(f"{target.host!r} resolved to no address", host=target.host)
         for ip in addresses:
             kind = address_class(ip)
-            if kind is not None and not self._rules.address_allowed(target.host, ip):
+            # Every address is put to the policy, public ones too: a deny CIDR covers the
+            # addresses a name resolves to, not only IP literals in URLs.
+            if not self._rules.address_allowed(target.host, ip):
                 raise EgressDenied(
-                    f"{target.host} -> {ip} is a {kind} address and the policy does not name it",
+                    f"{target.host} -> {ip} is a {kind} address and the policy does not name it"
+                    if kind is not None
+                    else f"{target.host} -> {ip} is an address the policy denies",
                     rule="egress.address",
                     host=target.host,
                     address=str(ip),
-                    address_class=kind,
+                    address_class=kind or "public",
                 )
         return addresses
 

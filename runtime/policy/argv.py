@@ -145,9 +145,16 @@ def shell_options(words: list[Word], spec: Wrapper) -> list[Word]:
     return out
 
 
-def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...]]:
-    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns)."""
+def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...], tuple[int, ...]]:
+    """Split ``wrapper [options] [positionals] program args`` -> (program args, assigns,
+    indices of the words read as option values or positionals).
+
+    The indices are where the split may be wrong: an option the table says takes a value
+    but does not, or a positional count that differs between versions. The caller checks
+    the command that would run if one of them were the program (see ``_Walker.simple``).
+    """
     assigns: list[str] = []
+    values: list[int] = []
     i, n = 1, len(words)
     positionals = spec.positionals
     while i < n:
@@ -156,9 +163,16 @@ def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...
         if v == "--":
             i += 1
             break
+        if v == "-" and spec.dash_option:
+            i += 1  # 'env -' is 'env -i'; 'su -' is 'su --login'
+            continue
         if v.startswith("--") and len(v) > 2:
             opt, eq, _ = v.partition("=")
-            i += 1 if eq or opt not in spec.long_with_arg else 2
+            if not eq and opt in spec.long_with_arg:
+                values.append(i + 1)
+                i += 2
+            else:
+                i += 1
             continue
         cluster = short_cluster(v)
         if cluster is not None:
@@ -166,6 +180,7 @@ def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...
             for k, letter in enumerate(cluster):
                 if letter in spec.short_with_arg:
                     if not cluster[k + 1 :]:
+                        values.append(i)
                         i += 1  # the value is the next word
                     break
             continue
@@ -176,8 +191,10 @@ def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...
         if positionals:
             # 'flock FILE -c CMD', 'timeout 5 -s KILL cmd': options may follow positionals.
             positionals -= 1
+            values.append(i)
             i += 1
             continue
         break
+    values.extend(range(i, min(i + positionals, n)))
     i += positionals
-    return list(words[i:]), tuple(assigns)
+    return list(words[i:]), tuple(assigns), tuple(k for k in values if k < n)

@@ -81,6 +81,31 @@ def normalise_target(value: str) -> str:
     return "/".join(segs) or "."
 
 
+# Names a glob in an operand is tried on to tell whether it matches every name in a
+# directory ('?*', '[!.]*', '**') or every dot-name ('.[!.]*', '.??*'): such an operand is
+# judged as '*' or '.*', which the rules name. Ordinary globs ('*.pyc', '[a-z]*') are not.
+_EVERY_NAME = ("a", "Z", "0", "_", "x-y", "foo.txt", "README", "node_modules")
+_EVERY_DOT_NAME = (".env", ".git", ".config", ".github")
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _path_form(value: str) -> str:
+    """:func:`normalise_target`, with a last segment that globs every name read as '*'."""
+    norm = normalise_target(value)
+    if not _GLOB_CHARS.intersection(norm):
+        return norm
+    head, _, last = norm.rpartition("/")
+    if not _GLOB_CHARS.intersection(last) or last in ("*", ".*"):
+        return norm
+    if all(fnmatchcase(n, last) for n in _EVERY_NAME):
+        last = "*"
+    elif all(fnmatchcase(n, last) for n in _EVERY_DOT_NAME):
+        last = ".*"
+    else:
+        return norm
+    return f"{head}/{last}" if head or norm.startswith("/") else last
+
+
 def _flag_present(flag: str, value: str) -> bool:
     if flag.startswith("--"):
         opt = value.split("=", 1)[0]
@@ -126,6 +151,12 @@ class _Compiled:
         else:
             options, operands = args, args
         dynamic = any(w.dynamic for w in args)
+        if cmd.cwd is not None:
+            # After 'cd /' the operand 'etc' is '/etc': path rules judge where it points,
+            # as well as what it says (so no rule matches less than without the 'cd').
+            moved = [_rebased(w, cmd.cwd) for w in operands]
+            operands = operands + [w for w in moved if w not in operands]
+            dynamic = dynamic or any(w.dynamic for w in moved)
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
@@ -136,7 +167,7 @@ class _Compiled:
             results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(
-                self.args.match(normalise_target(w.value)) is not None
+                self.args.match(_path_form(w.value)) is not None
                 or any(rx.search(w.value) for rx in self.args_regex)
                 for w in operands
                 if not w.dynamic
@@ -155,6 +186,18 @@ class _Compiled:
             hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
             results.append("yes" if hit else "no")
         return _all(results)
+
+
+def _rebased(word: Word, cwd: Word) -> Word:
+    """``word`` as a path seen from the starting directory, after 'cd cwd'. Options,
+    absolute and home paths are left alone; under a run-time directory a relative path is
+    itself only known at run time (but is still an operand, never an option)."""
+    v = word.value
+    if word.dynamic or v.startswith(("-", "/", "~")):
+        return word
+    if cwd.dynamic:
+        return Word(v, dynamic=True, operand=True)
+    return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
 
 
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
@@ -237,6 +280,7 @@ class CommandRules:
             if (
                 sec.mode == "allowlist"
                 and cmd.program
+                and not cmd.speculative  # another reading of a wrapper: it may never run
                 and not allowed_by_rule
                 and not any(fnmatchcase(cmd.program, p) for p in self._allow_programs)
             ):

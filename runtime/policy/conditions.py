@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import Any
 
 from runtime.policy.schema import Condition
 
-__all__ = ["CompiledCondition"]
+__all__ = ["CompiledCondition", "holds_on_paths"]
 
 _MISSING = object()
 
@@ -80,3 +81,29 @@ def _numeric(op: str, bound: float) -> Any:
         return n <= bound
 
     return check
+
+
+def holds_on_paths(
+    conditions: Iterable[CompiledCondition],
+    arguments: dict[str, Any],
+    path_args: Iterable[str],
+    normal: Callable[[str], str | None],
+) -> bool:
+    """Whether ``conditions`` hold once each path argument is read in its normal form.
+
+    A condition compares the argument as written, so ``glob = "config/*"`` missed
+    './config/a', 'config//a' and 'x/../config/a', which name the same file. The engine
+    asks this for deny and ask rules whose conditions did not hold as written (never for
+    allow rules: reading a path more ways must only make a decision stricter). ``normal``
+    gives the workspace-relative form, or None when there is none (the path rules refuse
+    such a path anyway).
+    """
+    alt: dict[str, Any] | None = None
+    for name in path_args:
+        value = arguments.get(name)
+        if isinstance(value, str):
+            form = normal(value)
+            if form is not None and form != value:
+                alt = dict(arguments) if alt is None else alt
+                alt[name] = form
+    return alt is not None and all(c.holds(alt) for c in conditions)

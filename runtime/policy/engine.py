@@ -39,7 +39,7 @@ from runtime.models import (
 from runtime.policy._catalogue import CATALOGUE_HINTS
 from runtime.policy._load import locate, parse_policy
 from runtime.policy.commands import CommandRules
-from runtime.policy.conditions import CompiledCondition
+from runtime.policy.conditions import CompiledCondition, holds_on_paths
 from runtime.policy.network import NetworkRules, NetworkVerdict
 from runtime.policy.paths import PathRules
 from runtime.policy.schema import PolicyFile, Rule, ToolEntry
@@ -51,6 +51,7 @@ _LIMIT_FIELDS = frozenset(Limits.model_fields)
 # Sandboxed tools always get a sane PATH and locale; [env] may override both.
 _ENV_CACHE_SIZE = 64  # distinct (host values, session env) pairs kept; cleared when full
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+_PATH_ROLES = frozenset({"read_path", "write_path", "cwd"})
 _ROLE_PREFIX = {
     "read_path": "paths",
     "write_path": "paths",
@@ -429,7 +430,16 @@ class Policy:
         else:
             cands = list(plan.static)
             for rule in plan.conditional:
-                if all(c.holds(args) for c in rule.conditions):
+                if all(c.holds(args) for c in rule.conditions) or (
+                    # Deny/ask conditions on a path also see its normal form (policy hunt).
+                    rule.action != "allow"
+                    and holds_on_paths(
+                        rule.conditions,
+                        args,
+                        [a for a, r in plan.roles if r in _PATH_ROLES],
+                        self._paths.normal_form,
+                    )
+                ):
                     cands.append(_Cand(rule.action, rule.id, rule.reason))
             if not cands:
                 cands.append(self._default_cand())

@@ -51,9 +51,41 @@ def _canonical_ip(ip: IPAddress) -> IPAddress:
     return ip
 
 
+# IPv6 forms that carry an IPv4 address a translator or tunnel on the path delivers to:
+# NAT64 (well-known and local-use prefixes), IPv4-compatible, and the SIIT-translated
+# range. 6to4 and Teredo have their own accessors on IPv6Address.
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_IPV4_COMPAT = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address reaches through a standard embedding, if any."""
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if any(ip in net for net in _NAT64) or (ip in _IPV4_COMPAT and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def is_private_address(ip: IPAddress) -> bool:
-    """True for anything that is not plain public unicast (loopback, private, metadata…)."""
+    """True for anything that is not plain public unicast (loopback, private, metadata…).
+
+    An IPv6 address embedding an IPv4 one is judged by both: '64:ff9b::a9fe:a9fe' (NAT64)
+    and '2002:7f00:1::' (6to4) are private because of the address they reach. Hazard: the
+    egress gateway classes addresses with ``runtime.egress._addresses.address_class`` and
+    asks this function whether a non-public one may be dialled; the two must agree, and
+    ``tests/egress/test_egress_policy_bypasses.py`` checks that they do.
+    """
     ip = _canonical_ip(ip)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _IPV4_TRANSLATED:
+            return True
+        inner = _embedded_ipv4(ip)
+        if inner is not None and is_private_address(inner):
+            return True
     return not ip.is_global or ip.is_multicast or ip.is_unspecified
 
 

@@ -102,6 +102,14 @@ class PathRules:
         self._deny_write = GlobSet(section.deny_write, casefold=True)
         self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
 
+    def normal_form(self, value: str) -> str | None:
+        """The workspace-relative normal form of ``value`` ('./a//b' -> 'a/b'), or None
+        when it has none (outside the workspace, climbing out)."""
+        try:
+            return normalise(unicodedata.normalize("NFKC", value), self.root)
+        except ValueError:
+            return None
+
     def check(self, value: object, access: Access, *, role: str = "read_path") -> PathVerdict:
         """The verdict for one path argument. Verdicts are cached: agents reread paths."""
         if not isinstance(value, str):

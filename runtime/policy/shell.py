@@ -18,6 +18,7 @@ The result depends only on the string, so it is cached.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -37,6 +38,24 @@ from runtime.policy.argv import (
     skip_options,
     unquote,
     unwrap,
+)
+from runtime.policy.embedded import (
+    awk_runs_commands,
+    capsh_shell_args,
+    command_env_values,
+    daemon_argv,
+    env_chdir,
+    git_commands,
+    git_config_commands,
+    hyperfine_commands,
+    interpreter_value_options,
+    is_stream_path,
+    make_reads_input,
+    script_key,
+    sed_runs_commands,
+    written_by_args,
+    written_content,
+    xargs_replace,
 )
 from runtime.policy.wrappers import (
     CODE_FLAGS,
@@ -93,14 +112,22 @@ _guard_bashlex()
 MAX_COMMAND_CHARS = 65_536
 MAX_DEPTH = 8
 MAX_COMMANDS = 512
+MAX_READINGS = 16
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
-_TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+")
+_TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+(?![\s-])")
+# 'time' followed by another option is not bash's keyword (and dash has none): it is
+# /usr/bin/time, a wrapper ('time -f %e rm -rf /' runs rm). Quoting it makes it a word.
+_TIME_PROGRAM_RE = re.compile(r"(^|[;&|(\n]\s*)time(?=\s+-)")
 _ARITH_RE = re.compile(r"\$\(\([^()$`]*\)\)")
 _QUOTED_HEREDOC_RE = re.compile(r"<<(-?)\s*(?:(['\"])(\w+)\2|\\(\w+))")
 _DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
 _DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
 _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+# bash opens a socket for /dev/tcp and /dev/udp whichever way the redirect points: an input
+# redirect from one ('cat < /dev/tcp/host/80') is listed with the output targets, so that
+# the rules on redirect targets (commands.deny.dev-tcp) see it.
+_SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
 # Options whose value is a command line run by the tool (tar, rsync, git, ssh).
 _COMMAND_VALUED = (
@@ -126,6 +153,13 @@ class SimpleCommand:
     redirects: tuple[Word, ...] = ()  # output redirection targets
     feeds: tuple[str, ...] = ()  # programs whose output reaches its input or code
     wrappers: tuple[str, ...] = ()  # wrappers seen through, outermost first
+    # One of the other readings of a wrapper's options (see _Walker.simple): deny and ask
+    # rules apply to it, an allowlist does not (it may name a word that never runs).
+    speculative: bool = False
+    # The directory relative paths are taken from when an earlier 'cd' (or 'env -C') left
+    # the starting directory for somewhere outside it ('cd / && rm -rf etc'); None when no
+    # such 'cd' ran. A dynamic Word: the directory is only known at run time.
+    cwd: Word | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +181,18 @@ class _Walker:
     hazards: list[Hazard] = field(default_factory=list)
     overflow: bool = False
     literal_heredocs: set[str] = field(default_factory=set)
+    speculating: int = 0
+    readings: int = 0  # other readings of wrapper options walked (see other_readings)
+    readings_exhausted: bool = False
+    aliases: set[str] = field(default_factory=set)
+    cwd: Word | None = None  # see SimpleCommand.cwd
+    directory: Word | None = None  # where 'cd' went, relative to the start or absolute
+    # Scripts this command writes (by base name): their contents when literal, else None.
+    written: dict[str, list[str | None]] = field(default_factory=dict)
+    # The programs that wrote each of them ('curl' in 'curl -o i.sh URL; sh i.sh').
+    writers: dict[str, set[str]] = field(default_factory=dict)
+    # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
+    runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
 
     # -- parsing ---------------------------------------------------------------------------
 
@@ -169,7 +215,10 @@ class _Walker:
             # '[[ ]]' as '[ ]' removes no command from the text, so the retry sees at least
             # every command that would run.
             retry = _DBRACKET_CLOSE_RE.sub(
-                "]", _DBRACKET_OPEN_RE.sub("[", _TIME_RE.sub(r"\1", text))
+                "]",
+                _DBRACKET_OPEN_RE.sub(
+                    "[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))
+                ),
             )
             # Arithmetic without substitutions inside holds no command: a parameter stands in.
             retry = _ARITH_RE.sub("$_ARITH", retry)
@@ -287,6 +336,7 @@ class _Walker:
         subst_feeds: list[str] = []
         stdin_text: str | None = None
         stdin_redirected = False
+        literal_body = False  # only a quoted here-document's body is never expanded
         for part in n.parts:
             if part.kind == "word":
                 w, inner = self.word(part, text, depth)
@@ -294,7 +344,9 @@ class _Walker:
                 subst_feeds.extend(inner)
             elif part.kind == "assignment":
                 assigns.append(part.word.split("=", 1)[0].rstrip("+"))
-                self.word(part, text, depth)
+                w, _ = self.word(part, text, depth)
+                for value in command_env_values([w]):
+                    self.shell_string(value, depth, upstream)
             elif part.kind == "redirect":
                 rtype = part.type
                 target = part.output if hasattr(part.output, "kind") else None
@@ -304,6 +356,7 @@ class _Walker:
                     if heredoc is not None:
                         stdin_text = heredoc.value.rsplit("\n", 1)[0]
                         delimiter = target.word if target is not None else ""
+                        literal_body = delimiter in self.literal_heredocs
                         if delimiter not in self.literal_heredocs and (
                             "$(" in stdin_text or "`" in stdin_text
                         ):
@@ -316,8 +369,12 @@ class _Walker:
                 if target is not None:
                     w, inner = self.word(target, text, depth)
                     subst_feeds.extend(inner)
-                    if rtype in _OUT_REDIRECTS:
+                    if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
                         redirects.append(w)
+        heredoc_literal = literal_body
+        for w in redirects:
+            if not w.dynamic:
+                self.note_write(w.value, words, stdin_text, heredoc_literal)
         self.simple(
             words,
             tuple(assigns),
@@ -332,7 +389,94 @@ class _Walker:
     # -- one simple command ----------------------------------------------------------------
 
     def record(self, program: str, words: list[Word], **kw: Any) -> None:
-        self.commands.append(SimpleCommand(program, tuple(words[1:]), **kw))
+        self.commands.append(
+            SimpleCommand(
+                program,
+                tuple(words[1:]),
+                speculative=self.speculating > 0,
+                cwd=self.cwd,
+                **kw,
+            )
+        )
+
+    def change_directory(self, target: Word) -> None:
+        """Follow 'cd TARGET' lexically, for the relative paths of later commands.
+
+        The directory is tracked from the start ('cd build; cd ..' is back at the start);
+        later commands see it (SimpleCommand.cwd) only while it may lie outside the
+        starting directory (absolute, '~', above the start, run-time values, 'cd -'):
+        inside it, relative paths keep meaning what the rules already judge ('cd build &&
+        rm -rf *' stays as it was). Scope is the whole command string, subshells included:
+        over-approximation only makes more paths look like they leave.
+        """
+        if self.speculating:
+            return
+        v = target.value
+        base = self.directory
+        if target.dynamic or v == "-" or (base is not None and base.dynamic):
+            self.directory = Word(v, dynamic=True)
+        elif v.startswith(("/", "~")) or base is None:
+            self.directory = Word(_lexical(v))
+        else:
+            self.directory = Word(_lexical(base.value + "/" + v))
+        d = self.directory
+        outside = d.dynamic or d.value.startswith(("/", "~")) or _climbs(d.value)
+        self.cwd = d if outside else None
+
+    def note_write(
+        self, path: str, words: list[Word], stdin_text: str | None, literal: bool
+    ) -> None:
+        """Remember that this command writes ``path`` (a redirect target), with the text
+        written when the command line holds it literally."""
+        content: str | None = None
+        if words and not is_dynamic_name(words[0]):
+            content = written_content(program_name(words[0].value), words[1:], stdin_text)
+        if content is not None and not literal and ("$" in content or "`" in content):
+            content = None  # a here-document expands these when it is written
+        self.written.setdefault(script_key(path), []).append(content)
+        if words and not is_dynamic_name(words[0]):
+            self.writers.setdefault(script_key(path), set()).add(program_name(words[0].value))
+
+    def note_run(self, path: str, shell: bool, depth: int, feeds: tuple[str, ...], by: str) -> None:
+        self.runs.append((script_key(path), shell, depth, feeds, by))
+
+    def finish(self) -> None:
+        """Checks that need the whole command: aliases used, scripts written then run."""
+        done: set[str] = set()
+        for key, shell, depth, feeds, by in self.runs:
+            contents = self.written.get(key)
+            if contents is None or key in done:
+                continue
+            done.add(key)  # one reading per script: 'sh a.sh' x 200 is read once
+            # The runner is fed by what wrote the file: 'curl -o i.sh URL; sh i.sh' is
+            # 'curl URL | sh' for the rules on feeds (commands.deny.pipe-to-shell).
+            self.commands.append(
+                SimpleCommand(
+                    by if "/" not in by else "sh",
+                    feeds=feeds + tuple(sorted(self.writers.get(key, ()))),
+                    speculative=True,
+                )
+            )
+            if shell and all(c is not None for c in contents):
+                # What runs is the text this command wrote: read it like 'sh -c TEXT'.
+                self.parse("\n".join(c for c in contents if c is not None), depth + 1, feeds)
+            else:
+                self.hazard(
+                    "interpreter",
+                    f"{by} runs {key!r}, which this command writes with content only known"
+                    " when it runs",
+                    feeds,
+                )
+        for cmd in self.commands:
+            if cmd.program in self.aliases:
+                # dash expands aliases in 'sh -c' strings: 'alias r=rm<newline>r -rf /'.
+                # The alias's value was read as shell; which words follow it is not known.
+                self.hazard(
+                    "dynamic",
+                    f"command name {cmd.program!r} is an alias defined in this command",
+                    cmd.feeds,
+                )
+                break
 
     def simple(
         self,
@@ -356,22 +500,50 @@ class _Walker:
                 wrappers=wrappers,
             )
 
+        if self.full():
+            return
         if not words:
             if assigns or redirects:
-                self.commands.append(SimpleCommand("", (), assigns, redirects, feeds, wrappers))
+                self.commands.append(
+                    SimpleCommand(
+                        "",
+                        (),
+                        assigns,
+                        redirects,
+                        feeds,
+                        wrappers,
+                        speculative=self.speculating > 0,
+                    )
+                )
             return
         head = words[0]
         if is_dynamic_name(head):
-            self.hazard("dynamic", f"command name {head.value!r} is only known at run time", feeds)
-            rec("", words)
+            if not self.speculating:
+                self.hazard(
+                    "dynamic", f"command name {head.value!r} is only known at run time", feeds
+                )
+                rec("", words)
             return
         name = program_name(head.value)
+        if "/" in head.value:
+            self.note_run(head.value, True, depth, feeds, head.value)
         spec = WRAPPERS.get(name)
         if spec is None and any(fnmatchcase(name, g) for g in LOADER_GLOBS):
             spec = Wrapper("", frozenset({"--library-path", "--preload", "--argv0", "--audit"}))
         if spec is not None:
-            rest, extra_assigns = unwrap(words, spec)
-            rec(name, words[: len(words) - len(rest)])
+            rest, extra_assigns, values = unwrap(words, spec)
+            start = len(words) - len(rest)
+            rec(name, words[:start])
+            if spec.assignments:
+                for value in command_env_values(words[1:start]):
+                    self.shell_string(value, depth, feeds)
+            if name == "env":
+                chdir = env_chdir(words[1:start])
+                if chdir is not None:
+                    self.change_directory(chdir)
+            self.other_readings(
+                words, start, values, assigns=assigns, redirects=redirects, feeds=feeds, depth=depth
+            )
             for s in shell_options(words, spec):
                 self.shell_string(s, depth, feeds)
             if spec.joins and rest:
@@ -382,6 +554,11 @@ class _Walker:
                 )
                 return
             if spec.stdin_args and rest:
+                replace = xargs_replace(words[1:start]) if name == "xargs" else None
+                if replace:
+                    # 'xargs -I % sh -c "rm -rf %"': every word holding the replace
+                    # string gets a line of the input.
+                    rest = [Word(w.value, True) if replace in w.value else w for w in rest]
                 rest = [*rest, Word("{}", dynamic=True)]
             if rest:
                 self.simple(
@@ -413,6 +590,30 @@ class _Walker:
             return
         if name == "find":
             self.find_exec(words, depth, feeds, wrappers)
+        elif name == "git":
+            shells, argvs = git_commands(words)
+            for value in [*git_config_commands(words), *shells]:
+                self.shell_string(value, depth, feeds)
+            for argv in argvs:  # 'git bisect run PROG ARGS'
+                self.run_argv(argv, depth, feeds, (*wrappers, name))
+        elif name == "hyperfine":
+            for value in hyperfine_commands(words):
+                self.shell_string(value, depth, feeds)
+        elif name == "capsh":
+            bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
+            if bash_args is not None:
+                self.run_argv([Word("bash"), *bash_args], depth, feeds, (*wrappers, name))
+        elif name == "start-stop-daemon":
+            daemon = daemon_argv(words)
+            if daemon is not None:
+                self.run_argv(daemon, depth, feeds, (*wrappers, name))
+        elif name in ("make", "gmake") and make_reads_input(words):
+            self.hazard(
+                "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
+            )
+        for path in written_by_args(name, words[1:]):
+            self.written.setdefault(script_key(path), []).append(None)
+            self.writers.setdefault(script_key(path), set()).add(name)
         if name in SHELLS:
             self.shell(
                 name,
@@ -422,21 +623,106 @@ class _Walker:
                 stdin_code=stdin_code,
                 stdin_text=stdin_text,
             )
+        elif name in ("cd", "pushd"):
+            operands = [w for w in words[1:] if not w.value.startswith("-") or w.value == "-"]
+            if "--" in (w.value for w in words[1:]):
+                operands = words[[w.value for w in words].index("--") + 1 :]
+            self.change_directory(operands[0] if operands else Word("~"))
         elif name in ("eval",):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
             self.shell_string(join_words(words[1:]), depth, feeds)
         elif name in (".", "source"):
             if len(words) > 1 and words[1].dynamic:
                 self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
+            elif len(words) > 1 and is_stream_path(words[1].value):
+                self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            elif len(words) > 1:
+                self.note_run(words[1].value, True, depth, feeds, name)
         elif name == "alias":
             for w in words[1:]:
                 if "=" in w.value:
+                    self.aliases.add(w.value.split("=", 1)[0])
                     self.shell_string(Word(w.value.split("=", 1)[1], w.dynamic), depth, feeds)
+        elif name in ("export", "declare", "typeset", "readonly", "local"):
+            for value in command_env_values(words[1:]):
+                self.shell_string(value, depth, feeds)
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:
             self.interpreter(name, words, feeds, stdin_code, depth)
         rec(name, words)
+
+    def run_argv(
+        self, argv: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        """Check a program and arguments another program runs (no shell in between)."""
+        self.simple(
+            argv,
+            (),
+            (),
+            feeds=feeds,
+            stdin_code=False,
+            stdin_text=None,
+            depth=depth,
+            wrappers=wrappers,
+        )
+
+    def other_readings(
+        self,
+        words: list[Word],
+        start: int,
+        values: tuple[int, ...],
+        *,
+        assigns: tuple[str, ...],
+        redirects: tuple[Word, ...],
+        feeds: tuple[str, ...],
+        depth: int,
+    ) -> None:
+        """Check the commands a wrapper would run if its option table were wrong.
+
+        The tables say which options take a separate value; a wrong entry either swallows
+        the program as a value ('xargs -i rm -rf {}' read 'rm' as -i's value) or leaves a
+        value as the program ('ltrace -o FILE rm': 'FILE' would run). Both readings are
+        checked: from every word read as a value, and from the word after the program when
+        an option stands right before it. They are speculative: deny and ask rules apply,
+        an allowlist does not (the word may never run), and run-time names are no hazard.
+        """
+        starts = [k for k in values if k != start and not words[k].value.startswith("-")]
+        before = words[start - 1].value if start >= 2 else ""
+        if (
+            start < len(words)
+            and start - 1 not in values
+            and before.startswith("-")
+            and before not in ("-", "--")
+            and "=" not in before
+        ):
+            starts.append(start + 1)
+        for k in starts:
+            if k >= len(words):
+                continue
+            if self.readings >= MAX_READINGS:
+                # Every reading is a walk of the rest of the words: a crafted chain of
+                # wrappers would make them grow without bound. Past the budget the words
+                # are not read every way, so they are not understood: say so.
+                if not self.readings_exhausted:
+                    self.readings_exhausted = True
+                    self.hazard("unparseable", f"more than {MAX_READINGS} readings of wrappers")
+                return
+            self.readings += 1
+            self.speculating += 1
+            try:
+                self.simple(
+                    words[k:],
+                    assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=False,
+                    stdin_text=None,
+                    depth=depth,
+                    wrappers=(),
+                )
+            finally:
+                self.speculating -= 1
 
     def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
         if word.dynamic:
@@ -481,9 +767,13 @@ class _Walker:
             if positional is not None:
                 self.shell_string(positional, depth, feeds)
             return
+        if positional is not None and not positional.dynamic and is_stream_path(positional.value):
+            stdin_mode = True  # 'sh /dev/stdin <<< CODE' reads its input like 'sh -s'
         if positional is not None and not stdin_mode:
             if positional.dynamic:
                 self.hazard("interpreter", f"{name} runs a script from a substitution", feeds)
+            else:
+                self.note_run(positional.value, True, depth, feeds, name)
             return
         if stdin_text is not None:
             self.parse(stdin_text, depth + 1, feeds)
@@ -502,28 +792,35 @@ class _Walker:
             if not fnmatchcase(name, glob):
                 continue
             positional = False
+            valued = interpreter_value_options(name)
+            skip = False
             for w in words[1:]:
                 v = w.value
+                if skip:  # the value of the option before ('-W ignore', '-r fs')
+                    skip = False
+                    continue
                 if v in flags or (
                     (cluster := short_cluster(v)) is not None
                     and any(len(f) == 2 and f[1] in cluster for f in flags)
                 ):
                     self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
                     return
+                if v in valued:
+                    skip = True
+                    continue
                 if not v.startswith("-") or v == "-":
-                    positional = v != "-"
+                    # A stream path is the input: 'python3 /dev/stdin <<< CODE'.
+                    positional = v != "-" and (w.dynamic or not is_stream_path(v))
+                    if positional and not w.dynamic:
+                        self.note_run(v, False, depth, feeds, name)
                     break
             if not positional and stdin_code:
                 self.hazard("interpreter", f"{name} reads code from its input", feeds)
             return
-        if name in ("awk", "gawk", "mawk", "nawk"):
-            prog = next((w.value for w in words[1:] if not w.value.startswith("-")), "")
-            if re.search(r"system|\||getline|@load", prog):
-                self.hazard("interpreter", f"{name} program runs commands", feeds)
-        elif name == "sed":
-            script = " ".join(w.value for w in words[1:])
-            if re.search(r"(^|[;{}\n]|\s)e(\s|$|;)|s(.).*\3.*\3[gpiImM0-9w]*e", script):
-                self.hazard("interpreter", "sed script executes commands", feeds)
+        if name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
+            self.hazard("interpreter", f"{name} program runs commands", feeds)
+        elif name == "sed" and sed_runs_commands(words):
+            self.hazard("interpreter", "sed script executes commands", feeds)
         for w in words[1:]:
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
@@ -562,6 +859,30 @@ class _Walker:
             i += 1
 
 
+def _lexical(path: str) -> str:
+    """Lexical normal form of a 'cd' target: 'a/../..' -> '..', '/x/..' -> '/', '~/x/..'
+    -> '~'; a climb out of '~' is taken to reach '/' (assume the worst)."""
+    if path.startswith("~"):
+        head, _, tail = path.partition("/")
+        rest = posixpath.normpath("x/" + tail) if tail else "x"
+        if rest == "." or rest.startswith(".."):
+            return "/"
+        return head + rest[1:]
+    return posixpath.normpath(path) if path else "."
+
+
+def _climbs(path: str) -> bool:
+    """Whether a relative path climbs above its start ('..', 'a/../..')."""
+    depth = 0
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        depth += -1 if seg == ".." else 1
+        if depth < 0:
+            return True
+    return False
+
+
 #: Commands longer than this are analysed every time: caching attacker-sized strings would
 #: let a caller pin 4096 x 64 KiB of memory.
 CACHED_COMMAND_CHARS = 4096
@@ -578,6 +899,7 @@ def analyse(command: str) -> Analysis:
 def _analyse(command: str) -> Analysis:
     walker = _Walker()
     walker.parse(command, 0)
+    walker.finish()
     return Analysis(tuple(walker.commands), tuple(walker.hazards))
 
 

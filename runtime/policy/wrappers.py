@@ -11,6 +11,9 @@ from typing import NamedTuple
 
 __all__ = [
     "CODE_FLAGS",
+    "CODE_VALUED",
+    "COMMAND_ENV",
+    "GIT_COMMAND_KEYS",
     "HAZARD_ARGS",
     "LOADER_GLOBS",
     "SHELLS",
@@ -28,6 +31,7 @@ class Wrapper(NamedTuple):
     stdin_args: bool = False  # appends arguments read from stdin (xargs)
     shell_arg: frozenset[str] = frozenset()  # options whose value is a shell string (su -c)
     joins: bool = False  # runs its arguments joined through 'sh -c' (watch)
+    dash_option: bool = False  # a lone '-' is an option, not the program (env -, su -)
 
 
 _L = frozenset
@@ -38,6 +42,7 @@ WRAPPERS: dict[str, Wrapper] = {
         _L({"--unset", "--chdir", "--split-string"}),
         assignments=True,
         shell_arg=_L({"-S", "--split-string"}),
+        dash_option=True,
     ),
     "sudo": Wrapper(
         "CDghprtTuU",
@@ -66,15 +71,15 @@ WRAPPERS: dict[str, Wrapper] = {
     "command": Wrapper(),
     "builtin": Wrapper(),
     "exec": Wrapper("a"),
+    # Only options with a *required* value: -e/-i/-l and --eof/--replace/--max-lines take
+    # an optional value that must be attached ('-i{}', '--replace=R'); reading the next
+    # word as their value made 'xargs -i rm -rf {}' run the program '-rf'.
     "xargs": Wrapper(
-        "adEeIiLlnPs",
+        "adEILnPs",
         _L(
             {
                 "--arg-file",
                 "--delimiter",
-                "--eof",
-                "--replace",
-                "--max-lines",
                 "--max-args",
                 "--max-procs",
                 "--max-chars",
@@ -93,20 +98,25 @@ WRAPPERS: dict[str, Wrapper] = {
     "taskset": Wrapper("", positionals=1),
     "chrt": Wrapper("T", positionals=1),
     "unshare": Wrapper("SG", _L({"--setuid", "--setgid", "--root", "--wd"})),
-    "nsenter": Wrapper("tSGrw", _L({"--target", "--setuid", "--setgid"})),
+    # -r[dir] and -w[dir] take an optional attached value only.
+    "nsenter": Wrapper("tSG", _L({"--target", "--setuid", "--setgid"})),
     "setpriv": Wrapper("", _L({"--reuid", "--regid", "--groups", "--inh-caps", "--bounding-set"})),
     "su": Wrapper(
-        "cgGs", _L({"--command", "--group", "--shell"}), shell_arg=_L({"-c", "--command"})
+        "cgGs",
+        _L({"--command", "--group", "--shell"}),
+        shell_arg=_L({"-c", "--command"}),
+        dash_option=True,
     ),
     "runuser": Wrapper(
         "cgGsu",
         _L({"--command", "--group", "--shell", "--user"}),
         shell_arg=_L({"-c", "--command"}),
+        dash_option=True,
     ),
     "script": Wrapper("cT", _L({"--command", "--timing"}), shell_arg=_L({"-c", "--command"})),
     "watch": Wrapper("dn", _L({"--interval", "--differences"}), joins=True),
     "strace": Wrapper("eoOpPsSuEXb"),
-    "ltrace": Wrapper("eoOpsSuEn"),
+    "ltrace": Wrapper("aADeFlnopsuwx"),  # -S (trace syscalls) takes no value
     "valgrind": Wrapper(),
     "catchsegv": Wrapper(),
     "busybox": Wrapper(),
@@ -119,6 +129,47 @@ WRAPPERS: dict[str, Wrapper] = {
     "firejail": Wrapper(),
     "proot": Wrapper("rbw"),
     "systemd-run": Wrapper("pEu", _L({"--property", "--setenv", "--unit"})),
+    # util-linux, coreutils and friends installed on Debian that run their arguments.
+    "setarch": Wrapper("", positionals=1),  # setarch ARCH [options] PROGRAM
+    "linux32": Wrapper(),
+    "linux64": Wrapper(),
+    "x86_64": Wrapper(),
+    "i386": Wrapper(),
+    "i686": Wrapper(),
+    "uname26": Wrapper(),
+    "prlimit": Wrapper("po", _L({"--pid", "--output"})),  # limits are '--nofile=N', '-n1'
+    # sg GROUP -c CMD, or sg GROUP CMD: the command is a string run by /bin/sh -c.
+    "sg": Wrapper("c", positionals=1, shell_arg=_L({"-c"}), joins=True, dash_option=True),
+    "fakeroot": Wrapper("lsib", _L({"--lib", "--faked"})),
+    "dbus-run-session": Wrapper("", _L({"--config-file", "--dbus-daemon"})),
+    # runcon CONTEXT PROGRAM, or runcon -t TYPE ... PROGRAM: one positional is read; when
+    # options were given instead, the program is checked as another reading.
+    "runcon": Wrapper("turl", _L({"--type", "--user", "--role", "--range"}), positionals=1),
+    "chronic": Wrapper(),
+    "unbuffer": Wrapper(),
+    "nocache": Wrapper(),
+    "trickle": Wrapper("udwtlsn"),
+    "torsocks": Wrapper("uPa", _L({"--user", "--pass", "--address", "--port"})),
+    "proxychains": Wrapper("f"),
+    "proxychains4": Wrapper("f"),
+    "numactl": Wrapper(
+        "CiNmlp",
+        _L({"--cpunodebind", "--interleave", "--membind", "--preferred", "--physcpubind"}),
+    ),
+    "cpulimit": Wrapper("lp", _L({"--limit", "--pid"})),
+    "xvfb-run": Wrapper(
+        "nsfpwe",
+        _L(
+            {
+                "--server-num",
+                "--server-args",
+                "--auth-file",
+                "--xauth-protocol",
+                "--wait",
+                "--error-file",
+            }
+        ),
+    ),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
@@ -223,3 +274,76 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "make": ("--eval*", "SHELL=*"),
     "openssl": ("-engine",),
 }
+
+# Options of the interpreters in CODE_FLAGS that take a *separate* value: 'python3 -W ignore
+# -c CODE' has its code flag after one; reading 'ignore' as the script hid the '-c'.
+CODE_VALUED: dict[str, frozenset[str]] = {
+    "python*": _L({"-W", "-X", "--check-hash-based-pycs"}),
+    "pypy*": _L({"-W", "-X"}),
+    "perl*": _L({"-I", "-M", "-m", "-x"}),
+    "ruby*": _L({"-I", "-r", "-C", "-E", "-F", "--encoding"}),
+    "node": _L(
+        {"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"}
+    ),
+    "nodejs": _L({"-r", "--require", "--import", "--loader", "-C", "--conditions"}),
+    "bun": _L({"-r", "--preload", "--cwd", "--config", "-c"}),
+    "php*": _L({"-d", "-c", "-z", "-t", "-f"}),
+    "lua*": _L({"-l"}),
+    "luajit": _L({"-l", "-j", "-O"}),
+    "julia": _L({"-L", "--load", "-J", "--sysimage", "--project", "-t", "--threads", "-p"}),
+}
+
+# Environment variables whose value a program runs as a shell command (git's editor, pager
+# and ssh; man's pager). 'GIT_EDITOR="rm -rf /" git commit' runs rm: their values are read
+# as shell, like 'git -c core.editor=...'.
+COMMAND_ENV = frozenset(
+    {
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_PAGER",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH",
+        "GIT_PROXY_COMMAND",
+        "GIT_ASKPASS",
+        "GIT_EXTERNAL_DIFF",
+        "SSH_ASKPASS",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "MANPAGER",
+        "SYSTEMD_PAGER",
+        "LESSOPEN",
+        "LESSCLOSE",
+    }
+)
+
+# git config keys (lower case, fnmatch) whose value git later runs through the shell:
+# 'git config alias.x "!rm -rf /"; git x'. The value is read as shell ('!' dropped).
+GIT_COMMAND_KEYS = (
+    "alias.*",
+    "core.pager",
+    "core.editor",
+    "core.sshcommand",
+    "core.fsmonitor",
+    "core.askpass",
+    "core.gitproxy",
+    "sequence.editor",
+    "diff.external",
+    "diff.*.textconv",
+    "diff.*.command",
+    "difftool.*.cmd",
+    "mergetool.*.cmd",
+    "filter.*.clean",
+    "filter.*.smudge",
+    "filter.*.process",
+    "merge.*.driver",
+    "credential.helper",
+    "credential.*.helper",
+    "gpg.program",
+    "gpg.*.program",
+    "pager.*",
+    "uploadpack.packobjectshook",
+    "web.browser",
+    "browser.*.cmd",
+    "man.*.cmd",
+)

@@ -1,0 +1,388 @@
+"""Code carried inside ordinary commands: where awk, sed, git and environment variables
+hold a program, and what a command writes into a file that the same command then runs.
+
+Pure functions on :class:`Word` lists; :mod:`runtime.policy.shell` drives them. What an
+attacker controls is every word. Each function finds code or reports that it cannot, and
+the walker maps "cannot" to a hazard (ask or deny), never to allow.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from fnmatch import fnmatchcase
+
+from runtime.policy.argv import Word
+from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
+
+__all__ = [
+    "awk_programs",
+    "awk_runs_commands",
+    "capsh_shell_args",
+    "command_env_values",
+    "daemon_argv",
+    "env_chdir",
+    "git_commands",
+    "git_config_commands",
+    "hyperfine_commands",
+    "interpreter_value_options",
+    "is_stream_path",
+    "make_reads_input",
+    "script_key",
+    "sed_runs_commands",
+    "written_by_args",
+    "written_content",
+    "xargs_replace",
+]
+
+# A path naming a stream the program is fed on: reading a script from it is reading the
+# command's input ('sh /dev/stdin <<< CODE', 'curl .. | bash /dev/fd/0').
+_STREAM_RE = re.compile(r"^/+(dev/+(stdin|fd/+\d+)|proc/+(self|thread-self|\d+)/+fd/+\d+)/*$")
+
+# sed's 'e' command (run the pattern space or the rest of the line as a command), wherever
+# a command may start: line start, after ';', '{', '}', blanks, or an address ('1e',
+# '$!e', '/re/e', '1~2e', '\%x%e'). Not preceded by a letter, '-', '\' or '.', so that
+# option words ('-e') and words inside text ('the', 'foo.e') are not read as commands.
+_SED_E_RE = re.compile(r"(?<![A-Za-z_\-\\.])e(\s|$|;|\})")
+# The 's' command's 'e' flag: 's/x/cmd/e'.
+_SED_S_E_RE = re.compile(r"s(.).*\1.*\1[gpiImM0-9w]*e")
+
+_AWK_VALUED = frozenset(
+    {"-v", "-F", "--assign", "--field-separator", "-i", "--include", "-l", "--load", "-E"}
+)
+_AWK_FILE = frozenset({"-f", "--file", "-E", "--exec"})
+_AWK_SOURCE = frozenset({"-e", "--source"})
+_AWK_RUNS = re.compile(r"system|\||getline|@load")
+
+_GIT_CONFIG_VALUED = frozenset(
+    {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
+)
+_GIT_CONFIG_SUBCOMMANDS = frozenset({"set", "add"})
+
+# printf escapes that stand for one known character ('\\\\' kept apart as NUL until the
+# check for any other backslash is done).
+_PRINTF_PLAIN = {"\\n": "\n", "\\t": "\t", "\\\\": "\x00"}
+_PRINTF_PLAIN_RE = re.compile(r"\\[nt\\]")
+
+
+def is_stream_path(value: str) -> bool:
+    """'/dev/stdin', '/dev/fd/0', '/proc/self/fd/0': a script read from a stream."""
+    return bool(_STREAM_RE.match(value))
+
+
+def sed_runs_commands(words: list[Word]) -> bool:
+    """Whether a sed command line may run commands ('e' command or 's///e')."""
+    script = " ".join(w.value for w in words[1:])
+    return bool(_SED_E_RE.search(script) or _SED_S_E_RE.search(script))
+
+
+def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
+    """(program texts, True if the program comes from a file) of an awk command line.
+
+    The program is the first operand after the options and their values: '-v x=1 PROG',
+    '-F : PROG'; '-e'/'--source' give program text; '-f FILE' means no operand program.
+    """
+    texts: list[str] = []
+    from_file = False
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        if v == "--":
+            if not texts and not from_file and i + 1 < len(words):
+                texts.append(words[i + 1].value)
+            break
+        opt = v.split("=", 1)[0]
+        if opt in _AWK_SOURCE:
+            if "=" in v:
+                texts.append(v.split("=", 1)[1])
+            elif i + 1 < len(words):
+                texts.append(words[i + 1].value)
+            i += 1 if "=" in v else 2
+            continue
+        if opt in _AWK_FILE:
+            from_file = True
+        if opt in _AWK_VALUED or opt in _AWK_FILE:
+            i += 1 if "=" in v else 2
+            continue
+        if v.startswith("-") and len(v) > 1:
+            if v[:2] in ("-e",) and len(v) > 2:
+                texts.append(v[2:])
+            elif v[:2] == "-f":
+                from_file = True
+            i += 1
+            continue
+        if not texts and not from_file:
+            texts.append(v)
+        break
+    return texts, from_file
+
+
+def awk_runs_commands(words: list[Word]) -> bool:
+    texts, _ = awk_programs(words)
+    return any(_AWK_RUNS.search(t) for t in texts)
+
+
+def interpreter_value_options(name: str) -> frozenset[str]:
+    """Options of interpreter ``name`` that take a separate value ('python3 -W ignore')."""
+    for glob, opts in CODE_VALUED.items():
+        if fnmatchcase(name, glob):
+            return opts
+    return frozenset()
+
+
+def command_env_values(words: list[Word]) -> list[Word]:
+    """Values of NAME=VALUE words whose NAME a program runs as a shell command."""
+    out: list[Word] = []
+    for w in words:
+        name, eq, value = w.value.partition("=")
+        if eq and name.rstrip("+") in COMMAND_ENV:
+            out.append(Word(value, w.dynamic))
+    return out
+
+
+def git_config_commands(words: list[Word]) -> list[Word]:
+    """Values 'git config KEY VALUE' sets for keys git later runs through the shell
+    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+    values = [w.value for w in words]
+    try:
+        i = values.index("config") + 1
+    except ValueError:
+        return []
+    seen_sub = False
+    while i < len(words):
+        v = values[i]
+        if v in _GIT_CONFIG_VALUED:
+            i += 2
+            continue
+        if v.startswith("-"):
+            i += 1
+            continue
+        if v in _GIT_CONFIG_SUBCOMMANDS and not seen_sub:
+            seen_sub = True
+            i += 1
+            continue
+        break
+    if i + 1 >= len(words):
+        return []
+    key = values[i].lower()
+    if not any(fnmatchcase(key, g) for g in GIT_COMMAND_KEYS):
+        return []
+    value = words[i + 1]
+    return [Word(value.value.removeprefix("!"), value.dynamic)]
+
+
+def script_key(path: str) -> str:
+    """What a script path is compared by: its base name ('./a.sh', 'x/../a.sh' -> 'a.sh').
+    Base names, not whole paths: a 'cd' between the write and the run moves the directory,
+    and a false match only makes the walker look harder."""
+    return posixpath.basename(posixpath.normpath(path))
+
+
+def written_content(program: str, args: list[Word], stdin_text: str | None) -> str | None:
+    """What ``program args`` writes to its standard output, when it is literal in the
+    command itself (echo, printf without escapes or formats, cat/tee of a here-document);
+    None when it is not known before the command runs."""
+    if any(w.dynamic for w in args):
+        return None
+    if program == "echo":
+        words = [w.value for w in args]
+        while words and words[0] in ("-n", "-e", "-E"):
+            words.pop(0)
+        text = " ".join(words)
+        # dash's echo always reads backslash escapes ('\0155' is 'm'): not literal.
+        return None if "\\" in text else text
+    if program == "printf":
+        if len(args) != 1 or "%" in args[0].value:
+            return None
+        # Only the plain escapes: any other backslash (octal '\\155') may spell anything.
+        text = _PRINTF_PLAIN_RE.sub(lambda m: _PRINTF_PLAIN[m.group(0)], args[0].value)
+        return None if "\\" in text.replace("\x00", "") else text.replace("\x00", "\\")
+    if program in ("cat", "tee") and stdin_text is not None:
+        return stdin_text
+    return None
+
+
+def written_by_args(program: str, args: list[Word]) -> list[str]:
+    """Files a download writes its body to, named in its arguments ('curl -o F',
+    'wget -O F'): their content is only known once the command runs."""
+    out: list[str] = []
+    values = [w.value for w in args if not w.dynamic]
+    if program in ("curl", "wget", "aria2c", "http", "xh"):
+        flags = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}.get(
+            program, ("-o", "--output")
+        )
+        for k, v in enumerate(values):
+            for f in flags:
+                # '-o F', or a cluster ending in the letter: 'wget -qO F'.
+                joined = len(f) == 2 and len(v) > 2 and v[0] == "-" != v[1] and v[-1] == f[1]
+                if (v == f or joined) and k + 1 < len(values):
+                    out.append(values[k + 1])
+                elif v.startswith(f + "=") or (len(f) == 2 and v.startswith(f) and len(v) > 2):
+                    out.append(v.split("=", 1)[1] if "=" in v else v[2:])
+        remote_name = any(
+            v == "--remote-name" or (v[:1] == "-" and v[1:2] != "-" and "O" in v) for v in values
+        )
+        if program == "curl" and remote_name:
+            out.extend(v.rsplit("/", 1)[-1] for v in values if "://" in v)
+    return out
+
+
+def xargs_replace(options: list[Word]) -> str | None:
+    """The replace string of xargs options ('-I R', '-IR', '-i', '-iR', '--replace[=R]')."""
+    found: str | None = None
+    i = 0
+    while i < len(options):
+        v = options[i].value
+        if v == "-I" and i + 1 < len(options):
+            found = options[i + 1].value
+            i += 2
+            continue
+        if v.startswith("-I") and len(v) > 2:
+            found = v[2:]
+        elif v.startswith("-i"):
+            found = v[2:] or "{}"
+        elif v == "--replace" or v.startswith("--replace="):
+            found = v.partition("=")[2] or "{}"
+        i += 1
+    return found
+
+
+def env_chdir(options: list[Word]) -> Word | None:
+    """The directory of 'env -C DIR' / '--chdir=DIR' among env's options, if any."""
+    found: Word | None = None
+    for k, w in enumerate(options):
+        v = w.value
+        if v in ("-C", "--chdir") and k + 1 < len(options):
+            found = options[k + 1]
+        elif v.startswith("--chdir="):
+            found = Word(v.split("=", 1)[1], w.dynamic)
+        elif v.startswith("-") and not v.startswith("--") and "C" in v:
+            rest = v[v.index("C") + 1 :]
+            if rest:
+                found = Word(rest, w.dynamic)
+            elif k + 1 < len(options):
+                found = options[k + 1]
+    return found
+
+
+_HYPERFINE_SHELL = frozenset({"-p", "--prepare", "-c", "--cleanup", "-s", "--setup", "--conclude"})
+_HYPERFINE_VALUED = {
+    **dict.fromkeys(
+        (
+            "-r", "--runs", "-w", "--warmup", "-m", "--min-runs", "-M", "--max-runs",
+            "-S", "--shell", "-n", "--command-name", "-u", "--time-unit", "--style",
+            "--sort", "-o", "--output", "--input", "-D", "--parameter-step-size",
+            "--export-asciidoc", "--export-csv", "--export-json", "--export-markdown",
+            "--export-orgmode",
+        ),
+        1,
+    ),
+    "-L": 2,
+    "--parameter-list": 2,
+    "-P": 3,
+    "--parameter-scan": 3,
+}  # fmt: skip
+
+
+def hyperfine_commands(words: list[Word]) -> list[Word]:
+    """The shell commands hyperfine runs: each operand, and --prepare/--cleanup/--setup."""
+    out: list[Word] = []
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        opt, eq, val = v.partition("=")
+        if opt in _HYPERFINE_SHELL:
+            if eq:
+                out.append(Word(val, words[i].dynamic))
+            elif i + 1 < len(words):
+                out.append(words[i + 1])
+            i += 1 if eq else 2
+            continue
+        if opt in _HYPERFINE_VALUED:
+            i += 1 if eq else 1 + _HYPERFINE_VALUED[opt]
+            continue
+        if not v.startswith("-"):
+            out.append(words[i])
+        i += 1
+    return out
+
+
+def capsh_shell_args(words: list[Word]) -> list[Word] | None:
+    """'capsh [options] -- ARGS' runs /bin/bash ARGS: the ARGS, or None without '--'."""
+    values = [w.value for w in words]
+    if "--" not in values:
+        return None
+    return words[values.index("--") + 1 :]
+
+
+def daemon_argv(words: list[Word]) -> list[Word] | None:
+    """The program and arguments 'start-stop-daemon --exec P [--startas Q] -- ARGS' runs."""
+    program: Word | None = None
+    values = [w.value for w in words]
+    cut = values.index("--") if "--" in values else len(values)
+    for k in range(1, cut):
+        v = values[k]
+        for opt, short in (("--startas", "-a"), ("--exec", "-x")):
+            # --startas names what runs when both are given; --exec is what is checked.
+            if program is not None and opt != "--startas":
+                continue
+            if v in (short, opt) and k + 1 < cut:
+                program = words[k + 1]
+            elif v.startswith(opt + "="):
+                program = Word(v.split("=", 1)[1], words[k].dynamic)
+    if program is None:
+        return None
+    return [program, *words[cut + 1 :]]
+
+
+_GIT_SHELL_OPTS = {
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd"),
+    "mergetool": ("-x", "--extcmd"),
+}
+_FILTER_RE = re.compile(r"^--(tree|index|msg|env|commit|parent|tag-name)-filter$")
+
+
+def git_commands(words: list[Word]) -> tuple[list[Word], list[list[Word]]]:
+    """Commands a git command line runs: (shell strings, program argvs).
+
+    'git rebase -x CMD', 'git difftool -x CMD', 'git filter-branch --tree-filter CMD' and
+    'git submodule foreach CMD...' run shell strings; 'git bisect run PROG ARGS' runs PROG.
+    """
+    values = [w.value for w in words]
+    shells: list[Word] = []
+    argvs: list[list[Word]] = []
+    sub = next((v for v in values[1:] if v in _GIT_SHELL_OPTS or v in ("filter-branch",)), None)
+    opts = _GIT_SHELL_OPTS.get(sub or "", ())
+    for k, v in enumerate(values):
+        opt, eq, val = v.partition("=")
+        if (opt in opts or (sub == "filter-branch" and _FILTER_RE.match(opt))) and k > 0:
+            if eq:
+                shells.append(Word(val, words[k].dynamic))
+            elif k + 1 < len(words):
+                shells.append(words[k + 1])
+    if "submodule" in values and "foreach" in values:
+        rest = [w for w in words[values.index("foreach") + 1 :] if w.value != "--recursive"]
+        if rest:
+            shells.append(Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)))
+    if "bisect" in values and "run" in values[values.index("bisect") :]:
+        k = values.index("run", values.index("bisect"))
+        if k + 1 < len(words):
+            argvs.append(words[k + 1 :])
+    return shells, argvs
+
+
+def make_reads_input(words: list[Word]) -> bool:
+    """'make -f -' or 'make -f /dev/stdin': the makefile (recipes are shell) is the input."""
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        value: str | None = None
+        if v in ("-f", "--file", "--makefile") and k + 1 < len(words):
+            value = words[k + 1].value
+        elif v.startswith(("--file=", "--makefile=")):
+            value = v.split("=", 1)[1]
+        elif v.startswith("-f") and len(v) > 2:
+            value = v[2:]
+        if value is not None and (value == "-" or is_stream_path(value)):
+            return True
+    return False

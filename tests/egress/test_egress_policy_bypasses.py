@@ -1,0 +1,98 @@
+"""Egress bypasses found by the policy hunt (2026-11-23), run against the real policy
+rules (runtime.policy.network.NetworkRules), not the FakeRules double: the gateway and the
+policy must judge an address the same way.
+
+- A deny CIDR was only consulted for non-public addresses: with ``allow = ["*"]`` and
+  ``deny = ["8.8.8.0/24"]``, a name resolving into the denied range was dialled.
+- The policy judged IPv6 forms that embed an IPv4 address (NAT64, 6to4, IPv4-compatible,
+  IPv4-translated) as public: the gateway classed ``64:ff9b::a9fe:a9fe`` as "NAT64
+  metadata" and then asked the policy, which said yes, so it was dialled. A NAT64 gateway
+  on the path (IPv6-only clouds) delivers it to 169.254.169.254.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from egress_support import CannedBackend, FakeResolver, make_gateway
+
+from runtime.egress import EgressDenied, address_class
+from runtime.policy.network import NetworkRules, is_private_address
+
+pytestmark = pytest.mark.anyio
+
+EMBEDDED = [
+    "64:ff9b::a9fe:a9fe",  # NAT64 -> 169.254.169.254
+    "64:ff9b::7f00:1",  # NAT64 -> 127.0.0.1
+    "64:ff9b:1::a00:5",  # local-use NAT64 -> 10.0.0.5
+    "2002:7f00:1::",  # 6to4 -> 127.0.0.1
+    "2002:a9fe:a9fe::1",  # 6to4 -> 169.254.169.254
+    "::127.0.0.1",  # IPv4-compatible
+    "::a9fe:a9fe",
+    "::ffff:0:7f00:1",  # IPv4-translated (SIIT)
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo -> 127.0.0.1
+]
+
+
+@pytest.mark.parametrize("address", EMBEDDED)
+def test_policy_and_gateway_agree_on_embedded_ipv4(address: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert address_class(ip) is not None
+    assert is_private_address(ip)
+    rules = NetworkRules(allow=["*"])
+    assert not rules.address_allowed("any.example", ip)
+    verdict = rules.check("http", f"[{address}]", 80)
+    assert not verdict.allowed
+    assert verdict.rule == "network.private"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "93.184.216.34",
+        "2606:2800:220:1:248:1893:25c8:1946",
+        "2002:5db8:d822::1",
+        "64:ff9b::808:808",
+    ],
+)
+def test_public_addresses_stay_public(address: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert address_class(ip) is None
+    assert not is_private_address(ip)
+    assert NetworkRules(allow=["*"]).address_allowed("any.example", ip)
+
+
+@pytest.mark.parametrize("address", EMBEDDED)
+async def test_gateway_refuses_a_name_resolving_to_an_embedded_private_address(
+    address: str,
+) -> None:
+    rules = NetworkRules(allow=["*"])
+    canned = CannedBackend()
+    resolver = FakeResolver({"nat64.example": [[address]]})
+    async with make_gateway(rules, canned, resolver) as gw:
+        with pytest.raises(EgressDenied) as info:
+            await gw.handle("http", {"url": "http://nat64.example/"})
+    assert info.value.details["rule"] == "egress.address"
+    assert canned.dialled == []
+
+
+async def test_deny_cidr_applies_to_public_addresses_behind_a_name() -> None:
+    rules = NetworkRules(allow=["*"], deny=["93.184.216.0/24"])
+    canned = CannedBackend()
+    resolver = FakeResolver({"denied.example": [["93.184.216.34"]]})
+    async with make_gateway(rules, canned, resolver) as gw:
+        with pytest.raises(EgressDenied) as info:
+            await gw.handle("http", {"url": "http://denied.example/"})
+    assert info.value.details["rule"] == "egress.address"
+    assert canned.dialled == []
+
+
+async def test_deny_cidr_leaves_other_public_addresses_alone() -> None:
+    rules = NetworkRules(allow=["*"], deny=["93.184.216.0/24"])
+    canned = CannedBackend()
+    resolver = FakeResolver({"fine.example": [["93.184.217.1"]]})
+    async with make_gateway(rules, canned, resolver) as gw:
+        reply = await gw.handle("http", {"url": "http://fine.example/"})
+    assert reply["body"] == b"canned"
+    assert canned.dialled == [("93.184.217.1", 80)]
