@@ -68,6 +68,7 @@ from typing import Any, NamedTuple
 
 from runtime._globs import GlobSet, compile_segments
 from runtime.backends.sandbox import _linux
+from runtime.backends.sandbox._dirwatch import DirWatch
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -81,11 +82,15 @@ __all__ = [
     "find_settled",
     "generation",
     "signature",
+    "vetted",
     "warm",
+    "with_targets",
 ]
 
-#: Directory entries the walk may look at per call before it fails the call closed.
-DEFAULT_MAX_ENTRIES = 50_000
+#: Directory entries the walk may look at per call before it fails the call closed. A
+#: JavaScript checkout holds 100,000-300,000 (``node_modules``); the first walk of a tree this
+#: size costs ~5 s of CPU, later looks at an unchanged tree almost nothing (the watches).
+DEFAULT_MAX_ENTRIES = 1_000_000
 #: Directory levels below the workspace the walk may descend before it fails closed.
 MAX_DEPTH = 128
 
@@ -103,6 +108,8 @@ RACY_NS = 3_000_000_000
 _KEPT_FS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1})
 #: Directories kept per spec; past this the kept listings are dropped and refilled.
 _KEPT_MAX = 100_000
+#: Workspaces watched per spec (a fork-server serves one); past this all are dropped.
+_WATCHED_ROOTS = 4
 
 _META = frozenset("*?[")
 #: Symbolic links followed while finding where a denied-path link leads: the kernel's own
@@ -191,13 +198,37 @@ class _Kept(NamedTuple):
     steps: tuple[_Step, ...]
 
 
+class _Record(NamedTuple):
+    """What a walk that no watched directory's change interrupted did that every walk does
+    again: valid while the watches stay quiet (``find``'s ``watch``)."""
+
+    entries: int  # counted outside hidden directories (those are listed again)
+    acts: tuple[tuple[tuple[str, ...], _Step], ...]  # the entries a glob matched, in order
+    links: tuple[tuple[str, ...], ...]  # the denied-path links outside hidden directories
+
+
+def _max_watches() -> int:
+    """Watches one walk's set may hold: at most half the user's (``max_user_watches`` is
+    shared with every other program of the user, editors' file watchers among them)."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return 0
+    return min(_KEPT_MAX, limit // 2)
+
+
 class _Matcher:
     """The globs, plus the literal leading segments of each for pruning the walk, and the
-    walk's kept listings (``kept``: the only part that changes)."""
+    walk's kept listings (``kept``), watches and records (the only parts that change)."""
 
     def __init__(self, spec: MaskSpec) -> None:
         #: (root dev, root ino, parts, under_ro or "hidden") → what the walk did there.
         self.kept: dict[tuple[int, int, tuple[str, ...], bool | str], _Kept] = {}
+        #: (root dev, root ino) → the watches over its walked directories, and the last
+        #: quiet walk's record (only in the process that made the watches).
+        self.watchers: dict[tuple[int, int], DirWatch] = {}
+        self.records: dict[tuple[int, int], _Record] = {}
         #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
         #: this one while their generations agree (:func:`generation`).
         self.generation = 0
@@ -249,6 +280,22 @@ class _Matcher:
         self.hide_segments = tuple(
             compile_segments(p, casefold=True) for p in spec.hide if p not in name_globs
         )
+
+    def watcher(self, root: tuple[int, int]) -> DirWatch | None:
+        """The watches of the tree ``root`` in this process (made on first use), or None:
+        in a forked copy of the process that made them, or once they failed."""
+        watch = self.watchers.get(root)
+        if watch is None:
+            if len(self.watchers) >= _WATCHED_ROOTS:
+                for old in self.watchers.values():
+                    old.close()
+                self.watchers.clear()
+                self.records.clear()
+            watch = self.watchers[root] = DirWatch(_max_watches())
+        if not watch.owned():
+            self.records.pop(root, None)
+            return None
+        return watch
 
     def exposes(self, parts: tuple[str, ...]) -> bool:
         """Whether a symbolic link at ``parts`` is on a denied path: a hide glob matches
@@ -343,7 +390,9 @@ def _now_ns() -> int:
     return time.time_ns()
 
 
-def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
+def find(
+    root_fd: int, spec: MaskSpec, *, host: str | None = None, watch: bool = False
+) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
     Below a hidden directory nothing more is listed (it is covered); below a read-only one
@@ -351,20 +400,35 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
     following denied-path links out of the tree (``root_fd`` may be a call's bind of it,
     whose ``..`` is not the host's). Raises OSError (E2BIG past the bound, EAGAIN when the
     tree changed under the walk, EMLINK for a linked hidden file, EXDEV for a denied-path
-    link into the workspace) — the call must not run half-masked."""
+    link into the workspace) — the call must not run half-masked.
+
+    ``watch``: keep an inotify watch on every directory walked (the fork-server's look before
+    each call, :func:`signature`); while none reports a change, the next walk redoes only
+    what a walk does every time — each masked entry looked at again, the hidden directories'
+    links and link counts, the denied-path links followed — and skips the directories
+    (``_dirwatch``: why no change is missed)."""
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
     links: list[tuple[str, ...]] = []
     seen = 0
+    hidden_seen = 0  # of ``seen``: listed inside hidden directories (looked at every time)
     # Taken before any directory is looked at: a change after it carries a later time.
     racy_after = _now_ns() - RACY_NS
     root = os.fstat(root_fd)
     keep = _linux.fs_magic(root_fd) in _KEPT_FS
     kept = matcher.kept
+    root_key = (root.st_dev, root.st_ino)
+    watcher = matcher.watcher(root_key) if watch and keep else None
+    # What this walk does every time, for the next one while the watches stay quiet.
+    acts: list[tuple[tuple[str, ...], _Step]] = []
+    own_links: list[tuple[str, ...]] = []
+    recordable = watcher is not None
 
-    def count(entries: int) -> None:
-        nonlocal seen
+    def count(entries: int, *, hidden: bool = False) -> None:
+        nonlocal seen, hidden_seen
         seen += entries
+        if hidden:
+            hidden_seen += entries
         if seen > spec.max_entries:
             raise _refuse(
                 errno.E2BIG,
@@ -430,7 +494,7 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
             hit = kept.get(key) if keep else None
             fresh = hit is None or hit.ident != ident
             if hit is not None and not fresh:
-                count(hit.entries)
+                count(hit.entries, hidden=True)
                 entries, steps = hit.entries, hit.steps
             else:
                 try:
@@ -441,7 +505,7 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 except PermissionError as exc:
                     raise _unreadable(parts) from exc
                 entries = len(steps)
-                count(entries)
+                count(entries, hidden=True)
             for step in steps:
                 sub = (*parts, step.name)
                 if step.listed_dir:
@@ -479,7 +543,17 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
                 "checked, so the call does not run",
             )
+        nonlocal recordable
         before = os.fstat(dfd)
+        if recordable:
+            assert watcher is not None
+            if before.st_dev != root.st_dev:
+                recordable = False  # another filesystem: its changes may not be reported
+            elif not watcher.watched((before.st_dev, before.st_ino)):
+                # Watched before it is looked at, then looked at again: a change after
+                # this fstat is reported (or moves the timestamps the walk compares).
+                watcher.add(dfd, (before.st_dev, before.st_ino))
+                before = os.fstat(dfd)
         ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
         key = (root.st_dev, root.st_ino, parts, under_ro)
         hit = kept.get(key) if keep else None
@@ -496,30 +570,13 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
             sub = (*parts, name)
             if step.link:
                 links.append(sub)  # followed once the walk has found every hidden entry
+                own_links.append(sub)
                 continue
             if step.action is not None:
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    raise _changed(sub) from None
-                if not stat.S_ISLNK(st.st_mode):
-                    is_dir = stat.S_ISDIR(st.st_mode)
-                    if step.action == "hide" and not is_dir and st.st_nlink > 1:
-                        raise _linked(sub, st.st_nlink)
-                    targets.append(
-                        MaskTarget(
-                            sub,
-                            step.action,
-                            st.st_dev,
-                            st.st_ino,
-                            is_dir,
-                            0 if is_dir else st.st_ctime_ns,
-                        )
-                    )
-                    if step.action == "hide":
-                        if is_dir:
-                            inside_hidden(dfd, sub)
-                        continue
+                acts.append((sub, step))
+                done, is_dir = act(dfd, sub, step)
+                if done:
+                    continue
             if not is_dir or not (matcher.floating or step.live):
                 continue
             sub_ro = under_ro or step.action == "readonly"
@@ -532,7 +589,12 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                     except FileNotFoundError:
                         raise _changed(sub) from None
-                    if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident:
+                    # Watched, it must have been before this look; else it is opened
+                    # (and watched) below like any other directory.
+                    if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident and (
+                        not recordable
+                        or (watcher is not None and watcher.watched((st.st_dev, st.st_ino)))
+                    ):
                         count(leaf.entries)
                         continue
             try:
@@ -561,7 +623,70 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
             kept[key] = _Kept(ident, entries, steps)
             matcher.generation += 1
 
-    visit(root_fd, (), False, matcher.anchored)
+    def act(dfd: int, sub: tuple[str, ...], step: _Step) -> tuple[bool, bool]:
+        """The entry ``sub`` (in ``dfd``) a glob matches, looked at on every walk: masked
+        (a target), checked for a second link, and a hidden directory searched for links.
+        Returns (done with it, is a directory)."""
+        try:
+            st = os.stat(step.name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise _changed(sub) from None
+        if stat.S_ISLNK(st.st_mode):
+            return False, step.listed_dir
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if step.action == "hide" and not is_dir and st.st_nlink > 1:
+            raise _linked(sub, st.st_nlink)
+        assert step.action is not None
+        targets.append(
+            MaskTarget(
+                sub, step.action, st.st_dev, st.st_ino, is_dir, 0 if is_dir else st.st_ctime_ns
+            )
+        )
+        if step.action == "hide":
+            if is_dir:
+                inside_hidden(dfd, sub)
+            return True, is_dir
+        return False, is_dir
+
+    def replay(record: _Record) -> None:
+        """The per-walk work of ``record``'s walk, on a tree whose watched directories have
+        not changed since: every masked entry again, in the walk's order."""
+        count(record.entries)
+        parent: tuple[str, ...] | None = None
+        dfd = -1
+        try:
+            for sub, step in record.acts:
+                if sub[:-1] != parent:
+                    if dfd >= 0:
+                        os.close(dfd)
+                        dfd = -1
+                    dfd = _open_dir(root_fd, sub[:-1])
+                    parent = sub[:-1]
+                act(dfd, sub, step)
+        finally:
+            if dfd >= 0:
+                os.close(dfd)
+        links.extend(record.links)
+
+    record = matcher.records.pop(root_key, None) if watcher is not None else None
+    replayed = False
+    if watcher is not None and not watcher.drain() and record is not None:
+        try:
+            replay(record)
+            replayed = True
+            matcher.records[root_key] = record
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN:
+                raise
+            # A masked entry gone or replaced: the changes are walked as ever.
+            targets.clear()
+            links.clear()
+            seen = hidden_seen = 0
+    if not replayed:
+        visit(root_fd, (), False, matcher.anchored)
+        if recordable and watcher is not None and watcher.owned() and not watcher.drain():
+            # Quiet from the first look to the last: what the walk found is the tree's.
+            matcher.records[root_key] = _Record(seen - hidden_seen, tuple(acts), tuple(own_links))
     if links:
         hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
         for parts in links:
@@ -868,6 +993,39 @@ def _reopen(root_fd: int, target: MaskTarget) -> int:
     return fd
 
 
+def with_targets(plan_masks: Mapping[str, Any], sig: Signature | None) -> dict[str, Any]:
+    """``plan_masks`` (``MaskSpec.as_plan``) with the targets ``sig`` found, for a spare
+    forked right after the fork-server's look: it mounts them instead of walking the tree
+    again. Safe because the spare serves a call only when the fork-server's look at that
+    call finds these very targets (``Signature`` equality, inodes pinned meanwhile)."""
+    out = dict(plan_masks)
+    if sig is not None and sig.key is not None:
+        out["targets"] = [
+            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in sig.key
+        ]
+    return out
+
+
+def vetted(root_fd: int, plan_masks: Mapping[str, Any]) -> list[MaskTarget] | None:
+    """The targets :func:`with_targets` put in ``plan_masks``, when each is still the inode
+    found (opened component by component, never following a link); None when there are none
+    or one moved: then the caller walks the tree itself."""
+    raw = plan_masks.get("targets")
+    if raw is None:
+        return None
+    targets = [
+        MaskTarget(tuple(str(p) for p in parts), str(action), int(dev), int(ino), bool(d), int(c))
+        for parts, action, dev, ino, d, c in raw
+    ]
+    for target in targets:
+        try:
+            fd = _reopen(root_fd, target)
+        except OSError:
+            return None
+        os.close(fd)
+    return targets
+
+
 def _move_onto(src_fd: int, dst_fd: int) -> None:
     _linux._sys(
         "move_mount",
@@ -994,7 +1152,7 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
         return Signature(None, [])
     fds: list[int] = []
     try:
-        targets = find(root, spec, host=workspace)
+        targets = find(root, spec, host=workspace, watch=True)
         if len(targets) > _MAX_PINS:
             return Signature(None, [])
         for target in targets:

@@ -611,6 +611,10 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
         tag = f"s{self.spare_seq}"
+        if plan.masks and stamp is not None and isinstance(stamp[2], masks.Signature):
+            # The masks this look found travel with the spare: it mounts them, no walk.
+            raw_plan = {**raw_plan, "masks": masks.with_targets(plan.masks, stamp[2])}
+            plan = child.CallPlan(**raw_plan)
         try:
             if self.cloner is None:
                 pid, groups = self._fork_child(plan, dict(self.tools), tag, theirs.fileno())
