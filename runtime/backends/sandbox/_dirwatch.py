@@ -35,7 +35,6 @@ the walk goes on by timestamps alone.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import select
 import struct
@@ -49,6 +48,7 @@ IN_CREATE = 0x00000100
 IN_DELETE = 0x00000200
 IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
+IN_UNMOUNT = 0x00002000
 IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
@@ -68,6 +68,11 @@ _MASK = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
+IN_ISDIR = 0x40000000
+#: Events after which the directories walked may not be the same set at the same paths: about
+#: a directory (made, removed, renamed, its attributes), about a watched directory itself,
+#: an unmount below one, the queue's overflow, a watch removed.
+_STRUCTURAL = IN_ISDIR | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_Q_OVERFLOW | IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _READ = 1 << 16
 
@@ -128,12 +133,16 @@ class DirWatch:
         self._by_ident[ident] = wd
         self._idents[wd] = ident
 
-    def drain(self) -> bool:
-        """Read every queued event and the mount table's state; True when anything moved
-        since the last drain (the queue itself, an overflow, a mount or unmount)."""
+    def drain(self) -> tuple[set[tuple[int, int]], bool]:
+        """Read every queued event and the mount table's state: the directories whose
+        entries changed (a file added, removed, renamed, its attributes), and whether the
+        set of directories itself may have moved — a directory made, removed, renamed or
+        re-permissioned, a watch gone, the queue overflowed, a mount or unmount, an event
+        of a watch we do not know: then nothing of the last walks is to be trusted."""
+        dirty: set[tuple[int, int]] = set()
         if not self.usable:
-            return True
-        moved = False
+            return dirty, True
+        structural = False
         while True:
             try:
                 data = os.read(self._fd, _READ)
@@ -141,10 +150,9 @@ class DirWatch:
                 break
             except OSError:
                 self.close()
-                return True
+                return dirty, True
             if not data:
                 break
-            moved = True
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
@@ -153,15 +161,19 @@ class DirWatch:
                     ident = self._idents.pop(wd, None)
                     if ident is not None and self._by_ident.get(ident) == wd:
                         del self._by_ident[ident]
+                ident = self._idents.get(wd)
+                if ident is None or mask & _STRUCTURAL:
+                    structural = True
+                else:
+                    dirty.add(ident)
         assert self._poll is not None
         try:
             if self._poll.poll(0):
-                moved = True
-        except OSError as exc:  # pragma: no cover - poll of a proc file does not fail
-            if exc.errno != errno.EINTR:
-                self.close()
-            return True
-        return moved
+                structural = True
+        except OSError:  # pragma: no cover - poll of a proc file does not fail
+            self.close()
+            return dirty, True
+        return dirty, structural
 
     def close(self) -> None:
         """Stop for good (the walk goes on by timestamps alone)."""

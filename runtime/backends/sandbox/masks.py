@@ -198,13 +198,34 @@ class _Kept(NamedTuple):
     steps: tuple[_Step, ...]
 
 
-class _Record(NamedTuple):
-    """What a walk that no watched directory's change interrupted did that every walk does
-    again: valid while the watches stay quiet (``find``'s ``watch``)."""
+class _Node(NamedTuple):
+    """What the walk found in one watched directory and everything below it, that every walk
+    does again: valid while no directory of it reports a change (``find``'s ``watch``)."""
 
     entries: int  # counted outside hidden directories (those are listed again)
     acts: tuple[tuple[tuple[str, ...], _Step], ...]  # the entries a glob matched, in order
     links: tuple[tuple[str, ...], ...]  # the denied-path links outside hidden directories
+
+
+class _Tree:
+    """One workspace's watches (in the process that made them) and, per directory walked,
+    its path and the summary of its subtree."""
+
+    __slots__ = ("dirty", "nodes", "paths", "watch")
+
+    def __init__(self, watch: DirWatch) -> None:
+        self.watch = watch
+        #: (parts, under read-only) → the subtree's summary.
+        self.nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
+        #: (st_dev, st_ino) of each watched directory → where the walk saw it.
+        self.paths: dict[tuple[int, int], tuple[str, ...]] = {}
+        #: Directories whose entries changed since their summary was made.
+        self.dirty: set[tuple[int, int]] = set()
+
+    def forget(self) -> None:
+        self.nodes.clear()
+        self.paths.clear()
+        self.dirty.clear()
 
 
 def _max_watches() -> int:
@@ -225,10 +246,9 @@ class _Matcher:
     def __init__(self, spec: MaskSpec) -> None:
         #: (root dev, root ino, parts, under_ro or "hidden") → what the walk did there.
         self.kept: dict[tuple[int, int, tuple[str, ...], bool | str], _Kept] = {}
-        #: (root dev, root ino) → the watches over its walked directories, and the last
-        #: quiet walk's record (only in the process that made the watches).
-        self.watchers: dict[tuple[int, int], DirWatch] = {}
-        self.records: dict[tuple[int, int], _Record] = {}
+        #: (root dev, root ino) → the watches over its walked directories and what the
+        #: walks found below each (only in the process that made the watches).
+        self.trees: dict[tuple[int, int], _Tree] = {}
         #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
         #: this one while their generations agree (:func:`generation`).
         self.generation = 0
@@ -281,21 +301,20 @@ class _Matcher:
             compile_segments(p, casefold=True) for p in spec.hide if p not in name_globs
         )
 
-    def watcher(self, root: tuple[int, int]) -> DirWatch | None:
+    def tree(self, root: tuple[int, int]) -> _Tree | None:
         """The watches of the tree ``root`` in this process (made on first use), or None:
         in a forked copy of the process that made them, or once they failed."""
-        watch = self.watchers.get(root)
-        if watch is None:
-            if len(self.watchers) >= _WATCHED_ROOTS:
-                for old in self.watchers.values():
-                    old.close()
-                self.watchers.clear()
-                self.records.clear()
-            watch = self.watchers[root] = DirWatch(_max_watches())
-        if not watch.owned():
-            self.records.pop(root, None)
+        tree = self.trees.get(root)
+        if tree is None:
+            if len(self.trees) >= _WATCHED_ROOTS:
+                for old in self.trees.values():
+                    old.watch.close()
+                self.trees.clear()
+            tree = self.trees[root] = _Tree(DirWatch(_max_watches()))
+        if not tree.watch.owned():
+            tree.forget()
             return None
-        return watch
+        return tree
 
     def exposes(self, parts: tuple[str, ...]) -> bool:
         """Whether a symbolic link at ``parts`` is on a denied path: a hide glob matches
@@ -417,12 +436,14 @@ def find(
     root = os.fstat(root_fd)
     keep = _linux.fs_magic(root_fd) in _KEPT_FS
     kept = matcher.kept
-    root_key = (root.st_dev, root.st_ino)
-    watcher = matcher.watcher(root_key) if watch and keep else None
-    # What this walk does every time, for the next one while the watches stay quiet.
+    tree = matcher.tree((root.st_dev, root.st_ino)) if watch and keep else None
+    # What this walk does every time (the summaries of the subtrees it walked).
     acts: list[tuple[tuple[str, ...], _Step]] = []
     own_links: list[tuple[str, ...]] = []
-    recordable = watcher is not None
+    recordable = tree is not None
+    trusting = False  # summaries of quiet subtrees stand in for walking them
+    #: The changed directories and every directory above them: walked, not summarised.
+    dirty_below: set[tuple[str, ...]] = set()
 
     def count(entries: int, *, hidden: bool = False) -> None:
         nonlocal seen, hidden_seen
@@ -545,15 +566,21 @@ def find(
             )
         nonlocal recordable
         before = os.fstat(dfd)
+        plain0, acts0, links0 = seen - hidden_seen, len(acts), len(own_links)
         if recordable:
-            assert watcher is not None
+            assert tree is not None
+            here = (before.st_dev, before.st_ino)
             if before.st_dev != root.st_dev:
                 recordable = False  # another filesystem: its changes may not be reported
-            elif not watcher.watched((before.st_dev, before.st_ino)):
+            elif not tree.watch.watched(here):
                 # Watched before it is looked at, then looked at again: a change after
                 # this fstat is reported (or moves the timestamps the walk compares).
-                watcher.add(dfd, (before.st_dev, before.st_ino))
+                tree.watch.add(dfd, here)
                 before = os.fstat(dfd)
+                recordable = tree.watch.usable
+            if tree.paths.setdefault(here, parts) != parts:
+                recordable = False  # one directory at two paths (a bind mount): an event
+                # would name only one of them
         ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
         key = (root.st_dev, root.st_ino, parts, under_ro)
         hit = kept.get(key) if keep else None
@@ -580,6 +607,11 @@ def find(
             if not is_dir or not (matcher.floating or step.live):
                 continue
             sub_ro = under_ro or step.action == "readonly"
+            if trusting and sub not in dirty_below:
+                node = nodes.get((sub, sub_ro))
+                if node is not None:
+                    summary(node)
+                    continue
             if keep:
                 # A kept directory with nothing to act on (most leaves): one lstat of the
                 # entry, never followed, says it is the directory kept, unchanged.
@@ -592,10 +624,13 @@ def find(
                     # Watched, it must have been before this look; else it is opened
                     # (and watched) below like any other directory.
                     if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident and (
-                        not recordable
-                        or (watcher is not None and watcher.watched((st.st_dev, st.st_ino)))
+                        tree is None or tree.watch.watched((st.st_dev, st.st_ino))
                     ):
                         count(leaf.entries)
+                        if recordable and tree is not None:
+                            if tree.paths.setdefault((st.st_dev, st.st_ino), sub) != sub:
+                                recordable = False
+                            nodes[(sub, sub_ro)] = _Node(leaf.entries, (), ())
                         continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
@@ -622,6 +657,10 @@ def find(
                 kept.clear()
             kept[key] = _Kept(ident, entries, steps)
             matcher.generation += 1
+        if recordable:
+            nodes[(parts, under_ro)] = _Node(
+                seen - hidden_seen - plain0, tuple(acts[acts0:]), tuple(own_links[links0:])
+            )
 
     def act(dfd: int, sub: tuple[str, ...], step: _Step) -> tuple[bool, bool]:
         """The entry ``sub`` (in ``dfd``) a glob matches, looked at on every walk: masked
@@ -648,45 +687,74 @@ def find(
             return True, is_dir
         return False, is_dir
 
-    def replay(record: _Record) -> None:
-        """The per-walk work of ``record``'s walk, on a tree whose watched directories have
-        not changed since: every masked entry again, in the walk's order."""
-        count(record.entries)
+    def summary(node: _Node) -> None:
+        """A quiet subtree's per-walk work: every masked entry in it looked at again, in
+        the walk's order, and its links to follow."""
+        count(node.entries)
         parent: tuple[str, ...] | None = None
         dfd = -1
         try:
-            for sub, step in record.acts:
+            for sub, step in node.acts:
                 if sub[:-1] != parent:
                     if dfd >= 0:
                         os.close(dfd)
                         dfd = -1
                     dfd = _open_dir(root_fd, sub[:-1])
                     parent = sub[:-1]
+                acts.append((sub, step))
                 act(dfd, sub, step)
         finally:
             if dfd >= 0:
                 os.close(dfd)
-        links.extend(record.links)
+        links.extend(node.links)
+        own_links.extend(node.links)
 
-    record = matcher.records.pop(root_key, None) if watcher is not None else None
-    replayed = False
-    if watcher is not None and not watcher.drain() and record is not None:
+    def walk() -> None:
+        nonlocal seen, hidden_seen
+        targets.clear()
+        links.clear()
+        acts.clear()
+        own_links.clear()
+        seen = hidden_seen = 0
+        node = nodes.get(((), False)) if trusting and () not in dirty_below else None
+        if node is not None:
+            summary(node)
+        else:
+            visit(root_fd, (), False, matcher.anchored)
+
+    if tree is None:
+        nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
+        walk()
+    else:
+        nodes = tree.nodes
         try:
-            replay(record)
-            replayed = True
-            matcher.records[root_key] = record
-        except OSError as exc:
-            if exc.errno != errno.EAGAIN:
-                raise
-            # A masked entry gone or replaced: the changes are walked as ever.
-            targets.clear()
-            links.clear()
-            seen = hidden_seen = 0
-    if not replayed:
-        visit(root_fd, (), False, matcher.anchored)
-        if recordable and watcher is not None and watcher.owned() and not watcher.drain():
-            # Quiet from the first look to the last: what the walk found is the tree's.
-            matcher.records[root_key] = _Record(seen - hidden_seen, tuple(acts), tuple(own_links))
+            changed, moved = tree.watch.drain()
+            tree.dirty |= changed
+            if moved or any(ident not in tree.paths for ident in tree.dirty):
+                tree.forget()
+            for ident in tree.dirty:
+                where = tree.paths[ident]
+                dirty_below.update(where[:i] for i in range(len(where) + 1))
+            trusting = True
+            try:
+                walk()
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    raise
+                # A summarised entry gone or replaced (its change is on its way in the
+                # queue): walked in full, as ever.
+                tree.nodes.clear()
+                trusting = False
+                walk()
+            changed, moved = tree.watch.drain()
+            if moved or not recordable or not tree.watch.usable:
+                tree.forget()
+            else:
+                # The changes seen while walking: those directories are walked next time.
+                tree.dirty = changed
+        except BaseException:
+            tree.forget()
+            raise
     if links:
         hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
         for parts in links:

@@ -1038,9 +1038,11 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
     spec = masks.MaskSpec.from_plan(plan.masks)
     if spec:
         masks.compile_spec(spec)
-        # The walk's kept listings too, refreshed: the call's own walk then lists only the
-        # directories changed since, not the whole tree.
-        masks.warm(plan.workspace, spec)
+        if "targets" not in plan.masks:
+            # The walk's kept listings too, refreshed: the call's own walk then lists only
+            # the directories changed since, not the whole tree. (A spare given the fork-
+            # server's targets does not walk.)
+            masks.warm(plan.workspace, spec)
     cfg = zygote.cfg
     limits = child.ChildLimits.from_dict(plan.limits)
     if cfg is not None and cfg.mount_ops is not None:
