@@ -444,6 +444,9 @@ def find(
     trusting = False  # summaries of quiet subtrees stand in for walking them
     #: The changed directories and every directory above them: walked, not summarised.
     dirty_below: set[tuple[str, ...]] = set()
+    #: The changed directories: listed again whatever their timestamps say (a second change
+    #: in one timestamp tick leaves them as they were).
+    dirty_here: set[tuple[str, ...]] = set()
 
     def count(entries: int, *, hidden: bool = False) -> None:
         nonlocal seen, hidden_seen
@@ -583,7 +586,7 @@ def find(
                 # would name only one of them
         ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
         key = (root.st_dev, root.st_ino, parts, under_ro)
-        hit = kept.get(key) if keep else None
+        hit = kept.get(key) if keep and parts not in dirty_here else None
         fresh = hit is None or hit.ident != ident
         if hit is not None and not fresh:
             count(hit.entries)
@@ -612,7 +615,7 @@ def find(
                 if node is not None:
                     summary(node)
                     continue
-            if keep:
+            if keep and sub not in dirty_here:
                 # A kept directory with nothing to act on (most leaves): one lstat of the
                 # entry, never followed, says it is the directory kept, unchanged.
                 leaf = kept.get((root.st_dev, root.st_ino, sub, sub_ro))
@@ -734,6 +737,7 @@ def find(
                 tree.forget()
             for ident in tree.dirty:
                 where = tree.paths[ident]
+                dirty_here.add(where)
                 dirty_below.update(where[:i] for i in range(len(where) + 1))
             trusting = True
             try:
