@@ -175,6 +175,11 @@ class DirWatch:
             return dirty, True
         return dirty, structural
 
+    def __del__(self) -> None:
+        # Instances are few per user (fs.inotify.max_user_instances, 128 by default, shared
+        # with every process of the user): a dropped spec gives its one back.
+        self.close()
+
     def close(self) -> None:
         """Stop for good (the walk goes on by timestamps alone)."""
         self.usable = False
