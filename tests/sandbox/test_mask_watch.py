@@ -420,3 +420,48 @@ def test_the_watch_never_reaches_the_tool(workspace: Path) -> None:
     outs = run_with_backend(fn, masks=DEFAULT_MASKS, pool=2)
     assert len(outs) == 3 and all(outs), outs  # the listing worked
     assert not any("inotify" in out for out in outs), outs
+
+
+# -- the watched look against the reference walk, after random changes ---------------------
+
+
+def _watched(root: Path, spec: MaskSpec) -> list[tuple[str, str]] | str:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return sorted((t.rel, t.action) for t in find(fd, spec, watch=True))
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return "refused"
+        raise
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_watched_look_agrees_with_a_fresh_walk_after_every_change(
+    tmp_path: Path, seed: int, later: None
+) -> None:
+    """Random trees and random changes (files, directories made, removed, renamed, replaced
+    by links, touched), a few at a time between looks: the watched look finds what the
+    reference walk (``os.walk``, no cache, no watch) finds, every time."""
+    from tests.sandbox.test_masks import _GLOBS, _mutate, _reference
+
+    rng = random.Random(seed)
+    root = tmp_path / "t"
+    root.mkdir()
+    for _ in range(rng.randint(5, 30)):
+        _mutate(rng, root)
+    globs = rng.sample(_GLOBS, rng.randint(1, 5))
+    cut = rng.randint(0, len(globs))
+    spec = MaskSpec(hide=tuple(globs[:cut]), readonly=tuple(globs[cut:]))
+    assert _watched(root, spec) == _reference(root, spec)
+    for _ in range(10):
+        for _ in range(rng.randint(1, 3)):
+            _mutate(rng, root)
+            if rng.random() < 0.3:  # a file written in place of a denied name, deep down
+                dirs = [p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()]
+                if dirs:
+                    target = rng.choice(dirs) / rng.choice([".env", "x.pem", "plain"])
+                    if not os.path.lexists(target):
+                        target.write_text("x")
+        assert _watched(root, spec) == _reference(root, spec), (globs, cut)

@@ -69,10 +69,14 @@ _MASK = (
     | IN_ONLYDIR
 )
 IN_ISDIR = 0x40000000
-#: Events after which the directories walked may not be the same set at the same paths: about
-#: a directory (made, removed, renamed, its attributes), about a watched directory itself,
-#: an unmount below one, the queue's overflow, a watch removed.
-_STRUCTURAL = IN_ISDIR | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_Q_OVERFLOW | IN_IGNORED
+#: Events after which the directories walked may not be the same set at the same paths: a
+#: watched directory itself removed or renamed, an unmount below one, the queue's overflow,
+#: a watch removed; and a subdirectory removed or renamed away (``_GONE`` with IN_ISDIR),
+#: whose path a new directory could take. A directory made or renamed in is not one: its
+#: path held no directory at the last walk (or that one's removal was such an event), so no
+#: summary can stand for it; its parent is listed again and the new directory walked.
+_STRUCTURAL = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_Q_OVERFLOW | IN_IGNORED
+_GONE = IN_DELETE | IN_MOVED_FROM
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _READ = 1 << 16
 
@@ -135,10 +139,10 @@ class DirWatch:
 
     def drain(self) -> tuple[set[tuple[int, int]], bool]:
         """Read every queued event and the mount table's state: the directories whose
-        entries changed (a file added, removed, renamed, its attributes), and whether the
-        set of directories itself may have moved — a directory made, removed, renamed or
-        re-permissioned, a watch gone, the queue overflowed, a mount or unmount, an event
-        of a watch we do not know: then nothing of the last walks is to be trusted."""
+        entries or attributes changed, and whether the set of directories itself may have
+        moved — a directory removed or renamed, a watch gone, the queue overflowed, a mount
+        or unmount, an event of a watch we do not know: then nothing of the last walks is
+        to be trusted."""
         dirty: set[tuple[int, int]] = set()
         if not self.usable:
             return dirty, True
@@ -162,7 +166,7 @@ class DirWatch:
                     if ident is not None and self._by_ident.get(ident) == wd:
                         del self._by_ident[ident]
                 ident = self._idents.get(wd)
-                if ident is None or mask & _STRUCTURAL:
+                if ident is None or mask & _STRUCTURAL or (mask & IN_ISDIR and mask & _GONE):
                     structural = True
                 else:
                     dirty.add(ident)
