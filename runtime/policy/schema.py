@@ -199,13 +199,13 @@ class PathsSection(_Section):
         "workspace as the sandbox shows it). Default '/workspace'.",
     )
     mask_max_entries: int = Field(
-        50_000,
+        1_000_000,
         ge=1,
         le=10_000_000,
         description="Bound on the directory entries each sandboxed call's walk for deny / "
         "deny_read / deny_write matches may look at (unchanged directories count as their "
         "last listing); past it the call fails closed with a sandbox_error, never unmasked. "
-        "Raise it for a larger workspace. Default 50000.",
+        "Raise it for a larger workspace. Default 1000000.",
     )
 
 

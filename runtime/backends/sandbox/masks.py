@@ -52,6 +52,21 @@ git closes its "racy" index entries: a directory whose timestamps are recent is 
 Kept only on local filesystems whose timestamps move with every change made through this
 kernel, and only below the workspace's own mount. A warm walk costs a few system calls per
 directory instead of one regex per entry (benchmarks/bench_masks.py).
+
+That is still ~9 µs per directory, 0.15 s for a 16,000-directory ``node_modules``. So the
+fork-server's look before each call (:func:`signature`, ``find(watch=True)``) also keeps an
+inotify watch on every directory it walks (``_dirwatch``: why a change that returned before
+the look is always in the queue), added before the directory is listed or re-checked, and a
+summary of each subtree: its entry count, the entries a glob matched, the denied-path links.
+The next look drains the queue: a directory whose files changed is listed again (whatever its
+timestamps say) with the directories above it; every other subtree is its summary — the
+entries it masks are looked at again (a link count moves without an event), the hidden
+directories searched again, the links followed again, nothing else. An event about a
+directory itself (made, removed, renamed, re-permissioned), an overflow, a mount or unmount,
+a directory on another filesystem or at two paths, a watch the user's limit refuses: the
+summaries are dropped and the timestamp walk decides, as without watches. The spare forked
+after the look mounts the look's targets instead of walking (``with_targets``); it serves a
+call only if the look at that call finds the same targets.
 """
 
 from __future__ import annotations
@@ -68,6 +83,7 @@ from typing import Any, NamedTuple
 
 from runtime._globs import GlobSet, compile_segments
 from runtime.backends.sandbox import _linux
+from runtime.backends.sandbox._dirwatch import DirWatch
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -81,11 +97,15 @@ __all__ = [
     "find_settled",
     "generation",
     "signature",
+    "vetted",
     "warm",
+    "with_targets",
 ]
 
-#: Directory entries the walk may look at per call before it fails the call closed.
-DEFAULT_MAX_ENTRIES = 50_000
+#: Directory entries the walk may look at per call before it fails the call closed. A
+#: JavaScript checkout holds 100,000-300,000 (``node_modules``); the first walk of a tree this
+#: size costs ~5 s of CPU, later looks at an unchanged tree almost nothing (the watches).
+DEFAULT_MAX_ENTRIES = 1_000_000
 #: Directory levels below the workspace the walk may descend before it fails closed.
 MAX_DEPTH = 128
 
@@ -103,6 +123,8 @@ RACY_NS = 3_000_000_000
 _KEPT_FS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1})
 #: Directories kept per spec; past this the kept listings are dropped and refilled.
 _KEPT_MAX = 100_000
+#: Workspaces watched per spec (a fork-server serves one); past this all are dropped.
+_WATCHED_ROOTS = 4
 
 _META = frozenset("*?[")
 #: Symbolic links followed while finding where a denied-path link leads: the kernel's own
@@ -191,13 +213,57 @@ class _Kept(NamedTuple):
     steps: tuple[_Step, ...]
 
 
+class _Node(NamedTuple):
+    """What the walk found in one watched directory and everything below it, that every walk
+    does again: valid while no directory of it reports a change (``find``'s ``watch``)."""
+
+    entries: int  # counted outside hidden directories (those are listed again)
+    acts: tuple[tuple[tuple[str, ...], _Step], ...]  # the entries a glob matched, in order
+    links: tuple[tuple[str, ...], ...]  # the denied-path links outside hidden directories
+
+
+class _Tree:
+    """One workspace's watches (in the process that made them) and, per directory walked,
+    its path and the summary of its subtree."""
+
+    __slots__ = ("dirty", "nodes", "paths", "watch")
+
+    def __init__(self, watch: DirWatch) -> None:
+        self.watch = watch
+        #: (parts, under read-only) → the subtree's summary.
+        self.nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
+        #: (st_dev, st_ino) of each watched directory → where the walk saw it.
+        self.paths: dict[tuple[int, int], tuple[str, ...]] = {}
+        #: Directories whose entries changed since their summary was made.
+        self.dirty: set[tuple[int, int]] = set()
+
+    def forget(self) -> None:
+        self.nodes.clear()
+        self.paths.clear()
+        self.dirty.clear()
+
+
+def _max_watches() -> int:
+    """Watches one walk's set may hold: at most half the user's (``max_user_watches`` is
+    shared with every other program of the user, editors' file watchers among them)."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return 0
+    return min(_KEPT_MAX, limit // 2)
+
+
 class _Matcher:
     """The globs, plus the literal leading segments of each for pruning the walk, and the
-    walk's kept listings (``kept``: the only part that changes)."""
+    walk's kept listings (``kept``), watches and records (the only parts that change)."""
 
     def __init__(self, spec: MaskSpec) -> None:
         #: (root dev, root ino, parts, under_ro or "hidden") → what the walk did there.
         self.kept: dict[tuple[int, int, tuple[str, ...], bool | str], _Kept] = {}
+        #: (root dev, root ino) → the watches over its walked directories and what the
+        #: walks found below each (only in the process that made the watches).
+        self.trees: dict[tuple[int, int], _Tree] = {}
         #: Moves whenever ``kept`` changes: another process's copy of it is as fresh as
         #: this one while their generations agree (:func:`generation`).
         self.generation = 0
@@ -249,6 +315,21 @@ class _Matcher:
         self.hide_segments = tuple(
             compile_segments(p, casefold=True) for p in spec.hide if p not in name_globs
         )
+
+    def tree(self, root: tuple[int, int]) -> _Tree | None:
+        """The watches of the tree ``root`` in this process (made on first use), or None:
+        in a forked copy of the process that made them, or once they failed."""
+        tree = self.trees.get(root)
+        if tree is None:
+            if len(self.trees) >= _WATCHED_ROOTS:
+                for old in self.trees.values():
+                    old.watch.close()
+                self.trees.clear()
+            tree = self.trees[root] = _Tree(DirWatch(_max_watches()))
+        if not tree.watch.owned():
+            tree.forget()
+            return None
+        return tree
 
     def exposes(self, parts: tuple[str, ...]) -> bool:
         """Whether a symbolic link at ``parts`` is on a denied path: a hide glob matches
@@ -343,7 +424,9 @@ def _now_ns() -> int:
     return time.time_ns()
 
 
-def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
+def find(
+    root_fd: int, spec: MaskSpec, *, host: str | None = None, watch: bool = False
+) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
     Below a hidden directory nothing more is listed (it is covered); below a read-only one
@@ -351,20 +434,40 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
     following denied-path links out of the tree (``root_fd`` may be a call's bind of it,
     whose ``..`` is not the host's). Raises OSError (E2BIG past the bound, EAGAIN when the
     tree changed under the walk, EMLINK for a linked hidden file, EXDEV for a denied-path
-    link into the workspace) — the call must not run half-masked."""
+    link into the workspace) — the call must not run half-masked.
+
+    ``watch``: keep an inotify watch on every directory walked (the fork-server's look before
+    each call, :func:`signature`); while none reports a change, the next walk redoes only
+    what a walk does every time — each masked entry looked at again, the hidden directories'
+    links and link counts, the denied-path links followed — and skips the directories
+    (``_dirwatch``: why no change is missed)."""
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
     links: list[tuple[str, ...]] = []
     seen = 0
+    hidden_seen = 0  # of ``seen``: listed inside hidden directories (looked at every time)
     # Taken before any directory is looked at: a change after it carries a later time.
     racy_after = _now_ns() - RACY_NS
     root = os.fstat(root_fd)
     keep = _linux.fs_magic(root_fd) in _KEPT_FS
     kept = matcher.kept
+    tree = matcher.tree((root.st_dev, root.st_ino)) if watch and keep else None
+    # What this walk does every time (the summaries of the subtrees it walked).
+    acts: list[tuple[tuple[str, ...], _Step]] = []
+    own_links: list[tuple[str, ...]] = []
+    recordable = tree is not None
+    trusting = False  # summaries of quiet subtrees stand in for walking them
+    #: The changed directories and every directory above them: walked, not summarised.
+    dirty_below: set[tuple[str, ...]] = set()
+    #: The changed directories: listed again whatever their timestamps say (a second change
+    #: in one timestamp tick leaves them as they were).
+    dirty_here: set[tuple[str, ...]] = set()
 
-    def count(entries: int) -> None:
-        nonlocal seen
+    def count(entries: int, *, hidden: bool = False) -> None:
+        nonlocal seen, hidden_seen
         seen += entries
+        if hidden:
+            hidden_seen += entries
         if seen > spec.max_entries:
             raise _refuse(
                 errno.E2BIG,
@@ -430,7 +533,7 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
             hit = kept.get(key) if keep else None
             fresh = hit is None or hit.ident != ident
             if hit is not None and not fresh:
-                count(hit.entries)
+                count(hit.entries, hidden=True)
                 entries, steps = hit.entries, hit.steps
             else:
                 try:
@@ -441,7 +544,7 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 except PermissionError as exc:
                     raise _unreadable(parts) from exc
                 entries = len(steps)
-                count(entries)
+                count(entries, hidden=True)
             for step in steps:
                 sub = (*parts, step.name)
                 if step.listed_dir:
@@ -479,10 +582,26 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
                 "checked, so the call does not run",
             )
+        nonlocal recordable
         before = os.fstat(dfd)
+        plain0, acts0, links0 = seen - hidden_seen, len(acts), len(own_links)
+        if recordable:
+            assert tree is not None
+            here = (before.st_dev, before.st_ino)
+            if before.st_dev != root.st_dev:
+                recordable = False  # another filesystem: its changes may not be reported
+            elif not tree.watch.watched(here):
+                # Watched before it is looked at, then looked at again: a change after
+                # this fstat is reported (or moves the timestamps the walk compares).
+                tree.watch.add(dfd, here)
+                before = os.fstat(dfd)
+                recordable = tree.watch.usable
+            if tree.paths.setdefault(here, parts) != parts:
+                recordable = False  # one directory at two paths (a bind mount): an event
+                # would name only one of them
         ident = (before.st_dev, before.st_ino, before.st_mtime_ns, before.st_ctime_ns)
         key = (root.st_dev, root.st_ino, parts, under_ro)
-        hit = kept.get(key) if keep else None
+        hit = kept.get(key) if keep and parts not in dirty_here else None
         fresh = hit is None or hit.ident != ident
         if hit is not None and not fresh:
             count(hit.entries)
@@ -496,34 +615,22 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
             sub = (*parts, name)
             if step.link:
                 links.append(sub)  # followed once the walk has found every hidden entry
+                own_links.append(sub)
                 continue
             if step.action is not None:
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    raise _changed(sub) from None
-                if not stat.S_ISLNK(st.st_mode):
-                    is_dir = stat.S_ISDIR(st.st_mode)
-                    if step.action == "hide" and not is_dir and st.st_nlink > 1:
-                        raise _linked(sub, st.st_nlink)
-                    targets.append(
-                        MaskTarget(
-                            sub,
-                            step.action,
-                            st.st_dev,
-                            st.st_ino,
-                            is_dir,
-                            0 if is_dir else st.st_ctime_ns,
-                        )
-                    )
-                    if step.action == "hide":
-                        if is_dir:
-                            inside_hidden(dfd, sub)
-                        continue
+                acts.append((sub, step))
+                done, is_dir = act(dfd, sub, step)
+                if done:
+                    continue
             if not is_dir or not (matcher.floating or step.live):
                 continue
             sub_ro = under_ro or step.action == "readonly"
-            if keep:
+            if trusting and sub not in dirty_below:
+                node = nodes.get((sub, sub_ro))
+                if node is not None:
+                    summary(node)
+                    continue
+            if keep and sub not in dirty_here:
                 # A kept directory with nothing to act on (most leaves): one lstat of the
                 # entry, never followed, says it is the directory kept, unchanged.
                 leaf = kept.get((root.st_dev, root.st_ino, sub, sub_ro))
@@ -532,8 +639,16 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                     except FileNotFoundError:
                         raise _changed(sub) from None
-                    if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident:
+                    # Watched, it must have been before this look; else it is opened
+                    # (and watched) below like any other directory.
+                    if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == leaf.ident and (
+                        tree is None or tree.watch.watched((st.st_dev, st.st_ino))
+                    ):
                         count(leaf.entries)
+                        if recordable and tree is not None:
+                            if tree.paths.setdefault((st.st_dev, st.st_ino), sub) != sub:
+                                recordable = False
+                            nodes[(sub, sub_ro)] = _Node(leaf.entries, (), ())
                         continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
@@ -560,8 +675,105 @@ def find(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskT
                 kept.clear()
             kept[key] = _Kept(ident, entries, steps)
             matcher.generation += 1
+        if recordable:
+            nodes[(parts, under_ro)] = _Node(
+                seen - hidden_seen - plain0, tuple(acts[acts0:]), tuple(own_links[links0:])
+            )
 
-    visit(root_fd, (), False, matcher.anchored)
+    def act(dfd: int, sub: tuple[str, ...], step: _Step) -> tuple[bool, bool]:
+        """The entry ``sub`` (in ``dfd``) a glob matches, looked at on every walk: masked
+        (a target), checked for a second link, and a hidden directory searched for links.
+        Returns (done with it, is a directory)."""
+        try:
+            st = os.stat(step.name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise _changed(sub) from None
+        if stat.S_ISLNK(st.st_mode):
+            return False, step.listed_dir
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if step.action == "hide" and not is_dir and st.st_nlink > 1:
+            raise _linked(sub, st.st_nlink)
+        assert step.action is not None
+        targets.append(
+            MaskTarget(
+                sub, step.action, st.st_dev, st.st_ino, is_dir, 0 if is_dir else st.st_ctime_ns
+            )
+        )
+        if step.action == "hide":
+            if is_dir:
+                inside_hidden(dfd, sub)
+            return True, is_dir
+        return False, is_dir
+
+    def summary(node: _Node) -> None:
+        """A quiet subtree's per-walk work: every masked entry in it looked at again, in
+        the walk's order, and its links to follow."""
+        count(node.entries)
+        parent: tuple[str, ...] | None = None
+        dfd = -1
+        try:
+            for sub, step in node.acts:
+                if sub[:-1] != parent:
+                    if dfd >= 0:
+                        os.close(dfd)
+                        dfd = -1
+                    dfd = _open_dir(root_fd, sub[:-1])
+                    parent = sub[:-1]
+                acts.append((sub, step))
+                act(dfd, sub, step)
+        finally:
+            if dfd >= 0:
+                os.close(dfd)
+        links.extend(node.links)
+        own_links.extend(node.links)
+
+    def walk() -> None:
+        nonlocal seen, hidden_seen
+        targets.clear()
+        links.clear()
+        acts.clear()
+        own_links.clear()
+        seen = hidden_seen = 0
+        node = nodes.get(((), False)) if trusting and () not in dirty_below else None
+        if node is not None:
+            summary(node)
+        else:
+            visit(root_fd, (), False, matcher.anchored)
+
+    if tree is None:
+        nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
+        walk()
+    else:
+        nodes = tree.nodes
+        try:
+            changed, moved = tree.watch.drain()
+            tree.dirty |= changed
+            if moved or any(ident not in tree.paths for ident in tree.dirty):
+                tree.forget()
+            for ident in tree.dirty:
+                where = tree.paths[ident]
+                dirty_here.add(where)
+                dirty_below.update(where[:i] for i in range(len(where) + 1))
+            trusting = True
+            try:
+                walk()
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    raise
+                # A summarised entry gone or replaced (its change is on its way in the
+                # queue): walked in full, as ever.
+                tree.nodes.clear()
+                trusting = False
+                walk()
+            changed, moved = tree.watch.drain()
+            if moved or not recordable or not tree.watch.usable:
+                tree.forget()
+            else:
+                # The changes seen while walking: those directories are walked next time.
+                tree.dirty = changed
+        except BaseException:
+            tree.forget()
+            raise
     if links:
         hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
         for parts in links:
@@ -868,6 +1080,39 @@ def _reopen(root_fd: int, target: MaskTarget) -> int:
     return fd
 
 
+def with_targets(plan_masks: Mapping[str, Any], sig: Signature | None) -> dict[str, Any]:
+    """``plan_masks`` (``MaskSpec.as_plan``) with the targets ``sig`` found, for a spare
+    forked right after the fork-server's look: it mounts them instead of walking the tree
+    again. Safe because the spare serves a call only when the fork-server's look at that
+    call finds these very targets (``Signature`` equality, inodes pinned meanwhile)."""
+    out = dict(plan_masks)
+    if sig is not None and sig.key is not None:
+        out["targets"] = [
+            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in sig.key
+        ]
+    return out
+
+
+def vetted(root_fd: int, plan_masks: Mapping[str, Any]) -> list[MaskTarget] | None:
+    """The targets :func:`with_targets` put in ``plan_masks``, when each is still the inode
+    found (opened component by component, never following a link); None when there are none
+    or one moved: then the caller walks the tree itself."""
+    raw = plan_masks.get("targets")
+    if raw is None:
+        return None
+    targets = [
+        MaskTarget(tuple(str(p) for p in parts), str(action), int(dev), int(ino), bool(d), int(c))
+        for parts, action, dev, ino, d, c in raw
+    ]
+    for target in targets:
+        try:
+            fd = _reopen(root_fd, target)
+        except OSError:
+            return None
+        os.close(fd)
+    return targets
+
+
 def _move_onto(src_fd: int, dst_fd: int) -> None:
     _linux._sys(
         "move_mount",
@@ -994,7 +1239,7 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
         return Signature(None, [])
     fds: list[int] = []
     try:
-        targets = find(root, spec, host=workspace)
+        targets = find(root, spec, host=workspace, watch=True)
         if len(targets) > _MAX_PINS:
             return Signature(None, [])
         for target in targets:

@@ -409,7 +409,11 @@ def build(
             # a denied path is followed through the host's tree as the host sees it.
             tree = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=ws_fd)
             try:
-                targets = masks.find_settled(tree, spec, host=plan.workspace)
+                # A spare gets what the fork-server's look found just before its fork, and
+                # serves a call only if the look at that call finds the same: no second walk.
+                targets = masks.vetted(tree, plan.masks)
+                if targets is None:
+                    targets = masks.find_settled(tree, spec, host=plan.workspace)
             finally:
                 os.close(tree)
     before.run(slots, mount_ops)

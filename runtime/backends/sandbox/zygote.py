@@ -178,6 +178,22 @@ def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
     return st.st_dev, st.st_ino, masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
 
 
+def _with_targets(
+    raw_plan: dict[str, Any], plan: child.CallPlan, stamp: tuple[object, ...] | None
+) -> tuple[dict[str, Any], child.CallPlan]:
+    """``raw_plan`` and ``plan`` with the mask targets of ``stamp`` (the look just made), for
+    the child cloned next: it mounts them instead of walking the tree (``masks.vetted``).
+    A spare serves a call only when the look at that call finds the same targets; a call's
+    own child is cloned for the call the look was made for, and a change after that look is
+    one made while the call is being set up, which no mask covers. Unchanged when the look
+    found nothing to trust (the child then walks, and fails closed, on its own)."""
+    sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
+    if not plan.masks or not isinstance(sig, masks.Signature) or sig.key is None:
+        return raw_plan, plan
+    raw = {**raw_plan, "masks": masks.with_targets(plan.masks, sig)}
+    return raw, child.CallPlan(**raw)
+
+
 class _Spare:
     __slots__ = ("act", "cgroups", "pid", "stamp", "tools")
 
@@ -513,6 +529,9 @@ class Zygote:
             else:
                 if spare is not None:
                     self._dismiss(spare)
+                # The masks this look found travel with the call: its child mounts them
+                # (each checked to be the inode found) instead of walking the tree again.
+                raw_plan, plan = _with_targets(msg["plan"], plan, stamp)
                 if self.cloner is None:
                     pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
                     self.calls[pid] = _Call(call_id, pid, groups)
@@ -521,7 +540,7 @@ class Zygote:
                     try:
                         seq = self.cloner.ask(
                             self,
-                            msg["plan"],
+                            raw_plan,
                             plan,
                             tool=key,
                             fd=call_fd,
@@ -611,6 +630,8 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.spare_seq += 1
         tag = f"s{self.spare_seq}"
+        # The masks this look found travel with the spare: it mounts them, no walk.
+        raw_plan, plan = _with_targets(raw_plan, plan, stamp)
         try:
             if self.cloner is None:
                 pid, groups = self._fork_child(plan, dict(self.tools), tag, theirs.fileno())
@@ -1034,9 +1055,11 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
     spec = masks.MaskSpec.from_plan(plan.masks)
     if spec:
         masks.compile_spec(spec)
-        # The walk's kept listings too, refreshed: the call's own walk then lists only the
-        # directories changed since, not the whole tree.
-        masks.warm(plan.workspace, spec)
+        if "targets" not in plan.masks:
+            # The walk's kept listings too, refreshed: the call's own walk then lists only
+            # the directories changed since, not the whole tree. (A spare given the fork-
+            # server's targets does not walk.)
+            masks.warm(plan.workspace, spec)
     cfg = zygote.cfg
     limits = child.ChildLimits.from_dict(plan.limits)
     if cfg is not None and cfg.mount_ops is not None:
