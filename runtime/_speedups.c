@@ -993,6 +993,43 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
 
 /* ---- writing a journal record ------------------------------------------------------- */
 
+/* The journal's link check and write of one encoded line, shared by journal_write and
+ * journal_append: with ``check_link``, fstat first and nothing written when the file has no
+ * link left (*status = 1); then write(2) of ``n`` bytes (*written, possibly short). The GIL
+ * is released around the system calls (``buf`` is the caller's own); EINTR is retried after
+ * the signal handlers ran, as os.write does (PEP 475). Returns 0, an errno value, or -1 when
+ * a signal handler raised (the exception is set). */
+static int journal_put(int fd, int check_link, const char *buf, size_t n, int *status,
+                       Py_ssize_t *written) {
+    int err = 0;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        if (check_link) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0) {
+                err = errno;
+            } else if (sb.st_nlink == 0) {
+                *status = 1;
+            }
+        }
+        if (!err && *status == 0) {
+            *written = write(fd, buf, n);
+            if (*written < 0) {
+                err = errno;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (err != EINTR) {
+            return err;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return -1;
+        }
+        err = 0;
+        *written = -1;
+    }
+}
+
 /* Why: journaling a record from Python took record(), a tuple slice, Journal.append's frame,
  * os.fstat (a 20-field stat_result built to read st_nlink) and os.write, twice per call.
  * journal_write does record()'s encoding, the st_nlink check and the write in one call.
@@ -1046,34 +1083,12 @@ static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize
         out_free(&o);
         return res;
     }
-    int status = 0, err = 0;
+    int status = 0;
     Py_ssize_t written = -1;
-    for (;;) {
-        Py_BEGIN_ALLOW_THREADS
-        if (check_link) {
-            struct stat sb;
-            if (fstat(fd, &sb) != 0) {
-                err = errno;
-            } else if (sb.st_nlink == 0) {
-                status = 1;
-            }
-        }
-        if (!err && status == 0) {
-            written = write(fd, o.buf, (size_t)cuts[0]);
-            if (written < 0) {
-                err = errno;
-            }
-        }
-        Py_END_ALLOW_THREADS
-        if (err != EINTR) {
-            break;
-        }
-        if (PyErr_CheckSignals() < 0) {
-            out_free(&o);
-            return NULL;
-        }
-        err = 0;
-        written = -1;
+    int err = journal_put(fd, check_link, o.buf, (size_t)cuts[0], &status, &written);
+    if (err < 0) {
+        out_free(&o);
+        return NULL;
     }
     if (err) {
         errno = err;
@@ -1141,34 +1156,12 @@ static PyObject *journal_append(PyObject *module, PyObject *const *args, Py_ssiz
         out_free(&o);
         return rc == 0 ? Py_NewRef(Py_None) : NULL;
     }
-    int status = 0, err = 0;
+    int status = 0;
     Py_ssize_t written = -1;
-    for (;;) {
-        Py_BEGIN_ALLOW_THREADS
-        if (check_link) {
-            struct stat sb;
-            if (fstat(fd, &sb) != 0) {
-                err = errno;
-            } else if (sb.st_nlink == 0) {
-                status = 1;
-            }
-        }
-        if (!err && status == 0) {
-            written = write(fd, o.buf, (size_t)cuts[0]);
-            if (written < 0) {
-                err = errno;
-            }
-        }
-        Py_END_ALLOW_THREADS
-        if (err != EINTR) {
-            break;
-        }
-        if (PyErr_CheckSignals() < 0) {
-            out_free(&o);
-            return NULL;
-        }
-        err = 0;
-        written = -1;
+    int err = journal_put(fd, check_link, o.buf, (size_t)cuts[0], &status, &written);
+    if (err < 0) {
+        out_free(&o);
+        return NULL;
     }
     PyObject *res = NULL;
     if (err) {
