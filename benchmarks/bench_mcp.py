@@ -54,9 +54,11 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
     return out
 
 
-def summary(name: str, samples: list[float], base: float | None) -> float:
+def summary(
+    name: str, samples: list[float], base: float | None, base_name: str = "direct"
+) -> float:
     med = statistics.median(samples)
-    ratio = f"  x{med / base:.1f} of direct" if base else ""
+    ratio = f"  x{med / base:.2f} of {base_name}" if base else ""
     p90 = sorted(samples)[int(len(samples) * 0.9)]
     print(f"{name:<10} median {med:9.0f} us  p90 {p90:9.0f} us{ratio}")
     return med

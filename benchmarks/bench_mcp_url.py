@@ -16,14 +16,10 @@ Run: ``python benchmarks/bench_mcp_url.py [N]``.
 from __future__ import annotations
 
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp.client.session import ClientSession
@@ -38,28 +34,10 @@ from runtime.catalogue import Catalogue  # noqa: E402
 from runtime.mcp.external import ExternalServer  # noqa: E402
 from runtime.policy import Policy  # noqa: E402
 
-_SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
-SANDBOX_PYTHON = str(_SYSTEM_PYTHON) if _SYSTEM_PYTHON.exists() else sys.executable
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_mcp import SANDBOX_PYTHON, summary, timed  # noqa: E402
+
 ARGS = {"a": 1, "b": 2}
-
-
-async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
-    for _ in range(min(20, n)):  # warm-up
-        await fn()
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        await fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return out
-
-
-def summary(name: str, samples: list[float], base: float | None) -> float:
-    med = statistics.median(samples)
-    ratio = f"  x{med / base:.2f} of sdk" if base else ""
-    p90 = sorted(samples)[int(len(samples) * 0.9)]
-    print(f"{name:<6} median {med:9.0f} us  p90 {p90:9.0f} us{ratio}")
-    return med
 
 
 async def _with_broker(
@@ -100,14 +78,18 @@ async def main(n: int) -> None:
         base = summary("sdk", sdk, None)
         with tempfile.TemporaryDirectory() as tmp:
             remote = ExternalServer.model_validate({"name": "u", "url": url})
-            summary("url", await _with_broker([remote], Path(tmp), "u.db", "u__add", n), base)
+            summary(
+                "url", await _with_broker([remote], Path(tmp), "u.db", "u__add", n), base, "sdk"
+            )
             site = next(p for p in sys.path if p.endswith("site-packages"))
             ext = ExternalServer(
                 name="ext",
                 command=[SANDBOX_PYTHON, str(REPO / "tests" / "mcp" / "ext_server.py")],
                 env={"PYTHONPATH": site},
             )
-            summary("stdio", await _with_broker([ext], Path(tmp), "s.db", "ext__add", n), base)
+            summary(
+                "stdio", await _with_broker([ext], Path(tmp), "s.db", "ext__add", n), base, "sdk"
+            )
     finally:
         proc.terminate()
         proc.wait()
