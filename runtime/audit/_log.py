@@ -325,6 +325,11 @@ class AuditLog:
     def path(self) -> Path:
         return self._path
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran: nothing more can be written or read."""
+        return self._closed
+
     def __repr__(self) -> str:
         return f"AuditLog({str(self._path)!r})"
 

@@ -346,6 +346,8 @@ class Broker:
         self._in_flight += 1
         try:
             spec, decision = self._admit(st, session, profile or self.profile)
+            if self._closed:
+                raise InternalError("the broker is closed")
             if decision.action == "ask":
                 await self._approve(st, decision)
             assert st.entry is not None
@@ -429,6 +431,8 @@ class Broker:
         st.tc, st.entry, backend = self._sync_backend_for(call)
         try:
             _, decision = self._admit(st, session, profile or self.profile)
+            if self._closed:
+                raise InternalError("the broker is closed")
             if decision.action == "ask":
                 self._approve_sync(st, decision)
             request = self._start(st, backend, session)
@@ -732,9 +736,15 @@ class Broker:
         else:
             outcome_name = "error"
         result_value = outcome.result if (outcome is not None and success) else None
+        # A call on a closed broker (or one that raced its close) was refused before it ran,
+        # and its log is closed too: nothing can be recorded, and its result says why. It
+        # tried, and logged "audit log ... is closed" as an error for every such call.
+        unrecordable = not audited and self._closed and self.audit.closed
         try:
             # Audit writes are synchronous: a cancellation cannot interrupt them halfway.
-            if not audited and not isinstance(error, AuditError):
+            if unrecordable:
+                pass
+            elif not audited and not isinstance(error, AuditError):
                 # Calls refused before running are recorded too: request + completion.
                 self.audit.record_request(
                     call_id=call_id,
