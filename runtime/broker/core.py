@@ -279,7 +279,7 @@ class Broker:
             from runtime.backends.host import HostBackend
 
             return HostBackend(
-                state_dir=self.state_dir, session_env=self.session_env, ask_user=self.ask_user
+                state_dir=self.state_dir, session_env=self.session_env, ask_user=self._ask_now
             )
         raise SandboxError(f"no backend for kind {kind!r}", backend=kind)
 
@@ -310,6 +310,14 @@ class Broker:
 
             self._gateway = EgressGateway(self.policy.network)
         return self._gateway
+
+    def _ask_now(self, question: str, options: list[str] | None) -> str:
+        """The host tools' ask_user hook: whichever ``ask_user`` the broker has at the call
+        (the host backend is made once; a hook set after it started was never asked)."""
+        hook = self.ask_user
+        if hook is None:
+            raise ToolFailed("no way to ask the user in this session", reason="no_user_channel")
+        return hook(question, options)
 
     async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Requests a sandboxed tool makes back to the broker over its frame pipe."""

@@ -49,6 +49,10 @@ def _shutdown(
         portal_cm.__exit__(None, None, None)
 
 
+#: Broker attributes a caller may set on a SyncBroker between calls.
+_BROKER_HOOKS = frozenset({"approver", "ask_user"})
+
+
 class SyncBroker:
     """``with SyncBroker(workspace="ws") as broker: broker.call({...})``.
 
@@ -137,3 +141,15 @@ class SyncBroker:
         if name.startswith("_") or self.broker is None:
             raise AttributeError(name)
         return getattr(self.broker, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The hooks a caller may change between calls are the broker's: ``sync.approver =
+        # f`` set an attribute of this wrapper that nothing read (reads were forwarded,
+        # writes were not), so the broker kept asking the old approver. They go to the open
+        # broker and to the arguments of the next open().
+        if name in _BROKER_HOOKS:
+            self._kwargs[name] = value
+            if self.broker is not None:
+                setattr(self.broker, name, value)
+            return
+        object.__setattr__(self, name, value)
