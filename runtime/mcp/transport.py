@@ -285,6 +285,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _graceful_server_class() -> type[Any]:
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn's server, minus the signal it raises again after its graceful stop.
+
+        uvicorn stops gracefully on SIGTERM or SIGINT, then puts the default handlers back
+        and raises the signal again — which killed the process (exit -15) right after
+        ``serve()`` returned, before the broker behind the app closed: the last calls'
+        records stayed in the journal instead of the database, and a reader of the log
+        did not see them. The stop is the caller's to finish: serve_http returns, the
+        broker closes, and ``runtime serve`` exits 0, as it does on stdio."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
+
+    return GracefulServer
+
+
+def _graceful_server(config: Any) -> Any:
+    """A uvicorn server for ``config`` that leaves the stop to the caller (uvicorn is
+    imported on first use, so the class is made then)."""
+    return _graceful_server_class()(config)
+
+
 async def serve_http(
     tool_server: McpToolServer,
     host: str,
@@ -316,7 +348,7 @@ async def serve_http(
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
-        server = uvicorn.Server(config)
+        server = _graceful_server(config)
         log.info("MCP streamable HTTP on %s", url)
         if on_ready is not None:
             on_ready(url)
