@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from runtime.audit import AuditLog
 from tests.audit.audit_helpers import wait_for_request_record
-from tests.mcp.conftest import INITIALIZE, http_session, serve_mcp_argv
+from tests.mcp.conftest import INITIALIZE, HttpServer, http_session, serve_mcp_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,37 +67,22 @@ def test_sigterm_on_http_closes_the_audit_log(tmp_path: Path) -> None:
     # the process died (-15) before the broker closed, and the last records stayed in the
     # journal, unseen by a reader of the database.
     audit = tmp_path / "audit.db"
-    proc = subprocess.Popen(
+    server = HttpServer(
         serve_mcp_argv(
             "--workspace", str(tmp_path / "ws"), "--audit", str(audit), "--http", "127.0.0.1:0"
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     )
     try:
-        assert proc.stderr is not None
-        url = ""
-        for line in proc.stderr:
-            match = re.search(rb"listening on (http://\S+)", line)
-            if match:
-                url = match.group(1).decode()
-                break
-        assert url, "the server did not start"
 
         async def one_call() -> None:
-            async with http_session(url) as session:
+            async with http_session(server.url) as session:
                 result = await session.call_tool("json_parse", {"text": "[1]"})
                 assert not result.is_error
 
         anyio.run(one_call)
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0
+        server.close()  # SIGTERM, then a wait
+    assert server.proc.returncode == 0
     assert not list(tmp_path.glob("audit.db.rtj-*"))  # the journal was moved into the log
     with AuditLog(audit, read_only=True) as log:
         assert log.verify().ok

@@ -8,13 +8,13 @@ import hashlib
 import io
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
 from runtime.errors import ManifestError, ToolFailed
+from tests.wasm.test_regex import python_search
 
 from .conftest import ECHO_WAT, call, request, wat_tool
 
@@ -30,13 +30,6 @@ def test_csv_memory_is_linear_in_escaped_quotes(backend: WasmBackend) -> None:
     row = ",".join(['"x""y"'] * 20_000)
     result = call(backend, "csv_to_json", {"text": row, "header": False}, wasm_memory_mb=16)
     assert result["rows"] == list(csv.reader(io.StringIO(row, newline="")))
-
-
-def python_search(pattern: str, text: str) -> dict[str, Any]:
-    m = re.search(pattern, text, re.ASCII)
-    if m is None:
-        return {"matched": False, "match": None, "start": None, "end": None}
-    return {"matched": True, "match": m.group(0), "start": m.start(), "end": m.end()}
 
 
 @pytest.mark.parametrize(
