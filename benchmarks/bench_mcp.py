@@ -43,6 +43,15 @@ _SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_inf
 SANDBOX_PYTHON = str(_SYSTEM_PYTHON) if _SYSTEM_PYTHON.exists() else sys.executable
 
 
+def listening_url(stderr: Any) -> str:
+    """The URL a server started with ``--http`` prints on stderr ("listening on URL")."""
+    for line in stderr:
+        m = re.search(r"listening on (http://\S+)", line)
+        if m:
+            return m.group(1)
+    return ""
+
+
 async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
     for _ in range(min(20, n)):  # warm-up: module caches, zygotes, compiled guests
         await fn()
@@ -94,12 +103,7 @@ async def main(n: int) -> None:
         )
         try:
             assert proc.stderr is not None
-            url = ""
-            for line in proc.stderr:
-                m = re.search(r"listening on (http://\S+)", line)
-                if m:
-                    url = m.group(1)
-                    break
+            url = listening_url(proc.stderr)
             async with streamable_http_client(url) as (r, w), ClientSession(r, w) as s:
                 await s.initialize()
                 http = await timed(n, lambda: s.call_tool("json_parse", CALL["arguments"]))

@@ -15,7 +15,6 @@ Run: ``python benchmarks/bench_mcp_url.py [N]``.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from runtime.mcp.external import ExternalServer  # noqa: E402
 from runtime.policy import Policy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mcp import SANDBOX_PYTHON, summary, timed  # noqa: E402
+from bench_mcp import SANDBOX_PYTHON, listening_url, summary, timed  # noqa: E402
 
 ARGS = {"a": 1, "b": 2}
 
@@ -66,12 +65,7 @@ async def main(n: int) -> None:
     )
     try:
         assert proc.stderr is not None
-        url = ""
-        for line in proc.stderr:
-            m = re.search(r"listening on (http://\S+)", line)
-            if m:
-                url = m.group(1)
-                break
+        url = listening_url(proc.stderr)
         async with streamable_http_client(url) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             sdk = await timed(n, lambda: s.call_tool("add", ARGS))
