@@ -1588,12 +1588,88 @@ static int any_in(const char *hay, Py_ssize_t n, PyObject *frags) {
     return 0;
 }
 
-/* maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented */
+/* JSON string escapes decoded (json_text=True): ``\\uXXXX`` beyond ASCII, or a backslash
+ * starting no JSON escape, returns -1 (the Python code decides); else the decoded length.
+ * Why decode: an escape spells a separator character with letters ("to\\nken" holds the
+ * key name "to", newline, "ken", which the redactor joins into "token"), and a non-canonical
+ * text may spell a letter as ``\\u0074``. ``out`` holds at least ``n`` bytes. */
+static Py_ssize_t json_unescape(const char *s, Py_ssize_t n, char *out) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c != '\\') {
+            out[m++] = c;
+            continue;
+        }
+        if (i + 1 >= n) {
+            return -1;
+        }
+        char e = s[++i];
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            out[m++] = e;
+            break;
+        case 'b':
+            out[m++] = '\b';
+            break;
+        case 'f':
+            out[m++] = '\f';
+            break;
+        case 'n':
+            out[m++] = '\n';
+            break;
+        case 'r':
+            out[m++] = '\r';
+            break;
+        case 't':
+            out[m++] = '\t';
+            break;
+        case 'u': {
+            if (i + 4 >= n) {
+                return -1;
+            }
+            unsigned v = 0;
+            for (int k = 1; k <= 4; k++) {
+                char h = s[i + k];
+                unsigned d;
+                if (h >= '0' && h <= '9') {
+                    d = (unsigned)(h - '0');
+                } else if ((h | 0x20) >= 'a' && (h | 0x20) <= 'f') {
+                    d = (unsigned)((h | 0x20) - 'a' + 10);
+                } else {
+                    return -1;
+                }
+                v = v * 16 + d;
+            }
+            if (v >= 0x80) {
+                return -1;
+            }
+            out[m++] = (char)v;
+            i += 4;
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+    return m;
+}
+
+/* maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | NotImplemented */
 static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "maybe_secret(text, exact, lowered, squashed) takes "
-                                         "4 arguments");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "maybe_secret(text, exact, lowered, squashed, "
+                                         "json_text=False) takes 4 or 5 arguments");
         return NULL;
+    }
+    int json_text = 0;
+    if (nargs == 5) {
+        json_text = PyObject_IsTrue(args[4]);
+        if (json_text < 0) {
+            return NULL;
+        }
     }
     PyObject *text = args[0];
     if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(args[1]) ||
@@ -1602,20 +1678,33 @@ static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_
     }
     const char *s = (const char *)PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (any_in(s, n, args[1])) {
-        Py_RETURN_TRUE;
-    }
     char small[1024];
-    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
+    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n + 1);
     if (low == NULL) {
         return PyErr_NoMemory();
     }
-    /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        low[i] = (char)(c | (unsigned char)(((unsigned char)(c - 'A') < 26) << 5));
+    if (json_text && memchr(s, '\\', (size_t)n) != NULL) {
+        /* Decoded into ``low`` first; the tests below run on that. */
+        Py_ssize_t m = json_unescape(s, n, low);
+        if (m < 0) {
+            if (low != small) {
+                PyMem_Free(low);
+            }
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        s = low;
+        n = m;
     }
-    int hit = any_in(low, n, args[2]);
+    int hit = any_in(s, n, args[1]);
+    if (!hit) {
+        /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. (In place
+         * when ``s`` is ``low`` already.) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            low[i] = (char)(c | (unsigned char)(((unsigned char)(c - 'A') < 26) << 5));
+        }
+        hit = any_in(low, n, args[2]);
+    }
     if (!hit) {
         /* In place: the squashed text is never longer than the lowered one. */
         Py_ssize_t m = 0;
@@ -1732,7 +1821,8 @@ static PyMethodDef methods[] = {
      "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
      "the first value beyond the call caps (runtime/shapes.py _violation)."},
     {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
-     "maybe_secret(text, exact, lowered, squashed, /) -> bool | NotImplemented: the "
+     "maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | "
+     "NotImplemented: the "
      "redaction gate (runtime/audit/_redact.py _maybe_secret)."},
     {NULL, NULL, 0, NULL},
 };

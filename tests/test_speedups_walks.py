@@ -228,6 +228,26 @@ def test_maybe_secret_equals_the_python_gate(
     assert _redact._maybe_secret(text, gate) == _redact._py_maybe_secret(text, gate)
 
 
+_JSON_PIECES = st.sampled_from(
+    ["to", "ken", "\\n", "\\t", "\\\\", '\\"', "\\/", "\\u0074", "\\u000A", "\\u212a", "\\u00",
+     "\\", "\\q", "AK", "IA", "x", "\\u0041", "://", "sk", "-", "\\u002d"]
+)  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_JSON_PIECES, max_size=8).map("".join), _GATES)
+def test_maybe_secret_on_json_text_equals_the_python_gate(
+    c_mod: ModuleType, text: str, gate: tuple[str, ...]
+) -> None:
+    aws, lowered = _redact._AWS_PREFIXES, _redact._LOWERED_FRAGMENTS
+    got = c_mod.maybe_secret(text, aws, lowered, gate, True)
+    expected = _redact._py_maybe_secret(text, gate, True)
+    if got is NotImplemented:  # an escape beyond ASCII, or no JSON escape
+        assert "\\u" in text.lower() or expected is True
+    else:
+        assert got is expected
+
+
 def test_maybe_secret_long_text_and_odd_fragments(c_mod: ModuleType) -> None:
     aws, lowered = _redact._AWS_PREFIXES, _redact._LOWERED_FRAGMENTS
     long = "x" * 5000 + "-To_Ken"

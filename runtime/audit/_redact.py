@@ -218,7 +218,49 @@ def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRA
     return hit is True
 
 
-def _py_maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
+_JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.?)", re.DOTALL)
+_SIMPLE_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+def _json_unescaped(text: str) -> str | None:
+    """The JSON text ``text`` with its string escapes decoded, or None when a backslash in
+    it starts no JSON escape (not JSON text: the gate then stays open)."""
+    bad = False
+
+    def decoded(m: re.Match[str]) -> str:
+        nonlocal bad
+        escape = m[1]
+        if len(escape) == 5:
+            return chr(int(escape[1:], 16))
+        char = _SIMPLE_ESCAPES.get(escape)
+        if char is None:
+            bad = True
+            return ""
+        return char
+
+    out = _JSON_ESCAPE.sub(decoded, text)
+    return None if bad else out
+
+
+def _py_maybe_secret(
+    text: str,
+    squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS,
+    json_text: bool = False,
+) -> bool:
+    if json_text and "\\" in text:
+        unescaped = _json_unescaped(text)
+        if unescaped is None:
+            return True
+        text = unescaped
     # One test for a character every fragment of a group holds skips the group's tests.
     if "A" in text:
         for prefix in _AWS_PREFIXES:
@@ -238,19 +280,23 @@ def _py_maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_
     return False
 
 
-def _py_gate(text: str, exact: Any, lowered: Any, squashed: tuple[str, ...]) -> Any:
+def _py_gate(
+    text: str, exact: Any, lowered: Any, squashed: tuple[str, ...], json_text: bool = False
+) -> Any:
     return NotImplemented
 
 
-def _first_gate(text: str, exact: Any, lowered: Any, squashed: tuple[str, ...]) -> Any:
+def _first_gate(
+    text: str, exact: Any, lowered: Any, squashed: tuple[str, ...], json_text: bool = False
+) -> Any:
     # Deferred to the first test: every process imports this module (sandbox children too).
     _select(_speedups.module())
-    return _gate(text, exact, lowered, squashed)
+    return _gate(text, exact, lowered, squashed, json_text)
 
 
 #: The accelerator's ``maybe_secret(text, exact, lowered, squashed)`` (True, False or
 #: NotImplemented), or a stand-in that always leaves the answer to the Python code.
-_gate: Callable[[str, Any, Any, tuple[str, ...]], Any] = _first_gate
+_gate: Callable[..., Any] = _first_gate
 
 
 def _select(mod: Any) -> None:
@@ -288,15 +334,16 @@ class Redactor:
         """False when :meth:`__call__` provably returns an equal copy of the JSON value whose
         JSON text (any escaping, e.g. canonical) is ``text``: neither a secret key name nor
         a value rule's fragment occurs in it (the gate above). C-speed passes over the text
-        instead of the walk: JSON escaping never touches letters, digits or the fragments'
-        punctuation, so what occurs in a key or string occurs in the text, and lower-casing
-        is per character.
+        instead of the walk: with its escapes decoded (an escape spells a separator with
+        letters: ``to\\nken`` is "to", newline, "ken", which the redactor joins into
+        "token"), what occurs in a key or string occurs in the text, and lower-casing is per
+        character.
         """
         gate = self._gate
         if gate is None:
             return True
-        hit = _gate(text, _AWS_PREFIXES, _LOWERED_FRAGMENTS, gate)  # _maybe_secret, inline
-        return _py_maybe_secret(text, gate) if hit is NotImplemented else hit is True
+        hit = _gate(text, _AWS_PREFIXES, _LOWERED_FRAGMENTS, gate, True)  # _maybe_secret, inline
+        return _py_maybe_secret(text, gate, True) if hit is NotImplemented else hit is True
 
     def is_secret_key(self, key: str) -> bool:
         hit = self._cache.get(key)

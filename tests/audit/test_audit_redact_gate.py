@@ -82,12 +82,35 @@ def test_a_closed_gate_means_nothing_to_redact(value: Any, extra: tuple[str, ...
         {"note": "Bearer abcdefgh12345678"},
         {"h": ["Cookie", "c=1"]},
         {"xTenantId": "t"},
+        {"to\nken": None},  # canonical JSON spells the newline with a letter: to\\nken
+        {"to\u001fken": "v"},  # ... and this one with five: to\\u001fken
+        {"se\rcret": {"pass\tword": "v"}},
     ],
 )
 def test_the_gate_opens_for_secrets(value: Any) -> None:
     redactor = Redactor(["X-Tenant-Id"])
     assert redactor(value) != value
     assert redactor.may_redact(canonical_json(value).decode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"\\u0074oken":"v"}',  # any escaping: a letter spelled as \\u0074
+        '{"to\\u000Aken":"v"}',
+        '{"\\u0041KIAAAAAAAAAAAAAAAA":1}',
+        '{"api\\u212aey":"v"}',  # beyond ASCII: the C gate leaves it to Python
+        '{"x":"\\q"}',  # not JSON: the gate stays open
+        '{"x":"\\u12"}',
+        "\\",
+    ],
+)
+def test_the_gate_decodes_any_json_escaping(text: str) -> None:
+    assert Redactor().may_redact(text)
+
+
+def test_escapes_of_separators_keep_plain_data_gated() -> None:
+    assert not Redactor().may_redact('{"line":"a\\nb\\t\\"c\\\\d\\u0001"}')
 
 
 def test_the_gate_stays_closed_for_plain_data() -> None:
