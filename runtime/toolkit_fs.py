@@ -29,6 +29,7 @@ import fnmatch
 import os
 import resource
 import shutil
+import signal
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -386,6 +387,7 @@ class Workspace:
                     self.rel(parts),
                 )
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
+            held: set[int | signal.Signals] | None = None  # the signal mask to restore
             try:
                 tfd, named = _open_temp(parent.fd, tmp)
             except OSError as exc:
@@ -411,7 +413,10 @@ class Workspace:
                         written += len(chunk)
                     os.fsync(tfd.fd)
                     if not named:
-                        # The name exists only from here to the rename.
+                        # The name exists only from here to the rename, and a SIGTERM (how
+                        # a call ends when its zygote dies, child.py) waits until the name
+                        # is gone: a kill between the two system calls would leave it.
+                        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
                         os.link(f"/proc/self/fd/{tfd.fd}", tmp, dst_dir_fd=parent.fd)
                         named = True
                 os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
@@ -430,6 +435,8 @@ class Workspace:
                 if named:
                     with contextlib.suppress(OSError):
                         os.unlink(tmp, dir_fd=parent.fd)
+                if held is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return written
 
     def delete(self, parts: tuple[str, ...], *, recursive: bool) -> str:
@@ -677,6 +684,10 @@ def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
     if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
         return True
     return fnmatch.fnmatchcase(rel, pattern)
+
+
+#: Held while a written file's temporary name exists (``FileTree.write``).
+_HELD = frozenset({signal.SIGTERM})
 
 
 def _open_temp(dir_fd: int, tmp: str) -> tuple[Fd, bool]:

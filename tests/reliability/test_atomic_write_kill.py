@@ -10,6 +10,9 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from runtime.toolkit_fs import Workspace
 
@@ -45,3 +48,32 @@ def test_atomic_write_still_replaces_and_keeps_the_mode(tmp_path: Path) -> None:
     assert target.read_text() == "new\n"
     assert target.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt", "new.txt"]
+
+
+def test_sigterm_between_link_and_rename_waits_for_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call ends with SIGTERM when its zygote dies (a pid-1 tool's parent-death signal,
+    child.py). One landing after the temporary file got its name left that name behind
+    (test_broker_crash found it); now the signal waits for the rename, then ends the
+    writer."""
+    (tmp_path / "keep.txt").write_text("old\n")
+    real_rename = os.rename
+
+    def rename_after_a_term(*args: Any, **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_rename(*args, **kwargs)
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            monkeypatch.setattr(os, "rename", rename_after_a_term)
+            with Workspace(tmp_path) as ws:
+                ws.atomic_write(("keep.txt",), iter([b"new\n"]))
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert (tmp_path / "keep.txt").read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -413,15 +413,23 @@ def _call_process(
     off = cfg.disable
     _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     try:
-        with Phase("tool_pdeathsig"):
-            _linux.prctl(1, signal.SIGKILL)
-        if cfg.sigexit is not None and os.getpid() == 1:
+        handled = cfg.sigexit is not None and os.getpid() == 1
+        if handled:
             with Phase("sigexit"):
                 # This process is init: without a handler it would drop the zygote's
                 # SIGTERM and every self-sent fatal signal (``sigexit.c``).
-                err = cfg.sigexit()
+                err = cfg.sigexit()  # type: ignore[misc]
                 if err < 0:
                     raise OSError(-err, os.strerror(-err))
+        with Phase("tool_pdeathsig"):
+            # The zygote's death ends the call. A tool that is init takes it as SIGTERM,
+            # which sigexit.c turns into an exit: the same end, except that the tool can
+            # hold it for the few system calls that must not be cut apart (toolkit_fs's
+            # link and rename of a written file's temporary name: a SIGKILL between them
+            # left the name in the workspace). It replaces the SIGKILL armed at drop_uid
+            # in one prctl, so there is no moment without one. Nothing the tool runs
+            # outlives it: when init exits, the kernel kills the rest of the namespace.
+            _linux.prctl(1, signal.SIGTERM if handled else signal.SIGKILL)
         ws_fd, py_fds = _own_trees(cfg, plan, ws_fd, py_fds)
         limits = ChildLimits.from_dict(plan.limits)
         workspace = call_workspace(cfg, plan)
