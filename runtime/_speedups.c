@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -2117,6 +2118,226 @@ static PyObject *journal_completion(PyObject *module, PyObject *const *args, Py_
     return journal_fields(st, fd, 0, size, fields);
 }
 
+/* ---- the wasm native helper's call, without ctypes ------------------------------------ */
+
+/* Why: the wasm backend's native call (runtime/backends/wasm/_native.py NativeCaller.run) set
+ * twelve fields of a ctypes struct, made a ctypes foreign call (argument conversion, a GIL
+ * hand-off) and read seven fields back, ~120 Python opcodes and the ctypes call's own cost
+ * per call. wasm_call fills the same struct on this C stack, calls the helper's
+ * rt_native_call with the GIL released and answers in the shapes run() answers.
+ *
+ * rt_call here is _native.c's, field for field; wasm_call_layout() reports its size and
+ * offsets, which _native.py compares with its ctypes view (itself compared with the helper's
+ * own rt_native_layout) before it uses wasm_call: any difference and the ctypes path stays.
+ * Hazard: ``call_fn`` and ``free_fn`` are the addresses of the helper's rt_native_call and
+ * rt_native_free, taken from the library _native.py loaded and checked; an arbitrary address
+ * would be called as code (as any ctypes call of a pointer would: this adds no reach beyond
+ * what Python code in the process has). */
+
+typedef struct {
+    void *engine;
+    void *pre;
+    int64_t memory_bytes;
+    int64_t table_elements;
+    uint64_t fuel;
+    uint64_t epoch_deadline;
+    const char *export_name;
+    size_t export_len;
+    const uint8_t *input;
+    uint64_t input_len;
+    uint64_t max_output;
+    uint8_t *out_buf;
+    uint64_t out_cap;
+    int32_t has_oom;
+    int32_t status;
+    int32_t oom_flag;
+    int32_t has_memory;
+    void *error;
+    void *trap;
+    uint64_t fuel_left;
+    uint64_t memory_size;
+    uint64_t packed;
+    uint8_t *output;
+    int64_t cpu_ns;
+    int64_t wall_ns;
+    int32_t may_overflow;
+    int32_t out_status;
+    uint64_t body_len;
+} rt_call;
+
+typedef int32_t (*rt_call_fn)(rt_call *);
+typedef void (*rt_free_fn)(void *);
+
+/* wasm_call_layout() -> (sizeof(rt_call), offsetof of every field in declaration order) */
+static PyObject *wasm_call_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 0) {
+        PyErr_SetString(PyExc_TypeError, "wasm_call_layout() takes no arguments");
+        return NULL;
+    }
+    size_t v[] = {
+        sizeof(rt_call),
+        offsetof(rt_call, engine), offsetof(rt_call, pre), offsetof(rt_call, memory_bytes),
+        offsetof(rt_call, table_elements), offsetof(rt_call, fuel),
+        offsetof(rt_call, epoch_deadline), offsetof(rt_call, export_name),
+        offsetof(rt_call, export_len), offsetof(rt_call, input), offsetof(rt_call, input_len),
+        offsetof(rt_call, max_output), offsetof(rt_call, out_buf), offsetof(rt_call, out_cap),
+        offsetof(rt_call, has_oom), offsetof(rt_call, status), offsetof(rt_call, oom_flag),
+        offsetof(rt_call, has_memory), offsetof(rt_call, error), offsetof(rt_call, trap),
+        offsetof(rt_call, fuel_left), offsetof(rt_call, memory_size), offsetof(rt_call, packed),
+        offsetof(rt_call, output), offsetof(rt_call, cpu_ns), offsetof(rt_call, wall_ns),
+        offsetof(rt_call, may_overflow), offsetof(rt_call, out_status),
+        offsetof(rt_call, body_len),
+    };
+    Py_ssize_t n = (Py_ssize_t)(sizeof v / sizeof v[0]);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromSize_t(v[i]);
+        if (x == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+/* An address or NULL-able pointer argument: an int (ctypes' c_void_p takes None as NULL). */
+static int arg_pointer(PyObject *v, void **out) {
+    if (v == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    *out = PyLong_AsVoidPtr(v);
+    return *out == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+static int arg_i64(PyObject *v, int64_t *out) {
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int arg_u64(PyObject *v, uint64_t *out) {
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+/* A pointer result as an int, or None for NULL (as a c_void_p field reads). */
+static PyObject *pointer_or_none(void *p) {
+    return p == NULL ? Py_NewRef(Py_None) : PyLong_FromVoidPtr(p);
+}
+
+/* wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, fuel,
+ *           epoch_deadline, max_output, has_oom, out_buf, out_cap, /)
+ *   -> (out_status, body, may_overflow, fuel_left, memory_size, cpu_ns, wall_ns)   status OK
+ *    | (status, fuel_left, memory_size, packed, oom_flag, has_memory, cpu_ns, wall_ns,
+ *       may_overflow, out_status, body, error, trap)                              any other
+ *    | NotImplemented                       an argument ctypes would convert otherwise
+ *
+ * The second shape is NativeResult's fields in order, ``error`` and ``trap`` the addresses
+ * of the wasmtime objects the caller takes ownership of (None: none). ``out_buf`` and
+ * ``out_cap``: the address and size of the caller's buffer for the output body (its thread's
+ * scratch, which the caller holds, marked busy, for the call); a longer body is malloc'd by
+ * the helper, copied and freed here with its rt_native_free. NotImplemented
+ * (nothing ran): an argument that is not exactly what the struct's field holds (an int out
+ * of its range, which ctypes would wrap, or not an int or bytes): the caller's ctypes path
+ * decides. */
+static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "wasm_call takes 14 arguments");
+        return NULL;
+    }
+    void *call_fn, *free_fn;
+    rt_call c;
+    memset(&c, 0, sizeof c);
+    int64_t has_oom = 0;
+    PyObject *export = args[4], *payload = args[5];
+    if (arg_pointer(args[0], &call_fn) < 0 || arg_pointer(args[1], &free_fn) < 0 ||
+        call_fn == NULL || free_fn == NULL || arg_pointer(args[2], &c.engine) < 0 ||
+        arg_pointer(args[3], &c.pre) < 0 || !PyBytes_CheckExact(export) ||
+        !PyBytes_CheckExact(payload) || arg_i64(args[6], &c.memory_bytes) < 0 ||
+        arg_i64(args[7], &c.table_elements) < 0 || arg_u64(args[8], &c.fuel) < 0 ||
+        arg_u64(args[9], &c.epoch_deadline) < 0 || arg_u64(args[10], &c.max_output) < 0 ||
+        !(args[11] == Py_True || args[11] == Py_False) ||
+        arg_pointer(args[12], (void **)&c.out_buf) < 0 || arg_u64(args[13], &c.out_cap) < 0 ||
+        (c.out_buf == NULL && c.out_cap != 0)) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    has_oom = args[11] == Py_True;
+    c.has_oom = (int32_t)has_oom;
+    c.export_name = PyBytes_AS_STRING(export);
+    c.export_len = (size_t)PyBytes_GET_SIZE(export);
+    c.input = (const uint8_t *)PyBytes_AS_STRING(payload);
+    c.input_len = (uint64_t)PyBytes_GET_SIZE(payload);
+    rt_call_fn fn = (rt_call_fn)call_fn;
+    int32_t status;
+    /* ``export`` and ``payload`` are held by the caller's argument references for the call;
+     * bytes objects are immutable, so their buffers do not move while the GIL is released. */
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&c);
+    Py_END_ALLOW_THREADS
+    PyObject *body = NULL;
+    if (status == 0) {
+        if (c.body_len > (uint64_t)PY_SSIZE_T_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "wasm_call: the output body is too large");
+        } else {
+            body = PyBytes_FromStringAndSize(c.output != NULL ? (const char *)c.output
+                                                              : (const char *)c.out_buf,
+                                             (Py_ssize_t)c.body_len);
+        }
+        if (c.output != NULL) {
+            ((rt_free_fn)free_fn)(c.output); /* exactly once, whatever happens next */
+        }
+        if (body == NULL) {
+            return NULL;
+        }
+        return Py_BuildValue("(iNOKKLL)", (int)c.out_status, body,
+                             c.may_overflow ? Py_True : Py_False,
+                             (unsigned long long)c.fuel_left, (unsigned long long)c.memory_size,
+                             (long long)c.cpu_ns, (long long)c.wall_ns);
+    }
+    /* Not OK: no output was copied (the helper sets output only on OK). The error and the
+     * trap pass to the caller as addresses; a failure to answer leaks them rather than
+     * freeing what the caller may already own. */
+    PyObject *error = pointer_or_none(c.error), *trap = pointer_or_none(c.trap);
+    if (error == NULL || trap == NULL) {
+        Py_XDECREF(error);
+        Py_XDECREF(trap);
+        return NULL;
+    }
+    return Py_BuildValue("(iKKKiOLLOiONN)", (int)status, (unsigned long long)c.fuel_left,
+                         (unsigned long long)c.memory_size, (unsigned long long)c.packed,
+                         (int)c.oom_flag, c.has_memory ? Py_True : Py_False,
+                         (long long)c.cpu_ns, (long long)c.wall_ns,
+                         c.may_overflow ? Py_True : Py_False, (int)c.out_status, Py_None, error,
+                         trap);
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2152,6 +2373,13 @@ static PyMethodDef methods[] = {
      "journal_completion(fd, size, call_id, tool, backend, sandbox, outcome, error_type, "
      "duration_ms, usage, result, session, /) -> (fields, end, parts) | None | int: a "
      "completion record, built and journaled."},
+    {"wasm_call", (PyCFunction)(void (*)(void))wasm_call, METH_FASTCALL,
+     "wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, "
+     "fuel, epoch_deadline, max_output, has_oom, out_buf, out_cap, /): the wasm native "
+     "helper's call "
+     "(runtime/backends/wasm/_native.py)."},
+    {"wasm_call_layout", (PyCFunction)(void (*)(void))wasm_call_layout, METH_FASTCALL,
+     "wasm_call_layout() -> tuple: sizeof and field offsets of wasm_call's rt_call."},
     {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
      "maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | "
      "NotImplemented: the "
