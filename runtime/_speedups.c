@@ -40,6 +40,8 @@ typedef struct {
     PyObject *float_error; /* rfc8785.FloatDomainError */
     PyObject *sha256;      /* hashlib.sha256 */
     PyObject *hexdigest;   /* "hexdigest", interned */
+    PyObject *model_names; /* ("__new__", "__dict__", "__pydantic_fields_set__",
+                            *  "__pydantic_extra__", "__pydantic_private__"), interned */
 } mod_state;
 
 typedef struct {
@@ -2338,6 +2340,52 @@ static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t n
                          trap);
 }
 
+/* ---- the broker's own result models ---------------------------------------------------- */
+
+/* Why: the broker builds three pydantic models per call from values it typed itself (the
+ * ToolCall, the Usage, the ToolResult: runtime/broker/_fast.py, runtime/shapes.py) without
+ * validating them again: ``cls.__new__(cls)`` and four ``object.__setattr__``, ~25 Python
+ * opcodes each. model() does the same five steps in one call: the same calls
+ * (``__new__`` looked up on the class, the generic setattr object.__setattr__ is), the same
+ * objects stored. The Python twin (_fast._py_model) is the reference the tests compare with.
+ *
+ * model(cls, fields, fields_set, extra, /) -> cls instance
+ *
+ * ``fields`` (a dict) becomes the instance's __dict__ as is (the caller's fresh dict);
+ * __pydantic_fields_set__ is a new set of the items of ``fields_set``; __pydantic_extra__
+ * None, or a new dict copied from ``extra`` (a dict); __pydantic_private__ None. */
+static PyObject *model(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1]) ||
+        !(args[3] == Py_None || PyDict_CheckExact(args[3]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "model(cls, fields, fields_set, extra) takes a class, a dict, an "
+                        "iterable and None or a dict");
+        return NULL;
+    }
+    PyObject *const *names = &PyTuple_GET_ITEM(state_of(module)->model_names, 0);
+    PyObject *out = PyObject_CallMethodOneArg(args[0], names[0], args[0]);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *fields_set = PySet_New(args[2]);
+    PyObject *extra = args[3] == Py_None ? Py_NewRef(Py_None) : PyDict_Copy(args[3]);
+    int rc = -1;
+    if (fields_set != NULL && extra != NULL &&
+        PyObject_GenericSetAttr(out, names[1], args[1]) == 0 &&
+        PyObject_GenericSetAttr(out, names[2], fields_set) == 0 &&
+        PyObject_GenericSetAttr(out, names[3], extra) == 0 &&
+        PyObject_GenericSetAttr(out, names[4], Py_None) == 0) {
+        rc = 0;
+    }
+    Py_XDECREF(fields_set);
+    Py_XDECREF(extra);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2380,6 +2428,9 @@ static PyMethodDef methods[] = {
      "(runtime/backends/wasm/_native.py)."},
     {"wasm_call_layout", (PyCFunction)(void (*)(void))wasm_call_layout, METH_FASTCALL,
      "wasm_call_layout() -> tuple: sizeof and field offsets of wasm_call's rt_call."},
+    {"model", (PyCFunction)(void (*)(void))model, METH_FASTCALL,
+     "model(cls, fields, fields_set, extra, /): a pydantic model built from typed values "
+     "without validation (runtime/broker/_fast.py)."},
     {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
      "maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | "
      "NotImplemented: the "
@@ -2410,6 +2461,14 @@ static int mod_exec(PyObject *module) {
     if (st->sha256 == NULL || st->hexdigest == NULL) {
         return -1;
     }
+    st->model_names = Py_BuildValue("(sssss)", "__new__", "__dict__", "__pydantic_fields_set__",
+                                    "__pydantic_extra__", "__pydantic_private__");
+    if (st->model_names == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(st->model_names); i++) {
+        PyUnicode_InternInPlace(&PyTuple_GET_ITEM(st->model_names, i));
+    }
     return 0;
 }
 
@@ -2420,6 +2479,7 @@ static int mod_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->float_error);
     Py_VISIT(st->sha256);
     Py_VISIT(st->hexdigest);
+    Py_VISIT(st->model_names);
     return 0;
 }
 
@@ -2430,6 +2490,7 @@ static int mod_clear(PyObject *module) {
     Py_CLEAR(st->float_error);
     Py_CLEAR(st->sha256);
     Py_CLEAR(st->hexdigest);
+    Py_CLEAR(st->model_names);
     return 0;
 }
 
