@@ -342,3 +342,26 @@ def test_the_logs_errors_through_the_accelerator(
     with AuditLog(tmp_path / "a.db") as again:
         assert [r.call_id for r in again.tail(10)] == ["a", "a", "d", "d"]
         assert again.verify().ok
+
+
+def test_records_of_both_paths_are_one_chain(
+    c_mod: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls journaled by the accelerator and by the Python path, alternated in one log
+    (and the log reopened by a pure-Python writer), verify as one chain."""
+    with AuditLog(tmp_path / "a.db") as log:
+        for i in range(6):
+            with monkeypatch.context() as m:
+                if i % 2:
+                    _pure(m)
+                _call(log, f"c{i}", {"text": str(i)}, {"fuel": i}, [i])
+        assert log.verify().ok
+    with monkeypatch.context() as m:
+        _pure(m)
+        with AuditLog(tmp_path / "a.db") as log:
+            _call(log, "pure", {"text": "p"}, None, None)
+    with AuditLog(tmp_path / "a.db") as log:
+        _call(log, "native", {"text": "n"}, {"fuel": 1}, {"ok": True})
+        report = log.verify()
+        assert report.ok and report.count == 16
+        assert [r.call_id for r in log.tail(4)] == ["pure", "pure", "native", "native"]
