@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -39,6 +40,8 @@ typedef struct {
     PyObject *float_error; /* rfc8785.FloatDomainError */
     PyObject *sha256;      /* hashlib.sha256 */
     PyObject *hexdigest;   /* "hexdigest", interned */
+    PyObject *model_names; /* ("__new__", "__dict__", "__pydantic_fields_set__",
+                            *  "__pydantic_extra__", "__pydantic_private__"), interned */
 } mod_state;
 
 typedef struct {
@@ -1657,6 +1660,62 @@ static Py_ssize_t json_unescape(const char *s, Py_ssize_t n, char *out) {
     return m;
 }
 
+/* The gate's answer for ``text``: 1 a fragment occurs, 0 none does, 2 not decided here
+ * (NotImplemented: text beyond ASCII, a fragment that is not a str, an escape this code does
+ * not decode), -1 an error is set. Shared by maybe_secret and journal_request. */
+static int gate_test(PyObject *text, PyObject *exact, PyObject *lowered, PyObject *squashed,
+                     int json_text) {
+    if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(exact) ||
+        !all_str(lowered) || !all_str(squashed)) {
+        return 2;
+    }
+    const char *s = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    char small[1024];
+    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n + 1);
+    if (low == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (json_text && memchr(s, '\\', (size_t)n) != NULL) {
+        /* Decoded into ``low`` first; the tests below run on that. */
+        Py_ssize_t m = json_unescape(s, n, low);
+        if (m < 0) {
+            if (low != small) {
+                PyMem_Free(low);
+            }
+            return 2;
+        }
+        s = low;
+        n = m;
+    }
+    int hit = any_in(s, n, exact);
+    if (!hit) {
+        /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. (In place
+         * when ``s`` is ``low`` already.) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            low[i] = (char)(c | (unsigned char)(((unsigned char)(c - 'A') < 26) << 5));
+        }
+        hit = any_in(low, n, lowered);
+    }
+    if (!hit) {
+        /* In place: the squashed text is never longer than the lowered one. */
+        Py_ssize_t m = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            char c = low[i];
+            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+                low[m++] = c;
+            }
+        }
+        hit = any_in(low, m, squashed);
+    }
+    if (low != small) {
+        PyMem_Free(low);
+    }
+    return hit;
+}
+
 /* maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | NotImplemented */
 static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 && nargs != 5) {
@@ -1671,53 +1730,12 @@ static PyObject *maybe_secret(PyObject *module, PyObject *const *args, Py_ssize_
             return NULL;
         }
     }
-    PyObject *text = args[0];
-    if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(args[1]) ||
-        !all_str(args[2]) || !all_str(args[3])) {
+    int hit = gate_test(args[0], args[1], args[2], args[3], json_text);
+    if (hit < 0) {
+        return NULL;
+    }
+    if (hit == 2) {
         Py_RETURN_NOTIMPLEMENTED;
-    }
-    const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    char small[1024];
-    char *low = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n + 1);
-    if (low == NULL) {
-        return PyErr_NoMemory();
-    }
-    if (json_text && memchr(s, '\\', (size_t)n) != NULL) {
-        /* Decoded into ``low`` first; the tests below run on that. */
-        Py_ssize_t m = json_unescape(s, n, low);
-        if (m < 0) {
-            if (low != small) {
-                PyMem_Free(low);
-            }
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        s = low;
-        n = m;
-    }
-    int hit = any_in(s, n, args[1]);
-    if (!hit) {
-        /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. (In place
-         * when ``s`` is ``low`` already.) */
-        for (Py_ssize_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)s[i];
-            low[i] = (char)(c | (unsigned char)(((unsigned char)(c - 'A') < 26) << 5));
-        }
-        hit = any_in(low, n, args[2]);
-    }
-    if (!hit) {
-        /* In place: the squashed text is never longer than the lowered one. */
-        Py_ssize_t m = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            char c = low[i];
-            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-                low[m++] = c;
-            }
-        }
-        hit = any_in(low, m, args[3]);
-    }
-    if (low != small) {
-        PyMem_Free(low);
     }
     return PyBool_FromLong(hit);
 }
@@ -1793,6 +1811,581 @@ static PyObject *utc_now(PyObject *module, PyObject *const *args, Py_ssize_t nar
     return format_utc((long long)ts.tv_sec * NS_PER_S + ts.tv_nsec);
 }
 
+/* ---- a call's two journaled records in one call each ----------------------------------- */
+
+/* Why: the broker's hot path (AuditLog.record_request / record_completion with defer=True)
+ * built each record in Python before journal_append encoded and wrote it: the arguments'
+ * text and digest, the redaction gate, the time, the 16-field tuple; the usage's canonical
+ * text, the result's digest and size (~100 opcodes a record, twice per call). These take the
+ * record's parts and do all of it, the journal's link check and write(2) included, and
+ * answer the pending entry the log keeps: ``(fields, end, (pre, mid, post))``.
+ *
+ * They decline (None, nothing written) whatever they do not decide exactly as the Python
+ * code does: a redaction gate that hits or cannot decide (text beyond ASCII), a log without
+ * a gate, a usage that is not a flat object of plain JSON scalars, any column outside
+ * record()'s shapes. The caller then takes its Python path from the start (which redacts,
+ * raises its own error, or writes): nothing is written twice. Statuses and OSError as
+ * journal_append (1 removed while open, 2 short write). The time is taken here, as the
+ * caller's ``_now`` (utc_now) would take it, after every check that may decline. */
+
+/* The journal write of an encoded record and the pending entry, as journal_append answers;
+ * ``fields`` is stolen. */
+static PyObject *journal_pending(int fd, int check_link, Py_ssize_t size, PyObject *fields,
+                                 out_t *o, const Py_ssize_t cuts[4]) {
+    int status = 0;
+    Py_ssize_t written = -1;
+    int err = journal_put(fd, check_link, o->buf, (size_t)cuts[0], &status, &written);
+    PyObject *res = NULL;
+    if (err < 0) {
+        /* a signal handler raised */
+    } else if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else if (status != 0) {
+        res = PyLong_FromLong(status);
+    } else if (written != cuts[0]) {
+        res = PyLong_FromLong(2);
+    } else if (size > PY_SSIZE_T_MAX - written) {
+        PyErr_SetString(PyExc_OverflowError, "journal: the journal's size overflows");
+    } else {
+        res = Py_BuildValue("(Nn(y#y#y#))", fields, size + written, o->buf + cuts[0],
+                            cuts[1] - cuts[0], o->buf + cuts[1], cuts[2] - cuts[1],
+                            o->buf + cuts[2], cuts[3] - cuts[2]);
+        return res; /* "N" took fields, even on failure */
+    }
+    Py_DECREF(fields);
+    return res;
+}
+
+/* The journal descriptor and size arguments; -1 with an error set. */
+static int journal_target(PyObject *fd_obj, PyObject *size_obj, int *fd, Py_ssize_t *size) {
+    if (Py_TYPE(fd_obj) != &PyLong_Type || Py_TYPE(size_obj) != &PyLong_Type) {
+        PyErr_SetString(PyExc_TypeError, "journal: fd and size must be ints");
+        return -1;
+    }
+    long fd_long = PyLong_AsLong(fd_obj);
+    if (fd_long == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (fd_long < 0 || fd_long > INT32_MAX) {
+        errno = EBADF; /* what os.write says of a negative or impossible descriptor */
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    *size = PyLong_AsSsize_t(size_obj);
+    if (*size == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*size < 0) {
+        PyErr_SetString(PyExc_ValueError, "journal: size is negative");
+        return -1;
+    }
+    *fd = (int)fd_long;
+    return 0;
+}
+
+/* sha256(data).hexdigest() with hashlib's sha256 (OpenSSL's, as the Python code). */
+static PyObject *hex_digest(mod_state *st, PyObject *data) {
+    PyObject *h = PyObject_CallOneArg(st->sha256, data);
+    if (h == NULL) {
+        return NULL;
+    }
+    PyObject *hex = PyObject_CallMethodNoArgs(h, st->hexdigest);
+    Py_DECREF(h);
+    return hex;
+}
+
+/* The record's time, as utc_now: NULL with an error set, or None to decline. */
+static PyObject *record_time(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *now = format_utc((long long)ts.tv_sec * NS_PER_S + ts.tv_nsec);
+    if (now == Py_NotImplemented) {
+        Py_DECREF(now);
+        Py_RETURN_NONE;
+    }
+    return now;
+}
+
+/* Exact str, or (``optional``) None. */
+static int text_or_none(PyObject *v, int optional) {
+    return Py_TYPE(v) == &PyUnicode_Type || (optional && v == Py_None);
+}
+
+/* A prepared object's canonical text: an exact str starting with '{'. */
+static int object_text(PyObject *v) {
+    return Py_TYPE(v) == &PyUnicode_Type && PyUnicode_GET_LENGTH(v) > 0 &&
+           PyUnicode_READ_CHAR(v, 0) == '{';
+}
+
+/* Encode ``fields`` (a new tuple, stolen) and journal it. */
+static PyObject *journal_fields(mod_state *st, int fd, int check_link, Py_ssize_t size,
+                                PyObject *fields) {
+    out_t o;
+    out_init(&o, st);
+    Py_ssize_t cuts[4];
+    int rc = record_encode(&o, &PyTuple_GET_ITEM(fields, 0), N_FIELDS, cuts);
+    PyObject *res;
+    if (rc <= 0) {
+        Py_DECREF(fields);
+        res = rc == 0 ? Py_NewRef(Py_None) : NULL;
+    } else {
+        res = journal_pending(fd, check_link, size, fields, &o, cuts);
+    }
+    out_free(&o);
+    return res;
+}
+
+/* journal_request(fd, size, call_id, tool, data, decision, backend, sandbox, session, gate, /)
+ *   -> (fields, end, (pre, mid, post)) | None | int
+ *
+ * The write-ahead record of AuditLog.record_request's hot path: ``data`` the canonical
+ * arguments (bytes), ``decision`` and ``sandbox`` prepared texts, ``gate`` the log's
+ * redaction gate ``(exact, lowered, squashed)`` or None (a log whose extra keys no fragment
+ * can rule out: always declined). The journal's link is checked before the write. */
+static PyObject *journal_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "journal_request takes 10 arguments");
+        return NULL;
+    }
+    int fd;
+    Py_ssize_t size;
+    if (journal_target(args[0], args[1], &fd, &size) < 0) {
+        return NULL;
+    }
+    PyObject *call_id = args[2], *tool = args[3], *data = args[4], *decision = args[5];
+    PyObject *backend = args[6], *sandbox = args[7], *session = args[8], *gate = args[9];
+    if (!text_or_none(call_id, 0) || !text_or_none(tool, 0) || !PyBytes_CheckExact(data) ||
+        !object_text(decision) || !text_or_none(backend, 0) || !object_text(sandbox) ||
+        !text_or_none(session, 1) || !PyTuple_CheckExact(gate) || PyTuple_GET_SIZE(gate) != 3) {
+        Py_RETURN_NONE;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                                          "strict");
+    if (text == NULL) {
+        /* not the encoder's bytes: the Python code raises its own error */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int hit = gate_test(text, PyTuple_GET_ITEM(gate, 0), PyTuple_GET_ITEM(gate, 1),
+                        PyTuple_GET_ITEM(gate, 2), 1);
+    if (hit != 0) {
+        Py_DECREF(text);
+        return hit < 0 ? NULL : Py_NewRef(Py_None); /* a hit, or undecided: Python redacts */
+    }
+    mod_state *st = state_of(module);
+    PyObject *digest = hex_digest(st, data);
+    if (digest == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    PyObject *now = record_time();
+    if (now == NULL || now == Py_None) {
+        Py_DECREF(text);
+        Py_DECREF(digest);
+        return now;
+    }
+    PyObject *kind = PyUnicode_InternFromString("request");
+    if (kind == NULL) {
+        Py_DECREF(text);
+        Py_DECREF(digest);
+        Py_DECREF(now);
+        return NULL;
+    }
+    PyObject *fields = PyTuple_Pack(N_FIELDS, kind, call_id, now, tool, digest, text, decision,
+                                    backend, sandbox, Py_None, Py_None, Py_None, Py_None,
+                                    Py_None, Py_None, session);
+    Py_DECREF(kind);
+    Py_DECREF(now);
+    Py_DECREF(digest);
+    Py_DECREF(text);
+    if (fields == NULL) {
+        return NULL;
+    }
+    return journal_fields(st, fd, 1, size, fields);
+}
+
+/* 1 when ``usage`` is a dict of exact str keys and exact None/bool/int/finite float/str
+ * values: what the backends report, which the canonical walk encodes without running any
+ * Python code and without an error (a lone surrogate aside, which the walk reports). */
+static int plain_usage(PyObject *usage) {
+    if (!PyDict_CheckExact(usage)) {
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(usage, &pos, &key, &value)) {
+        PyTypeObject *t = Py_TYPE(value);
+        if (Py_TYPE(key) != &PyUnicode_Type) {
+            return 0;
+        }
+        if (t == &PyFloat_Type) {
+            if (!isfinite(PyFloat_AS_DOUBLE(value))) {
+                return 0;
+            }
+        } else if (!(value == Py_None || t == &PyBool_Type || t == &PyLong_Type ||
+                     t == &PyUnicode_Type)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* journal_completion(fd, size, call_id, tool, backend, sandbox, outcome, error_type,
+ *                    duration_ms, usage, result, session, /)
+ *   -> (fields, end, (pre, mid, post)) | None | int
+ *
+ * The completion record of AuditLog.record_completion's hot path: ``usage`` a dict (its
+ * canonical text is the record's usage) or None, ``result`` the result's canonical bytes or
+ * None (no digest, no size). No link check (a completion is written while it fits: the
+ * call already ran). ``outcome`` is the caller's to check against OUTCOMES. */
+static PyObject *journal_completion(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "journal_completion takes 12 arguments");
+        return NULL;
+    }
+    int fd;
+    Py_ssize_t size;
+    if (journal_target(args[0], args[1], &fd, &size) < 0) {
+        return NULL;
+    }
+    PyObject *call_id = args[2], *tool = args[3], *backend = args[4], *sandbox = args[5];
+    PyObject *outcome = args[6], *error_type = args[7], *duration = args[8], *usage = args[9];
+    PyObject *result = args[10], *session = args[11];
+    if (!text_or_none(call_id, 0) || !text_or_none(tool, 0) || !text_or_none(backend, 0) ||
+        !object_text(sandbox) || !text_or_none(outcome, 0) || !text_or_none(error_type, 1) ||
+        Py_TYPE(duration) != &PyFloat_Type || !isfinite(PyFloat_AS_DOUBLE(duration)) ||
+        !(usage == Py_None || plain_usage(usage)) ||
+        !(result == Py_None || PyBytes_CheckExact(result)) || !text_or_none(session, 1)) {
+        Py_RETURN_NONE;
+    }
+    mod_state *st = state_of(module);
+    PyObject *usage_text = Py_NewRef(Py_None);
+    if (usage != Py_None) {
+        out_t u;
+        out_init(&u, st);
+        int bad = walk(&u, usage, 1) < 0;
+        if (!bad && u.bad_text) {
+            bad = 1; /* a lone surrogate: the Python code raises its own error */
+        }
+        Py_DECREF(usage_text);
+        usage_text = bad ? NULL : PyUnicode_DecodeUTF8(u.buf, u.len, "strict");
+        out_free(&u);
+        if (usage_text == NULL) {
+            if (!bad) {
+                return NULL;
+            }
+            if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_MemoryError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *digest = Py_NewRef(Py_None), *rsize = Py_NewRef(Py_None);
+    if (result != Py_None) {
+        Py_DECREF(digest);
+        Py_DECREF(rsize);
+        digest = hex_digest(st, result);
+        rsize = PyLong_FromSsize_t(PyBytes_GET_SIZE(result));
+        if (digest == NULL || rsize == NULL) {
+            Py_DECREF(usage_text);
+            Py_XDECREF(digest);
+            Py_XDECREF(rsize);
+            return NULL;
+        }
+    }
+    PyObject *now = record_time();
+    PyObject *kind = now == NULL || now == Py_None ? NULL : PyUnicode_InternFromString("completion");
+    PyObject *fields = NULL;
+    if (kind != NULL) {
+        fields = PyTuple_Pack(N_FIELDS, kind, call_id, now, tool, Py_None, Py_None, Py_None,
+                              backend, sandbox, outcome, error_type, duration, usage_text,
+                              digest, rsize, session);
+    }
+    Py_XDECREF(kind);
+    Py_DECREF(usage_text);
+    Py_DECREF(digest);
+    Py_DECREF(rsize);
+    if (fields == NULL) {
+        if (now == Py_None) {
+            return now; /* declined: a clock before 1970 */
+        }
+        Py_XDECREF(now);
+        return NULL;
+    }
+    Py_DECREF(now);
+    return journal_fields(st, fd, 0, size, fields);
+}
+
+/* ---- the wasm native helper's call, without ctypes ------------------------------------ */
+
+/* Why: the wasm backend's native call (runtime/backends/wasm/_native.py NativeCaller.run) set
+ * twelve fields of a ctypes struct, made a ctypes foreign call (argument conversion, a GIL
+ * hand-off) and read seven fields back, ~120 Python opcodes and the ctypes call's own cost
+ * per call. wasm_call fills the same struct on this C stack, calls the helper's
+ * rt_native_call with the GIL released and answers in the shapes run() answers.
+ *
+ * rt_call here is _native.c's, field for field; wasm_call_layout() reports its size and
+ * offsets, which _native.py compares with its ctypes view (itself compared with the helper's
+ * own rt_native_layout) before it uses wasm_call: any difference and the ctypes path stays.
+ * Hazard: ``call_fn`` and ``free_fn`` are the addresses of the helper's rt_native_call and
+ * rt_native_free, taken from the library _native.py loaded and checked; an arbitrary address
+ * would be called as code (as any ctypes call of a pointer would: this adds no reach beyond
+ * what Python code in the process has). */
+
+typedef struct {
+    void *engine;
+    void *pre;
+    int64_t memory_bytes;
+    int64_t table_elements;
+    uint64_t fuel;
+    uint64_t epoch_deadline;
+    const char *export_name;
+    size_t export_len;
+    const uint8_t *input;
+    uint64_t input_len;
+    uint64_t max_output;
+    uint8_t *out_buf;
+    uint64_t out_cap;
+    int32_t has_oom;
+    int32_t status;
+    int32_t oom_flag;
+    int32_t has_memory;
+    void *error;
+    void *trap;
+    uint64_t fuel_left;
+    uint64_t memory_size;
+    uint64_t packed;
+    uint8_t *output;
+    int64_t cpu_ns;
+    int64_t wall_ns;
+    int32_t may_overflow;
+    int32_t out_status;
+    uint64_t body_len;
+} rt_call;
+
+typedef int32_t (*rt_call_fn)(rt_call *);
+typedef void (*rt_free_fn)(void *);
+
+/* wasm_call_layout() -> (sizeof(rt_call), offsetof of every field in declaration order) */
+static PyObject *wasm_call_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 0) {
+        PyErr_SetString(PyExc_TypeError, "wasm_call_layout() takes no arguments");
+        return NULL;
+    }
+    size_t v[] = {
+        sizeof(rt_call),
+        offsetof(rt_call, engine), offsetof(rt_call, pre), offsetof(rt_call, memory_bytes),
+        offsetof(rt_call, table_elements), offsetof(rt_call, fuel),
+        offsetof(rt_call, epoch_deadline), offsetof(rt_call, export_name),
+        offsetof(rt_call, export_len), offsetof(rt_call, input), offsetof(rt_call, input_len),
+        offsetof(rt_call, max_output), offsetof(rt_call, out_buf), offsetof(rt_call, out_cap),
+        offsetof(rt_call, has_oom), offsetof(rt_call, status), offsetof(rt_call, oom_flag),
+        offsetof(rt_call, has_memory), offsetof(rt_call, error), offsetof(rt_call, trap),
+        offsetof(rt_call, fuel_left), offsetof(rt_call, memory_size), offsetof(rt_call, packed),
+        offsetof(rt_call, output), offsetof(rt_call, cpu_ns), offsetof(rt_call, wall_ns),
+        offsetof(rt_call, may_overflow), offsetof(rt_call, out_status),
+        offsetof(rt_call, body_len),
+    };
+    Py_ssize_t n = (Py_ssize_t)(sizeof v / sizeof v[0]);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromSize_t(v[i]);
+        if (x == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+/* An address or NULL-able pointer argument: an int (ctypes' c_void_p takes None as NULL). */
+static int arg_pointer(PyObject *v, void **out) {
+    if (v == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    *out = PyLong_AsVoidPtr(v);
+    return *out == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+static int arg_i64(PyObject *v, int64_t *out) {
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int arg_u64(PyObject *v, uint64_t *out) {
+    if (Py_TYPE(v) != &PyLong_Type) {
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+/* A pointer result as an int, or None for NULL (as a c_void_p field reads). */
+static PyObject *pointer_or_none(void *p) {
+    return p == NULL ? Py_NewRef(Py_None) : PyLong_FromVoidPtr(p);
+}
+
+/* wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, fuel,
+ *           epoch_deadline, max_output, has_oom, out_buf, out_cap, /)
+ *   -> (out_status, body, may_overflow, fuel_left, memory_size, cpu_ns, wall_ns)   status OK
+ *    | (status, fuel_left, memory_size, packed, oom_flag, has_memory, cpu_ns, wall_ns,
+ *       may_overflow, out_status, body, error, trap)                              any other
+ *    | NotImplemented                       an argument ctypes would convert otherwise
+ *
+ * The second shape is NativeResult's fields in order, ``error`` and ``trap`` the addresses
+ * of the wasmtime objects the caller takes ownership of (None: none). ``out_buf`` and
+ * ``out_cap``: the address and size of the caller's buffer for the output body (its thread's
+ * scratch, which the caller holds, marked busy, for the call); a longer body is malloc'd by
+ * the helper, copied and freed here with its rt_native_free. NotImplemented
+ * (nothing ran): an argument that is not exactly what the struct's field holds (an int out
+ * of its range, which ctypes would wrap, or not an int or bytes): the caller's ctypes path
+ * decides. */
+static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "wasm_call takes 14 arguments");
+        return NULL;
+    }
+    void *call_fn, *free_fn;
+    rt_call c;
+    memset(&c, 0, sizeof c);
+    int64_t has_oom = 0;
+    PyObject *export = args[4], *payload = args[5];
+    if (arg_pointer(args[0], &call_fn) < 0 || arg_pointer(args[1], &free_fn) < 0 ||
+        call_fn == NULL || free_fn == NULL || arg_pointer(args[2], &c.engine) < 0 ||
+        arg_pointer(args[3], &c.pre) < 0 || !PyBytes_CheckExact(export) ||
+        !PyBytes_CheckExact(payload) || arg_i64(args[6], &c.memory_bytes) < 0 ||
+        arg_i64(args[7], &c.table_elements) < 0 || arg_u64(args[8], &c.fuel) < 0 ||
+        arg_u64(args[9], &c.epoch_deadline) < 0 || arg_u64(args[10], &c.max_output) < 0 ||
+        !(args[11] == Py_True || args[11] == Py_False) ||
+        arg_pointer(args[12], (void **)&c.out_buf) < 0 || arg_u64(args[13], &c.out_cap) < 0 ||
+        (c.out_buf == NULL && c.out_cap != 0)) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    has_oom = args[11] == Py_True;
+    c.has_oom = (int32_t)has_oom;
+    c.export_name = PyBytes_AS_STRING(export);
+    c.export_len = (size_t)PyBytes_GET_SIZE(export);
+    c.input = (const uint8_t *)PyBytes_AS_STRING(payload);
+    c.input_len = (uint64_t)PyBytes_GET_SIZE(payload);
+    rt_call_fn fn = (rt_call_fn)call_fn;
+    int32_t status;
+    /* ``export`` and ``payload`` are held by the caller's argument references for the call;
+     * bytes objects are immutable, so their buffers do not move while the GIL is released. */
+    Py_BEGIN_ALLOW_THREADS
+    status = fn(&c);
+    Py_END_ALLOW_THREADS
+    PyObject *body = NULL;
+    if (status == 0) {
+        if (c.body_len > (uint64_t)PY_SSIZE_T_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "wasm_call: the output body is too large");
+        } else {
+            body = PyBytes_FromStringAndSize(c.output != NULL ? (const char *)c.output
+                                                              : (const char *)c.out_buf,
+                                             (Py_ssize_t)c.body_len);
+        }
+        if (c.output != NULL) {
+            ((rt_free_fn)free_fn)(c.output); /* exactly once, whatever happens next */
+        }
+        if (body == NULL) {
+            return NULL;
+        }
+        return Py_BuildValue("(iNOKKLL)", (int)c.out_status, body,
+                             c.may_overflow ? Py_True : Py_False,
+                             (unsigned long long)c.fuel_left, (unsigned long long)c.memory_size,
+                             (long long)c.cpu_ns, (long long)c.wall_ns);
+    }
+    /* Not OK: no output was copied (the helper sets output only on OK). The error and the
+     * trap pass to the caller as addresses; a failure to answer leaks them rather than
+     * freeing what the caller may already own. */
+    PyObject *error = pointer_or_none(c.error), *trap = pointer_or_none(c.trap);
+    if (error == NULL || trap == NULL) {
+        Py_XDECREF(error);
+        Py_XDECREF(trap);
+        return NULL;
+    }
+    return Py_BuildValue("(iKKKiOLLOiONN)", (int)status, (unsigned long long)c.fuel_left,
+                         (unsigned long long)c.memory_size, (unsigned long long)c.packed,
+                         (int)c.oom_flag, c.has_memory ? Py_True : Py_False,
+                         (long long)c.cpu_ns, (long long)c.wall_ns,
+                         c.may_overflow ? Py_True : Py_False, (int)c.out_status, Py_None, error,
+                         trap);
+}
+
+/* ---- the broker's own result models ---------------------------------------------------- */
+
+/* Why: the broker builds three pydantic models per call from values it typed itself (the
+ * ToolCall, the Usage, the ToolResult: runtime/broker/_fast.py, runtime/shapes.py) without
+ * validating them again: ``cls.__new__(cls)`` and four ``object.__setattr__``, ~25 Python
+ * opcodes each. model() does the same five steps in one call: the same calls
+ * (``__new__`` looked up on the class, the generic setattr object.__setattr__ is), the same
+ * objects stored. The Python twin (_fast._py_model) is the reference the tests compare with.
+ *
+ * model(cls, fields, fields_set, extra, /) -> cls instance
+ *
+ * ``fields`` (a dict) becomes the instance's __dict__ as is (the caller's fresh dict);
+ * __pydantic_fields_set__ is a new set of the items of ``fields_set``; __pydantic_extra__
+ * None, or a new dict copied from ``extra`` (a dict); __pydantic_private__ None. */
+static PyObject *model(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1]) ||
+        !(args[3] == Py_None || PyDict_CheckExact(args[3]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "model(cls, fields, fields_set, extra) takes a class, a dict, an "
+                        "iterable and None or a dict");
+        return NULL;
+    }
+    PyObject *const *names = &PyTuple_GET_ITEM(state_of(module)->model_names, 0);
+    PyObject *out = PyObject_CallMethodOneArg(args[0], names[0], args[0]);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *fields_set = PySet_New(args[2]);
+    PyObject *extra = args[3] == Py_None ? Py_NewRef(Py_None) : PyDict_Copy(args[3]);
+    int rc = -1;
+    if (fields_set != NULL && extra != NULL &&
+        PyObject_GenericSetAttr(out, names[1], args[1]) == 0 &&
+        PyObject_GenericSetAttr(out, names[2], fields_set) == 0 &&
+        PyObject_GenericSetAttr(out, names[3], extra) == 0 &&
+        PyObject_GenericSetAttr(out, names[4], Py_None) == 0) {
+        rc = 0;
+    }
+    Py_XDECREF(fields_set);
+    Py_XDECREF(extra);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1820,6 +2413,24 @@ static PyMethodDef methods[] = {
     {"violation", (PyCFunction)(void (*)(void))violation, METH_FASTCALL,
      "violation(value, max_depth, max_string, /) -> None | (rule, keys) | NotImplemented: "
      "the first value beyond the call caps (runtime/shapes.py _violation)."},
+    {"journal_request", (PyCFunction)(void (*)(void))journal_request, METH_FASTCALL,
+     "journal_request(fd, size, call_id, tool, data, decision, backend, sandbox, session, "
+     "gate, /) -> (fields, end, parts) | None | int: a write-ahead record, built and "
+     "journaled."},
+    {"journal_completion", (PyCFunction)(void (*)(void))journal_completion, METH_FASTCALL,
+     "journal_completion(fd, size, call_id, tool, backend, sandbox, outcome, error_type, "
+     "duration_ms, usage, result, session, /) -> (fields, end, parts) | None | int: a "
+     "completion record, built and journaled."},
+    {"wasm_call", (PyCFunction)(void (*)(void))wasm_call, METH_FASTCALL,
+     "wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, "
+     "fuel, epoch_deadline, max_output, has_oom, out_buf, out_cap, /): the wasm native "
+     "helper's call "
+     "(runtime/backends/wasm/_native.py)."},
+    {"wasm_call_layout", (PyCFunction)(void (*)(void))wasm_call_layout, METH_FASTCALL,
+     "wasm_call_layout() -> tuple: sizeof and field offsets of wasm_call's rt_call."},
+    {"model", (PyCFunction)(void (*)(void))model, METH_FASTCALL,
+     "model(cls, fields, fields_set, extra, /): a pydantic model built from typed values "
+     "without validation (runtime/broker/_fast.py)."},
     {"maybe_secret", (PyCFunction)(void (*)(void))maybe_secret, METH_FASTCALL,
      "maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | "
      "NotImplemented: the "
@@ -1850,6 +2461,14 @@ static int mod_exec(PyObject *module) {
     if (st->sha256 == NULL || st->hexdigest == NULL) {
         return -1;
     }
+    st->model_names = Py_BuildValue("(sssss)", "__new__", "__dict__", "__pydantic_fields_set__",
+                                    "__pydantic_extra__", "__pydantic_private__");
+    if (st->model_names == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(st->model_names); i++) {
+        PyUnicode_InternInPlace(&PyTuple_GET_ITEM(st->model_names, i));
+    }
     return 0;
 }
 
@@ -1860,6 +2479,7 @@ static int mod_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->float_error);
     Py_VISIT(st->sha256);
     Py_VISIT(st->hexdigest);
+    Py_VISIT(st->model_names);
     return 0;
 }
 
@@ -1870,6 +2490,7 @@ static int mod_clear(PyObject *module) {
     Py_CLEAR(st->float_error);
     Py_CLEAR(st->sha256);
     Py_CLEAR(st->hexdigest);
+    Py_CLEAR(st->model_names);
     return 0;
 }
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import _speedups
+from runtime import _speedups, _trusted
 from runtime.errors import InvalidArguments, InvalidCall
 from runtime.models import ToolCall, new_call_id
 
@@ -341,7 +341,6 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
     return _tool_call(call_id, name, args, context)
 
 
-_set = object.__setattr__
 _CALL_FIELDS = frozenset(ToolCall.model_fields)
 
 
@@ -356,14 +355,10 @@ def _tool_call(call_id: str, tool: str, args: dict[str, Any], context: dict[str,
             if type(key) is not str:
                 break
         else:
-            out = ToolCall.__new__(ToolCall)
-            _set(
-                out,
-                "__dict__",
+            return _trusted.model(  # type: ignore[no-any-return]
+                ToolCall,
                 {"call_id": call_id, "tool": tool, "arguments": dict(args), "context": context},
+                _CALL_FIELDS,
+                None,  # extra="forbid"
             )
-            _set(out, "__pydantic_fields_set__", set(_CALL_FIELDS))
-            _set(out, "__pydantic_extra__", None)  # extra="forbid"
-            _set(out, "__pydantic_private__", None)
-            return out
     return ToolCall(call_id=call_id, tool=tool, arguments=args, context=context)

@@ -175,6 +175,16 @@ def _first_journal_append(fd: int, fields: tuple[Any, ...], check_link: bool, si
     return None if _journal_append is None else _journal_append(fd, fields, check_link, size)
 
 
+def _first_journal_request(*args: Any) -> Any:
+    _select(_speedups.module())
+    return None if _journal_request is None else _journal_request(*args)
+
+
+def _first_journal_completion(*args: Any) -> Any:
+    _select(_speedups.module())
+    return None if _journal_completion is None else _journal_completion(*args)
+
+
 # The encoders in use: the accelerator's once loaded, else the walk (see _select).
 _encode: Callable[[Any, bool], bytes] = _first_encode
 _encode_text: Callable[[Any, bool], str] = _first_encode_text
@@ -189,19 +199,25 @@ _chain: Callable[[list[Any], int, str], Any] | None = _first_chain
 _journal_write: Callable[[int, tuple[Any, ...], bool], Any] | None = _first_journal_write
 # The same, answered as AuditLog._journal_write keeps it (journal_append), or None.
 _journal_append: Callable[[int, tuple[Any, ...], bool, int], Any] | None = _first_journal_append
+# A call's write-ahead and completion records built and journaled in one call each
+# (AuditLog's hot path: journal_request, journal_completion), or None.
+_journal_request: Callable[..., Any] | None = _first_journal_request
+_journal_completion: Callable[..., Any] | None = _first_journal_completion
 
 
 def _select(mod: Any) -> None:
     """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
     global _encode, _encode_text, _record, _chain, _journal_write, _journal_append  # noqa: PLW0603
+    global _journal_request, _journal_completion  # noqa: PLW0603
     if mod is None:
         _encode, _encode_text, _record, _chain = _py_encode, _py_encode_text, None, None
-        _journal_write = _journal_append = None
+        _journal_write = _journal_append = _journal_request = _journal_completion = None
     else:
         _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
         _chain, _journal_write = mod.chain, mod.journal_write
         _journal_append = mod.journal_append
+        _journal_request, _journal_completion = mod.journal_request, mod.journal_completion
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:

@@ -279,6 +279,9 @@ class AuditLog:
         self._timeout = busy_timeout_s
         self._read_only = read_only
         self._redact = Redactor(redact_keys)
+        # The redaction gate's fragments for the accelerator's journal_request (None: no
+        # fragment rules redaction out, every record takes the Python path).
+        self._gate = self._redact.gate_args()
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         # read_only: for readers without write access (an auditor, a copy on read-only
@@ -395,6 +398,26 @@ class AuditLog:
             if arguments_bytes is not None and arguments is not None
             else self._canonical("arguments", arguments)
         )
+        if (
+            defer
+            and type(decision) is PreparedObject
+            and type(sandbox) is PreparedObject
+            and arguments is not None
+            and not returning
+            and decision._owner() is self
+            and sandbox._owner() is self
+        ):
+            # The broker's hot path in one accelerator call (journal_request): the
+            # arguments' text and digest, the redaction gate, the time, the record, its
+            # journal write. It declines, writing nothing, whatever the code below decides
+            # otherwise (a gate hit, text beyond ASCII, a column outside its shapes).
+            native = _canonical._journal_request
+            if native is not None and self._journal_native(
+                native,
+                True,
+                (call_id, tool, data, decision.text, backend, sandbox.text, session, self._gate),
+            ):
+                return None
         arguments_text = None if arguments is None else data.decode("utf-8")
         if (
             defer
@@ -539,7 +562,26 @@ class AuditLog:
             and sandbox._owner() is self
             and not returning
         ):
-            # The broker's hot path (see record_request): the same columns as below.
+            # The broker's hot path (see record_request): the same columns as below, in one
+            # accelerator call (journal_completion) when it takes them.
+            native = _canonical._journal_completion
+            if native is not None and self._journal_native(
+                native,
+                False,
+                (
+                    call_id,
+                    tool,
+                    backend,
+                    sandbox.text,
+                    outcome,
+                    error_type,
+                    duration_ms,
+                    usage,
+                    None if result is None else result_bytes,
+                    session,
+                ),
+            ):
+                return None
             if type(usage) is dict:
                 # _small_json's text of a usage dict, without its four frames: the encoder
                 # it ends in, called directly; any error takes the full path, which raises.
@@ -774,6 +816,33 @@ class AuditLog:
         ``fields`` (checked by _append)."""
         self._journal_write(fields[0], fields[1], fields[2:])
 
+    def _journal_native(
+        self, native: Callable[..., Any], write_ahead: bool, args: tuple[Any, ...]
+    ) -> bool:
+        """Journal a record with the accelerator's ``journal_request`` or
+        ``journal_completion`` (``native``) called on ``args``; False when it declined or the
+        log needs :meth:`_journal_write`'s general path (no journal yet, closed, a failed
+        batch to retry): nothing was written, the caller takes its Python path. The checks
+        and errors are _journal_write's (free space first, for write-ahead records)."""
+        with self._write_lock:
+            journal = self._journal
+            if journal is None or self._closed or self._failed:
+                return False
+            fd = journal._fd
+            try:
+                if write_ahead and os.fstatvfs(fd).f_bavail == 0:
+                    raise journal.full()
+                out = native(fd, journal.size, *args)
+            except OSError as exc:
+                raise journal.failed(exc) from exc
+            if out is None:
+                return False
+            if type(out) is int:
+                journal.refuse(out)
+            journal.size = out[1]
+            self._pend(out)
+        return True
+
     def _journal_write(self, kind: str, call_id: str, rest: tuple[Any, ...]) -> None:
         """Journal the record of ``kind`` whose columns after ``time`` (from ``tool`` to
         ``session``) are ``rest``; the time is taken here, under the write lock, so that
@@ -822,30 +891,35 @@ class AuditLog:
                 end = journal.append(line, write_ahead=write_ahead)
             else:
                 end, parts = out
-            self._pending.append((line_fields, end, parts))
-            if len(self._pending) == 1:
-                self._oldest = time.monotonic()
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=_idle_loop,
-                        args=(weakref.ref(self), self._wake),
-                        name=f"audit-idle:{self._path.name}",
-                        daemon=True,
-                    )
-                    self._thread.start()
-            elif len(self._pending) >= _BATCH and len(self._pending) >= self._retry_at:
-                # Group commit in the appending thread: no second thread competes for the
-                # GIL on the hot path. This record is in the journal already; if the
-                # insertion fails it is kept, and the next append retries and refuses.
-                with self._db_lock:
-                    try:
-                        wait = len(self._pending) >= _BATCH_MAX
-                        if self._insert_pending_locked(wait=wait):
-                            self._rotate_locked()
-                        else:  # another writer holds the lock: try again a little later
-                            self._retry_at = len(self._pending) + _RETRY_EVERY
-                    except AuditError as exc:
-                        log.error("audit: %s (records kept in the journal)", exc)
+            self._pend((line_fields, end, parts))
+
+    def _pend(self, entry: _Pending) -> None:
+        """Keep a journaled record for the batch insertion (holds _write_lock): start the
+        idle thread at the first, insert the batch in this thread when it is full."""
+        self._pending.append(entry)
+        if len(self._pending) == 1:
+            self._oldest = time.monotonic()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=_idle_loop,
+                    args=(weakref.ref(self), self._wake),
+                    name=f"audit-idle:{self._path.name}",
+                    daemon=True,
+                )
+                self._thread.start()
+        elif len(self._pending) >= _BATCH and len(self._pending) >= self._retry_at:
+            # Group commit in the appending thread: no second thread competes for the
+            # GIL on the hot path. This record is in the journal already; if the
+            # insertion fails it is kept, and the next append retries and refuses.
+            with self._db_lock:
+                try:
+                    wait = len(self._pending) >= _BATCH_MAX
+                    if self._insert_pending_locked(wait=wait):
+                        self._rotate_locked()
+                    else:  # another writer holds the lock: try again a little later
+                        self._retry_at = len(self._pending) + _RETRY_EVERY
+                except AuditError as exc:
+                    log.error("audit: %s (records kept in the journal)", exc)
 
     def _insert_pending_locked(self, *, wait: bool = True) -> bool:
         """Insert the failed and pending records, in order. Holds _write_lock and _db_lock.

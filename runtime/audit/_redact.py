@@ -345,6 +345,13 @@ class Redactor:
         hit = _gate(text, _AWS_PREFIXES, _LOWERED_FRAGMENTS, gate, True)  # _maybe_secret, inline
         return _py_maybe_secret(text, gate, True) if hit is NotImplemented else hit is True
 
+    def gate_args(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+        """The fragments :meth:`may_redact` tests, ``(exact, lowered, squashed)``, for the
+        accelerator's ``journal_request`` (the same gate inside the write-ahead record's one
+        call), or None when no fragment can rule redaction out."""
+        gate = self._gate
+        return None if gate is None else (_AWS_PREFIXES, _LOWERED_FRAGMENTS, gate)
+
     def is_secret_key(self, key: str) -> bool:
         hit = self._cache.get(key)
         if hit is None:

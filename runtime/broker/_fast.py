@@ -17,11 +17,12 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from runtime import _trusted
 from runtime.models import ErrorInfo, ToolResult, Usage
 
 __all__ = ["tool_result", "usage"]
 
-_set = object.__setattr__
+_NO_EXTRA: dict[str, Any] = {}
 _RESULT_FIELDS = frozenset(ToolResult.model_fields)
 _USAGE_FIELDS = tuple(Usage.model_fields)
 _EMPTY_USAGE = dict.fromkeys(_USAGE_FIELDS)
@@ -61,12 +62,8 @@ def usage(data: dict[str, Any]) -> Usage:
         return Usage.model_validate(data)
     fields = dict(_EMPTY_USAGE)
     fields.update(data)
-    out = Usage.__new__(Usage)
-    _set(out, "__dict__", fields)
-    _set(out, "__pydantic_fields_set__", set(data))
-    _set(out, "__pydantic_extra__", {})  # extra="allow": an empty dict, as validation makes
-    _set(out, "__pydantic_private__", None)
-    return out
+    # extra="allow": an empty dict, as validation makes (a new one per model).
+    return _trusted.model(Usage, fields, data, _NO_EXTRA)  # type: ignore[no-any-return]
 
 
 def tool_result(
@@ -97,9 +94,4 @@ def tool_result(
         "usage": usage,
         "decision": decision,
     }
-    out = ToolResult.__new__(ToolResult)
-    _set(out, "__dict__", fields)
-    _set(out, "__pydantic_fields_set__", set(_RESULT_FIELDS))
-    _set(out, "__pydantic_extra__", None)
-    _set(out, "__pydantic_private__", None)
-    return out
+    return _trusted.model(ToolResult, fields, _RESULT_FIELDS, None)  # type: ignore[no-any-return]

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 import runtime
+from runtime import _trusted as _fastmodel
 from runtime.errors import ManifestError, PolicyError
 from runtime.models import (
     Action,
@@ -122,7 +123,6 @@ def _url_parts(url: object) -> tuple[str, str, int] | str:
     return scheme, host, port
 
 
-_set = object.__setattr__
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -133,12 +133,8 @@ def _trusted(cls: type[_M], fields: dict[str, Any]) -> _M:
     decision (pydantic-core re-checks and copies every container). Hazard: only for such
     values; ``tests/policy/test_policy_trusted.py`` checks the result equals the validated
     model."""
-    out = cls.__new__(cls)
-    _set(out, "__dict__", fields)
-    _set(out, "__pydantic_fields_set__", set(fields))
-    _set(out, "__pydantic_extra__", None)  # extra="forbid"
-    _set(out, "__pydantic_private__", None)
-    return out
+    # runtime._trusted.model: the same steps in one accelerator call (extra="forbid": None).
+    return _fastmodel.model(cls, fields, fields, None)  # type: ignore[no-any-return]
 
 
 def _copy(limits: Limits) -> Limits:

@@ -43,6 +43,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
+from runtime import _speedups
 from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
@@ -184,7 +185,7 @@ class _Scratch:
     building those per call (a ctypes Structure, byref, string_at on a malloc'd copy, free)
     cost more than the rest of the host's side of a call."""
 
-    __slots__ = ("buf", "busy", "call", "ref", "view")
+    __slots__ = ("address", "buf", "busy", "call", "ref", "view")
 
     def __init__(self) -> None:
         self.busy = False
@@ -193,8 +194,24 @@ class _Scratch:
         self.buf = bytearray(SCRATCH_BYTES)
         # Exports buf's memory (buf can no longer be resized, and is not); the view keeps it.
         self.view = (ctypes.c_char * SCRATCH_BYTES).from_buffer(self.buf)
-        self.call.out_buf = ctypes.addressof(self.view)
+        self.address = self.call.out_buf = ctypes.addressof(self.view)
         self.call.out_cap = SCRATCH_BYTES
+
+
+def _direct_call(lib: ctypes.CDLL) -> tuple[Any, int, int] | None:
+    """The C accelerator's ``wasm_call`` with the helper's ``rt_native_call`` and
+    ``rt_native_free`` addresses, when its rt_call is :class:`_Call` (whose layout the helper
+    itself reported): the native call without ctypes' foreign call and struct fields. None
+    (the ctypes path) without the accelerator (``RUNTIME_PURE_PYTHON=1`` included) or with
+    any difference in the layout."""
+    mod = _speedups.module()
+    if mod is None:
+        return None
+    fields: list[tuple[str, Any]] = _Call._fields_  # type: ignore[assignment]
+    expected = (ctypes.sizeof(_Call), *(getattr(_Call, field[0]).offset for field in fields))
+    if tuple(mod.wasm_call_layout()) != expected:
+        return None
+    return mod.wasm_call, _address(lib.rt_native_call), _address(lib.rt_native_free)
 
 
 class NativeCaller:
@@ -246,6 +263,7 @@ class NativeCaller:
         self._may_overflow = lib.rt_native_may_overflow
         self._may_overflow.restype = c_int32
         self._may_overflow.argtypes = [c_char_p, c_size_t]
+        self._direct = _direct_call(lib)
 
     def may_overflow(self, data: bytes) -> bool:
         """The C twin of ``abi._may_overflow`` (what ``call`` reports for its output)."""
@@ -308,6 +326,41 @@ class NativeCaller:
             # Re-entered on this thread (a signal handler calling a tool between the foreign
             # call and the copy out of the buffer): a scratch of its own, not the one in use.
             scratch = _Scratch()
+        direct = self._direct
+        if direct is not None and not full:
+            # The accelerator's wasm_call: the same struct on its C stack, the helper called
+            # directly, the output into this thread's scratch, the same answers
+            # (tests/wasm/test_native_direct.py compares them).
+            scratch.busy = True
+            try:
+                res = direct[0](
+                    direct[1],
+                    direct[2],
+                    engine,
+                    pre.address,
+                    export,
+                    payload,
+                    memory_bytes,
+                    table_elements,
+                    fuel,
+                    epoch_deadline,
+                    max_output,
+                    has_oom,
+                    scratch.address,
+                    SCRATCH_BYTES,
+                )
+            finally:
+                scratch.busy = False
+            if type(res) is tuple:
+                if len(res) == 7:
+                    return res
+                st, left, size, packed, oom, has_mem, cpu, wall, over, out, data, err, trap = res
+                return NativeResult(
+                    st, left, size, packed, oom, has_mem, cpu, wall, over, out, data,
+                    _hot._error(err) if err else None,
+                    _hot._trap(trap) if trap else None,
+                )  # fmt: skip
+            # NotImplemented: an argument outside the struct's fields; ctypes decides.
         scratch.busy = True
         c = scratch.call
         try:
