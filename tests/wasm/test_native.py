@@ -108,7 +108,12 @@ def test_a_library_without_the_helpers_symbols_is_refused(tmp_path: Path) -> Non
     # takes the ctypes path instead of failing on a missing symbol.
     load_native(tmp_path)
     (built,) = (tmp_path / "native").glob("*/_native.so")
-    built.write_bytes(Path("/lib/x86_64-linux-gnu/libz.so.1").read_bytes())
+    # Put in place by a rename, as a rebuild would: the first load_native mapped the file,
+    # and rewriting a mapped library in place changes that mapping's pages under this
+    # process (its destructors then crashed the interpreter's exit).
+    other = built.with_name("other.so")
+    other.write_bytes(Path("/lib/x86_64-linux-gnu/libz.so.1").read_bytes())
+    other.replace(built)
     with pytest.raises(ImportError, match="is not the native helper"):
         load_native(tmp_path)
 
