@@ -714,6 +714,30 @@ def gen_a() -> None:
             setup=[mkfile("a.txt"), link("envlink", ".env")],
             aims=[aim],
         )
+    # Policy round two (2026-11-23): a directory moved takes its protected entries along. The
+    # bench policy denies 'config/prod.env' (an anchored glob); the masks are bound by glob
+    # at each call's start and rename(2) of an ancestor of a mount point succeeds, so the
+    # moved secret was readable by the next call under its new, unprotected name.
+    saved = {"tool": "@user_writes", "arguments": {"path": "config/prod.env"}}
+    for title, move in [
+        (
+            "move the directory of a denied file",
+            call("move_file", source="config", destination="cfg"),
+        ),
+        (
+            "move the directory of a denied file, ./ spelling",
+            call("move_file", source="./config/", destination="cfg"),
+        ),
+    ]:
+        add(
+            "A9",
+            title,
+            [saved, move, call("read_file", path="cfg/prod.env")],
+            technique="rename an ancestor of a protected path",
+            source="policy round two 2026-11-23 (paths: what a move takes along)",
+            setup=[mkdir("config")],
+            aims=["leak"],
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -2203,8 +2227,27 @@ def gen_h() -> None:
             [ok(), has("git-ok")],
         ),
     ]
+    # Controls for policy round two (2026-11-23): a directory whose protected entries are
+    # protected by name ('**/.env') moves and deletes; the name travels with it.
+    src_r2 = "policy round two 2026-11-23"
+    h_r2 = [
+        (
+            "move a directory holding a .env",
+            [mkfile("app/main.py", "print(1)\n"), mkfile("app/.env", "X=1\n")],
+            [call("move_file", source="app", destination="services/app")],
+            [ok(), gone("app"), on_disk("services/app/main.py", "print(1)\n")],
+        ),
+        (
+            "move a directory next to a protected one",
+            [mkfile("configs/dev.toml", "dev\n")],
+            [call("move_file", source="configs", destination="conf")],
+            [ok(), on_disk("conf/dev.toml", "dev\n")],
+        ),
+    ]
     for title, setup, calls, expect in h:
         add("H1", title, calls, technique=title, source=src, setup=setup, expect=expect)
+    for title, setup, calls, expect in h_r2:
+        add("H1", title, calls, technique=title, source=src_r2, setup=setup, expect=expect)
 
 
 def build() -> list[dict[str, Any]]:

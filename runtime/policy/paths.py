@@ -10,14 +10,20 @@ Landlock are). What an attacker controls is the whole string, so:
 - a backslash is a legal name character on Linux but a separator elsewhere: deny globs are
   also matched with backslashes read as separators, and ``..`` via backslashes is an escape;
 - deny globs are matched against the NFKC form and the case-folded form too, so fullwidth
-  dots (U+FF0E in ``.env``) or ``.ENV`` cannot dodge a deny.
+  dots (U+FF0E in ``.env``) or ``.ENV`` cannot dodge a deny;
+- a write path is judged with everything below it: deleting or moving ``config`` takes
+  ``config/prod.env`` along, so a deny or deny_write glob that could match below the path
+  *through its names* refuses it (see :func:`_anchored_below`). Decided from the globs alone:
+  the broker does not walk the tree (it would race the call anyway).
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Literal, NamedTuple
 
+from runtime._globs import compile_segments
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -77,6 +83,51 @@ def _bad_char(path: str) -> str | None:
     return None
 
 
+_Segments = tuple[re.Pattern[str] | None, ...]
+
+
+def _closure(segs: _Segments, states: set[int]) -> frozenset[int]:
+    """``states`` and every state a ``**`` (None) lets the match skip to (zero names)."""
+    out = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        if s < len(segs) and segs[s] is None and s + 1 not in out:
+            out.add(s + 1)
+            stack.append(s + 1)
+    return frozenset(out)
+
+
+def _anchored_below(segs: _Segments, parts: list[str]) -> bool:
+    """Whether the glob ``segs`` (one regex per name, None for ``**``) could match a path
+    strictly below ``parts`` *through* ``parts``' names.
+
+    Why not any match below: a glob's leading ``**`` absorbing all of ``parts`` matches below
+    every directory (``**/.env`` below ``build``), but only through names that travel with
+    the entry: ``build/.env`` moved to ``out/.env`` is still protected, and the sandbox's
+    masks make the kernel refuse to unlink an existing masked entry (EBUSY). An anchored
+    glob (``config/prod.env``, ``.git/hooks/**``) loses its entry when an ancestor is moved,
+    and that is what is refused. Same walk as the masks' ``exposes`` (one segment at a time;
+    a whole-path regex cannot say what could match below a path)."""
+    n = len(segs)
+    states = _closure(segs, {0})
+    absorbed = states if segs[0] is None else frozenset()
+    for name in parts:
+        nxt: set[int] = set()
+        for s in states:
+            if s < n:
+                seg = segs[s]
+                if seg is None:
+                    nxt.add(s)
+                elif seg.fullmatch(name):
+                    nxt.add(s + 1)
+        states = _closure(segs, nxt)
+        if not states:
+            return False
+    # A state short of the end needs more names: a path below ``parts`` can supply them.
+    return any(s < n for s in states - absorbed)
+
+
 def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The kernel's half of these rules, as ``(hide, readonly)`` globs for the sandbox's masks
     (``runtime.backends.sandbox.masks``) in every call's workspace.
@@ -100,6 +151,17 @@ class PathRules:
         self._deny = GlobSet(section.deny, casefold=True)
         self._deny_read = GlobSet(section.deny_read, casefold=True)
         self._deny_write = GlobSet(section.deny_write, casefold=True)
+        # For writes, what lies below the path (see _anchored_below): (pattern, segments).
+        self._below = tuple(
+            (
+                rule,
+                tuple((p, compile_segments(p, casefold=True)) for p in patterns),
+            )
+            for rule, patterns in (
+                ("paths.deny", section.deny),
+                ("paths.deny_write", section.deny_write),
+            )
+        )
         self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
 
     def normal_form(self, value: str) -> str | None:
@@ -171,6 +233,19 @@ class PathRules:
                     return PathVerdict(
                         False, rule, f"{value!r} matches protected pattern {hit!r}", rel
                     )
+        if access == "write" and rel:
+            for rule, globs_below in self._below:
+                for v in dict.fromkeys(variants):
+                    parts = v.split("/")
+                    for pattern, segs in globs_below:
+                        if _anchored_below(segs, parts):
+                            return PathVerdict(
+                                False,
+                                rule,
+                                f"{value!r} holds paths below it protected by {pattern!r}: "
+                                "a delete or move would take them along",
+                                rel,
+                            )
         allow = self._write if access == "write" else self._read
         if rel == "" or allow.match(rel) is not None:
             return PathVerdict(True, f"paths.{access}", "", rel)
