@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 from runtime.models import Action
+from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
-from runtime.policy.shell import CACHED_COMMAND_CHARS, SimpleCommand, analyse
+from runtime.policy.shell import SimpleCommand, analyse
 
 __all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
 
