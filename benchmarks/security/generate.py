@@ -999,6 +999,14 @@ def gen_b_policy_hunt(rm_t: str) -> None:
     )
     for group, title, command in cases:
         add(group, title, [sh(command)], technique=title, source=src, aims=["write"])
+    # Policy round two (2026-11-23): a glob that fixes no character sweeps a directory.
+    src2 = "policy round two 2026-11-23 (dash /bin/sh)"
+    for title, command in [
+        ("bracket glob sweeping names", f"cd {rm_t} && rm -rf [a-z]*"),
+        ("character-class glob", f"cd {rm_t} && rm -rf [[:alpha:]]*"),
+        ("brace range glob (bash)", f"cd {rm_t} && " + bashc("rm -rf {a..z}*")),
+    ]:
+        add("B2", title, [sh(command)], technique=title, source=src2, aims=["write"])
     add(
         "B6",
         "read from /dev/tcp",
@@ -2242,6 +2250,12 @@ def gen_h() -> None:
             [mkfile("configs/dev.toml", "dev\n")],
             [call("move_file", source="configs", destination="conf")],
             [ok(), on_disk("conf/dev.toml", "dev\n")],
+        ),
+        (
+            "rm -rf of globs that name a fixed character",
+            [mkfile("build/a.o"), mkfile("build/keep.txt"), mkfile("cache-1/x")],
+            [sh("rm -rf build/*.o cache-[0-9] && ls build")],
+            [ok(), has("keep.txt"), gone("build/a.o"), gone("cache-1")],
         ),
     ]
     for title, setup, calls, expect in h:

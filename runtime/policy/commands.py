@@ -22,7 +22,14 @@ from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
 from runtime.policy.shell import SimpleCommand, analyse
 
-__all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
+__all__ = [
+    "CommandFinding",
+    "CommandRules",
+    "builtin_rules",
+    "fixes_a_character",
+    "normalise_target",
+    "path_form",
+]
 
 Tri = Literal["yes", "no", "maybe"]
 _BUILTIN = Path(__file__).with_name("builtin_commands.toml")
@@ -82,25 +89,112 @@ def normalise_target(value: str) -> str:
     return "/".join(segs) or "."
 
 
-# Names a glob in an operand is tried on to tell whether it matches every name in a
-# directory ('?*', '[!.]*', '**') or every dot-name ('.[!.]*', '.??*'): such an operand is
-# judged as '*' or '.*', which the rules name. Ordinary globs ('*.pyc', '[a-z]*') are not.
+# Names a glob in an operand is also tried on (see path_form): a glob that matches all of
+# them is judged as '*' or '.*'.
 _EVERY_NAME = ("a", "Z", "0", "_", "x-y", "foo.txt", "README", "node_modules")
 _EVERY_DOT_NAME = (".env", ".git", ".config", ".github")
 _GLOB_CHARS = frozenset("*?[")
+_EXTGLOB_RE = re.compile(r"[?*+@!]\(")
 
 
-def _path_form(value: str) -> str:
-    """:func:`normalise_target`, with a last segment that globs every name read as '*'."""
+def _bracket_end(seg: str, i: int) -> int:
+    """The index of the ']' closing the bracket expression that opens at ``seg[i]``, or -1
+    (an unclosed '[' is a literal). A ']' first in the set is a member, '[:alpha:]' and
+    friends are one member."""
+    j = i + 1
+    if j < len(seg) and seg[j] in "!^":
+        j += 1
+    if j < len(seg) and seg[j] == "]":
+        j += 1
+    while j < len(seg):
+        if seg.startswith("[:", j):
+            close = seg.find(":]", j + 2)
+            if close != -1:
+                j = close + 2
+                continue
+        if seg[j] == "]":
+            return j
+        j += 1
+    return -1
+
+
+def _group_end(seg: str, i: int) -> int:
+    """The index of the ')' closing the extglob group whose '(' is ``seg[i]``, or -1."""
+    depth = 0
+    for j in range(i, len(seg)):
+        if seg[j] == "(":
+            depth += 1
+        elif seg[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _alternatives(body: str) -> list[str]:
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in body:
+        if ch == "|" and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def fixes_a_character(seg: str) -> bool:
+    """Whether every name the glob ``seg`` (one path segment) matches holds a character the
+    glob spells out: a literal, a one-member bracket ('[b]'), or an extglob group every one
+    of whose alternatives fixes one ('@(build|dist)').
+
+    A glob that fixes none chooses names by character class only ('?*', '[a-z]*',
+    '[[:alpha:]]*', '!(keep)', '**'): it sweeps a directory as '*' does, leaving out
+    whatever the class happens not to cover, and the rules judge it as '*'."""
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        if c in "?*+@!" and i + 1 < n and seg[i + 1] == "(":
+            end = _group_end(seg, i + 1)
+            if end != -1:
+                # '!(..)' matches what the group does not; '?(..)'/'*(..)' may match nothing.
+                if c in "@+" and all(fixes_a_character(a) for a in _alternatives(seg[i + 2 : end])):
+                    return True
+                i = end + 1
+                continue
+        if c in "*?":
+            i += 1
+            continue
+        if c == "[":
+            end = _bracket_end(seg, i)
+            if end != -1:
+                body = seg[i + 1 : end]
+                if len(body) == 1 and body not in "!^":
+                    return True
+                i = end + 1
+                continue
+        return True
+    return False
+
+
+def path_form(value: str) -> str:
+    """:func:`normalise_target`, with a last segment that sweeps every name read as '*'
+    (every dot-name: '.*'); see :func:`fixes_a_character`."""
     norm = normalise_target(value)
-    if not _GLOB_CHARS.intersection(norm):
+    if not _GLOB_CHARS.intersection(norm) and not _EXTGLOB_RE.search(norm):
         return norm
     head, _, last = norm.rpartition("/")
-    if not _GLOB_CHARS.intersection(last) or last in ("*", ".*"):
+    if last in ("*", ".*") or (not _GLOB_CHARS.intersection(last) and not _EXTGLOB_RE.search(last)):
         return norm
-    if all(fnmatchcase(n, last) for n in _EVERY_NAME):
+    if not fixes_a_character(last) or all(fnmatchcase(n, last) for n in _EVERY_NAME):
         last = "*"
-    elif all(fnmatchcase(n, last) for n in _EVERY_DOT_NAME):
+    elif (last.startswith(".") and not fixes_a_character(last[1:])) or all(
+        fnmatchcase(n, last) for n in _EVERY_DOT_NAME
+    ):
         last = ".*"
     else:
         return norm
@@ -168,7 +262,7 @@ class _Compiled:
             results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(
-                self.args.match(_path_form(w.value)) is not None
+                self.args.match(path_form(w.value)) is not None
                 or any(rx.search(w.value) for rx in self.args_regex)
                 for w in operands
                 if not w.dynamic

@@ -1,0 +1,101 @@
+"""Command-policy gaps and bypasses of policy round two (2026-11-23).
+
+Each DENIED/ASKED command was allowed by the default policy before its fix. Commands run the
+way shell_exec runs them: ``/bin/sh -c`` (dash on Debian). The benign controls keep the
+fixes from refusing ordinary commands.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _policy_helpers import decide
+
+from runtime.policy import Policy
+from runtime.policy.commands import normalise_target, path_form
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy.default()
+
+
+def verdict(policy: Policy, command: str) -> tuple[str, str]:
+    d = decide(policy, "shell_exec", command=command)
+    return d.action, d.rule
+
+
+# Gap 2: a glob that names no fixed character sweeps a directory as '*' does: the names it
+# leaves out are chosen by character class, not by name ('[a-z]*' is most of a directory).
+SWEEPING = [
+    "rm -rf [a-z]*",
+    "rm -rf ./[a-z]*",
+    "rm -rf -- [a-z]*",
+    "rm -rf [[:alpha:]]*",
+    "rm -rf [[:alnum:]_]*",
+    "rm -rf [a-zA-Z0-9]*",
+    "rm -rf [0-9a-z]?*",
+    "rm -rf ?",
+    "rm -r -f [b-y]*",
+    "cd build && rm -rf [a-z]*",
+    "rm -rf .[a-z]*",
+]
+
+
+@pytest.mark.parametrize("command", SWEEPING)
+def test_a_glob_without_a_fixed_character_is_everything(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", "commands.deny.rm-root")
+
+
+@pytest.mark.parametrize(
+    ("glob", "form"),
+    [
+        ("[a-z]*", "*"),
+        ("?*", "*"),
+        ("[!.]*", "*"),
+        ("**", "*"),
+        ("*[0-9]", "*"),
+        ("[[:alpha:]]*", "*"),
+        ("[]a]*", "*"),
+        ("!(keep)", "*"),
+        ("+([a-z])", "*"),
+        ("@(*|x)", "*"),
+        (".[a-z]*", ".*"),
+        (".??*", ".*"),
+        ("/tmp/[a-z]*", "/tmp/*"),
+        # A fixed character keeps the glob what it says.
+        ("*.pyc", "*.pyc"),
+        ("build*", "build*"),
+        ("[b]uild*", "[b]uild*"),
+        ("@(build|dist)", "@(build|dist)"),
+        ("*[.]o", "*[.]o"),
+        ("a[0-9]", "a[0-9]"),
+        ("[a-z]*/cache", "[a-z]*/cache"),
+    ],
+)
+def test_path_form(glob: str, form: str) -> None:
+    assert path_form(glob) == form
+    assert path_form(glob) == path_form(normalise_target(glob))
+
+
+BENIGN = [
+    "rm -rf build dist",
+    "rm -rf *.pyc __pycache__",
+    "rm -rf build/[a-z]*.o",
+    "rm -rf node_modules/.cache",
+    "rm -f [a-z]*",  # not recursive: the rule is about recursive deletes
+    "rm -rf a[0-9]",
+    "ls [a-z]*",
+    "cp -r [a-z]* /tmp/backup",
+]
+
+
+@pytest.mark.parametrize("command", BENIGN)
+def test_ordinary_globs_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+@pytest.mark.parametrize("command", ["rm -rf {a..z}*", "rm -rf {a,b,c}*", "rm -rf {[a-m],[n-z]}*"])
+def test_brace_expansions_are_never_allowed(policy: Policy, command: str) -> None:
+    # Brace expansion makes words at run time: the rule may match, so it asks (no approver:
+    # refused), never allows.
+    assert verdict(policy, command) == ("ask", "commands.deny.rm-root")
