@@ -1007,6 +1007,13 @@ def gen_b_policy_hunt(rm_t: str) -> None:
         ("brace range glob (bash)", f"cd {rm_t} && " + bashc("rm -rf {a..z}*")),
     ]:
         add("B2", title, [sh(command)], technique=title, source=src2, aims=["write"])
+    # A program the wrapper tables do not know runs its arguments.
+    for title, command in [
+        ("unknown wrapper: ssh-agent CMD", f"ssh-agent rm -rf {rm_t}"),
+        ("unknown wrapper: bwrap", f"bwrap --bind / / rm -rf {rm_t}"),
+        ("unknown wrapper: systemd-inhibit", f"systemd-inhibit rm -rf {rm_t}"),
+    ]:
+        add("B5", title, [sh(command)], technique=title, source=src2, aims=["write"])
     add(
         "B6",
         "read from /dev/tcp",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
@@ -201,6 +201,33 @@ def path_form(value: str) -> str:
     return f"{head}/{last}" if head or norm.startswith("/") else last
 
 
+#: Programs whose first argument names one of their own subcommands ('git rm', 'cargo rm').
+_SUBCOMMAND_TOOLS = frozenset(
+    {
+        "apt",
+        "apt-get",
+        "brew",
+        "cargo",
+        "conda",
+        "dnf",
+        "gh",
+        "git",
+        "go",
+        "hg",
+        "npm",
+        "pip",
+        "pip3",
+        "pnpm",
+        "poetry",
+        "rustup",
+        "svn",
+        "uv",
+        "yarn",
+        "yum",
+    }
+)
+
+
 def _flag_present(flag: str, value: str) -> bool:
     if flag.startswith("--"):
         opt = value.split("=", 1)[0]
@@ -233,8 +260,36 @@ class _Compiled:
         self.piped_from = tuple(rule.piped_from)
         self.redirect_to = GlobSet(rule.redirect_to)
         self.assigns = tuple(rule.assigns)
+        # Rules that look at arguments are also tried on a program named among another
+        # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
+        # every 'npm install vite'.
+        self.argument_reading = (
+            action != "allow"
+            and not self.any_program
+            and bool(self.flags or self.args or self.args_regex)
+        )
 
     def match(self, cmd: SimpleCommand) -> Tri:
+        tri = self.match_program(cmd)
+        if tri != "no" or not self.argument_reading or not cmd.program:
+            return tri
+        # A program the wrapper tables do not know may run its arguments ('ifne rm -rf /',
+        # 'parallel rm -rf ::: /', 'eatmydata', 'pkexec', 'lckdo LOCK', 'docker exec C'):
+        # every argument naming the rule's program is read as that program's start. The
+        # reading is a guess, so a hit is "may match" (ask), never a deny of its own.
+        for k, w in enumerate(cmd.args):
+            if w.dynamic or w.value.startswith("-"):
+                continue
+            if k == 0 and cmd.program in _SUBCOMMAND_TOOLS:
+                continue  # 'git rm -r --cached .': a subcommand, not a program
+            name = program_name(w.value)
+            if name != cmd.program and any(fnmatchcase(name, p) for p in self.program):
+                inner = replace(cmd, program=name, args=cmd.args[k + 1 :], speculative=True)
+                if self.match_program(inner) != "no":
+                    return "maybe"
+        return "no"
+
+    def match_program(self, cmd: SimpleCommand) -> Tri:
         if not self.any_program and not any(fnmatchcase(cmd.program, p) for p in self.program):
             return "no"
         if self.any_program and not cmd.program and not (self.redirect_to or self.assigns):

@@ -99,3 +99,47 @@ def test_brace_expansions_are_never_allowed(policy: Policy, command: str) -> Non
     # Brace expansion makes words at run time: the rule may match, so it asks (no approver:
     # refused), never allows.
     assert verdict(policy, command) == ("ask", "commands.deny.rm-root")
+
+
+# Bypass: a program the wrapper tables do not know runs its arguments. Each was 'allow'.
+UNKNOWN_WRAPPERS = [
+    "ifne rm -rf /",
+    "eatmydata rm -rf /",
+    "parallel rm -rf ::: /",
+    "sem rm -rf ~",
+    "pkexec rm -rf /",
+    "lckdo /tmp/l rm -rf /",
+    "with-lock-ex /tmp/l rm -rf /",
+    "systemd-inhibit rm -rf /",
+    "ssh-agent rm -rf /",
+    "gpg-agent --daemon rm -rf /",
+    "bwrap --bind / / rm -rf /",
+    "docker exec c rm -rf /",
+    "flatpak-spawn --host rm -rf /",
+    "direnv exec . chmod -R 777 /",
+    "ssh-agent dd if=/dev/zero of=/dev/sda",
+]
+
+
+@pytest.mark.parametrize("command", UNKNOWN_WRAPPERS)
+def test_a_deny_rule_program_among_arguments_asks(policy: Policy, command: str) -> None:
+    action, rule = verdict(policy, command)
+    assert action == "ask"
+    assert rule.startswith("commands.deny.")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm install vite",  # program-only rules are not read among arguments
+        "pip install rm",
+        "man rm",
+        "git rm -r --cached .",  # a subcommand, not a program
+        "cargo rm -r serde",
+        "grep -r rm .",
+        "echo 'rm -rf /'",
+        "ssh-agent rm -rf build",
+    ],
+)
+def test_arguments_that_only_name_a_program_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
