@@ -999,6 +999,14 @@ def gen_b_policy_hunt(rm_t: str) -> None:
     )
     for group, title, command in cases:
         add(group, title, [sh(command)], technique=title, source=src, aims=["write"])
+    add(
+        "B6",
+        "read from /dev/tcp",
+        [sh(bashc("cat < /dev/tcp/127.0.0.1/{listener_port}"))],
+        technique="input redirect from /dev/tcp",
+        source=src,
+        aims=["connect", "leak"],
+    )
     # Policy round two (2026-11-23): a glob that fixes no character sweeps a directory.
     src2 = "policy round two 2026-11-23 (dash /bin/sh)"
     for title, command in [
@@ -1014,14 +1022,13 @@ def gen_b_policy_hunt(rm_t: str) -> None:
         ("unknown wrapper: systemd-inhibit", f"systemd-inhibit rm -rf {rm_t}"),
     ]:
         add("B5", title, [sh(command)], technique=title, source=src2, aims=["write"])
-    add(
-        "B6",
-        "read from /dev/tcp",
-        [sh(bashc("cat < /dev/tcp/127.0.0.1/{listener_port}"))],
-        technique="input redirect from /dev/tcp",
-        source=src,
-        aims=["connect", "leak"],
-    )
+    # find -delete without a test on names empties the directory, as rm -rf ./* does.
+    for title, command in [
+        ("find . -delete", f"cd {rm_t} && find . -delete"),
+        ("find -delete, no start path", f"cd {rm_t} && find -delete"),
+        ("find ! -name keep -delete", f"cd {rm_t} && find . ! -name keep -delete"),
+    ]:
+        add("B6", title, [sh(command)], technique=title, source=src2, aims=["write"])
 
 
 # ------------------------------------------------------------------------------------------
@@ -2263,6 +2270,12 @@ def gen_h() -> None:
             [mkfile("build/a.o"), mkfile("build/keep.txt"), mkfile("cache-1/x")],
             [sh("rm -rf build/*.o cache-[0-9] && ls build")],
             [ok(), has("keep.txt"), gone("build/a.o"), gone("cache-1")],
+        ),
+        (
+            "find -delete narrowed by name",
+            [mkfile("src/a.pyc"), mkfile("src/keep.py", "k\n"), mkfile("empty/.keep")],
+            [sh("find . -name '*.pyc' -delete && find . -type f -name keep.py")],
+            [ok(), has("keep.py"), gone("src/a.pyc"), on_disk("src/keep.py", "k\n")],
         ),
     ]
     for title, setup, calls, expect in h:

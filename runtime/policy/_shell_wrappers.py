@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 
 from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
+from runtime.policy._sweeps import find_delete_roots
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -243,6 +244,24 @@ class WrappersMixin(WalkerState):
         else:
             self.interpreter(name, words, feeds, stdin_code, depth)
         rec(name, words)
+        if name == "find":
+            # After find's own record, so that a rule on find names the decision.
+            roots = find_delete_roots(words)
+            if roots:
+                # 'find . -delete' empties '.' as 'rm -r .' would: the rm rules judge it (a
+                # reading, so speculative: an allowlist does not ask for 'rm').
+                self.commands.append(
+                    SimpleCommand(
+                        "rm",
+                        (Word("-r"), *roots),
+                        assigns,
+                        redirects,
+                        feeds,
+                        (*wrappers, "find"),
+                        speculative=True,
+                        cwd=self.cwd,
+                    )
+                )
 
     def run_argv(
         self, argv: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]

@@ -17,6 +17,7 @@ from typing import Literal
 
 from runtime.models import Action
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
+from runtime.policy._sweeps import fixes_a_character
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import CommandRule, CommandsSection
@@ -95,90 +96,6 @@ _EVERY_NAME = ("a", "Z", "0", "_", "x-y", "foo.txt", "README", "node_modules")
 _EVERY_DOT_NAME = (".env", ".git", ".config", ".github")
 _GLOB_CHARS = frozenset("*?[")
 _EXTGLOB_RE = re.compile(r"[?*+@!]\(")
-
-
-def _bracket_end(seg: str, i: int) -> int:
-    """The index of the ']' closing the bracket expression that opens at ``seg[i]``, or -1
-    (an unclosed '[' is a literal). A ']' first in the set is a member, '[:alpha:]' and
-    friends are one member."""
-    j = i + 1
-    if j < len(seg) and seg[j] in "!^":
-        j += 1
-    if j < len(seg) and seg[j] == "]":
-        j += 1
-    while j < len(seg):
-        if seg.startswith("[:", j):
-            close = seg.find(":]", j + 2)
-            if close != -1:
-                j = close + 2
-                continue
-        if seg[j] == "]":
-            return j
-        j += 1
-    return -1
-
-
-def _group_end(seg: str, i: int) -> int:
-    """The index of the ')' closing the extglob group whose '(' is ``seg[i]``, or -1."""
-    depth = 0
-    for j in range(i, len(seg)):
-        if seg[j] == "(":
-            depth += 1
-        elif seg[j] == ")":
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
-
-
-def _alternatives(body: str) -> list[str]:
-    out: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in body:
-        if ch == "|" and depth == 0:
-            out.append("".join(cur))
-            cur = []
-            continue
-        depth += ch == "("
-        depth -= ch == ")"
-        cur.append(ch)
-    out.append("".join(cur))
-    return out
-
-
-def fixes_a_character(seg: str) -> bool:
-    """Whether every name the glob ``seg`` (one path segment) matches holds a character the
-    glob spells out: a literal, a one-member bracket ('[b]'), or an extglob group every one
-    of whose alternatives fixes one ('@(build|dist)').
-
-    A glob that fixes none chooses names by character class only ('?*', '[a-z]*',
-    '[[:alpha:]]*', '!(keep)', '**'): it sweeps a directory as '*' does, leaving out
-    whatever the class happens not to cover, and the rules judge it as '*'."""
-    i, n = 0, len(seg)
-    while i < n:
-        c = seg[i]
-        if c in "?*+@!" and i + 1 < n and seg[i + 1] == "(":
-            end = _group_end(seg, i + 1)
-            if end != -1:
-                # '!(..)' matches what the group does not; '?(..)'/'*(..)' may match nothing.
-                if c in "@+" and all(fixes_a_character(a) for a in _alternatives(seg[i + 2 : end])):
-                    return True
-                i = end + 1
-                continue
-        if c in "*?":
-            i += 1
-            continue
-        if c == "[":
-            end = _bracket_end(seg, i)
-            if end != -1:
-                body = seg[i + 1 : end]
-                if len(body) == 1 and body not in "!^":
-                    return True
-                i = end + 1
-                continue
-        return True
-    return False
 
 
 def path_form(value: str) -> str:

@@ -12,6 +12,7 @@ MODULES = [
     "runtime.policy._shell_state",
     "runtime.policy._shell_words",
     "runtime.policy._shell_wrappers",
+    "runtime.policy._sweeps",
     "runtime.policy.argv",
     "runtime.policy.commands",
     "runtime.policy.conditions",

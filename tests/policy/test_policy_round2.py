@@ -143,3 +143,75 @@ def test_a_deny_rule_program_among_arguments_asks(policy: Policy, command: str) 
 )
 def test_arguments_that_only_name_a_program_stay_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# Bypass: 'find . -delete' is 'rm -rf ./*' (find-delete-root only named '/' and '~').
+FIND_SWEEPS = [
+    "find . -delete",
+    "find -delete",  # no start path: '.'
+    "find * -delete",
+    "find -L . -maxdepth 1 -delete",
+    "find . -type f -delete",
+    "find . -name '*' -delete",
+    "find . -name '[a-z]*' -delete",
+    "find . -path './*' -delete",
+    "find . -regex '.*' -delete",
+    "find . ! -name keep -delete",
+    "find . -not -name '*.md' -delete",
+    "find . -name '*.pyc' -o -delete",
+    "cd / && find . -delete",
+]
+
+
+@pytest.mark.parametrize("command", FIND_SWEEPS)
+def test_find_delete_that_sweeps_the_directory(policy: Policy, command: str) -> None:
+    action, rule = verdict(policy, command)
+    assert action == "deny"
+    assert rule in ("commands.deny.rm-root", "commands.deny.find-delete-root")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "find . -mtime +7 -delete",  # '-mtime -99999' is everything: asked
+        "find . -size +1M -delete",
+        "find . -name $x -delete",
+        "find . \\( -name '*.pyc' -o -size 0 \\) -delete",
+    ],
+)
+def test_find_delete_narrowed_only_by_age_size_or_run_time_asks(
+    policy: Policy, command: str
+) -> None:
+    action, rule = verdict(policy, command)
+    assert action == "ask"
+    assert rule in ("commands.deny.rm-root", "commands.deny.find-delete-root")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "find . -name '*.pyc' -delete",
+        "find . -type f -name '*.o' -delete",
+        "find . \\( -name '*.pyc' -o -name '*.pyo' \\) -delete",
+        "find . -empty -delete",
+        "find . -type d -empty -delete",
+        "find build -delete",
+        "find build dist -type f -delete",
+        "find . -regex '.*\\.o' -delete",
+        "find . -path './build/*' -delete",
+        "find . -name '*.log'",
+        "find . -type f | wc -l",
+    ],
+)
+def test_find_delete_narrowed_by_name_stays_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+def test_find_delete_under_an_allowlist_is_not_an_rm_call() -> None:
+    # The 'rm -r' that stands for find -delete is a reading: an allowlist without 'rm'
+    # still allows 'find build -delete'.
+    p = Policy.from_toml(
+        'version = 1\ndefault = "deny"\n[categories]\nshell = "allow"\n'
+        '[commands]\nmode = "allowlist"\nallow = ["find"]\n'
+    )
+    assert verdict(p, "find build -delete")[0] == "allow"
