@@ -1022,6 +1022,15 @@ def gen_b_policy_hunt(rm_t: str) -> None:
         ("unknown wrapper: systemd-inhibit", f"systemd-inhibit rm -rf {rm_t}"),
     ]:
         add("B5", title, [sh(command)], technique=title, source=src2, aims=["write"])
+    # The sandbox shows the workspace at /workspace: 'rm -rf /workspace/*' is 'rm -rf *'.
+    add(
+        "B1",
+        "the workspace by its absolute path",
+        [sh("rm -rf /workspace/*")],
+        technique="rm -rf of the sandbox's workspace path",
+        source=src2,
+        aims=["write"],
+    )
     # find -delete without a test on names empties the directory, as rm -rf ./* does.
     for title, command in [
         ("find . -delete", f"cd {rm_t} && find . -delete"),

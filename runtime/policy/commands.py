@@ -162,8 +162,10 @@ def _all(results: list[Tri]) -> Tri:
 
 
 class _Compiled:
-    def __init__(self, rule: CommandRule, action: Action) -> None:
+    def __init__(self, rule: CommandRule, action: Action, root: str = "") -> None:
         self.id = rule.id
+        # The workspace as the sandbox shows it ('/workspace'): '/workspace/*' is '*'.
+        self.root = root.rstrip("/")
         self.action: Action = action
         self.reason = rule.reason or f"matches command rule {rule.id!r}"
         # Rules are matched on base names; '/bin/rm' in a rule means 'rm'.
@@ -224,6 +226,11 @@ class _Compiled:
             moved = [_rebased(w, cmd.cwd) for w in operands]
             operands = operands + [w for w in moved if w not in operands]
             dynamic = dynamic or any(w.dynamic for w in moved)
+        if self.root:
+            # The sandbox shows the workspace at its root path: 'rm -rf /workspace/*' is
+            # 'rm -rf *' (judged as both).
+            inside = [_in_workspace(w, self.root) for w in operands]
+            operands = operands + [w for w in inside if w is not None and w not in operands]
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
@@ -267,6 +274,18 @@ def _rebased(word: Word, cwd: Word) -> Word:
     return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
 
 
+def _in_workspace(word: Word, root: str) -> Word | None:
+    """``word`` as a workspace-relative path when it names ``root`` or a path below it."""
+    if word.dynamic or not word.value.startswith("/"):
+        return None
+    target = normalise_target(word.value)
+    if target == root:
+        return Word(".")
+    if target.startswith(root + "/"):
+        return Word(target[len(root) + 1 :])
+    return None
+
+
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
     if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):
         return "yes"
@@ -287,16 +306,22 @@ _SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 class CommandRules:
     """Compiled ``[commands]`` section."""
 
-    def __init__(self, section: CommandsSection) -> None:
+    def __init__(self, section: CommandsSection, workspace_root: str = "/workspace") -> None:
+        """``workspace_root``: where the sandbox shows the workspace (``[paths]
+        workspace_root``); an absolute operand below it is judged as the relative path too."""
         self.section = section
         rules: list[_Compiled] = []
         if section.builtin:
             deny, services = builtin_rules()
             disabled = set(section.disable)
-            rules += [_Compiled(r, r.action) for r in deny if r.id not in disabled]
+            rules += [_Compiled(r, r.action, workspace_root) for r in deny if r.id not in disabled]
             if section.services != "allow":
-                rules += [_Compiled(r, section.services) for r in services if r.id not in disabled]
-        rules += [_Compiled(r, r.action) for r in section.rules]
+                rules += [
+                    _Compiled(r, section.services, workspace_root)
+                    for r in services
+                    if r.id not in disabled
+                ]
+        rules += [_Compiled(r, r.action, workspace_root) for r in section.rules]
         self._rules = tuple(rules)
         self._allow_programs = tuple(section.allow)
         self._cache: dict[str, tuple[CommandFinding, ...]] = {}

@@ -215,3 +215,32 @@ def test_find_delete_under_an_allowlist_is_not_an_rm_call() -> None:
         '[commands]\nmode = "allowlist"\nallow = ["find"]\n'
     )
     assert verdict(p, "find build -delete")[0] == "allow"
+
+
+# Bypass: the sandbox shows the workspace at /workspace; 'rm -rf /workspace/*' is 'rm -rf *'.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /workspace/*",
+        "rm -rf //workspace/./*",
+        "rm -rf /workspace/[a-z]*",
+        "rm -rf /workspace/../workspace/*",
+        "cd /workspace && rm -rf ./*",
+    ],
+)
+def test_the_workspace_by_its_absolute_path(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", "commands.deny.rm-root")
+
+
+def test_the_workspace_root_follows_the_policy() -> None:
+    p = Policy.from_toml(
+        'version = 1\ndefault = "deny"\n[categories]\nshell = "allow"\n'
+        '[paths]\nworkspace_root = "/srv/ws"\n'
+    )
+    assert verdict(p, "rm -rf /srv/ws/*") == ("deny", "commands.deny.rm-root")
+    assert verdict(p, "rm -rf /srv/ws/build")[0] == "allow"
+
+
+@pytest.mark.parametrize("command", ["rm -rf /workspace/build", "rm -rf /workspace/dist/*"])
+def test_a_subdirectory_by_its_absolute_path_stays_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
