@@ -7,6 +7,7 @@ rule that may match asks; an allow rule that may match does not allow.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 import tomllib
@@ -100,7 +101,18 @@ _EXTGLOB_RE = re.compile(r"[?*+@!]\(")
 
 def path_form(value: str) -> str:
     """:func:`normalise_target`, with a last segment that sweeps every name read as '*'
-    (every dot-name: '.*'); see :func:`fixes_a_character`."""
+    (every dot-name: '.*'); see :func:`fixes_a_character`. Memoised for short values:
+    every rule that looks at arguments asks for each operand's form."""
+    if len(value) <= _MEMO_CHARS:
+        return _path_form_memo(value)
+    return _path_form(value)
+
+
+#: Longer arguments are not memoised: caching attacker-sized strings would pin memory.
+_MEMO_CHARS = 256
+
+
+def _path_form(value: str) -> str:
     norm = normalise_target(value)
     if not _GLOB_CHARS.intersection(norm) and not _EXTGLOB_RE.search(norm):
         return norm
@@ -116,6 +128,9 @@ def path_form(value: str) -> str:
     else:
         return norm
     return f"{head}/{last}" if head or norm.startswith("/") else last
+
+
+_path_form_memo = functools.lru_cache(maxsize=4096)(_path_form)
 
 
 #: Programs whose first argument names one of their own subcommands ('git rm', 'cargo rm').
@@ -171,6 +186,9 @@ class _Compiled:
         # Rules are matched on base names; '/bin/rm' in a rule means 'rm'.
         self.program = tuple(program_name(p) if "/" in p else p for p in rule.program)
         self.any_program = self.program == ("*",)
+        # fnmatchcase over the program globs as one regex: every rule asks of every command
+        # (and of every argument that may name a program), so this is the matcher's loop.
+        self.program_rx = re.compile("|".join(fnmatch.translate(p) for p in self.program))
         self.flags = [tuple(g) for g in rule.flags]
         self.args = GlobSet(rule.args)
         self.args_regex = [re.compile(r) for r in rule.args_regex]
@@ -188,28 +206,24 @@ class _Compiled:
             and bool(self.flags or self.args or self.args_regex)
         )
 
-    def match(self, cmd: SimpleCommand) -> Tri:
+    def match(self, cmd: SimpleCommand, named: tuple[tuple[int, str], ...] = ()) -> Tri:
+        """``named``: :func:`_named_programs` of ``cmd`` (computed once per command)."""
         tri = self.match_program(cmd)
-        if tri != "no" or not self.argument_reading or not cmd.program:
+        if tri != "no" or not self.argument_reading or not named:
             return tri
         # A program the wrapper tables do not know may run its arguments ('ifne rm -rf /',
         # 'parallel rm -rf ::: /', 'eatmydata', 'pkexec', 'lckdo LOCK', 'docker exec C'):
         # every argument naming the rule's program is read as that program's start. The
         # reading is a guess, so a hit is "may match" (ask), never a deny of its own.
-        for k, w in enumerate(cmd.args):
-            if w.dynamic or w.value.startswith("-"):
-                continue
-            if k == 0 and cmd.program in _SUBCOMMAND_TOOLS:
-                continue  # 'git rm -r --cached .': a subcommand, not a program
-            name = program_name(w.value)
-            if name != cmd.program and any(fnmatchcase(name, p) for p in self.program):
+        for k, name in named:
+            if self.program_rx.match(name) is not None:
                 inner = replace(cmd, program=name, args=cmd.args[k + 1 :], speculative=True)
                 if self.match_program(inner) != "no":
                     return "maybe"
         return "no"
 
     def match_program(self, cmd: SimpleCommand) -> Tri:
-        if not self.any_program and not any(fnmatchcase(cmd.program, p) for p in self.program):
+        if not self.any_program and self.program_rx.match(cmd.program) is None:
             return "no"
         if self.any_program and not cmd.program and not (self.redirect_to or self.assigns):
             return "no"
@@ -272,6 +286,22 @@ def _rebased(word: Word, cwd: Word) -> Word:
     if cwd.dynamic:
         return Word(v, dynamic=True, operand=True)
     return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
+
+
+def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
+    """(index, base name) of the arguments of ``cmd`` that could name a program it runs
+    (see :meth:`_Compiled.match`): literal non-options, not the subcommand of a tool that
+    takes one ('git rm'), not the program itself."""
+    if not cmd.program:
+        return ()
+    return tuple(
+        (k, name)
+        for k, w in enumerate(cmd.args)
+        if not w.dynamic
+        and not w.value.startswith("-")
+        and not (k == 0 and cmd.program in _SUBCOMMAND_TOOLS)  # 'git rm -r --cached .'
+        and (name := program_name(w.value)) != cmd.program
+    )
 
 
 def _in_workspace(word: Word, root: str) -> Word | None:
@@ -352,8 +382,9 @@ class CommandRules:
                 out.append(CommandFinding(action, f"commands.hazard.{h.kind}", h.detail))
         for cmd in analysis.commands:
             allowed_by_rule = False
+            named = _named_programs(cmd)
             for rule in self._rules:
-                m = rule.match(cmd)
+                m = rule.match(cmd, named)
                 if m == "no":
                     continue
                 if rule.action == "allow":

@@ -86,21 +86,36 @@ def _bad_char(path: str) -> str | None:
 _Segments = tuple[re.Pattern[str] | None, ...]
 
 
-def _closure(segs: _Segments, states: set[int]) -> frozenset[int]:
-    """``states`` and every state a ``**`` (None) lets the match skip to (zero names)."""
-    out = set(states)
-    stack = list(states)
-    while stack:
-        s = stack.pop()
-        if s < len(segs) and segs[s] is None and s + 1 not in out:
-            out.add(s + 1)
-            stack.append(s + 1)
-    return frozenset(out)
+class _BelowGlob(NamedTuple):
+    """A deny glob compiled for :func:`_anchored_below`."""
+
+    pattern: str
+    segs: _Segments  # one regex per name, None for '**'
+    closures: tuple[frozenset[int], ...]  # per state: it and what '**' lets it skip to
 
 
-def _anchored_below(segs: _Segments, parts: list[str]) -> bool:
-    """Whether the glob ``segs`` (one regex per name, None for ``**``) could match a path
-    strictly below ``parts`` *through* ``parts``' names.
+def _below_glob(pattern: str) -> _BelowGlob | None:
+    """``pattern`` compiled for :func:`_anchored_below`, or None when it can never match
+    below a path through the path's names: '**/NAME' (one name, no '**' after the leading
+    one) matches only through the last name of the entry itself, which travels with it."""
+    segs = compile_segments(pattern, casefold=True)
+    if len(segs) == 2 and segs[0] is None and segs[1] is not None:
+        return None
+    n = len(segs)
+    closures: list[frozenset[int]] = []
+    for state in range(n + 1):
+        out = {state}
+        s = state
+        while s < n and segs[s] is None:
+            s += 1
+            out.add(s)
+        closures.append(frozenset(out))
+    return _BelowGlob(pattern, segs, tuple(closures))
+
+
+def _anchored_below(glob: _BelowGlob, parts: list[str]) -> bool:
+    """Whether ``glob`` could match a path strictly below ``parts`` *through* ``parts``'
+    names.
 
     Why not any match below: a glob's leading ``**`` absorbing all of ``parts`` matches below
     every directory (``**/.env`` below ``build``), but only through names that travel with
@@ -109,8 +124,9 @@ def _anchored_below(segs: _Segments, parts: list[str]) -> bool:
     glob (``config/prod.env``, ``.git/hooks/**``) loses its entry when an ancestor is moved,
     and that is what is refused. Same walk as the masks' ``exposes`` (one segment at a time;
     a whole-path regex cannot say what could match below a path)."""
+    segs, closures = glob.segs, glob.closures
     n = len(segs)
-    states = _closure(segs, {0})
+    states = closures[0]
     absorbed = states if segs[0] is None else frozenset()
     for name in parts:
         nxt: set[int] = set()
@@ -118,12 +134,12 @@ def _anchored_below(segs: _Segments, parts: list[str]) -> bool:
             if s < n:
                 seg = segs[s]
                 if seg is None:
-                    nxt.add(s)
+                    nxt |= closures[s]
                 elif seg.fullmatch(name):
-                    nxt.add(s + 1)
-        states = _closure(segs, nxt)
-        if not states:
+                    nxt |= closures[s + 1]
+        if not nxt:
             return False
+        states = frozenset(nxt)
     # A state short of the end needs more names: a path below ``parts`` can supply them.
     return any(s < n for s in states - absorbed)
 
@@ -153,10 +169,7 @@ class PathRules:
         self._deny_write = GlobSet(section.deny_write, casefold=True)
         # For writes, what lies below the path (see _anchored_below): (pattern, segments).
         self._below = tuple(
-            (
-                rule,
-                tuple((p, compile_segments(p, casefold=True)) for p in patterns),
-            )
+            (rule, tuple(g for g in map(_below_glob, patterns) if g is not None))
             for rule, patterns in (
                 ("paths.deny", section.deny),
                 ("paths.deny_write", section.deny_write),
@@ -237,12 +250,12 @@ class PathRules:
             for rule, globs_below in self._below:
                 for v in dict.fromkeys(variants):
                     parts = v.split("/")
-                    for pattern, segs in globs_below:
-                        if _anchored_below(segs, parts):
+                    for glob in globs_below:
+                        if _anchored_below(glob, parts):
                             return PathVerdict(
                                 False,
                                 rule,
-                                f"{value!r} holds paths below it protected by {pattern!r}: "
+                                f"{value!r} holds paths below it protected by {glob.pattern!r}: "
                                 "a delete or move would take them along",
                                 rel,
                             )
