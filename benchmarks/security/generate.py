@@ -1031,6 +1031,14 @@ def gen_b_policy_hunt(rm_t: str) -> None:
         source=src2,
         aims=["write"],
     )
+    add(
+        "B1",
+        "~+ is the working directory (bash)",
+        [sh(f"cd {rm_t} && " + bashc("rm -rf ~+/*"))],
+        technique="tilde prefix ~+",
+        source=src2,
+        aims=["write"],
+    )
     # find -delete without a test on names empties the directory, as rm -rf ./* does.
     for title, command in [
         ("find . -delete", f"cd {rm_t} && find . -delete"),

@@ -244,3 +244,25 @@ def test_the_workspace_root_follows_the_policy() -> None:
 @pytest.mark.parametrize("command", ["rm -rf /workspace/build", "rm -rf /workspace/dist/*"])
 def test_a_subdirectory_by_its_absolute_path_stays_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# Bypass: '~+' is the working directory and '~-' the previous one (bash), '~user' a home:
+# 'rm -rf ~+/*' is 'rm -rf ./*'; the rules named '~/*' only.
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("rm -rf ~+/*", "commands.deny.rm-root"),
+        ("rm -rf ~-/*", "commands.deny.rm-root"),
+        ("rm -rf ~root/*", "commands.deny.rm-root"),
+        ("bash -c 'rm -rf ~+/[a-z]*'", "commands.deny.rm-root"),
+        ("find ~+/* -delete", "commands.deny.find-delete-root"),
+        ("chmod -R 000 ~root/*", "commands.deny.chmod-root"),
+    ],
+)
+def test_tilde_prefixes(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("deny", rule)
+
+
+def test_deeper_paths_below_a_home_stay_allowed(policy: Policy) -> None:
+    assert verdict(policy, "rm -rf ~/.cache/pip")[0] == "allow"
+    assert verdict(policy, "rm -rf ~+/build/out")[0] == "allow"
