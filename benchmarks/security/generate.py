@@ -728,6 +728,11 @@ def gen_a() -> None:
             "move the directory of a denied file, ./ spelling",
             call("move_file", source="./config/", destination="cfg"),
         ),
+        ("shell mv of the directory of a denied file", sh("mv config cfg")),
+        (
+            "shell mv of the directory of a denied file, from below",
+            sh("mkdir -p sub && cd sub && mv ../config ../cfg"),
+        ),
     ]:
         add(
             "A9",

@@ -21,6 +21,7 @@ from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
+from runtime.policy.paths import PathRules
 from runtime.policy.schema import CommandRule, CommandsSection
 from runtime.policy.shell import SimpleCommand, analyse
 
@@ -304,6 +305,35 @@ def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
     )
 
 
+def _moved_operands(cmd: SimpleCommand) -> list[Word]:
+    """The paths ``mv SRC... DST`` (``git mv``) names: sources and destination alike (a
+    destination can be a protected directory that sources land in)."""
+    args = list(cmd.args)
+    if cmd.program == "git" and args and args[0].value == "mv":
+        args = args[1:]
+    elif cmd.program != "mv":
+        return []
+    out: list[Word] = []
+    options = True
+    value_of = ""  # the option whose separate value comes next
+    for w in args:
+        v = w.value
+        if value_of:
+            if value_of in ("-t", "--target-directory"):
+                out.append(w)  # the destination directory
+            value_of = ""  # '-S SUFFIX': a backup suffix, not a path
+        elif options and v == "--":
+            options = False
+        elif options and not w.operand and v.startswith("-") and v != "-":
+            if v in ("-t", "--target-directory", "-S", "--suffix"):
+                value_of = v
+            elif v.startswith("--target-directory="):
+                out.append(Word(v.split("=", 1)[1], w.dynamic))
+        else:
+            out.append(w)
+    return out
+
+
 def _in_workspace(word: Word, root: str) -> Word | None:
     """``word`` as a workspace-relative path when it names ``root`` or a path below it."""
     if word.dynamic or not word.value.startswith("/"):
@@ -336,10 +366,13 @@ _SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 class CommandRules:
     """Compiled ``[commands]`` section."""
 
-    def __init__(self, section: CommandsSection, workspace_root: str = "/workspace") -> None:
-        """``workspace_root``: where the sandbox shows the workspace (``[paths]
-        workspace_root``); an absolute operand below it is judged as the relative path too."""
+    def __init__(self, section: CommandsSection, paths: PathRules | None = None) -> None:
+        """``paths``: the policy's path rules. Their ``root`` is where the sandbox shows the
+        workspace: an absolute operand below it is judged as the relative path too; and
+        what ``mv`` moves is judged by them (see :func:`_moved_operands`)."""
         self.section = section
+        self._paths = paths
+        workspace_root = paths.root if paths is not None else "/workspace"
         rules: list[_Compiled] = []
         if section.builtin:
             deny, services = builtin_rules()
@@ -369,6 +402,42 @@ class CommandRules:
                 self._cache.clear()
             self._cache[command] = found
         return found
+
+    def _moves(self, cmd: SimpleCommand) -> list[CommandFinding]:
+        """Deny findings for what ``mv`` (or ``git mv``) would move out of, or into, a path
+        the deny/deny_write globs protect.
+
+        Why here as well as in the sandbox: the masks over protected entries are bound by
+        glob at each call's start, and rename(2) of a directory that holds a mount point
+        succeeds, so 'mv config x' carries a masked 'config/prod.env' to 'x/prod.env',
+        which the next call reads. An early lexical check (operands relative to the
+        workspace root, or to where a 'cd' went, a climb read from any depth); a run-time
+        operand is the kernel's."""
+        assert self._paths is not None
+        out: list[CommandFinding] = []
+        for operand in _moved_operands(cmd):
+            w = operand if cmd.cwd is None else _rebased(operand, cmd.cwd)
+            if w.dynamic:
+                continue
+            inside = _in_workspace(w, self._paths.root.rstrip("/"))
+            value = inside.value if inside is not None else w.value
+            if value.startswith(("/", "~")):
+                continue  # outside the workspace: not the path rules' to judge
+            # The command may start below the root (shell_exec's cwd, 'cd sub'), where
+            # '../config' is the root's 'config': a climb is read from every depth.
+            norm = normalise_target(value)
+            while norm.startswith("../"):
+                norm = norm[3:]
+            if norm == "..":
+                continue
+            v = self._paths.check(norm, "write")
+            if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
+                out.append(
+                    CommandFinding(
+                        "deny", v.rule, f"{cmd.program} would move a protected path: {v.reason}"
+                    )
+                )
+        return out
 
     def _check(self, command: str) -> tuple[CommandFinding, ...]:
         analysis = analyse(command)
@@ -412,5 +481,7 @@ class CommandRules:
                         "deny", "commands.allowlist", f"program {cmd.program!r} is not allowlisted"
                     )
                 )
+            if self._paths is not None:
+                out.extend(self._moves(cmd))
         out.sort(key=lambda f: -_SEVERITY[f.action])
         return tuple(out)

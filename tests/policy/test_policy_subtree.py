@@ -130,3 +130,50 @@ def test_the_default_policy_still_allows_ordinary_directory_deletes() -> None:
     assert decide(p, "delete_file", path="node_modules", recursive=True).action == "allow"
     assert decide(p, "move_file", source="docs", destination="old/docs").action == "allow"
     assert decide(p, "delete_file", path=".runtime", recursive=True).action == "deny"
+
+
+# The shell's 'mv' moves a protected directory just as move_file did: the masks are bound
+# by glob at each call's start and rename(2) of a directory holding a mount point succeeds.
+SHELL_TOML = TOML.replace('file = "allow"', 'file = "allow"\nshell = "allow"')
+
+
+@pytest.fixture(scope="module")
+def shell_policy() -> Policy:
+    return Policy.from_toml(SHELL_TOML)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("mv config x", "paths.deny"),
+        ("mv ./config/ x", "paths.deny"),
+        ("mv x config", "paths.deny"),  # sources land in a protected directory
+        ("mv -t config a b", "paths.deny"),
+        ("mv --target-directory=config a", "paths.deny"),
+        ("mv -S .bak -- config x", "paths.deny"),
+        ("git mv config x", "paths.deny"),
+        ("cd sub && mv ../config x", "paths.deny"),
+        ("mv /workspace/config x", "paths.deny"),
+        ("cd / && mv workspace/config x", "paths.deny"),
+        ("mv .git g", "paths.deny_write"),
+        ("mv sub/.git x", "paths.deny_write"),
+        ("true; mv .env env.txt", "paths.deny"),
+    ],
+)
+def test_shell_mv_of_a_protected_path(shell_policy: Policy, command: str, rule: str) -> None:
+    d = decide(shell_policy, "shell_exec", command=command)
+    assert (d.action, d.rule) == ("deny", rule)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "mv app services/app",
+        "mv configs x",
+        "mv -f -v a.txt b.txt",
+        "mv *.txt old/",
+        "cp -r config x",
+    ],
+)
+def test_shell_mv_of_ordinary_paths_stays_allowed(shell_policy: Policy, command: str) -> None:
+    assert decide(shell_policy, "shell_exec", command=command).action == "allow"
