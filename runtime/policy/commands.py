@@ -307,11 +307,13 @@ def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
 
 def _moved_operands(cmd: SimpleCommand) -> list[Word]:
     """The paths ``mv SRC... DST`` (``git mv``) names: sources and destination alike (a
-    destination can be a protected directory that sources land in)."""
+    destination can be a protected directory that sources land in). ``rename`` (util-linux
+    'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every word, expressions too
+    (an expression that reads as a protected path is refused; that costs nothing real)."""
     args = list(cmd.args)
     if cmd.program == "git" and args and args[0].value == "mv":
         args = args[1:]
-    elif cmd.program != "mv":
+    elif cmd.program not in ("mv", "rename"):
         return []
     out: list[Word] = []
     options = True

@@ -158,6 +158,8 @@ def shell_policy() -> Policy:
         ("mv .git g", "paths.deny_write"),
         ("mv sub/.git x", "paths.deny_write"),
         ("true; mv .env env.txt", "paths.deny"),
+        ("rename config cfg config", "paths.deny"),
+        ("rename 's/config/cfg/' config", "paths.deny"),
     ],
 )
 def test_shell_mv_of_a_protected_path(shell_policy: Policy, command: str, rule: str) -> None:
@@ -173,6 +175,7 @@ def test_shell_mv_of_a_protected_path(shell_policy: Policy, command: str, rule: 
         "mv -f -v a.txt b.txt",
         "mv *.txt old/",
         "cp -r config x",
+        "rename .txt .md a.txt",
     ],
 )
 def test_shell_mv_of_ordinary_paths_stays_allowed(shell_policy: Policy, command: str) -> None:
