@@ -50,6 +50,25 @@ def main() -> None:
         _spec("read_file", "file", {"path": "read_path"}),
     )
     bench(
+        "delete_file (write path rules)",
+        policy,
+        ToolCall(tool="delete_file", arguments={"path": "build/out", "recursive": True}),
+        _spec("delete_file", "file", {"path": "write_path"}),
+    )
+    t0 = time.perf_counter()
+    n = 5000
+    for i in range(n):
+        # A new path each time: the path cache misses, the deny globs (and what could lie
+        # below the path) are matched afresh.
+        policy.decide(
+            ToolCall(tool="delete_file", arguments={"path": f"build/{i}/out"}),
+            _spec("delete_file", "file", {"path": "write_path"}),
+        )
+    print(
+        f"{'delete_file (new path, uncached)':<44} "
+        f"{(time.perf_counter() - t0) / n * 1e6:8.2f} us/decision"
+    )
+    bench(
         "shell_exec (cached command analysis)",
         policy,
         ToolCall(tool="shell_exec", arguments={"command": "ls -la | grep x && make test"}),

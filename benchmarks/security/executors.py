@@ -143,7 +143,10 @@ class Executor(Protocol):
 def bench_policy_text(servers: Servers, limits: BenchLimits) -> str:
     """The policy ``ours`` runs under: the built-in default's rules (paths, commands,
     secrets), the bench limits, and the network tools enabled for the one allowed host
-    (127.0.0.3), so that the egress gateway is exercised rather than the tools just denied."""
+    (127.0.0.3), so that the egress gateway is exercised rather than the tools just denied.
+    One deny glob is the bench's own: ``config/prod.env``, an anchored glob (the default's
+    are all ``**/name`` or hold their directory itself), for the A9 cases that move the
+    directory of a protected file."""
     return f"""
 version = 1
 description = "runtime bench security: the default rules, bench limits, one allowed host"
@@ -185,7 +188,7 @@ when = [{{ arg = "seconds", gt = {limits.timeout_s} }}]
 read = ["**"]
 write = ["**"]
 deny = [".runtime/**", "**/.env", "**/.env.*", "**/*.pem", "**/*.key", "**/id_rsa*",
-        "**/id_ed25519*", "**/id_ecdsa*"]
+        "**/id_ed25519*", "**/id_ecdsa*", "config/prod.env"]
 deny_write = [".git/**", "**/.git/**"]
 
 [commands]

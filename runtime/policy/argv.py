@@ -151,7 +151,7 @@ def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...
 
     The indices are where the split may be wrong: an option the table says takes a value
     but does not, or a positional count that differs between versions. The caller checks
-    the command that would run if one of them were the program (see ``_Walker.simple``).
+    the command that would run if one of them were the program (``WrappersMixin.simple``).
     """
     assigns: list[str] = []
     values: list[int] = []

@@ -7,21 +7,32 @@ rule that may match asks; an allow rule that may match does not allow.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
 from runtime.models import Action
+from runtime.policy._shell_model import CACHED_COMMAND_CHARS
+from runtime.policy._sweeps import fixes_a_character
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
+from runtime.policy.paths import PathRules
 from runtime.policy.schema import CommandRule, CommandsSection
-from runtime.policy.shell import CACHED_COMMAND_CHARS, SimpleCommand, analyse
+from runtime.policy.shell import SimpleCommand, analyse
 
-__all__ = ["CommandFinding", "CommandRules", "builtin_rules", "normalise_target"]
+__all__ = [
+    "CommandFinding",
+    "CommandRules",
+    "builtin_rules",
+    "fixes_a_character",
+    "normalise_target",
+    "path_form",
+]
 
 Tri = Literal["yes", "no", "maybe"]
 _BUILTIN = Path(__file__).with_name("builtin_commands.toml")
@@ -81,29 +92,73 @@ def normalise_target(value: str) -> str:
     return "/".join(segs) or "."
 
 
-# Names a glob in an operand is tried on to tell whether it matches every name in a
-# directory ('?*', '[!.]*', '**') or every dot-name ('.[!.]*', '.??*'): such an operand is
-# judged as '*' or '.*', which the rules name. Ordinary globs ('*.pyc', '[a-z]*') are not.
+# Names a glob in an operand is also tried on (see path_form): a glob that matches all of
+# them is judged as '*' or '.*'.
 _EVERY_NAME = ("a", "Z", "0", "_", "x-y", "foo.txt", "README", "node_modules")
 _EVERY_DOT_NAME = (".env", ".git", ".config", ".github")
 _GLOB_CHARS = frozenset("*?[")
+_EXTGLOB_RE = re.compile(r"[?*+@!]\(")
+
+
+def path_form(value: str) -> str:
+    """:func:`normalise_target`, with a last segment that sweeps every name read as '*'
+    (every dot-name: '.*'); see :func:`fixes_a_character`. Memoised for short values:
+    every rule that looks at arguments asks for each operand's form."""
+    if len(value) <= _MEMO_CHARS:
+        return _path_form_memo(value)
+    return _path_form(value)
+
+
+#: Longer arguments are not memoised: caching attacker-sized strings would pin memory.
+_MEMO_CHARS = 256
 
 
 def _path_form(value: str) -> str:
-    """:func:`normalise_target`, with a last segment that globs every name read as '*'."""
     norm = normalise_target(value)
-    if not _GLOB_CHARS.intersection(norm):
+    if not _GLOB_CHARS.intersection(norm) and not _EXTGLOB_RE.search(norm):
         return norm
     head, _, last = norm.rpartition("/")
-    if not _GLOB_CHARS.intersection(last) or last in ("*", ".*"):
+    if last in ("*", ".*") or (not _GLOB_CHARS.intersection(last) and not _EXTGLOB_RE.search(last)):
         return norm
-    if all(fnmatchcase(n, last) for n in _EVERY_NAME):
+    if not fixes_a_character(last) or all(fnmatchcase(n, last) for n in _EVERY_NAME):
         last = "*"
-    elif all(fnmatchcase(n, last) for n in _EVERY_DOT_NAME):
+    elif (last.startswith(".") and not fixes_a_character(last[1:])) or all(
+        fnmatchcase(n, last) for n in _EVERY_DOT_NAME
+    ):
         last = ".*"
     else:
         return norm
     return f"{head}/{last}" if head or norm.startswith("/") else last
+
+
+_path_form_memo = functools.lru_cache(maxsize=4096)(_path_form)
+
+
+#: Programs whose first argument names one of their own subcommands ('git rm', 'cargo rm').
+_SUBCOMMAND_TOOLS = frozenset(
+    {
+        "apt",
+        "apt-get",
+        "brew",
+        "cargo",
+        "conda",
+        "dnf",
+        "gh",
+        "git",
+        "go",
+        "hg",
+        "npm",
+        "pip",
+        "pip3",
+        "pnpm",
+        "poetry",
+        "rustup",
+        "svn",
+        "uv",
+        "yarn",
+        "yum",
+    }
+)
 
 
 def _flag_present(flag: str, value: str) -> bool:
@@ -123,13 +178,18 @@ def _all(results: list[Tri]) -> Tri:
 
 
 class _Compiled:
-    def __init__(self, rule: CommandRule, action: Action) -> None:
+    def __init__(self, rule: CommandRule, action: Action, root: str = "") -> None:
         self.id = rule.id
+        # The workspace as the sandbox shows it ('/workspace'): '/workspace/*' is '*'.
+        self.root = root.rstrip("/")
         self.action: Action = action
         self.reason = rule.reason or f"matches command rule {rule.id!r}"
         # Rules are matched on base names; '/bin/rm' in a rule means 'rm'.
         self.program = tuple(program_name(p) if "/" in p else p for p in rule.program)
         self.any_program = self.program == ("*",)
+        # fnmatchcase over the program globs as one regex: every rule asks of every command
+        # (and of every argument that may name a program), so this is the matcher's loop.
+        self.program_rx = re.compile("|".join(fnmatch.translate(p) for p in self.program))
         self.flags = [tuple(g) for g in rule.flags]
         self.args = GlobSet(rule.args)
         self.args_regex = [re.compile(r) for r in rule.args_regex]
@@ -138,9 +198,33 @@ class _Compiled:
         self.piped_from = tuple(rule.piped_from)
         self.redirect_to = GlobSet(rule.redirect_to)
         self.assigns = tuple(rule.assigns)
+        # Rules that look at arguments are also tried on a program named among another
+        # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
+        # every 'npm install vite'.
+        self.argument_reading = (
+            action != "allow"
+            and not self.any_program
+            and bool(self.flags or self.args or self.args_regex)
+        )
 
-    def match(self, cmd: SimpleCommand) -> Tri:
-        if not self.any_program and not any(fnmatchcase(cmd.program, p) for p in self.program):
+    def match(self, cmd: SimpleCommand, named: tuple[tuple[int, str], ...] = ()) -> Tri:
+        """``named``: :func:`_named_programs` of ``cmd`` (computed once per command)."""
+        tri = self.match_program(cmd)
+        if tri != "no" or not self.argument_reading or not named:
+            return tri
+        # A program the wrapper tables do not know may run its arguments ('ifne rm -rf /',
+        # 'parallel rm -rf ::: /', 'eatmydata', 'pkexec', 'lckdo LOCK', 'docker exec C'):
+        # every argument naming the rule's program is read as that program's start. The
+        # reading is a guess, so a hit is "may match" (ask), never a deny of its own.
+        for k, name in named:
+            if self.program_rx.match(name) is not None:
+                inner = replace(cmd, program=name, args=cmd.args[k + 1 :], speculative=True)
+                if self.match_program(inner) != "no":
+                    return "maybe"
+        return "no"
+
+    def match_program(self, cmd: SimpleCommand) -> Tri:
+        if not self.any_program and self.program_rx.match(cmd.program) is None:
             return "no"
         if self.any_program and not cmd.program and not (self.redirect_to or self.assigns):
             return "no"
@@ -157,6 +241,11 @@ class _Compiled:
             moved = [_rebased(w, cmd.cwd) for w in operands]
             operands = operands + [w for w in moved if w not in operands]
             dynamic = dynamic or any(w.dynamic for w in moved)
+        if self.root:
+            # The sandbox shows the workspace at its root path: 'rm -rf /workspace/*' is
+            # 'rm -rf *' (judged as both).
+            inside = [_in_workspace(w, self.root) for w in operands]
+            operands = operands + [w for w in inside if w is not None and w not in operands]
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
@@ -167,7 +256,7 @@ class _Compiled:
             results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(
-                self.args.match(_path_form(w.value)) is not None
+                self.args.match(path_form(w.value)) is not None
                 or any(rx.search(w.value) for rx in self.args_regex)
                 for w in operands
                 if not w.dynamic
@@ -200,6 +289,65 @@ def _rebased(word: Word, cwd: Word) -> Word:
     return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
 
 
+def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
+    """(index, base name) of the arguments of ``cmd`` that could name a program it runs
+    (see :meth:`_Compiled.match`): literal non-options, not the subcommand of a tool that
+    takes one ('git rm'), not the program itself."""
+    if not cmd.program:
+        return ()
+    return tuple(
+        (k, name)
+        for k, w in enumerate(cmd.args)
+        if not w.dynamic
+        and not w.value.startswith("-")
+        and not (k == 0 and cmd.program in _SUBCOMMAND_TOOLS)  # 'git rm -r --cached .'
+        and (name := program_name(w.value)) != cmd.program
+    )
+
+
+def _moved_operands(cmd: SimpleCommand) -> list[Word]:
+    """The paths ``mv SRC... DST`` (``git mv``) names: sources and destination alike (a
+    destination can be a protected directory that sources land in). ``rename`` (util-linux
+    'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every word, expressions too
+    (an expression that reads as a protected path is refused; that costs nothing real)."""
+    args = list(cmd.args)
+    if cmd.program == "git" and args and args[0].value == "mv":
+        args = args[1:]
+    elif cmd.program not in ("mv", "rename"):
+        return []
+    out: list[Word] = []
+    options = True
+    value_of = ""  # the option whose separate value comes next
+    for w in args:
+        v = w.value
+        if value_of:
+            if value_of in ("-t", "--target-directory"):
+                out.append(w)  # the destination directory
+            value_of = ""  # '-S SUFFIX': a backup suffix, not a path
+        elif options and v == "--":
+            options = False
+        elif options and not w.operand and v.startswith("-") and v != "-":
+            if v in ("-t", "--target-directory", "-S", "--suffix"):
+                value_of = v
+            elif v.startswith("--target-directory="):
+                out.append(Word(v.split("=", 1)[1], w.dynamic))
+        else:
+            out.append(w)
+    return out
+
+
+def _in_workspace(word: Word, root: str) -> Word | None:
+    """``word`` as a workspace-relative path when it names ``root`` or a path below it."""
+    if word.dynamic or not word.value.startswith("/"):
+        return None
+    target = normalise_target(word.value)
+    if target == root:
+        return Word(".")
+    if target.startswith(root + "/"):
+        return Word(target[len(root) + 1 :])
+    return None
+
+
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
     if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):
         return "yes"
@@ -220,16 +368,25 @@ _SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 class CommandRules:
     """Compiled ``[commands]`` section."""
 
-    def __init__(self, section: CommandsSection) -> None:
+    def __init__(self, section: CommandsSection, paths: PathRules | None = None) -> None:
+        """``paths``: the policy's path rules. Their ``root`` is where the sandbox shows the
+        workspace: an absolute operand below it is judged as the relative path too; and
+        what ``mv`` moves is judged by them (see :func:`_moved_operands`)."""
         self.section = section
+        self._paths = paths
+        workspace_root = paths.root if paths is not None else "/workspace"
         rules: list[_Compiled] = []
         if section.builtin:
             deny, services = builtin_rules()
             disabled = set(section.disable)
-            rules += [_Compiled(r, r.action) for r in deny if r.id not in disabled]
+            rules += [_Compiled(r, r.action, workspace_root) for r in deny if r.id not in disabled]
             if section.services != "allow":
-                rules += [_Compiled(r, section.services) for r in services if r.id not in disabled]
-        rules += [_Compiled(r, r.action) for r in section.rules]
+                rules += [
+                    _Compiled(r, section.services, workspace_root)
+                    for r in services
+                    if r.id not in disabled
+                ]
+        rules += [_Compiled(r, r.action, workspace_root) for r in section.rules]
         self._rules = tuple(rules)
         self._allow_programs = tuple(section.allow)
         self._cache: dict[str, tuple[CommandFinding, ...]] = {}
@@ -248,6 +405,42 @@ class CommandRules:
             self._cache[command] = found
         return found
 
+    def _moves(self, cmd: SimpleCommand) -> list[CommandFinding]:
+        """Deny findings for what ``mv`` (or ``git mv``) would move out of, or into, a path
+        the deny/deny_write globs protect.
+
+        Why here as well as in the sandbox: the masks over protected entries are bound by
+        glob at each call's start, and rename(2) of a directory that holds a mount point
+        succeeds, so 'mv config x' carries a masked 'config/prod.env' to 'x/prod.env',
+        which the next call reads. An early lexical check (operands relative to the
+        workspace root, or to where a 'cd' went, a climb read from any depth); a run-time
+        operand is the kernel's."""
+        assert self._paths is not None
+        out: list[CommandFinding] = []
+        for operand in _moved_operands(cmd):
+            w = operand if cmd.cwd is None else _rebased(operand, cmd.cwd)
+            if w.dynamic:
+                continue
+            inside = _in_workspace(w, self._paths.root.rstrip("/"))
+            value = inside.value if inside is not None else w.value
+            if value.startswith(("/", "~")):
+                continue  # outside the workspace: not the path rules' to judge
+            # The command may start below the root (shell_exec's cwd, 'cd sub'), where
+            # '../config' is the root's 'config': a climb is read from every depth.
+            norm = normalise_target(value)
+            while norm.startswith("../"):
+                norm = norm[3:]
+            if norm == "..":
+                continue
+            v = self._paths.check(norm, "write")
+            if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
+                out.append(
+                    CommandFinding(
+                        "deny", v.rule, f"{cmd.program} would move a protected path: {v.reason}"
+                    )
+                )
+        return out
+
     def _check(self, command: str) -> tuple[CommandFinding, ...]:
         analysis = analyse(command)
         sec = self.section
@@ -260,8 +453,9 @@ class CommandRules:
                 out.append(CommandFinding(action, f"commands.hazard.{h.kind}", h.detail))
         for cmd in analysis.commands:
             allowed_by_rule = False
+            named = _named_programs(cmd)
             for rule in self._rules:
-                m = rule.match(cmd)
+                m = rule.match(cmd, named)
                 if m == "no":
                     continue
                 if rule.action == "allow":
@@ -289,5 +483,7 @@ class CommandRules:
                         "deny", "commands.allowlist", f"program {cmd.program!r} is not allowlisted"
                     )
                 )
+            if self._paths is not None:
+                out.extend(self._moves(cmd))
         out.sort(key=lambda f: -_SEVERITY[f.action])
         return tuple(out)

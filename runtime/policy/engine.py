@@ -178,7 +178,7 @@ class Policy:
         self.document = doc
         self.source = source
         self._paths = PathRules(doc.paths)
-        self._commands = CommandRules(doc.commands)
+        self._commands = CommandRules(doc.commands, self._paths)
         exact: list[tuple[str, ToolEntry]] = []
         globbed: list[tuple[str, ToolEntry]] = []
         for key, value in doc.tools.items():

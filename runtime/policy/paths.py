@@ -10,14 +10,20 @@ Landlock are). What an attacker controls is the whole string, so:
 - a backslash is a legal name character on Linux but a separator elsewhere: deny globs are
   also matched with backslashes read as separators, and ``..`` via backslashes is an escape;
 - deny globs are matched against the NFKC form and the case-folded form too, so fullwidth
-  dots (U+FF0E in ``.env``) or ``.ENV`` cannot dodge a deny.
+  dots (U+FF0E in ``.env``) or ``.ENV`` cannot dodge a deny;
+- a write path is judged with everything below it: deleting or moving ``config`` takes
+  ``config/prod.env`` along, so a deny or deny_write glob that could match below the path
+  *through its names* refuses it (see :func:`_anchored_below`). Decided from the globs alone:
+  the broker does not walk the tree (it would race the call anyway).
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Literal, NamedTuple
 
+from runtime._globs import compile_segments
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -77,6 +83,67 @@ def _bad_char(path: str) -> str | None:
     return None
 
 
+_Segments = tuple[re.Pattern[str] | None, ...]
+
+
+class _BelowGlob(NamedTuple):
+    """A deny glob compiled for :func:`_anchored_below`."""
+
+    pattern: str
+    segs: _Segments  # one regex per name, None for '**'
+    closures: tuple[frozenset[int], ...]  # per state: it and what '**' lets it skip to
+
+
+def _below_glob(pattern: str) -> _BelowGlob | None:
+    """``pattern`` compiled for :func:`_anchored_below`, or None when it can never match
+    below a path through the path's names: '**/NAME' (one name, no '**' after the leading
+    one) matches only through the last name of the entry itself, which travels with it."""
+    segs = compile_segments(pattern, casefold=True)
+    if len(segs) == 2 and segs[0] is None and segs[1] is not None:
+        return None
+    n = len(segs)
+    closures: list[frozenset[int]] = []
+    for state in range(n + 1):
+        out = {state}
+        s = state
+        while s < n and segs[s] is None:
+            s += 1
+            out.add(s)
+        closures.append(frozenset(out))
+    return _BelowGlob(pattern, segs, tuple(closures))
+
+
+def _anchored_below(glob: _BelowGlob, parts: list[str]) -> bool:
+    """Whether ``glob`` could match a path strictly below ``parts`` *through* ``parts``'
+    names.
+
+    Why not any match below: a glob's leading ``**`` absorbing all of ``parts`` matches below
+    every directory (``**/.env`` below ``build``), but only through names that travel with
+    the entry: ``build/.env`` moved to ``out/.env`` is still protected, and the sandbox's
+    masks make the kernel refuse to unlink an existing masked entry (EBUSY). An anchored
+    glob (``config/prod.env``, ``.git/hooks/**``) loses its entry when an ancestor is moved,
+    and that is what is refused. Same walk as the masks' ``exposes`` (one segment at a time;
+    a whole-path regex cannot say what could match below a path)."""
+    segs, closures = glob.segs, glob.closures
+    n = len(segs)
+    states = closures[0]
+    absorbed = states if segs[0] is None else frozenset()
+    for name in parts:
+        nxt: set[int] = set()
+        for s in states:
+            if s < n:
+                seg = segs[s]
+                if seg is None:
+                    nxt |= closures[s]
+                elif seg.fullmatch(name):
+                    nxt |= closures[s + 1]
+        if not nxt:
+            return False
+        states = frozenset(nxt)
+    # A state short of the end needs more names: a path below ``parts`` can supply them.
+    return any(s < n for s in states - absorbed)
+
+
 def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The kernel's half of these rules, as ``(hide, readonly)`` globs for the sandbox's masks
     (``runtime.backends.sandbox.masks``) in every call's workspace.
@@ -100,6 +167,14 @@ class PathRules:
         self._deny = GlobSet(section.deny, casefold=True)
         self._deny_read = GlobSet(section.deny_read, casefold=True)
         self._deny_write = GlobSet(section.deny_write, casefold=True)
+        # For writes, what lies below the path (see _anchored_below): (pattern, segments).
+        self._below = tuple(
+            (rule, tuple(g for g in map(_below_glob, patterns) if g is not None))
+            for rule, patterns in (
+                ("paths.deny", section.deny),
+                ("paths.deny_write", section.deny_write),
+            )
+        )
         self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
 
     def normal_form(self, value: str) -> str | None:
@@ -171,6 +246,19 @@ class PathRules:
                     return PathVerdict(
                         False, rule, f"{value!r} matches protected pattern {hit!r}", rel
                     )
+        if access == "write" and rel:
+            for rule, globs_below in self._below:
+                for v in dict.fromkeys(variants):
+                    parts = v.split("/")
+                    for glob in globs_below:
+                        if _anchored_below(glob, parts):
+                            return PathVerdict(
+                                False,
+                                rule,
+                                f"{value!r} holds paths below it protected by {glob.pattern!r}: "
+                                "a delete or move would take them along",
+                                rel,
+                            )
         allow = self._write if access == "write" else self._read
         if rel == "" or allow.match(rel) is not None:
             return PathVerdict(True, f"paths.{access}", "", rel)

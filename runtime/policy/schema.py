@@ -180,7 +180,9 @@ class Rule(_Section):
 
 class PathsSection(_Section):
     """Path rules for arguments with role read_path / write_path / cwd. Globs are relative to
-    the workspace: '*' stays within a name, '**' spans directories, 'a/**' includes 'a'."""
+    the workspace: '*' stays within a name, '**' spans directories, 'a/**' includes 'a'. A
+    write path (a delete, either end of a move) is refused when a deny or deny_write glob
+    could match below it through its names ('config' with 'config/prod.env' denied)."""
 
     read: list[str] = Field(
         default_factory=lambda: ["**"], description="Readable globs. Default ['**']."

@@ -8,6 +8,11 @@ import runtime.policy
 
 MODULES = [
     "runtime.policy",
+    "runtime.policy._shell_parse",
+    "runtime.policy._shell_state",
+    "runtime.policy._shell_words",
+    "runtime.policy._shell_wrappers",
+    "runtime.policy._sweeps",
     "runtime.policy.argv",
     "runtime.policy.commands",
     "runtime.policy.conditions",

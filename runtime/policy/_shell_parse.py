@@ -1,0 +1,227 @@
+"""Parsing for the shell walker: bashlex (guarded against its hang), the retry for what it
+cannot read (``time``, ``[[ ]]``, arithmetic, quoted here-doc delimiters), the syntax tree's
+lists, pipelines and functions, and a simple command's redirects and here-documents.
+
+What an attacker controls is the whole string: input the parser cannot read is an
+``unparseable`` hazard, never a guess. See :mod:`runtime.policy.shell`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import bashlex
+import bashlex.errors
+import bashlex.subst
+
+from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
+from runtime.policy._shell_state import WalkerState
+from runtime.policy.argv import Word
+from runtime.policy.embedded import command_env_values
+
+__all__ = ["ParseMixin"]
+
+
+def _guard_bashlex() -> None:
+    """Make bashlex refuse an unclosed ``${`` instead of looping forever.
+
+    Why: bashlex 0.18's word expansion (``subst._expandwordinternal``) moves its index to
+    what ``_paramexpand`` returns, and for ``${`` without a closing ``}`` that is 0 (its
+    ``str.find`` gives -1, plus one): the loop starts the word over, for ever, growing its
+    output. A five-character command (``a'${'``) froze the broker, holding the GIL, in the
+    middle of a policy decision. A returned index that does not move forward becomes the
+    ``ParsingError`` bashlex raises for other bad substitutions; the walker's ``parse`` turns
+    that into an ``unparseable`` hazard (ask or deny, never allow). Hazard: this replaces a
+    private function of bashlex for the whole process; a bashlex without it (or that fixed
+    it) is left as it is, and ``tests/policy/test_shell_hang.py`` fails if the hang is back.
+    """
+    subst = getattr(bashlex, "subst", None)
+    original = getattr(subst, "_paramexpand", None)
+    if original is None or getattr(original, "_runtime_guard", False):
+        return
+
+    def paramexpand(parserobj: Any, string: str, sindex: int) -> Any:
+        node, end = original(parserobj, string, sindex)
+        if end <= sindex:
+            raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
+        return node, end
+
+    paramexpand._runtime_guard = True  # type: ignore[attr-defined]
+    subst._paramexpand = paramexpand  # type: ignore[union-attr]
+
+
+_guard_bashlex()
+
+_TIME_RE = re.compile(r"(^|[;&|(\n]\s*)time(?:\s+-p)?\s+(?![\s-])")
+# 'time' followed by another option is not bash's keyword (and dash has none): it is
+# /usr/bin/time, a wrapper ('time -f %e rm -rf /' runs rm). Quoting it makes it a word.
+_TIME_PROGRAM_RE = re.compile(r"(^|[;&|(\n]\s*)time(?=\s+-)")
+_ARITH_RE = re.compile(r"\$\(\([^()$`]*\)\)")
+_QUOTED_HEREDOC_RE = re.compile(r"<<(-?)\s*(?:(['\"])(\w+)\2|\\(\w+))")
+_DBRACKET_OPEN_RE = re.compile(r"(?<![^\s;&|(!])\[\[(?=\s)")
+_DBRACKET_CLOSE_RE = re.compile(r"(?<=\s)\]\](?=$|[\s;&|)])")
+_OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+# bash opens a socket for /dev/tcp and /dev/udp whichever way the redirect points: an input
+# redirect from one ('cat < /dev/tcp/host/80') is listed with the output targets, so that
+# the rules on redirect targets (commands.deny.dev-tcp) see it.
+_SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
+_IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+
+
+class ParseMixin(WalkerState):
+    """The syntax tree: lists, pipelines, functions, redirects (a part of the walker)."""
+
+    def parse(self, text: str, depth: int, feeds: tuple[str, ...] = ()) -> None:
+        if depth > MAX_DEPTH:
+            self.hazard("unparseable", "commands nested too deeply")
+            return
+        if "\x00" in text:
+            self.hazard("unparseable", "NUL byte in command")
+            return
+        if len(text) > MAX_COMMAND_CHARS:
+            self.hazard("unparseable", f"command longer than {MAX_COMMAND_CHARS} characters")
+            return
+        if not text.strip():
+            return
+        try:
+            trees = bashlex.parse(text)
+        except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
+            # bashlex lacks the 'time' keyword and '[[ ]]'. Dropping 'time' and reading
+            # '[[ ]]' as '[ ]' removes no command from the text, so the retry sees at least
+            # every command that would run.
+            retry = _DBRACKET_CLOSE_RE.sub(
+                "]",
+                _DBRACKET_OPEN_RE.sub(
+                    "[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))
+                ),
+            )
+            # Arithmetic without substitutions inside holds no command: a parameter stands in.
+            retry = _ARITH_RE.sub("$_ARITH", retry)
+            # bashlex rejects quoted here-doc delimiters (<<'EOF'); their bodies are literal,
+            # which is remembered so that the body is not read for substitutions.
+            for m in _QUOTED_HEREDOC_RE.finditer(retry):
+                self.literal_heredocs.add(m.group(3) or m.group(4))
+            retry = _QUOTED_HEREDOC_RE.sub(
+                lambda m: "<<" + m.group(1) + (m.group(3) or m.group(4)), retry
+            )
+            try:
+                if retry == text:
+                    raise
+                trees = bashlex.parse(retry)
+                text = retry
+            except Exception:
+                self.hazard("unparseable", f"shell parser cannot read it ({type(exc).__name__})")
+                return
+        for tree in trees:
+            self.node(tree, text, depth, feeds)
+
+    def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        if self.full():
+            return
+        kind = n.kind
+        if kind == "command":
+            self.command(n, text, depth, feeds, piped=False)
+        elif kind == "pipeline":
+            self.pipeline(n, text, depth, feeds)
+        elif kind == "function":
+            self.function(n, text, depth, feeds)
+        elif kind in ("word", "assignment"):
+            self.word(n, text, depth)
+        else:
+            for child in self.children(n):
+                self.node(child, text, depth, feeds)
+
+    @staticmethod
+    def children(n: Any) -> list[Any]:
+        out: list[Any] = []
+        for attr in ("parts", "list"):
+            out.extend(getattr(n, attr, None) or [])
+        for attr in ("command", "output"):
+            child = getattr(n, attr, None)
+            if child is not None and hasattr(child, "kind"):
+                out.append(child)
+        return out
+
+    def pipeline(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        upstream: tuple[str, ...] = feeds
+        first = True
+        for part in n.parts:
+            if part.kind in ("pipe", "reservedword"):
+                continue
+            if self.full():
+                return
+            before = len(self.commands)
+            if part.kind == "command":
+                self.command(part, text, depth, upstream, piped=not first)
+            else:
+                self.node(part, text, depth, upstream)
+            upstream = upstream + tuple(c.program for c in self.commands[before:] if c.program)
+            first = False
+
+    def function(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        name = n.parts[0].word if n.parts and n.parts[0].kind == "word" else ""
+        before = len(self.commands)
+        for child in n.parts[1:]:
+            self.node(child, text, depth, feeds)
+        if name and any(c.program == name for c in self.commands[before:]):
+            self.hazard("fork_bomb", f"function {name!r} calls itself (fork-bomb shape)")
+
+    def command(
+        self, n: Any, text: str, depth: int, upstream: tuple[str, ...], *, piped: bool
+    ) -> None:
+        words: list[Word] = []
+        assigns: list[str] = []
+        redirects: list[Word] = []
+        subst_feeds: list[str] = []
+        stdin_text: str | None = None
+        stdin_redirected = False
+        literal_body = False  # only a quoted here-document's body is never expanded
+        for part in n.parts:
+            if part.kind == "word":
+                w, inner = self.word(part, text, depth)
+                words.append(w)
+                subst_feeds.extend(inner)
+            elif part.kind == "assignment":
+                assigns.append(part.word.split("=", 1)[0].rstrip("+"))
+                w, _ = self.word(part, text, depth)
+                for value in command_env_values([w]):
+                    self.shell_string(value, depth, upstream)
+            elif part.kind == "redirect":
+                rtype = part.type
+                target = part.output if hasattr(part.output, "kind") else None
+                if rtype in _IN_REDIRECTS:
+                    stdin_redirected = True
+                    heredoc = getattr(part, "heredoc", None)
+                    if heredoc is not None:
+                        stdin_text = heredoc.value.rsplit("\n", 1)[0]
+                        delimiter = target.word if target is not None else ""
+                        literal_body = delimiter in self.literal_heredocs
+                        if delimiter not in self.literal_heredocs and (
+                            "$(" in stdin_text or "`" in stdin_text
+                        ):
+                            # An unquoted here-doc expands substitutions in its body: read
+                            # the body as shell so the commands inside are seen.
+                            self.hazard("dynamic", "here-document body runs substitutions")
+                            self.parse(stdin_text, depth + 1)
+                    elif rtype == "<<<" and target is not None:
+                        stdin_text = target.word
+                if target is not None:
+                    w, inner = self.word(target, text, depth)
+                    subst_feeds.extend(inner)
+                    if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
+                        redirects.append(w)
+        heredoc_literal = literal_body
+        for w in redirects:
+            if not w.dynamic:
+                self.note_write(w.value, words, stdin_text, heredoc_literal)
+        self.simple(
+            words,
+            tuple(assigns),
+            tuple(redirects),
+            feeds=upstream + tuple(subst_feeds),
+            stdin_code=piped or stdin_redirected,
+            stdin_text=stdin_text,
+            depth=depth,
+            wrappers=(),
+        )

@@ -1,0 +1,157 @@
+"""The shell walker's state and the bookkeeping every part of it shares.
+
+The walker is one object split by concern: :mod:`._shell_parse` (parsing, the syntax tree,
+redirects), :mod:`._shell_words` (word expansion, ``cd`` tracking), :mod:`._shell_wrappers`
+(wrapper see-through: what a program runs). They call one another recursively (a word holds
+a substitution, a wrapper runs a shell string); the abstract methods here are those calls,
+so each part type-checks on its own. :mod:`runtime.policy.shell` puts the parts together.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.policy._shell_model import MAX_COMMANDS, Hazard, HazardKind, SimpleCommand
+from runtime.policy.argv import Word, is_dynamic_name, program_name
+from runtime.policy.embedded import script_key, written_content
+
+__all__ = ["WalkerState"]
+
+
+@dataclass
+class WalkerState(ABC):
+    commands: list[SimpleCommand] = field(default_factory=list)
+    hazards: list[Hazard] = field(default_factory=list)
+    overflow: bool = False
+    literal_heredocs: set[str] = field(default_factory=set)
+    speculating: int = 0
+    readings: int = 0  # other readings of wrapper options walked (see other_readings)
+    readings_exhausted: bool = False
+    aliases: set[str] = field(default_factory=set)
+    cwd: Word | None = None  # see SimpleCommand.cwd
+    directory: Word | None = None  # where 'cd' went, relative to the start or absolute
+    # Scripts this command writes (by base name): their contents when literal, else None.
+    written: dict[str, list[str | None]] = field(default_factory=dict)
+    # The programs that wrote each of them ('curl' in 'curl -o i.sh URL; sh i.sh').
+    writers: dict[str, set[str]] = field(default_factory=dict)
+    # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
+    runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
+
+    # -- the parts' calls into one another -------------------------------------------------
+
+    @abstractmethod
+    def parse(self, text: str, depth: int, feeds: tuple[str, ...] = ()) -> None:
+        """Walk the shell code ``text`` (:mod:`._shell_parse`)."""
+
+    @abstractmethod
+    def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """Walk one syntax-tree node (:mod:`._shell_parse`)."""
+
+    @abstractmethod
+    def word(self, n: Any, text: str, depth: int) -> tuple[Word, tuple[str, ...]]:
+        """One word node as a :class:`Word` (:mod:`._shell_words`)."""
+
+    @abstractmethod
+    def change_directory(self, target: Word) -> None:
+        """Follow ``cd TARGET`` (:mod:`._shell_words`)."""
+
+    @abstractmethod
+    def simple(
+        self,
+        words: list[Word],
+        assigns: tuple[str, ...],
+        redirects: tuple[Word, ...],
+        *,
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        stdin_text: str | None,
+        depth: int,
+        wrappers: tuple[str, ...],
+    ) -> None:
+        """One simple command, wrappers seen through (:mod:`._shell_wrappers`)."""
+
+    @abstractmethod
+    def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
+        """A string run as shell code (:mod:`._shell_wrappers`)."""
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def hazard(self, kind: HazardKind, detail: str, feeds: tuple[str, ...] = ()) -> None:
+        self.hazards.append(Hazard(kind, detail, feeds))
+
+    def full(self) -> bool:
+        """True once the command count is past the cap (reported once, as unparseable)."""
+        if len(self.commands) <= MAX_COMMANDS:
+            return False
+        if not self.overflow:
+            self.overflow = True
+            self.hazard("unparseable", f"more than {MAX_COMMANDS} commands")
+        return True
+
+    def record(self, program: str, words: list[Word], **kw: Any) -> None:
+        self.commands.append(
+            SimpleCommand(
+                program,
+                tuple(words[1:]),
+                speculative=self.speculating > 0,
+                cwd=self.cwd,
+                **kw,
+            )
+        )
+
+    def note_write(
+        self, path: str, words: list[Word], stdin_text: str | None, literal: bool
+    ) -> None:
+        """Remember that this command writes ``path`` (a redirect target), with the text
+        written when the command line holds it literally."""
+        content: str | None = None
+        if words and not is_dynamic_name(words[0]):
+            content = written_content(program_name(words[0].value), words[1:], stdin_text)
+        if content is not None and not literal and ("$" in content or "`" in content):
+            content = None  # a here-document expands these when it is written
+        self.written.setdefault(script_key(path), []).append(content)
+        if words and not is_dynamic_name(words[0]):
+            self.writers.setdefault(script_key(path), set()).add(program_name(words[0].value))
+
+    def note_run(self, path: str, shell: bool, depth: int, feeds: tuple[str, ...], by: str) -> None:
+        self.runs.append((script_key(path), shell, depth, feeds, by))
+
+    def finish(self) -> None:
+        """Checks that need the whole command: aliases used, scripts written then run."""
+        done: set[str] = set()
+        for key, shell, depth, feeds, by in self.runs:
+            contents = self.written.get(key)
+            if contents is None or key in done:
+                continue
+            done.add(key)  # one reading per script: 'sh a.sh' x 200 is read once
+            # The runner is fed by what wrote the file: 'curl -o i.sh URL; sh i.sh' is
+            # 'curl URL | sh' for the rules on feeds (commands.deny.pipe-to-shell).
+            self.commands.append(
+                SimpleCommand(
+                    by if "/" not in by else "sh",
+                    feeds=feeds + tuple(sorted(self.writers.get(key, ()))),
+                    speculative=True,
+                )
+            )
+            if shell and all(c is not None for c in contents):
+                # What runs is the text this command wrote: read it like 'sh -c TEXT'.
+                self.parse("\n".join(c for c in contents if c is not None), depth + 1, feeds)
+            else:
+                self.hazard(
+                    "interpreter",
+                    f"{by} runs {key!r}, which this command writes with content only known"
+                    " when it runs",
+                    feeds,
+                )
+        for cmd in self.commands:
+            if cmd.program in self.aliases:
+                # dash expands aliases in 'sh -c' strings: 'alias r=rm<newline>r -rf /'.
+                # The alias's value was read as shell; which words follow it is not known.
+                self.hazard(
+                    "dynamic",
+                    f"command name {cmd.program!r} is an alias defined in this command",
+                    cmd.feeds,
+                )
+                break

@@ -1,0 +1,470 @@
+"""Wrapper see-through for the shell walker: from a simple command's words to every program
+it would run. Wrappers (``env``, ``sudo``, ``timeout``, ``xargs``, the dynamic loader ...)
+are unwrapped by their option tables (and every other reading of them), shells and ``eval``
+have their code read as shell, interpreters fed code and programs with command-running
+options are hazards, ``find -exec`` and ``git`` aliases are walked. See
+:mod:`runtime.policy.shell`.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
+from runtime.policy._shell_state import WalkerState
+from runtime.policy._sweeps import find_delete_roots
+from runtime.policy.argv import (
+    Word,
+    is_dynamic_name,
+    join_words,
+    program_name,
+    shell_options,
+    short_cluster,
+    skip_options,
+    unwrap,
+)
+from runtime.policy.embedded import (
+    awk_runs_commands,
+    capsh_shell_args,
+    command_env_values,
+    daemon_argv,
+    env_chdir,
+    git_commands,
+    git_config_commands,
+    hyperfine_commands,
+    interpreter_value_options,
+    is_stream_path,
+    make_reads_input,
+    script_key,
+    sed_runs_commands,
+    written_by_args,
+    xargs_replace,
+)
+from runtime.policy.wrappers import (
+    CODE_FLAGS,
+    HAZARD_ARGS,
+    LOADER_GLOBS,
+    SHELLS,
+    SUBCOMMAND_WRAPPERS,
+    WRAPPERS,
+    Wrapper,
+)
+
+__all__ = ["WrappersMixin"]
+
+# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+_COMMAND_VALUED = (
+    "--checkpoint-action=exec=",
+    "--to-command=",
+    "--use-compress-program=",
+    "--rsh=",
+    "--info-script=",
+    "--new-volume-script=",
+    "core.pager=",
+    "core.sshCommand=",
+    "core.editor=",
+    "ProxyCommand=",
+    "LocalCommand=",
+)
+
+
+class WrappersMixin(WalkerState):
+    """What a simple command runs (a part of the walker)."""
+
+    def simple(
+        self,
+        words: list[Word],
+        assigns: tuple[str, ...],
+        redirects: tuple[Word, ...],
+        *,
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        stdin_text: str | None,
+        depth: int,
+        wrappers: tuple[str, ...],
+    ) -> None:
+        def rec(program: str, argv: list[Word]) -> None:
+            self.record(
+                program,
+                argv,
+                assigns=assigns,
+                redirects=redirects,
+                feeds=feeds,
+                wrappers=wrappers,
+            )
+
+        if self.full():
+            return
+        if not words:
+            if assigns or redirects:
+                self.commands.append(
+                    SimpleCommand(
+                        "",
+                        (),
+                        assigns,
+                        redirects,
+                        feeds,
+                        wrappers,
+                        speculative=self.speculating > 0,
+                    )
+                )
+            return
+        head = words[0]
+        if is_dynamic_name(head):
+            if not self.speculating:
+                self.hazard(
+                    "dynamic", f"command name {head.value!r} is only known at run time", feeds
+                )
+                rec("", words)
+            return
+        name = program_name(head.value)
+        if "/" in head.value:
+            self.note_run(head.value, True, depth, feeds, head.value)
+        spec = WRAPPERS.get(name)
+        if spec is None and any(fnmatchcase(name, g) for g in LOADER_GLOBS):
+            spec = Wrapper("", frozenset({"--library-path", "--preload", "--argv0", "--audit"}))
+        if spec is not None:
+            rest, extra_assigns, values = unwrap(words, spec)
+            start = len(words) - len(rest)
+            rec(name, words[:start])
+            if spec.assignments:
+                for value in command_env_values(words[1:start]):
+                    self.shell_string(value, depth, feeds)
+            if name == "env":
+                chdir = env_chdir(words[1:start])
+                if chdir is not None:
+                    self.change_directory(chdir)
+            self.other_readings(
+                words, start, values, assigns=assigns, redirects=redirects, feeds=feeds, depth=depth
+            )
+            for s in shell_options(words, spec):
+                self.shell_string(s, depth, feeds)
+            if spec.joins and rest:
+                self.shell_string(
+                    Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)),
+                    depth,
+                    feeds,
+                )
+                return
+            if spec.stdin_args and rest:
+                replace = xargs_replace(words[1:start]) if name == "xargs" else None
+                if replace:
+                    # 'xargs -I % sh -c "rm -rf %"': every word holding the replace
+                    # string gets a line of the input.
+                    rest = [Word(w.value, True) if replace in w.value else w for w in rest]
+                rest = [*rest, Word("{}", dynamic=True)]
+            if rest:
+                self.simple(
+                    rest,
+                    assigns + extra_assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=stdin_code,
+                    stdin_text=stdin_text,
+                    depth=depth,
+                    wrappers=(*wrappers, name),
+                )
+            return
+        sub = SUBCOMMAND_WRAPPERS.get(name)
+        if sub is not None and len(words) > 1 and words[1].value in sub:
+            rest = skip_options(words[2:])
+            rec(name, words[:2])
+            if rest:
+                self.simple(
+                    rest,
+                    assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=stdin_code,
+                    stdin_text=stdin_text,
+                    depth=depth,
+                    wrappers=(*wrappers, name),
+                )
+            return
+        if name == "find":
+            self.find_exec(words, depth, feeds, wrappers)
+        elif name == "git":
+            shells, argvs = git_commands(words)
+            for value in [*git_config_commands(words), *shells]:
+                self.shell_string(value, depth, feeds)
+            for argv in argvs:  # 'git bisect run PROG ARGS'
+                self.run_argv(argv, depth, feeds, (*wrappers, name))
+        elif name == "hyperfine":
+            for value in hyperfine_commands(words):
+                self.shell_string(value, depth, feeds)
+        elif name == "capsh":
+            bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
+            if bash_args is not None:
+                self.run_argv([Word("bash"), *bash_args], depth, feeds, (*wrappers, name))
+        elif name == "start-stop-daemon":
+            daemon = daemon_argv(words)
+            if daemon is not None:
+                self.run_argv(daemon, depth, feeds, (*wrappers, name))
+        elif name in ("make", "gmake") and make_reads_input(words):
+            self.hazard(
+                "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
+            )
+        for path in written_by_args(name, words[1:]):
+            self.written.setdefault(script_key(path), []).append(None)
+            self.writers.setdefault(script_key(path), set()).add(name)
+        if name in SHELLS:
+            self.shell(
+                name,
+                words,
+                depth=depth,
+                feeds=feeds,
+                stdin_code=stdin_code,
+                stdin_text=stdin_text,
+            )
+        elif name in ("cd", "pushd"):
+            operands = [w for w in words[1:] if not w.value.startswith("-") or w.value == "-"]
+            if "--" in (w.value for w in words[1:]):
+                operands = words[[w.value for w in words].index("--") + 1 :]
+            self.change_directory(operands[0] if operands else Word("~"))
+        elif name in ("eval",):
+            self.hazard("dynamic", "eval runs a string built at run time", feeds)
+            self.shell_string(join_words(words[1:]), depth, feeds)
+        elif name in (".", "source"):
+            if len(words) > 1 and words[1].dynamic:
+                self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
+            elif len(words) > 1 and is_stream_path(words[1].value):
+                self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            elif len(words) > 1:
+                self.note_run(words[1].value, True, depth, feeds, name)
+        elif name == "alias":
+            for w in words[1:]:
+                if "=" in w.value:
+                    self.aliases.add(w.value.split("=", 1)[0])
+                    self.shell_string(Word(w.value.split("=", 1)[1], w.dynamic), depth, feeds)
+        elif name in ("export", "declare", "typeset", "readonly", "local"):
+            for value in command_env_values(words[1:]):
+                self.shell_string(value, depth, feeds)
+        elif name == "trap" and len(words) > 1:
+            self.shell_string(words[1], depth, feeds)
+        else:
+            self.interpreter(name, words, feeds, stdin_code, depth)
+        rec(name, words)
+        if name == "find":
+            # After find's own record, so that a rule on find names the decision.
+            roots = find_delete_roots(words)
+            if roots:
+                # 'find . -delete' empties '.' as 'rm -r .' would: the rm rules judge it (a
+                # reading, so speculative: an allowlist does not ask for 'rm').
+                self.commands.append(
+                    SimpleCommand(
+                        "rm",
+                        (Word("-r"), *roots),
+                        assigns,
+                        redirects,
+                        feeds,
+                        (*wrappers, "find"),
+                        speculative=True,
+                        cwd=self.cwd,
+                    )
+                )
+
+    def run_argv(
+        self, argv: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        """Check a program and arguments another program runs (no shell in between)."""
+        self.simple(
+            argv,
+            (),
+            (),
+            feeds=feeds,
+            stdin_code=False,
+            stdin_text=None,
+            depth=depth,
+            wrappers=wrappers,
+        )
+
+    def other_readings(
+        self,
+        words: list[Word],
+        start: int,
+        values: tuple[int, ...],
+        *,
+        assigns: tuple[str, ...],
+        redirects: tuple[Word, ...],
+        feeds: tuple[str, ...],
+        depth: int,
+    ) -> None:
+        """Check the commands a wrapper would run if its option table were wrong.
+
+        The tables say which options take a separate value; a wrong entry either swallows
+        the program as a value ('xargs -i rm -rf {}' read 'rm' as -i's value) or leaves a
+        value as the program ('ltrace -o FILE rm': 'FILE' would run). Both readings are
+        checked: from every word read as a value, and from the word after the program when
+        an option stands right before it. They are speculative: deny and ask rules apply,
+        an allowlist does not (the word may never run), and run-time names are no hazard.
+        """
+        starts = [k for k in values if k != start and not words[k].value.startswith("-")]
+        before = words[start - 1].value if start >= 2 else ""
+        if (
+            start < len(words)
+            and start - 1 not in values
+            and before.startswith("-")
+            and before not in ("-", "--")
+            and "=" not in before
+        ):
+            starts.append(start + 1)
+        for k in starts:
+            if k >= len(words):
+                continue
+            if self.readings >= MAX_READINGS:
+                # Every reading is a walk of the rest of the words: a crafted chain of
+                # wrappers would make them grow without bound. Past the budget the words
+                # are not read every way, so they are not understood: say so.
+                if not self.readings_exhausted:
+                    self.readings_exhausted = True
+                    self.hazard("unparseable", f"more than {MAX_READINGS} readings of wrappers")
+                return
+            self.readings += 1
+            self.speculating += 1
+            try:
+                self.simple(
+                    words[k:],
+                    assigns,
+                    redirects,
+                    feeds=feeds,
+                    stdin_code=False,
+                    stdin_text=None,
+                    depth=depth,
+                    wrappers=(),
+                )
+            finally:
+                self.speculating -= 1
+
+    def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
+        if word.dynamic:
+            self.hazard("dynamic", "shell code is built at run time", feeds)
+        self.parse(word.value, depth + 1, feeds)
+
+    def shell(
+        self,
+        name: str,
+        words: list[Word],
+        *,
+        depth: int,
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        stdin_text: str | None,
+    ) -> None:
+        code_mode = stdin_mode = False
+        i = 1
+        while i < len(words):
+            v = words[i].value
+            if v in {"--", "-"}:
+                stdin_mode = stdin_mode or v == "-"
+                i += 1
+                break
+            if v in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                i += 2
+                continue
+            cluster = (
+                short_cluster(v)
+                if v.startswith("-")
+                else (v[1:] if v.startswith("+") and len(v) > 1 else None)
+            )
+            if cluster is None and not v.startswith("--"):
+                break
+            if cluster is not None and "c" in cluster and v.startswith("-"):
+                code_mode = True
+            if cluster is not None and "s" in cluster:
+                stdin_mode = True
+            i += 1
+        positional = words[i] if i < len(words) else None
+        if code_mode:
+            if positional is not None:
+                self.shell_string(positional, depth, feeds)
+            return
+        if positional is not None and not positional.dynamic and is_stream_path(positional.value):
+            stdin_mode = True  # 'sh /dev/stdin <<< CODE' reads its input like 'sh -s'
+        if positional is not None and not stdin_mode:
+            if positional.dynamic:
+                self.hazard("interpreter", f"{name} runs a script from a substitution", feeds)
+            else:
+                self.note_run(positional.value, True, depth, feeds, name)
+            return
+        if stdin_text is not None:
+            self.parse(stdin_text, depth + 1, feeds)
+        elif stdin_code:
+            self.hazard("interpreter", f"{name} reads code from its input", feeds)
+
+    def interpreter(
+        self,
+        name: str,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        depth: int = 0,
+    ) -> None:
+        for glob, flags in CODE_FLAGS.items():
+            if not fnmatchcase(name, glob):
+                continue
+            positional = False
+            valued = interpreter_value_options(name)
+            skip = False
+            for w in words[1:]:
+                v = w.value
+                if skip:  # the value of the option before ('-W ignore', '-r fs')
+                    skip = False
+                    continue
+                if v in flags or (
+                    (cluster := short_cluster(v)) is not None
+                    and any(len(f) == 2 and f[1] in cluster for f in flags)
+                ):
+                    self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
+                    return
+                if v in valued:
+                    skip = True
+                    continue
+                if not v.startswith("-") or v == "-":
+                    # A stream path is the input: 'python3 /dev/stdin <<< CODE'.
+                    positional = v != "-" and (w.dynamic or not is_stream_path(v))
+                    if positional and not w.dynamic:
+                        self.note_run(v, False, depth, feeds, name)
+                    break
+            if not positional and stdin_code:
+                self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            return
+        if name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
+            self.hazard("interpreter", f"{name} program runs commands", feeds)
+        elif name == "sed" and sed_runs_commands(words):
+            self.hazard("interpreter", "sed script executes commands", feeds)
+        for w in words[1:]:
+            for prefix in _COMMAND_VALUED:
+                if w.value.startswith(prefix):
+                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+        patterns = HAZARD_ARGS.get(name)
+        if patterns:
+            for w in words[1:]:
+                if any(fnmatchcase(w.value, p) for p in patterns):
+                    self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
+                    return
+
+    def find_exec(
+        self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        i = 1
+        while i < len(words):
+            if words[i].value in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                sub: list[Word] = []
+                while j < len(words) and words[j].value not in (";", "+"):
+                    w = words[j]
+                    sub.append(Word(w.value, dynamic=True, operand=True) if "{}" in w.value else w)
+                    j += 1
+                if sub:
+                    self.simple(
+                        sub,
+                        (),
+                        (),
+                        feeds=feeds,
+                        stdin_code=False,
+                        stdin_text=None,
+                        depth=depth,
+                        wrappers=(*wrappers, "find"),
+                    )
+                i = j
+            i += 1
