@@ -142,7 +142,9 @@ RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
     rt_out_init(&out, (size_t)text->len * 2 + 32);
     buf_puts(&out, "{\"rows\":[");
     size_t count = 0;
-    for (;;) {
+    /* A cut output (memory could not hold it) ends the rows: what was written is its first
+     * part, sized by the host against output_bytes (see RT_CUT). */
+    while (!rt_out_cut) {
         int st = next_record(&p, end, delim, &rec, &err_at);
         if (st == 0) break;
         row++;

@@ -369,7 +369,9 @@ static const char *fast_string_end(const char *open, const char *end) {
  * is still reported by the one parser, at the same place with the same message. */
 static int minify_fast(rt_buf *out, const char *s, size_t n, int max_depth) {
     const char *p = s, *end = s + n;
-    buf_reserve(out, n); /* tokens as written minus whitespace: never longer than the input */
+    /* Tokens as written minus whitespace: never longer than the input. Where memory cannot
+     * hold that much, the general parser writes (and the output is cut, see buf_reserve). */
+    if (!buf_try_reserve(out, n)) return 0;
     char *o = out->p + out->len;
     uint8_t is_obj[JSON_MAX_DEPTH + 1];
     int depth = 0;
@@ -514,7 +516,7 @@ void json_error_message(rt_buf *out, const char *prefix, const char *s, size_t n
 static const char HEX[] = "0123456789abcdef";
 
 void json_write_string(rt_buf *b, const char *s, size_t n) {
-    buf_reserve(b, n + 2);
+    buf_try_reserve(b, n + 2); /* a hint: escapes add more, through buf_put */
     buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -572,7 +574,7 @@ static const jv **sorted_members(const jv *v) {
 
 static void newline(rt_buf *b, int indent, int level) {
     size_t n = (size_t)indent * (size_t)level;
-    buf_reserve(b, n + 1);
+    if (!buf_reserve(b, n + 1)) return;
     b->p[b->len++] = '\n';
     memset(b->p + b->len, ' ', n);
     b->len += n;
@@ -595,7 +597,7 @@ static void write_value(rt_buf *b, const jv *v, int indent, int sort_keys, int l
     buf_putc(b, is_obj ? '{' : '[');
     const jv **order = is_obj && sort_keys ? sorted_members(v) : 0;
     const jv *c = v->first;
-    for (uint32_t i = 0; i < v->len; i++) {
+    for (uint32_t i = 0; i < v->len && !rt_out_cut; i++) {
         const jv *item = order ? order[i] : c;
         if (i) buf_putc(b, ',');
         if (indent) newline(b, indent, level + 1);
