@@ -154,9 +154,36 @@ static int add_shorthand(rparser *ps, uint32_t k, uint32_t e) {
     }
 }
 
-/* A single escaped character (after '\'), or -1 if the escape is not supported. */
-static int64_t escape_char(uint32_t e) {
+static int hex_digit(uint32_t c) {
+    if (c >= '0' && c <= '9') return (int)(c - '0');
+    if (c >= 'a' && c <= 'f') return (int)(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F') return (int)(c - 'A' + 10);
+    return -1;
+}
+
+/* Escape results other than a character (all negative). */
+#define ESC_UNSUPPORTED (-1)
+#define ESC_OCTAL_RANGE (-2)
+#define ESC_INCOMPLETE (-3)
+#define ESC_PAST_UNICODE (-4)
+
+/* A single escaped character (after '\' and its first character e, the rest read from ps),
+ * or one of ESC_*. Python's: \xhh \uhhhh \Uhhhhhhhh take exactly that many hex digits,
+ * an escaped non-ASCII character or ASCII punctuation stands for itself. */
+static int64_t escape_char(rparser *ps, uint32_t e) {
+    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+    if (digits) {
+        int64_t v = 0;
+        for (int k = 0; k < digits; k++) {
+            int d = ps->i < ps->n ? hex_digit(ps->p[ps->i]) : -1;
+            if (d < 0) return ESC_INCOMPLETE;
+            v = v * 16 + d;
+            ps->i++;
+        }
+        return v > 0x10FFFF ? ESC_PAST_UNICODE : v;
+    }
     switch (e) {
+    case 'a': return 7;
     case 'n': return '\n';
     case 't': return '\t';
     case 'r': return '\r';
@@ -164,9 +191,18 @@ static int64_t escape_char(uint32_t e) {
     case 'v': return '\v';
     default: break;
     }
-    if (e < 0x80 && !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
-        return e; /* escaped punctuation stands for itself */
-    return -1;
+    if (e >= 0x80 || !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
+        return e;
+    return ESC_UNSUPPORTED;
+}
+
+static const char *escape_error(int64_t v) {
+    switch (v) {
+    case ESC_OCTAL_RANGE: return "octal escape value outside of range 0-0o377";
+    case ESC_INCOMPLETE: return "incomplete escape (\\x takes 2 hex digits, \\u 4, \\U 8)";
+    case ESC_PAST_UNICODE: return "bad escape (a \\U value past U+10FFFF)";
+    default: return 0;
+    }
 }
 
 static int is_octal(uint32_t c) { return c >= '0' && c <= '7'; }
@@ -180,14 +216,14 @@ static int64_t octal_escape(rparser *ps, uint32_t e) {
 }
 
 /* An escape inside [...] after its '\' and first character e: any of \0-\7 starts an octal
- * escape there. -1 when not supported, -2 for an octal value past 0o377. */
+ * escape there. A character or one of ESC_*. */
 static int64_t class_escape(rparser *ps, uint32_t e) {
     if (is_octal(e)) {
         int64_t v = octal_escape(ps, e);
-        return v < 0 ? -2 : v;
+        return v < 0 ? ESC_OCTAL_RANGE : v;
     }
     if (e == 'b') return '\b';
-    return escape_char(e);
+    return escape_char(ps, e);
 }
 
 static node *parse_alt(rparser *ps, int depth);
@@ -221,7 +257,7 @@ static node *parse_class(rparser *ps) {
                 continue;
             }
             lo = class_escape(ps, e);
-            if (lo == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+            if (escape_error(lo)) return fail_re(ps, escape_error(lo));
             if (lo < 0) return fail_re(ps, "unsupported escape in a character class");
         } else {
             lo = c;
@@ -233,7 +269,7 @@ static node *parse_class(rparser *ps) {
             if (h == '\\') {
                 if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
                 hi = class_escape(ps, ps->p[ps->i++]);
-                if (hi == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+                if (escape_error(hi)) return fail_re(ps, escape_error(hi));
                 if (hi < 0) return fail_re(ps, "unsupported escape in a character range");
             } else {
                 hi = h;
@@ -287,7 +323,7 @@ static node *parse_atom(rparser *ps, int depth) {
             if (ps->i + 1 < ps->n && ps->p[ps->i + 1] == ':')
                 ps->i += 2;
             else
-                return fail_re(ps, "lookaround and other (?...) groups are not supported (not linear-time)");
+                return fail_re(ps, "(?...) groups other than (?:...) are not supported (lookaround is not linear-time; inline flags and named groups are not implemented)");
         }
         node *inner = parse_alt(ps, depth + 1);
         if (!inner) return 0;
@@ -327,8 +363,9 @@ static node *parse_atom(rparser *ps, int depth) {
             n->v = e == 'b' ? A_WORD_B : e == 'B' ? A_NOT_WORD_B : e == 'A' ? A_TEXT_START : A_TEXT_END;
             return n;
         }
-        int64_t ch = escape_char(e);
-        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\b \\B \\A \\Z \\n \\t \\r \\f \\v, octal \\0 \\012 \\101 and escaped punctuation)");
+        int64_t ch = escape_char(ps, e);
+        if (escape_error(ch)) return fail_re(ps, escape_error(ch));
+        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\b \\B \\A \\Z \\a \\n \\t \\r \\f \\v, \\xhh \\uhhhh \\Uhhhhhhhh, octal \\0 \\012 \\101 and escaped punctuation)");
         node *n = mk(N_CHAR, 0, 0);
         n->v = (uint32_t)ch;
         return n;

@@ -65,6 +65,13 @@ def python_search(pattern: str, text: str) -> dict[str, Any]:
         ("\\b", "é a"),
         ("\\Ab|b\\Z", "xb\n"),
         ("b\\Z|b$", "xb\n"),
+        # Python's escapes: an escaped non-ASCII character is itself; \a \xhh \uhhhh \U.
+        ("\\é+", "xéé"),
+        ("[\\é]", "é"),
+        ("\\a", "x\a"),
+        ("\\x41\\u00e9\\U0001F600", "Aé😀"),
+        ("[\\x41-\\x43]+", "ABCD"),
+        ("[\\u00e0-\\u00ff]+", "aàéÿ"),
     ],
 )
 def test_regex_matches_python(backend: WasmBackend, pattern: str, text: str) -> None:
@@ -98,6 +105,10 @@ def test_catastrophic_pattern_is_linear(backend: WasmBackend) -> None:
         ("\\q", "unsupported escape"),
         ("\\b*", "nothing to repeat"),
         ("\\A+", "nothing to repeat"),
+        ("\\x4", "incomplete escape"),
+        ("[\\u00e]", "incomplete escape"),
+        ("\\U00110000", "past U+10FFFF"),
+        ("(?i)a", "inline flags"),
     ],
 )
 def test_bad_patterns(backend: WasmBackend, pattern: str, fragment: str) -> None:
@@ -107,7 +118,9 @@ def test_bad_patterns(backend: WasmBackend, pattern: str, fragment: str) -> None
 
 
 ANCHORS = ("", "^", "$", "\\b", "\\B", "\\A", "\\Z")
-atom = st.sampled_from(["a", "b", ".", "[ab]", "[^a]", "\\d", "\\w", "\\s", "x", "é", *ANCHORS])
+atom = st.sampled_from(
+    ["a", "b", ".", "[ab]", "[^a]", "\\d", "\\w", "\\s", "x", "é", "\\x62", "\\é", *ANCHORS]
+)
 quant = st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{2}", "{1,2}", "{0,}"])
 group_quant = st.sampled_from(
     ["", "*", "+", "?", "*?", "+?", "??", "{2}", "{0,2}", "{1,}", "{,2}?"]
