@@ -13,10 +13,11 @@ import pytest
 import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
-from runtime.errors import ManifestError, ToolFailed
+from runtime.errors import InvalidArguments, ManifestError, ToolFailed
+from runtime.validation import compile_schema
 from tests.wasm.test_regex import python_search
 
-from .conftest import ECHO_WAT, call, request, wat_tool
+from .conftest import ECHO_WAT, call, request, spec_of, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -155,3 +156,37 @@ def test_module_past_the_engine_limits_names_why(
     with pytest.raises(ManifestError, match="not a valid wasm module") as info:
         backend.run_sync(request(spec, {}))
     assert f"module {reason} does not fit" in info.value.message
+
+
+def test_csv_quote_errors_name_record_field_and_offset(backend: WasmBackend) -> None:
+    # "malformed quoted field (record 2)" named neither the field nor the rule broken.
+    cases = {
+        'a,b\n1,"2"   \n': "text after its closing quote (record 2, field 2, character 9)",
+        'é,b\n1,"x\n': "the quote is never closed (record 2, field 2, character 6)",
+        '"a","b"x\n': "text after its closing quote (record 1, field 2, character 7)",
+    }
+    for text, fragment in cases.items():
+        with pytest.raises(ToolFailed) as info:
+            call(backend, "csv_to_json", {"text": text})
+        assert fragment in info.value.message
+
+
+def test_csv_delimiter_schema_accepts_exactly_what_the_guest_does(backend: WasmBackend) -> None:
+    # The schema took any one character; the guest refuses a quote, CR, LF and non-ASCII,
+    # which reached the tool as tool_error instead of invalid_arguments naming the rule.
+    validator = compile_schema(spec_of("csv_to_json").parameters)
+    for code in [*range(0x100), 0x2028, 0x1F600]:
+        delimiter = chr(code)
+        arguments = {"text": "", "delimiter": delimiter}  # no text to trip over
+        try:
+            validator.validate_arguments("csv_to_json", arguments)
+            schema_ok = True
+        except InvalidArguments as exc:
+            assert exc.details["rule"] == "pattern"
+            schema_ok = False
+        try:
+            call(backend, "csv_to_json", arguments)
+            guest_ok = True
+        except ToolFailed:
+            guest_ok = False
+        assert schema_ok == guest_ok, repr(delimiter)
