@@ -638,14 +638,54 @@ int json_get_bool(const jv *obj, const char *key, int *out) {
     return *out;
 }
 
+/* The top-level member of the arguments object whose value holds byte pos, as [*k, *k+*kn):
+ * 0 when pos is not inside one. The host wrote the text (valid JSON but for what the parser
+ * refused at pos), so a scan of strings and brackets is enough. */
+static int arg_at(const char *in, size_t pos, const char **k, size_t *kn) {
+    int depth = 0, found = 0;
+    for (size_t i = 0; i < pos; i++) {
+        char c = in[i];
+        if (c == '"') {
+            size_t j = i + 1;
+            while (j < pos && in[j] != '"') j += in[j] == '\\' ? 2 : 1;
+            /* A string at depth 1 followed by ':' is a key. */
+            size_t after = j + 1;
+            while (after < pos && is_ws(in[after])) after++;
+            if (depth == 1 && after < pos && in[after] == ':') {
+                *k = in + i + 1;
+                *kn = j - i - 1;
+                found = 1;
+            }
+            i = j;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return found && depth >= 1;
+}
+
 jv *rt_args(const char *in, uint32_t n, uint64_t *fail) {
     json_error e;
     /* The host serialises the arguments; a little headroom over the data depth limit leaves
      * room for the arguments object that wraps the data. */
     jv *v = json_parse(in, n, JSON_MAX_DEPTH + 2, &e);
     if (!v) {
+        /* The text is the host's encoding, not the caller's: name the argument and the rule,
+         * not a line and column nobody wrote ("argument 'data': nesting too deep"). */
+        const char *k;
+        size_t kn;
         rt_buf msg;
-        json_error_message(&msg, "arguments are not valid JSON: ", in, n, &e);
+        if (arg_at(in, e.pos < n ? e.pos : n, &k, &kn)) {
+            buf_init(&msg, kn + 96);
+            buf_puts(&msg, "argument '");
+            buf_put(&msg, k, kn);
+            buf_puts(&msg, "': ");
+            buf_puts(&msg, e.err);
+        } else {
+            json_error_message(&msg, "arguments are not valid JSON: ", in, n, &e);
+        }
         *fail = rt_fail_buf(&msg);
         return 0;
     }

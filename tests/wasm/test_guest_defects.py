@@ -8,6 +8,7 @@ import hashlib
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wasmtime
@@ -201,3 +202,25 @@ def test_json_parse_names_a_leading_bom(backend: WasmBackend) -> None:
     with pytest.raises(ToolFailed, match="extra data"):
         call(backend, "json_parse", {"text": "[1]\ufeff"})
     assert call(backend, "json_parse", {"text": '"\ufeff"'}) == {"data": "\ufeff"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [
+        ("json_stringify", {}),
+        ("json_query", {"pointer": "/0"}),
+        ("json_stringify", {"pretty": True}),
+    ],
+)
+def test_too_deep_data_names_the_argument(
+    backend: WasmBackend, tool: str, extra: dict[str, Any]
+) -> None:
+    # The schema takes any value; the guests' parser stops at 512 levels. The message named a
+    # line and column of the host's encoding of the arguments ("line 1 column 522"), which the
+    # caller never wrote, and not the argument.
+    value: Any = 0
+    for _ in range(600):
+        value = [value]
+    with pytest.raises(ToolFailed) as info:
+        call(backend, tool, {"data": value, **extra})
+    assert info.value.message == "argument 'data': nesting too deep (limit 512 levels)"
