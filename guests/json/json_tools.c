@@ -17,8 +17,8 @@ RT_EXPORT("json_parse") uint64_t json_parse_tool(const char *in, uint32_t n) {
         /* CPython names a leading BOM (a UTF-8 file read without utf-8-sig) rather than
          * "expecting value"; only on the failure path, so valid documents pay nothing. */
         if (text->len >= 3 && memcmp(text->s, "\xEF\xBB\xBF", 3) == 0)
-            return rt_fail("invalid JSON: unexpected UTF-8 byte order mark (U+FEFF) at the start "
-                           "(decode the file as utf-8-sig): line 1 column 1 (char 0)");
+            return rt_fail("invalid JSON: expecting value, found a UTF-8 byte order mark (U+FEFF; "
+                           "decode the file as utf-8-sig): line 1 column 1 (char 0)");
         rt_buf msg;
         json_error_message(&msg, "invalid JSON: ", text->s, text->len, &e);
         return rt_fail_buf(&msg);
