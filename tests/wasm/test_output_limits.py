@@ -49,6 +49,10 @@ EXPANDING = [
     ("json_stringify", {"data": [_nested(150)] * 200, "pretty": True}, 8),
     # 3 MB of text (under half the memory) to 4 MB of base64.
     ("base64_encode", {"text": "x" * 3_000_000}, 8),
+    # 2 MB of base64 for 1.5 MB of NUL bytes, each written back as \u0000: 9 MB.
+    ("base64_decode", {"encoded": "AAAA" * 500_000}, 8),
+    # A match of 600,000 control characters, each escaped in the result.
+    ("regex_match", {"pattern": "\x01+", "text": "\x01" * 600_000}, 8),
     # A document of 3 MB whose minified copy does not fit next to it.
     ("json_parse", {"text": json.dumps(["abcdefgh"] * 260_000)}, 8),
 ]
