@@ -224,3 +224,44 @@ def test_too_deep_data_names_the_argument(
     with pytest.raises(ToolFailed) as info:
         call(backend, tool, {"data": value, **extra})
     assert info.value.message == "argument 'data': nesting too deep (limit 512 levels)"
+
+
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "",
+        "/",
+        "//",
+        "/a",
+        "/a~0b/~1",
+        "/~01",
+        "a",
+        "a/b",
+        "~0",
+        "/~",
+        "/a~2",
+        "/~0~",
+        "/é/0",
+        " /a",
+    ],
+)
+def test_json_query_pointer_schema_accepts_exactly_what_the_guest_does(
+    backend: WasmBackend, pointer: str
+) -> None:
+    # The schema took any string; the guest refuses a pointer that is not empty and does not
+    # start with '/', or has a '~' not followed by 0 or 1: that came back as tool_error, not
+    # invalid_arguments naming the rule.
+    validator = compile_schema(spec_of("json_query").parameters)
+    arguments = {"data": {"a": 1}, "pointer": pointer}
+    try:
+        validator.validate_arguments("json_query", arguments)
+        schema_ok = True
+    except InvalidArguments as exc:
+        assert exc.details["rule"] == "pattern"
+        schema_ok = False
+    try:
+        call(backend, "json_query", arguments)
+        guest_ok = True
+    except ToolFailed:
+        guest_ok = False
+    assert schema_ok == guest_ok
