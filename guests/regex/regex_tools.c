@@ -52,6 +52,7 @@ enum { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_BOL, N_EOL, N_ASSERT, N_CAT, N_ALT, N_
 typedef struct node {
     uint8_t t;
     uint8_t greedy;
+    uint8_t nullable;    /* can match the empty string (set by set_nullable) */
     uint32_t v;          /* char / class index */
     int min, max;        /* N_REP: max -1 = unbounded */
     struct node *a, *b;  /* children */
@@ -490,13 +491,29 @@ static void gen_optional(prog *pg, const node *a, int greedy) {
     pg->code[split].y = greedy ? next : split + 1;
 }
 
-/* The loop's body and its back edge are one level deeper than the split and the exit. */
+/* Whether each node can match the empty string, bottom-up (the AST is a tree: linear). */
+static int set_nullable(node *n) {
+    switch (n->t) {
+    case N_CHAR: case N_ANY: case N_CLASS: n->nullable = 0; break;
+    case N_CAT: n->nullable = (uint8_t)(set_nullable(n->a) & set_nullable(n->b)); break;
+    case N_ALT: n->nullable = (uint8_t)(set_nullable(n->a) | set_nullable(n->b)); break;
+    case N_REP: n->nullable = (uint8_t)(set_nullable(n->a) | (n->min == 0)); break;
+    default: n->nullable = 1; /* empty, anchors, assertions */
+    }
+    return n->nullable;
+}
+
+/* A loop whose body can match empty: its body and back edge are one level deeper than the
+ * split and the exit, and the back edge is marked (see vm). A body that cannot match empty
+ * never ends an iteration where it began, so such a loop needs neither: its instructions
+ * keep one VM state per enclosing nullable loop, not per loop ("\\w+", "(?:a|b)*c" run
+ * as before the fix). */
 static void gen_star(prog *pg, const node *a, int greedy) {
     uint32_t split = emit(pg, I_SPLIT, 0, 0);
-    pg->depth++;
+    pg->depth = (uint16_t)(pg->depth + a->nullable);
     gen(pg, a);
-    emit(pg, I_JMP, split, 1);
-    pg->depth--;
+    emit(pg, I_JMP, split, a->nullable);
+    pg->depth = (uint16_t)(pg->depth - a->nullable);
     if (pg->overflow) return;
     uint32_t next = pg->n;
     pg->code[split].x = greedy ? split + 1 : next;
@@ -614,18 +631,20 @@ static int assert_holds(const vm *v, uint32_t kind, uint32_t pos) {
  * recursion). k0 = 0xFFFF: nothing began here (clamped to each instruction's depth). */
 static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t k0, uint32_t start,
                        uint32_t pos) {
-    const prog *pg = v->pg;
-    uint32_t *stack = v->stack;
+    /* Locals, not v->...: stores through mark and stack could alias v's fields, and the
+     * compiler would reload them on every step. */
+    const inst *code = v->pg->code;
+    uint32_t *stack = v->stack, *mark = v->mark;
     uint32_t sp = 0;
     stack[sp++] = pc0 | k0 << 16;
     while (sp) {
         uint32_t e = stack[--sp];
         uint32_t pc = e & 0xFFFFu, k = e >> 16;
-        const inst *in = &pg->code[pc];
+        const inst *in = &code[pc];
         if (k > in->kmax) k = in->kmax;
         uint32_t s = in->base + k;
-        if (v->mark[s] == gen_id) continue;
-        v->mark[s] = gen_id;
+        if (mark[s] == gen_id) continue;
+        mark[s] = gen_id;
         uint32_t next = pc + 1;
         switch (in->op) {
         case I_JMP:
@@ -681,6 +700,7 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
         return rt_fail_buf(&m);
     }
     prog pg = {0, 0, 0, 0, 0, 0};
+    set_nullable(ast);
     gen(&pg, ast);
     emit(&pg, I_MATCH, 0, 0);
     if (pg.overflow) return rt_fail("pattern too large once repeats are expanded (limit 20000 steps)");
