@@ -629,20 +629,22 @@ static int assert_holds(const vm *v, uint32_t kind, uint32_t pos) {
 
 /* Adds the epsilon closure of (pc0, k0) to l in priority order (an explicit stack: no deep
  * recursion). k0 = 0xFFFF: nothing began here (clamped to each instruction's depth). */
-static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t k0, uint32_t start,
-                       uint32_t pos) {
+static inline __attribute__((always_inline)) void add_thread_impl(vm *v, tlist *l, uint32_t gen_id,
+                                                                 uint32_t pc0, uint32_t k0,
+                                                                 uint32_t start, uint32_t pos,
+                                                                 int flat) {
     /* Locals, not v->...: stores through mark and stack could alias v's fields, and the
      * compiler would reload them on every step. */
     const inst *code = v->pg->code;
     uint32_t *stack = v->stack, *mark = v->mark;
     uint32_t sp = 0;
-    stack[sp++] = pc0 | k0 << 16;
+    stack[sp++] = flat ? pc0 : pc0 | k0 << 16;
     while (sp) {
         uint32_t e = stack[--sp];
-        uint32_t pc = e & 0xFFFFu, k = e >> 16;
+        uint32_t pc = flat ? e : e & 0xFFFFu, k = flat ? 0 : e >> 16;
         const inst *in = &code[pc];
         if (k > in->kmax) k = in->kmax;
-        uint32_t s = in->base + k;
+        uint32_t s = flat ? pc : in->base + k;
         if (mark[s] == gen_id) continue;
         mark[s] = gen_id;
         uint32_t next = pc + 1;
@@ -654,7 +656,7 @@ static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t 
             if (!(in->y && k < in->kmax)) next = in->x;
             break;
         case I_SPLIT:
-            stack[sp++] = in->y | k << 16; /* pushed first: explored after x, i.e. lower priority */
+            stack[sp++] = flat ? in->y : in->y | k << 16; /* pushed first: explored after x, i.e. lower priority */
             next = in->x;
             break;
         case I_BOL:
@@ -672,8 +674,19 @@ static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t 
             l->n++;
             continue;
         }
-        stack[sp++] = next | k << 16;
+        stack[sp++] = flat ? next : next | k << 16;
     }
+}
+
+/* A program without loops that can match empty (most) has one state per instruction and
+ * k = 0 throughout: the same walk without k, as the VM was before it had to know. */
+static void add_thread_flat(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t start, uint32_t pos) {
+    add_thread_impl(v, l, gen_id, pc0, 0, start, pos, 1);
+}
+
+static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t k0, uint32_t start,
+                       uint32_t pos) {
+    add_thread_impl(v, l, gen_id, pc0, k0, start, pos, 0);
 }
 
 RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
@@ -719,6 +732,7 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
             return rt_fail("pattern too large: its nested unbounded repeats need more than 1000000 automaton states");
     }
     vm v = {&pg, rt_xalloc((size_t)states * sizeof(uint32_t)), 0, t, tn};
+    int flat = states == m; /* no instruction has a second state */
     memset(v.mark, 0xFF, (size_t)states * sizeof(uint32_t));
     /* Each state is expanded once per position and pushes at most two entries, of which one
      * replaces it: at most states + 1 entries (pairs) are ever waiting. */
@@ -730,7 +744,12 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
     uint32_t gen_id = 0;
     for (uint32_t pos = 0;; pos++) {
         /* A new attempt starting here has the lowest priority of all live threads. */
-        if (best_start < 0) add_thread(&v, cl, gen_id, 0, 0xFFFF, pos, pos);
+        if (best_start < 0) {
+            if (flat)
+                add_thread_flat(&v, cl, gen_id, 0, pos, pos);
+            else
+                add_thread(&v, cl, gen_id, 0, 0xFFFF, pos, pos);
+        }
         if (cl->n == 0 && (best_start >= 0 || pos >= tn)) break;
         gen_id++;
         nl->n = 0;
@@ -747,7 +766,11 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
             int ok = ip->op == I_CHAR ? ch == ip->x
                      : ip->op == I_ANY ? ch != '\n'
                                        : in_class(&ps.classes[ip->x], ch);
-            if (ok) add_thread(&v, nl, gen_id, cl->pc[k] + 1, 0xFFFF, st, pos + 1);
+            if (!ok) continue;
+            if (flat)
+                add_thread_flat(&v, nl, gen_id, cl->pc[k] + 1, st, pos + 1);
+            else
+                add_thread(&v, nl, gen_id, cl->pc[k] + 1, 0xFFFF, st, pos + 1);
         }
         /* At the end of the text no thread can consume more: everything is decided. */
         if (pos >= tn) break;
