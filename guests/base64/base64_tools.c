@@ -4,17 +4,30 @@
 static const char STD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static const char URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+/* Chunk of input encoded per reservation: the output grows as it is written, so a text
+ * whose encoding memory cannot hold is cut (RT_CUT) after as much as fits, not before. */
+#define ENCODE_CHUNK 49152u
+
 static void encode(rt_buf *b, const unsigned char *s, size_t n, const char *abc) {
-    buf_reserve(b, (n + 2) / 3 * 4);
+    buf_try_reserve(b, (n + 2) / 3 * 4); /* the whole, when memory has it */
     char *o = b->p + b->len;
     size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        *o++ = abc[v >> 18];
-        *o++ = abc[(v >> 12) & 63];
-        *o++ = abc[(v >> 6) & 63];
-        *o++ = abc[v & 63];
+    while (i + 3 <= n) {
+        size_t stop = n - i > ENCODE_CHUNK ? i + ENCODE_CHUNK : n - (n - i) % 3;
+        b->len = (size_t)(o - b->p);
+        if (!buf_reserve(b, (stop - i) / 3 * 4)) return;
+        o = b->p + b->len;
+        for (; i < stop; i += 3) {
+            uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+            *o++ = abc[v >> 18];
+            *o++ = abc[(v >> 12) & 63];
+            *o++ = abc[(v >> 6) & 63];
+            *o++ = abc[v & 63];
+        }
     }
+    b->len = (size_t)(o - b->p);
+    if (n - i && !buf_reserve(b, 4)) return;
+    o = b->p + b->len;
     if (n - i == 1) {
         uint32_t v = (uint32_t)s[i] << 16;
         *o++ = abc[v >> 18];

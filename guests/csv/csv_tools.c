@@ -22,7 +22,9 @@ static void add_field(record *r, const char *s, size_t n) {
     r->n++;
 }
 
-/* Parses one record at *pp; returns 0 at end of input, -1 on a malformed quote (with *err_at). */
+/* Parses one record at *pp; returns 0 at end of input, -1 on a malformed quote (with *err_at
+ * at the opening quote of a field never closed, or at the character after a closing quote
+ * that is neither a delimiter nor a line end, whose field is then the last of r). */
 static int next_record(const char **pp, const char *end, char delim, record *r, const char **err_at) {
     const char *p = *pp;
     r->n = 0;
@@ -93,6 +95,27 @@ static int next_record(const char **pp, const char *end, char delim, record *r, 
     }
 }
 
+/* A malformed quoted field, named by record, field and character offset in the text: a
+ * quote left open, or text after a closing quote ("2"x: RFC 4180 has no such field). */
+static uint64_t fail_quote(const char *text, const char *end, const char *at, size_t row,
+                           size_t fields_read) {
+    rt_buf m;
+    buf_init(&m, 160);
+    int open = at < end && *at == '"'; /* the char after a closing quote is never one */
+    buf_puts(&m, open ? "malformed quoted field: the quote is never closed"
+                      : "malformed quoted field: text after its closing quote");
+    buf_puts(&m, " (record ");
+    buf_put_uint(&m, row);
+    buf_puts(&m, ", field ");
+    buf_put_uint(&m, open ? fields_read + 1 : fields_read); /* a closed one was added */
+    buf_puts(&m, ", character ");
+    size_t chars = 0;
+    for (const char *q = text; q < at; q++) chars += ((unsigned char)*q & 0xC0) != 0x80;
+    buf_put_uint(&m, chars);
+    buf_putc(&m, ')');
+    return rt_fail_buf(&m);
+}
+
 static uint64_t fail_row(const char *what, size_t row, size_t a, size_t b) {
     rt_buf m;
     buf_init(&m, 96);
@@ -136,17 +159,19 @@ RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
     if (header) {
         int st = next_record(&p, end, delim, &names, &err_at);
         row++;
-        if (st < 0) return fail_row("malformed quoted field", row, 0, 0);
+        if (st < 0) return fail_quote(text->s, end, err_at, row, names.n);
     }
     rt_buf out;
     rt_out_init(&out, (size_t)text->len * 2 + 32);
     buf_puts(&out, "{\"rows\":[");
     size_t count = 0;
-    for (;;) {
+    /* A cut output (memory could not hold it) ends the rows: what was written is its first
+     * part, sized by the host against output_bytes (see RT_CUT). */
+    while (!rt_out_cut) {
         int st = next_record(&p, end, delim, &rec, &err_at);
         if (st == 0) break;
         row++;
-        if (st < 0) return fail_row("malformed quoted field", row, 0, 0);
+        if (st < 0) return fail_quote(text->s, end, err_at, row, rec.n);
         if (count++) buf_putc(&out, ',');
         if (header) {
             if (rec.n != names.n)

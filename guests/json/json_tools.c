@@ -14,6 +14,11 @@ RT_EXPORT("json_parse") uint64_t json_parse_tool(const char *in, uint32_t n) {
     buf_put(&out, "{\"data\":", 8);
     json_error e;
     if (!json_minify(&out, text->s, text->len, JSON_MAX_DEPTH, &e)) {
+        /* CPython names a leading BOM (a UTF-8 file read without utf-8-sig) rather than
+         * "expecting value"; only on the failure path, so valid documents pay nothing. */
+        if (text->len >= 3 && memcmp(text->s, "\xEF\xBB\xBF", 3) == 0)
+            return rt_fail("invalid JSON: expecting value, found a UTF-8 byte order mark (U+FEFF; "
+                           "decode the file as utf-8-sig): line 1 column 1 (char 0)");
         rt_buf msg;
         json_error_message(&msg, "invalid JSON: ", text->s, text->len, &e);
         return rt_fail_buf(&msg);
@@ -32,13 +37,17 @@ RT_EXPORT("json_stringify") uint64_t json_stringify_tool(const char *in, uint32_
     if (json_get_bool(args, "pretty", &pretty) < 0) return rt_fail("'pretty' must be a boolean");
     if (json_get_bool(args, "sort_keys", &sort_keys) < 0)
         return rt_fail("'sort_keys' must be a boolean");
+    /* The text is written first as an output buffer of its own (status byte included): an
+     * indented document far larger than its input is cut there, and its first part is the
+     * output (the escaped result would only be longer). */
     rt_buf text;
-    buf_init(&text, n + 16);
+    rt_out_init(&text, n + 16);
     json_write(&text, data, pretty ? 2 : 0, sort_keys);
+    if (rt_out_cut) return rt_done(&text);
     rt_buf out;
     rt_out_init(&out, text.len + text.len / 8 + 16);
     buf_put(&out, "{\"text\":", 8);
-    json_write_string(&out, text.p, text.len);
+    json_write_string(&out, text.p + 1, text.len - 1);
     buf_putc(&out, '}');
     return rt_done(&out);
 }

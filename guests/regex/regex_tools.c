@@ -1,15 +1,12 @@
 /* regex_match: a linear-time regular expression search (Thompson NFA simulated as a Pike VM).
  *
- * No backtracking, so no catastrophic patterns: time is O(len(text) * program size), memory
- * O(program size). Leftmost-first priority is kept thread by thread, so the match found is the
- * one Python's re.search finds, with one known exception: a repeated group whose body can match
- * empty, where the empty path meets the path of a non-empty iteration at the same position
- * ("(?:a?|b)*" on "ab": Python "a", here "ab"; "(a*|b)*" on "aabb": "aa", here "aabb"). A Pike
- * VM keeps one thread per instruction and position; Python's rule (an iteration that matched
- * empty ends the loop) depends on where the thread's current iteration began. The simple
- * cases ("(|a)*") follow Python: see the back edge in add_thread.
+ * No backtracking, so no catastrophic patterns: time is O(len(text) * states), memory
+ * O(states), where states is the program size times the nesting of unbounded loops (see vm;
+ * bounded by MAX_STATES). Leftmost-first priority is kept thread by thread, and a thread knows
+ * which loops began their iteration at the current position, so the match found is the one
+ * Python's re.search finds, empty-matching loops included ("(?:a?|b)*" on "ab": "a").
  * Syntax (a subset of Python's): literals, '.', [...] / [^...] with ranges, \d \w \s \D \W \S
- * (ASCII meanings, like re.ASCII), escapes of metacharacters, \n \t \r \f \v and octal
+ * (ASCII meanings, like re.ASCII), \b \B \A \Z, escapes of metacharacters, \n \t \r \f \v and octal
  * (\0, \012, \101), ^ and $ (Python's: $ also before a final newline), groups (...) and
  * (?:...), alternation |, quantifiers * + ? {m} {m,} {,n} {m,n} (greedy; add ? for lazy).
  * Backreferences and lookaround are refused: they cannot run in linear time.
@@ -19,16 +16,24 @@
 #define MAX_PATTERN 2000
 #define MAX_PROGRAM 20000
 #define MAX_REPEAT 1000
+/* Thread states of the VM (see vm): 12 bytes each at most, so 12 MB of the 64 MiB default. */
+#define MAX_STATES 1000000u
 /* Calls of gen() per pattern: a bound on compile time whatever the nesting of repeats (each
  * emitted instruction costs a few calls, so no program within MAX_PROGRAM comes near it). */
 #define MAX_GEN_CALLS (10 * MAX_PROGRAM)
 
-enum { I_CHAR, I_ANY, I_CLASS, I_MATCH, I_JMP, I_SPLIT, I_BOL, I_EOL };
+enum { I_CHAR, I_ANY, I_CLASS, I_MATCH, I_JMP, I_SPLIT, I_BOL, I_EOL, I_ASSERT };
+
+/* I_ASSERT's kinds: \b \B \A \Z (ASCII \w, as re.ASCII). */
+enum { A_WORD_B, A_NOT_WORD_B, A_TEXT_START, A_TEXT_END };
 
 typedef struct {
     uint8_t op;
-    uint32_t x, y; /* CHAR: code point in x; CLASS: class index in x; JMP/SPLIT: targets;
-                    * JMP: y = 1 when it is a loop's back edge (see add_thread) */
+    uint16_t kmax; /* how many unbounded loops (gen_star) enclose it; once compiled, 0 for
+                    * an instruction that consumes (or matches): its last state's offset */
+    uint32_t x, y; /* CHAR: code point in x; CLASS: class index in x; ASSERT: kind in x;
+                    * JMP/SPLIT: targets; JMP: y = 1 when it is a loop's back edge */
+    uint32_t base; /* the VM's first state for this instruction (see vm) */
 } inst;
 
 typedef struct {
@@ -42,11 +47,12 @@ typedef struct {
 } cls;
 
 /* The AST: built first so that counted repetition can re-emit a sub-pattern. */
-enum { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_BOL, N_EOL, N_CAT, N_ALT, N_REP };
+enum { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_BOL, N_EOL, N_ASSERT, N_CAT, N_ALT, N_REP };
 
 typedef struct node {
     uint8_t t;
     uint8_t greedy;
+    uint8_t nullable;    /* can match the empty string (set by set_nullable) */
     uint32_t v;          /* char / class index */
     int min, max;        /* N_REP: max -1 = unbounded */
     struct node *a, *b;  /* children */
@@ -149,9 +155,36 @@ static int add_shorthand(rparser *ps, uint32_t k, uint32_t e) {
     }
 }
 
-/* A single escaped character (after '\'), or -1 if the escape is not supported. */
-static int64_t escape_char(uint32_t e) {
+static int hex_digit(uint32_t c) {
+    if (c >= '0' && c <= '9') return (int)(c - '0');
+    if (c >= 'a' && c <= 'f') return (int)(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F') return (int)(c - 'A' + 10);
+    return -1;
+}
+
+/* Escape results other than a character (all negative). */
+#define ESC_UNSUPPORTED (-1)
+#define ESC_OCTAL_RANGE (-2)
+#define ESC_INCOMPLETE (-3)
+#define ESC_PAST_UNICODE (-4)
+
+/* A single escaped character (after '\' and its first character e, the rest read from ps),
+ * or one of ESC_*. Python's: \xhh \uhhhh \Uhhhhhhhh take exactly that many hex digits,
+ * an escaped non-ASCII character or ASCII punctuation stands for itself. */
+static int64_t escape_char(rparser *ps, uint32_t e) {
+    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+    if (digits) {
+        int64_t v = 0;
+        for (int k = 0; k < digits; k++) {
+            int d = ps->i < ps->n ? hex_digit(ps->p[ps->i]) : -1;
+            if (d < 0) return ESC_INCOMPLETE;
+            v = v * 16 + d;
+            ps->i++;
+        }
+        return v > 0x10FFFF ? ESC_PAST_UNICODE : v;
+    }
     switch (e) {
+    case 'a': return 7;
     case 'n': return '\n';
     case 't': return '\t';
     case 'r': return '\r';
@@ -159,9 +192,18 @@ static int64_t escape_char(uint32_t e) {
     case 'v': return '\v';
     default: break;
     }
-    if (e < 0x80 && !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
-        return e; /* escaped punctuation stands for itself */
-    return -1;
+    if (e >= 0x80 || !((e >= '0' && e <= '9') || (e >= 'A' && e <= 'Z') || (e >= 'a' && e <= 'z')))
+        return e;
+    return ESC_UNSUPPORTED;
+}
+
+static const char *escape_error(int64_t v) {
+    switch (v) {
+    case ESC_OCTAL_RANGE: return "octal escape value outside of range 0-0o377";
+    case ESC_INCOMPLETE: return "incomplete escape (\\x takes 2 hex digits, \\u 4, \\U 8)";
+    case ESC_PAST_UNICODE: return "bad escape (a \\U value past U+10FFFF)";
+    default: return 0;
+    }
 }
 
 static int is_octal(uint32_t c) { return c >= '0' && c <= '7'; }
@@ -175,14 +217,14 @@ static int64_t octal_escape(rparser *ps, uint32_t e) {
 }
 
 /* An escape inside [...] after its '\' and first character e: any of \0-\7 starts an octal
- * escape there. -1 when not supported, -2 for an octal value past 0o377. */
+ * escape there. A character or one of ESC_*. */
 static int64_t class_escape(rparser *ps, uint32_t e) {
     if (is_octal(e)) {
         int64_t v = octal_escape(ps, e);
-        return v < 0 ? -2 : v;
+        return v < 0 ? ESC_OCTAL_RANGE : v;
     }
     if (e == 'b') return '\b';
-    return escape_char(e);
+    return escape_char(ps, e);
 }
 
 static node *parse_alt(rparser *ps, int depth);
@@ -216,7 +258,7 @@ static node *parse_class(rparser *ps) {
                 continue;
             }
             lo = class_escape(ps, e);
-            if (lo == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+            if (escape_error(lo)) return fail_re(ps, escape_error(lo));
             if (lo < 0) return fail_re(ps, "unsupported escape in a character class");
         } else {
             lo = c;
@@ -228,7 +270,7 @@ static node *parse_class(rparser *ps) {
             if (h == '\\') {
                 if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
                 hi = class_escape(ps, ps->p[ps->i++]);
-                if (hi == -2) return fail_re(ps, "octal escape value outside of range 0-0o377");
+                if (escape_error(hi)) return fail_re(ps, escape_error(hi));
                 if (hi < 0) return fail_re(ps, "unsupported escape in a character range");
             } else {
                 hi = h;
@@ -282,7 +324,7 @@ static node *parse_atom(rparser *ps, int depth) {
             if (ps->i + 1 < ps->n && ps->p[ps->i + 1] == ':')
                 ps->i += 2;
             else
-                return fail_re(ps, "lookaround and other (?...) groups are not supported (not linear-time)");
+                return fail_re(ps, "(?...) groups other than (?:...) are not supported (lookaround is not linear-time; inline flags and named groups are not implemented)");
         }
         node *inner = parse_alt(ps, depth + 1);
         if (!inner) return 0;
@@ -317,8 +359,14 @@ static node *parse_atom(rparser *ps, int depth) {
             n->v = k;
             return n;
         }
-        int64_t ch = escape_char(e);
-        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v, octal \\0 \\012 \\101 and escaped punctuation)");
+        if (e == 'b' || e == 'B' || e == 'A' || e == 'Z') {
+            node *n = mk(N_ASSERT, 0, 0);
+            n->v = e == 'b' ? A_WORD_B : e == 'B' ? A_NOT_WORD_B : e == 'A' ? A_TEXT_START : A_TEXT_END;
+            return n;
+        }
+        int64_t ch = escape_char(ps, e);
+        if (escape_error(ch)) return fail_re(ps, escape_error(ch));
+        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\b \\B \\A \\Z \\a \\n \\t \\r \\f \\v, \\xhh \\uhhhh \\Uhhhhhhhh, octal \\0 \\012 \\101 and escaped punctuation)");
         node *n = mk(N_CHAR, 0, 0);
         n->v = (uint32_t)ch;
         return n;
@@ -338,6 +386,7 @@ static int at_quantifier(const rparser *ps) {
 }
 
 static node *parse_repeat(rparser *ps, int depth) {
+    int group = ps->p[ps->i] == '(';
     node *a = parse_atom(ps, depth);
     if (!a || ps->i >= ps->n) return a;
     uint32_t c = ps->p[ps->i];
@@ -369,7 +418,8 @@ static node *parse_repeat(rparser *ps, int depth) {
     } else {
         return a;
     }
-    if (a->t == N_BOL || a->t == N_EOL) return fail_re(ps, "nothing to repeat");
+    /* Python refuses a quantifier straight after an anchor (not after a group holding one). */
+    if (!group && (a->t == N_BOL || a->t == N_EOL || a->t == N_ASSERT)) return fail_re(ps, "nothing to repeat");
     node *r = mk(N_REP, a, 0);
     r->min = min;
     r->max = max;
@@ -410,6 +460,7 @@ typedef struct {
     uint32_t n, cap;
     uint32_t calls; /* gen() calls so far, against MAX_GEN_CALLS */
     int overflow;
+    uint16_t depth; /* unbounded loops around the instructions being emitted */
 } prog;
 
 static uint32_t emit(prog *pg, uint8_t op, uint32_t x, uint32_t y) {
@@ -423,6 +474,7 @@ static uint32_t emit(prog *pg, uint8_t op, uint32_t x, uint32_t y) {
         pg->cap = cap;
     }
     pg->code[pg->n].op = op;
+    pg->code[pg->n].kmax = pg->depth;
     pg->code[pg->n].x = x;
     pg->code[pg->n].y = y;
     return pg->n++;
@@ -439,10 +491,29 @@ static void gen_optional(prog *pg, const node *a, int greedy) {
     pg->code[split].y = greedy ? next : split + 1;
 }
 
+/* Whether each node can match the empty string, bottom-up (the AST is a tree: linear). */
+static int set_nullable(node *n) {
+    switch (n->t) {
+    case N_CHAR: case N_ANY: case N_CLASS: n->nullable = 0; break;
+    case N_CAT: n->nullable = (uint8_t)(set_nullable(n->a) & set_nullable(n->b)); break;
+    case N_ALT: n->nullable = (uint8_t)(set_nullable(n->a) | set_nullable(n->b)); break;
+    case N_REP: n->nullable = (uint8_t)(set_nullable(n->a) | (n->min == 0)); break;
+    default: n->nullable = 1; /* empty, anchors, assertions */
+    }
+    return n->nullable;
+}
+
+/* A loop whose body can match empty: its body and back edge are one level deeper than the
+ * split and the exit, and the back edge is marked (see vm). A body that cannot match empty
+ * never ends an iteration where it began, so such a loop needs neither: its instructions
+ * keep one VM state per enclosing nullable loop, not per loop ("\\w+", "(?:a|b)*c" run
+ * as before the fix). */
 static void gen_star(prog *pg, const node *a, int greedy) {
     uint32_t split = emit(pg, I_SPLIT, 0, 0);
+    pg->depth = (uint16_t)(pg->depth + a->nullable);
     gen(pg, a);
-    emit(pg, I_JMP, split, 1);
+    emit(pg, I_JMP, split, a->nullable);
+    pg->depth = (uint16_t)(pg->depth - a->nullable);
     if (pg->overflow) return;
     uint32_t next = pg->n;
     pg->code[split].x = greedy ? split + 1 : next;
@@ -462,6 +533,7 @@ static void gen(prog *pg, const node *n) {
     case N_CLASS: emit(pg, I_CLASS, n->v, 0); return;
     case N_BOL: emit(pg, I_BOL, 0, 0); return;
     case N_EOL: emit(pg, I_EOL, 0, 0); return;
+    case N_ASSERT: emit(pg, I_ASSERT, n->v, 0); return;
     case N_CAT: gen(pg, n->a); gen(pg, n->b); return;
     case N_ALT: {
         uint32_t split = emit(pg, I_SPLIT, 0, 0);
@@ -509,42 +581,112 @@ typedef struct {
     uint32_t n;
 } tlist;
 
-/* Adds pc's epsilon closure to l in priority order (an explicit stack: no deep recursion). */
-static void add_thread(const prog *pg, tlist *l, uint32_t *mark, uint32_t gen_id, uint32_t *stack,
-                       uint32_t pc0, uint32_t start, uint32_t pos, const uint32_t *text, uint32_t n) {
+/* Python's rule for a loop whose iteration matched empty (sre's MAX_UNTIL / MIN_UNTIL
+ * compare the position with the one where the iteration began): it does not iterate again,
+ * it goes on with what follows the loop, at that path's priority. "(|a)*" on "aa" matches "",
+ * "(?:a?|b)*" on "ab" matches "a" (the second iteration's empty a? ends the loop before the
+ * alternative b is tried).
+ *
+ * So a path's future depends on more than its instruction: on which enclosing loops began
+ * their current iteration at this very position. Those are always the innermost ones (a loop
+ * that began here began its inner loops here too), so one number says it: k, the index
+ * (outermost = 0) of the outermost such loop, or the instruction's depth when there is none.
+ * A loop at index i has begun here iff k <= i. Moving to an instruction clamps k to its
+ * depth; entering a loop's body from its split keeps k, which at the body's depth marks that
+ * loop as begun here. Consuming a character resets k (nothing began at the next position).
+ *
+ * The Pike VM keeps one thread per (instruction, k) and position instead of one per
+ * instruction: merging two paths that differ in k was the bug ("(a*|b)*" on "aabb" matched
+ * "aabb", Python "aa": the inner a* loop was reached first by the path whose outer iteration
+ * began earlier, and the later path, whose empty iteration would have ended the outer loop,
+ * was dropped). A consuming instruction (and MATCH) has one state whatever k, since k does
+ * not survive the character. Still linear: O(len(text) * states). */
+typedef struct {
+    const prog *pg;
+    uint32_t *mark;  /* per state: the position id that last visited it */
+    uint32_t *stack; /* pc | k << 16 (pc < MAX_PROGRAM + 1 < 2^16; k <= the nesting bound) */
+    const uint32_t *text;
+    uint32_t n;
+} vm;
+
+static int is_consuming(uint8_t op) { return op == I_CHAR || op == I_ANY || op == I_CLASS || op == I_MATCH; }
+
+static int is_word(const vm *v, uint32_t pos) {
+    uint32_t c = v->text[pos];
+    return c < 0x80 && ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_');
+}
+
+/* sre's at(): the text is the whole string; an empty text has no word boundary, and no
+ * non-boundary either (Python before 3.14). */
+static int assert_holds(const vm *v, uint32_t kind, uint32_t pos) {
+    if (kind == A_TEXT_START) return pos == 0;
+    if (kind == A_TEXT_END) return pos == v->n;
+    if (v->n == 0) return 0;
+    int before = pos > 0 && is_word(v, pos - 1);
+    int after = pos < v->n && is_word(v, pos);
+    return kind == A_WORD_B ? before != after : before == after;
+}
+
+/* Adds the epsilon closure of (pc0, k0) to l in priority order (an explicit stack: no deep
+ * recursion). k0 = 0xFFFF: nothing began here (clamped to each instruction's depth). */
+static inline __attribute__((always_inline)) void add_thread_impl(vm *v, tlist *l, uint32_t gen_id,
+                                                                 uint32_t pc0, uint32_t k0,
+                                                                 uint32_t start, uint32_t pos,
+                                                                 int flat) {
+    /* Locals, not v->...: stores through mark and stack could alias v's fields, and the
+     * compiler would reload them on every step. */
+    const inst *code = v->pg->code;
+    uint32_t *stack = v->stack, *mark = v->mark;
     uint32_t sp = 0;
-    stack[sp++] = pc0;
+    stack[sp++] = flat ? pc0 : pc0 | k0 << 16;
     while (sp) {
-        uint32_t pc = stack[--sp];
-        if (mark[pc] == gen_id) continue;
-        mark[pc] = gen_id;
-        const inst *in = &pg->code[pc];
+        uint32_t e = stack[--sp];
+        uint32_t pc = flat ? e : e & 0xFFFFu, k = flat ? 0 : e >> 16;
+        const inst *in = &code[pc];
+        if (k > in->kmax) k = in->kmax;
+        uint32_t s = flat ? pc : in->base + k;
+        if (mark[s] == gen_id) continue;
+        mark[s] = gen_id;
+        uint32_t next = pc + 1;
         switch (in->op) {
         case I_JMP:
-            /* A loop's back edge to a split already visited at this position: the iteration
-             * matched empty. Python's rule (sre's MAX_UNTIL / MIN_UNTIL) ends the loop there
-             * and goes on with what follows it, at this path's priority, instead of dropping
-             * the path: "(|a)*" on "aa" matches "", not "aa". The loop's exit is the
-             * instruction after the back edge. If the split was visited by an earlier thread,
-             * its exit is visited too and the path ends there as before. */
-            stack[sp++] = in->y && mark[in->x] == gen_id ? pc + 1 : in->x;
+            /* A loop's back edge (depth = the split's + 1): when the loop began this
+             * iteration here (k <= the split's depth), the iteration matched empty, and
+             * Python leaves the loop (its exit is the instruction after the back edge). */
+            if (!(in->y && k < in->kmax)) next = in->x;
             break;
         case I_SPLIT:
-            stack[sp++] = in->y; /* pushed first: explored after x, i.e. lower priority */
-            stack[sp++] = in->x;
+            stack[sp++] = flat ? in->y : in->y | k << 16; /* pushed first: explored after x, i.e. lower priority */
+            next = in->x;
             break;
         case I_BOL:
-            if (pos == 0) stack[sp++] = pc + 1;
+            if (pos != 0) continue;
             break;
         case I_EOL:
-            if (pos == n || (pos + 1 == n && text[pos] == '\n')) stack[sp++] = pc + 1;
+            if (!(pos == v->n || (pos + 1 == v->n && v->text[pos] == '\n'))) continue;
+            break;
+        case I_ASSERT:
+            if (!assert_holds(v, in->x, pos)) continue;
             break;
         default:
             l->pc[l->n] = pc;
             l->start[l->n] = start;
             l->n++;
+            continue;
         }
+        stack[sp++] = flat ? next : next | k << 16;
     }
+}
+
+/* A program without loops that can match empty (most) has one state per instruction and
+ * k = 0 throughout: the same walk without k, as the VM was before it had to know. */
+static void add_thread_flat(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t start, uint32_t pos) {
+    add_thread_impl(v, l, gen_id, pc0, 0, start, pos, 1);
+}
+
+static void add_thread(vm *v, tlist *l, uint32_t gen_id, uint32_t pc0, uint32_t k0, uint32_t start,
+                       uint32_t pos) {
+    add_thread_impl(v, l, gen_id, pc0, k0, start, pos, 0);
 }
 
 RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
@@ -570,7 +712,8 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
         buf_put_uint(&m, ps.i ? ps.i - 1 : 0);
         return rt_fail_buf(&m);
     }
-    prog pg = {0, 0, 0, 0, 0};
+    prog pg = {0, 0, 0, 0, 0, 0};
+    set_nullable(ast);
     gen(&pg, ast);
     emit(&pg, I_MATCH, 0, 0);
     if (pg.overflow) return rt_fail("pattern too large once repeats are expanded (limit 20000 steps)");
@@ -578,9 +721,22 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
     uint32_t tn;
     const uint32_t *t = decode_utf8(text->s, text->len, &tn);
     uint32_t m = pg.n;
-    uint32_t *mark = rt_xalloc(m * sizeof(uint32_t));
-    memset(mark, 0xFF, m * sizeof(uint32_t));
-    uint32_t *stack = rt_xalloc(2 * (size_t)m * sizeof(uint32_t) + 8);
+    /* States: one per consuming instruction, depth + 1 for the others (see vm). */
+    uint64_t states = 0;
+    for (uint32_t pc = 0; pc < m; pc++) {
+        inst *in = &pg.code[pc];
+        in->base = (uint32_t)states;
+        if (is_consuming(in->op)) in->kmax = 0;
+        states += (uint64_t)in->kmax + 1u;
+        if (states > MAX_STATES)
+            return rt_fail("pattern too large: its nested unbounded repeats need more than 1000000 automaton states");
+    }
+    vm v = {&pg, rt_xalloc((size_t)states * sizeof(uint32_t)), 0, t, tn};
+    int flat = states == m; /* no instruction has a second state */
+    memset(v.mark, 0xFF, (size_t)states * sizeof(uint32_t));
+    /* Each state is expanded once per position and pushes at most two entries, of which one
+     * replaces it: at most states + 1 entries (pairs) are ever waiting. */
+    v.stack = rt_xalloc(((size_t)states + 2) * sizeof(uint32_t));
     tlist a = {rt_xalloc(m * sizeof(uint32_t)), rt_xalloc(m * sizeof(uint32_t)), 0};
     tlist b = {rt_xalloc(m * sizeof(uint32_t)), rt_xalloc(m * sizeof(uint32_t)), 0};
     tlist *cl = &a, *nl = &b;
@@ -588,7 +744,12 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
     uint32_t gen_id = 0;
     for (uint32_t pos = 0;; pos++) {
         /* A new attempt starting here has the lowest priority of all live threads. */
-        if (best_start < 0) add_thread(&pg, cl, mark, gen_id, stack, 0, pos, pos, t, tn);
+        if (best_start < 0) {
+            if (flat)
+                add_thread_flat(&v, cl, gen_id, 0, pos, pos);
+            else
+                add_thread(&v, cl, gen_id, 0, 0xFFFF, pos, pos);
+        }
         if (cl->n == 0 && (best_start >= 0 || pos >= tn)) break;
         gen_id++;
         nl->n = 0;
@@ -605,7 +766,11 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
             int ok = ip->op == I_CHAR ? ch == ip->x
                      : ip->op == I_ANY ? ch != '\n'
                                        : in_class(&ps.classes[ip->x], ch);
-            if (ok) add_thread(&pg, nl, mark, gen_id, stack, cl->pc[k] + 1, st, pos + 1, t, tn);
+            if (!ok) continue;
+            if (flat)
+                add_thread_flat(&v, nl, gen_id, cl->pc[k] + 1, st, pos + 1);
+            else
+                add_thread(&v, nl, gen_id, cl->pc[k] + 1, 0xFFFF, st, pos + 1);
         }
         /* At the end of the text no thread can consume more: everything is decided. */
         if (pos >= tn) break;

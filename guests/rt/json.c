@@ -369,7 +369,9 @@ static const char *fast_string_end(const char *open, const char *end) {
  * is still reported by the one parser, at the same place with the same message. */
 static int minify_fast(rt_buf *out, const char *s, size_t n, int max_depth) {
     const char *p = s, *end = s + n;
-    buf_reserve(out, n); /* tokens as written minus whitespace: never longer than the input */
+    /* Tokens as written minus whitespace: never longer than the input. Where memory cannot
+     * hold that much, the general parser writes (and the output is cut, see buf_reserve). */
+    if (!buf_try_reserve(out, n)) return 0;
     char *o = out->p + out->len;
     uint8_t is_obj[JSON_MAX_DEPTH + 1];
     int depth = 0;
@@ -514,7 +516,7 @@ void json_error_message(rt_buf *out, const char *prefix, const char *s, size_t n
 static const char HEX[] = "0123456789abcdef";
 
 void json_write_string(rt_buf *b, const char *s, size_t n) {
-    buf_reserve(b, n + 2);
+    buf_try_reserve(b, n + 2); /* a hint: escapes add more, through buf_put */
     buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -572,7 +574,7 @@ static const jv **sorted_members(const jv *v) {
 
 static void newline(rt_buf *b, int indent, int level) {
     size_t n = (size_t)indent * (size_t)level;
-    buf_reserve(b, n + 1);
+    if (!buf_reserve(b, n + 1)) return;
     b->p[b->len++] = '\n';
     memset(b->p + b->len, ' ', n);
     b->len += n;
@@ -595,7 +597,7 @@ static void write_value(rt_buf *b, const jv *v, int indent, int sort_keys, int l
     buf_putc(b, is_obj ? '{' : '[');
     const jv **order = is_obj && sort_keys ? sorted_members(v) : 0;
     const jv *c = v->first;
-    for (uint32_t i = 0; i < v->len; i++) {
+    for (uint32_t i = 0; i < v->len && !rt_out_cut; i++) {
         const jv *item = order ? order[i] : c;
         if (i) buf_putc(b, ',');
         if (indent) newline(b, indent, level + 1);
@@ -636,14 +638,54 @@ int json_get_bool(const jv *obj, const char *key, int *out) {
     return *out;
 }
 
+/* The top-level member of the arguments object whose value holds byte pos, as [*k, *k+*kn):
+ * 0 when pos is not inside one. The host wrote the text (valid JSON but for what the parser
+ * refused at pos), so a scan of strings and brackets is enough. */
+static int arg_at(const char *in, size_t pos, const char **k, size_t *kn) {
+    int depth = 0, found = 0;
+    for (size_t i = 0; i < pos; i++) {
+        char c = in[i];
+        if (c == '"') {
+            size_t j = i + 1;
+            while (j < pos && in[j] != '"') j += in[j] == '\\' ? 2 : 1;
+            /* A string at depth 1 followed by ':' is a key. */
+            size_t after = j + 1;
+            while (after < pos && is_ws(in[after])) after++;
+            if (depth == 1 && after < pos && in[after] == ':') {
+                *k = in + i + 1;
+                *kn = j - i - 1;
+                found = 1;
+            }
+            i = j;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return found && depth >= 1;
+}
+
 jv *rt_args(const char *in, uint32_t n, uint64_t *fail) {
     json_error e;
     /* The host serialises the arguments; a little headroom over the data depth limit leaves
      * room for the arguments object that wraps the data. */
     jv *v = json_parse(in, n, JSON_MAX_DEPTH + 2, &e);
     if (!v) {
+        /* The text is the host's encoding, not the caller's: name the argument and the rule,
+         * not a line and column nobody wrote ("argument 'data': nesting too deep"). */
+        const char *k;
+        size_t kn;
         rt_buf msg;
-        json_error_message(&msg, "arguments are not valid JSON: ", in, n, &e);
+        if (arg_at(in, e.pos < n ? e.pos : n, &k, &kn)) {
+            buf_init(&msg, kn + 96);
+            buf_puts(&msg, "argument '");
+            buf_put(&msg, k, kn);
+            buf_puts(&msg, "': ");
+            buf_puts(&msg, e.err);
+        } else {
+            json_error_message(&msg, "arguments are not valid JSON: ", in, n, &e);
+        }
         *fail = rt_fail_buf(&msg);
         return 0;
     }

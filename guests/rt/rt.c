@@ -5,6 +5,8 @@ extern unsigned char __heap_base;
 static uintptr_t heap_top;
 static uintptr_t last_block;
 static int oom_flag;
+static rt_buf *out_buf; /* the call's output buffer (rt_out_init), which may be cut */
+int rt_out_cut;
 
 /* With -mbulk-memory these builtins lower to memory.copy / memory.fill, so they cannot recurse
  * into the functions being defined. */
@@ -64,26 +66,30 @@ void *rt_xalloc(size_t n) {
     return p;
 }
 
-void *rt_xrealloc(void *p, size_t old_n, size_t new_n) {
+/* rt_xrealloc without the trap: 0 when memory cannot grow (p is then unchanged). */
+static void *try_realloc(void *p, size_t old_n, size_t new_n) {
     if (p && (uintptr_t)p == last_block) {
         uintptr_t end = (uintptr_t)p + new_n;
-        if (new_n > 0xFFFFFFFFu - (uintptr_t)p) {
-            oom_flag = 1;
-            __builtin_trap();
-        }
+        if (new_n > 0xFFFFFFFFu - (uintptr_t)p) return 0;
         size_t have = __builtin_wasm_memory_size(0) * 65536u;
         if (end > have) {
             size_t pages = (end - have + 65535u) / 65536u;
-            if (__builtin_wasm_memory_grow(0, pages) == (size_t)-1) {
-                oom_flag = 1;
-                __builtin_trap();
-            }
+            if (__builtin_wasm_memory_grow(0, pages) == (size_t)-1) return 0;
         }
         heap_top = end;
         return p;
     }
-    void *q = rt_xalloc(new_n);
-    if (p && old_n) memcpy(q, p, old_n < new_n ? old_n : new_n);
+    void *q = bump(new_n ? new_n : 1);
+    if (q && p && old_n) memcpy(q, p, old_n < new_n ? old_n : new_n);
+    return q;
+}
+
+void *rt_xrealloc(void *p, size_t old_n, size_t new_n) {
+    void *q = try_realloc(p, old_n, new_n);
+    if (!q) {
+        oom_flag = 1;
+        __builtin_trap();
+    }
     return q;
 }
 
@@ -93,22 +99,40 @@ void buf_init(rt_buf *b, size_t cap) {
     b->len = 0;
 }
 
-void buf_reserve(rt_buf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return;
-    size_t cap = b->cap * 2;
-    if (cap < b->len + extra) cap = b->len + extra;
-    b->p = rt_xrealloc(b->p, b->len, cap);
+int buf_try_reserve(rt_buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 1;
+    if (extra > 0xFFFFFFFFu - b->len) return 0;
+    /* Doubling, else exactly what is asked. */
+    size_t need = b->len + extra, cap = b->cap * 2;
+    if (cap < need) cap = need;
+    char *q = try_realloc(b->p, b->len, cap);
+    if (!q && cap > need) q = try_realloc(b->p, b->len, cap = need);
+    if (!q) return 0;
+    b->p = q;
     b->cap = cap;
+    return 1;
+}
+
+int buf_reserve(rt_buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 1;
+    if (b == out_buf && rt_out_cut) return 0;
+    if (buf_try_reserve(b, extra)) return 1;
+    if (b != out_buf) {
+        oom_flag = 1;
+        __builtin_trap();
+    }
+    rt_out_cut = 1; /* the output stops where it stands */
+    return 0;
 }
 
 void buf_put(rt_buf *b, const void *s, size_t n) {
-    buf_reserve(b, n);
+    if (!buf_reserve(b, n)) return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
 }
 
 void buf_putc(rt_buf *b, char c) {
-    if (b->len == b->cap) buf_reserve(b, 1);
+    if (b->len == b->cap && !buf_reserve(b, 1)) return;
     b->p[b->len++] = c;
 }
 
@@ -125,11 +149,21 @@ void buf_put_uint(rt_buf *b, uint64_t v) {
 }
 
 void rt_out_init(rt_buf *b, size_t cap) {
-    buf_init(b, cap + 1);
+    /* The size asked is a guess from the input (csv: twice the text): when memory cannot
+     * hold it, start small and let the output grow (or be cut) as it is written. */
+    b->cap = cap + 1;
+    b->p = cap < 0xFFFFFFF0u ? bump(b->cap) : 0;
+    if (!b->p) buf_init(b, 64);
+    b->len = 0;
     buf_putc(b, RT_OK);
+    out_buf = b;
+    rt_out_cut = 0;
 }
 
-uint64_t rt_done(rt_buf *b) { return ((uint64_t)b->len << 32) | (uint32_t)(uintptr_t)b->p; }
+uint64_t rt_done(rt_buf *b) {
+    if (b == out_buf && rt_out_cut) b->p[0] = RT_CUT;
+    return ((uint64_t)b->len << 32) | (uint32_t)(uintptr_t)b->p;
+}
 
 uint64_t rt_fail(const char *msg) {
     rt_buf b;

@@ -17,7 +17,11 @@
 
 #define RT_EXPORT(name) __attribute__((export_name(name)))
 
-enum { RT_OK = 0, RT_ERROR = 1, RT_EXHAUSTED = 2 };
+/* RT_CUT: the output buffer could not grow (linear memory is exhausted); the bytes after it
+ * are the output's first part. The host sizes it against limits.output_bytes like any output
+ * (past it: output_too_large) and otherwise reports resource_limit: a small input that
+ * expands (CSV of a wide header, escapes) is reported as the output it would have been. */
+enum { RT_OK = 0, RT_ERROR = 1, RT_EXHAUSTED = 2, RT_CUT = 3 };
 
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
@@ -36,14 +40,25 @@ typedef struct {
 } rt_buf;
 
 void buf_init(rt_buf *b, size_t cap);
-void buf_reserve(rt_buf *b, size_t extra);
+/* Room for `extra` more bytes: 1, or 0 when b is the call's output buffer and memory could
+ * not grow (rt_out_cut is then set, and buf_put / buf_putc write nothing more). Any other
+ * buffer traps on exhaustion (rt_xalloc). A caller that writes through b->p itself must
+ * check the return. */
+int buf_reserve(rt_buf *b, size_t extra);
+/* A size hint: 1 with room for `extra` more bytes, else 0 and nothing changed (no trap, no
+ * cut). A hint far past what is then written (a fast path's worst case) must not cut an
+ * output that, written piece by piece, would have grown further. */
+int buf_try_reserve(rt_buf *b, size_t extra);
 void buf_put(rt_buf *b, const void *s, size_t n);
 void buf_putc(rt_buf *b, char c);
 void buf_puts(rt_buf *b, const char *s);
 void buf_put_uint(rt_buf *b, uint64_t v);
 
-/* An output buffer starts with the RT_OK status byte; rt_done packs it for the return. */
+/* An output buffer starts with the RT_OK status byte; rt_done packs it for the return
+ * (status RT_CUT instead when it was cut). One per call: the last one rt_out_init made. */
 void rt_out_init(rt_buf *b, size_t cap);
+/* Set once the output buffer could not grow: loops that write output stop early. */
+extern int rt_out_cut;
 uint64_t rt_done(rt_buf *b);
 /* A failure result: status RT_ERROR then the message. */
 uint64_t rt_fail(const char *msg);

@@ -200,3 +200,31 @@ def test_raw_control_character_refused_at_every_offset(backend: WasmBackend, off
     unterminated = '["' + "a" * offset
     with pytest.raises(ToolFailed, match="unterminated string"):
         call(backend, "json_parse", {"text": unterminated})
+
+
+@SETTINGS
+@given(
+    text=st.text(st.sampled_from(list('a,;"\r\n é\t')), max_size=14),
+    delimiter=st.sampled_from([",", ";", "\t"]),
+)
+def test_csv_to_json_matches_strict_csv_reader(
+    backend: WasmBackend, text: str, delimiter: str
+) -> None:
+    # Any text, not only what csv.writer makes: the guest is RFC 4180 strict, so it refuses
+    # exactly what csv.reader(strict=True) refuses (a quote left open, text after a closing
+    # quote) and otherwise gives its rows, blank lines skipped (csv.reader yields []).
+    try:
+        expected: Any = [
+            row
+            for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+            if row
+        ]
+    except csv.Error:
+        expected = None
+    try:
+        got = call(backend, "csv_to_json", {"text": text, "header": False, "delimiter": delimiter})
+    except ToolFailed as exc:
+        assert expected is None, exc.message
+        assert "malformed quoted field" in exc.message
+        return
+    assert got["rows"] == expected

@@ -8,15 +8,17 @@ import hashlib
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
-from runtime.errors import ManifestError, ToolFailed
+from runtime.errors import InvalidArguments, ManifestError, ToolFailed
+from runtime.validation import compile_schema
 from tests.wasm.test_regex import python_search
 
-from .conftest import ECHO_WAT, call, request, wat_tool
+from .conftest import ECHO_WAT, call, request, spec_of, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -155,3 +157,111 @@ def test_module_past_the_engine_limits_names_why(
     with pytest.raises(ManifestError, match="not a valid wasm module") as info:
         backend.run_sync(request(spec, {}))
     assert f"module {reason} does not fit" in info.value.message
+
+
+def test_csv_quote_errors_name_record_field_and_offset(backend: WasmBackend) -> None:
+    # "malformed quoted field (record 2)" named neither the field nor the rule broken.
+    cases = {
+        'a,b\n1,"2"   \n': "text after its closing quote (record 2, field 2, character 9)",
+        'é,b\n1,"x\n': "the quote is never closed (record 2, field 2, character 6)",
+        '"a","b"x\n': "text after its closing quote (record 1, field 2, character 7)",
+    }
+    for text, fragment in cases.items():
+        with pytest.raises(ToolFailed) as info:
+            call(backend, "csv_to_json", {"text": text})
+        assert fragment in info.value.message
+
+
+def test_csv_delimiter_schema_accepts_exactly_what_the_guest_does(backend: WasmBackend) -> None:
+    # The schema took any one character; the guest refuses a quote, CR, LF and non-ASCII,
+    # which reached the tool as tool_error instead of invalid_arguments naming the rule.
+    validator = compile_schema(spec_of("csv_to_json").parameters)
+    for code in [*range(0x100), 0x2028, 0x1F600]:
+        delimiter = chr(code)
+        arguments = {"text": "", "delimiter": delimiter}  # no text to trip over
+        try:
+            validator.validate_arguments("csv_to_json", arguments)
+            schema_ok = True
+        except InvalidArguments as exc:
+            assert exc.details["rule"] == "pattern"
+            schema_ok = False
+        try:
+            call(backend, "csv_to_json", arguments)
+            guest_ok = True
+        except ToolFailed:
+            guest_ok = False
+        assert schema_ok == guest_ok, repr(delimiter)
+
+
+def test_json_parse_names_a_leading_bom(backend: WasmBackend) -> None:
+    # CPython: "Unexpected UTF-8 BOM (decode using utf-8-sig)"; the guest said "expecting
+    # value", which sends the caller looking for a syntax error that is not there.
+    with pytest.raises(ToolFailed, match=r"expecting value, found a UTF-8 byte order mark"):
+        call(backend, "json_parse", {"text": "\ufeff[1]"})
+    # Anywhere else it is what it is: a character outside the grammar, or inside a string.
+    with pytest.raises(ToolFailed, match="extra data"):
+        call(backend, "json_parse", {"text": "[1]\ufeff"})
+    assert call(backend, "json_parse", {"text": '"\ufeff"'}) == {"data": "\ufeff"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [
+        ("json_stringify", {}),
+        ("json_query", {"pointer": "/0"}),
+        ("json_stringify", {"pretty": True}),
+    ],
+)
+def test_too_deep_data_names_the_argument(
+    backend: WasmBackend, tool: str, extra: dict[str, Any]
+) -> None:
+    # The schema takes any value; the guests' parser stops at 512 levels. The message named a
+    # line and column of the host's encoding of the arguments ("line 1 column 522"), which the
+    # caller never wrote, and not the argument.
+    value: Any = 0
+    for _ in range(600):
+        value = [value]
+    with pytest.raises(ToolFailed) as info:
+        call(backend, tool, {"data": value, **extra})
+    assert info.value.message == "argument 'data': nesting too deep (limit 512 levels)"
+
+
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "",
+        "/",
+        "//",
+        "/a",
+        "/a~0b/~1",
+        "/~01",
+        "a",
+        "a/b",
+        "~0",
+        "/~",
+        "/a~2",
+        "/~0~",
+        "/é/0",
+        " /a",
+    ],
+)
+def test_json_query_pointer_schema_accepts_exactly_what_the_guest_does(
+    backend: WasmBackend, pointer: str
+) -> None:
+    # The schema took any string; the guest refuses a pointer that is not empty and does not
+    # start with '/', or has a '~' not followed by 0 or 1: that came back as tool_error, not
+    # invalid_arguments naming the rule.
+    validator = compile_schema(spec_of("json_query").parameters)
+    arguments = {"data": {"a": 1}, "pointer": pointer}
+    try:
+        validator.validate_arguments("json_query", arguments)
+        schema_ok = True
+    except InvalidArguments as exc:
+        assert exc.details["rule"] == "pattern"
+        schema_ok = False
+    try:
+        call(backend, "json_query", arguments)
+        guest_ok = True
+    except ToolFailed:
+        guest_ok = False
+    assert schema_ok == guest_ok

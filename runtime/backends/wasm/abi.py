@@ -16,7 +16,10 @@ exports:
     - ``0`` ok: the rest is the result, a JSON value in UTF-8 (an object for built-ins);
     - ``1`` error: the rest is a UTF-8 message for the caller (``tool_error``);
     - ``2`` exhausted: the guest ran out of a resource; the rest is a message
-      (``resource_limit``).
+      (``resource_limit``);
+    - ``3`` cut: the output outgrew the guest's memory; the rest is its first part. Sized
+      like any output: past ``output_bytes`` it is ``output_too_large``, else
+      ``resource_limit`` (``limit: wasm_memory_mb``). Never parsed.
 ``rt_oom() -> i32`` (optional)
     1 when the guest trapped on purpose because ``memory.grow`` failed; lets the host report
     ``resource_limit`` as data instead of guessing from the trap.
@@ -123,6 +126,7 @@ class GuestABI:
     STATUS_OK: ClassVar[int] = 0
     STATUS_ERROR: ClassVar[int] = 1
     STATUS_EXHAUSTED: ClassVar[int] = 2
+    STATUS_CUT: ClassVar[int] = 3
 
     @staticmethod
     def encode_arguments(arguments: dict[str, Any], canonical: bytes | None = None) -> bytes:

@@ -502,6 +502,15 @@ class WasmBackend:
                     return GuestABI.decode_result(body), usage
         finally:
             slots.put(None)
+        if status == GuestABI.STATUS_CUT:
+            # The output's first part, within output_bytes (a larger one is OutputTooLarge
+            # before anything is copied): the memory bound was hit first.
+            raise ResourceLimitExceeded(
+                f"the wasm guest's result outgrew its memory ({len(body)} bytes written)",
+                usage=usage,
+                limit="wasm_memory_mb",
+                written_bytes=len(body),
+            )
         message = GuestABI.decode_message(body)[:2000]
         if status == GuestABI.STATUS_EXHAUSTED:
             raise ResourceLimitExceeded(message, usage=usage, limit="guest")
