@@ -2323,20 +2323,31 @@ static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t n
                              (unsigned long long)c.fuel_left, (unsigned long long)c.memory_size,
                              (long long)c.cpu_ns, (long long)c.wall_ns);
     }
-    /* Not OK: no output was copied (the helper sets output only on OK). The error and the
+    /* Not OK: no output was malloc'd (the helper sets output only on OK); an output too
+     * large has its head in out_buf (the preview, at most out_cap bytes). The error and the
      * trap pass to the caller as addresses; a failure to answer leaks them rather than
      * freeing what the caller may already own. */
+    PyObject *head = Py_None;
+    Py_INCREF(head);
+    if (status == 9 /* RT_OUTPUT_TOO_LARGE */ && c.body_len <= c.out_cap) {
+        Py_DECREF(head);
+        head = PyBytes_FromStringAndSize((const char *)c.out_buf, (Py_ssize_t)c.body_len);
+        if (head == NULL) {
+            return NULL;
+        }
+    }
     PyObject *error = pointer_or_none(c.error), *trap = pointer_or_none(c.trap);
     if (error == NULL || trap == NULL) {
+        Py_DECREF(head);
         Py_XDECREF(error);
         Py_XDECREF(trap);
         return NULL;
     }
-    return Py_BuildValue("(iKKKiOLLOiONN)", (int)status, (unsigned long long)c.fuel_left,
+    return Py_BuildValue("(iKKKiOLLOiNNN)", (int)status, (unsigned long long)c.fuel_left,
                          (unsigned long long)c.memory_size, (unsigned long long)c.packed,
                          (int)c.oom_flag, c.has_memory ? Py_True : Py_False,
                          (long long)c.cpu_ns, (long long)c.wall_ns,
-                         c.may_overflow ? Py_True : Py_False, (int)c.out_status, Py_None, error,
+                         c.may_overflow ? Py_True : Py_False, (int)c.out_status, head, error,
                          trap);
 }
 

@@ -71,6 +71,21 @@ def test_expanding_output_is_output_too_large(
         call(any_backend, tool, arguments, wasm_memory_mb=memory_mb, output_bytes=limit)
     assert info.value.details["limit"] == "output_bytes"
     assert info.value.details["size"] > limit
+    # The output's head, as the other backends give it (DESIGN §3: a truncated preview).
+    preview = info.value.details["preview"]
+    assert 0 < len(preview) <= 1024
+    assert preview.startswith(("{", "["))
+
+
+@pytest.mark.parametrize("tool", ["base64_encode", "json_stringify"])
+def test_output_too_large_previews_the_result(any_backend: WasmBackend, tool: str) -> None:
+    arguments = {"text": "x" * 9000} if tool == "base64_encode" else {"data": "x" * 9000}
+    with pytest.raises(OutputTooLarge) as info:
+        call(any_backend, tool, arguments, output_bytes=4096)
+    preview = info.value.details["preview"]
+    expected = {"base64_encode": '{"encoded":"eHh4', "json_stringify": '{"text":"\\"xxx'}[tool]
+    assert preview.startswith(expected), preview[:40]
+    assert len(preview) == 1024
 
 
 def test_output_past_memory_within_output_bytes_is_resource_limit(

@@ -84,9 +84,12 @@ enum {
     RT_ALLOC_FAILED = 6,   /* rt_alloc returned 0 */
     RT_BAD_INPUT_PTR = 7,  /* rt_alloc's pointer + the input does not fit in memory */
     RT_BAD_OUTPUT = 8,     /* empty or out-of-bounds output */
-    RT_OUTPUT_TOO_LARGE = 9,
+    RT_OUTPUT_TOO_LARGE = 9, /* out_buf holds the body's first body_len (<= RT_PREVIEW) bytes */
     RT_NO_HOST_MEMORY = 10, /* malloc of the output copy failed */
 };
+
+/* Bytes of an output too large that are copied for the error's preview. */
+#define RT_PREVIEW 1024
 
 typedef struct {
     /* in */
@@ -246,8 +249,18 @@ static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *ha
     size = api.memory_size(ctx, mem);
     c->memory_size = size;
     if (out_len == 0 || out_ptr + out_len > size) return RT_BAD_OUTPUT;
-    if (out_len > c->max_output) return RT_OUTPUT_TOO_LARGE;
     const uint8_t *out = api.memory_data(ctx, mem) + out_ptr;
+    if (out_len > c->max_output) {
+        /* The output's head, for the error's preview (DESIGN: output_too_large carries a
+         * truncated preview): at most RT_PREVIEW bytes of the body into the caller's
+         * buffer, never malloc'd; out_status and body_len say what was copied. */
+        uint64_t head = out_len - 1 < RT_PREVIEW ? out_len - 1 : RT_PREVIEW;
+        if (head > c->out_cap) head = c->out_cap;
+        memcpy(c->out_buf, out + 1, head);
+        c->out_status = out[0];
+        c->body_len = head;
+        return RT_OUTPUT_TOO_LARGE;
+    }
     uint64_t body_len = out_len - 1;
     uint8_t *dst = c->out_buf;
     if (body_len > c->out_cap) {

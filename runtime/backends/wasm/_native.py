@@ -155,7 +155,8 @@ def _expected_layout() -> list[int]:
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2x, once per call
 class NativeResult:
     """One call's outcome. ``error``/``trap`` are built (and own their wasmtime objects);
-    ``out_status`` and ``body`` (the output after its status byte) are set for Status.OK."""
+    ``out_status`` and ``body`` (the output after its status byte) are set for Status.OK;
+    for Status.OUTPUT_TOO_LARGE, ``body`` is the output's head (the error's preview)."""
 
     status: int
     fuel_left: int
@@ -379,7 +380,10 @@ class NativeCaller:
             # The caller holds ``pre`` (and with it the InstancePre) for the whole call.
             status = self._call(scratch.ref)
             body: bytes | bytearray | None = None
-            if status == Status.OK:
+            if status == Status.OUTPUT_TOO_LARGE:
+                # The output's head, for the error's preview (never malloc'd: RT_PREVIEW).
+                body = scratch.buf[: min(c.body_len, SCRATCH_BYTES)]
+            elif status == Status.OK:
                 n = c.body_len
                 if c.output:
                     try:

@@ -556,6 +556,7 @@ class WasmBackend:
                 usage=usage,
                 limit="output_bytes",
                 size=size,
+                preview=_preview(res.body),
             )
         else:  # ERROR, NO_HOST_MEMORY, or OK without an output (cannot happen)
             err = SandboxError("wasm guest could not be run", usage=usage)
@@ -607,6 +608,7 @@ class WasmBackend:
                     usage=usage,
                     limit="output_bytes",
                     size=out_len - 1,
+                    preview=_preview(store.read(out_ptr + 1, min(out_len - 1, _PREVIEW_BYTES))),
                 )
             out = store.read(out_ptr, out_len) or b"\xff"
         except wasmtime.Trap as exc:
@@ -679,3 +681,13 @@ class WasmBackend:
             except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
         return store.memory_size() + _PAGE > memory_limit
+
+
+#: Bytes of an output too large that its error shows (``_native.c``'s RT_PREVIEW).
+_PREVIEW_BYTES = 1024
+
+
+def _preview(head: bytes | bytearray | None) -> str:
+    """The error's preview of an output too large: its first bytes as text (the guest's
+    result JSON, cut anywhere: a split character becomes U+FFFD)."""
+    return bytes(head[:_PREVIEW_BYTES]).decode("utf-8", "replace") if head else ""
