@@ -30,7 +30,7 @@ gateway's own checks; :class:`~runtime.errors.ToolTimeout` past the time cap;
 from __future__ import annotations
 
 from runtime.egress._addresses import address_class
-from runtime.egress._gateway import EgressGateway, TransportFactory
+from runtime.egress._gateway import EgressGateway, StreamedReply, TransportFactory
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
 from runtime.egress._types import (
     EgressDenied,
@@ -51,6 +51,7 @@ __all__ = [
     "NetworkVerdictLike",
     "PinnedTransport",
     "Resolver",
+    "StreamedReply",
     "TargetURL",
     "TransportFactory",
     "address_class",
