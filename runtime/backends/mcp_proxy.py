@@ -315,6 +315,12 @@ class McpProxyBackend:
         return list(self._specs)
 
     @property
+    def transports(self) -> dict[str, str]:
+        """The transport each connected url server speaks (``streamable-http`` or ``sse``:
+        what ``auto`` settled on), by server name."""
+        return {c.server.name: c.remote.transport for c in self._connections if c.remote}
+
+    @property
     def errors(self) -> dict[str, str]:
         """Servers that could not be started, by name, with the reason."""
         return {c.server.name: c.error for c in self._connections if c.error is not None}

@@ -185,8 +185,10 @@ async def legacy_stream(request: Request) -> Response:
     _legacy[session] = queue
 
     async def events() -> AsyncIterator[bytes]:
-        if kind == "noendpoint":
+        if kind in ("late", "none"):
             yield _event({"jsonrpc": "2.0", "method": "notifications/message"})
+        if kind == "none":
+            return
         yield f"event: endpoint\ndata: {_endpoint(kind, session)}\n\n".encode()
         try:
             while (item := await queue.get()) is not _END:
