@@ -183,11 +183,17 @@ class StreamedReply:
         try:
             async with aclosing(raw) as pieces:
                 async for piece in pieces:
+                    if not self._decoder.decoded:
+                        for start in range(0, len(piece), want):
+                            yield piece[start : start + want]
+                        continue
+                    # A compressed piece may inflate to many times ``want``: the decoder
+                    # holds the rest back, and is drained ``want`` bytes at a time.
                     out = self._decoder.decode(piece, want)
-                    if out:
+                    while out:
                         yield out
-            tail = self._decoder.flush(want)
-            if tail:
+                        out = self._decoder.decode(b"", want) if len(out) == want else b""
+            while tail := self._decoder.flush(want):
                 yield tail
         except httpx.TimeoutException as exc:
             raise ToolTimeout(f"reading {self.url[:200]!r} timed out: {exc}") from exc

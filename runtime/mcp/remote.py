@@ -160,7 +160,11 @@ class RemoteClient(RemoteBase):
         else:
             assert last is not None
             raise self.unreachable(last, ATTEMPTS) from last
-        if self._task_group is not None and not self._listening:
+        self._start_listening()
+
+    def _start_listening(self) -> None:
+        """The GET stream's task, unless it runs (or there is no task group to run it)."""
+        if self._task_group is not None and not self._listening and not self._closed:
             self._listening = True
             self._task_group.start_soon(self._listen)
 
@@ -252,6 +256,8 @@ class RemoteClient(RemoteBase):
             if self._session_id == stale:
                 await self._initialize(timeout_s=timeout_s)
                 trace["mcp_sessions"] = trace.get("mcp_sessions", 0) + 1
+                # A listener that gave up while the server was away listens again.
+                self._start_listening()
                 log.info(
                     "mcp server %r: a new session after the server forgot its own", self.server.name
                 )
@@ -444,11 +450,14 @@ class RemoteClient(RemoteBase):
         """Messages outside any answer, until :meth:`aclose`. Bounded: a stream that fails or
         ends :data:`_LISTEN_FAILURES` times in a row, or floods, ends the listening (calls
         go on; only unsolicited messages are missed)."""
-        with anyio.CancelScope() as scope:
-            self._listener = scope
-            if self._closed:
-                return
-            await self._listen_loop()
+        try:
+            with anyio.CancelScope() as scope:
+                self._listener = scope
+                if self._closed:
+                    return
+                await self._listen_loop()
+        finally:
+            self._listening = False
 
     async def _listen_loop(self) -> None:
         failures = 0

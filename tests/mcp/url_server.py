@@ -3,7 +3,8 @@
 on http://127.0.0.1:PORT`` on stderr once it accepts connections.
 
 ``--sse``: the legacy HTTP+SSE transport (GET ``/sse``, POSTs to the endpoint it names)
-instead. ``--port PORT``: listen there (a restart on the same port). ``--token TOKEN``:
+instead. ``--grow``: a tool ``grow`` that adds a tool ``extra`` and notifies
+tools/list_changed. ``--port PORT``: listen there (a restart on the same port). ``--token TOKEN``:
 every request must carry ``Authorization: Bearer TOKEN`` (401 otherwise), so a test sees
 that the broker sent the header. Routes besides ``/mcp``:
 ``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
@@ -20,6 +21,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -59,6 +61,19 @@ def die() -> str:
     os._exit(3)
 
 
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``extra`` and tells the client its tools changed (a notification
+    outside any answer: the SDK sends it on the session's GET stream)."""
+    if "extra" not in [t.name for t in await server.list_tools()]:
+        server.add_tool(_extra, name="extra", description="Added by grow.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def _extra(word: str) -> str:
+    return word.upper()
+
+
 async def garbage(request: Request) -> Response:
     return Response(b"{not json", media_type="application/json")
 
@@ -82,6 +97,8 @@ def _guarded(app: Any, token: str) -> Any:
 
 def main() -> None:
     legacy = "--sse" in sys.argv
+    if "--grow" in sys.argv:
+        server.add_tool(grow)
     app = server.sse_app() if legacy else server.streamable_http_app()
     app.router.routes.append(Route("/garbage", garbage, methods=["POST", "DELETE"]))
     app.router.routes.append(Route("/moved", moved, methods=["POST", "DELETE"]))
