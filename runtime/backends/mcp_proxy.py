@@ -13,13 +13,25 @@ end: anyio cancel scopes must be left in the task that entered them, and broker 
 from many tasks. A call is a ``tools/call`` on the shared session; the session multiplexes
 concurrent requests.
 
-A server reached by ``url`` is a :class:`runtime.mcp.remote.RemoteClient` in this process:
-its handshake and tool listing run at start-up, side by side with the started servers, under
-the entry's ``start_timeout_s`` (a server that cannot be reached then has no tools until the
-broker restarts, as for a started server that failed); each call is one HTTP exchange
-through the egress gateway under the policy's ``[network]`` rules (:attr:`network`), bounded
-by the call's ``timeout_s`` and ``output_bytes``. Its fingerprint names it:
-``mcp:<name>``, mechanisms ``egress-gateway``.
+A server reached by ``url`` is a client in this process (:class:`runtime.mcp.remote.RemoteClient`
+for Streamable HTTP, :class:`runtime.mcp.remote_sse.LegacySseClient` for ``transport =
+"sse"``; ``"auto"`` picks one at start-up): its handshake and tool listing run at start-up,
+side by side with the started servers, under the entry's ``start_timeout_s`` (a server that
+cannot be reached then has no tools until the broker restarts, as for a started server that
+failed); its listening task (a GET stream) runs in this backend's task group. Each call is
+a ``tools/call`` through the egress gateway under the policy's ``[network]`` rules
+(:attr:`network`), bounded by the call's ``timeout_s`` and ``output_bytes``; reconnects and
+renewed sessions on the way are counted into the call's usage (``mcp_retries``,
+``mcp_sessions``), which the audit record keeps. ``notifications/tools/list_changed`` lists
+the server's tools again and puts them in the catalogue :meth:`register` filled, through the
+same checks as at start-up.
+
+What the audit says: the record's top-level ``backend`` is the tool's declared kind,
+``mcp``, for every MCP tool whatever its transport — DESIGN §2 dispatches "by the tool's
+declared kind" and §7's result ``backend`` names that kind, which is also what
+``runtime tools`` lists; a second value for the same kind would split every query on it.
+The precise place is the fingerprint (§6: "backend + sandbox fingerprint"): ``mcp:<name>``
+with mechanisms ``egress-gateway`` for a url server, the sandbox's own for a started one.
 
 The server is hostile: its tool names, schemas, descriptions and results are attacker data.
 Names that do not fit the catalogue's pattern and schemas that are huge or invalid are

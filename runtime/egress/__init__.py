@@ -16,6 +16,10 @@ ceiling the policy's ``max_response_bytes``); ``timeout_s`` whole request includ
 and retries, seconds (default and ceiling the policy's ``timeout_s``); ``follow_redirects``
 (default true; at most the policy's ``max_redirects``).
 
+``stream(payload)`` (an async context manager) sends the same request under the same checks
+and yields a :class:`StreamedReply` whose body is read as it arrives (``chunks(want)``), for
+SSE streams; ``timeout_s`` then bounds the exchange up to the headers, the caller the rest.
+
 Reply: ``{"status": int, "headers": {lower-case name: value}, "body": bytes, "truncated":
 bool, "url": final URL, "redirects": [URLs followed]}``. Bodies in gzip/deflate are decoded
 (under the cap) and their Content-Encoding header removed.

@@ -7,6 +7,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -36,8 +37,8 @@ def _port(server: HttpServer) -> str:
     return match.group(1)
 
 
-async def _add(broker: object, a: int) -> object:
-    return await broker.call({"tool": "h__add", "arguments": {"a": a, "b": 1}})  # type: ignore[attr-defined]
+async def _add(broker: Any, a: int) -> Any:
+    return await broker.call({"tool": "h__add", "arguments": {"a": a, "b": 1}})
 
 
 async def test_a_restarted_server_gets_a_new_session(
