@@ -97,6 +97,9 @@ class _Connection:
     #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
     stale: bool = False
     refreshing: bool = False
+    #: The refresh task's scope: the backend's close cancels it (a listing may take up to
+    #: start_timeout_s, and the close must not wait for it).
+    refresh_scope: anyio.CancelScope | None = None
     tools: list[types.Tool] = field(default_factory=list)
     error: str | None = None
     spawned: bool = False
@@ -187,6 +190,8 @@ class McpProxyBackend:
         self._closed = True
         for conn in self._connections:
             conn.stop.set()
+            if conn.refresh_scope is not None:
+                conn.refresh_scope.cancel()
         with anyio.CancelScope(shield=True):
             for conn in self._connections:
                 if conn.spawned:
@@ -274,29 +279,35 @@ class McpProxyBackend:
         checks as at start-up (name pattern, schema size, the entry's ``tools``, the
         catalogue's own schema check). A listing that fails keeps the tools as they were."""
         try:
-            while conn.stale and not self._closed:
-                conn.stale = False
-                remote = conn.remote
-                if remote is None:
-                    return
-                try:
-                    conn.tools = await remote.list_tools()
-                except (RuntimeToolError, TimeoutError) as exc:
-                    text = exc.message if isinstance(exc, RuntimeToolError) else "timed out"
-                    log.warning("mcp server %r: tools not listed again: %s", conn.server.name, text)
-                    return
-                except Exception as exc:  # a server that fails must not take the broker down
-                    log.warning(
-                        "mcp server %r: tools not listed again: %s",
-                        conn.server.name,
-                        _describe(exc),
-                    )
-                    return
-                self._replace_tools(conn)
-                # At most one listing per second per server, however often it notifies.
-                await anyio.sleep(_REFRESH_INTERVAL_S)
+            with anyio.CancelScope() as conn.refresh_scope:
+                if not self._closed:
+                    await self._refresh_loop(conn)
         finally:
             conn.refreshing = False
+            conn.refresh_scope = None
+
+    async def _refresh_loop(self, conn: _Connection) -> None:
+        while conn.stale and not self._closed:
+            conn.stale = False
+            remote = conn.remote
+            if remote is None:
+                return
+            try:
+                conn.tools = await remote.list_tools()
+            except (RuntimeToolError, TimeoutError) as exc:
+                text = exc.message if isinstance(exc, RuntimeToolError) else "timed out"
+                log.warning("mcp server %r: tools not listed again: %s", conn.server.name, text)
+                return
+            except Exception as exc:  # a server that fails must not take the broker down
+                log.warning(
+                    "mcp server %r: tools not listed again: %s",
+                    conn.server.name,
+                    _describe(exc),
+                )
+                return
+            self._replace_tools(conn)
+            # At most one listing per second per server, however often it notifies.
+            await anyio.sleep(_REFRESH_INTERVAL_S)
 
     def _replace_tools(self, conn: _Connection) -> None:
         fresh = _specs_of(conn)

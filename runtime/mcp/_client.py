@@ -292,13 +292,18 @@ class RemoteBase:
         )
 
     def unreachable(self, exc: BaseException, attempts: int) -> SandboxError:
+        """Every attempt failed; ``exc`` is the last failure."""
         what = str(getattr(exc, "message", "") or exc or type(exc).__name__)
+        # Refused at connect (or unresolvable): unreachable; otherwise it was reached and
+        # gave no answer each time.
+        reached = delivered(exc)
+        state = "gave no answer" if reached else "is unreachable"
         return SandboxError(
-            f"MCP server {self.server.name!r} is unreachable ({attempts} attempts): "
+            f"MCP server {self.server.name!r} {state} ({attempts} attempts): "
             f"{self.scrub(what)[:300]}",
             server=self.server.name,
             url=self.url[:200],
-            reason="unreachable",
+            reason="no_answer" if reached else "unreachable",
         )
 
 

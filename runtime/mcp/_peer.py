@@ -24,6 +24,7 @@ that answer nothing we sent. The rules, and why:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from runtime.errors import SandboxError
 
 __all__ = [
     "LOG_BUDGET",
+    "SESSION_WINDOW_S",
     "Budget",
     "Inbound",
     "answer_for",
@@ -49,6 +51,8 @@ MAX_MESSAGES = 10_000
 #: Bytes of those messages one stream may send.
 MAX_CHATTER_BYTES = 4 * 1024 * 1024
 _MAX_ID_CHARS = 256
+#: The budget window of a stream held open for a session, seconds.
+SESSION_WINDOW_S = 60.0
 
 _REFUSED = {
     "sampling/createMessage": "the runtime does not let an MCP server drive the model (sampling)",
@@ -94,17 +98,24 @@ def answer_for(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class Budget:
-    """What one stream may spend besides the awaited answer."""
+    """What one stream may spend besides the awaited answer. ``window_s`` (seconds) renews
+    the budget for a stream held open for a whole session (a GET stream): its limits are
+    then per window, so hours of progress notifications are not a flood, a burst is."""
 
-    __slots__ = ("bytes", "messages", "requests", "server")
+    __slots__ = ("bytes", "messages", "requests", "server", "started", "window_s")
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, *, window_s: float | None = None) -> None:
         self.server = server
+        self.window_s = window_s
+        self.started = time.monotonic()
         self.messages = 0
         self.requests = 0
         self.bytes = 0
 
     def spend(self, kind: str, size: int) -> None:
+        if self.window_s is not None and time.monotonic() - self.started > self.window_s:
+            self.started = time.monotonic()
+            self.messages = self.requests = self.bytes = 0
         self.messages += 1
         self.bytes += size
         if kind == "request":

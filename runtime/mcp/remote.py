@@ -87,7 +87,7 @@ from runtime.mcp._client import (
     resolve_headers,
     visible_ascii,
 )
-from runtime.mcp._peer import Budget, classify, same_id
+from runtime.mcp._peer import SESSION_WINDOW_S, Budget, classify, same_id
 from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
 
 __all__ = [
@@ -119,7 +119,11 @@ _LISTEN_EVENT_BYTES = 1024 * 1024
 
 
 class _SessionExpired(Exception):
-    """The server answered 404 to a request carrying our session id."""
+    """The server answered 404 to a request carrying ``session``, our session id."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(session)
+        self.session = session
 
 
 class _NotSent(Exception):
@@ -194,7 +198,8 @@ class RemoteClient(RemoteBase):
                 await self._gateway.aclose()
 
     async def _initialize(self, *, timeout_s: float) -> None:
-        self._session_id = None
+        # The old session stays in place until the new one is open: calls in flight keep
+        # using it (and renew through the lock if the server forgot it), never none at all.
         request_id = next(self._ids)
         answer = await self._exchange(
             self.initialize_message(request_id), timeout_s=timeout_s, max_bytes=LIST_BYTES
@@ -236,7 +241,7 @@ class RemoteClient(RemoteBase):
                         ) from exc
                     last = exc
                     try:
-                        renewed = await self._renew(timeout_s, trace)
+                        renewed = await self._renew(exc.session, timeout_s, trace)
                     except (_NotSent, _Lost) as inner:
                         last = inner.__cause__ or inner  # retried: the request was not sent
                 except _NotSent as exc:
@@ -248,10 +253,9 @@ class RemoteClient(RemoteBase):
             assert last is not None
             raise self.unreachable(last, ATTEMPTS) from last
 
-    async def _renew(self, timeout_s: float, trace: Trace) -> bool:
-        """A fresh session in place of the one the server forgot (once for concurrent
-        callers: the first renews, the others find the new session)."""
-        stale = self._session_id
+    async def _renew(self, stale: str, timeout_s: float, trace: Trace) -> bool:
+        """A fresh session in place of ``stale``, the one the server forgot (once for
+        concurrent callers: the first renews, the others find the new session)."""
         async with self._renewing:
             if self._session_id == stale:
                 await self._initialize(timeout_s=timeout_s)
@@ -268,9 +272,13 @@ class RemoteClient(RemoteBase):
     ) -> dict[str, Any]:
         """One POST and its answer, read as it arrives."""
         request_id = message["id"]
-        async with self._post(message, timeout_s=timeout_s) as reply:
-            await self._check_status(reply, message)
-            if message["method"] == "initialize":
+        opening = message["method"] == "initialize"
+        # The session this request carries: a 404 names it, so that a renewal by another
+        # call meanwhile is not taken for a second forgotten session.
+        sent = None if opening else self._session_id
+        async with self._post(message, sent, timeout_s=timeout_s) as reply:
+            await self._check_status(reply, sent)
+            if opening:
                 session = reply.headers.get("mcp-session-id")
                 if session is not None and not visible_ascii(session):
                     raise self.malformed("a session id that is not visible ASCII")
@@ -289,13 +297,13 @@ class RemoteClient(RemoteBase):
 
     @asynccontextmanager
     async def _post(
-        self, message: dict[str, Any], *, timeout_s: float
+        self, message: dict[str, Any], session: str | None, *, timeout_s: float
     ) -> AsyncIterator[StreamedReply]:
         payload = {
             "method": "POST",
             "url": self.url,
             "headers": {
-                **self._request_headers(self._session_id),
+                **self._request_headers(session),
                 "Content-Type": "application/json",
             },
             "body": json.dumps(message, separators=(",", ":")).encode(),
@@ -315,10 +323,10 @@ class RemoteClient(RemoteBase):
         finally:
             await stream.__aexit__(None, None, None)
 
-    async def _check_status(self, reply: StreamedReply, message: dict[str, Any]) -> None:
+    async def _check_status(self, reply: StreamedReply, sent: str | None) -> None:
         status = reply.status
-        if status == 404 and self._session_id is not None and message.get("method") != "initialize":
-            raise _SessionExpired
+        if status == 404 and sent is not None:
+            raise _SessionExpired(sent)
         if not 200 <= status < 300:
             body = bytearray()
             with anyio.move_on_after(2):
@@ -490,7 +498,7 @@ class RemoteClient(RemoteBase):
                     raise _Stop  # the server offers no GET stream (the spec allows it)
                 return False
             parser = SseParser(_LISTEN_EVENT_BYTES)
-            budget = Budget(self.server.name)
+            budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)
             async for chunk in reply.chunks():
                 for event in parser.feed(chunk):
                     message = json.loads(event.data)

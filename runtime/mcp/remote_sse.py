@@ -50,7 +50,7 @@ from runtime.errors import (
     ToolFailed,
 )
 from runtime.mcp._client import LIST_BYTES, RemoteBase, Trace, delivered
-from runtime.mcp._peer import Budget, classify
+from runtime.mcp._peer import SESSION_WINDOW_S, Budget, classify
 from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
 from runtime.mcp.remote import ATTEMPTS, BACKOFF_S, HttpStatusError, RemoteClient
 from runtime.policy.network import NetworkRules
@@ -294,7 +294,7 @@ class LegacySseClient(RemoteBase):
             if content_type != "text/event-stream":
                 raise self.malformed(f"an event stream of type {content_type[:100]!r}")
             parser = SseParser(EVENT_BYTES)
-            budget = Budget(self.server.name)
+            budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)
             try:
                 async for chunk in reply.chunks():
                     for event in parser.feed(chunk):
@@ -326,7 +326,8 @@ class LegacySseClient(RemoteBase):
             request_id = message["id"]
             pending = stream.pending.get(request_id) if type(request_id) is int else None
             if pending is not None and pending.message is None and pending.error is None:
-                if len(data) > pending.max_bytes:
+                size = len(data) if data.isascii() else len(data.encode("utf-8", "replace"))
+                if size > pending.max_bytes:
                     pending.error = OutputTooLarge(
                         f"MCP server {self.server.name!r} answered more than "
                         f"{pending.max_bytes} bytes",

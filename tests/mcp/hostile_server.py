@@ -31,6 +31,7 @@ _answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
 _calls: Counter[str] = Counter()
 _legacy: dict[str, asyncio.Queue[str]] = {}
 _grown = False
+_slow_list = asyncio.Event()
 _tasks: set[asyncio.Task[None]] = set()
 _END = "\0end"
 PORT = 0
@@ -99,6 +100,10 @@ async def _call(request_id: Any, arguments: dict[str, Any]) -> AsyncIterator[byt
         # Answers that look like ours and are not: a string id, a boolean, a null error.
         for wrong in (str(request_id), True, None, [request_id]):
             yield _event({"jsonrpc": "2.0", "id": wrong, "result": {"content": []}})
+    elif mode == "slowlist":
+        _slow_list.set()
+        yield _event({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        yield _event(_result(request_id, "listing is slow now"))
     elif mode == "grow":
         _grown = True
         yield _event({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -127,6 +132,8 @@ def _handle(message: dict[str, Any]) -> tuple[int, Any]:
             "serverInfo": {"name": "hostile", "version": "1"},
         }
         return 200, {"jsonrpc": "2.0", "id": message["id"], "result": info}
+    if method == "tools/list" and _slow_list.is_set():
+        return 0, None  # the caller sleeps: a listing that never ends
     if method == "tools/list":
         tools = [TOOL, EXTRA] if _grown else [TOOL]
         return 200, {"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}}
@@ -146,6 +153,7 @@ async def streamable(request: Request) -> Response:
     if message.get("method") == "initialize":
         session = f"s{next(_ids)}"
         _sessions.add(session)
+        _calls["initialize"] += 1
     elif session not in _sessions:
         return Response(b"unknown session", status_code=404)
     headers = {"mcp-session-id": session}
@@ -155,6 +163,8 @@ async def streamable(request: Request) -> Response:
             _call(message["id"], arguments), media_type="text/event-stream", headers=headers
         )
     status, body = _handle(message)
+    if status == 0:
+        await asyncio.sleep(3600)
     if body is None:
         return Response(status_code=status, headers=headers)
     return JSONResponse(body, status_code=status, headers=headers)

@@ -203,3 +203,34 @@ async def test_a_forgotten_session_is_renewed_and_audited(
     done = [r for r in completions(tmp_path) if r.tool == "h__t"]
     assert done[-1].usage is not None and done[-1].usage["mcp_sessions"] == 1
     assert "mcp_sessions" not in (done[0].usage or {})
+
+
+async def test_concurrent_calls_renew_the_session_once(hostile: HttpServer, tmp_path: Path) -> None:
+    async with broker_for(entry(hostile.url), tmp_path) as broker:
+        assert (await call(broker, "ok")).success
+        before = (await call(broker, "count:initialize")).result["value"]
+        await forget(hostile)
+        results: list[Any] = []
+
+        async def one() -> None:
+            results.append(await call(broker, "ok"))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(one)
+        after = (await call(broker, "count:initialize")).result["value"]
+    assert all(r.success for r in results), [r.error for r in results]
+    assert after - before == 1
+    assert sum(r.usage.model_dump().get("mcp_sessions", 0) for r in results) == 1
+
+
+async def test_close_does_not_wait_for_a_listing_in_flight(tmp_path: Path) -> None:
+    # Its own server: the listing it is asked for after list_changed never ends.
+    server = HttpServer([sys.executable, str(HOSTILE)])
+    try:
+        with anyio.fail_after(20):  # a hang guard: the listing alone would take 60 s
+            async with broker_for(entry(server.url, start_timeout_s=60), tmp_path) as broker:
+                assert (await call(broker, "slowlist")).success
+                await anyio.sleep(0.5)  # the refresh task is now waiting on tools/list
+    finally:
+        server.close()
