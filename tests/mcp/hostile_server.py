@@ -3,8 +3,9 @@ URL client (``[[mcp_servers]] url``): it speaks Streamable HTTP at ``/mcp`` and 
 HTTP+SSE transport at ``/legacy/<endpoint kind>``. Run as a process; it prints ``listening
 on http://127.0.0.1:PORT/mcp`` on stderr.
 
-Its one tool ``t`` does what its ``mode`` argument says (see :func:`_call`); ``count`` reads
-how many calls of a mode the server received (a tools/call sent again would show). POST
+Its tool ``t`` (and ``e``, the same) does what its ``mode`` argument says (see
+:func:`_call`); ``count`` reads how many calls of a mode the server received (a tools/call
+sent again would show). POST
 ``/control/forget`` forgets every Streamable HTTP session (a restart, as the client sees it).
 """
 
@@ -40,6 +41,8 @@ TOOL = {
     "name": "t",
     "inputSchema": {"type": "object", "properties": {"mode": {"type": "string"}}},
 }
+#: The same tool under another name, which the tests give a short timeout.
+SHORT = {**TOOL, "name": "e"}
 EXTRA = {"name": "extra", "inputSchema": {"type": "object"}}
 
 
@@ -135,7 +138,7 @@ def _handle(message: dict[str, Any]) -> tuple[int, Any]:
     if method == "tools/list" and _slow_list.is_set():
         return 0, None  # the caller sleeps: a listing that never ends
     if method == "tools/list":
-        tools = [TOOL, EXTRA] if _grown else [TOOL]
+        tools = [TOOL, SHORT, EXTRA] if _grown else [TOOL, SHORT]
         return 200, {"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}}
     if "id" not in message:
         return 202, None

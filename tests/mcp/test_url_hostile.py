@@ -32,7 +32,8 @@ default = "deny"
 mcp = "allow"
 
 [tools]
-"h__t" = { action = "allow", limits = { timeout_s = 2, output_bytes = 100000 } }
+"h__t" = { action = "allow", limits = { timeout_s = 30, output_bytes = 100000 } }
+"h__e" = { action = "allow", limits = { timeout_s = 2, output_bytes = 100000 } }
 """
 
 
@@ -114,7 +115,7 @@ async def test_ping_is_answered(hostile: HttpServer, tmp_path: Path) -> None:
 
 async def test_a_stream_that_never_ends_times_out(hostile: HttpServer, tmp_path: Path) -> None:
     async with broker_for(entry(hostile.url), tmp_path) as broker:
-        endless = await call(broker, "endless")
+        endless = await call(broker, "endless", tool="h__e")
         after = await call(broker, "ok")
     assert endless.error is not None and endless.error.type == "timeout"
     assert after.success

@@ -110,8 +110,8 @@ async def test_legacy_server_requests_and_hostile_answers(
         sampling = await call(broker, "ask:sampling/createMessage")
         chatter = await call(broker, "chatter")
         huge = await call(broker, "huge")
-        endless = await call(broker, "endless")
-        wrong = await call(broker, "badid")
+        endless = await call(broker, "endless", tool="h__e")
+        wrong = await call(broker, "badid", tool="h__e")
         after = await call(broker, "ok")
     assert ping.success and ping.result["value"]["result"] == {}
     assert sampling.success and sampling.result["value"]["error"]["code"] == -32601
