@@ -32,6 +32,7 @@ from runtime.errors import SandboxError
 
 __all__ = [
     "LOG_BUDGET",
+    "MAX_CHATTER_BYTES",
     "SESSION_WINDOW_S",
     "Budget",
     "Inbound",

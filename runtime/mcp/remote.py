@@ -87,7 +87,7 @@ from runtime.mcp._client import (
     resolve_headers,
     visible_ascii,
 )
-from runtime.mcp._peer import SESSION_WINDOW_S, Budget, classify, same_id
+from runtime.mcp._peer import MAX_CHATTER_BYTES, SESSION_WINDOW_S, Budget, classify, same_id
 from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
 
 __all__ = [
@@ -288,7 +288,7 @@ class RemoteClient(RemoteBase):
                 if content_type == "application/json":
                     return await self._json_answer(reply, request_id, max_bytes)
                 if content_type == "text/event-stream":
-                    return await self._sse_answer(reply, request_id, max_bytes, message["method"])
+                    return await self._sse_answer(reply, request_id, max_bytes)
             except (ToolFailed, SandboxError) as exc:
                 if isinstance(exc, ToolFailed) and _is_transport(exc):
                     raise _Lost from exc
@@ -362,12 +362,18 @@ class RemoteClient(RemoteBase):
         raise self.malformed(f"no answer to request {request_id}")
 
     async def _sse_answer(
-        self, reply: StreamedReply, request_id: int, max_bytes: int, method: str
+        self, reply: StreamedReply, request_id: int, max_bytes: int
     ) -> dict[str, Any]:
         parser = SseParser(max_bytes)
         budget = Budget(self.server.name)
+        # Comments and empty lines reach no budget: the whole stream is capped too.
+        allowance = max_bytes + MAX_CHATTER_BYTES
+        total = 0
         try:
             async for chunk in reply.chunks():
+                total += len(chunk)
+                if total > allowance:
+                    budget.spend("junk", MAX_CHATTER_BYTES + 1)  # raises: a flood
                 for event in parser.feed(chunk):
                     found = await self._event(event.data, request_id, budget)
                     if found is not None:

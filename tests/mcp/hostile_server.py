@@ -86,6 +86,11 @@ async def _call(request_id: Any, arguments: dict[str, Any]) -> AsyncIterator[byt
         while True:
             yield b": keep-alive\n\n"
             await asyncio.sleep(0.02)
+    elif mode == "babble":
+        comment = b": " + b"z" * 65_536 + b"\n\n"
+        while True:  # comments only, as fast as the client reads them
+            yield comment
+            await asyncio.sleep(0)  # lets starlette see the client go and end this
     elif mode == "huge":
         yield _event(_result(request_id, "x" * 3_000_000))
     elif mode == "flood":

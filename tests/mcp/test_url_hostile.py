@@ -138,6 +138,16 @@ async def test_a_request_flood_is_cut_off(hostile: HttpServer, tmp_path: Path) -
     assert after.success
 
 
+async def test_a_stream_of_comments_is_cut_off(hostile: HttpServer, tmp_path: Path) -> None:
+    # Comments reach no message budget; the stream's bytes are capped all the same.
+    async with broker_for(entry(hostile.url), tmp_path) as broker:
+        babble = await call(broker, "babble")
+        after = await call(broker, "ok")
+    assert babble.error is not None and babble.error.type == "sandbox_error"
+    assert babble.error.details["reason"] == "flood"
+    assert after.success
+
+
 async def test_notifications_on_the_way_are_bounded(
     hostile: HttpServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
