@@ -89,7 +89,7 @@ class _Stream:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     ready: anyio.Event = field(default_factory=anyio.Event)
     endpoint: str | None = None
-    error: BaseException | None = None
+    error: RuntimeToolError | None = None
     dead: bool = False
     pending: dict[int, _Pending] = field(default_factory=dict)
 
@@ -149,6 +149,11 @@ class LegacySseClient(RemoteBase):
                     trace["mcp_retries"] = trace.get("mcp_retries", 0) + 1
                 try:
                     stream = await self._ready(timeout_s, trace)
+                except (_NotSent, _Died) as exc:
+                    # Opening a new session failed: this request was not sent yet.
+                    last = exc.__cause__ or exc
+                    continue
+                try:
                     message = {
                         "jsonrpc": "2.0",
                         "id": next(self._ids),
@@ -247,24 +252,32 @@ class LegacySseClient(RemoteBase):
             stream.scope.cancel()
             raise
         if stream.endpoint is None:
-            error = stream.error or self.malformed("a stream that ended before its endpoint")
+            error = stream.error or self._ended()
             if isinstance(error, ToolFailed) and not delivered(error):
                 raise _NotSent from error
-            if isinstance(error, RuntimeToolError):
-                raise error
-            raise _Died from error
+            if isinstance(error, ToolFailed) or error.details.get("reason") == "stream_ended":
+                # Reached, and gone again (a server restarting): another stream may do.
+                raise _Died from error
+            raise error  # refused by the rules, an HTTP status, a bad endpoint: as it is
         return stream
 
+    def _ended(self) -> SandboxError:
+        return SandboxError(
+            f"MCP server {self.server.name!r} ended its event stream",
+            server=self.server.name,
+            reason="stream_ended",
+        )
+
     async def _read(self, stream: _Stream, timeout_s: float) -> None:
-        error: BaseException = self.malformed("an event stream that ended")
+        error: RuntimeToolError = self._ended()
         with stream.scope:
             try:
                 await self._read_events(stream, timeout_s)
-            except Exception as exc:  # typed below; a hostile stream never crashes the broker
+            except RuntimeToolError as exc:
                 error = exc
+            except Exception as exc:  # a hostile stream never crashes the broker
+                error = self.malformed(f"an event stream that failed ({type(exc).__name__})")
         stream.dead = True
-        if not isinstance(error, RuntimeToolError | _NotSent):
-            error = self.malformed(f"an event stream that failed ({type(error).__name__})")
         stream.error = stream.error or error
         for pending in stream.pending.values():
             if pending.error is None and pending.message is None:

@@ -159,3 +159,18 @@ async def test_a_stream_that_ends_before_its_endpoint(hostile: HttpServer, tmp_p
     async with broker_for(server, tmp_path) as broker:
         assert broker.test_proxy.specs == []
         assert "ended" in broker.test_proxy.errors["h"]
+
+
+async def test_a_new_stream_that_ends_early_is_tried_again(
+    hostile: HttpServer, tmp_path: Path
+) -> None:
+    # After the forget, the call needs a new session; the first new stream ends before its
+    # endpoint. The call was not sent yet, so it is sent on the next stream.
+    server = entry(legacy_url(hostile, "flaky"), transport="sse")
+    async with broker_for(server, tmp_path) as broker:
+        before = await call(broker, "ok")
+        await forget(hostile)
+        after = await call(broker, "count:ok")
+    assert before.success and after.success, after.error
+    usage = after.usage.model_dump()
+    assert usage.get("mcp_sessions") == 1 and usage.get("mcp_retries", 0) >= 1
