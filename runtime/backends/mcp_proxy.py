@@ -13,18 +13,20 @@ end: anyio cancel scopes must be left in the task that entered them, and broker 
 from many tasks. A call is a ``tools/call`` on the shared session; the session multiplexes
 concurrent requests.
 
-A server reached by ``url`` is a client in this process (:class:`runtime.mcp.remote.RemoteClient`
-for Streamable HTTP, :class:`runtime.mcp.remote_sse.LegacySseClient` for ``transport =
-"sse"``; ``"auto"`` picks one at start-up): its handshake and tool listing run at start-up,
-side by side with the started servers, under the entry's ``start_timeout_s`` (a server that
-cannot be reached then has no tools until the broker restarts, as for a started server that
-failed); its listening task (a GET stream) runs in this backend's task group. Each call is
-a ``tools/call`` through the egress gateway under the policy's ``[network]`` rules
-(:attr:`network`), bounded by the call's ``timeout_s`` and ``output_bytes``; reconnects and
-renewed sessions on the way are counted into the call's usage (``mcp_retries``,
-``mcp_sessions``), which the audit record keeps. ``notifications/tools/list_changed`` lists
-the server's tools again and puts them in the catalogue :meth:`register` filled, through the
-same checks as at start-up.
+A server reached by ``url`` is a client in this process
+(:class:`runtime.mcp.remote.RemoteClient` for Streamable HTTP,
+:class:`runtime.mcp.remote_sse.LegacySseClient` for ``transport = "sse"``; ``"auto"`` picks
+one at start-up): its handshake and tool listing run at start-up, side by side with the
+started servers, under the entry's ``start_timeout_s`` (a server that cannot be reached
+then, refused or silent, is tried again in the background with backoff and its tools enter
+the catalogue when it answers; a refusal by the rules, an HTTP error status or a malformed
+answer is final until the broker restarts); its listening task (a GET stream) runs in this
+backend's task group. Each call is a ``tools/call`` through the egress gateway under the
+policy's ``[network]`` rules (:attr:`network`), bounded by the call's ``timeout_s`` and
+``output_bytes``; reconnects and renewed sessions on the way are counted into the call's
+usage (``mcp_retries``, ``mcp_sessions``), which the audit record keeps.
+``notifications/tools/list_changed`` lists the server's tools again and puts them in the
+catalogue :meth:`register` filled, through the same checks as at start-up.
 
 What the audit says: the record's top-level ``backend`` is the tool's declared kind,
 ``mcp``, for every MCP tool whatever its transport — DESIGN §2 dispatches "by the tool's
@@ -86,6 +88,12 @@ _MAX_DESCRIPTION = 4096
 _MAX_TOOLS = 512
 #: Least time between two listings of one server after tools/list_changed, seconds.
 _REFRESH_INTERVAL_S = 1.0
+#: A url server not reached at start-up is tried again after this, seconds; doubled per
+#: attempt up to _LATER_MAX_S.
+_LATER_FIRST_S = 0.5
+_LATER_MAX_S = 30.0
+#: Reasons (``SandboxError.details["reason"]``) of failures that may pass.
+_TRANSIENT = frozenset({"unreachable", "no_answer", "connection_lost", "stream_ended"})
 
 
 @dataclass(slots=True)
@@ -100,6 +108,11 @@ class _Connection:
     #: The refresh task's scope: the backend's close cancels it (a listing may take up to
     #: start_timeout_s, and the close must not wait for it).
     refresh_scope: anyio.CancelScope | None = None
+    #: The url server was not reached at start-up for a reason that may pass (refused
+    #: connections, no answer in time): a task tries again (``later_scope``, cancelled by
+    #: the close like the refresh).
+    retry_later: bool = False
+    later_scope: anyio.CancelScope | None = None
     tools: list[types.Tool] = field(default_factory=list)
     error: str | None = None
     spawned: bool = False
@@ -163,6 +176,8 @@ class McpProxyBackend:
             raise
         for conn in self._connections:
             self._collect(conn)
+            if conn.retry_later:
+                tg.start_soon(self._reach_later, conn)
         return self
 
     async def __aexit__(
@@ -190,8 +205,9 @@ class McpProxyBackend:
         self._closed = True
         for conn in self._connections:
             conn.stop.set()
-            if conn.refresh_scope is not None:
-                conn.refresh_scope.cancel()
+            for scope in (conn.refresh_scope, conn.later_scope):
+                if scope is not None:
+                    scope.cancel()
         with anyio.CancelScope(shield=True):
             for conn in self._connections:
                 if conn.spawned:
@@ -235,7 +251,7 @@ class McpProxyBackend:
             if not started:
                 task_status.started()
 
-    async def _reach(self, conn: _Connection) -> None:
+    async def _reach(self, conn: _Connection, *, again: bool = False) -> None:
         """Handshake with and list the tools of a server reached by url (its listening
         task, if its transport has one, runs in the proxy's task group)."""
         remote: RemoteBase | None = None
@@ -246,15 +262,21 @@ class McpProxyBackend:
                 )
         except TimeoutError:
             conn.error = f"no answer within {conn.server.start_timeout_s:g} s (start_timeout_s)"
+            conn.retry_later = True
         except PolicyDenied as exc:  # the gateway's refusal: say which rule
             rule = exc.details.get("rule", "?")
             conn.error = f"refused by the network rules (rule {rule}): {exc.message}"
         except RuntimeToolError as exc:
             conn.error = exc.message
+            # Gone or silent may pass; a bad answer, an HTTP status, a bad URL will not.
+            conn.retry_later = exc.details.get("reason") in _TRANSIENT
         except Exception as exc:  # a server that fails must not take the broker down
             conn.error = _describe(exc)
         if conn.error is not None or remote is None:
-            log.warning("mcp server %r not reached: %s", conn.server.name, conn.error)
+            # Said once loudly; the attempts after start-up only at debug level.
+            (log.debug if again else log.warning)(
+                "mcp server %r not reached: %s", conn.server.name, conn.error
+            )
             return
         conn.remote = remote
         remote.inbound.on_tools_changed = lambda: self._tools_changed(conn)
@@ -263,6 +285,25 @@ class McpProxyBackend:
         for spec, remote_name in _specs_of(conn):
             self._tools[spec.name] = (conn, remote_name)
             self._specs.append(spec)
+
+    async def _reach_later(self, conn: _Connection) -> None:
+        """Try a url server that was not there at start-up again, with backoff (from
+        :data:`_LATER_FIRST_S`, doubling to :data:`_LATER_MAX_S`) until it answers, the
+        failure stops being one that may pass, or the backend closes. Its tools then enter
+        the catalogue through the same checks as at start-up."""
+        delay = _LATER_FIRST_S
+        try:
+            with anyio.CancelScope() as conn.later_scope:
+                while conn.retry_later and not self._closed:
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, _LATER_MAX_S)
+                    conn.error, conn.retry_later = None, False
+                    await self._reach(conn, again=True)
+                    if conn.remote is not None:
+                        self._replace_tools(conn)
+                        log.info("mcp server %r reached after start-up", conn.server.name)
+        finally:
+            conn.later_scope = None
 
     # -- tools/list_changed -------------------------------------------------------------------
     def _tools_changed(self, conn: _Connection) -> None:

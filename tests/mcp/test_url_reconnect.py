@@ -4,6 +4,7 @@ the real SDK server (``url_server.py``) on 127.0.0.1, stopped and started again 
 from __future__ import annotations
 
 import re
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,3 +85,40 @@ async def test_list_changed_on_the_get_stream_adds_the_tool(tmp_path: Path) -> N
         server.close()
     assert extra.success, extra.error
     assert bad.error is not None and bad.error.type == "invalid_arguments"  # its schema holds
+
+
+async def test_a_server_down_at_start_up_is_reached_later(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nothing listens on, yet
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    server: HttpServer | None = None
+    try:
+        async with broker_for(entry(url, start_timeout_s=10), tmp_path) as broker:
+            proxy = broker.test_proxy
+            assert proxy.specs == [] and "unreachable" in proxy.errors["h"]
+            missing = await _add(broker, 1)
+            server = _start("--port", str(port))
+            for _ in range(1200):  # tried again with backoff (at most 30 s apart): 60 s at most
+                if "h__add" in broker.catalogue:
+                    break
+                await anyio.sleep(0.05)
+            reached = await _add(broker, 2)
+            assert proxy.errors == {}
+    finally:
+        if server is not None:
+            server.close()
+    assert missing.error is not None and missing.error.type == "tool_not_found"
+    assert reached.success and reached.result == {"sum": 3}, reached.error
+
+
+async def test_a_refusal_at_start_up_is_final(tmp_path: Path) -> None:
+    # Refused by the rules (a deny entry): not tried again, however long the broker runs.
+    from runtime.backends.mcp_proxy import McpProxyBackend
+    from runtime.policy import Policy
+
+    policy = Policy.from_toml('version = 1\n[network]\ndeny = ["127.0.0.1"]\n', "test")
+    proxy = McpProxyBackend([entry("http://127.0.0.1:9/mcp")], network=policy.network)
+    async with proxy:
+        assert "refused by the network rules" in proxy.errors["h"]
+        assert proxy._connections[0].retry_later is False
