@@ -7,6 +7,9 @@ MCPServer under uvicorn; compare ratios, the machines are noisy):
 * ``url``: ``broker.call`` of the same tool as ``u__add`` through the mcp backend — policy,
   validation, audit, and the egress gateway (rules, one resolution pinned, a fresh
   connection per request: the gateway never pools, see ``runtime/egress/_transport.py``);
+* ``sse``: the same call over the legacy HTTP+SSE transport (``transport = "sse"``,
+  ``url_server.py --sse``): one POST per call whose answer comes back on the session's
+  GET stream;
 * ``stdio``: ``broker.call`` of ``ext__add`` on a started stdio server (isolated when the
   host allows), for scale.
 
@@ -63,9 +66,20 @@ async def main(n: int) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    sse_proc = None
+    sse_url = None
+    if _has_transport_field():
+        sse_proc = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, str(REPO / "tests" / "mcp" / "url_server.py"), "--sse"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         assert proc.stderr is not None
         url = listening_url(proc.stderr)
+        if sse_proc is not None:
+            assert sse_proc.stderr is not None
+            sse_url = listening_url(sse_proc.stderr)
         async with streamable_http_client(url) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             sdk = await timed(n, lambda: s.call_tool("add", ARGS))
@@ -75,6 +89,16 @@ async def main(n: int) -> None:
             summary(
                 "url", await _with_broker([remote], Path(tmp), "u.db", "u__add", n), base, "sdk"
             )
+            if sse_url is not None:
+                legacy = ExternalServer.model_validate(
+                    {"name": "u", "url": sse_url, "transport": "sse"}
+                )
+                summary(
+                    "sse",
+                    await _with_broker([legacy], Path(tmp), "l.db", "u__add", n),
+                    base,
+                    "sdk",
+                )
             site = next(p for p in sys.path if p.endswith("site-packages"))
             ext = ExternalServer(
                 name="ext",
@@ -85,10 +109,18 @@ async def main(n: int) -> None:
                 "stdio", await _with_broker([ext], Path(tmp), "s.db", "ext__add", n), base, "sdk"
             )
     finally:
-        proc.terminate()
-        proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        for each in (proc, sse_proc):
+            if each is None:
+                continue
+            each.terminate()
+            each.wait()
+            if each.stderr is not None:
+                each.stderr.close()
+
+
+def _has_transport_field() -> bool:
+    # The same file runs against an older tree (side by side with main), which has no sse.
+    return "transport" in ExternalServer.model_fields
 
 
 if __name__ == "__main__":

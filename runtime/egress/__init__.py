@@ -16,6 +16,10 @@ ceiling the policy's ``max_response_bytes``); ``timeout_s`` whole request includ
 and retries, seconds (default and ceiling the policy's ``timeout_s``); ``follow_redirects``
 (default true; at most the policy's ``max_redirects``).
 
+``stream(payload)`` (an async context manager) sends the same request under the same checks
+and yields a :class:`StreamedReply` whose body is read as it arrives (``chunks(want)``), for
+SSE streams; ``timeout_s`` then bounds the exchange up to the headers, the caller the rest.
+
 Reply: ``{"status": int, "headers": {lower-case name: value}, "body": bytes, "truncated":
 bool, "url": final URL, "redirects": [URLs followed]}``. Bodies in gzip/deflate are decoded
 (under the cap) and their Content-Encoding header removed.
@@ -30,7 +34,7 @@ gateway's own checks; :class:`~runtime.errors.ToolTimeout` past the time cap;
 from __future__ import annotations
 
 from runtime.egress._addresses import address_class
-from runtime.egress._gateway import EgressGateway, TransportFactory
+from runtime.egress._gateway import EgressGateway, StreamedReply, TransportFactory
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
 from runtime.egress._types import (
     EgressDenied,
@@ -51,6 +55,7 @@ __all__ = [
     "NetworkVerdictLike",
     "PinnedTransport",
     "Resolver",
+    "StreamedReply",
     "TargetURL",
     "TransportFactory",
     "address_class",

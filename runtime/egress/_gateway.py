@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from ipaddress import ip_address
@@ -30,7 +30,7 @@ from runtime.egress._types import EgressDenied, IPAddress, NetworkRulesLike, Res
 from runtime.egress._url import TargetURL, parse_target
 from runtime.errors import InvalidArguments, ToolFailed, ToolTimeout
 
-__all__ = ["EgressGateway", "TransportFactory"]
+__all__ = ["EgressGateway", "StreamedReply", "TransportFactory"]
 
 #: Builds the gateway's transport once, lazily; see :class:`PinnedTransport`.
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
@@ -149,6 +149,58 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     )
 
 
+def _reply_headers(response: httpx.Response, decoded: bool) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in response.headers.multi_items():
+        key = name.lower()
+        if decoded and key in ("content-encoding", "content-length"):
+            continue
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
+
+
+class StreamedReply:
+    """A response of :meth:`EgressGateway.stream` whose body is still on the wire.
+    ``status``, ``headers`` (lower-case names), ``url`` (after redirects), ``redirects``;
+    :meth:`chunks` yields the body, decoded (gzip/deflate under the caller's ``want``)."""
+
+    __slots__ = ("_decoder", "_response", "headers", "redirects", "status", "url")
+
+    def __init__(self, response: httpx.Response, url: str, redirects: list[str]) -> None:
+        self._response = response
+        self._decoder = BodyDecoder(response.headers.get("content-encoding", ""))
+        self.status = response.status_code
+        self.headers = _reply_headers(response, self._decoder.decoded)
+        self.url = url
+        self.redirects = redirects
+
+    async def chunks(self, want: int = 1 << 20) -> AsyncIterator[bytes]:
+        """The body as it arrives, each decoded chunk at most ``want`` bytes (a compressed
+        chunk that would inflate past it is cut there: a bomb never fills memory). Network
+        failures are the gateway's errors (``ToolFailed``, ``ToolTimeout``) raised from the
+        httpx exception."""
+        raw = cast(AsyncGenerator[bytes, None], self._response.aiter_raw())
+        try:
+            async with aclosing(raw) as pieces:
+                async for piece in pieces:
+                    if not self._decoder.decoded:
+                        for start in range(0, len(piece), want):
+                            yield piece[start : start + want]
+                        continue
+                    # A compressed piece may inflate to many times ``want``: the decoder
+                    # holds the rest back, and is drained ``want`` bytes at a time.
+                    out = self._decoder.decode(piece, want)
+                    while out:
+                        yield out
+                        out = self._decoder.decode(b"", want) if len(out) == want else b""
+            while tail := self._decoder.flush(want):
+                yield tail
+        except httpx.TimeoutException as exc:
+            raise ToolTimeout(f"reading {self.url[:200]!r} timed out: {exc}") from exc
+        except (httpx.HTTPError, OSError) as exc:
+            raise ToolFailed(f"reading {self.url[:200]!r} failed: {exc}") from exc
+
+
 class EgressGateway:
     """Brokered HTTP for sandboxed tools. ``await handle("http", payload)``; see the package
     docstring for the payload and reply. ``resolver`` replaces ``getaddrinfo``;
@@ -193,7 +245,44 @@ class EgressGateway:
         except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
             raise ToolFailed(f"request to {req.url[:200]!r} failed: {exc}") from exc
 
+    @asynccontextmanager
+    async def stream(self, payload: dict[str, Any]) -> AsyncIterator[StreamedReply]:
+        """One request whose body the caller reads as it arrives (an SSE stream): the same
+        checks, pinning and redirects as :meth:`request`; ``timeout_s`` bounds the exchange up
+        to the response's headers, and the caller bounds the reading (time and bytes: this
+        reads nothing it is not asked for). The connection closes when the block ends."""
+        req = _validated(payload, self._rules)
+        try:
+            with anyio.fail_after(req.timeout_s):
+                response, target, redirects = await self._open(req)
+        except TimeoutError as exc:
+            raise ToolTimeout(
+                f"request to {req.url[:200]!r} exceeded {req.timeout_s:g} s", limit="timeout_s"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise ToolTimeout(f"request to {req.url[:200]!r} timed out: {exc}") from exc
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            raise ToolFailed(f"request to {req.url[:200]!r} failed: {exc}") from exc
+        try:
+            yield StreamedReply(response, target.url, redirects)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
     async def _fetch(self, req: _Request) -> dict[str, Any]:
+        response, target, redirects = await self._open(req)
+        body_bytes, truncated, decoded = await self._read(response, req.max_bytes)
+        return {
+            "status": response.status_code,
+            "headers": _reply_headers(response, decoded),
+            "body": body_bytes,
+            "truncated": truncated,
+            "url": target.url,
+            "redirects": redirects,
+        }
+
+    async def _open(self, req: _Request) -> tuple[httpx.Response, TargetURL, list[str]]:
+        """Send ``req`` (redirects followed and checked); the response's body is unread."""
         target = parse_target(req.url)
         method, body, headers = req.method, req.body, dict(req.headers)
         if not any(k.lower() == "accept-encoding" for k in headers):
@@ -238,21 +327,7 @@ class EgressGateway:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             target = nxt
             redirects.append(target.url)
-        body_bytes, truncated, decoded = await self._read(response, req.max_bytes)
-        reply_headers: dict[str, str] = {}
-        for name, value in response.headers.multi_items():
-            key = name.lower()
-            if decoded and key in ("content-encoding", "content-length"):
-                continue
-            reply_headers[key] = f"{reply_headers[key]}, {value}" if key in reply_headers else value
-        return {
-            "status": response.status_code,
-            "headers": reply_headers,
-            "body": body_bytes,
-            "truncated": truncated,
-            "url": target.url,
-            "redirects": redirects,
-        }
+        return response, target, redirects
 
     async def _read(self, response: httpx.Response, limit: int) -> tuple[bytes, bool, bool]:
         decoder = BodyDecoder(response.headers.get("content-encoding", ""))

@@ -16,12 +16,14 @@ Example (all fields; units and defaults in each field's description, see
     start_timeout_s = 30
     enabled = true                              # false: kept, not started, no tools
 
-A server reached by URL instead (Streamable HTTP; ``runtime.mcp.remote``)::
+A server reached by URL instead (Streamable HTTP, ``runtime.mcp.remote``; or the legacy
+HTTP+SSE transport, ``runtime.mcp.remote_sse``)::
 
     [[mcp_servers]]
     name = "search"
     url = "https://mcp.example.com/mcp"        # http or https; exclusive with command
     headers = { Authorization = "env:SEARCH_TOKEN" }  # env:NAME read from the broker's env
+    transport = "streamable-http"              # or "sse", or "auto" (falls back to sse)
     tools = ["query"]
     start_timeout_s = 10
 

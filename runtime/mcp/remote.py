@@ -6,15 +6,16 @@ Policy::
     name = "search"
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "env:SEARCH_MCP_TOKEN" }   # read from the broker's env
+    transport = "streamable-http"   # or "sse" (legacy, runtime.mcp.remote_sse), or "auto"
 
 Where it runs and why that is safe: in the broker process (a sandboxed process has no
 network). The broker only relays JSON-RPC: it sends ``initialize``, ``tools/list``,
 ``tools/call`` and a closing ``DELETE``, parses the answers as data (``mcp_types`` models,
 size-capped), and never runs, imports or evaluates anything the server sends. Requests the
-server sends back (sampling, elicitation, roots) are not answered: the broker offers no
-client capabilities, and a server that waits for an answer runs into the call's timeout.
+server sends back are answered at once so that it does not hang: ``ping`` with an empty
+result, everything else (sampling, elicitation, roots) refused (``runtime.mcp._peer``).
 
-Reaching it: every request is one :meth:`runtime.egress.EgressGateway.request` under the
+Reaching it: every request goes through :class:`runtime.egress.EgressGateway` under the
 policy's ``[network]`` rules — deny entries, schemes, ports, private addresses only when
 named, one resolution whose address is pinned for the connection (no DNS rebinding), every
 redirect checked again and credentials dropped on a change of origin. The entry names its
@@ -25,33 +26,49 @@ any exact allow entry; an IP literal in the URL names that address itself.
 
 Transport: the 2025-06-18 handshake (``initialize``, then ``notifications/initialized``; a
 server that answers with a version outside 2025-03-26, 2025-06-18 and 2025-11-25 is refused),
-one POST per JSON-RPC message with ``Accept: application/json, text/event-stream``; the
-answer is read whole (capped) as JSON or as an SSE stream the server closes after its
-answer. ``Mcp-Session-Id`` and ``MCP-Protocol-Version`` are sent back as the spec asks. A
-session the server forgot (404) is initialised again once and the request sent again: a
-server answers 404 before it handles the request. The legacy HTTP+SSE transport (a GET
-stream held open for the whole session) is not spoken: the gateway reads each answer whole
-under a cap, which is what keeps a hostile server from streaming without end.
+one POST per JSON-RPC message with ``Accept: application/json, text/event-stream``. The
+answer is read as it arrives, JSON or an SSE stream: notifications and server requests
+before the answer are handled on the way (a server may ask and wait mid-answer), and the
+stream is closed as soon as the answer is in. ``Mcp-Session-Id`` and
+``MCP-Protocol-Version`` are sent back as the spec asks. With a task group, a GET stream
+listens for messages outside any answer (``tools/list_changed``); a server that offers none
+answers 405 and is not asked again.
+
+Reconnecting (bounded: :data:`ATTEMPTS` sends of one request, backoff from
+:data:`BACKOFF_S` doubling, all within the request's own deadline):
+
+* a request the server never received (the connection was refused, the name did not
+  resolve: a server restarting) is sent again after the backoff;
+* a session the server forgot (404 to our ``Mcp-Session-Id``: the spec's signal, sent
+  before the server handles the request) is replaced by a fresh ``initialize`` and the
+  request sent again; twice in one request is an error;
+* a connection lost after the request left (reset mid-answer, a stream that ends without
+  the answer) repeats ``initialize`` and ``tools/list`` once, and never ``tools/call``: the
+  call may have run on the server, so its result is a ``SandboxError`` with
+  ``reason = "connection_lost"`` and ``replayed = false``.
+
+What happened is counted per call (``mcp_retries``, ``mcp_sessions``) into the call's usage,
+which the audit record keeps.
 
 Errors (all typed, none hangs): refused by the rules → ``EgressDenied`` (``policy_denied``);
 past the call's ``timeout_s`` → ``ToolTimeout``; unreachable, connection lost mid-answer,
-an HTTP error status or an answer that is not JSON-RPC → ``SandboxError``; an answer
-larger than the call's ``output_bytes`` (plus a fixed allowance for the envelope) →
-``OutputTooLarge``; a JSON-RPC error → ``ToolFailed`` with its code.
+an HTTP error status, an answer that is not JSON-RPC, a flood of messages besides the answer
+→ ``SandboxError``; an answer larger than the call's ``output_bytes`` (plus a fixed
+allowance for the envelope) → ``OutputTooLarge``; a JSON-RPC error → ``ToolFailed`` with its
+code.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import mcp_types as types
-from pydantic import ValidationError
 
-from runtime.egress import EgressGateway, Resolver, TransportFactory, parse_target
+from runtime.egress import StreamedReply
 from runtime.errors import (
     InvalidArguments,
     OutputTooLarge,
@@ -59,118 +76,108 @@ from runtime.errors import (
     SandboxError,
     ToolFailed,
 )
-from runtime.policy.network import NetworkRules
-from runtime.policy.schema import ENV_REFERENCE, McpServerEntry
+from runtime.mcp._client import (
+    ENVELOPE_BYTES,
+    LIST_BYTES,
+    PROTOCOL_VERSION,
+    RemoteBase,
+    Trace,
+    delivered,
+    origin_rules,
+    resolve_headers,
+    visible_ascii,
+)
+from runtime.mcp._peer import MAX_CHATTER_BYTES, SESSION_WINDOW_S, Budget, classify, same_id
+from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
 
-__all__ = ["PROTOCOL_VERSION", "RemoteClient", "origin_rules", "resolve_headers"]
+__all__ = [
+    "ATTEMPTS",
+    "BACKOFF_S",
+    "ENVELOPE_BYTES",
+    "LIST_BYTES",
+    "PROTOCOL_VERSION",
+    "HttpStatusError",
+    "RemoteClient",
+    "origin_rules",
+    "resolve_headers",
+]
 
-#: The handshake spoken: the Streamable HTTP era's initialize / initialized exchange.
-PROTOCOL_VERSION = "2025-06-18"
-#: Versions whose Streamable HTTP and tools/call this client follows (the server may answer
-#: the handshake with another version it prefers).
-_SPOKEN = frozenset({"2025-03-26", "2025-06-18", "2025-11-25"})
+log = logging.getLogger("runtime.mcp.remote")
+
 _ACCEPT = "application/json, text/event-stream"
-#: Room for the JSON-RPC envelope and SSE framing above the call's output cap, bytes.
-_ENVELOPE_BYTES = 65_536
-#: Cap of a handshake or tools/list answer, bytes (512 tools with 64 KiB schemas fit).
-_LIST_BYTES = 32 * 1024 * 1024
-#: The gateway's ceilings for this connection: each request passes its own smaller caps
-#: (the call's timeout and output cap), so these only lift the network tools' defaults.
-_CEILING_TIMEOUT_S = 3600.0
-_CEILING_BYTES = 64 * 1024 * 1024 + _ENVELOPE_BYTES
+#: Sends of one request at most (the first included).
+ATTEMPTS = 4
+#: First delay before a request is sent again, seconds; doubled per attempt, at most 2 s.
+BACKOFF_S = 0.1
 _CLOSE_TIMEOUT_S = 5.0
-_REDACTED = "[redacted]"
-
-
-def origin_rules(base: NetworkRules, url: str) -> NetworkRules:
-    """``base`` plus an allow entry for the origin of ``url`` (host and port), for one
-    server's connection. Deny entries, schemes, ports and ``allow_private`` stay as the
-    policy has them. Raises ``EgressDenied`` for a URL the gateway would not parse."""
-    target = parse_target(url)
-    host = f"[{target.host}]" if ":" in target.host else target.host
-    return base.model_copy(
-        update={
-            "allow": [f"{host}:{target.port}", *base.allow],
-            "timeout_s": _CEILING_TIMEOUT_S,
-            "max_response_bytes": _CEILING_BYTES,
-            # POSTs are never retried by the gateway; a close (DELETE) is not worth it.
-            "retries": 0,
-        }
-    )
-
-
-def resolve_headers(server: McpServerEntry) -> tuple[dict[str, str], list[str]]:
-    """The headers to send and the secret values among them (read from the environment).
-    A variable that is not set is an error naming the variable, never its value."""
-    headers: dict[str, str] = {}
-    secrets: list[str] = []
-    for name, value in server.headers.items():
-        if value.startswith(ENV_REFERENCE):
-            variable = value[len(ENV_REFERENCE) :]
-            found = os.environ.get(variable)
-            if found is None:
-                raise SandboxError(
-                    f"MCP server {server.name!r}: header {name!r} reads the environment "
-                    f"variable {variable!r}, which is not set",
-                    server=server.name,
-                )
-            if not all(c == "\t" or " " <= c <= "~" for c in found):
-                # CR/LF would split the request; said here, not as an unreachable server.
-                raise SandboxError(
-                    f"MCP server {server.name!r}: the environment variable {variable!r} "
-                    f"(header {name!r}) holds characters other than printable ASCII",
-                    server=server.name,
-                )
-            headers[name] = found
-            if found:
-                secrets.append(found)
-        else:
-            headers[name] = value
-    return headers, secrets
+#: Bound of one answer to a server's request (a ping), seconds.
+_REPLY_TIMEOUT_S = 10.0
+#: GET streams opened in a row that fail or end before the listener gives up.
+_LISTEN_FAILURES = 5
+#: Cap of one event on the GET stream, bytes (list_changed and pings are small).
+_LISTEN_EVENT_BYTES = 1024 * 1024
 
 
 class _SessionExpired(Exception):
-    """The server answered 404 to a request carrying our session id."""
+    """The server answered 404 to a request carrying ``session``, our session id."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(session)
+        self.session = session
 
 
-class RemoteClient:
-    """One server reached by URL. ``await connect()`` (handshake and tool listing; the caller
-    bounds it with the entry's ``start_timeout_s``), then :meth:`call_tool` from any task
-    (requests are independent HTTP exchanges), :meth:`aclose` at the end."""
+class _NotSent(Exception):
+    """The request never reached the server (its cause says why)."""
 
-    def __init__(
-        self,
-        server: McpServerEntry,
-        network: NetworkRules,
-        *,
-        resolver: Resolver | None = None,
-        transport_factory: TransportFactory | None = None,
-    ) -> None:
-        if server.url is None:
-            raise SandboxError(f"MCP server {server.name!r} has no url", server=server.name)
-        self.server = server
-        self.url: str = server.url
-        self._gateway = EgressGateway(
-            origin_rules(network, server.url),
-            resolver=resolver,
-            transport_factory=transport_factory,
-        )
-        self._headers: dict[str, str] = {}
-        self._secrets: list[str] = []
+
+class _Lost(Exception):
+    """The request may have reached the server; its answer did not arrive."""
+
+
+class HttpStatusError(SandboxError):
+    """The server answered a status outside 2xx (``status`` in details)."""
+
+
+class RemoteClient(RemoteBase):
+    """One server reached by Streamable HTTP; see the module docstring."""
+
+    transport = "streamable-http"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._session_id: str | None = None
-        self._protocol = PROTOCOL_VERSION
-        self._ids = itertools.count(1)
-        self._reconnect = anyio.Lock()
+        self._renewing = anyio.Lock()
+        self._listening = False
+        self._listener: anyio.CancelScope | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    async def connect(self) -> list[types.Tool]:
-        self._headers, self._secrets = resolve_headers(self.server)
-        await self._initialize(timeout_s=self.server.start_timeout_s)
-        return await self._list_all()
+    async def _open(self, *, timeout_s: float, trace: Trace) -> None:
+        last: BaseException | None = None
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                await anyio.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 2.0))
+            try:
+                await self._initialize(timeout_s=timeout_s)
+                break
+            except (_NotSent, _Lost) as exc:  # initialize may be sent again
+                last = exc.__cause__ or exc
+        else:
+            assert last is not None
+            raise self.unreachable(last, ATTEMPTS) from last
+        self._start_listening()
+
+    def _start_listening(self) -> None:
+        """The GET stream's task, unless it runs (or there is no task group to run it)."""
+        if self._task_group is not None and not self._listening and not self._closed:
+            self._listening = True
+            self._task_group.start_soon(self._listen)
 
     async def aclose(self) -> None:
         """End the session (a DELETE, best effort: the server may be gone) and close."""
         session, self._session_id = self._session_id, None
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
         with anyio.CancelScope(shield=True):
             try:
                 if session is not None:
@@ -190,191 +197,255 @@ class RemoteClient:
             finally:
                 await self._gateway.aclose()
 
-    # -- requests -----------------------------------------------------------------------------
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, timeout_s: float, max_bytes: int
-    ) -> types.CallToolResult:
-        """``tools/call``; the whole exchange (a re-initialisation included) is bounded by
-        the caller's deadline, the answer by ``max_bytes`` plus the envelope allowance."""
-        result = await self._request(
-            "tools/call",
-            {"name": name, "arguments": arguments},
-            timeout_s=timeout_s,
-            max_bytes=max_bytes + _ENVELOPE_BYTES,
-        )
-        try:
-            return types.CallToolResult.model_validate(result)
-        except ValidationError as exc:
-            raise self._malformed(f"tools/call result: {_first_error(exc)}") from exc
-
-    def scrub(self, text: str) -> str:
-        """``text`` with the header secrets replaced: a server may echo them in errors."""
-        for secret in self._secrets:
-            text = text.replace(secret, _REDACTED)
-        return text
-
     async def _initialize(self, *, timeout_s: float) -> None:
-        self._session_id = None
-        params = {
-            "protocolVersion": PROTOCOL_VERSION,
-            # No capabilities: the broker answers no server-to-client request.
-            "capabilities": {},
-            "clientInfo": {"name": "runtime", "version": "1"},
-        }
+        # The old session stays in place until the new one is open: calls in flight keep
+        # using it (and renew through the lock if the server forgot it), never none at all.
+        request_id = next(self._ids)
         answer = await self._exchange(
-            "initialize", params, timeout_s=timeout_s, max_bytes=_LIST_BYTES
+            self.initialize_message(request_id), timeout_s=timeout_s, max_bytes=LIST_BYTES
         )
-        try:
-            result = types.InitializeResult.model_validate(answer)
-        except ValidationError as exc:
-            raise self._malformed(f"initialize result: {_first_error(exc)}") from exc
-        if result.protocol_version not in _SPOKEN:
-            # Another era may change what a call means (the 2026 one answers calls with
-            # InputRequired rounds); it also goes back into a header, so it is checked here.
-            raise self._malformed(
-                f"protocol version {result.protocol_version[:64]!r}; this client speaks "
-                f"{', '.join(sorted(_SPOKEN))}"
-            )
-        self._protocol = result.protocol_version
-        await self._post(
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            timeout_s=timeout_s,
-            max_bytes=4096,
-        )
+        self.accept_initialize(answer)
+        await self._notify({"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout_s)
 
-    async def _list_all(self) -> list[types.Tool]:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(64):  # a server that pages forever is cut off
-            params: dict[str, Any] = {"cursor": cursor} if cursor else {}
-            answer = await self._request(
-                "tools/list", params, timeout_s=self.server.start_timeout_s, max_bytes=_LIST_BYTES
-            )
-            try:
-                page = types.ListToolsResult.model_validate(answer)
-            except ValidationError as exc:
-                raise self._malformed(f"tools/list result: {_first_error(exc)}") from exc
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor or len(tools) >= 512:
-                break
-        return tools
-
+    # -- requests -----------------------------------------------------------------------------
     async def _request(
-        self, method: str, params: dict[str, Any], *, timeout_s: float, max_bytes: int
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout_s: float,
+        max_bytes: int,
+        trace: Trace,
     ) -> dict[str, Any]:
         with anyio.fail_after(timeout_s):  # raised as TimeoutError; the proxy maps it
-            try:
-                return await self._exchange(
-                    method, params, timeout_s=timeout_s, max_bytes=max_bytes
+            renewed = False
+            last: BaseException | None = None
+            for attempt in range(ATTEMPTS):
+                if attempt:
+                    await anyio.sleep(min(BACKOFF_S * 2 ** (attempt - 1), 2.0))
+                    trace["mcp_retries"] = trace.get("mcp_retries", 0) + 1
+                message = {
+                    "jsonrpc": "2.0",
+                    "id": next(self._ids),
+                    "method": method,
+                    "params": params,
+                }
+                try:
+                    return await self._exchange(message, timeout_s=timeout_s, max_bytes=max_bytes)
+                except _SessionExpired as exc:
+                    if renewed:
+                        raise SandboxError(
+                            f"MCP server {self.server.name!r} forgot the session it had just "
+                            "opened",
+                            server=self.server.name,
+                        ) from exc
+                    last = exc
+                    try:
+                        renewed = await self._renew(exc.session, timeout_s, trace)
+                    except (_NotSent, _Lost) as inner:
+                        last = inner.__cause__ or inner  # retried: the request was not sent
+                except _NotSent as exc:
+                    last = exc.__cause__ or exc
+                except _Lost as exc:
+                    if method == "tools/call":
+                        raise self.lost(method, exc.__cause__ or exc) from exc.__cause__
+                    last = exc.__cause__ or exc
+            assert last is not None
+            raise self.unreachable(last, ATTEMPTS) from last
+
+    async def _renew(self, stale: str, timeout_s: float, trace: Trace) -> bool:
+        """A fresh session in place of ``stale``, the one the server forgot (once for
+        concurrent callers: the first renews, the others find the new session)."""
+        async with self._renewing:
+            if self._session_id == stale:
+                await self._initialize(timeout_s=timeout_s)
+                trace["mcp_sessions"] = trace.get("mcp_sessions", 0) + 1
+                # A listener that gave up while the server was away listens again.
+                self._start_listening()
+                log.info(
+                    "mcp server %r: a new session after the server forgot its own", self.server.name
                 )
-            except _SessionExpired:
-                stale = self._session_id
-                async with self._reconnect:
-                    if self._session_id == stale:  # not already renewed by another call
-                        await self._initialize(timeout_s=timeout_s)
-            try:
-                return await self._exchange(
-                    method, params, timeout_s=timeout_s, max_bytes=max_bytes
-                )
-            except _SessionExpired as exc:
-                raise SandboxError(
-                    f"MCP server {self.server.name!r} forgot the session it had just opened",
-                    server=self.server.name,
-                ) from exc
+        return True
 
     async def _exchange(
-        self, method: str, params: dict[str, Any], *, timeout_s: float, max_bytes: int
-    ) -> dict[str, Any]:
-        request_id = next(self._ids)
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        reply = await self._post(message, timeout_s=timeout_s, max_bytes=max_bytes)
-        if method == "initialize":
-            session = reply["headers"].get("mcp-session-id")
-            if session is not None and not _visible_ascii(session):
-                raise self._malformed("a session id that is not visible ASCII")
-            self._session_id = session
-        return self._answer(reply, request_id)
-
-    async def _post(
         self, message: dict[str, Any], *, timeout_s: float, max_bytes: int
     ) -> dict[str, Any]:
+        """One POST and its answer, read as it arrives."""
+        request_id = message["id"]
+        opening = message["method"] == "initialize"
+        # The session this request carries: a 404 names it, so that a renewal by another
+        # call meanwhile is not taken for a second forgotten session.
+        sent = None if opening else self._session_id
+        async with self._post(message, sent, timeout_s=timeout_s) as reply:
+            await self._check_status(reply, sent)
+            if opening:
+                session = reply.headers.get("mcp-session-id")
+                if session is not None and not visible_ascii(session):
+                    raise self.malformed("a session id that is not visible ASCII")
+                self._session_id = session
+            content_type = reply.headers.get("content-type", "").split(";")[0].strip().lower()
+            try:
+                if content_type == "application/json":
+                    return await self._json_answer(reply, request_id, max_bytes)
+                if content_type == "text/event-stream":
+                    return await self._sse_answer(reply, request_id, max_bytes)
+            except (ToolFailed, SandboxError) as exc:
+                if isinstance(exc, ToolFailed) and _is_transport(exc):
+                    raise _Lost from exc
+                raise
+            raise self.malformed(f"an answer of type {content_type[:100]!r}")
+
+    @asynccontextmanager
+    async def _post(
+        self, message: dict[str, Any], session: str | None, *, timeout_s: float
+    ) -> AsyncIterator[StreamedReply]:
         payload = {
             "method": "POST",
             "url": self.url,
             "headers": {
-                **self._request_headers(self._session_id),
+                **self._request_headers(session),
                 "Content-Type": "application/json",
             },
             "body": json.dumps(message, separators=(",", ":")).encode(),
-            "max_bytes": max_bytes,
             "timeout_s": timeout_s,
             "follow_redirects": True,
         }
         try:
-            reply = await self._gateway.request(payload)
+            stream = self._gateway.stream(payload)
+            reply = await stream.__aenter__()
         except (ToolFailed, InvalidArguments) as exc:
-            # Refusals (EgressDenied) and timeouts pass through as they are; the rest is a
-            # server that cannot be reached or dropped the connection.
-            raise SandboxError(
-                f"MCP server {self.server.name!r} is unreachable or dropped the connection: "
-                f"{self.scrub(exc.message)}",
-                server=self.server.name,
-                url=self.url[:200],
-            ) from exc
-        status = reply["status"]
-        if reply["truncated"]:
-            raise OutputTooLarge(
-                f"MCP server {self.server.name!r} answered more than {max_bytes} bytes",
-                limit_bytes=max_bytes,
-            )
-        if (
-            status == 404
-            and self._session_id is not None
-            and message.get("method") != ("initialize")
-        ):
-            raise _SessionExpired
+            # Refusals (EgressDenied) and timeouts pass through as they are.
+            if delivered(exc):
+                raise _Lost from exc
+            raise _NotSent from exc
+        try:
+            yield reply
+        finally:
+            await stream.__aexit__(None, None, None)
+
+    async def _check_status(self, reply: StreamedReply, sent: str | None) -> None:
+        status = reply.status
+        if status == 404 and sent is not None:
+            raise _SessionExpired(sent)
         if not 200 <= status < 300:
-            body = bytes(reply["body"][:200]).decode("utf-8", "replace")
-            raise SandboxError(
-                f"MCP server {self.server.name!r} answered HTTP {status}: {self.scrub(body)!r}",
+            body = bytearray()
+            with anyio.move_on_after(2):
+                async for chunk in reply.chunks(200):
+                    body += chunk
+                    if len(body) >= 200:
+                        break
+            text = bytes(body[:200]).decode("utf-8", "replace")
+            raise HttpStatusError(
+                f"MCP server {self.server.name!r} answered HTTP {status}: {self.scrub(text)!r}",
                 server=self.server.name,
                 status=status,
             )
-        return reply
 
-    def _answer(self, reply: dict[str, Any], request_id: int) -> dict[str, Any]:
-        """The result of the JSON-RPC response to ``request_id`` in a reply's body."""
-        content_type = reply["headers"].get("content-type", "").split(";")[0].strip().lower()
-        body: bytes = reply["body"]
+    async def _json_answer(
+        self, reply: StreamedReply, request_id: int, max_bytes: int
+    ) -> dict[str, Any]:
+        body = bytearray()
+        async for chunk in reply.chunks(max_bytes + 1 - len(body)):
+            body += chunk
+            if len(body) > max_bytes:
+                raise self._too_large(max_bytes)
         try:
-            if content_type == "application/json":
-                decoded = json.loads(body)
-                messages = decoded if isinstance(decoded, list) else [decoded]
-            elif content_type == "text/event-stream":
-                messages = [json.loads(data) for data in _sse_data(body)]
-            else:
-                raise self._malformed(f"an answer of type {content_type[:100]!r}")
+            decoded = json.loads(body)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8
-            raise self._malformed(f"an answer that is not JSON ({exc})") from exc
-        for message in messages:
-            if not isinstance(message, dict) or message.get("id") != request_id:
-                continue  # notifications, and requests the broker does not answer
-            if "error" in message:
-                error = message["error"]
-                if not isinstance(error, dict):
-                    raise self._malformed("a JSON-RPC error that is not an object")
-                code = error.get("code")
-                text = str(error.get("message", ""))[:4096]
-                raise ToolFailed(
-                    f"MCP server {self.server.name!r}: {self.scrub(text)}",
-                    code=code if isinstance(code, int) else None,
-                )
-            result = message.get("result")
-            if not isinstance(result, dict):
-                raise self._malformed("a JSON-RPC response without a result object")
-            return result
-        raise self._malformed(f"no answer to request {request_id}")
+            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
+        messages = decoded if isinstance(decoded, list) else [decoded]
+        budget = Budget(self.server.name)
+        for item in messages:
+            found = await self._handle(item, request_id, budget, 0)
+            if found is not None:
+                return found
+        raise self.malformed(f"no answer to request {request_id}")
+
+    async def _sse_answer(
+        self, reply: StreamedReply, request_id: int, max_bytes: int
+    ) -> dict[str, Any]:
+        parser = SseParser(max_bytes)
+        budget = Budget(self.server.name)
+        # Comments and empty lines reach no budget: the whole stream is capped too.
+        allowance = max_bytes + MAX_CHATTER_BYTES
+        total = 0
+        try:
+            async for chunk in reply.chunks():
+                total += len(chunk)
+                if total > allowance:
+                    budget.spend("junk", MAX_CHATTER_BYTES + 1)  # raises: a flood
+                for event in parser.feed(chunk):
+                    found = await self._event(event.data, request_id, budget)
+                    if found is not None:
+                        return found
+            last = parser.close()
+            if last is not None:
+                found = await self._event(last.data, request_id, budget)
+                if found is not None:
+                    return found
+        except EventTooLarge as exc:
+            raise self._too_large(max_bytes) from exc
+        except SseSyntaxError as exc:
+            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
+        # The stream ended without the answer: the server may have handled the request.
+        raise _Lost from self.malformed(f"no answer to request {request_id}")
+
+    async def _event(self, data: str, request_id: int, budget: Budget) -> dict[str, Any] | None:
+        try:
+            message = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
+        return await self._handle(message, request_id, budget, len(data))
+
+    async def _handle(
+        self, message: Any, request_id: int, budget: Budget, size: int
+    ) -> dict[str, Any] | None:
+        """The result if ``message`` answers ``request_id``; anything else handled."""
+        kind = classify(message)
+        if kind == "response" and same_id(message["id"], request_id):
+            return self.result_of(message)
+        budget.spend(kind, size)
+        if kind == "request":
+            answer = self.inbound.request(message)
+            if answer is not None:
+                try:
+                    await self._notify(answer, _REPLY_TIMEOUT_S)
+                except (RuntimeToolError, _NotSent, _Lost) as exc:
+                    # The server's problem: the awaited answer may still come.
+                    self.inbound.note("answer to its request not delivered: %s", _text(exc))
+        elif kind == "notification":
+            self.inbound.notification(message)
+        return None
+
+    async def _notify(self, message: dict[str, Any], timeout_s: float) -> None:
+        """POST a notification or a response: the server answers 202 and no body."""
+        try:
+            reply = await self._gateway.request(
+                {
+                    "method": "POST",
+                    "url": self.url,
+                    "headers": {
+                        **self._request_headers(self._session_id),
+                        "Content-Type": "application/json",
+                    },
+                    "body": json.dumps(message, separators=(",", ":")).encode(),
+                    "max_bytes": 4096,
+                    "timeout_s": timeout_s,
+                    "follow_redirects": True,
+                }
+            )
+        except (ToolFailed, InvalidArguments) as exc:
+            if delivered(exc):
+                raise _Lost from exc
+            raise _NotSent from exc
+        if not 200 <= reply["status"] < 300:
+            body = bytes(reply["body"][:200]).decode("utf-8", "replace")
+            raise HttpStatusError(
+                f"MCP server {self.server.name!r} answered HTTP {reply['status']}: "
+                f"{self.scrub(body)!r}",
+                server=self.server.name,
+                status=reply["status"],
+            )
 
     def _request_headers(self, session: str | None) -> dict[str, str]:
         headers = {**self._headers, "Accept": _ACCEPT, "MCP-Protocol-Version": self._protocol}
@@ -382,35 +453,74 @@ class RemoteClient:
             headers["Mcp-Session-Id"] = session
         return headers
 
-    def _malformed(self, what: str) -> SandboxError:
-        return SandboxError(
-            f"MCP server {self.server.name!r} sent {self.scrub(what)[:500]}",
-            server=self.server.name,
-            reason="malformed",
+    def _too_large(self, max_bytes: int) -> OutputTooLarge:
+        return OutputTooLarge(
+            f"MCP server {self.server.name!r} answered more than {max_bytes} bytes",
+            limit_bytes=max_bytes,
         )
 
+    # -- the GET stream -------------------------------------------------------------------
+    async def _listen(self) -> None:
+        """Messages outside any answer, until :meth:`aclose`. Bounded: a stream that fails or
+        ends :data:`_LISTEN_FAILURES` times in a row, or floods, ends the listening (calls
+        go on; only unsolicited messages are missed)."""
+        try:
+            with anyio.CancelScope() as scope:
+                self._listener = scope
+                if self._closed:
+                    return
+                await self._listen_loop()
+        finally:
+            self._listening = False
 
-def _sse_data(body: bytes) -> list[str]:
-    """The ``data`` of each event of a ``text/event-stream`` body (lines joined by LF)."""
-    events: list[str] = []
-    data: list[str] = []
-    for raw in body.decode("utf-8").splitlines():
-        if not raw:
-            if data:
-                events.append("\n".join(data))
-            data = []
-        elif raw.startswith("data:"):
-            value = raw[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        events.append("\n".join(data))
-    return events
+    async def _listen_loop(self) -> None:
+        failures = 0
+        while not self._closed and failures < _LISTEN_FAILURES:
+            try:
+                heard = await self._listen_once()
+            except _Stop:
+                return
+            except (RuntimeToolError, _NotSent, _Lost, _SessionExpired) as exc:
+                self.inbound.note("GET stream failed: %s", _text(exc))
+                heard = False
+            except Exception as exc:  # a hostile stream must not take the broker down
+                self.inbound.note("GET stream failed: %s", _text(exc))
+                heard = False
+            failures = 0 if heard else failures + 1
+            await anyio.sleep(min(BACKOFF_S * 2**failures, 5.0))
+
+    async def _listen_once(self) -> bool:
+        payload = {
+            "method": "GET",
+            "url": self.url,
+            "headers": {**self._request_headers(self._session_id), "Accept": "text/event-stream"},
+            "timeout_s": self.server.start_timeout_s,
+            "follow_redirects": True,
+        }
+        heard = False
+        async with self._gateway.stream(payload) as reply:
+            if reply.status in (404, 405) or not 200 <= reply.status < 300:
+                if reply.status == 405:
+                    raise _Stop  # the server offers no GET stream (the spec allows it)
+                return False
+            parser = SseParser(_LISTEN_EVENT_BYTES)
+            budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)
+            async for chunk in reply.chunks():
+                for event in parser.feed(chunk):
+                    message = json.loads(event.data)
+                    await self._handle(message, -1, budget, len(event.data))
+                    heard = True
+        return heard
 
 
-def _visible_ascii(text: str) -> bool:
-    return bool(text) and all(0x21 <= ord(c) <= 0x7E for c in text)
+class _Stop(Exception):
+    """The listener is not wanted (the server has no GET stream)."""
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"[:300]
+def _is_transport(exc: ToolFailed) -> bool:
+    """A gateway error raised while reading a body (the connection dropped)."""
+    return exc.__cause__ is not None and not isinstance(exc, HttpStatusError)
+
+
+def _text(exc: BaseException) -> str:
+    return str(getattr(exc, "message", "") or exc or type(exc).__name__)[:300]

@@ -474,6 +474,16 @@ class McpServerEntry(_Section):
         "one that [env] pass hands to sandboxed tools. Never written to the audit log. Only "
         "with url. Default: none.",
     )
+    transport: Literal["streamable-http", "sse", "auto"] | None = Field(
+        None,
+        description="How a url server is spoken to: 'streamable-http' (MCP 2025-03-26 and "
+        "later: one POST per message, answers as JSON or an SSE stream), 'sse' (the legacy "
+        "HTTP+SSE transport of 2024-11-05: a GET stream held open, and the endpoint it names "
+        "for POSTs, which must be on the server's own origin), or 'auto' (Streamable HTTP, "
+        "then 'sse' when the server answers the first initialize POST with 400, 404 or 405, "
+        "the spec's backwards-compatibility procedure). Only with url. "
+        "Default: 'streamable-http'.",
+    )
     prefix: str | None = Field(
         None,
         pattern=_MCP_IDENT,
@@ -576,6 +586,13 @@ class McpServerEntry(_Section):
                 value[len(ENV_REFERENCE) :]
             ):
                 raise ValueError(f"header {name!r}: {value!r} names no environment variable")
+        return v
+
+    @field_validator("transport")
+    @classmethod
+    def _transport_ok(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and info.data.get("url") is None:
+            raise ValueError("'transport' applies to a server reached by url only")
         return v
 
     @model_validator(mode="after")

@@ -251,7 +251,7 @@ async def test_an_unexpected_failure_is_that_servers_error(
 ) -> None:
     from runtime.backends.mcp_proxy import McpProxyBackend
 
-    async def broken(self: RemoteClient) -> Any:
+    async def broken(self: RemoteClient, *args: Any) -> Any:
         raise LookupError("surprise")
 
     monkeypatch.setattr(RemoteClient, "connect", broken)

@@ -2,8 +2,11 @@
 ``[[mcp_servers]] url``. Run as a process: ``python url_server.py``; it prints ``listening
 on http://127.0.0.1:PORT`` on stderr once it accepts connections.
 
-``--token TOKEN``: every request must carry ``Authorization: Bearer TOKEN`` (401
-otherwise), so a test sees that the broker sent the header. Routes besides ``/mcp``:
+``--sse``: the legacy HTTP+SSE transport (GET ``/sse``, POSTs to the endpoint it names)
+instead. ``--grow``: a tool ``grow`` that adds a tool ``extra`` and notifies
+tools/list_changed. ``--port PORT``: listen there (a restart on the same port). ``--token TOKEN``:
+every request must carry ``Authorization: Bearer TOKEN`` (401 otherwise), so a test sees
+that the broker sent the header. Routes besides ``/mcp``:
 ``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
 to the same server under the name ``localhost``, another origin.
 """
@@ -18,6 +21,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -57,6 +61,19 @@ def die() -> str:
     os._exit(3)
 
 
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``extra`` and tells the client its tools changed (a notification
+    outside any answer: the SDK sends it on the session's GET stream)."""
+    if "extra" not in [t.name for t in await server.list_tools()]:
+        server.add_tool(_extra, name="extra", description="Added by grow.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def _extra(word: str) -> str:
+    return word.upper()
+
+
 async def garbage(request: Request) -> Response:
     return Response(b"{not json", media_type="application/json")
 
@@ -79,18 +96,25 @@ def _guarded(app: Any, token: str) -> Any:
 
 
 def main() -> None:
-    app = server.streamable_http_app()
+    legacy = "--sse" in sys.argv
+    if "--grow" in sys.argv:
+        server.add_tool(grow)
+    app = server.sse_app() if legacy else server.streamable_http_app()
     app.router.routes.append(Route("/garbage", garbage, methods=["POST", "DELETE"]))
     app.router.routes.append(Route("/moved", moved, methods=["POST", "DELETE"]))
     token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
     asgi = _guarded(app, token) if token else app
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    # A restart on the port of the server it replaces (--port) must not wait for TIME_WAIT.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     # Listening before uvicorn runs: a client that connects at once waits in the backlog
     # until the server (and its session manager) is up, so the line below is never early.
     sock.listen(128)
     port = sock.getsockname()[1]
-    print(f"listening on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    path = "/sse" if legacy else "/mcp"
+    print(f"listening on http://127.0.0.1:{port}{path}", file=sys.stderr, flush=True)
     server_ = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
     asyncio.run(server_.serve(sockets=[sock]))
 
