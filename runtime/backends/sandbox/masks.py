@@ -96,10 +96,12 @@ __all__ = [
     "find",
     "find_settled",
     "generation",
+    "link_identities",
     "signature",
     "vetted",
     "warm",
     "with_targets",
+    "write_denied",
 ]
 
 #: Directory entries the walk may look at per call before it fails the call closed. A
@@ -425,7 +427,13 @@ def _now_ns() -> int:
 
 
 def find(
-    root_fd: int, spec: MaskSpec, *, host: str | None = None, watch: bool = False
+    root_fd: int,
+    spec: MaskSpec,
+    *,
+    host: str | None = None,
+    watch: bool = False,
+    ro_links: list[tuple[str, ...]] | None = None,
+    lenient: bool = False,
 ) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
@@ -440,9 +448,16 @@ def find(
     each call, :func:`signature`); while none reports a change, the next walk redoes only
     what a walk does every time — each masked entry looked at again, the hidden directories'
     links and link counts, the denied-path links followed — and skips the directories
-    (``_dirwatch``: why no change is missed)."""
+    (``_dirwatch``: why no change is missed).
+
+    ``ro_links``: filled with the symbolic links a ``readonly`` glob matches (never masked:
+    a link resolves inside the new root; ``_denywrite`` needs them, as a link planted at
+    ``.git`` is a repository for the host's git). ``lenient``: the hide masks' refusals
+    (a linked hidden file, a denied-path link) are not raised: for ``_denywrite``'s sweep
+    after a call, which must finish where the next call's look refuses."""
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
+    found_ro_links: list[tuple[str, ...]] = []
     links: list[tuple[str, ...]] = []
     seen = 0
     hidden_seen = 0  # of ``seen``: listed inside hidden directories (looked at every time)
@@ -556,7 +571,7 @@ def find(
                     continue
                 if stat.S_ISLNK(st.st_mode):
                     links.append(sub)
-                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not lenient:
                     raise _linked(sub, st.st_nlink)
             after = os.fstat(dfd)
             if (
@@ -616,6 +631,8 @@ def find(
             if step.link:
                 links.append(sub)  # followed once the walk has found every hidden entry
                 own_links.append(sub)
+                if step.action == "readonly":
+                    found_ro_links.append(sub)
                 continue
             if step.action is not None:
                 acts.append((sub, step))
@@ -689,9 +706,11 @@ def find(
         except FileNotFoundError:
             raise _changed(sub) from None
         if stat.S_ISLNK(st.st_mode):
+            if step.action == "readonly":
+                found_ro_links.append(sub)
             return False, step.listed_dir
         is_dir = stat.S_ISDIR(st.st_mode)
-        if step.action == "hide" and not is_dir and st.st_nlink > 1:
+        if step.action == "hide" and not is_dir and st.st_nlink > 1 and not lenient:
             raise _linked(sub, st.st_nlink)
         assert step.action is not None
         targets.append(
@@ -726,11 +745,13 @@ def find(
                 os.close(dfd)
         links.extend(node.links)
         own_links.extend(node.links)
+        found_ro_links.extend(p for p in node.links if matcher.action("/".join(p)) == "readonly")
 
     def walk() -> None:
         nonlocal seen, hidden_seen
         targets.clear()
         links.clear()
+        found_ro_links.clear()
         acts.clear()
         own_links.clear()
         seen = hidden_seen = 0
@@ -774,7 +795,9 @@ def find(
         except BaseException:
             tree.forget()
             raise
-    if links:
+    if ro_links is not None:
+        ro_links.extend(found_ro_links)
+    if links and not lenient:
         hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
         for parts in links:
             _vet_link(
@@ -1189,10 +1212,22 @@ class Signature:
     back on a re-created entry (a mount on a deleted entry is gone with it). Equal to another
     only with the same targets; close (or drop) it to release the descriptors."""
 
-    __slots__ = ("_fds", "_pid", "key")
+    __slots__ = ("_fds", "_pid", "found", "key", "ro_links")
 
-    def __init__(self, key: tuple[MaskTarget, ...] | None, fds: list[int]) -> None:
-        self.key = key  # None: the walk did not complete, equal to nothing
+    def __init__(
+        self,
+        key: tuple[MaskTarget, ...] | None,
+        fds: list[int],
+        *,
+        found: tuple[MaskTarget, ...] | None = None,
+        ro_links: frozenset[tuple[int, int]] = frozenset(),
+    ) -> None:
+        self.key = key  # None: the walk did not complete (or pins too many), equal to nothing
+        #: What the walk found, even past the pins' bound (None: it did not complete), and
+        #: the (st_dev, st_ino) of the links a ``readonly`` glob matches: ``_denywrite``'s
+        #: record of what existed before a call.
+        self.found = key if found is None else found
+        self.ro_links = ro_links
         self._fds = fds
         self._pid = os.getpid()
 
@@ -1239,15 +1274,42 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
         return Signature(None, [])
     fds: list[int] = []
     try:
-        targets = find(root, spec, host=workspace, watch=True)
+        links: list[tuple[str, ...]] = []
+        targets = find(root, spec, host=workspace, watch=True, ro_links=links)
+        found = tuple(targets)
+        ro_links = link_identities(root, links)
         if len(targets) > _MAX_PINS:
-            return Signature(None, [])
+            return Signature(None, [], found=found, ro_links=ro_links)
         for target in targets:
             fds.append(_reopen(root, target))
-        return Signature(tuple(targets), fds)
+        return Signature(found, fds, ro_links=ro_links)
     except OSError:
         for fd in fds:
             os.close(fd)
         return Signature(None, [])
     finally:
         os.close(root)
+
+
+def link_identities(root_fd: int, links: list[tuple[str, ...]]) -> frozenset[tuple[int, int]]:
+    """(st_dev, st_ino) of each link at ``links`` (workspace-relative parts, as ``find``'s
+    ``ro_links`` names them) that is still a link there; each directory on the way is opened
+    O_NOFOLLOW (raises OSError, EAGAIN when one moved)."""
+    out: set[tuple[int, int]] = set()
+    for parts in links:
+        parent = _open_dir(root_fd, parts[:-1])
+        try:
+            st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            raise _changed(parts) from None
+        finally:
+            os.close(parent)
+        if stat.S_ISLNK(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return frozenset(out)
+
+
+def write_denied(spec: MaskSpec, rel: str) -> bool:
+    """Whether a ``readonly`` glob of ``spec`` matches the workspace-relative path ``rel``
+    (whatever a hide glob says: ``_denywrite`` looks inside hidden directories a call made)."""
+    return _matcher(spec).readonly.match(rel) is not None
