@@ -79,6 +79,7 @@ def test_a_git_config_made_by_the_shell_is_moved_aside(ws: Path) -> None:
     assert not os.path.lexists(ws / ".git")
     assert "fsmonitor" in (ws / f".git{TAG}" / "config").read_text()  # kept for the user
     assert "'.git'" in out.message and "moved aside" in out.message
+    assert out.details["stdout"] == "made\n"  # what the command printed is kept
 
 
 def test_a_gitdir_file_made_by_write_file_is_moved_aside(ws: Path) -> None:

@@ -51,11 +51,15 @@ def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
     return out
 
 
-def denied_write(report: dict[str, Any] | None, usage: dict[str, Any]) -> DeniedPathWritten | None:
+def denied_write(
+    report: dict[str, Any] | None, usage: dict[str, Any], terminal: dict[str, Any] | None = None
+) -> DeniedPathWritten | None:
     """The call's error when the fork-server's deny_write check (``_denywrite``, run once
     the call's processes were gone) moved entries aside or could not finish; None when it
     found nothing. It outranks every other outcome, a timeout's included: what the call
-    returned describes a tree that is no longer there."""
+    returned describes a tree that is no longer there. What a command printed (``terminal``,
+    its last frame: ``stdout``, ``stderr``) is kept in the details, bounded: ``cargo new x``
+    makes ``x/.git`` along with everything else, and its log should not be lost."""
     if not report:
         return None
     moved = report.get("quarantined") or []
@@ -83,7 +87,7 @@ def denied_write(report: dict[str, Any] | None, usage: dict[str, Any]) -> Denied
         extra["quarantined_count"] = count
     if unchecked is not None:
         extra["unchecked"] = str(unchecked)
-    return DeniedPathWritten("; ".join(parts), usage=usage, **extra)
+    return DeniedPathWritten("; ".join(parts), usage=usage, **extra, **_partial_output(terminal))
 
 
 def outcome(

@@ -503,7 +503,7 @@ class SandboxBackend:
     def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
         limits = request.limits
         usage = call_usage(call.exit_report, call.started)
-        denied = denied_write(call.exit_report, usage)
+        denied = denied_write(call.exit_report, usage, call.terminal)
         if denied is not None:
             raise denied
         if call.timed_out:
