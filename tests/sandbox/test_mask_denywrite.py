@@ -176,6 +176,72 @@ def test_a_nested_gitdir_file_made_by_write_file(ws: Path) -> None:
     _moved(second, ("sub/.git", f"sub/.git{TAG}"))
 
 
+# -- concurrent calls on one workspace -------------------------------------------------------
+
+
+async def _until(path: Path) -> None:
+    """Wait (up to 15 s) until the sandboxed call has made ``path``."""
+    import anyio
+
+    for _ in range(300):
+        if await anyio.Path(path).exists():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_a_concurrent_call_sees_the_new_repository_read_only(ws: Path) -> None:
+    """B starts while A's new .git exists: B's look finds it, so B gets it read-only (and
+    is not blamed for it); A's check moves it when A ends."""
+    import anyio
+
+    async def fn(b: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+
+        async def first() -> None:
+            command = "mkdir .git && echo a > .git/config; while [ ! -e go ]; do sleep 0.05; done"
+            try:
+                out["a"] = (await call(b, SHELL, ws, command=command)).result
+            except Exception as exc:
+                out["a"] = exc
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await _until(ws / ".git" / "config")
+            command = "echo b >> .git/config; echo b-done"
+            out["b"] = (await call(b, SHELL, ws, command=command)).result
+            (ws / "go").write_text("")
+        return out
+
+    out = run_with_backend(fn, masks=DEFAULT_MASKS, pool=2)
+    assert out["b"]["stdout"] == "b-done\n" and "read-only" in out["b"]["stderr"].lower()
+    _moved(out["a"], (".git", f".git{TAG}"))
+    assert (ws / f".git{TAG}" / "config").read_text() == "a\n"
+    assert not os.path.lexists(ws / ".git")
+
+
+def test_a_repository_the_user_makes_during_a_call_is_moved_too(ws: Path) -> None:
+    """Documented: what appears on a denied path while a call runs cannot be told from what
+    the call made; it is moved aside (kept, not deleted) and the call's error says so."""
+    import anyio
+
+    async def fn(b: Any) -> Any:
+        async def user() -> None:
+            await _until(ws / "started")
+            (ws / ".git").mkdir()
+            (ws / "go").write_text("")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(user)
+            command = "touch started; while [ ! -e go ]; do sleep 0.05; done"
+            try:
+                return (await call(b, SHELL, ws, command=command)).result
+            except Exception as exc:
+                return exc
+
+    _moved(run_with_backend(fn, masks=DEFAULT_MASKS), (".git", f".git{TAG}"))
+
+
 # -- what must stay as it is ----------------------------------------------------------------
 
 

@@ -30,9 +30,10 @@ masks, which cover names, not inodes; both refuse every call until the user remo
   ``**/name`` glob would see through (a directory link keeps the names below it) is not on
   a denied path at all, so the links of a pnpm tree cost nothing.
 
-Known gap: a ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no
-``.git``) can be created by a call, hooks and all; only an existing entry can be bound
-read-only, and Landlock grants by hierarchy, not by name.
+A ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no ``.git``)
+has nothing to bind read-only, and Landlock grants by hierarchy, not by name: a call can
+create it, hooks and all. ``_denywrite`` looks again when such a call has ended and moves
+what it made there aside (``find``'s ``ro_links`` and ``lenient`` serve it).
 
 Hazards, and what attackers control: the tree itself, also *during* the walk, through a
 concurrent call in the same workspace. So the walk descends by directory descriptors opened
@@ -1022,8 +1023,10 @@ def _linked(parts: tuple[str, ...], links: int) -> OSError:
     # .env` before the user writes .env in place); the mask covers the name, not the inode,
     # and the other names cannot be found short of indexing every inode of the tree. Only
     # for hidden files: git hard-links its objects (clone --local), and refusing linked
-    # read-only entries would stop every call in such a repository (a second, writable name
-    # of a deny_write file stays a known gap).
+    # read-only entries would stop every call in such a repository. A call cannot give a
+    # deny_write file a second name (link() across its read-only mount is EXDEV, and one it
+    # creates on a denied path is moved aside when it ends, ``_denywrite``); a second,
+    # writable name the user made stays a known gap.
     return _refuse(
         errno.EMLINK,
         f"{'/'.join(parts)!r} is denied by the policy but has {links} hard links: another "
