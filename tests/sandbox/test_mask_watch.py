@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -148,6 +149,45 @@ def test_a_new_directory_with_a_denied_file_is_in_the_next_look(workspace: Path)
     assert _look(workspace) == [rel]
     (deep[7] / "moved" / "deeper" / "id_rsa").unlink()
     assert _look(workspace) == []
+
+
+def test_a_directory_removed_or_renamed_costs_its_parent_not_a_walk(
+    workspace: Path, later: None, opened: list[str]
+) -> None:
+    """A directory removed or renamed away drops what the look knew at and below its path
+    and lists its parent again (SANDBOX.md, tenth round); it used to drop everything and
+    make the next look a full timestamp walk (every directory opened)."""
+    deep = _pnpm_tree(workspace)
+    (deep[2] / ".env").write_text(SECRET)
+    secret = str((deep[2] / ".env").relative_to(workspace))
+    assert _look(workspace) == [secret]
+    opened.clear()
+    _look(workspace)
+    quiet = len(opened)
+    shutil.rmtree(deep[3])  # rm -rf of a directory with files
+    opened.clear()
+    assert _look(workspace) == [secret]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+    moved = deep[4].parent / "renamed"
+    deep[4].rename(moved)  # renamed within its parent
+    opened.clear()
+    assert _look(workspace) == [secret]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+    # What is below the new path is looked at there, and the old path is free again.
+    (moved / ".env").write_text(SECRET)
+    deep[4].mkdir()
+    (deep[4] / "id_rsa").write_text(SECRET)
+    found = sorted(_look(workspace))
+    assert found == sorted(
+        [
+            secret,
+            str((moved / ".env").relative_to(workspace)),
+            str((deep[4] / "id_rsa").relative_to(workspace)),
+        ]
+    )
+    # The directory holding the masked file, removed: it is gone from the next look.
+    shutil.rmtree(deep[2])
+    assert secret not in _look(workspace)
 
 
 def _frozen(st: os.stat_result, mtime_ns: int, ctime_ns: int) -> os.stat_result:

@@ -62,10 +62,12 @@ summary of each subtree: its entry count, the entries a glob matched, the denied
 The next look drains the queue: a directory whose files changed is listed again (whatever its
 timestamps say) with the directories above it; every other subtree is its summary — the
 entries it masks are looked at again (a link count moves without an event), the hidden
-directories searched again, the links followed again, nothing else. An event about a
-directory itself (made, removed, renamed, re-permissioned), an overflow, a mount or unmount,
-a directory on another filesystem or at two paths, a watch the user's limit refuses: the
-summaries are dropped and the timestamp walk decides, as without watches. The spare forked
+directories searched again, the links followed again, nothing else. A directory removed or
+renamed away drops the summaries at and below its path, and its parent is listed again (a
+renamed one is walked at its new path, which its new parent's event names). An overflow, a
+mount or unmount, an event nothing can be placed by, a directory on another filesystem or at
+two paths, a watch the user's limit refuses: the summaries are dropped and the timestamp walk
+decides, as without watches. The spare forked
 after the look mounts the look's targets instead of walking (``with_targets``); it serves a
 call only if the look at that call finds the same targets.
 """
@@ -244,6 +246,40 @@ class _Tree:
         self.nodes.clear()
         self.paths.clear()
         self.dirty.clear()
+
+    def drop(self, gone: set[tuple[tuple[int, int], str | None]]) -> bool:
+        """Forget what was known at and below each path ``gone`` names (``DirWatch.drain``)
+        and mark its parent changed: the next walk lists the parent again and walks what is
+        now at that path (a directory renamed elsewhere is walked at its new path, found by
+        its new parent's event). False when a path cannot be placed (a directory never seen
+        at a known path, the workspace itself): then everything is forgotten, as before.
+        Everything is placed before anything is dropped: the events of ``rm -rf d`` name
+        ``d/c`` and ``d`` in any order."""
+        where: set[tuple[str, ...]] = set()
+        for ident, name in gone:
+            base = self.paths.get(ident)
+            if base is None:
+                return False
+            path = base if name is None else (*base, name)
+            if not path:
+                return False
+            where.add(path)
+        by_path = {parts: ident for ident, parts in self.paths.items()}
+        for path in where:
+            parent = by_path.get(path[:-1])
+            if parent is None:
+                return False
+            self.dirty.add(parent)
+
+        def below(parts: tuple[str, ...]) -> bool:
+            return any(parts[:i] in where for i in range(1, len(parts) + 1))
+
+        for ident in [i for i, parts in self.paths.items() if below(parts)]:
+            del self.paths[ident]
+            self.dirty.discard(ident)
+        for key in [k for k in self.nodes if below(k[0])]:
+            del self.nodes[key]
+        return True
 
 
 def _max_watches() -> int:
@@ -768,8 +804,10 @@ def find(
     else:
         nodes = tree.nodes
         try:
-            changed, moved = tree.watch.drain()
+            changed, gone, moved = tree.watch.drain()
             tree.dirty |= changed
+            if gone and not moved:
+                moved = not tree.drop(gone)
             if moved or any(ident not in tree.paths for ident in tree.dirty):
                 tree.forget()
             for ident in tree.dirty:
@@ -787,12 +825,14 @@ def find(
                 tree.nodes.clear()
                 trusting = False
                 walk()
-            changed, moved = tree.watch.drain()
+            changed, gone, moved = tree.watch.drain()
             if moved or not recordable or not tree.watch.usable:
                 tree.forget()
             else:
                 # The changes seen while walking: those directories are walked next time.
                 tree.dirty = changed
+                if gone and not tree.drop(gone):
+                    tree.forget()
         except BaseException:
             tree.forget()
             raise
