@@ -505,3 +505,68 @@ def test_the_watched_look_agrees_with_a_fresh_walk_after_every_change(
                     if not os.path.lexists(target):
                         target.write_text("x")
         assert _watched(root, spec) == _reference(root, spec), (globs, cut)
+
+
+# -- past the pins' bound (more than 64 masked entries) ------------------------------------
+
+
+def _many_secrets(ws: Path, count: int = 70) -> list[str]:
+    """``count`` test fixtures a glob hides, as a node_modules full of *.pem has them."""
+    made = []
+    for i in range(count):
+        where = ws / "node_modules" / f"pkg{i % 7}" / "test" / "fixtures"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / f"k{i}.pem").write_text(SECRET)
+        made.append(str((where / f"k{i}.pem").relative_to(ws)))
+    for path in [ws, *ws.rglob("*")]:
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    return made
+
+
+def test_past_the_pins_bound_the_calls_own_child_gets_the_targets(workspace: Path) -> None:
+    from runtime.backends.sandbox import child, zygote
+
+    made = _many_secrets(workspace)
+    raw_plan: dict[str, Any] = {
+        "call_id": "c",
+        "workspace": str(workspace),
+        "access": "ro",
+        "exec": False,
+        "limits": {},
+        "masks": DEFAULT_MASKS.as_plan(),
+    }
+    plan = child.CallPlan(**raw_plan)
+    with masks.signature(str(workspace), DEFAULT_MASKS) as sig:
+        assert sig is not None and sig.key is None and sig.found is not None
+        stamp = (0, 0, sig)
+        raw, handed = zygote._with_targets(raw_plan, plan, stamp, unpinned=True)
+        assert sorted("/".join(t[0]) for t in raw["masks"]["targets"]) == sorted(made)
+        assert handed.masks == raw["masks"]
+        # A spare's stamp must pin what it mounted: none is made, none handed targets.
+        assert "targets" not in zygote._with_targets(raw_plan, plan, stamp)[0]["masks"]
+        assert not zygote._matchable(plan, stamp)
+    with masks.signature(str(workspace), MaskSpec(hide=("**/.env",))) as few:
+        assert zygote._matchable(plan, (0, 0, few))
+
+
+def test_past_the_pins_bound_calls_stay_masked_and_fork_no_useless_spare(
+    workspace: Path,
+) -> None:
+    from tests.sandbox.helpers import call_processes
+
+    made = _many_secrets(workspace)
+
+    async def fn(b: Any) -> tuple[list[str], int]:
+        outs = []
+        for rel in (made[0], made[-1], made[35]):
+            res = await call(b, SHELL, workspace, command=f"cat {rel}; echo ok")
+            outs.append(res.result["stdout"])
+        assert b.zygote_pid is not None
+        import anyio
+
+        await anyio.sleep(1.0)  # a spare, were one asked for, is cloned by now
+        return outs, len(call_processes(b.zygote_pid))
+
+    outs, left = run_with_backend(fn, masks=DEFAULT_MASKS, pool=2)
+    assert outs == ["ok\n"] * 3, outs
+    assert left == 0

@@ -1146,15 +1146,25 @@ def _reopen(root_fd: int, target: MaskTarget) -> int:
     return fd
 
 
-def with_targets(plan_masks: Mapping[str, Any], sig: Signature | None) -> dict[str, Any]:
+def with_targets(
+    plan_masks: Mapping[str, Any], sig: Signature | None, *, unpinned: bool = False
+) -> dict[str, Any]:
     """``plan_masks`` (``MaskSpec.as_plan``) with the targets ``sig`` found, for a spare
     forked right after the fork-server's look: it mounts them instead of walking the tree
     again. Safe because the spare serves a call only when the fork-server's look at that
-    call finds these very targets (``Signature`` equality, inodes pinned meanwhile)."""
+    call finds these very targets (``Signature`` equality, inodes pinned meanwhile).
+
+    ``unpinned``: also when the look found more than the pins' bound (``sig.found``), for
+    the child cloned for the very call the look was made for. It needs no pins: it mounts
+    on what is at each path *now* (``vetted`` re-opens each one and checks its inode), and a
+    change after the look is one made while the call is set up, which no mask covers."""
     out = dict(plan_masks)
-    if sig is not None and sig.key is not None:
+    targets = None if sig is None else sig.key
+    if targets is None and unpinned and sig is not None:
+        targets = sig.found
+    if targets is not None:
         out["targets"] = [
-            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in sig.key
+            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in targets
         ]
     return out
 

@@ -235,19 +235,34 @@ def _guard(
 
 
 def _with_targets(
-    raw_plan: dict[str, Any], plan: child.CallPlan, stamp: tuple[object, ...] | None
+    raw_plan: dict[str, Any],
+    plan: child.CallPlan,
+    stamp: tuple[object, ...] | None,
+    *,
+    unpinned: bool = False,
 ) -> tuple[dict[str, Any], child.CallPlan]:
     """``raw_plan`` and ``plan`` with the mask targets of ``stamp`` (the look just made), for
     the child cloned next: it mounts them instead of walking the tree (``masks.vetted``).
     A spare serves a call only when the look at that call finds the same targets; a call's
     own child is cloned for the call the look was made for, and a change after that look is
     one made while the call is being set up, which no mask covers. Unchanged when the look
-    found nothing to trust (the child then walks, and fails closed, on its own)."""
+    found nothing to trust (the child then walks, and fails closed, on its own).
+    ``unpinned``: for a call's own child, also past the pins' bound (``masks.with_targets``)."""
     sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
-    if not plan.masks or not isinstance(sig, masks.Signature) or sig.key is None:
+    if not plan.masks or not isinstance(sig, masks.Signature):
         return raw_plan, plan
-    raw = {**raw_plan, "masks": masks.with_targets(plan.masks, sig)}
+    if sig.key is None and (not unpinned or sig.found is None):
+        return raw_plan, plan
+    raw = {**raw_plan, "masks": masks.with_targets(plan.masks, sig, unpinned=unpinned)}
     return raw, child.CallPlan(**raw)
+
+
+def _matchable(plan: child.CallPlan, stamp: tuple[object, ...] | None) -> bool:
+    """Whether a spare forked after the look ``stamp`` could ever serve a call: not when
+    the look pins nothing (more targets than the pins' bound, or a tree it refused), as a
+    spare serves only a call whose look equals its own."""
+    sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
+    return not plan.masks or not isinstance(sig, masks.Signature) or sig.key is not None
 
 
 class _Spare:
@@ -589,7 +604,7 @@ class Zygote:
                     self._dismiss(spare)
                 # The masks this look found travel with the call: its child mounts them
                 # (each checked to be the inode found) instead of walking the tree again.
-                raw_plan, plan = _with_targets(msg["plan"], plan, stamp)
+                raw_plan, plan = _with_targets(msg["plan"], plan, stamp, unpinned=True)
                 if self.cloner is None:
                     pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
                     self.calls[pid] = _Call(call_id, pid, groups, guard=guard)
@@ -616,7 +631,9 @@ class Zygote:
             return
         finally:
             os.close(call_fd)
-        if self.pool_size and profile not in self.failed_profiles:
+        if self.pool_size and profile not in self.failed_profiles and _matchable(plan, stamp):
+            # (A spare no look can match would be forked, walk or mount, then be dismissed
+            # at the next call: on a tree with many masked entries, every call.)
             self._make_spare(profile, plan, stamp, msg["plan"], warm=key)
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
