@@ -570,3 +570,36 @@ def test_past_the_pins_bound_calls_stay_masked_and_fork_no_useless_spare(
     outs, left = run_with_backend(fn, masks=DEFAULT_MASKS, pool=2)
     assert outs == ["ok\n"] * 3, outs
     assert left == 0
+
+
+# -- depth ------------------------------------------------------------------------------------
+
+
+def test_a_tree_250_deep_is_masked_and_past_the_bound_fails_closed(workspace: Path) -> None:
+    deep = workspace
+    for _ in range(250):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / ".env").write_text(SECRET)
+    for path in [workspace, *workspace.rglob("*")]:
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    rel = str((deep / ".env").relative_to(workspace))
+    assert _look(workspace) == [rel]
+
+    async def fn(b: Any) -> str:
+        res = await call(b, SHELL, workspace, command=f"cat {rel}; echo ok")
+        out: str = res.result["stdout"]
+        return out
+
+    assert run_with_backend(fn, masks=DEFAULT_MASKS) == "ok\n"
+    for _ in range(masks.MAX_DEPTH - 250 + 1):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as info:
+            find(fd, DEFAULT_MASKS)
+    finally:
+        os.close(fd)
+    assert info.value.errno == errno.E2BIG
+    assert f"deeper than {masks.MAX_DEPTH}" in str(info.value)

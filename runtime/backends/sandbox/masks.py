@@ -111,8 +111,12 @@ __all__ = [
 #: JavaScript checkout holds 100,000-300,000 (``node_modules``); the first walk of a tree this
 #: size costs ~5 s of CPU, later looks at an unchanged tree almost nothing (the watches).
 DEFAULT_MAX_ENTRIES = 1_000_000
-#: Directory levels below the workspace the walk may descend before it fails closed.
-MAX_DEPTH = 128
+#: Directory levels below the workspace the walk may descend before it fails closed. The
+#: walk recurses one Python frame per level (``visit``, ``inside_hidden``): 256 levels and
+#: the ~40 frames of its callers (a call's set-up is the deepest) stay far below the
+#: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
+#: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
+MAX_DEPTH = 256
 
 #: A directory whose mtime or ctime is less than this old when the walk starts (or in the
 #: future) is listed afresh every time and never kept: a change in the same timestamp tick
