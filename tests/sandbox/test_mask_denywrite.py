@@ -360,6 +360,15 @@ def test_sweep_never_follows_a_link_and_keeps_names_free(workspace: Path) -> Non
     assert (outside / ".git").is_dir()
 
 
+def test_sweep_leaves_a_directory_put_at_the_workspace_path_alone(workspace: Path) -> None:
+    base = _baseline(workspace)
+    workspace.rename(workspace.parent / "old")
+    workspace.mkdir()
+    (workspace / ".git").mkdir()  # the user's new clone, never the call's to write
+    assert _denywrite.sweep(base, "t") == _denywrite.Swept()
+    assert (workspace / ".git").is_dir()
+
+
 def test_sweep_reports_what_it_cannot_check(workspace: Path) -> None:
     base = _baseline(workspace)
     for i in range(30):

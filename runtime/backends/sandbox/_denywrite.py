@@ -76,7 +76,7 @@ class Baseline:
     (hidden in the call; what appears in them is the broker's). ``pins``: the look's
     signature, kept for its descriptors (the targets' inodes stay allocated)."""
 
-    __slots__ = ("known", "pins", "spec", "state", "workspace")
+    __slots__ = ("known", "pins", "root", "spec", "state", "workspace")
 
     def __init__(
         self,
@@ -84,13 +84,18 @@ class Baseline:
         spec: masks.MaskSpec,
         known: frozenset[tuple[int, int]],
         state: tuple[str, ...],
+        *,
         pins: object = None,
+        root: tuple[int, int] | None = None,
     ) -> None:
         self.workspace = workspace
         self.spec = spec
         self.known = known
         self.state = state
         self.pins = pins
+        #: (st_dev, st_ino) of the workspace directory the call was given: a directory put
+        #: at its path meanwhile was never the call's to write, and is not checked.
+        self.root = root
 
 
 class Swept(NamedTuple):
@@ -122,6 +127,7 @@ def baseline(
         # own set-up refuses it too) or raced a concurrent call: walked again, leniently.
         found, links = _lenient(workspace, spec)
     known = frozenset({(t.dev, t.ino) for t in found} | links)
+    top = os.stat(workspace)
     state: list[str] = []
     for name in state_dirs:
         try:
@@ -129,7 +135,7 @@ def baseline(
                 state.append(name)
         except OSError:
             pass
-    return Baseline(workspace, spec, known, tuple(state), sig)
+    return Baseline(workspace, spec, known, tuple(state), pins=sig, root=(top.st_dev, top.st_ino))
 
 
 def _lenient(
@@ -165,6 +171,9 @@ def sweep(base: Baseline, tag: str) -> Swept:
         return Swept(error=f"cannot open the workspace: {exc.strerror or exc}")
     moved: list[tuple[str, str]] = []
     try:
+        st = os.fstat(root)
+        if base.root is not None and (st.st_dev, st.st_ino) != base.root:
+            return Swept()
         safe_tag = _UNSAFE.sub("_", tag)[:64] or "call"
         for attempt in range(_ATTEMPTS):
             try:

@@ -874,7 +874,10 @@ class Zygote:
         guard, call.guard = call.guard, None
         if guard is None:
             return {}
-        swept = _denywrite.sweep(guard.base, guard.tag)
+        try:
+            swept = _denywrite.sweep(guard.base, guard.tag)
+        except Exception as exc:  # a bug here must not end the fork-server: fail closed
+            swept = _denywrite.Swept(error=f"{type(exc).__name__}: {exc}")
         out: dict[str, Any] = {}
         if swept.moved:
             # Bounded: the report is one control packet (a call can make thousands).
