@@ -190,6 +190,48 @@ def test_a_directory_removed_or_renamed_costs_its_parent_not_a_walk(
     assert secret not in _look(workspace)
 
 
+def test_a_burst_past_the_queue_read_as_it_comes_is_not_a_walk(
+    workspace: Path, later: None, opened: list[str]
+) -> None:
+    """More changes between two looks than the kernel queues (``max_queued_events``): read
+    as they come (``masks.pump``, the fork-server's loop while calls run), nothing is lost,
+    and the next look lists the changed directory only; unread, the queue overflows and
+    every summary is forgotten (a full walk)."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as f:
+        burst = int(f.read()) + 2000
+    deep = _pnpm_tree(workspace)
+    assert _look(workspace) == []
+    opened.clear()
+    _look(workspace)
+    quiet = len(opened)
+    busy = deep[5]
+    for i in range(burst):
+        (busy / f"f{i}").write_bytes(b"")
+        if i % 2000 == 0:
+            masks.pump()
+    (busy / "id_rsa").write_text(SECRET)
+    opened.clear()
+    assert _look(workspace) == [str((busy / "id_rsa").relative_to(workspace))]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+
+
+def test_the_fork_server_reads_the_watch_queues_as_they_fill(workspace: Path) -> None:
+    import selectors
+
+    from runtime.backends.sandbox import zygote
+
+    _look(workspace)  # this process's watches over it
+    sel = selectors.DefaultSelector()
+    try:
+        watching = zygote._watch_queues(sel, {})
+        assert watching and watching == masks.watch_fds()
+        assert all(sel.get_key(fd).data == "watch" for fd in watching)
+        gone = dict.fromkeys(watching, -1)  # tokens of queues closed since: unregistered
+        assert zygote._watch_queues(sel, gone) == watching
+    finally:
+        sel.close()
+
+
 def _frozen(st: os.stat_result, mtime_ns: int, ctime_ns: int) -> os.stat_result:
     extra = {
         "st_atime_ns": st.st_atime_ns,

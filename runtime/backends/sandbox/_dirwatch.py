@@ -121,6 +121,12 @@ class DirWatch:
         """Whether this process may read the queue (not a forked copy of its owner)."""
         return self.usable and os.getpid() == self._pid
 
+    def fileno(self) -> int:
+        """The queue's descriptor, for the owner's event loop to read it as events come
+        (``masks.pump``: a burst past ``max_queued_events`` overflows an unread queue); -1
+        in a forked copy or once closed."""
+        return self._fd if self.owned() else -1
+
     def watched(self, ident: tuple[int, int]) -> bool:
         return ident in self._by_ident
 

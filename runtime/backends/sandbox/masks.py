@@ -100,9 +100,11 @@ __all__ = [
     "find_settled",
     "generation",
     "link_identities",
+    "pump",
     "signature",
     "vetted",
     "warm",
+    "watch_fds",
     "with_targets",
     "write_denied",
 ]
@@ -235,10 +237,14 @@ class _Tree:
     """One workspace's watches (in the process that made them) and, per directory walked,
     its path and the summary of its subtree."""
 
-    __slots__ = ("dirty", "nodes", "paths", "watch")
+    __slots__ = ("dirty", "gone", "lost", "nodes", "paths", "watch")
 
     def __init__(self, watch: DirWatch) -> None:
         self.watch = watch
+        #: What :meth:`pump` read before the next walk: directories gone, and whether
+        #: nothing can be placed (``DirWatch.drain``).
+        self.gone: set[tuple[tuple[int, int], str | None]] = set()
+        self.lost = False
         #: (parts, under read-only) → the subtree's summary.
         self.nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
         #: (st_dev, st_ino) of each watched directory → where the walk saw it.
@@ -250,6 +256,23 @@ class _Tree:
         self.nodes.clear()
         self.paths.clear()
         self.dirty.clear()
+        self.gone = set()
+        self.lost = False
+
+    def pump(self) -> None:
+        """Read the queue now, keeping what it said for the next walk (:func:`pump`)."""
+        changed, gone, lost = self.watch.drain()
+        self.dirty |= changed
+        self.gone |= gone
+        self.lost = self.lost or lost
+
+    def take(self) -> tuple[set[tuple[int, int]], set[tuple[tuple[int, int], str | None]], bool]:
+        """``DirWatch.drain``, with what :meth:`pump` read before."""
+        changed, gone, lost = self.watch.drain()
+        gone |= self.gone
+        lost = lost or self.lost
+        self.gone, self.lost = set(), False
+        return changed, gone, lost
 
     def drop(self, gone: set[tuple[tuple[int, int], str | None]]) -> bool:
         """Forget what was known at and below each path ``gone`` names (``DirWatch.drain``)
@@ -284,6 +307,32 @@ class _Tree:
         for key in [k for k in self.nodes if below(k[0])]:
             del self.nodes[key]
         return True
+
+
+#: Every tree whose watches this process made (the fork-server's: ``pump``, ``watch_fds``).
+_TREES: list[_Tree] = []
+
+
+def watch_fds() -> dict[int, int]:
+    """The descriptors of this process's watch queues, for its event loop (when one is
+    readable, :func:`pump`), each with a token that changes when its number is reused."""
+    out: dict[int, int] = {}
+    for tree in _TREES:
+        fd = tree.watch.fileno()
+        if fd >= 0:
+            out[fd] = id(tree.watch)
+    return out
+
+
+def pump() -> None:
+    """Read every watch queue of this process now, keeping what it said for each tree's next
+    look. The fork-server does it whenever a queue is readable, while calls run: a burst of
+    changes (``npm install`` in a call) past ``fs.inotify.max_queued_events`` (16,384 by
+    default) overflows a queue read only at the next look, and an overflow forgets every
+    summary (a full walk)."""
+    for tree in _TREES:
+        if tree.watch.owned():
+            tree.pump()
 
 
 def _max_watches() -> int:
@@ -369,6 +418,8 @@ class _Matcher:
                     old.watch.close()
                 self.trees.clear()
             tree = self.trees[root] = _Tree(DirWatch(_max_watches()))
+            _TREES[:] = [t for t in _TREES if t.watch.usable]
+            _TREES.append(tree)
         if not tree.watch.owned():
             tree.forget()
             return None
@@ -808,7 +859,7 @@ def find(
     else:
         nodes = tree.nodes
         try:
-            changed, gone, moved = tree.watch.drain()
+            changed, gone, moved = tree.take()
             tree.dirty |= changed
             if gone and not moved:
                 moved = not tree.drop(gone)
@@ -829,7 +880,7 @@ def find(
                 tree.nodes.clear()
                 trusting = False
                 walk()
-            changed, gone, moved = tree.watch.drain()
+            changed, gone, moved = tree.take()
             if moved or not recordable or not tree.watch.usable:
                 tree.forget()
             else:

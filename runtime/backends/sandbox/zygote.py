@@ -969,8 +969,10 @@ class Zygote:
         sel = selectors.DefaultSelector()
         sel.register(self.ctl, selectors.EVENT_READ, "ctl")
         sel.register(r, selectors.EVENT_READ, "sig")
+        watching: dict[int, int] = {}
         try:
             while True:
+                watching = _watch_queues(sel, watching)
                 if self.cloner is not None and not self.cloner.registered:
                     sel.register(self.cloner.sock, selectors.EVENT_READ, "cloner")
                     self.cloner.registered = True
@@ -979,6 +981,9 @@ class Zygote:
                         with contextlib.suppress(BlockingIOError):
                             os.read(r, 4096)
                         self.reap()
+                        continue
+                    if key.data == "watch":
+                        masks.pump()  # read as events come: a burst must not overflow
                         continue
                     if key.data == "cloner":
                         assert self.cloner is not None
@@ -1000,6 +1005,22 @@ class Zygote:
                 self.reap()
         finally:
             self.shutdown()
+
+
+def _watch_queues(sel: selectors.BaseSelector, watching: dict[int, int]) -> dict[int, int]:
+    """Keep ``sel`` reading the mask walk's watch queues (``masks.watch_fds``), which the
+    looks make and close as they go: a closed queue's number is dropped, and one reused by
+    a new queue registered again (each number carries its queue's token)."""
+    now = masks.watch_fds()
+    for fd, token in watching.items():
+        if now.get(fd) != token:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                sel.unregister(fd)
+    for fd, token in now.items():
+        if watching.get(fd) != token:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                sel.register(fd, selectors.EVENT_READ, "watch")
+    return now
 
 
 class _Cloner:
