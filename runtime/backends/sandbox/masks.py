@@ -67,7 +67,9 @@ renamed away drops the summaries at and below its path, and its parent is listed
 renamed one is walked at its new path, which its new parent's event names). An overflow, a
 mount or unmount, an event nothing can be placed by, a directory on another filesystem or at
 two paths, a watch the user's limit refuses: the summaries are dropped and the timestamp walk
-decides, as without watches. The spare forked
+decides, as without watches. The fork-server reads the queues as they fill (:func:`pump`,
+from its event loop while calls run), so that a burst of changes between two looks does not
+overflow them. The spare forked
 after the look mounts the look's targets instead of walking (``with_targets``); it serves a
 call only if the look at that call finds the same targets.
 """
