@@ -837,9 +837,12 @@ def find(
         finally:
             if dfd >= 0:
                 os.close(dfd)
-        links.extend(node.links)
-        own_links.extend(node.links)
-        found_ro_links.extend(p for p in node.links if matcher.action("/".join(p)) == "readonly")
+        if node.links:  # most subtrees have none: a quiet look is thousands of summaries
+            links.extend(node.links)
+            own_links.extend(node.links)
+            found_ro_links.extend(
+                p for p in node.links if matcher.action("/".join(p)) == "readonly"
+            )
 
     def walk() -> None:
         nonlocal seen, hidden_seen
