@@ -93,7 +93,17 @@ class DirWatch:
     looked. Usable only in the process that made it; ``usable`` turns False for good
     when a watch cannot be added or the mount table cannot be polled."""
 
-    __slots__ = ("_by_ident", "_fd", "_idents", "_max", "_mounts", "_pid", "_poll", "usable")
+    __slots__ = (
+        "_by_ident",
+        "_fd",
+        "_idents",
+        "_max",
+        "_mounts",
+        "_pid",
+        "_poll",
+        "opened",
+        "usable",
+    )
 
     def __init__(self, max_watches: int) -> None:
         self._pid = os.getpid()
@@ -105,6 +115,13 @@ class DirWatch:
         self._idents: dict[int, tuple[int, int]] = {}
         self._max = max_watches
         self.usable = False
+        #: How many queues this set has had (one more after an overflow): a reader of
+        #: ``fileno`` tells a new queue by it, even under the old number.
+        self.opened = 0
+        self._open()
+
+    def _open(self) -> None:
+        self.opened += 1
         try:
             fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
@@ -159,7 +176,7 @@ class DirWatch:
         gone: set[tuple[tuple[int, int], str | None]] = set()
         if not self.usable:
             return dirty, gone, True
-        structural = False
+        structural = overflow = False
         while True:
             try:
                 data = os.read(self._fd, _READ)
@@ -180,6 +197,8 @@ class DirWatch:
                     del self._idents[wd]
                     if self._by_ident.get(ident) == wd:
                         del self._by_ident[ident]
+                if mask & IN_Q_OVERFLOW:
+                    overflow = True
                 if ident is None or mask & _STRUCTURAL:
                     structural = True
                 elif mask & _SELF_GONE:
@@ -189,6 +208,15 @@ class DirWatch:
                     gone.add((ident, os.fsdecode(name.rstrip(b"\0"))))
                 else:
                     dirty.add(ident)
+        if overflow:
+            # Hazard: the lost events include the IN_IGNORED of watches whose directories
+            # were removed; their inode numbers, reused by new directories, would read as
+            # watched and never report. Every watch is dropped with the instance, and the
+            # next walk adds them again.
+            self.close()
+            self._pid = os.getpid()
+            self._open()
+            return dirty, gone, True
         assert self._poll is not None
         try:
             if self._poll.poll(0):

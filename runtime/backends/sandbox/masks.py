@@ -82,6 +82,7 @@ import os
 import re
 import stat
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -239,7 +240,7 @@ class _Tree:
     """One workspace's watches (in the process that made them) and, per directory walked,
     its path and the summary of its subtree."""
 
-    __slots__ = ("dirty", "gone", "lost", "nodes", "paths", "watch")
+    __slots__ = ("__weakref__", "dirty", "gone", "lost", "nodes", "paths", "watch")
 
     def __init__(self, watch: DirWatch) -> None:
         self.watch = watch
@@ -312,17 +313,19 @@ class _Tree:
 
 
 #: Every tree whose watches this process made (the fork-server's: ``pump``, ``watch_fds``).
-_TREES: list[_Tree] = []
+#: Weak: a tree dropped with its spec's matcher must free its inotify instance (a user has
+#: 128, ``fs.inotify.max_user_instances``, shared with all of the user's programs).
+_TREES: weakref.WeakSet[_Tree] = weakref.WeakSet()
 
 
 def watch_fds() -> dict[int, int]:
     """The descriptors of this process's watch queues, for its event loop (when one is
     readable, :func:`pump`), each with a token that changes when its number is reused."""
     out: dict[int, int] = {}
-    for tree in _TREES:
+    for tree in list(_TREES):
         fd = tree.watch.fileno()
         if fd >= 0:
-            out[fd] = id(tree.watch)
+            out[fd] = hash((id(tree.watch), tree.watch.opened))
     return out
 
 
@@ -332,7 +335,7 @@ def pump() -> None:
     changes (``npm install`` in a call) past ``fs.inotify.max_queued_events`` (16,384 by
     default) overflows a queue read only at the next look, and an overflow forgets every
     summary (a full walk)."""
-    for tree in _TREES:
+    for tree in list(_TREES):
         if tree.watch.owned():
             tree.pump()
 
@@ -420,8 +423,7 @@ class _Matcher:
                     old.watch.close()
                 self.trees.clear()
             tree = self.trees[root] = _Tree(DirWatch(_max_watches()))
-            _TREES[:] = [t for t in _TREES if t.watch.usable]
-            _TREES.append(tree)
+            _TREES.add(tree)
         if not tree.watch.owned():
             tree.forget()
             return None
