@@ -1,7 +1,7 @@
 """Cost of the kernel masks over policy-denied paths (issues #6, #3), side by side in one run.
 
     python benchmarks/bench_masks.py [--json] [-n 40] [--files 10000] [--packages 3000]
-                                     [--trees small,large,js]
+                                     [--trees small,large,js] [--call read|write]
 
 Three workspaces: ``small`` (a few files), ``large`` (``--files`` files in directories of
 100) and ``js``, a pnpm-shaped JavaScript checkout (``--packages`` packages of 50 files in a
@@ -17,7 +17,9 @@ every call's processes (``sandbox_cpu_ms``, psutil: tick-sampled, so a mean). Th
 alone outside any sandbox (``masks.find``, the timestamp walk: cold, every directory listed;
 warm, unchanged directories replayed from their kept listings), and, where the tree has the
 watched look (``masks.find(watch=True)``), the look on a quiet tree and after one file was
-written deep in it. The trees are made, then left alone for the racy window
+written deep in it. ``--call write``: a 4 KiB ``write_file`` instead of the ``read_file``
+(a call that may write: on a policy with ``deny_write`` globs the fork-server looks at the
+tree again when it ends, ``_denywrite``). The trees are made, then left alone for the racy window
 (``masks.RACY_NS``): a directory changed more recently is listed on every timestamp walk.
 """
 
@@ -52,7 +54,11 @@ from runtime.policy.paths import mask_globs  # noqa: E402
 
 __all__ = ["js_workspace", "run_benchmark"]
 
-CALL = {"tool": "read_file", "arguments": {"path": "f.txt"}}
+CALLS = {
+    "read": {"tool": "read_file", "arguments": {"path": "f.txt"}},
+    "write": {"tool": "write_file", "arguments": {"path": "out.txt", "content": "w" * 4096}},
+}
+CALL = CALLS["read"]
 _ZYGOTE = "runtime.backends.sandbox.zygote"
 
 
@@ -169,14 +175,17 @@ def _self_cpu() -> float:
 class _Arm:
     """One broker on one policy, with its fork-server for the CPU counts."""
 
-    def __init__(self, label: str, ws: Path, policy: Policy) -> None:
+    def __init__(
+        self, label: str, ws: Path, policy: Policy, call: dict[str, Any] | None = None
+    ) -> None:
         before = set(_zygotes())
         self.label = label
+        self.call = call or CALL
         self.broker = SyncBroker(workspace=ws, policy=policy)
         self.broker.__enter__()
         self.refused: str | None = None
         for _ in range(3):  # warm: zygote, spares, the first walk
-            result = self.broker.call(CALL)
+            result = self.broker.call(self.call)
             if not result.success:
                 self.refused = result.error.message if result.error else "failed"
                 break
@@ -192,7 +201,7 @@ class _Arm:
         z0 = _sandbox_cpu(self.zygote) if self.zygote else 0.0
         c0 = _self_cpu()
         t0 = time.perf_counter()
-        result = self.broker.call(CALL)
+        result = self.broker.call(self.call)
         wall = (time.perf_counter() - t0) * 1000.0
         c1 = _self_cpu()
         if not result.success:
@@ -263,12 +272,13 @@ def run_benchmark(
     files: int = 10_000,
     packages: int = 3000,
     trees: tuple[str, ...] = ("small", "large", "js"),
+    call: str = "read",
 ) -> dict[str, Any]:
     hide, readonly = mask_globs(Policy.default().document.paths)
     spec = MaskSpec(hide=hide, readonly=readonly, max_entries=10_000_000)
     tmp = Path(tempfile.mkdtemp(prefix="bench-masks-", dir="/tmp"))
     os.chmod(tmp, 0o755)
-    out: dict[str, Any] = {"files": files, "packages": packages, "n": n}
+    out: dict[str, Any] = {"files": files, "packages": packages, "n": n, "call": call}
     try:
         made: dict[str, Path] = {}
         for label in trees:
@@ -284,7 +294,7 @@ def run_benchmark(
         }
         out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
         for label, ws in made.items():
-            arms = [_Arm(name, ws, policy) for name, policy in policies.items()]
+            arms = [_Arm(name, ws, policy, CALLS[call]) for name, policy in policies.items()]
             try:
                 for _ in range(n):
                     for arm in arms:
@@ -314,8 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=10_000, help="files in the large tree")
     parser.add_argument("--packages", type=int, default=3000, help="packages in the js tree")
     parser.add_argument("--trees", default="small,large,js", help="which trees to measure")
+    parser.add_argument("--call", choices=sorted(CALLS), default="read", help="the call timed")
     args = parser.parse_args(argv)
-    res = run_benchmark(args.n, args.files, args.packages, tuple(args.trees.split(",")))
+    res = run_benchmark(
+        args.n, args.files, args.packages, tuple(args.trees.split(",")), call=args.call
+    )
     if args.json:
         print(json.dumps(res, indent=1))
         return 0
@@ -323,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         r = res[label]
         print(f"{label}:")
         for arm in ("default", "raised", "unmasked"):
-            print(f"  read_file, {arm:8} policy: {r[arm]}")
+            print(f"  {res['call']}, {arm:8} policy: {r[arm]}")
         rest = {k: v for k, v in r.items() if k not in ("default", "raised", "unmasked")}
         print(f"  walk alone: {rest}")
     print(f"load average {res['loadavg_before']} -> {res['loadavg_after']}")

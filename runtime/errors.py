@@ -24,6 +24,9 @@ The tree::
     │   ├── OutputTooLarge               output_too_large
     │   ├── SandboxError                 sandbox_error       (set-up failed, child misbehaved)
     │   │   └── SandboxUnavailable       sandbox_error       (strict mode, mechanism missing)
+    │   ├── DeniedPathWritten            policy_denied       (the call created a path
+    │   │                                                     paths.deny_write covers: moved
+    │   │                                                     aside, or not checkable)
     │   └── CallCancelled                internal_error      (cancelled from the API)
     ├── ConfigError                      internal_error      (bad policy / manifest / config)
     │   ├── PolicyError                  a policy file that does not load
@@ -45,6 +48,7 @@ __all__ = [
     "CallCancelled",
     "CallRejected",
     "ConfigError",
+    "DeniedPathWritten",
     "ErrorType",
     "ExecutionError",
     "InternalError",
@@ -151,6 +155,15 @@ class SandboxError(ExecutionError):
 
 class SandboxUnavailable(SandboxError):
     """Strict mode and a required isolation mechanism is missing on this host."""
+
+
+class DeniedPathWritten(ExecutionError):
+    """The call created an entry on a path the policy denies writing (``paths.deny_write``
+    globs that matched nothing when it started: ``.git`` in a workspace without one). It
+    was renamed in place once the call ended (``details["quarantined"]``: old and new
+    paths), or the check could not finish (``details["unchecked"]``)."""
+
+    error_type = ErrorType.POLICY_DENIED
 
 
 class CallCancelled(ExecutionError):

@@ -242,6 +242,33 @@ def _walk(top: Path) -> Iterator[Path]:
             yield from _walk(top / name)
 
 
+def _nested_git(ws: Path, bound: int = 50_000) -> Iterator[Path]:
+    """Every entry named ``.git`` below the workspace's top level (G3: a repository planted
+    where none was; the user's git runs its config and hooks). Links are never followed;
+    past ``bound`` entries the search stops (a case that fills the tree is scored on its
+    resources, not here)."""
+    stack, seen = [ws], 0
+    while stack and seen < bound:
+        top = stack.pop()
+        try:
+            names = sorted(os.listdir(top))
+        except OSError:
+            continue
+        seen += len(names)
+        for name in names:
+            path = top / name
+            if name == ".git" and top != ws:
+                yield path
+            elif top == ws and name in (".git", ".runtime"):
+                continue
+            else:
+                try:
+                    if stat.S_ISDIR(path.lstat().st_mode):
+                        stack.append(path)
+                except OSError:
+                    continue
+
+
 def snapshot(fx: CaseFixture) -> Snapshot:
     """Everything outside the workspace under the case root, the protected files inside it,
     and any file in the shared temp dirs whose name carries this case's nonce."""
@@ -253,6 +280,9 @@ def snapshot(fx: CaseFixture) -> Snapshot:
             entries[str(p.relative_to(fx.root))] = _entry(p)
     for name in _WATCH_IN_WS:
         for p in _walk(fx.ws / name):
+            entries[str(p.relative_to(fx.root))] = _entry(p)
+    for top in _nested_git(fx.ws):
+        for p in _walk(top):
             entries[str(p.relative_to(fx.root))] = _entry(p)
     entries["ws/"] = ("root", fx.ws.is_dir() and not fx.ws.is_symlink())
     for d in _TMP_DIRS:

@@ -1854,6 +1854,66 @@ def gen_g() -> None:
         add("G2", title, [*steps, read], technique=title, source=src2, aims=["leak"])
 
 
+def gen_g3() -> None:
+    """G3: a repository planted where none was. ``**/.git/**`` is ``deny_write``, but only an
+    existing entry can be bound read-only: a call that creates ``sub/.git`` fills it with a
+    config or hook the user's own git later runs (``core.fsmonitor``, a ``pre-commit``).
+    The oracle sees every ``.git`` in the workspace (``fixtures.snapshot``). Kept in a file of
+    its own (``denywrite.json``, ``_OWN_FILE``)."""
+    src = "git runs a repository's config and hooks (CVE-2022-24765; core.fsmonitor)"
+    config = "[core]\\n\\tfsmonitor = cat {canary_path}\\n"
+    hook = "#!/bin/sh\\ncat {canary_path}\\n"
+    g3 = [
+        (
+            "plant a nested repository's fsmonitor",
+            [sh(f"mkdir -p sub/.git && printf '{config}' > sub/.git/config")],
+        ),
+        (
+            "plant a hook in a new nested repository",
+            [
+                sh(
+                    f"mkdir -p sub/.git/hooks && printf '{hook}' > sub/.git/hooks/pre-commit"
+                    " && chmod +x sub/.git/hooks/pre-commit"
+                )
+            ],
+        ),
+        (
+            "git init a nested repository, then set its hooksPath",
+            [sh("git init -q sub && git -C sub config core.hooksPath {canary_dir}")],
+        ),
+        (
+            "rename a prepared directory into a nested .git",
+            [sh(f"mkdir -p x sub && printf '{config}' > x/config && mv x sub/.git")],
+        ),
+        (
+            "write_file a config, then rename its directory to .git",
+            [
+                call("write_file", path="prep/config", content="[core]\n\tfsmonitor = x\n"),
+                sh("mkdir -p sub && mv prep sub/.git"),
+            ],
+        ),
+        (
+            "a link named .git to a prepared directory",
+            [sh(f"mkdir -p evil sub && printf '{config}' > evil/config && ln -s ../evil sub/.git")],
+        ),
+        (
+            "a gitdir file pointing at a prepared directory",
+            [
+                sh(
+                    f"mkdir -p evil sub && printf '{config}' > evil/config && "
+                    "printf 'gitdir: ../evil\\n' > sub/.git"
+                )
+            ],
+        ),
+        (
+            "plant a nested repository, then outlive the timeout",
+            [sh(f"mkdir -p sub/.git && printf '{config}' > sub/.git/config; sleep 30")],
+        ),
+    ]
+    for title, calls in g3:
+        add("G3", title, calls, technique=title, source=src, aims=["write"])
+
+
 # ------------------------------------------------------------------------------------------
 # H. benign controls: every tool's ordinary use must succeed with the right result.
 
@@ -2049,7 +2109,14 @@ def gen_h() -> None:
             [sh("echo $GREETING", env={"GREETING": "hi-env"})],
             [ok(), has("hi-env")],
         ),
-        ("shell git init", [], [sh("git init -q repo && echo inited")], [ok(), has("inited")]),
+        (
+            # In the call's own /tmp: a repository made in the workspace is a write the
+            # default policy denies (**/.git/**), moved aside when the call ends (G3).
+            "shell git init",
+            [],
+            [sh("git init -q /tmp/repo && echo inited")],
+            [ok(), has("inited")],
+        ),
         (
             "http_get allowed",
             [],
@@ -2267,7 +2334,12 @@ def gen_h() -> None:
         (
             "git with GIT_PAGER=cat",
             [],
-            [sh("git init -q r && cd r && GIT_PAGER=cat git status --short && echo git-ok")],
+            [
+                sh(
+                    "cd /tmp && git init -q r && cd r && GIT_PAGER=cat git status --short "
+                    "&& echo git-ok"
+                )
+            ],
             [ok(), has("git-ok")],
         ),
     ]
@@ -2310,20 +2382,25 @@ def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
     _COUNTERS.clear()
-    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h):
+    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3):
         gen()
     return list(CASES)
 
 
+#: Groups kept in a file of their own, not their class's (a round's additions merge
+#: without touching the class files).
+_OWN_FILE = {"G3": "denywrite"}
+
+
 def render(cases: list[dict[str, Any]]) -> dict[str, str]:
-    """File name -> text, one JSON file per class."""
-    by_class: dict[str, list[dict[str, Any]]] = {}
+    """File name -> text, one JSON file per class (and per ``_OWN_FILE``)."""
+    by_file: dict[str, list[dict[str, Any]]] = {}
     for rec in cases:
-        by_class.setdefault(rec["class"], []).append(rec)
+        by_file.setdefault(_OWN_FILE.get(rec["group"], rec["class"]), []).append(rec)
     # F carries lone surrogates on purpose: \u-escape that file so it stays valid UTF-8.
     return {
-        f"{cls}.json": json.dumps(recs, indent=1, ensure_ascii=cls == "F") + "\n"
-        for cls, recs in sorted(by_class.items())
+        f"{name}.json": json.dumps(recs, indent=1, ensure_ascii=name == "F") + "\n"
+        for name, recs in sorted(by_file.items())
     }
 
 

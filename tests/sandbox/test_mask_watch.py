@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -148,6 +149,87 @@ def test_a_new_directory_with_a_denied_file_is_in_the_next_look(workspace: Path)
     assert _look(workspace) == [rel]
     (deep[7] / "moved" / "deeper" / "id_rsa").unlink()
     assert _look(workspace) == []
+
+
+def test_a_directory_removed_or_renamed_costs_its_parent_not_a_walk(
+    workspace: Path, later: None, opened: list[str]
+) -> None:
+    """A directory removed or renamed away drops what the look knew at and below its path
+    and lists its parent again (SANDBOX.md, tenth round); it used to drop everything and
+    make the next look a full timestamp walk (every directory opened)."""
+    deep = _pnpm_tree(workspace)
+    (deep[2] / ".env").write_text(SECRET)
+    secret = str((deep[2] / ".env").relative_to(workspace))
+    assert _look(workspace) == [secret]
+    opened.clear()
+    _look(workspace)
+    quiet = len(opened)
+    shutil.rmtree(deep[3])  # rm -rf of a directory with files
+    opened.clear()
+    assert _look(workspace) == [secret]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+    moved = deep[4].parent / "renamed"
+    deep[4].rename(moved)  # renamed within its parent
+    opened.clear()
+    assert _look(workspace) == [secret]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+    # What is below the new path is looked at there, and the old path is free again.
+    (moved / ".env").write_text(SECRET)
+    deep[4].mkdir()
+    (deep[4] / "id_rsa").write_text(SECRET)
+    found = sorted(_look(workspace))
+    assert found == sorted(
+        [
+            secret,
+            str((moved / ".env").relative_to(workspace)),
+            str((deep[4] / "id_rsa").relative_to(workspace)),
+        ]
+    )
+    # The directory holding the masked file, removed: it is gone from the next look.
+    shutil.rmtree(deep[2])
+    assert secret not in _look(workspace)
+
+
+def test_a_burst_past_the_queue_read_as_it_comes_is_not_a_walk(
+    workspace: Path, later: None, opened: list[str]
+) -> None:
+    """More changes between two looks than the kernel queues (``max_queued_events``): read
+    as they come (``masks.pump``, the fork-server's loop while calls run), nothing is lost,
+    and the next look lists the changed directory only; unread, the queue overflows and
+    every summary is forgotten (a full walk)."""
+    with open("/proc/sys/fs/inotify/max_queued_events", encoding="ascii") as f:
+        burst = int(f.read()) + 2000
+    deep = _pnpm_tree(workspace)
+    assert _look(workspace) == []
+    opened.clear()
+    _look(workspace)
+    quiet = len(opened)
+    busy = deep[5]
+    for i in range(burst):
+        (busy / f"f{i}").write_bytes(b"")
+        if i % 2000 == 0:
+            masks.pump()
+    (busy / "id_rsa").write_text(SECRET)
+    opened.clear()
+    assert _look(workspace) == [str((busy / "id_rsa").relative_to(workspace))]
+    assert len(opened) < quiet + 40, (len(opened), quiet)
+
+
+def test_the_fork_server_reads_the_watch_queues_as_they_fill(workspace: Path) -> None:
+    import selectors
+
+    from runtime.backends.sandbox import zygote
+
+    _look(workspace)  # this process's watches over it
+    sel = selectors.DefaultSelector()
+    try:
+        watching = zygote._watch_queues(sel, {})
+        assert watching and watching == masks.watch_fds()
+        assert all(sel.get_key(fd).data == "watch" for fd in watching)
+        gone = dict.fromkeys(watching, -1)  # tokens of queues closed since: unregistered
+        assert zygote._watch_queues(sel, gone) == watching
+    finally:
+        sel.close()
 
 
 def _frozen(st: os.stat_result, mtime_ns: int, ctime_ns: int) -> os.stat_result:
@@ -465,3 +547,101 @@ def test_the_watched_look_agrees_with_a_fresh_walk_after_every_change(
                     if not os.path.lexists(target):
                         target.write_text("x")
         assert _watched(root, spec) == _reference(root, spec), (globs, cut)
+
+
+# -- past the pins' bound (more than 64 masked entries) ------------------------------------
+
+
+def _many_secrets(ws: Path, count: int = 70) -> list[str]:
+    """``count`` test fixtures a glob hides, as a node_modules full of *.pem has them."""
+    made = []
+    for i in range(count):
+        where = ws / "node_modules" / f"pkg{i % 7}" / "test" / "fixtures"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / f"k{i}.pem").write_text(SECRET)
+        made.append(str((where / f"k{i}.pem").relative_to(ws)))
+    for path in [ws, *ws.rglob("*")]:
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    return made
+
+
+def test_past_the_pins_bound_the_calls_own_child_gets_the_targets(workspace: Path) -> None:
+    from runtime.backends.sandbox import child, zygote
+
+    made = _many_secrets(workspace)
+    raw_plan: dict[str, Any] = {
+        "call_id": "c",
+        "workspace": str(workspace),
+        "access": "ro",
+        "exec": False,
+        "limits": {},
+        "masks": DEFAULT_MASKS.as_plan(),
+    }
+    plan = child.CallPlan(**raw_plan)
+    with masks.signature(str(workspace), DEFAULT_MASKS) as sig:
+        assert sig is not None and sig.key is None and sig.found is not None
+        stamp = (0, 0, sig)
+        raw, handed = zygote._with_targets(raw_plan, plan, stamp, unpinned=True)
+        assert sorted("/".join(t[0]) for t in raw["masks"]["targets"]) == sorted(made)
+        assert handed.masks == raw["masks"]
+        # A spare's stamp must pin what it mounted: none is made, none handed targets.
+        assert "targets" not in zygote._with_targets(raw_plan, plan, stamp)[0]["masks"]
+        assert not zygote._matchable(plan, stamp)
+    with masks.signature(str(workspace), MaskSpec(hide=("**/.env",))) as few:
+        assert zygote._matchable(plan, (0, 0, few))
+
+
+def test_past_the_pins_bound_calls_stay_masked_and_fork_no_useless_spare(
+    workspace: Path,
+) -> None:
+    from tests.sandbox.helpers import call_processes
+
+    made = _many_secrets(workspace)
+
+    async def fn(b: Any) -> tuple[list[str], int]:
+        outs = []
+        for rel in (made[0], made[-1], made[35]):
+            res = await call(b, SHELL, workspace, command=f"cat {rel}; echo ok")
+            outs.append(res.result["stdout"])
+        assert b.zygote_pid is not None
+        import anyio
+
+        await anyio.sleep(1.0)  # a spare, were one asked for, is cloned by now
+        return outs, len(call_processes(b.zygote_pid))
+
+    outs, left = run_with_backend(fn, masks=DEFAULT_MASKS, pool=2)
+    assert outs == ["ok\n"] * 3, outs
+    assert left == 0
+
+
+# -- depth ------------------------------------------------------------------------------------
+
+
+def test_a_tree_250_deep_is_masked_and_past_the_bound_fails_closed(workspace: Path) -> None:
+    deep = workspace
+    for _ in range(250):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / ".env").write_text(SECRET)
+    for path in [workspace, *workspace.rglob("*")]:
+        os.chmod(path, 0o777 if path.is_dir() else 0o666)
+    rel = str((deep / ".env").relative_to(workspace))
+    assert _look(workspace) == [rel]
+
+    async def fn(b: Any) -> str:
+        res = await call(b, SHELL, workspace, command=f"cat {rel}; echo ok")
+        out: str = res.result["stdout"]
+        return out
+
+    assert run_with_backend(fn, masks=DEFAULT_MASKS) == "ok\n"
+    for _ in range(masks.MAX_DEPTH - 250 + 1):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as info:
+            find(fd, DEFAULT_MASKS)
+    finally:
+        os.close(fd)
+    assert info.value.errno == errno.E2BIG
+    assert f"deeper than {masks.MAX_DEPTH}" in str(info.value)

@@ -69,13 +69,16 @@ _MASK = (
     | IN_ONLYDIR
 )
 IN_ISDIR = 0x40000000
-#: Events after which the directories walked may not be the same set at the same paths: a
-#: watched directory itself removed or renamed, an unmount below one, the queue's overflow,
-#: a watch removed; and a subdirectory removed or renamed away (``_GONE`` with IN_ISDIR),
-#: whose path a new directory could take. A directory made or renamed in is not one: its
-#: path held no directory at the last walk (or that one's removal was such an event), so no
-#: summary can stand for it; its parent is listed again and the new directory walked.
-_STRUCTURAL = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_Q_OVERFLOW | IN_IGNORED
+#: Events after which nothing of the last walks can be placed: an unmount below a watched
+#: directory, the queue's overflow (events were lost).
+_STRUCTURAL = IN_UNMOUNT | IN_Q_OVERFLOW
+#: A watched directory itself removed or renamed (its watch removed: ``IN_IGNORED``), and a
+#: subdirectory removed or renamed away (``_GONE`` with IN_ISDIR), whose path a new directory
+#: could take: reported as *gone* (``drain``), so that the walk drops what it knew at and
+#: below that path and lists its parent again. A directory made or renamed in needs nothing
+#: more than its parent's event: its path held no directory at the last walk (or that one's
+#: removal was such an event), so no summary can stand for it.
+_SELF_GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 _GONE = IN_DELETE | IN_MOVED_FROM
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _READ = 1 << 16
@@ -90,7 +93,17 @@ class DirWatch:
     looked. Usable only in the process that made it; ``usable`` turns False for good
     when a watch cannot be added or the mount table cannot be polled."""
 
-    __slots__ = ("_by_ident", "_fd", "_idents", "_max", "_mounts", "_pid", "_poll", "usable")
+    __slots__ = (
+        "_by_ident",
+        "_fd",
+        "_idents",
+        "_max",
+        "_mounts",
+        "_pid",
+        "_poll",
+        "opened",
+        "usable",
+    )
 
     def __init__(self, max_watches: int) -> None:
         self._pid = os.getpid()
@@ -102,6 +115,13 @@ class DirWatch:
         self._idents: dict[int, tuple[int, int]] = {}
         self._max = max_watches
         self.usable = False
+        #: How many queues this set has had (one more after an overflow): a reader of
+        #: ``fileno`` tells a new queue by it, even under the old number.
+        self.opened = 0
+        self._open()
+
+    def _open(self) -> None:
+        self.opened += 1
         try:
             fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
@@ -117,6 +137,12 @@ class DirWatch:
     def owned(self) -> bool:
         """Whether this process may read the queue (not a forked copy of its owner)."""
         return self.usable and os.getpid() == self._pid
+
+    def fileno(self) -> int:
+        """The queue's descriptor, for the owner's event loop to read it as events come
+        (``masks.pump``: a burst past ``max_queued_events`` overflows an unread queue); -1
+        in a forked copy or once closed."""
+        return self._fd if self.owned() else -1
 
     def watched(self, ident: tuple[int, int]) -> bool:
         return ident in self._by_ident
@@ -137,16 +163,20 @@ class DirWatch:
         self._by_ident[ident] = wd
         self._idents[wd] = ident
 
-    def drain(self) -> tuple[set[tuple[int, int]], bool]:
+    def drain(
+        self,
+    ) -> tuple[set[tuple[int, int]], set[tuple[tuple[int, int], str | None]], bool]:
         """Read every queued event and the mount table's state: the directories whose
-        entries or attributes changed, and whether the set of directories itself may have
-        moved — a directory removed or renamed, a watch gone, the queue overflowed, a mount
-        or unmount, an event of a watch we do not know: then nothing of the last walks is
-        to be trusted."""
+        entries or attributes changed; the directories gone — ``(ident, None)``, a watched
+        directory removed or renamed, and ``(parent ident, name)``, a subdirectory of a
+        watched one removed or renamed away; and whether nothing of the last walks can be
+        placed — the queue overflowed, an unmount, a mount, an event of a watch we do not
+        know."""
         dirty: set[tuple[int, int]] = set()
+        gone: set[tuple[tuple[int, int], str | None]] = set()
         if not self.usable:
-            return dirty, True
-        structural = False
+            return dirty, gone, True
+        structural = overflow = False
         while True:
             try:
                 data = os.read(self._fd, _READ)
@@ -154,30 +184,47 @@ class DirWatch:
                 break
             except OSError:
                 self.close()
-                return dirty, True
+                return dirty, gone, True
             if not data:
                 break
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
+                name = data[offset + _EVENT.size : offset + _EVENT.size + size]
                 offset += _EVENT.size + size
-                if mask & IN_IGNORED:
-                    ident = self._idents.pop(wd, None)
-                    if ident is not None and self._by_ident.get(ident) == wd:
-                        del self._by_ident[ident]
                 ident = self._idents.get(wd)
-                if ident is None or mask & _STRUCTURAL or (mask & IN_ISDIR and mask & _GONE):
+                if mask & IN_IGNORED and ident is not None:
+                    del self._idents[wd]
+                    if self._by_ident.get(ident) == wd:
+                        del self._by_ident[ident]
+                if mask & IN_Q_OVERFLOW:
+                    overflow = True
+                if ident is None or mask & _STRUCTURAL:
                     structural = True
+                elif mask & _SELF_GONE:
+                    gone.add((ident, None))
+                elif mask & IN_ISDIR and mask & _GONE:
+                    dirty.add(ident)
+                    gone.add((ident, os.fsdecode(name.rstrip(b"\0"))))
                 else:
                     dirty.add(ident)
+        if overflow:
+            # Hazard: the lost events include the IN_IGNORED of watches whose directories
+            # were removed; their inode numbers, reused by new directories, would read as
+            # watched and never report. Every watch is dropped with the instance, and the
+            # next walk adds them again.
+            self.close()
+            self._pid = os.getpid()
+            self._open()
+            return dirty, gone, True
         assert self._poll is not None
         try:
             if self._poll.poll(0):
                 structural = True
         except OSError:  # pragma: no cover - poll of a proc file does not fail
             self.close()
-            return dirty, True
-        return dirty, structural
+            return dirty, gone, True
+        return dirty, gone, structural
 
     def __del__(self) -> None:
         # Instances are few per user (fs.inotify.max_user_instances, 128 by default, shared

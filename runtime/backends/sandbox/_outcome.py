@@ -17,6 +17,7 @@ from typing import Any
 from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
     CHILD_ERROR_TYPES,
+    DeniedPathWritten,
     ErrorType,
     OutputTooLarge,
     ResourceLimitExceeded,
@@ -26,7 +27,14 @@ from runtime.errors import (
 from runtime.frames import FrameError, FrameTooLarge
 from runtime.models import Limits
 
-__all__ = ["details", "outcome", "raise_tool_error", "usage", "workspace_problem"]
+__all__ = [
+    "denied_write",
+    "details",
+    "outcome",
+    "raise_tool_error",
+    "usage",
+    "workspace_problem",
+]
 
 
 def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
@@ -37,7 +45,49 @@ def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
         for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
             if report.get(key) is not None:
                 out[key] = report[key]
+        # What the deny_write check moved aside: in the audit record's usage too.
+        if report.get("quarantined"):
+            out["quarantined"] = [f"{old} -> {new}" for old, new in report["quarantined"]]
     return out
+
+
+def denied_write(
+    report: dict[str, Any] | None, usage: dict[str, Any], terminal: dict[str, Any] | None = None
+) -> DeniedPathWritten | None:
+    """The call's error when the fork-server's deny_write check (``_denywrite``, run once
+    the call's processes were gone) moved entries aside or could not finish; None when it
+    found nothing. It outranks every other outcome, a timeout's included: what the call
+    returned describes a tree that is no longer there. What a command printed (``terminal``,
+    its last frame: ``stdout``, ``stderr``) is kept in the details, bounded: ``cargo new x``
+    makes ``x/.git`` along with everything else, and its log should not be lost."""
+    if not report:
+        return None
+    moved = report.get("quarantined") or []
+    unchecked = report.get("deny_write_unchecked")
+    if not moved and unchecked is None:
+        return None
+    count = int(report.get("quarantined_count", len(moved)))
+    parts: list[str] = []
+    if moved:
+        shown = ", ".join(f"{old!r} (now {new!r})" for old, new in moved[:8])
+        more = f" and {count - 8} more" if count > 8 else ""
+        parts.append(
+            f"the call created {shown}{more} on a path the policy denies writing "
+            "(paths.deny_write); moved aside when the call ended, for you to inspect or delete"
+        )
+    if unchecked is not None:
+        parts.append(
+            "the check for paths the call created where the policy denies writing "
+            f"(paths.deny_write) could not finish: {unchecked}; inspect the workspace "
+            "(a .git it made would run its hooks in your git)"
+        )
+    extra: dict[str, Any] = {"rule": "paths.deny_write"}
+    if moved:
+        extra["quarantined"] = "; ".join(f"{old} -> {new}" for old, new in moved)
+        extra["quarantined_count"] = count
+    if unchecked is not None:
+        extra["unchecked"] = str(unchecked)
+    return DeniedPathWritten("; ".join(parts), usage=usage, **extra, **_partial_output(terminal))
 
 
 def outcome(

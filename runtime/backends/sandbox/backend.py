@@ -36,8 +36,8 @@ from runtime.backends.sandbox._channels import (
     Unsendable,
     loop_waker,
 )
+from runtime.backends.sandbox._outcome import denied_write, outcome, workspace_problem
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
-from runtime.backends.sandbox._outcome import outcome, workspace_problem
 from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
@@ -503,6 +503,9 @@ class SandboxBackend:
     def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
         limits = request.limits
         usage = call_usage(call.exit_report, call.started)
+        denied = denied_write(call.exit_report, usage, call.terminal)
+        if denied is not None:
+            raise denied
         if call.timed_out:
             raise ToolTimeout(
                 f"the call exceeded its {limits.timeout_s:g} s timeout",

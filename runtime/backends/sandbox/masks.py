@@ -30,9 +30,10 @@ masks, which cover names, not inodes; both refuse every call until the user remo
   ``**/name`` glob would see through (a directory link keeps the names below it) is not on
   a denied path at all, so the links of a pnpm tree cost nothing.
 
-Known gap: a ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no
-``.git``) can be created by a call, hooks and all; only an existing entry can be bound
-read-only, and Landlock grants by hierarchy, not by name.
+A ``deny_write`` path that does not exist yet (``.git/**`` in a workspace with no ``.git``)
+has nothing to bind read-only, and Landlock grants by hierarchy, not by name: a call can
+create it, hooks and all. ``_denywrite`` looks again when such a call has ended and moves
+what it made there aside (``find``'s ``ro_links`` and ``lenient`` serve it).
 
 Hazards, and what attackers control: the tree itself, also *during* the walk, through a
 concurrent call in the same workspace. So the walk descends by directory descriptors opened
@@ -61,10 +62,14 @@ summary of each subtree: its entry count, the entries a glob matched, the denied
 The next look drains the queue: a directory whose files changed is listed again (whatever its
 timestamps say) with the directories above it; every other subtree is its summary — the
 entries it masks are looked at again (a link count moves without an event), the hidden
-directories searched again, the links followed again, nothing else. An event about a
-directory itself (made, removed, renamed, re-permissioned), an overflow, a mount or unmount,
-a directory on another filesystem or at two paths, a watch the user's limit refuses: the
-summaries are dropped and the timestamp walk decides, as without watches. The spare forked
+directories searched again, the links followed again, nothing else. A directory removed or
+renamed away drops the summaries at and below its path, and its parent is listed again (a
+renamed one is walked at its new path, which its new parent's event names). An overflow, a
+mount or unmount, an event nothing can be placed by, a directory on another filesystem or at
+two paths, a watch the user's limit refuses: the summaries are dropped and the timestamp walk
+decides, as without watches. The fork-server reads the queues as they fill (:func:`pump`,
+from its event loop while calls run), so that a burst of changes between two looks does not
+overflow them. The spare forked
 after the look mounts the look's targets instead of walking (``with_targets``); it serves a
 call only if the look at that call finds the same targets.
 """
@@ -77,6 +82,7 @@ import os
 import re
 import stat
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -96,18 +102,26 @@ __all__ = [
     "find",
     "find_settled",
     "generation",
+    "link_identities",
+    "pump",
     "signature",
     "vetted",
     "warm",
+    "watch_fds",
     "with_targets",
+    "write_denied",
 ]
 
 #: Directory entries the walk may look at per call before it fails the call closed. A
 #: JavaScript checkout holds 100,000-300,000 (``node_modules``); the first walk of a tree this
 #: size costs ~5 s of CPU, later looks at an unchanged tree almost nothing (the watches).
 DEFAULT_MAX_ENTRIES = 1_000_000
-#: Directory levels below the workspace the walk may descend before it fails closed.
-MAX_DEPTH = 128
+#: Directory levels below the workspace the walk may descend before it fails closed. The
+#: walk recurses one Python frame per level (``visit``, ``inside_hidden``): 256 levels and
+#: the ~40 frames of its callers (a call's set-up is the deepest) stay far below the
+#: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
+#: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
+MAX_DEPTH = 256
 
 #: A directory whose mtime or ctime is less than this old when the walk starts (or in the
 #: future) is listed afresh every time and never kept: a change in the same timestamp tick
@@ -226,10 +240,14 @@ class _Tree:
     """One workspace's watches (in the process that made them) and, per directory walked,
     its path and the summary of its subtree."""
 
-    __slots__ = ("dirty", "nodes", "paths", "watch")
+    __slots__ = ("__weakref__", "dirty", "gone", "lost", "nodes", "paths", "watch")
 
     def __init__(self, watch: DirWatch) -> None:
         self.watch = watch
+        #: What :meth:`pump` read before the next walk: directories gone, and whether
+        #: nothing can be placed (``DirWatch.drain``).
+        self.gone: set[tuple[tuple[int, int], str | None]] = set()
+        self.lost = False
         #: (parts, under read-only) → the subtree's summary.
         self.nodes: dict[tuple[tuple[str, ...], bool], _Node] = {}
         #: (st_dev, st_ino) of each watched directory → where the walk saw it.
@@ -241,6 +259,85 @@ class _Tree:
         self.nodes.clear()
         self.paths.clear()
         self.dirty.clear()
+        self.gone = set()
+        self.lost = False
+
+    def pump(self) -> None:
+        """Read the queue now, keeping what it said for the next walk (:func:`pump`)."""
+        changed, gone, lost = self.watch.drain()
+        self.dirty |= changed
+        self.gone |= gone
+        self.lost = self.lost or lost
+
+    def take(self) -> tuple[set[tuple[int, int]], set[tuple[tuple[int, int], str | None]], bool]:
+        """``DirWatch.drain``, with what :meth:`pump` read before."""
+        changed, gone, lost = self.watch.drain()
+        gone |= self.gone
+        lost = lost or self.lost
+        self.gone, self.lost = set(), False
+        return changed, gone, lost
+
+    def drop(self, gone: set[tuple[tuple[int, int], str | None]]) -> bool:
+        """Forget what was known at and below each path ``gone`` names (``DirWatch.drain``)
+        and mark its parent changed: the next walk lists the parent again and walks what is
+        now at that path (a directory renamed elsewhere is walked at its new path, found by
+        its new parent's event). False when a path cannot be placed (a directory never seen
+        at a known path, the workspace itself): then everything is forgotten, as before.
+        Everything is placed before anything is dropped: the events of ``rm -rf d`` name
+        ``d/c`` and ``d`` in any order."""
+        where: set[tuple[str, ...]] = set()
+        for ident, name in gone:
+            base = self.paths.get(ident)
+            if base is None:
+                return False
+            path = base if name is None else (*base, name)
+            if not path:
+                return False
+            where.add(path)
+        by_path = {parts: ident for ident, parts in self.paths.items()}
+        for path in where:
+            parent = by_path.get(path[:-1])
+            if parent is None:
+                return False
+            self.dirty.add(parent)
+
+        def below(parts: tuple[str, ...]) -> bool:
+            return any(parts[:i] in where for i in range(1, len(parts) + 1))
+
+        for ident in [i for i, parts in self.paths.items() if below(parts)]:
+            del self.paths[ident]
+            self.dirty.discard(ident)
+        for key in [k for k in self.nodes if below(k[0])]:
+            del self.nodes[key]
+        return True
+
+
+#: Every tree whose watches this process made (the fork-server's: ``pump``, ``watch_fds``).
+#: Weak: a tree dropped with its spec's matcher must free its inotify instance (a user has
+#: 128, ``fs.inotify.max_user_instances``, shared with all of the user's programs).
+_TREES: weakref.WeakSet[_Tree] = weakref.WeakSet()
+
+
+def watch_fds() -> dict[int, int]:
+    """The descriptors of this process's watch queues, for its event loop (when one is
+    readable, :func:`pump`), each with a token that changes when its number is reused."""
+    out: dict[int, int] = {}
+    for tree in list(_TREES):
+        fd = tree.watch.fileno()
+        if fd >= 0:
+            out[fd] = hash((id(tree.watch), tree.watch.opened))
+    return out
+
+
+def pump() -> None:
+    """Read every watch queue of this process now, keeping what it said for each tree's next
+    look. The fork-server does it whenever a queue is readable, while calls run: a burst of
+    changes (``npm install`` in a call) past ``fs.inotify.max_queued_events`` (16,384 by
+    default) overflows a queue read only at the next look, and an overflow forgets every
+    summary (a full walk)."""
+    for tree in list(_TREES):
+        if tree.watch.owned():
+            tree.pump()
 
 
 def _max_watches() -> int:
@@ -326,6 +423,7 @@ class _Matcher:
                     old.watch.close()
                 self.trees.clear()
             tree = self.trees[root] = _Tree(DirWatch(_max_watches()))
+            _TREES.add(tree)
         if not tree.watch.owned():
             tree.forget()
             return None
@@ -425,7 +523,13 @@ def _now_ns() -> int:
 
 
 def find(
-    root_fd: int, spec: MaskSpec, *, host: str | None = None, watch: bool = False
+    root_fd: int,
+    spec: MaskSpec,
+    *,
+    host: str | None = None,
+    watch: bool = False,
+    ro_links: list[tuple[str, ...]] | None = None,
+    lenient: bool = False,
 ) -> list[MaskTarget]:
     """Walk the directory ``root_fd`` and list what ``spec`` masks, parents before children.
 
@@ -440,9 +544,16 @@ def find(
     each call, :func:`signature`); while none reports a change, the next walk redoes only
     what a walk does every time — each masked entry looked at again, the hidden directories'
     links and link counts, the denied-path links followed — and skips the directories
-    (``_dirwatch``: why no change is missed)."""
+    (``_dirwatch``: why no change is missed).
+
+    ``ro_links``: filled with the symbolic links a ``readonly`` glob matches (never masked:
+    a link resolves inside the new root; ``_denywrite`` needs them, as a link planted at
+    ``.git`` is a repository for the host's git). ``lenient``: the hide masks' refusals
+    (a linked hidden file, a denied-path link) are not raised: for ``_denywrite``'s sweep
+    after a call, which must finish where the next call's look refuses."""
     matcher = _matcher(spec)
     targets: list[MaskTarget] = []
+    found_ro_links: list[tuple[str, ...]] = []
     links: list[tuple[str, ...]] = []
     seen = 0
     hidden_seen = 0  # of ``seen``: listed inside hidden directories (looked at every time)
@@ -556,7 +667,7 @@ def find(
                     continue
                 if stat.S_ISLNK(st.st_mode):
                     links.append(sub)
-                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not lenient:
                     raise _linked(sub, st.st_nlink)
             after = os.fstat(dfd)
             if (
@@ -616,6 +727,8 @@ def find(
             if step.link:
                 links.append(sub)  # followed once the walk has found every hidden entry
                 own_links.append(sub)
+                if step.action == "readonly":
+                    found_ro_links.append(sub)
                 continue
             if step.action is not None:
                 acts.append((sub, step))
@@ -689,9 +802,11 @@ def find(
         except FileNotFoundError:
             raise _changed(sub) from None
         if stat.S_ISLNK(st.st_mode):
+            if step.action == "readonly":
+                found_ro_links.append(sub)
             return False, step.listed_dir
         is_dir = stat.S_ISDIR(st.st_mode)
-        if step.action == "hide" and not is_dir and st.st_nlink > 1:
+        if step.action == "hide" and not is_dir and st.st_nlink > 1 and not lenient:
             raise _linked(sub, st.st_nlink)
         assert step.action is not None
         targets.append(
@@ -724,13 +839,18 @@ def find(
         finally:
             if dfd >= 0:
                 os.close(dfd)
-        links.extend(node.links)
-        own_links.extend(node.links)
+        if node.links:  # most subtrees have none: a quiet look is thousands of summaries
+            links.extend(node.links)
+            own_links.extend(node.links)
+            found_ro_links.extend(
+                p for p in node.links if matcher.action("/".join(p)) == "readonly"
+            )
 
     def walk() -> None:
         nonlocal seen, hidden_seen
         targets.clear()
         links.clear()
+        found_ro_links.clear()
         acts.clear()
         own_links.clear()
         seen = hidden_seen = 0
@@ -746,8 +866,10 @@ def find(
     else:
         nodes = tree.nodes
         try:
-            changed, moved = tree.watch.drain()
+            changed, gone, moved = tree.take()
             tree.dirty |= changed
+            if gone and not moved:
+                moved = not tree.drop(gone)
             if moved or any(ident not in tree.paths for ident in tree.dirty):
                 tree.forget()
             for ident in tree.dirty:
@@ -765,16 +887,20 @@ def find(
                 tree.nodes.clear()
                 trusting = False
                 walk()
-            changed, moved = tree.watch.drain()
+            changed, gone, moved = tree.take()
             if moved or not recordable or not tree.watch.usable:
                 tree.forget()
             else:
                 # The changes seen while walking: those directories are walked next time.
                 tree.dirty = changed
+                if gone and not tree.drop(gone):
+                    tree.forget()
         except BaseException:
             tree.forget()
             raise
-    if links:
+    if ro_links is not None:
+        ro_links.extend(found_ro_links)
+    if links and not lenient:
         hidden = {(t.dev, t.ino) for t in targets if t.action == "hide"}
         for parts in links:
             _vet_link(
@@ -999,8 +1125,10 @@ def _linked(parts: tuple[str, ...], links: int) -> OSError:
     # .env` before the user writes .env in place); the mask covers the name, not the inode,
     # and the other names cannot be found short of indexing every inode of the tree. Only
     # for hidden files: git hard-links its objects (clone --local), and refusing linked
-    # read-only entries would stop every call in such a repository (a second, writable name
-    # of a deny_write file stays a known gap).
+    # read-only entries would stop every call in such a repository. A call cannot give a
+    # deny_write file a second name (link() across its read-only mount is EXDEV, and one it
+    # creates on a denied path is moved aside when it ends, ``_denywrite``); a second,
+    # writable name the user made stays a known gap.
     return _refuse(
         errno.EMLINK,
         f"{'/'.join(parts)!r} is denied by the policy but has {links} hard links: another "
@@ -1080,15 +1208,25 @@ def _reopen(root_fd: int, target: MaskTarget) -> int:
     return fd
 
 
-def with_targets(plan_masks: Mapping[str, Any], sig: Signature | None) -> dict[str, Any]:
+def with_targets(
+    plan_masks: Mapping[str, Any], sig: Signature | None, *, unpinned: bool = False
+) -> dict[str, Any]:
     """``plan_masks`` (``MaskSpec.as_plan``) with the targets ``sig`` found, for a spare
     forked right after the fork-server's look: it mounts them instead of walking the tree
     again. Safe because the spare serves a call only when the fork-server's look at that
-    call finds these very targets (``Signature`` equality, inodes pinned meanwhile)."""
+    call finds these very targets (``Signature`` equality, inodes pinned meanwhile).
+
+    ``unpinned``: also when the look found more than the pins' bound (``sig.found``), for
+    the child cloned for the very call the look was made for. It needs no pins: it mounts
+    on what is at each path *now* (``vetted`` re-opens each one and checks its inode), and a
+    change after the look is one made while the call is set up, which no mask covers."""
     out = dict(plan_masks)
-    if sig is not None and sig.key is not None:
+    targets = None if sig is None else sig.key
+    if targets is None and unpinned and sig is not None:
+        targets = sig.found
+    if targets is not None:
         out["targets"] = [
-            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in sig.key
+            [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in targets
         ]
     return out
 
@@ -1189,10 +1327,22 @@ class Signature:
     back on a re-created entry (a mount on a deleted entry is gone with it). Equal to another
     only with the same targets; close (or drop) it to release the descriptors."""
 
-    __slots__ = ("_fds", "_pid", "key")
+    __slots__ = ("_fds", "_pid", "found", "key", "ro_links")
 
-    def __init__(self, key: tuple[MaskTarget, ...] | None, fds: list[int]) -> None:
-        self.key = key  # None: the walk did not complete, equal to nothing
+    def __init__(
+        self,
+        key: tuple[MaskTarget, ...] | None,
+        fds: list[int],
+        *,
+        found: tuple[MaskTarget, ...] | None = None,
+        ro_links: frozenset[tuple[int, int]] = frozenset(),
+    ) -> None:
+        self.key = key  # None: the walk did not complete (or pins too many), equal to nothing
+        #: What the walk found, even past the pins' bound (None: it did not complete), and
+        #: the (st_dev, st_ino) of the links a ``readonly`` glob matches: ``_denywrite``'s
+        #: record of what existed before a call.
+        self.found = key if found is None else found
+        self.ro_links = ro_links
         self._fds = fds
         self._pid = os.getpid()
 
@@ -1239,15 +1389,42 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
         return Signature(None, [])
     fds: list[int] = []
     try:
-        targets = find(root, spec, host=workspace, watch=True)
+        links: list[tuple[str, ...]] = []
+        targets = find(root, spec, host=workspace, watch=True, ro_links=links)
+        found = tuple(targets)
+        ro_links = link_identities(root, links)
         if len(targets) > _MAX_PINS:
-            return Signature(None, [])
+            return Signature(None, [], found=found, ro_links=ro_links)
         for target in targets:
             fds.append(_reopen(root, target))
-        return Signature(tuple(targets), fds)
+        return Signature(found, fds, ro_links=ro_links)
     except OSError:
         for fd in fds:
             os.close(fd)
         return Signature(None, [])
     finally:
         os.close(root)
+
+
+def link_identities(root_fd: int, links: list[tuple[str, ...]]) -> frozenset[tuple[int, int]]:
+    """(st_dev, st_ino) of each link at ``links`` (workspace-relative parts, as ``find``'s
+    ``ro_links`` names them) that is still a link there; each directory on the way is opened
+    O_NOFOLLOW (raises OSError, EAGAIN when one moved)."""
+    out: set[tuple[int, int]] = set()
+    for parts in links:
+        parent = _open_dir(root_fd, parts[:-1])
+        try:
+            st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            raise _changed(parts) from None
+        finally:
+            os.close(parent)
+        if stat.S_ISLNK(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return frozenset(out)
+
+
+def write_denied(spec: MaskSpec, rel: str) -> bool:
+    """Whether a ``readonly`` glob of ``spec`` matches the workspace-relative path ``rel``
+    (whatever a hide glob says: ``_denywrite`` looks inside hidden directories a call made)."""
+    return _matcher(spec).readonly.match(rel) is not None

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.backends.sandbox import (
+    _denywrite,
     _linux,
     _setup,
     cgroups,
@@ -71,6 +72,9 @@ CLONER_NAME = b"runtime-cloner"
 _MAX_DEPTH = 4
 #: Profiles whose raised depth is remembered (beyond it, all start at 1 again).
 _MAX_DEPTHS = 256
+#: Entries moved aside by a call's deny_write check named in its exit report (the rest
+#: are counted): each path is up to 4 KiB, the report one control packet.
+_REPORTED_MOVES = 32
 #: The broker's largest control message, and the descriptors one may carry.
 _CONTROL_PACKET = 1 << 20
 _ANCILLARY = socket.CMSG_SPACE(4 * struct.calcsize("i"))
@@ -136,10 +140,27 @@ def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     return fds
 
 
-class _Call:
-    __slots__ = ("cgroups", "id", "kill_at", "killing", "mounts", "pid", "profile")
+class _Guard:
+    """What a call that may write must be checked against when it ends (``_denywrite``)."""
 
-    def __init__(self, call_id: int, pid: int, cgroups: list[str], profile: str = "") -> None:
+    __slots__ = ("base", "tag")
+
+    def __init__(self, base: _denywrite.Baseline, tag: str) -> None:
+        self.base = base
+        self.tag = tag
+
+
+class _Call:
+    __slots__ = ("cgroups", "guard", "id", "kill_at", "killing", "mounts", "pid", "profile")
+
+    def __init__(
+        self,
+        call_id: int,
+        pid: int,
+        cgroups: list[str],
+        profile: str = "",
+        guard: _Guard | None = None,
+    ) -> None:
         self.id = call_id
         self.pid = pid
         self.cgroups = cgroups
@@ -147,16 +168,29 @@ class _Call:
         self.kill_at: float | None = None
         self.killing = False
         self.mounts = -1  # its mount namespace, held (see Zygote._hold_mounts)
+        self.guard = guard  # the deny_write check when it ends (None: it cannot write)
 
 
 class _Pending:
     """A clone asked of the cloner, not answered yet: a call's pid 1 or a spare."""
 
-    __slots__ = ("act", "call_id", "cgroups", "kill_grace", "profile", "stamp", "tools")
+    __slots__ = (
+        "act",
+        "call_id",
+        "cgroups",
+        "guard",
+        "kill_grace",
+        "profile",
+        "stamp",
+        "tools",
+    )
 
-    def __init__(self, cgroups: list[str], call_id: int | None = None) -> None:
+    def __init__(
+        self, cgroups: list[str], call_id: int | None = None, guard: _Guard | None = None
+    ) -> None:
         self.cgroups = cgroups
         self.call_id = call_id  # None for a spare
+        self.guard = guard
         self.kill_grace: float | None = None  # a kill that came before the pid
         self.act: socket.socket | None = None
         self.profile = ""
@@ -178,20 +212,57 @@ def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
     return st.st_dev, st.st_ino, masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
 
 
+def _guard(
+    plan: child.CallPlan, stamp: tuple[object, ...] | None, state_dirs: tuple[str, ...]
+) -> _Guard | None:
+    """The deny_write check of a call that may write the workspace (``_denywrite``), from
+    the look just made; None when it cannot write or nothing denies writes. Raises OSError
+    when the tree cannot be looked at: the call must not run (what it created could not be
+    told from what was there)."""
+    if plan.access != "rw" or not plan.masks:
+        return None
+    spec = masks.MaskSpec.from_plan(plan.masks)
+    sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
+    try:
+        base = _denywrite.baseline(plan.workspace, spec, sig, state_dirs)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            "the workspace cannot be checked for paths the policy denies writing "
+            f"(paths.deny_write) before the call, so it does not run: {exc.strerror or exc}",
+        ) from exc
+    return _Guard(base, plan.call_id) if base is not None else None
+
+
 def _with_targets(
-    raw_plan: dict[str, Any], plan: child.CallPlan, stamp: tuple[object, ...] | None
+    raw_plan: dict[str, Any],
+    plan: child.CallPlan,
+    stamp: tuple[object, ...] | None,
+    *,
+    unpinned: bool = False,
 ) -> tuple[dict[str, Any], child.CallPlan]:
     """``raw_plan`` and ``plan`` with the mask targets of ``stamp`` (the look just made), for
     the child cloned next: it mounts them instead of walking the tree (``masks.vetted``).
     A spare serves a call only when the look at that call finds the same targets; a call's
     own child is cloned for the call the look was made for, and a change after that look is
     one made while the call is being set up, which no mask covers. Unchanged when the look
-    found nothing to trust (the child then walks, and fails closed, on its own)."""
+    found nothing to trust (the child then walks, and fails closed, on its own).
+    ``unpinned``: for a call's own child, also past the pins' bound (``masks.with_targets``)."""
     sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
-    if not plan.masks or not isinstance(sig, masks.Signature) or sig.key is None:
+    if not plan.masks or not isinstance(sig, masks.Signature):
         return raw_plan, plan
-    raw = {**raw_plan, "masks": masks.with_targets(plan.masks, sig)}
+    if sig.key is None and (not unpinned or sig.found is None):
+        return raw_plan, plan
+    raw = {**raw_plan, "masks": masks.with_targets(plan.masks, sig, unpinned=unpinned)}
     return raw, child.CallPlan(**raw)
+
+
+def _matchable(plan: child.CallPlan, stamp: tuple[object, ...] | None) -> bool:
+    """Whether a spare forked after the look ``stamp`` could ever serve a call: not when
+    the look pins nothing (more targets than the pins' bound, or a tree it refused), as a
+    spare serves only a call whose look equals its own."""
+    sig = stamp[2] if stamp is not None and len(stamp) > 2 else None
+    return not plan.masks or not isinstance(sig, masks.Signature) or sig.key is not None
 
 
 class _Spare:
@@ -521,9 +592,11 @@ class Zygote:
             # One look at the tree per call (with masks, a walk): it vets this profile's
             # spares and stamps the next ones, which are forked (and masked) after it.
             stamp = _stamp(plan)
+            assert self.cfg is not None
+            guard = _guard(plan, stamp, self.cfg.state_dirs)
             spare = self._take_spare(profile, stamp)
             if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
-                call = _Call(call_id, spare.pid, spare.cgroups, profile)
+                call = _Call(call_id, spare.pid, spare.cgroups, profile, guard)
                 self.calls[spare.pid] = call
                 call.mounts = self._hold_mounts(spare.pid)
             else:
@@ -531,10 +604,10 @@ class Zygote:
                     self._dismiss(spare)
                 # The masks this look found travel with the call: its child mounts them
                 # (each checked to be the inode found) instead of walking the tree again.
-                raw_plan, plan = _with_targets(msg["plan"], plan, stamp)
+                raw_plan, plan = _with_targets(msg["plan"], plan, stamp, unpinned=True)
                 if self.cloner is None:
                     pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
-                    self.calls[pid] = _Call(call_id, pid, groups)
+                    self.calls[pid] = _Call(call_id, pid, groups, guard=guard)
                 else:
                     groups = self._groups(plan, f"c{call_id}")
                     try:
@@ -550,7 +623,7 @@ class Zygote:
                     except BaseException:
                         self._drop_groups(groups)
                         raise
-                    self.pending[seq] = _Pending(groups, call_id)
+                    self.pending[seq] = _Pending(groups, call_id, guard)
         except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
@@ -558,7 +631,9 @@ class Zygote:
             return
         finally:
             os.close(call_fd)
-        if self.pool_size and profile not in self.failed_profiles:
+        if self.pool_size and profile not in self.failed_profiles and _matchable(plan, stamp):
+            # (A spare no look can match would be forked, walk or mount, then be dismissed
+            # at the next call: on a tree with many masked entries, every call.)
             self._make_spare(profile, plan, stamp, msg["plan"], warm=key)
 
     # -- spares: children pre-forked per profile, fully walled, waiting for one call -------
@@ -724,7 +799,7 @@ class Zygote:
                 self.failed_profiles.add(pending.profile)
             return
         if pending.call_id is not None:
-            call = _Call(pending.call_id, pid, pending.cgroups)
+            call = _Call(pending.call_id, pid, pending.cgroups, guard=pending.guard)
             self.calls[pid] = call
             if pending.kill_grace is not None:
                 with contextlib.suppress(ProcessLookupError):
@@ -783,6 +858,7 @@ class Zygote:
             "max_rss_kb": ru.ru_maxrss,
         }
         report.update(cgroups.stats(call.cgroups))
+        report.update(self._sweep(call))
         # Report first: the counters are read, and removing the directories (rmdir of a
         # v1 memory cgroup may wait for the last charged page, or for cgroup_mutex) cannot
         # change the result. The janitor removes them (inline without one); the zygote's
@@ -790,6 +866,26 @@ class Zygote:
         self.send(report)
         self._let_go(call)
         self._drop_groups(call.cgroups)
+
+    @staticmethod
+    def _sweep(call: _Call) -> dict[str, Any]:
+        """The deny_write check of a call whose processes are all gone (``_denywrite``):
+        what its exit report adds. Every end of a call comes here (or to ``shutdown``)."""
+        guard, call.guard = call.guard, None
+        if guard is None:
+            return {}
+        try:
+            swept = _denywrite.sweep(guard.base, guard.tag)
+        except Exception as exc:  # a bug here must not end the fork-server: fail closed
+            swept = _denywrite.Swept(error=f"{type(exc).__name__}: {exc}")
+        out: dict[str, Any] = {}
+        if swept.moved:
+            # Bounded: the report is one control packet (a call can make thousands).
+            out["quarantined"] = [list(pair) for pair in swept.moved[:_REPORTED_MOVES]]
+            out["quarantined_count"] = len(swept.moved)
+        if swept.error is not None:
+            out["deny_write_unchecked"] = swept.error
+        return out
 
     def _is_spare(self, pid: int) -> bool:
         return any(spare.pid == pid for ready in self.spares.values() for spare in ready)
@@ -853,6 +949,8 @@ class Zygote:
         for pid, call in list(self.calls.items()):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            # No one hears of it any more, but what it planted must not stay.
+            self._sweep(call)
             self._let_go(call)
             self._drop_groups(call.cgroups)
         self.calls.clear()
@@ -871,8 +969,10 @@ class Zygote:
         sel = selectors.DefaultSelector()
         sel.register(self.ctl, selectors.EVENT_READ, "ctl")
         sel.register(r, selectors.EVENT_READ, "sig")
+        watching: dict[int, int] = {}
         try:
             while True:
+                watching = _watch_queues(sel, watching)
                 if self.cloner is not None and not self.cloner.registered:
                     sel.register(self.cloner.sock, selectors.EVENT_READ, "cloner")
                     self.cloner.registered = True
@@ -881,6 +981,9 @@ class Zygote:
                         with contextlib.suppress(BlockingIOError):
                             os.read(r, 4096)
                         self.reap()
+                        continue
+                    if key.data == "watch":
+                        masks.pump()  # read as events come: a burst must not overflow
                         continue
                     if key.data == "cloner":
                         assert self.cloner is not None
@@ -902,6 +1005,22 @@ class Zygote:
                 self.reap()
         finally:
             self.shutdown()
+
+
+def _watch_queues(sel: selectors.BaseSelector, watching: dict[int, int]) -> dict[int, int]:
+    """Keep ``sel`` reading the mask walk's watch queues (``masks.watch_fds``), which the
+    looks make and close as they go: a closed queue's number is dropped, and one reused by
+    a new queue registered again (each number carries its queue's token)."""
+    now = masks.watch_fds()
+    for fd, token in watching.items():
+        if now.get(fd) != token:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                sel.unregister(fd)
+    for fd, token in now.items():
+        if watching.get(fd) != token:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                sel.register(fd, selectors.EVENT_READ, "watch")
+    return now
 
 
 class _Cloner:
