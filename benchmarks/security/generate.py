@@ -2110,11 +2110,12 @@ def gen_h() -> None:
             [ok(), has("hi-env")],
         ),
         (
-            # In the call's own /tmp: a repository made in the workspace is a write the
-            # default policy denies (**/.git/**), moved aside when the call ends (G3).
+            # A bare repository: a `.git` made in the workspace is a write the default
+            # policy denies (**/.git/**), moved aside when the call ends (G3); and not in
+            # /tmp, which for the unsandboxed baselines is the host's, left behind.
             "shell git init",
             [],
-            [sh("git init -q /tmp/repo && echo inited")],
+            [sh("git init -q --bare repo.git && echo inited")],
             [ok(), has("inited")],
         ),
         (
@@ -2336,8 +2337,8 @@ def gen_h() -> None:
             [],
             [
                 sh(
-                    "cd /tmp && git init -q r && cd r && GIT_PAGER=cat git status --short "
-                    "&& echo git-ok"
+                    "git init -q --bare r.git && GIT_PAGER=cat git --git-dir=r.git "
+                    "--work-tree=. status --short && echo git-ok"
                 )
             ],
             [ok(), has("git-ok")],
