@@ -11,6 +11,7 @@ server) and ``mcp_sessions`` (fresh sessions opened on the way).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 from typing import Any
@@ -22,7 +23,7 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from runtime.egress import EgressGateway, Resolver, TransportFactory, parse_target
-from runtime.errors import SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 from runtime.mcp._peer import Inbound
 from runtime.policy.network import NetworkRules
 from runtime.policy.schema import ENV_REFERENCE, McpServerEntry
@@ -107,6 +108,10 @@ def resolve_headers(server: McpServerEntry) -> tuple[dict[str, str], list[str]]:
         else:
             headers[name] = value
     return headers, secrets
+
+
+class HttpStatusError(SandboxError):
+    """The server answered a status outside 2xx (``status`` in details)."""
 
 
 class RemoteBase:
@@ -220,6 +225,48 @@ class RemoteBase:
             return types.CallToolResult.model_validate(result)
         except ValidationError as exc:
             raise self.malformed(f"tools/call result: {first_error(exc)}") from exc
+
+    async def post_message(
+        self,
+        url: str,
+        headers: dict[str, str],
+        message: dict[str, Any],
+        *,
+        timeout_s: float,
+        follow_redirects: bool,
+        lost: type[Exception],
+        not_sent: type[Exception],
+    ) -> dict[str, Any]:
+        """POST one JSON-RPC message whose answer, if any, comes another way (the server
+        answers 202 and no body): the gateway's reply. A transport failure raises ``lost``
+        when the request may have reached the server, else ``not_sent`` (each caller's
+        retry rules differ)."""
+        try:
+            reply: dict[str, Any] = await self._gateway.request(
+                {
+                    "method": "POST",
+                    "url": url,
+                    "headers": {**headers, "Content-Type": "application/json"},
+                    "body": json.dumps(message, separators=(",", ":")).encode(),
+                    "max_bytes": 4096,
+                    "timeout_s": timeout_s,
+                    "follow_redirects": follow_redirects,
+                }
+            )
+        except (ToolFailed, InvalidArguments) as exc:
+            raise (lost if delivered(exc) else not_sent) from exc
+        return reply
+
+    def status_error(self, status: int, body: bytes | bytearray, what: str = "") -> HttpStatusError:
+        """A status outside 2xx, with the start of its body (scrubbed of the headers'
+        secrets) and ``what`` the answer was to."""
+        text = bytes(body[:200]).decode("utf-8", "replace")
+        shown = f": {self.scrub(text)!r}" if text else ""
+        return HttpStatusError(
+            f"MCP server {self.server.name!r} answered HTTP {status}{what}{shown}",
+            server=self.server.name,
+            status=status,
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` with the header secrets replaced: a server may echo them in errors."""

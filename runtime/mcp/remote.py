@@ -80,6 +80,7 @@ from runtime.mcp._client import (
     ENVELOPE_BYTES,
     LIST_BYTES,
     PROTOCOL_VERSION,
+    HttpStatusError,
     RemoteBase,
     Trace,
     delivered,
@@ -132,10 +133,6 @@ class _NotSent(Exception):
 
 class _Lost(Exception):
     """The request may have reached the server; its answer did not arrive."""
-
-
-class HttpStatusError(SandboxError):
-    """The server answered a status outside 2xx (``status`` in details)."""
 
 
 class RemoteClient(RemoteBase):
@@ -334,12 +331,7 @@ class RemoteClient(RemoteBase):
                     body += chunk
                     if len(body) >= 200:
                         break
-            text = bytes(body[:200]).decode("utf-8", "replace")
-            raise HttpStatusError(
-                f"MCP server {self.server.name!r} answered HTTP {status}: {self.scrub(text)!r}",
-                server=self.server.name,
-                status=status,
-            )
+            raise self.status_error(status, body)
 
     async def _json_answer(
         self, reply: StreamedReply, request_id: int, max_bytes: int
@@ -419,33 +411,17 @@ class RemoteClient(RemoteBase):
 
     async def _notify(self, message: dict[str, Any], timeout_s: float) -> None:
         """POST a notification or a response: the server answers 202 and no body."""
-        try:
-            reply = await self._gateway.request(
-                {
-                    "method": "POST",
-                    "url": self.url,
-                    "headers": {
-                        **self._request_headers(self._session_id),
-                        "Content-Type": "application/json",
-                    },
-                    "body": json.dumps(message, separators=(",", ":")).encode(),
-                    "max_bytes": 4096,
-                    "timeout_s": timeout_s,
-                    "follow_redirects": True,
-                }
-            )
-        except (ToolFailed, InvalidArguments) as exc:
-            if delivered(exc):
-                raise _Lost from exc
-            raise _NotSent from exc
+        reply = await self.post_message(
+            self.url,
+            self._request_headers(self._session_id),
+            message,
+            timeout_s=timeout_s,
+            follow_redirects=True,
+            lost=_Lost,
+            not_sent=_NotSent,
+        )
         if not 200 <= reply["status"] < 300:
-            body = bytes(reply["body"][:200]).decode("utf-8", "replace")
-            raise HttpStatusError(
-                f"MCP server {self.server.name!r} answered HTTP {reply['status']}: "
-                f"{self.scrub(body)!r}",
-                server=self.server.name,
-                status=reply["status"],
-            )
+            raise self.status_error(reply["status"], reply["body"])
 
     def _request_headers(self, session: str | None) -> dict[str, str]:
         headers = {**self._headers, "Accept": _ACCEPT, "MCP-Protocol-Version": self._protocol}

@@ -43,16 +43,15 @@ import mcp_types as types
 
 from runtime.egress import parse_target
 from runtime.errors import (
-    InvalidArguments,
     OutputTooLarge,
     RuntimeToolError,
     SandboxError,
     ToolFailed,
 )
-from runtime.mcp._client import LIST_BYTES, RemoteBase, Trace, delivered
+from runtime.mcp._client import LIST_BYTES, HttpStatusError, RemoteBase, Trace, delivered
 from runtime.mcp._peer import SESSION_WINDOW_S, Budget, classify
 from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
-from runtime.mcp.remote import ATTEMPTS, BACKOFF_S, HttpStatusError, RemoteClient
+from runtime.mcp.remote import ATTEMPTS, BACKOFF_S, RemoteClient
 from runtime.policy.network import NetworkRules
 from runtime.policy.schema import McpServerEntry
 
@@ -210,22 +209,15 @@ class LegacySseClient(RemoteBase):
         if stream.dead:
             raise _NotSent from stream.error
         assert stream.endpoint is not None
-        try:
-            reply = await self._gateway.request(
-                {
-                    "method": "POST",
-                    "url": stream.endpoint,
-                    "headers": {**self._headers, "Content-Type": "application/json"},
-                    "body": json.dumps(message, separators=(",", ":")).encode(),
-                    "max_bytes": 4096,
-                    "timeout_s": _POST_TIMEOUT_S,
-                    "follow_redirects": False,
-                }
-            )
-        except (ToolFailed, InvalidArguments) as exc:
-            if delivered(exc):
-                raise _Died from exc
-            raise _NotSent from exc
+        reply = await self.post_message(
+            stream.endpoint,
+            self._headers,
+            message,
+            timeout_s=_POST_TIMEOUT_S,
+            follow_redirects=False,
+            lost=_Died,
+            not_sent=_NotSent,
+        )
         status = reply["status"]
         if status == 404:
             # The server forgot the session (restarted): it did not handle the message.
@@ -233,12 +225,7 @@ class LegacySseClient(RemoteBase):
             stream.scope.cancel()
             raise _NotSent from self.malformed("HTTP 404 to a message: the session is gone")
         if not 200 <= status < 300:
-            body = bytes(reply["body"][:200]).decode("utf-8", "replace")
-            raise HttpStatusError(
-                f"MCP server {self.server.name!r} answered HTTP {status}: {self.scrub(body)!r}",
-                server=self.server.name,
-                status=status,
-            )
+            raise self.status_error(status, reply["body"])
 
     # -- the stream ---------------------------------------------------------------------------
     async def _connect(self, timeout_s: float) -> _Stream:
@@ -298,12 +285,7 @@ class LegacySseClient(RemoteBase):
         async with self._gateway.stream(payload) as reply:
             content_type = reply.headers.get("content-type", "").split(";")[0].strip().lower()
             if not 200 <= reply.status < 300:
-                raise HttpStatusError(
-                    f"MCP server {self.server.name!r} answered HTTP {reply.status} to the "
-                    "event stream's GET",
-                    server=self.server.name,
-                    status=reply.status,
-                )
+                raise self.status_error(reply.status, b"", " to the event stream's GET")
             if content_type != "text/event-stream":
                 raise self.malformed(f"an event stream of type {content_type[:100]!r}")
             parser = SseParser(EVENT_BYTES)
