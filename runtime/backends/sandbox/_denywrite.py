@@ -263,18 +263,7 @@ def _inside_hidden(
 
 
 def _open_dir(root: int, parts: tuple[str, ...]) -> int:
-    cur = os.dup(root)
-    try:
-        for comp in parts:
-            nxt = os.open(comp, _DIR_FLAGS, dir_fd=cur)
-            os.close(cur)
-            cur = nxt
-    except OSError as exc:
-        os.close(cur)
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            raise _gone(parts) from exc
-        raise
-    return cur
+    return masks.open_components(root, parts, _DIR_FLAGS, _gone)
 
 
 def _open_parent(root: int, parts: tuple[str, ...]) -> int:

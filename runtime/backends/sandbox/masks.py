@@ -83,7 +83,7 @@ import re
 import stat
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -103,6 +103,7 @@ __all__ = [
     "find_settled",
     "generation",
     "link_identities",
+    "open_components",
     "pump",
     "signature",
     "vetted",
@@ -1018,16 +1019,28 @@ def _landing(
 
 def _open_dir(root_fd: int, parts: tuple[str, ...]) -> int:
     """An O_PATH descriptor of the directory ``parts``, each component O_NOFOLLOW."""
+    return open_components(root_fd, parts, _UP_FLAGS | os.O_NOFOLLOW, _changed)
+
+
+def open_components(
+    root_fd: int,
+    parts: tuple[str, ...],
+    flags: int,
+    changed: Callable[[tuple[str, ...]], OSError],
+) -> int:
+    """``parts`` below ``root_fd`` opened one component at a time with ``flags`` (which
+    name O_NOFOLLOW: a link a concurrent call swapped in is never followed). A component
+    gone, or no longer a directory, raises ``changed(parts)``: the tree moved under us."""
     cur = os.dup(root_fd)
     try:
         for comp in parts:
-            nxt = os.open(comp, _UP_FLAGS | os.O_NOFOLLOW, dir_fd=cur)
+            nxt = os.open(comp, flags, dir_fd=cur)
             os.close(cur)
             cur = nxt
     except OSError as exc:
         os.close(cur)
         if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-            raise _changed(parts) from exc
+            raise changed(parts) from exc
         raise
     return cur
 
