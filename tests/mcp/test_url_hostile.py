@@ -15,11 +15,9 @@ import anyio
 import httpx
 import pytest
 
-from runtime.backends.mcp_proxy import McpProxyBackend
-from runtime.catalogue import Catalogue
 from runtime.mcp.external import ExternalServer
-from runtime.policy import Policy
 from tests.mcp.conftest import HttpServer
+from tests.mcp.test_url_servers import broker_for as servers_broker_for
 
 pytestmark = pytest.mark.anyio
 
@@ -50,19 +48,8 @@ def entry(url: str, **kw: Any) -> ExternalServer:
 
 @asynccontextmanager
 async def broker_for(server: ExternalServer, tmp_path: Path) -> AsyncIterator[Any]:
-    from runtime.broker import Broker
-
-    policy = Policy.from_toml(POLICY, "test")
-    async with McpProxyBackend([server], network=policy.network) as proxy:
-        catalogue = Catalogue(builtins=False)
-        proxy.register(catalogue)
-        ws = tmp_path / "ws"
-        ws.mkdir(exist_ok=True)
-        async with Broker(
-            ws, policy, tmp_path / "audit.db", catalogue=catalogue, backends={"mcp": proxy}
-        ) as broker:
-            broker.test_proxy = proxy
-            yield broker
+    async with servers_broker_for([server], tmp_path, POLICY) as broker:
+        yield broker
 
 
 async def call(broker: Any, mode: str, tool: str = "h__t") -> Any:
