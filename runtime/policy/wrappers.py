@@ -17,6 +17,7 @@ __all__ = [
     "HAZARD_ARGS",
     "LOADER_GLOBS",
     "SHELLS",
+    "SHELL_STRING_OPTIONS",
     "SUBCOMMAND_WRAPPERS",
     "WRAPPERS",
     "Wrapper",
@@ -32,6 +33,7 @@ class Wrapper(NamedTuple):
     shell_arg: frozenset[str] = frozenset()  # options whose value is a shell string (su -c)
     joins: bool = False  # runs its arguments joined through 'sh -c' (watch)
     dash_option: bool = False  # a lone '-' is an option, not the program (env -, su -)
+    joins_with: str = ""  # an option letter that makes it join as 'joins' does (entr -s)
 
 
 _L = frozenset
@@ -157,6 +159,14 @@ WRAPPERS: dict[str, Wrapper] = {
         _L({"--cpunodebind", "--interleave", "--membind", "--preferred", "--physcpubind"}),
     ),
     "cpulimit": Wrapper("lp", _L({"--limit", "--pid"})),
+    # ssh HOST CMD...: the remote shell runs the words joined, as 'sh -c' would. Run here or
+    # there, 'ssh host "rm -rf ~"' is what the rules are about.
+    "ssh": Wrapper("BbcDEeFIiJLlmOopQRSWw", positionals=1, joins=True),
+    "sshpass": Wrapper("fdpP"),
+    "mosh": Wrapper("p", _L({"--port", "--ssh", "--server", "--client", "--predict"}), 1),
+    "screen": Wrapper("SceEhpstTX", _L({"-Logfile"})),
+    # entr runs its arguments when files change; with -s they are one 'sh -c' string.
+    "entr": Wrapper(joins_with="s"),
     "xvfb-run": Wrapper(
         "nsfpwe",
         _L(
@@ -170,6 +180,14 @@ WRAPPERS: dict[str, Wrapper] = {
             }
         ),
     ),
+}
+
+# Programs with options whose value is a shell command line, and the subcommand the options
+# belong to ('' for any): 'nix-shell --run CMD', 'vagrant ssh -c CMD', 'man -P PAGER'.
+SHELL_STRING_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
+    "nix-shell": ("", _L({"--run", "--command"})),
+    "vagrant": ("ssh", _L({"-c", "--command"})),
+    "man": ("", _L({"-P", "--pager", "-H", "--html"})),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
@@ -267,9 +285,16 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "ssh": ("*ProxyCommand*", "*LocalCommand*", "*PermitLocalCommand*"),
     "scp": ("-S", "*ProxyCommand*"),
     "zip": ("-T*", "--unzip-command*", "-TT*"),
-    "vim": ("-c", "+*", "--cmd"),
-    "vi": ("-c", "+*", "--cmd"),
-    "nvim": ("-c", "+*", "--cmd"),
+    **dict.fromkeys(
+        ("vim", "vi", "nvim", "ex", "view", "vimdiff", "rvim", "rview", "gvim", "evim", "nex"),
+        ("-c", "+*", "--cmd"),
+    ),
+    "emacs": ("--eval*", "-eval", "--execute*", "-execute"),
+    # sqlite3's dot-commands, psql's and mysql's '\!' run a shell command ('\o |CMD' too).
+    "sqlite3": ("*.shell*", "*.system*", "*.once*|*", "*.output*|*"),
+    "psql": ("*\\!*", "*\\[ogw]*|*"),
+    "mysql": ("*\\!*", "*system *"),
+    "mariadb": ("*\\!*", "*system *"),
     "less": ("+*",),
     "make": ("--eval*", "SHELL=*"),
     "openssl": ("-engine",),
