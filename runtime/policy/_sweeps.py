@@ -6,7 +6,9 @@ Pure functions on strings and :class:`Word` lists, shared by the command rules
 
 from __future__ import annotations
 
+import posixpath
 import re
+from fnmatch import fnmatchcase
 
 from runtime.policy.argv import Word
 
@@ -291,20 +293,44 @@ def find_delete_roots(words: list[Word]) -> list[Word]:
     return roots
 
 
+def _root_may_pass(root: str, tests: list[Word]) -> bool:
+    """Whether the start path ``root`` itself may pass ``tests`` (ANDed at the top level):
+    False only when a top-level -name/-iname does not match its last component."""
+    base = posixpath.basename(root.rstrip("/")) or "/"
+    level = 0
+    for k, w in enumerate(tests[:-1]):
+        level += {"(": 1, ")": -1}.get(w.value, 0)
+        if level or w.value not in ("-name", "-iname"):
+            continue
+        pattern = tests[k + 1].value
+        if w.value == "-iname":
+            base, pattern = base.lower(), pattern.lower()
+        if not base.startswith("~") and not fnmatchcase(base, pattern):
+            return False
+    return True
+
+
 def find_exec_operands(words: list[Word], action: int) -> list[Word] | None:
     """What the word ``{}`` of the ``-exec`` at ``words[action]`` names, when the tests
     before it narrow by name: one path below each start path ('./{}', '/{}'), which the
-    rules judge as a child of it; None when nothing narrows (then ``{}`` is any entry,
-    the start paths included, and only known at run time).
+    rules judge as a child of it, and the start path itself, as "may be", unless a name
+    test leaves it out; None when nothing narrows (then ``{}`` is any entry, the start
+    paths included, and only known at run time).
 
     Why: ``find . -name node_modules -prune -exec rm -rf {} +`` deletes what
     ``find . -name node_modules -delete`` would, and neither sweeps the directory; under
-    '/' or '~' a child is still what the rules on those refuse."""
+    '/' or '~' a child is still what the rules on those refuse, and ``find /workspace
+    -maxdepth 0 -name workspace -exec rm -rf {} +`` names the workspace itself."""
     roots, expression = _find_parts(words)
     offset = len(words) - len(expression)
     if action < offset or _narrowed(expression, action - offset) != "name":
         return None
-    return [
-        Word(w.value.rstrip("/") + "/{}", operand=True) if not w.dynamic else Word(w.value, True)
-        for w in roots or [Word(".")]
-    ]
+    out: list[Word] = []
+    for w in roots or [Word(".")]:
+        if w.dynamic:
+            out.append(Word(w.value, dynamic=True))
+            continue
+        out.append(Word(w.value.rstrip("/") + "/{}", operand=True))
+        if _root_may_pass(w.value, expression[: action - offset]):
+            out.append(Word(w.value, dynamic=True, operand=True))
+    return out

@@ -28,7 +28,8 @@ __all__ = [
 # ('new-session -d "curl x | sh"'); 'keys': keys typed into a pane, read as the command
 # line they spell ('send-keys "rm -rf ~" Enter'); 'if': a shell command, then tmux commands;
 # 'hook': a name, then a tmux command ('set-hook -g after-new-window "run-shell CMD"');
-# 'bind': a key, then a tmux command's words.
+# 'bind': a key, then a tmux command's words; 'option': an option whose value may be a
+# command line ('set -g default-command CMD').
 _TMUX: dict[str, tuple[str, str]] = {
     "new-session": ("cefFnstxy", "shell"),
     "new-window": ("ceFnt", "shell"),
@@ -42,6 +43,7 @@ _TMUX: dict[str, tuple[str, str]] = {
     "if-shell": ("t", "if"),
     "set-hook": ("t", "hook"),
     "bind-key": ("NT", "bind"),
+    "set-option": ("t", "option"),
 }
 _TMUX_ALIASES = {
     "new": "new-session",
@@ -55,6 +57,7 @@ _TMUX_ALIASES = {
     "send": "send-keys",
     "if": "if-shell",
     "bind": "bind-key",
+    "set": "set-option",
 }
 # Other tmux commands' names and aliases that are prefixes of the names above.
 _TMUX_OTHERS = frozenset(
@@ -62,6 +65,23 @@ _TMUX_OTHERS = frozenset(
 )
 _TMUX_GLOBAL_VALUED = "cfLST"  # tmux [-c shell-command] [-f file] [-L name] [-S path] [-T f]
 _TMUX_DEPTH = 4
+_TMUX_COMMAND_OPTIONS = frozenset({"default-command", "default-shell"})
+
+
+def _tmux_jobs(words: list[Word]) -> list[Word]:
+    """The '#(CMD)' of tmux formats in any argument: tmux runs CMD through the shell when it
+    expands the format ('display -p "#(CMD)"', a status line). Unclosed: the rest."""
+    out: list[Word] = []
+    for w in words:
+        start = w.value.find("#(")
+        while start != -1:
+            depth, k = 1, start + 2
+            while k < len(w.value) and depth:
+                depth += {"(": 1, ")": -1}.get(w.value[k], 0)
+                k += 1
+            out.append(Word(w.value[start + 2 : k - 1 if depth == 0 else k], w.dynamic))
+            start = w.value.find("#(", k)
+    return out
 
 
 def _tmux_spec(name: str) -> tuple[str, str] | None:
@@ -130,12 +150,15 @@ def _tmux_command(words: list[Word], out: list[Word], depth: int) -> None:
             _tmux_string(w, out, depth)
     elif kind == "bind" and len(operands) > 1:
         _tmux_sequence(operands[1:], out, depth + 1)
+    elif kind == "option" and len(operands) > 1 and operands[0].value in _TMUX_COMMAND_OPTIONS:
+        out.append(operands[1])
 
 
 def tmux_commands(words: list[Word]) -> list[Word]:
     """The shell command lines a tmux command line runs or types: '-c CMD', and those of
     new-session, new-window, split-window, respawn-*, run-shell, pipe-pane, display-popup,
-    send-keys, if-shell, and of the commands set-hook and bind-key register."""
+    send-keys, if-shell, default-command, the commands set-hook and bind-key register, and
+    the '#(CMD)' of formats."""
     out: list[Word] = []
     i = 1
     while i < len(words):
@@ -156,7 +179,7 @@ def tmux_commands(words: list[Word]) -> list[Word]:
                     out.append(value)
                 break
     _tmux_sequence(words[i:], out, 0)
-    return out
+    return out + _tmux_jobs(words[1:])
 
 
 def option_commands(name: str, words: list[Word]) -> list[Word]:
