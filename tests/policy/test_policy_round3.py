@@ -157,6 +157,8 @@ SWEEPS = [
     ("chmod -R 777 */*", "commands.deny.chmod-root"),
     ("find */* -delete", RM),
     ("bash -c 'rm -rf [a-z]*/*'", RM),
+    ("cmake -E remove_directory ~", "commands.deny.cmake-remove-root"),
+    ("cmake -E rm -rf */*", "commands.deny.cmake-remove-root"),
 ]
 
 
@@ -193,6 +195,7 @@ BENIGN = [
     "git -C repo rm -r --cached .",
     "git --git-dir=.git --work-tree=. rm -r --cached build",
     "cargo -C crate rm serde",
+    "cmake -E remove_directory build",
     # Old files only: the directory's current work is spared.
     "find . -mtime +7 -delete",
     "find /tmp/logs -mmin +1440 -delete",
