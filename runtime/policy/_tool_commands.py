@@ -123,7 +123,10 @@ def _tmux_string(word: Word, out: list[Word], depth: int) -> None:
 
 def _tmux_command(words: list[Word], out: list[Word], depth: int) -> None:
     spec = _tmux_spec(words[0].value)
-    if spec is None or depth > _TMUX_DEPTH:
+    if spec is None:
+        return
+    if depth > _TMUX_DEPTH:
+        out.append(Word("", dynamic=True))  # nested too deep to read: only known at run time
         return
     valued, kind = spec
     i = 1
@@ -225,7 +228,7 @@ _PARALLEL_VALUED = frozenset(
     }
 )  # fmt: skip
 _PARALLEL_SOURCES = frozenset({":::", "::::", ":::+", "::::+"})
-_PARALLEL_INPUTS = 16  # inputs read as commands; more add nothing but time
+_PARALLEL_INPUTS = 16  # inputs put in the template one by one
 # parallel's replacement strings: '{}', '{.}', '{/}', '{//}', '{/.}', '{1}', '{#}' ...
 _REPLACEMENT_RE = re.compile(r"\{[^{}\s]*\}")
 # An input only known at run time, as the shell would see it: a parameter.
@@ -262,10 +265,17 @@ def parallel_commands(words: list[Word]) -> list[Word]:
     if cut == len(rest):
         inputs.append(None)  # the standard input
     if not template:
-        return [Word(v) if v is not None else Word("", True) for v in inputs[:_PARALLEL_INPUTS]]
+        # Each input is a command line: one text, a line each (an input read at run time
+        # is code only known then).
+        known = [v for v in inputs if v is not None]
+        lines = [Word("\n".join(known))] if known else []
+        return lines + ([Word("", dynamic=True)] if None in inputs else [])
     line = join_words(template)
     out: list[Word] = []
-    for value in inputs[:_PARALLEL_INPUTS]:
+    # The template with each input: past the first few, the inputs stand as run-time ones
+    # (the rules then say "may match"), so that many inputs cost one more reading.
+    picked = inputs[:_PARALLEL_INPUTS] + ([None] if len(inputs) > _PARALLEL_INPUTS else [])
+    for value in dict.fromkeys(picked):
         arg = _RUN_TIME_INPUT if value is None else shlex.quote(value)
         parts = _REPLACEMENT_RE.split(line.value)
         text = arg.join(parts) if len(parts) > 1 else f"{line.value} {arg}"
@@ -274,20 +284,15 @@ def parallel_commands(words: list[Word]) -> list[Word]:
 
 
 def guessed_shells(words: list[Word]) -> list[int]:
-    """Where a shell given code on its command line ('sh -c CMD', 'bash -lc CMD') stands
-    among the arguments of a program no table knows ('pkexec sh -c CMD', 'rlwrap', 'entr',
-    'direnv exec . sh -c', 'docker run IMG sh -c'): that program may well run it. A guess:
-    what the rules find there asks, never denies on its own."""
-    out: list[int] = []
-    for k in range(1, len(words) - 2):
-        w, flag = words[k], words[k + 1]
-        cluster = short_cluster(flag.value)
-        if (
-            not w.dynamic
-            and program_name(w.value) in SHELLS
-            and cluster is not None
-            and "c" in cluster
-            and not flag.dynamic
-        ):
-            out.append(k)
-    return out
+    """Where a shell given options stands among the arguments of a program no table knows
+    ('pkexec sh -c CMD', 'rlwrap bash --login -c CMD', 'entr', 'direnv exec . sh -c',
+    'docker run IMG sh -c'): that program may well run it, and the shell's own reading
+    finds the code. A guess: what the rules find there asks, never denies on its own."""
+    return [
+        k
+        for k in range(1, len(words) - 1)
+        if not words[k].dynamic
+        and program_name(words[k].value) in SHELLS
+        and words[k + 1].value.startswith("-")
+        and words[k + 1].value not in ("-", "--")
+    ]

@@ -9,6 +9,8 @@ Commands run the way shell_exec runs them: ``/bin/sh -c`` (dash on Debian).
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from _policy_helpers import decide
 
@@ -74,6 +76,8 @@ TOOL_COMMAND_LINES = [
     ("parallel rm -rf ::: /", RM),
     ("parallel sh -c ::: 'rm -rf /'", RM),
     ("parallel -j4 'rm -rf {}' ::: ~", RM),
+    # Every input is read, however many come before it.
+    ("parallel ::: " + "a " * 20 + "'rm -rf /'", RM),
 ]
 
 
@@ -120,6 +124,7 @@ GUESSED = [
     "docker run img sh -c 'rm -rf /'",
     "kubectl exec pod -- sh -c 'rm -rf ~'",
     "xterm -e sh -c 'rm -rf /'",
+    "rlwrap bash --login -c 'rm -rf ~'",
 ]
 
 
@@ -251,6 +256,8 @@ def test_scoped_and_ordinary_commands_stay_allowed(policy: Policy, command: str)
         "find . -mmin +1 -delete",
         "find . -exec rm -rf {} +",
         "ls | parallel rm -rf",
+        # Past the first inputs, parallel's inputs stand as run-time ones.
+        "parallel rm -rf ::: " + "a " * 20 + "/",
         "git -C rm -rf /",  # '-C' takes 'rm': '/' is the subcommand; rm is a reading
         # The start path passes the name test: '{}' may be the workspace itself.
         "find /workspace -maxdepth 0 -name workspace -exec rm -rf {} +",
@@ -261,6 +268,13 @@ def test_unscoped_deletes_still_ask(policy: Policy, command: str) -> None:
     action, rule = verdict(policy, command)
     assert action == "ask"
     assert rule == RM
+
+
+def test_tmux_commands_nested_too_deep_are_not_understood(policy: Policy) -> None:
+    inner = "run-shell 'rm -rf ~'"
+    for _ in range(6):
+        inner = "if-shell true " + shlex.quote(inner)
+    assert verdict(policy, "tmux " + inner) == ("ask", "commands.hazard.dynamic")
 
 
 @pytest.mark.parametrize(
