@@ -287,7 +287,7 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "zip": ("-T*", "--unzip-command*", "-TT*"),
     **dict.fromkeys(
         ("vim", "vi", "nvim", "ex", "view", "vimdiff", "rvim", "rview", "gvim", "evim", "nex"),
-        ("-c", "+*", "--cmd"),
+        ("-c", "-[!-]*c", "+*", "--cmd"),  # '-sc CMD': -c ends a cluster
     ),
     "emacs": ("--eval*", "-eval", "--execute*", "-execute"),
     # sqlite3's dot-commands, psql's and mysql's '\!' run a shell command ('\o |CMD' too).

@@ -94,6 +94,7 @@ INLINE_CODE = [
     "ex -c '!rm -rf /'",
     "view -c '!rm -rf /'",
     "ex +'!rm -rf /' -scq",
+    "vim -Esc '!rm -rf /'",  # -c at the end of a cluster
     "echo '!rm -rf /' | ex -s",
     "vim -es < commands.vim",
     "gdb --batch --eval-command='shell rm -rf /'",
