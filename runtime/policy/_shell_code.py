@@ -13,6 +13,7 @@ from runtime.policy._sweeps import find_exec_operands
 from runtime.policy._tool_commands import (
     argv_after_option,
     guessed_shells,
+    hyperfine_commands,
     option_commands,
     parallel_commands,
     tmux_commands,
@@ -23,8 +24,8 @@ from runtime.policy.embedded import (
     capsh_shell_args,
     daemon_argv,
     git_commands,
+    git_config_code_path,
     git_config_commands,
-    hyperfine_commands,
     interpreter_value_options,
     is_stream_path,
     make_reads_input,
@@ -78,6 +79,9 @@ class CodeMixin(WalkerState):
                 self.shell_string(value, depth, feeds)
             for argv in argvs:  # 'git bisect run PROG ARGS'
                 self.run_argv(argv, depth, feeds, inner)
+            key = git_config_code_path(words)
+            if key is not None:
+                self.hazard("interpreter", f"git config {key} points git at code it runs", feeds)
         elif name == "hyperfine":
             for value in hyperfine_commands(words):
                 self.shell_string(value, depth, feeds)

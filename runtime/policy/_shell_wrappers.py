@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
+from runtime.policy._tool_commands import option_commands
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -145,6 +146,8 @@ class WrappersMixin(WalkerState):
         if sub is not None and len(words) > 1 and words[1].value in sub:
             rest = skip_options(words[2:])
             rec(name, words[:2])
+            for value in option_commands(name, words):  # 'npm exec -c CMD'
+                self.shell_string(value, depth, feeds)
             if rest:
                 self.simple(
                     rest,

