@@ -2405,6 +2405,11 @@ def gen_policy3() -> None:
             "sqlite3 .system in a here-document",
             f"sqlite3 :memory: <<EOF\n.system rm -rf {rm_t}\nEOF",
         ),
+        (
+            "git clone -u runs its upload-pack through sh",
+            "git init -q --bare r.git && git clone -q --bare -u "
+            f"'rm -rf {rm_t}; git-upload-pack' \"file://$PWD/r.git\" c.git",
+        ),
     ]
     for title, command in b9:
         add("B9", title, [sh(command)], technique=title, source=src, aims=["write"])

@@ -1,7 +1,7 @@
 """Command lines that ordinary tools carry in their arguments and run through a shell: tmux's
 shell commands, ``nix-shell --run``, ``vagrant ssh -c``, ``man -P``, ``nix develop -c``,
-hyperfine's and GNU parallel's commands, and
-a shell named among the arguments of a program no table knows (``pkexec sh -c CMD``).
+hyperfine's and GNU parallel's commands, and a shell named among the arguments of a program
+no table knows (``pkexec sh -c CMD``).
 
 Pure functions on :class:`Word` lists; the shell walker reads what they return as shell
 (:mod:`runtime.policy._shell_code`). What an attacker controls is every word: a tool's
