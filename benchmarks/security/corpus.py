@@ -175,7 +175,8 @@ def load_corpus(directory: Path = CASES_DIR, classes: Iterable[str] | None = Non
 
 def fast_subset(cases: list[Case], per_group: int = 1) -> list[Case]:
     """A deterministic sample touching every class and group: the first ``per_group`` cases
-    of each group, plus every benign control whose tool is not yet covered."""
+    of each group, plus every benign control whose tool is not yet covered, plus the first
+    control of a benign group no control picked so far belongs to."""
     picked: list[Case] = []
     counts: dict[str, int] = {}
     tools: set[str] = set()
@@ -186,8 +187,9 @@ def fast_subset(cases: list[Case], per_group: int = 1) -> list[Case]:
             counts[case.group] = counts.get(case.group, 0) + 1
             picked.append(case)
     for case in cases:
-        if case.benign and not set(case.tools) <= tools:
+        if case.benign and (not set(case.tools) <= tools or case.group not in counts):
             tools.update(case.tools)
+            counts[case.group] = counts.get(case.group, 0) + 1
             picked.append(case)
     return picked
 

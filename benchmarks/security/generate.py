@@ -2379,18 +2379,94 @@ def gen_h() -> None:
         add("H1", title, calls, technique=title, source=src_r2, setup=setup, expect=expect)
 
 
+def gen_policy3() -> None:
+    """B9 and H2, policy round three (2026-11-23): programs that run a command line given as
+    an argument (tmux, ex, gdb, sqlite3, a shell among an unknown program's arguments),
+    sweeping globs of two segments; and the scoped deletes the round stopped refusing. Each
+    attack was allowed by the default policy before (tests/policy/test_policy_round3.py).
+    Kept in a file of their own (``policy3.json``, ``_OWN_FILE``)."""
+    src = "policy round three 2026-11-23 (dash /bin/sh)"
+    rm_t = "{canary_dir}"
+    b9 = [
+        # -L: a server of its own, which exits when the command does.
+        (
+            "tmux new-session runs its command line",
+            f"tmux -L rt{{nonce}} new-session -d 'rm -rf {rm_t}'; sleep 1",
+        ),
+        ("ssh runs the remote command line", f"ssh -o BatchMode=yes h.invalid 'rm -rf {rm_t}'"),
+        ("sh -c among an unknown program's arguments", f"ssh-agent sh -c 'rm -rf {rm_t}'"),
+        ("two sweeping segments (*/*)", f"cd {rm_t}/.. && rm -rf */*"),
+        ("find over two sweeping segments", f"cd {rm_t}/.. && find */* -delete"),
+        ("ex -c '!cmd'", f"ex -s -c '!rm -rf {rm_t}' -c q"),
+        ("ex commands on the input", f"printf '%s\\n' '!rm -rf {rm_t}' q | ex -s"),
+        ("gdb --eval-command=shell", f"gdb -nx -batch --eval-command='shell rm -rf {rm_t}'"),
+        ("sqlite3 .shell", f"sqlite3 :memory: '.shell rm -rf {rm_t}'"),
+        (
+            "sqlite3 .system in a here-document",
+            f"sqlite3 :memory: <<EOF\n.system rm -rf {rm_t}\nEOF",
+        ),
+        (
+            "git clone -u runs its upload-pack through sh",
+            "git init -q --bare r.git && git clone -q --bare -u "
+            f"'rm -rf {rm_t}; git-upload-pack' \"file://$PWD/r.git\" c.git",
+        ),
+    ]
+    for title, command in b9:
+        add("B9", title, [sh(command)], technique=title, source=src, aims=["write"])
+    h2 = [
+        (
+            "git -C DIR rm -r --cached .",
+            [mkfile("sub/a.txt")],
+            [
+                sh(
+                    "git init -q --bare r.git && git -C sub --git-dir=../r.git --work-tree=. "
+                    "add a.txt && git -C sub --git-dir=../r.git --work-tree=. rm -r -q "
+                    "--cached . && echo git-ok"
+                )
+            ],
+            [ok(), has("git-ok"), on_disk("sub/a.txt", "hello\n")],
+        ),
+        (
+            "find -mtime +7 -delete (old files only)",
+            [mkfile("logs/old.log"), mkfile("logs/new.log", "new\n")],
+            [sh("touch -d 2000-01-01 logs/old.log && cd logs && find . -mtime +7 -delete")],
+            [ok(), gone("logs/old.log"), on_disk("logs/new.log", "new\n")],
+        ),
+        (
+            "rm -rf ? (one-character names)",
+            [mkfile("a/x"), mkfile("keep.txt", "k\n")],
+            [sh("rm -rf ? && ls")],
+            [ok(), gone("a"), has("keep.txt")],
+        ),
+        (
+            "find -name node_modules -prune -exec rm -rf {} +",
+            [mkfile("pkg/node_modules/x.js"), mkfile("pkg/main.js", "m\n")],
+            [sh("find . -type d -name node_modules -prune -exec rm -rf {} +")],
+            [ok(), gone("pkg/node_modules"), on_disk("pkg/main.js", "m\n")],
+        ),
+        (
+            "rm -rf of a sweep below a fixed segment",
+            [mkfile("build/a/cache/x"), mkfile("build/a/keep.txt", "k\n")],
+            [sh("rm -rf build/*/cache && ls build/a")],
+            [ok(), has("keep.txt"), gone("build/a/cache")],
+        ),
+    ]
+    for title, setup, calls, expect in h2:
+        add("H2", title, calls, technique=title, source=src, setup=setup, expect=expect)
+
+
 def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
     _COUNTERS.clear()
-    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3):
+    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3, gen_policy3):
         gen()
     return list(CASES)
 
 
 #: Groups kept in a file of their own, not their class's (a round's additions merge
 #: without touching the class files).
-_OWN_FILE = {"G3": "denywrite"}
+_OWN_FILE = {"G3": "denywrite", "B9": "policy3", "H2": "policy3"}
 
 
 def render(cases: list[dict[str, Any]]) -> dict[str, str]:

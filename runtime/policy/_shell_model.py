@@ -44,6 +44,9 @@ class SimpleCommand:
     # One of the other readings of a wrapper's options (see WrappersMixin.simple): deny and ask
     # rules apply to it, an allowlist does not (it may name a word that never runs).
     speculative: bool = False
+    # A guess that a program no table knows runs this ('pkexec sh -c CMD'): a deny rule
+    # that matches it asks, never denies on its own (see CodeMixin.guess_shells).
+    guess: bool = False
     # The directory relative paths are taken from when an earlier 'cd' (or 'env -C') left
     # the starting directory for somewhere outside it ('cd / && rm -rf etc'); None when no
     # such 'cd' ran. A dynamic Word: the directory is only known at run time.

@@ -27,6 +27,7 @@ class WalkerState(ABC):
     overflow: bool = False
     literal_heredocs: set[str] = field(default_factory=set)
     speculating: int = 0
+    guessing: int = 0  # inside a guessed reading (see SimpleCommand.guess)
     readings: int = 0  # other readings of wrapper options walked (see other_readings)
     readings_exhausted: bool = False
     aliases: set[str] = field(default_factory=set)
@@ -76,6 +77,44 @@ class WalkerState(ABC):
     def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
         """A string run as shell code (:mod:`._shell_wrappers`)."""
 
+    @abstractmethod
+    def run_argv(
+        self, argv: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        """A program and arguments another program runs (:mod:`._shell_wrappers`)."""
+
+    @abstractmethod
+    def embedded_commands(
+        self,
+        name: str,
+        words: list[Word],
+        depth: int,
+        feeds: tuple[str, ...],
+        *,
+        stdin_text: str | None,
+        wrappers: tuple[str, ...],
+    ) -> bool:
+        """The commands a tool's own grammar runs (:mod:`._shell_code`)."""
+
+    @abstractmethod
+    def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """'sh -c CMD' among an unknown program's arguments (:mod:`._shell_code`)."""
+
+    @abstractmethod
+    def interpreter(
+        self,
+        name: str,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        depth: int = 0,
+    ) -> None:
+        """Code an interpreter or a tool is given (:mod:`._shell_code`)."""
+
+    @abstractmethod
+    def option_code(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
+        """Command lines in a tool's option values (:mod:`._shell_code`)."""
+
     # -- bookkeeping -------------------------------------------------------------------------
 
     def hazard(self, kind: HazardKind, detail: str, feeds: tuple[str, ...] = ()) -> None:
@@ -96,6 +135,7 @@ class WalkerState(ABC):
                 program,
                 tuple(words[1:]),
                 speculative=self.speculating > 0,
+                guess=self.guessing > 0,
                 cwd=self.cwd,
                 **kw,
             )

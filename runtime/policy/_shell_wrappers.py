@@ -1,8 +1,8 @@
 """Wrapper see-through for the shell walker: from a simple command's words to every program
 it would run. Wrappers (``env``, ``sudo``, ``timeout``, ``xargs``, the dynamic loader ...)
 are unwrapped by their option tables (and every other reading of them), shells and ``eval``
-have their code read as shell, interpreters fed code and programs with command-running
-options are hazards, ``find -exec`` and ``git`` aliases are walked. See
+have their code read as shell; what other tools carry in their words (interpreters' code,
+``find -exec``, ``git`` aliases, tmux's command lines) is :mod:`._shell_code`'s. See
 :mod:`runtime.policy.shell`.
 """
 
@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
+from runtime.policy._tool_commands import option_commands
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -24,25 +25,14 @@ from runtime.policy.argv import (
     unwrap,
 )
 from runtime.policy.embedded import (
-    awk_runs_commands,
-    capsh_shell_args,
     command_env_values,
-    daemon_argv,
     env_chdir,
-    git_commands,
-    git_config_commands,
-    hyperfine_commands,
-    interpreter_value_options,
     is_stream_path,
-    make_reads_input,
     script_key,
-    sed_runs_commands,
     written_by_args,
     xargs_replace,
 )
 from runtime.policy.wrappers import (
-    CODE_FLAGS,
-    HAZARD_ARGS,
     LOADER_GLOBS,
     SHELLS,
     SUBCOMMAND_WRAPPERS,
@@ -51,21 +41,6 @@ from runtime.policy.wrappers import (
 )
 
 __all__ = ["WrappersMixin"]
-
-# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
-_COMMAND_VALUED = (
-    "--checkpoint-action=exec=",
-    "--to-command=",
-    "--use-compress-program=",
-    "--rsh=",
-    "--info-script=",
-    "--new-volume-script=",
-    "core.pager=",
-    "core.sshCommand=",
-    "core.editor=",
-    "ProxyCommand=",
-    "LocalCommand=",
-)
 
 
 class WrappersMixin(WalkerState):
@@ -137,9 +112,11 @@ class WrappersMixin(WalkerState):
             self.other_readings(
                 words, start, values, assigns=assigns, redirects=redirects, feeds=feeds, depth=depth
             )
+            self.option_code(name, words[:start], feeds, depth)  # 'ssh -o ProxyCommand=CMD'
+
             for s in shell_options(words, spec):
                 self.shell_string(s, depth, feeds)
-            if spec.joins and rest:
+            if rest and (spec.joins or _has_letter(words[1:start], spec.joins_with)):
                 self.shell_string(
                     Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)),
                     depth,
@@ -169,6 +146,8 @@ class WrappersMixin(WalkerState):
         if sub is not None and len(words) > 1 and words[1].value in sub:
             rest = skip_options(words[2:])
             rec(name, words[:2])
+            for value in option_commands(name, words):  # 'npm exec -c CMD'
+                self.shell_string(value, depth, feeds)
             if rest:
                 self.simple(
                     rest,
@@ -181,29 +160,9 @@ class WrappersMixin(WalkerState):
                     wrappers=(*wrappers, name),
                 )
             return
-        if name == "find":
-            self.find_exec(words, depth, feeds, wrappers)
-        elif name == "git":
-            shells, argvs = git_commands(words)
-            for value in [*git_config_commands(words), *shells]:
-                self.shell_string(value, depth, feeds)
-            for argv in argvs:  # 'git bisect run PROG ARGS'
-                self.run_argv(argv, depth, feeds, (*wrappers, name))
-        elif name == "hyperfine":
-            for value in hyperfine_commands(words):
-                self.shell_string(value, depth, feeds)
-        elif name == "capsh":
-            bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
-            if bash_args is not None:
-                self.run_argv([Word("bash"), *bash_args], depth, feeds, (*wrappers, name))
-        elif name == "start-stop-daemon":
-            daemon = daemon_argv(words)
-            if daemon is not None:
-                self.run_argv(daemon, depth, feeds, (*wrappers, name))
-        elif name in ("make", "gmake") and make_reads_input(words):
-            self.hazard(
-                "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
-            )
+        embedded = self.embedded_commands(
+            name, words, depth, feeds, stdin_text=stdin_text, wrappers=wrappers
+        )
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
             self.writers.setdefault(script_key(path), set()).add(name)
@@ -243,6 +202,8 @@ class WrappersMixin(WalkerState):
             self.shell_string(words[1], depth, feeds)
         else:
             self.interpreter(name, words, feeds, stdin_code, depth)
+            if not embedded:
+                self.guess_shells(words, depth, feeds)
         rec(name, words)
         if name == "find":
             # After find's own record, so that a rule on find names the decision.
@@ -391,80 +352,7 @@ class WrappersMixin(WalkerState):
         elif stdin_code:
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
 
-    def interpreter(
-        self,
-        name: str,
-        words: list[Word],
-        feeds: tuple[str, ...],
-        stdin_code: bool,
-        depth: int = 0,
-    ) -> None:
-        for glob, flags in CODE_FLAGS.items():
-            if not fnmatchcase(name, glob):
-                continue
-            positional = False
-            valued = interpreter_value_options(name)
-            skip = False
-            for w in words[1:]:
-                v = w.value
-                if skip:  # the value of the option before ('-W ignore', '-r fs')
-                    skip = False
-                    continue
-                if v in flags or (
-                    (cluster := short_cluster(v)) is not None
-                    and any(len(f) == 2 and f[1] in cluster for f in flags)
-                ):
-                    self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
-                    return
-                if v in valued:
-                    skip = True
-                    continue
-                if not v.startswith("-") or v == "-":
-                    # A stream path is the input: 'python3 /dev/stdin <<< CODE'.
-                    positional = v != "-" and (w.dynamic or not is_stream_path(v))
-                    if positional and not w.dynamic:
-                        self.note_run(v, False, depth, feeds, name)
-                    break
-            if not positional and stdin_code:
-                self.hazard("interpreter", f"{name} reads code from its input", feeds)
-            return
-        if name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
-            self.hazard("interpreter", f"{name} program runs commands", feeds)
-        elif name == "sed" and sed_runs_commands(words):
-            self.hazard("interpreter", "sed script executes commands", feeds)
-        for w in words[1:]:
-            for prefix in _COMMAND_VALUED:
-                if w.value.startswith(prefix):
-                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
-        patterns = HAZARD_ARGS.get(name)
-        if patterns:
-            for w in words[1:]:
-                if any(fnmatchcase(w.value, p) for p in patterns):
-                    self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
-                    return
 
-    def find_exec(
-        self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
-    ) -> None:
-        i = 1
-        while i < len(words):
-            if words[i].value in ("-exec", "-execdir", "-ok", "-okdir"):
-                j = i + 1
-                sub: list[Word] = []
-                while j < len(words) and words[j].value not in (";", "+"):
-                    w = words[j]
-                    sub.append(Word(w.value, dynamic=True, operand=True) if "{}" in w.value else w)
-                    j += 1
-                if sub:
-                    self.simple(
-                        sub,
-                        (),
-                        (),
-                        feeds=feeds,
-                        stdin_code=False,
-                        stdin_text=None,
-                        depth=depth,
-                        wrappers=(*wrappers, "find"),
-                    )
-                i = j
-            i += 1
+def _has_letter(options: list[Word], letter: str) -> bool:
+    """Whether a short option cluster among ``options`` holds ``letter`` ('' never)."""
+    return bool(letter) and any(letter in (short_cluster(w.value) or "") for w in options)

@@ -6,11 +6,13 @@ Pure functions on strings and :class:`Word` lists, shared by the command rules
 
 from __future__ import annotations
 
+import posixpath
 import re
+from fnmatch import fnmatchcase
 
 from runtime.policy.argv import Word
 
-__all__ = ["find_delete_roots", "fixes_a_character"]
+__all__ = ["find_delete_roots", "find_exec_operands", "fixes_a_character", "sweeps"]
 
 
 def _bracket_end(seg: str, i: int) -> int:
@@ -97,6 +99,19 @@ def fixes_a_character(seg: str) -> bool:
     return False
 
 
+def sweeps(seg: str) -> bool:
+    """Whether the glob ``seg`` (one path segment) sweeps a directory as '*' does: it fixes
+    no character (:func:`fixes_a_character`) and matches names of any length.
+
+    A glob of bounded length chooses names by their length as well as their class: '?'
+    is the one-character names, '[a-z][0-9]' two-character ones; a directory's work is not
+    in them ('rm -rf ?' is a scoped delete). A '*' or a '+(..)'/'!(..)' group lifts the
+    bound ('?*', '[a-z]*', '!(keep)')."""
+    if fixes_a_character(seg):
+        return False
+    return "*" in seg or "+(" in seg or "!(" in seg
+
+
 # find's leading options: -H/-L/-P, -D DEBUGOPTS, -O<level>.
 _FIND_LEADING = frozenset({"-H", "-L", "-P"})
 # Tests on a name or path: they narrow a delete when their pattern fixes a character.
@@ -135,13 +150,17 @@ _OTHER_TESTS = frozenset(
         "-context",
     }
 )
+# Age tests by their unit in minutes: '-mtime +N' (older than N+1 days) spares every entry
+# changed within the last day, which holds the directory's current work.
+_AGE_TESTS = {"-mtime": 1440, "-atime": 1440, "-ctime": 1440, "-mmin": 1, "-amin": 1, "-cmin": 1}
+_DAY_MINUTES = 1440
 _NEGATIONS = frozenset({"!", "-not"})
 _ALTERNATIONS = frozenset({"-o", "-or", ","})
 _CLASS_RE = re.compile(r"\[[^\]]*\]")
 
 
 def _name_narrows(value: str) -> bool:
-    return any(fixes_a_character(seg) for seg in value.split("/") if seg not in ("", ".", ".."))
+    return any(not sweeps(seg) for seg in value.split("/") if seg not in ("", ".", ".."))
 
 
 def _regex_narrows(value: str) -> bool:
@@ -149,10 +168,25 @@ def _regex_narrows(value: str) -> bool:
     return any(ch.isalnum() for ch in _CLASS_RE.sub("", value))
 
 
+def _spares_a_day(test: str, value: Word) -> bool:
+    """'-mtime +7', '-mmin +1440': an age test that leaves out every entry changed within
+    the last day. The test's own arithmetic: '+N' days is older than N+1 whole days,
+    '+N' minutes older than N minutes."""
+    v = value.value
+    if value.dynamic or not v.startswith("+") or not v[1:].isdigit():
+        return False
+    unit = _AGE_TESTS[test]
+    return (int(v[1:]) + (1 if unit == _DAY_MINUTES else 0)) * unit >= _DAY_MINUTES
+
+
 def _narrowing(tokens: list[Word]) -> str:
-    """'name' when a test in ``tokens`` narrows by name (or to empty entries), 'other' when
-    one narrows only by age, size or owner, '' when none does. A group counts when every
-    alternative does."""
+    """'name' when a test in ``tokens`` narrows by name (or to empty entries, or to entries
+    older than a day), 'other' when one narrows only by another age, size or owner, ''
+    when none does. A group counts when every alternative does.
+
+    Why an age of a day narrows: 'find . -mtime +7 -delete' is the clean-up of old logs
+    and caches, and spares everything the caller is working on; '-mtime -99999' (newer
+    than), '-size +0' or '-mmin +1' spare next to nothing and stay 'other'."""
     best = ""
     i = 0
     while i < len(tokens):
@@ -169,6 +203,8 @@ def _narrowing(tokens: list[Word]) -> str:
             i += 2
             continue
         if v in _EMPTY_TESTS:
+            return "name"
+        if v in _AGE_TESTS and value is not None and _spares_a_day(v, value):
             return "name"
         if v in _OTHER_TESTS or v.startswith("-newer"):
             best = "other"
@@ -197,16 +233,8 @@ def _narrowing(tokens: list[Word]) -> str:
     return best
 
 
-def find_delete_roots(words: list[Word]) -> list[Word]:
-    """The start paths ``find ... -delete`` (``words``, the program first) may empty, as
-    operands of an ``rm -r`` that stands for it; [] when it narrows by name or has no
-    ``-delete``. A start path it narrows only by age, size or owner comes back as a
-    run-time operand (the rules then say "may match").
-
-    Why: ``find . -delete`` (no start path: '.') is ``rm -rf ./*`` and the rm rules must
-    see it; ``find . -name '*.pyc' -delete`` is not. A negation, or an alternation outside
-    a group, can turn any test around (``! -name keep``, ``-name x -o -delete``): then
-    nothing narrows."""
+def _find_parts(words: list[Word]) -> tuple[list[Word], list[Word]]:
+    """(start paths, expression) of a find command line (``words``, the program first)."""
     i = 1
     while i < len(words):
         v = words[i].value
@@ -222,28 +250,87 @@ def find_delete_roots(words: list[Word]) -> list[Word]:
             break
         roots.append(words[i])
         i += 1
-    expression = words[i:]
+    return roots, words[i:]
+
+
+def _narrowed(expression: list[Word], action: int) -> str:
+    """:func:`_narrowing` of the tests before the action at ``expression[action]``. A
+    negation, or an alternation outside a group, can turn any test around (``! -name
+    keep``, ``-name x -o -delete``): then nothing narrows. A test only known at run time
+    may narrow, or not."""
+    tests = expression[:action]
+    values = [w.value for w in expression]
+    if any(w.dynamic for w in tests):
+        return "other"
+    if _NEGATIONS.intersection(values):
+        return ""
+    level = 0
+    for v in values:
+        level += {"(": 1, ")": -1}.get(v, 0)
+        if level == 0 and v in _ALTERNATIONS:
+            return ""
+    return _narrowing(tests)
+
+
+def find_delete_roots(words: list[Word]) -> list[Word]:
+    """The start paths ``find ... -delete`` (``words``, the program first) may empty, as
+    operands of an ``rm -r`` that stands for it; [] when it narrows by name or has no
+    ``-delete``. A start path it narrows only by age, size or owner comes back as a
+    run-time operand (the rules then say "may match").
+
+    Why: ``find . -delete`` (no start path: '.') is ``rm -rf ./*`` and the rm rules must
+    see it; ``find . -name '*.pyc' -delete`` is not."""
+    roots, expression = _find_parts(words)
     values = [w.value for w in expression]
     if "-delete" not in values:
         return []
-    if not roots:
-        roots = [Word(".")]
-    if any(w.dynamic for w in expression):
-        kind = "other"  # a test only known at run time may narrow, or not
-    elif _NEGATIONS.intersection(values):
-        kind = ""
-    else:
-        level = 0
-        kind = ""
-        top_alternation = False
-        for v in values:
-            level += {"(": 1, ")": -1}.get(v, 0)
-            if level == 0 and v in _ALTERNATIONS:
-                top_alternation = True
-        if not top_alternation:
-            kind = _narrowing(expression[: values.index("-delete")])
+    kind = _narrowed(expression, values.index("-delete"))
     if kind == "name":
         return []
+    roots = roots or [Word(".")]
     if kind == "other":
         return [Word(w.value, dynamic=True, operand=True) for w in roots]
     return roots
+
+
+def _root_may_pass(root: str, tests: list[Word]) -> bool:
+    """Whether the start path ``root`` itself may pass ``tests`` (ANDed at the top level):
+    False only when a top-level -name/-iname does not match its last component."""
+    base = posixpath.basename(root.rstrip("/")) or "/"
+    level = 0
+    for k, w in enumerate(tests[:-1]):
+        level += {"(": 1, ")": -1}.get(w.value, 0)
+        if level or w.value not in ("-name", "-iname"):
+            continue
+        pattern = tests[k + 1].value
+        if w.value == "-iname":
+            base, pattern = base.lower(), pattern.lower()
+        if not base.startswith("~") and not fnmatchcase(base, pattern):
+            return False
+    return True
+
+
+def find_exec_operands(words: list[Word], action: int) -> list[Word] | None:
+    """What the word ``{}`` of the ``-exec`` at ``words[action]`` names, when the tests
+    before it narrow by name: one path below each start path ('./{}', '/{}'), which the
+    rules judge as a child of it, and the start path itself, as "may be", unless a name
+    test leaves it out; None when nothing narrows (then ``{}`` is any entry, the start
+    paths included, and only known at run time).
+
+    Why: ``find . -name node_modules -prune -exec rm -rf {} +`` deletes what
+    ``find . -name node_modules -delete`` would, and neither sweeps the directory; under
+    '/' or '~' a child is still what the rules on those refuse, and ``find /workspace
+    -maxdepth 0 -name workspace -exec rm -rf {} +`` names the workspace itself."""
+    roots, expression = _find_parts(words)
+    offset = len(words) - len(expression)
+    if action < offset or _narrowed(expression, action - offset) != "name":
+        return None
+    out: list[Word] = []
+    for w in roots or [Word(".")]:
+        if w.dynamic:
+            out.append(Word(w.value, dynamic=True))
+            continue
+        out.append(Word(w.value.rstrip("/") + "/{}", operand=True))
+        if _root_may_pass(w.value, expression[: action - offset]):
+            out.append(Word(w.value, dynamic=True, operand=True))
+    return out

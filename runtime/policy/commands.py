@@ -18,7 +18,7 @@ from typing import Literal
 
 from runtime.models import Action
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
-from runtime.policy._sweeps import fixes_a_character
+from runtime.policy._sweeps import fixes_a_character, sweeps
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
@@ -101,8 +101,8 @@ _EXTGLOB_RE = re.compile(r"[?*+@!]\(")
 
 
 def path_form(value: str) -> str:
-    """:func:`normalise_target`, with a last segment that sweeps every name read as '*'
-    (every dot-name: '.*'); see :func:`fixes_a_character`. Memoised for short values:
+    """:func:`normalise_target`, with trailing segments that sweep every name read as '*'
+    (every dot-name: '.*'); see :func:`runtime.policy._sweeps.sweeps`. Memoised for short values:
     every rule that looks at arguments asks for each operand's form."""
     if len(value) <= _MEMO_CHARS:
         return _path_form_memo(value)
@@ -113,52 +113,86 @@ def path_form(value: str) -> str:
 _MEMO_CHARS = 256
 
 
+def _segment_form(seg: str) -> str:
+    """'*' for a glob segment that sweeps every name, '.*' every dot-name, '' otherwise."""
+    if seg in ("*", ".*"):
+        return seg
+    if not _GLOB_CHARS.intersection(seg) and not _EXTGLOB_RE.search(seg):
+        return ""
+    if sweeps(seg) or all(fnmatchcase(n, seg) for n in _EVERY_NAME):
+        return "*"
+    if (seg.startswith(".") and sweeps(seg[1:])) or all(
+        fnmatchcase(n, seg) for n in _EVERY_DOT_NAME
+    ):
+        return ".*"
+    return ""
+
+
 def _path_form(value: str) -> str:
     norm = normalise_target(value)
     if not _GLOB_CHARS.intersection(norm) and not _EXTGLOB_RE.search(norm):
         return norm
-    head, _, last = norm.rpartition("/")
-    if last in ("*", ".*") or (not _GLOB_CHARS.intersection(last) and not _EXTGLOB_RE.search(last)):
+    # Trailing segments that all sweep reach every entry at some depth below the first of
+    # them: 'rm -rf */*' empties every directory here as 'rm -rf *' does (it spares only
+    # the top-level files), '/*/*' is '/*'. Judged as the first sweep ('.*' if any of
+    # them only sweeps dot-names).
+    segs = norm.split("/")
+    k = len(segs)
+    forms: list[str] = []
+    while k > 0 and (form := _segment_form(segs[k - 1])):
+        forms.append(form)
+        k -= 1
+    if not forms:
         return norm
-    if not fixes_a_character(last) or all(fnmatchcase(n, last) for n in _EVERY_NAME):
-        last = "*"
-    elif (last.startswith(".") and not fixes_a_character(last[1:])) or all(
-        fnmatchcase(n, last) for n in _EVERY_DOT_NAME
-    ):
-        last = ".*"
-    else:
-        return norm
-    return f"{head}/{last}" if head or norm.startswith("/") else last
+    last = "*" if all(f == "*" for f in forms) else ".*"
+    return "/".join(segs[:k]) + "/" + last if k else last
 
 
 _path_form_memo = functools.lru_cache(maxsize=4096)(_path_form)
 
 
-#: Programs whose first argument names one of their own subcommands ('git rm', 'cargo rm').
-_SUBCOMMAND_TOOLS = frozenset(
-    {
-        "apt",
-        "apt-get",
-        "brew",
-        "cargo",
-        "conda",
-        "dnf",
-        "gh",
-        "git",
-        "go",
-        "hg",
-        "npm",
-        "pip",
-        "pip3",
-        "pnpm",
-        "poetry",
-        "rustup",
-        "svn",
-        "uv",
-        "yarn",
-        "yum",
-    }
-)
+#: Programs whose first operand names one of their own subcommands ('git rm', 'cargo rm'),
+#: with their global options that take a separate value ('git -C DIR rm'): the subcommand
+#: is the first word that is neither an option nor such a value.
+_SUBCOMMAND_TOOLS: dict[str, frozenset[str]] = {
+    "apt": frozenset({"-o", "-c", "-t"}),
+    "apt-get": frozenset({"-o", "-c", "-t"}),
+    "brew": frozenset(),
+    "cargo": frozenset({"-C", "-Z", "--config", "--color"}),
+    "conda": frozenset(),
+    "dnf": frozenset({"-c", "--config", "--releasever", "--installroot"}),
+    "gh": frozenset({"-R", "--repo"}),
+    "git": frozenset(
+        {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--attr-source"}
+    ),
+    "go": frozenset({"-C"}),
+    "hg": frozenset({"-R", "--repository", "--cwd", "--config"}),
+    "npm": frozenset({"--prefix", "-w", "--workspace"}),
+    "pip": frozenset({"--python"}),
+    "pip3": frozenset({"--python"}),
+    "pnpm": frozenset({"-C", "--dir", "--filter", "-F"}),
+    "poetry": frozenset({"-C", "--directory", "-P", "--project"}),
+    "rustup": frozenset(),
+    "svn": frozenset({"--username", "--password", "--config-dir", "--config-option"}),
+    "uv": frozenset({"--directory", "--project", "--python", "--cache-dir", "--config-file"}),
+    "yarn": frozenset({"--cwd"}),
+    "yum": frozenset({"-c", "--config", "--releasever", "--installroot"}),
+}
+
+
+def _subcommand_index(cmd: SimpleCommand) -> int:
+    """Where the subcommand of a :data:`_SUBCOMMAND_TOOLS` program sits in ``cmd.args``;
+    -1 for any other program."""
+    valued = _SUBCOMMAND_TOOLS.get(cmd.program)
+    if valued is None:
+        return -1
+    k = 0
+    while k < len(cmd.args):
+        v = cmd.args[k].value
+        if not v.startswith("-"):
+            return k
+        k += 2 if v in valued else 1
+    return -1
 
 
 def _flag_present(flag: str, value: str) -> bool:
@@ -295,12 +329,13 @@ def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
     takes one ('git rm'), not the program itself."""
     if not cmd.program:
         return ()
+    sub = _subcommand_index(cmd)  # 'git -C repo rm -r --cached .'
     return tuple(
         (k, name)
         for k, w in enumerate(cmd.args)
         if not w.dynamic
         and not w.value.startswith("-")
-        and not (k == 0 and cmd.program in _SUBCOMMAND_TOOLS)  # 'git rm -r --cached .'
+        and k != sub
         and (name := program_name(w.value)) != cmd.program
     )
 
@@ -458,6 +493,8 @@ class CommandRules:
                 m = rule.match(cmd, named)
                 if m == "no":
                     continue
+                if cmd.guess and m == "yes":
+                    m = "maybe"  # a guessed reading (SimpleCommand.guess): at most ask
                 if rule.action == "allow":
                     allowed_by_rule = allowed_by_rule or m == "yes"
                     continue

@@ -23,8 +23,9 @@ __all__ = [
     "daemon_argv",
     "env_chdir",
     "git_commands",
+    "git_config_code_path",
     "git_config_commands",
-    "hyperfine_commands",
+    "git_config_setting",
     "interpreter_value_options",
     "is_stream_path",
     "make_reads_input",
@@ -58,6 +59,7 @@ _GIT_CONFIG_VALUED = frozenset(
     {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
 )
 _GIT_CONFIG_SUBCOMMANDS = frozenset({"set", "add"})
+_GIT_CODE_PATH_KEYS = ("core.hookspath", "init.templatedir", "include.path", "includeif.*.path")
 
 # printf escapes that stand for one known character ('\\\\' kept apart as NUL until the
 # check for any other backslash is done).
@@ -140,14 +142,13 @@ def command_env_values(words: list[Word]) -> list[Word]:
     return out
 
 
-def git_config_commands(words: list[Word]) -> list[Word]:
-    """Values 'git config KEY VALUE' sets for keys git later runs through the shell
-    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
+    """(key in lower case, value) that 'git config [options] [set|add] KEY VALUE' sets."""
     values = [w.value for w in words]
     try:
         i = values.index("config") + 1
     except ValueError:
-        return []
+        return None
     seen_sub = False
     while i < len(words):
         v = values[i]
@@ -163,12 +164,28 @@ def git_config_commands(words: list[Word]) -> list[Word]:
             continue
         break
     if i + 1 >= len(words):
+        return None
+    return values[i].lower(), words[i + 1]
+
+
+def git_config_commands(words: list[Word]) -> list[Word]:
+    """Values 'git config KEY VALUE' sets for keys git later runs through the shell
+    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+    setting = git_config_setting(words)
+    if setting is None or not any(fnmatchcase(setting[0], g) for g in GIT_COMMAND_KEYS):
         return []
-    key = values[i].lower()
-    if not any(fnmatchcase(key, g) for g in GIT_COMMAND_KEYS):
-        return []
-    value = words[i + 1]
+    value = setting[1]
     return [Word(value.value.removeprefix("!"), value.dynamic)]
+
+
+def git_config_code_path(words: list[Word]) -> str | None:
+    """The key, when 'git config KEY PATH' points git at code it runs later: a hooks
+    directory, a template directory (hooks again), a config file to include (whose keys
+    may be any of the above)."""
+    setting = git_config_setting(words)
+    if setting is not None and any(fnmatchcase(setting[0], g) for g in _GIT_CODE_PATH_KEYS):
+        return setting[0]
+    return None
 
 
 def script_key(path: str) -> str:
@@ -265,48 +282,6 @@ def env_chdir(options: list[Word]) -> Word | None:
     return found
 
 
-_HYPERFINE_SHELL = frozenset({"-p", "--prepare", "-c", "--cleanup", "-s", "--setup", "--conclude"})
-_HYPERFINE_VALUED = {
-    **dict.fromkeys(
-        (
-            "-r", "--runs", "-w", "--warmup", "-m", "--min-runs", "-M", "--max-runs",
-            "-S", "--shell", "-n", "--command-name", "-u", "--time-unit", "--style",
-            "--sort", "-o", "--output", "--input", "-D", "--parameter-step-size",
-            "--export-asciidoc", "--export-csv", "--export-json", "--export-markdown",
-            "--export-orgmode",
-        ),
-        1,
-    ),
-    "-L": 2,
-    "--parameter-list": 2,
-    "-P": 3,
-    "--parameter-scan": 3,
-}  # fmt: skip
-
-
-def hyperfine_commands(words: list[Word]) -> list[Word]:
-    """The shell commands hyperfine runs: each operand, and --prepare/--cleanup/--setup."""
-    out: list[Word] = []
-    i = 1
-    while i < len(words):
-        v = words[i].value
-        opt, eq, val = v.partition("=")
-        if opt in _HYPERFINE_SHELL:
-            if eq:
-                out.append(Word(val, words[i].dynamic))
-            elif i + 1 < len(words):
-                out.append(words[i + 1])
-            i += 1 if eq else 2
-            continue
-        if opt in _HYPERFINE_VALUED:
-            i += 1 if eq else 1 + _HYPERFINE_VALUED[opt]
-            continue
-        if not v.startswith("-"):
-            out.append(words[i])
-        i += 1
-    return out
-
-
 def capsh_shell_args(words: list[Word]) -> list[Word] | None:
     """'capsh [options] -- ARGS' runs /bin/bash ARGS: the ARGS, or None without '--'."""
     values = [w.value for w in words]
@@ -336,6 +311,12 @@ def daemon_argv(words: list[Word]) -> list[Word] | None:
 
 
 _GIT_SHELL_OPTS = {
+    # The upload-pack of a local or ssh clone runs through the shell: 'git clone -u CMD r'.
+    "clone": ("-u", "--upload-pack"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "ls-remote": ("--upload-pack",),
+    "push": ("--receive-pack", "--exec"),
     "rebase": ("-x", "--exec"),
     "difftool": ("-x", "--extcmd"),
     "mergetool": ("-x", "--extcmd"),

@@ -6,7 +6,10 @@ What an attacker controls is the whole command string. The analysis is conservat
   process substitution, function bodies, loops, here-docs fed to a shell, ``sh -c`` strings,
   ``eval`` strings, alias values);
 - wrappers are seen through (``env``, ``sudo``, ``timeout``, ``xargs``, ``find -exec``,
-  ``busybox``, the dynamic loader, ``uv run`` ...) and the program is reduced to its base name
+  ``busybox``, ``ssh HOST CMD``, the dynamic loader, ``uv run`` ...), the command lines tools
+  carry are read as shell (``tmux new CMD``, ``nix-shell --run CMD``, ``parallel ::: CMD``;
+  ``sh -c CMD`` among an unknown program's arguments, as a guess that asks at most), and
+  the program is reduced to its base name
   (``/proc/self/root/usr/bin/rm`` -> ``rm``; bashlex has already removed quotes and ``\\``);
 - anything decided only at run time is reported as a hazard, never guessed: a command name
   with ``$``, backticks, globs or braces, ``eval``, interpreters fed code, input the parser
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import functools
 
+from runtime.policy._shell_code import CodeMixin
 from runtime.policy._shell_model import (
     CACHED_COMMAND_CHARS,
     Analysis,
@@ -41,8 +45,9 @@ __all__ = [
 ]
 
 
-class _Walker(ParseMixin, WordsMixin, WrappersMixin):
-    """The whole walker: parsing, words, wrapper see-through (``runtime.policy._shell_*``)."""
+class _Walker(ParseMixin, WordsMixin, WrappersMixin, CodeMixin):
+    """The whole walker: parsing, words, wrapper see-through, code given as data
+    (``runtime.policy._shell_*``)."""
 
 
 def analyse(command: str) -> Analysis:

@@ -17,6 +17,7 @@ __all__ = [
     "HAZARD_ARGS",
     "LOADER_GLOBS",
     "SHELLS",
+    "SHELL_STRING_OPTIONS",
     "SUBCOMMAND_WRAPPERS",
     "WRAPPERS",
     "Wrapper",
@@ -32,9 +33,19 @@ class Wrapper(NamedTuple):
     shell_arg: frozenset[str] = frozenset()  # options whose value is a shell string (su -c)
     joins: bool = False  # runs its arguments joined through 'sh -c' (watch)
     dash_option: bool = False  # a lone '-' is an option, not the program (env -, su -)
+    joins_with: str = ""  # an option letter that makes it join as 'joins' does (entr -s)
 
 
 _L = frozenset
+
+_WATCHEXEC_VALUED = _L(
+    {
+        "--exts", "--watch", "--ignore", "--filter", "--debounce", "--signal", "--shell",
+        "--env", "--workdir", "--on-busy-update", "--delay-run", "--stop-signal",
+        "--stop-timeout", "--project-origin", "--filter-file", "--ignore-file",
+        "--emit-events-to", "--color", "--poll", "--wrap-process",
+    }
+)  # fmt: skip
 
 WRAPPERS: dict[str, Wrapper] = {
     "env": Wrapper(
@@ -157,6 +168,16 @@ WRAPPERS: dict[str, Wrapper] = {
         _L({"--cpunodebind", "--interleave", "--membind", "--preferred", "--physcpubind"}),
     ),
     "cpulimit": Wrapper("lp", _L({"--limit", "--pid"})),
+    # ssh HOST CMD...: the remote shell runs the words joined, as 'sh -c' would. Run here or
+    # there, 'ssh host "rm -rf ~"' is what the rules are about.
+    "ssh": Wrapper("BbcDEeFIiJLlmOopQRSWw", positionals=1, joins=True),
+    "sshpass": Wrapper("fdpP"),
+    "mosh": Wrapper("p", _L({"--port", "--ssh", "--server", "--client", "--predict"}), 1),
+    "screen": Wrapper("SceEhpstTX", _L({"-Logfile"})),
+    # watchexec runs its command line through the shell when files change.
+    "watchexec": Wrapper("ewifdspE", _WATCHEXEC_VALUED, joins=True),
+    # entr runs its arguments when files change; with -s they are one 'sh -c' string.
+    "entr": Wrapper(joins_with="s"),
     "xvfb-run": Wrapper(
         "nsfpwe",
         _L(
@@ -170,6 +191,16 @@ WRAPPERS: dict[str, Wrapper] = {
             }
         ),
     ),
+}
+
+# Programs with options whose value is a shell command line, and the subcommand the options
+# belong to ('' for any): 'nix-shell --run CMD', 'vagrant ssh -c CMD', 'man -P PAGER'.
+SHELL_STRING_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
+    "nix-shell": ("", _L({"--run", "--command"})),
+    "vagrant": ("ssh", _L({"-c", "--command"})),
+    "man": ("", _L({"-P", "--pager", "-H", "--html"})),
+    "ncat": ("", _L({"-c", "--sh-exec"})),
+    "npm": ("exec", _L({"-c", "--call"})),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
@@ -267,12 +298,24 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "ssh": ("*ProxyCommand*", "*LocalCommand*", "*PermitLocalCommand*"),
     "scp": ("-S", "*ProxyCommand*"),
     "zip": ("-T*", "--unzip-command*", "-TT*"),
-    "vim": ("-c", "+*", "--cmd"),
-    "vi": ("-c", "+*", "--cmd"),
-    "nvim": ("-c", "+*", "--cmd"),
+    **dict.fromkeys(
+        ("vim", "vi", "nvim", "ex", "view", "vimdiff", "rvim", "rview", "gvim", "evim", "nex"),
+        ("-c", "-[!-]*c", "+*", "--cmd"),  # '-sc CMD': -c ends a cluster
+    ),
+    "emacs": ("--eval*", "-eval", "--execute*", "-execute"),
+    # sqlite3's dot-commands, psql's and mysql's '\!' run a shell command ('\o |CMD' too).
+    "sqlite3": ("*.shell*", "*.system*", "*.once*|*", "*.output*|*"),
+    "psql": ("*\\!*", "*\\[ogw]*|*"),
+    "mysql": ("*\\!*", "*system *"),
+    "mariadb": ("*\\!*", "*system *"),
     "less": ("+*",),
     "make": ("--eval*", "SHELL=*"),
     "openssl": ("-engine",),
+    # ripgrep runs its preprocessor on every file it searches ('rg --pre rm .').
+    "rg": ("--pre", "--pre=*"),
+    # socat's SYSTEM: and EXEC: addresses run commands (address keywords ignore case).
+    "socat": ("*[Ss][Yy][Ss][Tt][Ee][Mm]:*", "*[Ee][Xx][Ee][Cc]:*"),
+    **dict.fromkeys(("nc", "ncat", "netcat", "nc.traditional"), ("-e", "--exec*", "--lua-exec*")),
 }
 
 # Options of the interpreters in CODE_FLAGS that take a *separate* value: 'python3 -W ignore

@@ -34,7 +34,7 @@ SWEEPING = [
     "rm -rf [[:alnum:]_]*",
     "rm -rf [a-zA-Z0-9]*",
     "rm -rf [0-9a-z]?*",
-    "rm -rf ?",
+    "rm -rf *?",
     "rm -r -f [b-y]*",
     "cd build && rm -rf [a-z]*",
     "rm -rf .[a-z]*",
@@ -83,6 +83,10 @@ BENIGN = [
     "rm -rf build/[a-z]*.o",
     "rm -rf node_modules/.cache",
     "rm -f [a-z]*",  # not recursive: the rule is about recursive deletes
+    # A glob of bounded length chooses names by length too: '?' is the one-character names
+    # (round three: it was refused as a sweep; see _sweeps.sweeps).
+    "rm -rf ?",
+    "rm -rf [a-z][0-9]",
     "rm -rf a[0-9]",
     "ls [a-z]*",
     "cp -r [a-z]* /tmp/backup",
@@ -105,7 +109,6 @@ def test_brace_expansions_are_never_allowed(policy: Policy, command: str) -> Non
 UNKNOWN_WRAPPERS = [
     "ifne rm -rf /",
     "eatmydata rm -rf /",
-    "parallel rm -rf ::: /",
     "sem rm -rf ~",
     "pkexec rm -rf /",
     "lckdo /tmp/l rm -rf /",
@@ -173,7 +176,8 @@ def test_find_delete_that_sweeps_the_directory(policy: Policy, command: str) -> 
 @pytest.mark.parametrize(
     "command",
     [
-        "find . -mtime +7 -delete",  # '-mtime -99999' is everything: asked
+        "find . -mtime -99999 -delete",  # newer than: everything
+        "find . -mmin +1 -delete",  # spares only the last minute
         "find . -size +1M -delete",
         "find . -name $x -delete",
         "find . \\( -name '*.pyc' -o -size 0 \\) -delete",
@@ -194,6 +198,8 @@ def test_find_delete_narrowed_only_by_age_size_or_run_time_asks(
         "find . -type f -name '*.o' -delete",
         "find . \\( -name '*.pyc' -o -name '*.pyo' \\) -delete",
         "find . -empty -delete",
+        # Older than a day spares the directory's current work (round three: it asked).
+        "find . -mtime +7 -delete",
         "find . -type d -empty -delete",
         "find build -delete",
         "find build dist -type f -delete",

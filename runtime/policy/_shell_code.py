@@ -1,0 +1,225 @@
+"""Code given as data, for the shell walker: interpreters fed code, tools whose arguments or
+options hold command lines (git, tar, tmux, nix-shell, hyperfine, ``find -exec`` ...), and
+the guessed reading of a shell named among an unknown program's arguments. See
+:mod:`runtime.policy.shell`.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from runtime.policy._shell_state import WalkerState
+from runtime.policy._sweeps import find_exec_operands
+from runtime.policy._tool_commands import (
+    argv_after_option,
+    guessed_shells,
+    hyperfine_commands,
+    option_commands,
+    parallel_commands,
+    tmux_commands,
+)
+from runtime.policy.argv import Word, short_cluster
+from runtime.policy.embedded import (
+    awk_runs_commands,
+    capsh_shell_args,
+    daemon_argv,
+    git_commands,
+    git_config_code_path,
+    git_config_commands,
+    interpreter_value_options,
+    is_stream_path,
+    make_reads_input,
+    sed_runs_commands,
+)
+from runtime.policy.wrappers import CODE_FLAGS, HAZARD_ARGS
+
+__all__ = ["CodeMixin"]
+
+# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+_COMMAND_VALUED = (
+    "--checkpoint-action=exec=",
+    "--to-command=",
+    "--use-compress-program=",
+    "--rsh=",
+    "--info-script=",
+    "--new-volume-script=",
+    "core.pager=",
+    "core.sshCommand=",
+    "core.editor=",
+    "ProxyCommand=",
+    "LocalCommand=",
+)
+# vi-family programs whose input is ex commands in ex mode ('ex', 'vim -e', 'vim -Es').
+_VI_FAMILY = frozenset({"vim", "vi", "nvim", "view", "rvim", "gvim"})
+# sqlite3 dot-commands that run a shell command, in its input.
+_SQLITE_SHELL = (".shell", ".system")
+
+
+class CodeMixin(WalkerState):
+    """Code carried in a command's words (a part of the walker)."""
+
+    def embedded_commands(
+        self,
+        name: str,
+        words: list[Word],
+        depth: int,
+        feeds: tuple[str, ...],
+        *,
+        stdin_text: str | None,
+        wrappers: tuple[str, ...],
+    ) -> bool:
+        """Walk the commands a tool's own grammar runs; True when ``name`` has one (its
+        arguments are then not guessed at, see :meth:`guess_shells`)."""
+        inner = (*wrappers, name)
+        if name == "find":
+            self.find_exec(words, depth, feeds, wrappers)
+        elif name == "git":
+            shells, argvs = git_commands(words)
+            for value in [*git_config_commands(words), *shells]:
+                self.shell_string(value, depth, feeds)
+            for argv in argvs:  # 'git bisect run PROG ARGS'
+                self.run_argv(argv, depth, feeds, inner)
+            key = git_config_code_path(words)
+            if key is not None:
+                self.hazard("interpreter", f"git config {key} points git at code it runs", feeds)
+        elif name == "hyperfine":
+            for value in hyperfine_commands(words):
+                self.shell_string(value, depth, feeds)
+        elif name in ("tmux", "parallel"):
+            lines = tmux_commands(words) if name == "tmux" else parallel_commands(words)
+            for value in lines:
+                self.shell_string(value, depth, feeds)
+        elif name == "capsh":
+            bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
+            if bash_args is not None:
+                self.run_argv([Word("bash"), *bash_args], depth, feeds, inner)
+        elif name == "start-stop-daemon":
+            daemon = daemon_argv(words)
+            if daemon is not None:
+                self.run_argv(daemon, depth, feeds, inner)
+        elif name in ("make", "gmake"):
+            if make_reads_input(words):
+                self.hazard(
+                    "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
+                )
+        elif name == "sqlite3":
+            if stdin_text is not None and any(c in stdin_text for c in _SQLITE_SHELL):
+                self.hazard("interpreter", "sqlite3 input runs a shell command", feeds)
+        else:
+            strings = option_commands(name, words)
+            for value in strings:  # 'nix-shell --run CMD', 'vagrant ssh -c CMD'
+                self.shell_string(value, depth, feeds)
+            program = argv_after_option(name, words)  # 'nix develop -c PROG ARGS'
+            if program is not None:
+                self.run_argv(program, depth, feeds, inner)
+            return bool(strings) or program is not None
+        return True
+
+    def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """Read 'sh -c CMD' among the arguments of a program no table knows as a command
+        it may run (:func:`runtime.policy._tool_commands.guessed_shells`). The commands
+        found are guesses: deny rules that match them ask (``SimpleCommand.guess``), an
+        allowlist does not ask for them."""
+        for k in guessed_shells(words):
+            self.speculating += 1
+            self.guessing += 1
+            try:
+                self.run_argv(words[k:], depth, feeds, ())
+            finally:
+                self.guessing -= 1
+                self.speculating -= 1
+
+    def interpreter(
+        self,
+        name: str,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        stdin_code: bool,
+        depth: int = 0,
+    ) -> None:
+        for glob, flags in CODE_FLAGS.items():
+            if not fnmatchcase(name, glob):
+                continue
+            positional = False
+            valued = interpreter_value_options(name)
+            skip = False
+            for w in words[1:]:
+                v = w.value
+                if skip:  # the value of the option before ('-W ignore', '-r fs')
+                    skip = False
+                    continue
+                if (
+                    v in flags
+                    or (v.startswith("--") and v.split("=", 1)[0] in flags)  # '--eval=CODE'
+                    or (
+                        (cluster := short_cluster(v)) is not None
+                        and any(len(f) == 2 and f[1] in cluster for f in flags)
+                    )
+                ):
+                    self.hazard("interpreter", f"{name} {v} runs code given as an argument", feeds)
+                    return
+                if v in valued:
+                    skip = True
+                    continue
+                if not v.startswith("-") or v == "-":
+                    # A stream path is the input: 'python3 /dev/stdin <<< CODE'.
+                    positional = v != "-" and (w.dynamic or not is_stream_path(v))
+                    if positional and not w.dynamic:
+                        self.note_run(v, False, depth, feeds, name)
+                    break
+            if not positional and stdin_code:
+                self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            return
+        if name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
+            self.hazard("interpreter", f"{name} program runs commands", feeds)
+        elif name == "sed" and sed_runs_commands(words):
+            self.hazard("interpreter", "sed script executes commands", feeds)
+        elif stdin_code and (
+            name in ("ex", "nex")
+            or (
+                name in _VI_FAMILY
+                and any((c := short_cluster(w.value)) and ("e" in c or "E" in c) for w in words)
+            )
+        ):
+            self.hazard("interpreter", f"{name} reads ex commands from its input", feeds)
+        self.option_code(name, words, feeds, depth)
+
+    def option_code(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
+        """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and
+        arguments that make the tool run commands (:data:`HAZARD_ARGS`). Wrappers get it
+        for their own options ('ssh -o ProxyCommand=CMD host')."""
+        for w in words[1:]:
+            for prefix in _COMMAND_VALUED:
+                if w.value.startswith(prefix):
+                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+        patterns = HAZARD_ARGS.get(name)
+        if patterns:
+            for w in words[1:]:
+                if any(fnmatchcase(w.value, p) for p in patterns):
+                    self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
+                    return
+
+    def find_exec(
+        self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]
+    ) -> None:
+        i = 1
+        while i < len(words):
+            if words[i].value in ("-exec", "-execdir", "-ok", "-okdir"):
+                # '{}' alone names the entries found: below the start paths when the tests
+                # before narrow by name ('-name node_modules -exec rm -rf {} +').
+                found = find_exec_operands(words, i)
+                j = i + 1
+                sub: list[Word] = []
+                while j < len(words) and words[j].value not in (";", "+"):
+                    w = words[j]
+                    if w.value == "{}" and found is not None and sub:
+                        sub.extend(found)
+                    elif "{}" in w.value:
+                        sub.append(Word(w.value, dynamic=True, operand=True))
+                    else:
+                        sub.append(w)
+                    j += 1
+                if sub:
+                    self.run_argv(sub, depth, feeds, (*wrappers, "find"))
+                i = j
+            i += 1
