@@ -133,6 +133,9 @@ class RemoteClient(StreamableWire):
         self._renewing = anyio.Lock()
         self._listening = False
         self._listener: anyio.CancelScope | None = None
+        #: (session, last event id) of the GET stream, and the server's retry (seconds).
+        self._listen_from: tuple[str | None, str] | None = None
+        self._listen_retry_s: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def _open(self, *, timeout_s: float, trace: Trace) -> None:
@@ -281,13 +284,20 @@ class RemoteClient(StreamableWire):
                 self.inbound.note("GET stream failed: %s", describe_error(exc))
                 heard = False
             failures = 0 if heard else failures + 1
-            await anyio.sleep(min(BACKOFF_S * 2**failures, 5.0))
+            backoff = min(BACKOFF_S * 2**failures, 5.0)
+            await anyio.sleep(max(backoff, self._listen_retry_s or 0.0))
 
     async def _listen_once(self) -> bool:
+        """One GET stream, resumed from the last event id it had, if the session is the
+        same (a server that closes it on purpose, after a priming event, is polled)."""
+        session = self._session_id
+        headers = {**self._request_headers(session), "Accept": "text/event-stream"}
+        if self._listen_from is not None and self._listen_from[0] == session:
+            headers["Last-Event-ID"] = self._listen_from[1]
         payload = {
             "method": "GET",
             "url": self.url,
-            "headers": {**self._request_headers(self._session_id), "Accept": "text/event-stream"},
+            "headers": headers,
             "timeout_s": self.server.start_timeout_s,
             "follow_redirects": True,
         }
@@ -301,9 +311,16 @@ class RemoteClient(StreamableWire):
             budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)
             async for chunk in reply.chunks():
                 for event in parser.feed(chunk):
+                    heard = True
+                    if not event.data:  # a priming event: an id, no message
+                        budget.spend("junk", 0)
+                        continue
                     message = json.loads(event.data)
                     await self._handle(message, -1, budget, len(event.data))
-                    heard = True
+                if parser.last_event_id:
+                    self._listen_from = (session, parser.last_event_id)
+                if parser.retry_ms is not None:
+                    self._listen_retry_s = parser.retry_ms / 1000
         return heard
 
 

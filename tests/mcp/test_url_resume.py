@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime.mcp._sse import SseParser
@@ -137,3 +138,23 @@ def test_the_parser_keeps_ids_and_retry() -> None:
     assert parser.last_event_id == "a2"
     parser.feed(b"id\n\n")  # an empty id clears it
     assert parser.last_event_id == ""
+
+
+async def test_the_get_stream_is_resumed_and_misses_nothing(tmp_path: Path) -> None:
+    # The SDK's server closes the GET stream and says tools/list_changed while the client
+    # is away; the listener comes back with Last-Event-ID and hears it.
+    server = HttpServer([sys.executable, str(URL_SERVER), "--resumable"])
+    try:
+        async with broker_for(entry(server.url), tmp_path) as broker:
+            assert "h__extra" not in broker.catalogue
+            away = await broker.call({"tool": "h__away", "arguments": {}})
+            assert away.success, away.error
+            for _ in range(400):  # the notification and the listing: 20 s at most
+                if "h__extra" in broker.catalogue:
+                    break
+                await anyio.sleep(0.05)
+            extra = await broker.call({"tool": "h__extra", "arguments": {"word": "hi"}})
+    finally:
+        server.close()
+    assert extra.success, extra.error
+    assert extra.result == {"result": "HI"}

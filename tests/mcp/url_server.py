@@ -4,12 +4,13 @@ on http://127.0.0.1:PORT`` on stderr once it accepts connections.
 
 ``--sse``: the legacy HTTP+SSE transport (GET ``/sse``, POSTs to the endpoint it names)
 instead. ``--grow``: a tool ``grow`` that adds a tool ``extra`` and notifies
-tools/list_changed. ``--resumable``: an event store (the spec's resumability) and the
-tools ``poll``, which closes its answer's stream mid-call so that the client must resume
-it, and ``runs``, how often ``poll`` ran. ``--port PORT``: listen there (a restart on the
-same port). ``--token TOKEN``: every request must carry ``Authorization: Bearer TOKEN``
-(401 otherwise), so a test sees that the broker sent the header. Routes besides ``/mcp``:
-``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
+tools/list_changed. ``--resumable``: an event store (the spec's resumability) and the tools
+``poll``, which closes its answer's stream mid-call so that the client must resume it,
+``runs``, how often ``poll`` ran, and ``away``, which closes the GET stream and notifies
+tools/list_changed while the client is away. ``--port PORT``: listen there (a restart on
+the same port). ``--token TOKEN``: every request must carry ``Authorization: Bearer
+TOKEN`` (401 otherwise), so a test sees that the broker sent the header. Routes besides
+``/mcp``: ``/garbage`` answers every POST with a body that is not JSON; ``/moved`` redirects (307)
 to the same server under the name ``localhost``, another origin.
 """
 
@@ -113,6 +114,20 @@ async def poll(ctx: Context) -> str:
     return "polled"
 
 
+async def away(ctx: Context) -> str:
+    """A message on the GET stream (an event id to resume from), the GET stream closed,
+    then ``extra`` added and tools/list_changed sent while the client is away: only a
+    client that resumes its GET stream hears of it."""
+    await ctx.session.send_log_message("info", "before the break")
+    await asyncio.sleep(0.3)  # the event reaches the client before its stream closes
+    await ctx.close_standalone_sse_stream()
+    await asyncio.sleep(0.05)
+    if "extra" not in [t.name for t in await server.list_tools()]:
+        server.add_tool(_extra, name="extra", description="Added while the client was away.")
+    await ctx.session.send_tool_list_changed()
+    return "away"
+
+
 def runs() -> int:
     """How often poll ran."""
     return _runs
@@ -148,6 +163,7 @@ def main() -> None:
         events = _Events()
         server.add_tool(poll)
         server.add_tool(runs)
+        server.add_tool(away)
     app = server.sse_app() if legacy else server.streamable_http_app(event_store=events)
     app.router.routes.append(Route("/garbage", garbage, methods=["POST", "DELETE"]))
     app.router.routes.append(Route("/moved", moved, methods=["POST", "DELETE"]))
