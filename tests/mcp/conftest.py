@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
 FIXTURE_SERVER = HERE / "fixture_server.py"
+HOSTILE = HERE / "hostile_server.py"
 SessionFactory = Callable[..., Any]
 
 
@@ -136,3 +137,11 @@ def connect(request: pytest.FixtureRequest, workspace: Path) -> Callable[..., An
         return http_session(server.url, **session_kw)
 
     return factory
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HttpServer]:
+    """``hostile_server.py``, one per test module."""
+    server = HttpServer([sys.executable, str(HOSTILE)])
+    yield server
+    server.close()

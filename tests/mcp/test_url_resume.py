@@ -8,7 +8,6 @@ with an event store)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,10 @@ import pytest
 
 from runtime.mcp._sse import SseParser
 from tests.mcp.conftest import HttpServer
-from tests.mcp.test_url_hostile import HOSTILE, broker_for, call, completions, entry
+from tests.mcp.test_url_hostile import broker_for, call, completions, entry
 from tests.mcp.test_url_servers import URL_SERVER
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def hostile() -> Iterator[HttpServer]:
-    server = HttpServer([sys.executable, str(HOSTILE)])
-    yield server
-    server.close()
 
 
 def _usage(result: Any) -> dict[str, Any]:
