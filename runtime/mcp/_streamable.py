@@ -87,7 +87,8 @@ class _Answer:
     last_event_id: str | None = None
     #: The server's ``retry``, seconds.
     retry_s: float | None = None
-    #: Events and event ids seen: a resumption that moved it brought something new.
+    #: New event ids seen: a resumption that moved it brought something new (one that
+    #: only repeats what was sent before does not, however much it repeats).
     progress: int = 0
     #: Why the last stream ended without the answer.
     ended: BaseException | None = None
@@ -232,7 +233,6 @@ class StreamableWire(RemoteBase):
         self, events: list[SseEvent], parser: SseParser, answer: _Answer
     ) -> dict[str, Any] | None:
         for event in events:
-            answer.progress += 1
             if not event.data:  # a "priming" event: an id to resume from, no message
                 answer.budget.spend("junk", 0)
                 continue

@@ -9,8 +9,8 @@ sent again would show). POST
 ``/control/forget`` forgets every Streamable HTTP session (a restart, as the client sees it).
 
 Resumability (the spec's ``Last-Event-ID``): the modes ``resume``, ``resume2``, ``prime``,
-``refused`` and ``stuck`` give their events ids and end the answer's stream before the
-answer; a GET on ``/mcp`` with ``Last-Event-ID`` (and the session id) picks the stream up
+``refused``, ``stuck`` and ``repeat`` give their events ids and end the answer's stream
+before the answer; a GET on ``/mcp`` with ``Last-Event-ID`` (and the session id) picks the stream up
 where it ended (see :func:`_resumed`). A GET without it is answered 405 (no GET stream).
 """
 
@@ -132,7 +132,7 @@ async def _call(request_id: Any, arguments: dict[str, Any]) -> AsyncIterator[byt
     elif mode == "drop":
         yield b": the answer is coming\n\n"
         raise RuntimeError("the connection drops before the answer")
-    elif mode in ("resume", "resume2", "refused", "stuck"):
+    elif mode in ("resume", "resume2", "refused", "stuck", "repeat"):
         key = f"{mode}-{next(_ids)}"
         yield _event(_progress(1), f"{key}-1")
         _resumable[f"{key}-1"] = (mode, request_id)
@@ -177,11 +177,14 @@ def _handle(message: dict[str, Any]) -> tuple[int, Any]:
 
 async def _resumed(mode: str, request_id: Any, last: str) -> AsyncIterator[bytes]:
     """The rest of a stream after event ``last``: ``resume`` sends the answer; ``resume2``
-    one more event with an id and then breaks again; ``stuck`` nothing at all."""
+    one more event with an id and then breaks again; ``stuck`` nothing at all; ``repeat``
+    the event ``last`` once more."""
     if mode == "resume2":
         yield _event(_progress(2), f"{last}-2")
         _resumable[f"{last}-2"] = ("resume", request_id)
         raise RuntimeError("the resumed stream drops too")
+    if mode == "repeat":  # the same event again, under the same id: nothing new
+        yield _event(_progress(1), last)
     if mode == "resume":
         _calls["resumed"] += 1
         yield _event(_result(request_id, "resumed"), f"{last}-end")

@@ -84,11 +84,15 @@ async def test_a_server_that_does_not_resume_loses_the_call(
     assert after.success
 
 
-async def test_resumptions_that_bring_nothing_give_up(hostile: HttpServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["stuck", "repeat"])
+async def test_resumptions_that_bring_nothing_give_up(
+    hostile: HttpServer, tmp_path: Path, mode: str
+) -> None:
+    # Nothing at all, or the last event again under its id: no new id, no progress.
     async with broker_for(entry(hostile.url), tmp_path) as broker:
-        stuck = await call(broker, "stuck")
-        ran = await call(broker, "count:stuck")
-        gets = await call(broker, "count:get:stuck")
+        stuck = await call(broker, mode)
+        ran = await call(broker, f"count:{mode}")
+        gets = await call(broker, f"count:get:{mode}")
     assert stuck.error is not None and stuck.error.type == "sandbox_error"
     assert stuck.error.details["reason"] == "connection_lost"
     assert stuck.error.details["replayed"] is False
