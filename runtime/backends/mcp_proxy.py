@@ -39,53 +39,43 @@ The server is hostile: its tool names, schemas, descriptions and results are att
 Names that do not fit the catalogue's pattern and schemas that are huge or invalid are
 skipped (logged); results pass the broker's size cap and the advertised output schema;
 a server that dies or stalls turns into ``sandbox_error`` / ``timeout`` results, never a
-broker crash.
+broker crash. Here: the servers' lifecycles and their tools in the catalogue;
+``_mcp_tools``: a server's record and its tools as specs; ``_mcp_calls``: one call.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
-import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
 
+from runtime.backends._mcp_calls import call_remote, call_started, remote_fingerprint
+from runtime.backends._mcp_tools import Connection, describe, list_all, specs_of
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
 from runtime.errors import (
-    ExecutionError,
     ManifestError,
     PolicyDenied,
     RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
-    ToolFailed,
-    ToolTimeout,
 )
 from runtime.mcp._client import RemoteBase
-from runtime.mcp.external import ExternalServer, prefixed_name
-from runtime.mcp.launch import Launch, isolation_available, launch_for
+from runtime.mcp.external import ExternalServer
+from runtime.mcp.launch import isolation_available, launch_for
 from runtime.mcp.remote_sse import connect_remote
-from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
+from runtime.models import ToolSpec
 from runtime.policy.network import NetworkRules
 
 __all__ = ["McpProxyBackend"]
 
 log = logging.getLogger("runtime.mcp.proxy")
 
-#: Largest advertised schema (JSON bytes) we compile: a hostile server must not make the
-#: broker compile megabytes of schema or pathological patterns at start-up.
-_MAX_SCHEMA_BYTES = 65_536
-_MAX_DESCRIPTION = 4096
-_MAX_TOOLS = 512
 #: Least time between two listings of one server after tools/list_changed, seconds.
 _REFRESH_INTERVAL_S = 1.0
 #: A url server not reached at start-up is tried again after this, seconds; doubled per
@@ -94,30 +84,6 @@ _LATER_FIRST_S = 0.5
 _LATER_MAX_S = 30.0
 #: Reasons (``SandboxError.details["reason"]``) of failures that may pass.
 _TRANSIENT = frozenset({"unreachable", "no_answer", "connection_lost", "stream_ended"})
-
-
-@dataclass(slots=True)
-class _Connection:
-    server: ExternalServer
-    launch: Launch | None = None
-    session: ClientSession | None = None
-    remote: RemoteBase | None = None
-    #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
-    stale: bool = False
-    refreshing: bool = False
-    #: The refresh task's scope: the backend's close cancels it (a listing may take up to
-    #: start_timeout_s, and the close must not wait for it).
-    refresh_scope: anyio.CancelScope | None = None
-    #: The url server was not reached at start-up for a reason that may pass (refused
-    #: connections, no answer in time): a task tries again (``later_scope``, cancelled by
-    #: the close like the refresh).
-    retry_later: bool = False
-    later_scope: anyio.CancelScope | None = None
-    tools: list[types.Tool] = field(default_factory=list)
-    error: str | None = None
-    spawned: bool = False
-    stop: anyio.Event = field(default_factory=anyio.Event)
-    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 class McpProxyBackend:
@@ -134,13 +100,13 @@ class McpProxyBackend:
         network: NetworkRules | None = None,
     ) -> None:
         # An entry with enabled = false is never started, however the list was built.
-        self._connections = [_Connection(server=s) for s in servers if s.enabled]
+        self._connections = [Connection(server=s) for s in servers if s.enabled]
         #: "strict" refuses to start a server it cannot isolate; set before opening.
         self.mode = mode
         #: The policy's [network] rules for servers reached by url; set before opening.
         #: None: the default rules (nothing allowed but each entry's own origin).
         self.network = network
-        self._tools: dict[str, tuple[_Connection, str]] = {}
+        self._tools: dict[str, tuple[Connection, str]] = {}
         self._specs: list[ToolSpec] = []
         self._tg: anyio.abc.TaskGroup | None = None
         #: Where register() put the tools: a tools/list_changed refresh updates it.
@@ -217,7 +183,7 @@ class McpProxyBackend:
                     await remote.aclose()
 
     # -- connections --------------------------------------------------------------------------
-    async def _serve(self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _serve(self, conn: Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Own one server's process and session until asked to stop."""
         started = False
         conn.spawned = True
@@ -232,7 +198,7 @@ class McpProxyBackend:
             ):
                 with anyio.fail_after(conn.server.start_timeout_s):
                     await session.initialize()
-                    conn.tools = await _list_all(session)
+                    conn.tools = await list_all(session)
                 conn.session = session
                 task_status.started()
                 started = True
@@ -241,7 +207,7 @@ class McpProxyBackend:
         except Exception as exc:  # a server that fails must not take the broker down
             # Its own stderr (passed through to ours) usually says why it did not start.
             where = "" if started else "stopped before it was ready (see its stderr): "
-            conn.error = where + _describe(exc)
+            conn.error = where + describe(exc)
             conn.session = None
             log.warning("mcp server %r failed: %s", conn.server.name, conn.error)
         finally:
@@ -251,7 +217,7 @@ class McpProxyBackend:
             if not started:
                 task_status.started()
 
-    async def _reach(self, conn: _Connection, *, again: bool = False) -> None:
+    async def _reach(self, conn: Connection, *, again: bool = False) -> None:
         """Handshake with and list the tools of a server reached by url (its listening
         task, if its transport has one, runs in the proxy's task group)."""
         remote: RemoteBase | None = None
@@ -271,7 +237,7 @@ class McpProxyBackend:
             # Gone or silent may pass; a bad answer, an HTTP status, a bad URL will not.
             conn.retry_later = exc.details.get("reason") in _TRANSIENT
         except Exception as exc:  # a server that fails must not take the broker down
-            conn.error = _describe(exc)
+            conn.error = describe(exc)
         if conn.error is not None or remote is None:
             # Said once loudly; the attempts after start-up only at debug level.
             (log.debug if again else log.warning)(
@@ -281,12 +247,12 @@ class McpProxyBackend:
         conn.remote = remote
         remote.inbound.on_tools_changed = lambda: self._tools_changed(conn)
 
-    def _collect(self, conn: _Connection) -> None:
-        for spec, remote_name in _specs_of(conn):
+    def _collect(self, conn: Connection) -> None:
+        for spec, remote_name in specs_of(conn):
             self._tools[spec.name] = (conn, remote_name)
             self._specs.append(spec)
 
-    async def _reach_later(self, conn: _Connection) -> None:
+    async def _reach_later(self, conn: Connection) -> None:
         """Try a url server that was not there at start-up again, with backoff (from
         :data:`_LATER_FIRST_S`, doubling to :data:`_LATER_MAX_S`) until it answers, the
         failure stops being one that may pass, or the backend closes. Its tools then enter
@@ -306,7 +272,7 @@ class McpProxyBackend:
             conn.later_scope = None
 
     # -- tools/list_changed -------------------------------------------------------------------
-    def _tools_changed(self, conn: _Connection) -> None:
+    def _tools_changed(self, conn: Connection) -> None:
         """The server's hook for ``notifications/tools/list_changed``: one refresh task per
         server at a time; notifications during it make it list once more, no more."""
         conn.stale = True
@@ -315,7 +281,7 @@ class McpProxyBackend:
         conn.refreshing = True
         self._tg.start_soon(self._refresh, conn)
 
-    async def _refresh(self, conn: _Connection) -> None:
+    async def _refresh(self, conn: Connection) -> None:
         """List the server's tools again and put them in the catalogue through the same
         checks as at start-up (name pattern, schema size, the entry's ``tools``, the
         catalogue's own schema check). A listing that fails keeps the tools as they were."""
@@ -327,7 +293,7 @@ class McpProxyBackend:
             conn.refreshing = False
             conn.refresh_scope = None
 
-    async def _refresh_loop(self, conn: _Connection) -> None:
+    async def _refresh_loop(self, conn: Connection) -> None:
         while conn.stale and not self._closed:
             conn.stale = False
             remote = conn.remote
@@ -343,15 +309,15 @@ class McpProxyBackend:
                 log.warning(
                     "mcp server %r: tools not listed again: %s",
                     conn.server.name,
-                    _describe(exc),
+                    describe(exc),
                 )
                 return
             self._replace_tools(conn)
             # At most one listing per second per server, however often it notifies.
             await anyio.sleep(_REFRESH_INTERVAL_S)
 
-    def _replace_tools(self, conn: _Connection) -> None:
-        fresh = _specs_of(conn)
+    def _replace_tools(self, conn: Connection) -> None:
+        fresh = specs_of(conn)
         names = {spec.name for spec, _ in fresh}
         old = {name for name, (owner, _) in self._tools.items() if owner is conn}
         catalogue = self._catalogue
@@ -410,178 +376,14 @@ class McpProxyBackend:
             if conn.launch is not None:
                 return conn.launch.fingerprint
             if conn.remote is not None:
-                return self._remote_fingerprint(conn)
+                return remote_fingerprint(conn, self.mode)
         return Fingerprint(backend="mcp", mode=self.mode)
-
-    def _remote_fingerprint(self, conn: _Connection) -> Fingerprint:
-        # Nothing of the server runs here: the wall is the gateway (rules, pinning, caps).
-        return Fingerprint(
-            backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=self.mode
-        )
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
         entry = self._tools.get(request.spec.name)
         if entry is None:
             raise SandboxError(f"{request.spec.name}: no MCP server provides this tool")
         conn, remote = entry
-        if conn.server.url is not None:
-            return await self._run_remote(conn, remote, request)
-        session = conn.session
-        if session is None or self._closed:
-            raise SandboxError(
-                f"{request.spec.name}: MCP server {conn.server.name!r} is not running"
-                + (f" ({conn.error})" if conn.error else ""),
-                server=conn.server.name,
-            )
-        t0 = anyio.current_time()
-        try:
-            with anyio.fail_after(request.limits.timeout_s):
-                result = await session.call_tool(remote, dict(request.arguments))
-        except TimeoutError as exc:
-            raise ToolTimeout(
-                f"{request.spec.name}: no answer within {request.limits.timeout_s:g} s",
-                limit_s=request.limits.timeout_s,
-            ) from exc
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                # The server died (or closed its stdout): later calls fail fast, clearly.
-                conn.session = None
-                conn.error = "the server process exited"
-                raise SandboxError(
-                    f"{request.spec.name}: MCP server {conn.server.name!r} exited",
-                    server=conn.server.name,
-                ) from exc
-            raise ToolFailed(f"{request.spec.name}: {exc.message}", code=exc.code) from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            raise SandboxError(
-                f"{request.spec.name}: MCP server {conn.server.name!r} went away",
-                server=conn.server.name,
-            ) from exc
-        except RuntimeError as exc:  # the SDK's output-schema check of the server's result
-            raise ToolFailed(f"{request.spec.name}: {exc}") from exc
-        if not isinstance(result, types.CallToolResult):
-            raise ToolFailed(f"{request.spec.name}: the server asked for input mid-call")
-        usage = {"wall_ms": (anyio.current_time() - t0) * 1000}
-        if result.is_error:
-            raise ToolFailed(f"{request.spec.name}: {_text_of(result) or 'tool error'}")
-        fingerprint = conn.launch.fingerprint if conn.launch else None
-        return ExecOutcome(result=_value_of(result), usage=usage, fingerprint=fingerprint)
-
-    async def _run_remote(
-        self, conn: _Connection, remote: str, request: ExecRequest
-    ) -> ExecOutcome:
-        client = conn.remote
-        if client is None or self._closed:
-            raise SandboxError(
-                f"{request.spec.name}: MCP server {conn.server.name!r} is not connected"
-                + (f" ({conn.error})" if conn.error else ""),
-                server=conn.server.name,
-            )
-        t0 = anyio.current_time()
-        # What happened on the way (requests sent again, sessions renewed) goes into the
-        # call's usage, which the audit record keeps, whether the call succeeds or not.
-        trace: dict[str, int] = {}
-        try:
-            result = await client.call_tool(
-                remote,
-                dict(request.arguments),
-                timeout_s=request.limits.timeout_s,
-                max_bytes=request.limits.output_bytes,
-                trace=trace,
-            )
-        except TimeoutError as exc:
-            raise ToolTimeout(
-                f"{request.spec.name}: no answer within {request.limits.timeout_s:g} s",
-                limit_s=request.limits.timeout_s,
-                usage=dict(trace),
-            ) from exc
-        except ExecutionError as exc:
-            exc.usage.update(trace)
-            raise
-        usage: dict[str, Any] = {"wall_ms": (anyio.current_time() - t0) * 1000, **trace}
-        if result.is_error:
-            text = client.scrub(_text_of(result)) or "tool error"
-            raise ToolFailed(f"{request.spec.name}: {text}", usage=usage)
-        return ExecOutcome(
-            result=_value_of(result), usage=usage, fingerprint=self._remote_fingerprint(conn)
-        )
-
-
-async def _list_all(session: ClientSession) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _ in range(64):  # a server that pages forever is cut off
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor or len(tools) >= _MAX_TOOLS:
-            break
-    return tools
-
-
-def _specs_of(conn: _Connection) -> list[tuple[ToolSpec, str]]:
-    """The catalogue specs of a server's listed tools, with their remote names."""
-    wanted = set(conn.server.tools) if conn.server.tools is not None else None
-    out: list[tuple[ToolSpec, str]] = []
-    for tool in conn.tools[:_MAX_TOOLS]:
-        if wanted is not None and tool.name not in wanted:
-            continue
-        spec = _spec_for(conn.server, conn.server.tool_prefix, tool)
-        if spec is not None:
-            out.append((spec, tool.name))
-    return out
-
-
-def _spec_for(server: ExternalServer, prefix: str, tool: types.Tool) -> ToolSpec | None:
-    name = prefixed_name(prefix, tool.name)
-    if not TOOL_NAME_RE.match(name):
-        log.warning("mcp server %r: tool name %r does not fit; skipped", server.name, tool.name)
-        return None
-    schemas = [tool.input_schema, tool.output_schema]
-    if any(len(json.dumps(s)) > _MAX_SCHEMA_BYTES for s in schemas if s is not None):
-        log.warning("mcp server %r: schema of %r is too large; skipped", server.name, tool.name)
-        return None
-    ann = tool.annotations
-    description = (tool.description or f"{tool.name} (MCP server {server.name})")[:_MAX_DESCRIPTION]
-    return ToolSpec(
-        name=name,
-        description=f"[{server.name}] {description}",
-        category="mcp",
-        parameters=dict(tool.input_schema),
-        result=dict(tool.output_schema) if tool.output_schema else None,
-        backend=BackendKind.MCP,
-        # The server's own hints are its claims, shown to clients; the policy decides on
-        # names, never on these. External code is open-world whatever it says.
-        hints=ToolHints(
-            read_only=bool(ann and ann.read_only_hint),
-            destructive=bool(ann is None or ann.destructive_hint is not False),
-            idempotent=bool(ann and ann.idempotent_hint),
-            open_world=True,
-        ),
-    )
-
-
-def _text_of(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))[:4096]
-
-
-def _value_of(result: types.CallToolResult) -> Any:
-    if result.structured_content is not None:
-        return result.structured_content
-    return {
-        "text": "\n".join(c.text for c in result.content if isinstance(c, types.TextContent)),
-        "content": [
-            c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content
-        ],
-    }
-
-
-def _describe(exc: BaseException) -> str:
-    """One line naming what went wrong. The SDK's stdio client raises exception groups (its
-    anyio task groups): their own text, "unhandled errors in a TaskGroup (1 sub-exception)",
-    names nothing, so the leaves are described instead."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(dict.fromkeys(_describe(e) for e in exc.exceptions))
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        if conn.server.url is None:
+            return await call_started(conn, remote, request, closed=self._closed)
+        return await call_remote(conn, remote, request, closed=self._closed, mode=self.mode)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,12 @@ class CatalogueEntry:
 
 
 class Catalogue:
-    """Tools by name. Thread-safe for registration; lookups are plain dict reads."""
+    """Tools by name. Thread-safe for registration; lookups are plain dict reads.
+
+    :meth:`on_change` listeners hear of every registration and removal (the MCP server
+    tells its clients ``notifications/tools/list_changed``); they run in the thread that
+    changed the catalogue, after the change, outside the lock, and must not raise.
+    """
 
     def __init__(
         self,
@@ -55,6 +60,7 @@ class Catalogue:
         self._tools: dict[str, CatalogueEntry] = {}
         self._stats: dict[str, ToolStats] = {}
         self._lock = threading.Lock()
+        self._listeners: dict[object, Callable[[], None]] = {}
         if builtins:
             for spec in load_manifests([builtin_tools_dir()]):
                 self.register(spec)
@@ -104,13 +110,34 @@ class Catalogue:
             for name, entry in entries.items():
                 self._tools[name] = entry
                 self._stats.setdefault(name, ToolStats())
+        if entries:
+            self._changed()
 
     def unregister(self, name: str) -> ToolSpec:
         with self._lock:
             entry = self._tools.pop(name, None)
         if entry is None:
             raise ToolNotFound(f"no tool named {name!r}", tool=name)
+        self._changed()
         return entry.spec
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every change; returns the call that stops it."""
+        token = object()
+        with self._lock:
+            self._listeners[token] = listener
+
+        def stop() -> None:
+            with self._lock:
+                self._listeners.pop(token, None)
+
+        return stop
+
+    def _changed(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners.values())
+        for listener in listeners:
+            listener()
 
     # -- lookup -------------------------------------------------------------------------------
     def get(self, name: str) -> ToolSpec:

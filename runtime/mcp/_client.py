@@ -124,6 +124,8 @@ class RemoteBase:
     #: Versions whose transport and tools/call this client follows (the server may answer
     #: the handshake with another version it prefers).
     spoken: frozenset[str] = frozenset({"2025-03-26", "2025-06-18", "2025-11-25"})
+    #: The version asked for in ``initialize``.
+    offered: str = PROTOCOL_VERSION
 
     def __init__(
         self,
@@ -144,7 +146,7 @@ class RemoteBase:
         )
         self._headers: dict[str, str] = {}
         self._secrets: list[str] = []
-        self._protocol = PROTOCOL_VERSION
+        self._protocol = self.offered
         self._ids = itertools.count(1)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
@@ -276,7 +278,7 @@ class RemoteBase:
 
     def initialize_message(self, request_id: int) -> dict[str, Any]:
         params = {
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": self.offered,
             # No capabilities: the broker answers no server-to-client request but ping.
             "capabilities": {},
             "clientInfo": {"name": "runtime", "version": "1"},

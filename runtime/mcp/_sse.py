@@ -4,15 +4,24 @@ The stream comes from an untrusted server, piece by piece, so nothing here waits
 of the stream (a GET stream never ends, and a server may ask something mid-answer and wait
 for the reply). Hazard: a server that never ends a line or an event would grow the buffer
 without bound; past ``max_event_bytes`` the parser raises :class:`EventTooLarge` instead.
-Comments (``:`` lines, the usual keep-alives) carry nothing and are skipped; ``id`` and
-``retry`` are not used by this client (it never resumes a stream) and are skipped too.
+Comments (``:`` lines, the usual keep-alives) carry nothing and are skipped.
+
+``id`` and ``retry`` are kept for resuming a stream (``Last-Event-ID``, MCP's
+resumability): :attr:`SseParser.last_event_id` is the id as of the last dispatched event
+(the SSE standard: an event without ``id`` keeps the one before; an empty ``id`` clears
+it), :attr:`SseParser.retry_ms` the server's last ``retry``. Hazard: the id goes back to
+the server in a header, so an id that is not printable ASCII or longer than
+:data:`MAX_EVENT_ID` is ignored, as the standard ignores one holding NUL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EventTooLarge", "SseEvent", "SseParser", "SseSyntaxError"]
+__all__ = ["MAX_EVENT_ID", "EventTooLarge", "SseEvent", "SseParser", "SseSyntaxError"]
+
+#: Longest event id kept, characters.
+MAX_EVENT_ID = 1024
 
 
 class EventTooLarge(ValueError):
@@ -39,6 +48,11 @@ class SseParser:
         self._event = ""
         self._data: list[str] = []
         self._size = 0
+        self._id: str | None = None
+        #: The id of the last dispatched event (None: no id seen yet on this stream).
+        self.last_event_id: str | None = None
+        #: The server's reconnection time, milliseconds (None: it named none).
+        self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self._buffer += chunk
@@ -87,9 +101,18 @@ class SseParser:
             self._data.append(value)
         elif name == "event":
             self._event = value[:256]
+        elif name == "id":
+            if len(value) <= MAX_EVENT_ID and all(" " <= c <= "~" for c in value):
+                self._id = value
+        elif name == "retry" and value.isascii() and value.isdigit() and len(value) <= 9:
+            self.retry_ms = int(value)
         return None
 
     def _dispatch(self) -> SseEvent | None:
+        if self._id is not None:
+            # Even an event without data moves the id on: a server's "priming" event
+            # (an id and empty data) is there to give the client an id to resume from.
+            self.last_event_id = self._id
         event, data, self._event, self._data, self._size = self._event, self._data, "", [], 0
         if not data:
             return None  # an event without data is not dispatched (the SSE spec)

@@ -24,8 +24,8 @@ the rules used by this server's connection only; the network tools never see it.
 *name* that resolves to a private address still needs ``[network] allow_private``, as for
 any exact allow entry; an IP literal in the URL names that address itself.
 
-Transport: the 2025-06-18 handshake (``initialize``, then ``notifications/initialized``; a
-server that answers with a version outside 2025-03-26, 2025-06-18 and 2025-11-25 is refused),
+Transport: the handshake of 2025-11-25 (``initialize``, then ``notifications/initialized``;
+a server that answers with a version outside 2025-03-26, 2025-06-18 and 2025-11-25 is refused),
 one POST per JSON-RPC message with ``Accept: application/json, text/event-stream``. The
 answer is read as it arrives, JSON or an SSE stream: notifications and server requests
 before the answer are handled on the way (a server may ask and wait mid-answer), and the
@@ -33,6 +33,8 @@ stream is closed as soon as the answer is in. ``Mcp-Session-Id`` and
 ``MCP-Protocol-Version`` are sent back as the spec asks. With a task group, a GET stream
 listens for messages outside any answer (``tools/list_changed``); a server that offers none
 answers 405 and is not asked again.
+The wire (one POST, its answer, what comes on the way) is :mod:`runtime.mcp._streamable`;
+this module holds the session: the handshake, the retry rules, the GET stream.
 
 Reconnecting (bounded: :data:`ATTEMPTS` sends of one request, backoff from
 :data:`BACKOFF_S` doubling, all within the request's own deadline):
@@ -42,13 +44,19 @@ Reconnecting (bounded: :data:`ATTEMPTS` sends of one request, backoff from
 * a session the server forgot (404 to our ``Mcp-Session-Id``: the spec's signal, sent
   before the server handles the request) is replaced by a fresh ``initialize`` and the
   request sent again; twice in one request is an error;
-* a connection lost after the request left (reset mid-answer, a stream that ends without
-  the answer) repeats ``initialize`` and ``tools/list`` once, and never ``tools/call``: the
-  call may have run on the server, so its result is a ``SandboxError`` with
-  ``reason = "connection_lost"`` and ``replayed = false``.
+* an SSE answer whose stream ends or breaks before the answer, after events with ids, is
+  resumed, never sent again: a GET on the endpoint with ``Last-Event-ID`` (the spec's
+  resumability; 2025-11-25 servers also close streams on purpose, after a "priming" event
+  and a ``retry``, which is waited) picks the stream up where it stopped, as often as each
+  resumption brings something new (at most :data:`IDLE_RESUMES` in a row that do not);
+* a connection lost after the request left that cannot be resumed (no event ids, a server
+  that answers the GET 405 or 404, resumptions that bring nothing) repeats ``initialize``
+  and ``tools/list`` once, and never ``tools/call``: the call may have run on the server,
+  so its result is a ``SandboxError`` with ``reason = "connection_lost"`` and
+  ``replayed = false``.
 
-What happened is counted per call (``mcp_retries``, ``mcp_sessions``) into the call's usage,
-which the audit record keeps.
+What happened is counted per call (``mcp_retries``, ``mcp_sessions``, ``mcp_resumes``) into
+the call's usage, which the audit record keeps.
 
 Errors (all typed, none hangs): refused by the rules → ``EgressDenied`` (``policy_denied``);
 past the call's ``timeout_s`` → ``ToolTimeout``; unreachable, connection lost mid-answer,
@@ -62,39 +70,38 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 
-from runtime.egress import StreamedReply
-from runtime.errors import (
-    InvalidArguments,
-    OutputTooLarge,
-    RuntimeToolError,
-    SandboxError,
-    ToolFailed,
-)
+from runtime.errors import RuntimeToolError, SandboxError
 from runtime.mcp._client import (
     ENVELOPE_BYTES,
     LIST_BYTES,
     PROTOCOL_VERSION,
     HttpStatusError,
-    RemoteBase,
     Trace,
-    delivered,
     origin_rules,
     resolve_headers,
-    visible_ascii,
 )
-from runtime.mcp._peer import MAX_CHATTER_BYTES, SESSION_WINDOW_S, Budget, classify, same_id
-from runtime.mcp._sse import EventTooLarge, SseParser, SseSyntaxError
+from runtime.mcp._peer import SESSION_WINDOW_S, Budget
+from runtime.mcp._sse import SseParser
+from runtime.mcp._streamable import (
+    ATTEMPTS,
+    BACKOFF_S,
+    IDLE_RESUMES,
+    Lost,
+    NotSent,
+    SessionExpired,
+    StreamableWire,
+    describe_error,
+)
 
 __all__ = [
     "ATTEMPTS",
     "BACKOFF_S",
     "ENVELOPE_BYTES",
+    "IDLE_RESUMES",
     "LIST_BYTES",
     "PROTOCOL_VERSION",
     "HttpStatusError",
@@ -105,47 +112,30 @@ __all__ = [
 
 log = logging.getLogger("runtime.mcp.remote")
 
-_ACCEPT = "application/json, text/event-stream"
-#: Sends of one request at most (the first included).
-ATTEMPTS = 4
-#: First delay before a request is sent again, seconds; doubled per attempt, at most 2 s.
-BACKOFF_S = 0.1
 _CLOSE_TIMEOUT_S = 5.0
-#: Bound of one answer to a server's request (a ping), seconds.
-_REPLY_TIMEOUT_S = 10.0
 #: GET streams opened in a row that fail or end before the listener gives up.
 _LISTEN_FAILURES = 5
 #: Cap of one event on the GET stream, bytes (list_changed and pings are small).
 _LISTEN_EVENT_BYTES = 1024 * 1024
 
 
-class _SessionExpired(Exception):
-    """The server answered 404 to a request carrying ``session``, our session id."""
-
-    def __init__(self, session: str) -> None:
-        super().__init__(session)
-        self.session = session
-
-
-class _NotSent(Exception):
-    """The request never reached the server (its cause says why)."""
-
-
-class _Lost(Exception):
-    """The request may have reached the server; its answer did not arrive."""
-
-
-class RemoteClient(RemoteBase):
+class RemoteClient(StreamableWire):
     """One server reached by Streamable HTTP; see the module docstring."""
 
     transport = "streamable-http"
+    #: 2025-11-25: what it adds for a client that declares no capabilities is SSE polling
+    #: (priming events, ``retry``, streams the server closes before the answer), which the
+    #: wire resumes; servers keep to the version we ask unless they do not speak it.
+    offered = "2025-11-25"
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self._session_id: str | None = None
         self._renewing = anyio.Lock()
         self._listening = False
         self._listener: anyio.CancelScope | None = None
+        #: (session, last event id) of the GET stream, and the server's retry (seconds).
+        self._listen_from: tuple[str | None, str] | None = None
+        self._listen_retry_s: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def _open(self, *, timeout_s: float, trace: Trace) -> None:
@@ -156,7 +146,7 @@ class RemoteClient(RemoteBase):
             try:
                 await self._initialize(timeout_s=timeout_s)
                 break
-            except (_NotSent, _Lost) as exc:  # initialize may be sent again
+            except (NotSent, Lost) as exc:  # initialize may be sent again
                 last = exc.__cause__ or exc
         else:
             assert last is not None
@@ -228,8 +218,10 @@ class RemoteClient(RemoteBase):
                     "params": params,
                 }
                 try:
-                    return await self._exchange(message, timeout_s=timeout_s, max_bytes=max_bytes)
-                except _SessionExpired as exc:
+                    return await self._exchange(
+                        message, timeout_s=timeout_s, max_bytes=max_bytes, trace=trace
+                    )
+                except SessionExpired as exc:
                     if renewed:
                         raise SandboxError(
                             f"MCP server {self.server.name!r} forgot the session it had just "
@@ -239,11 +231,11 @@ class RemoteClient(RemoteBase):
                     last = exc
                     try:
                         renewed = await self._renew(exc.session, timeout_s, trace)
-                    except (_NotSent, _Lost) as inner:
+                    except (NotSent, Lost) as inner:
                         last = inner.__cause__ or inner  # retried: the request was not sent
-                except _NotSent as exc:
+                except NotSent as exc:
                     last = exc.__cause__ or exc
-                except _Lost as exc:
+                except Lost as exc:
                     if method == "tools/call":
                         raise self.lost(method, exc.__cause__ or exc) from exc.__cause__
                     last = exc.__cause__ or exc
@@ -263,177 +255,6 @@ class RemoteClient(RemoteBase):
                     "mcp server %r: a new session after the server forgot its own", self.server.name
                 )
         return True
-
-    async def _exchange(
-        self, message: dict[str, Any], *, timeout_s: float, max_bytes: int
-    ) -> dict[str, Any]:
-        """One POST and its answer, read as it arrives."""
-        request_id = message["id"]
-        opening = message["method"] == "initialize"
-        # The session this request carries: a 404 names it, so that a renewal by another
-        # call meanwhile is not taken for a second forgotten session.
-        sent = None if opening else self._session_id
-        async with self._post(message, sent, timeout_s=timeout_s) as reply:
-            await self._check_status(reply, sent)
-            if opening:
-                session = reply.headers.get("mcp-session-id")
-                if session is not None and not visible_ascii(session):
-                    raise self.malformed("a session id that is not visible ASCII")
-                self._session_id = session
-            content_type = reply.headers.get("content-type", "").split(";")[0].strip().lower()
-            try:
-                if content_type == "application/json":
-                    return await self._json_answer(reply, request_id, max_bytes)
-                if content_type == "text/event-stream":
-                    return await self._sse_answer(reply, request_id, max_bytes)
-            except (ToolFailed, SandboxError) as exc:
-                if isinstance(exc, ToolFailed) and _is_transport(exc):
-                    raise _Lost from exc
-                raise
-            raise self.malformed(f"an answer of type {content_type[:100]!r}")
-
-    @asynccontextmanager
-    async def _post(
-        self, message: dict[str, Any], session: str | None, *, timeout_s: float
-    ) -> AsyncIterator[StreamedReply]:
-        payload = {
-            "method": "POST",
-            "url": self.url,
-            "headers": {
-                **self._request_headers(session),
-                "Content-Type": "application/json",
-            },
-            "body": json.dumps(message, separators=(",", ":")).encode(),
-            "timeout_s": timeout_s,
-            "follow_redirects": True,
-        }
-        try:
-            stream = self._gateway.stream(payload)
-            reply = await stream.__aenter__()
-        except (ToolFailed, InvalidArguments) as exc:
-            # Refusals (EgressDenied) and timeouts pass through as they are.
-            if delivered(exc):
-                raise _Lost from exc
-            raise _NotSent from exc
-        try:
-            yield reply
-        finally:
-            await stream.__aexit__(None, None, None)
-
-    async def _check_status(self, reply: StreamedReply, sent: str | None) -> None:
-        status = reply.status
-        if status == 404 and sent is not None:
-            raise _SessionExpired(sent)
-        if not 200 <= status < 300:
-            body = bytearray()
-            with anyio.move_on_after(2):
-                async for chunk in reply.chunks(200):
-                    body += chunk
-                    if len(body) >= 200:
-                        break
-            raise self.status_error(status, body)
-
-    async def _json_answer(
-        self, reply: StreamedReply, request_id: int, max_bytes: int
-    ) -> dict[str, Any]:
-        body = bytearray()
-        async for chunk in reply.chunks(max_bytes + 1 - len(body)):
-            body += chunk
-            if len(body) > max_bytes:
-                raise self._too_large(max_bytes)
-        try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8
-            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
-        messages = decoded if isinstance(decoded, list) else [decoded]
-        budget = Budget(self.server.name)
-        for item in messages:
-            found = await self._handle(item, request_id, budget, 0)
-            if found is not None:
-                return found
-        raise self.malformed(f"no answer to request {request_id}")
-
-    async def _sse_answer(
-        self, reply: StreamedReply, request_id: int, max_bytes: int
-    ) -> dict[str, Any]:
-        parser = SseParser(max_bytes)
-        budget = Budget(self.server.name)
-        # Comments and empty lines reach no budget: the whole stream is capped too.
-        allowance = max_bytes + MAX_CHATTER_BYTES
-        total = 0
-        try:
-            async for chunk in reply.chunks():
-                total += len(chunk)
-                if total > allowance:
-                    budget.spend("junk", MAX_CHATTER_BYTES + 1)  # raises: a flood
-                for event in parser.feed(chunk):
-                    found = await self._event(event.data, request_id, budget)
-                    if found is not None:
-                        return found
-            last = parser.close()
-            if last is not None:
-                found = await self._event(last.data, request_id, budget)
-                if found is not None:
-                    return found
-        except EventTooLarge as exc:
-            raise self._too_large(max_bytes) from exc
-        except SseSyntaxError as exc:
-            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
-        # The stream ended without the answer: the server may have handled the request.
-        raise _Lost from self.malformed(f"no answer to request {request_id}")
-
-    async def _event(self, data: str, request_id: int, budget: Budget) -> dict[str, Any] | None:
-        try:
-            message = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise self.malformed(f"an answer that is not JSON ({exc})") from exc
-        return await self._handle(message, request_id, budget, len(data))
-
-    async def _handle(
-        self, message: Any, request_id: int, budget: Budget, size: int
-    ) -> dict[str, Any] | None:
-        """The result if ``message`` answers ``request_id``; anything else handled."""
-        kind = classify(message)
-        if kind == "response" and same_id(message["id"], request_id):
-            return self.result_of(message)
-        budget.spend(kind, size)
-        if kind == "request":
-            answer = self.inbound.request(message)
-            if answer is not None:
-                try:
-                    await self._notify(answer, _REPLY_TIMEOUT_S)
-                except (RuntimeToolError, _NotSent, _Lost) as exc:
-                    # The server's problem: the awaited answer may still come.
-                    self.inbound.note("answer to its request not delivered: %s", _text(exc))
-        elif kind == "notification":
-            self.inbound.notification(message)
-        return None
-
-    async def _notify(self, message: dict[str, Any], timeout_s: float) -> None:
-        """POST a notification or a response: the server answers 202 and no body."""
-        reply = await self.post_message(
-            self.url,
-            self._request_headers(self._session_id),
-            message,
-            timeout_s=timeout_s,
-            follow_redirects=True,
-            lost=_Lost,
-            not_sent=_NotSent,
-        )
-        if not 200 <= reply["status"] < 300:
-            raise self.status_error(reply["status"], reply["body"])
-
-    def _request_headers(self, session: str | None) -> dict[str, str]:
-        headers = {**self._headers, "Accept": _ACCEPT, "MCP-Protocol-Version": self._protocol}
-        if session is not None:
-            headers["Mcp-Session-Id"] = session
-        return headers
-
-    def _too_large(self, max_bytes: int) -> OutputTooLarge:
-        return OutputTooLarge(
-            f"MCP server {self.server.name!r} answered more than {max_bytes} bytes",
-            limit_bytes=max_bytes,
-        )
 
     # -- the GET stream -------------------------------------------------------------------
     async def _listen(self) -> None:
@@ -456,20 +277,27 @@ class RemoteClient(RemoteBase):
                 heard = await self._listen_once()
             except _Stop:
                 return
-            except (RuntimeToolError, _NotSent, _Lost, _SessionExpired) as exc:
-                self.inbound.note("GET stream failed: %s", _text(exc))
+            except (RuntimeToolError, NotSent, Lost, SessionExpired) as exc:
+                self.inbound.note("GET stream failed: %s", describe_error(exc))
                 heard = False
             except Exception as exc:  # a hostile stream must not take the broker down
-                self.inbound.note("GET stream failed: %s", _text(exc))
+                self.inbound.note("GET stream failed: %s", describe_error(exc))
                 heard = False
             failures = 0 if heard else failures + 1
-            await anyio.sleep(min(BACKOFF_S * 2**failures, 5.0))
+            backoff = min(BACKOFF_S * 2**failures, 5.0)
+            await anyio.sleep(max(backoff, self._listen_retry_s or 0.0))
 
     async def _listen_once(self) -> bool:
+        """One GET stream, resumed from the last event id it had, if the session is the
+        same (a server that closes it on purpose, after a priming event, is polled)."""
+        session = self._session_id
+        headers = {**self._request_headers(session), "Accept": "text/event-stream"}
+        if self._listen_from is not None and self._listen_from[0] == session:
+            headers["Last-Event-ID"] = self._listen_from[1]
         payload = {
             "method": "GET",
             "url": self.url,
-            "headers": {**self._request_headers(self._session_id), "Accept": "text/event-stream"},
+            "headers": headers,
             "timeout_s": self.server.start_timeout_s,
             "follow_redirects": True,
         }
@@ -483,20 +311,18 @@ class RemoteClient(RemoteBase):
             budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)
             async for chunk in reply.chunks():
                 for event in parser.feed(chunk):
+                    heard = True
+                    if not event.data:  # a priming event: an id, no message
+                        budget.spend("junk", 0)
+                        continue
                     message = json.loads(event.data)
                     await self._handle(message, -1, budget, len(event.data))
-                    heard = True
+                if parser.last_event_id:
+                    self._listen_from = (session, parser.last_event_id)
+                if parser.retry_ms is not None:
+                    self._listen_retry_s = parser.retry_ms / 1000
         return heard
 
 
 class _Stop(Exception):
     """The listener is not wanted (the server has no GET stream)."""
-
-
-def _is_transport(exc: ToolFailed) -> bool:
-    """A gateway error raised while reading a body (the connection dropped)."""
-    return exc.__cause__ is not None and not isinstance(exc, HttpStatusError)
-
-
-def _text(exc: BaseException) -> str:
-    return str(getattr(exc, "message", "") or exc or type(exc).__name__)[:300]

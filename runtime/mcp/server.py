@@ -14,6 +14,11 @@ Mapping (DESIGN §7 → MCP):
 * an unknown or hidden tool → JSON-RPC error -32602 (the MCP spec's "unknown tool"). Hidden
   tools are indistinguishable from missing ones, so a profile cannot probe the catalogue.
 
+The tool list is live: ``tools.listChanged`` is declared, and when what the profile sees
+changes (a tool registered or removed, an external server's list refreshed, a url server
+reached late) every connected client is told ``notifications/tools/list_changed``
+(``runtime.mcp._announce``).
+
 Approvals: an ``ask`` decision elicits the client when it declared the elicitation capability,
 in the connection's era:
 
@@ -52,6 +57,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import runtime
 from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp.external import SEPARATOR
 from runtime.models import Decision, ToolCall, ToolResult
 
@@ -245,7 +251,12 @@ class McpToolServer:
         # Weak keys: a connection's entry goes with it.
         self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._connection_count = 0
-        self.server: Server[Any] = Server(
+        # Clients hear when the tools this profile sees change (_announce).
+        self.tools_changed = ToolsChanged(
+            broker.catalogue,
+            lambda: [t.model_dump() for t in tool_definitions(broker, self.profile)],
+        )
+        self.server: Server[Any] = AnnouncingServer(
             SERVER_NAME,
             version=runtime.__version__,
             instructions="Tools run through a policy broker: calls are validated, checked "
@@ -253,7 +264,10 @@ class McpToolServer:
             "whose structuredContent.error.type says what happened.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_subscriptions_listen=self.tools_changed.listen,
+            lifespan=self.tools_changed.lifespan,
         )
+        self.server.middleware.append(self.tools_changed.track)
         # Seals requestState and binds it to (method, tool, arguments) with an expiry; the key
         # lives in this process only, so a restart invalidates pending approvals (fail closed).
         self.server.middleware.append(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
 FIXTURE_SERVER = HERE / "fixture_server.py"
+HOSTILE = HERE / "hostile_server.py"
 SessionFactory = Callable[..., Any]
 
 
@@ -44,9 +46,17 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def child_env() -> dict[str, str] | None:
+    """What a stdio server child needs besides the few variables the SDK's stdio client
+    hands on (HOME, PATH, ...): PYTHONPATH, which is how runs under another interpreter
+    (the unprivileged-user runs: the system python3) find the dependencies."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else None
+
+
 @asynccontextmanager
 async def stdio_session(argv: list[str], **session_kw: Any) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
     with open("/dev/null", "w") as errlog:  # noqa: ASYNC230 - opened once per test
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -136,3 +146,11 @@ def connect(request: pytest.FixtureRequest, workspace: Path) -> Callable[..., An
         return http_session(server.url, **session_kw)
 
     return factory
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HttpServer]:
+    """``hostile_server.py``, one per test module."""
+    server = HttpServer([sys.executable, str(HOSTILE)])
+    yield server
+    server.close()

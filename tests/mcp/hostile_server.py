@@ -7,6 +7,11 @@ Its tool ``t`` (and ``e``, the same) does what its ``mode`` argument says (see
 :func:`_call`); ``count`` reads how many calls of a mode the server received (a tools/call
 sent again would show). POST
 ``/control/forget`` forgets every Streamable HTTP session (a restart, as the client sees it).
+
+Resumability (the spec's ``Last-Event-ID``): the modes ``resume``, ``resume2``, ``prime``,
+``refused``, ``stuck`` and ``repeat`` give their events ids and end the answer's stream
+before the answer; a GET on ``/mcp`` with ``Last-Event-ID`` (and the session id) picks the stream up
+where it ended (see :func:`_resumed`). A GET without it is answered 405 (no GET stream).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ _legacy: dict[str, asyncio.Queue[str]] = {}
 _grown = False
 _slow_list = asyncio.Event()
 _tasks: set[asyncio.Task[None]] = set()
+#: Event id -> (mode, request id) of a stream that a GET with Last-Event-ID resumes.
+_resumable: dict[str, tuple[str, Any]] = {}
 _END = "\0end"
 PORT = 0
 
@@ -57,8 +64,14 @@ def _result(request_id: Any, value: Any) -> dict[str, Any]:
     }
 
 
-def _event(message: Any) -> bytes:
-    return f"event: message\ndata: {json.dumps(message)}\n\n".encode()
+def _event(message: Any, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: message\ndata: {json.dumps(message)}\n\n".encode()
+
+
+def _progress(step: int) -> dict[str, Any]:
+    log = {"level": "info", "data": f"step {step}"}
+    return {"jsonrpc": "2.0", "method": "notifications/message", "params": log}
 
 
 def _ask() -> tuple[str, asyncio.Future[dict[str, Any]]]:
@@ -119,6 +132,17 @@ async def _call(request_id: Any, arguments: dict[str, Any]) -> AsyncIterator[byt
     elif mode == "drop":
         yield b": the answer is coming\n\n"
         raise RuntimeError("the connection drops before the answer")
+    elif mode in ("resume", "resume2", "refused", "stuck", "repeat"):
+        key = f"{mode}-{next(_ids)}"
+        yield _event(_progress(1), f"{key}-1")
+        _resumable[f"{key}-1"] = (mode, request_id)
+        raise RuntimeError("the connection drops after an event with an id")
+    elif mode == "prime":
+        # 2025-11-25: an id and empty data first, a retry, then the connection closes
+        # cleanly before the answer (the server "polls" its client).
+        key = f"{mode}-{next(_ids)}"
+        yield f"id: {key}-0\nretry: 50\ndata: \n\n".encode()
+        _resumable[f"{key}-0"] = ("resume", request_id)
     elif mode.startswith("count:"):
         yield _event(_result(request_id, _calls[mode[6:]]))
     else:
@@ -151,9 +175,33 @@ def _handle(message: dict[str, Any]) -> tuple[int, Any]:
     return 200, {"jsonrpc": "2.0", "id": message["id"], "error": error}
 
 
+async def _resumed(mode: str, request_id: Any, last: str) -> AsyncIterator[bytes]:
+    """The rest of a stream after event ``last``: ``resume`` sends the answer; ``resume2``
+    one more event with an id and then breaks again; ``stuck`` nothing at all; ``repeat``
+    the event ``last`` once more."""
+    if mode == "resume2":
+        yield _event(_progress(2), f"{last}-2")
+        _resumable[f"{last}-2"] = ("resume", request_id)
+        raise RuntimeError("the resumed stream drops too")
+    if mode == "repeat":  # the same event again, under the same id: nothing new
+        yield _event(_progress(1), last)
+    if mode == "resume":
+        _calls["resumed"] += 1
+        yield _event(_result(request_id, "resumed"), f"{last}-end")
+
+
 async def streamable(request: Request) -> Response:
     if request.method == "GET":
-        return Response(status_code=405)
+        last = request.headers.get("last-event-id")
+        if last is None or last not in _resumable:
+            return Response(status_code=405)
+        if request.headers.get("mcp-session-id") not in _sessions:
+            return Response(b"unknown session", status_code=404)
+        mode, request_id = _resumable[last]
+        _calls[f"get:{mode}"] += 1
+        if mode == "refused":
+            return Response(status_code=405)
+        return StreamingResponse(_resumed(mode, request_id, last), media_type="text/event-stream")
     if request.method == "DELETE":
         return Response(status_code=200)
     message = json.loads(await request.body())

@@ -15,7 +15,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import HttpServer, http_session, serve_mcp_argv
+from tests.mcp.conftest import HttpServer, child_env, http_session, serve_mcp_argv
 from tests.mcp.standins import real_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def serve_argv(ws: Path, *extra: str) -> list[str]:
 @asynccontextmanager
 async def stdio(ws: Path) -> AsyncIterator[ClientSession]:
     argv = serve_argv(ws)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO), env=child_env())
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write) as session,

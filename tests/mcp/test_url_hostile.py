@@ -6,7 +6,7 @@ is a typed result; the broker lives on and the next call works."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,11 @@ import httpx
 import pytest
 
 from runtime.mcp.external import ExternalServer
-from tests.mcp.conftest import HttpServer
+from tests.mcp.conftest import HOSTILE, HttpServer
 from tests.mcp.test_url_servers import broker_for as servers_broker_for
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = Path(__file__).resolve().parent / "hostile_server.py"
 POLICY = """\
 version = 1
 default = "deny"
@@ -33,13 +32,6 @@ mcp = "allow"
 "h__t" = { action = "allow", limits = { timeout_s = 30, output_bytes = 100000 } }
 "h__e" = { action = "allow", limits = { timeout_s = 2, output_bytes = 100000 } }
 """
-
-
-@pytest.fixture(scope="module")
-def hostile() -> Iterator[HttpServer]:
-    server = HttpServer([sys.executable, str(HOSTILE)])
-    yield server
-    server.close()
 
 
 def entry(url: str, **kw: Any) -> ExternalServer:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp.conftest import HttpServer
-from tests.mcp.test_url_hostile import HOSTILE, broker_for, call, completions, entry, forget
+from tests.mcp.test_url_hostile import broker_for, call, completions, entry, forget
 from tests.mcp.test_url_servers import TOKEN, URL_SERVER
 
 pytestmark = pytest.mark.anyio
@@ -20,13 +20,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 def sse_server() -> Iterator[HttpServer]:
     server = HttpServer([sys.executable, str(URL_SERVER), "--sse", "--token", TOKEN])
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def hostile() -> Iterator[HttpServer]:
-    server = HttpServer([sys.executable, str(HOSTILE)])
     yield server
     server.close()
 
