@@ -33,6 +33,14 @@ INITIALIZE: dict[str, Any] = {
 }
 
 
+def server_env() -> dict[str, str]:
+    """The environment of a server child a test starts by hand: this one, with the checkout
+    first on PYTHONPATH and whatever PYTHONPATH already held after it (the unprivileged-user
+    runs find their dependencies through it: replacing it lost them)."""
+    paths = [str(HERE.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def serve_mcp_argv(*options: str) -> list[str]:
     """``runtime serve --mcp`` with ``options``, run by this interpreter."""
     return [sys.executable, "-m", "runtime", "serve", "--mcp", *options]

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import FIXTURE_SERVER, HttpServer
+from tests.mcp.conftest import FIXTURE_SERVER, HttpServer, child_env
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 def target(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Any]:
     argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
     if request.param == "stdio":
-        yield StdioServerParameters(command=argv[0], args=argv[1:])
+        yield StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
         return
     server: HttpServer = request.getfixturevalue("shared_http_server")
     yield server.url

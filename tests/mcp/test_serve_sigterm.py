@@ -7,7 +7,6 @@ ended) and recorded, the audit log is closed, and it exits 0."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -17,9 +16,7 @@ import pytest
 
 from runtime.audit import AuditLog
 from tests.audit.audit_helpers import wait_for_request_record
-from tests.mcp.conftest import INITIALIZE, HttpServer, http_session, serve_mcp_argv
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.mcp.conftest import INITIALIZE, HttpServer, http_session, serve_mcp_argv, server_env
 
 
 def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
@@ -37,7 +34,7 @@ def test_a_signal_stops_the_server_and_records_the_call(tmp_path: Path, sig: int
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=server_env(),
     )
     try:
         _send(proc, INITIALIZE)

@@ -8,14 +8,12 @@ asked of a client whose input has ended, a request the client cancelled)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.mcp.conftest import INITIALIZE, serve_mcp_argv
+from tests.mcp.conftest import INITIALIZE, serve_mcp_argv, server_env
 
-ROOT = Path(__file__).resolve().parents[2]
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -38,7 +36,7 @@ def _one_shot(workspace: Path, messages: list[dict[str, Any]], *options: str) ->
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=server_env(),
     )
     assert done.returncode == 0, done.stderr
     messages = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]

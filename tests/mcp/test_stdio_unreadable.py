@@ -6,15 +6,12 @@ request, when it has an id, is answered with a JSON-RPC error under that id."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
-from tests.mcp.conftest import INITIALIZE, serve_mcp_argv
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.mcp.conftest import INITIALIZE, serve_mcp_argv, server_env
 
 
 def _exchange(workspace: Path, lines: list[str], expect: set[Any]) -> dict[Any, dict[str, Any]]:
@@ -27,7 +24,7 @@ def _exchange(workspace: Path, lines: list[str], expect: set[Any]) -> dict[Any, 
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=server_env(),
     )
     assert proc.stdin is not None and proc.stdout is not None
     answers: dict[Any, dict[str, Any]] = {}
