@@ -84,11 +84,11 @@ import stat
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from runtime._globs import GlobSet, compile_segments
-from runtime.backends.sandbox import _linux
+from runtime._globs import GlobSet, compile_segments, star_closure
+from runtime.backends.sandbox import _linux, _pins
 from runtime.backends.sandbox._dirwatch import DirWatch
 
 __all__ = [
@@ -104,6 +104,7 @@ __all__ = [
     "generation",
     "link_identities",
     "open_components",
+    "pinned",
     "pump",
     "signature",
     "vetted",
@@ -156,16 +157,23 @@ _MASK_ATTRS = (
     _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV | 0x8
 )  # 0x8 = MOUNT_ATTR_NOEXEC
 _RO_ATTRS = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+_PIN_ATTRS = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
 
 
 @dataclass(frozen=True, slots=True)
 class MaskSpec:
     """What to mask: workspace-relative globs (the policy's syntax, matched case-insensitively
-    like the broker's deny checks), and the walk's bound in entries."""
+    like the broker's deny checks), and the walk's bound in entries.
+
+    ``pin``: also bind onto itself every directory above a target that a rename could move
+    the target out from under its glob through (``_pins``). The backend sets it for the
+    calls that may write the workspace (a read-only one cannot rename); not compared, so the
+    specs of both kinds of call share one compiled matcher and its kept listings."""
 
     hide: tuple[str, ...] = ()
     readonly: tuple[str, ...] = ()
     max_entries: int = DEFAULT_MAX_ENTRIES
+    pin: bool = field(default=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.hide or self.readonly)
@@ -178,6 +186,7 @@ class MaskSpec:
             hide=tuple(str(g) for g in data.get("hide", ())),
             readonly=tuple(str(g) for g in data.get("readonly", ())),
             max_entries=int(data.get("max_entries", DEFAULT_MAX_ENTRIES)),
+            pin=bool(data.get("pin", False)),
         )
 
     def as_plan(self) -> dict[str, Any]:
@@ -185,6 +194,7 @@ class MaskSpec:
             "hide": list(self.hide),
             "readonly": list(self.readonly),
             "max_entries": self.max_entries,
+            "pin": self.pin,
         }
 
 
@@ -192,7 +202,7 @@ class MaskTarget(NamedTuple):
     """One entry to mask: its workspace-relative components, what to do, and its identity."""
 
     parts: tuple[str, ...]
-    action: str  # "hide" | "readonly"
+    action: str  # "hide" | "readonly" | "pin" (a directory bound onto itself, ``pinned``)
     dev: int
     ino: int
     is_dir: bool
@@ -441,7 +451,7 @@ class _Matcher:
         path only by matching it."""
         for segs in self.hide_segments:
             n = len(segs)
-            states = _closure(segs, {0})
+            states = star_closure(segs, {0})
             # The states a leading '**' keeps by absorbing every name so far.
             absorbed = states if segs[0] is None else frozenset()
             for name in parts:
@@ -453,7 +463,7 @@ class _Matcher:
                             nxt.add(s)
                         elif seg.fullmatch(name):
                             nxt.add(s + 1)
-                states = _closure(segs, nxt)
+                states = star_closure(segs, nxt)
                 if not states:
                     break
             if n in states or any(s < n for s in states - absorbed):
@@ -485,18 +495,6 @@ class _Matcher:
             if all(lit[i].fullmatch(parts[i]) for i in range(n)):
                 return True
         return False
-
-
-def _closure(segs: tuple[re.Pattern[str] | None, ...], states: set[int]) -> frozenset[int]:
-    """``states`` and every state a ``**`` (None) lets the match skip to (zero names)."""
-    out = set(states)
-    stack = list(states)
-    while stack:
-        s = stack.pop()
-        if s < len(segs) and segs[s] is None and s + 1 not in out:
-            out.add(s + 1)
-            stack.append(s + 1)
-    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=32)
@@ -1181,15 +1179,34 @@ def _changed(parts: tuple[str, ...]) -> OSError:
 
 
 def find_settled(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
-    """:func:`find`, walked again when a concurrent call changed the tree under it (a busy
-    workspace is not an attack); still changing after a few walks, the call fails closed."""
+    """:func:`find` (and :func:`pinned`), walked again when a concurrent call changed the
+    tree under it (a busy workspace is not an attack); still changing after a few walks, the
+    call fails closed."""
     for attempt in range(_WALK_ATTEMPTS):
         try:
-            return find(root_fd, spec, host=host)
+            return pinned(root_fd, spec, find(root_fd, spec, host=host))
         except OSError as exc:
             if exc.errno != errno.EAGAIN or attempt == _WALK_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def pinned(root_fd: int, spec: MaskSpec, targets: list[MaskTarget]) -> list[MaskTarget]:
+    """``targets`` and, when ``spec.pin``, after them the directories above them that the
+    call must not rename (``_pins``), each a ``"pin"`` target with its identity (opened
+    component by component, O_NOFOLLOW: raises OSError, EAGAIN when one moved)."""
+    if not spec.pin or not targets:
+        return targets
+    paths = _pins.needed(spec.hide, spec.readonly, ((t.parts, t.action, t.is_dir) for t in targets))
+    out = list(targets)
+    for parts in paths:
+        fd = _open_dir(root_fd, parts)
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        out.append(MaskTarget(parts, "pin", st.st_dev, st.st_ino, True, 0))
+    return out
 
 
 def _reopen(root_fd: int, target: MaskTarget) -> int:
@@ -1288,8 +1305,8 @@ def apply(
     checked to be the inode found). ``empty_file`` and ``empty_dir`` are the sources hidden
     entries get. ``covered``: top-level names our own set-up may already have mounted over
     (the runtime's state directories); targets at or below one that is now a mount are
-    covered by it. Returns the masked workspace-relative paths. Raises OSError: the call must
-    not run."""
+    covered by it. Returns the masked (and pinned) workspace-relative paths. Raises OSError:
+    the call must not run."""
     root_fd = os.open(workspace, _DIR_FLAGS)
     try:
         if covered:
@@ -1302,21 +1319,25 @@ def apply(
                 except FileNotFoundError:
                     pass
             targets = [t for t in targets if t.parts[0] not in over]
-        # Read-only binds first: a clone of a directory does not carry the mounts below it,
-        # so hiding first would leave the secret visible through the read-only bind on top.
-        ordered = [t for t in targets if t.action == "readonly"]
+        # Pins first (parents first), then read-only binds: a clone of a directory does not
+        # carry the mounts below it, so hiding first would leave the secret visible through
+        # the bind on top (and a pin made after would undo the masks below it).
+        ordered = sorted((t for t in targets if t.action == "pin"), key=lambda t: len(t.parts))
+        ordered += [t for t in targets if t.action == "readonly"]
         ordered += [t for t in targets if t.action == "hide"]
         for target in ordered:
             dst = _reopen(root_fd, target)
             try:
-                if target.action == "readonly":
+                if target.action != "hide":
                     src = _linux._sys(
                         "open_tree",
                         dst,
                         b"",
                         _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC | _linux.AT_EMPTY_PATH,
                     )
-                    attrs = _RO_ATTRS
+                    # A pin stays writable: only its own name is fixed (EBUSY), and what is
+                    # below it cannot leave it (EXDEV).
+                    attrs = _RO_ATTRS if target.action == "readonly" else _PIN_ATTRS
                 else:
                     source = empty_dir if target.is_dir else empty_file
                     flags = _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
@@ -1403,7 +1424,7 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
     fds: list[int] = []
     try:
         links: list[tuple[str, ...]] = []
-        targets = find(root, spec, host=workspace, watch=True, ro_links=links)
+        targets = pinned(root, spec, find(root, spec, host=workspace, watch=True, ro_links=links))
         found = tuple(targets)
         ro_links = link_identities(root, links)
         if len(targets) > _MAX_PINS:
