@@ -2,6 +2,7 @@
 
     python benchmarks/bench_masks.py [--json] [-n 40] [--files 10000] [--packages 3000]
                                      [--trees small,large,js] [--call read|write]
+                                     [--deny GLOB ...]
 
 Three workspaces: ``small`` (a few files), ``large`` (``--files`` files in directories of
 100) and ``js``, a pnpm-shaped JavaScript checkout (``--packages`` packages of 50 files in a
@@ -19,7 +20,10 @@ warm, unchanged directories replayed from their kept listings), and, where the t
 watched look (``masks.find(watch=True)``), the look on a quiet tree and after one file was
 written deep in it. ``--call write``: a 4 KiB ``write_file`` instead of the ``read_file``
 (a call that may write: on a policy with ``deny_write`` globs the fork-server looks at the
-tree again when it ends, ``_denywrite``). The trees are made, then left alone for the racy window
+tree again when it ends, ``_denywrite``; and its child binds onto itself every directory a
+rename could carry a masked entry out of its glob through, ``_pins``). ``--deny GLOB``: more
+deny globs on the two masked policies (anchored ones, ``config/**`` or ``d*/m1*.txt``, are what
+makes a writing call pin directories). The trees are made, then left alone for the racy window
 (``masks.RACY_NS``): a directory changed more recently is listed on every timestamp walk.
 """
 
@@ -129,8 +133,12 @@ def _open_up(ws: Path) -> None:
                 os.chmod(path, 0o666)
 
 
-def _policy(*, deny: bool, bound: int | None) -> Policy:
+def _policy(*, deny: bool, bound: int | None, extra: tuple[str, ...] = ()) -> Policy:
     text = default_policy_path().read_text(encoding="utf-8")
+    if deny and extra:
+        more = "".join(f", {json.dumps(g)}" for g in extra)
+        text, n = re.subn(r"(?m)^(deny = \[.*)\]$", lambda m: f"{m.group(1)}{more}]", text)
+        assert n == 1
     if not deny:
         text = re.sub(r"(?m)^deny = \[.*\]$", "deny = []", text)
         text = re.sub(r"(?m)^deny_write = \[.*\]$", "deny_write = []", text)
@@ -273,12 +281,16 @@ def run_benchmark(
     packages: int = 3000,
     trees: tuple[str, ...] = ("small", "large", "js"),
     call: str = "read",
+    deny: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     hide, readonly = mask_globs(Policy.default().document.paths)
+    hide = (*hide, *deny)
     spec = MaskSpec(hide=hide, readonly=readonly, max_entries=10_000_000)
     tmp = Path(tempfile.mkdtemp(prefix="bench-masks-", dir="/tmp"))
     os.chmod(tmp, 0o755)
     out: dict[str, Any] = {"files": files, "packages": packages, "n": n, "call": call}
+    if deny:
+        out["deny"] = list(deny)
     try:
         made: dict[str, Path] = {}
         for label in trees:
@@ -288,8 +300,8 @@ def run_benchmark(
                 made[label] = _workspace(tmp, label, 10 if label == "small" else files)
         time.sleep(masks.RACY_NS / 1e9 + 0.2)  # past the racy window: listings may be kept
         policies = {
-            "default": _policy(deny=True, bound=None),
-            "raised": _policy(deny=True, bound=10_000_000),
+            "default": _policy(deny=True, bound=None, extra=deny),
+            "raised": _policy(deny=True, bound=10_000_000, extra=deny),
             "unmasked": _policy(deny=False, bound=None),
         }
         out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
@@ -325,9 +337,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packages", type=int, default=3000, help="packages in the js tree")
     parser.add_argument("--trees", default="small,large,js", help="which trees to measure")
     parser.add_argument("--call", choices=sorted(CALLS), default="read", help="the call timed")
+    parser.add_argument(
+        "--deny", action="append", default=[], help="another deny glob (repeatable)"
+    )
     args = parser.parse_args(argv)
     res = run_benchmark(
-        args.n, args.files, args.packages, tuple(args.trees.split(",")), call=args.call
+        args.n,
+        args.files,
+        args.packages,
+        tuple(args.trees.split(",")),
+        call=args.call,
+        deny=tuple(args.deny),
     )
     if args.json:
         print(json.dumps(res, indent=1))

@@ -4,6 +4,7 @@ pins travelling with a look (``masks.signature``) and a walk (``masks.find_settl
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 from dataclasses import replace
@@ -167,3 +168,24 @@ def test_a_walk_of_its_own_pins_too(pinned_ws: Path) -> None:
     finally:
         os.close(fd)
     assert got == [("config/secrets", "hide"), ("config", "pin")]
+
+
+def test_past_the_bound_a_writing_call_fails_closed(
+    pinned_ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a", "b"):
+        (pinned_ws / name).mkdir()
+        (pinned_ws / name / "k.key").write_text("k")
+    spec = MaskSpec(hide=("*/k.key",), pin=True)
+    monkeypatch.setattr(masks, "MAX_PINS", 1)
+    fd = os.open(pinned_ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError, match="directories pinned") as info:
+            masks.find_settled(fd, spec)
+        assert info.value.errno == errno.E2BIG
+        # A call that cannot write needs none: unaffected.
+        assert len(masks.find_settled(fd, replace(spec, pin=False))) == 2
+    finally:
+        os.close(fd)
+    with masks.signature(str(pinned_ws), spec) as sig:
+        assert sig.key is None  # no spare is reused; the call's own child fails closed

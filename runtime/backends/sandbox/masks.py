@@ -94,6 +94,7 @@ from runtime.backends.sandbox._dirwatch import DirWatch
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "MAX_DEPTH",
+    "MAX_PINS",
     "MaskSpec",
     "MaskTarget",
     "Signature",
@@ -124,6 +125,11 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 #: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
 #: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
 MAX_DEPTH = 256
+#: Directories a writing call may pin (``pinned``) before it fails closed: one mount each,
+#: ~45 µs of the call's set-up apiece (benchmarks/SANDBOX.md, eleventh round). A '**/'-led
+#: glob needs none however many entries it matches; one anchored at every level
+#: (``a/*/*/k.key``) needs the directories on the way to each match.
+MAX_PINS = 4096
 
 #: A directory whose mtime or ctime is less than this old when the walk starts (or in the
 #: future) is listed afresh every time and never kept: a change in the same timestamp tick
@@ -1198,6 +1204,14 @@ def pinned(root_fd: int, spec: MaskSpec, targets: list[MaskTarget]) -> list[Mask
     if not spec.pin or not targets:
         return targets
     paths = _pins.needed(spec.hide, spec.readonly, ((t.parts, t.action, t.is_dir) for t in targets))
+    if len(paths) > MAX_PINS:
+        raise _refuse(
+            errno.E2BIG,
+            f"the policy's deny globs need {len(paths)} directories pinned (more than "
+            f"{MAX_PINS}) so that no rename carries a protected entry out of its glob; a call "
+            "that may write does not run unprotected (fewer matches, or globs led by '**/', "
+            "which need no pins)",
+        )
     out = list(targets)
     for parts in paths:
         fd = _open_dir(root_fd, parts)
