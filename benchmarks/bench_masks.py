@@ -3,6 +3,7 @@
     python benchmarks/bench_masks.py [--json] [-n 40] [--files 10000] [--packages 3000]
                                      [--trees small,large,js] [--call read|write]
                                      [--deny GLOB ...]
+    python benchmarks/bench_masks.py --pins 1000 [-n 7]   (as root)
 
 Three workspaces: ``small`` (a few files), ``large`` (``--files`` files in directories of
 100) and ``js``, a pnpm-shaped JavaScript checkout (``--packages`` packages of 50 files in a
@@ -23,7 +24,10 @@ written deep in it. ``--call write``: a 4 KiB ``write_file`` instead of the ``re
 tree again when it ends, ``_denywrite``; and its child binds onto itself every directory a
 rename could carry a masked entry out of its glob through, ``_pins``). ``--deny GLOB``: more
 deny globs on the two masked policies (anchored ones, ``config/**`` or ``d*/m1*.txt``, are what
-makes a writing call pin directories). The trees are made, then left alone for the racy window
+makes a writing call pin directories). ``--pins N``: only the mounts, ``masks.apply`` timed in
+a private mount namespace of a forked child (as root): N directories each holding a ``k.key``,
+hidden by ``**/k.key`` (no pins) and by ``d*/k.key`` (each directory pinned too), with the
+pins off and on. The trees are made, then left alone for the racy window
 (``masks.RACY_NS``): a directory changed more recently is listed on every timestamp walk.
 """
 
@@ -49,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime.backends.sandbox import masks  # noqa: E402
+from runtime.backends.sandbox import _linux, masks  # noqa: E402
 from runtime.backends.sandbox.masks import MaskSpec, find  # noqa: E402
 from runtime.backends.sandbox.zygote import CLONER_NAME  # noqa: E402
 from runtime.broker import SyncBroker  # noqa: E402
@@ -275,6 +279,60 @@ def _look_ms(ws: Path, spec: MaskSpec, n: int, deep: Path | None) -> dict[str, f
     return out
 
 
+def _apply_once(ws: Path, spec: MaskSpec, empty: Path) -> float:
+    """ms of ``masks.apply`` for ``ws`` in a fresh private mount namespace (a forked child)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            _linux.unshare(_linux.CLONE_NEWNS)
+            _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE, None)
+            fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+            targets = masks.find_settled(fd, spec)
+            t0 = time.perf_counter()
+            masks.apply(str(ws), targets, empty_file=str(empty / "f"), empty_dir=str(empty / "d"))
+            os.write(wfd, f"{(time.perf_counter() - t0) * 1000.0}".encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return float(text)
+
+
+def run_pins(count: int, n: int = 7) -> dict[str, Any]:
+    """The mounts alone (``--pins``): median and min ms of ``masks.apply`` per arm."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pins-", dir="/tmp"))
+    try:
+        ws = tmp / "ws"
+        ws.mkdir()
+        for i in range(count):
+            d = ws / f"d{i:05d}"
+            d.mkdir()
+            (d / "k.key").write_text("k")
+            (d / "a.txt").write_text("a")
+        (tmp / "e" / "d").mkdir(parents=True)
+        (tmp / "e" / "f").write_text("")
+        out: dict[str, Any] = {"directories": count, "n": n}
+        out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
+        arms = {
+            f"{glob} pin={pin}": MaskSpec(hide=(glob,), pin=pin)
+            for glob in ("**/k.key", "d*/k.key")
+            for pin in (False, True)
+        }
+        samples: dict[str, list[float]] = {label: [] for label in arms}
+        for _ in range(n):  # interleaved
+            for label, spec in arms.items():
+                samples[label].append(_apply_once(ws, spec, tmp / "e"))
+        for label, ms in samples.items():
+            out[label] = {"median_ms": round(statistics.median(ms), 2), "min_ms": round(min(ms), 2)}
+        out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_benchmark(
     n: int = 40,
     files: int = 10_000,
@@ -340,7 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deny", action="append", default=[], help="another deny glob (repeatable)"
     )
+    parser.add_argument(
+        "--pins", type=int, default=0, help="only the mounts: N pinned directories (root)"
+    )
     args = parser.parse_args(argv)
+    if args.pins:
+        print(json.dumps(run_pins(args.pins, min(args.n, 40)), indent=1))
+        return 0
     res = run_benchmark(
         args.n,
         args.files,

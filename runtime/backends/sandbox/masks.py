@@ -126,10 +126,11 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 #: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
 MAX_DEPTH = 256
 #: Directories a writing call may pin (``pinned``) before it fails closed: one mount each,
-#: ~45 µs of the call's set-up apiece (benchmarks/SANDBOX.md, eleventh round). A '**/'-led
-#: glob needs none however many entries it matches; one anchored at every level
-#: (``a/*/*/k.key``) needs the directories on the way to each match.
-MAX_PINS = 4096
+#: 60-130 µs of the call's set-up apiece, growing with the mounts already made (1,000 pins
+#: over 1,000 masks: +0.1 s; benchmarks/SANDBOX.md, eleventh round). A '**/'-led glob needs
+#: none however many entries it matches; one anchored at every level (``a/*/k.key``) needs
+#: the directories on the way to each match.
+MAX_PINS = 1024
 
 #: A directory whose mtime or ctime is less than this old when the walk starts (or in the
 #: future) is listed afresh every time and never kept: a change in the same timestamp tick
