@@ -9,7 +9,12 @@ become mounts, before the tool exists:
   directory mounted over it. Reads return nothing, writes fail with EROFS, and the mount
   point cannot be renamed, unlinked or hard-linked by the tool (EBUSY / EXDEV);
 * ``readonly`` (``paths.deny_write``): every existing match is bound read-only over itself,
-  so ``.git/hooks`` and ``.git/config`` are EROFS whatever program writes them.
+  so ``.git/hooks`` and ``.git/config`` are EROFS whatever program writes them;
+* ``pin`` (calls that may write, ``MaskSpec.pin``): the directories above those entries that
+  a rename could carry one out of its glob through (``mv config cfg`` when
+  ``config/secrets/**`` is denied: the mount follows the entry, the next call's look finds
+  it by path) are bound onto themselves: renaming one is EBUSY, moving anything out of one
+  EXDEV. Which ones is derived from the globs in ``_pins``; :func:`pinned` adds them.
 
 A symlink is never followed and never masked itself: it resolves inside the new root, so
 what it names is masked (or not) on its own account. Entries the tool creates during the
