@@ -35,7 +35,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from runtime._globs import compile_segments, star_closure
+from runtime._globs import compile_segments, star_closure, step_segments
 
 __all__ = ["needed"]
 
@@ -54,21 +54,12 @@ def _globs(hide: tuple[str, ...], readonly: tuple[str, ...]) -> tuple[tuple[_Seg
 
 
 def _accepts(segs: _Segs, tokens: list[str | None]) -> bool:
-    n = len(segs)
     states = star_closure(segs, {0})
     for tok in tokens:
-        nxt: set[int] = set()
-        for s in states:
-            if s < n:
-                seg = segs[s]
-                if seg is None:
-                    nxt.add(s)
-                elif tok is not _GAP and seg.fullmatch(tok):
-                    nxt.add(s + 1)
-        states = star_closure(segs, nxt)
+        states = step_segments(segs, states, tok)
         if not states:
             return False
-    return n in states
+    return len(segs) in states
 
 
 def _tokens(parts: tuple[str, ...], pinned: set[int], fixed_from: int) -> list[str | None]:

@@ -92,7 +92,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from runtime._globs import GlobSet, compile_segments, star_closure
+from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.backends.sandbox import _linux, _pins
 from runtime.backends.sandbox._dirwatch import DirWatch
 
@@ -467,15 +467,7 @@ class _Matcher:
             # The states a leading '**' keeps by absorbing every name so far.
             absorbed = states if segs[0] is None else frozenset()
             for name in parts:
-                nxt: set[int] = set()
-                for s in states:
-                    if s < n:
-                        seg = segs[s]
-                        if seg is None:
-                            nxt.add(s)
-                        elif seg.fullmatch(name):
-                            nxt.add(s + 1)
-                states = star_closure(segs, nxt)
+                states = step_segments(segs, states, name)
                 if not states:
                     break
             if n in states or any(s < n for s in states - absorbed):
