@@ -158,35 +158,32 @@ def test_renaming_an_ancestor_of_a_read_only_entry(tree: Path, disable: frozense
     assert (tree / "tools" / "hooks" / "pre-commit").read_text() == HOOK
 
 
-def test_move_file_tool_on_a_directory(tree: Path) -> None:
-    """The built-in ``move_file`` (the broker's policy refuses this by name; here the
-    kernel alone): EBUSY, reported as a masked entry, nothing moved."""
+def _move_file(tree: Path, source: str, destination: str, refusal: str) -> None:
+    """The built-in ``move_file`` on the backend alone (the broker's policy is not asked):
+    refused with ``reason = "masked"`` and a message matching ``refusal``."""
     from runtime.catalogue import Catalogue
 
     move = Catalogue().get("move_file")
 
     async def fn(b: Any) -> Any:
-        return await call(b, move, tree, source="config", destination="cfg")
+        return await call(b, move, tree, source=source, destination=destination)
 
-    with pytest.raises(ToolFailed, match="policy hides or protects") as info:
+    with pytest.raises(ToolFailed, match=refusal) as info:
         run_with_backend(fn, masks=SPEC)
     assert info.value.details["reason"] == "masked"
+
+
+def test_move_file_tool_on_a_directory(tree: Path) -> None:
+    """The broker's policy refuses this by name; here the kernel alone: EBUSY, reported as
+    a masked entry, nothing moved."""
+    _move_file(tree, "config", "cfg", "policy hides or protects")
     assert (tree / "config" / "secrets" / "prod.env").exists() and not (tree / "cfg").exists()
 
 
 def test_move_file_tool_out_of_a_pinned_directory(tree: Path) -> None:
     """A plain file moved out of a pinned directory: rename(2) is EXDEV across the pin, and
     the tool says why instead of "outside the workspace"."""
-    from runtime.catalogue import Catalogue
-
-    move = Catalogue().get("move_file")
-
-    async def fn(b: Any) -> Any:
-        return await call(b, move, tree, source="config/app.toml", destination="app.toml")
-
-    with pytest.raises(ToolFailed, match="copy it instead") as info:
-        run_with_backend(fn, masks=SPEC)
-    assert info.value.details["reason"] == "masked"
+    _move_file(tree, "config/app.toml", "app.toml", "copy it instead")
     assert (tree / "config" / "app.toml").exists()
 
 
