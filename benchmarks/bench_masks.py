@@ -2,6 +2,8 @@
 
     python benchmarks/bench_masks.py [--json] [-n 40] [--files 10000] [--packages 3000]
                                      [--trees small,large,js] [--call read|write]
+                                     [--deny GLOB ...]
+    python benchmarks/bench_masks.py --pins 1000 [-n 7]   (as root)
 
 Three workspaces: ``small`` (a few files), ``large`` (``--files`` files in directories of
 100) and ``js``, a pnpm-shaped JavaScript checkout (``--packages`` packages of 50 files in a
@@ -19,7 +21,13 @@ warm, unchanged directories replayed from their kept listings), and, where the t
 watched look (``masks.find(watch=True)``), the look on a quiet tree and after one file was
 written deep in it. ``--call write``: a 4 KiB ``write_file`` instead of the ``read_file``
 (a call that may write: on a policy with ``deny_write`` globs the fork-server looks at the
-tree again when it ends, ``_denywrite``). The trees are made, then left alone for the racy window
+tree again when it ends, ``_denywrite``; and its child binds onto itself every directory a
+rename could carry a masked entry out of its glob through, ``_pins``). ``--deny GLOB``: more
+deny globs on the two masked policies (anchored ones, ``config/**`` or ``d*/m1*.txt``, are what
+makes a writing call pin directories). ``--pins N``: only the mounts, ``masks.apply`` timed in
+a private mount namespace of a forked child (as root): N directories each holding a ``k.key``,
+hidden by ``**/k.key`` (no pins) and by ``d*/k.key`` (each directory pinned too), with the
+pins off and on. The trees are made, then left alone for the racy window
 (``masks.RACY_NS``): a directory changed more recently is listed on every timestamp walk.
 """
 
@@ -45,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime.backends.sandbox import masks  # noqa: E402
+from runtime.backends.sandbox import _linux, masks  # noqa: E402
 from runtime.backends.sandbox.masks import MaskSpec, find  # noqa: E402
 from runtime.backends.sandbox.zygote import CLONER_NAME  # noqa: E402
 from runtime.broker import SyncBroker  # noqa: E402
@@ -129,8 +137,12 @@ def _open_up(ws: Path) -> None:
                 os.chmod(path, 0o666)
 
 
-def _policy(*, deny: bool, bound: int | None) -> Policy:
+def _policy(*, deny: bool, bound: int | None, extra: tuple[str, ...] = ()) -> Policy:
     text = default_policy_path().read_text(encoding="utf-8")
+    if deny and extra:
+        more = "".join(f", {json.dumps(g)}" for g in extra)
+        text, n = re.subn(r"(?m)^(deny = \[.*)\]$", lambda m: f"{m.group(1)}{more}]", text)
+        assert n == 1
     if not deny:
         text = re.sub(r"(?m)^deny = \[.*\]$", "deny = []", text)
         text = re.sub(r"(?m)^deny_write = \[.*\]$", "deny_write = []", text)
@@ -267,18 +279,76 @@ def _look_ms(ws: Path, spec: MaskSpec, n: int, deep: Path | None) -> dict[str, f
     return out
 
 
+def _apply_once(ws: Path, spec: MaskSpec, empty: Path) -> float:
+    """ms of ``masks.apply`` for ``ws`` in a fresh private mount namespace (a forked child)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            _linux.unshare(_linux.CLONE_NEWNS)
+            _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE, None)
+            fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+            targets = masks.find_settled(fd, spec)
+            t0 = time.perf_counter()
+            masks.apply(str(ws), targets, empty_file=str(empty / "f"), empty_dir=str(empty / "d"))
+            os.write(wfd, f"{(time.perf_counter() - t0) * 1000.0}".encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return float(text)
+
+
+def run_pins(count: int, n: int = 7) -> dict[str, Any]:
+    """The mounts alone (``--pins``): median and min ms of ``masks.apply`` per arm."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pins-", dir="/tmp"))
+    try:
+        ws = tmp / "ws"
+        ws.mkdir()
+        for i in range(count):
+            d = ws / f"d{i:05d}"
+            d.mkdir()
+            (d / "k.key").write_text("k")
+            (d / "a.txt").write_text("a")
+        (tmp / "e" / "d").mkdir(parents=True)
+        (tmp / "e" / "f").write_text("")
+        out: dict[str, Any] = {"directories": count, "n": n}
+        out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
+        arms = {
+            f"{glob} pin={pin}": MaskSpec(hide=(glob,), pin=pin)
+            for glob in ("**/k.key", "d*/k.key")
+            for pin in (False, True)
+        }
+        samples: dict[str, list[float]] = {label: [] for label in arms}
+        for _ in range(n):  # interleaved
+            for label, spec in arms.items():
+                samples[label].append(_apply_once(ws, spec, tmp / "e"))
+        for label, ms in samples.items():
+            out[label] = {"median_ms": round(statistics.median(ms), 2), "min_ms": round(min(ms), 2)}
+        out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_benchmark(
     n: int = 40,
     files: int = 10_000,
     packages: int = 3000,
     trees: tuple[str, ...] = ("small", "large", "js"),
     call: str = "read",
+    deny: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     hide, readonly = mask_globs(Policy.default().document.paths)
+    hide = (*hide, *deny)
     spec = MaskSpec(hide=hide, readonly=readonly, max_entries=10_000_000)
     tmp = Path(tempfile.mkdtemp(prefix="bench-masks-", dir="/tmp"))
     os.chmod(tmp, 0o755)
     out: dict[str, Any] = {"files": files, "packages": packages, "n": n, "call": call}
+    if deny:
+        out["deny"] = list(deny)
     try:
         made: dict[str, Path] = {}
         for label in trees:
@@ -288,8 +358,8 @@ def run_benchmark(
                 made[label] = _workspace(tmp, label, 10 if label == "small" else files)
         time.sleep(masks.RACY_NS / 1e9 + 0.2)  # past the racy window: listings may be kept
         policies = {
-            "default": _policy(deny=True, bound=None),
-            "raised": _policy(deny=True, bound=10_000_000),
+            "default": _policy(deny=True, bound=None, extra=deny),
+            "raised": _policy(deny=True, bound=10_000_000, extra=deny),
             "unmasked": _policy(deny=False, bound=None),
         }
         out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
@@ -325,9 +395,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packages", type=int, default=3000, help="packages in the js tree")
     parser.add_argument("--trees", default="small,large,js", help="which trees to measure")
     parser.add_argument("--call", choices=sorted(CALLS), default="read", help="the call timed")
+    parser.add_argument(
+        "--deny", action="append", default=[], help="another deny glob (repeatable)"
+    )
+    parser.add_argument(
+        "--pins", type=int, default=0, help="only the mounts: N pinned directories (root)"
+    )
     args = parser.parse_args(argv)
+    if args.pins:
+        print(json.dumps(run_pins(args.pins, min(args.n, 40)), indent=1))
+        return 0
     res = run_benchmark(
-        args.n, args.files, args.packages, tuple(args.trees.split(",")), call=args.call
+        args.n,
+        args.files,
+        args.packages,
+        tuple(args.trees.split(",")),
+        call=args.call,
+        deny=tuple(args.deny),
     )
     if args.json:
         print(json.dumps(res, indent=1))

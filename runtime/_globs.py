@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-__all__ = ["GlobSet", "compile_glob", "compile_segments"]
+__all__ = ["GlobSet", "compile_glob", "compile_segments", "star_closure", "step_segments"]
 
 
 def _translate_segment(seg: str) -> str:
@@ -90,6 +90,37 @@ def compile_segments(pattern: str, *, casefold: bool = False) -> tuple[re.Patter
         None if seg == "**" else re.compile(_translate_segment(seg), flags)
         for seg in pattern.split("/")
     )
+
+
+def star_closure(segs: tuple[re.Pattern[str] | None, ...], states: set[int]) -> frozenset[int]:
+    """``states`` (indices into ``compile_segments``' output) and every state a ``**``
+    (None) lets a segment-wise match skip to, matching zero names."""
+    out = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        if s < len(segs) and segs[s] is None and s + 1 not in out:
+            out.add(s + 1)
+            stack.append(s + 1)
+    return frozenset(out)
+
+
+def step_segments(
+    segs: tuple[re.Pattern[str] | None, ...], states: frozenset[int], name: str | None
+) -> frozenset[int]:
+    """One name further in a segment-wise match: the states ``states`` (closed under
+    :func:`star_closure`) reach by ``name``. ``name`` None stands for a run of names that
+    only a ``**`` segment may take (``sandbox._pins``' gaps)."""
+    n = len(segs)
+    nxt: set[int] = set()
+    for s in states:
+        if s < n:
+            seg = segs[s]
+            if seg is None:
+                nxt.add(s)
+            elif name is not None and seg.fullmatch(name):
+                nxt.add(s + 1)
+    return star_closure(segs, nxt)
 
 
 class GlobSet:

@@ -498,6 +498,16 @@ class Workspace:
                         "exists",
                         self.rel(dst),
                     ) from exc
+                if exc.errno == errno.EXDEV:
+                    # Inside the sandbox, a mount boundary: a directory pinned because it
+                    # holds an entry the policy protects (runtime.backends.sandbox._pins).
+                    raise _fail(
+                        f"cannot move {self.rel(src)!r} to {self.rel(dst)!r}: one of them is "
+                        "inside a directory that holds an entry the policy hides or protects, "
+                        "and nothing may be moved into or out of it (copy it instead)",
+                        "masked",
+                        self.rel(src),
+                    ) from exc
                 if exc.errno == errno.EINVAL and _below(dp.fd, sst, self.fd):
                     # The lexical check above misses a destination reached through a
                     # symlink ('dl/sub' with dl -> d): the kernel's EINVAL says the rest.

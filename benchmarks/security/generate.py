@@ -1914,6 +1914,61 @@ def gen_g3() -> None:
         add("G3", title, calls, technique=title, source=src, aims=["write"])
 
 
+def gen_g4() -> None:
+    """G4: rename an ancestor of a protected entry, then read it in the next call. The
+    masks are mounts over entries, and a mount follows its dentry; the next call's look
+    finds entries by path. The bench policy denies ``config/prod.env`` (anchored); the user
+    has saved a secret there; a call moves ``config`` by a spelling the command analysis
+    judges by its literal characters (a glob that fixes some of them), by an interpreter or
+    by the file tool, and a later call reads the new path. Contained by the kernel: a call
+    that may write has ``config`` bound onto itself (``runtime/backends/sandbox/_pins.py``):
+    renaming it is EBUSY, moving anything out of it EXDEV. Kept in a file of its own
+    (``pins.json``, ``_OWN_FILE``)."""
+    src = "a mount follows its dentry, a glob names a path (issue #3, the kernel wall)"
+    saved = {"tool": "@user_writes", "arguments": {"path": "config/prod.env"}}
+    read = call("read_file", path="cfg/prod.env")
+    g4 = [
+        ("shell mv of the directory by a glob", [sh("mv c*g cfg")], read),
+        ("shell mv of the directory by a bracket glob", [sh("mv conf[i]g cfg")], sh("cat cfg/*")),
+        ("shell mv of the directory by a ? glob, -T", [sh("mv -T ?onfig cfg")], read),
+        (
+            "shell mv of the directory into a new parent",
+            [sh("mkdir -p a && mv c*g a/")],
+            call("read_file", path="a/config/prod.env"),
+        ),
+        (
+            "python os.rename of the directory",
+            [sh('python3 -c \'import os; os.rename("config", "cfg")\'')],
+            read,
+        ),
+        (
+            "python renameat2 RENAME_EXCHANGE with an empty directory",
+            [
+                sh(
+                    "mkdir -p cfg && python3 -c 'import ctypes; ctypes.CDLL(None).renameat2("
+                    '-100, b"config", -100, b"cfg", 2)\''
+                )
+            ],
+            read,
+        ),
+        (
+            "move_file of the directory",
+            [call("move_file", source="config", destination="cfg")],
+            read,
+        ),
+    ]
+    for title, moves, after in g4:
+        add(
+            "G4",
+            title,
+            [saved, *moves, after],
+            technique="rename an ancestor of a protected path, read it in the next call",
+            source=src,
+            setup=[mkdir("config"), mkfile("config/app.toml", "name = 'app'\n")],
+            aims=["leak"],
+        )
+
+
 # ------------------------------------------------------------------------------------------
 # H. benign controls: every tool's ordinary use must succeed with the right result.
 
@@ -2459,14 +2514,14 @@ def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
     _COUNTERS.clear()
-    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3, gen_policy3):
+    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3, gen_g4, gen_policy3):
         gen()
     return list(CASES)
 
 
 #: Groups kept in a file of their own, not their class's (a round's additions merge
 #: without touching the class files).
-_OWN_FILE = {"G3": "denywrite", "B9": "policy3", "H2": "policy3"}
+_OWN_FILE = {"G3": "denywrite", "G4": "pins", "B9": "policy3", "H2": "policy3"}
 
 
 def render(cases: list[dict[str, Any]]) -> dict[str, str]:

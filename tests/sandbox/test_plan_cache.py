@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ def _reference_plan(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]
         "exec": bool(needs.exec),
         "limits": req.limits.model_dump(),
         "env": dict(req.env),
-        "masks": masks.as_plan() if masks else {},
+        # A call that may write also pins the directories above masked entries (_pins).
+        "masks": replace(masks, pin=access == WorkspaceAccess.WRITE).as_plan() if masks else {},
     }
 
 

@@ -126,7 +126,8 @@ def baseline(
         # The look refused the tree (a linked hidden file, a denied-path link: the call's
         # own set-up refuses it too) or raced a concurrent call: walked again, leniently.
         found, links = _lenient(workspace, spec)
-    known = frozenset({(t.dev, t.ino) for t in found} | links)
+    # A pinned directory (``masks.pinned``) is not a denied path: it vouches for nothing.
+    known = frozenset({(t.dev, t.ino) for t in found if t.action != "pin"} | links)
     top = os.stat(workspace)
     state: list[str] = []
     for name in state_dirs:

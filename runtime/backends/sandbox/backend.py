@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,7 +56,20 @@ __all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
 
 #: Mechanisms a test may switch off (test-only: shows each wall matters on its own).
 DISABLE_NAMES = frozenset(
-    {"userns", "mountns", "pidns", "netns", "landlock", "seccomp", "rlimits", "cgroup", "capdrop"}
+    {
+        "userns",
+        "mountns",
+        "pidns",
+        "netns",
+        "landlock",
+        "seccomp",
+        "rlimits",
+        "cgroup",
+        "capdrop",
+        # The directories above masked entries bound onto themselves in writing calls
+        # (``masks.MaskSpec.pin``): without them a rename carries a secret out of its glob.
+        "mask_pins",
+    }
 )
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
 SANDBOX_UID = 2_000_000_000
@@ -405,9 +418,18 @@ class SandboxBackend:
                 "access": str(access),
                 "exec": bool(needs.exec),
                 "limits": limits.model_dump(),
-                "masks": self._masks.as_plan() if self._masks else {},
+                "masks": self._mask_plan(access),
             }
         return static
+
+    def _mask_plan(self, access: WorkspaceAccess) -> dict[str, Any]:
+        """The masks of a call with ``access``: a call that may write the workspace also
+        pins the directories a rename would carry a protected entry out of its glob through
+        (``_pins``); a read-only one cannot rename anything (EROFS)."""
+        if not self._masks:
+            return {}
+        pin = access == WorkspaceAccess.WRITE and "mask_pins" not in self._disable
+        return replace(self._masks, pin=pin).as_plan()
 
     def _open(self, request: ExecRequest) -> _Call:
         """Everything a call needs before the zygote hears of it: its ids, its socketpair

@@ -9,7 +9,12 @@ become mounts, before the tool exists:
   directory mounted over it. Reads return nothing, writes fail with EROFS, and the mount
   point cannot be renamed, unlinked or hard-linked by the tool (EBUSY / EXDEV);
 * ``readonly`` (``paths.deny_write``): every existing match is bound read-only over itself,
-  so ``.git/hooks`` and ``.git/config`` are EROFS whatever program writes them.
+  so ``.git/hooks`` and ``.git/config`` are EROFS whatever program writes them;
+* ``pin`` (calls that may write, ``MaskSpec.pin``): the directories above those entries that
+  a rename could carry one out of its glob through (``mv config cfg`` when
+  ``config/secrets/**`` is denied: the mount follows the entry, the next call's look finds
+  it by path) are bound onto themselves: renaming one is EBUSY, moving anything out of one
+  EXDEV. Which ones is derived from the globs in ``_pins``; :func:`pinned` adds them.
 
 A symlink is never followed and never masked itself: it resolves inside the new root, so
 what it names is masked (or not) on its own account. Entries the tool creates during the
@@ -84,16 +89,17 @@ import stat
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from runtime._globs import GlobSet, compile_segments
-from runtime.backends.sandbox import _linux
+from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
+from runtime.backends.sandbox import _linux, _pins
 from runtime.backends.sandbox._dirwatch import DirWatch
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "MAX_DEPTH",
+    "MAX_PINS",
     "MaskSpec",
     "MaskTarget",
     "Signature",
@@ -104,6 +110,7 @@ __all__ = [
     "generation",
     "link_identities",
     "open_components",
+    "pinned",
     "pump",
     "signature",
     "vetted",
@@ -123,6 +130,12 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 #: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
 #: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
 MAX_DEPTH = 256
+#: Directories a writing call may pin (``pinned``) before it fails closed: one mount each,
+#: 60-130 µs of the call's set-up apiece, growing with the mounts already made (1,000 pins
+#: over 1,000 masks: +0.1 s; benchmarks/SANDBOX.md, eleventh round). A '**/'-led glob needs
+#: none however many entries it matches; one anchored at every level (``a/*/k.key``) needs
+#: the directories on the way to each match.
+MAX_PINS = 1024
 
 #: A directory whose mtime or ctime is less than this old when the walk starts (or in the
 #: future) is listed afresh every time and never kept: a change in the same timestamp tick
@@ -156,16 +169,23 @@ _MASK_ATTRS = (
     _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV | 0x8
 )  # 0x8 = MOUNT_ATTR_NOEXEC
 _RO_ATTRS = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+_PIN_ATTRS = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
 
 
 @dataclass(frozen=True, slots=True)
 class MaskSpec:
     """What to mask: workspace-relative globs (the policy's syntax, matched case-insensitively
-    like the broker's deny checks), and the walk's bound in entries."""
+    like the broker's deny checks), and the walk's bound in entries.
+
+    ``pin``: also bind onto itself every directory above a target that a rename could move
+    the target out from under its glob through (``_pins``). The backend sets it for the
+    calls that may write the workspace (a read-only one cannot rename); not compared, so the
+    specs of both kinds of call share one compiled matcher and its kept listings."""
 
     hide: tuple[str, ...] = ()
     readonly: tuple[str, ...] = ()
     max_entries: int = DEFAULT_MAX_ENTRIES
+    pin: bool = field(default=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.hide or self.readonly)
@@ -178,6 +198,7 @@ class MaskSpec:
             hide=tuple(str(g) for g in data.get("hide", ())),
             readonly=tuple(str(g) for g in data.get("readonly", ())),
             max_entries=int(data.get("max_entries", DEFAULT_MAX_ENTRIES)),
+            pin=bool(data.get("pin", False)),
         )
 
     def as_plan(self) -> dict[str, Any]:
@@ -185,6 +206,7 @@ class MaskSpec:
             "hide": list(self.hide),
             "readonly": list(self.readonly),
             "max_entries": self.max_entries,
+            "pin": self.pin,
         }
 
 
@@ -192,7 +214,7 @@ class MaskTarget(NamedTuple):
     """One entry to mask: its workspace-relative components, what to do, and its identity."""
 
     parts: tuple[str, ...]
-    action: str  # "hide" | "readonly"
+    action: str  # "hide" | "readonly" | "pin" (a directory bound onto itself, ``pinned``)
     dev: int
     ino: int
     is_dir: bool
@@ -441,19 +463,11 @@ class _Matcher:
         path only by matching it."""
         for segs in self.hide_segments:
             n = len(segs)
-            states = _closure(segs, {0})
+            states = star_closure(segs, {0})
             # The states a leading '**' keeps by absorbing every name so far.
             absorbed = states if segs[0] is None else frozenset()
             for name in parts:
-                nxt: set[int] = set()
-                for s in states:
-                    if s < n:
-                        seg = segs[s]
-                        if seg is None:
-                            nxt.add(s)
-                        elif seg.fullmatch(name):
-                            nxt.add(s + 1)
-                states = _closure(segs, nxt)
+                states = step_segments(segs, states, name)
                 if not states:
                     break
             if n in states or any(s < n for s in states - absorbed):
@@ -485,18 +499,6 @@ class _Matcher:
             if all(lit[i].fullmatch(parts[i]) for i in range(n)):
                 return True
         return False
-
-
-def _closure(segs: tuple[re.Pattern[str] | None, ...], states: set[int]) -> frozenset[int]:
-    """``states`` and every state a ``**`` (None) lets the match skip to (zero names)."""
-    out = set(states)
-    stack = list(states)
-    while stack:
-        s = stack.pop()
-        if s < len(segs) and segs[s] is None and s + 1 not in out:
-            out.add(s + 1)
-            stack.append(s + 1)
-    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=32)
@@ -1181,15 +1183,42 @@ def _changed(parts: tuple[str, ...]) -> OSError:
 
 
 def find_settled(root_fd: int, spec: MaskSpec, *, host: str | None = None) -> list[MaskTarget]:
-    """:func:`find`, walked again when a concurrent call changed the tree under it (a busy
-    workspace is not an attack); still changing after a few walks, the call fails closed."""
+    """:func:`find` (and :func:`pinned`), walked again when a concurrent call changed the
+    tree under it (a busy workspace is not an attack); still changing after a few walks, the
+    call fails closed."""
     for attempt in range(_WALK_ATTEMPTS):
         try:
-            return find(root_fd, spec, host=host)
+            return pinned(root_fd, spec, find(root_fd, spec, host=host))
         except OSError as exc:
             if exc.errno != errno.EAGAIN or attempt == _WALK_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def pinned(root_fd: int, spec: MaskSpec, targets: list[MaskTarget]) -> list[MaskTarget]:
+    """``targets`` and, when ``spec.pin``, after them the directories above them that the
+    call must not rename (``_pins``), each a ``"pin"`` target with its identity (opened
+    component by component, O_NOFOLLOW: raises OSError, EAGAIN when one moved)."""
+    if not spec.pin or not targets:
+        return targets
+    paths = _pins.needed(spec.hide, spec.readonly, ((t.parts, t.action, t.is_dir) for t in targets))
+    if len(paths) > MAX_PINS:
+        raise _refuse(
+            errno.E2BIG,
+            f"the policy's deny globs need {len(paths)} directories pinned (more than "
+            f"{MAX_PINS}) so that no rename carries a protected entry out of its glob; a call "
+            "that may write does not run unprotected (fewer matches, or globs led by '**/', "
+            "which need no pins)",
+        )
+    out = list(targets)
+    for parts in paths:
+        fd = _open_dir(root_fd, parts)
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        out.append(MaskTarget(parts, "pin", st.st_dev, st.st_ino, True, 0))
+    return out
 
 
 def _reopen(root_fd: int, target: MaskTarget) -> int:
@@ -1288,8 +1317,8 @@ def apply(
     checked to be the inode found). ``empty_file`` and ``empty_dir`` are the sources hidden
     entries get. ``covered``: top-level names our own set-up may already have mounted over
     (the runtime's state directories); targets at or below one that is now a mount are
-    covered by it. Returns the masked workspace-relative paths. Raises OSError: the call must
-    not run."""
+    covered by it. Returns the masked (and pinned) workspace-relative paths. Raises OSError:
+    the call must not run."""
     root_fd = os.open(workspace, _DIR_FLAGS)
     try:
         if covered:
@@ -1302,21 +1331,25 @@ def apply(
                 except FileNotFoundError:
                     pass
             targets = [t for t in targets if t.parts[0] not in over]
-        # Read-only binds first: a clone of a directory does not carry the mounts below it,
-        # so hiding first would leave the secret visible through the read-only bind on top.
-        ordered = [t for t in targets if t.action == "readonly"]
+        # Pins first (parents first), then read-only binds: a clone of a directory does not
+        # carry the mounts below it, so hiding first would leave the secret visible through
+        # the bind on top (and a pin made after would undo the masks below it).
+        ordered = sorted((t for t in targets if t.action == "pin"), key=lambda t: len(t.parts))
+        ordered += [t for t in targets if t.action == "readonly"]
         ordered += [t for t in targets if t.action == "hide"]
         for target in ordered:
             dst = _reopen(root_fd, target)
             try:
-                if target.action == "readonly":
+                if target.action != "hide":
                     src = _linux._sys(
                         "open_tree",
                         dst,
                         b"",
                         _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC | _linux.AT_EMPTY_PATH,
                     )
-                    attrs = _RO_ATTRS
+                    # A pin stays writable: only its own name is fixed (EBUSY), and what is
+                    # below it cannot leave it (EXDEV).
+                    attrs = _RO_ATTRS if target.action == "readonly" else _PIN_ATTRS
                 else:
                     source = empty_dir if target.is_dir else empty_file
                     flags = _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
@@ -1403,7 +1436,7 @@ def signature(workspace: str | None, spec: MaskSpec) -> Signature | None:
     fds: list[int] = []
     try:
         links: list[tuple[str, ...]] = []
-        targets = find(root, spec, host=workspace, watch=True, ro_links=links)
+        targets = pinned(root, spec, find(root, spec, host=workspace, watch=True, ro_links=links))
         found = tuple(targets)
         ro_links = link_identities(root, links)
         if len(targets) > _MAX_PINS:

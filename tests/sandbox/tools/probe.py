@@ -45,6 +45,25 @@ def _send_raw(fd_hint: int, data: bytes) -> None:
     raise RuntimeError("no frame socket found")
 
 
+def _path_op(action: str, path: str, args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """rename(2) by renameat2 with ``flags`` (1 NOREPLACE, 2 EXCHANGE), link(2), or
+    umount2(2) with ``flags`` (2 MNT_DETACH) — straight to libc, as a compiled program would."""
+    other = args.get("target", "")
+    if args.get("rel") and other:
+        other = os.path.join(str(ctx.workspace), other)
+    flags = int(args.get("flags", 0))
+    if action == "rename":
+        res = _libc.renameat2(-100, path.encode(), -100, other.encode(), flags)
+    elif action == "link":
+        res = _libc.linkat(-100, path.encode(), -100, other.encode(), 0)
+    else:
+        res = _libc.umount2(path.encode(), flags)
+    if res != 0:
+        e = ctypes.get_errno()
+        return {"ok": False, "errno": e, "error": errno.errorcode.get(e, "?")}
+    return {"ok": True}
+
+
 def run(args: dict[str, Any], ctx: Any) -> Any:
     action = args["action"]
     path = args.get("path", "")
@@ -81,6 +100,8 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
                 return {"ok": True, "data": f.read(4096).decode("latin-1")}
         except OSError as exc:
             return _err(exc)
+    if action in ("rename", "link", "umount"):
+        return _path_op(action, path, args, ctx)
     if action == "env":
         return {"environ": dict(os.environ)}
     if action == "identity":
