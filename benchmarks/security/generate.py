@@ -2514,7 +2514,19 @@ def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
     _COUNTERS.clear()
-    for gen in (gen_a, gen_b, gen_c, gen_d, gen_e, gen_f, gen_g, gen_h, gen_g3, gen_g4, gen_policy3):
+    for gen in (
+        gen_a,
+        gen_b,
+        gen_c,
+        gen_d,
+        gen_e,
+        gen_f,
+        gen_g,
+        gen_h,
+        gen_g3,
+        gen_g4,
+        gen_policy3,
+    ):
         gen()
     return list(CASES)
 
