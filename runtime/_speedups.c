@@ -1001,17 +1001,13 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
  * page cache in a few microseconds, and the caller holds the log's write lock, so no other
  * thread could journal meanwhile anyway; releasing the GIL around it cost two threads
  * sharing one broker a GIL hand-off per record (a futex wake of the waiting thread, which
- * then ran until it blocked on that write lock, and a wait to take the GIL back) — two
- * threads on one SyncBroker made fewer calls a second than one (benchmarks/BROKER-CPU.md,
- * round five). Longer lines (large arguments) release it, as os.write does. */
+ * then ran until it blocked on that write lock, and a wait to take the GIL back): the cause
+ * found for two threads on one SyncBroker making fewer calls a second than one on a quiet
+ * machine (benchmarks/BROKER-CPU.md, round five). Longer lines (large arguments) release
+ * it, as os.write does. */
 #define JOURNAL_HOLD_GIL_MAX 65536
 
-/* The journal's link check and write of one encoded line, shared by journal_write and
- * journal_append: with ``check_link``, fstat first and nothing written when the file has no
- * link left (*status = 1); then write(2) of ``n`` bytes (*written, possibly short). The GIL
- * is released around the system calls (``buf`` is the caller's own); EINTR is retried after
- * the signal handlers ran, as os.write does (PEP 475). Returns 0, an errno value, or -1 when
- * a signal handler raised (the exception is set). */
+/* journal_put's system calls, once (*err: 0 or errno). */
 static void journal_syscalls(int fd, int check_link, const char *buf, size_t n, int *status,
                              Py_ssize_t *written, int *err) {
     if (check_link) {
@@ -1030,6 +1026,13 @@ static void journal_syscalls(int fd, int check_link, const char *buf, size_t n, 
     }
 }
 
+/* The journal's link check and write of one encoded line, shared by journal_write and
+ * journal_append: with ``check_link``, fstat first and nothing written when the file has no
+ * link left (*status = 1); then write(2) of ``n`` bytes (*written, possibly short). The GIL
+ * is held for lines up to JOURNAL_HOLD_GIL_MAX and released around the system calls for
+ * longer ones (``buf`` is the caller's own); EINTR is retried after the signal handlers ran,
+ * as os.write does (PEP 475). Returns 0, an errno value, or -1 when a signal handler raised
+ * (the exception is set). */
 static int journal_put(int fd, int check_link, const char *buf, size_t n, int *status,
                        Py_ssize_t *written) {
     int err = 0;
@@ -1087,8 +1090,8 @@ static PyObject *free_blocks(PyObject *module, PyObject *arg) {
  * write is the caller's to repair); 1: ``check_link`` and the file has no link left (its
  * directory entry was removed while open), nothing written. OSError from fstat or write,
  * nothing written; EINTR is retried after the signal handlers ran, as os.write does (PEP
- * 475), and an exception they raise propagates. The GIL is released around the system calls
- * (the line is this call's own buffer). */
+ * 475), and an exception they raise propagates. The GIL is held for short lines and released
+ * around the system calls for long ones (journal_put; the line is this call's own buffer). */
 static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
