@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -996,32 +997,53 @@ static PyObject *record(PyObject *module, PyObject *const *args, Py_ssize_t narg
 
 /* ---- writing a journal record ------------------------------------------------------- */
 
+/* Lines up to this size are written with the GIL held. Why: a journal line goes to the
+ * page cache in a few microseconds, and the caller holds the log's write lock, so no other
+ * thread could journal meanwhile anyway; releasing the GIL around it cost two threads
+ * sharing one broker a GIL hand-off per record (a futex wake of the waiting thread, which
+ * then ran until it blocked on that write lock, and a wait to take the GIL back): the cause
+ * found for two threads on one SyncBroker making fewer calls a second than one on a quiet
+ * machine (benchmarks/BROKER-CPU.md, round five). Longer lines (large arguments) release
+ * it, as os.write does. */
+#define JOURNAL_HOLD_GIL_MAX 65536
+
+/* journal_put's system calls, once (*err: 0 or errno). */
+static void journal_syscalls(int fd, int check_link, const char *buf, size_t n, int *status,
+                             Py_ssize_t *written, int *err) {
+    if (check_link) {
+        struct stat sb;
+        if (fstat(fd, &sb) != 0) {
+            *err = errno;
+        } else if (sb.st_nlink == 0) {
+            *status = 1;
+        }
+    }
+    if (!*err && *status == 0) {
+        *written = write(fd, buf, n);
+        if (*written < 0) {
+            *err = errno;
+        }
+    }
+}
+
 /* The journal's link check and write of one encoded line, shared by journal_write and
  * journal_append: with ``check_link``, fstat first and nothing written when the file has no
  * link left (*status = 1); then write(2) of ``n`` bytes (*written, possibly short). The GIL
- * is released around the system calls (``buf`` is the caller's own); EINTR is retried after
- * the signal handlers ran, as os.write does (PEP 475). Returns 0, an errno value, or -1 when
- * a signal handler raised (the exception is set). */
+ * is held for lines up to JOURNAL_HOLD_GIL_MAX and released around the system calls for
+ * longer ones (``buf`` is the caller's own); EINTR is retried after the signal handlers ran,
+ * as os.write does (PEP 475). Returns 0, an errno value, or -1 when a signal handler raised
+ * (the exception is set). */
 static int journal_put(int fd, int check_link, const char *buf, size_t n, int *status,
                        Py_ssize_t *written) {
     int err = 0;
     for (;;) {
-        Py_BEGIN_ALLOW_THREADS
-        if (check_link) {
-            struct stat sb;
-            if (fstat(fd, &sb) != 0) {
-                err = errno;
-            } else if (sb.st_nlink == 0) {
-                *status = 1;
-            }
+        if (n <= JOURNAL_HOLD_GIL_MAX) {
+            journal_syscalls(fd, check_link, buf, n, status, written, &err);
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            journal_syscalls(fd, check_link, buf, n, status, written, &err);
+            Py_END_ALLOW_THREADS
         }
-        if (!err && *status == 0) {
-            *written = write(fd, buf, n);
-            if (*written < 0) {
-                err = errno;
-            }
-        }
-        Py_END_ALLOW_THREADS
         if (err != EINTR) {
             return err;
         }
@@ -1031,6 +1053,27 @@ static int journal_put(int fd, int check_link, const char *buf, size_t n, int *s
         err = 0;
         *written = -1;
     }
+}
+
+/* free_blocks(fd, /) -> int: fstatvfs(fd)'s f_bavail (the blocks free for this user), the
+ * GIL held, as for a journal line (JOURNAL_HOLD_GIL_MAX): os.fstatvfs released it and built
+ * an 11-field result, for the write-ahead record's free-space check. OSError as os.fstatvfs
+ * (EINTR retried after the signal handlers ran). */
+static PyObject *free_blocks(PyObject *module, PyObject *arg) {
+    int fd = PyObject_AsFileDescriptor(arg);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct statvfs sv;
+    while (fstatvfs(fd, &sv) != 0) {
+        if (errno != EINTR) {
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return NULL;
+        }
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)sv.f_bavail);
 }
 
 /* Why: journaling a record from Python took record(), a tuple slice, Journal.append's frame,
@@ -1047,8 +1090,8 @@ static int journal_put(int fd, int check_link, const char *buf, size_t n, int *s
  * write is the caller's to repair); 1: ``check_link`` and the file has no link left (its
  * directory entry was removed while open), nothing written. OSError from fstat or write,
  * nothing written; EINTR is retried after the signal handlers ran, as os.write does (PEP
- * 475), and an exception they raise propagates. The GIL is released around the system calls
- * (the line is this call's own buffer). */
+ * 475), and an exception they raise propagates. The GIL is held for short lines and released
+ * around the system calls for long ones (journal_put; the line is this call's own buffer). */
 static PyObject *journal_write(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
@@ -2410,6 +2453,8 @@ static PyMethodDef methods[] = {
     {"journal_write", (PyCFunction)(void (*)(void))journal_write, METH_FASTCALL,
      "journal_write(fd, fields, check_link, /) -> (status, written, line_len, pre, mid, "
      "post) | None: record()'s encoding, written to the journal fd (runtime/audit/_log.py)."},
+    {"free_blocks", free_blocks, METH_O,
+     "free_blocks(fd, /) -> int\n\nfstatvfs(fd).f_bavail, the GIL held."},
     {"journal_append", (PyCFunction)(void (*)(void))journal_append, METH_FASTCALL,
      "journal_append(fd, fields, check_link, size, /) -> (end, (pre, mid, post)) | None | "
      "int: journal_write's work, answered as the audit log keeps it."},

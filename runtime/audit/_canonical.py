@@ -28,6 +28,7 @@ import hashlib
 import json
 import json.encoder
 import math
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -175,6 +176,11 @@ def _first_journal_append(fd: int, fields: tuple[Any, ...], check_link: bool, si
     return None if _journal_append is None else _journal_append(fd, fields, check_link, size)
 
 
+def _first_free_blocks(fd: int) -> int:
+    _select(_speedups.module())
+    return os.fstatvfs(fd).f_bavail if _free_blocks is None else _free_blocks(fd)
+
+
 def _first_journal_request(*args: Any) -> Any:
     _select(_speedups.module())
     return None if _journal_request is None else _journal_request(*args)
@@ -203,21 +209,25 @@ _journal_append: Callable[[int, tuple[Any, ...], bool, int], Any] | None = _firs
 # (AuditLog's hot path: journal_request, journal_completion), or None.
 _journal_request: Callable[..., Any] | None = _first_journal_request
 _journal_completion: Callable[..., Any] | None = _first_journal_completion
+# os.fstatvfs(fd).f_bavail with the GIL held (free_blocks), or None.
+_free_blocks: Callable[[int], int] | None = _first_free_blocks
 
 
 def _select(mod: Any) -> None:
     """Use the accelerator ``mod`` (:func:`runtime._speedups.module`), or the Python code
     when None. Tests call it to run the same inputs through both."""
     global _encode, _encode_text, _record, _chain, _journal_write, _journal_append  # noqa: PLW0603
-    global _journal_request, _journal_completion  # noqa: PLW0603
+    global _journal_request, _journal_completion, _free_blocks  # noqa: PLW0603
     if mod is None:
         _encode, _encode_text, _record, _chain = _py_encode, _py_encode_text, None, None
         _journal_write = _journal_append = _journal_request = _journal_completion = None
+        _free_blocks = None
     else:
         _encode, _encode_text, _record = mod.canonical, mod.canonical_text, mod.record
         _chain, _journal_write = mod.chain, mod.journal_write
         _journal_append = mod.journal_append
         _journal_request, _journal_completion = mod.journal_request, mod.journal_completion
+        _free_blocks = mod.free_blocks
 
 
 def _deep(obj: Any, ijson: bool) -> bytes:

@@ -257,6 +257,45 @@ def _first_now() -> str:
 _now: Callable[[], str] = _first_now
 
 
+#: The real os.fstatvfs: a test that replaces it is asked instead of the accelerator.
+_FSTATVFS = os.fstatvfs
+
+
+def _no_space(fd: int) -> bool:
+    """The journal's file system has no block left for this user (a write-ahead record is
+    refused). ``os.fstatvfs`` is the seam the tests replace; while it is the real one the
+    accelerator's ``free_blocks`` reads the same count with the GIL held (os.fstatvfs
+    released it: a GIL hand-off per record between two threads sharing a broker)."""
+    native = _canonical._free_blocks
+    if native is not None and os.fstatvfs is _FSTATVFS:
+        return native(fd) == 0
+    return os.fstatvfs(fd).f_bavail == 0
+
+
+#: Sleeps between tries for the write lock while another thread holds it (seconds): ~1.9 ms
+#: in all, then a blocking acquire (a batch insertion holds the lock about that long).
+_TAKE_POLL_S = (2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3)
+
+
+def _take(lock: threading.Lock) -> None:
+    """Take the write lock ``lock``, which another thread holds, without queueing on it
+    first (the journal's hot path; every record takes the lock once).
+
+    Why: a thread blocked in ``acquire()`` is handed the lock by the release while it still
+    waits for the GIL; the releasing thread, which has the GIL, then finds the lock taken at
+    its next record and blocks in turn — the two threads of one SyncBroker passed the lock
+    and the GIL back and forth through the kernel at every record from then on (a lock
+    convoy: ~1 contended acquire and ~2.6 context switches a call, calls/s halved with two
+    threads on a quiet machine; benchmarks/BROKER-CPU.md, round five). Sleeping between
+    non-blocking tries drops the GIL, so the holder can finish, and a lock taken here is
+    only ever taken by a thread that has the GIL."""
+    for delay in _TAKE_POLL_S:
+        time.sleep(delay)
+        if lock.acquire(False):
+            return
+    lock.acquire()
+
+
 class AuditLog:
     """A hash-chained, append-only audit log in one SQLite file.
 
@@ -824,13 +863,16 @@ class AuditLog:
         log needs :meth:`_journal_write`'s general path (no journal yet, closed, a failed
         batch to retry): nothing was written, the caller takes its Python path. The checks
         and errors are _journal_write's (free space first, for write-ahead records)."""
-        with self._write_lock:
+        lock = self._write_lock
+        if not lock.acquire(False):
+            _take(lock)
+        try:
             journal = self._journal
             if journal is None or self._closed or self._failed:
                 return False
             fd = journal._fd
             try:
-                if write_ahead and os.fstatvfs(fd).f_bavail == 0:
+                if write_ahead and _no_space(fd):
                     raise journal.full()
                 out = native(fd, journal.size, *args)
             except OSError as exc:
@@ -841,13 +883,18 @@ class AuditLog:
                 journal.refuse(out)
             journal.size = out[1]
             self._pend(out)
+        finally:
+            lock.release()
         return True
 
     def _journal_write(self, kind: str, call_id: str, rest: tuple[Any, ...]) -> None:
         """Journal the record of ``kind`` whose columns after ``time`` (from ``tool`` to
         ``session``) are ``rest``; the time is taken here, under the write lock, so that
         journal order is time order."""
-        with self._write_lock:
+        lock = self._write_lock
+        if not lock.acquire(False):
+            _take(lock)
+        try:
             if self._closed:
                 self._db(write=True)  # raises
             if self._failed:
@@ -869,8 +916,8 @@ class AuditLog:
             if journal is not None and native is not None:
                 fd = journal._fd
                 try:
-                    # The free-space check stays os.fstatvfs (the tests' seam), first.
-                    if write_ahead and os.fstatvfs(fd).f_bavail == 0:
+                    # The free-space check first (os.fstatvfs is the tests' seam).
+                    if write_ahead and _no_space(fd):
                         raise journal.full()
                     out = native(fd, line_fields, write_ahead, journal.size)
                 except OSError as exc:
@@ -892,6 +939,8 @@ class AuditLog:
             else:
                 end, parts = out
             self._pend((line_fields, end, parts))
+        finally:
+            lock.release()
 
     def _pend(self, entry: _Pending) -> None:
         """Keep a journaled record for the batch insertion (holds _write_lock): start the
