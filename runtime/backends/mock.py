@@ -55,7 +55,7 @@ class MockBackend:
     async def run(self, request: ExecRequest) -> ExecOutcome:
         self.requests.append(request)
         value = self._handler(request)
-        if type(value) is not dict and inspect.isawaitable(value):  # as in run_sync
+        if inspect.isawaitable(value):
             value = await value
         if isinstance(value, ExecOutcome):
             return value

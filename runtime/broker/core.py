@@ -30,7 +30,6 @@ import anyio
 from runtime import _speedups
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
 from runtime.broker import _fast
-from runtime.broker._inline import InlineRuns
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -189,8 +188,6 @@ class Broker:
         self._started: set[str] = set()
         self._start_lock: anyio.Lock | None = None
         self._slots = Slots(self.policy.max_concurrent)
-        # Which backends' async runs finish without suspending (they need no wedge guard).
-        self._runs = InlineRuns()
         self._session_env: dict[str, dict[str, str]] = {}
         self._budget_used: dict[tuple[str, str], int] = {}
         # Decisions and fingerprints as the audit records show them (see _audit_decision).
@@ -369,12 +366,11 @@ class Broker:
             if not slots.try_acquire():
                 await slots.wait_async()
             try:
-                st.outcome, timed_out = await self._runs.run(
-                    kind, backend, request, request.limits.timeout_s + _BACKEND_GRACE_S
-                )
+                with anyio.move_on_after(request.limits.timeout_s + _BACKEND_GRACE_S) as scope:
+                    st.outcome = await backend.run(request)
             finally:
                 slots.release()
-            if timed_out:
+            if scope.cancelled_caught:
                 raise ToolTimeout(
                     f"{spec.name}: the {backend.name} backend did not return in time",
                     limit_s=request.limits.timeout_s,
