@@ -19,7 +19,7 @@ from typing import Literal
 from runtime.models import Action
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
-from runtime.policy.argv import Word, program_name
+from runtime.policy.argv import Word, program_name, short_cluster
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
 from runtime.policy.schema import CommandRule, CommandsSection
@@ -340,34 +340,52 @@ def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
     )
 
 
-def _moved_operands(cmd: SimpleCommand) -> list[Word]:
-    """The paths ``mv SRC... DST`` (``git mv``) names: sources and destination alike (a
-    destination can be a protected directory that sources land in). ``rename`` (util-linux
-    'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every word, expressions too
-    (an expression that reads as a protected path is refused; that costs nothing real)."""
+def _moved_operands(cmd: SimpleCommand) -> list[tuple[Word, bool]]:
+    """The paths ``mv SRC... DST`` (``git mv``) names, each with whether it is moved (a
+    source): sources and destination alike (a destination can be a protected directory
+    that sources land in). ``rm -r``: every operand, each deleted with what is below it.
+    ``rename`` (util-linux 'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every
+    word, expressions too (an expression that reads as a protected path is refused; that
+    costs nothing real), none taken for a source."""
     args = list(cmd.args)
     if cmd.program == "git" and args and args[0].value == "mv":
         args = args[1:]
-    elif cmd.program not in ("mv", "rename"):
+    elif cmd.program not in ("mv", "rename", "rm"):
         return []
-    out: list[Word] = []
+    out: list[tuple[Word, bool]] = []
     options = True
     value_of = ""  # the option whose separate value comes next
+    target = False  # mv -t DIR: every operand is a source
+    recursive = False
     for w in args:
         v = w.value
         if value_of:
             if value_of in ("-t", "--target-directory"):
-                out.append(w)  # the destination directory
+                out.append((w, False))  # the destination directory
+                target = True
             value_of = ""  # '-S SUFFIX': a backup suffix, not a path
         elif options and v == "--":
             options = False
         elif options and not w.operand and v.startswith("-") and v != "-":
-            if v in ("-t", "--target-directory", "-S", "--suffix"):
+            if cmd.program == "rm":
+                short = short_cluster(v)
+                recursive |= v == "--recursive" or (
+                    short is not None and bool(set(short) & {"r", "R"})
+                )
+            elif v in ("-t", "--target-directory", "-S", "--suffix"):
                 value_of = v
             elif v.startswith("--target-directory="):
-                out.append(Word(v.split("=", 1)[1], w.dynamic))
+                out.append((Word(v.split("=", 1)[1], w.dynamic), False))
+                target = True
         else:
-            out.append(w)
+            out.append((w, cmd.program != "rename"))
+    if cmd.program == "rm":
+        return out if recursive else []
+    if cmd.program != "rename" and not target:
+        # 'mv SRC... DST': the last operand is where the sources land.
+        last = max((k for k, (_, source) in enumerate(out) if source), default=-1)
+        if last > 0:
+            out[last] = (out[last][0], False)
     return out
 
 
@@ -452,7 +470,7 @@ class CommandRules:
         operand is the kernel's."""
         assert self._paths is not None
         out: list[CommandFinding] = []
-        for operand in _moved_operands(cmd):
+        for operand, source in _moved_operands(cmd):
             w = operand if cmd.cwd is None else _rebased(operand, cmd.cwd)
             if w.dynamic:
                 continue
@@ -467,11 +485,24 @@ class CommandRules:
                 norm = norm[3:]
             if norm == "..":
                 continue
-            v = self._paths.check(norm, "write")
+            if norm == "." and source:
+                # 'mv config/.. x': the workspace root, above every protected path.
+                out.append(
+                    CommandFinding(
+                        "deny",
+                        "paths.root",
+                        f"{cmd.program} would move or delete the workspace root "
+                        f"({operand.value!r})",
+                    )
+                )
+                continue
+            v = self._paths.check_operand(norm)
             if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
                 out.append(
                     CommandFinding(
-                        "deny", v.rule, f"{cmd.program} would move a protected path: {v.reason}"
+                        "deny",
+                        v.rule,
+                        f"{cmd.program} would move or delete a protected path: {v.reason}",
                     )
                 )
         return out

@@ -24,6 +24,7 @@ import unicodedata
 from typing import Literal, NamedTuple
 
 from runtime._globs import compile_segments
+from runtime.policy._globreach import is_glob, step_glob
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -91,6 +92,7 @@ class _BelowGlob(NamedTuple):
 
     pattern: str
     segs: _Segments  # one regex per name, None for '**'
+    raw: tuple[str, ...]  # the segments as written (for an operand that is a glob)
     closures: tuple[frozenset[int], ...]  # per state: it and what '**' lets it skip to
 
 
@@ -110,12 +112,14 @@ def _below_glob(pattern: str) -> _BelowGlob | None:
             s += 1
             out.add(s)
         closures.append(frozenset(out))
-    return _BelowGlob(pattern, segs, tuple(closures))
+    return _BelowGlob(pattern, segs, tuple(pattern.split("/")), tuple(closures))
 
 
-def _anchored_below(glob: _BelowGlob, parts: list[str]) -> bool:
+def _anchored_below(glob: _BelowGlob, parts: list[str], *, globs: bool = False) -> bool:
     """Whether ``glob`` could match a path strictly below ``parts`` *through* ``parts``'
-    names.
+    names. ``globs``: ``parts`` is a shell operand whose segments may be globs, and the
+    question is whether ``glob`` could match a path at or below one the operand names
+    (:mod:`runtime.policy._globreach`).
 
     Why not any match below: a glob's leading ``**`` absorbing all of ``parts`` matches below
     every directory (``**/.env`` below ``build``), but only through names that travel with
@@ -129,6 +133,11 @@ def _anchored_below(glob: _BelowGlob, parts: list[str]) -> bool:
     states = closures[0]
     absorbed = states if segs[0] is None else frozenset()
     for name in parts:
+        if globs and is_glob(name):
+            states = step_glob(glob.raw, closures, states, name)
+            if not states:
+                return False
+            continue
         nxt: set[int] = set()
         for s in states:
             if s < n:
@@ -141,7 +150,9 @@ def _anchored_below(glob: _BelowGlob, parts: list[str]) -> bool:
             return False
         states = frozenset(nxt)
     # A state short of the end needs more names: a path below ``parts`` can supply them.
-    return any(s < n for s in states - absorbed)
+    # An operand's glob may also name the protected path itself (the literal check matches
+    # that for a plain path).
+    return any(s < n or globs for s in states - absorbed)
 
 
 def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -247,21 +258,47 @@ class PathRules:
                         False, rule, f"{value!r} matches protected pattern {hit!r}", rel
                     )
         if access == "write" and rel:
-            for rule, globs_below in self._below:
-                for v in dict.fromkeys(variants):
-                    parts = v.split("/")
-                    for glob in globs_below:
-                        if _anchored_below(glob, parts):
-                            return PathVerdict(
-                                False,
-                                rule,
-                                f"{value!r} holds paths below it protected by {glob.pattern!r}: "
-                                "a delete or move would take them along",
-                                rel,
-                            )
+            held = self._held_below(value, variants, rel, globs=False)
+            if held is not None:
+                return held
         allow = self._write if access == "write" else self._read
         if rel == "" or allow.match(rel) is not None:
             return PathVerdict(True, f"paths.{access}", "", rel)
         return PathVerdict(
             False, f"paths.{access}", f"{value!r} is not in the {access}able paths", rel
         )
+
+    def _held_below(
+        self, value: str, variants: list[str], rel: str, *, globs: bool
+    ) -> PathVerdict | None:
+        """A deny verdict when a deny/deny_write glob could match below ``variants`` (see
+        :func:`_anchored_below`; ``globs``: at or below what a shell glob could name)."""
+        what = "could name paths (or directories above paths)" if globs else "holds paths below it"
+        for rule, globs_below in self._below:
+            for v in dict.fromkeys(variants):
+                parts = v.split("/")
+                for glob in globs_below:
+                    if _anchored_below(glob, parts, globs=globs):
+                        return PathVerdict(
+                            False,
+                            rule,
+                            f"{value!r} {what} protected by {glob.pattern!r}: "
+                            "a delete or move would take them along",
+                            rel,
+                        )
+        return None
+
+    def check_operand(self, value: str) -> PathVerdict:
+        """The verdict for a path a shell command moves or deletes (``mv``, ``rm -r``),
+        relative to the workspace, ``..`` and ``.`` resolved. A glob (``c*g``) is judged by
+        every path it could name: refused when a deny or deny_write glob could match one of
+        them or a path below one (:mod:`runtime.policy._globreach`). ``**/NAME`` globs are
+        not asked: an entry they protect stays protected wherever a move puts it under its
+        name, and the masked entry itself cannot be renamed or unlinked (EBUSY); asking them
+        would refuse ``mv *.txt docs/`` for ``**/id_rsa*``."""
+        verdict = self.check(value, "write")
+        if not verdict.allowed or not is_glob(value):
+            return verdict
+        variants = list(dict.fromkeys((value, unicodedata.normalize("NFKC", value))))
+        held = self._held_below(value, variants, verdict.path, globs=True)
+        return verdict if held is None else held

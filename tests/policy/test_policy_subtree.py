@@ -180,3 +180,47 @@ def test_shell_mv_of_a_protected_path(shell_policy: Policy, command: str, rule: 
 )
 def test_shell_mv_of_ordinary_paths_stays_allowed(shell_policy: Policy, command: str) -> None:
     assert decide(shell_policy, "shell_exec", command=command).action == "allow"
+
+
+# A glob operand is judged by every path it could name (runtime/policy/_globreach.py), and
+# 'rm -r' joins mv: each takes what is below its operands along.
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("mv c*g cfg", "paths.deny"),
+        ("mv conf[i]g cfg", "paths.deny"),
+        ("mv -T ?onfig cfg", "paths.deny"),
+        ("mv co* cfg", "paths.deny"),
+        ("mv c*g a/", "paths.deny"),
+        ("mv x c*g", "paths.deny"),
+        ("mv config/p* x", "paths.deny"),
+        ("mv ** x", "paths.deny"),
+        ("mv .g* x", "paths.deny_write"),
+        ("mv sub/.g?t x", "paths.deny_write"),
+        ("mv config/.. x", "paths.root"),
+        ("rm -rf config", "paths.deny"),
+        ("rm -r c*g", "paths.deny"),
+    ],
+)
+def test_shell_glob_operand_that_could_name_a_protected_path(
+    shell_policy: Policy, command: str, rule: str
+) -> None:
+    d = decide(shell_policy, "shell_exec", command=command)
+    assert (d.action, d.rule) == ("deny", rule)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "mv *.txt docs/",
+        "rm -rf build/*",
+        "mv src/*.py lib/",
+        "mv *.md notes/",
+        "rm -f c*",
+        "mv a.txt .",
+    ],
+)
+def test_shell_glob_operands_naming_nothing_protected_stay_allowed(
+    shell_policy: Policy, command: str
+) -> None:
+    assert decide(shell_policy, "shell_exec", command=command).action == "allow"
