@@ -167,6 +167,15 @@ class McpToolServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if params is not None and params.cursor is not None:
+            # Every tool comes in one page, so no cursor was ever issued: the spec's answer
+            # to an invalid cursor is -32602, not the first page again (a paginating client
+            # would list every tool twice, or loop).
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "Invalid cursor: this server lists every tool in one page (no nextCursor)",
+                {"cursor": params.cursor[:200]},
+            )
         return types.ListToolsResult(tools=tool_definitions(self.broker, self.profile))
 
     async def _call_tool(
