@@ -301,6 +301,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _loopback_security(*hosts: str) -> Any:
+    """Host and Origin checks (DNS-rebinding protection) for a loopback endpoint: the
+    names of loopback, plus ``hosts`` (the address asked for and the one bound), any port.
+
+    Why not the SDK's own: it turns them on only for the literals 127.0.0.1, localhost and
+    ::1, and served 127.0.0.2 or 0:0:0:0:0:0:0:1 (loopback too, so no --allow-remote) with
+    no check, where a page that rebinds its name to that address reaches every tool."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    for host in hosts:
+        name = f"[{host}]" if ":" in host else host
+        if name not in names:
+            names.append(name)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+
+
 def _graceful_server_class() -> type[Any]:
     import uvicorn
 
@@ -356,7 +377,11 @@ async def serve_http(
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}{path}"
-        app = tool_server.server.streamable_http_app(streamable_http_path=path, host=host)
+        app = tool_server.server.streamable_http_app(
+            streamable_http_path=path,
+            host=host,
+            transport_security=_loopback_security(host, bound_host) if is_loopback(host) else None,
+        )
         config = uvicorn.Config(
             app,
             log_config=None,
