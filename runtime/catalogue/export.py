@@ -59,12 +59,16 @@ def export_tool(spec: ToolSpec, fmt: ExportFormat) -> dict[str, Any]:
             "input_schema": spec.parameters,
         }
     if fmt == "mcp":
+        # The display name: Tool.title since MCP 2025-06-18, annotations.title before it
+        # (clients show title, then annotations.title, then name); both the same.
+        title = spec.name.replace("_", " ")
         out: dict[str, Any] = {
             "name": spec.name,
+            "title": title,
             "description": spec.description,
             "inputSchema": spec.parameters,
             "annotations": {
-                "title": spec.name.replace("_", " "),
+                "title": title,
                 "readOnlyHint": spec.hints.read_only,
                 "destructiveHint": spec.hints.destructive,
                 "idempotentHint": spec.hints.idempotent,

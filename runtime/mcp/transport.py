@@ -141,7 +141,8 @@ class _AnswerUnreadable:
     pydantic-core does not (a lone UTF-16 surrogate escape, ``"\\ud800"``, valid JSON text
     but not Unicode) got no answer at all, and its client waited for ever. When the refused
     line is a JSON object with a request id and a method, a parse error goes back under
-    that id. Hazard: the line is the client's; it is only parsed, never run.
+    that id; when it is a JSON-RPC batch (an array), an Invalid Request error with a null
+    id. Hazard: the line is the client's; it is only parsed, never run.
     """
 
     def __init__(self, inner: Any, write_stream: Any, pending: _Pending | None = None) -> None:
@@ -213,7 +214,8 @@ def _note_received(pending: _Pending, item: Any) -> None:
 def _parse_error_for(exc: Exception) -> Any:
     """A SessionMessage with a JSON-RPC parse error for the request behind ``exc`` (a
     pydantic ValidationError of the SDK's reader, whose errors carry the line as their
-    input), or None when there is no request id to answer."""
+    input), an Invalid Request error for a batch, or None when there is no request id to
+    answer."""
     import mcp_types as types
     from mcp.shared.message import SessionMessage
     from pydantic import ValidationError
@@ -222,6 +224,20 @@ def _parse_error_for(exc: Exception) -> Any:
         return None
     first = exc.errors()[0]
     line = first.get("input")
+    if isinstance(line, list):
+        # A JSON-RPC batch (pydantic hands on the array it parsed). MCP 2025-06-18 dropped
+        # batches and the SDK never read one (2025-03-26 allowed them): JSON-RPC's answer
+        # to a batch that is not served is one Invalid Request error with a null id.
+        return SessionMessage(
+            types.JSONRPCError(
+                jsonrpc="2.0",
+                id=None,
+                error=types.ErrorData(
+                    code=types.INVALID_REQUEST,
+                    message="JSON-RPC batches are not supported: send one message per line",
+                ),
+            )
+        )
     if not isinstance(line, str):
         return None
     try:
@@ -285,6 +301,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _loopback_security(*hosts: str) -> Any:
+    """Host and Origin checks (DNS-rebinding protection) for a loopback endpoint: the
+    names of loopback, plus ``hosts`` (the address asked for and the one bound), any port.
+
+    Why not the SDK's own: it turns them on only for the literals 127.0.0.1, localhost and
+    ::1, and served 127.0.0.2 or 0:0:0:0:0:0:0:1 (loopback too, so no --allow-remote) with
+    no check, where a page that rebinds its name to that address reaches every tool."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    for host in hosts:
+        name = f"[{host}]" if ":" in host else host
+        if name not in names:
+            names.append(name)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+
+
 def _graceful_server_class() -> type[Any]:
     import uvicorn
 
@@ -340,7 +377,11 @@ async def serve_http(
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}{path}"
-        app = tool_server.server.streamable_http_app(streamable_http_path=path, host=host)
+        app = tool_server.server.streamable_http_app(
+            streamable_http_path=path,
+            host=host,
+            transport_security=_loopback_security(host, bound_host) if is_loopback(host) else None,
+        )
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -44,6 +44,34 @@ async def test_list_tools(connect: Any) -> None:
     assert guarded.annotations is not None and guarded.annotations.destructive_hint is True
 
 
+async def test_list_tools_has_display_titles(connect: Any) -> None:
+    # MCP 2025-06-18 added Tool.title, the display name clients show first (then
+    # annotations.title, then name); every listed tool carries one, the same as its
+    # annotations' title.
+    async with connect() as session:
+        listing = await session.list_tools()
+    for tool in listing.tools:
+        assert tool.title, tool.name
+        assert tool.annotations is not None and tool.annotations.title == tool.title
+    echo = next(t for t in listing.tools if t.name == "echo")
+    assert echo.title == "echo"
+
+
+async def test_list_tools_is_one_page_and_refuses_a_cursor_it_never_issued(connect: Any) -> None:
+    # Every tool comes in one page (no nextCursor), so any cursor a client sends is one we
+    # never issued: the spec's answer to an invalid cursor is -32602, not the first page
+    # again (a paginating client would loop on it or list every tool twice).
+    async with connect() as session:
+        listing = await session.list_tools()
+        assert listing.next_cursor is None
+        with pytest.raises(MCPError) as info:
+            await session.list_tools(params=types.PaginatedRequestParams(cursor="bogus"))
+        assert info.value.code == types.INVALID_PARAMS
+        assert "cursor" in info.value.message
+        again = await session.list_tools(params=types.PaginatedRequestParams())
+    assert [t.name for t in again.tools] == [t.name for t in listing.tools]
+
+
 async def test_call_success(connect: Any) -> None:
     async with connect() as session:
         result = await session.call_tool("echo", {"text": "hi"})

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.mcp.conftest import INITIALIZE, serve_mcp_argv, server_env
 
 
@@ -79,3 +81,47 @@ def test_requests_the_sdk_cannot_read_are_answered(workspace: Path) -> None:
         error = answers[i]["error"]
         assert error["code"] == -32700 and "could not be read" in error["message"], error
     assert answers[4]["result"]["tools"]
+
+
+def _initialized(version: str) -> list[str]:
+    init = json.loads(json.dumps(INITIALIZE))
+    init["params"]["protocolVersion"] = version
+    return [json.dumps(init), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25"])
+@pytest.mark.parametrize("batch", ["[]", "PINGS"])
+def test_a_batch_is_answered_with_invalid_request(
+    workspace: Path, version: str, batch: str
+) -> None:
+    # JSON-RPC batches were dropped from MCP in 2025-06-18, and the SDK never read them:
+    # a batch line was dropped with a debug log line and its client waited for ever. It
+    # gets JSON-RPC's one answer to a batch that cannot be served: Invalid Request, id
+    # null. The next request is served as usual.
+    pings = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in (7, 8)]
+    line = json.dumps(pings) if batch == "PINGS" else batch
+    answers = _exchange(
+        workspace,
+        [*_initialized(version), line, json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"})],
+        expect={1, None, 9},
+    )
+    assert sorted(answers, key=str) == [1, 9, None]
+    error = answers[None]["error"]
+    assert error["code"] == -32600 and "batch" in error["message"], error
+    assert answers[9]["result"] == {}
+
+
+def test_a_non_object_line_that_is_no_batch_is_not_answered(workspace: Path) -> None:
+    # Benign control of the above: JSON that is neither an object nor an array (a number,
+    # a string) carries no request id and is no batch; it stays unanswered, as before.
+    answers = _exchange(
+        workspace,
+        [
+            *_initialized("2025-11-25"),
+            "3",
+            '"x"',
+            json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}),
+        ],
+        expect={1, 9},
+    )
+    assert sorted(answers, key=str) == [1, 9]

@@ -1,0 +1,261 @@
+"""Approvals and questions for the broker's MCP server: the broker's ``approver`` and
+``ask_user`` hooks, answered by eliciting the MCP client whose call is running.
+
+Split from :mod:`runtime.mcp.server` along its one seam: the server maps the catalogue and
+results to MCP; this module holds what an ``ask`` decision or an ``ask_user`` question does
+on a connection, in the connection's era:
+
+* handshake era (``initialize``, <= 2025-11-25): a server-to-client ``elicitation/create``
+  request while the call waits (bounded by ``ask_timeout_s``);
+* 2026-07-28 era (no server-to-client requests): the call ends with an ``InputRequiredResult``
+  carrying the elicitation; the client retries with the answer and the ``requestState`` we
+  minted (the server's ``RequestStateBoundary`` seals it and binds it to the tool and its
+  arguments). A nonce in the state makes each answer good for one run.
+
+The round being served is a context variable (:meth:`Approvals.serving`), not an attribute:
+calls from several clients (HTTP) run concurrently, and the hooks are called from deep in
+the broker.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.models import Decision, ToolCall
+
+__all__ = ["STATE_TTL_S", "Approvals", "Round"]
+
+#: The input key and request state of an approval round (2026 era); the state is sealed and
+#: bound to the tool and its arguments by the SDK, so it only needs to say what was asked,
+#: plus a nonce that makes each answer good for one run (a sealed state and its "yes" must
+#: not be replayable to run the call again and again within the state's lifetime).
+_APPROVAL_KEY = "approve"
+_APPROVAL_STATE = "runtime-approval:v1"
+_ASK_KEY = "answer"
+_ASK_STATE = "runtime-ask:v1"
+
+
+#: Seconds a sealed request state stays valid, and so how long a used nonce is remembered.
+STATE_TTL_S = 600.0
+
+
+class _Nonces:
+    """Nonces of answered rounds, remembered for the state's lifetime."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, float] = {}
+
+    def consume(self, nonce: str) -> bool:
+        """True the first time ``nonce`` is seen (within the TTL), False after."""
+        now = time.monotonic()
+        if len(self._used) > 1024:
+            self._used = {n: t for n, t in self._used.items() if now - t < STATE_TTL_S * 2}
+        if nonce in self._used:
+            return False
+        self._used[nonce] = now
+        return True
+
+
+@dataclass(slots=True)
+class Round:
+    """The MCP request being served, as the approver and ask_user see it."""
+
+    ctx: ServerRequestContext[Any, Any]
+    nonces: _Nonces
+    answers: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+    #: (input key, request state, question) when the answer must come in a later round.
+    need: tuple[str, str, types.ElicitRequest] | None = None
+
+    def answer(self, key: str, kind: str) -> tuple[str | None, dict[str, Any]] | None:
+        """The client's answer to what an earlier round asked, if this round carries it
+        and it was not used before."""
+        if self.state is None or key not in self.answers:
+            return None
+        prefix, _, nonce = self.state.rpartition(":")
+        if prefix != kind or not nonce or not self.nonces.consume(nonce):
+            return None
+        return _answer_fields(self.answers[key])
+
+    def ask_later(self, key: str, kind: str, message: str, schema: dict[str, Any]) -> None:
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+        self.need = (key, f"{kind}:{secrets.token_hex(16)}", request)
+
+
+#: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
+_current_round: contextvars.ContextVar[Round | None] = contextvars.ContextVar(
+    "runtime_mcp_round", default=None
+)
+
+_APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Run this call?",
+            "description": "true runs the call once; false refuses it.",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def _client_elicits(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    return caps is not None and caps.elicitation is not None
+
+
+def _can_elicit(ctx: ServerRequestContext[Any, Any] | None) -> bool:
+    """Whether we can ask the client now, with a server-to-client request."""
+    return ctx is not None and ctx.session.can_send_request and _client_elicits(ctx)
+
+
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _answer_fields(answer: Any) -> tuple[str | None, dict[str, Any]]:
+    """(action, content) of an elicitation answer, whichever model the union parsed into."""
+    if isinstance(answer, dict):
+        action, content = answer.get("action"), answer.get("content")
+    else:
+        action, content = getattr(answer, "action", None), getattr(answer, "content", None)
+    return (action if isinstance(action, str) else None), (
+        content if isinstance(content, dict) else {}
+    )
+
+
+async def _elicit(
+    ctx: ServerRequestContext[Any, Any], message: str, schema: dict[str, Any]
+) -> types.ElicitResult:
+    return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+
+
+class Approvals:
+    """The broker's ``approver`` and ``ask_user`` for an MCP server: elicit the calling
+    client, or refuse (approval_required / a tool error) when it cannot be asked."""
+
+    def __init__(self, ask_timeout_s: float) -> None:
+        #: How long an approval or a question waits for the client's answer, seconds: a
+        #: client that never answers must not hold a call (and its limiter slot) forever.
+        self.ask_timeout_s = ask_timeout_s
+        self.nonces = _Nonces()
+
+    @contextmanager
+    def serving(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> Iterator[Round]:
+        """The round of one ``tools/call``, current while the broker runs it (the hooks
+        find it there)."""
+        current = Round(
+            ctx=ctx,
+            nonces=self.nonces,
+            answers=dict(params.input_responses or {}),
+            state=params.request_state,
+        )
+        token = _current_round.set(current)
+        try:
+            yield current
+        finally:
+            _current_round.reset(token)
+
+    # -- elicitation --------------------------------------------------------------------------
+    async def approve(self, call: ToolCall, decision: Decision) -> bool:
+        """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
+        current = _current_round.get()
+        reasons = "; ".join(decision.reasons) or decision.rule
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        message = (
+            f"The policy asks before running {call.tool} ({reasons}).\n"
+            f"Arguments: {arguments[:2000]}"
+        )
+        if current is not None and _can_elicit(current.ctx):
+            try:
+                with anyio.fail_after(self.ask_timeout_s):
+                    reply = await _elicit(current.ctx, message, _APPROVE_SCHEMA)
+            except TimeoutError as exc:
+                raise ApprovalRequired(
+                    f"{call.tool}: no approval within {self.ask_timeout_s:g} s",
+                    rule=decision.rule,
+                ) from exc
+            except MCPError as exc:
+                raise ApprovalRequired(
+                    f"{call.tool}: approval could not be asked: {exc.message}",
+                    rule=decision.rule,
+                ) from exc
+            action, content = _answer_fields(reply)
+            return action == "accept" and content.get("approve") is True
+        if current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
+            earlier = current.answer(_APPROVAL_KEY, _APPROVAL_STATE)
+            if earlier is not None:
+                action, content = earlier
+                return action == "accept" and content.get("approve") is True
+            current.ask_later(_APPROVAL_KEY, _APPROVAL_STATE, message, _APPROVE_SCHEMA)
+            raise ApprovalRequired(
+                f"{call.tool}: waiting for the client's approval (input required)",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
+        raise ApprovalRequired(
+            f"{call.tool}: policy rule {decision.rule!r} asks for approval and the MCP "
+            "client cannot be asked (no elicitation support on this connection)",
+            rule=decision.rule,
+            reasons=decision.reasons,
+        )
+
+    def ask_user(self, question: str, options: list[str] | None) -> str:
+        """The broker's ask_user: runs in a worker thread; elicits on the event loop.
+
+        In the 2026 era the question goes back to the client as an input request and the
+        call is run again, from the start, with the answer: a tool that asks must ask before
+        it changes anything (the built-in ask_user and request_confirmation do).
+        """
+        current = _current_round.get()
+        answer_schema: dict[str, Any] = {"type": "string", "title": "Answer"}
+        if options:
+            answer_schema["enum"] = list(options)
+        schema = {"type": "object", "properties": {"answer": answer_schema}, "required": ["answer"]}
+        if current is not None and _can_elicit(current.ctx):
+            try:
+                reply = anyio.from_thread.run(self._elicit_bounded, current.ctx, question, schema)
+            except TimeoutError as exc:
+                raise ToolFailed(
+                    f"the user did not answer within {self.ask_timeout_s:g} s"
+                ) from exc
+            except MCPError as exc:
+                raise ToolFailed(f"asking the user failed: {exc.message}") from exc
+            action, content = _answer_fields(reply)
+        elif current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
+            answer = current.answer(_ASK_KEY, _ASK_STATE)
+            if answer is None:
+                current.ask_later(_ASK_KEY, _ASK_STATE, question, schema)
+                raise ToolFailed("waiting for the user's answer (input required)")
+            action, content = answer
+        else:
+            raise ToolFailed("the MCP client cannot be asked (no elicitation on this connection)")
+        if action != "accept" or not isinstance(content.get("answer"), str):
+            raise ToolFailed(f"the user did not answer ({action})")
+        return str(content["answer"])
+
+    async def _elicit_bounded(
+        self, ctx: ServerRequestContext[Any, Any], message: str, schema: dict[str, Any]
+    ) -> types.ElicitResult:
+        with anyio.fail_after(self.ask_timeout_s):
+            return await _elicit(ctx, message, schema)
