@@ -26,6 +26,13 @@ Hazards:
 - ``rt_call.output`` is malloc'd by the helper and must be freed with ``rt_native_free``
   exactly once; ``error`` and ``trap`` are wasmtime objects whose ownership passes to the
   exception objects built from them.
+- The GIL: through the accelerator's ``wasm_call`` a call keeps it while its guest runs and
+  gives it up at the guest's first epoch tick (``_native.c`` says why); that needs the C
+  ticker (:class:`NativeTicker`, ``_ticker.c``), which never needs the GIL, passed as
+  ``ticker``. A :class:`NativeTicker`'s memory is freed only when the object is collected,
+  so a call holding a reference can never see it freed; ``stop()`` runs with the GIL held,
+  so no call can be between its "is the ticker live" check and its guest's first tick when
+  the ticker stops. The ctypes path releases the GIL for the whole call, as before.
 """
 
 from __future__ import annotations
@@ -49,9 +56,19 @@ from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
 from runtime.errors import SandboxError
 
-__all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Ok", "Status", "load_native"]
+__all__ = [
+    "SCRATCH_BYTES",
+    "NativeCaller",
+    "NativeResult",
+    "NativeTicker",
+    "Ok",
+    "Status",
+    "load_native",
+]
 
 _SOURCE = Path(__file__).with_name("_native.c")
+#: The ticker's source and header, built into the same helper (the digest covers them).
+_TICKER = (Path(__file__).with_name("_ticker.c"), Path(__file__).with_name("_ticker.h"))
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror")
 _lock = threading.Lock()
 
@@ -91,6 +108,12 @@ class _Api(ctypes.Structure):
             "memory_size",
             "error_delete",
             "trap_delete",
+            "epoch_callback",
+            "error_new",
+            "trap_new_code",
+            "engine_clone",
+            "engine_delete",
+            "increment_epoch",
         )
     ]
 
@@ -126,11 +149,22 @@ class _Call(ctypes.Structure):
         ("may_overflow", c_int32),
         ("out_status", c_int32),
         ("body_len", c_uint64),
+        ("gil_save", c_void_p),
+        ("gil_restore", c_void_p),
+        ("ticker", c_void_p),
     ]
 
 
 _error_delete = _hot._bind("wasmtime_error_delete", None, c_void_p)
 _trap_delete = _hot._bind("wasm_trap_delete", None, c_void_p)
+_epoch_callback = _hot._bind(
+    "wasmtime_store_epoch_deadline_callback", None, c_void_p, c_void_p, c_void_p, c_void_p
+)
+_error_new = _hot._bind("wasmtime_error_new", c_void_p, c_char_p)
+_trap_new_code = _hot._bind("wasmtime_trap_new_code", c_void_p, ctypes.c_uint8)
+_engine_clone = _hot._bind("wasmtime_engine_clone", c_void_p, c_void_p)
+_engine_delete = _hot._bind("wasm_engine_delete", None, c_void_p)
+_increment_epoch = _hot._bind("wasmtime_engine_increment_epoch", None, c_void_p)
 
 
 def _address(fn: Any) -> int:
@@ -149,6 +183,7 @@ def _expected_layout() -> list[int]:
         ctypes.sizeof(_Api),
         ctypes.sizeof(_Call),
         *(getattr(_Call, field[0]).offset for field in _Call._fields_),
+        wasmtime.TrapCode.INTERRUPT.value,  # the trap an epoch deadline raises
     ]
 
 
@@ -215,6 +250,36 @@ def _direct_call(lib: ctypes.CDLL) -> tuple[Any, int, int] | None:
     return mod.wasm_call, _address(lib.rt_native_call), _address(lib.rt_native_free)
 
 
+#: The ticker's functions, called with the GIL held (PYFUNCTYPE): see the module docstring.
+_TickerStart = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_int64)
+_TickerEnd = ctypes.PYFUNCTYPE(None, c_void_p)
+
+
+class NativeTicker:
+    """A running C epoch ticker of one engine (``_ticker.c``): a thread that needs no GIL.
+
+    ``address`` is what :meth:`NativeCaller.run` takes as ``ticker``; it stays valid for as
+    long as this object lives (a caller holds the object across its call)."""
+
+    __slots__ = ("_free", "_lib", "_stop", "address")
+
+    def __init__(self, lib: ctypes.CDLL, address: int) -> None:
+        self._lib = lib  # the functions below live in it
+        self._stop = _TickerEnd(_address(lib.rt_native_ticker_stop))
+        self._free = _TickerEnd(_address(lib.rt_native_ticker_free))
+        self.address = address
+
+    def stop(self) -> None:
+        """Stop ticking (idempotent): calls that start afterwards release the GIL up front,
+        a call already past its first tick is bounded by its fuel (as with no ticker)."""
+        self._stop(self.address)
+
+    def __del__(self) -> None:
+        address, self.address = self.address, 0
+        if address:
+            self._free(address)
+
+
 class NativeCaller:
     """The loaded helper (see the module docstring)."""
 
@@ -245,6 +310,12 @@ class NativeCaller:
                     _hot._memory_size,
                     _error_delete,
                     _trap_delete,
+                    _epoch_callback,
+                    _error_new,
+                    _trap_new_code,
+                    _engine_clone,
+                    _engine_delete,
+                    _increment_epoch,
                 )
             )
         )
@@ -265,6 +336,14 @@ class NativeCaller:
         self._may_overflow.restype = c_int32
         self._may_overflow.argtypes = [c_char_p, c_size_t]
         self._direct = _direct_call(lib)
+        self._ticker_start = _TickerStart(_address(lib.rt_native_ticker_start))
+
+    def ticker(self, engine: int, period_s: float) -> NativeTicker | None:
+        """Start a C ticker advancing ``engine``'s epoch (the address of a live Engine, which
+        the ticker clones: it never outlives it) once per ``period_s``; None when it cannot
+        be started (the caller then ticks from Python, and calls release the GIL up front)."""
+        address = self._ticker_start(engine, round(period_s * 1e9))
+        return NativeTicker(self._lib, address) if address else None
 
     def may_overflow(self, data: bytes) -> bool:
         """The C twin of ``abi._may_overflow`` (what ``call`` reports for its output)."""
@@ -314,11 +393,14 @@ class NativeCaller:
         max_output: int,
         has_oom: bool,
         full: bool = False,
+        ticker: int = 0,
     ) -> Ok | NativeResult:
         """:meth:`call` for the backend's hot path, positional: on ``Status.OK`` the tuple
         :data:`Ok` (``(out_status, body, may_overflow, fuel_left, memory_size, cpu_ns,
         wall_ns)``) without building a NativeResult (~60 opcodes a call), else (and with
-        ``full``, always) the call's NativeResult."""
+        ``full``, always) the call's NativeResult. ``ticker``: a live :class:`NativeTicker`'s
+        address (the caller holds the object) for the accelerator's path to keep the GIL
+        during a short guest run; 0, or the ctypes path, release it for the whole call."""
         local = self._local
         scratch: _Scratch | None = getattr(local, "scratch", None)
         if scratch is None:
@@ -349,6 +431,7 @@ class NativeCaller:
                     has_oom,
                     scratch.address,
                     SCRATCH_BYTES,
+                    ticker,
                 )
             finally:
                 scratch.busy = False
@@ -377,6 +460,7 @@ class NativeCaller:
             c.input_len = len(payload)
             c.max_output = max_output
             c.has_oom = has_oom
+            # gil_save stays NULL: ctypes releases the GIL around this foreign call.
             # The caller holds ``pre`` (and with it the InstancePre) for the whole call.
             status = self._call(scratch.ref)
             body: bytes | bytearray | None = None
@@ -426,7 +510,8 @@ class NativeCaller:
 def _digest() -> str:
     h = hashlib.sha256()
     h.update(f"zig {version('ziglang')} {' '.join(CFLAGS)} {platform.machine()}\n".encode())
-    h.update(_SOURCE.read_bytes())
+    for source in (_SOURCE, *_TICKER):
+        h.update(source.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -437,7 +522,7 @@ def _open_own_library(path: Path) -> ctypes.CDLL:
 
 def _compile(target: Path) -> None:
     try:
-        zig_cc([_SOURCE], CFLAGS, target, what="the wasm native helper", mode=0o700)
+        zig_cc([_SOURCE, _TICKER[0]], CFLAGS, target, what="the wasm native helper", mode=0o700)
     except SandboxError as exc:  # the caller falls back to the ctypes path on OSError
         stderr = exc.details.get("stderr")
         raise OSError(f"{exc.message}: {stderr[-2000:]}" if stderr else exc.message) from exc
