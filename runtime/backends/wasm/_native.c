@@ -169,7 +169,10 @@ typedef struct {
 /* Once per process (the host loads under a lock): every backend passes the same addresses
  * (one libwasmtime per process), and calls already running in other threads read api. */
 void rt_native_init(const rt_api *fns) {
-    if (!api.store_new) api = *fns;
+    if (api.store_new) return;
+    api = *fns;
+    rt_ticker_api ticker = {api.engine_clone, api.engine_delete, api.increment_epoch};
+    rt_ticker_init(&ticker);
 }
 
 void rt_native_free(void *p) { free(p); }
@@ -204,30 +207,8 @@ static int64_t now_ns(clockid_t clock) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-
-/* 1 unless no number in [p, p+n) can be a float outside the double range: the host's
- * _may_overflow (runtime/backends/wasm/abi.py), byte for byte. A lexeme reaches 1.8e308 only
- * with an exponent of 3+ digits ('e' or 'E', an optional sign, 3 digits) or with a run of
- * 210+ digits. Conservative: digits inside strings count too. */
-int32_t rt_native_may_overflow(const uint8_t *p, size_t n) {
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = p[i];
-        if (is_digit(c)) {
-            if (++run >= 210) return 1;
-            continue;
-        }
-        run = 0;
-        if (c == 'e' || c == 'E') {
-            size_t j = i + 1;
-            if (j < n && (p[j] == '+' || p[j] == '-')) j++;
-            if (j + 3 <= n && is_digit(p[j]) && is_digit(p[j + 1]) && is_digit(p[j + 2]))
-                return 1;
-        }
-    }
-    return 0;
-}
+/* _overflow.c: 1 unless no number in [p, p+n) can be a float outside the double range. */
+int32_t rt_native_may_overflow(const uint8_t *p, size_t n);
 
 static int get_export(void *ctx, const rt_instance *inst, const char *name, size_t len,
                       int kind, rt_extern *out) {
@@ -430,13 +411,3 @@ static int32_t call(rt_call *c, rt_hold *h) {
     return c->status = st;
 }
 
-/* The C ticker for the host (the addresses of rt_api's engine functions, set at init). */
-rt_ticker *rt_native_ticker_start(void *engine, int64_t period_ns) {
-    if (!api.engine_clone) return NULL;
-    rt_ticker_api fns = {api.engine_clone, api.engine_delete, api.increment_epoch};
-    return rt_ticker_new(&fns, engine, period_ns);
-}
-
-void rt_native_ticker_stop(rt_ticker *t) { rt_ticker_stop(t); }
-
-void rt_native_ticker_free(rt_ticker *t) { rt_ticker_free(t); }

@@ -37,7 +37,6 @@ struct rt_ticker {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    rt_ticker_api fns;
     void *engine; /* our clone; NULL once stopped */
     int64_t period_ns;
     uint64_t ticks; /* under lock */
@@ -47,6 +46,7 @@ struct rt_ticker {
     unsigned long generation;
 };
 
+static rt_ticker_api fns; /* set once, by rt_native_init, before any ticker exists */
 static atomic_ulong fork_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -83,19 +83,23 @@ static void *tick_loop(void *arg) {
         } else {
             paid += owed;
         }
-        for (int64_t i = 0; i < owed; i++) t->fns.increment_epoch(t->engine);
+        for (int64_t i = 0; i < owed; i++) fns.increment_epoch(t->engine);
         t->ticks += (uint64_t)owed;
     }
     pthread_mutex_unlock(&t->lock);
     return NULL;
 }
 
-rt_ticker *rt_ticker_new(const rt_ticker_api *fns, void *engine, int64_t period_ns) {
-    if (period_ns <= 0 || !engine) return NULL;
+void rt_ticker_init(const rt_ticker_api *api) {
+    if (!fns.engine_clone) fns = *api;
+}
+
+/* A running ticker of (a clone of) engine, one epoch tick per period_ns; NULL on failure. */
+rt_ticker *rt_native_ticker_start(void *engine, int64_t period_ns) {
+    if (period_ns <= 0 || !engine || !fns.engine_clone) return NULL;
     pthread_once(&atfork_once, register_atfork);
     rt_ticker *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    t->fns = *fns;
     t->period_ns = period_ns;
     t->generation = atomic_load(&fork_generation);
     pthread_condattr_t attr;
@@ -112,7 +116,7 @@ rt_ticker *rt_ticker_new(const rt_ticker_api *fns, void *engine, int64_t period_
         free(t);
         return NULL;
     }
-    t->engine = fns->engine_clone(engine);
+    t->engine = fns.engine_clone(engine);
     /* The thread takes no signals: they stay with the threads that handle them. */
     sigset_t all, old;
     sigfillset(&all);
@@ -120,7 +124,7 @@ rt_ticker *rt_ticker_new(const rt_ticker_api *fns, void *engine, int64_t period_
     int created = t->engine && pthread_create(&t->thread, NULL, tick_loop, t) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!created) {
-        if (t->engine) fns->engine_delete(t->engine);
+        if (t->engine) fns.engine_delete(t->engine);
         pthread_mutex_destroy(&t->lock);
         pthread_cond_destroy(&t->wake);
         free(t);
@@ -131,7 +135,8 @@ rt_ticker *rt_ticker_new(const rt_ticker_api *fns, void *engine, int64_t period_
     return t;
 }
 
-void rt_ticker_stop(rt_ticker *t) {
+/* Stops the thread and drops the engine clone (idempotent); the memory stays until free. */
+void rt_native_ticker_stop(rt_ticker *t) {
     atomic_store(&t->running, 0);
     if (!t->started || !same_process(t)) return;
     pthread_mutex_lock(&t->lock);
@@ -140,13 +145,14 @@ void rt_ticker_stop(rt_ticker *t) {
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
     t->started = 0;
-    t->fns.engine_delete(t->engine);
+    fns.engine_delete(t->engine);
     t->engine = NULL;
 }
 
-void rt_ticker_free(rt_ticker *t) {
+/* Stops (if running) and frees: only once nothing can reach t any more. */
+void rt_native_ticker_free(rt_ticker *t) {
     if (!t) return;
-    rt_ticker_stop(t);
+    rt_native_ticker_stop(t);
     if (same_process(t)) {
         pthread_mutex_destroy(&t->lock);
         pthread_cond_destroy(&t->wake);

@@ -6,19 +6,15 @@
 
 typedef struct rt_ticker rt_ticker;
 
-/* The wasmtime functions the ticker calls (their addresses come from the host, as rt_api's). */
+/* The wasmtime functions the ticker calls (rt_api's, from the host); set once at init. */
 typedef struct {
     void *(*engine_clone)(void *);
     void (*engine_delete)(void *);
     void (*increment_epoch)(void *);
 } rt_ticker_api;
 
-/* A running ticker of (a clone of) engine, one epoch tick per period_ns; NULL on failure. */
-rt_ticker *rt_ticker_new(const rt_ticker_api *fns, void *engine, int64_t period_ns);
-/* Stops the thread and drops the engine clone (idempotent); the memory stays until free. */
-void rt_ticker_stop(rt_ticker *t);
-/* Stops (if running) and frees: only once nothing can reach t any more. */
-void rt_ticker_free(rt_ticker *t);
+void rt_ticker_init(const rt_ticker_api *fns);
+/* The host's: rt_native_ticker_start(engine, period_ns), _stop(t) and _free(t) (_ticker.c). */
 /* 1 while its thread ticks in this process (0 once stopped, and in a forked child). */
 int rt_ticker_live(rt_ticker *t);
 /* set(ctx, delta) and the tick count, together under the ticker's lock: the count then says

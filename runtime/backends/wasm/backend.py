@@ -16,9 +16,12 @@ parsed out of a message. Calls run in a worker thread (``run``) or the caller's 
 epoch deadline.
 
 A call's store, instance, guest calls and copies run as one foreign call in a small C helper
-(``_native``, built with the pinned zig on first use) with the GIL released; where the helper
+(``_native``, built with the pinned zig on first use), which keeps the GIL until the guest's
+first epoch tick (a short call never hands it to another thread; a long one holds it for at
+most one tick) and ticks the epoch from a C thread that never needs the GIL; where the helper
 cannot be built or loaded, the same steps run one ctypes call at a time (``_hot``) with the
-same results and errors, and the fingerprint lists ``native_call`` as missing.
+GIL released and a Python ticker, with the same results and errors, and the fingerprint
+lists ``native_call`` as missing.
 """
 
 from __future__ import annotations
