@@ -9,9 +9,10 @@ usage figures and a copy of the output.
 
 The helper is compiled with the pinned ``ziglang`` (already needed for the guests) into the
 user's cache, keyed by a digest of its sources (``_native.c``, ``_ticker.c``/``.h``,
-``_overflow.c``), the compiler version, the flags and the machine. It links against nothing: wasmtime's functions reach it as the addresses of the
-ctypes bindings in ``_hot`` (whose C signatures are checked against wasmtime-py's own at
-import) and its struct layouts are compared with wasmtime-py's ctypes view before first use.
+``_overflow.c``), the compiler version, the flags and the machine. It links against nothing:
+wasmtime's functions reach it as the addresses of the ctypes bindings in ``_hot`` (whose C
+signatures are checked against wasmtime-py's own at import) and its struct layouts are
+compared with wasmtime-py's ctypes view before first use.
 
 Hazards:
 
