@@ -2169,7 +2169,10 @@ static PyObject *journal_completion(PyObject *module, PyObject *const *args, Py_
  * twelve fields of a ctypes struct, made a ctypes foreign call (argument conversion, a GIL
  * hand-off) and read seven fields back, ~120 Python opcodes and the ctypes call's own cost
  * per call. wasm_call fills the same struct on this C stack, calls the helper's
- * rt_native_call with the GIL released and answers in the shapes run() answers.
+ * rt_native_call and answers in the shapes run() answers. The GIL is released by the helper,
+ * through gil_save/gil_restore: at the guest's first epoch tick when a live C ticker is
+ * passed (a short call keeps it: handing it to another thread for ~25 us cost more than it
+ * bought, _native.c), else before the call starts.
  *
  * rt_call here is _native.c's, field for field; wasm_call_layout() reports its size and
  * offsets, which _native.py compares with its ctypes view (itself compared with the helper's
@@ -2208,7 +2211,13 @@ typedef struct {
     int32_t may_overflow;
     int32_t out_status;
     uint64_t body_len;
+    void *(*gil_save)(void);
+    void (*gil_restore)(void *);
+    void *ticker;
 } rt_call;
+
+static void *wasm_gil_save(void) { return PyEval_SaveThread(); }
+static void wasm_gil_restore(void *tstate) { PyEval_RestoreThread((PyThreadState *)tstate); }
 
 typedef int32_t (*rt_call_fn)(rt_call *);
 typedef void (*rt_free_fn)(void *);
@@ -2231,7 +2240,8 @@ static PyObject *wasm_call_layout(PyObject *module, PyObject *const *args, Py_ss
         offsetof(rt_call, fuel_left), offsetof(rt_call, memory_size), offsetof(rt_call, packed),
         offsetof(rt_call, output), offsetof(rt_call, cpu_ns), offsetof(rt_call, wall_ns),
         offsetof(rt_call, may_overflow), offsetof(rt_call, out_status),
-        offsetof(rt_call, body_len),
+        offsetof(rt_call, body_len), offsetof(rt_call, gil_save),
+        offsetof(rt_call, gil_restore), offsetof(rt_call, ticker),
     };
     Py_ssize_t n = (Py_ssize_t)(sizeof v / sizeof v[0]);
     PyObject *out = PyTuple_New(n);
@@ -2292,7 +2302,7 @@ static PyObject *pointer_or_none(void *p) {
 }
 
 /* wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, fuel,
- *           epoch_deadline, max_output, has_oom, out_buf, out_cap, /)
+ *           epoch_deadline, max_output, has_oom, out_buf, out_cap, ticker, /)
  *   -> (out_status, body, may_overflow, fuel_left, memory_size, cpu_ns, wall_ns)   status OK
  *    | (status, fuel_left, memory_size, packed, oom_flag, has_memory, cpu_ns, wall_ns,
  *       may_overflow, out_status, body, error, trap)                              any other
@@ -2305,10 +2315,10 @@ static PyObject *pointer_or_none(void *p) {
  * the helper, copied and freed here with its rt_native_free. NotImplemented
  * (nothing ran): an argument that is not exactly what the struct's field holds (an int out
  * of its range, which ctypes would wrap, or not an int or bytes): the caller's ctypes path
- * decides. */
+ * decides. ``ticker``: the address of a live C ticker the caller holds (0: none). */
 static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "wasm_call takes 14 arguments");
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "wasm_call takes 15 arguments");
         return NULL;
     }
     void *call_fn, *free_fn;
@@ -2324,6 +2334,7 @@ static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t n
         arg_u64(args[9], &c.epoch_deadline) < 0 || arg_u64(args[10], &c.max_output) < 0 ||
         !(args[11] == Py_True || args[11] == Py_False) ||
         arg_pointer(args[12], (void **)&c.out_buf) < 0 || arg_u64(args[13], &c.out_cap) < 0 ||
+        arg_pointer(args[14], &c.ticker) < 0 ||
         (c.out_buf == NULL && c.out_cap != 0)) {
         if (PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
@@ -2339,13 +2350,13 @@ static PyObject *wasm_call(PyObject *module, PyObject *const *args, Py_ssize_t n
     c.export_len = (size_t)PyBytes_GET_SIZE(export);
     c.input = (const uint8_t *)PyBytes_AS_STRING(payload);
     c.input_len = (uint64_t)PyBytes_GET_SIZE(payload);
+    c.gil_save = wasm_gil_save;
+    c.gil_restore = wasm_gil_restore;
     rt_call_fn fn = (rt_call_fn)call_fn;
-    int32_t status;
     /* ``export`` and ``payload`` are held by the caller's argument references for the call;
-     * bytes objects are immutable, so their buffers do not move while the GIL is released. */
-    Py_BEGIN_ALLOW_THREADS
-    status = fn(&c);
-    Py_END_ALLOW_THREADS
+     * bytes objects are immutable, so their buffers do not move while the GIL is released.
+     * The helper hands the GIL back before it returns. */
+    int32_t status = fn(&c);
     PyObject *body = NULL;
     if (status == 0) {
         if (c.body_len > (uint64_t)PY_SSIZE_T_MAX) {
@@ -2479,7 +2490,7 @@ static PyMethodDef methods[] = {
      "completion record, built and journaled."},
     {"wasm_call", (PyCFunction)(void (*)(void))wasm_call, METH_FASTCALL,
      "wasm_call(call_fn, free_fn, engine, pre, export, payload, memory_bytes, table_elements, "
-     "fuel, epoch_deadline, max_output, has_oom, out_buf, out_cap, /): the wasm native "
+     "fuel, epoch_deadline, max_output, has_oom, out_buf, out_cap, ticker, /): the wasm native "
      "helper's call "
      "(runtime/backends/wasm/_native.py)."},
     {"wasm_call_layout", (PyCFunction)(void (*)(void))wasm_call_layout, METH_FASTCALL,

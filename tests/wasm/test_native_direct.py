@@ -151,10 +151,10 @@ def test_declined_arguments_take_the_ctypes_path(
     args = _args(native_backend, "json_parse", "[1]")
     scratch = bytearray(64)
     buf = (ctypes.c_char * 64).from_buffer(scratch)
-    base = [call_fn, free_fn, args[0], args[1].address, *args[2:], ctypes.addressof(buf), 64]
+    base = [call_fn, free_fn, args[0], args[1].address, *args[2:], ctypes.addressof(buf), 64, 0]
     assert type(fn(*base)) is tuple  # the well-formed call runs
     for i, bad in ((8, 1 << 64), (8, -1), (5, bytearray(b"x")), (11, 1), (6, 1.0), (12, 1.5),
-                   (13, -1), (12, None)):  # fmt: skip
+                   (13, -1), (12, None), (14, 1.5)):  # fmt: skip
         odd = list(base)
         odd[i] = bad
         assert fn(*odd) is NotImplemented, (i, bad)

@@ -20,6 +20,19 @@
  *   may move it);
  * - the store is deleted on every path out of rt_native_call, exactly once; wasm_trap_t and
  *   wasmtime_error_t objects are handed to the caller, who owns (and frees) them.
+ *
+ * The GIL (a caller that passes gil_save/gil_restore: the accelerator's wasm_call; the ctypes
+ * path passes none, ctypes releases it around the whole call). Handing the GIL to another
+ * thread for a guest's ~25 us run cost two threads more than the overlap bought: every call
+ * moved both threads' Python objects between cores. So the call keeps the GIL while its
+ * guest runs, and gives it up at the guest's first epoch tick, from wasmtime's epoch-deadline
+ * callback (on_tick): a short call never hands the GIL over, a long one holds it for at most
+ * one tick. This needs a tick source that never needs the GIL: the C ticker (_ticker.c),
+ * passed as `ticker`; without a live one (none, stopped, or a forked child's) the GIL is
+ * given up before the call starts, as before. The deadline is unchanged: the store's first
+ * deadline is one tick, and on_tick extends it to `epoch_deadline` ticks counted from the
+ * tick the first one was set against (rt_ticker_mark); at that point it stops the guest with
+ * an error, which this file turns into the interrupt trap an epoch deadline has always been.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stddef.h>
@@ -27,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "_ticker.h"
 
 typedef struct { uint64_t store_id; void *priv; } rt_func;
 typedef struct { struct { uint64_t store_id; uint32_t priv1; } a; uint32_t priv2; } rt_memory;
@@ -52,6 +67,10 @@ typedef void *(*call_unchecked_fn)(void *, const rt_func *, rt_val_raw *, size_t
 typedef uint8_t *(*memory_data_fn)(void *, const rt_memory *);
 typedef size_t (*memory_size_fn)(void *, const rt_memory *);
 typedef void (*delete_fn)(void *);
+typedef void *(*tick_cb)(void *, void *, uint64_t *, uint8_t *);
+typedef void (*epoch_callback_fn)(void *, tick_cb, void *, void (*)(void *));
+typedef void *(*error_new_fn)(const char *);
+typedef void *(*trap_new_code_fn)(uint8_t);
 
 /* The order of the pointers rt_native_init takes (the host passes them in this order). */
 typedef struct {
@@ -69,6 +88,12 @@ typedef struct {
     memory_size_fn memory_size;
     delete_fn error_delete;
     delete_fn trap_delete;
+    epoch_callback_fn epoch_callback;
+    error_new_fn error_new;
+    trap_new_code_fn trap_new_code;
+    void *(*engine_clone)(void *);
+    void (*engine_delete)(void *);
+    void (*increment_epoch)(void *);
 } rt_api;
 
 static rt_api api;
@@ -90,6 +115,8 @@ enum {
 
 /* Bytes of an output too large that are copied for the error's preview. */
 #define RT_PREVIEW 1024
+/* WASMTIME_TRAP_CODE_INTERRUPT (the host checks it against wasmtime-py's TrapCode). */
+#define RT_TRAP_INTERRUPT 10
 
 typedef struct {
     /* in */
@@ -123,12 +150,29 @@ typedef struct {
     int32_t may_overflow; /* rt_native_may_overflow of the body */
     int32_t out_status;   /* the output's status byte (RT_OK status only) */
     uint64_t body_len;    /* out_len - 1 (RT_OK status only) */
+    /* in: the GIL's release and re-take (NULL: the caller released it) and the C ticker */
+    void *(*gil_save)(void);
+    void (*gil_restore)(void *);
+    rt_ticker *ticker;
 } rt_call;
+
+/* One call's hold on the GIL (see the top of this file). */
+typedef struct {
+    void *(*save)(void);
+    rt_ticker *ticker; /* live at the call's start: the GIL is held until its first tick */
+    void *tstate;      /* the saved thread state once the GIL is given up */
+    uint64_t start;    /* the ticker's count when the first deadline was set */
+    uint64_t deadline; /* epoch_deadline, in ticks from start */
+    int interrupted;   /* on_tick stopped the guest */
+} rt_hold;
 
 /* Once per process (the host loads under a lock): every backend passes the same addresses
  * (one libwasmtime per process), and calls already running in other threads read api. */
 void rt_native_init(const rt_api *fns) {
-    if (!api.store_new) api = *fns;
+    if (api.store_new) return;
+    api = *fns;
+    rt_ticker_api ticker = {api.engine_clone, api.engine_delete, api.increment_epoch};
+    rt_ticker_init(&ticker);
 }
 
 void rt_native_free(void *p) { free(p); }
@@ -149,7 +193,8 @@ size_t rt_native_layout(size_t *out, size_t n) {
         offsetof(rt_call, fuel_left), offsetof(rt_call, memory_size), offsetof(rt_call, packed),
         offsetof(rt_call, output), offsetof(rt_call, cpu_ns), offsetof(rt_call, wall_ns),
         offsetof(rt_call, may_overflow), offsetof(rt_call, out_status),
-        offsetof(rt_call, body_len),
+        offsetof(rt_call, body_len), offsetof(rt_call, gil_save),
+        offsetof(rt_call, gil_restore), offsetof(rt_call, ticker), RT_TRAP_INTERRUPT,
     };
     size_t count = sizeof(v) / sizeof(v[0]);
     for (size_t i = 0; i < n && i < count; i++) out[i] = v[i];
@@ -162,30 +207,8 @@ static int64_t now_ns(clockid_t clock) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-
-/* 1 unless no number in [p, p+n) can be a float outside the double range: the host's
- * _may_overflow (runtime/backends/wasm/abi.py), byte for byte. A lexeme reaches 1.8e308 only
- * with an exponent of 3+ digits ('e' or 'E', an optional sign, 3 digits) or with a run of
- * 210+ digits. Conservative: digits inside strings count too. */
-int32_t rt_native_may_overflow(const uint8_t *p, size_t n) {
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = p[i];
-        if (is_digit(c)) {
-            if (++run >= 210) return 1;
-            continue;
-        }
-        run = 0;
-        if (c == 'e' || c == 'E') {
-            size_t j = i + 1;
-            if (j < n && (p[j] == '+' || p[j] == '-')) j++;
-            if (j + 3 <= n && is_digit(p[j]) && is_digit(p[j + 1]) && is_digit(p[j + 2]))
-                return 1;
-        }
-    }
-    return 0;
-}
+/* _overflow.c: 1 unless no number in [p, p+n) can be a float outside the double range. */
+int32_t rt_native_may_overflow(const uint8_t *p, size_t n);
 
 static int get_export(void *ctx, const rt_instance *inst, const char *name, size_t len,
                       int kind, rt_extern *out) {
@@ -275,18 +298,45 @@ static int run(void *ctx, rt_call *c, rt_instance *inst, rt_memory *mem, int *ha
     return RT_OK;
 }
 
-static int32_t call(rt_call *c);
+static int32_t call(rt_call *c, rt_hold *h);
 
-/* Returns c->status. On every status the store is gone when this returns. */
+/* Returns c->status. On every status the store is gone when this returns, and the GIL is
+ * held again if the caller held it. */
 int32_t rt_native_call(rt_call *c) {
+    rt_hold h;
+    memset(&h, 0, sizeof h);
+    if (c->gil_save) {
+        if (c->ticker && rt_ticker_live(c->ticker)) {
+            h.save = c->gil_save;
+            h.ticker = c->ticker;
+        } else {
+            h.tstate = c->gil_save(); /* nothing would tick: never hold the GIL */
+        }
+    }
     int64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wall0 = now_ns(CLOCK_MONOTONIC);
-    int32_t st = call(c);
+    int32_t st = call(c, &h);
     c->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     c->wall_ns = now_ns(CLOCK_MONOTONIC) - wall0;
+    if (h.tstate) c->gil_restore(h.tstate);
     return st;
 }
 
-static int32_t call(rt_call *c) {
+/* wasmtime's epoch-deadline callback: the guest reached its current deadline. */
+static void *on_tick(void *ctx, void *data, uint64_t *delta, uint8_t *kind) {
+    (void)ctx;
+    rt_hold *h = data;
+    if (!h->tstate) h->tstate = h->save(); /* a long run: let the other threads have it */
+    uint64_t elapsed = rt_ticker_ticks(h->ticker) - h->start;
+    if (elapsed >= h->deadline) {
+        h->interrupted = 1;
+        return api.error_new("the wasm guest reached its epoch deadline");
+    }
+    *delta = h->deadline - elapsed;
+    *kind = 0; /* WASMTIME_UPDATE_DEADLINE_CONTINUE */
+    return NULL;
+}
+
+static int32_t call(rt_call *c, rt_hold *h) {
     c->error = c->trap = NULL;
     c->output = NULL;
     c->out_status = -1;
@@ -307,7 +357,14 @@ static int32_t call(rt_call *c) {
         api.store_delete(store);
         return c->status = RT_FUEL_ERROR;
     }
-    api.set_epoch_deadline(ctx, c->epoch_deadline);
+    if (h->ticker) {
+        api.epoch_callback(store, on_tick, h, NULL);
+        h->deadline = c->epoch_deadline;
+        h->start = rt_ticker_mark(h->ticker, api.set_epoch_deadline, ctx,
+                                  c->epoch_deadline < 1 ? c->epoch_deadline : 1);
+    } else {
+        api.set_epoch_deadline(ctx, c->epoch_deadline);
+    }
 
     rt_instance inst;
     rt_memory mem;
@@ -315,6 +372,16 @@ static int32_t call(rt_call *c) {
     memset(&inst, 0, sizeof inst);
     memset(&mem, 0, sizeof mem);
     int st = run(ctx, c, &inst, &mem, &have_mem);
+    if (st == RT_ERROR && h->interrupted) {
+        /* on_tick's error: the interrupt trap the deadline would have raised by itself. */
+        void *trap = api.trap_new_code(RT_TRAP_INTERRUPT);
+        if (trap) {
+            api.error_delete(c->error);
+            c->error = NULL;
+            c->trap = trap;
+            st = RT_TRAP;
+        }
+    }
 
     uint64_t left = 0;
     void *fuel_err = api.get_fuel(ctx, &left);
@@ -343,3 +410,4 @@ static int32_t call(rt_call *c) {
     api.store_delete(store);
     return c->status = st;
 }
+

@@ -3,14 +3,16 @@
 ``_hot.GuestStore`` makes ~20 ctypes calls per wasm call (store, limits, fuel, epoch,
 instantiate, three export lookups, two guest calls, sizes, copies, delete); each converts its
 arguments, releases and re-takes the GIL and sits in a Python frame, which together cost more
-than wasmtime's own work. ``NativeCaller.call`` does the same steps in C with the GIL released
-once, then hands back the statuses, the usage figures and a copy of the output.
+than wasmtime's own work. ``NativeCaller.call`` does the same steps in C in one foreign call
+(the GIL given up at most once: see the hazard below), then hands back the statuses, the
+usage figures and a copy of the output.
 
 The helper is compiled with the pinned ``ziglang`` (already needed for the guests) into the
-user's cache, keyed by a digest of its source, the compiler version, the flags and the
-machine. It links against nothing: wasmtime's functions reach it as the addresses of the
-ctypes bindings in ``_hot`` (whose C signatures are checked against wasmtime-py's own at
-import) and its struct layouts are compared with wasmtime-py's ctypes view before first use.
+user's cache, keyed by a digest of its sources (``_native.c``, ``_ticker.c``/``.h``,
+``_overflow.c``), the compiler version, the flags and the machine. It links against nothing:
+wasmtime's functions reach it as the addresses of the ctypes bindings in ``_hot`` (whose C
+signatures are checked against wasmtime-py's own at import) and its struct layouts are
+compared with wasmtime-py's ctypes view before first use.
 
 Hazards:
 
@@ -26,6 +28,13 @@ Hazards:
 - ``rt_call.output`` is malloc'd by the helper and must be freed with ``rt_native_free``
   exactly once; ``error`` and ``trap`` are wasmtime objects whose ownership passes to the
   exception objects built from them.
+- The GIL: through the accelerator's ``wasm_call`` a call keeps it while its guest runs and
+  gives it up at the guest's first epoch tick (``_native.c`` says why); that needs the C
+  ticker (:class:`NativeTicker`, ``_ticker.c``), which never needs the GIL, passed as
+  ``ticker``. A :class:`NativeTicker`'s memory is freed only when the object is collected,
+  so a call holding a reference can never see it freed; ``stop()`` runs with the GIL held,
+  so no call can be between its "is the ticker live" check and its guest's first tick when
+  the ticker stops. The ctypes path releases the GIL for the whole call, as before.
 """
 
 from __future__ import annotations
@@ -34,122 +43,48 @@ import ctypes
 import hashlib
 import platform
 import threading
-from ctypes import c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import c_char_p, c_int32, c_size_t, c_void_p
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import wasmtime
-from wasmtime import _ffi as ffi
 
 from runtime import _speedups
 from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
+from runtime.backends.wasm._native_abi import (
+    NativeTicker,
+    Status,
+    _Api,
+    _Call,
+    _TickerStart,
+    address,
+    api_functions,
+)
+from runtime.backends.wasm._native_abi import (
+    expected_layout as _expected_layout,  # the seam tests replace
+)
 from runtime.errors import SandboxError
 
-__all__ = ["SCRATCH_BYTES", "NativeCaller", "NativeResult", "Ok", "Status", "load_native"]
+__all__ = [
+    "SCRATCH_BYTES",
+    "NativeCaller",
+    "NativeResult",
+    "NativeTicker",
+    "Ok",
+    "Status",
+    "load_native",
+]
 
 _SOURCE = Path(__file__).with_name("_native.c")
+#: The other sources built into the helper, and its header (the digest covers them all).
+_PARTS = tuple(Path(__file__).with_name(name) for name in ("_ticker.c", "_overflow.c"))
+_HEADERS = (Path(__file__).with_name("_ticker.h"),)
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror")
 _lock = threading.Lock()
-
-
-class Status:
-    """``rt_native_call``'s statuses (the enum in ``_native.c``)."""
-
-    OK = 0
-    NO_STORE = 1
-    FUEL_ERROR = 2
-    ERROR = 3
-    TRAP = 4
-    NO_EXPORT = 5
-    ALLOC_FAILED = 6
-    BAD_INPUT_PTR = 7
-    BAD_OUTPUT = 8
-    OUTPUT_TOO_LARGE = 9
-    NO_HOST_MEMORY = 10
-
-
-class _Api(ctypes.Structure):
-    # The order of rt_api in _native.c.
-    _fields_ = [
-        (name, c_void_p)
-        for name in (
-            "store_new",
-            "store_context",
-            "store_limiter",
-            "store_delete",
-            "set_fuel",
-            "get_fuel",
-            "set_epoch_deadline",
-            "instantiate",
-            "export_get",
-            "call_unchecked",
-            "memory_data",
-            "memory_size",
-            "error_delete",
-            "trap_delete",
-        )
-    ]
-
-
-class _Call(ctypes.Structure):
-    # rt_call in _native.c, field for field.
-    _fields_ = [
-        ("engine", c_void_p),
-        ("pre", c_void_p),
-        ("memory_bytes", c_int64),
-        ("table_elements", c_int64),
-        ("fuel", c_uint64),
-        ("epoch_deadline", c_uint64),
-        ("export_name", c_char_p),
-        ("export_len", c_size_t),
-        ("input", c_char_p),
-        ("input_len", c_uint64),
-        ("max_output", c_uint64),
-        ("out_buf", c_void_p),
-        ("out_cap", c_uint64),
-        ("has_oom", c_int32),
-        ("status", c_int32),
-        ("oom_flag", c_int32),
-        ("has_memory", c_int32),
-        ("error", c_void_p),
-        ("trap", c_void_p),
-        ("fuel_left", c_uint64),
-        ("memory_size", c_uint64),
-        ("packed", c_uint64),
-        ("output", c_void_p),
-        ("cpu_ns", c_int64),
-        ("wall_ns", c_int64),
-        ("may_overflow", c_int32),
-        ("out_status", c_int32),
-        ("body_len", c_uint64),
-    ]
-
-
-_error_delete = _hot._bind("wasmtime_error_delete", None, c_void_p)
-_trap_delete = _hot._bind("wasm_trap_delete", None, c_void_p)
-
-
-def _address(fn: Any) -> int:
-    return ctypes.cast(fn, c_void_p).value or 0
-
-
-def _expected_layout() -> list[int]:
-    """What rt_native_layout must report: wasmtime-py's ctypes view and ours of rt_call."""
-    return [
-        ctypes.sizeof(ffi.wasmtime_extern_t),
-        ffi.wasmtime_extern_t.of.offset,
-        ctypes.sizeof(ffi.wasmtime_func_t),
-        ctypes.sizeof(ffi.wasmtime_memory_t),
-        ctypes.sizeof(ffi.wasmtime_instance_t),
-        ctypes.sizeof(ffi.wasmtime_val_raw_t),
-        ctypes.sizeof(_Api),
-        ctypes.sizeof(_Call),
-        *(getattr(_Call, field[0]).offset for field in _Call._fields_),
-    ]
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2x, once per call
@@ -212,7 +147,7 @@ def _direct_call(lib: ctypes.CDLL) -> tuple[Any, int, int] | None:
     expected = (ctypes.sizeof(_Call), *(getattr(_Call, field[0]).offset for field in fields))
     if tuple(mod.wasm_call_layout()) != expected:
         return None
-    return mod.wasm_call, _address(lib.rt_native_call), _address(lib.rt_native_free)
+    return mod.wasm_call, address(lib.rt_native_call), address(lib.rt_native_free)
 
 
 class NativeCaller:
@@ -227,27 +162,7 @@ class NativeCaller:
         if list(layout[:n]) != _expected_layout():
             raise ImportError("the native wasm helper's struct layouts differ from wasmtime-py's")
         self._lib = lib  # keeps the library mapped for as long as the function objects live
-        api = _Api(
-            *(
-                _address(fn)
-                for fn in (
-                    _hot._store_new,
-                    _hot._store_context,
-                    _hot._store_limiter,
-                    _hot._store_delete,
-                    _hot._set_fuel,
-                    _hot._get_fuel,
-                    _hot._set_epoch_deadline,
-                    _hot._instantiate,
-                    _hot._export_get,
-                    _hot._call_unchecked,
-                    _hot._memory_data,
-                    _hot._memory_size,
-                    _error_delete,
-                    _trap_delete,
-                )
-            )
-        )
+        api = _Api(*(address(fn) for fn in api_functions()))
         if not all(getattr(api, field[0]) for field in _Api._fields_):
             raise ImportError("a wasmtime function's address is missing")
         init = lib.rt_native_init
@@ -265,6 +180,14 @@ class NativeCaller:
         self._may_overflow.restype = c_int32
         self._may_overflow.argtypes = [c_char_p, c_size_t]
         self._direct = _direct_call(lib)
+        self._ticker_start = _TickerStart(address(lib.rt_native_ticker_start))
+
+    def ticker(self, engine: int, period_s: float) -> NativeTicker | None:
+        """Start a C ticker advancing ``engine``'s epoch (the address of a live Engine, which
+        the ticker clones: it never outlives it) once per ``period_s``; None when it cannot
+        be started (the caller then ticks from Python, and calls release the GIL up front)."""
+        address = self._ticker_start(engine, round(period_s * 1e9))
+        return NativeTicker(self._lib, address) if address else None
 
     def may_overflow(self, data: bytes) -> bool:
         """The C twin of ``abi._may_overflow`` (what ``call`` reports for its output)."""
@@ -314,11 +237,14 @@ class NativeCaller:
         max_output: int,
         has_oom: bool,
         full: bool = False,
+        ticker: int = 0,
     ) -> Ok | NativeResult:
         """:meth:`call` for the backend's hot path, positional: on ``Status.OK`` the tuple
         :data:`Ok` (``(out_status, body, may_overflow, fuel_left, memory_size, cpu_ns,
         wall_ns)``) without building a NativeResult (~60 opcodes a call), else (and with
-        ``full``, always) the call's NativeResult."""
+        ``full``, always) the call's NativeResult. ``ticker``: a live :class:`NativeTicker`'s
+        address (the caller holds the object) for the accelerator's path to keep the GIL
+        during a short guest run; 0, or the ctypes path, release it for the whole call."""
         local = self._local
         scratch: _Scratch | None = getattr(local, "scratch", None)
         if scratch is None:
@@ -349,6 +275,7 @@ class NativeCaller:
                     has_oom,
                     scratch.address,
                     SCRATCH_BYTES,
+                    ticker,
                 )
             finally:
                 scratch.busy = False
@@ -377,6 +304,7 @@ class NativeCaller:
             c.input_len = len(payload)
             c.max_output = max_output
             c.has_oom = has_oom
+            # gil_save stays NULL: ctypes releases the GIL around this foreign call.
             # The caller holds ``pre`` (and with it the InstancePre) for the whole call.
             status = self._call(scratch.ref)
             body: bytes | bytearray | None = None
@@ -426,7 +354,8 @@ class NativeCaller:
 def _digest() -> str:
     h = hashlib.sha256()
     h.update(f"zig {version('ziglang')} {' '.join(CFLAGS)} {platform.machine()}\n".encode())
-    h.update(_SOURCE.read_bytes())
+    for source in (_SOURCE, *_PARTS, *_HEADERS):
+        h.update(source.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -437,7 +366,7 @@ def _open_own_library(path: Path) -> ctypes.CDLL:
 
 def _compile(target: Path) -> None:
     try:
-        zig_cc([_SOURCE], CFLAGS, target, what="the wasm native helper", mode=0o700)
+        zig_cc([_SOURCE, *_PARTS], CFLAGS, target, what="the wasm native helper", mode=0o700)
     except SandboxError as exc:  # the caller falls back to the ctypes path on OSError
         stderr = exc.details.get("stderr")
         raise OSError(f"{exc.message}: {stderr[-2000:]}" if stderr else exc.message) from exc

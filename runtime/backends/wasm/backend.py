@@ -16,9 +16,12 @@ parsed out of a message. Calls run in a worker thread (``run``) or the caller's 
 epoch deadline.
 
 A call's store, instance, guest calls and copies run as one foreign call in a small C helper
-(``_native``, built with the pinned zig on first use) with the GIL released; where the helper
+(``_native``, built with the pinned zig on first use), which keeps the GIL until the guest's
+first epoch tick (a short call never hands it to another thread; a long one holds it for at
+most one tick) and ticks the epoch from a C thread that never needs the GIL; where the helper
 cannot be built or loaded, the same steps run one ctypes call at a time (``_hot``) with the
-same results and errors, and the fingerprint lists ``native_call`` as missing.
+GIL released and a Python ticker, with the same results and errors, and the fingerprint
+lists ``native_call`` as missing.
 """
 
 from __future__ import annotations
@@ -41,7 +44,13 @@ from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
 from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
-from runtime.backends.wasm._native import NativeCaller, NativeResult, Status, load_native
+from runtime.backends.wasm._native import (
+    NativeCaller,
+    NativeResult,
+    NativeTicker,
+    Status,
+    load_native,
+)
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
 from runtime.errors import (
@@ -197,22 +206,36 @@ class _TickClock:
 
 
 class _EpochTicker:
-    """One daemon thread advancing the engine's epoch; deadlines are counted in its ticks."""
+    """What advances the engine's epoch; deadlines are counted in its ticks.
+
+    With the native helper, a C thread (``NativeTicker``): native calls keep the GIL during a
+    guest's first tick, so the tick source must never need the GIL (a Python ticker could
+    not tick while a runaway guest holds it). Without the helper (or if the C thread cannot
+    be started), one daemon Python thread, and calls release the GIL for their whole run."""
 
     def __init__(self, engine: wasmtime.Engine) -> None:
         self._engine = engine
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The C ticker while it runs; a call reads it once and holds it (see NativeTicker).
+        self.native: NativeTicker | None = None
+        self.started = False
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        if self._thread is not None:
+    def start(self, native: NativeCaller | None) -> None:
+        if self.started:
             return
         with self._lock:  # run_sync starts it lazily, possibly from several threads at once
-            if self._thread is None:
-                self._stop.clear()
-                self._thread = threading.Thread(target=self._run, name="wasm-epoch", daemon=True)
-                self._thread.start()
+            if not self.started:
+                if native is not None:
+                    self.native = native.ticker(address_of(self._engine.ptr()), EPOCH_TICK_S)
+                if self.native is None:
+                    self._stop.clear()
+                    self._thread = threading.Thread(
+                        target=self._run, name="wasm-epoch", daemon=True
+                    )
+                    self._thread.start()
+                self.started = True
 
     def _run(self) -> None:
         clock = _TickClock(time.monotonic())
@@ -223,6 +246,10 @@ class _EpochTicker:
     def close(self) -> None:
         with self._lock:
             thread, self._thread = self._thread, None
+            ticker, self.native = self.native, None
+            self.started = False
+        if ticker is not None:
+            ticker.stop()  # the memory goes with the object, once no call holds it
         if thread is not None:
             self._stop.set()
             thread.join()
@@ -283,10 +310,11 @@ class WasmBackend:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the epoch ticker and build the guests (first run: a few seconds of zig)."""
-        self._ticker.start()
+        """Build the guests and the native helper (first run: a few seconds of zig), then
+        start the epoch ticker (a C thread when the helper loaded)."""
         await anyio.to_thread.run_sync(self.guests)
-        await anyio.to_thread.run_sync(self.native_caller)
+        native = await anyio.to_thread.run_sync(self.native_caller)
+        self._ticker.start(native)
 
     async def aclose(self) -> None:
         self._ticker.close()
@@ -417,7 +445,8 @@ class WasmBackend:
 
     def run_sync(self, request: ExecRequest) -> ExecOutcome:
         """Run one call in the calling thread (the broker's sync path and benchmarks)."""
-        self._ticker.start()
+        if not self._ticker.started:
+            self._ticker.start(self.native_caller())
         spec = request.spec
         hot = self._hot.get(spec.name)
         if hot is not None and hot[0] is spec:
@@ -455,6 +484,8 @@ class WasmBackend:
         fuel = min(limits.wasm_fuel, _MAX_FUEL)
         deadline = max(1, math.ceil(limits.timeout_s / EPOCH_TICK_S)) + 1
         native = self._native if self._native is not None else self.native_caller()
+        # Held across the call: its memory cannot go while the helper may use it.
+        tick = self._ticker.native
         slots = self._slots
         slots.get()
         try:
@@ -473,6 +504,8 @@ class WasmBackend:
                     deadline,
                     limits.output_bytes + 1,
                     loaded.has_oom,
+                    False,
+                    tick.address if tick is not None else 0,
                 )
                 if isinstance(res, NativeResult):
                     usage = {

@@ -1,0 +1,232 @@
+"""The native call keeps the GIL while its guest runs and gives it up at the guest's first
+epoch tick (``_native.c``), ticked by a C thread that never needs the GIL (``_ticker.c``).
+
+Nothing here is timed: each test asks whether another Python thread could run during a
+guest's run, counted by that thread itself."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.backends.wasm import WasmBackend
+from runtime.backends.wasm._native import NativeCaller, NativeResult, Status
+from runtime.backends.wasm.abi import GuestABI
+from runtime.backends.wasm.backend import _TABLE_ELEMENTS, EPOCH_TICK_S
+from runtime.errors import ResourceLimitExceeded, ToolTimeout
+
+from .conftest import request, wat_tool
+
+pytestmark = pytest.mark.wasm
+
+LOOP = """(module
+  (memory (export "memory") 1)
+  (func (export "rt_alloc") (param i32) (result i32) i32.const 1024)
+  (func (export "run") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"""
+#: Fuel for a run of the loop that is long next to a thread switch (~10^8 iterations).
+SPIN_FUEL = 300_000_000
+
+
+class _Counter:
+    """A thread counting while it can get the GIL (it drops it at every step)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.n += 1
+            time.sleep(0)  # releases the GIL
+
+    def __enter__(self) -> _Counter:
+        self._thread.start()
+        while self.n < 3:  # running, and between two counts from now on
+            time.sleep(0.001)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def no_forced_switch() -> Iterator[None]:
+    """The interpreter never takes the GIL from this thread (it only gives it up itself),
+    and no collection runs a finalizer that does I/O (which would give it up) meanwhile."""
+    old = sys.getswitchinterval()
+    gc.collect()
+    gc.disable()
+    sys.setswitchinterval(1000.0)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+        gc.enable()
+
+
+@pytest.fixture
+def fresh(native_backend: WasmBackend) -> Iterator[WasmBackend]:
+    """A backend whose engine nothing ticks yet (run_sync would start its ticker); the
+    native helper is already built in the session's cache."""
+    b = WasmBackend(cache_dir=native_backend.cache_dir)
+    yield b
+    b.close()
+
+
+def _spinner(backend: WasmBackend, tmp_path: Path, native: NativeCaller) -> Any:
+    """A call of the loop, everything but the call itself done up front (loading a module
+    does I/O, which gives the GIL up)."""
+    loaded = backend.load(wat_tool(tmp_path, "spin", LOOP))
+    args = (backend._engine_ptr, loaded.pre, b"run", GuestABI.encode_arguments({}), 1 << 20,
+            _TABLE_ELEMENTS, SPIN_FUEL, 10**6, 1 << 20, loaded.has_oom, False)  # fmt: skip
+
+    def spin(ticker: int) -> Any:
+        return native.run(*args, ticker)
+
+    return spin
+
+
+def _out_of_fuel(res: Any) -> None:
+    assert isinstance(res, NativeResult) and res.status == Status.TRAP
+    assert res.trap is not None and res.trap.trap_code is not None
+    assert res.trap.trap_code.name == "OUT_OF_FUEL"
+
+
+def test_a_guest_before_its_first_tick_keeps_the_gil(
+    fresh: WasmBackend, tmp_path: Path, no_forced_switch: None
+) -> None:
+    """With a ticker that never ticks, no other thread runs during a long guest run: the
+    call never handed the GIL over (without the hold, the counter ran all along)."""
+    native = fresh.native_caller()
+    assert native is not None
+    if native._direct is None:
+        pytest.skip("no C accelerator: the ctypes path releases the GIL for the whole call")
+    never = native.ticker(fresh._engine_ptr, 3600.0)
+    assert never is not None
+    spin = _spinner(fresh, tmp_path, native)
+    with _Counter() as counter:
+        before = counter.n
+        res = spin(never.address)
+        after = counter.n
+    never.stop()
+    _out_of_fuel(res)
+    assert after == before
+
+
+def test_the_first_tick_gives_the_gil_up(
+    fresh: WasmBackend, tmp_path: Path, no_forced_switch: None
+) -> None:
+    native = fresh.native_caller()
+    assert native is not None
+    ticker = native.ticker(fresh._engine_ptr, EPOCH_TICK_S)
+    assert ticker is not None
+    spin = _spinner(fresh, tmp_path, native)
+    with _Counter() as counter:
+        before = counter.n
+        res = spin(ticker.address)
+        after = counter.n
+    ticker.stop()
+    _out_of_fuel(res)
+    assert after > before
+
+
+def test_a_stopped_ticker_is_not_waited_for(
+    fresh: WasmBackend, tmp_path: Path, no_forced_switch: None
+) -> None:
+    """A ticker that no longer ticks would never end the hold: the call releases the GIL
+    before it starts, as with no ticker."""
+    native = fresh.native_caller()
+    assert native is not None
+    ticker = native.ticker(fresh._engine_ptr, 3600.0)
+    assert ticker is not None
+    ticker.stop()
+    ticker.stop()  # idempotent
+    spin = _spinner(fresh, tmp_path, native)
+    with _Counter() as counter:
+        before = counter.n
+        res = spin(ticker.address)
+        after = counter.n
+    _out_of_fuel(res)
+    assert after > before
+
+
+def test_a_runaway_guest_does_not_stop_other_threads(
+    native_backend: WasmBackend, tmp_path: Path
+) -> None:
+    """An infinite loop with a generous timeout, from another thread: this thread keeps
+    running while it spins, and the guest still ends at its deadline."""
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            native_backend.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=2.0))
+        except BaseException as exc:  # checked below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    steps = 0
+    while not done.is_set():
+        time.sleep(0.005)
+        steps += not done.is_set()
+    thread.join()
+    assert native_backend._ticker.native is not None  # the C ticker, the GIL-holding path
+    assert len(errors) == 1 and isinstance(errors[0], ToolTimeout), errors
+    assert errors[0].details == {"trap": "interrupt", "limit": "timeout_s"}
+    # Held for the whole 2 s, this thread would have made a step or two (before the guest
+    # started); released at the first tick (10 ms), it makes hundreds.
+    assert steps >= 10
+
+
+def test_limits_on_the_holding_path(native_backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "loop", LOOP)
+    with pytest.raises(ToolTimeout) as timeout:
+        native_backend.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
+    assert timeout.value.details == {"trap": "interrupt", "limit": "timeout_s"}
+    assert timeout.value.usage is not None and timeout.value.usage["fuel"] > 0
+    with pytest.raises(ResourceLimitExceeded) as fuel:
+        native_backend.run_sync(request(spec, {}, wasm_fuel=100_000, timeout_s=30))
+    assert fuel.value.details["limit"] == "wasm_fuel"
+    assert native_backend._ticker.native is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_does_not_wait_for_the_parents_ticker(
+    fresh: WasmBackend, tmp_path: Path
+) -> None:
+    """The child has no ticker thread: its calls release the GIL up front."""
+    native = fresh.native_caller()
+    assert native is not None
+    ticker = native.ticker(fresh._engine_ptr, EPOCH_TICK_S)
+    assert ticker is not None
+    spin = _spinner(fresh, tmp_path, native)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            sys.setswitchinterval(1000.0)
+            with _Counter() as counter:
+                before = counter.n
+                res = spin(ticker.address)
+                after = counter.n
+            ok = isinstance(res, NativeResult) and res.status == Status.TRAP
+            code = 0 if ok and after > before else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    ticker.stop()
+    assert os.waitstatus_to_exitcode(status) == 0
