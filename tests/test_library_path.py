@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime._fsio import own_library
+from tests._pythonpath import python_path
 
 LIBS = (
     ("/usr/lib/x86_64-linux-gnu/libm.so.6", "cos"),
@@ -47,7 +48,7 @@ def test_a_reused_descriptor_number_never_names_two_libraries() -> None:
         [sys.executable, "-c", SCRIPT.format(libs=LIBS)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": python_path(root)},
         check=False,
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

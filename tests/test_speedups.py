@@ -29,6 +29,7 @@ from runtime.audit._canonical import (
     canonical_json_ijson_bulk,
     canonical_scalar,
 )
+from tests._pythonpath import python_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -338,7 +339,7 @@ def test_forced_pure_switch_in_a_fresh_process() -> None:
         "assert _canonical._encode is _canonical._py_encode\n"
         "print(_speedups.status())\n"
     )
-    env = {**os.environ, _speedups.PURE_ENV: "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, _speedups.PURE_ENV: "1", "PYTHONPATH": python_path(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
@@ -348,7 +349,7 @@ def test_forced_pure_switch_in_a_fresh_process() -> None:
 
 @pytest.mark.parametrize("pure", [False, True])
 def test_doctor_says_whether_it_is_loaded(c_mod: ModuleType, tmp_path: Path, pure: bool) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), _speedups.PURE_ENV: "1" if pure else ""}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT), _speedups.PURE_ENV: "1" if pure else ""}
     proc = subprocess.run(
         [sys.executable, "-m", "runtime", "doctor"],
         cwd=tmp_path,
@@ -441,7 +442,7 @@ def test_wasm_native_helper_still_loads_after_it(c_mod: ModuleType, tmp_path: Pa
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
         capture_output=True,
         text=True,
         check=False,
@@ -466,7 +467,7 @@ def test_not_an_extension_is_an_import_error(tmp_path: Path, _built: tuple[Path,
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "cache")],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
         capture_output=True,
         text=True,
         check=False,

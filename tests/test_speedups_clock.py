@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from runtime import _speedups
 from runtime.audit import _log
+from tests._pythonpath import python_path
 
 ROOT = Path(__file__).resolve().parents[1]
 _MAX_NS = 2**63 - 1
@@ -69,7 +70,7 @@ def test_forced_pure_uses_the_python_clock() -> None:
         "                       backend=None, sandbox=None)\n"
         "print(type(_log._now).__name__)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), _speedups.PURE_ENV: "1"}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT), _speedups.PURE_ENV: "1"}
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )

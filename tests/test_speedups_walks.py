@@ -25,6 +25,7 @@ from runtime.audit._canonical import canonical_json
 from runtime.audit._redact import Redactor
 from runtime.errors import InvalidArguments
 from runtime.shapes import CallLimits, _check_value, _violation
+from tests._pythonpath import python_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -287,7 +288,7 @@ def test_forced_pure_uses_the_python_walks() -> None:
         "print(shapes._find is shapes._py_find, _redact._gate is _redact._py_gate)\n"
     )
     for pure, expected in (("1", "True True"), ("", "False False")):
-        env = {**os.environ, "PYTHONPATH": str(ROOT), _speedups.PURE_ENV: pure}
+        env = {**os.environ, "PYTHONPATH": python_path(ROOT), _speedups.PURE_ENV: pure}
         if not pure and os.environ.get(_speedups.PURE_ENV, "") not in ("", "0"):
             continue  # the environment forces pure for every test
         proc = subprocess.run(

@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from tests._pythonpath import python_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "runtime", *args],
         cwd=cwd,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from runtime.audit import AuditLog
+from tests._pythonpath import python_path
 from tests.audit.audit_helpers import wait_for_request_record
 from tests.cli.test_cli import ROOT
 
@@ -29,7 +30,7 @@ def test_a_signal_ends_exec_with_the_call_recorded(tmp_path: Path, sig: int) -> 
         [*argv, "--workspace", str(tmp_path / "ws")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
     )
     try:
         wait_for_request_record(audit)  # the call has started

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._pythonpath import python_path
 from tests.cli.test_cli import ROOT, run
 
 CALL = '{"tool": "no_such_tool", "arguments": {}}'
@@ -192,7 +193,7 @@ def test_doctor_says_when_the_wasm_cache_cannot_be_made(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "runtime", "doctor"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": env_cache},
+        env={**os.environ, "PYTHONPATH": python_path(ROOT), "XDG_CACHE_HOME": env_cache},
         capture_output=True,
         text=True,
         timeout=120,
@@ -207,7 +208,7 @@ def test_doctor_with_a_usable_wasm_cache(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "runtime", "doctor"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "c")},
+        env={**os.environ, "PYTHONPATH": python_path(ROOT), "XDG_CACHE_HOME": str(tmp_path / "c")},
         capture_output=True,
         text=True,
         timeout=120,

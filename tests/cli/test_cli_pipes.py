@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from runtime.audit import AuditLog
+from tests._pythonpath import python_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SIGPIPE_STATUS = 141
@@ -28,7 +29,7 @@ SIGPIPE_STATUS = 141
 
 def _closed_reader(*args: str, cwd: Path) -> tuple[int, str]:
     """Run ``runtime ARGS`` with its stdout a pipe whose reader is gone before it writes."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
     read_end, write_end = os.pipe()
     os.close(read_end)  # every write to write_end is EPIPE from now on
     try:
@@ -48,7 +49,7 @@ def _closed_reader(*args: str, cwd: Path) -> tuple[int, str]:
 
 
 def _closed_stdout(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "runtime", *args],
         cwd=cwd,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._pythonpath import python_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 POLICY = 'version = 1\ndefault = "deny"\n[categories]\nshell = "ask"\n'
@@ -59,7 +61,7 @@ def _exec_at_a_terminal(tmp_path: Path, answer: bytes) -> tuple[int, bytes]:
             stdout=term,
             stderr=term,
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": python_path(ROOT)},
         )
     finally:
         os.close(term)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._pythonpath import python_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Runs the CLI in a process where ``import mcp`` / ``import mcp_types`` fail as they do when
@@ -25,7 +27,7 @@ _WITHOUT_MCP = (
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
     return subprocess.run(
         [sys.executable, "-c", _WITHOUT_MCP, *args],
         cwd=cwd,

@@ -15,6 +15,7 @@ import wasmtime
 
 from runtime.catalogue.loader import load_manifests
 from runtime.errors import ManifestError
+from tests._pythonpath import python_path
 from tests.wasm.conftest import ECHO_WAT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_runtime_tools_refuses_the_folder(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": python_path(ROOT), "PATH": "/usr/bin:/bin"},
         cwd=tmp_path,
     )
     assert proc.returncode != 0
