@@ -31,6 +31,9 @@ class WalkerState(ABC):
     readings: int = 0  # other readings of wrapper options walked (see other_readings)
     readings_exhausted: bool = False
     aliases: set[str] = field(default_factory=set)
+    # Inside a compound command that a pipe feeds ('curl x | (bash)'), or a value a program
+    # runs with its output as input (git's pager): every command there may read that input.
+    fed: int = 0
     cwd: Word | None = None  # see SimpleCommand.cwd
     directory: Word | None = None  # where 'cd' went, relative to the start or absolute
     # Scripts this command writes (by base name): their contents when literal, else None.
@@ -92,6 +95,7 @@ class WalkerState(ABC):
         feeds: tuple[str, ...],
         *,
         stdin_text: str | None,
+        stdin_code: bool = False,
         wrappers: tuple[str, ...],
     ) -> bool:
         """The commands a tool's own grammar runs (:mod:`._shell_code`)."""

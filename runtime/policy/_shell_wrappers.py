@@ -161,7 +161,13 @@ class WrappersMixin(WalkerState):
                 )
             return
         embedded = self.embedded_commands(
-            name, words, depth, feeds, stdin_text=stdin_text, wrappers=wrappers
+            name,
+            words,
+            depth,
+            feeds,
+            stdin_text=stdin_text,
+            stdin_code=stdin_code,
+            wrappers=wrappers,
         )
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)

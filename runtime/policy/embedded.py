@@ -12,6 +12,7 @@ import posixpath
 import re
 from fnmatch import fnmatchcase
 
+from runtime.policy._git_config import classify_key
 from runtime.policy.argv import Word
 from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
 
@@ -59,7 +60,6 @@ _GIT_CONFIG_VALUED = frozenset(
     {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
 )
 _GIT_CONFIG_SUBCOMMANDS = frozenset({"set", "add"})
-_GIT_CODE_PATH_KEYS = ("core.hookspath", "init.templatedir", "include.path", "includeif.*.path")
 
 # printf escapes that stand for one known character ('\\\\' kept apart as NUL until the
 # check for any other backslash is done).
@@ -170,20 +170,20 @@ def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
 
 def git_config_commands(words: list[Word]) -> list[Word]:
     """Values 'git config KEY VALUE' sets for keys git later runs through the shell
-    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), as written."""
     setting = git_config_setting(words)
     if setting is None or not any(fnmatchcase(setting[0], g) for g in GIT_COMMAND_KEYS):
         return []
     value = setting[1]
-    return [Word(value.value.removeprefix("!"), value.dynamic)]
+    return [value]
 
 
 def git_config_code_path(words: list[Word]) -> str | None:
-    """The key, when 'git config KEY PATH' points git at code it runs later: a hooks
+    """The key, when 'git config KEY VALUE' points git at code it runs later: a hooks
     directory, a template directory (hooks again), a config file to include (whose keys
-    may be any of the above)."""
+    may be any of the above), a protocol or URL rewrite (:mod:`._git_config`)."""
     setting = git_config_setting(words)
-    if setting is not None and any(fnmatchcase(setting[0], g) for g in _GIT_CODE_PATH_KEYS):
+    if setting is not None and classify_key(setting[0]) == "code":
         return setting[0]
     return None
 
