@@ -70,6 +70,8 @@ class WrappersMixin(WalkerState):
 
         if self.full():
             return
+        if "CDPATH" in assigns:
+            self.cdpath = True  # a relative 'cd' may now go anywhere
         if not words:
             if assigns or redirects:
                 self.commands.append(
@@ -181,11 +183,8 @@ class WrappersMixin(WalkerState):
                 stdin_code=stdin_code,
                 stdin_text=stdin_text,
             )
-        elif name in ("cd", "pushd"):
-            operands = [w for w in words[1:] if not w.value.startswith("-") or w.value == "-"]
-            if "--" in (w.value for w in words[1:]):
-                operands = words[[w.value for w in words].index("--") + 1 :]
-            self.change_directory(operands[0] if operands else Word("~"))
+        elif name in ("cd", "pushd", "popd", "chdir"):
+            self.directory_builtin(name, words)
         elif name in ("eval",):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
             self.shell_string(join_words(words[1:]), depth, feeds)
@@ -202,6 +201,8 @@ class WrappersMixin(WalkerState):
                     self.aliases.add(w.value.split("=", 1)[0])
                     self.shell_string(Word(w.value.split("=", 1)[1], w.dynamic), depth, feeds)
         elif name in ("export", "declare", "typeset", "readonly", "local"):
+            if any(w.value.startswith("CDPATH") or w.dynamic for w in words[1:]):
+                self.cdpath = True
             for value in command_env_values(words[1:]):
                 self.shell_string(value, depth, feeds)
         elif name == "trap" and len(words) > 1:
@@ -227,6 +228,7 @@ class WrappersMixin(WalkerState):
                         (*wrappers, "find"),
                         speculative=True,
                         cwd=self.cwd,
+                        dirs=tuple(self.dirs),
                     )
                 )
 

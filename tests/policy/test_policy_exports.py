@@ -9,6 +9,7 @@ import runtime.policy
 MODULES = [
     "runtime.policy",
     "runtime.policy._git_config",
+    "runtime.policy._moves",
     "runtime.policy._shell_code",
     "runtime.policy._shell_parse",
     "runtime.policy._shell_state",
