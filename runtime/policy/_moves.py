@@ -25,7 +25,14 @@ from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
-__all__ = ["move_findings", "moved_operands", "rebased", "workspace_relative"]
+__all__ = [
+    "move_findings",
+    "moved_operands",
+    "operand_forms",
+    "rebased",
+    "unknown_finding",
+    "workspace_relative",
+]
 
 Finding = tuple[Action, str, str]  # (action, rule, reason)
 
@@ -144,6 +151,43 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
     return out, renames
 
 
+def operand_forms(cmd: SimpleCommand, operand: Word, root: str) -> tuple[list[str], bool]:
+    """The workspace-relative forms of the literal ``operand`` from every directory
+    ``cmd`` may run in (a leading climb read from every depth: the command may start below
+    the root, where '../config' is the root's 'config' and '..' the root; '.' is the root),
+    and whether one of those directories is only known at run time. Forms outside the
+    workspace are left out: not the path rules' to judge."""
+    words = [operand]
+    unknown = False
+    if not operand.value.startswith(("/", "~")):
+        for d in cmd.dirs:
+            if d.dynamic:
+                unknown = True
+            else:
+                words.append(rebased(operand, d))
+    out: list[str] = []
+    for w in words:
+        value = w.value
+        if value.startswith("/"):
+            inside = workspace_relative(value, root)
+            if inside is None:
+                continue
+            value = inside
+        elif value.startswith("~"):
+            continue
+        parts: list[str] = []
+        for s in value.split("/"):
+            if s == "..":
+                if parts:
+                    parts.pop()
+            elif s not in ("", "."):
+                parts.append(s)
+        norm = "/".join(parts) or "."
+        if norm not in out:
+            out.append(norm)
+    return out, unknown
+
+
 def move_findings(cmd: SimpleCommand, paths: PathRules, unknown_action: Action) -> list[Finding]:
     """Findings for what ``cmd`` would move out of, or into, a path the deny/deny_write
     globs protect (see the module's docstring). ``unknown_action``: for an operand whose
@@ -151,62 +195,36 @@ def move_findings(cmd: SimpleCommand, paths: PathRules, unknown_action: Action) 
     operands, renames = moved_operands(cmd)
     if not operands:
         return []
-    root = paths.root.rstrip("/")
     out: list[Finding] = []
     for operand, source in operands:
         if operand.dynamic:
             continue
-        forms = [operand]
-        relative = not operand.value.startswith(("/", "~"))
-        for d in cmd.dirs if relative else ():
-            if d.dynamic:
-                out.append(
-                    (
-                        unknown_action,
-                        "commands.hazard.dynamic",
-                        f"{cmd.program} operand {operand.value!r} is relative to a directory "
-                        "only known at run time",
-                    )
-                )
-            else:
-                forms.append(rebased(operand, d))
-        for w in dict.fromkeys(forms):
-            out.extend(
-                _judge(
-                    cmd, operand, w.value, source=source, renames=renames, paths=paths, root=root
-                )
-            )
+        forms, unknown = operand_forms(cmd, operand, paths.root)
+        if unknown:
+            out.append(unknown_finding(cmd, operand, unknown_action))
+        for norm in forms:
+            out.extend(_judge(cmd, operand, norm, source=source, renames=renames, paths=paths))
     return out
+
+
+def unknown_finding(cmd: SimpleCommand, operand: Word, action: Action) -> Finding:
+    return (
+        action,
+        "commands.hazard.dynamic",
+        f"{cmd.program} operand {operand.value!r} is relative to a directory only known at "
+        "run time",
+    )
 
 
 def _judge(
     cmd: SimpleCommand,
     operand: Word,
-    value: str,
+    norm: str,
     *,
     source: bool,
     renames: bool,
     paths: PathRules,
-    root: str,
 ) -> list[Finding]:
-    if value.startswith("/"):
-        inside = workspace_relative(value, root)
-        if inside is None:
-            return []  # outside the workspace: not the path rules' to judge
-        value = inside
-    elif value.startswith("~"):
-        return []
-    # The command may start below the root (shell_exec's cwd, 'cd sub'), where '../config'
-    # is the root's 'config' and '..' the root: a climb is read from every depth.
-    norm = "/".join(s for s in value.split("/") if s not in ("", "."))
-    parts: list[str] = []
-    for s in norm.split("/") if norm else []:
-        if s == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(s)
-    norm = "/".join(parts) or "."
     if norm == "." and source:
         # 'mv config/.. x', 'cd sub && mv .. x': the workspace root, above every protected
         # path.

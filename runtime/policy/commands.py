@@ -20,6 +20,7 @@ from runtime.models import Action
 from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
+from runtime.policy._writes import write_findings
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
@@ -396,10 +397,13 @@ class CommandRules:
         return found
 
     def _moves(self, cmd: SimpleCommand) -> list[CommandFinding]:
-        """What ``mv``/``rm -r``/``rename`` would move or delete, judged by the path rules
-        (:mod:`runtime.policy._moves`)."""
+        """What ``mv``/``rm -r``/``rename`` would move or delete, and what the command
+        writes, judged by the path rules (:mod:`runtime.policy._moves`,
+        :mod:`runtime.policy._writes`)."""
         assert self._paths is not None
-        return [CommandFinding(*f) for f in move_findings(cmd, self._paths, self.section.dynamic)]
+        found = move_findings(cmd, self._paths, self.section.dynamic)
+        found += write_findings(cmd, self._paths)
+        return [CommandFinding(*f) for f in found]
 
     def _check(self, command: str) -> tuple[CommandFinding, ...]:
         analysis = analyse(command)

@@ -18,6 +18,7 @@ MODULES = [
     "runtime.policy._sql_clients",
     "runtime.policy._sweeps",
     "runtime.policy._tool_commands",
+    "runtime.policy._writes",
     "runtime.policy.argv",
     "runtime.policy.commands",
     "runtime.policy.conditions",

@@ -188,3 +188,60 @@ def test_a_renaming_move_of_a_name_protected_entry_asks(policy: Policy, command:
 )
 def test_moves_that_keep_protected_names_stay_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# 4. What the shell writes is judged as write_file is: redirect targets and the files
+# ordinary writing programs name (the masks refuse them too; the policy says so first).
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("echo 'rm -rf ~' > .git/hooks/pre-commit", "paths.deny_write"),
+        ("cat > .git/hooks/pre-commit <<'E'\nrm -rf ~\nE", "paths.deny_write"),
+        ("echo x >> .git/config", "paths.deny_write"),
+        ("cd .git && echo x > hooks/pre-commit", "paths.deny_write"),
+        ("echo x > /w*/.git/config", "paths.deny_write"),
+        ("tee .git/hooks/post-checkout < evil", "paths.deny_write"),
+        ("cp evil .git/hooks/pre-commit", "paths.deny_write"),
+        ("cp -t .git/hooks evil", "paths.deny_write"),
+        ("install -m 755 evil .git/hooks/pre-push", "paths.deny_write"),
+        ("touch .git/hooks/pre-commit", "paths.deny_write"),
+        ("chmod +x .git/hooks/pre-commit", "paths.deny_write"),
+        ("mkdir -p .git/hooks/x", "paths.deny_write"),
+        ("ln -sf /etc/passwd config/prod.env", "paths.deny"),
+        ("truncate -s0 config/prod.env", "paths.deny"),
+        ("dd if=/dev/zero of=.env", "paths.deny"),
+        ("sed -i d .env", "paths.deny"),
+        ("rm .env", "paths.deny"),
+    ],
+)
+def test_shell_writes_to_protected_paths_are_refused(
+    policy: Policy, command: str, rule: str
+) -> None:
+    assert verdict(policy, command) == ("deny", rule)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x > out.txt",
+        "make > build.log 2>&1",
+        "ls > /dev/null 2>&1",
+        "cp a.txt b.txt",
+        "cp -r src dist/",
+        "tee -a log.txt",
+        "rm -f *.pyc",
+        "dd if=a.img of=b.img bs=1M",
+        "ln -s ../shared/x y",
+        "sed -i 's/a/b/' src/main.py",
+        "sed -ie 's/a/b/' x.txt",
+        "sed -n p .env.example",  # no -i: a read
+        "chmod +x run.sh",
+        "touch -r .env x",  # -r names the reference file: read
+        "git status > .git-status.txt",
+        'cd "$D" && make > build.log',  # a run-time directory: the kernel's
+        "echo ok > .gitignore",
+        "cp x .",
+    ],
+)
+def test_ordinary_shell_writes_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
