@@ -28,6 +28,7 @@ from runtime.policy.embedded import (
     command_env_values,
     env_chdir,
     is_stream_path,
+    option_env,
     script_key,
     written_by_args,
     xargs_replace,
@@ -104,9 +105,10 @@ class WrappersMixin(WalkerState):
             rest, extra_assigns, values = unwrap(words, spec)
             start = len(words) - len(rest)
             rec(name, words[:start])
-            if spec.assignments:
-                for value in command_env_values(words[1:start]):
-                    self.shell_string(value, depth, feeds)
+            env = option_env(name, words[1:start])  # 'systemd-run -E NAME=VALUE'
+            extra_assigns += tuple(w.value.split("=", 1)[0] for w in env)
+            for value in command_env_values([*(words[1:start] if spec.assignments else []), *env]):
+                self.shell_string(value, depth, feeds)
             if name == "env":
                 chdir = env_chdir(words[1:start])
                 if chdir is not None:

@@ -30,6 +30,7 @@ __all__ = [
     "interpreter_value_options",
     "is_stream_path",
     "make_reads_input",
+    "option_env",
     "script_key",
     "sed_runs_commands",
     "written_by_args",
@@ -140,6 +141,34 @@ def command_env_values(words: list[Word]) -> list[Word]:
         if eq and name.rstrip("+") in COMMAND_ENV:
             out.append(Word(value, w.dynamic))
     return out
+
+
+# Wrapper options whose value is NAME=VALUE for the program it runs: judged as
+# 'NAME=VALUE program' ('systemd-run -E LD_PRELOAD=x.so ls').
+_ENV_OPTIONS: dict[str, frozenset[str]] = {
+    "systemd-run": frozenset({"-E", "--setenv"}),
+    "run0": frozenset({"--setenv"}),
+}
+
+
+def option_env(name: str, words: list[Word]) -> list[Word]:
+    """The NAME=VALUE words :data:`_ENV_OPTIONS` gives ``name`` among ``words`` (its
+    options): '-E N=V', '-EN=V', '--setenv N=V', '--setenv=N=V'."""
+    opts = _ENV_OPTIONS.get(name)
+    if not opts:
+        return []
+    out: list[Word] = []
+    for k, w in enumerate(words):
+        v = w.value
+        if v in opts and k + 1 < len(words):
+            out.append(words[k + 1])
+            continue
+        for opt in opts:
+            if opt.startswith("--") and v.startswith(opt + "="):
+                out.append(Word(v[len(opt) + 1 :], w.dynamic))
+            elif not opt.startswith("--") and v.startswith(opt) and len(v) > len(opt):
+                out.append(Word(v[len(opt) :], w.dynamic))
+    return [w for w in out if "=" in w.value or w.dynamic]
 
 
 def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:

@@ -55,6 +55,7 @@ WRAPPERS: dict[str, Wrapper] = {
         shell_arg=_L({"-S", "--split-string"}),
         dash_option=True,
     ),
+    # sudo takes NAME=VALUE before the command, as env does ('sudo LD_PRELOAD=x.so ls').
     "sudo": Wrapper(
         "CDghprtTuU",
         _L(
@@ -70,6 +71,7 @@ WRAPPERS: dict[str, Wrapper] = {
                 "--other-user",
             }
         ),
+        assignments=True,
     ),
     "doas": Wrapper("uC"),
     "nice": Wrapper("n", _L({"--adjustment"})),

@@ -183,3 +183,40 @@ def test_a_fed_compound_command_reads_the_input(policy: Policy, command: str) ->
 
 def test_a_fed_compound_command_of_ordinary_programs_stays_allowed(policy: Policy) -> None:
     assert verdict(policy, "cat a.txt | (grep x; wc -l)")[0] == "allow"
+
+
+# Environment given through a wrapper's own grammar ('sudo NAME=VALUE', 'systemd-run -E'),
+# and variables that load code into every program of a kind (PERL5OPT, GCONV_PATH ...).
+@pytest.mark.parametrize(
+    ("command", "action", "rule"),
+    [
+        ("sudo LD_PRELOAD=/tmp/x.so ls", "ask", LOADER),
+        ("sudo GIT_PAGER='rm -rf ~' git log", "deny", RM),
+        ("systemd-run -E LD_PRELOAD=/tmp/x.so ls", "ask", LOADER),
+        ("systemd-run --setenv=BASH_ENV=/tmp/x sh -c ls", "ask", LOADER),
+        ("PERL5OPT=-Mevil perl x.pl", "ask", LOADER),
+        ("RUBYOPT=-revil ruby x.rb", "ask", LOADER),
+        ("GCONV_PATH=. iconv -f x -t y a", "ask", LOADER),
+        ("GIT_TEMPLATE_DIR=/tmp/t git init x", "ask", LOADER),
+        ("export JAVA_TOOL_OPTIONS=-javaagent:x.jar", "ask", "commands.deny.export-loader-env"),
+    ],
+)
+def test_environment_that_changes_what_runs(
+    policy: Policy, command: str, action: str, rule: str
+) -> None:
+    assert verdict(policy, command) == (action, rule)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sudo -u nobody ls",
+        "sudo make install",
+        "systemd-run -E LANG=C ls",
+        "PYTHONPATH=src python3 -m pytest",
+        "NODE_OPTIONS=--max-old-space-size=4096 npm run build",
+        "GIT_DIR=.git git status",
+    ],
+)
+def test_ordinary_environment_stays_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
