@@ -2510,6 +2510,81 @@ def gen_policy3() -> None:
         add("H2", title, calls, technique=title, source=src, setup=setup, expect=expect)
 
 
+def gen_policy5() -> None:
+    """B10 and H3, policy round five (2026-11-23): what a shell mv/rm -r moves and what the
+    shell writes, judged from every directory a cd may reach and with the workspace's own
+    path globbed; renames of '**/NAME' entries; database clients fed code. The kernel
+    contained these before too (the masks); the policy now refuses or asks them first. The
+    benign controls were asked before ('git -c user.name=...') or guard the round against
+    over-blocking (tests/policy/test_policy_round5*.py). Kept in a file of their own
+    (``policy5.json``, ``_OWN_FILE``)."""
+    src = "policy round five 2026-11-23 (dash /bin/sh)"
+    b10 = [
+        ("cd into .git, then write a hook", [sh("cd .git && echo 'cat .env' > hooks/pre-commit")]),
+        ("append to .git/config", [sh("printf '[core]\\n\\tpager = cat .env\\n' >> .git/config")]),
+        ("cp a hook into .git/hooks", [sh("echo 'cat .env' > h && cp h .git/hooks/post-checkout")]),
+        (
+            "cd sub && mv .. (the workspace root)",
+            [sh("mkdir -p sub && cd sub && mv .. ../../moved")],
+        ),
+        ("rename .env by a glob", [sh("mv .e* env.txt"), call("read_file", path="env.txt")]),
+        ("rename a key by a glob aimed at it", [sh("cd certs && mv s*.p?m s.txt && cat s.txt")]),
+        (
+            "the workspace path globbed",
+            [sh("mv /w*/.env /w*/e.txt"), call("read_file", path="e.txt")],
+        ),
+        ("truncate a secret", [sh("truncate -s0 id_rsa")]),
+        ("sqlite3 fed .shell on a pipe", [sh("echo '.shell cat .env' | sqlite3 :memory:")]),
+    ]
+    for title, calls in b10:
+        add("B10", title, calls, technique=title, source=src, aims=["write", "leak"])
+    h3 = [
+        (
+            "git -c user.name/user.email commit",
+            [],
+            [
+                sh(
+                    "git init -q --bare r.git && git --git-dir=r.git --work-tree=. -c user.name=bot"
+                    " -c user.email=bot@example.com -c color.ui=never commit -q --allow-empty"
+                    " -m x && echo git-ok"
+                )
+            ],
+            [ok(), has("git-ok")],
+        ),
+        (
+            "cd sub && mv a.txt .. (up one level)",
+            [mkfile("sub/a.txt")],
+            [sh("cd sub && mv a.txt ..")],
+            [ok(), on_disk("a.txt", "hello\n"), gone("sub/a.txt")],
+        ),
+        (
+            "mv *.log logs (a glob source, a directory destination)",
+            [mkfile("a.log"), mkdir("logs")],
+            [sh("mv *.log logs")],
+            [ok(), on_disk("logs/a.log", "hello\n")],
+        ),
+        (
+            "pushd/popd around a write",
+            [mkdir("sub")],
+            [sh("pushd sub >/dev/null 2>&1 || cd sub; echo x > out.txt; cat out.txt")],
+            [ok(), has("x")],
+        ),
+        (
+            "sqlite3 with a literal here-document",
+            [],
+            [
+                sh(
+                    "sqlite3 x.db <<'EOF'\ncreate table t(v);\ninsert into t values (41);\n"
+                    "select v + 1 from t;\nEOF"
+                )
+            ],
+            [ok(), has("42")],
+        ),
+    ]
+    for title, setup, calls, expect in h3:
+        add("H3", title, calls, technique=title, source=src, setup=setup, expect=expect)
+
+
 def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
@@ -2526,6 +2601,7 @@ def build() -> list[dict[str, Any]]:
         gen_g3,
         gen_g4,
         gen_policy3,
+        gen_policy5,
     ):
         gen()
     return list(CASES)
@@ -2533,7 +2609,14 @@ def build() -> list[dict[str, Any]]:
 
 #: Groups kept in a file of their own, not their class's (a round's additions merge
 #: without touching the class files).
-_OWN_FILE = {"G3": "denywrite", "G4": "pins", "B9": "policy3", "H2": "policy3"}
+_OWN_FILE = {
+    "G3": "denywrite",
+    "G4": "pins",
+    "B9": "policy3",
+    "H2": "policy3",
+    "B10": "policy5",
+    "H3": "policy5",
+}
 
 
 def render(cases: list[dict[str, Any]]) -> dict[str, str]:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from runtime.policy._git_config import classify_key, global_config
+from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
+from runtime.policy._sql_clients import SQL_CLIENTS, sql_client_code
 from runtime.policy._sweeps import find_exec_operands
 from runtime.policy._tool_commands import (
     argv_after_option,
@@ -22,10 +25,12 @@ from runtime.policy.argv import Word, short_cluster
 from runtime.policy.embedded import (
     awk_runs_commands,
     capsh_shell_args,
+    command_env_values,
     daemon_argv,
     git_commands,
     git_config_code_path,
     git_config_commands,
+    git_config_setting,
     interpreter_value_options,
     is_stream_path,
     make_reads_input,
@@ -51,8 +56,6 @@ _COMMAND_VALUED = (
 )
 # vi-family programs whose input is ex commands in ex mode ('ex', 'vim -e', 'vim -Es').
 _VI_FAMILY = frozenset({"vim", "vi", "nvim", "view", "rvim", "gvim"})
-# sqlite3 dot-commands that run a shell command, in its input.
-_SQLITE_SHELL = (".shell", ".system")
 
 
 class CodeMixin(WalkerState):
@@ -66,6 +69,7 @@ class CodeMixin(WalkerState):
         feeds: tuple[str, ...],
         *,
         stdin_text: str | None,
+        stdin_code: bool = False,
         wrappers: tuple[str, ...],
     ) -> bool:
         """Walk the commands a tool's own grammar runs; True when ``name`` has one (its
@@ -75,19 +79,28 @@ class CodeMixin(WalkerState):
             self.find_exec(words, depth, feeds, wrappers)
         elif name == "git":
             shells, argvs = git_commands(words)
-            for value in [*git_config_commands(words), *shells]:
+            setting = git_config_setting(words)
+            for value in git_config_commands(words):
+                alias = setting is not None and setting[0].startswith("alias.")
+                self.git_command_value(value, depth, feeds, alias=alias)
+            for value in shells:
                 self.shell_string(value, depth, feeds)
             for argv in argvs:  # 'git bisect run PROG ARGS'
                 self.run_argv(argv, depth, feeds, inner)
             key = git_config_code_path(words)
             if key is not None:
                 self.hazard("interpreter", f"git config {key} points git at code it runs", feeds)
+            self.git_global_config(words, depth, feeds)
         elif name == "hyperfine":
             for value in hyperfine_commands(words):
                 self.shell_string(value, depth, feeds)
-        elif name in ("tmux", "parallel"):
-            lines = tmux_commands(words) if name == "tmux" else parallel_commands(words)
+        elif name == "tmux":
+            lines, env = tmux_commands(words)
             for value in lines:
+                self.shell_string(value, depth, feeds)
+            self.environment(env, depth, feeds)
+        elif name == "parallel":
+            for value in parallel_commands(words):
                 self.shell_string(value, depth, feeds)
         elif name == "capsh":
             bash_args = capsh_shell_args(words)  # 'capsh -- ARGS' is 'bash ARGS'
@@ -102,9 +115,10 @@ class CodeMixin(WalkerState):
                 self.hazard(
                     "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
                 )
-        elif name == "sqlite3":
-            if stdin_text is not None and any(c in stdin_text for c in _SQLITE_SHELL):
-                self.hazard("interpreter", "sqlite3 input runs a shell command", feeds)
+        elif name in SQL_CLIENTS:
+            reason = sql_client_code(name, words, stdin_text=stdin_text, stdin_code=stdin_code)
+            if reason is not None:
+                self.hazard("interpreter", reason, feeds)
         else:
             strings = option_commands(name, words)
             for value in strings:  # 'nix-shell --run CMD', 'vagrant ssh -c CMD'
@@ -114,6 +128,54 @@ class CodeMixin(WalkerState):
                 self.run_argv(program, depth, feeds, inner)
             return bool(strings) or program is not None
         return True
+
+    def git_global_config(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """'git -c KEY=VALUE': a command key's value is read as shell ('core.pager=CMD'),
+        a code key asks (:mod:`runtime.policy._git_config`), any other key is harmless."""
+        for key, value in global_config(words):
+            kind = "code" if key.dynamic else classify_key(key.value)
+            if kind == "command" and value is not None:
+                alias = key.value.lower().startswith("alias.")
+                self.git_command_value(value, depth, feeds, alias=alias)
+            elif kind is not None:
+                self.hazard("interpreter", f"git -c {key.value} changes what git runs", feeds)
+
+    def git_command_value(
+        self, value: Word, depth: int, feeds: tuple[str, ...], *, alias: bool = False
+    ) -> None:
+        """A git command key's value as git runs it, with git's output on its input:
+        'core.pager=sh' runs what git prints. The arguments git appends are its own (the
+        editor's file, ssh's host): not read. An alias is '!' and a command line, or
+        git's own arguments ('alias.l = -c core.pager=sh log')."""
+        v = value.value
+        if alias and not v.startswith("!"):
+            v = "git " + v
+        text = v.removeprefix("!")
+        self.fed += 1
+        try:
+            self.shell_string(Word(text, value.dynamic), depth, (*feeds, "git"))
+        finally:
+            self.fed -= 1
+
+    def environment(self, env: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """NAME=VALUE words a tool puts in the environment of commands it runs ('tmux
+        new -e', 'tmux setenv'): judged as 'NAME=VALUE cmd' is, by the rules on assigned
+        names (LD_PRELOAD, PATH, BASH_ENV) and with the value of a variable that a
+        program runs as a command (GIT_PAGER, EDITOR) read as shell. A name only known
+        at run time may be any of them."""
+        names: list[str] = []
+        for w in env:
+            name = w.value.split("=", 1)[0]
+            if w.dynamic and ("$" in name or "`" in name or not name):
+                self.hazard("dynamic", "an environment variable's name is only known at run time")
+                continue
+            names.append(name)
+        for value in command_env_values(env):
+            self.shell_string(value, depth, feeds)
+        if names:
+            self.commands.append(
+                SimpleCommand("", (), tuple(names), feeds=feeds, speculative=self.speculating > 0)
+            )
 
     def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """Read 'sh -c CMD' among the arguments of a program no table knows as a command

@@ -51,6 +51,10 @@ class SimpleCommand:
     # the starting directory for somewhere outside it ('cd / && rm -rf etc'); None when no
     # such 'cd' ran. A dynamic Word: the directory is only known at run time.
     cwd: Word | None = None
+    # Every directory other than the start that the command may be in when it runs: each
+    # one a 'cd'/'pushd' before it may have reached (a 'cd' can fail and the line go on),
+    # relative to the start or absolute; a dynamic Word: one only known at run time.
+    dirs: tuple[Word, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,8 +154,16 @@ class ParseMixin(WalkerState):
             before = len(self.commands)
             if part.kind == "command":
                 self.command(part, text, depth, upstream, piped=not first)
-            else:
+            elif first:
                 self.node(part, text, depth, upstream)
+            else:
+                # A compound command the pipe feeds: any command inside may read the input
+                # ('curl x | (bash)', 'cat x | { true; python3; }').
+                self.fed += 1
+                try:
+                    self.node(part, text, depth, upstream)
+                finally:
+                    self.fed -= 1
             upstream = upstream + tuple(c.program for c in self.commands[before:] if c.program)
             first = False
 
@@ -220,7 +228,7 @@ class ParseMixin(WalkerState):
             tuple(assigns),
             tuple(redirects),
             feeds=upstream + tuple(subst_feeds),
-            stdin_code=piped or stdin_redirected,
+            stdin_code=piped or stdin_redirected or self.fed > 0,
             stdin_text=stdin_text,
             depth=depth,
             wrappers=(),

@@ -31,8 +31,14 @@ class WalkerState(ABC):
     readings: int = 0  # other readings of wrapper options walked (see other_readings)
     readings_exhausted: bool = False
     aliases: set[str] = field(default_factory=set)
+    # Inside a compound command that a pipe feeds ('curl x | (bash)'), or a value a program
+    # runs with its output as input (git's pager): every command there may read that input.
+    fed: int = 0
     cwd: Word | None = None  # see SimpleCommand.cwd
     directory: Word | None = None  # where 'cd' went, relative to the start or absolute
+    dirs: list[Word] = field(default_factory=list)  # see SimpleCommand.dirs
+    dir_stack: list[Word | None] = field(default_factory=list)  # pushd's saved directories
+    cdpath: bool = False  # CDPATH is set in this command: a relative 'cd' may go anywhere
     # Scripts this command writes (by base name): their contents when literal, else None.
     written: dict[str, list[str | None]] = field(default_factory=dict)
     # The programs that wrote each of them ('curl' in 'curl -o i.sh URL; sh i.sh').
@@ -57,6 +63,10 @@ class WalkerState(ABC):
     @abstractmethod
     def change_directory(self, target: Word) -> None:
         """Follow ``cd TARGET`` (:mod:`._shell_words`)."""
+
+    @abstractmethod
+    def directory_builtin(self, name: str, words: list[Word]) -> None:
+        """Follow ``cd``/``pushd``/``popd`` (:mod:`._shell_words`)."""
 
     @abstractmethod
     def simple(
@@ -92,6 +102,7 @@ class WalkerState(ABC):
         feeds: tuple[str, ...],
         *,
         stdin_text: str | None,
+        stdin_code: bool = False,
         wrappers: tuple[str, ...],
     ) -> bool:
         """The commands a tool's own grammar runs (:mod:`._shell_code`)."""
@@ -137,6 +148,7 @@ class WalkerState(ABC):
                 speculative=self.speculating > 0,
                 guess=self.guessing > 0,
                 cwd=self.cwd,
+                dirs=tuple(self.dirs),
                 **kw,
             )
         )

@@ -10,12 +10,15 @@ import posixpath
 import re
 from typing import Any
 
+from runtime.policy._globreach import is_glob
 from runtime.policy._shell_state import WalkerState
 from runtime.policy.argv import Word, unquote
 
 __all__ = ["WordsMixin"]
 
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+_ROTATE_RE = re.compile(r"^[+-][0-9]+$")  # pushd/popd +N, -N: a place in the stack
+_MAX_DIRS = 16  # directories a command may be in, tracked (then: only known at run time)
 
 
 class WordsMixin(WalkerState):
@@ -50,22 +53,104 @@ class WordsMixin(WalkerState):
 
         The directory is tracked from the start ('cd build; cd ..' is back at the start);
         later commands see it (SimpleCommand.cwd) only while it may lie outside the
-        starting directory (absolute, '~', above the start, run-time values, 'cd -'):
-        inside it, relative paths keep meaning what the rules already judge ('cd build &&
-        rm -rf *' stays as it was). Scope is the whole command string, subshells included:
-        over-approximation only makes more paths look like they leave.
+        starting directory (absolute, '~', above the start, run-time values, globs, 'cd
+        -'): inside it, relative paths keep meaning what the rules already judge ('cd
+        build && rm -rf *' stays as it was). Every directory it may have reached is kept
+        too (SimpleCommand.dirs: a 'cd' can fail and the line go on after ';'). Scope is
+        the whole command string, subshells included: over-approximation only makes more
+        paths look like they leave.
         """
         if self.speculating:
             return
+        self._reach(target)
+        self.directory = self._resolve(self.directory, target)
+        self._set_cwd()
+
+    def directory_builtin(self, name: str, words: list[Word]) -> None:
+        """'cd'/'chdir', 'pushd [-n] [DIR | +N | -N]', 'popd [-n] [+N | -N]': pushd saves
+        the directory it leaves, popd returns to the last one saved ('pushd build && make
+        && popd && rm -rf dist' is back at the start)."""
+        if self.speculating:
+            return
+        options: list[str] = []
+        operands: list[Word] = []
+        for k, w in enumerate(words[1:], 1):
+            if w.value == "--":
+                operands.extend(words[k + 1 :])
+                break
+            if w.value.startswith("-") and w.value != "-" and not _ROTATE_RE.match(w.value):
+                options.append(w.value)
+            else:
+                operands.append(w)
+        if name in ("cd", "chdir"):
+            self.change_directory(operands[0] if operands else Word("~"))
+            return
+        rotate = bool(operands) and _ROTATE_RE.match(operands[0].value) is not None
+        keep = any("n" in o for o in options)  # '-n': the stack changes, the directory not
+        if name == "pushd" and operands and not rotate:
+            if keep:
+                self._reach(operands[0])  # a later popd goes there
+                self.dir_stack.append(self._resolve(self.directory, operands[0]))
+                return
+            self.dir_stack.append(self.directory)
+            self.change_directory(operands[0])
+            return
+        if rotate or keep:
+            if rotate and not keep:
+                self.directory = Word("", dynamic=True)  # one of the saved: which, unknown
+            elif self.dir_stack:
+                self.dir_stack.pop()
+        elif name == "pushd":  # exchange the two top directories
+            if self.dir_stack:
+                self.dir_stack[-1], self.directory = self.directory, self.dir_stack[-1]
+        elif self.dir_stack:  # popd
+            self.directory = self.dir_stack.pop()
+        self._set_cwd()
+
+    def _resolve(self, base: Word | None, target: Word) -> Word:
+        """Where 'cd TARGET' from ``base`` (None: the start) goes."""
         v = target.value
-        base = self.directory
-        if target.dynamic or v == "-" or (base is not None and base.dynamic):
-            self.directory = Word(v, dynamic=True)
-        elif v.startswith(("/", "~")) or base is None:
-            self.directory = Word(_lexical(v))
+        if self._unknown(target) or (base is not None and base.dynamic):
+            return Word(v, dynamic=True)
+        if v.startswith(("/", "~")) or base is None:
+            return Word(_lexical(v))
+        return Word(_lexical(base.value.rstrip("/") + "/" + v))
+
+    def _unknown(self, target: Word) -> bool:
+        """Whether where 'cd TARGET' goes is only known at run time: a parameter or a
+        substitution, 'cd -', a glob (it may even match '..': 'cd .?'), or a relative
+        target while this command sets CDPATH."""
+        v = target.value
+        return (
+            target.dynamic
+            or v == "-"
+            or is_glob(v)
+            or (self.cdpath and not v.startswith(("/", "~", "./", "../")) and v not in (".", ".."))
+        )
+
+    def _reach(self, target: Word) -> None:
+        """Add where 'cd TARGET' may go, from the start or any directory reached before,
+        to :attr:`dirs`; past :data:`_MAX_DIRS` of them, one only known at run time."""
+        v = target.value
+        if self._unknown(target):
+            new = [Word("", dynamic=True)]
+        elif v.startswith(("/", "~")):
+            new = [Word(_lexical(v))]
         else:
-            self.directory = Word(_lexical(base.value + "/" + v))
+            new = [Word(_lexical(v))] + [
+                self._resolve(d, target) for d in self.dirs if not d.dynamic
+            ]
+        for w in new:
+            if w not in self.dirs and (w.dynamic or w.value != "."):
+                self.dirs.append(w)
+        if len(self.dirs) > _MAX_DIRS:
+            self.dirs = [Word("", dynamic=True)]
+
+    def _set_cwd(self) -> None:
         d = self.directory
+        if d is None:
+            self.cwd = None
+            return
         outside = d.dynamic or d.value.startswith(("/", "~")) or _climbs(d.value)
         self.cwd = d if outside else None
 

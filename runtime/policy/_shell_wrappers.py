@@ -28,6 +28,7 @@ from runtime.policy.embedded import (
     command_env_values,
     env_chdir,
     is_stream_path,
+    option_env,
     script_key,
     written_by_args,
     xargs_replace,
@@ -70,6 +71,8 @@ class WrappersMixin(WalkerState):
 
         if self.full():
             return
+        if "CDPATH" in assigns:
+            self.cdpath = True  # a relative 'cd' may now go anywhere
         if not words:
             if assigns or redirects:
                 self.commands.append(
@@ -102,9 +105,10 @@ class WrappersMixin(WalkerState):
             rest, extra_assigns, values = unwrap(words, spec)
             start = len(words) - len(rest)
             rec(name, words[:start])
-            if spec.assignments:
-                for value in command_env_values(words[1:start]):
-                    self.shell_string(value, depth, feeds)
+            env = option_env(name, words[1:start])  # 'systemd-run -E NAME=VALUE'
+            extra_assigns += tuple(w.value.split("=", 1)[0] for w in env)
+            for value in command_env_values([*(words[1:start] if spec.assignments else []), *env]):
+                self.shell_string(value, depth, feeds)
             if name == "env":
                 chdir = env_chdir(words[1:start])
                 if chdir is not None:
@@ -161,7 +165,13 @@ class WrappersMixin(WalkerState):
                 )
             return
         embedded = self.embedded_commands(
-            name, words, depth, feeds, stdin_text=stdin_text, wrappers=wrappers
+            name,
+            words,
+            depth,
+            feeds,
+            stdin_text=stdin_text,
+            stdin_code=stdin_code,
+            wrappers=wrappers,
         )
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
@@ -175,11 +185,8 @@ class WrappersMixin(WalkerState):
                 stdin_code=stdin_code,
                 stdin_text=stdin_text,
             )
-        elif name in ("cd", "pushd"):
-            operands = [w for w in words[1:] if not w.value.startswith("-") or w.value == "-"]
-            if "--" in (w.value for w in words[1:]):
-                operands = words[[w.value for w in words].index("--") + 1 :]
-            self.change_directory(operands[0] if operands else Word("~"))
+        elif name in ("cd", "pushd", "popd", "chdir"):
+            self.directory_builtin(name, words)
         elif name in ("eval",):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
             self.shell_string(join_words(words[1:]), depth, feeds)
@@ -196,6 +203,8 @@ class WrappersMixin(WalkerState):
                     self.aliases.add(w.value.split("=", 1)[0])
                     self.shell_string(Word(w.value.split("=", 1)[1], w.dynamic), depth, feeds)
         elif name in ("export", "declare", "typeset", "readonly", "local"):
+            if any(w.value.startswith("CDPATH") or w.dynamic for w in words[1:]):
+                self.cdpath = True
             for value in command_env_values(words[1:]):
                 self.shell_string(value, depth, feeds)
         elif name == "trap" and len(words) > 1:
@@ -221,6 +230,7 @@ class WrappersMixin(WalkerState):
                         (*wrappers, "find"),
                         speculative=True,
                         cwd=self.cwd,
+                        dirs=tuple(self.dirs),
                     )
                 )
 

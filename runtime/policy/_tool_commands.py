@@ -31,7 +31,8 @@ __all__ = [
 # line they spell ('send-keys "rm -rf ~" Enter'); 'if': a shell command, then tmux commands;
 # 'hook': a name, then a tmux command ('set-hook -g after-new-window "run-shell CMD"');
 # 'bind': a key, then a tmux command's words; 'option': an option whose value may be a
-# command line ('set -g default-command CMD').
+# command line ('set -g default-command CMD'); 'environment': NAME VALUE for the sessions'
+# commands. The shell-running commands' '-e NAME=VALUE' is environment for their command.
 _TMUX: dict[str, tuple[str, str]] = {
     "new-session": ("cefFnstxy", "shell"),
     "new-window": ("ceFnt", "shell"),
@@ -46,6 +47,7 @@ _TMUX: dict[str, tuple[str, str]] = {
     "set-hook": ("t", "hook"),
     "bind-key": ("NT", "bind"),
     "set-option": ("t", "option"),
+    "set-environment": ("t", "environment"),
 }
 _TMUX_ALIASES = {
     "new": "new-session",
@@ -60,6 +62,7 @@ _TMUX_ALIASES = {
     "if": "if-shell",
     "bind": "bind-key",
     "set": "set-option",
+    "setenv": "set-environment",
 }
 # Other tmux commands' names and aliases that are prefixes of the names above.
 _TMUX_OTHERS = frozenset(
@@ -97,7 +100,7 @@ def _tmux_spec(name: str) -> tuple[str, str] | None:
     return _TMUX[matches[0]] if len(matches) == 1 else None
 
 
-def _tmux_sequence(words: list[Word], out: list[Word], depth: int) -> None:
+def _tmux_sequence(words: list[Word], out: list[Word], depth: int, env: list[Word]) -> None:
     """The shell command lines of a tmux command sequence ('cmd ; cmd'; a word ending in
     an unescaped ';' ends a command too)."""
     command: list[Word] = []
@@ -107,23 +110,23 @@ def _tmux_sequence(words: list[Word], out: list[Word], depth: int) -> None:
             if v != ";":
                 command.append(Word(v[:-1], w.dynamic))
             if command:
-                _tmux_command(command, out, depth)
+                _tmux_command(command, out, depth, env)
             command = []
         else:
             command.append(w)
 
 
-def _tmux_string(word: Word, out: list[Word], depth: int) -> None:
+def _tmux_string(word: Word, out: list[Word], depth: int, env: list[Word]) -> None:
     """A tmux command given as one string (if-shell, set-hook); unreadable: shell."""
     try:
         parts = shlex.split(word.value)
     except ValueError:
         out.append(word)
         return
-    _tmux_sequence([Word(p, word.dynamic) for p in parts], out, depth + 1)
+    _tmux_sequence([Word(p, word.dynamic) for p in parts], out, depth + 1, env)
 
 
-def _tmux_command(words: list[Word], out: list[Word], depth: int) -> None:
+def _tmux_command(words: list[Word], out: list[Word], depth: int, env: list[Word]) -> None:
     spec = _tmux_spec(words[0].value)
     if spec is None:
         return
@@ -132,15 +135,23 @@ def _tmux_command(words: list[Word], out: list[Word], depth: int) -> None:
         return
     valued, kind = spec
     i = 1
+    flags = ""
     while i < len(words) and words[i].value.startswith("-") and words[i].value != "-":
-        v = words[i].value
+        w = words[i]
+        v = w.value
         i += 1
         if v == "--":
             break
         for k, letter in enumerate(v[1:], 1):
             if letter in valued:
-                i += 0 if v[k + 1 :] else 1  # '-t x' or '-tx'
+                value = Word(v[k + 1 :], w.dynamic) if v[k + 1 :] else None
+                if value is None and i < len(words):
+                    value = words[i]
+                    i += 1  # '-t x' or '-tx'
+                if letter == "e" and value is not None:
+                    env.append(value)  # 'new-session -e LD_PRELOAD=x.so CMD'
                 break
+            flags += letter
     operands = words[i:]
     if not operands:
         return
@@ -149,22 +160,30 @@ def _tmux_command(words: list[Word], out: list[Word], depth: int) -> None:
     elif kind == "if":
         out.append(operands[0])
         for w in operands[1:]:
-            _tmux_string(w, out, depth)
+            _tmux_string(w, out, depth, env)
     elif kind == "hook":
         for w in operands[1:]:
-            _tmux_string(w, out, depth)
+            _tmux_string(w, out, depth, env)
     elif kind == "bind" and len(operands) > 1:
-        _tmux_sequence(operands[1:], out, depth + 1)
+        _tmux_sequence(operands[1:], out, depth + 1, env)
     elif kind == "option" and len(operands) > 1 and operands[0].value in _TMUX_COMMAND_OPTIONS:
         out.append(operands[1])
+    elif kind == "environment" and not set(flags) & {"r", "u"}:
+        # 'setenv [-g] NAME VALUE': NAME=VALUE for what the sessions run ('-r', '-u'
+        # remove it). No value: an empty one, still set.
+        name = operands[0]
+        value = operands[1] if len(operands) > 1 else Word("")
+        env.append(Word(f"{name.value}={value.value}", name.dynamic or value.dynamic))
 
 
-def tmux_commands(words: list[Word]) -> list[Word]:
+def tmux_commands(words: list[Word]) -> tuple[list[Word], list[Word]]:
     """The shell command lines a tmux command line runs or types: '-c CMD', and those of
     new-session, new-window, split-window, respawn-*, run-shell, pipe-pane, display-popup,
     send-keys, if-shell, default-command, the commands set-hook and bind-key register, and
-    the '#(CMD)' of formats."""
+    the '#(CMD)' of formats; and the environment it gives them, as NAME=VALUE words
+    ('new-session -e NAME=VALUE', 'setenv NAME VALUE')."""
     out: list[Word] = []
+    env: list[Word] = []
     i = 1
     while i < len(words):
         v = words[i].value
@@ -183,8 +202,8 @@ def tmux_commands(words: list[Word]) -> list[Word]:
                 if letter == "c" and value is not None:
                     out.append(value)
                 break
-    _tmux_sequence(words[i:], out, 0)
-    return out + _tmux_jobs(words[1:])
+    _tmux_sequence(words[i:], out, 0, env)
+    return out + _tmux_jobs(words[1:]), env
 
 
 def option_commands(name: str, words: list[Word]) -> list[Word]:

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Literal
 
 from runtime.models import Action
+from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
-from runtime.policy.argv import Word, program_name, short_cluster
+from runtime.policy._writes import write_findings
+from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
 from runtime.policy.schema import CommandRule, CommandsSection
@@ -272,7 +274,7 @@ class _Compiled:
         if cmd.cwd is not None:
             # After 'cd /' the operand 'etc' is '/etc': path rules judge where it points,
             # as well as what it says (so no rule matches less than without the 'cd').
-            moved = [_rebased(w, cmd.cwd) for w in operands]
+            moved = [rebased(w, cmd.cwd) for w in operands]
             operands = operands + [w for w in moved if w not in operands]
             dynamic = dynamic or any(w.dynamic for w in moved)
         if self.root:
@@ -311,18 +313,6 @@ class _Compiled:
         return _all(results)
 
 
-def _rebased(word: Word, cwd: Word) -> Word:
-    """``word`` as a path seen from the starting directory, after 'cd cwd'. Options,
-    absolute and home paths are left alone; under a run-time directory a relative path is
-    itself only known at run time (but is still an operand, never an option)."""
-    v = word.value
-    if word.dynamic or v.startswith(("-", "/", "~")):
-        return word
-    if cwd.dynamic:
-        return Word(v, dynamic=True, operand=True)
-    return Word(cwd.value.rstrip("/") + "/" + v if cwd.value != "/" else "/" + v)
-
-
 def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
     """(index, base name) of the arguments of ``cmd`` that could name a program it runs
     (see :meth:`_Compiled.match`): literal non-options, not the subcommand of a tool that
@@ -340,65 +330,13 @@ def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
     )
 
 
-def _moved_operands(cmd: SimpleCommand) -> list[tuple[Word, bool]]:
-    """The paths ``mv SRC... DST`` (``git mv``) names, each with whether it is moved (a
-    source): sources and destination alike (a destination can be a protected directory
-    that sources land in). ``rm -r``: every operand, each deleted with what is below it.
-    ``rename`` (util-linux 'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every
-    word, expressions too (an expression that reads as a protected path is refused; that
-    costs nothing real), none taken for a source."""
-    args = list(cmd.args)
-    if cmd.program == "git" and args and args[0].value == "mv":
-        args = args[1:]
-    elif cmd.program not in ("mv", "rename", "rm"):
-        return []
-    out: list[tuple[Word, bool]] = []
-    options = True
-    value_of = ""  # the option whose separate value comes next
-    target = False  # mv -t DIR: every operand is a source
-    recursive = False
-    for w in args:
-        v = w.value
-        if value_of:
-            if value_of in ("-t", "--target-directory"):
-                out.append((w, False))  # the destination directory
-                target = True
-            value_of = ""  # '-S SUFFIX': a backup suffix, not a path
-        elif options and v == "--":
-            options = False
-        elif options and not w.operand and v.startswith("-") and v != "-":
-            if cmd.program == "rm":
-                short = short_cluster(v)
-                recursive |= v == "--recursive" or (
-                    short is not None and bool(set(short) & {"r", "R"})
-                )
-            elif v in ("-t", "--target-directory", "-S", "--suffix"):
-                value_of = v
-            elif v.startswith("--target-directory="):
-                out.append((Word(v.split("=", 1)[1], w.dynamic), False))
-                target = True
-        else:
-            out.append((w, cmd.program != "rename"))
-    if cmd.program == "rm":
-        return out if recursive else []
-    if cmd.program != "rename" and not target:
-        # 'mv SRC... DST': the last operand is where the sources land.
-        last = max((k for k, (_, source) in enumerate(out) if source), default=-1)
-        if last > 0:
-            out[last] = (out[last][0], False)
-    return out
-
-
 def _in_workspace(word: Word, root: str) -> Word | None:
-    """``word`` as a workspace-relative path when it names ``root`` or a path below it."""
+    """``word`` as a workspace-relative path when it names ``root`` or a path below it
+    ('/w*/*' is '*': :func:`runtime.policy._moves.workspace_relative`)."""
     if word.dynamic or not word.value.startswith("/"):
         return None
-    target = normalise_target(word.value)
-    if target == root:
-        return Word(".")
-    if target.startswith(root + "/"):
-        return Word(target[len(root) + 1 :])
-    return None
+    inside = workspace_relative(word.value, root)
+    return None if inside is None else Word(inside)
 
 
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
@@ -459,53 +397,13 @@ class CommandRules:
         return found
 
     def _moves(self, cmd: SimpleCommand) -> list[CommandFinding]:
-        """Deny findings for what ``mv`` (or ``git mv``) would move out of, or into, a path
-        the deny/deny_write globs protect.
-
-        Why here as well as in the sandbox: the masks over protected entries are bound by
-        glob at each call's start, and rename(2) of a directory that holds a mount point
-        succeeds, so 'mv config x' carries a masked 'config/prod.env' to 'x/prod.env',
-        which the next call reads. An early lexical check (operands relative to the
-        workspace root, or to where a 'cd' went, a climb read from any depth); a run-time
-        operand is the kernel's."""
+        """What ``mv``/``rm -r``/``rename`` would move or delete, and what the command
+        writes, judged by the path rules (:mod:`runtime.policy._moves`,
+        :mod:`runtime.policy._writes`)."""
         assert self._paths is not None
-        out: list[CommandFinding] = []
-        for operand, source in _moved_operands(cmd):
-            w = operand if cmd.cwd is None else _rebased(operand, cmd.cwd)
-            if w.dynamic:
-                continue
-            inside = _in_workspace(w, self._paths.root.rstrip("/"))
-            value = inside.value if inside is not None else w.value
-            if value.startswith(("/", "~")):
-                continue  # outside the workspace: not the path rules' to judge
-            # The command may start below the root (shell_exec's cwd, 'cd sub'), where
-            # '../config' is the root's 'config': a climb is read from every depth.
-            norm = normalise_target(value)
-            while norm.startswith("../"):
-                norm = norm[3:]
-            if norm == "..":
-                continue
-            if norm == "." and source:
-                # 'mv config/.. x': the workspace root, above every protected path.
-                out.append(
-                    CommandFinding(
-                        "deny",
-                        "paths.root",
-                        f"{cmd.program} would move or delete the workspace root "
-                        f"({operand.value!r})",
-                    )
-                )
-                continue
-            v = self._paths.check_operand(norm)
-            if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
-                out.append(
-                    CommandFinding(
-                        "deny",
-                        v.rule,
-                        f"{cmd.program} would move or delete a protected path: {v.reason}",
-                    )
-                )
-        return out
+        found = move_findings(cmd, self._paths, self.section.dynamic)
+        found += write_findings(cmd, self._paths)
+        return [CommandFinding(*f) for f in found]
 
     def _check(self, command: str) -> tuple[CommandFinding, ...]:
         analysis = analyse(command)

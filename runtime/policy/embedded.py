@@ -12,6 +12,7 @@ import posixpath
 import re
 from fnmatch import fnmatchcase
 
+from runtime.policy._git_config import classify_key
 from runtime.policy.argv import Word
 from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
 
@@ -29,6 +30,7 @@ __all__ = [
     "interpreter_value_options",
     "is_stream_path",
     "make_reads_input",
+    "option_env",
     "script_key",
     "sed_runs_commands",
     "written_by_args",
@@ -59,7 +61,6 @@ _GIT_CONFIG_VALUED = frozenset(
     {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
 )
 _GIT_CONFIG_SUBCOMMANDS = frozenset({"set", "add"})
-_GIT_CODE_PATH_KEYS = ("core.hookspath", "init.templatedir", "include.path", "includeif.*.path")
 
 # printf escapes that stand for one known character ('\\\\' kept apart as NUL until the
 # check for any other backslash is done).
@@ -142,6 +143,34 @@ def command_env_values(words: list[Word]) -> list[Word]:
     return out
 
 
+# Wrapper options whose value is NAME=VALUE for the program it runs: judged as
+# 'NAME=VALUE program' ('systemd-run -E LD_PRELOAD=x.so ls').
+_ENV_OPTIONS: dict[str, frozenset[str]] = {
+    "systemd-run": frozenset({"-E", "--setenv"}),
+    "run0": frozenset({"--setenv"}),
+}
+
+
+def option_env(name: str, words: list[Word]) -> list[Word]:
+    """The NAME=VALUE words :data:`_ENV_OPTIONS` gives ``name`` among ``words`` (its
+    options): '-E N=V', '-EN=V', '--setenv N=V', '--setenv=N=V'."""
+    opts = _ENV_OPTIONS.get(name)
+    if not opts:
+        return []
+    out: list[Word] = []
+    for k, w in enumerate(words):
+        v = w.value
+        if v in opts and k + 1 < len(words):
+            out.append(words[k + 1])
+            continue
+        for opt in opts:
+            if opt.startswith("--") and v.startswith(opt + "="):
+                out.append(Word(v[len(opt) + 1 :], w.dynamic))
+            elif not opt.startswith("--") and v.startswith(opt) and len(v) > len(opt):
+                out.append(Word(v[len(opt) :], w.dynamic))
+    return [w for w in out if "=" in w.value or w.dynamic]
+
+
 def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
     """(key in lower case, value) that 'git config [options] [set|add] KEY VALUE' sets."""
     values = [w.value for w in words]
@@ -170,20 +199,20 @@ def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
 
 def git_config_commands(words: list[Word]) -> list[Word]:
     """Values 'git config KEY VALUE' sets for keys git later runs through the shell
-    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), '!' removed."""
+    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), as written."""
     setting = git_config_setting(words)
     if setting is None or not any(fnmatchcase(setting[0], g) for g in GIT_COMMAND_KEYS):
         return []
     value = setting[1]
-    return [Word(value.value.removeprefix("!"), value.dynamic)]
+    return [value]
 
 
 def git_config_code_path(words: list[Word]) -> str | None:
-    """The key, when 'git config KEY PATH' points git at code it runs later: a hooks
+    """The key, when 'git config KEY VALUE' points git at code it runs later: a hooks
     directory, a template directory (hooks again), a config file to include (whose keys
-    may be any of the above)."""
+    may be any of the above), a protocol or URL rewrite (:mod:`._git_config`)."""
     setting = git_config_setting(words)
-    if setting is not None and any(fnmatchcase(setting[0], g) for g in _GIT_CODE_PATH_KEYS):
+    if setting is not None and classify_key(setting[0]) == "code":
         return setting[0]
     return None
 

@@ -24,7 +24,7 @@ import unicodedata
 from typing import Literal, NamedTuple
 
 from runtime._globs import compile_segments
-from runtime.policy._globreach import is_glob, step_glob
+from runtime.policy._globreach import is_glob, segments_meet, step_glob
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -155,6 +155,24 @@ def _anchored_below(glob: _BelowGlob, parts: list[str], *, globs: bool = False) 
     return any(s < n or globs for s in states - absorbed)
 
 
+def _decoy(name: str) -> str:
+    """``name`` (a glob segment) with each letter and digit outside brackets changed to
+    the next one ('.env' -> '.fow', 'id_rsa*' -> 'je_stb*')."""
+    out: list[str] = []
+    depth = 0
+    for c in name:
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+        elif not depth and c.isascii() and c.isalnum():
+            base, span = ("0", 10) if c.isdigit() else ("a", 26) if c.islower() else ("A", 26)
+            out.append(chr(ord(base) + (ord(c) - ord(base) + 1) % span))
+            continue
+        out.append(c)
+    return "".join(out)
+
+
 def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The kernel's half of these rules, as ``(hide, readonly)`` globs for the sandbox's masks
     (``runtime.backends.sandbox.masks``) in every call's workspace.
@@ -185,6 +203,17 @@ class PathRules:
                 ("paths.deny", section.deny),
                 ("paths.deny_write", section.deny_write),
             )
+        )
+        # '**/NAME' globs (what _below_glob leaves out), by their NAME: a move that renames
+        # may take such an entry out from under its name (see renamed_name).
+        self._names = tuple(
+            (rule, pattern, pattern.split("/")[-1], _decoy(pattern.split("/")[-1]))
+            for rule, patterns in (
+                ("paths.deny", section.deny),
+                ("paths.deny_write", section.deny_write),
+            )
+            for pattern in patterns
+            if "/" in pattern and _below_glob(pattern) is None
         )
         self._cache: dict[tuple[str, str, bool], PathVerdict] = {}
 
@@ -302,3 +331,24 @@ class PathRules:
         variants = list(dict.fromkeys((value, unicodedata.normalize("NFKC", value))))
         held = self._held_below(value, variants, verdict.path, globs=True)
         return verdict if held is None else held
+
+    def renamed_name(self, value: str) -> tuple[str, str] | None:
+        """(rule, pattern) of a ``**/NAME`` deny glob whose NAME the glob operand ``value``
+        is aimed at, else None. Such globs are not asked of a move that keeps names
+        (:meth:`check_operand`), but ``mv .e* env.txt`` renames ``.env`` to a name no glob
+        protects (the masks are bound by name at each call's start). A literal operand is
+        judged by :meth:`check` already.
+
+        Aimed: it could match a name NAME matches, but not one that NAME with its letters
+        and digits changed matches (:func:`_decoy`): ``.e*``, ``*.pem``, ``s*.p?m``, ``id_*``
+        are; ``report*`` and ``*.log`` (which meet ``*.pem`` and ``id_rsa*`` only through
+        a star) are not, or every 'mv build* old' would ask. A heuristic on purpose: the
+        wall is the kernel's (the masked entry itself cannot be renamed: EBUSY), this is
+        the early, clear answer for the globs that name a protected entry."""
+        if not is_glob(value):
+            return None
+        last = value.rstrip("/").rsplit("/", 1)[-1]
+        for rule, pattern, name, decoy in self._names:
+            if segments_meet(last, name) and not segments_meet(last, decoy):
+                return rule, pattern
+        return None

@@ -55,6 +55,7 @@ WRAPPERS: dict[str, Wrapper] = {
         shell_arg=_L({"-S", "--split-string"}),
         dash_option=True,
     ),
+    # sudo takes NAME=VALUE before the command, as env does ('sudo LD_PRELOAD=x.so ls').
     "sudo": Wrapper(
         "CDghprtTuU",
         _L(
@@ -70,6 +71,7 @@ WRAPPERS: dict[str, Wrapper] = {
                 "--other-user",
             }
         ),
+        assignments=True,
     ),
     "doas": Wrapper("uC"),
     "nice": Wrapper("n", _L({"--adjustment"})),
@@ -285,9 +287,8 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
         "-I",
         "-F",
     ),
+    # 'git -c KEY=VALUE' is judged by its key (runtime/policy/_git_config.py).
     "git": (
-        "-c",
-        "--config-env*",
         "--upload-pack*",
         "--receive-pack*",
         "--exec*",
@@ -303,8 +304,8 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
         ("-c", "-[!-]*c", "+*", "--cmd"),  # '-sc CMD': -c ends a cluster
     ),
     "emacs": ("--eval*", "-eval", "--execute*", "-execute"),
-    # sqlite3's dot-commands, psql's and mysql's '\!' run a shell command ('\o |CMD' too).
-    "sqlite3": ("*.shell*", "*.system*", "*.once*|*", "*.output*|*"),
+    # psql's and mysql's '\!' run a shell command ('\o |CMD' too); sqlite3's arguments and
+    # the clients' input: runtime/policy/_sql_clients.py.
     "psql": ("*\\!*", "*\\[ogw]*|*"),
     "mysql": ("*\\!*", "*system *"),
     "mariadb": ("*\\!*", "*system *"),

@@ -8,13 +8,17 @@ import runtime.policy
 
 MODULES = [
     "runtime.policy",
+    "runtime.policy._git_config",
+    "runtime.policy._moves",
     "runtime.policy._shell_code",
     "runtime.policy._shell_parse",
     "runtime.policy._shell_state",
     "runtime.policy._shell_words",
     "runtime.policy._shell_wrappers",
+    "runtime.policy._sql_clients",
     "runtime.policy._sweeps",
     "runtime.policy._tool_commands",
+    "runtime.policy._writes",
     "runtime.policy.argv",
     "runtime.policy.commands",
     "runtime.policy.conditions",

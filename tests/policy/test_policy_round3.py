@@ -109,6 +109,9 @@ INLINE_CODE = [
     "emacs --batch --eval='(delete-directory \"/\" t)'",
     "sqlite3 x.db '.shell rm -rf /'",
     "sqlite3 x.db <<< '.system rm -rf /'",
+    # Input the command line does not show is code only known at run time, as 'sh < x.sh'
+    # (policy round five: it was allowed here before).
+    "sqlite3 x.db < dump.sql",
     "psql -c '\\! rm -rf /'",
     "psql -c '\\o |rm -rf /'",
     "mysql -e '\\! rm -rf /'",
@@ -252,7 +255,6 @@ BENIGN = [
     "ls | parallel gzip",
     "parallel echo ::: 'a;b'",
     "sqlite3 x.db 'select 1'",
-    "sqlite3 x.db < dump.sql",
     "psql -c 'select 1'",
     "docker run --rm img sh -c 'ls /'",
     "echo bash is a shell",

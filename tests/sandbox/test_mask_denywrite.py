@@ -422,7 +422,12 @@ def test_through_the_broker_the_result_and_the_audit_say_so(ws: Path) -> None:
         planted = broker.call(
             {
                 "tool": "shell_exec",
-                "arguments": {"command": f"mkdir .git && printf '{FSMONITOR}' > .git/config"},
+                # Through an archive: the policy refuses a literal '> .git/config' (policy
+                # round five); the sandbox's quarantine is what this test is about.
+                "arguments": {
+                    "command": f"mkdir g && printf '{FSMONITOR}' > g/config && tar cf t.tar"
+                    " --transform 's,^g,.git,' g && rm -r g && tar xf t.tar && rm t.tar"
+                },
             }
         )
         benign = broker.call({"tool": "shell_exec", "arguments": {"command": "echo ok > n.txt"}})

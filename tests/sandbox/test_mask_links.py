@@ -33,6 +33,17 @@ def _shell(broker: Any, command: str) -> Any:
     return broker.call({"tool": "shell_exec", "arguments": {"command": command}})
 
 
+def _renamed_by_tar(make: str, name: str, new: str) -> str:
+    """A shell command that makes ``name`` (``make``), then gives it the name ``new``
+    through an archive (extracted under a name only the archive holds). The policy refuses
+    a literal 'ln -s x .env' (tests/policy/test_policy_round5_paths.py); what these tests
+    are about is the masks' part, for a call that plants the link past the policy."""
+    return (
+        f"{make} && tar cf t.tar --transform 's,^{name}$,{new},' {name} && rm {name}"
+        " && tar xf t.tar && rm t.tar"
+    )
+
+
 def _refused(result: Any) -> None:
     assert SECRET not in result.model_dump_json()
     assert result.error is not None and result.error.type == "sandbox_error", result
@@ -55,7 +66,9 @@ def test_a_link_planted_on_a_denied_name_is_refused(workspace: Path, target: str
     if target == "ABSOLUTE":
         target = str(workspace / "x")
     with SyncBroker(workspace=workspace) as broker:
-        made = _shell(broker, f"mkdir sub && ln -s x a && ln -s '{target}' .env")
+        made = _shell(
+            broker, _renamed_by_tar(f"mkdir sub && ln -s x a && ln -s '{target}' l", "l", ".env")
+        )
         assert made.success and made.result["exit_code"] == 0, made
         with (workspace / ".env").open("a") as f:  # the user, through the link
             f.write(SECRET + "\n")
@@ -170,7 +183,10 @@ def test_a_link_in_a_hidden_directory_a_call_made(workspace: Path) -> None:
     )
     assert ".aws/**" in text
     with SyncBroker(workspace=workspace, policy=Policy.from_toml(text, "test")) as broker:
-        made = _shell(broker, "mkdir .aws && ln -s ../notes.txt .aws/credentials")
+        made = _shell(
+            broker,
+            _renamed_by_tar("ln -s ../notes.txt l", "l", ".aws/credentials"),  # tar makes .aws,
+        )
         assert made.success and made.result["exit_code"] == 0, made
         (workspace / ".aws" / "credentials").write_text(SECRET)  # the user, through it
         leak = broker.call({"tool": "read_file", "arguments": {"path": "notes.txt"}})

@@ -87,7 +87,12 @@ def test_a_denied_file_with_another_hard_link_is_refused(workspace: Path) -> Non
     from runtime.broker import SyncBroker
 
     with SyncBroker(workspace=workspace) as broker:
-        made = broker.call({"tool": "shell_exec", "arguments": {"command": "touch x; ln x .env"}})
+        # Through an archive: the policy refuses a literal 'ln x .env' (policy round five).
+        plant = (
+            "touch x && ln x y && tar cf t.tar --transform 's,^y$,.env,' x y && rm y"
+            " && tar xf t.tar && rm t.tar"
+        )
+        made = broker.call({"tool": "shell_exec", "arguments": {"command": plant}})
         assert made.success, made.error
         with (workspace / ".env").open("a") as f:
             f.write("API_KEY=s3cr3t\n")  # the user, in place

@@ -1,0 +1,169 @@
+"""What a shell command writes, judged by the path rules as ``write_file`` is: output
+redirect targets (the shell opens them: ``echo x > .git/hooks/pre-commit``) and the files
+ordinary writing programs name (``tee``, ``cp``/``install``/``ln``/``rsync``
+destinations, ``dd of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``, ``mkdir``,
+``chmod``, ``sed -i``, the output options of ``sort``, ``curl``, ``wget``, ``unzip``,
+``patch``). A path a deny or deny_write glob protects is refused (``paths.deny*``).
+
+Not the wall: the sandbox's masks make the kernel refuse these writes (a read-only bind, an
+empty hidden file). The policy refuses what it can see, early and with a reason, as the
+file tools do. Literal operands only, from every directory the command may be in
+(:func:`runtime.policy._moves.operand_forms`); a run-time operand or directory is the
+kernel's (asking would refuse every ``cd "$D" && make > log``).
+"""
+
+from __future__ import annotations
+
+from runtime.models import Action
+from runtime.policy._moves import operand_forms
+from runtime.policy._shell_model import SimpleCommand
+from runtime.policy.argv import Word
+from runtime.policy.paths import PathRules
+
+__all__ = ["write_findings", "written_operands"]
+
+Finding = tuple[Action, str, str]
+
+# program -> (options that take a separate value, which operands are written):
+# 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...).
+_WRITERS: dict[str, tuple[frozenset[str], str]] = {
+    "tee": (frozenset({"--output-error"}), "all"),
+    "touch": (frozenset({"-r", "-d", "-t", "--reference", "--date"}), "all"),
+    "truncate": (frozenset({"-s", "-r", "--size", "--reference"}), "all"),
+    "shred": (frozenset({"-n", "-s", "--iterations", "--size", "--random-source"}), "all"),
+    "unlink": (frozenset(), "all"),
+    "rm": (frozenset(), "all"),
+    "mkdir": (frozenset({"-m", "--mode", "--context"}), "all"),
+    "cp": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
+    "install": (
+        frozenset({"-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix", "-t"}),
+        "last",
+    ),
+    "ln": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
+    "chmod": (frozenset(), "after_first"),
+    "chown": (frozenset(), "after_first"),
+    "chgrp": (frozenset(), "after_first"),
+}
+_TARGET = frozenset({"-t", "--target-directory"})
+# program -> options whose value is a path it writes (a file, or a directory it fills).
+_OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
+    "sort": frozenset({"-o", "--output"}),
+    "curl": frozenset({"-o", "--output"}),
+    "wget": frozenset({"-O", "--output-document", "-P", "--directory-prefix"}),
+    "unzip": frozenset({"-d"}),
+    "patch": frozenset({"-o", "--output"}),
+}
+
+
+def _option_values(args: tuple[Word, ...], opts: frozenset[str]) -> list[Word]:
+    """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F'."""
+    out: list[Word] = []
+    for k, w in enumerate(args):
+        v = w.value
+        if v in opts:
+            if k + 1 < len(args):
+                out.append(args[k + 1])
+            continue
+        for opt in opts:
+            if opt.startswith("--"):
+                if v.startswith(opt + "="):
+                    out.append(Word(v[len(opt) + 1 :], w.dynamic))
+                continue
+            at = v.find(opt[1], 1) if v.startswith("-") and not v.startswith("--") else -1
+            if at == -1 or not (at == 1 or v[1:at].isalpha()):
+                continue  # '-sSLo F', '-oF': the letter ends a cluster of flags
+            rest = v[at + 1 :]
+            if rest:
+                out.append(Word(rest, w.dynamic))
+            elif k + 1 < len(args):
+                out.append(args[k + 1])
+    return out
+
+
+def _sed_files(args: tuple[Word, ...]) -> list[Word]:
+    """The files 'sed -i SCRIPT FILE...' edits in place (none without -i)."""
+    in_place = False
+    script_given = False
+    operands: list[Word] = []
+    skip = False
+    for w in args:
+        v = w.value
+        if skip:
+            skip = False
+            continue
+        if v.startswith("--in-place") or (
+            v.startswith("-") and not v.startswith("--") and "i" in v
+        ):
+            in_place = True
+        if v in ("-e", "-f", "--expression", "--file"):
+            script_given = True
+            skip = True
+        elif v.startswith(("--expression=", "--file=")):
+            script_given = True
+        elif not v.startswith("-") or v == "-":
+            operands.append(w)
+    if not in_place:
+        return []
+    return operands if script_given else operands[1:]
+
+
+def written_operands(cmd: SimpleCommand) -> list[Word]:
+    """The paths ``cmd`` writes through its own arguments (see the module's docstring)."""
+    if cmd.program == "sed":
+        return _sed_files(cmd.args)
+    if cmd.program == "dd":
+        return [Word(w.value[3:], w.dynamic) for w in cmd.args if w.value.startswith("of=")]
+    if cmd.program in _OUTPUT_OPTIONS:
+        return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program])
+    if cmd.program == "rsync":
+        paths = [w for w in cmd.args if not w.value.startswith("-")]
+        return paths[-1:] if len(paths) > 1 else []
+    spec = _WRITERS.get(cmd.program)
+    if spec is None:
+        return []
+    valued, which = spec
+    operands: list[Word] = []
+    targets: list[Word] = []
+    options = True
+    skip = ""
+    for w in cmd.args:
+        v = w.value
+        if skip:
+            if skip in _TARGET:
+                targets.append(w)
+            skip = ""
+            continue
+        if options and v == "--":
+            options = False
+        elif options and v.startswith("-") and v != "-" and not w.operand:
+            opt = v.split("=", 1)[0]
+            if opt in _TARGET and "=" in v:
+                targets.append(Word(v.split("=", 1)[1], w.dynamic))
+            elif v in valued:
+                skip = v
+        else:
+            operands.append(w)
+    if which == "all":
+        return operands
+    if which == "after_first":
+        return operands[1:]
+    return targets or operands[-1:]
+
+
+def write_findings(cmd: SimpleCommand, paths: PathRules) -> list[Finding]:
+    """Deny findings for the protected paths ``cmd`` writes (redirects and operands)."""
+    words = [(w, "a redirect") for w in cmd.redirects]
+    words += [(w, cmd.program) for w in written_operands(cmd)]
+    out: list[Finding] = []
+    for word, what in words:
+        if word.dynamic:
+            continue
+        forms, _ = operand_forms(cmd, word, paths.root)
+        for norm in forms:
+            if norm == ".":
+                continue  # the directory itself: not a file this writes
+            v = paths.check(norm, "write")
+            if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
+                out.append(("deny", v.rule, f"{what} would write a protected path: {v.reason}"))
+                break
+    return out
