@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
+from runtime.mcp._progress import HEARTBEAT_S
 from runtime.mcp.external import ExternalServer, load_policy
 from runtime.mcp.server import McpToolServer
 from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
@@ -33,11 +34,13 @@ async def serve(
     ask_timeout_s: float = 300.0,
     allow_remote: bool = False,
     broker_options: dict[str, Any] | None = None,
+    progress_interval_s: float = HEARTBEAT_S,
 ) -> None:
     """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
 
     ``broker_options`` are extra :class:`~runtime.broker.Broker` arguments (a catalogue, a
-    policy object, backends); they win over the file-based ones.
+    policy object, backends); they win over the file-based ones. ``progress_interval_s``:
+    seconds between progress notifications of a long call (tests shorten it).
     """
     # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module level).
     from runtime.backends.mcp_proxy import McpProxyBackend
@@ -74,7 +77,11 @@ async def serve(
         errors = proxy.errors if proxy is not None else {}
         not_started = {s.tool_prefix: errors[s.name] for s in servers if s.name in errors}
         tool_server = McpToolServer(
-            broker, profile=profile, ask_timeout_s=ask_timeout_s, not_started=not_started
+            broker,
+            profile=profile,
+            ask_timeout_s=ask_timeout_s,
+            not_started=not_started,
+            progress_interval_s=progress_interval_s,
         )
         if address is None:
             if on_ready is not None:

@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 import runtime
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
+from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
 from runtime.models import ToolResult
 
@@ -114,9 +115,12 @@ class McpToolServer:
         profile: str | None = None,
         ask_timeout_s: float = 300.0,
         not_started: Mapping[str, str] | None = None,
+        progress_interval_s: float = HEARTBEAT_S,
     ) -> None:
         self.broker = broker
         self.profile = profile
+        #: Seconds between progress notifications of a long call that asked for them.
+        self.progress_interval_s = progress_interval_s
         #: Tool prefix of each external MCP server that did not start -> why: a call to one
         #: of its tools says so, instead of the bare "Unknown tool" of a name never seen.
         self.not_started = dict(not_started or {})
@@ -191,9 +195,10 @@ class McpToolServer:
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
         with self.approvals.serving(ctx, params) as current:
-            result = await self.broker.call(
-                call, profile=self.profile, audit_session=self.session_id(ctx)
-            )
+            async with heartbeat(ctx, name, self.progress_interval_s) as on_run:
+                result = await self.broker.call(
+                    call, profile=self.profile, audit_session=self.session_id(ctx), on_run=on_run
+                )
         if current.need is not None:
             # This leg is audited as refused (approval_required / tool_error); the retry
             # carries the answer and runs the call again from the start.
