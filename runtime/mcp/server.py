@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 import runtime
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
+from runtime.mcp._http_guard import SessionVersions
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
 from runtime.models import ToolResult
@@ -147,6 +148,9 @@ class McpToolServer:
             lifespan=self.tools_changed.lifespan,
         )
         self.server.middleware.append(self.tools_changed.track)
+        # The version each HTTP session negotiated, for its MCP-Protocol-Version check.
+        self.session_versions = SessionVersions()
+        self.server.middleware.append(self.session_versions.track)
         # Seals requestState and binds it to (method, tool, arguments) with an expiry; the key
         # lives in this process only, so a restart invalidates pending approvals (fail closed).
         self.server.middleware.append(

@@ -133,6 +133,9 @@ def main() -> None:
     parser.add_argument("--profile")
     parser.add_argument("--ask-timeout", type=float, default=300.0)
     parser.add_argument("--progress-interval", type=float, default=5.0)
+    parser.add_argument("--allow-remote", action="store_true")
+    parser.add_argument("--allowed-host", action="append", default=[])
+    parser.add_argument("--allowed-origin", action="append", default=[])
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -149,6 +152,9 @@ def main() -> None:
             on_ready=ready,
             ask_timeout_s=opts.ask_timeout,
             progress_interval_s=opts.progress_interval,
+            allow_remote=opts.allow_remote,
+            allowed_hosts=opts.allowed_host,
+            allowed_origins=opts.allowed_origin,
             broker_options={
                 "policy": standins.ScriptedPolicy(),
                 "catalogue": catalogue(),
