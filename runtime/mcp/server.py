@@ -27,6 +27,7 @@ an ``InputRequiredResult`` answered in a retry); otherwise the call ends as
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -45,7 +46,7 @@ from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
-from runtime.models import ToolResult
+from runtime.models import BackendKind, ToolResult
 
 if TYPE_CHECKING:
     from runtime.broker import Broker
@@ -73,12 +74,35 @@ def visible(broker: Broker, name: str, profile: str | None) -> bool:
 
 
 def tool_definitions(broker: Broker, profile: str | None = None) -> list[types.Tool]:
-    """MCP tool definitions of every tool the policy lets ``profile`` see."""
+    """MCP tool definitions of every tool the policy lets ``profile`` see.
+
+    ``openWorldHint`` of a tool that runs programs in the call sandbox (``shell_exec``) is
+    what that sandbox gives them: false only while it walls the network off (strict mode
+    requires the namespaces and seccomp that do; best_effort has them when the host does),
+    true on a host where best_effort runs without both, as the program then has the
+    host's network."""
     tools: list[types.Tool] = []
     for definition in broker.catalogue.export("mcp"):
-        if visible(broker, definition["name"], profile):
-            tools.append(types.Tool.model_validate(definition))
+        name = definition["name"]
+        if not visible(broker, name, profile):
+            continue
+        spec = broker.catalogue.get(name)
+        if spec.backend == BackendKind.SUBPROCESS and spec.sandbox.exec:
+            walled = broker.sandbox_mode == "strict" or _host_walls_network()
+            definition["annotations"]["openWorldHint"] = not walled
+        tools.append(types.Tool.model_validate(definition))
     return tools
+
+
+@functools.cache
+def _host_walls_network() -> bool:
+    """Whether the sandbox on this host keeps a program off the network: a network
+    namespace (part of the user-namespace probe) or the seccomp filter, which allows
+    AF_UNIX sockets only. Probed once (a forked child tries the namespaces)."""
+    from runtime.backends.sandbox.probe import probe_host
+
+    caps = probe_host()
+    return caps.arch_supported and (caps.user_namespaces or caps.seccomp_filter)
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
