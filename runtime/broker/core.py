@@ -341,13 +341,16 @@ class Broker:
         session: str | None = None,
         profile: str | None = None,
         audit_session: str | None = None,
+        on_run: Callable[[float], None] | None = None,
     ) -> ToolResult:
         """Run one call of any accepted shape; always returns a ToolResult.
 
         ``session`` scopes the session environment and the per-session budgets, and is the
         session the audit records show, unless ``audit_session`` names another: the MCP
         server records each MCP session's id while its calls share the broker's session
-        (budgets are not reset by opening a new MCP session)."""
+        (budgets are not reset by opening a new MCP session). ``on_run`` is told the call's
+        timeout (seconds) when its backend is about to run it: decided, approved and given
+        a slot (the MCP server's progress heartbeats report it as their total)."""
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
         st.session = audit_session or session
@@ -366,6 +369,8 @@ class Broker:
             if not slots.try_acquire():
                 await slots.wait_async()
             try:
+                if on_run is not None:
+                    on_run(request.limits.timeout_s)
                 with anyio.move_on_after(request.limits.timeout_s + _BACKEND_GRACE_S) as scope:
                     st.outcome = await backend.run(request)
             finally:

@@ -56,6 +56,24 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
         bool,
         typer.Option(help="Allow --http on a non-loopback address (no built-in authentication)."),
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="With --http: a Host header value to serve besides the defaults (NAME, "
+            "NAME:PORT or NAME:*; repeatable). Default: loopback's names on loopback; the "
+            "address served and its port with --allow-remote.",
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            help="With --http: a browser Origin to serve (http(s)://NAME[:PORT], ':*' any "
+            "port; repeatable). Default: none remotely, loopback's own on loopback; a "
+            "request without Origin is not a browser's and is served.",
+        ),
+    ] = None,
     ask_timeout: Annotated[
         float, typer.Option(help="Seconds an approval or question waits for the client.")
     ] = 300.0,
@@ -98,6 +116,8 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
                     on_ready=_ready,
                     ask_timeout_s=ask_timeout,
                     allow_remote=allow_remote,
+                    allowed_hosts=allowed_host or (),
+                    allowed_origins=allowed_origin or (),
                 )
             except RuntimeToolError as exc:  # raised below as itself, not in a group
                 failed.append(exc)

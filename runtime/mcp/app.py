@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
+from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
+from runtime.mcp._progress import HEARTBEAT_S
 from runtime.mcp.external import ExternalServer, load_policy
 from runtime.mcp.server import McpToolServer
 from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
@@ -33,11 +35,17 @@ async def serve(
     ask_timeout_s: float = 300.0,
     allow_remote: bool = False,
     broker_options: dict[str, Any] | None = None,
+    progress_interval_s: float = HEARTBEAT_S,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> None:
     """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
 
     ``broker_options`` are extra :class:`~runtime.broker.Broker` arguments (a catalogue, a
-    policy object, backends); they win over the file-based ones.
+    policy object, backends); they win over the file-based ones. ``progress_interval_s``:
+    seconds between progress notifications of a long call (tests shorten it).
+    ``allowed_hosts`` / ``allowed_origins``: Host and Origin values served besides the
+    defaults (HTTP only; ``runtime.mcp._http_guard``).
     """
     # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module level).
     from runtime.backends.mcp_proxy import McpProxyBackend
@@ -47,6 +55,10 @@ async def serve(
     if address is not None and not allow_remote and not is_loopback(address[0]):
         # Refused before anything starts (the transport checks again).
         raise ConfigError(f"--http {http}: only loopback without --allow-remote", field="http")
+    hosts = [check_allowed_host(v) for v in allowed_hosts]
+    origins = [check_allowed_origin(v) for v in allowed_origins]
+    if (hosts or origins) and address is None:
+        raise ConfigError("--allowed-host and --allowed-origin need --http", field="http")
     servers: list[ExternalServer] = []
     policy_arg: Any = policy
     if isinstance(policy, (str, Path)):
@@ -74,11 +86,22 @@ async def serve(
         errors = proxy.errors if proxy is not None else {}
         not_started = {s.tool_prefix: errors[s.name] for s in servers if s.name in errors}
         tool_server = McpToolServer(
-            broker, profile=profile, ask_timeout_s=ask_timeout_s, not_started=not_started
+            broker,
+            profile=profile,
+            ask_timeout_s=ask_timeout_s,
+            not_started=not_started,
+            progress_interval_s=progress_interval_s,
         )
         if address is None:
             if on_ready is not None:
                 on_ready("stdio")
             await serve_stdio(tool_server)
         else:
-            await serve_http(tool_server, *address, on_ready=on_ready, allow_remote=allow_remote)
+            await serve_http(
+                tool_server,
+                *address,
+                on_ready=on_ready,
+                allow_remote=allow_remote,
+                allowed_hosts=hosts,
+                allowed_origins=origins,
+            )

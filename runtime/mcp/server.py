@@ -27,6 +27,7 @@ an ``InputRequiredResult`` answered in a retry); otherwise the call ends as
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -42,8 +43,10 @@ from mcp.shared.exceptions import MCPError
 import runtime
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
+from runtime.mcp._http_guard import SessionVersions
+from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
-from runtime.models import ToolResult
+from runtime.models import BackendKind, ToolResult
 
 if TYPE_CHECKING:
     from runtime.broker import Broker
@@ -71,12 +74,35 @@ def visible(broker: Broker, name: str, profile: str | None) -> bool:
 
 
 def tool_definitions(broker: Broker, profile: str | None = None) -> list[types.Tool]:
-    """MCP tool definitions of every tool the policy lets ``profile`` see."""
+    """MCP tool definitions of every tool the policy lets ``profile`` see.
+
+    ``openWorldHint`` of a tool that runs programs in the call sandbox (``shell_exec``) is
+    what that sandbox gives them: false only while it walls the network off (strict mode
+    requires the namespaces and seccomp that do; best_effort has them when the host does),
+    true on a host where best_effort runs without both, as the program then has the
+    host's network."""
     tools: list[types.Tool] = []
     for definition in broker.catalogue.export("mcp"):
-        if visible(broker, definition["name"], profile):
-            tools.append(types.Tool.model_validate(definition))
+        name = definition["name"]
+        if not visible(broker, name, profile):
+            continue
+        spec = broker.catalogue.get(name)
+        if spec.backend == BackendKind.SUBPROCESS and spec.sandbox.exec:
+            walled = broker.sandbox_mode == "strict" or _host_walls_network()
+            definition["annotations"]["openWorldHint"] = not walled
+        tools.append(types.Tool.model_validate(definition))
     return tools
+
+
+@functools.cache
+def _host_walls_network() -> bool:
+    """Whether the sandbox on this host keeps a program off the network: a network
+    namespace (part of the user-namespace probe) or the seccomp filter, which allows
+    AF_UNIX sockets only. Probed once (a forked child tries the namespaces)."""
+    from runtime.backends.sandbox.probe import probe_host
+
+    caps = probe_host()
+    return caps.arch_supported and (caps.user_namespaces or caps.seccomp_filter)
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
@@ -114,9 +140,12 @@ class McpToolServer:
         profile: str | None = None,
         ask_timeout_s: float = 300.0,
         not_started: Mapping[str, str] | None = None,
+        progress_interval_s: float = HEARTBEAT_S,
     ) -> None:
         self.broker = broker
         self.profile = profile
+        #: Seconds between progress notifications of a long call that asked for them.
+        self.progress_interval_s = progress_interval_s
         #: Tool prefix of each external MCP server that did not start -> why: a call to one
         #: of its tools says so, instead of the bare "Unknown tool" of a name never seen.
         self.not_started = dict(not_started or {})
@@ -143,6 +172,9 @@ class McpToolServer:
             lifespan=self.tools_changed.lifespan,
         )
         self.server.middleware.append(self.tools_changed.track)
+        # The version each HTTP session negotiated, for its MCP-Protocol-Version check.
+        self.session_versions = SessionVersions()
+        self.server.middleware.append(self.session_versions.track)
         # Seals requestState and binds it to (method, tool, arguments) with an expiry; the key
         # lives in this process only, so a restart invalidates pending approvals (fail closed).
         self.server.middleware.append(
@@ -191,9 +223,10 @@ class McpToolServer:
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
         with self.approvals.serving(ctx, params) as current:
-            result = await self.broker.call(
-                call, profile=self.profile, audit_session=self.session_id(ctx)
-            )
+            async with heartbeat(ctx, name, self.progress_interval_s) as on_run:
+                result = await self.broker.call(
+                    call, profile=self.profile, audit_session=self.session_id(ctx), on_run=on_run
+                )
         if current.need is not None:
             # This leg is audited as refused (approval_required / tool_error); the retry
             # carries the answer and runs the call again from the start.

@@ -9,8 +9,9 @@ HTTP: uvicorn serves the SDK's Starlette app on a socket bound *here*, so port 0
 bound address is reported through ``on_ready`` before the first request can arrive) and no
 access log is written to stdout. The endpoint has no authentication of its own: anyone who
 can reach it can call every tool the policy allows (shell included). So only loopback is
-served unless ``allow_remote`` says otherwise, and on loopback the SDK's DNS-rebinding
-protection (Host and Origin checks) keeps web pages in the user's browser out.
+served unless ``allow_remote`` says otherwise, and Host and Origin checks (DNS-rebinding
+protection) keep web pages in a browser out, on loopback and remote addresses alike
+(``runtime.mcp._http_guard``, which also answers a bad MCP-Protocol-Version and a batch).
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ import json
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
 from mcp.server.stdio import stdio_server
 
 from runtime.errors import ConfigError
+from runtime.mcp._http_guard import (
+    HttpGuard,
+    check_allowed_host,
+    check_allowed_origin,
+    security_settings,
+)
 from runtime.mcp.server import McpToolServer
 
 __all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve_stdio"]
@@ -301,27 +308,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _loopback_security(*hosts: str) -> Any:
-    """Host and Origin checks (DNS-rebinding protection) for a loopback endpoint: the
-    names of loopback, plus ``hosts`` (the address asked for and the one bound), any port.
-
-    Why not the SDK's own: it turns them on only for the literals 127.0.0.1, localhost and
-    ::1, and served 127.0.0.2 or 0:0:0:0:0:0:0:1 (loopback too, so no --allow-remote) with
-    no check, where a page that rebinds its name to that address reaches every tool."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    names = ["127.0.0.1", "localhost", "[::1]"]
-    for host in hosts:
-        name = f"[{host}]" if ":" in host else host
-        if name not in names:
-            names.append(name)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:*" for name in names],
-        allowed_origins=[f"http://{name}:*" for name in names],
-    )
-
-
 def _graceful_server_class() -> type[Any]:
     import uvicorn
 
@@ -362,8 +348,13 @@ async def serve_http(
     on_ready: Callable[[str], None] | None = None,
     path: str = "/mcp",
     allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled."""
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled.
+
+    ``allowed_hosts`` and ``allowed_origins`` add to the Host and Origin values served
+    (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's)."""
     import uvicorn
 
     if not allow_remote and not is_loopback(host):
@@ -377,13 +368,19 @@ async def serve_http(
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}{path}"
+        security = security_settings(
+            host,
+            bound_host,
+            bound_port,
+            loopback=is_loopback(host),
+            allowed_hosts=[check_allowed_host(v) for v in allowed_hosts],
+            allowed_origins=[check_allowed_origin(v) for v in allowed_origins],
+        )
         app = tool_server.server.streamable_http_app(
-            streamable_http_path=path,
-            host=host,
-            transport_security=_loopback_security(host, bound_host) if is_loopback(host) else None,
+            streamable_http_path=path, host=host, transport_security=security
         )
         config = uvicorn.Config(
-            app,
+            HttpGuard(app, versions=tool_server.session_versions, security=security),
             log_config=None,
             access_log=False,
             lifespan="on",

@@ -68,6 +68,7 @@ def catalogue() -> Catalogue:
     cat.register(spec("gather", {"n": {"type": "integer", "minimum": 1, "maximum": 16}}))
     cat.register(spec("ask", {"question": {"type": "string"}}))
     cat.register(spec("noisy", {}))
+    cat.register(spec("slow", {"seconds": {"type": "number", "minimum": 0, "maximum": 10}}))
     return cat
 
 
@@ -112,6 +113,9 @@ class Handler:
                 "ask_user", {"question": args["question"], "options": ["red", "blue"]}
             )
             return {"answer": reply["answer"]}
+        if name == "slow":
+            await anyio.sleep(args["seconds"])
+            return {"slept": args["seconds"]}
         if name == "noisy":
             # A misbehaving tool writing to stdout, in-process and from a child process.
             print("stray print from a tool")
@@ -128,6 +132,10 @@ def main() -> None:
     parser.add_argument("--http")
     parser.add_argument("--profile")
     parser.add_argument("--ask-timeout", type=float, default=300.0)
+    parser.add_argument("--progress-interval", type=float, default=5.0)
+    parser.add_argument("--allow-remote", action="store_true")
+    parser.add_argument("--allowed-host", action="append", default=[])
+    parser.add_argument("--allowed-origin", action="append", default=[])
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -143,6 +151,10 @@ def main() -> None:
             profile=opts.profile,
             on_ready=ready,
             ask_timeout_s=opts.ask_timeout,
+            progress_interval_s=opts.progress_interval,
+            allow_remote=opts.allow_remote,
+            allowed_hosts=opts.allowed_host,
+            allowed_origins=opts.allowed_origin,
             broker_options={
                 "policy": standins.ScriptedPolicy(),
                 "catalogue": catalogue(),

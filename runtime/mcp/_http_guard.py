@@ -1,0 +1,304 @@
+"""What the Streamable HTTP endpoint checks before the SDK's transport reads a request.
+
+1. Host and Origin (DNS rebinding, CSRF from a browser). The endpoint has no
+   authentication: anyone who reaches it can call every tool the policy allows. On
+   loopback the names of loopback are allowed (any port); with ``--allow-remote`` on
+   another address, the address served at its port — for a wildcard address (0.0.0.0,
+   ::), the names and addresses this host goes by — and what ``--allowed-host`` adds. A
+   browser's Origin must be one ``--allowed-origin`` names (on loopback also loopback's
+   own); a request without Origin is not from a browser page and passes. Refused as the
+   SDK refuses: 421 for the Host, 403 for the Origin.
+2. ``MCP-Protocol-Version``: a value this server does not speak is a 400 saying so (the
+   SDK routed it to its 2026 entry, whose answer talked about a missing ``_meta``
+   envelope), and so is a supported value that is not the one negotiated for the session
+   the request names (the 2025-06-18 and 2025-11-25 transports: "invalid or unsupported
+   ... MUST respond with 400"; the SDK's client sends the negotiated one). No header is
+   fine (the spec's backwards compatibility).
+3. A JSON-RPC batch (a JSON array) is Invalid Request (-32600) with a short message, as
+   on stdio; the SDK answered -32602 with a pydantic dump of a kilobyte.
+
+Hazard: everything here is the client's (headers, body); it is only compared and parsed.
+The body is read only when it starts with ``[``, up to the SDK's own cap, and handed on
+unchanged otherwise.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    TransportSecurityMiddleware,
+    TransportSecuritySettings,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runtime.errors import ConfigError
+
+__all__ = [
+    "HttpGuard",
+    "SessionVersions",
+    "check_allowed_host",
+    "check_allowed_origin",
+    "security_settings",
+]
+
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_WHITESPACE = b" \t\r\n"
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def check_allowed_host(value: str) -> str:
+    """An ``--allowed-host`` value as the Host header carries it: ``NAME`` (no port: what
+    a client sends for port 80, or through a proxy), ``NAME:PORT`` or ``NAME:*``."""
+    name, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
+    if not sep:
+        name, port = value, ""
+    ok = (
+        bool(name)
+        and not any(c in name for c in "/@?#* \t")
+        and (":" not in name or (name.startswith("[") and name.endswith("]")))
+        and (not sep or port == "*" or (port.isdigit() and 0 < int(port) <= 65535))
+    )
+    if not ok:
+        raise ConfigError(
+            f"--allowed-host {value!r}: expected NAME, NAME:PORT or NAME:* "
+            "(IPv6 in brackets: [::1]:8080)",
+            field="allowed_host",
+        )
+    return value.lower()
+
+
+def check_allowed_origin(value: str) -> str:
+    """An ``--allowed-origin`` value: ``http(s)://NAME[:PORT]`` (``:*``: any port), as a
+    browser sends it — no path, no trailing slash."""
+    scheme, sep, rest = value.partition("://")
+    ok = (
+        sep
+        and scheme.lower() in ("http", "https")
+        and rest
+        and not any(c in rest for c in "/@?# \t")
+        and not rest.startswith("*")
+    )
+    if not ok:
+        raise ConfigError(
+            f"--allowed-origin {value!r}: expected http(s)://NAME[:PORT] with no path "
+            "(':*' for any port)",
+            field="allowed_origin",
+        )
+    return value.lower()
+
+
+def _host_names(host: str) -> list[str]:
+    """The names a client may use for ``host``: itself, or for a wildcard address this
+    host's loopback names, host name, FQDN and the addresses they resolve to."""
+    if not _is_wildcard(host):
+        return [_bracket(host)]
+    names = list(_LOOPBACK_NAMES)
+    hostname = socket.gethostname()
+    for name in (hostname, socket.getfqdn()):
+        if name:
+            names.append(name.lower())
+    try:
+        infos = socket.getaddrinfo(hostname, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        infos = []
+    names.extend(_bracket(str(info[4][0])) for info in infos)
+    return list(dict.fromkeys(names))
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def security_settings(
+    host: str,
+    bound_host: str,
+    bound_port: int,
+    *,
+    loopback: bool,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> TransportSecuritySettings:
+    """Host and Origin checks for the endpoint at ``host`` (bound as ``bound_host``).
+
+    Loopback: the names of loopback plus the addresses asked for and bound, any port, as
+    Host and as an ``http://`` Origin. Why not the SDK's own: it turns them on only for
+    the literals 127.0.0.1, localhost and ::1, and served 127.0.0.2 or
+    0:0:0:0:0:0:0:1 (loopback too, so no --allow-remote) with no check.
+
+    Remote: the address served at the bound port (see :func:`_host_names` for a wildcard
+    address), and no Origin at all unless named.
+    """
+    if loopback:
+        names = list(dict.fromkeys([*_LOOPBACK_NAMES, _bracket(host), _bracket(bound_host)]))
+        hosts = [f"{name}:*" for name in names]
+        origins = [f"http://{name}:*" for name in names]
+    else:
+        hosts = [f"{name}:{bound_port}" for name in _host_names(host)]
+        origins = []
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys([*hosts, *allowed_hosts])),
+        allowed_origins=list(dict.fromkeys([*origins, *allowed_origins])),
+    )
+
+
+class SessionVersions:
+    """The protocol version negotiated for each live Streamable HTTP session.
+
+    :meth:`track` is server middleware: at ``initialize`` it notes the session's
+    connection, whose ``protocol_version`` the SDK sets to the negotiated one before the
+    answer leaves; the entry goes when the connection closes.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+    async def track(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "initialize":
+            conn = getattr(ctx.session, "_connection", None)
+            session_id = getattr(conn, "session_id", None)
+            if isinstance(session_id, str) and session_id:
+                self._by_id[session_id] = conn
+        return result
+
+    def negotiated(self, session_id: str) -> str | None:
+        conn = self._by_id.get(session_id)
+        version = getattr(conn, "protocol_version", None)
+        return version if isinstance(version, str) else None
+
+
+def _rejection(status: int, code: int, message: str, data: Any = None) -> Response:
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message, data=data)
+    )
+    body = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body["id"] = None  # JSON-RPC: id null when the request's id is not known
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+class HttpGuard:
+    """ASGI middleware in front of the SDK's app: the checks of this module's docstring."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        versions: SessionVersions,
+        security: TransportSecuritySettings,
+        max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
+    ) -> None:
+        self._app = app
+        self._versions = versions
+        self._security = TransportSecurityMiddleware(security)
+        self._max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        refused = await self._refusal(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            replay = await self._unless_batch(scope, receive, send)
+            if replay is None:
+                return
+            receive = replay
+        await self._app(scope, receive, send)
+
+    async def _refusal(self, scope: Scope) -> Response | None:
+        # Host and Origin first: a page that rebinds its name learns nothing else here.
+        refused = await self._security.validate_request(Request(scope), is_post=False)
+        if refused is not None:
+            return refused
+        headers = Headers(scope=scope)
+        version = headers.get("mcp-protocol-version")
+        if version is None:
+            return None
+        if version not in SUPPORTED_VERSIONS:
+            return _rejection(
+                400,
+                types.UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported MCP-Protocol-Version header {version[:40]!r}: this server "
+                f"speaks {', '.join(SUPPORTED_VERSIONS)}",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version[:40]},
+            )
+        session_id = headers.get("mcp-session-id")
+        negotiated = self._versions.negotiated(session_id) if session_id else None
+        if negotiated is not None and version != negotiated:
+            return _rejection(
+                400,
+                types.INVALID_REQUEST,
+                f"MCP-Protocol-Version {version} is not the version negotiated for this "
+                f"session ({negotiated}): send {negotiated}, or initialize a new session",
+            )
+        return None
+
+    async def _unless_batch(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """Answer a JSON-RPC batch here (None), or the ``receive`` that replays the body."""
+        held: deque[Message] = deque()
+        body = bytearray()
+        first: int | None = None
+        while True:
+            message = await receive()
+            held.append(message)
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            if first is None:
+                stripped = chunk.lstrip(_WHITESPACE)
+                if stripped:
+                    first = stripped[0]
+            if first is not None and first != ord("["):
+                break  # not a batch: the SDK reads the rest itself
+            body.extend(chunk)
+            if len(body) > self._max_body or not message.get("more_body", False):
+                break
+        is_batch = False
+        if (
+            first == ord("[")
+            and len(body) <= self._max_body
+            and held[-1].get("more_body") is not True
+        ):
+            try:
+                is_batch = isinstance(json.loads(body), list)
+            except (ValueError, RecursionError):
+                is_batch = False  # not JSON: the SDK's parse error says so
+        if is_batch:
+            response = _rejection(
+                400,
+                types.INVALID_REQUEST,
+                "JSON-RPC batches are not supported: send one message per POST",
+            )
+            await response(scope, receive, send)
+            return None
+
+        async def replay() -> Message:
+            return held.popleft() if held else await receive()
+
+        return replay

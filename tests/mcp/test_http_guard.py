@@ -1,0 +1,194 @@
+"""What the Streamable HTTP endpoint answers before the SDK reads a request
+(``runtime.mcp._http_guard``): an MCP-Protocol-Version it does not speak, or one that is not
+the session's; a JSON-RPC batch; and Host/Origin on a remote (``--allow-remote``) address,
+where there was no check at all. Each with its benign control."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from runtime.errors import ConfigError
+from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
+from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, HttpServer, http_session
+
+ACCEPT = "application/json, text/event-stream"
+LIST = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _session(url: str, version: str = "2025-06-18") -> dict[str, str]:
+    init = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
+    response = httpx.post(url, json=init, headers={"Accept": ACCEPT}, timeout=10)
+    assert response.status_code == 200, response.text
+    headers = {"Accept": ACCEPT, "Mcp-Session-Id": response.headers["mcp-session-id"]}
+    assert httpx.post(url, json=INITIALIZED, headers=headers, timeout=10).status_code == 202
+    return headers
+
+
+def _post(url: str, body: Any, headers: dict[str, str], **extra: str) -> httpx.Response:
+    return httpx.post(url, json=body, headers={**headers, **extra}, timeout=10)
+
+
+# -- MCP-Protocol-Version -----------------------------------------------------------------
+def test_an_unsupported_version_is_named_as_such(shared_http_server: HttpServer) -> None:
+    url = shared_http_server.url
+    headers = _session(url)
+    response = _post(url, LIST, headers, **{"MCP-Protocol-Version": "1999-01-01"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32022  # the SDK's UNSUPPORTED_PROTOCOL_VERSION
+    assert "MCP-Protocol-Version" in error["message"] and "1999-01-01" in error["message"]
+    assert "_meta" not in error["message"] and "envelope" not in error["message"]
+    assert error["data"]["requested"] == "1999-01-01"
+    assert "2025-06-18" in error["data"]["supported"]
+
+
+def test_a_version_other_than_the_sessions_is_refused(shared_http_server: HttpServer) -> None:
+    url = shared_http_server.url
+    headers = _session(url, "2025-06-18")
+    for other in ("2025-03-26", "2025-11-25", "2026-07-28"):
+        response = _post(url, LIST, headers, **{"MCP-Protocol-Version": other})
+        assert response.status_code == 400, other
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "negotiated" in error["message"] and "2025-06-18" in error["message"]
+
+
+def test_the_negotiated_version_or_none_is_served(shared_http_server: HttpServer) -> None:
+    # Benign controls: the session's own version, an older session's own, and no header
+    # (the spec's backwards compatibility).
+    url = shared_http_server.url
+    for version in ("2025-06-18", "2025-03-26", "2025-11-25"):
+        headers = _session(url, version)
+        ok = _post(url, LIST, headers, **{"MCP-Protocol-Version": version})
+        assert ok.status_code == 200, (version, ok.text)
+        assert _post(url, LIST, headers).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_the_sdk_client_sends_what_it_negotiated(shared_http_server: HttpServer) -> None:
+    # Benign control: the official client's whole flow (initialize, initialized, the GET
+    # stream, requests) passes the check.
+    async with http_session(shared_http_server.url) as session:
+        assert (await session.list_tools()).tools
+        result = await session.call_tool("echo", {"text": "hi"})
+        assert result.structured_content == {"echo": "hi"}
+
+
+# -- batches -------------------------------------------------------------------------------
+@pytest.mark.parametrize("body", [[LIST], [], [LIST, LIST]])
+def test_a_batch_is_an_invalid_request(shared_http_server: HttpServer, body: Any) -> None:
+    url = shared_http_server.url
+    headers = _session(url)
+    response = _post(url, body, headers, **{"MCP-Protocol-Version": "2025-06-18"})
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32600
+    assert "batch" in answer["error"]["message"] and len(answer["error"]["message"]) < 120
+
+
+def test_a_batch_without_a_session_is_an_invalid_request(shared_http_server: HttpServer) -> None:
+    response = _post(shared_http_server.url, [INITIALIZE], {"Accept": ACCEPT})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_bodies_that_are_not_batches_reach_the_sdk(shared_http_server: HttpServer) -> None:
+    # Benign controls: leading whitespace before an object is still one request; text
+    # that starts like an array but is not JSON keeps the SDK's parse error.
+    url = shared_http_server.url
+    headers = {**_session(url), "Content-Type": "application/json"}
+    ok = httpx.post(
+        url, content=b' \n\t{"jsonrpc":"2.0","id":5,"method":"tools/list"}', headers=headers
+    )
+    assert ok.status_code == 200, ok.text
+    bad = httpx.post(url, content=b"[1, 2", headers=headers, timeout=10)
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == -32700
+
+
+# -- Host and Origin on a remote address -----------------------------------------------------
+def _own_address() -> str:
+    """A non-loopback address of this host (the route's source; no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))
+        except OSError:
+            pytest.skip("no non-loopback address")
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        pytest.skip("no non-loopback address")
+    return address
+
+
+def _remote(workspace: Path, address: str, *options: str) -> Iterator[str]:
+    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    server = HttpServer([*argv, "--http", f"{address}:0", "--allow-remote", *options])
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def remote(workspace: Path) -> Iterator[str]:
+    yield from _remote(workspace, _own_address())
+
+
+@pytest.fixture
+def wildcard(workspace: Path) -> Iterator[str]:
+    extra = ["--allowed-host", "mcp.example:*", "--allowed-origin", "https://app.example"]
+    yield from _remote(workspace, "0.0.0.0", *extra)
+
+
+def _init(url: str, **headers: str) -> int:
+    return httpx.post(
+        url, json=INITIALIZE, headers={"Accept": ACCEPT, **headers}, timeout=10
+    ).status_code
+
+
+def test_remote_foreign_host_and_origin_are_refused(remote: str) -> None:
+    port = urlsplit(remote).port
+    assert _init(remote, Host=f"evil.example:{port}") == 421
+    assert _init(remote, Host=f"localhost:{port}") == 421  # not the address served
+    assert _init(remote, Origin=f"http://{urlsplit(remote).netloc}") == 403  # none by default
+    assert _init(remote, Origin="https://evil.example") == 403
+
+
+def test_remote_own_address_without_origin_is_served(remote: str) -> None:
+    # Benign control: a client (not a browser: no Origin) naming the address it reached.
+    assert _init(remote) == 200
+
+
+def test_wildcard_serves_local_names_and_what_is_allowed(wildcard: str) -> None:
+    port = urlsplit(wildcard).port
+    base = wildcard.replace("0.0.0.0", "127.0.0.1")
+    assert _init(base) == 200  # Host 127.0.0.1:PORT: this host's own name for itself
+    assert _init(base, Host=f"mcp.example:{port}") == 200  # --allowed-host NAME:*
+    assert _init(base, Origin="https://app.example") == 200  # --allowed-origin
+    assert _init(base, Host=f"evil.example:{port}") == 421
+    assert _init(base, Origin="https://app.example.evil.example") == 403
+    assert _init(base, Origin=f"http://127.0.0.1:{port}") == 403
+
+
+def test_allowed_values_are_checked() -> None:
+    assert check_allowed_host("MCP.example.com") == "mcp.example.com"
+    for good in ("mcp.example:8080", "mcp.example:*", "[::1]:8080", "[fd00::2]", "10.0.0.5"):
+        check_allowed_host(good)
+    for bad in ("", "*", "http://x", "x/y", "x:99999", "x:", "::1", "a b"):
+        with pytest.raises(ConfigError):
+            check_allowed_host(bad)
+    for good in ("https://app.example", "http://localhost:3000", "http://x:*"):
+        check_allowed_origin(good)
+    for bad in ("*", "app.example", "https://app.example/", "ftp://x", "https://*"):
+        with pytest.raises(ConfigError):
+            check_allowed_origin(bad)
