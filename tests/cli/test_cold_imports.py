@@ -1,0 +1,63 @@
+"""What a cold ``runtime`` process imports: the costly modules only on the paths that use
+them (benchmarks/bench_cold_start.py measures the time; these check the imports)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests._pythonpath import python_path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _modules_after(code: str) -> dict[str, bool]:
+    script = (
+        "import json, sys\n"
+        f"{code}\n"
+        "print(json.dumps({m: m in sys.modules for m in "
+        "('wasmtime', 'runtime.backends.wasm.backend')}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": python_path(REPO), "PATH": "/usr/bin:/bin"},
+        check=True,
+        timeout=120,
+    )
+    result: dict[str, bool] = json.loads(done.stdout)
+    return result
+
+
+def test_loading_the_builtin_catalogue_does_not_import_wasmtime() -> None:
+    loaded = _modules_after("from runtime.catalogue import Catalogue\nCatalogue()")
+    assert loaded == {"wasmtime": False, "runtime.backends.wasm.backend": False}
+
+
+def test_a_custom_wasm_module_is_still_checked_at_load(tmp_path: Path) -> None:
+    """The import skipped for built-in guest names is still made for a module file."""
+    manifest = {
+        "name": "custom_guest",
+        "description": "a custom guest",
+        "category": "data",
+        "backend": "wasm",
+        "wasm": {"module": "guest.wasm", "sha256": "0" * 64},
+        "parameters": {"type": "object", "properties": {}},
+    }
+    (tmp_path / "custom_guest.json").write_text(json.dumps(manifest))
+    (tmp_path / "guest.wasm").write_bytes(b"\0asm\x01\0\0\0")
+    code = (
+        "from pathlib import Path\n"
+        "from runtime.catalogue import Catalogue\n"
+        "from runtime.errors import ManifestError\n"
+        "try:\n"
+        f"    Catalogue(folders=[Path({str(tmp_path)!r})])\n"
+        "except ManifestError as exc:\n"
+        "    assert 'sha256' in str(exc), exc\n"
+        "else:\n"
+        "    raise SystemExit('a mis-pinned module loaded')\n"
+    )
+    assert _modules_after(code)["runtime.backends.wasm.backend"] is True
