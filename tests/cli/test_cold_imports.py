@@ -61,3 +61,21 @@ def test_a_custom_wasm_module_is_still_checked_at_load(tmp_path: Path) -> None:
         "    raise SystemExit('a mis-pinned module loaded')\n"
     )
     assert _modules_after(code)["runtime.backends.wasm.backend"] is True
+
+
+def test_serving_mcp_without_external_servers_does_not_import_the_proxy(tmp_path: Path) -> None:
+    """``runtime serve --mcp`` on a policy without [[mcp_servers]]: no mcp backend, no HTTP
+    client or egress gateway before it answers (they come with the first call that needs
+    them)."""
+    code = (
+        "import anyio\n"
+        "from runtime.mcp import app\n"
+        "seen = {}\n"
+        "async def fake_stdio(server):\n"
+        "    seen.update({m: m in sys.modules for m in "
+        "('runtime.backends.mcp_proxy', 'runtime.egress')})\n"
+        "app.serve_stdio = fake_stdio\n"
+        f"anyio.run(lambda: app.serve(workspace={str(tmp_path / 'ws')!r}))\n"
+        "assert seen == {'runtime.backends.mcp_proxy': False, 'runtime.egress': False}, seen\n"
+    )
+    _modules_after(code)
