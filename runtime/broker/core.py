@@ -156,15 +156,15 @@ class Broker:
         call_limits: CallLimits | None = None,
         prespawn_sandbox: bool = False,
     ) -> None:
-        from runtime.audit import AuditLog
-        from runtime.policy import Policy
-
         # First: the fork-server's process boots on another core while the rest of this
-        # set-up runs (see runtime/backends/sandbox/_prespawn.py); adopted by the sandbox
-        # backend when a call starts it, ended by aclose() otherwise.
+        # set-up runs (imports included; see runtime/backends/sandbox/_prespawn.py); adopted
+        # by the sandbox backend when a call starts it, ended by aclose() otherwise.
         custom = BackendKind.SUBPROCESS.value in (backends or {})
         self._prespawned = _prespawn() if prespawn_sandbox and not custom else None
         try:
+            from runtime.audit import AuditLog
+            from runtime.policy import Policy
+
             self.workspace = Path(workspace).resolve()
             self.state_dir = self.workspace / _STATE_DIR
             try:

@@ -79,3 +79,59 @@ def test_serving_mcp_without_external_servers_does_not_import_the_proxy(tmp_path
         "assert seen == {'runtime.backends.mcp_proxy': False, 'runtime.egress': False}, seen\n"
     )
     _modules_after(code)
+
+
+def _loaded(code: str, modules: tuple[str, ...]) -> dict[str, bool]:
+    script = (
+        "import json, sys\n"
+        f"{code}\n"
+        f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": python_path(REPO), "PATH": "/usr/bin:/bin"},
+        check=True,
+        timeout=120,
+    )
+    result: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+_HEAVY = ("runtime.policy", "runtime.audit", "runtime.broker", "bashlex", "wasmtime")
+
+
+def test_importing_the_package_loads_no_layer() -> None:
+    assert _loaded("import runtime", _HEAVY) == dict.fromkeys(_HEAVY, False)
+
+
+def test_runtime_tools_loads_no_policy_audit_or_broker() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from runtime.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert main(['tools']) == 0\n"
+        "assert json.loads(out.getvalue())\n"
+    )
+    assert _loaded(code, _HEAVY) == dict.fromkeys(_HEAVY, False)
+
+
+def test_lazily_imported_names_resolve_to_their_modules_objects() -> None:
+    import importlib
+
+    import runtime
+
+    for name, module in runtime._LAZY.items():
+        assert name in runtime.__all__
+        assert getattr(runtime, name) is getattr(importlib.import_module(module), name)
+    assert set(runtime.__all__) <= set(dir(runtime))
+    # Sub-packages are still attributes after a bare 'import runtime'.
+    code = "import runtime\nassert runtime.policy.Policy is runtime.Policy\n"
+    assert _loaded(code, ("runtime.policy",)) == {"runtime.policy": True}
+    try:
+        runtime.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name resolved")
