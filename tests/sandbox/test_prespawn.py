@@ -124,3 +124,15 @@ def test_without_the_option_nothing_is_spawned_before_the_first_call(workspace: 
         assert sync.broker._prespawned is None  # type: ignore[union-attr]
         assert {p.pid for p in psutil.Process().children()} == before
         assert sync.call(_SHELL).success
+
+
+def test_an_unadopted_process_is_killed_not_waited_for() -> None:
+    """Never sent its init, it has nothing to clean up: SIGKILL at once, so that a refused
+    call's exit does not wait for the zygote's boot to notice the closed socket."""
+    zygote = PrespawnedZygote()
+    assert zygote._parts is not None
+    proc = zygote._parts[1]
+    zygote.close()
+    assert proc.returncode == -signal.SIGKILL
+    zygote.close()  # idempotent
+    assert zygote.take() is None
