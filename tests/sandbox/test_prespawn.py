@@ -20,7 +20,8 @@ from runtime.errors import ConfigError
 pytestmark = pytest.mark.sandbox
 
 _SHELL = {"tool": "shell_exec", "arguments": {"command": "echo hi"}}
-_WASM = {"tool": "json_parse", "arguments": {"text": "[1]"}}
+# Refused before any backend (no wasm either: an unprivileged run may have no guests built).
+_UNKNOWN = {"tool": "no_such_tool", "arguments": {}}
 
 
 def _prespawned_pid(sync: SyncBroker) -> int:
@@ -56,7 +57,8 @@ def test_a_broker_without_a_sandboxed_call_ends_the_prespawned_process(workspace
     with SyncBroker(workspace=workspace, prespawn_sandbox=True) as sync:
         pid = _prespawned_pid(sync)
         broker = sync.broker  # alive below: its close ended the process, not its collection
-        assert sync.call(_WASM).success
+        refused = sync.call(_UNKNOWN)
+        assert refused.error is not None and refused.error.type == "tool_not_found"
         assert psutil.Process(pid).is_running()
     assert _gone(pid)
     assert broker is not None and broker._prespawned is None
