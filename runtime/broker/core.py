@@ -63,6 +63,7 @@ from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
     from runtime.audit import PreparedObject
+    from runtime.backends.sandbox._prespawn import PrespawnedZygote
 
 __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
 
@@ -128,7 +129,14 @@ class NeedsEventLoop(Exception):
 
 
 class Broker:
-    """Async broker. Use as ``async with Broker(workspace=...) as broker``."""
+    """Async broker. Use as ``async with Broker(workspace=...) as broker``.
+
+    ``prespawn_sandbox``: spawn the sandbox's fork-server process at construction, so that it
+    boots while the policy, catalogue and audit log load, for a caller that knows a
+    sandboxed call comes first (``runtime exec``). Default False: spawned by the first
+    sandboxed call. Hazard: the fork-server dies with the *thread* that spawned it (its
+    parent-death signal), so construct the broker on a thread that outlives it.
+    """
 
     def __init__(
         self,
@@ -146,62 +154,73 @@ class Broker:
         session: str = "default",
         sandbox_mode: str | None = None,
         call_limits: CallLimits | None = None,
+        prespawn_sandbox: bool = False,
     ) -> None:
-        from runtime.audit import AuditLog
-        from runtime.policy import Policy
-
-        self.workspace = Path(workspace).resolve()
-        self.state_dir = self.workspace / _STATE_DIR
+        # First: the fork-server's process boots on another core while the rest of this
+        # set-up runs (imports included; see runtime/backends/sandbox/_prespawn.py); adopted
+        # by the sandbox backend when a call starts it, ended by aclose() otherwise.
+        custom = BackendKind.SUBPROCESS.value in (backends or {})
+        self._prespawned = _prespawn() if prespawn_sandbox and not custom else None
         try:
-            self.workspace.mkdir(parents=True, exist_ok=True)
-            self.state_dir.mkdir(mode=0o700, exist_ok=True)
-        except OSError as exc:  # a file in its place, no permission, read-only file system
-            # A workspace this user may only read (a read-only checkout, someone else's
-            # tree) runs with the audit log elsewhere; only the state-keeping host tools
-            # (snippets, memory) then fail, each call saying why.
-            if not (audit is not None and _unwritable(exc) and self.workspace.is_dir()):
-                raise self._workspace_error(exc, audit) from exc
-        if policy is None:
-            self.policy = Policy.default()
-        elif isinstance(policy, (str, Path)):
-            self.policy = Policy.load(policy)
-        elif callable(getattr(policy, "decide", None)):  # a Policy, or one that acts as one
-            self.policy = policy
-        else:  # a dict of the file's content is a natural guess; say what is accepted
-            raise TypeError(
-                "policy must be a Policy (Policy.load, Policy.from_toml), a path to a TOML "
-                f"file, or None for the built-in default; got {type(policy).__name__}"
-            )
-        self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
-        self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
-        audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
-        self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
-        self.events = EventBus()
-        if on_event is not None:
-            self.events.add_callback(on_event)
-        self.approver = approver
-        self.ask_user = ask_user
-        self.profile = profile
-        self.session = session
-        self.call_limits = call_limits or CallLimits()
-        self._backends: dict[str, Backend] = dict(backends or {})
-        self._started: set[str] = set()
-        self._start_lock: anyio.Lock | None = None
-        self._slots = Slots(self.policy.max_concurrent)
-        self._session_env: dict[str, dict[str, str]] = {}
-        self._budget_used: dict[tuple[str, str], int] = {}
-        # Decisions and fingerprints as the audit records show them (see _audit_decision).
-        self._prepared: dict[Any, PreparedObject] = {}
-        # The last fingerprint prepared and its audit form: backends hand out one
-        # Fingerprint object per configuration, so an identity test skips hashing it (a
-        # dataclass __hash__ in Python) twice per call. One tuple: read and replaced whole.
-        self._last_sandbox: tuple[Fingerprint, PreparedObject] | None = None
-        self._gateway: Any = None
-        self._closed = False
-        # Async calls between their start and their result; aclose() waits for them (after
-        # ending the backends, which ends their work) so that each gets its completion record.
-        self._in_flight = 0
-        self._drained: anyio.Event | None = None
+            from runtime.audit import AuditLog
+            from runtime.policy import Policy
+
+            self.workspace = Path(workspace).resolve()
+            self.state_dir = self.workspace / _STATE_DIR
+            try:
+                self.workspace.mkdir(parents=True, exist_ok=True)
+                self.state_dir.mkdir(mode=0o700, exist_ok=True)
+            except OSError as exc:  # a file in its place, no permission, read-only file system
+                # A workspace this user may only read (a read-only checkout, someone else's
+                # tree) runs with the audit log elsewhere; only the state-keeping host tools
+                # (snippets, memory) then fail, each call saying why.
+                if not (audit is not None and _unwritable(exc) and self.workspace.is_dir()):
+                    raise self._workspace_error(exc, audit) from exc
+            if policy is None:
+                self.policy = Policy.default()
+            elif isinstance(policy, (str, Path)):
+                self.policy = Policy.load(policy)
+            elif callable(getattr(policy, "decide", None)):  # a Policy, or one that acts as one
+                self.policy = policy
+            else:  # a dict of the file's content is a natural guess; say what is accepted
+                raise TypeError(
+                    "policy must be a Policy (Policy.load, Policy.from_toml), a path to a TOML "
+                    f"file, or None for the built-in default; got {type(policy).__name__}"
+                )
+            self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
+            self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
+            audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
+            self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
+            self.events = EventBus()
+            if on_event is not None:
+                self.events.add_callback(on_event)
+            self.approver = approver
+            self.ask_user = ask_user
+            self.profile = profile
+            self.session = session
+            self.call_limits = call_limits or CallLimits()
+            self._backends: dict[str, Backend] = dict(backends or {})
+            self._started: set[str] = set()
+            self._start_lock: anyio.Lock | None = None
+            self._slots = Slots(self.policy.max_concurrent)
+            self._session_env: dict[str, dict[str, str]] = {}
+            self._budget_used: dict[tuple[str, str], int] = {}
+            # Decisions and fingerprints as the audit records show them (see _audit_decision).
+            self._prepared: dict[Any, PreparedObject] = {}
+            # The last fingerprint prepared and its audit form: backends hand out one
+            # Fingerprint object per configuration, so an identity test skips hashing it (a
+            # dataclass __hash__ in Python) twice per call. One tuple: read and replaced whole.
+            self._last_sandbox: tuple[Fingerprint, PreparedObject] | None = None
+            self._gateway: Any = None
+            self._closed = False
+            # Async calls between their start and their result; aclose() waits for them (after
+            # ending the backends, which ends their work) so that each gets its completion record.
+            self._in_flight = 0
+            self._drained: anyio.Event | None = None
+        except BaseException:
+            if self._prespawned is not None:
+                self._prespawned.close()
+            raise
 
     def _workspace_error(self, exc: OSError, audit: str | Path | None) -> ConfigError:
         made = exc.filename or self.workspace
@@ -232,6 +251,9 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        if self._prespawned is not None:  # no sandboxed call was made
+            self._prespawned.close()
+            self._prespawned = None
         with anyio.CancelScope(shield=True):
             for name in list(self._started):
                 try:
@@ -270,7 +292,8 @@ class Broker:
             paths = self.policy.document.paths
             hide, readonly = mask_globs(paths)
             masks = MaskSpec(hide=hide, readonly=readonly, max_entries=paths.mask_max_entries)
-            return SandboxBackend(mode=mode, preload=preload, masks=masks)
+            prespawned, self._prespawned = self._prespawned, None
+            return SandboxBackend(mode=mode, preload=preload, masks=masks, prespawned=prespawned)
         if kind == BackendKind.WASM.value:
             from runtime.backends.wasm import WasmBackend
 
@@ -833,6 +856,17 @@ class Broker:
                 info["error"] = error_info.message if error_info is not None else None
             self.events.emit(Event(kind, call_id, tool, info))
         return result
+
+
+def _prespawn() -> PrespawnedZygote | None:
+    """A fork-server process spawned now; None when it cannot be (the first sandboxed call
+    then starts one as usual, and says why it cannot)."""
+    from runtime.backends.sandbox._prespawn import PrespawnedZygote
+
+    try:
+        return PrespawnedZygote()
+    except SandboxError:
+        return None
 
 
 def _unwritable(exc: OSError) -> bool:

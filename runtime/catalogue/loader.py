@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runtime.catalogue._wasm_ref import module_path
 from runtime.errors import ManifestError
 from runtime.models import BackendKind, ToolSpec
 from runtime.validation import check_schema
@@ -123,7 +124,13 @@ def _check_custom_module(spec: ToolSpec, path: Path) -> None:
     when the manifest loads (issue #5: "pins the module's sha256, checked at load"): a
     missing, mis-pinned or invalid module was found only by each call, as internal_error,
     while `runtime tools` listed the tool. Every call still checks the pin again (the file
-    may change after loading). Built-in guest names cost nothing here."""
+    may change after loading). Built-in guest names cost nothing here: not even the wasm
+    backend's import (wasmtime, ~25 ms a process)."""
+    try:
+        if module_path(spec) is None:
+            return
+    except ManifestError as exc:
+        raise ManifestError(f"{path}: {exc}", file=str(path), field="wasm.module") from exc
     from runtime.backends.wasm.backend import check_custom_module
 
     try:

@@ -184,6 +184,7 @@ def _exec(  # noqa: PLR0917 - exec_'s options, passed on
     session: str,
 ) -> ToolResult:
     from runtime.broker import SyncBroker
+    from runtime.cli._hint import sandboxed_tool
 
     try:
         broker = SyncBroker(
@@ -195,6 +196,7 @@ def _exec(  # noqa: PLR0917 - exec_'s options, passed on
             profile=profile,
             tool_folders=tools_dir or (),
             session=session,
+            prespawn_sandbox=sandboxed_tool(raw, tools_dir or ()),
         )
         with broker:
             return broker.call(raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigError
 from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
@@ -18,6 +18,9 @@ from runtime.mcp._progress import HEARTBEAT_S
 from runtime.mcp.external import ExternalServer, load_policy
 from runtime.mcp.server import McpToolServer
 from runtime.mcp.transport import is_loopback, parse_host_port, serve_http, serve_stdio
+
+if TYPE_CHECKING:
+    from runtime.backends.mcp_proxy import McpProxyBackend
 
 __all__ = ["serve"]
 
@@ -47,8 +50,6 @@ async def serve(
     ``allowed_hosts`` / ``allowed_origins``: Host and Origin values served besides the
     defaults (HTTP only; ``runtime.mcp._http_guard``).
     """
-    # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module level).
-    from runtime.backends.mcp_proxy import McpProxyBackend
     from runtime.broker import Broker
 
     address = parse_host_port(http) if http else None
@@ -64,7 +65,14 @@ async def serve(
     if isinstance(policy, (str, Path)):
         policy_arg, servers = load_policy(policy)
     async with contextlib.AsyncExitStack() as stack:
-        proxy = McpProxyBackend(servers) if servers else None
+        proxy: McpProxyBackend | None = None
+        if servers:
+            # Imported here: the mcp backend imports runtime.mcp.external (a cycle at module
+            # level), and only a policy with [[mcp_servers]] needs it (its HTTP client and
+            # the egress gateway are ~0.1 s of a server's start before it can answer).
+            from runtime.backends.mcp_proxy import McpProxyBackend
+
+            proxy = McpProxyBackend(servers)
         options: dict[str, Any] = {
             "policy": policy_arg,
             "audit": audit,

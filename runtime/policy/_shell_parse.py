@@ -11,16 +11,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import bashlex
-import bashlex.errors
-import bashlex.subst
-
+from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
 from runtime.policy._shell_state import WalkerState
 from runtime.policy.argv import Word
 from runtime.policy.embedded import command_env_values
 
 __all__ = ["ParseMixin"]
+
+# ``import bashlex`` with its parser's tables read, not rebuilt (~90 ms a process); the
+# package's ``errors`` and ``subst`` modules come with it (its parser imports them).
+bashlex = import_bashlex()
 
 
 def _guard_bashlex() -> None:

@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -39,6 +38,7 @@ from runtime.backends.sandbox._channels import (
 from runtime.backends.sandbox._outcome import denied_write, outcome, workspace_problem
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
 from runtime.backends.sandbox._outcome import usage as call_usage
+from runtime.backends.sandbox._prespawn import PrespawnedZygote, spawn_zygote
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.errors import (
     ExecutionError,
@@ -80,18 +80,6 @@ _START_TIMEOUT_S = 60.0
 # packages are registered empty (their __path__ only), so submodules import as usual; tool
 # code must import what it uses from submodules (``runtime.toolkit``, ``runtime.errors``),
 # never ``from runtime import …``. Run with -P: no cwd or script directory on sys.path.
-_ZYGOTE_BOOT = """\
-import importlib.util, sys
-root = sys.argv.pop(1)
-for name in ("runtime", "runtime.backends", "runtime.backends.sandbox"):
-    path = root + "/" + name.replace(".", "/")
-    spec = importlib.util.spec_from_file_location(
-        name, path + "/__init__.py", submodule_search_locations=[path]
-    )
-    sys.modules[name] = importlib.util.module_from_spec(spec)
-from runtime.backends.sandbox.zygote import main
-sys.exit(main())
-"""
 _EXIT_WAIT_S = 30.0
 _MAX_REFS = 1024
 #: Distinct call profiles whose static plan part is kept (see ``_static_plan``).
@@ -127,6 +115,8 @@ class SandboxBackend:
     ``sandbox_uid``: unprivileged host uid/gid the sandbox runs as when the broker is root.
     ``masks``: workspace paths the policy denies, masked by the kernel in every call (see
     ``runtime.backends.sandbox.masks``; built by ``runtime.policy.paths.mask_spec``). Default none.
+    ``prespawned``: a zygote process started ahead (``_prespawn``), adopted by :meth:`start`
+    (or ended by :meth:`aclose` when never started). Default none: start() spawns one.
     ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
     so the escape suite can show that each one matters.
 
@@ -149,6 +139,7 @@ class SandboxBackend:
         grace_s: float = 0.5,
         pool: int = 8,
         masks: MaskSpec | None = None,
+        prespawned: PrespawnedZygote | None = None,
     ) -> None:
         unknown = set(disable) - DISABLE_NAMES
         if unknown:
@@ -167,6 +158,8 @@ class SandboxBackend:
         self._grace_s = grace_s
         self._pool = pool
         self._masks = masks or MaskSpec()
+        # A zygote process spawned ahead of start() (see _prespawn): adopted there.
+        self._prespawned = prespawned
         self._ids = itertools.count(1)
         self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str]] = {}
         self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -207,32 +200,9 @@ class SandboxBackend:
         return ref
 
     def _spawn_zygote(self) -> socket.socket:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # The zygote's environment is its own, never the broker's (which may hold secrets):
-        # just enough to find this package and the broker's installed dependencies.
-        pkg_root = str(Path(__file__).resolve().parents[3])
-        site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-        env = {
-            "PYTHONPATH": os.pathsep.join([pkg_root, *site]),
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, pkg_root, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                cwd="/",
-                close_fds=True,
-            )
-        except OSError as exc:
-            ours.close()
-            raise SandboxUnavailable(f"cannot start the sandbox fork-server: {exc}") from exc
-        finally:
-            theirs.close()
+        parts = self._prespawned.take() if self._prespawned is not None else None
+        self._prespawned = None
+        ours, self._proc = parts if parts is not None else spawn_zygote()
         return ours
 
     async def start(self) -> None:
@@ -255,6 +225,7 @@ class SandboxBackend:
             bpf_python, bpf_exec, bpf_error = b"", b"", f"{type(exc).__name__}: {exc}"
         token = _loop_token()
         waker = loop_waker(token) if token is not None else None
+        adopted = self._prespawned is not None
         self._ctl = ControlChannel(self._spawn_zygote(), waker)
         self._token, self._loop_thread = token, threading.get_ident()
         tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
@@ -278,6 +249,12 @@ class SandboxBackend:
                 ready = await self._ctl.receive()
         except (SandboxError, TimeoutError) as exc:
             await self.aclose()
+            if adopted:
+                # Spawned ahead and gone before its init (killed, or exited between its
+                # check in take() and now): once more with a zygote spawned here, whose
+                # failure, if any, is reported as always.
+                await self.start()
+                return
             raise SandboxUnavailable(f"the sandbox fork-server did not start: {exc}") from exc
         self._caps = dict(ready.get("caps", {}))
         self.load_errors = dict(ready.get("errors", {}))
@@ -329,6 +306,9 @@ class SandboxBackend:
         return Fingerprint(backend=self.name, mechanisms=active, missing=absent, mode=self.mode)
 
     async def aclose(self) -> None:
+        if self._prespawned is not None:  # never started: the process was never adopted
+            self._prespawned.close()
+            self._prespawned = None
         ctl, proc = self._ctl, self._proc
         self._ctl = self._proc = None
         if ctl is not None:

@@ -53,6 +53,8 @@ from runtime.backends.wasm._native import (
 )
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache
+from runtime.catalogue._wasm_ref import module_path as _module_path
+from runtime.catalogue._wasm_ref import wasm_field as _wasm_field
 from runtime.errors import (
     ExecutionError,
     ManifestError,
@@ -94,28 +96,8 @@ class GuestModule:
     wasm: bytes
 
 
-def _module_path(spec: ToolSpec) -> Path | None:
-    """The file of a custom module (a path ending in .wasm), or None for a built-in name."""
-    ref = _wasm_field(spec, "module")
-    if not ref.endswith(".wasm") and "/" not in ref:
-        return None
-    path = Path(ref)
-    if not path.is_absolute():
-        if spec.source is None:
-            raise ManifestError(f"tool {spec.name}: a relative wasm module needs a manifest path")
-        path = spec.source.parent / path
-    return path
-
-
 #: Tools kept in WasmBackend._hot.
 _HOT_MAX = 256
-
-
-def _wasm_field(spec: ToolSpec, key: str) -> str:
-    value = (spec.wasm or {}).get(key)
-    if not isinstance(value, str) or not value:
-        raise ManifestError(f"tool {spec.name}: wasm.{key} must be a non-empty string")
-    return value
 
 
 def _export_name(spec: ToolSpec) -> str:

@@ -1,0 +1,120 @@
+"""Spawning the fork-server's process, now or ahead of its backend.
+
+A fresh zygote spends ~0.1-0.2 s booting (an interpreter, then the sandbox modules) before
+it can read its ``init``, and nothing of that depends on the policy or the catalogue: only
+on this package's location and the interpreter. :class:`PrespawnedZygote` starts that boot
+early (``Broker(prespawn_sandbox=True)``: ``runtime exec`` of a sandboxed tool, as its first
+step), so that it runs on another core while the broker loads its policy, catalogue and audit
+log; :meth:`SandboxBackend.start` then adopts the process and sends ``init`` as it would to one
+it had just spawned. What the zygote is told, checks and reports is unchanged.
+
+Hazard: a pre-spawned process that is never adopted (the call was refused, the broker failed
+to open) must not outlive its owner: :meth:`PrespawnedZygote.close` (called by the broker's
+close, and by a finalizer for one dropped) ends it; the zygote also exits by itself on EOF of
+its control socket, which the owner's exit closes, and with the thread that spawned it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+from runtime.errors import SandboxUnavailable
+
+__all__ = ["PrespawnedZygote", "spawn_zygote"]
+
+# The boot skips the ``runtime`` package's __init__ (no pydantic in the zygote's heap, which
+# every call copies twice): the three packages on the way are made empty modules.
+_ZYGOTE_BOOT = """\
+import importlib.util, sys
+root = sys.argv.pop(1)
+for name in ("runtime", "runtime.backends", "runtime.backends.sandbox"):
+    path = root + "/" + name.replace(".", "/")
+    spec = importlib.util.spec_from_file_location(
+        name, path + "/__init__.py", submodule_search_locations=[path]
+    )
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+from runtime.backends.sandbox.zygote import main
+sys.exit(main())
+"""
+
+
+def spawn_zygote() -> tuple[socket.socket, subprocess.Popen[bytes]]:
+    """Start a zygote process: the broker's end of its control socket, and the process.
+
+    Raises SandboxUnavailable when the process cannot be started."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # The zygote's environment is its own, never the broker's (which may hold secrets):
+    # just enough to find this package and the broker's installed dependencies.
+    pkg_root = str(Path(__file__).resolve().parents[3])
+    site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    env = {
+        "PYTHONPATH": os.pathsep.join([pkg_root, *site]),
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, pkg_root, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            cwd="/",
+            close_fds=True,
+        )
+    except OSError as exc:
+        ours.close()
+        raise SandboxUnavailable(f"cannot start the sandbox fork-server: {exc}") from exc
+    finally:
+        theirs.close()
+    return ours, proc
+
+
+def _end(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
+    """End a zygote that was never sent its init. SIGKILL at once: before its init it has
+    made nothing (no call, cloner or cgroup) to clean up, and it would notice the closed
+    socket only after its boot (~0.1 s that a refused call's exit would wait for)."""
+    sock.close()
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+
+
+class PrespawnedZygote:
+    """A zygote process spawned ahead of its backend; adopted once, or closed."""
+
+    def __init__(self) -> None:
+        sock, proc = spawn_zygote()
+        self._parts: tuple[socket.socket, subprocess.Popen[bytes]] | None = (sock, proc)
+        self._finalizer = weakref.finalize(self, _end, sock, proc)
+
+    def take(self) -> tuple[socket.socket, subprocess.Popen[bytes]] | None:
+        """The socket and process, now the caller's; None when already taken or closed, or
+        when the process has exited (the caller then spawns one as usual)."""
+        parts, self._parts = self._parts, None
+        self._finalizer.detach()
+        if parts is not None and parts[1].poll() is not None:
+            _end(*parts)
+            return None
+        return parts
+
+    def close(self) -> None:
+        """End the process if nobody adopted it. Idempotent."""
+        parts, self._parts = self._parts, None
+        self._finalizer.detach()
+        if parts is not None:
+            with contextlib.suppress(OSError):
+                _end(*parts)
+
+    def __enter__(self) -> PrespawnedZygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
