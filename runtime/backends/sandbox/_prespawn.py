@@ -24,24 +24,12 @@ import sys
 import weakref
 from pathlib import Path
 
+from runtime.backends.sandbox._boot import boot_source
 from runtime.errors import SandboxUnavailable
 
 __all__ = ["PrespawnedZygote", "spawn_zygote"]
 
-# The boot skips the ``runtime`` package's __init__ (no pydantic in the zygote's heap, which
-# every call copies twice): the three packages on the way are made empty modules.
-_ZYGOTE_BOOT = """\
-import importlib.util, sys
-root = sys.argv.pop(1)
-for name in ("runtime", "runtime.backends", "runtime.backends.sandbox"):
-    path = root + "/" + name.replace(".", "/")
-    spec = importlib.util.spec_from_file_location(
-        name, path + "/__init__.py", submodule_search_locations=[path]
-    )
-    sys.modules[name] = importlib.util.module_from_spec(spec)
-from runtime.backends.sandbox.zygote import main
-sys.exit(main())
-"""
+_ZYGOTE_BOOT = boot_source("zygote", "sys.exit(main())")
 
 
 def spawn_zygote() -> tuple[socket.socket, subprocess.Popen[bytes]]:

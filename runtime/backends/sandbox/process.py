@@ -54,6 +54,7 @@ from typing import IO, Literal
 
 from runtime.backends.base import Fingerprint
 from runtime.backends.sandbox import cgroups, seccomp
+from runtime.backends.sandbox._boot import boot_source
 from runtime.backends.sandbox._launcher import EXIT_SETUP, SCRATCH, SPEC_ENV
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.backends.sandbox.probe import HostCapabilities, probe_host
@@ -73,18 +74,7 @@ __all__ = [
 
 Mode = Literal["strict", "best_effort"]
 
-_BOOT = """\
-import importlib.util, sys
-root = sys.argv.pop(1)
-for name in ("runtime", "runtime.backends", "runtime.backends.sandbox"):
-    path = root + "/" + name.replace(".", "/")
-    spec = importlib.util.spec_from_file_location(
-        name, path + "/__init__.py", submodule_search_locations=[path]
-    )
-    sys.modules[name] = importlib.util.module_from_spec(spec)
-from runtime.backends.sandbox._launcher import main
-main()
-"""
+_BOOT = boot_source("_launcher", "main()")
 _PKG_ROOT = str(Path(__file__).resolve().parents[3])
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Bound into every sandbox by ``newroot`` already (read-only).
