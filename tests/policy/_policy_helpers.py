@@ -36,3 +36,9 @@ def make_spec(name: str, **over: Any) -> ToolSpec:
 
 def decide(policy: Policy, tool: str, profile: str | None = None, **arguments: Any):
     return policy.decide(ToolCall(tool=tool, arguments=arguments), make_spec(tool), profile=profile)
+
+
+def verdict(policy: Policy, command: str) -> tuple[str, str]:
+    """The default-shaped shell_exec call's action and rule id for ``command``."""
+    d = decide(policy, "shell_exec", command=command)
+    return d.action, d.rule

@@ -8,7 +8,7 @@ fixes from refusing ordinary commands.
 from __future__ import annotations
 
 import pytest
-from _policy_helpers import decide
+from _policy_helpers import verdict
 
 from runtime.policy import Policy
 from runtime.policy.commands import normalise_target, path_form
@@ -17,11 +17,6 @@ from runtime.policy.commands import normalise_target, path_form
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.default()
-
-
-def verdict(policy: Policy, command: str) -> tuple[str, str]:
-    d = decide(policy, "shell_exec", command=command)
-    return d.action, d.rule
 
 
 # Gap 2: a glob that names no fixed character sweeps a directory as '*' does: the names it

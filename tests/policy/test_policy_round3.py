@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from _policy_helpers import decide
+from _policy_helpers import verdict
 
 from runtime.policy import Policy
 from runtime.policy.commands import path_form
@@ -22,11 +22,6 @@ from runtime.policy.shell import analyse
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.default()
-
-
-def verdict(policy: Policy, command: str) -> tuple[str, str]:
-    d = decide(policy, "shell_exec", command=command)
-    return d.action, d.rule
 
 
 RM = "commands.deny.rm-root"

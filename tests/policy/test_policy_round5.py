@@ -9,7 +9,7 @@ Commands run the way shell_exec runs them: ``/bin/sh -c`` (dash on Debian).
 from __future__ import annotations
 
 import pytest
-from _policy_helpers import decide
+from _policy_helpers import verdict
 
 from runtime.policy import Policy
 from runtime.policy._git_config import classify_key
@@ -18,11 +18,6 @@ from runtime.policy._git_config import classify_key
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.default()
-
-
-def verdict(policy: Policy, command: str) -> tuple[str, str]:
-    d = decide(policy, "shell_exec", command=command)
-    return d.action, d.rule
 
 
 RM = "commands.deny.rm-root"

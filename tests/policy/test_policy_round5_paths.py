@@ -9,7 +9,7 @@ against over-blocking. The policy protects 'config/prod.env' (anchored) and '**/
 from __future__ import annotations
 
 import pytest
-from _policy_helpers import decide
+from _policy_helpers import verdict
 
 from runtime.policy import Policy
 from runtime.policy._moves import workspace_relative
@@ -32,11 +32,6 @@ deny_write = [".git/**", "**/.git/**"]
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.from_toml(TOML)
-
-
-def verdict(policy: Policy, command: str) -> tuple[str, str]:
-    d = decide(policy, "shell_exec", command=command)
-    return d.action, d.rule
 
 
 # 1. The workspace's absolute path, globbed: '/w*/config' is '/workspace/config'.
