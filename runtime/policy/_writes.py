@@ -14,15 +14,12 @@ kernel's (asking would refuse every ``cd "$D" && make > log``).
 
 from __future__ import annotations
 
-from runtime.models import Action
-from runtime.policy._moves import operand_forms
+from runtime.policy._moves import Finding, operand_forms
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word
 from runtime.policy.paths import PathRules
 
 __all__ = ["write_findings", "written_operands"]
-
-Finding = tuple[Action, str, str]
 
 # program -> (options that take a separate value, which operands are written):
 # 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...).
