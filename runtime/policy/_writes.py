@@ -21,6 +21,9 @@ from runtime.policy.paths import PathRules
 
 __all__ = ["write_findings", "written_operands"]
 
+# The separate-valued options cp, install and ln share (GNU coreutils' backup suffix and
+# target directory).
+_COPY_VALUED = frozenset({"-S", "--suffix", "-t", "--target-directory"})
 # program -> (options that take a separate value, which operands are written):
 # 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...).
 _WRITERS: dict[str, tuple[frozenset[str], str]] = {
@@ -31,12 +34,9 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "unlink": (frozenset(), "all"),
     "rm": (frozenset(), "all"),
     "mkdir": (frozenset({"-m", "--mode", "--context"}), "all"),
-    "cp": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
-    "install": (
-        frozenset({"-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix", "-t"}),
-        "last",
-    ),
-    "ln": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
+    "cp": (_COPY_VALUED, "last"),
+    "install": (_COPY_VALUED | {"-m", "--mode", "-o", "--owner", "-g", "--group"}, "last"),
+    "ln": (_COPY_VALUED, "last"),
     "chmod": (frozenset(), "after_first"),
     "chown": (frozenset(), "after_first"),
     "chgrp": (frozenset(), "after_first"),

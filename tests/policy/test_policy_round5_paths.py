@@ -199,6 +199,7 @@ def test_moves_that_keep_protected_names_stay_allowed(policy: Policy, command: s
         ("cp evil .git/hooks/pre-commit", "paths.deny_write"),
         ("cp -t .git/hooks evil", "paths.deny_write"),
         ("install -m 755 evil .git/hooks/pre-push", "paths.deny_write"),
+        ("install --target-directory .git/hooks evil", "paths.deny_write"),
         ("touch .git/hooks/pre-commit", "paths.deny_write"),
         ("chmod +x .git/hooks/pre-commit", "paths.deny_write"),
         ("mkdir -p .git/hooks/x", "paths.deny_write"),
