@@ -26,6 +26,7 @@ from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
 __all__ = [
+    "Finding",
     "move_findings",
     "moved_operands",
     "operand_forms",
@@ -50,7 +51,8 @@ def rebased(word: Word, cwd: Word) -> Word:
 
 
 def _normal(value: str) -> list[str]:
-    """Segments of an absolute path, '.' and '..' resolved lexically."""
+    """Segments of a path, '.' and '..' resolved lexically (a leading '..' dropped: above
+    the root is the root, and a relative climb is read from every depth)."""
     out: list[str] = []
     for s in value.split("/"):
         if s in ("", "."):
@@ -175,14 +177,7 @@ def operand_forms(cmd: SimpleCommand, operand: Word, root: str) -> tuple[list[st
             value = inside
         elif value.startswith("~"):
             continue
-        parts: list[str] = []
-        for s in value.split("/"):
-            if s == "..":
-                if parts:
-                    parts.pop()
-            elif s not in ("", "."):
-                parts.append(s)
-        norm = "/".join(parts) or "."
+        norm = "/".join(_normal(value)) or "."
         if norm not in out:
             out.append(norm)
     return out, unknown

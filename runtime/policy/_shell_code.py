@@ -28,8 +28,6 @@ from runtime.policy.embedded import (
     command_env_values,
     daemon_argv,
     git_commands,
-    git_config_code_path,
-    git_config_commands,
     git_config_setting,
     interpreter_value_options,
     is_stream_path,
@@ -79,17 +77,20 @@ class CodeMixin(WalkerState):
             self.find_exec(words, depth, feeds, wrappers)
         elif name == "git":
             shells, argvs = git_commands(words)
+            # 'git config KEY VALUE': judged by its key, as 'git -c KEY=VALUE' is.
             setting = git_config_setting(words)
-            for value in git_config_commands(words):
-                alias = setting is not None and setting[0].startswith("alias.")
-                self.git_command_value(value, depth, feeds, alias=alias)
+            kind = None if setting is None else classify_key(setting[0])
+            if setting is not None and kind == "command":
+                alias = setting[0].startswith("alias.")
+                self.git_command_value(setting[1], depth, feeds, alias=alias)
             for value in shells:
                 self.shell_string(value, depth, feeds)
             for argv in argvs:  # 'git bisect run PROG ARGS'
                 self.run_argv(argv, depth, feeds, inner)
-            key = git_config_code_path(words)
-            if key is not None:
-                self.hazard("interpreter", f"git config {key} points git at code it runs", feeds)
+            if setting is not None and kind == "code":
+                self.hazard(
+                    "interpreter", f"git config {setting[0]} points git at code it runs", feeds
+                )
             self.git_global_config(words, depth, feeds)
         elif name == "hyperfine":
             for value in hyperfine_commands(words):

@@ -14,18 +14,19 @@ kernel's (asking would refuse every ``cd "$D" && make > log``).
 
 from __future__ import annotations
 
-from runtime.models import Action
-from runtime.policy._moves import operand_forms
+from runtime.policy._moves import Finding, operand_forms
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word
 from runtime.policy.paths import PathRules
 
 __all__ = ["write_findings", "written_operands"]
 
-Finding = tuple[Action, str, str]
-
+# The separate-valued options cp, install and ln share (GNU coreutils' backup suffix and
+# target directory).
+_COPY_VALUED = frozenset({"-S", "--suffix", "-t", "--target-directory"})
 # program -> (options that take a separate value, which operands are written):
-# 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...).
+# 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...;
+# with --reference=RFILE there is no MODE: every operand).
 _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "tee": (frozenset({"--output-error"}), "all"),
     "touch": (frozenset({"-r", "-d", "-t", "--reference", "--date"}), "all"),
@@ -34,15 +35,12 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "unlink": (frozenset(), "all"),
     "rm": (frozenset(), "all"),
     "mkdir": (frozenset({"-m", "--mode", "--context"}), "all"),
-    "cp": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
-    "install": (
-        frozenset({"-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix", "-t"}),
-        "last",
-    ),
-    "ln": (frozenset({"-S", "--suffix", "-t", "--target-directory"}), "last"),
-    "chmod": (frozenset(), "after_first"),
-    "chown": (frozenset(), "after_first"),
-    "chgrp": (frozenset(), "after_first"),
+    "cp": (_COPY_VALUED, "last"),
+    "install": (_COPY_VALUED | {"-m", "--mode", "-o", "--owner", "-g", "--group"}, "last"),
+    "ln": (_COPY_VALUED, "last"),
+    "chmod": (frozenset({"--reference"}), "after_first"),
+    "chown": (frozenset({"--reference"}), "after_first"),
+    "chgrp": (frozenset({"--reference"}), "after_first"),
 }
 _TARGET = frozenset({"-t", "--target-directory"})
 # program -> options whose value is a path it writes (a file, or a directory it fills).
@@ -125,6 +123,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     operands: list[Word] = []
     targets: list[Word] = []
     options = True
+    reference = False  # chmod --reference=RFILE: no MODE operand
     skip = ""
     for w in cmd.args:
         v = w.value
@@ -137,6 +136,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
             options = False
         elif options and v.startswith("-") and v != "-" and not w.operand:
             opt = v.split("=", 1)[0]
+            reference |= opt == "--reference"
             if opt in _TARGET and "=" in v:
                 targets.append(Word(v.split("=", 1)[1], w.dynamic))
             elif v in valued:
@@ -146,7 +146,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if which == "all":
         return operands
     if which == "after_first":
-        return operands[1:]
+        return operands if reference else operands[1:]
     return targets or operands[-1:]
 
 

@@ -362,7 +362,7 @@ class CommandRules:
     def __init__(self, section: CommandsSection, paths: PathRules | None = None) -> None:
         """``paths``: the policy's path rules. Their ``root`` is where the sandbox shows the
         workspace: an absolute operand below it is judged as the relative path too; and
-        what ``mv`` moves is judged by them (see :func:`_moved_operands`)."""
+        what ``mv`` moves and the shell writes is judged by them (see :meth:`_moves`)."""
         self.section = section
         self._paths = paths
         workspace_root = paths.root if paths is not None else "/workspace"

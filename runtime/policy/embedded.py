@@ -12,9 +12,8 @@ import posixpath
 import re
 from fnmatch import fnmatchcase
 
-from runtime.policy._git_config import classify_key
 from runtime.policy.argv import Word
-from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV, GIT_COMMAND_KEYS
+from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV
 
 __all__ = [
     "awk_programs",
@@ -24,8 +23,6 @@ __all__ = [
     "daemon_argv",
     "env_chdir",
     "git_commands",
-    "git_config_code_path",
-    "git_config_commands",
     "git_config_setting",
     "interpreter_value_options",
     "is_stream_path",
@@ -195,26 +192,6 @@ def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
     if i + 1 >= len(words):
         return None
     return values[i].lower(), words[i + 1]
-
-
-def git_config_commands(words: list[Word]) -> list[Word]:
-    """Values 'git config KEY VALUE' sets for keys git later runs through the shell
-    (``alias.x '!cmd'``, ``core.pager``, ``core.sshCommand``...), as written."""
-    setting = git_config_setting(words)
-    if setting is None or not any(fnmatchcase(setting[0], g) for g in GIT_COMMAND_KEYS):
-        return []
-    value = setting[1]
-    return [value]
-
-
-def git_config_code_path(words: list[Word]) -> str | None:
-    """The key, when 'git config KEY VALUE' points git at code it runs later: a hooks
-    directory, a template directory (hooks again), a config file to include (whose keys
-    may be any of the above), a protocol or URL rewrite (:mod:`._git_config`)."""
-    setting = git_config_setting(words)
-    if setting is not None and classify_key(setting[0]) == "code":
-        return setting[0]
-    return None
 
 
 def script_key(path: str) -> str:

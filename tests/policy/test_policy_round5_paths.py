@@ -199,8 +199,11 @@ def test_moves_that_keep_protected_names_stay_allowed(policy: Policy, command: s
         ("cp evil .git/hooks/pre-commit", "paths.deny_write"),
         ("cp -t .git/hooks evil", "paths.deny_write"),
         ("install -m 755 evil .git/hooks/pre-push", "paths.deny_write"),
+        ("install --target-directory .git/hooks evil", "paths.deny_write"),
         ("touch .git/hooks/pre-commit", "paths.deny_write"),
         ("chmod +x .git/hooks/pre-commit", "paths.deny_write"),
+        ("chmod --reference=run.sh .git/hooks/pre-commit", "paths.deny_write"),
+        ("chown --reference run.sh .git/config", "paths.deny_write"),
         ("mkdir -p .git/hooks/x", "paths.deny_write"),
         ("ln -sf /etc/passwd config/prod.env", "paths.deny"),
         ("truncate -s0 config/prod.env", "paths.deny"),
@@ -231,6 +234,7 @@ def test_shell_writes_to_protected_paths_are_refused(
         "sed -ie 's/a/b/' x.txt",
         "sed -n p .env.example",  # no -i: a read
         "chmod +x run.sh",
+        "chmod --reference=.git/config run.sh",  # the reference file is read
         "touch -r .env x",  # -r names the reference file: read
         "git status > .git-status.txt",
         'cd "$D" && make > build.log',  # a run-time directory: the kernel's
