@@ -22,9 +22,8 @@ import socket
 import subprocess
 import sys
 import weakref
-from pathlib import Path
 
-from runtime.backends.sandbox._boot import boot_source
+from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
 from runtime.errors import SandboxUnavailable
 
 __all__ = ["PrespawnedZygote", "spawn_zygote"]
@@ -39,17 +38,16 @@ def spawn_zygote() -> tuple[socket.socket, subprocess.Popen[bytes]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # The zygote's environment is its own, never the broker's (which may hold secrets):
     # just enough to find this package and the broker's installed dependencies.
-    pkg_root = str(Path(__file__).resolve().parents[3])
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     env = {
-        "PYTHONPATH": os.pathsep.join([pkg_root, *site]),
+        "PYTHONPATH": os.pathsep.join([PKG_ROOT, *site]),
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, pkg_root, str(theirs.fileno())],
+            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, PKG_ROOT, str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             env=env,
             stdin=subprocess.DEVNULL,

@@ -74,12 +74,6 @@ DISABLE_NAMES = frozenset(
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).
 SANDBOX_UID = 2_000_000_000
 _START_TIMEOUT_S = 60.0
-# Starts the zygote without running the ``runtime`` (and ``runtime.backends.sandbox``) package
-# __init__: those import the whole public API and with it pydantic (~20 MB of heap) that every
-# copy of the zygote (3 per call) would carry and pay for on fork and, worse, on exit. The
-# packages are registered empty (their __path__ only), so submodules import as usual; tool
-# code must import what it uses from submodules (``runtime.toolkit``, ``runtime.errors``),
-# never ``from runtime import …``. Run with -P: no cwd or script directory on sys.path.
 _EXIT_WAIT_S = 30.0
 _MAX_REFS = 1024
 #: Distinct call profiles whose static plan part is kept (see ``_static_plan``).

@@ -54,7 +54,7 @@ from typing import IO, Literal
 
 from runtime.backends.base import Fingerprint
 from runtime.backends.sandbox import cgroups, seccomp
-from runtime.backends.sandbox._boot import boot_source
+from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
 from runtime.backends.sandbox._launcher import EXIT_SETUP, SCRATCH, SPEC_ENV
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.backends.sandbox.probe import HostCapabilities, probe_host
@@ -75,7 +75,6 @@ __all__ = [
 Mode = Literal["strict", "best_effort"]
 
 _BOOT = boot_source("_launcher", "main()")
-_PKG_ROOT = str(Path(__file__).resolve().parents[3])
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Bound into every sandbox by ``newroot`` already (read-only).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
@@ -273,7 +272,7 @@ def plan_process(
     root = os.geteuid() == 0
     uid, gid = (sandbox_uid, sandbox_uid) if root else (os.getuid(), os.getgid())
     plan = LaunchPlan(
-        argv=[sys.executable, "-I", "-S", "-c", _BOOT, _PKG_ROOT],
+        argv=[sys.executable, "-I", "-S", "-c", _BOOT, PKG_ROOT],
         env={},
         fingerprint=_fingerprint(caps, network=network, bpf=bpf, mode=mode),
     )

@@ -37,11 +37,10 @@ struct rt_ticker {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    void *engine; /* our clone; NULL once stopped */
+    void *engine; /* our clone: non-NULL exactly while the thread exists and is not joined */
     int64_t period_ns;
     uint64_t ticks; /* under lock */
     int stop;       /* under lock */
-    int started;    /* the thread exists (this process) and is not joined yet */
     atomic_int running;
     unsigned long generation;
 };
@@ -130,7 +129,6 @@ rt_ticker *rt_native_ticker_start(void *engine, int64_t period_ns) {
         free(t);
         return NULL;
     }
-    t->started = 1;
     atomic_store(&t->running, 1);
     return t;
 }
@@ -138,13 +136,12 @@ rt_ticker *rt_native_ticker_start(void *engine, int64_t period_ns) {
 /* Stops the thread and drops the engine clone (idempotent); the memory stays until free. */
 void rt_native_ticker_stop(rt_ticker *t) {
     atomic_store(&t->running, 0);
-    if (!t->started || !same_process(t)) return;
+    if (!t->engine || !same_process(t)) return;
     pthread_mutex_lock(&t->lock);
     t->stop = 1;
     pthread_cond_signal(&t->wake);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
-    t->started = 0;
     fns.engine_delete(t->engine);
     t->engine = NULL;
 }
