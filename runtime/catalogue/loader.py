@@ -127,14 +127,10 @@ def _check_custom_module(spec: ToolSpec, path: Path) -> None:
     may change after loading). Built-in guest names cost nothing here: not even the wasm
     backend's import (wasmtime, ~25 ms a process)."""
     try:
-        if module_path(spec) is None:
-            return
-    except ManifestError as exc:
-        raise ManifestError(f"{path}: {exc}", file=str(path), field="wasm.module") from exc
-    from runtime.backends.wasm.backend import check_custom_module
+        if module_path(spec) is not None:
+            from runtime.backends.wasm.backend import check_custom_module
 
-    try:
-        check_custom_module(spec)
+            check_custom_module(spec)
     except ManifestError as exc:
         raise ManifestError(f"{path}: {exc}", file=str(path), field="wasm.module") from exc
 

@@ -74,11 +74,12 @@ class _Beat:
 @asynccontextmanager
 async def heartbeat(
     ctx: Any, tool: str, interval_s: float
-) -> AsyncIterator[Callable[[float], None]]:
+) -> AsyncIterator[Callable[[float], None] | None]:
     """Send progress for the request of ``ctx`` every ``interval_s`` while the body runs,
-    when the request asked for progress. Yields the broker's ``on_run`` hook."""
+    when the request asked for progress. Yields the broker's ``on_run`` hook (None when
+    the request asked for no progress: the broker then has nothing to call)."""
     if progress_token(ctx) is None:
-        yield _ignore
+        yield None
         return
     beat = _Beat(tool)
 
@@ -102,7 +103,3 @@ async def heartbeat(
         finally:
             # Before the result is returned: no heartbeat may follow the response.
             tg.cancel_scope.cancel()
-
-
-def _ignore(timeout_s: float) -> None:
-    return None

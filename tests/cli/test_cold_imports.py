@@ -13,12 +13,11 @@ from tests._pythonpath import python_path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _modules_after(code: str) -> dict[str, bool]:
+def _loaded(code: str, modules: tuple[str, ...]) -> dict[str, bool]:
     script = (
         "import json, sys\n"
         f"{code}\n"
-        "print(json.dumps({m: m in sys.modules for m in "
-        "('wasmtime', 'runtime.backends.wasm.backend')}))\n"
+        f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -28,12 +27,15 @@ def _modules_after(code: str) -> dict[str, bool]:
         check=True,
         timeout=120,
     )
-    result: dict[str, bool] = json.loads(done.stdout)
+    result: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
+_WASM = ("wasmtime", "runtime.backends.wasm.backend")
+
+
 def test_loading_the_builtin_catalogue_does_not_import_wasmtime() -> None:
-    loaded = _modules_after("from runtime.catalogue import Catalogue\nCatalogue()")
+    loaded = _loaded("from runtime.catalogue import Catalogue\nCatalogue()", _WASM)
     assert loaded == {"wasmtime": False, "runtime.backends.wasm.backend": False}
 
 
@@ -60,7 +62,7 @@ def test_a_custom_wasm_module_is_still_checked_at_load(tmp_path: Path) -> None:
         "else:\n"
         "    raise SystemExit('a mis-pinned module loaded')\n"
     )
-    assert _modules_after(code)["runtime.backends.wasm.backend"] is True
+    assert _loaded(code, _WASM)["runtime.backends.wasm.backend"] is True
 
 
 def test_serving_mcp_without_external_servers_does_not_import_the_proxy(tmp_path: Path) -> None:
@@ -78,25 +80,7 @@ def test_serving_mcp_without_external_servers_does_not_import_the_proxy(tmp_path
         f"anyio.run(lambda: app.serve(workspace={str(tmp_path / 'ws')!r}))\n"
         "assert seen == {'runtime.backends.mcp_proxy': False, 'runtime.egress': False}, seen\n"
     )
-    _modules_after(code)
-
-
-def _loaded(code: str, modules: tuple[str, ...]) -> dict[str, bool]:
-    script = (
-        "import json, sys\n"
-        f"{code}\n"
-        f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": python_path(REPO), "PATH": "/usr/bin:/bin"},
-        check=True,
-        timeout=120,
-    )
-    result: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    _loaded(code, ())
 
 
 _HEAVY = ("runtime.policy", "runtime.audit", "runtime.broker", "bashlex", "wasmtime")

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -31,6 +32,21 @@ INITIALIZE: dict[str, Any] = {
         "clientInfo": {"name": "t", "version": "0"},
     },
 }
+
+#: Its ``notifications/initialized``, and the Accept header a Streamable HTTP POST needs.
+INITIALIZED: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+ACCEPT = "application/json, text/event-stream"
+
+
+def raw_http_session(url: str, version: str = "2025-06-18") -> dict[str, str]:
+    """An HTTP session opened by hand (initialize at ``version``, then initialized): the
+    headers of its later POSTs (Accept and Mcp-Session-Id; no MCP-Protocol-Version)."""
+    init = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
+    response = httpx.post(url, json=init, headers={"Accept": ACCEPT}, timeout=10)
+    assert response.status_code == 200, response.text
+    headers = {"Accept": ACCEPT, "Mcp-Session-Id": response.headers["mcp-session-id"]}
+    assert httpx.post(url, json=INITIALIZED, headers=headers, timeout=10).status_code == 202
+    return headers
 
 
 def server_env() -> dict[str, str]:

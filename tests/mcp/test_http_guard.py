@@ -17,20 +17,16 @@ import pytest
 
 from runtime.errors import ConfigError
 from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
-from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, HttpServer, http_session
+from tests.mcp.conftest import (
+    ACCEPT,
+    FIXTURE_SERVER,
+    INITIALIZE,
+    HttpServer,
+    http_session,
+    raw_http_session,
+)
 
-ACCEPT = "application/json, text/event-stream"
 LIST = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def _session(url: str, version: str = "2025-06-18") -> dict[str, str]:
-    init = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
-    response = httpx.post(url, json=init, headers={"Accept": ACCEPT}, timeout=10)
-    assert response.status_code == 200, response.text
-    headers = {"Accept": ACCEPT, "Mcp-Session-Id": response.headers["mcp-session-id"]}
-    assert httpx.post(url, json=INITIALIZED, headers=headers, timeout=10).status_code == 202
-    return headers
 
 
 def _post(url: str, body: Any, headers: dict[str, str], **extra: str) -> httpx.Response:
@@ -40,7 +36,7 @@ def _post(url: str, body: Any, headers: dict[str, str], **extra: str) -> httpx.R
 # -- MCP-Protocol-Version -----------------------------------------------------------------
 def test_an_unsupported_version_is_named_as_such(shared_http_server: HttpServer) -> None:
     url = shared_http_server.url
-    headers = _session(url)
+    headers = raw_http_session(url)
     response = _post(url, LIST, headers, **{"MCP-Protocol-Version": "1999-01-01"})
     assert response.status_code == 400
     error = response.json()["error"]
@@ -53,7 +49,7 @@ def test_an_unsupported_version_is_named_as_such(shared_http_server: HttpServer)
 
 def test_a_version_other_than_the_sessions_is_refused(shared_http_server: HttpServer) -> None:
     url = shared_http_server.url
-    headers = _session(url, "2025-06-18")
+    headers = raw_http_session(url, "2025-06-18")
     for other in ("2025-03-26", "2025-11-25", "2026-07-28"):
         response = _post(url, LIST, headers, **{"MCP-Protocol-Version": other})
         assert response.status_code == 400, other
@@ -67,7 +63,7 @@ def test_the_negotiated_version_or_none_is_served(shared_http_server: HttpServer
     # (the spec's backwards compatibility).
     url = shared_http_server.url
     for version in ("2025-06-18", "2025-03-26", "2025-11-25"):
-        headers = _session(url, version)
+        headers = raw_http_session(url, version)
         ok = _post(url, LIST, headers, **{"MCP-Protocol-Version": version})
         assert ok.status_code == 200, (version, ok.text)
         assert _post(url, LIST, headers).status_code == 200
@@ -87,7 +83,7 @@ async def test_the_sdk_client_sends_what_it_negotiated(shared_http_server: HttpS
 @pytest.mark.parametrize("body", [[LIST], [], [LIST, LIST]])
 def test_a_batch_is_an_invalid_request(shared_http_server: HttpServer, body: Any) -> None:
     url = shared_http_server.url
-    headers = _session(url)
+    headers = raw_http_session(url)
     response = _post(url, body, headers, **{"MCP-Protocol-Version": "2025-06-18"})
     assert response.status_code == 400
     answer = response.json()
@@ -106,7 +102,7 @@ def test_bodies_that_are_not_batches_reach_the_sdk(shared_http_server: HttpServe
     # Benign controls: leading whitespace before an object is still one request; text
     # that starts like an array but is not JSON keeps the SDK's parse error.
     url = shared_http_server.url
-    headers = {**_session(url), "Content-Type": "application/json"}
+    headers = {**raw_http_session(url), "Content-Type": "application/json"}
     ok = httpx.post(
         url, content=b' \n\t{"jsonrpc":"2.0","id":5,"method":"tools/list"}', headers=headers
     )

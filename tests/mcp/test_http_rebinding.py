@@ -19,9 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, HttpServer
-
-ACCEPT = "application/json, text/event-stream"
+from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, INITIALIZE, HttpServer
 
 
 @pytest.fixture(params=["127.0.0.1", "127.0.0.2", "[0:0:0:0:0:0:0:1]", "localhost"])

@@ -19,10 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, HttpServer, server_env
-
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-ACCEPT = "application/json, text/event-stream"
+from tests.mcp.conftest import (
+    FIXTURE_SERVER,
+    INITIALIZE,
+    INITIALIZED,
+    HttpServer,
+    raw_http_session,
+    server_env,
+)
 
 
 def _call(request_id: int, tool: str, arguments: dict[str, Any], token: Any = None) -> Any:
@@ -119,15 +123,7 @@ def http_server(workspace: Path) -> Iterator[HttpServer]:
 
 
 def _session(url: str) -> dict[str, str]:
-    response = httpx.post(url, json=INITIALIZE, headers={"Accept": ACCEPT}, timeout=10)
-    assert response.status_code == 200, response.text
-    headers = {
-        "Accept": ACCEPT,
-        "Mcp-Session-Id": response.headers["mcp-session-id"],
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    assert httpx.post(url, json=INITIALIZED, headers=headers, timeout=10).status_code == 202
-    return headers
+    return {**raw_http_session(url), "MCP-Protocol-Version": "2025-06-18"}
 
 
 def _sse_messages(url: str, headers: dict[str, str], body: Any) -> list[dict[str, Any]]:
