@@ -4,13 +4,9 @@ them (benchmarks/bench_cold_start.py measures the time; these check the imports)
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests._pythonpath import python_path
-
-REPO = Path(__file__).resolve().parents[2]
+from tests._pythonpath import run_python
 
 
 def _loaded(code: str, modules: tuple[str, ...]) -> dict[str, bool]:
@@ -19,14 +15,7 @@ def _loaded(code: str, modules: tuple[str, ...]) -> dict[str, bool]:
         f"{code}\n"
         f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": python_path(REPO), "PATH": "/usr/bin:/bin"},
-        check=True,
-        timeout=120,
-    )
+    done = run_python(script)
     result: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 

@@ -15,6 +15,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests._pythonpath import python_path
+
 HERE = Path(__file__).resolve().parent
 FIXTURE_SERVER = HERE / "fixture_server.py"
 HOSTILE = HERE / "hostile_server.py"
@@ -53,8 +55,7 @@ def server_env() -> dict[str, str]:
     """The environment of a server child a test starts by hand: this one, with the checkout
     first on PYTHONPATH and whatever PYTHONPATH already held after it (the unprivileged-user
     runs find their dependencies through it: replacing it lost them)."""
-    paths = [str(HERE.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**os.environ, "PYTHONPATH": python_path(HERE.parents[1])}
 
 
 def serve_mcp_argv(*options: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from runtime.policy import _bashlex_tables as bt
-from tests._pythonpath import python_path
+from tests._pythonpath import python_path, run_python
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -281,12 +281,5 @@ def test_a_file_that_does_not_fit_falls_back_to_building(tmp_path: Path, fits: b
         "bashlex = bt.import_bashlex()\n"
         "print(bt.shipped_tables_used(), bashlex.parse('a | b && c')[0].kind)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": python_path(REPO), "PATH": "/usr/bin:/bin"},
-        check=True,
-        timeout=120,
-    )
+    done = run_python(script)
     assert done.stdout.split() == [str(fits), "list"]
