@@ -114,6 +114,17 @@ def test_floor_benchmark_runs() -> None:
     json.dumps(out)
 
 
+def test_exit_shape_benchmark_runs() -> None:
+    """Both shapes (a Python copy, an exec'd static program) read the 4 KiB (a short read
+    fails the run) and are timed to their reap."""
+    out = load_benchmark("bench_exit_shape").run_benchmark(n=3, freeze=False)
+    for shape in ("python", "static"):
+        assert out[shape]["call_us"]["median"] > 0
+        assert out[shape]["exit_us"]["median"] > 0
+    assert out["parent_rss_kb"] > 0
+    json.dumps(out)
+
+
 @pytest.mark.sandbox
 def test_latency_split_benchmark_runs() -> None:
     """Every step of an isolated call is timed; the backend's methods are its own again
