@@ -9,6 +9,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from runtime.policy._git_config import classify_key, global_config
+from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sql_clients import SQL_CLIENTS, sql_client_code
@@ -38,14 +39,29 @@ from runtime.policy.wrappers import CODE_FLAGS, HAZARD_ARGS
 
 __all__ = ["CodeMixin"]
 
-# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+
+def _hazard_arg(value: str, pattern: str, program: str) -> bool:
+    """Whether the word ``value`` is the :data:`HAZARD_ARGS` ``pattern``: a long option
+    ('--rsh*', '--eval') by any prefix of its name, anything else by fnmatch."""
+    if pattern.startswith("--") and value.startswith("--"):
+        name = pattern.rstrip("*")
+        if not set("*?[").intersection(name):
+            return long_option(value, (name,), program) is not None
+    return fnmatchcase(value, pattern)
+
+
+# Long options whose value is a command line run by the tool (tar, rsync), by any prefix
+# ('--to-com=CMD'): the option, and what the command follows in its value.
+_COMMAND_OPTIONS = {
+    "--checkpoint-action": "exec=",
+    "--to-command": "",
+    "--use-compress-program": "",
+    "--rsh": "",
+    "--info-script": "",
+    "--new-volume-script": "",
+}
+# Words that carry a command line after a prefix (git's and ssh's settings).
 _COMMAND_VALUED = (
-    "--checkpoint-action=exec=",
-    "--to-command=",
-    "--use-compress-program=",
-    "--rsh=",
-    "--info-script=",
-    "--new-volume-script=",
     "core.pager=",
     "core.sshCommand=",
     "core.editor=",
@@ -213,7 +229,7 @@ class CodeMixin(WalkerState):
                     continue
                 if (
                     v in flags
-                    or (v.startswith("--") and v.split("=", 1)[0] in flags)  # '--eval=CODE'
+                    or long_option(v, flags, name) is not None  # '--eval=CODE', '--ev CODE'
                     or (
                         (cluster := short_cluster(v)) is not None
                         and any(len(f) == 2 and f[1] in cluster for f in flags)
@@ -251,14 +267,27 @@ class CodeMixin(WalkerState):
         """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and
         arguments that make the tool run commands (:data:`HAZARD_ARGS`). Wrappers get it
         for their own options ('ssh -o ProxyCommand=CMD host')."""
-        for w in words[1:]:
+        for k, w in enumerate(words[1:], 1):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
                     self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+            opt = long_option(w.value, _COMMAND_OPTIONS, name)
+            if opt is None:
+                continue
+            value = (
+                Word(w.value.split("=", 1)[1], w.dynamic)
+                if "=" in w.value
+                else words[k + 1]
+                if k + 1 < len(words)
+                else None
+            )
+            action = _COMMAND_OPTIONS[opt]
+            if value is not None and value.value.startswith(action):
+                self.shell_string(Word(value.value[len(action) :], value.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
         if patterns:
             for w in words[1:]:
-                if any(fnmatchcase(w.value, p) for p in patterns):
+                if any(_hazard_arg(w.value, p, name) for p in patterns):
                     self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
                     return
 
