@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from runtime.policy._env_options import OPTION_ENV, SOURCED_ENV, option_env_words
 from runtime.policy._git_config import classify_key, global_config
 from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
@@ -33,6 +34,7 @@ from runtime.policy.embedded import (
     interpreter_value_options,
     is_stream_path,
     make_reads_input,
+    preload_values,
     sed_runs_commands,
 )
 from runtime.policy.wrappers import CODE_FLAGS, HAZARD_ARGS
@@ -187,12 +189,47 @@ class CodeMixin(WalkerState):
                 self.hazard("dynamic", "an environment variable's name is only known at run time")
                 continue
             names.append(name)
-        for value in command_env_values(env):
-            self.shell_string(value, depth, feeds)
+        self.env_values(env, depth, feeds)
         if names:
             self.commands.append(
                 SimpleCommand("", (), tuple(names), feeds=feeds, speculative=self.speculating > 0)
             )
+
+    def env_values(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """NAME=VALUE words (assignments, 'env', 'export', 'tmux -e') read as what their
+        value stands for (:mod:`runtime.policy._env_options`): a command line a program runs
+        (GIT_PAGER) as shell, a program's options (NODE_OPTIONS) as on its command line, a
+        file a shell sources (BASH_ENV) as '. FILE'."""
+        for command in command_env_values(words):
+            self.shell_string(command, depth, feeds)
+        for w in words:
+            name, eq, value = w.value.partition("=")
+            name = name.rstrip("+")
+            if not eq:
+                continue
+            program = OPTION_ENV.get(name)
+            if program is not None:
+                options = option_env_words(Word(value, w.dynamic))
+                if any(o.dynamic for o in options):
+                    self.hazard("dynamic", f"{name} holds options only known at run time", feeds)
+                self.interpreter(program, [Word(program), *options], feeds, False, depth)
+            elif name in SOURCED_ENV and value and not w.dynamic:
+                self.note_run(value, True, depth, feeds, "sh")
+
+    def preloads(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
+        """What an interpreter's preload options name ('node -r X', '--import X'), judged
+        as a script it runs: inline code ('data:' URLs) and a stream are code the command
+        line gives it; a file the same command writes is read (:meth:`note_run`)."""
+        for w in preload_values(name, words):
+            v = w.value
+            if w.dynamic:
+                continue
+            if v.lower().startswith(("data:", "javascript:")):
+                self.hazard("interpreter", f"{name} loads code given as an argument ({v!r})", feeds)
+            elif is_stream_path(v):
+                self.hazard("interpreter", f"{name} loads code from its input ({v!r})", feeds)
+            else:
+                self.note_run(v, False, depth, feeds, name)
 
     def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """Read 'sh -c CMD' among the arguments of a program no table knows as a command
@@ -219,6 +256,7 @@ class CodeMixin(WalkerState):
         for glob, flags in CODE_FLAGS.items():
             if not fnmatchcase(name, glob):
                 continue
+            self.preloads(name, words, feeds, depth)
             positional = False
             valued = interpreter_value_options(name)
             skip = False

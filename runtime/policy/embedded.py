@@ -29,6 +29,7 @@ __all__ = [
     "is_stream_path",
     "make_reads_input",
     "option_env",
+    "preload_values",
     "script_key",
     "sed_runs_commands",
     "written_by_args",
@@ -130,6 +131,37 @@ def interpreter_value_options(name: str) -> frozenset[str]:
         if fnmatchcase(name, glob):
             return opts
     return frozenset()
+
+
+#: Interpreters' options that load a module or file before the program ('node -r X').
+_PRELOAD_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "node": (
+        frozenset({"-r"}),
+        frozenset({"--require", "--import", "--loader", "--experimental-loader"}),
+    ),
+}
+_PRELOAD_OPTIONS["nodejs"] = _PRELOAD_OPTIONS["node"]
+
+
+def preload_values(name: str, words: list[Word]) -> list[Word]:
+    """The modules or files ``name``'s preload options among ``words`` (the program
+    first) name, before its script: '-r X', '--require X', '--import=X'."""
+    spec = _PRELOAD_OPTIONS.get(name)
+    if spec is None:
+        return []
+    shorts, longs = spec
+    out: list[Word] = []
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if not v.startswith("-") or v == "-":
+            break  # the script: what follows is its own arguments
+        # node reads its long options whole (no abbreviations): the exact name.
+        opt, eq, attached = v.partition("=")
+        if opt in longs and eq:
+            out.append(Word(attached, w.dynamic))
+        elif (v in shorts or v in longs) and k + 1 < len(words):
+            out.append(words[k + 1])
+    return out
 
 
 def command_env_values(words: list[Word]) -> list[Word]:
