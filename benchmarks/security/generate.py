@@ -2585,6 +2585,76 @@ def gen_policy5() -> None:
         add("H3", title, calls, technique=title, source=src, setup=setup, expect=expect)
 
 
+def gen_policy6() -> None:
+    """B11 and H4, policy round six: GNU long options by a unique prefix ('cp --target=',
+    'sed --in-pl'), NODE_OPTIONS read as node's options (inline code in '--import data:'),
+    and renames of '**/NAME' entries by globs without a star or under dotglob. The benign
+    controls guard the round against over-blocking: rsync option values, a harmless
+    NODE_OPTIONS, PYTHONPATH (tests/policy/test_policy_round6.py). Kept in a file of their
+    own (``policy6.json``, ``_OWN_FILE``)."""
+    src = "policy round six (dash /bin/sh)"
+    b11 = [
+        (
+            "cp --target= (an abbreviated --target-directory) into .git/hooks",
+            [sh("echo 'cat .env' > h && cp --target=.git/hooks h")],
+        ),
+        (
+            "install --target-d into .git/hooks",
+            [sh("echo 'cat .env' > pre-commit && install --target-d .git/hooks pre-commit")],
+        ),
+        (
+            "sed --in-pl (an abbreviated --in-place) on .git/config",
+            [sh("sed --in-pl 's/^/# /' .git/config")],
+        ),
+        (
+            "su --comm (an abbreviated --command) runs a command line",
+            [sh("su --comm 'rm -rf {canary_dir}' root")],
+        ),
+        (
+            "NODE_OPTIONS imports inline code",
+            [
+                sh(
+                    "echo 1 > a.js && NODE_OPTIONS='--import=data:text/javascript,"
+                    'import("fs").then(f=>f.rmSync("{canary_dir}",{recursive:true}))\''
+                    " node a.js"
+                )
+            ],
+        ),
+        ("rename .env under dotglob", [sh("bash -c 'shopt -s dotglob; mv [.]env e.txt'")]),
+        ("rename id_rsa by six '?'", [sh("mv ?????? k.txt"), call("read_file", path="k.txt")]),
+    ]
+    for title, calls in b11:
+        add("B11", title, calls, technique=title, source=src, aims=["write", "leak"])
+    h4 = [
+        (
+            "rsync with an --exclude after its operands",
+            [mkfile("src/a.txt")],
+            [sh("rsync -a src/ dst/ --exclude .git 2>/dev/null || cp -r src/. dst; cat dst/a.txt")],
+            [ok(), has("hello")],
+        ),
+        (
+            "NODE_OPTIONS with a heap size",
+            [mkfile("a.js", "console.log('node-ok')\n")],
+            [sh("NODE_OPTIONS=--max-old-space-size=256 node a.js || echo node-ok")],
+            [ok(), has("node-ok")],
+        ),
+        (
+            "PYTHONPATH=. python3 -m (a module from the workspace)",
+            [mkfile("m.py", "print('py-ok')\n")],
+            [sh("PYTHONPATH=. python3 -m m")],
+            [ok(), has("py-ok")],
+        ),
+        (
+            "mv of a bounded glob into a directory",
+            [mkfile("ab.txt"), mkdir("old")],
+            [sh("mv ??.txt old/ && ls old")],
+            [ok(), has("ab.txt")],
+        ),
+    ]
+    for title, setup, calls, expect in h4:
+        add("H4", title, calls, technique=title, source=src, setup=setup, expect=expect)
+
+
 def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
@@ -2602,6 +2672,7 @@ def build() -> list[dict[str, Any]]:
         gen_g4,
         gen_policy3,
         gen_policy5,
+        gen_policy6,
     ):
         gen()
     return list(CASES)
@@ -2616,6 +2687,8 @@ _OWN_FILE = {
     "H2": "policy3",
     "B10": "policy5",
     "H3": "policy5",
+    "B11": "policy6",
+    "H4": "policy6",
 }
 
 

@@ -22,7 +22,7 @@ import re
 import string
 from collections.abc import Callable
 
-__all__ = ["is_glob", "segments_meet", "step_glob"]
+__all__ = ["is_bounded", "is_glob", "segments_meet", "step_glob"]
 
 _GLOB_CHARS = frozenset("*?[")
 _EXTGLOB_RE = re.compile(r"[?*+@!]\(")
@@ -41,6 +41,12 @@ _Token = tuple[bool, _Accepts]
 def is_glob(value: str) -> bool:
     """Whether the shell would expand ``value`` as a pathname pattern."""
     return bool(_GLOB_CHARS.intersection(value)) or _EXTGLOB_RE.search(value) is not None
+
+
+def is_bounded(segment: str) -> bool:
+    """Whether the glob ``segment`` matches names of one length only: no '*' and no extglob
+    group ('??????', '.?nv', '[.]env')."""
+    return "*" not in segment and _EXTGLOB_RE.search(segment) is None
 
 
 def _any(_c: str) -> bool:
@@ -62,6 +68,9 @@ def _bracket(seg: str, i: int, *, shell: bool) -> tuple[_Accepts, int] | None:
     if j < len(seg) and seg[j] == "]":
         j += 1
     while j < len(seg) and seg[j] != "]":
+        if shell and seg.startswith("[:", j) and (close := seg.find(":]", j + 2)) != -1:
+            j = close + 2  # '[[:alpha:]]': a POSIX class is one member
+            continue
         j += 1
     if j >= len(seg):
         return None
@@ -112,16 +121,19 @@ def _tokens(seg: str, shell: bool) -> tuple[tuple[_Token, ...], frozenset[str]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def segments_meet(operand: str, protected: str) -> bool:
+def segments_meet(operand: str, protected: str, *, dotglob: bool = False) -> bool:
     """Whether some name matches both the shell glob ``operand`` and the deny glob segment
     ``protected`` (each one path segment): the two patterns' product, walked one character
-    at a time over the characters that can tell their tokens apart."""
+    at a time over the characters that can tell their tokens apart. ``dotglob``: read the
+    operand as bash with ``shopt -s dotglob`` (or ``GLOBIGNORE`` set) does, where '?', '*'
+    and '[.]' match a leading '.' too."""
     if len(operand) > _MAX_SEGMENT or _EXTGLOB_RE.search(operand):
         return True
     g, g_chars = _tokens(operand, True)
     p, p_chars = _tokens(protected, False)
     chars = _BASE_CHARS | g_chars | p_chars
-    dot_rule = not operand.startswith(".")  # then the name's first character is not '.'
+    # Without dotglob a name's leading '.' is matched only by a literal one.
+    dot_rule = not dotglob and not operand.startswith(".")
     end = (len(g), len(p))
 
     def close(i: int, j: int) -> set[tuple[int, int]]:

@@ -21,6 +21,7 @@ from fnmatch import fnmatchcase
 
 from runtime.models import Action
 from runtime.policy._globreach import is_glob
+from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 Finding = tuple[Action, str, str]  # (action, rule, reason)
+
+# The long options of mv and rm these checks read (by any prefix: '--target=DIR').
+_MOVE_LONG = frozenset({"--target-directory", "--suffix", "--recursive"})
 
 
 def rebased(word: Word, cwd: Word) -> Word:
@@ -127,14 +131,16 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
         elif options and v == "--":
             options = False
         elif options and not w.operand and v.startswith("-") and v != "-":
+            program = "mv" if cmd.program == "git" else cmd.program
+            opt = long_option(v, _MOVE_LONG, program) or v
             if cmd.program == "rm":
                 short = short_cluster(v)
-                recursive |= v == "--recursive" or (
+                recursive |= opt == "--recursive" or (
                     short is not None and bool(set(short) & {"r", "R"})
                 )
-            elif v in ("-t", "--target-directory", "-S", "--suffix"):
-                value_of = v
-            elif v.startswith("--target-directory="):
+            elif opt in ("-t", "--target-directory", "-S", "--suffix") and "=" not in v:
+                value_of = opt
+            elif opt == "--target-directory":
                 out.append((Word(v.split("=", 1)[1], w.dynamic), False))
                 target = True
         else:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from runtime.policy._env_options import OPTION_ENV, SOURCED_ENV, option_env_words
 from runtime.policy._git_config import classify_key, global_config
+from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sql_clients import SQL_CLIENTS, sql_client_code
@@ -32,20 +34,36 @@ from runtime.policy.embedded import (
     interpreter_value_options,
     is_stream_path,
     make_reads_input,
+    preload_values,
     sed_runs_commands,
 )
 from runtime.policy.wrappers import CODE_FLAGS, HAZARD_ARGS
 
 __all__ = ["CodeMixin"]
 
-# Options whose value is a command line run by the tool (tar, rsync, git, ssh).
+
+def _hazard_arg(value: str, pattern: str, program: str) -> bool:
+    """Whether the word ``value`` is the :data:`HAZARD_ARGS` ``pattern``: a long option
+    ('--rsh*', '--eval') by any prefix of its name, anything else by fnmatch."""
+    if pattern.startswith("--") and value.startswith("--"):
+        name = pattern.rstrip("*")
+        if not set("*?[").intersection(name):
+            return long_option(value, (name,), program) is not None
+    return fnmatchcase(value, pattern)
+
+
+# Long options whose value is a command line run by the tool (tar, rsync), by any prefix
+# ('--to-com=CMD'): the option, and what the command follows in its value.
+_COMMAND_OPTIONS = {
+    "--checkpoint-action": "exec=",
+    "--to-command": "",
+    "--use-compress-program": "",
+    "--rsh": "",
+    "--info-script": "",
+    "--new-volume-script": "",
+}
+# Words that carry a command line after a prefix (git's and ssh's settings).
 _COMMAND_VALUED = (
-    "--checkpoint-action=exec=",
-    "--to-command=",
-    "--use-compress-program=",
-    "--rsh=",
-    "--info-script=",
-    "--new-volume-script=",
     "core.pager=",
     "core.sshCommand=",
     "core.editor=",
@@ -171,12 +189,47 @@ class CodeMixin(WalkerState):
                 self.hazard("dynamic", "an environment variable's name is only known at run time")
                 continue
             names.append(name)
-        for value in command_env_values(env):
-            self.shell_string(value, depth, feeds)
+        self.env_values(env, depth, feeds)
         if names:
             self.commands.append(
                 SimpleCommand("", (), tuple(names), feeds=feeds, speculative=self.speculating > 0)
             )
+
+    def env_values(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """NAME=VALUE words (assignments, 'env', 'export', 'tmux -e') read as what their
+        value stands for (:mod:`runtime.policy._env_options`): a command line a program runs
+        (GIT_PAGER) as shell, a program's options (NODE_OPTIONS) as on its command line, a
+        file a shell sources (BASH_ENV) as '. FILE'."""
+        for command in command_env_values(words):
+            self.shell_string(command, depth, feeds)
+        for w in words:
+            name, eq, value = w.value.partition("=")
+            name = name.rstrip("+")
+            if not eq:
+                continue
+            program = OPTION_ENV.get(name)
+            if program is not None:
+                options = option_env_words(Word(value, w.dynamic))
+                if any(o.dynamic for o in options):
+                    self.hazard("dynamic", f"{name} holds options only known at run time", feeds)
+                self.interpreter(program, [Word(program), *options], feeds, False, depth)
+            elif name in SOURCED_ENV and value and not w.dynamic:
+                self.note_run(value, True, depth, feeds, "sh")
+
+    def preloads(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
+        """What an interpreter's preload options name ('node -r X', '--import X'), judged
+        as a script it runs: inline code ('data:' URLs) and a stream are code the command
+        line gives it; a file the same command writes is read (:meth:`note_run`)."""
+        for w in preload_values(name, words):
+            v = w.value
+            if w.dynamic:
+                continue
+            if v.lower().startswith(("data:", "javascript:")):
+                self.hazard("interpreter", f"{name} loads code given as an argument ({v!r})", feeds)
+            elif is_stream_path(v):
+                self.hazard("interpreter", f"{name} loads code from its input ({v!r})", feeds)
+            else:
+                self.note_run(v, False, depth, feeds, name)
 
     def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """Read 'sh -c CMD' among the arguments of a program no table knows as a command
@@ -203,6 +256,7 @@ class CodeMixin(WalkerState):
         for glob, flags in CODE_FLAGS.items():
             if not fnmatchcase(name, glob):
                 continue
+            self.preloads(name, words, feeds, depth)
             positional = False
             valued = interpreter_value_options(name)
             skip = False
@@ -213,7 +267,7 @@ class CodeMixin(WalkerState):
                     continue
                 if (
                     v in flags
-                    or (v.startswith("--") and v.split("=", 1)[0] in flags)  # '--eval=CODE'
+                    or long_option(v, flags, name) is not None  # '--eval=CODE', '--ev CODE'
                     or (
                         (cluster := short_cluster(v)) is not None
                         and any(len(f) == 2 and f[1] in cluster for f in flags)
@@ -251,14 +305,27 @@ class CodeMixin(WalkerState):
         """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and
         arguments that make the tool run commands (:data:`HAZARD_ARGS`). Wrappers get it
         for their own options ('ssh -o ProxyCommand=CMD host')."""
-        for w in words[1:]:
+        for k, w in enumerate(words[1:], 1):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
                     self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+            opt = long_option(w.value, _COMMAND_OPTIONS, name)
+            if opt is None:
+                continue
+            value = (
+                Word(w.value.split("=", 1)[1], w.dynamic)
+                if "=" in w.value
+                else words[k + 1]
+                if k + 1 < len(words)
+                else None
+            )
+            action = _COMMAND_OPTIONS[opt]
+            if value is not None and value.value.startswith(action):
+                self.shell_string(Word(value.value[len(action) :], value.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
         if patterns:
             for w in words[1:]:
-                if any(fnmatchcase(w.value, p) for p in patterns):
+                if any(_hazard_arg(w.value, p, name) for p in patterns):
                     self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
                     return
 

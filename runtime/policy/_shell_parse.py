@@ -15,7 +15,6 @@ from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
 from runtime.policy._shell_state import WalkerState
 from runtime.policy.argv import Word
-from runtime.policy.embedded import command_env_values
 
 __all__ = ["ParseMixin"]
 
@@ -194,8 +193,7 @@ class ParseMixin(WalkerState):
             elif part.kind == "assignment":
                 assigns.append(part.word.split("=", 1)[0].rstrip("+"))
                 w, _ = self.word(part, text, depth)
-                for value in command_env_values([w]):
-                    self.shell_string(value, depth, upstream)
+                self.env_values([w], depth, upstream)
             elif part.kind == "redirect":
                 rtype = part.type
                 target = part.output if hasattr(part.output, "kind") else None

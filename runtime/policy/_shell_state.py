@@ -108,6 +108,10 @@ class WalkerState(ABC):
         """The commands a tool's own grammar runs (:mod:`._shell_code`)."""
 
     @abstractmethod
+    def env_values(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """What NAME=VALUE words' values stand for (:mod:`._shell_code`)."""
+
+    @abstractmethod
     def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """'sh -c CMD' among an unknown program's arguments (:mod:`._shell_code`)."""
 

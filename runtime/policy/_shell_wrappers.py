@@ -25,7 +25,6 @@ from runtime.policy.argv import (
     unwrap,
 )
 from runtime.policy.embedded import (
-    command_env_values,
     env_chdir,
     is_stream_path,
     option_env,
@@ -107,8 +106,7 @@ class WrappersMixin(WalkerState):
             rec(name, words[:start])
             env = option_env(name, words[1:start])  # 'systemd-run -E NAME=VALUE'
             extra_assigns += tuple(w.value.split("=", 1)[0] for w in env)
-            for value in command_env_values([*(words[1:start] if spec.assignments else []), *env]):
-                self.shell_string(value, depth, feeds)
+            self.env_values([*(words[1:start] if spec.assignments else []), *env], depth, feeds)
             if name == "env":
                 chdir = env_chdir(words[1:start])
                 if chdir is not None:
@@ -205,8 +203,7 @@ class WrappersMixin(WalkerState):
         elif name in ("export", "declare", "typeset", "readonly", "local"):
             if any(w.value.startswith("CDPATH") or w.dynamic for w in words[1:]):
                 self.cdpath = True
-            for value in command_env_values(words[1:]):
-                self.shell_string(value, depth, feeds)
+            self.env_values(words[1:], depth, feeds)
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:

@@ -14,9 +14,10 @@ kernel's (asking would refuse every ``cd "$D" && make > log``).
 
 from __future__ import annotations
 
+from runtime.policy._long_options import long_option
 from runtime.policy._moves import Finding, operand_forms
 from runtime.policy._shell_model import SimpleCommand
-from runtime.policy.argv import Word
+from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
 __all__ = ["write_findings", "written_operands"]
@@ -43,6 +44,7 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "chgrp": (frozenset({"--reference"}), "after_first"),
 }
 _TARGET = frozenset({"-t", "--target-directory"})
+_REFERENCE = frozenset({"--reference"})
 # program -> options whose value is a path it writes (a file, or a directory it fills).
 _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
     "sort": frozenset({"-o", "--output"}),
@@ -53,21 +55,29 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _option_values(args: tuple[Word, ...], opts: frozenset[str]) -> list[Word]:
-    """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F'."""
+def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
+    """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F', and a
+    long option by any prefix ('--output-doc=F', :func:`long_option`)."""
+    longs = [o for o in opts if o.startswith("--")]
     out: list[Word] = []
     for k, w in enumerate(args):
         v = w.value
+        if v.startswith("--"):
+            if long_option(v, longs, program) is None:
+                continue
+            if "=" in v:
+                out.append(Word(v.split("=", 1)[1], w.dynamic))
+            elif k + 1 < len(args):
+                out.append(args[k + 1])
+            continue
         if v in opts:
             if k + 1 < len(args):
                 out.append(args[k + 1])
             continue
         for opt in opts:
             if opt.startswith("--"):
-                if v.startswith(opt + "="):
-                    out.append(Word(v[len(opt) + 1 :], w.dynamic))
                 continue
-            at = v.find(opt[1], 1) if v.startswith("-") and not v.startswith("--") else -1
+            at = v.find(opt[1], 1) if v.startswith("-") else -1
             if at == -1 or not (at == 1 or v[1:at].isalpha()):
                 continue  # '-sSLo F', '-oF': the letter ends a cluster of flags
             rest = v[at + 1 :]
@@ -76,6 +86,9 @@ def _option_values(args: tuple[Word, ...], opts: frozenset[str]) -> list[Word]:
             elif k + 1 < len(args):
                 out.append(args[k + 1])
     return out
+
+
+_SED_SCRIPT = ("--expression", "--file")
 
 
 def _sed_files(args: tuple[Word, ...]) -> list[Word]:
@@ -89,20 +102,66 @@ def _sed_files(args: tuple[Word, ...]) -> list[Word]:
         if skip:
             skip = False
             continue
-        if v.startswith("--in-place") or (
+        if long_option(v, ("--in-place",), "sed") or (
             v.startswith("-") and not v.startswith("--") and "i" in v
         ):
             in_place = True
-        if v in ("-e", "-f", "--expression", "--file"):
+        script = long_option(v, _SED_SCRIPT, "sed")
+        if v in ("-e", "-f") or (script and "=" not in v):
             script_given = True
             skip = True
-        elif v.startswith(("--expression=", "--file=")):
+        elif script:
             script_given = True
         elif not v.startswith("-") or v == "-":
             operands.append(w)
     if not in_place:
         return []
     return operands if script_given else operands[1:]
+
+
+# rsync's options that take a separate value (popt: '--rsh CMD' or '--rsh=CMD', '-e CMD',
+# short ones also attached: '-eCMD'); a value is not a source or the destination.
+_RSYNC_VALUED_SHORT = "efBTM"
+_RSYNC_VALUED_LONG = frozenset(
+    {
+        "--rsh", "--rsync-path", "--filter", "--exclude", "--include", "--exclude-from",
+        "--include-from", "--files-from", "--block-size", "--backup-dir", "--suffix",
+        "--chmod", "--chown", "--usermap", "--groupmap", "--timeout", "--contimeout",
+        "--temp-dir", "--compare-dest", "--copy-dest", "--link-dest", "--compress-choice",
+        "--zc", "--compress-level", "--zl", "--skip-compress", "--checksum-choice", "--cc",
+        "--max-size", "--min-size", "--max-delete", "--max-alloc", "--partial-dir",
+        "--log-file", "--log-file-format", "--out-format", "--password-file", "--port",
+        "--sockopts", "--bwlimit", "--stop-after", "--stop-at", "--write-batch",
+        "--only-write-batch", "--read-batch", "--protocol", "--iconv", "--address",
+        "--outbuf", "--remote-option", "--modify-window", "--info", "--debug", "--checksum-seed",
+        "--copy-as", "--early-input", "--mkpath-mode", "--config", "--dparam",
+    }
+)  # fmt: skip
+
+
+def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
+    """The source and destination operands of an rsync command line: not options, not the
+    values of options that take one ('-e ssh', '--exclude .git', '-f "merge x"')."""
+    paths: list[Word] = []
+    skip = False
+    options = True
+    for w in args:
+        v = w.value
+        if skip:
+            skip = False
+        elif options and v == "--":
+            options = False
+        elif options and v.startswith("--") and not w.operand:
+            # popt reads long options whole: no abbreviations, so the exact name.
+            skip = "=" not in v and v in _RSYNC_VALUED_LONG
+        elif options and (cluster := short_cluster(v)) is not None and not w.operand:
+            for k, letter in enumerate(cluster):
+                if letter in _RSYNC_VALUED_SHORT:
+                    skip = k == len(cluster) - 1  # '-e CMD'; '-eCMD' holds it
+                    break
+        else:
+            paths.append(w)
+    return paths
 
 
 def written_operands(cmd: SimpleCommand) -> list[Word]:
@@ -112,9 +171,9 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "dd":
         return [Word(w.value[3:], w.dynamic) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program in _OUTPUT_OPTIONS:
-        return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program])
+        return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     if cmd.program == "rsync":
-        paths = [w for w in cmd.args if not w.value.startswith("-")]
+        paths = _rsync_paths(cmd.args)
         return paths[-1:] if len(paths) > 1 else []
     spec = _WRITERS.get(cmd.program)
     if spec is None:
@@ -134,12 +193,15 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
             continue
         if options and v == "--":
             options = False
-        elif options and v.startswith("-") and v != "-" and not w.operand:
-            opt = v.split("=", 1)[0]
+        elif options and v.startswith("--") and not w.operand:
+            opt = long_option(v, valued | _REFERENCE, cmd.program) or ""
             reference |= opt == "--reference"
             if opt in _TARGET and "=" in v:
                 targets.append(Word(v.split("=", 1)[1], w.dynamic))
-            elif v in valued:
+            elif opt in valued and "=" not in v:
+                skip = opt
+        elif options and v.startswith("-") and v != "-" and not w.operand:
+            if v in valued:
                 skip = v
         else:
             operands.append(w)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime.policy._long_options import long_option
 from runtime.policy.wrappers import Wrapper
 
 __all__ = [
@@ -125,8 +126,8 @@ def shell_options(words: list[Word], spec: Wrapper) -> list[Word]:
     for k, w in enumerate(words[1:], 1):
         v = w.value
         if v.startswith("--"):
-            opt, eq, val = v.partition("=")
-            if opt in spec.shell_arg:
+            _, eq, val = v.partition("=")
+            if long_option(v, spec.shell_arg, program_name(words[0].value)):  # '--comm CMD'
                 if eq:
                     out.append(Word(val, w.dynamic))
                 elif k + 1 < len(words):
@@ -167,8 +168,8 @@ def unwrap(words: list[Word], spec: Wrapper) -> tuple[list[Word], tuple[str, ...
             i += 1  # 'env -' is 'env -i'; 'su -' is 'su --login'
             continue
         if v.startswith("--") and len(v) > 2:
-            opt, eq, _ = v.partition("=")
-            if not eq and opt in spec.long_with_arg:
+            # By any prefix, as getopt_long reads it ('timeout --sig KILL 5 rm').
+            if "=" not in v and long_option(v, spec.long_with_arg, program_name(words[0].value)):
                 values.append(i + 1)
                 i += 2
             else:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from runtime.models import Action
+from runtime.policy._long_options import long_option
 from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
@@ -197,11 +198,10 @@ def _subcommand_index(cmd: SimpleCommand) -> int:
     return -1
 
 
-def _flag_present(flag: str, value: str) -> bool:
+def _flag_present(flag: str, value: str, program: str) -> bool:
     if flag.startswith("--"):
-        opt = value.split("=", 1)[0]
         # GNU getopt accepts any unambiguous prefix: '--rec' is '--recursive'.
-        return value.startswith("--") and len(opt) > 2 and flag.startswith(opt)
+        return long_option(value, (flag,), program) is not None
     if len(flag) == 2 and flag[0] == "-":
         return len(value) >= 2 and value[0] == "-" and value[1] != "-" and flag[1] in value[1:]
     return value == flag
@@ -288,7 +288,12 @@ class _Compiled:
         # A run-time argument may turn out to be any flag ('echo -rf / | xargs rm').
         dynamic_flag = any(w.dynamic and not w.operand for w in options)
         for group in self.flags:
-            hit = any(_flag_present(f, w.value) for f in group for w in options if not w.dynamic)
+            hit = any(
+                _flag_present(f, w.value, cmd.program)
+                for f in group
+                for w in options
+                if not w.dynamic
+            )
             results.append("yes" if hit else "maybe" if dynamic_flag else "no")
         if self.args or self.args_regex:
             hit = any(

@@ -12,6 +12,7 @@ import posixpath
 import re
 from fnmatch import fnmatchcase
 
+from runtime.policy._long_options import long_option, long_option_value
 from runtime.policy.argv import Word
 from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV
 
@@ -28,6 +29,7 @@ __all__ = [
     "is_stream_path",
     "make_reads_input",
     "option_env",
+    "preload_values",
     "script_key",
     "sed_runs_commands",
     "written_by_args",
@@ -53,6 +55,7 @@ _AWK_VALUED = frozenset(
 _AWK_FILE = frozenset({"-f", "--file", "-E", "--exec"})
 _AWK_SOURCE = frozenset({"-e", "--source"})
 _AWK_RUNS = re.compile(r"system|\||getline|@load")
+_AWK_LONG = frozenset(o for o in _AWK_VALUED | _AWK_FILE | _AWK_SOURCE if o.startswith("--"))
 
 _GIT_CONFIG_VALUED = frozenset(
     {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--fixed-value"}
@@ -91,7 +94,7 @@ def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
             if not texts and not from_file and i + 1 < len(words):
                 texts.append(words[i + 1].value)
             break
-        opt = v.split("=", 1)[0]
+        opt = long_option(v, _AWK_LONG, "gawk") or v.split("=", 1)[0]
         if opt in _AWK_SOURCE:
             if "=" in v:
                 texts.append(v.split("=", 1)[1])
@@ -130,6 +133,37 @@ def interpreter_value_options(name: str) -> frozenset[str]:
     return frozenset()
 
 
+#: Interpreters' options that load a module or file before the program ('node -r X').
+_PRELOAD_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "node": (
+        frozenset({"-r"}),
+        frozenset({"--require", "--import", "--loader", "--experimental-loader"}),
+    ),
+}
+_PRELOAD_OPTIONS["nodejs"] = _PRELOAD_OPTIONS["node"]
+
+
+def preload_values(name: str, words: list[Word]) -> list[Word]:
+    """The modules or files ``name``'s preload options among ``words`` (the program
+    first) name, before its script: '-r X', '--require X', '--import=X'."""
+    spec = _PRELOAD_OPTIONS.get(name)
+    if spec is None:
+        return []
+    shorts, longs = spec
+    out: list[Word] = []
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if not v.startswith("-") or v == "-":
+            break  # the script: what follows is its own arguments
+        # node reads its long options whole (no abbreviations): the exact name.
+        opt, eq, attached = v.partition("=")
+        if opt in longs and eq:
+            out.append(Word(attached, w.dynamic))
+        elif (v in shorts or v in longs) and k + 1 < len(words):
+            out.append(words[k + 1])
+    return out
+
+
 def command_env_values(words: list[Word]) -> list[Word]:
     """Values of NAME=VALUE words whose NAME a program runs as a shell command."""
     out: list[Word] = []
@@ -157,13 +191,15 @@ def option_env(name: str, words: list[Word]) -> list[Word]:
     out: list[Word] = []
     for k, w in enumerate(words):
         v = w.value
-        if v in opts and k + 1 < len(words):
+        if (v in opts or (long_option(v, opts, name) and "=" not in v)) and k + 1 < len(words):
             out.append(words[k + 1])
             continue
+        attached = long_option_value(v, opts, name)  # '--setenv=N=V', '--set=N=V'
+        if attached is not None:
+            out.append(Word(attached, w.dynamic))
+            continue
         for opt in opts:
-            if opt.startswith("--") and v.startswith(opt + "="):
-                out.append(Word(v[len(opt) + 1 :], w.dynamic))
-            elif not opt.startswith("--") and v.startswith(opt) and len(v) > len(opt):
+            if not opt.startswith("--") and v.startswith(opt) and len(v) > len(opt):
                 out.append(Word(v[len(opt) :], w.dynamic))
     return [w for w in out if "=" in w.value or w.dynamic]
 
@@ -178,7 +214,9 @@ def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
     seen_sub = False
     while i < len(words):
         v = values[i]
-        if v in _GIT_CONFIG_VALUED:
+        if v in _GIT_CONFIG_VALUED or (
+            "=" not in v and long_option(v, _GIT_CONFIG_VALUED, "git") is not None
+        ):
             i += 2
             continue
         if v.startswith("-"):
@@ -234,8 +272,17 @@ def written_by_args(program: str, args: list[Word]) -> list[str]:
         flags = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}.get(
             program, ("-o", "--output")
         )
+        longs = [f for f in flags if f.startswith("--")]
         for k, v in enumerate(values):
+            if long_option(v, longs, program) is not None:  # '--output F', '--out=F'
+                if "=" in v:
+                    out.append(v.split("=", 1)[1])
+                elif k + 1 < len(values):
+                    out.append(values[k + 1])
+                continue
             for f in flags:
+                if f.startswith("--"):
+                    continue
                 # '-o F', or a cluster ending in the letter: 'wget -qO F'.
                 joined = len(f) == 2 and len(v) > 2 and v[0] == "-" != v[1] and v[-1] == f[1]
                 if (v == f or joined) and k + 1 < len(values):
@@ -243,7 +290,9 @@ def written_by_args(program: str, args: list[Word]) -> list[str]:
                 elif v.startswith(f + "=") or (len(f) == 2 and v.startswith(f) and len(v) > 2):
                     out.append(v.split("=", 1)[1] if "=" in v else v[2:])
         remote_name = any(
-            v == "--remote-name" or (v[:1] == "-" and v[1:2] != "-" and "O" in v) for v in values
+            long_option(v, ("--remote-name",), program)
+            or (v[:1] == "-" and v[1:2] != "-" and "O" in v)
+            for v in values
         )
         if program == "curl" and remote_name:
             out.extend(v.rsplit("/", 1)[-1] for v in values if "://" in v)
@@ -264,7 +313,7 @@ def xargs_replace(options: list[Word]) -> str | None:
             found = v[2:]
         elif v.startswith("-i"):
             found = v[2:] or "{}"
-        elif v == "--replace" or v.startswith("--replace="):
+        elif long_option(v, ("--replace",), "xargs"):
             found = v.partition("=")[2] or "{}"
         i += 1
     return found
@@ -275,9 +324,10 @@ def env_chdir(options: list[Word]) -> Word | None:
     found: Word | None = None
     for k, w in enumerate(options):
         v = w.value
-        if v in ("-C", "--chdir") and k + 1 < len(options):
+        chdir = long_option(v, ("--chdir",), "env")
+        if (v == "-C" or (chdir and "=" not in v)) and k + 1 < len(options):
             found = options[k + 1]
-        elif v.startswith("--chdir="):
+        elif chdir:
             found = Word(v.split("=", 1)[1], w.dynamic)
         elif v.startswith("-") and not v.startswith("--") and "C" in v:
             rest = v[v.index("C") + 1 :]
@@ -307,9 +357,10 @@ def daemon_argv(words: list[Word]) -> list[Word] | None:
             # --startas names what runs when both are given; --exec is what is checked.
             if program is not None and opt != "--startas":
                 continue
-            if v in (short, opt) and k + 1 < cut:
+            spelled = long_option(v, (opt,), "start-stop-daemon")
+            if (v == short or (spelled and "=" not in v)) and k + 1 < cut:
                 program = words[k + 1]
-            elif v.startswith(opt + "="):
+            elif spelled:
                 program = Word(v.split("=", 1)[1], words[k].dynamic)
     if program is None:
         return None
@@ -341,8 +392,12 @@ def git_commands(words: list[Word]) -> tuple[list[Word], list[list[Word]]]:
     argvs: list[list[Word]] = []
     sub = next((v for v in values[1:] if v in _GIT_SHELL_OPTS or v in ("filter-branch",)), None)
     opts = _GIT_SHELL_OPTS.get(sub or "", ())
+    longs = [o for o in opts if o.startswith("--")]
     for k, v in enumerate(values):
         opt, eq, val = v.partition("=")
+        # git's parse-options takes any unique prefix ('--upload=CMD'); filter-branch is a
+        # shell script that reads its options whole.
+        opt = long_option(v, longs, "git") or opt
         if (opt in opts or (sub == "filter-branch" and _FILTER_RE.match(opt))) and k > 0:
             if eq:
                 shells.append(Word(val, words[k].dynamic))
@@ -364,9 +419,10 @@ def make_reads_input(words: list[Word]) -> bool:
     for k, w in enumerate(words[1:], 1):
         v = w.value
         value: str | None = None
-        if v in ("-f", "--file", "--makefile") and k + 1 < len(words):
+        spelled = long_option(v, ("--file", "--makefile"), "make")
+        if (v == "-f" or (spelled and "=" not in v)) and k + 1 < len(words):
             value = words[k + 1].value
-        elif v.startswith(("--file=", "--makefile=")):
+        elif spelled:
             value = v.split("=", 1)[1]
         elif v.startswith("-f") and len(v) > 2:
             value = v[2:]

@@ -24,7 +24,7 @@ import unicodedata
 from typing import Literal, NamedTuple
 
 from runtime._globs import compile_segments
-from runtime.policy._globreach import is_glob, segments_meet, step_glob
+from runtime.policy._globreach import is_bounded, is_glob, segments_meet, step_glob
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -342,13 +342,22 @@ class PathRules:
         Aimed: it could match a name NAME matches, but not one that NAME with its letters
         and digits changed matches (:func:`_decoy`): ``.e*``, ``*.pem``, ``s*.p?m``, ``id_*``
         are; ``report*`` and ``*.log`` (which meet ``*.pem`` and ``id_rsa*`` only through
-        a star) are not, or every 'mv build* old' would ask. A heuristic on purpose: the
-        wall is the kernel's (the masked entry itself cannot be renamed: EBUSY), this is
-        the early, clear answer for the globs that name a protected entry."""
+        a star) are not, or every 'mv build* old' would ask. A glob without a star
+        ('??????', '.?nv', '[.]e[n]v') chooses names by length and class only: one that
+        can match NAME is aimed at it whatever else it matches (the caller picks the length
+        of the protected name; 'mv ?????? x' renames an 'id_rsa' that is the only
+        six-letter name). The operand is read as with bash's dotglob (which 'shopt -s
+        dotglob', GLOBIGNORE or BASHOPTS in the environment turn on where the policy may
+        not see it): '[.]env' and '?env' can name '.env'. A heuristic on purpose: the wall
+        is the kernel's (the masked entry itself cannot be renamed: EBUSY), this is the
+        early, clear answer for the globs that name a protected entry."""
         if not is_glob(value):
             return None
         last = value.rstrip("/").rsplit("/", 1)[-1]
+        bounded = is_bounded(last)
         for rule, pattern, name, decoy in self._names:
-            if segments_meet(last, name) and not segments_meet(last, decoy):
+            if segments_meet(last, name, dotglob=True) and (
+                bounded or not segments_meet(last, decoy, dotglob=True)
+            ):
                 return rule, pattern
         return None

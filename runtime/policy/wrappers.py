@@ -358,6 +358,7 @@ COMMAND_ENV = frozenset(
         "SYSTEMD_PAGER",
         "LESSOPEN",
         "LESSCLOSE",
+        "PROMPT_COMMAND",  # run by an interactive bash before each prompt
     }
 )
 

@@ -1,0 +1,120 @@
+"""Long options by name, as GNU ``getopt_long`` reads them: the full name or any prefix of it.
+
+``getopt_long`` (coreutils, sed, wget, curl, tar's argp, git's parse-options, Perl's
+Getopt::Long) accepts any unambiguous prefix of a long option: ``cp --target=DIR`` is
+``cp --target-directory=DIR``, ``wget --output-doc=F`` is ``--output-document=F``. Every
+place the policy looks for a long option by name asks :func:`long_option`, so a check keyed
+on ``--target-directory`` also sees ``--target``, ``--targ`` and ``--t``.
+
+Why no full option tables: a prefix that is ambiguous in the real program's table makes it
+exit with a usage error before it does anything, so reading such a prefix as any option it
+could stand for can only refuse a command that would not run. Programs that accept no
+abbreviation (node, bash) reject an unknown ``--ev`` the same way. What a table is needed
+for is the other direction: an option whose *full* name is a prefix of another's is itself,
+never the longer one (``install --strip`` is not ``--strip-program``, ``tar --checkpoint``
+not ``--checkpoint-action``). :data:`_SHADOWING` lists those, per program, from the
+programs' own ``--help`` (``tests/policy/test_policy_round6.py`` checks the lists against the
+installed programs where they exist).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["long_option", "long_option_value"]
+
+_L = frozenset
+
+#: Per program, long options whose full name is a proper prefix of another long option of
+#: the same program: given in full they are themselves, not an abbreviation.
+_SHADOWING: dict[str, frozenset[str]] = {
+    "install": _L({"--strip"}),
+    "sort": _L({"--version"}),
+    "patch": _L({"--backup", "--version"}),
+    "wget": _L({"--accept", "--certificate", "--private-key", "--reject", "--user", "--wait"}),
+    "tar": _L(
+        {
+            "--checkpoint",
+            "--exclude",
+            "--exclude-caches",
+            "--exclude-ignore",
+            "--exclude-tag",
+            "--exclude-vcs",
+            "--file",
+            "--group",
+            "--list",
+            "--newer",
+            "--no-wildcards",
+            "--overwrite",
+            "--owner",
+            "--sparse",
+            "--wildcards",
+            "--xattrs",
+        }
+    ),
+    "unshare": _L({"--map-group", "--map-user", "--mount"}),
+    "nsenter": _L({"--wd"}),
+    "ionice": _L({"--class"}),
+    "curl": _L(
+        {
+            "--cert",
+            "--compressed",
+            "--cookie",
+            "--crlf",
+            "--data",
+            "--disable",
+            "--fail",
+            "--form",
+            "--ftp-ssl-ccc",
+            "--mail-rcpt",
+            "--socks5-gssapi",
+            "--head",
+            "--http2",
+            "--http3",
+            "--key",
+            "--location",
+            "--netrc",
+            "--ntlm",
+            "--output",
+            "--parallel",
+            "--proto",
+            "--proxy",
+            "--proxy-cert",
+            "--proxy-key",
+            "--remote-name",
+            "--request",
+            "--retry",
+            "--socks4",
+            "--socks5",
+            "--ssl",
+            "--trace",
+            "--url",
+            "--user",
+        }
+    ),
+}
+
+
+def long_option(value: str, names: Iterable[str], program: str = "") -> str | None:
+    """Which of ``names`` (long options, ``--name``) the word ``value`` (``--opt`` or
+    ``--opt=VALUE``) spells: the name itself, or a prefix of it of at least one letter that
+    is not, in full, another option of ``program`` (:data:`_SHADOWING`). None for a word that
+    is not a long option or spells none of them. A prefix of several names gives the first
+    in sorted order (the program refuses it as ambiguous; see the module's docstring)."""
+    if not value.startswith("--") or len(value) < 3:
+        return None
+    opt = value.split("=", 1)[0]
+    wanted = sorted(names)
+    if opt in wanted:
+        return opt
+    if opt in _SHADOWING.get(program, ()):
+        return None
+    return next((n for n in wanted if n.startswith("--") and n.startswith(opt)), None)
+
+
+def long_option_value(value: str, names: Iterable[str], program: str = "") -> str | None:
+    """The attached value of ``--opt=VALUE`` when ``--opt`` spells one of ``names``
+    (:func:`long_option`), else None."""
+    if "=" not in value or long_option(value, names, program) is None:
+        return None
+    return value.split("=", 1)[1]
