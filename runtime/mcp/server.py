@@ -45,6 +45,7 @@ from runtime.catalogue import export_tool
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
+from runtime.mcp._icon import SERVER_ICONS
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
 from runtime.models import ToolResult
@@ -160,6 +161,7 @@ class McpToolServer:
         self.server: Server[Any] = AnnouncingServer(
             SERVER_NAME,
             version=runtime.__version__,
+            icons=SERVER_ICONS,
             instructions="Tools run through a policy broker: calls are validated, checked "
             "against the policy, sandboxed and audited. Errors come back as isError results "
             "whose structuredContent.error.type says what happened.",
