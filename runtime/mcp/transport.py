@@ -30,10 +30,10 @@ from mcp.server.stdio import stdio_server
 
 from runtime.errors import ConfigError
 from runtime.mcp._http_guard import (
-    HttpGuard,
     check_allowed_host,
     check_allowed_origin,
-    security_settings,
+    guarded_app,
+    served_names,
 )
 from runtime.mcp._jsonrpc import answer_refused
 from runtime.mcp.server import McpToolServer
@@ -311,7 +311,7 @@ async def serve_http(
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}{path}"
-        security = security_settings(
+        served = served_names(
             host,
             bound_host,
             bound_port,
@@ -319,11 +319,11 @@ async def serve_http(
             allowed_hosts=[check_allowed_host(v) for v in allowed_hosts],
             allowed_origins=[check_allowed_origin(v) for v in allowed_origins],
         )
-        app = tool_server.server.streamable_http_app(
-            streamable_http_path=path, host=host, transport_security=security
+        app = guarded_app(
+            tool_server.server, path=path, served=served, versions=tool_server.session_versions
         )
         config = uvicorn.Config(
-            HttpGuard(app, versions=tool_server.session_versions, security=security),
+            app,
             log_config=None,
             access_log=False,
             lifespan="on",
