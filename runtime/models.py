@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.errors import ErrorType
 
@@ -130,12 +130,34 @@ class SandboxNeeds(_Model):
 
 
 class ToolHints(_Model):
-    """Danger hints, exported as MCP annotations."""
+    """Danger hints, exported as MCP annotations (``runtime.catalogue.export`` holds the
+    rule that turns them into ``readOnlyHint`` .. ``openWorldHint``). The built-in tools
+    state all four, pinned by ``tests/mcp/test_annotations.py``."""
 
-    read_only: bool = False
-    destructive: bool = False
-    idempotent: bool = False
-    open_world: bool = False
+    read_only: bool = Field(False, description="Changes nothing (MCP readOnlyHint). Default false.")
+    destructive: bool = Field(
+        False,
+        description="May overwrite or remove what exists, not only add (MCP destructiveHint); "
+        "never with read_only. Default false.",
+    )
+    idempotent: bool = Field(
+        False,
+        description="A repeat with the same arguments has no further effect (MCP "
+        "idempotentHint). Default false.",
+    )
+    open_world: bool = Field(
+        False,
+        description="Reaches entities outside the session (MCP openWorldHint); the network "
+        "tools and external MCP servers are open-world whatever this says. Default false.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ToolHints:
+        # MCP: destructiveHint is "meaningful only when readOnlyHint is false"; both true
+        # would tell a client that a tool it may auto-approve as harmless deletes things.
+        if self.read_only and self.destructive:
+            raise ValueError("hints: a read_only tool cannot be destructive")
+        return self
 
 
 class Limits(_Model):

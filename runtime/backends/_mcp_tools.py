@@ -105,10 +105,12 @@ def spec_for(server: ExternalServer, prefix: str, tool: types.Tool) -> ToolSpec 
         result=dict(tool.output_schema) if tool.output_schema else None,
         backend=BackendKind.MCP,
         # The server's own hints are its claims, shown to clients; the policy decides on
-        # names, never on these. External code is open-world whatever it says.
+        # names, never on these. External code is open-world whatever it says. Unsaid
+        # hints take MCP's defaults (destructive unless read-only, which excludes it).
         hints=ToolHints(
             read_only=bool(ann and ann.read_only_hint),
-            destructive=bool(ann is None or ann.destructive_hint is not False),
+            destructive=not (ann and ann.read_only_hint)
+            and bool(ann is None or ann.destructive_hint is not False),
             idempotent=bool(ann and ann.idempotent_hint),
             open_world=True,
         ),

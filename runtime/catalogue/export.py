@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from runtime.models import ToolSpec
+from runtime.models import BackendKind, ToolSpec
 
 __all__ = ["EXPORT_FORMATS", "ExportFormat", "export_tool"]
 
@@ -25,7 +25,43 @@ def _mcp_output_schema(spec: ToolSpec) -> dict[str, Any] | None:
     return None
 
 
-def export_tool(spec: ToolSpec, fmt: ExportFormat) -> dict[str, Any]:
+def _mcp_annotations(spec: ToolSpec, title: str, network_walled: bool) -> dict[str, Any]:
+    """The one rule from a manifest to MCP's four hints (2025-03-26 onwards: readOnlyHint
+    "does not modify its environment"; destructiveHint "may perform destructive updates",
+    false meaning additive only; idempotentHint "repeated calls with the same arguments
+    have no additional effect"; openWorldHint "may interact with an open world of
+    external entities").
+
+    The first three are what the manifest states (``ToolHints`` refuses a read-only
+    destructive tool). openWorldHint is also what the sandbox grants, so a manifest cannot
+    understate it: a tool that may ask the egress gateway, an external MCP server's tool,
+    and a program run in the call sandbox (``sandbox.exec``) when ``network_walled`` is
+    false (best_effort on a host with neither a network namespace nor seccomp: the
+    program has the host's network) are open-world.
+    """
+    hints = spec.hints
+    runs_programs = spec.backend == BackendKind.SUBPROCESS and spec.sandbox.exec
+    open_world = (
+        hints.open_world
+        or spec.sandbox.egress
+        or spec.backend == BackendKind.MCP
+        or (runs_programs and not network_walled)
+    )
+    return {
+        "title": title,
+        "readOnlyHint": hints.read_only,
+        "destructiveHint": hints.destructive,
+        "idempotentHint": hints.idempotent,
+        "openWorldHint": open_world,
+    }
+
+
+def export_tool(
+    spec: ToolSpec, fmt: ExportFormat, *, network_walled: bool = True
+) -> dict[str, Any]:
+    """``spec`` as ``fmt`` defines a tool. ``network_walled``: whether the call sandbox
+    keeps a program off the network on this host (MCP's openWorldHint of the tools that run
+    programs; the MCP server probes it, a plain export assumes the sandbox as designed)."""
     if fmt == "native":
         return {
             "name": spec.name,
@@ -67,13 +103,7 @@ def export_tool(spec: ToolSpec, fmt: ExportFormat) -> dict[str, Any]:
             "title": title,
             "description": spec.description,
             "inputSchema": spec.parameters,
-            "annotations": {
-                "title": title,
-                "readOnlyHint": spec.hints.read_only,
-                "destructiveHint": spec.hints.destructive,
-                "idempotentHint": spec.hints.idempotent,
-                "openWorldHint": spec.hints.open_world,
-            },
+            "annotations": _mcp_annotations(spec, title, network_walled),
         }
         schema = _mcp_output_schema(spec)
         if schema is not None:

@@ -41,12 +41,14 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 import runtime
+from runtime.catalogue import export_tool
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
+from runtime.mcp._icon import SERVER_ICONS
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
-from runtime.models import BackendKind, ToolResult
+from runtime.models import ToolResult
 
 if TYPE_CHECKING:
     from runtime.broker import Broker
@@ -74,22 +76,18 @@ def visible(broker: Broker, name: str, profile: str | None) -> bool:
 
 
 def tool_definitions(broker: Broker, profile: str | None = None) -> list[types.Tool]:
-    """MCP tool definitions of every tool the policy lets ``profile`` see.
-
-    ``openWorldHint`` of a tool that runs programs in the call sandbox (``shell_exec``) is
-    what that sandbox gives them: false only while it walls the network off (strict mode
-    requires the namespaces and seccomp that do; best_effort has them when the host does),
-    true on a host where best_effort runs without both, as the program then has the
-    host's network."""
+    """MCP tool definitions of every tool the policy lets ``profile`` see, annotated by
+    the catalogue's one rule (``runtime.catalogue.export``) with what this host's sandbox
+    gives a program: its network is walled off in strict mode (which requires the
+    namespaces and seccomp that do), and in best_effort when the host has either."""
     tools: list[types.Tool] = []
-    for definition in broker.catalogue.export("mcp"):
-        name = definition["name"]
-        if not visible(broker, name, profile):
+    walled: bool | None = None
+    for spec in broker.catalogue.list():
+        if not visible(broker, spec.name, profile):
             continue
-        spec = broker.catalogue.get(name)
-        if spec.backend == BackendKind.SUBPROCESS and spec.sandbox.exec:
+        if walled is None and spec.sandbox.exec:  # probed only when it matters
             walled = broker.sandbox_mode == "strict" or _host_walls_network()
-            definition["annotations"]["openWorldHint"] = not walled
+        definition = export_tool(spec, "mcp", network_walled=walled is not False)
         tools.append(types.Tool.model_validate(definition))
     return tools
 
@@ -163,6 +161,7 @@ class McpToolServer:
         self.server: Server[Any] = AnnouncingServer(
             SERVER_NAME,
             version=runtime.__version__,
+            icons=SERVER_ICONS,
             instructions="Tools run through a policy broker: calls are validated, checked "
             "against the policy, sandboxed and audited. Errors come back as isError results "
             "whose structuredContent.error.type says what happened.",

@@ -11,14 +11,14 @@ access log is written to stdout. The endpoint has no authentication of its own: 
 can reach it can call every tool the policy allows (shell included). So only loopback is
 served unless ``allow_remote`` says otherwise, and Host and Origin checks (DNS-rebinding
 protection) keep web pages in a browser out, on loopback and remote addresses alike
-(``runtime.mcp._http_guard``, which also answers a bad MCP-Protocol-Version and a batch).
+(``runtime.mcp._http_guard``, which also answers a bad MCP-Protocol-Version and a body
+that is not one JSON-RPC message).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import logging
 import socket
 import sys
@@ -30,11 +30,12 @@ from mcp.server.stdio import stdio_server
 
 from runtime.errors import ConfigError
 from runtime.mcp._http_guard import (
-    HttpGuard,
     check_allowed_host,
     check_allowed_origin,
-    security_settings,
+    guarded_app,
+    served_names,
 )
+from runtime.mcp._jsonrpc import answer_refused
 from runtime.mcp.server import McpToolServer
 
 __all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve_stdio"]
@@ -148,8 +149,9 @@ class _AnswerUnreadable:
     pydantic-core does not (a lone UTF-16 surrogate escape, ``"\\ud800"``, valid JSON text
     but not Unicode) got no answer at all, and its client waited for ever. When the refused
     line is a JSON object with a request id and a method, a parse error goes back under
-    that id; when it is a JSON-RPC batch (an array), an Invalid Request error with a null
-    id. Hazard: the line is the client's; it is only parsed, never run.
+    that id; when it is JSON but not one JSON-RPC message (a batch, ``{"hello": 1}``), an
+    Invalid Request error (``runtime.mcp._jsonrpc.answer_refused``). Hazard: the line is
+    the client's; it is only parsed, never run.
     """
 
     def __init__(self, inner: Any, write_stream: Any, pending: _Pending | None = None) -> None:
@@ -175,7 +177,7 @@ class _AnswerUnreadable:
                 if self._pending is not None:
                     _note_received(self._pending, item)
                 return item
-            answer = _parse_error_for(item)
+            answer = answer_refused(item)
             if answer is None:
                 return item  # the SDK's own handling (a debug log line)
             await self._write.send(answer)
@@ -216,65 +218,6 @@ def _note_received(pending: _Pending, item: Any) -> None:
     ):
         pending.requests.discard(_Pending.key(message.params.get("requestId")))
     pending.check()
-
-
-def _parse_error_for(exc: Exception) -> Any:
-    """A SessionMessage with a JSON-RPC parse error for the request behind ``exc`` (a
-    pydantic ValidationError of the SDK's reader, whose errors carry the line as their
-    input), an Invalid Request error for a batch, or None when there is no request id to
-    answer."""
-    import mcp_types as types
-    from mcp.shared.message import SessionMessage
-    from pydantic import ValidationError
-
-    if not isinstance(exc, ValidationError) or not exc.errors():
-        return None
-    first = exc.errors()[0]
-    line = first.get("input")
-    if isinstance(line, list):
-        # A JSON-RPC batch (pydantic hands on the array it parsed). MCP 2025-06-18 dropped
-        # batches and the SDK never read one (2025-03-26 allowed them): JSON-RPC's answer
-        # to a batch that is not served is one Invalid Request error with a null id.
-        return SessionMessage(
-            types.JSONRPCError(
-                jsonrpc="2.0",
-                id=None,
-                error=types.ErrorData(
-                    code=types.INVALID_REQUEST,
-                    message="JSON-RPC batches are not supported: send one message per line",
-                ),
-            )
-        )
-    if not isinstance(line, str):
-        return None
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or "method" not in message:
-        return None  # a notification or a response: nothing to answer
-    request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
-        return None
-    if isinstance(request_id, str) and not _is_text(request_id):
-        return None  # the answer could not carry it either
-    error = types.JSONRPCError(
-        jsonrpc="2.0",
-        id=request_id,
-        error=types.ErrorData(
-            code=types.PARSE_ERROR,
-            message=f"request {request_id!r} could not be read: {first.get('msg', exc)}",
-        ),
-    )
-    return SessionMessage(error)
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -368,7 +311,7 @@ async def serve_http(
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}{path}"
-        security = security_settings(
+        served = served_names(
             host,
             bound_host,
             bound_port,
@@ -376,11 +319,11 @@ async def serve_http(
             allowed_hosts=[check_allowed_host(v) for v in allowed_hosts],
             allowed_origins=[check_allowed_origin(v) for v in allowed_origins],
         )
-        app = tool_server.server.streamable_http_app(
-            streamable_http_path=path, host=host, transport_security=security
+        app = guarded_app(
+            tool_server.server, path=path, served=served, versions=tool_server.session_versions
         )
         config = uvicorn.Config(
-            HttpGuard(app, versions=tool_server.session_versions, security=security),
+            app,
             log_config=None,
             access_log=False,
             lifespan="on",

@@ -1,10 +1,12 @@
 """What the Streamable HTTP endpoint answers before the SDK reads a request
 (``runtime.mcp._http_guard``): an MCP-Protocol-Version it does not speak, or one that is not
-the session's; a JSON-RPC batch; and Host/Origin on a remote (``--allow-remote``) address,
-where there was no check at all. Each with its benign control."""
+the session's; a JSON-RPC batch, or other JSON that is not one JSON-RPC message; and
+Host/Origin on a remote (``--allow-remote``) address, where there was no check at all. Each
+with its benign control."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -96,6 +98,43 @@ def test_a_batch_without_a_session_is_an_invalid_request(shared_http_server: Htt
     response = _post(shared_http_server.url, [INITIALIZE], {"Accept": ACCEPT})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600
+
+
+# -- bodies that are JSON but not one JSON-RPC message ----------------------------------------
+NOT_JSONRPC = [
+    ({"hello": 1}, None),
+    ({}, None),
+    (3, None),
+    ("x", None),
+    (None, None),
+    ({"jsonrpc": "2.0", "id": 5}, None),  # neither method nor result
+    ({"jsonrpc": "2.0", "id": 5, "result": 1}, None),  # a response whose result is no object
+    ({"jsonrpc": "2.0", "method": 3}, None),
+    ({"jsonrpc": "1.0", "id": 5, "method": "ping"}, 5),  # a request: its id is readable
+    ({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": 3}, 6),
+    # An id that is no string or integer: the SDK read this as a notification (202, and
+    # the request was never answered).
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None),
+]
+
+
+@pytest.mark.parametrize(("body", "answer_id"), NOT_JSONRPC)
+def test_a_body_that_is_not_jsonrpc_is_an_invalid_request(
+    shared_http_server: HttpServer, body: Any, answer_id: Any
+) -> None:
+    # The SDK answered these -32602 ("invalid params") with a pydantic dump of a kilobyte.
+    url = shared_http_server.url
+    for headers in (raw_http_session(url), {"Accept": ACCEPT}):  # in a session and not
+        raw = json.dumps(body).encode()  # httpx sends no body at all for json=None
+        headers = {**headers, "Content-Type": "application/json"}
+        response = httpx.post(url, content=raw, headers=headers, timeout=10)
+        assert response.status_code == 400
+        answer = response.json()
+        assert answer["id"] == answer_id
+        error = answer["error"]
+        assert error["code"] == -32600, error
+        assert len(error["message"]) < 120 and "validation" not in error["message"].lower()
 
 
 def test_bodies_that_are_not_batches_reach_the_sdk(shared_http_server: HttpServer) -> None:

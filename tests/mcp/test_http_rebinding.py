@@ -54,3 +54,42 @@ def test_the_servers_own_address_is_served(served: str) -> None:
     response: Any = _post(served, Origin=f"http://{netloc}")
     assert response.status_code == 200, response.text
     assert _post(served).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_the_guard_is_the_one_host_and_origin_check() -> None:
+    # The SDK's own check (TransportSecuritySettings) repeated the guard's with the same
+    # lists; it is off, and the guard in front refuses alone. Behind the guard, the SDK's
+    # app answers a foreign Host as any other request (a GET without a session: 400);
+    # through the guard it is refused.
+    from mcp.server import Server
+
+    from runtime.mcp._http_guard import SessionVersions, guarded_app, served_names
+
+    served = served_names("127.0.0.1", "127.0.0.1", 8000, loopback=True)
+    guard = guarded_app(Server("t"), path="/mcp", served=served, versions=SessionVersions())
+    inner: Any = guard.app
+    sse = {"Accept": "text/event-stream"}
+    foreign = {"Host": "evil.example:8000", **sse}
+    origin = {"Host": "127.0.0.1:8000", "Origin": "http://evil.example:8000", **sse}
+    async with inner.router.lifespan_context(inner):
+        for app, host_status, origin_status in ((inner, 400, 400), (guard, 421, 403)):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+                assert (await client.get("/mcp", headers=foreign)).status_code == host_status
+                assert (await client.get("/mcp", headers=origin)).status_code == origin_status
+
+
+def test_how_served_names_match() -> None:
+    from runtime.mcp._http_guard import served_names
+
+    served = served_names("127.0.0.2", "127.0.0.2", 8000, loopback=True)
+    for good in ("127.0.0.2:8000", "LOCALHOST:1", "[::1]:65535", "127.0.0.1:80"):
+        assert served.host_ok(good), good
+    # A port that is no number, a name that only starts like one served, no port at all
+    # (as the SDK's check: loopback is served at any port, always named).
+    for bad in ("localhost:80x", "localhost:²", "localhost.evil.example:80", "localhost", None):
+        assert not served.host_ok(bad), bad
+    assert served.origin_ok(None) and served.origin_ok("http://localhost:3000")
+    for bad_origin in ("null", "https://localhost:3000", "http://evil.example:8000"):
+        assert not served.origin_ok(bad_origin), bad_origin

@@ -83,6 +83,9 @@ def test_requests_the_sdk_cannot_read_are_answered(workspace: Path) -> None:
     assert answers[4]["result"]["tools"]
 
 
+PING_9 = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+
+
 def _initialized(version: str) -> list[str]:
     init = json.loads(json.dumps(INITIALIZE))
     init["params"]["protocolVersion"] = version
@@ -111,17 +114,44 @@ def test_a_batch_is_answered_with_invalid_request(
     assert answers[9]["result"] == {}
 
 
-def test_a_non_object_line_that_is_no_batch_is_not_answered(workspace: Path) -> None:
-    # Benign control of the above: JSON that is neither an object nor an array (a number,
-    # a string) carries no request id and is no batch; it stays unanswered, as before.
+def test_json_that_is_no_jsonrpc_message_is_answered_with_invalid_request(
+    workspace: Path,
+) -> None:
+    # JSON that is no request, notification or response (a number, a string, an object
+    # without jsonrpc/method) was dropped with a debug log line: JSON-RPC 2.0 answers it
+    # with Invalid Request, id null, or the request's id when it could be read.
+    lines = [
+        "3",
+        '"x"',
+        json.dumps({"hello": 1}),
+        json.dumps({"jsonrpc": "1.0", "id": 5, "method": "ping"}),
+        json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": 3}),
+    ]
+    answers: list[dict[str, Any]] = []
+    proc = subprocess.run(
+        serve_mcp_argv("--workspace", str(workspace)),
+        input="".join(f"{line}\n" for line in [*_initialized("2025-11-25"), *lines, PING_9]),
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert [a["id"] for a in answers] == [1, None, None, None, 5, 6, 9]
+    for answer in answers[1:6]:
+        error = answer["error"]
+        assert error["code"] == -32600 and len(error["message"]) < 120, error
+    assert "expected one JSON object" in answers[1]["error"]["message"]
+    assert '"params" must be an object' in answers[5]["error"]["message"]
+    assert answers[6]["result"] == {}
+
+
+def test_a_line_that_is_not_json_is_not_answered(workspace: Path) -> None:
+    # Benign control of the above: text that is not JSON carries no request id and is no
+    # message at all; it stays unanswered, as before, and the next request is served.
     answers = _exchange(
         workspace,
-        [
-            *_initialized("2025-11-25"),
-            "3",
-            '"x"',
-            json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}),
-        ],
+        [*_initialized("2025-11-25"), "garbage", "{", PING_9],
         expect={1, 9},
     )
     assert sorted(answers, key=str) == [1, 9]

@@ -240,3 +240,42 @@ def test_serve_bad_policy_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 64
     assert "categories.file" in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "notifications/x", "params": None},
+        {"jsonrpc": "2.0", "id": 0, "result": {}},
+        {"jsonrpc": "2.0", "id": 0, "error": {"code": -1, "message": "no"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -1, "message": "no"}},
+    ],
+)
+def test_every_jsonrpc_message_passes_the_envelope_check(message: dict[str, Any]) -> None:
+    # Benign control of the transports' Invalid Request answers (test_http_guard,
+    # test_stdio_unreadable): what the SDK reads is never refused here.
+    import mcp_types as types
+
+    from runtime.mcp._jsonrpc import invalid_request
+
+    types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    assert invalid_request(message, unit="line") is None
+
+
+def test_a_line_whose_every_field_is_wrong_is_still_answered() -> None:
+    # The SDK's errors then carry no decoded line (each is at a field): the answer is a
+    # plain Invalid Request rather than none.
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    from runtime.mcp._jsonrpc import answer_refused
+
+    line = '{"jsonrpc":"2.0","id":5,"method":"ping","params":3,"result":1,"error":2}'
+    with pytest.raises(ValidationError) as caught:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    answer = answer_refused(caught.value)
+    assert answer is not None and isinstance(answer.message, types.JSONRPCError)
+    assert answer.message.id is None and answer.message.error.code == -32600

@@ -21,8 +21,12 @@ ARGS = {
     "delete_file": {"path": "a.txt"},
     "move_file": {"source": "a.txt", "destination": "b.txt"},
     "shell_exec": {"command": "ls"},
+    "set_env": {"key": "A", "value": "b"},
+    "snippet_save": {"name": "s", "code": "x"},
     "snippet_delete": {"name": "s"},
+    "memory_write": {"key": "k", "content": "c"},
     "memory_delete": {"key": "k"},
+    "http_post": {"url": "https://example.com/"},
     "http_request": {"method": "DELETE", "url": "https://example.com/"},
 }
 
@@ -34,8 +38,8 @@ def test_every_destructive_tool_asks() -> None:
     assert set(ARGS) == destructive  # a new destructive tool must be added to the policy
     for name in sorted(destructive):
         d = policy.decide(ToolCall(tool=name, arguments=ARGS[name]), catalogue.get(name))
-        # http_request stays denied: the network is (the default policy's rule).
-        want = "deny" if name == "http_request" else "ask"
+        # The network tools stay denied: the network is (the default policy's rule).
+        want = "deny" if name.startswith("http_") else "ask"
         assert d.action == want, (name, d.rule)
 
 
@@ -47,7 +51,7 @@ def test_the_rest_does_not_ask() -> None:
         "list_files": {},
         "code_query": {"query": "main"},
         "json_parse": {"text": "{}"},
-        "memory_write": {"content": "c"},
+        "memory_read": {"key": "k"},
     }
     for name, args in calls.items():
         d = policy.decide(ToolCall(tool=name, arguments=args), catalogue.get(name))
