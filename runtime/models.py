@@ -138,7 +138,8 @@ class ToolHints(_Model):
     destructive: bool = Field(
         False,
         description="May overwrite or remove what exists, not only add (MCP destructiveHint); "
-        "never with read_only. Default false.",
+        "never with read_only. Default: true unless read_only (MCP's own default: a tool "
+        "that does not say is not told to clients as additive only).",
     )
     idempotent: bool = Field(
         False,
@@ -150,6 +151,16 @@ class ToolHints(_Model):
         description="Reaches entities outside the session (MCP openWorldHint); the network "
         "tools and external MCP servers are open-world whatever this says. Default false.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _destructive_unless_said(cls, data: Any) -> Any:
+        # Unstated, destructiveHint is MCP's default (true) for a tool that may change
+        # things: false would tell a client an unknown tool only adds. A read-only tool is
+        # not destructive.
+        if isinstance(data, dict) and "destructive" not in data:
+            return {**data, "destructive": not data.get("read_only", False)}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> ToolHints:

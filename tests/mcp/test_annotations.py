@@ -169,3 +169,16 @@ def test_an_external_tools_hints_take_mcps_defaults() -> None:
     assert hints({"destructiveHint": False, "idempotentHint": True}) == (False, False, True, True)
     # External code is open-world whatever it claims.
     assert hints({"openWorldHint": False})[3] is True
+
+
+def test_a_manifest_that_does_not_say_is_destructive_unless_read_only() -> None:
+    """A user's tool whose manifest states no hints is not shown to clients as additive
+    only (destructiveHint false): unsaid, it takes MCP's default, as an external tool does."""
+    catalogue = Catalogue(builtins=False)
+    catalogue.register(_custom(name="unsaid"))
+    catalogue.register(_custom(name="reader", hints={"read_only": True}))
+    catalogue.register(_custom(name="adder", hints={"destructive": False}))
+    listed = {t.name: _hints(t)[:2] for t in server.tool_definitions(_broker("strict", catalogue))}
+    assert listed == {"unsaid": (False, True), "reader": (True, False), "adder": (False, False)}
+    assert ToolHints().destructive is True
+    assert ToolHints.model_validate({"read_only": True}).destructive is False
