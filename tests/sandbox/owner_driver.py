@@ -10,10 +10,14 @@ parent-death signal alone. Prints ``ready ZYGOTE_PID HOLDER_PID`` and waits to b
 - ``prespawned``: ``SyncBroker(prespawn_sandbox=True)`` opened in a thread that ends, then
   a sandboxed call from the main thread (which adopts the pre-spawned zygote).
 - ``plain``: a ``SyncBroker`` opened, and first called, in a thread that ends.
+- ``early``: a zygote spawned and, at once (long before its ~0.1 s boot arms the signal),
+  the owner SIGKILLs itself: the zygote must notice that its owner is gone.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
+from runtime.backends.sandbox._prespawn import spawn_zygote  # noqa: E402
 from runtime.broker import SyncBroker  # noqa: E402
 
 _SHELL = {"tool": "shell_exec", "arguments": {"command": "echo hi"}}
@@ -41,6 +46,11 @@ def _in_a_thread(fn: object) -> None:
 
 def main() -> int:
     mode, workspace = sys.argv[1:3]
+    if mode == "early":
+        sock, proc = spawn_zygote()
+        holder = _holder(sock)
+        print(f"ready {proc.pid} {holder.pid}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
     sync = SyncBroker(workspace=workspace, prespawn_sandbox=mode == "prespawned")
     if mode == "prespawned":
         _in_a_thread(sync.open)

@@ -199,11 +199,12 @@ def _echo(proc: SandboxedProcess) -> None:
 DRIVER = Path(__file__).resolve().parent / "owner_driver.py"
 
 
-@pytest.mark.parametrize("mode", ["prespawned", "plain"])
+@pytest.mark.parametrize("mode", ["prespawned", "plain", "early"])
 def test_the_zygote_dies_with_its_sigkilled_owner(mode: str, workspace: Path) -> None:
     """SIGKILL of the owner process ends its zygote, and everything the zygote made (the
     cloner, a spare call), by the parent-death signal alone: a ``sleep`` holds the owner's
-    end of the control socket open, so no EOF tells the zygote."""
+    end of the control socket open, so no EOF tells the zygote. ``early``: the owner dies
+    before the zygote has booted far enough to arm that signal."""
     owner = subprocess.Popen(
         [sys.executable, str(DRIVER), mode, str(workspace)],
         stdout=subprocess.PIPE,

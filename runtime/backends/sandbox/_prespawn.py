@@ -54,9 +54,12 @@ def _spawn() -> tuple[socket.socket, subprocess.Popen[bytes]]:
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    # zygote.main's arguments: its end of the socket, and its owner's pid (checked once its
+    # parent-death signal is armed).
+    args = [str(theirs.fileno()), str(os.getpid())]
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, PKG_ROOT, str(theirs.fileno())],
+            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, PKG_ROOT, *args],
             pass_fds=(theirs.fileno(),),
             env=env,
             stdin=subprocess.DEVNULL,
