@@ -134,8 +134,9 @@ class Broker:
     ``prespawn_sandbox``: spawn the sandbox's fork-server process at construction, so that it
     boots while the policy, catalogue and audit log load, for a caller that knows a
     sandboxed call comes first (``runtime exec``). Default False: spawned by the first
-    sandboxed call. Hazard: the fork-server dies with the *thread* that spawned it (its
-    parent-death signal), so construct the broker on a thread that outlives it.
+    sandboxed call. Either way the broker may be made on any thread, one that ends soon
+    after included: the fork-server lives as long as this process (see
+    ``runtime/backends/sandbox/_spawner.py``).
     """
 
     def __init__(

@@ -1,5 +1,6 @@
 """The native call keeps the GIL while its guest runs and gives it up at the guest's first
-epoch tick (``_native.c``), ticked by a C thread that never needs the GIL (``_ticker.c``).
+epoch tick (``_native.c``), ticked by a C thread that never needs the GIL (``_ticker.c``);
+a forked child, which has no such thread, starts its own (``backend._EpochTicker``).
 
 Nothing here is timed: each test asks whether another Python thread could run during a
 guest's run, counted by that thread itself."""
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.backend import _TABLE_ELEMENTS, EPOCH_TICK_S
 from runtime.errors import ResourceLimitExceeded, ToolTimeout
 
-from .conftest import request, wat_tool
+from .conftest import ECHO_WAT, request, wat_tool
 
 pytestmark = pytest.mark.wasm
 
@@ -226,3 +228,147 @@ def test_a_forked_child_does_not_wait_for_the_parents_ticker(
     _, status = os.waitpid(pid, 0)
     ticker.stop()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- a forked child: threads do not survive fork, the backend starts its ticker again ----
+
+
+def _in_a_forked_child(body: Callable[[], str], timeout_s: float = 30.0) -> str:
+    """``body()`` in a child made by ``os.fork()``: what it returned (or the exception it
+    raised), read from a pipe. A child still running after ``timeout_s`` is killed."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            try:
+                report = body()
+            except BaseException as exc:
+                report = f"raised {type(exc).__name__}: {exc}"
+            os.write(w, report.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return f"still running after {timeout_s} s"
+            time.sleep(0.01)
+        return os.read(r, 4096).decode()
+    finally:
+        os.close(r)
+
+
+def _runaway_then_normal(backend: WasmBackend, tmp_path: Path) -> Callable[[], str]:
+    """For the child: a guest that loops forever with fuel for hours, stopped by its 0.2 s
+    deadline; then an ordinary call."""
+    loop = wat_tool(tmp_path, "loop", LOOP)
+    echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+
+    def body() -> str:
+        try:
+            backend.run_sync(request(loop, {}, wasm_fuel=10**15, timeout_s=0.2))
+        except ToolTimeout as exc:
+            if exc.details != {"trap": "interrupt", "limit": "timeout_s"}:
+                return f"timeout {exc.details}"
+        else:
+            return "the loop returned"
+        result = backend.run_sync(request(echo, {})).result
+        return "ok" if result == {"ok": True} else f"echo gave {result!r}"
+
+    return body
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_childs_runaway_guest_ends_at_its_deadline(
+    fresh: WasmBackend, tmp_path: Path
+) -> None:
+    """The parent's C ticker is not in the child (nor ticking its copy of the engine): the
+    child's first call starts its own, so the deadline holds there too, not only fuel."""
+    echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+    assert fresh.run_sync(request(echo, {})).result == {"ok": True}
+    parents = fresh._ticker.native
+    assert parents is not None  # the C ticker runs in the parent when it forks
+    body = _runaway_then_normal(fresh, tmp_path)
+
+    def child() -> str:
+        report = body()
+        ticker = fresh._ticker.native
+        if ticker is None or ticker is parents:
+            return f"{report}; the child's ticker: {ticker!r}"
+        return report
+
+    assert _in_a_forked_child(child) == "ok"
+    # The parent's own ticker and calls are untouched.
+    assert fresh._ticker.native is parents
+    assert fresh.run_sync(request(echo, {})).result == {"ok": True}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_of_a_python_ticker_ends_a_runaway_guest(
+    ctypes_backend: WasmBackend, tmp_path: Path
+) -> None:
+    """Without the native helper the ticker is a Python thread: started again in the child."""
+    echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+    assert ctypes_backend.run_sync(request(echo, {})).result == {"ok": True}
+    assert ctypes_backend._ticker.native is None and ctypes_backend._ticker.started
+    assert _in_a_forked_child(_runaway_then_normal(ctypes_backend, tmp_path)) == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_childs_calls_keep_the_gil_until_the_first_tick(
+    fresh: WasmBackend, tmp_path: Path, no_forced_switch: None
+) -> None:
+    """The hold (the fast path) works in the child too: the ticker the child's first call
+    starts (here at a period of an hour) is live, and with it no other thread of the child
+    runs during a guest run that its fuel ends (with the parent's ticker, not live in the
+    child, the call would release the GIL up front)."""
+    native = fresh.native_caller()
+    assert native is not None
+    if native._direct is None:
+        pytest.skip("no C accelerator: the ctypes path releases the GIL for the whole call")
+    echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+    assert fresh.run_sync(request(echo, {})).result == {"ok": True}
+    parents = fresh._ticker.native
+    assert parents is not None
+    spin = _spinner(fresh, tmp_path, native)
+    from runtime.backends.wasm import backend as module
+
+    def child() -> str:
+        module.EPOCH_TICK_S = 3600.0  # the period of the ticker the next call starts
+        if fresh.run_sync(request(echo, {})).result != {"ok": True}:
+            return "the echo call failed"
+        ticker = fresh._ticker.native
+        if ticker is None or ticker is parents:
+            return f"the child's ticker: {ticker!r}"
+        # The backend's own hot path, as _call passes it, with nothing done around the call
+        # that could give the GIL up (a module load's I/O, the ticker's start).
+        res, steps = _others_steps(spin, ticker.address)
+        if not (isinstance(res, NativeResult) and res.status == Status.TRAP):
+            return f"the spin gave {res!r}"
+        return "ok" if steps == 0 else f"another thread ran {steps} steps"
+
+    assert _in_a_forked_child(child) == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_compiles_a_module_new_to_it(tmp_path: Path) -> None:
+    """Wasmtime would compile on its own pool of threads, started by the parent's first
+    compilation and gone in the child, which would then wait for them forever: compilation
+    runs on the calling thread (``_engine``)."""
+    backend = WasmBackend(cache_dir=tmp_path / "cache", native=False)  # nothing cached yet
+    try:
+        echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+        assert backend.run_sync(request(echo, {})).result == {"ok": True}  # compiled here
+        other = wat_tool(tmp_path, "other", ECHO_WAT.replace("ok", "ko"))
+
+        def child() -> str:
+            result = backend.run_sync(request(other, {})).result
+            return "ok" if result == {"ko": True} else f"gave {result!r}"
+
+        assert _in_a_forked_child(child, timeout_s=30) == "ok"
+    finally:
+        backend.close()

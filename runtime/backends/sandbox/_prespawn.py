@@ -11,7 +11,9 @@ it had just spawned. What the zygote is told, checks and reports is unchanged.
 Hazard: a pre-spawned process that is never adopted (the call was refused, the broker failed
 to open) must not outlive its owner: :meth:`PrespawnedZygote.close` (called by the broker's
 close, and by a finalizer for one dropped) ends it; the zygote also exits by itself on EOF of
-its control socket, which the owner's exit closes, and with the thread that spawned it.
+its control socket, which the owner's exit closes, and by its parent-death signal when the
+owner process dies (armed for the spawner thread, which lives as long as the process: see
+``_spawner``), so a broker made in a thread that then ends keeps its zygote.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import weakref
 
 from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
+from runtime.backends.sandbox._spawner import spawn_in_owner_thread
 from runtime.errors import SandboxUnavailable
 
 __all__ = ["PrespawnedZygote", "spawn_zygote"]
@@ -34,7 +37,13 @@ _ZYGOTE_BOOT = boot_source("zygote", "sys.exit(main())")
 def spawn_zygote() -> tuple[socket.socket, subprocess.Popen[bytes]]:
     """Start a zygote process: the broker's end of its control socket, and the process.
 
+    Forked by the spawner thread (``_spawner``), whatever thread calls: the zygote's
+    parent-death signal then follows this process, not the caller's thread.
     Raises SandboxUnavailable when the process cannot be started."""
+    return spawn_in_owner_thread(_spawn, lambda parts: _end(*parts))
+
+
+def _spawn() -> tuple[socket.socket, subprocess.Popen[bytes]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # The zygote's environment is its own, never the broker's (which may hold secrets):
     # just enough to find this package and the broker's installed dependencies.
@@ -45,9 +54,12 @@ def spawn_zygote() -> tuple[socket.socket, subprocess.Popen[bytes]]:
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    # zygote.main's arguments: its end of the socket, and its owner's pid (checked once its
+    # parent-death signal is armed).
+    args = [str(theirs.fileno()), str(os.getpid())]
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, PKG_ROOT, str(theirs.fileno())],
+            [sys.executable, "-P", "-s", "-c", _ZYGOTE_BOOT, PKG_ROOT, *args],
             pass_fds=(theirs.fileno(),),
             env=env,
             stdin=subprocess.DEVNULL,

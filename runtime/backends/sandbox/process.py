@@ -30,8 +30,10 @@ directory holding the runtime's state (``.runtime/``: a workspace with its audit
 runs with what the host has (without user namespaces: a host scratch directory, Landlock
 and seccomp only) and the fingerprint says what is missing.
 
-Hazard: the launcher's parent-death signal fires when the *thread* that spawned it exits;
-spawn from a thread that outlives the process (the event loop's, or the main thread).
+Hazard: the launcher's parent-death signal fires when the *thread* that spawned it exits.
+:func:`spawn_sandboxed` forks it from the spawner thread (``_spawner``), which lives as long
+as the process; a caller of :func:`plan_process` that spawns the launcher itself must do so
+from a thread that outlives the process (the event loop's, or the main thread).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from runtime.backends.base import Fingerprint
 from runtime.backends.sandbox import cgroups, seccomp
 from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
 from runtime.backends.sandbox._launcher import EXIT_SETUP, SCRATCH, SPEC_ENV
+from runtime.backends.sandbox._spawner import spawn_in_owner_thread
 from runtime.backends.sandbox.backend import SANDBOX_UID
 from runtime.backends.sandbox.probe import HostCapabilities, probe_host
 from runtime.errors import SandboxError, SandboxUnavailable
@@ -411,18 +414,24 @@ def spawn_sandboxed(
     plan = plan_process(
         argv, env=env, limits=limits, read_only=read_only, network=network, mode=mode, name=name
     )
-    try:
-        popen = subprocess.Popen(
-            plan.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=plan.env,
-            cwd="/",
-            close_fds=True,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        plan.cleanup()
-        raise SandboxError(f"{name}: cannot start the sandbox launcher: {exc}") from exc
-    return SandboxedProcess(popen, plan)
+
+    def spawn() -> SandboxedProcess:
+        try:
+            popen = subprocess.Popen(
+                plan.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=plan.env,
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            plan.cleanup()
+            raise SandboxError(f"{name}: cannot start the sandbox launcher: {exc}") from exc
+        return SandboxedProcess(popen, plan)
+
+    # Forked by the spawner thread: the launcher's parent-death signal follows this
+    # process, not the calling thread (see _spawner).
+    return spawn_in_owner_thread(spawn, lambda proc: proc.close(grace_s=0))

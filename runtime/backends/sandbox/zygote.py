@@ -1291,6 +1291,10 @@ def main(argv: list[str] | None = None) -> int:
     ctl = socket.socket(fileno=int(args[0]))
     # The broker dying must end us and, through each child's parent-death signal, every call.
     _linux.prctl(1, signal.SIGKILL)
+    # The broker may have died during our boot, before the signal was armed: then nothing
+    # sends it, and a copy of its socket end (a child it forked) would keep us waiting.
+    if os.getppid() != int(args[1]):
+        return 0
     # Subreaper: orphans of a call without a pid namespace (test-only) are ours to reap.
     _linux.prctl(36, 1)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):

@@ -9,7 +9,8 @@ wasmtime-py has no Config setter for it, so it is set through the C API.
 Hazards: each slot reserves ``POOL_MAX_MEMORY`` of address space (not memory) up front; when
 that reservation fails (a low RLIMIT_AS, a 32-bit host) the backend falls back to the
 on-demand allocator and says so in its fingerprint. At most ``POOL_SLOTS`` instances can be
-live at once: the backend holds a semaphore of that size around every call.
+live at once: the backend holds a semaphore of that size around every call. Modules compile
+on the calling thread, never on a pool of wasmtime's (see ``_config``: fork).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def _config(pooled: bool) -> wasmtime.Config:
     config.consume_fuel = True
     config.epoch_interruption = True
     config.cranelift_opt_level = "speed"
+    # Compiled on this thread, not on wasmtime's (rayon's) pool: the pool's threads do not
+    # survive fork, so a forked child compiling a module would wait for them forever. The
+    # guests are small (tens of KiB: ~70 ms to compile either way on 2 cores) and each is
+    # compiled once, then loaded from the module cache.
+    config.parallel_compilation = False
     # Copying the (small) data segments into a slot measured faster than mapping a
     # copy-on-write image and faulting its pages in.
     config.memory_init_cow = False

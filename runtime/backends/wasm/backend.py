@@ -29,9 +29,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,7 +195,15 @@ class _EpochTicker:
     With the native helper, a C thread (``NativeTicker``): native calls keep the GIL during a
     guest's first tick, so the tick source must never need the GIL (a Python ticker could
     not tick while a runaway guest holds it). Without the helper (or if the C thread cannot
-    be started), one daemon Python thread, and calls release the GIL for their whole run."""
+    be started), one daemon Python thread, and calls release the GIL for their whole run.
+
+    Hazard (fork): a forked child has neither thread, so nothing would tick its copy of the
+    engine, and a runaway guest there would be stopped by its fuel alone, never its
+    deadline. An after-fork hook (:func:`_forked_child`) marks every ticker not started, so
+    the child's first call starts its own (``run_sync`` checks ``started``; nothing per
+    call). The hook only assigns: after fork only the forking thread exists, so the locks
+    and events the parent's threads used are replaced rather than taken, and no thread is
+    started there (a child that makes no wasm call never has one)."""
 
     def __init__(self, engine: wasmtime.Engine) -> None:
         self._engine = engine
@@ -203,6 +213,17 @@ class _EpochTicker:
         self.native: NativeTicker | None = None
         self.started = False
         self._lock = threading.Lock()
+        _TICKERS.add(self)
+
+    def forked_child(self) -> None:
+        """In a forked child (see the class): nothing runs, and the next call starts it."""
+        # The parent's C ticker is not live here (_ticker.c: its generation is the
+        # parent's), so dropping it stops, joins and destroys nothing; only its memory goes.
+        self.native = None
+        self._thread = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.started = False
 
     def start(self, native: NativeCaller | None) -> None:
         if self.started:
@@ -235,6 +256,18 @@ class _EpochTicker:
         if thread is not None:
             self._stop.set()
             thread.join()
+
+
+#: Every live ticker, for the after-fork hook (weak: a backend's ticker goes with it).
+_TICKERS: weakref.WeakSet[_EpochTicker] = weakref.WeakSet()
+
+
+def _forked_child() -> None:
+    for ticker in list(_TICKERS):
+        ticker.forked_child()
+
+
+os.register_at_fork(after_in_child=_forked_child)
 
 
 class WasmBackend:

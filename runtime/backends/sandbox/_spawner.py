@@ -1,0 +1,103 @@
+"""One long-lived thread per process that starts the sandbox's processes.
+
+The fork-server (zygote, ``_prespawn``) and the launcher of a long-lived sandboxed program
+(``process``) each arm a parent-death signal, so that they never outlive the broker: a
+SIGKILL of the broker, where nothing of it runs any more, still ends them (and, down their
+own parent-death signals, every call). Hazard: Linux sends that signal when the *thread*
+that forked the child exits, not its process. A broker made, or first called, in a worker
+thread (a ``concurrent.futures`` pool, an anyio worker that idles out after 10 s, a thread
+of the caller's) would lose its zygote with that thread, and every later call would fail.
+
+So every such process is forked by this module's thread, started on first use and never
+ended: it exits only with the process, which is exactly when the signal must fire. A thread
+that asks blocks for the answer (a fork+exec, ~1-5 ms, as before); the zygote's boot then
+runs on another core as it did. After ``os.fork()`` the child has no such thread (only the
+forking one survives, and a lock some other thread held stays held): ``register_at_fork``
+gives the child a fresh lock and no thread, so its first spawn starts its own.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["spawn_in_owner_thread"]
+
+T = TypeVar("T")
+
+_Job = tuple[Callable[[], Any], Future[Any]]
+
+
+class _State:
+    """The spawner thread's queue and id (None: not started in this process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[_Job] | None = None
+        self.ident: int | None = None
+
+    def forked_child(self) -> None:
+        # Only the forking thread exists now: no spawner, and the lock may be held by a
+        # thread that is gone. Plain assignments, no locking (safe in an after-fork hook).
+        self.lock = threading.Lock()
+        self.jobs = self.ident = None
+
+
+_state = _State()
+os.register_at_fork(after_in_child=_state.forked_child)
+
+
+def _serve(jobs: queue.SimpleQueue[_Job]) -> None:
+    while True:
+        fn, future = jobs.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            result = fn()
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+
+def _jobs() -> queue.SimpleQueue[_Job]:
+    state = _state
+    with state.lock:
+        if state.jobs is None:
+            jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+            # Daemon: it must not hold up the interpreter's exit, and it is never joined.
+            thread = threading.Thread(
+                target=_serve, args=(jobs,), name="runtime-sandbox-spawner", daemon=True
+            )
+            thread.start()
+            state.jobs, state.ident = jobs, thread.ident
+        return state.jobs
+
+
+def spawn_in_owner_thread(spawn: Callable[[], T], discard: Callable[[T], object]) -> T:
+    """``spawn()`` run on the spawner thread (see the module); its result or exception.
+
+    ``discard`` ends what ``spawn`` made when the caller stops waiting for it (an
+    exception, KeyboardInterrupt say, raised in the waiting thread): the spawn itself is
+    not interrupted, and its process must not be left behind unowned."""
+    if threading.get_ident() == _state.ident:
+        return spawn()
+    future: Future[T] = Future()
+    _jobs().put((spawn, future))
+    try:
+        return future.result()
+    except BaseException:
+        # Not started yet: cancelled, nothing made. Otherwise (running, or done just now)
+        # whatever it made is ended when it is done; a spawn that failed made nothing.
+        if not future.cancel():
+            future.add_done_callback(lambda done: _discard(done, discard))
+        raise
+
+
+def _discard(done: Future[T], discard: Callable[[T], object]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        discard(done.result())

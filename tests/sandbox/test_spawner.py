@@ -1,0 +1,149 @@
+"""The spawner thread (runtime/backends/sandbox/_spawner.py): one long-lived thread per
+process runs every spawn, hands back its result or exception, ends what a caller stopped
+waiting for, and is started afresh in a forked child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from runtime.backends.sandbox import _spawner
+from runtime.backends.sandbox._spawner import spawn_in_owner_thread
+
+
+def _nothing(_: object) -> None:
+    raise AssertionError("nothing to discard")
+
+
+def test_every_spawn_runs_on_one_thread_that_outlives_its_callers() -> None:
+    idents: list[int] = []
+
+    def caller() -> None:
+        idents.append(spawn_in_owner_thread(threading.get_ident, _nothing))
+
+    for _ in range(3):
+        thread = threading.Thread(target=caller)
+        thread.start()
+        thread.join()
+    idents.append(spawn_in_owner_thread(threading.get_ident, _nothing))
+    assert len(set(idents)) == 1
+    assert idents[0] != threading.get_ident()
+    spawner = next(t for t in threading.enumerate() if t.ident == idents[0])
+    assert spawner.daemon and spawner.is_alive()
+
+
+def test_a_spawn_that_fails_raises_in_the_caller() -> None:
+    def fail() -> None:
+        raise OSError(24, "Too many open files")
+
+    with pytest.raises(OSError, match="Too many open files"):
+        spawn_in_owner_thread(fail, _nothing)
+    assert spawn_in_owner_thread(lambda: 7, _nothing) == 7  # the thread lives on
+
+
+def test_the_spawner_may_spawn_itself() -> None:
+    """A spawn that spawns (on the spawner thread) runs at once rather than deadlocking."""
+    inner = spawn_in_owner_thread(
+        lambda: spawn_in_owner_thread(threading.get_ident, _nothing), _nothing
+    )
+    assert inner == spawn_in_owner_thread(threading.get_ident, _nothing)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_what_a_caller_stopped_waiting_for_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waiting caller is interrupted (KeyboardInterrupt, say) while the spawn runs: the
+    spawn finishes, and ``discard`` ends what it made. (The wait raises as a signal handler
+    would make it: handlers run only on the main thread, which the test may not be on.)"""
+    started, release = threading.Event(), threading.Event()
+    discarded: list[str] = []
+
+    class InterruptedWait(Future[Any]):
+        waited = False
+
+        def result(self, timeout: float | None = None) -> Any:
+            if self.waited:  # the discarding callback's
+                return super().result(timeout)
+            self.waited = True
+            started.wait(10)
+            raise _Interrupted
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "process"
+
+    monkeypatch.setattr(_spawner, "Future", InterruptedWait)
+    with pytest.raises(_Interrupted):
+        spawn_in_owner_thread(slow, discarded.append)
+    assert discarded == []
+    release.set()
+    deadline = time.monotonic() + 10
+    while not discarded:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert discarded == ["process"]
+
+
+def test_a_spawn_not_yet_started_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interrupted before the spawner took it up: it never runs."""
+    release = threading.Event()
+    ran: list[str] = []
+
+    class InterruptedWait(Future[Any]):
+        def result(self, timeout: float | None = None) -> Any:
+            raise _Interrupted
+
+    busy = threading.Thread(target=spawn_in_owner_thread, args=(lambda: release.wait(10), _nothing))
+    busy.start()
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(_spawner, "Future", InterruptedWait)
+            with pytest.raises(_Interrupted):
+                spawn_in_owner_thread(lambda: ran.append("spawn"), _nothing)
+    finally:
+        release.set()
+        busy.join()
+    assert spawn_in_owner_thread(lambda: "after", _nothing) == "after"
+    assert ran == []
+
+
+def test_a_forked_child_starts_its_own_spawner() -> None:
+    """After fork only the forking thread exists: the child's first spawn starts a new
+    spawner thread (instead of queueing for one that is gone, forever)."""
+    parent_spawner = spawn_in_owner_thread(threading.get_ident, _nothing)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            ident = spawn_in_owner_thread(threading.get_ident, _nothing)
+            ok = ident not in (threading.get_ident(), None) and _spawner._state.ident == ident
+            os.write(w, b"ok" if ok else b"bad")
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            assert time.monotonic() < deadline, "the child's spawn never ran"
+            time.sleep(0.01)
+        assert os.read(r, 16) == b"ok"
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        if not done:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(r)
+    assert spawn_in_owner_thread(threading.get_ident, _nothing) == parent_spawner
