@@ -1,0 +1,35 @@
+"""Policy round six, read again: what the long-option helper (runtime/policy/_long_options.py)
+lost or misread, and three gaps the round left (renames by a glob with a star, GNU parallel's
+abbreviated options, the files a shell sources through its own options).
+
+Each refused or asked command was allowed before its fix; each benign control guards a fix
+against over-blocking.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _policy_helpers import verdict
+
+from runtime.policy import Policy
+
+RM = "commands.deny.rm-root"
+INTERP = "commands.hazard.interpreter"
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy.default()
+
+
+# A HAZARD_ARGS pattern with a trailing '*' names longer options too, as fnmatch read it
+# before round six: 'git --exec-path=DIR' makes git run its helpers (git-remote-https) from DIR.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git --exec-path=./evil fetch origin",
+        "git --exec-path ./evil fetch origin",
+    ],
+)
+def test_a_starred_hazard_pattern_still_names_longer_options(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", INTERP)
