@@ -53,6 +53,46 @@ _SHADOWING: dict[str, frozenset[str]] = {
         }
     ),
     "unshare": _L({"--map-group", "--map-user", "--mount"}),
+    # '--start' is not '--startas' (which names the program run).
+    "start-stop-daemon": _L({"--pid", "--start"}),
+    "systemd-run": _L({"--slice"}),
+    "strace": _L({"--output", "--summary", "--trace"}),
+    "valgrind": _L(
+        {
+            "--leak-check",
+            "--trace-children",
+            "--trace-children-skip",
+            "--vgdb",
+            "--xml",
+            "--xtree-leak",
+            "--xtree-memory",
+        }
+    ),
+    "gdb": _L({"--batch"}),
+    "less": _L({"--tag"}),
+    "psql": _L({"--field-separator", "--record-separator"}),
+    "npx": _L({"--workspace"}),
+    "bash": _L({"--debug"}),
+    # node reads its options whole; listed so that its full names stay themselves.
+    **dict.fromkeys(
+        ("node", "nodejs"),
+        _L(
+            {
+                "--build-snapshot",
+                "--cpu-prof",
+                "--env-file",
+                "--heap-prof",
+                "--inspect",
+                "--preserve-symlinks",
+                "--prof",
+                "--report-dir",
+                "--secure-heap",
+                "--test",
+                "--test-reporter",
+                "--watch",
+            }
+        ),
+    ),
     "nsenter": _L({"--wd"}),
     "ionice": _L({"--class"}),
     "curl": _L(

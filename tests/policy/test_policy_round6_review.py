@@ -33,3 +33,16 @@ def policy() -> Policy:
 )
 def test_a_starred_hazard_pattern_still_names_longer_options(policy: Policy, command: str) -> None:
     assert verdict(policy, command) == ("ask", INTERP)
+
+
+# A full option name that prefixes another of the same program is itself (_SHADOWING):
+# 'start-stop-daemon --start' is not '--startas', which would take '--exec' as the program.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "start-stop-daemon --start --exec /bin/rm -- -rf /",
+        "start-stop-daemon --start --pid 1 --exec /bin/rm -- -rf /",
+    ],
+)
+def test_a_full_option_name_is_not_read_as_a_longer_one(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", RM)
