@@ -46,3 +46,37 @@ def test_a_starred_hazard_pattern_still_names_longer_options(policy: Policy, com
 )
 def test_a_full_option_name_is_not_read_as_a_longer_one(policy: Policy, command: str) -> None:
     assert verdict(policy, command) == ("deny", RM)
+
+
+# An option whose value is optional takes it attached only ('--output-error[=MODE]'): the
+# next word is a file it writes. Round six's prefixes made 'tee --output-err FILE' hide FILE.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x | tee --output-error .git/hooks/pre-commit",
+        "echo x | tee --output-err .git/hooks/pre-commit",
+        "mkdir --context .git/hooks/d",
+        # Options with a required value, which hid nothing but read it as a path.
+        "cp a .git/hooks/pre-commit --sparse never",
+        "install a .git/hooks/pre-commit --strip-program strip",
+    ],
+)
+def test_an_optional_valued_option_does_not_hide_the_next_operand(
+    policy: Policy, command: str
+) -> None:
+    assert verdict(policy, command) == ("deny", "paths.deny_write")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x | tee --output-error=warn log.txt",
+        "cp --sparse never a b",
+        "cp --no-preserve mode a b",
+        "touch --time mtime notes.txt",
+        "chown --from root:root user notes.txt",
+        "install --strip-program strip a out/b",
+    ],
+)
+def test_valued_writer_options_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
