@@ -80,3 +80,31 @@ def test_an_optional_valued_option_does_not_hide_the_next_operand(
 )
 def test_valued_writer_options_stay_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# A renaming move by a glob with a star that is aimed at a protected name whose pattern has
+# a star too ('id_rsa*'): '*rsa' meets 'id_rsa*' and its decoy 'je_stb*' alike, but it
+# matches 'id_rsa' and not 'je_stb'.
+@pytest.mark.parametrize(
+    "command",
+    ["mv *rsa x", "mv *_rsa key", "mv ssh/*rsa x", "mv *d_r* x", "mv *25519 x", "mv -T *dsa k"],
+)
+def test_a_renaming_move_by_a_star_glob_aimed_at_a_starred_name_asks(
+    policy: Policy, command: str
+) -> None:
+    assert verdict(policy, command) == ("ask", "paths.deny")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "mv * x",
+        "mv *_* x",  # as generic for 'je_stb' as for 'id_rsa'
+        "mv *.txt notes.txt",
+        "mv report* final",
+        "mv *.tar.gz backup.tgz",
+        "mv *rsa keys/",  # a directory destination keeps the names
+    ],
+)
+def test_generic_star_globs_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
