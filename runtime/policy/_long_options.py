@@ -25,6 +25,19 @@ __all__ = ["long_option", "long_option_value"]
 
 _L = frozenset
 
+# GNU parallel's full option names that prefix others (its Getopt::Long options hash,
+# 20221122; it has no --help listing them).
+_PARALLEL = _L(
+    {
+        "--arg-file", "--argfile", "--block", "--color", "--color-fail", "--colorfail",
+        "--colour", "--colour-fail", "--colourfail", "--compress", "--ctag", "--dr", "--filter",
+        "--filter-host", "--group", "--halt", "--hostgroup", "--line-buffer", "--linebuffer",
+        "--link", "--no-k", "--nok", "--pipe", "--regex", "--res", "--result", "--resume",
+        "--round", "--semaphore", "--sql", "--ssh", "--sshlogin", "--tag", "--tmux", "--total",
+        "--transfer", "--transfer-file", "--transferfile", "--xapply",
+    }
+)  # fmt: skip
+
 #: Per program, long options whose full name is a proper prefix of another long option of
 #: the same program: given in full they are themselves, not an abbreviation.
 _SHADOWING: dict[str, frozenset[str]] = {
@@ -95,6 +108,7 @@ _SHADOWING: dict[str, frozenset[str]] = {
     ),
     "nsenter": _L({"--wd"}),
     "ionice": _L({"--class"}),
+    "parallel": _PARALLEL,
     "curl": _L(
         {
             "--cert",

@@ -108,3 +108,39 @@ def test_a_renaming_move_by_a_star_glob_aimed_at_a_starred_name_asks(
 )
 def test_generic_star_globs_stay_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# GNU parallel reads its options as Getopt::Long does: by any unique prefix, a short
+# cluster's last valued letter taking the next word; its full option names stay themselves
+# ('--tag' is not '--tag-string'); the values of '--ssh' and the compress programs are
+# command lines it runs.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "parallel --jo 4 rm -rf / ::: a",
+        "parallel --tmp /tmp rm -rf / ::: a",
+        "parallel --tag-str x rm -rf / ::: a",
+        "parallel -kj 4 rm -rf / ::: a",
+        "parallel --tag rm -rf / ::: a",
+        "parallel --ssh 'rm -rf /' -S host echo ::: a",
+        "parallel --compress-prog='rm -rf /' echo ::: a",
+    ],
+)
+def test_parallel_options_are_read_as_getopt_long_reads_them(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", RM)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "parallel -j4 --tag gzip ::: a.log b.log",
+        "parallel --jobs=4 gzip ::: a.log",
+        "parallel --jo 4 gzip ::: a.log",
+        "parallel -kj4 gzip ::: a.log",
+        "parallel --max-l 2 echo ::: a b",
+        "parallel --compress --res out gzip ::: a.log",
+        "parallel --eta --progress gzip ::: a.log",
+    ],
+)
+def test_ordinary_parallel_options_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
