@@ -205,9 +205,17 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
                 targets.append(Word(v.split("=", 1)[1], w.dynamic))
             elif opt in valued and "=" not in v:
                 skip = opt
-        elif options and v.startswith("-") and v != "-" and not w.operand:
-            if v in valued:
-                skip = v
+        elif options and (cluster := short_cluster(v)) is not None and not w.operand:
+            # '-rt DIR', '-t.git/hooks': the first valued letter takes the rest of the
+            # cluster, or the next word when it ends it.
+            for k, letter in enumerate(cluster):
+                if "-" + letter not in valued:
+                    continue
+                if k == len(cluster) - 1:
+                    skip = "-" + letter
+                elif "-" + letter in _TARGET:
+                    targets.append(Word(cluster[k + 1 :], w.dynamic))
+                break
         else:
             operands.append(w)
     if which == "all":

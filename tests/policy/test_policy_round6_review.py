@@ -172,3 +172,28 @@ def test_a_shell_rcfile_is_read_as_dot_file(
 )
 def test_an_rcfile_of_the_workspace_stays_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow"
+
+
+# A short option cluster's valued letter: '-rt DIR' and '-t.git/hooks' name the target
+# directory as '-t DIR' does.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cp -rt .git/hooks x",
+        "cp -t.git/hooks x",
+        "install -Dt .git/hooks x",
+        "ln -st .git/hooks x",
+        "mv -t.git x",
+        "mv -vt .git x",
+    ],
+)
+def test_a_target_directory_in_a_short_cluster_is_checked(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", "paths.deny_write")
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cp -rt out a b", "install -Dm644 a out/b", "mv -vt out a b", "mv -vS .bak a b", "ln -sf a b"],
+)
+def test_short_clusters_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
