@@ -25,6 +25,19 @@ __all__ = ["long_option", "long_option_value"]
 
 _L = frozenset
 
+# GNU parallel's full option names that prefix others (its Getopt::Long options hash,
+# 20221122; it has no --help listing them).
+_PARALLEL = _L(
+    {
+        "--arg-file", "--argfile", "--block", "--color", "--color-fail", "--colorfail",
+        "--colour", "--colour-fail", "--colourfail", "--compress", "--ctag", "--dr", "--filter",
+        "--filter-host", "--group", "--halt", "--hostgroup", "--line-buffer", "--linebuffer",
+        "--link", "--no-k", "--nok", "--pipe", "--regex", "--res", "--result", "--resume",
+        "--round", "--semaphore", "--sql", "--ssh", "--sshlogin", "--tag", "--tmux", "--total",
+        "--transfer", "--transfer-file", "--transferfile", "--xapply",
+    }
+)  # fmt: skip
+
 #: Per program, long options whose full name is a proper prefix of another long option of
 #: the same program: given in full they are themselves, not an abbreviation.
 _SHADOWING: dict[str, frozenset[str]] = {
@@ -53,8 +66,49 @@ _SHADOWING: dict[str, frozenset[str]] = {
         }
     ),
     "unshare": _L({"--map-group", "--map-user", "--mount"}),
+    # '--start' is not '--startas' (which names the program run).
+    "start-stop-daemon": _L({"--pid", "--start"}),
+    "systemd-run": _L({"--slice"}),
+    "strace": _L({"--output", "--summary", "--trace"}),
+    "valgrind": _L(
+        {
+            "--leak-check",
+            "--trace-children",
+            "--trace-children-skip",
+            "--vgdb",
+            "--xml",
+            "--xtree-leak",
+            "--xtree-memory",
+        }
+    ),
+    "gdb": _L({"--batch"}),
+    "less": _L({"--tag"}),
+    "psql": _L({"--field-separator", "--record-separator"}),
+    "npx": _L({"--workspace"}),
+    "bash": _L({"--debug"}),
+    # node reads its options whole; listed so that its full names stay themselves.
+    **dict.fromkeys(
+        ("node", "nodejs"),
+        _L(
+            {
+                "--build-snapshot",
+                "--cpu-prof",
+                "--env-file",
+                "--heap-prof",
+                "--inspect",
+                "--preserve-symlinks",
+                "--prof",
+                "--report-dir",
+                "--secure-heap",
+                "--test",
+                "--test-reporter",
+                "--watch",
+            }
+        ),
+    ),
     "nsenter": _L({"--wd"}),
     "ionice": _L({"--class"}),
+    "parallel": _PARALLEL,
     "curl": _L(
         {
             "--cert",

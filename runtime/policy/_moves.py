@@ -143,6 +143,15 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
             elif opt == "--target-directory":
                 out.append((Word(v.split("=", 1)[1], w.dynamic), False))
                 target = True
+            elif (cluster := short_cluster(v)) is not None:
+                # '-vt DIR', '-t.git': the first valued letter takes the rest of the
+                # cluster, or the next word when it ends it.
+                k = next((k for k, c in enumerate(cluster) if c in "tS"), -1)
+                if k == len(cluster) - 1:
+                    value_of = "-" + cluster[k]
+                elif k >= 0 and cluster[k] == "t":
+                    out.append((Word(cluster[k + 1 :], w.dynamic), False))
+                    target = True
         else:
             out.append((w, cmd.program != "rename"))
     if cmd.program == "rm":

@@ -43,13 +43,17 @@ __all__ = ["CodeMixin"]
 
 
 def _hazard_arg(value: str, pattern: str, program: str) -> bool:
-    """Whether the word ``value`` is the :data:`HAZARD_ARGS` ``pattern``: a long option
-    ('--rsh*', '--eval') by any prefix of its name, anything else by fnmatch."""
+    """Whether the word ``value`` is the :data:`HAZARD_ARGS` ``pattern`` by fnmatch, or a
+    long option pattern ('--rsh*', '--eval') by any prefix of its name. Both: a trailing '*'
+    also names longer options ('git --exec*' is '--exec-path=DIR' too, where git finds its
+    helper programs)."""
+    if fnmatchcase(value, pattern):
+        return True
     if pattern.startswith("--") and value.startswith("--"):
         name = pattern.rstrip("*")
         if not set("*?[").intersection(name):
             return long_option(value, (name,), program) is not None
-    return fnmatchcase(value, pattern)
+    return False
 
 
 # Long options whose value is a command line run by the tool (tar, rsync), by any prefix

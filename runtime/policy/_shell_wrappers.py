@@ -189,12 +189,8 @@ class WrappersMixin(WalkerState):
             self.hazard("dynamic", "eval runs a string built at run time", feeds)
             self.shell_string(join_words(words[1:]), depth, feeds)
         elif name in (".", "source"):
-            if len(words) > 1 and words[1].dynamic:
-                self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
-            elif len(words) > 1 and is_stream_path(words[1].value):
-                self.hazard("interpreter", f"{name} reads code from its input", feeds)
-            elif len(words) > 1:
-                self.note_run(words[1].value, True, depth, feeds, name)
+            if len(words) > 1:
+                self.sourced(name, words[1], depth, feeds)
         elif name == "alias":
             for w in words[1:]:
                 if "=" in w.value:
@@ -303,6 +299,17 @@ class WrappersMixin(WalkerState):
             finally:
                 self.speculating -= 1
 
+    def sourced(self, name: str, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
+        """A file ``name`` reads as shell code in the running shell ('. FILE', 'bash
+        --rcfile FILE'): a run-time name or a stream is code the command gives it; a file
+        the same command writes is read (:meth:`note_run`)."""
+        if word.dynamic:
+            self.hazard("interpreter", f"{name} runs code from a substitution", feeds)
+        elif is_stream_path(word.value):
+            self.hazard("interpreter", f"{name} reads code from its input", feeds)
+        else:
+            self.note_run(word.value, True, depth, feeds, name)
+
     def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
         if word.dynamic:
             self.hazard("dynamic", "shell code is built at run time", feeds)
@@ -326,6 +333,10 @@ class WrappersMixin(WalkerState):
                 stdin_mode = stdin_mode or v == "-"
                 i += 1
                 break
+            if v in ("--rcfile", "--init-file") and i + 1 < len(words):
+                # An interactive bash sources FILE before its commands, as '. FILE' does
+                # (bash reads its long options whole: no '--rcfile=FILE', no prefixes).
+                self.sourced(name, words[i + 1], depth, feeds)
             if v in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
                 i += 2
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from runtime.policy._long_options import long_option
 from runtime.policy.argv import Word, join_words, program_name, shell_options, short_cluster
 from runtime.policy.wrappers import SHELL_STRING_OPTIONS, SHELLS, Wrapper
 
@@ -236,18 +237,76 @@ def argv_after_option(name: str, words: list[Word]) -> list[Word] | None:
     return None
 
 
-# GNU parallel's options that take a separate value.
-_PARALLEL_VALUED = frozenset(
+# GNU parallel's options that take a value (its Getopt::Long table, 20221122): '=s' ones
+# always, '--eof'/'--replace' (':s') when the next word is no option, '--max-lines' (':f')
+# when it is a number. Getopt::Long (bundling) reads a long option by any unique prefix
+# (:func:`runtime.policy._long_options.long_option`); a short cluster's first valued letter
+# takes the rest of the cluster, or the next word when it ends it ('-kj 4').
+_PARALLEL_SHORT_VALUED = "BCDEHIJLNPSUWadjns"
+_PARALLEL_LONG_VALUED = frozenset(
     {
-        "-a", "--arg-file", "-d", "--delimiter", "-E", "--eof", "-I", "-j", "--jobs", "-P",
-        "--max-procs", "-n", "--max-args", "-N", "-L", "--max-lines", "-l", "-S",
-        "--sshlogin", "--sshloginfile", "--slf", "--colsep", "-C", "--joblog", "--results",
-        "--res", "--tmpdir", "--tempdir", "--workdir", "--wd", "--delay", "--timeout",
-        "--retries", "--halt", "--memfree", "--load", "--basefile", "--bf", "--return",
-        "--env", "--tag-string", "--tagstring", "--block", "--recstart", "--recend", "--nice",
-        "--shebang-wrap", "--sshdelay", "--termseq", "--limit",
+        "--arg-file", "--arg-file-sep", "--arg-sep", "--argfile", "--argfilesep", "--argsep",
+        "--basefile", "--basenameextensionreplace", "--basenamereplace", "--bf", "--bin",
+        "--block", "--block-size", "--block-timeout", "--blocksize", "--blocktimeout",
+        "--bner", "--bnr", "--bt", "--col-sep", "--colsep", "--compress-program",
+        "--compressprogram", "--ctag-string", "--ctagstring", "--debug", "--decompress-program",
+        "--decompressprogram", "--delay", "--delimiter", "--dirnamereplace", "--dnr", "--env",
+        "--er", "--extensionreplace", "--filter", "--group-by", "--groupby", "--halt",
+        "--halt-on-error", "--haltonerror", "--header", "--id", "--jl", "--joblog", "--jobs",
+        "--limit", "--linkinputsource", "--load", "--max-args", "--max-chars", "--max-procs",
+        "--max-replace-args", "--maxargs", "--maxchars", "--maxprocs", "--maxreplaceargs",
+        "--memfree", "--memsuspend", "--min-version", "--minversion", "--nice", "--parens",
+        "--process-slot-var", "--processslotvar", "--profile", "--recend", "--recstart",
+        "--res", "--result", "--results", "--retries", "--return", "--rpl", "--rsync-opts",
+        "--rsyncopts", "--semaphore-name", "--semaphore-timeout", "--semaphorename",
+        "--semaphoretimeout", "--seqreplace", "--shard", "--shell-completion",
+        "--shellcompletion", "--slf", "--slotreplace", "--sql", "--sql-and-worker",
+        "--sql-master", "--sql-worker", "--sqlandworker", "--sqlmaster", "--sqlworker",
+        "--ssh", "--ssh-delay", "--sshdelay", "--sshlogin", "--sshloginfile", "--st",
+        "--tag-string", "--tagstring", "--tempdir", "--template", "--term-seq", "--termseq",
+        "--tf", "--timeout", "--tmpdir", "--tmpl", "--total", "--total-jobs", "--totaljobs",
+        "--transfer-file", "--transfer-files", "--transferfile", "--transferfiles", "--trc",
+        "--trim", "--use-compress-program", "--use-decompress-program",
+        "--usecompressprogram", "--usedecompressprogram", "--wd", "--work-dir", "--workdir",
+        "--xapplyinputsource",
     }
 )  # fmt: skip
+# Its options whose value is a command line it runs (the ssh it reaches hosts with, the
+# programs it pipes output through).
+_PARALLEL_COMMANDS = frozenset(
+    {
+        "--ssh", "--compress-program", "--compressprogram", "--use-compress-program",
+        "--usecompressprogram", "--decompress-program", "--decompressprogram",
+        "--use-decompress-program", "--usedecompressprogram",
+    }
+)  # fmt: skip
+_PARALLEL_OPTIONAL = {"--eof": "e", "--replace": "i", "--max-lines": "l", "--maxlines": "l"}
+_NUMBER_RE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _parallel_takes_next(v: str, following: str) -> bool:
+    """Whether parallel's option word ``v`` takes the word ``following`` as its value."""
+    if v.startswith("--"):
+        if "=" in v:
+            return False
+        names = _PARALLEL_LONG_VALUED | _PARALLEL_OPTIONAL.keys()
+        name = long_option(v, names, "parallel")
+        letter = _PARALLEL_OPTIONAL.get(name or "", "")
+        if not letter:
+            return name is not None
+    else:
+        cluster = short_cluster(v) or ""
+        k = next((k for k, c in enumerate(cluster) if c in _PARALLEL_SHORT_VALUED + "eil"), -1)
+        if k != len(cluster) - 1:
+            return False  # no valued letter, or its value is the rest of the cluster
+        letter = cluster[k]
+    if letter == "l":
+        return _NUMBER_RE.fullmatch(following) is not None
+    if letter in "ei":
+        return not following.startswith("-")
+    return True
+
+
 _PARALLEL_SOURCES = frozenset({":::", "::::", ":::+", "::::+"})
 _PARALLEL_INPUTS = 16  # inputs put in the template one by one
 # parallel's replacement strings: '{}', '{.}', '{/}', '{//}', '{/.}', '{1}', '{#}' ...
@@ -261,16 +320,25 @@ def parallel_commands(words: list[Word]) -> list[Word]:
     input from ':::' in its replacement strings or appended, quoted as parallel quotes it;
     with no command, each input is a command line ('parallel ::: "rm -rf ~"'). An input
     from a file or the standard input stands as a parameter ('ls | parallel rm -rf' is
-    'rm -rf "$x"': the rules then say "may match")."""
+    'rm -rf "$x"': the rules then say "may match"). The values of its options that are
+    command lines ('--ssh CMD') come first."""
+    out: list[Word] = []
     i = 1
     while i < len(words):
-        v = words[i].value
+        w = words[i]
+        v = w.value
         if v == "--":
             i += 1
             break
         if not v.startswith("-") or v == "-":
             break
-        i += 2 if v in _PARALLEL_VALUED else 1
+        takes = i + 1 < len(words) and _parallel_takes_next(v, words[i + 1].value)
+        if long_option(v, _PARALLEL_COMMANDS, "parallel") is not None:
+            if "=" in v:
+                out.append(Word(v.split("=", 1)[1], w.dynamic))
+            elif takes:
+                out.append(words[i + 1])
+        i += 2 if takes else 1
     rest = words[i:]
     cut = next((k for k, w in enumerate(rest) if w.value in _PARALLEL_SOURCES), len(rest))
     template = rest[:cut]
@@ -290,9 +358,8 @@ def parallel_commands(words: list[Word]) -> list[Word]:
         # is code only known then).
         known = [v for v in inputs if v is not None]
         lines = [Word("\n".join(known))] if known else []
-        return lines + ([Word("", dynamic=True)] if None in inputs else [])
+        return out + lines + ([Word("", dynamic=True)] if None in inputs else [])
     line = join_words(template)
-    out: list[Word] = []
     # The template with each input: past the first few, the inputs stand as run-time ones
     # (the rules then say "may match"), so that many inputs cost one more reading.
     picked = inputs[:_PARALLEL_INPUTS] + ([None] if len(inputs) > _PARALLEL_INPUTS else [])

@@ -27,20 +27,25 @@ __all__ = ["write_findings", "written_operands"]
 _COPY_VALUED = frozenset({"-S", "--suffix", "-t", "--target-directory"})
 # program -> (options that take a separate value, which operands are written):
 # 'all', 'last' (or the -t/--target-directory value), 'after_first' (chmod MODE FILE...;
-# with --reference=RFILE there is no MODE: every operand).
+# with --reference=RFILE there is no MODE: every operand). An option whose value is
+# optional ('tee --output-error[=MODE]', 'mkdir --context[=CTX]', 'cp --backup[=CONTROL]')
+# takes it only attached: the next word is an operand, never its value.
 _WRITERS: dict[str, tuple[frozenset[str], str]] = {
-    "tee": (frozenset({"--output-error"}), "all"),
-    "touch": (frozenset({"-r", "-d", "-t", "--reference", "--date"}), "all"),
+    "tee": (frozenset(), "all"),
+    "touch": (frozenset({"-r", "-d", "-t", "--reference", "--date", "--time"}), "all"),
     "truncate": (frozenset({"-s", "-r", "--size", "--reference"}), "all"),
     "shred": (frozenset({"-n", "-s", "--iterations", "--size", "--random-source"}), "all"),
     "unlink": (frozenset(), "all"),
     "rm": (frozenset(), "all"),
-    "mkdir": (frozenset({"-m", "--mode", "--context"}), "all"),
-    "cp": (_COPY_VALUED, "last"),
-    "install": (_COPY_VALUED | {"-m", "--mode", "-o", "--owner", "-g", "--group"}, "last"),
+    "mkdir": (frozenset({"-m", "--mode"}), "all"),
+    "cp": (_COPY_VALUED | {"--sparse", "--no-preserve"}, "last"),
+    "install": (
+        _COPY_VALUED | {"-m", "--mode", "-o", "--owner", "-g", "--group", "--strip-program"},
+        "last",
+    ),
     "ln": (_COPY_VALUED, "last"),
     "chmod": (frozenset({"--reference"}), "after_first"),
-    "chown": (frozenset({"--reference"}), "after_first"),
+    "chown": (frozenset({"--reference", "--from"}), "after_first"),
     "chgrp": (frozenset({"--reference"}), "after_first"),
 }
 _TARGET = frozenset({"-t", "--target-directory"})
@@ -200,9 +205,17 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
                 targets.append(Word(v.split("=", 1)[1], w.dynamic))
             elif opt in valued and "=" not in v:
                 skip = opt
-        elif options and v.startswith("-") and v != "-" and not w.operand:
-            if v in valued:
-                skip = v
+        elif options and (cluster := short_cluster(v)) is not None and not w.operand:
+            # '-rt DIR', '-t.git/hooks': the first valued letter takes the rest of the
+            # cluster, or the next word when it ends it.
+            for k, letter in enumerate(cluster):
+                if "-" + letter not in valued:
+                    continue
+                if k == len(cluster) - 1:
+                    skip = "-" + letter
+                elif "-" + letter in _TARGET:
+                    targets.append(Word(cluster[k + 1 :], w.dynamic))
+                break
         else:
             operands.append(w)
     if which == "all":

@@ -173,6 +173,20 @@ def _decoy(name: str) -> str:
     return "".join(out)
 
 
+def _aims(name: str) -> tuple[tuple[str, str], ...]:
+    """The (target, decoy) pairs :meth:`PathRules.renamed_name` tests a glob operand
+    against for the deny glob segment ``name``: the segment itself, and, when it has a
+    star, its shortest names (the stars matching nothing: 'id_rsa*' -> 'id_rsa'). The
+    second is what a glob with a star of its own is aimed at: '*rsa' meets 'id_rsa*' and
+    its decoy 'je_stb*' alike (the decoy's star takes the 'rsa'), but it matches 'id_rsa'
+    and not 'je_stb'."""
+    pairs = [(name, _decoy(name))]
+    if "*" in name:
+        shortest = name.replace("*", "")
+        pairs.append((shortest, _decoy(shortest)))
+    return tuple(pairs)
+
+
 def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The kernel's half of these rules, as ``(hide, readonly)`` globs for the sandbox's masks
     (``runtime.backends.sandbox.masks``) in every call's workspace.
@@ -207,7 +221,7 @@ class PathRules:
         # '**/NAME' globs (what _below_glob leaves out), by their NAME: a move that renames
         # may take such an entry out from under its name (see renamed_name).
         self._names = tuple(
-            (rule, pattern, pattern.split("/")[-1], _decoy(pattern.split("/")[-1]))
+            (rule, pattern, _aims(pattern.split("/")[-1]))
             for rule, patterns in (
                 ("paths.deny", section.deny),
                 ("paths.deny_write", section.deny_write),
@@ -342,7 +356,10 @@ class PathRules:
         Aimed: it could match a name NAME matches, but not one that NAME with its letters
         and digits changed matches (:func:`_decoy`): ``.e*``, ``*.pem``, ``s*.p?m``, ``id_*``
         are; ``report*`` and ``*.log`` (which meet ``*.pem`` and ``id_rsa*`` only through
-        a star) are not, or every 'mv build* old' would ask. A glob without a star
+        a star) are not, or every 'mv build* old' would ask. A NAME with a star is also
+        aimed at through its shortest name (:func:`_aims`): ``*rsa`` and ``*d_r*`` meet
+        ``id_rsa*`` only as any glob with a star does, but they match ``id_rsa`` and not
+        ``je_stb``. A glob without a star
         ('??????', '.?nv', '[.]e[n]v') chooses names by length and class only: one that
         can match NAME is aimed at it whatever else it matches (the caller picks the length
         of the protected name; 'mv ?????? x' renames an 'id_rsa' that is the only
@@ -355,9 +372,10 @@ class PathRules:
             return None
         last = value.rstrip("/").rsplit("/", 1)[-1]
         bounded = is_bounded(last)
-        for rule, pattern, name, decoy in self._names:
-            if segments_meet(last, name, dotglob=True) and (
-                bounded or not segments_meet(last, decoy, dotglob=True)
-            ):
-                return rule, pattern
+        for rule, pattern, aims in self._names:
+            for name, decoy in aims:
+                if segments_meet(last, name, dotglob=True) and (
+                    bounded or not segments_meet(last, decoy, dotglob=True)
+                ):
+                    return rule, pattern
         return None
