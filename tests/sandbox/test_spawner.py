@@ -147,3 +147,30 @@ def test_a_forked_child_starts_its_own_spawner() -> None:
             os.waitpid(pid, 0)
         os.close(r)
     assert spawn_in_owner_thread(threading.get_ident, _nothing) == parent_spawner
+
+
+def test_a_caller_interrupted_just_after_queueing_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interruption lands as the job's ``put`` returns, before the wait: the job is
+    queued, so it is cancelled or what it made is ended (it was left behind, unowned)."""
+    jobs = _spawner._jobs()
+    made: list[str] = []
+    discarded: list[str] = []
+
+    class InterruptedPut:
+        def put(self, job: Any) -> None:
+            jobs.put(job)
+            raise _Interrupted
+
+    def spawn() -> str:
+        made.append("process")
+        return "process"
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_spawner, "_jobs", InterruptedPut)
+        with pytest.raises(_Interrupted):
+            spawn_in_owner_thread(spawn, discarded.append)
+    # One thread, in order: once this has run, the job above has run or been skipped.
+    assert spawn_in_owner_thread(lambda: "after", _nothing) == "after"
+    assert made == discarded
