@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+import pydantic_core
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import (
@@ -339,9 +340,12 @@ class HttpGuard:
         answer = None
         if complete and len(body) <= self._max_body:
             try:
-                value = json.loads(body)
-            except (ValueError, RecursionError):
-                pass  # not JSON (or nested too deep): the SDK's parse error says so
+                # The SDK's own parser (pydantic-core), so that this check reads what the
+                # SDK would: UTF-8 only (json.loads also took UTF-16/32 and a BOM, which the
+                # SDK refuses as a parse error), its nesting and number limits.
+                value = pydantic_core.from_json(body)
+            except ValueError:
+                pass  # not JSON the SDK reads: its parse error says so
             else:
                 answer = invalid_request(value, unit="POST")
         if answer is not None:
