@@ -20,6 +20,8 @@
    (``runtime.mcp._jsonrpc``); the SDK answered -32602 with a pydantic dump of a kilobyte.
 
 Hazard: everything here is the client's (headers, body); it is only compared and parsed.
+Only checked HTTP requests (and the server's lifespan events) reach the app behind the
+guard: a WebSocket is closed here, whatever its Host.
 The body is read up to the SDK's own cap and handed on unchanged (a larger one, or one
 that is not JSON, is the SDK's to refuse). Cost: a request's JSON is decoded here and
 again by the SDK (here 2.5 ms for a MiB of string, ~15 ms for a MiB of small objects).
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+import pydantic_core
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import (
@@ -47,6 +50,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from runtime.errors import ConfigError
 from runtime.mcp._jsonrpc import invalid_request
@@ -63,6 +67,7 @@ __all__ = [
 
 SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_POLICY_VIOLATION = 1008  # WebSocket close code (RFC 6455 7.4.1)
 
 
 def _bracket(host: str) -> str:
@@ -268,8 +273,14 @@ class HttpGuard:
         self._max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            # A WebSocket (uvicorn serves them once ``websockets`` or ``wsproto`` is
+            # installed), which no CORS keeps a page from opening: the endpoint has none,
+            # and nothing but a checked HTTP request reaches the app behind the guard.
+            await WebSocketClose(code=_POLICY_VIOLATION)(scope, receive, send)
             return
         refused = await self._refusal(scope)
         if refused is not None:
@@ -329,9 +340,12 @@ class HttpGuard:
         answer = None
         if complete and len(body) <= self._max_body:
             try:
-                value = json.loads(body)
-            except (ValueError, RecursionError):
-                pass  # not JSON (or nested too deep): the SDK's parse error says so
+                # The SDK's own parser (pydantic-core), so that this check reads what the
+                # SDK would: UTF-8 only (json.loads also took UTF-16/32 and a BOM, which the
+                # SDK refuses as a parse error), its nesting and number limits.
+                value = pydantic_core.from_json(body)
+            except ValueError:
+                pass  # not JSON the SDK reads: its parse error says so
             else:
                 answer = invalid_request(value, unit="POST")
         if answer is not None:

@@ -151,6 +151,18 @@ def test_bodies_that_are_not_batches_reach_the_sdk(shared_http_server: HttpServe
     assert bad.json()["error"]["code"] == -32700
 
 
+def test_a_body_the_sdk_cannot_read_keeps_its_parse_error(shared_http_server: HttpServer) -> None:
+    # JSON-RPC over HTTP is UTF-8 (RFC 8259 8.1): a batch in UTF-16, or after a BOM, is
+    # text the SDK cannot parse (-32700), not a batch the check read its own way (-32600).
+    url = shared_http_server.url
+    headers = {**raw_http_session(url), "Content-Type": "application/json"}
+    batch = json.dumps([LIST])
+    for raw in (batch.encode("utf-16"), batch.encode("utf-32"), b"\xef\xbb\xbf" + batch.encode()):
+        response = httpx.post(url, content=raw, headers=headers, timeout=10)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32700, raw[:8]
+
+
 # -- Host and Origin on a remote address -----------------------------------------------------
 def _own_address() -> str:
     """A non-loopback address of this host (the route's source; no packet is sent)."""

@@ -93,3 +93,33 @@ def test_how_served_names_match() -> None:
     assert served.origin_ok(None) and served.origin_ok("http://localhost:3000")
     for bad_origin in ("null", "https://localhost:3000", "http://evil.example:8000"):
         assert not served.origin_ok(bad_origin), bad_origin
+
+
+@pytest.mark.anyio
+async def test_only_checked_http_requests_reach_the_app_behind_the_guard() -> None:
+    # A WebSocket (which a page may open to any host: no CORS) is closed by the guard,
+    # whatever its Host, before the SDK's app sees it; lifespan events still reach it.
+    from runtime.mcp._http_guard import HttpGuard, SessionVersions, served_names
+
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    served = served_names("127.0.0.1", "127.0.0.1", 8000, loopback=True)
+    guard = HttpGuard(app, versions=SessionVersions(), served=served)
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    for host in (b"127.0.0.1:8000", b"evil.example:8000"):
+        scope = {"type": "websocket", "path": "/mcp", "headers": [(b"host", host)]}
+        await guard(scope, receive, send)
+    assert seen == []
+    assert [m["type"] for m in sent] == ["websocket.close"] * 2
+    await guard({"type": "lifespan"}, receive, send)
+    assert seen == ["lifespan"]

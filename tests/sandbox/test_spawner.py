@@ -147,3 +147,70 @@ def test_a_forked_child_starts_its_own_spawner() -> None:
             os.waitpid(pid, 0)
         os.close(r)
     assert spawn_in_owner_thread(threading.get_ident, _nothing) == parent_spawner
+
+
+def test_a_caller_interrupted_just_after_queueing_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interruption lands as the job's ``put`` returns, before the wait: the job is
+    queued, so it is cancelled or what it made is ended (it was left behind, unowned)."""
+    jobs = _spawner._jobs()
+    made: list[str] = []
+    discarded: list[str] = []
+
+    class InterruptedPut:
+        def put(self, job: Any) -> None:
+            jobs.put(job)
+            raise _Interrupted
+
+    def spawn() -> str:
+        made.append("process")
+        return "process"
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_spawner, "_jobs", InterruptedPut)
+        with pytest.raises(_Interrupted):
+            spawn_in_owner_thread(spawn, discarded.append)
+    # One thread, in order: once this has run, the job above has run or been skipped.
+    assert spawn_in_owner_thread(lambda: "after", _nothing) == "after"
+    assert made == discarded
+
+
+def test_a_sandboxed_program_cancelled_before_its_spawn_leaves_no_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``spawn_sandboxed`` interrupted while its job waits for the spawner: the job is
+    cancelled, and the launch plan (cgroups, a scratch directory) was never made, rather
+    than made on the caller's thread and left behind."""
+    from runtime.backends.sandbox import process
+
+    class Plan:
+        cleaned = False
+
+        def cleanup(self) -> None:
+            self.cleaned = True
+
+    plans: list[Plan] = []
+
+    def plan_process(*_args: object, **_kwargs: object) -> Plan:
+        plans.append(Plan())
+        return plans[-1]
+
+    class InterruptedWait(Future[Any]):
+        def result(self, timeout: float | None = None) -> Any:
+            raise _Interrupted
+
+    release = threading.Event()
+    busy = threading.Thread(target=spawn_in_owner_thread, args=(lambda: release.wait(10), _nothing))
+    busy.start()
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(process, "plan_process", plan_process)
+            patch.setattr(_spawner, "Future", InterruptedWait)
+            with pytest.raises(_Interrupted):
+                process.spawn_sandboxed(["true"], env={})
+    finally:
+        release.set()
+        busy.join()
+    assert spawn_in_owner_thread(lambda: "after", _nothing) == "after"
+    assert [plan for plan in plans if not plan.cleaned] == []

@@ -372,3 +372,33 @@ def test_a_forked_child_compiles_a_module_new_to_it(tmp_path: Path) -> None:
         assert _in_a_forked_child(child, timeout_s=30) == "ok"
     finally:
         backend.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_compiles_while_the_parent_was_compiling(tmp_path: Path) -> None:
+    """Forked while another thread of the parent held the backend's lock (compiling a
+    module, loading the helper): that thread is gone in the child, whose own first
+    compilation must not wait for it."""
+    backend = WasmBackend(cache_dir=tmp_path / "cache", native=False)
+    held, release = threading.Event(), threading.Event()
+
+    def compiling() -> None:
+        with backend._lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=compiling)
+    thread.start()
+    try:
+        assert held.wait(10)
+        echo = wat_tool(tmp_path, "echo", ECHO_WAT)
+
+        def child() -> str:
+            result = backend.run_sync(request(echo, {})).result
+            return "ok" if result == {"ok": True} else f"gave {result!r}"
+
+        assert _in_a_forked_child(child, timeout_s=20) == "ok"
+    finally:
+        release.set()
+        thread.join()
+        backend.close()

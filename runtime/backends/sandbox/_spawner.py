@@ -87,8 +87,10 @@ def spawn_in_owner_thread(spawn: Callable[[], T], discard: Callable[[T], object]
     if threading.get_ident() == _state.ident:
         return spawn()
     future: Future[T] = Future()
-    _jobs().put((spawn, future))
     try:
+        # The put inside the try: an exception raised just after it (a signal handler's,
+        # run as the put returns) must still find the job to cancel or discard.
+        _jobs().put((spawn, future))
         return future.result()
     except BaseException:
         # Not started yet: cancelled, nothing made. Otherwise (running, or done just now)

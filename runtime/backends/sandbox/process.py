@@ -411,11 +411,20 @@ def spawn_sandboxed(
     stderr: int | IO[bytes] | None = subprocess.PIPE,
 ) -> SandboxedProcess:
     """Start ``argv`` in the sandbox with pipes for stdin and stdout (see the module)."""
-    plan = plan_process(
-        argv, env=env, limits=limits, read_only=read_only, network=network, mode=mode, name=name
-    )
 
     def spawn() -> SandboxedProcess:
+        # Planned here, on the spawner thread, not the caller's: the plan makes cgroups
+        # and a scratch directory, and a caller interrupted before its job ran cancels
+        # the job, so only what the job made is the spawner's to end.
+        plan = plan_process(
+            argv,
+            env=env,
+            limits=limits,
+            read_only=read_only,
+            network=network,
+            mode=mode,
+            name=name,
+        )
         try:
             popen = subprocess.Popen(
                 plan.argv,

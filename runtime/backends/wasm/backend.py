@@ -260,11 +260,15 @@ class _EpochTicker:
 
 #: Every live ticker, for the after-fork hook (weak: a backend's ticker goes with it).
 _TICKERS: weakref.WeakSet[_EpochTicker] = weakref.WeakSet()
+#: Every live backend, for the same hook.
+_BACKENDS: weakref.WeakSet[WasmBackend] = weakref.WeakSet()
 
 
 def _forked_child() -> None:
     for ticker in list(_TICKERS):
         ticker.forked_child()
+    for backend in list(_BACKENDS):
+        backend.forked_child()
 
 
 os.register_at_fork(after_in_child=_forked_child)
@@ -306,6 +310,13 @@ class WasmBackend:
         # None: not resolved yet (first call); False: not available (or not wanted).
         self._native: NativeCaller | bool | None = None if native else False
         self._fingerprint = self._make_fingerprint()
+        _BACKENDS.add(self)
+
+    def forked_child(self) -> None:
+        """In a forked child: a fresh lock. The parent's may have been held by a thread
+        compiling a module (or loading the helper), gone here, and the child's first
+        compilation would wait for it for ever. Only an assignment (see _EpochTicker)."""
+        self._lock = threading.Lock()
 
     def _make_fingerprint(self) -> Fingerprint:
         return Fingerprint(
