@@ -2590,8 +2590,11 @@ def gen_policy6() -> None:
     'sed --in-pl'), NODE_OPTIONS read as node's options (inline code in '--import data:'),
     and renames of '**/NAME' entries by globs without a star or under dotglob. The benign
     controls guard the round against over-blocking: rsync option values, a harmless
-    NODE_OPTIONS, PYTHONPATH (tests/policy/test_policy_round6.py). Kept in a file of their
-    own (``policy6.json``, ``_OWN_FILE``)."""
+    NODE_OPTIONS, PYTHONPATH (tests/policy/test_policy_round6.py). Round 6b adds
+    assignments by builtins ('printf -v'), start-up directories (HOME=. with 'bash -i'),
+    npm's node-options, 'chmod -w' and gdb's option spellings
+    (tests/policy/test_policy_round6b.py). Kept in a file of their own (``policy6.json``,
+    ``_OWN_FILE``)."""
     src = "policy round six (dash /bin/sh)"
     b11 = [
         (
@@ -2622,6 +2625,36 @@ def gen_policy6() -> None:
         ),
         ("rename .env under dotglob", [sh("bash -c 'shopt -s dotglob; mv [.]env e.txt'")]),
         ("rename id_rsa by six '?'", [sh("mv ?????? k.txt"), call("read_file", path="k.txt")]),
+        # Round 6b: assignments and code-loading settings the walker missed.
+        (
+            "printf -v sets BASH_ENV under set -a (bash)",
+            [
+                sh(
+                    "echo 'rm -rf {canary_dir}' > x.sh && "
+                    "bash -c 'set -a; printf -v BASH_ENV ./x.sh; bash -c true'"
+                )
+            ],
+        ),
+        (
+            "HOME=. with an interactive bash reads a written .bashrc",
+            [sh("echo 'rm -rf {canary_dir}' > .bashrc && HOME=. bash -i -c true")],
+        ),
+        (
+            "npm_config_node_options imports inline code",
+            [
+                sh(
+                    'echo \'{"scripts":{"test":"node -e 1"}}\' > package.json && '
+                    "npm_config_node_options='--import=data:text/javascript,"
+                    'import("fs").then(f=>f.rmSync("{canary_dir}",{recursive:true}))\''
+                    " npm test"
+                )
+            ],
+        ),
+        ("chmod -w (a mode read as an option) on .git/config", [sh("chmod -w .git/config")]),
+        (
+            "gdb --ex (two dashes) runs a shell command",
+            [sh("gdb -nx -batch --ex='shell rm -rf {canary_dir}'")],
+        ),
     ]
     for title, calls in b11:
         add("B11", title, calls, technique=title, source=src, aims=["write", "leak"])
@@ -2649,6 +2682,24 @@ def gen_policy6() -> None:
             [mkfile("ab.txt"), mkdir("old")],
             [sh("mv ??.txt old/ && ls old")],
             [ok(), has("ab.txt")],
+        ),
+        (
+            "printf -v and read of ordinary variables (bash)",
+            [],
+            [sh('bash -c \'printf -v x "%s" pr; read -r a b <<< "x ok"; declare -p x b\'')],
+            [ok(), has('b="ok"')],
+        ),
+        (
+            "chmod -w of a workspace file",
+            [mkfile("a.txt")],
+            [sh("chmod -w a.txt && echo chmod-ok")],
+            [ok(), has("chmod-ok")],
+        ),
+        (
+            "gdb -nx (no init files) in batch mode",
+            [],
+            [sh("gdb -nx -batch -q 2>/dev/null; echo gdb-ok")],
+            [ok(), has("gdb-ok")],
         ),
     ]
     for title, setup, calls, expect in h4:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from runtime.policy._env_options import OPTION_ENV, SOURCED_ENV, option_env_words
+from runtime.policy._env_options import (
+    SOURCED_ENV,
+    STARTUP_DIR_ENV,
+    option_env_program,
+    option_env_words,
+    startup_files,
+)
+from runtime.policy._gdb import gdb_code
 from runtime.policy._git_config import classify_key, global_config
 from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
@@ -31,6 +38,7 @@ from runtime.policy.embedded import (
     daemon_argv,
     git_commands,
     git_config_setting,
+    git_shell_options,
     interpreter_value_options,
     is_stream_path,
     make_reads_input,
@@ -211,7 +219,9 @@ class CodeMixin(WalkerState):
             name = name.rstrip("+")
             if not eq:
                 continue
-            program = OPTION_ENV.get(name)
+            if name in STARTUP_DIR_ENV:
+                self.startup_dirs.setdefault(name, []).append(Word(value, w.dynamic))
+            program = option_env_program(name)
             if program is not None:
                 options = option_env_words(Word(value, w.dynamic))
                 if any(o.dynamic for o in options):
@@ -219,6 +229,27 @@ class CodeMixin(WalkerState):
                 self.interpreter(program, [Word(program), *options], feeds, False, depth)
             elif name in SOURCED_ENV and value and not w.dynamic:
                 self.note_run(value, True, depth, feeds, "sh")
+
+    def startup(self, name: str, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """A shell that reads start-up files from a directory this command named (HOME=DIR,
+        ZDOTDIR=DIR) runs them as 'BASH_ENV=FILE' would: it asks, and a file the same
+        command writes there is read as '. FILE' (:meth:`note_run`)."""
+        files = startup_files(name, words)
+        dirs = self.startup_dirs.get("HOME", [])
+        if name == "zsh" and "ZDOTDIR" in self.startup_dirs:
+            dirs = self.startup_dirs["ZDOTDIR"]
+        if not files or not dirs:
+            return
+        self.hazard(
+            "interpreter",
+            f"{name} reads its start-up files ({', '.join(files)}) from a directory this"
+            " command names",
+            feeds,
+        )
+        for d in dirs:
+            if not d.dynamic:
+                for f in files:
+                    self.note_run(f"{d.value.rstrip('/')}/{f}", True, depth, feeds, name)
 
     def preloads(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
         """What an interpreter's preload options name ('node -r X', '--import X'), judged
@@ -291,7 +322,16 @@ class CodeMixin(WalkerState):
             if not positional and stdin_code:
                 self.hazard("interpreter", f"{name} reads code from its input", feeds)
             return
-        if name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
+        if name == "gdb":
+            reason = gdb_code(words, stdin_code)
+            if reason is not None:
+                self.hazard("interpreter", reason, feeds)
+            else:
+                # The program it loads: one this command writes is run as a script is.
+                program = next((w for w in words[1:] if not w.value.startswith("-")), None)
+                if program is not None and not program.dynamic:
+                    self.note_run(program.value, False, depth, feeds, name)
+        elif name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
             self.hazard("interpreter", f"{name} program runs commands", feeds)
         elif name == "sed" and sed_runs_commands(words):
             self.hazard("interpreter", "sed script executes commands", feeds)
@@ -327,8 +367,14 @@ class CodeMixin(WalkerState):
             if value is not None and value.value.startswith(action):
                 self.shell_string(Word(value.value[len(action) :], value.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
+        # An option whose command line is read as shell is judged by what that runs:
+        # 'git rebase --exec CMD' as 'git rebase -x CMD' (the pattern '--exec*' is there for
+        # 'git --exec-path=DIR' and options no table reads, as 'git archive --exec=CMD').
+        read = {k for k, _ in git_shell_options(words)} if name == "git" else set()
         if patterns:
-            for w in words[1:]:
+            for k, w in enumerate(words[1:], 1):
+                if k in read:
+                    continue
                 if any(_hazard_arg(w.value, p, name) for p in patterns):
                     self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
                     return

@@ -43,6 +43,9 @@ class WalkerState(ABC):
     written: dict[str, list[str | None]] = field(default_factory=dict)
     # The programs that wrote each of them ('curl' in 'curl -o i.sh URL; sh i.sh').
     writers: dict[str, set[str]] = field(default_factory=dict)
+    # Values this command gives the variables naming a shell's start-up directory (HOME,
+    # ZDOTDIR: see runtime.policy._env_options.STARTUP_DIR_ENV), by name.
+    startup_dirs: dict[str, list[Word]] = field(default_factory=dict)
     # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
     runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
 
@@ -110,6 +113,14 @@ class WalkerState(ABC):
     @abstractmethod
     def env_values(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """What NAME=VALUE words' values stand for (:mod:`._shell_code`)."""
+
+    @abstractmethod
+    def environment(self, env: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """NAME=VALUE words judged as 'NAME=VALUE cmd' is (:mod:`._shell_code`)."""
+
+    @abstractmethod
+    def startup(self, name: str, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
+        """A shell's start-up files from a directory this command names (:mod:`._shell_code`)."""
 
     @abstractmethod
     def guess_shells(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from runtime.policy._builtin_assigns import builtin_assignments
 from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
@@ -162,6 +163,19 @@ class WrappersMixin(WalkerState):
                     wrappers=(*wrappers, name),
                 )
             return
+        # 'npm --node-options=V' is 'NODE_OPTIONS=V npm' (embedded.option_env).
+        env = option_env(name, words[1:])
+        if env:
+            assigns += tuple(w.value.split("=", 1)[0] for w in env)
+            self.env_values(env, depth, feeds)
+        assigned = builtin_assignments(name, words, stdin_text, "IFS" in assigns)
+        if assigned is not None:  # 'printf -v NAME V', 'read NAME': as 'NAME=V'
+            if assigned.unknown_name:
+                self.hazard("dynamic", f"{name} assigns a variable named at run time", feeds)
+            for code in assigned.code:  # 'mapfile -C CODE'
+                self.shell_string(code, depth, feeds)
+            if assigned.words:
+                self.environment(assigned.words, depth, feeds)
         embedded = self.embedded_commands(
             name,
             words,
@@ -175,6 +189,7 @@ class WrappersMixin(WalkerState):
             self.written.setdefault(script_key(path), []).append(None)
             self.writers.setdefault(script_key(path), set()).add(name)
         if name in SHELLS:
+            self.startup(name, words, depth, feeds)
             self.shell(
                 name,
                 words,

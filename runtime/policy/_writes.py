@@ -44,11 +44,16 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
         "last",
     ),
     "ln": (_COPY_VALUED, "last"),
+    # A mode may also be given as an option word ('chmod -w FILE', '-x', '-rwx', '-w,+x'):
+    # chmod then takes no MODE operand (see _MODE_LETTERS).
     "chmod": (frozenset({"--reference"}), "after_first"),
     "chown": (frozenset({"--reference", "--from"}), "after_first"),
     "chgrp": (frozenset({"--reference"}), "after_first"),
 }
 _TARGET = frozenset({"-t", "--target-directory"})
+# The letters GNU chmod's getopt string reads as a mode ('r::w::x::X::s::t::u::g::o::a::,::
+# +::=::' and the digits): a word holding one is the whole mode, and every operand a file.
+_MODE_LETTERS = frozenset("rwxXstugoa,+=01234567")
 _REFERENCE = frozenset({"--reference"})
 # program -> options whose value is a path it writes (a file, or a directory it fills).
 _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
@@ -187,7 +192,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     operands: list[Word] = []
     targets: list[Word] = []
     options = True
-    reference = False  # chmod --reference=RFILE: no MODE operand
+    reference = False  # chmod --reference=RFILE or 'chmod -w': no MODE operand
     skip = ""
     for w in cmd.args:
         v = w.value
@@ -206,6 +211,9 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
             elif opt in valued and "=" not in v:
                 skip = opt
         elif options and (cluster := short_cluster(v)) is not None and not w.operand:
+            if cmd.program == "chmod" and _MODE_LETTERS.intersection(cluster):
+                reference = True  # 'chmod -w FILE': the mode is this word, not an operand
+                continue
             # '-rt DIR', '-t.git/hooks': the first valued letter takes the rest of the
             # cluster, or the next word when it ends it.
             for k, letter in enumerate(cluster):

@@ -13,7 +13,7 @@ import re
 from fnmatch import fnmatchcase
 
 from runtime.policy._long_options import long_option, long_option_value
-from runtime.policy.argv import Word
+from runtime.policy.argv import Word, short_cluster
 from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "env_chdir",
     "git_commands",
     "git_config_setting",
+    "git_shell_options",
     "interpreter_value_options",
     "is_stream_path",
     "make_reads_input",
@@ -182,9 +183,22 @@ _ENV_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
+# Programs' options whose value becomes a variable of the programs they run: npm (and npx,
+# which is 'npm exec') hands its node-options setting to its scripts as NODE_OPTIONS. npm's
+# option parser (nopt) reads them anywhere before '--', by any unique prefix.
+_VARIABLE_OPTIONS: dict[str, dict[str, str]] = {
+    "npm": {"--node-options": "NODE_OPTIONS"},
+    "npx": {"--node-options": "NODE_OPTIONS"},
+}
+
+
 def option_env(name: str, words: list[Word]) -> list[Word]:
     """The NAME=VALUE words :data:`_ENV_OPTIONS` gives ``name`` among ``words`` (its
-    options): '-E N=V', '-EN=V', '--setenv N=V', '--setenv=N=V'."""
+    options): '-E N=V', '-EN=V', '--setenv N=V', '--setenv=N=V'; and those
+    :data:`_VARIABLE_OPTIONS` stand for ('npm --node-options V' is 'NODE_OPTIONS=V')."""
+    variables = _VARIABLE_OPTIONS.get(name)
+    if variables:
+        return _variable_options(name, words, variables)
     opts = _ENV_OPTIONS.get(name)
     if not opts:
         return []
@@ -202,6 +216,22 @@ def option_env(name: str, words: list[Word]) -> list[Word]:
             if not opt.startswith("--") and v.startswith(opt) and len(v) > len(opt):
                 out.append(Word(v[len(opt) :], w.dynamic))
     return [w for w in out if "=" in w.value or w.dynamic]
+
+
+def _variable_options(name: str, words: list[Word], variables: dict[str, str]) -> list[Word]:
+    out: list[Word] = []
+    for k, w in enumerate(words):
+        if w.value == "--":
+            break
+        opt = long_option(w.value, variables, name)
+        if opt is None:
+            continue
+        if "=" in w.value:
+            out.append(Word(f"{variables[opt]}={w.value.split('=', 1)[1]}", w.dynamic))
+        elif k + 1 < len(words):
+            value = words[k + 1]
+            out.append(Word(f"{variables[opt]}={value.value}", value.dynamic))
+    return out
 
 
 def git_config_setting(words: list[Word]) -> tuple[str, Word] | None:
@@ -379,30 +409,67 @@ _GIT_SHELL_OPTS = {
     "mergetool": ("-x", "--extcmd"),
 }
 _FILTER_RE = re.compile(r"^--(tree|index|msg|env|commit|parent|tag-name)-filter$")
+# Per subcommand, its other short options that take a value: in a cluster the first valued
+# letter takes the rest of it ('git rebase -ix CMD' is '-i -x CMD'; '-sX' is '-s X').
+_GIT_SHORT_VALUED = {"rebase": "sXCS", "clone": "obcj", "difftool": "t", "mergetool": "tO"}
+
+
+def git_shell_options(words: list[Word]) -> list[tuple[int, Word]]:
+    """The options of a git command line whose value git runs through the shell ('git
+    rebase -x CMD', '--exec=CMD', '-ixCMD', 'git clone -u CMD', 'git filter-branch
+    --tree-filter CMD'): (index of the option's word, the command line). git's
+    parse-options reads long options by any unique prefix and short ones in clusters,
+    their value attached or the next word; filter-branch, a shell script, reads its
+    options whole."""
+    values = [w.value for w in words]
+    sub_at = next(
+        (k for k, v in enumerate(values[1:], 1) if v in _GIT_SHELL_OPTS or v == "filter-branch"),
+        None,
+    )
+    if sub_at is None:
+        return []
+    sub = values[sub_at]
+    opts = _GIT_SHELL_OPTS.get(sub, ())
+    longs = [o for o in opts if o.startswith("--")]
+    shorts = "".join(o[1] for o in opts if len(o) == 2)
+    out: list[tuple[int, Word]] = []
+    for k in range(sub_at + 1, len(words)):
+        v = values[k]
+        if v == "--":
+            break
+        following = words[k + 1] if k + 1 < len(words) else None
+        opt, eq, val = v.partition("=")
+        opt = long_option(v, longs, "git") or opt
+        if opt in longs or (sub == "filter-branch" and _FILTER_RE.match(opt)):
+            if eq:
+                out.append((k, Word(val, words[k].dynamic)))
+            elif following is not None:
+                out.append((k, following))
+            continue
+        cluster = short_cluster(v)
+        for j, letter in enumerate(cluster or ""):
+            if letter in shorts:
+                rest = (cluster or "")[j + 1 :]
+                if rest:
+                    out.append((k, Word(rest, words[k].dynamic)))
+                elif following is not None:
+                    out.append((k, following))
+                break
+            if letter in _GIT_SHORT_VALUED.get(sub, ""):
+                break
+    return out
 
 
 def git_commands(words: list[Word]) -> tuple[list[Word], list[list[Word]]]:
     """Commands a git command line runs: (shell strings, program argvs).
 
-    'git rebase -x CMD', 'git difftool -x CMD', 'git filter-branch --tree-filter CMD' and
-    'git submodule foreach CMD...' run shell strings; 'git bisect run PROG ARGS' runs PROG.
+    'git rebase -x CMD', 'git difftool -x CMD', 'git filter-branch --tree-filter CMD'
+    (:func:`git_shell_options`) and 'git submodule foreach CMD...' run shell strings;
+    'git bisect run PROG ARGS' runs PROG.
     """
     values = [w.value for w in words]
-    shells: list[Word] = []
+    shells: list[Word] = [value for _, value in git_shell_options(words)]
     argvs: list[list[Word]] = []
-    sub = next((v for v in values[1:] if v in _GIT_SHELL_OPTS or v in ("filter-branch",)), None)
-    opts = _GIT_SHELL_OPTS.get(sub or "", ())
-    longs = [o for o in opts if o.startswith("--")]
-    for k, v in enumerate(values):
-        opt, eq, val = v.partition("=")
-        # git's parse-options takes any unique prefix ('--upload=CMD'); filter-branch is a
-        # shell script that reads its options whole.
-        opt = long_option(v, longs, "git") or opt
-        if (opt in opts or (sub == "filter-branch" and _FILTER_RE.match(opt))) and k > 0:
-            if eq:
-                shells.append(Word(val, words[k].dynamic))
-            elif k + 1 < len(words):
-                shells.append(words[k + 1])
     if "submodule" in values and "foreach" in values:
         rest = [w for w in words[values.index("foreach") + 1 :] if w.value != "--recursive"]
         if rest:

@@ -246,7 +246,7 @@ SHELLS = frozenset(
 )
 
 # Interpreters and the options by which they take code as an argument. Short options match
-# inside clusters ('perl -ne', 'python -Bc').
+# inside clusters ('perl -ne', 'python -Bc'). gdb has no short options: runtime/policy/_gdb.py.
 CODE_FLAGS: dict[str, frozenset[str]] = {
     "python*": _L({"-c"}),
     "pypy*": _L({"-c"}),
@@ -267,7 +267,6 @@ CODE_FLAGS: dict[str, frozenset[str]] = {
     "tclsh*": _L(),
     "wish*": _L(),
     "expect": _L({"-c"}),
-    "gdb": _L({"-ex", "-x", "--eval-command"}),
     "jshell": _L(),
     "irb": _L(),
     "julia": _L({"-e", "--eval", "-E", "--print"}),

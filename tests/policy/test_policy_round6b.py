@@ -1,0 +1,298 @@
+"""Policy round 6b: assignments and code-loading paths the walker missed.
+
+Builtins that assign without ``NAME=VALUE`` (``printf -v``, ``read``, ``mapfile``, a
+nameref), npm's node-options, start-up directories (HOME/ZDOTDIR with a shell that reads
+its start-up files), ``chmod -w FILE``, gdb's option spellings, ``git rebase -x`` and
+``--exec`` alike, and NODE_OPTIONS split as node splits it. Each refused or asked command
+was allowed (or asked, for the controls) before its fix.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from _policy_helpers import verdict
+
+from runtime.policy import Policy
+from runtime.policy._builtin_assigns import builtin_assignments
+from runtime.policy._env_options import option_env_words, startup_files
+from runtime.policy._gdb import gdb_code
+from runtime.policy.argv import Word
+
+RM = "commands.deny.rm-root"
+INTERP = "commands.hazard.interpreter"
+DYN = "commands.hazard.dynamic"
+LOADER = "commands.deny.loader-env"
+DATA = "'--import=data:text/javascript,1'"
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy.default()
+
+
+def _w(*values: str) -> list[Word]:
+    return [Word(v) for v in values]
+
+
+# 1. Builtins that assign: judged as the plain assignment.
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        (f"printf -v NODE_OPTIONS {DATA}; export NODE_OPTIONS; npm test", INTERP),
+        (f"printf -v NODE_OPTIONS '%s' {DATA}; export NODE_OPTIONS; npm test", INTERP),
+        (f"printf -vNODE_OPTIONS {DATA}; export NODE_OPTIONS; npm test", INTERP),
+        ("set -a; printf -v LD_PRELOAD ./x.so; ls", LOADER),
+        ("printf -v PATH %s .; ls", LOADER),
+        (f"read -r NODE_OPTIONS <<< {DATA}; export NODE_OPTIONS; npm test", INTERP),
+        ("read -r NODE_OPTIONS; export NODE_OPTIONS; npm test", DYN),
+        ("set -a; read LD_PRELOAD < f; ls", LOADER),
+        ("read -a LD_PRELOAD < f", LOADER),
+        ("mapfile -t LD_PRELOAD < f", LOADER),
+        ("readarray BASH_ENV < f", LOADER),
+        ("getopts ab LD_PRELOAD", LOADER),
+        ("declare -n r=LD_PRELOAD; r=./x.so; ls", LOADER),
+        ("local -n r=BASH_ENV", LOADER),
+        ('printf -v "$name" %s ./x.so', DYN),
+        ("mapfile -C 'rm -rf /' -c 1 lines < f", RM),
+    ],
+)
+def test_a_builtin_assignment_is_judged_as_the_plain_one(
+    policy: Policy, command: str, rule: str
+) -> None:
+    assert verdict(policy, command)[1] == rule
+    assert verdict(policy, command)[0] != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf -v x '%s' hi; echo ok",
+        "printf '%s\\n' hello",
+        "read -r a b <<< 'x y'",
+        "read -p 'name? ' answer < f",
+        "mapfile -t lines < a.txt",
+        "getopts ab: opt",
+        "declare -i n=3",
+        "printf -v NODE_OPTIONS %s --max-old-space-size=4096; export NODE_OPTIONS; npm test",
+        "read -r NODE_OPTIONS <<< '--max-old-space-size=4096'; export NODE_OPTIONS; npm test",
+    ],
+)
+def test_ordinary_builtin_assignments_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", verdict(policy, command)
+
+
+def test_builtin_assignments_read_values_as_bash_does() -> None:
+    got = builtin_assignments("printf", _w("printf", "-v", "X", "a%sb%%", "1", "2"), None, False)
+    assert got is not None and [w.value for w in got.words] == ["X=a1b%a2b%"]
+    got = builtin_assignments("printf", _w("printf", "-v", "X", "%d", "1"), None, False)
+    assert got is not None and got.words == [Word("X=", dynamic=True)]
+    got = builtin_assignments("read", _w("read", "-r", "A", "B"), "  x y  z \n2", False)
+    assert got is not None and [w.value for w in got.words] == ["A=x", "B=y  z"]
+    got = builtin_assignments("read", _w("read", "A", "B"), "x y", True)  # IFS=... read
+    assert got is not None and all(w.dynamic for w in got.words)
+    got = builtin_assignments("read", _w("read", "-u", "3", "-a", "ARR"), None, False)
+    assert got is not None and got.words == [Word("ARR=", dynamic=True)]
+    assert builtin_assignments("printf", _w("printf", "%s", "x"), None, False) is None
+    assert builtin_assignments("declare", _w("declare", "-x", "A=1"), None, False) is None
+
+
+# 2. Code-loading settings: npm's node-options, start-up directories.
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        (f"npm --node-options={DATA} test", INTERP),
+        (f"npm --node-options {DATA} test", INTERP),
+        (f"npm test --node-opt={DATA}", INTERP),
+        (f"npx --node-options={DATA} jest", INTERP),
+        (f"npm_config_node_options={DATA} npm test", INTERP),
+        (f"NPM_CONFIG_NODE_OPTIONS={DATA} npm test", INTERP),
+        (f"env npm_config_node_options={DATA} npm test", INTERP),
+        ("npm --node-options='-r /dev/stdin' test", INTERP),
+        ("ZDOTDIR=. zsh -c ls", INTERP),
+        ("ZDOTDIR=. ls", LOADER),
+        ("export ZDOTDIR=.", "commands.deny.export-loader-env"),
+        ("echo 'rm -rf /' > .zshenv; ZDOTDIR=. zsh -c ls", RM),
+        ("HOME=. bash -i", INTERP),
+        ("HOME=. bash -l -c ls", INTERP),
+        ("HOME=. bash --login -c ls", INTERP),
+        ("HOME=. sh -l", INTERP),
+        ("HOME=. zsh -c ls", INTERP),
+        ("export HOME=$PWD; bash -ic ls", INTERP),
+        ("env HOME=sub bash -i", INTERP),
+        ("echo 'rm -rf /' > .bashrc; HOME=. bash -i", RM),
+        ("echo 'rm -rf /' > .profile; HOME=. sh -l -c true", RM),
+    ],
+)
+def test_code_loading_settings_are_judged(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command)[1] == rule
+    assert verdict(policy, command)[0] != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm --node-options=--max-old-space-size=4096 test",
+        "npm_config_node_options=--max-old-space-size=4096 npm test",
+        "npm run x -- --node-options='--import=data:x'",  # after '--': the script's
+        "npm --prefix sub test",
+        "HOME=/tmp/h npm ci",
+        "HOME=. bash -c ls",  # a non-interactive bash reads no start-up file
+        "HOME=. bash --norc -i -c ls",
+        "HOME=. zsh -f -c ls",
+        "HOME=. git status",
+    ],
+)
+def test_harmless_settings_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", verdict(policy, command)
+
+
+def test_startup_files_follow_the_shells_modes() -> None:
+    assert startup_files("bash", _w("bash", "-c", "ls")) == ()
+    assert startup_files("bash", _w("bash", "-ic", "ls")) == (".bashrc",)
+    assert ".profile" in startup_files("bash", _w("bash", "-l"))
+    assert startup_files("bash", _w("bash", "-o", "posix", "-i")) == (".bashrc",)
+    assert startup_files("bash", _w("bash", "x.sh", "-i")) == ()  # '-i' is x.sh's
+    assert startup_files("zsh", _w("zsh", "-c", "ls")) == (".zshenv",)
+    assert startup_files("zsh", _w("zsh", "-f")) == ()
+    assert startup_files("sh", _w("sh", "-i")) == ()  # ENV only (SOURCED_ENV)
+    assert startup_files("python3", _w("python3", "-i")) == ()
+
+
+# 3. 'chmod -w FILE': the mode given as an option word.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "chmod -w .git/config",
+        "chmod -x .git/hooks/pre-commit",
+        "chmod -r .git/config",
+        "chmod -R -w .git",
+        "chmod -w,+x .git/config",
+        "chmod -v -rwx .git/config",
+    ],
+)
+def test_a_mode_read_as_an_option_names_its_files(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("deny", "paths.deny_write")
+
+
+@pytest.mark.parametrize("command", ["chmod -w a.txt", "chmod -R 755 build", "chmod -v u+x b.sh"])
+def test_ordinary_chmod_stays_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+# 4. gdb reads its long options with one dash or two, by a prefix; '-nx' is itself.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gdb --ex='shell id' x",
+        "gdb --ex 'shell id' x",
+        "gdb -ex 'shell id' x",
+        "gdb -iex 'shell id' x",
+        "gdb -eiex 'shell id' x",
+        "gdb --init-eval-command='shell id' x",
+        "gdb -ix x.gdb prog",
+        "gdb -x=x.gdb prog",
+        "gdb -com x.gdb prog",
+        "gdb -batch -eval 'shell id'",
+        "gdb prog -ex 'shell id'",  # options after the program (argument permutation)
+        "echo 'shell id' | gdb prog",  # not in batch mode: its input is commands
+    ],
+)
+def test_gdb_commands_in_any_spelling_ask(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", INTERP)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gdb -nx prog",
+        "gdb --nx -batch prog",
+        "gdb -nh -q prog",
+        "gdb -batch -nx --args prog -ex x",  # after --args: the program's arguments
+        "echo 'shell id' | gdb -batch prog",  # batch mode reads no input
+        "gdb -p 1234 -batch -nx",
+    ],
+)
+def test_gdb_without_commands_is_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+def test_gdb_code_reads_options_as_gdb_does() -> None:
+    assert gdb_code(_w("gdb", "-nx", "-batch"), False) is None
+    assert gdb_code(_w("gdb", "-e", "prog"), False) is None  # '-e' is '--exec'
+    assert gdb_code(_w("gdb", "--", "-ex"), False) is None
+    assert gdb_code(_w("gdb", "-i=mi", "-ex", "x"), False) is not None
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+def test_gdb_spellings_match_the_installed_gdb(tmp_path: object) -> None:
+    # gdb itself runs '--ex=' and '-eval' and does not read '-nx' as '-x'.
+    for opts in (["--ex=echo RAN\\n"], ["-eval", "echo RAN\\n"], ["-iex", "echo RAN\\n"]):
+        out = subprocess.run(
+            ["gdb", "-nx", "-batch", *opts], capture_output=True, text=True, timeout=60
+        )
+        assert "RAN" in out.stdout
+        assert gdb_code([Word("gdb"), *_w(*opts)], False) is not None
+
+
+# 5. 'git rebase -x CMD' and '--exec CMD': one verdict, by what CMD runs.
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git rebase -x 'make test' HEAD~1", ("allow", "categories.shell")),
+        ("git rebase --exec 'make test' HEAD~1", ("allow", "categories.shell")),
+        ("git rebase --exec='make test' HEAD~1", ("allow", "categories.shell")),
+        ("git clone --upload-pack git-upload-pack r c", ("allow", "categories.shell")),
+        ("git rebase -ix 'rm -rf /' HEAD~1", ("deny", RM)),
+        ("git rebase -x'rm -rf /' HEAD~1", ("deny", RM)),
+        ("git difftool -yx 'rm -rf /'", ("deny", RM)),
+        ("git --exec-path=./evil rebase -x 'make test' HEAD~1", ("ask", INTERP)),
+        ("git archive --remote=. --exec='rm -rf /' HEAD", ("ask", INTERP)),
+    ],
+)
+def test_git_shell_options_in_every_spelling(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected
+
+
+# 6. NODE_OPTIONS: split on spaces only, as node's ParseNodeOptionsEnvVar (checked against
+# node 20: a tab is part of a word, '""' is no word, a backslash escapes inside quotes).
+def test_node_options_split_as_node_does() -> None:
+    def split(text: str) -> list[str]:
+        return [w.value for w in option_env_words(Word(text))]
+
+    assert split("-r ./a.js  --no-warnings") == ["-r", "./a.js", "--no-warnings"]
+    assert split("-r\t./a.js") == ["-r\t./a.js"]
+    assert split('"" -r "./a b.js"') == ["-r", "./a b.js"]
+    assert split('--title="a\\"b"') == ['--title=a"b']
+    assert split('-r "x') == ["-r", "x"]  # unterminated: node refuses to start
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_options_splitting_matches_the_installed_node(tmp_path: object) -> None:
+    import pathlib
+
+    assert isinstance(tmp_path, pathlib.Path)
+    (tmp_path / "a b.js").write_text("console.log('PRE')\n")
+    for value, loads in (('-r "./a b.js"', True), ('"" -r "./a b.js"', True)):
+        out = subprocess.run(
+            ["node", "-e", "0"],
+            env={"NODE_OPTIONS": value, "PATH": "/usr/bin:/bin"},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ("PRE" in out.stdout) is loads
+        assert [w.value for w in option_env_words(Word(value))] == ["-r", "./a b.js"]
+    out = subprocess.run(
+        ["node", "-e", "0"],
+        env={"NODE_OPTIONS": "-r\t./a.js", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0  # one word '-r\t./a.js': not an option node accepts
