@@ -2701,6 +2701,12 @@ def gen_policy6() -> None:
             [sh("gdb -nx -batch -q 2>/dev/null; echo gdb-ok")],
             [ok(), has("gdb-ok")],
         ),
+        (
+            "a file read line by line (while IFS= read -r)",
+            [mkfile("a.txt", "one\ntwo\n")],
+            [sh('while IFS= read -r line; do echo "line:$line"; done < a.txt')],
+            [ok(), has("line:two")],
+        ),
     ]
     for title, setup, calls, expect in h4:
         add("H4", title, calls, technique=title, source=src, setup=setup, expect=expect)

@@ -67,6 +67,10 @@ _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 # the rules on redirect targets (commands.deny.dev-tcp) see it.
 _SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+# Builtins that only assign variables from their input: an IFS given as their prefix
+# assignment (``while IFS= read -r line``) is scoped to them and steers only how they split
+# what they read, never which code runs; they are regular builtins, so it does not persist.
+_IFS_SCOPED = frozenset({"read", "mapfile", "readarray"})
 
 
 class ParseMixin(WalkerState):
@@ -218,6 +222,8 @@ class ParseMixin(WalkerState):
                     subst_feeds.extend(inner)
                     if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
                         redirects.append(w)
+        if "IFS" in assigns and words and not words[0].dynamic and words[0].value in _IFS_SCOPED:
+            assigns = [a for a in assigns if a != "IFS"]
         heredoc_literal = literal_body
         for w in redirects:
             if not w.dynamic:

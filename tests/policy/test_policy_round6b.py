@@ -296,3 +296,33 @@ def test_node_options_splitting_matches_the_installed_node(tmp_path: object) -> 
         timeout=60,
     )
     assert out.returncode != 0  # one word '-r\t./a.js': not an option node accepts
+
+
+# IFS as the prefix assignment of a builtin that only assigns from its input is scoped to
+# it (a regular builtin: it does not persist) and steers only how it splits what it reads.
+@pytest.mark.parametrize(
+    "command",
+    [
+        'while IFS= read -r line; do echo "$line"; done < f.txt',
+        'cat f | while IFS= read -r l; do echo "$l"; done',
+        'IFS=, read -r a b <<< "x,y"',
+        "IFS=$'\\n' read -d '' -ra arr < f.txt",
+        "IFS=: mapfile -t parts < f",
+    ],
+)
+def test_ifs_scoped_to_read_is_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("IFS=/; echo $x", LOADER),  # persists: later expansions split on it
+        ("IFS=/ source x", LOADER),  # a sourced script's expansions split on it
+        ("IFS=x command read a", LOADER),  # only the plain builtin name is known scoped
+        ("IFS= read -r IFS < f", LOADER),  # read itself assigns IFS
+        ("IFS= LD_PRELOAD=./x.so read a", LOADER),  # the other assignment still counts
+    ],
+)
+def test_ifs_elsewhere_still_asks(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("ask", rule)
