@@ -12,8 +12,9 @@ So every such process is forked by this module's thread, started on first use an
 ended: it exits only with the process, which is exactly when the signal must fire. A thread
 that asks blocks for the answer (a fork+exec, ~1-5 ms, as before); the zygote's boot then
 runs on another core as it did. After ``os.fork()`` the child has no such thread (only the
-forking one survives, and a lock some other thread held stays held): ``register_at_fork``
-gives the child a fresh lock and no thread, so its first spawn starts its own.
+forking one survives, and a lock some other thread held stays held): the lock is a
+``ForkSafeLock`` (unheld in the child) and ``register_at_fork`` leaves the child no thread,
+so its first spawn starts its own.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from runtime._forksafe import ForkSafeLock
 
 __all__ = ["spawn_in_owner_thread"]
 
@@ -36,14 +39,13 @@ class _State:
     """The spawner thread's queue and id (None: not started in this process)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()
         self.jobs: queue.SimpleQueue[_Job] | None = None
         self.ident: int | None = None
 
     def forked_child(self) -> None:
-        # Only the forking thread exists now: no spawner, and the lock may be held by a
-        # thread that is gone. Plain assignments, no locking (safe in an after-fork hook).
-        self.lock = threading.Lock()
+        # Only the forking thread exists now: no spawner. Plain assignments, no locking
+        # (safe in an after-fork hook); the lock is made unheld by its own hook.
         self.jobs = self.ident = None
 
 
