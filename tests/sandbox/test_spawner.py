@@ -4,12 +4,14 @@ waiting for, and is started afresh in a forked child."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from typing import Any
 
@@ -297,3 +299,18 @@ def test_a_spawn_in_an_atexit_handler_runs() -> None:
     )
     proc = run_python(script)
     assert proc.stdout == "ran"
+
+
+def test_the_idle_spawner_keeps_nothing_of_the_last_spawn() -> None:
+    """What a spawn made is the caller's: once dropped it is collected, not kept alive by
+    the spawner thread's frame until the next spawn (a process object left unclosed)."""
+
+    class Made:
+        pass
+
+    made = spawn_in_owner_thread(Made, _nothing)
+    gone = threading.Event()
+    weakref.finalize(made, gone.set)
+    del made
+    gc.collect()
+    assert gone.wait(5)

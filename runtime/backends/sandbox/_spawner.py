@@ -69,15 +69,20 @@ _local = threading.local()
 
 def _serve(jobs: queue.SimpleQueue[_Job]) -> None:
     while True:
-        fn, future = jobs.get()
-        if not future.set_running_or_notify_cancel():
-            continue
-        try:
-            result = fn()
-        except BaseException as exc:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
+        # A call per job, so that nothing of it (the callable, its future, the process
+        # made) stays referenced from this frame while the thread idles.
+        _run(*jobs.get())
+
+
+def _run(fn: Callable[[], Any], future: Future[Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn()
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _jobs() -> queue.SimpleQueue[_Job]:
