@@ -10,11 +10,12 @@ import errno
 import itertools
 import os
 import stat
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
+
+from runtime._forksafe import ForkSafeLock
 
 __all__ = [
     "Fd",
@@ -39,7 +40,7 @@ _MAX_SYMLINKS = 40  # the kernel's own MAXSYMLINKS
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _openat2_state = {"works": True}
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 
 
 class _OpenHow(ctypes.Structure):

@@ -32,12 +32,12 @@ import platform
 import sys
 import sysconfig
 import tempfile
-import threading
 from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from runtime._forksafe import ForkSafeLock
 from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
@@ -64,7 +64,7 @@ CFLAGS = (
     # of a process waits for it.
     "-nostdlib",
 )
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 # The one loaded module (or None) and why not, once decided; guarded by _lock.
 _state: dict[str, Any] = {"decided": False, "module": None, "error": None}
 

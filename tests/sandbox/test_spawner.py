@@ -4,10 +4,14 @@ waiting for, and is started afresh in a forked child."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from typing import Any
 
@@ -15,6 +19,9 @@ import pytest
 
 from runtime.backends.sandbox import _spawner
 from runtime.backends.sandbox._spawner import spawn_in_owner_thread
+from runtime.errors import SandboxError
+from tests._forked import in_a_forked_child
+from tests._pythonpath import ROOT, python_path, run_python
 
 
 def _nothing(_: object) -> None:
@@ -214,3 +221,96 @@ def test_a_sandboxed_program_cancelled_before_its_spawn_leaves_no_plan(
         busy.join()
     assert spawn_in_owner_thread(lambda: "after", _nothing) == "after"
     assert [plan for plan in plans if not plan.cleaned] == []
+
+
+def test_a_signal_handler_spawning_while_its_thread_starts_the_spawner_fails_fast() -> None:
+    """The handler runs on the thread that holds the lock while starting the spawner thread
+    (in a fresh child: no spawner yet): it gets a typed error at once, where it waited for
+    that lock for ever; the spawn underneath then runs on the one spawner thread."""
+
+    def child() -> str:
+        inner: list[str] = []
+
+        def handler(signum: int, frame: object) -> None:
+            try:
+                inner.append(spawn_in_owner_thread(lambda: "inner ran", _nothing))
+            except SandboxError as exc:
+                inner.append(f"SandboxError {exc.details}")
+
+        signal.signal(signal.SIGUSR1, handler)
+        start = threading.Thread.start
+
+        def start_with_a_signal(self: threading.Thread) -> None:
+            signal.raise_signal(signal.SIGUSR1)  # the handler runs here, in _jobs' lock
+            start(self)
+
+        threading.Thread.start = start_with_a_signal  # type: ignore[method-assign]
+        outer = spawn_in_owner_thread(lambda: "outer ran", _nothing)
+        threading.Thread.start = start  # type: ignore[method-assign]
+        spawners = [t for t in threading.enumerate() if t.name == "runtime-sandbox-spawner"]
+        again = spawn_in_owner_thread(lambda: "again", _nothing)  # no longer starting
+        return f"{inner} {outer} {len(spawners)} {again}"
+
+    report = in_a_forked_child(child, timeout_s=20)
+    assert report == "[\"SandboxError {'reason': 'reentrant'}\"] outer ran 1 again"
+
+
+_AT_SHUTDOWN = """
+import os, sys
+from runtime.backends.sandbox._spawner import spawn_in_owner_thread
+from runtime.errors import SandboxError
+
+class AtShutdown:
+    def __del__(self):
+        try:
+            got = spawn_in_owner_thread(lambda: "spawned", print)
+        except SandboxError as exc:
+            got = f"SandboxError {exc.details}"
+        os.write(1, f"{sys.is_finalizing()} {got}".encode())
+
+if STARTED:
+    assert spawn_in_owner_thread(int, print) == 0  # the spawner thread runs
+at_shutdown = AtShutdown()  # a global of __main__: collected as the interpreter finalizes
+"""
+
+
+@pytest.mark.parametrize("started", [True, False], ids=["spawner-running", "no-spawner-yet"])
+def test_a_spawn_during_interpreter_shutdown_fails_fast(started: bool) -> None:
+    """Once the interpreter finalizes, the (daemon) spawner thread never runs a job again,
+    nor does one started then: the spawn fails at once rather than waiting for ever."""
+    proc = subprocess.run(
+        [sys.executable, "-c", f"STARTED = {started}\n{_AT_SHUTDOWN}"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": python_path(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=30,
+        check=False,
+    )
+    assert proc.stdout == "True SandboxError {'reason': 'shutdown'}", proc.stderr
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_spawn_in_an_atexit_handler_runs() -> None:
+    """``atexit`` handlers run before finalization: the spawner still serves them."""
+    script = (
+        "import atexit, os\n"
+        "from runtime.backends.sandbox._spawner import spawn_in_owner_thread\n"
+        "atexit.register(lambda: os.write(1, spawn_in_owner_thread(lambda: b'ran', print)))\n"
+    )
+    proc = run_python(script)
+    assert proc.stdout == "ran"
+
+
+def test_the_idle_spawner_keeps_nothing_of_the_last_spawn() -> None:
+    """What a spawn made is the caller's: once dropped it is collected, not kept alive by
+    the spawner thread's frame until the next spawn (a process object left unclosed)."""
+
+    class Made:
+        pass
+
+    made = spawn_in_owner_thread(Made, _nothing)
+    gone = threading.Event()
+    weakref.finalize(made, gone.set)
+    del made
+    gc.collect()
+    assert gone.wait(5)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from runtime.backends.wasm._native import NativeCaller, NativeResult, Status
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.backend import _TABLE_ELEMENTS, EPOCH_TICK_S
 from runtime.errors import ResourceLimitExceeded, ToolTimeout
+from tests._forked import in_a_forked_child
 
 from .conftest import ECHO_WAT, request, wat_tool
 
@@ -233,35 +233,6 @@ def test_a_forked_child_does_not_wait_for_the_parents_ticker(
 # -- a forked child: threads do not survive fork, the backend starts its ticker again ----
 
 
-def _in_a_forked_child(body: Callable[[], str], timeout_s: float = 30.0) -> str:
-    """``body()`` in a child made by ``os.fork()``: what it returned (or the exception it
-    raised), read from a pipe. A child still running after ``timeout_s`` is killed."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(r)
-            try:
-                report = body()
-            except BaseException as exc:
-                report = f"raised {type(exc).__name__}: {exc}"
-            os.write(w, report.encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not os.waitpid(pid, os.WNOHANG)[0]:
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return f"still running after {timeout_s} s"
-            time.sleep(0.01)
-        return os.read(r, 4096).decode()
-    finally:
-        os.close(r)
-
-
 def _runaway_then_normal(backend: WasmBackend, tmp_path: Path) -> Callable[[], str]:
     """For the child: a guest that loops forever with fuel for hours, stopped by its 0.2 s
     deadline; then an ordinary call."""
@@ -301,7 +272,7 @@ def test_a_forked_childs_runaway_guest_ends_at_its_deadline(
             return f"{report}; the child's ticker: {ticker!r}"
         return report
 
-    assert _in_a_forked_child(child) == "ok"
+    assert in_a_forked_child(child) == "ok"
     # The parent's own ticker and calls are untouched.
     assert fresh._ticker.native is parents
     assert fresh.run_sync(request(echo, {})).result == {"ok": True}
@@ -315,7 +286,7 @@ def test_a_forked_child_of_a_python_ticker_ends_a_runaway_guest(
     echo = wat_tool(tmp_path, "echo", ECHO_WAT)
     assert ctypes_backend.run_sync(request(echo, {})).result == {"ok": True}
     assert ctypes_backend._ticker.native is None and ctypes_backend._ticker.started
-    assert _in_a_forked_child(_runaway_then_normal(ctypes_backend, tmp_path)) == "ok"
+    assert in_a_forked_child(_runaway_then_normal(ctypes_backend, tmp_path)) == "ok"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -351,7 +322,7 @@ def test_a_forked_childs_calls_keep_the_gil_until_the_first_tick(
             return f"the spin gave {res!r}"
         return "ok" if steps == 0 else f"another thread ran {steps} steps"
 
-    assert _in_a_forked_child(child) == "ok"
+    assert in_a_forked_child(child) == "ok"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -369,7 +340,7 @@ def test_a_forked_child_compiles_a_module_new_to_it(tmp_path: Path) -> None:
             result = backend.run_sync(request(other, {})).result
             return "ok" if result == {"ko": True} else f"gave {result!r}"
 
-        assert _in_a_forked_child(child, timeout_s=30) == "ok"
+        assert in_a_forked_child(child, timeout_s=30) == "ok"
     finally:
         backend.close()
 
@@ -397,7 +368,7 @@ def test_a_forked_child_compiles_while_the_parent_was_compiling(tmp_path: Path) 
             result = backend.run_sync(request(echo, {})).result
             return "ok" if result == {"ok": True} else f"gave {result!r}"
 
-        assert _in_a_forked_child(child, timeout_s=20) == "ok"
+        assert in_a_forked_child(child, timeout_s=20) == "ok"
     finally:
         release.set()
         thread.join()

@@ -27,11 +27,11 @@ import os
 import signal
 import struct
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from runtime._forksafe import ForkSafeLock
 from runtime._fsio import library_path, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
@@ -89,7 +89,7 @@ SIGEXIT_CFLAGS = (
     "-shared",
     "-fPIC",
 )
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 _MFD_CLOEXEC = 0x1
 _MFD_ALLOW_SEALING = 0x2
 _MFD_EXEC = 0x10  # kernel >= 6.3: say so, or the kernel warns (vm.memfd_noexec)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from pathlib import Path
 
 import runtime
+from runtime._forksafe import ForkSafeLock
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -42,7 +42,7 @@ CFLAGS = (
     "-Wl,--strip-all",
 )
 SHARED = "rt"
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 
 
 def guests_source_dir() -> Path:

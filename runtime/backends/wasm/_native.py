@@ -52,6 +52,7 @@ from typing import Any
 import wasmtime
 
 from runtime import _speedups
+from runtime._forksafe import ForkSafeLock
 from runtime._fsio import own_library, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm import _hot
@@ -84,7 +85,7 @@ _SOURCE = Path(__file__).with_name("_native.c")
 _PARTS = tuple(Path(__file__).with_name(name) for name in ("_ticker.c", "_overflow.c"))
 _HEADERS = (Path(__file__).with_name("_ticker.h"),)
 CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror")
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2x, once per call

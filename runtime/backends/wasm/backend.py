@@ -262,6 +262,9 @@ class _EpochTicker:
 _TICKERS: weakref.WeakSet[_EpochTicker] = weakref.WeakSet()
 #: Every live backend, for the same hook.
 _BACKENDS: weakref.WeakSet[WasmBackend] = weakref.WeakSet()
+#: In a forked child: the engines (and what was made for them) that were busy at the fork,
+#: replaced and kept for the process's life (WasmBackend._renew_inherited_engine).
+_INHERITED_BUSY: list[object] = []
 
 
 def _forked_child() -> None:
@@ -285,20 +288,33 @@ class WasmBackend:
     def __init__(self, *, cache_dir: Path | None = None, native: bool = True) -> None:
         """``native=False`` keeps calls on the ctypes path (``_hot.GuestStore``) even where the
         one-foreign-call helper (``_native``) could be built; both behave the same."""
+        self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
+        self._guests: dict[str, Path] | None = None
+        self._lock = threading.Lock()
+        # None: not resolved yet (first call); False: not available (or not wanted).
+        self._native: NativeCaller | bool | None = None if native else False
+        #: In a forked child whose engine was busy at the fork: replace it before its first
+        #: use (see forked_child).
+        self._engine_inherited_busy = False
+        self._new_engine()
+        _BACKENDS.add(self)
+
+    def _new_engine(self) -> None:
+        """The Engine and everything made for it: its pool's tokens, the compiled modules and
+        their memos, the linker, the epoch ticker (not started) and the fingerprint."""
         self.engine, self.pooled = make_engine()
         self._engine_ptr = address_of(self.engine.ptr())
         # One token per pool slot: a call holds one while its instance is alive, so the pool is
         # never asked for more than it has. (A SimpleQueue is a C-level lock, cheaper per call
         # than a BoundedSemaphore built on a Condition.)
+        self._capacity = POOL_SLOTS
         self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(POOL_SLOTS):
+        for _ in range(self._capacity):
             self._slots.put(None)
-        self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         tag = f"{self.CONFIG_TAG}/{'pool' if self.pooled else 'on-demand'}"
         self._modules = ModuleCache(self.engine, self.cache_dir / "modules", tag)
         self._linker = wasmtime.Linker(self.engine)
         self._ticker = _EpochTicker(self.engine)
-        self._guests: dict[str, Path] | None = None
         self._loaded: dict[tuple[str, int, int], _Loaded] = {}
         self._builtin: dict[str, _Loaded] = {}
         # Per tool of a built-in guest: (its spec, the module, the export) as load() found
@@ -306,17 +322,38 @@ class WasmBackend:
         # (the export, the pin) depends only on the spec, treated as immutable once
         # registered (as the policy's plans do): the spec's identity is the key's check.
         self._hot: dict[str, tuple[ToolSpec, _Loaded, str]] = {}
-        self._lock = threading.Lock()
-        # None: not resolved yet (first call); False: not available (or not wanted).
-        self._native: NativeCaller | bool | None = None if native else False
         self._fingerprint = self._make_fingerprint()
-        _BACKENDS.add(self)
 
     def forked_child(self) -> None:
-        """In a forked child: a fresh lock. The parent's may have been held by a thread
-        compiling a module (or loading the helper), gone here, and the child's first
-        compilation would wait for it for ever. Only an assignment (see _EpochTicker)."""
+        """In a forked child: a fresh lock, and a fresh engine on first use if the parent's
+        was busy. Only assignments (see _EpochTicker).
+
+        Hazards: the parent's threads are gone here, with whatever they held. The lock may
+        have been held by one compiling a module (or loading the helper): the child's first
+        compilation would wait for it for ever. A call in flight holds one of our tokens
+        and a slot of the engine's pool, which nothing returns here: with all of them taken
+        the child's first call would wait for ever, and its pool is short of them for good.
+        Its store, and the engine's own locks a compiling thread held, are in whatever state
+        the fork caught them. So an engine that had a call or a compilation in flight is
+        not used again here: the child's first call (or load) makes a new one, and modules
+        come back from the on-disk cache (a few ms for the engine's pool and ~0.3 ms a
+        guest, measured). An idle engine is consistent and kept: a child of an idle parent
+        pays nothing. A thread between taking a token and creating its store counts as in
+        flight; no thread touches the pool without a token, or compiles without the lock."""
+        self._engine_inherited_busy = self._slots.qsize() < self._capacity or self._lock.locked()
         self._lock = threading.Lock()
+
+    def _renew_inherited_engine(self) -> None:
+        """A forked child's engine busy at the fork (see forked_child) is replaced, once;
+        the old one and all made for it are kept, never freed: freeing could take a lock a
+        parent's thread held, and nothing here uses them again."""
+        with self._lock:
+            if self._engine_inherited_busy:
+                _INHERITED_BUSY.append(
+                    (self.engine, self._modules, self._linker, self._ticker, self._loaded)
+                )
+                self._new_engine()
+                self._engine_inherited_busy = False
 
     def _make_fingerprint(self) -> Fingerprint:
         return Fingerprint(
@@ -340,6 +377,12 @@ class WasmBackend:
         start the epoch ticker (a C thread when the helper loaded)."""
         await anyio.to_thread.run_sync(self.guests)
         native = await anyio.to_thread.run_sync(self.native_caller)
+        self._start(native)
+
+    def _start(self, native: NativeCaller | None) -> None:
+        """Before a process's first call (a forked child's included: see forked_child)."""
+        if self._engine_inherited_busy:
+            self._renew_inherited_engine()
         self._ticker.start(native)
 
     async def aclose(self) -> None:
@@ -382,6 +425,8 @@ class WasmBackend:
 
         Custom modules are re-checked whenever the file changes (stat per call); built-in
         guests live in the user's own cache and are resolved once per backend."""
+        if self._engine_inherited_busy:  # not one compilation for an engine replaced next
+            self._renew_inherited_engine()
         export = _export_name(spec)
         ref = _wasm_field(spec, "module")
         loaded = self._builtin.get(ref)
@@ -471,8 +516,8 @@ class WasmBackend:
 
     def run_sync(self, request: ExecRequest) -> ExecOutcome:
         """Run one call in the calling thread (the broker's sync path and benchmarks)."""
-        if not self._ticker.started:
-            self._ticker.start(self.native_caller())
+        if not self._ticker.started:  # the first call, in this process
+            self._start(self.native_caller())
         spec = request.spec
         hot = self._hot.get(spec.name)
         if hot is not None and hot[0] is spec:
