@@ -2707,6 +2707,12 @@ def gen_policy6() -> None:
             [sh('while IFS= read -r line; do echo "line:$line"; done < a.txt')],
             [ok(), has("line:two")],
         ),
+        (
+            "find -exec sh -c with single-quoted code and its own $1",
+            [mkfile("a.txt")],
+            [sh("find . -name '*.txt' -exec sh -c 'echo \"found:$1\"' _ {} \\;")],
+            [ok(), has("found:./a.txt")],
+        ),
     ]
     for title, setup, calls, expect in h4:
         add("H4", title, calls, technique=title, source=src, setup=setup, expect=expect)

@@ -21,6 +21,37 @@ _ROTATE_RE = re.compile(r"^[+-][0-9]+$")  # pushd/popd +N, -N: a place in the st
 _MAX_DIRS = 16  # directories a command may be in, tracked (then: only known at run time)
 
 
+def _outside_single_quotes(raw: str) -> str:
+    """``raw`` with the text of its single-quoted spans replaced by ``q``: what the shell may
+    still expand. Between single quotes nothing is expanded (no ``$``, backquote or brace
+    expansion, no escape), so ``bash -c 'echo "$x"'`` hands its inner shell a fixed text,
+    which the walker parses and judges as it does a command line; the inner shell's own
+    expansions are the inner parse's run-time words. ``$'...'`` (ANSI-C) keeps its ``$``
+    outside, so it stays a run-time word. An unterminated quote: ``raw`` as it is."""
+    out: list[str] = []
+    quote = ""  # "'" or '"' while inside one
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if quote == "'":
+            if c == "'":
+                quote = ""
+            i += 1
+            continue
+        if c == "\\":
+            out.append(raw[i : i + 2])
+            i += 2
+            continue
+        if c == '"':
+            quote = "" if quote else '"'
+        elif c == "'" and not quote:
+            quote = "'"
+            out.append("q")
+        out.append(c)
+        i += 1
+    return raw if quote == "'" else "".join(out)
+
+
 class WordsMixin(WalkerState):
     """Words and the working directory (a part of the walker)."""
 
@@ -37,7 +68,8 @@ class WordsMixin(WalkerState):
             elif part.kind == "parameter":
                 dynamic = True
         raw = text[n.pos[0] : n.pos[1]] if hasattr(n, "pos") else n.word
-        if "$" in raw or "`" in raw or _BRACE_RE.search(raw):
+        expanded = _outside_single_quotes(raw)
+        if "$" in expanded or "`" in expanded or _BRACE_RE.search(expanded):
             dynamic = True
         value = n.word
         if not dynamic and n.kind == "word":

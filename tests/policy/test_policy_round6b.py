@@ -326,3 +326,39 @@ def test_ifs_scoped_to_read_is_allowed(policy: Policy, command: str) -> None:
 )
 def test_ifs_elsewhere_still_asks(policy: Policy, command: str, rule: str) -> None:
     assert verdict(policy, command) == ("ask", rule)
+
+
+# Single-quoted text is never expanded: the shell code of 'bash -c' in single quotes is a
+# fixed text, parsed and judged as a command line is; its own expansions are its words.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bash -c 'echo \"$x\"'",
+        "bash -c 'for f in *.txt; do echo $f; done'",
+        "find . -name '*.py' -exec sh -c 'echo \"$1\"' _ {} \\;",
+        "sh -c 'cd \"$1\" && ls' _ src",
+        "cat '$HOME/notes.txt'",  # a file named '$HOME' in the workspace, not the home
+    ],
+)
+def test_single_quoted_code_is_fixed_text(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "verdict_"),
+    [
+        ("sh -c 'rm -rf \"$1\"' _ /", ("ask", "commands.deny.rm-root")),  # judged inside
+        ("bash -c 'rm -rf /'", ("deny", "commands.deny.rm-root")),
+        ('bash -c "echo $x"', ("ask", DYN)),  # double quotes: built at run time
+        ("bash -c $'echo \\x41'", ("ask", DYN)),  # ANSI-C quoting: escapes processed
+        ("bash -c '$cmd'", ("ask", DYN)),  # the inner program is a run-time word
+        ("xargs -I{} sh -c 'echo {}' < f", ("ask", DYN)),  # xargs builds the text
+        ("bash -c 'echo $(rm -rf /)'", ("deny", "commands.deny.rm-root")),
+        ("bash -c 'a'\"$x\"", ("ask", DYN)),  # a quoted part beside an expanded one
+        ("bash -c 'echo '{a,b}", ("ask", DYN)),  # brace expansion outside the quotes
+    ],
+)
+def test_single_quotes_keep_what_is_expanded(
+    policy: Policy, command: str, verdict_: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == verdict_
