@@ -67,10 +67,6 @@ _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 # the rules on redirect targets (commands.deny.dev-tcp) see it.
 _SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
-# Builtins that only assign variables from their input: an IFS given as their prefix
-# assignment (``while IFS= read -r line``) is scoped to them and steers only how they split
-# what they read, never which code runs; they are regular builtins, so it does not persist.
-_IFS_SCOPED = frozenset({"read", "mapfile", "readarray"})
 
 
 class ParseMixin(WalkerState):
@@ -172,10 +168,14 @@ class ParseMixin(WalkerState):
             first = False
 
     def function(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
-        name = n.parts[0].word if n.parts and n.parts[0].kind == "word" else ""
+        # bashlex's name node: 'function f { ...; }' starts its parts with the keyword.
+        name_node = getattr(n, "name", None)
+        name = str(getattr(name_node, "word", ""))
         before = len(self.commands)
         for child in n.parts[1:]:
             self.node(child, text, depth, feeds)
+        if name:
+            self.redefined.add(name)
         if name and any(c.program == name for c in self.commands[before:]):
             self.hazard("fork_bomb", f"function {name!r} calls itself (fork-bomb shape)")
 
@@ -222,8 +222,6 @@ class ParseMixin(WalkerState):
                     subst_feeds.extend(inner)
                     if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
                         redirects.append(w)
-        if "IFS" in assigns and words and not words[0].dynamic and words[0].value in _IFS_SCOPED:
-            assigns = [a for a in assigns if a != "IFS"]
         heredoc_literal = literal_body
         for w in redirects:
             if not w.dynamic:

@@ -31,6 +31,11 @@ class WalkerState(ABC):
     readings: int = 0  # other readings of wrapper options walked (see other_readings)
     readings_exhausted: bool = False
     aliases: set[str] = field(default_factory=set)
+    # Names this command defines as functions or disables as builtins ('enable -n read'):
+    # such a name may run code other than the builtin's.
+    redefined: set[str] = field(default_factory=set)
+    # Builtins whose prefix IFS was not judged (_shell_wrappers._IFS_SCOPED), with feeds.
+    ifs_scoped: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     # Inside a compound command that a pipe feeds ('curl x | (bash)'), or a value a program
     # runs with its output as input (git's pager): every command there may read that input.
     fed: int = 0
@@ -212,6 +217,11 @@ class WalkerState(ABC):
                     " when it runs",
                     feeds,
                 )
+        for name, feeds in self.ifs_scoped:
+            if name in self.redefined:
+                # 'read(){ ...; }; IFS=: read': the function's whole body runs with that IFS,
+                # so the assignment is judged as any IFS is.
+                self.commands.append(SimpleCommand(name, (), ("IFS",), feeds=feeds))
         for cmd in self.commands:
             if cmd.program in self.aliases:
                 # dash expands aliases in 'sh -c' strings: 'alias r=rm<newline>r -rf /'.

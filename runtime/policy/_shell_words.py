@@ -19,6 +19,9 @@ __all__ = ["WordsMixin"]
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _ROTATE_RE = re.compile(r"^[+-][0-9]+$")  # pushd/popd +N, -N: a place in the stack
 _MAX_DIRS = 16  # directories a command may be in, tracked (then: only known at run time)
+# What starts a command inside a ``${...}`` expansion's text: bashlex keeps that text as
+# the parameter's value and never parses it ('${x:-$(rm -rf /)}', '${a[`id`]}').
+_SUBST_MARKS = ("$(", "`", "<(", ">(")
 
 
 def _outside_single_quotes(raw: str) -> str:
@@ -67,6 +70,7 @@ class WordsMixin(WalkerState):
                 inner.extend(c.program for c in self.commands[before:] if c.program)
             elif part.kind == "parameter":
                 dynamic = True
+                self._parameter_substitutions(str(getattr(part, "value", "")), depth)
         raw = text[n.pos[0] : n.pos[1]] if hasattr(n, "pos") else n.word
         expanded = _outside_single_quotes(raw)
         if "$" in expanded or "`" in expanded or _BRACE_RE.search(expanded):
@@ -79,6 +83,19 @@ class WordsMixin(WalkerState):
             except ValueError:
                 dynamic = True
         return Word(value, dynamic), tuple(inner)
+
+    def _parameter_substitutions(self, value: str, depth: int) -> None:
+        """Commands inside a ``${...}`` expansion (its default, pattern, replacement, offset
+        or subscript: ``${x:-$(cmd)}``, ``${a[$(cmd)]}``) run when it is expanded, but bashlex
+        leaves that text unparsed. Whether quotes in it quote depends on the context (inside
+        double quotes ``"${x:-'$(cmd)'}"`` runs cmd; unquoted it does not), so any mark of a
+        substitution asks as code built at run time; the text from the first mark on is
+        also walked, so that a command a rule denies is still denied."""
+        marks = [k for k in (value.find(m) for m in _SUBST_MARKS) if k >= 0]
+        if not marks:
+            return
+        self.hazard("dynamic", "a substitution inside ${...} runs at run time")
+        self.parse(": " + value[min(marks) :], depth + 1)
 
     def change_directory(self, target: Word) -> None:
         """Follow 'cd TARGET' lexically, for the relative paths of later commands.

@@ -43,6 +43,11 @@ from runtime.policy.wrappers import (
 
 __all__ = ["WrappersMixin"]
 
+# Builtins that only assign variables from their input: an IFS given as their prefix
+# assignment (``while IFS= read -r line``) is scoped to them and steers only how they split
+# what they read, never which code runs; they are regular builtins, so it does not persist.
+_IFS_SCOPED = frozenset({"read", "mapfile", "readarray"})
+
 
 class WrappersMixin(WalkerState):
     """What a simple command runs (a part of the walker)."""
@@ -169,6 +174,11 @@ class WrappersMixin(WalkerState):
             assigns += tuple(w.value.split("=", 1)[0] for w in env)
             self.env_values(env, depth, feeds)
         assigned = builtin_assignments(name, words, stdin_text, "IFS" in assigns)
+        if "IFS" in assigns and name in _IFS_SCOPED and not wrappers:
+            # 'while IFS= read -r line': judged as read without it (its fields above are
+            # still not known here); unless this command redefines read (see finish).
+            self.ifs_scoped.append((name, feeds))
+            assigns = tuple(a for a in assigns if a != "IFS")
         if assigned is not None:  # 'printf -v NAME V', 'read NAME': as 'NAME=V'
             if assigned.unknown_name:
                 self.hazard("dynamic", f"{name} assigns a variable named at run time", feeds)
@@ -215,6 +225,9 @@ class WrappersMixin(WalkerState):
             if any(w.value.startswith("CDPATH") or w.dynamic for w in words[1:]):
                 self.cdpath = True
             self.env_values(words[1:], depth, feeds)
+        elif name == "enable":
+            # 'enable -n read': 'read' is then found as a function or on PATH.
+            self.redefined.update(w.value for w in words[1:] if not w.value.startswith("-"))
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:
