@@ -36,6 +36,7 @@ def policy() -> Policy:
         'chown "$(id -u)" build',
         'chown "$USER" build',
         'rm -f ./"$f"',
+        'sudo chmod 755 "$d"',
         'for f in *.o; do rm -f ./"$f"; done',
     ],
 )
@@ -68,6 +69,11 @@ def test_one_quoted_runtime_word_is_one_argument(policy: Policy, command: str) -
         ('chmod 755 "$(echo "$x")"', CHMOD),
         # A directory only known at run time makes every operand run-time.
         ('cd "$x" && chmod 755 "$d"', CHMOD),
+        # Through wrappers and inner shells, the same reading.
+        ('sudo chmod -R 755 "$d"', CHMOD),
+        ("sh -c 'chmod -R 755 \"$1\"' _ /", CHMOD),
+        ("sh -c 'rm -rf \"$1\"' _ /", RM),
+        ('echo x | xargs chmod 755 "$d"', CHMOD),
         # Input at run time (xargs) is any number of words.
         ("xargs chmod 755", CHMOD),
         ("find . -name '*.orig' | xargs rm -f", RM),
