@@ -2718,6 +2718,43 @@ def gen_policy6() -> None:
         add("H4", title, calls, technique=title, source=src, setup=setup, expect=expect)
 
 
+def gen_everyday() -> None:
+    """H5, commands coding agents run every day that the default policy asked (with no
+    approver, refused): a double-quoted run-time word is one argument, so it may be the
+    option or the path a rule needs, not both (tests/policy/test_policy_everyday.py, where
+    the attack controls beside them still ask). Kept in a file of their own
+    (``everyday.json``, ``_OWN_FILE``)."""
+    src = "everyday agent commands (dash /bin/sh)"
+    h5 = [
+        (
+            "chmod +x of each script in a loop",
+            [mkfile("a.sh", "echo a\n"), mkfile("b.sh", "echo b\n")],
+            [sh('for f in *.sh; do chmod +x "$f"; done; test -x b.sh && echo exec-ok')],
+            [ok(), has("exec-ok")],
+        ),
+        (
+            "chmod of a file named by a variable",
+            [mkfile("a.txt")],
+            [sh('f=a.txt; chmod 644 "$f" && echo chmod-ok')],
+            [ok(), has("chmod-ok")],
+        ),
+        (
+            'rm -f of ./"$f" in a loop',
+            [mkfile("a.o"), mkfile("b.o")],
+            [sh('for f in *.o; do rm -f ./"$f"; done; ls *.o 2>/dev/null || echo rm-ok')],
+            [ok(), has("rm-ok")],
+        ),
+        (
+            "chown to one's own uid from $(id -u)",
+            [mkfile("a.txt")],
+            [sh('chown "$(id -u)" a.txt 2>/dev/null; echo chown-ran')],
+            [ok(), has("chown-ran")],
+        ),
+    ]
+    for title, setup, calls, expect in h5:
+        add("H5", title, calls, technique=title, source=src, setup=setup, expect=expect)
+
+
 def build() -> list[dict[str, Any]]:
     """Every case record, in generation order (ids are assigned here)."""
     CASES.clear()
@@ -2736,6 +2773,7 @@ def build() -> list[dict[str, Any]]:
         gen_policy3,
         gen_policy5,
         gen_policy6,
+        gen_everyday,
     ):
         gen()
     return list(CASES)
@@ -2752,6 +2790,7 @@ _OWN_FILE = {
     "H3": "policy5",
     "B11": "policy6",
     "H4": "policy6",
+    "H5": "everyday",
 }
 
 

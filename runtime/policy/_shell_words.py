@@ -12,6 +12,7 @@ from typing import Any
 
 from runtime.policy._globreach import is_glob
 from runtime.policy._shell_state import WalkerState
+from runtime.policy._word_shape import word_shape
 from runtime.policy.argv import Word, unquote
 
 __all__ = ["WordsMixin"]
@@ -82,6 +83,9 @@ class WordsMixin(WalkerState):
                 value = unquote(raw)
             except ValueError:
                 dynamic = True
+        if dynamic:
+            single, prefix = word_shape(raw)
+            return Word(value, dynamic, single=single, prefix=prefix), tuple(inner)
         return Word(value, dynamic), tuple(inner)
 
     def _parameter_substitutions(self, value: str, depth: int) -> None:

@@ -29,6 +29,20 @@ class Word:
     value: str  # after quote removal
     dynamic: bool = False  # its value is only known at run time ($x, $(..), globs, braces)
     operand: bool = False  # known never to be an option (find's '{}' is always a path)
+    # Of a dynamic word (runtime.policy._word_shape): the shell passes it as exactly one
+    # argument (every expansion double-quoted), and the literal text it starts with.
+    single: bool = False
+    prefix: str = ""
+
+    def may_be_option(self) -> bool:
+        """Whether the program may read this word (or a word it splits into) as an option:
+        a run-time word that stays one argument and starts with text other than '-' is not
+        ('GOPATH="$x"', './"$f"'); '"$f"', '"$d"/x', '-D"$x"' and any unquoted $x may be."""
+        if not self.dynamic:
+            return self.value.startswith("-")
+        if self.operand:
+            return False
+        return not self.single or not self.prefix or self.prefix.startswith("-")
 
 
 def program_name(value: str) -> str:

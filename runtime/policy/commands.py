@@ -285,8 +285,9 @@ class _Compiled:
         if any(self.unless.match(normalise_target(w.value)) for w in args if not w.dynamic):
             return "no"
         results: list[Tri] = []
-        # A run-time argument may turn out to be any flag ('echo -rf / | xargs rm').
-        dynamic_flag = any(w.dynamic and not w.operand for w in options)
+        # A run-time argument may turn out to be any flag ('echo -rf / | xargs rm'), unless
+        # it stays one argument that starts with other text ('./"$f"', 'GOPATH="$x"').
+        dynamic_flag = any(w.dynamic and w.may_be_option() for w in options)
         for group in self.flags:
             hit = any(
                 _flag_present(f, w.value, cmd.program)
@@ -303,6 +304,12 @@ class _Compiled:
                 if not w.dynamic
             )
             results.append("yes" if hit else "maybe" if dynamic else "no")
+        if self.flags and (self.args or self.args_regex) and _one_argument(cmd, args):
+            # The only run-time word is one argument: it may be the flag or the path, not
+            # both ('rm -f "$f"' is no 'rm -r /'; 'rm -rf "$f"' and 'rm -f $f' may be).
+            flag_maybe = "maybe" in results[: len(self.flags)]
+            if flag_maybe and results[len(self.flags)] == "maybe":
+                return "no"
         if self.args_seq:
             values = [w.value for w in args]
             hit = any(_has_seq(values, seq) for seq in self.args_seq)
@@ -342,6 +349,15 @@ def _in_workspace(word: Word, root: str) -> Word | None:
         return None
     inside = workspace_relative(word.value, root)
     return None if inside is None else Word(inside)
+
+
+def _one_argument(cmd: SimpleCommand, args: list[Word]) -> bool:
+    """Whether the command's run-time part is one word the shell passes as one argument:
+    its only dynamic argument is ``single`` and its directory is known."""
+    if cmd.cwd is not None and cmd.cwd.dynamic:
+        return False
+    dynamic = [w for w in args if w.dynamic]
+    return len(dynamic) == 1 and dynamic[0].single and not dynamic[0].operand
 
 
 def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
