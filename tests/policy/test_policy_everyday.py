@@ -17,11 +17,6 @@ RM = "commands.deny.rm-root"
 CHMOD = "commands.deny.chmod-root"
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 # 1. A double-quoted run-time word is one argument: it may be the option or the path a
 #    rule needs, not both ('chmod 755 "$f"' is no 'chmod -R 755 /'), and one that starts
 #    with text other than '-' is never an option ('rm -f ./"$f"').

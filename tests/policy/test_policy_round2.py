@@ -13,12 +13,6 @@ from _policy_helpers import verdict
 from runtime.policy import Policy
 from runtime.policy.commands import normalise_target, path_form
 
-
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 # Gap 2: a glob that names no fixed character sweeps a directory as '*' does: the names it
 # leaves out are chosen by character class, not by name ('[a-z]*' is most of a directory).
 SWEEPING = [

@@ -18,12 +18,6 @@ from runtime.policy import Policy
 from runtime.policy.commands import path_form
 from runtime.policy.shell import analyse
 
-
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 RM = "commands.deny.rm-root"
 PIPE = "commands.deny.pipe-to-shell"
 

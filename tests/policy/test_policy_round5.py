@@ -14,12 +14,6 @@ from _policy_helpers import verdict
 from runtime.policy import Policy
 from runtime.policy._git_config import classify_key
 
-
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 RM = "commands.deny.rm-root"
 INTERP = "commands.hazard.interpreter"
 LOADER = "commands.deny.loader-env"

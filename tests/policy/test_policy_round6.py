@@ -24,11 +24,6 @@ RM = "commands.deny.rm-root"
 INTERP = "commands.hazard.interpreter"
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 # 1. Long options by a prefix, as getopt_long reads them.
 def test_long_option_reads_prefixes_and_full_names() -> None:
     names = ("--target-directory", "--suffix")

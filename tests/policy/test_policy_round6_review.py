@@ -17,11 +17,6 @@ RM = "commands.deny.rm-root"
 INTERP = "commands.hazard.interpreter"
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 # A HAZARD_ARGS pattern with a trailing '*' names longer options too, as fnmatch read it
 # before round six: 'git --exec-path=DIR' makes git run its helpers (git-remote-https) from DIR.
 @pytest.mark.parametrize(

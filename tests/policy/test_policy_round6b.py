@@ -28,11 +28,6 @@ LOADER = "commands.deny.loader-env"
 DATA = "'--import=data:text/javascript,1'"
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 def _w(*values: str) -> list[Word]:
     return [Word(v) for v in values]
 

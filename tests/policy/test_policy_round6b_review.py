@@ -14,11 +14,6 @@ RM = "commands.deny.rm-root"
 DYN = "commands.hazard.dynamic"
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
-    return Policy.default()
-
-
 # 1. bashlex keeps a ${...} expansion's text unparsed: the commands inside it were never
 # seen, at the top level and (since single-quoted code is parsed) in bash -c '...' alike.
 @pytest.mark.parametrize(
