@@ -1,4 +1,5 @@
-"""``in_a_forked_child``: run a test's body in a child made by ``os.fork()``, bounded.
+"""``in_a_forked_child``: run a test's body in a child made by ``os.fork()``, bounded; and
+``held_by_another_thread``: a lock held by a thread that the fork will not copy.
 
 The child reports through a pipe and leaves with ``os._exit`` (no pytest teardown, no atexit
 of the parent's copy); a child still running after the bound is killed and reported as such,
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 
 def in_a_forked_child(body: Callable[[], str], timeout_s: float = 30.0) -> str:
@@ -39,3 +42,24 @@ def in_a_forked_child(body: Callable[[], str], timeout_s: float = 30.0) -> str:
         return os.read(r, 4096).decode()
     finally:
         os.close(r)
+
+
+@contextmanager
+def held_by_another_thread(lock: AbstractContextManager[object]) -> Iterator[None]:
+    """``lock`` held, for the ``with`` block, by a thread of this process: a child forked
+    inside the block has a copy of the lock as held, and no thread that will release it."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join()

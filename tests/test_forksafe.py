@@ -8,14 +8,13 @@ import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from types import FunctionType, ModuleType
 
 import pytest
 
 from runtime._forksafe import ForkSafeLock
 from runtime.backends.wasm import _build
-from tests._forked import in_a_forked_child
+from tests._forked import held_by_another_thread, in_a_forked_child
 from tests.test_exported_members import _modules
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -49,25 +48,6 @@ def test_every_module_level_lock_is_fork_safe() -> None:
     assert plain == []
 
 
-@contextmanager
-def _held_by_another_thread(lock: ForkSafeLock) -> Iterator[None]:
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(60)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert held.wait(10)
-        yield
-    finally:
-        release.set()
-        thread.join()
-
-
 def _acquires(lock: ForkSafeLock) -> Callable[[], str]:
     def body() -> str:
         if not lock.acquire(timeout=5):
@@ -81,7 +61,7 @@ def _acquires(lock: ForkSafeLock) -> Callable[[], str]:
 def test_every_module_level_lock_is_free_in_a_child_forked_while_held() -> None:
     for name, lock in _module_level_locks():
         assert isinstance(lock, ForkSafeLock), name
-        with _held_by_another_thread(lock):
+        with held_by_another_thread(lock):
             assert in_a_forked_child(_acquires(lock), timeout_s=20) == "ok", name
             assert not lock.acquire(blocking=False), name  # the parent's is still held
 
@@ -94,7 +74,7 @@ def test_a_child_forked_during_a_guest_build_builds() -> None:
     def child() -> str:
         return "ok" if _build.build_guests() == built else "another build"
 
-    with _held_by_another_thread(_build._lock):
+    with held_by_another_thread(_build._lock):
         assert in_a_forked_child(child, timeout_s=30) == "ok"
 
 

@@ -16,7 +16,7 @@ import pytest
 from runtime.backends.wasm import WasmBackend, _engine
 from runtime.backends.wasm import backend as wasm_backend
 from runtime.errors import ToolTimeout
-from tests._forked import in_a_forked_child
+from tests._forked import held_by_another_thread, in_a_forked_child
 
 from .conftest import ECHO_WAT, request, wat_tool
 from .test_gil_hold import LOOP
@@ -101,21 +101,8 @@ def test_a_child_forked_while_compiling_gets_a_new_engine(
     small_pool: WasmBackend, tmp_path: Path
 ) -> None:
     """A thread compiling (the backend's lock held) may hold the engine's own locks too."""
-    held, release = threading.Event(), threading.Event()
-
-    def compiling() -> None:
-        with small_pool._lock:
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=compiling)
-    thread.start()
-    try:
-        assert held.wait(10)
+    with held_by_another_thread(small_pool._lock):
         report = _echo_in_child(small_pool, tmp_path)
-    finally:
-        release.set()
-        thread.join()
     assert report == "new engine"
 
 

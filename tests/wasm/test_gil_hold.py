@@ -23,7 +23,7 @@ from runtime.backends.wasm._native import NativeCaller, NativeResult, Status
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.backend import _TABLE_ELEMENTS, EPOCH_TICK_S
 from runtime.errors import ResourceLimitExceeded, ToolTimeout
-from tests._forked import in_a_forked_child
+from tests._forked import held_by_another_thread, in_a_forked_child
 
 from .conftest import ECHO_WAT, request, wat_tool
 
@@ -351,25 +351,14 @@ def test_a_forked_child_compiles_while_the_parent_was_compiling(tmp_path: Path) 
     module, loading the helper): that thread is gone in the child, whose own first
     compilation must not wait for it."""
     backend = WasmBackend(cache_dir=tmp_path / "cache", native=False)
-    held, release = threading.Event(), threading.Event()
+    echo = wat_tool(tmp_path, "echo", ECHO_WAT)
 
-    def compiling() -> None:
-        with backend._lock:
-            held.set()
-            release.wait(30)
+    def child() -> str:
+        result = backend.run_sync(request(echo, {})).result
+        return "ok" if result == {"ok": True} else f"gave {result!r}"
 
-    thread = threading.Thread(target=compiling)
-    thread.start()
     try:
-        assert held.wait(10)
-        echo = wat_tool(tmp_path, "echo", ECHO_WAT)
-
-        def child() -> str:
-            result = backend.run_sync(request(echo, {})).result
-            return "ok" if result == {"ok": True} else f"gave {result!r}"
-
-        assert in_a_forked_child(child, timeout_s=20) == "ok"
+        with held_by_another_thread(backend._lock):
+            assert in_a_forked_child(child, timeout_s=20) == "ok"
     finally:
-        release.set()
-        thread.join()
         backend.close()
