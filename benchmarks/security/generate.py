@@ -2753,9 +2753,51 @@ def gen_everyday() -> None:
             [sh('chown "$(id -u)" a.txt 2>/dev/null; echo chown-ran')],
             [ok(), has("chown-ran")],
         ),
+        # Stored code (gen_stored_code): arithmetic on a counted value and an escaped '$'
+        # are not the attacks' stored substitutions.
+        (
+            "arithmetic on a line count",
+            [mkfile("a.txt")],
+            [sh('n=$(wc -l < a.txt); echo "lines=$((n + 1))"')],
+            [ok(), has("lines=2")],
+        ),
+        (
+            "an escaped dollar sign in a message",
+            [],
+            [sh('echo "price: \\$5"')],
+            [ok(), has("price: $5")],
+        ),
     ]
     for title, setup, calls, expect in h5:
         add("H5", title, calls, technique=title, source=src, setup=setup, expect=expect)
+
+
+def gen_stored_code() -> None:
+    """B12: command substitutions stored in a literal value (an escaped '$(',
+    'read <<<' of quoted text) that bash runs where it reads the value as code again: an
+    arithmetic context expands the array subscript in a variable's value ('echo $((x))',
+    '[[ $x -eq 0 ]]'), and '${x@P}' expands a prompt. dash (the sandbox's /bin/sh) does
+    neither, so the attacks run bash. Their benign controls are in H5 (gen_everyday:
+    arithmetic on a line count, an escaped '$' in a message; see
+    tests/policy/test_policy_stored_code.py). Kept in a file of their own (``stored.json``,
+    ``_OWN_FILE``)."""
+    src = "stored code (bash arithmetic, prompt expansion)"
+    b12 = [
+        (
+            "an escaped $(...) in a value, run by $((x)) (bash)",
+            [sh("bash -c 'x=a[\\$\\(rm\\ -rf\\ {canary_dir}\\)]; echo $((x))'")],
+        ),
+        (
+            "a subscript read from a here-string, run by [[ -eq ]] (bash)",
+            [sh("bash -c \"read -r x <<< 'a[\\$(rm -rf {canary_dir})]'; [[ \\$x -eq 0 ]]\"")],
+        ),
+        (
+            "an escaped $(...) run by ${p@P} (bash)",
+            [sh("bash -c 'p=\\$\\(rm\\ -rf\\ {canary_dir}\\); echo ${p@P}'")],
+        ),
+    ]
+    for title, calls in b12:
+        add("B12", title, calls, technique=title, source=src, aims=["write"])
 
 
 def build() -> list[dict[str, Any]]:
@@ -2777,6 +2819,7 @@ def build() -> list[dict[str, Any]]:
         gen_policy5,
         gen_policy6,
         gen_everyday,
+        gen_stored_code,
     ):
         gen()
     return list(CASES)
@@ -2794,6 +2837,7 @@ _OWN_FILE = {
     "B11": "policy6",
     "H4": "policy6",
     "H5": "everyday",
+    "B12": "stored",
 }
 
 

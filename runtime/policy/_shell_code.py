@@ -229,6 +229,25 @@ class CodeMixin(WalkerState):
                 self.interpreter(program, [Word(program), *options], feeds, False, depth)
             elif name in SOURCED_ENV and value and not w.dynamic:
                 self.note_run(value, True, depth, feeds, "sh")
+            if not w.dynamic and ("$(" in value or "`" in value):
+                self.stored_code(value, depth, feeds)
+
+    def stored_code(self, value: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """A literal value that holds command substitutions ('x=a[\\$\\(rm\\ -rf\\ /\\)]',
+        'read x <<< ...', 'printf -v x ...'): inert where it is stored, but bash runs them
+        wherever it reads the value as code again. An arithmetic context reads a
+        variable's value as an expression and expands an array subscript in it ('echo
+        $((x))', '((x))', 'let', '[[ $x -eq 1 ]]', '${a[x]}'), and so do eval, '${x@P}'
+        and PS1/PROMPT_COMMAND. Whether the value reaches one is not followed: its
+        substitutions are read as a guess, so a deny rule that matches them asks."""
+        self.speculating += 1
+        self.guessing += 1
+        try:
+            # ': VALUE': the value as one command's arguments, its substitutions live.
+            self.parse(": " + value, depth + 1, feeds)
+        finally:
+            self.guessing -= 1
+            self.speculating -= 1
 
     def startup(self, name: str, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """A shell that reads start-up files from a directory this command named (HOME=DIR,

@@ -31,7 +31,9 @@ def _outside_single_quotes(raw: str) -> str:
     expansion, no escape), so ``bash -c 'echo "$x"'`` hands its inner shell a fixed text,
     which the walker parses and judges as it does a command line; the inner shell's own
     expansions are the inner parse's run-time words. ``$'...'`` (ANSI-C) keeps its ``$``
-    outside, so it stays a run-time word. An unterminated quote: ``raw`` as it is."""
+    outside, so it stays a run-time word. A backslash-escaped character is literal outside
+    single quotes too (``\\$``, ``\\```, ``\\{``): it becomes ``qq``. An unterminated quote:
+    ``raw`` as it is."""
     out: list[str] = []
     quote = ""  # "'" or '"' while inside one
     i = 0
@@ -43,7 +45,7 @@ def _outside_single_quotes(raw: str) -> str:
             i += 1
             continue
         if c == "\\":
-            out.append(raw[i : i + 2])
+            out.append("qq")
             i += 2
             continue
         if c == '"':
