@@ -2753,6 +2753,19 @@ def gen_everyday() -> None:
             [sh('chown "$(id -u)" a.txt 2>/dev/null; echo chown-ran')],
             [ok(), has("chown-ran")],
         ),
+        # The device rules judged every argument and every run-time redirect target.
+        (
+            "cat of a file named by a variable",
+            [mkfile("a.txt", "cat-ok\n")],
+            [sh('f=a.txt; cat "$f" | grep ok')],
+            [ok(), has("cat-ok")],
+        ),
+        (
+            "output redirected into a file named at run time",
+            [],
+            [sh('out=o.txt; echo redirect-ok > "$out"; cat o.txt')],
+            [ok(), has("redirect-ok")],
+        ),
         # Stored code (gen_stored_code): arithmetic on a counted value and an escaped '$'
         # are not the attacks' stored substitutions.
         (

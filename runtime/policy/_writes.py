@@ -44,6 +44,7 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
         "last",
     ),
     "ln": (_COPY_VALUED, "last"),
+    "mv": (_COPY_VALUED, "last"),
     # A mode may also be given as an option word ('chmod -w FILE', '-x', '-rwx', '-w,+x'):
     # chmod then takes no MODE operand (see _MODE_LETTERS).
     "chmod": (frozenset({"--reference"}), "after_first"),
@@ -65,6 +66,15 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
+def _rest(word: Word, start: int) -> Word:
+    """``word`` from its character ``start`` on ('of=/dev/"$d"' -> '/dev/"$d"'), with the
+    literal start of a run-time word kept (:attr:`Word.prefix`)."""
+    if not word.dynamic:
+        return Word(word.value[start:])
+    prefix = word.prefix[start:] if len(word.prefix) > start else ""
+    return Word(word.value[start:], True, single=word.single, prefix=prefix)
+
+
 def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
     """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F', and a
     long option by any prefix ('--output-doc=F', :func:`long_option`)."""
@@ -76,7 +86,7 @@ def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -
             if long_option(v, longs, program) is None:
                 continue
             if "=" in v:
-                out.append(Word(v.split("=", 1)[1], w.dynamic))
+                out.append(_rest(w, v.index("=") + 1))
             elif k + 1 < len(args):
                 out.append(args[k + 1])
             continue
@@ -90,9 +100,8 @@ def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -
             at = v.find(opt[1], 1) if v.startswith("-") else -1
             if at == -1 or not (at == 1 or v[1:at].isalpha()):
                 continue  # '-sSLo F', '-oF': the letter ends a cluster of flags
-            rest = v[at + 1 :]
-            if rest:
-                out.append(Word(rest, w.dynamic))
+            if v[at + 1 :]:
+                out.append(_rest(w, at + 1))
             elif k + 1 < len(args):
                 out.append(args[k + 1])
     return out
@@ -179,7 +188,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "sed":
         return _sed_files(cmd.args)
     if cmd.program == "dd":
-        return [Word(w.value[3:], w.dynamic) for w in cmd.args if w.value.startswith("of=")]
+        return [_rest(w, 3) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program in _OUTPUT_OPTIONS:
         return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     if cmd.program == "rsync":
@@ -207,7 +216,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
             opt = long_option(v, valued | _REFERENCE, cmd.program) or ""
             reference |= opt == "--reference"
             if opt in _TARGET and "=" in v:
-                targets.append(Word(v.split("=", 1)[1], w.dynamic))
+                targets.append(_rest(w, v.index("=") + 1))
             elif opt in valued and "=" not in v:
                 skip = opt
         elif options and (cluster := short_cluster(v)) is not None and not w.operand:
@@ -222,7 +231,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
                 if k == len(cluster) - 1:
                     skip = "-" + letter
                 elif "-" + letter in _TARGET:
-                    targets.append(Word(cluster[k + 1 :], w.dynamic))
+                    targets.append(_rest(w, k + 2))  # '-' and the letters up to it
                 break
         else:
             operands.append(w)

@@ -21,7 +21,7 @@ from runtime.policy._long_options import long_option
 from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
-from runtime.policy._writes import write_findings
+from runtime.policy._writes import write_findings, written_operands
 from runtime.policy.argv import Word, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
@@ -233,14 +233,19 @@ class _Compiled:
         self.unless = GlobSet(rule.unless_args)
         self.piped_from = tuple(rule.piped_from)
         self.redirect_to = GlobSet(rule.redirect_to)
+        self.writes_to = GlobSet(rule.writes_to)
+        # CommandRule.literal_only: a run-time word may match only where its literal start
+        # heads for a glob of the rule ('/dev/tcp/$h/80'; '"$out"' does not).
+        self.literal_only = rule.literal_only
+        self.heads = tuple(_glob_head(g) for g in (*rule.redirect_to, *rule.writes_to))
         self.assigns = tuple(rule.assigns)
         # Rules that look at arguments are also tried on a program named among another
         # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
-        # every 'npm install vite'.
-        self.argument_reading = (
-            action != "allow"
-            and not self.any_program
-            and bool(self.flags or self.args or self.args_regex)
+        # every 'npm install vite'. What a program writes is read from its arguments too
+        # ('ifne cp x /dev/sda'), whichever program the rule names.
+        self.argument_reading = action != "allow" and (
+            (not self.any_program and bool(self.flags or self.args or self.args_regex))
+            or bool(rule.writes_to)
         )
 
     def match(self, cmd: SimpleCommand, named: tuple[tuple[int, str], ...] = ()) -> Tri:
@@ -288,6 +293,8 @@ class _Compiled:
         # A run-time argument may turn out to be any flag ('echo -rf / | xargs rm'), unless
         # it stays one argument that starts with other text ('./"$f"', 'GOPATH="$x"').
         dynamic_flag = any(w.dynamic and w.may_be_option() for w in options)
+        if self.literal_only:
+            dynamic = dynamic_flag = False
         for group in self.flags:
             hit = any(
                 _flag_present(f, w.value, cmd.program)
@@ -318,11 +325,26 @@ class _Compiled:
             hit = any(fnmatchcase(f, p) for f in cmd.feeds for p in self.piped_from)
             results.append("yes" if hit else "no")
         if self.redirect_to:
-            results.append(_any_word(cmd.redirects, self.redirect_to))
+            redirects = cmd.redirects
+            if cmd.cwd is not None:  # 'cd /dev; echo x > sda'
+                redirects += tuple(rebased(w, cmd.cwd) for w in redirects)
+            results.append(self._any_word(redirects, self.redirect_to))
+        if self.writes_to:
+            written = written_operands(cmd)
+            if cmd.cwd is not None:  # 'cd /dev && cp x sda'
+                written += [rebased(w, cmd.cwd) for w in written]
+            results.append(self._any_word(tuple(written), self.writes_to))
         if self.assigns:
             hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
             results.append("yes" if hit else "no")
         return _all(results)
+
+    def _any_word(self, words: tuple[Word, ...], globs: GlobSet) -> Tri:
+        if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):
+            return "yes"
+        if not self.literal_only:
+            return "maybe" if any(w.dynamic for w in words) else "no"
+        return "maybe" if any(w.dynamic and _heads_for(w, self.heads) for w in words) else "no"
 
 
 def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
@@ -360,10 +382,21 @@ def _one_argument(cmd: SimpleCommand, args: list[Word]) -> bool:
     return len(dynamic) == 1 and dynamic[0].single and not dynamic[0].operand
 
 
-def _any_word(words: tuple[Word, ...], globs: GlobSet) -> Tri:
-    if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):
-        return "yes"
-    return "maybe" if any(w.dynamic for w in words) else "no"
+def _glob_head(glob: str) -> str:
+    """The literal text a glob starts with ('/dev/sd*' -> '/dev/sd')."""
+    return re.split(r"[*?\[]", glob, maxsplit=1)[0]
+
+
+def _heads_for(word: Word, heads: tuple[str, ...]) -> bool:
+    """Whether the run-time ``word``'s literal start may begin a path one of ``heads``
+    begins ('/dev/"$n"', '/dev/tcp/$h/80'); one with no literal start ('"$out"') or another
+    one ('out/"$f"', './"$f"') does not."""
+    start = word.prefix
+    if not start:
+        return False
+    if start.startswith("/"):
+        start = normalise_target(start) + ("/" if start.endswith("/") and start != "/" else "")
+    return any(h.startswith(start) or start.startswith(h) for h in heads)
 
 
 def _has_seq(values: list[str], seq: tuple[str, ...]) -> bool:

@@ -250,8 +250,23 @@ class CommandRule(_Section):
     redirect_to: list[str] = Field(
         default_factory=list, description="An output redirection targets one of these globs."
     )
+    writes_to: list[str] = Field(
+        default_factory=list,
+        description="A file the program names as one it writes matches one of these globs "
+        "(tee/truncate/shred operands, cp/mv/install/ln destinations, dd of=, sort -o, "
+        "sed -i files...; the shell's own redirections are redirect_to). Only these are "
+        "judged, not the files it reads ('cp \"$f\" backup/' writes backup/).",
+    )
     assigns: list[str] = Field(
         default_factory=list, description="The command sets an environment variable named so."
+    )
+    literal_only: bool = Field(
+        False,
+        description="Match on literal words only: a word known only at run time never "
+        "makes the rule match (by default it may, and a deny rule then asks). For harms "
+        "the sandbox's kernel walls stop as well (a block device: the sandbox's /dev has "
+        "none, and a tool never runs as root), where asking would refuse every ordinary "
+        "command with a variable in it. Default false.",
     )
     reason: str | None = None
 
