@@ -391,6 +391,8 @@ def _heads_for(word: Word, heads: tuple[str, ...]) -> bool:
     """Whether the run-time ``word``'s literal start may begin a path one of ``heads``
     begins ('/dev/"$n"', '/dev/tcp/$h/80'); one with no literal start ('"$out"') or another
     one ('out/"$f"', './"$f"') does not."""
+    if "" in heads:
+        return True  # a glob that starts with a wildcard ('**'): any path may match it
     start = word.prefix
     if not start:
         return False

@@ -1,4 +1,5 @@
-"""The device and kernel-settings rules: what a program writes, on literal words.
+"""Rules that judge literal words only (``literal_only``): the device and kernel-settings
+rules, the copies of destructive programs and the long-running servers.
 
 ``commands.deny.device-write`` used to read every argument of cp, mv, cat, tee... as a
 possible block device, so ``cat "$f"`` and ``cp "$f" backup/`` asked, and the redirect
@@ -7,6 +8,12 @@ rules asked for every ``> "$out"``. The sandbox's /dev holds no block device, it
 only), so these rules now judge the files a program writes (``writes_to``) and literal
 words (``literal_only``): a run-time target is the kernel's, unless its literal start
 already heads for the rule's paths (``/dev/tcp/$h/80``).
+
+The copy rules (a destructive program copied under another name) and the services rules
+(a dev server that would block the call) asked for every copy or script run with a variable
+in it ('cp "$f" backup/', 'python3 x.py --input "$1"'). A program copied from a run-time
+path is one of many ways around a denylist that the kernel stops, and a server started
+through a run-time word is ended by the call's timeout: they too match on literal words.
 """
 
 from __future__ import annotations
@@ -43,6 +50,20 @@ CAT_COPY = "commands.ask.cat-destructive-binary"
         'dd if="$f" of=out.img',
         'dd if=x of="$d"',
         "cat /bin/rm | grep ELF",  # no copy is made
+        'cat "$f" > out.txt',
+        # Copies and renames of run-time paths.
+        'cp "$f" backup/',
+        'for f in *.txt; do cp "$f" "backup/$f"; done',
+        'mv "$f" "${f%.txt}.md"',
+        'for f in *.jpeg; do mv "$f" "${f%.jpeg}.jpg"; done',
+        'cp -a "$src/." "$dst/"',
+        'install -m 0755 bin/tool "$PREFIX/bin/tool"',
+        'ln -sf "$(pwd)/bin/tool" bin/current',
+        "xargs -I{} cp {} backup/ < files.txt",
+        # Programs and scripts given run-time arguments.
+        'python3 script.py --input "$1" --output out.json',
+        'python3 "$f"',
+        'npm run "$script"',
     ],
 )
 def test_everyday_writes_are_allowed(policy: Policy, command: str) -> None:
@@ -87,13 +108,28 @@ def test_literal_device_writes_are_denied(policy: Policy, command: str, rule: st
         ('echo 1 > /proc/sys/"$k"', SYSRQ),
         # A program named among an unknown program's arguments: a guess.
         ("ifne cp x /dev/sda", DEVICE),
-        # cat's copy is the file its output goes to.
+        # cat's copy is the file its output goes to: any file ('**').
         ("cat /bin/rm > x", CAT_COPY),
-        ('cat "$f" > out.txt', CAT_COPY),
+        ('cat /bin/rm > "$out"', CAT_COPY),
+        ("cp /bin/rm x", "commands.ask.copy-destructive-binary"),
+        ("ln -s /usr/bin/shred s", "commands.ask.copy-destructive-binary"),
     ],
 )
 def test_may_match_asks(policy: Policy, command: str, rule: str) -> None:
     assert verdict(policy, command) == ("ask", rule), command
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("npm run dev", "commands.service.npm"),
+        ("python3 -m http.server", "commands.service.python-http"),
+        ('npx vite "$@"', "commands.service.vite"),  # 'vite' is literal
+        ('uvicorn "$app"', "commands.service.asgi"),
+    ],
+)
+def test_literal_servers_are_denied(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("deny", rule), command
 
 
 def _custom(literal_only: bool) -> Policy:
