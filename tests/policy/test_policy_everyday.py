@@ -33,6 +33,9 @@ CHMOD = "commands.deny.chmod-root"
         'rm -f ./"$f"',
         'sudo chmod 755 "$d"',
         'for f in *.o; do rm -f ./"$f"; done',
+        # rm --no-preserve-root needs something to remove: one word is the flag or that.
+        'rm -f "$tmp"',
+        "trap 'rm -f \"$tmp\"' EXIT",
     ],
 )
 def test_one_quoted_runtime_word_is_one_argument(policy: Policy, command: str) -> None:
@@ -60,6 +63,7 @@ def test_one_quoted_runtime_word_is_one_argument(policy: Policy, command: str) -
         ('chmod 755 "${a[@]}"', CHMOD),
         ('chmod 755 "$d" "$e"', CHMOD),
         ('rm -f "$f" "$g"', RM),
+        ('rm --no-preserve-root "$d"', "commands.deny.rm-no-preserve-root"),
         # Quoting nested in a substitution is not followed: as before.
         ('chmod 755 "$(echo "$x")"', CHMOD),
         # A directory only known at run time makes every operand run-time.
@@ -83,6 +87,7 @@ def test_attack_controls_still_ask(policy: Policy, command: str, rule: str) -> N
     [
         ('rm "$f" -r /', RM),
         ('chmod "$m" -R /', CHMOD),
+        ("rm --no-preserve-root x", "commands.deny.rm-no-preserve-root"),
     ],
 )
 def test_static_matches_still_deny(policy: Policy, command: str, rule: str) -> None:
