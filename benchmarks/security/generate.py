@@ -2766,6 +2766,14 @@ def gen_everyday() -> None:
             [sh('out=o.txt; echo redirect-ok > "$out"; cat o.txt')],
             [ok(), has("redirect-ok")],
         ),
+        # A braced literal word was one word only known at run time (dash, the sandbox's
+        # /bin/sh, has no brace expansion: bash does it).
+        (
+            "a backup copy by brace expansion (bash)",
+            [mkfile("a.txt")],
+            [sh("bash -c 'cp a.txt{,.bak} && mkdir -p out/{x,y} && ls a.txt.bak out'")],
+            [ok(), has("a.txt.bak")],
+        ),
         # Stored code (gen_stored_code): arithmetic on a counted value and an escaped '$'
         # are not the attacks' stored substitutions.
         (

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from runtime.policy._bashlex_tables import import_bashlex
+from runtime.policy._braces import expand_braces
 from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
 from runtime.policy._shell_state import WalkerState
 from runtime.policy.argv import Word
@@ -67,6 +68,19 @@ _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 # the rules on redirect targets (commands.deny.dev-tcp) see it.
 _SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+
+
+def _brace_words(n: Any, text: str, word: Word) -> list[Word]:
+    """A command's word as the words bash passes: a literal braced word ('f{,.bak}') is
+    its expansion (:mod:`runtime.policy._braces`), each one fixed; any other word is
+    itself. Brace expansion applies to a command's words only, not to assignments or
+    redirect targets."""
+    if not word.dynamic or not hasattr(n, "pos"):
+        return [word]
+    expanded = expand_braces(text[n.pos[0] : n.pos[1]])
+    if expanded is None:
+        return [word]
+    return [Word(w) for w in expanded]
 
 
 class ParseMixin(WalkerState):
@@ -192,7 +206,7 @@ class ParseMixin(WalkerState):
         for part in n.parts:
             if part.kind == "word":
                 w, inner = self.word(part, text, depth)
-                words.append(w)
+                words.extend(_brace_words(part, text, w))
                 subst_feeds.extend(inner)
             elif part.kind == "assignment":
                 assigns.append(part.word.split("=", 1)[0].rstrip("+"))

@@ -94,7 +94,6 @@ def test_xargs_and_find_placeholders_are_dynamic() -> None:
         "$'\\x72m' -rf /",
         "r${IFS}m x",
         "/bin/r? x",
-        "{rm,-rf,/}",
         "eval ls",
         'bash -c "$CMD"',
     ],
