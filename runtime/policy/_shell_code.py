@@ -194,6 +194,12 @@ class CodeMixin(WalkerState):
         names (LD_PRELOAD, PATH, BASH_ENV) and with the value of a variable that a
         program runs as a command (GIT_PAGER, EDITOR) read as shell. A name only known
         at run time may be any of them."""
+        self.env_values(env, depth, feeds)
+        self.assigned_names(env, feeds)
+
+    def assigned_names(self, env: list[Word], feeds: tuple[str, ...]) -> None:
+        """The names NAME=VALUE words set, for the rules on assigned names (a command of
+        no program that sets them); a name only known at run time is a hazard."""
         names: list[str] = []
         for w in env:
             name = w.value.split("=", 1)[0]
@@ -201,7 +207,6 @@ class CodeMixin(WalkerState):
                 self.hazard("dynamic", "an environment variable's name is only known at run time")
                 continue
             names.append(name)
-        self.env_values(env, depth, feeds)
         if names:
             self.commands.append(
                 SimpleCommand("", (), tuple(names), feeds=feeds, speculative=self.speculating > 0)

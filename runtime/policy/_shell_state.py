@@ -124,6 +124,10 @@ class WalkerState(ABC):
         """NAME=VALUE words judged as 'NAME=VALUE cmd' is (:mod:`._shell_code`)."""
 
     @abstractmethod
+    def assigned_names(self, env: list[Word], feeds: tuple[str, ...]) -> None:
+        """The names NAME=VALUE words set, for the rules on names (:mod:`._shell_code`)."""
+
+    @abstractmethod
     def startup(self, name: str, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """A shell's start-up files from a directory this command names (:mod:`._shell_code`)."""
 

@@ -225,6 +225,10 @@ class WrappersMixin(WalkerState):
             if any(w.value.startswith("CDPATH") or w.dynamic for w in words[1:]):
                 self.cdpath = True
             self.env_values(words[1:], depth, feeds)
+            # A run-time value leaves the name known ('export PATH=$PATH:bin' is PATH,
+            # 'export GOPATH=$HOME/go' no PATH): judged by the rules on assigned names, as
+            # 'NAME=VALUE cmd' is. Literal words stay export-loader-env's.
+            self.assigned_names([w for w in words[1:] if w.dynamic], feeds)
         elif name == "enable":
             # 'enable -n read': 'read' is then found as a function or on PATH.
             self.redefined.update(w.value for w in words[1:] if not w.value.startswith("-"))

@@ -119,3 +119,37 @@ def test_static_matches_still_deny(policy: Policy, command: str, rule: str) -> N
 )
 def test_word_shape(raw: str, shape: tuple[bool, str]) -> None:
     assert word_shape(raw) == shape
+
+
+# 2. export/declare/local with a run-time value: the name is still known. It is judged by
+#    the rules on assigned names, as 'NAME=VALUE cmd' is, so a name that merely ends in
+#    PATH is no PATH.
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "export GOPATH=$HOME/go",
+        'export CFLAGS="$CFLAGS -O2"',
+        "export JAVA_HOME=$(dirname $(dirname $(readlink -f $(which java))))",
+        'local out="$1"',
+    ],
+)
+def test_exports_with_runtime_values(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("export PATH=$PATH:./node_modules/.bin", "commands.deny.loader-env"),
+        ('export LD_PRELOAD="$x"', "commands.deny.loader-env"),
+        ('local PATH="$1"', "commands.deny.loader-env"),
+        ("declare -x BASH_ENV=$f", "commands.deny.loader-env"),
+        ("export LD_PRELOAD=/tmp/x.so", "commands.deny.export-loader-env"),
+        ('export "$v"=x', "commands.hazard.dynamic"),
+        ("export $v", "commands.hazard.dynamic"),
+    ],
+)
+def test_exports_that_change_what_runs_still_ask(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("ask", rule), command
