@@ -230,6 +230,7 @@ class _Compiled:
         self.args = GlobSet(rule.args)
         self.args_regex = [re.compile(r) for r in rule.args_regex]
         self.args_seq = [tuple(s) for s in rule.args_seq]
+        self.seq_heads = tuple({_glob_head(g) for s in rule.args_seq for g in s})
         self.unless = GlobSet(rule.unless_args)
         self.piped_from = tuple(rule.piped_from)
         self.redirect_to = GlobSet(rule.redirect_to)
@@ -320,7 +321,12 @@ class _Compiled:
         if self.args_seq:
             values = [w.value for w in args]
             hit = any(_has_seq(values, seq) for seq in self.args_seq)
-            results.append("yes" if hit else "maybe" if dynamic else "no")
+            # A run-time word may be a word of a sequence unless it stays one word whose
+            # literal start rules that out ('-DPREFIX=$HOME/x' is no '-E' or 'rm').
+            fills = not self.literal_only and any(
+                w.dynamic and _may_be_one_of(w, self.seq_heads) for w in args
+            )
+            results.append("yes" if hit else "maybe" if fills else "no")
         if self.piped_from:
             hit = any(fnmatchcase(f, p) for f in cmd.feeds for p in self.piped_from)
             results.append("yes" if hit else "no")
@@ -385,6 +391,15 @@ def _one_argument(cmd: SimpleCommand, args: list[Word]) -> bool:
 def _glob_head(glob: str) -> str:
     """The literal text a glob starts with ('/dev/sd*' -> '/dev/sd')."""
     return re.split(r"[*?\[]", glob, maxsplit=1)[0]
+
+
+def _may_be_one_of(word: Word, heads: tuple[str, ...]) -> bool:
+    """Whether the run-time ``word`` may be (or split into) a word that starts as one of
+    ``heads`` does: always, unless it stays one word with a literal start that no head
+    agrees with."""
+    if not word.single or not word.prefix:
+        return True
+    return any(h.startswith(word.prefix) or word.prefix.startswith(h) for h in heads)
 
 
 def _heads_for(word: Word, heads: tuple[str, ...]) -> bool:

@@ -153,3 +153,28 @@ def test_exports_with_runtime_values(policy: Policy, command: str) -> None:
 )
 def test_exports_that_change_what_runs_still_ask(policy: Policy, command: str, rule: str) -> None:
     assert verdict(policy, command) == ("ask", rule), command
+
+
+# 3. Word sequences ('cmake -E remove_directory'): a double-quoted run-time word whose
+#    literal start agrees with no word of a sequence cannot be one.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ['cmake -DCMAKE_INSTALL_PREFIX="$HOME/.local" ..', 'cmake -B build -S . -DFOO="$bar"'],
+)
+def test_sequence_rules_read_the_word_shape(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'cmake "$op" remove_directory ..',
+        'cmake -E "$x" ..',
+        "cmake $args ..",  # unquoted: any number of words
+        "cmake -DCMAKE_INSTALL_PREFIX=$HOME/.local ..",  # unquoted $HOME may split
+    ],
+)
+def test_sequence_rules_still_ask(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", "commands.deny.cmake-remove-root"), command
