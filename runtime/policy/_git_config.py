@@ -113,7 +113,7 @@ def global_config(words: list[Word]) -> list[tuple[Word, Word | None]]:
             from_env = v == "--config-env"
             i += 2
         elif v.startswith("--config-env="):
-            setting, from_env = Word(v.split("=", 1)[1], w.dynamic), True
+            setting, from_env = w.tail(v.index("=") + 1), True
             i += 1
         elif v.startswith("-c") and not v.startswith("--"):
             setting = Word(v[2:], w.dynamic)  # read '-cKEY=VALUE' too: more, never less

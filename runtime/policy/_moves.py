@@ -141,7 +141,7 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
             elif opt in ("-t", "--target-directory", "-S", "--suffix") and "=" not in v:
                 value_of = opt
             elif opt == "--target-directory":
-                out.append((Word(v.split("=", 1)[1], w.dynamic), False))
+                out.append((w.tail(v.index("=") + 1), False))
                 target = True
             elif (cluster := short_cluster(v)) is not None:
                 # '-vt DIR', '-t.git': the first valued letter takes the rest of the

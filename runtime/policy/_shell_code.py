@@ -376,7 +376,7 @@ class CodeMixin(WalkerState):
         for k, w in enumerate(words[1:], 1):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
-                    self.shell_string(Word(w.value[len(prefix) :], w.dynamic), depth, feeds)
+                    self.shell_string(w.tail(len(prefix)), depth, feeds)
             opt = long_option(w.value, _COMMAND_OPTIONS, name)
             if opt is None:
                 continue

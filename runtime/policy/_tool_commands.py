@@ -335,7 +335,7 @@ def parallel_commands(words: list[Word]) -> list[Word]:
         takes = i + 1 < len(words) and _parallel_takes_next(v, words[i + 1].value)
         if long_option(v, _PARALLEL_COMMANDS, "parallel") is not None:
             if "=" in v:
-                out.append(Word(v.split("=", 1)[1], w.dynamic))
+                out.append(w.tail(v.index("=") + 1))
             elif takes:
                 out.append(words[i + 1])
         i += 2 if takes else 1

@@ -66,15 +66,6 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _rest(word: Word, start: int) -> Word:
-    """``word`` from its character ``start`` on ('of=/dev/"$d"' -> '/dev/"$d"'), with the
-    literal start of a run-time word kept (:attr:`Word.prefix`)."""
-    if not word.dynamic:
-        return Word(word.value[start:])
-    prefix = word.prefix[start:] if len(word.prefix) > start else ""
-    return Word(word.value[start:], True, single=word.single, prefix=prefix)
-
-
 def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
     """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F', and a
     long option by any prefix ('--output-doc=F', :func:`long_option`)."""
@@ -86,7 +77,7 @@ def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -
             if long_option(v, longs, program) is None:
                 continue
             if "=" in v:
-                out.append(_rest(w, v.index("=") + 1))
+                out.append(w.tail(v.index("=") + 1))
             elif k + 1 < len(args):
                 out.append(args[k + 1])
             continue
@@ -101,7 +92,7 @@ def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -
             if at == -1 or not (at == 1 or v[1:at].isalpha()):
                 continue  # '-sSLo F', '-oF': the letter ends a cluster of flags
             if v[at + 1 :]:
-                out.append(_rest(w, at + 1))
+                out.append(w.tail(at + 1))
             elif k + 1 < len(args):
                 out.append(args[k + 1])
     return out
@@ -188,7 +179,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "sed":
         return _sed_files(cmd.args)
     if cmd.program == "dd":
-        return [_rest(w, 3) for w in cmd.args if w.value.startswith("of=")]
+        return [w.tail(3) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program in _OUTPUT_OPTIONS:
         return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     if cmd.program == "rsync":
@@ -216,7 +207,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
             opt = long_option(v, valued | _REFERENCE, cmd.program) or ""
             reference |= opt == "--reference"
             if opt in _TARGET and "=" in v:
-                targets.append(_rest(w, v.index("=") + 1))
+                targets.append(w.tail(v.index("=") + 1))
             elif opt in valued and "=" not in v:
                 skip = opt
         elif options and (cluster := short_cluster(v)) is not None and not w.operand:
@@ -231,7 +222,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
                 if k == len(cluster) - 1:
                     skip = "-" + letter
                 elif "-" + letter in _TARGET:
-                    targets.append(_rest(w, k + 2))  # '-' and the letters up to it
+                    targets.append(w.tail(k + 2))  # '-' and the letters up to it
                 break
         else:
             operands.append(w)

@@ -44,6 +44,15 @@ class Word:
             return False
         return not self.single or not self.prefix or self.prefix.startswith("-")
 
+    def tail(self, start: int) -> Word:
+        """The word from its character ``start`` on: an option's attached value
+        ('--target=DIR', 'of=/dev/"$d"'). A run-time word keeps its shape: the literal
+        start that remains, and whether the shell passes it as one argument."""
+        if not self.dynamic:
+            return Word(self.value[start:])
+        prefix = self.prefix[start:] if len(self.prefix) > start else ""
+        return Word(self.value[start:], True, single=self.single, prefix=prefix)
+
 
 def program_name(value: str) -> str:
     """'/usr/bin//rm' -> 'rm'; '/proc/self/root/bin/./rm' -> 'rm'."""

@@ -358,11 +358,10 @@ def env_chdir(options: list[Word]) -> Word | None:
         if (v == "-C" or (chdir and "=" not in v)) and k + 1 < len(options):
             found = options[k + 1]
         elif chdir:
-            found = Word(v.split("=", 1)[1], w.dynamic)
+            found = w.tail(v.index("=") + 1)
         elif v.startswith("-") and not v.startswith("--") and "C" in v:
-            rest = v[v.index("C") + 1 :]
-            if rest:
-                found = Word(rest, w.dynamic)
+            if v[v.index("C") + 1 :]:
+                found = w.tail(v.index("C") + 1)
             elif k + 1 < len(options):
                 found = options[k + 1]
     return found
@@ -391,7 +390,7 @@ def daemon_argv(words: list[Word]) -> list[Word] | None:
             if (v == short or (spelled and "=" not in v)) and k + 1 < cut:
                 program = words[k + 1]
             elif spelled:
-                program = Word(v.split("=", 1)[1], words[k].dynamic)
+                program = words[k].tail(v.index("=") + 1)
     if program is None:
         return None
     return [program, *words[cut + 1 :]]
@@ -438,20 +437,19 @@ def git_shell_options(words: list[Word]) -> list[tuple[int, Word]]:
         if v == "--":
             break
         following = words[k + 1] if k + 1 < len(words) else None
-        opt, eq, val = v.partition("=")
+        opt, eq, _ = v.partition("=")
         opt = long_option(v, longs, "git") or opt
         if opt in longs or (sub == "filter-branch" and _FILTER_RE.match(opt)):
             if eq:
-                out.append((k, Word(val, words[k].dynamic)))
+                out.append((k, words[k].tail(v.index("=") + 1)))
             elif following is not None:
                 out.append((k, following))
             continue
         cluster = short_cluster(v)
         for j, letter in enumerate(cluster or ""):
             if letter in shorts:
-                rest = (cluster or "")[j + 1 :]
-                if rest:
-                    out.append((k, Word(rest, words[k].dynamic)))
+                if (cluster or "")[j + 1 :]:
+                    out.append((k, words[k].tail(j + 2)))  # '-' and the letters up to it
                 elif following is not None:
                     out.append((k, following))
                 break
