@@ -393,13 +393,17 @@ def _glob_head(glob: str) -> str:
     return re.split(r"[*?\[]", glob, maxsplit=1)[0]
 
 
+def _agrees(start: str, heads: tuple[str, ...]) -> bool:
+    """Whether a text that starts with ``start`` may also start as one of ``heads`` does
+    (the literal starts of globs): one of the two begins the other."""
+    return any(h.startswith(start) or start.startswith(h) for h in heads)
+
+
 def _may_be_one_of(word: Word, heads: tuple[str, ...]) -> bool:
     """Whether the run-time ``word`` may be (or split into) a word that starts as one of
     ``heads`` does: always, unless it stays one word with a literal start that no head
     agrees with."""
-    if not word.single or not word.prefix:
-        return True
-    return any(h.startswith(word.prefix) or word.prefix.startswith(h) for h in heads)
+    return not word.single or not word.prefix or _agrees(word.prefix, heads)
 
 
 def _heads_for(word: Word, heads: tuple[str, ...]) -> bool:
@@ -413,7 +417,7 @@ def _heads_for(word: Word, heads: tuple[str, ...]) -> bool:
         return False
     if start.startswith("/"):
         start = normalise_target(start) + ("/" if start.endswith("/") and start != "/" else "")
-    return any(h.startswith(start) or start.startswith(h) for h in heads)
+    return _agrees(start, heads)
 
 
 def _has_seq(values: list[str], seq: tuple[str, ...]) -> bool:
