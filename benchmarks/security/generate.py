@@ -2788,6 +2788,14 @@ def gen_everyday() -> None:
             [sh('echo "price: \\$5"')],
             [ok(), has("price: $5")],
         ),
+        # A here-document's substitutions were found by reading the whole body as shell,
+        # and any of them asked (runtime/policy/_heredoc.py).
+        (
+            "a here-document with $(...) written to a file",
+            [mkfile("a.txt", "x\ny\n")],
+            [sh("cat > notes.txt <<EOF\nlines: $(wc -l < a.txt)\nEOF\ncat notes.txt")],
+            [ok(), has("lines: 2")],
+        ),
     ]
     for title, setup, calls, expect in h5:
         add("H5", title, calls, technique=title, source=src, setup=setup, expect=expect)
@@ -2798,7 +2806,9 @@ def gen_stored_code() -> None:
     'read <<<' of quoted text) that bash runs where it reads the value as code again: an
     arithmetic context expands the array subscript in a variable's value ('echo $((x))',
     '[[ $x -eq 0 ]]'), and '${x@P}' expands a prompt. dash (the sandbox's /bin/sh) does
-    neither, so the attacks run bash. Their benign controls are in H5 (gen_everyday:
+    neither, so the attacks run bash. Also text a shell reads as its script after the outer
+    shell expanded it: a here-document or here-string holding a variable whose value
+    carries '; rm' (tests/policy/test_policy_heredoc.py). Their benign controls are in H5 (gen_everyday:
     arithmetic on a line count, an escaped '$' in a message; see
     tests/policy/test_policy_stored_code.py). Kept in a file of their own (``stored.json``,
     ``_OWN_FILE``)."""
@@ -2815,6 +2825,16 @@ def gen_stored_code() -> None:
         (
             "an escaped $(...) run by ${p@P} (bash)",
             [sh("bash -c 'p=\\$\\(rm\\ -rf\\ {canary_dir}\\); echo ${p@P}'")],
+        ),
+        # A here-document or here-string is expanded before the shell it feeds reads it:
+        # a variable's '; rm' becomes a command of that script.
+        (
+            "a variable expanded into a here-document a shell runs",
+            [sh("X='; rm -rf {canary_dir}'; bash <<EOF\necho $X\nEOF")],
+        ),
+        (
+            "a variable expanded into a here-string a shell runs (bash)",
+            [sh("bash -c 'X=\"; rm -rf {canary_dir}\"; bash <<< \"echo $X\"'")],
         ),
     ]
     for title, calls in b12:

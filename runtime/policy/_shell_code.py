@@ -30,7 +30,7 @@ from runtime.policy._tool_commands import (
     parallel_commands,
     tmux_commands,
 )
-from runtime.policy.argv import Word, short_cluster
+from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     awk_runs_commands,
     capsh_shell_args,
@@ -96,7 +96,7 @@ class CodeMixin(WalkerState):
         depth: int,
         feeds: tuple[str, ...],
         *,
-        stdin_text: str | None,
+        stdin: Word | None,
         stdin_code: bool = False,
         wrappers: tuple[str, ...],
     ) -> bool:
@@ -147,7 +147,9 @@ class CodeMixin(WalkerState):
                     "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
                 )
         elif name in SQL_CLIENTS:
-            reason = sql_client_code(name, words, stdin_text=stdin_text, stdin_code=stdin_code)
+            reason = sql_client_code(
+                name, words, stdin_text=literal_text(stdin), stdin_code=stdin_code
+            )
             if reason is not None:
                 self.hazard("interpreter", reason, feeds)
         else:

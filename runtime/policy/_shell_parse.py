@@ -13,9 +13,10 @@ from typing import Any
 
 from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._braces import expand_braces
+from runtime.policy._heredoc import expands, substitutions, unescaped
 from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
 from runtime.policy._shell_state import WalkerState
-from runtime.policy.argv import Word
+from runtime.policy.argv import Word, literal_text
 
 __all__ = ["ParseMixin"]
 
@@ -83,6 +84,41 @@ def _brace_words(n: Any, text: str, word: Word) -> list[Word]:
     return [Word(w) for w in expanded]
 
 
+def _readable(text: str) -> str:
+    """``text`` without what bashlex cannot read but that holds no command. bashlex lacks
+    the 'time' keyword and '[[ ]]': dropping 'time' and reading '[[ ]]' as '[ ]' removes no
+    command from the text, so the retry sees at least every command that would run.
+    Arithmetic without substitutions inside holds no command: a parameter stands in."""
+    retry = _DBRACKET_CLOSE_RE.sub(
+        "]",
+        _DBRACKET_OPEN_RE.sub("[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))),
+    )
+    return _ARITH_RE.sub("$_ARITH", retry)
+
+
+def _retry_text(text: str) -> str:
+    """What :meth:`ParseMixin.parse` gives bashlex when ``text`` itself fails: see
+    :func:`_readable`, and quoted here-document delimiters unquoted (bashlex rejects
+    them; the walker remembers their bodies are literal)."""
+    return _QUOTED_HEREDOC_RE.sub(
+        lambda m: "<<" + m.group(1) + (m.group(3) or m.group(4)), _readable(text)
+    )
+
+
+def _parses(text: str) -> bool:
+    try:
+        bashlex.parse(text)
+    except Exception:  # bashlex raises many types; all mean "not a whole command"
+        return False
+    return True
+
+
+def _complete(text: str) -> bool:
+    """Whether ``text`` parses as a whole command list, as :meth:`ParseMixin.parse` reads
+    it (used to find where a here-document's '$(' ends)."""
+    return _parses(text) or _parses(_retry_text(text))
+
+
 class ParseMixin(WalkerState):
     """The syntax tree: lists, pipelines, functions, redirects (a part of the walker)."""
 
@@ -101,24 +137,11 @@ class ParseMixin(WalkerState):
         try:
             trees = bashlex.parse(text)
         except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
-            # bashlex lacks the 'time' keyword and '[[ ]]'. Dropping 'time' and reading
-            # '[[ ]]' as '[ ]' removes no command from the text, so the retry sees at least
-            # every command that would run.
-            retry = _DBRACKET_CLOSE_RE.sub(
-                "]",
-                _DBRACKET_OPEN_RE.sub(
-                    "[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))
-                ),
-            )
-            # Arithmetic without substitutions inside holds no command: a parameter stands in.
-            retry = _ARITH_RE.sub("$_ARITH", retry)
+            retry = _retry_text(text)
             # bashlex rejects quoted here-doc delimiters (<<'EOF'); their bodies are literal,
             # which is remembered so that the body is not read for substitutions.
-            for m in _QUOTED_HEREDOC_RE.finditer(retry):
+            for m in _QUOTED_HEREDOC_RE.finditer(_readable(text)):
                 self.literal_heredocs.add(m.group(3) or m.group(4))
-            retry = _QUOTED_HEREDOC_RE.sub(
-                lambda m: "<<" + m.group(1) + (m.group(3) or m.group(4)), retry
-            )
             try:
                 if retry == text:
                     raise
@@ -193,6 +216,29 @@ class ParseMixin(WalkerState):
         if name and any(c.program == name for c in self.commands[before:]):
             self.hazard("fork_bomb", f"function {name!r} calls itself (fork-bomb shape)")
 
+    def heredoc(self, body: str, quoted: bool, depth: int) -> Word:
+        """A here-document's text, as the command reads it. A quoted delimiter's body is
+        literal; an unquoted one without ``$`` or a backquote is its text unescaped; an
+        unquoted one that expands is known only at run time (a run-time word: a shell
+        fed it asks, :meth:`shell_string`) and its command substitutions run wherever
+        the document goes ('cat > f <<EOF ... $(date)'), so they are walked as commands
+        (:mod:`._heredoc`). Where one cannot be delimited for certain, the whole body is
+        read as shell and the call asks."""
+        if quoted:
+            return Word(body)
+        if not expands(body):
+            return Word(unescaped(body))
+        found = substitutions(body, _complete)
+        if found is None:
+            self.hazard(
+                "dynamic", "here-document body runs substitutions the walker cannot delimit"
+            )
+            self.parse(body, depth + 1)
+        else:
+            for code in found:
+                self.parse(code, depth + 1)
+        return Word(body, dynamic=True)
+
     def command(
         self, n: Any, text: str, depth: int, upstream: tuple[str, ...], *, piped: bool
     ) -> None:
@@ -200,9 +246,8 @@ class ParseMixin(WalkerState):
         assigns: list[str] = []
         redirects: list[Word] = []
         subst_feeds: list[str] = []
-        stdin_text: str | None = None
+        stdin: Word | None = None  # a here-document's or here-string's text
         stdin_redirected = False
-        literal_body = False  # only a quoted here-document's body is never expanded
         for part in n.parts:
             if part.kind == "word":
                 w, inner = self.word(part, text, depth)
@@ -219,34 +264,31 @@ class ParseMixin(WalkerState):
                     stdin_redirected = True
                     heredoc = getattr(part, "heredoc", None)
                     if heredoc is not None:
-                        stdin_text = heredoc.value.rsplit("\n", 1)[0]
                         delimiter = target.word if target is not None else ""
-                        literal_body = delimiter in self.literal_heredocs
-                        if delimiter not in self.literal_heredocs and (
-                            "$(" in stdin_text or "`" in stdin_text
-                        ):
-                            # An unquoted here-doc expands substitutions in its body: read
-                            # the body as shell so the commands inside are seen.
-                            self.hazard("dynamic", "here-document body runs substitutions")
-                            self.parse(stdin_text, depth + 1)
-                    elif rtype == "<<<" and target is not None:
-                        stdin_text = target.word
+                        stdin = self.heredoc(
+                            heredoc.value.rsplit("\n", 1)[0],
+                            delimiter in self.literal_heredocs,
+                            depth,
+                        )
                 if target is not None:
                     w, inner = self.word(target, text, depth)
                     subst_feeds.extend(inner)
+                    if rtype == "<<<":
+                        stdin = w
                     if rtype in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
                         redirects.append(w)
-        heredoc_literal = literal_body
         for w in redirects:
             if not w.dynamic:
-                self.note_write(w.value, words, stdin_text, heredoc_literal)
+                self.note_write(
+                    w.value, words, literal_text(stdin), stdin is not None and not stdin.dynamic
+                )
         self.simple(
             words,
             tuple(assigns),
             tuple(redirects),
             feeds=upstream + tuple(subst_feeds),
             stdin_code=piped or stdin_redirected or self.fed > 0,
-            stdin_text=stdin_text,
+            stdin=stdin,
             depth=depth,
             wrappers=(),
         )

@@ -85,7 +85,7 @@ class WalkerState(ABC):
         *,
         feeds: tuple[str, ...],
         stdin_code: bool,
-        stdin_text: str | None,
+        stdin: Word | None,
         depth: int,
         wrappers: tuple[str, ...],
     ) -> None:
@@ -109,7 +109,7 @@ class WalkerState(ABC):
         depth: int,
         feeds: tuple[str, ...],
         *,
-        stdin_text: str | None,
+        stdin: Word | None,
         stdin_code: bool = False,
         wrappers: tuple[str, ...],
     ) -> bool:

@@ -19,6 +19,7 @@ from runtime.policy.argv import (
     Word,
     is_dynamic_name,
     join_words,
+    literal_text,
     program_name,
     shell_options,
     short_cluster,
@@ -60,7 +61,7 @@ class WrappersMixin(WalkerState):
         *,
         feeds: tuple[str, ...],
         stdin_code: bool,
-        stdin_text: str | None,
+        stdin: Word | None,
         depth: int,
         wrappers: tuple[str, ...],
     ) -> None:
@@ -145,7 +146,7 @@ class WrappersMixin(WalkerState):
                     redirects,
                     feeds=feeds,
                     stdin_code=stdin_code,
-                    stdin_text=stdin_text,
+                    stdin=stdin,
                     depth=depth,
                     wrappers=(*wrappers, name),
                 )
@@ -163,7 +164,7 @@ class WrappersMixin(WalkerState):
                     redirects,
                     feeds=feeds,
                     stdin_code=stdin_code,
-                    stdin_text=stdin_text,
+                    stdin=stdin,
                     depth=depth,
                     wrappers=(*wrappers, name),
                 )
@@ -173,7 +174,7 @@ class WrappersMixin(WalkerState):
         if env:
             assigns += tuple(w.value.split("=", 1)[0] for w in env)
             self.env_values(env, depth, feeds)
-        assigned = builtin_assignments(name, words, stdin_text, "IFS" in assigns)
+        assigned = builtin_assignments(name, words, literal_text(stdin), "IFS" in assigns)
         if "IFS" in assigns and name in _IFS_SCOPED and not wrappers:
             # 'while IFS= read -r line': judged as read without it (its fields above are
             # still not known here); unless this command redefines read (see finish).
@@ -191,7 +192,7 @@ class WrappersMixin(WalkerState):
             words,
             depth,
             feeds,
-            stdin_text=stdin_text,
+            stdin=stdin,
             stdin_code=stdin_code,
             wrappers=wrappers,
         )
@@ -206,7 +207,7 @@ class WrappersMixin(WalkerState):
                 depth=depth,
                 feeds=feeds,
                 stdin_code=stdin_code,
-                stdin_text=stdin_text,
+                stdin=stdin,
             )
         elif name in ("cd", "pushd", "popd", "chdir"):
             self.directory_builtin(name, words)
@@ -269,7 +270,7 @@ class WrappersMixin(WalkerState):
             (),
             feeds=feeds,
             stdin_code=False,
-            stdin_text=None,
+            stdin=None,
             depth=depth,
             wrappers=wrappers,
         )
@@ -324,7 +325,7 @@ class WrappersMixin(WalkerState):
                     redirects,
                     feeds=feeds,
                     stdin_code=False,
-                    stdin_text=None,
+                    stdin=None,
                     depth=depth,
                     wrappers=(),
                 )
@@ -355,7 +356,7 @@ class WrappersMixin(WalkerState):
         depth: int,
         feeds: tuple[str, ...],
         stdin_code: bool,
-        stdin_text: str | None,
+        stdin: Word | None,
     ) -> None:
         code_mode = stdin_mode = False
         i = 1
@@ -397,8 +398,10 @@ class WrappersMixin(WalkerState):
             else:
                 self.note_run(positional.value, True, depth, feeds, name)
             return
-        if stdin_text is not None:
-            self.parse(stdin_text, depth + 1, feeds)
+        if stdin is not None:
+            # A here-document or here-string: its text is the script ('bash <<EOF'). An
+            # unquoted one that expands is built at run time ('echo $X' runs X's '; rm').
+            self.shell_string(stdin, depth, feeds)
         elif stdin_code:
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
 

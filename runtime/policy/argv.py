@@ -54,6 +54,12 @@ class Word:
         return Word(self.value[start:], True, single=self.single, prefix=prefix)
 
 
+def literal_text(word: Word | None) -> str | None:
+    """A word's value when it is known before the command runs (a literal here-document
+    or here-string on a command's input), else None."""
+    return None if word is None or word.dynamic else word.value
+
+
 def program_name(value: str) -> str:
     """'/usr/bin//rm' -> 'rm'; '/proc/self/root/bin/./rm' -> 'rm'."""
     segs = [s for s in value.split("/") if s and s != "."]
