@@ -2808,7 +2808,9 @@ def gen_stored_code() -> None:
     '[[ $x -eq 0 ]]'), and '${x@P}' expands a prompt. dash (the sandbox's /bin/sh) does
     neither, so the attacks run bash. Also text a shell reads as its script after the outer
     shell expanded it: a here-document or here-string holding a variable whose value
-    carries '; rm' (tests/policy/test_policy_heredoc.py). Their benign controls are in H5 (gen_everyday:
+    carries '; rm' (tests/policy/test_policy_heredoc.py); and programs read from a file or
+    the input, a script tee writes then runs, an awk program on awk's input
+    (tests/policy/test_policy_program_files.py). Their benign controls are in H5 (gen_everyday:
     arithmetic on a line count, an escaped '$' in a message; see
     tests/policy/test_policy_stored_code.py). Kept in a file of their own (``stored.json``,
     ``_OWN_FILE``)."""
@@ -2835,6 +2837,16 @@ def gen_stored_code() -> None:
         (
             "a variable expanded into a here-string a shell runs (bash)",
             [sh("bash -c 'X=\"; rm -rf {canary_dir}\"; bash <<< \"echo $X\"'")],
+        ),
+        # Programs read from a file or the input: a script tee writes and then runs, an awk
+        # program on awk's input.
+        (
+            "a script written by tee from a here-document, then run",
+            [sh("tee a.sh <<'EOF'\nrm -rf {canary_dir}\nEOF\nsh a.sh")],
+        ),
+        (
+            "an awk program read from its input (-f /dev/stdin) runs system()",
+            [sh("awk -f /dev/stdin <<'EOF'\nBEGIN { system(\"rm -rf {canary_dir}\") }\nEOF")],
         ),
     ]
     for title, calls in b12:

@@ -32,6 +32,7 @@ from runtime.policy._tool_commands import (
 )
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
+    awk_programs,
     awk_runs_commands,
     capsh_shell_args,
     command_env_values,
@@ -43,7 +44,9 @@ from runtime.policy.embedded import (
     is_stream_path,
     make_reads_input,
     preload_values,
+    program_text_runs,
     sed_runs_commands,
+    sed_script_files,
 )
 from runtime.policy.wrappers import CODE_FLAGS, HAZARD_ARGS
 
@@ -306,6 +309,37 @@ class CodeMixin(WalkerState):
                 self.guessing -= 1
                 self.speculating -= 1
 
+    def program_files(
+        self,
+        name: str,
+        files: list[Word],
+        *,
+        stdin: Word | None,
+        stdin_code: bool,
+        depth: int,
+        feeds: tuple[str, ...],
+    ) -> None:
+        """The files awk or sed reads its program from ('-f FILE'). Its input ('-f -',
+        '/dev/stdin') is read as the program: a literal here-document is judged as an
+        inline program is, any other input asks. A file named at run time asks, and one
+        this command writes is read as a script written then run is (:meth:`note_run`)."""
+        for f in files:
+            if f.dynamic:
+                self.hazard(
+                    "interpreter", f"{name} reads its program from a file named at run time", feeds
+                )
+            elif f.value == "-" or is_stream_path(f.value):
+                text = literal_text(stdin)
+                if text is not None:
+                    if program_text_runs(name, text):
+                        self.hazard(
+                            "interpreter", f"{name} program on its input runs commands", feeds
+                        )
+                elif stdin_code:
+                    self.hazard("interpreter", f"{name} reads its program from its input", feeds)
+            else:
+                self.note_run(f.value, False, depth, feeds, name)
+
     def interpreter(
         self,
         name: str,
@@ -313,6 +347,8 @@ class CodeMixin(WalkerState):
         feeds: tuple[str, ...],
         stdin_code: bool,
         depth: int = 0,
+        *,
+        stdin: Word | None = None,
     ) -> None:
         for glob, flags in CODE_FLAGS.items():
             if not fnmatchcase(name, glob):
@@ -357,10 +393,28 @@ class CodeMixin(WalkerState):
                 program = next((w for w in words[1:] if not w.value.startswith("-")), None)
                 if program is not None and not program.dynamic:
                     self.note_run(program.value, False, depth, feeds, name)
-        elif name in ("awk", "gawk", "mawk", "nawk") and awk_runs_commands(words):
-            self.hazard("interpreter", f"{name} program runs commands", feeds)
-        elif name == "sed" and sed_runs_commands(words):
-            self.hazard("interpreter", "sed script executes commands", feeds)
+        elif name in ("awk", "gawk", "mawk", "nawk"):
+            if awk_runs_commands(words):
+                self.hazard("interpreter", f"{name} program runs commands", feeds)
+            self.program_files(
+                name,
+                awk_programs(words)[1],
+                stdin=stdin,
+                stdin_code=stdin_code,
+                depth=depth,
+                feeds=feeds,
+            )
+        elif name == "sed":
+            if sed_runs_commands(words):
+                self.hazard("interpreter", "sed script executes commands", feeds)
+            self.program_files(
+                name,
+                sed_script_files(words),
+                stdin=stdin,
+                stdin_code=stdin_code,
+                depth=depth,
+                feeds=feeds,
+            )
         elif stdin_code and (
             name in ("ex", "nex")
             or (

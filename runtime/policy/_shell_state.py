@@ -15,9 +15,12 @@ from typing import Any
 
 from runtime.policy._shell_model import MAX_COMMANDS, Hazard, HazardKind, SimpleCommand
 from runtime.policy.argv import Word, is_dynamic_name, program_name
-from runtime.policy.embedded import script_key, written_content
+from runtime.policy.embedded import program_text_runs, script_key, written_content
 
 __all__ = ["WalkerState"]
+
+# Programs whose program file ('-f FILE') is judged by its text (embedded.program_text_runs).
+_TEXT_PROGRAMS = frozenset({"awk", "gawk", "mawk", "nawk", "sed"})
 
 
 @dataclass
@@ -143,6 +146,8 @@ class WalkerState(ABC):
         feeds: tuple[str, ...],
         stdin_code: bool,
         depth: int = 0,
+        *,
+        stdin: Word | None = None,
     ) -> None:
         """Code an interpreter or a tool is given (:mod:`._shell_code`)."""
 
@@ -211,9 +216,15 @@ class WalkerState(ABC):
                     speculative=True,
                 )
             )
-            if shell and all(c is not None for c in contents):
+            known = [c for c in contents if c is not None]
+            if shell and len(known) == len(contents):
                 # What runs is the text this command wrote: read it like 'sh -c TEXT'.
-                self.parse("\n".join(c for c in contents if c is not None), depth + 1, feeds)
+                self.parse("\n".join(known), depth + 1, feeds)
+            elif by in _TEXT_PROGRAMS and len(known) == len(contents):
+                # An awk or sed program this command wrote ('-f prog.awk'): judged as the
+                # same program given inline is.
+                if program_text_runs(by, "\n".join(known)):
+                    self.hazard("interpreter", f"{by} program {key!r} runs commands", feeds)
             else:
                 self.hazard(
                     "interpreter",

@@ -15,6 +15,7 @@ from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
 from runtime.policy._tool_commands import option_commands
+from runtime.policy._writes import written_operands
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -199,6 +200,14 @@ class WrappersMixin(WalkerState):
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
             self.writers.setdefault(script_key(path), set()).add(name)
+        if name == "tee":
+            # tee writes its input to every operand, as '> FILE' writes a command's output:
+            # a script it writes and the command then runs is read from that input (a
+            # literal here-document) or is only known when it runs.
+            for w in written_operands(SimpleCommand(name, tuple(words[1:]))):
+                if not w.dynamic:
+                    self.written.setdefault(script_key(w.value), []).append(literal_text(stdin))
+                    self.writers.setdefault(script_key(w.value), set()).add(name)
         if name in SHELLS:
             self.startup(name, words, depth, feeds)
             self.shell(
@@ -236,7 +245,7 @@ class WrappersMixin(WalkerState):
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:
-            self.interpreter(name, words, feeds, stdin_code, depth)
+            self.interpreter(name, words, feeds, stdin_code, depth, stdin=stdin)
             if not embedded:
                 self.guess_shells(words, depth, feeds)
         rec(name, words)

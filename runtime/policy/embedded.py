@@ -31,8 +31,10 @@ __all__ = [
     "make_reads_input",
     "option_env",
     "preload_values",
+    "program_text_runs",
     "script_key",
     "sed_runs_commands",
+    "sed_script_files",
     "written_by_args",
     "written_content",
     "xargs_replace",
@@ -56,6 +58,7 @@ _AWK_VALUED = frozenset(
 _AWK_FILE = frozenset({"-f", "--file", "-E", "--exec"})
 _AWK_SOURCE = frozenset({"-e", "--source"})
 _AWK_RUNS = re.compile(r"system|\||getline|@load")
+_SED_LONG_VALUED = ("--expression", "--file", "--line-length")
 _AWK_LONG = frozenset(o for o in _AWK_VALUED | _AWK_FILE | _AWK_SOURCE if o.startswith("--"))
 
 _GIT_CONFIG_VALUED = frozenset(
@@ -80,19 +83,64 @@ def sed_runs_commands(words: list[Word]) -> bool:
     return bool(_SED_E_RE.search(script) or _SED_S_E_RE.search(script))
 
 
-def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
-    """(program texts, True if the program comes from a file) of an awk command line.
+def sed_script_files(words: list[Word]) -> list[Word]:
+    """The files a sed command line reads its script from: '-f FILE', '-fFILE', '-nf
+    FILE', '--file=FILE' and its prefixes. GNU sed reads options among its operands, up to
+    '--'. In a cluster, 'e', 'f' and 'l' take the rest or the next word; 'i' takes an
+    attached suffix ('-if' is a suffix 'f', no file)."""
+    out: list[Word] = []
+    i = 1
+    while i < len(words):
+        w = words[i]
+        v = w.value
+        if v == "--":
+            break
+        if v.startswith("--"):
+            opt = long_option(v, _SED_LONG_VALUED, "sed")
+            if opt is not None and "=" not in v:
+                if opt == "--file" and i + 1 < len(words):
+                    out.append(words[i + 1])
+                i += 2
+                continue
+            if opt == "--file":
+                out.append(w.tail(v.index("=") + 1))
+        elif (cluster := short_cluster(v)) is not None:
+            for k, letter in enumerate(cluster):
+                if letter == "i":
+                    break
+                if letter in "efl":
+                    if k == len(cluster) - 1:
+                        if letter == "f" and i + 1 < len(words):
+                            out.append(words[i + 1])
+                        i += 1
+                    elif letter == "f":
+                        out.append(w.tail(k + 2))
+                    break
+        i += 1
+    return out
+
+
+def program_text_runs(program: str, text: str) -> bool:
+    """Whether awk or sed program ``text`` (read from a file or the input) may run
+    commands."""
+    if program == "sed":
+        return bool(_SED_E_RE.search(text) or _SED_S_E_RE.search(text))
+    return _AWK_RUNS.search(text) is not None
+
+
+def awk_programs(words: list[Word]) -> tuple[list[str], list[Word]]:
+    """(program texts, the files the program is read from) of an awk command line.
 
     The program is the first operand after the options and their values: '-v x=1 PROG',
     '-F : PROG'; '-e'/'--source' give program text; '-f FILE' means no operand program.
     """
     texts: list[str] = []
-    from_file = False
+    files: list[Word] = []
     i = 1
     while i < len(words):
         v = words[i].value
         if v == "--":
-            if not texts and not from_file and i + 1 < len(words):
+            if not texts and not files and i + 1 < len(words):
                 texts.append(words[i + 1].value)
             break
         opt = long_option(v, _AWK_LONG, "gawk") or v.split("=", 1)[0]
@@ -104,7 +152,10 @@ def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
             i += 1 if "=" in v else 2
             continue
         if opt in _AWK_FILE:
-            from_file = True
+            if "=" in v:
+                files.append(words[i].tail(v.index("=") + 1))
+            elif i + 1 < len(words):
+                files.append(words[i + 1])
         if opt in _AWK_VALUED or opt in _AWK_FILE:
             i += 1 if "=" in v else 2
             continue
@@ -112,13 +163,13 @@ def awk_programs(words: list[Word]) -> tuple[list[str], bool]:
             if v[:2] in ("-e",) and len(v) > 2:
                 texts.append(v[2:])
             elif v[:2] == "-f":
-                from_file = True
+                files.append(words[i].tail(2))
             i += 1
             continue
-        if not texts and not from_file:
+        if not texts and not files:
             texts.append(v)
         break
-    return texts, from_file
+    return texts, files
 
 
 def awk_runs_commands(words: list[Word]) -> bool:
