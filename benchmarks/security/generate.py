@@ -2836,7 +2836,7 @@ def gen_stored_code() -> None:
         ),
         (
             "a variable expanded into a here-string a shell runs (bash)",
-            [sh("bash -c 'X=\"; rm -rf {canary_dir}\"; bash <<< \"echo $X\"'")],
+            [sh('bash -c \'X="; rm -rf {canary_dir}"; bash <<< "echo $X"\'')],
         ),
         # Programs read from a file or the input: a script tee writes and then runs, an awk
         # program on awk's input.
