@@ -15,7 +15,7 @@ from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
 from runtime.policy._tool_commands import option_commands
-from runtime.policy._writes import written_operands
+from runtime.policy._writes import content_writes
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -200,14 +200,7 @@ class WrappersMixin(WalkerState):
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
             self.writers.setdefault(script_key(path), set()).add(name)
-        if name == "tee":
-            # tee writes its input to every operand, as '> FILE' writes a command's output:
-            # a script it writes and the command then runs is read from that input (a
-            # literal here-document) or is only known when it runs.
-            for w in written_operands(SimpleCommand(name, tuple(words[1:]))):
-                if not w.dynamic:
-                    self.written.setdefault(script_key(w.value), []).append(literal_text(stdin))
-                    self.writers.setdefault(script_key(w.value), set()).add(name)
+        self.content_written(name, words, stdin)
         if name in SHELLS:
             self.startup(name, words, depth, feeds)
             self.shell(
@@ -351,6 +344,32 @@ class WrappersMixin(WalkerState):
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
         else:
             self.note_run(word.value, True, depth, feeds, name)
+
+    def content_written(self, name: str, words: list[Word], stdin: Word | None) -> None:
+        """Files a program fills with content it reads (:func:`content_writes`), as '>
+        FILE' is a command's output: a script the command then runs is read from that
+        content. Its input ('/dev/stdin'): a literal here-document's text, else only known
+        at run time; a process substitution: known at run time; a file this command wrote:
+        that file's content (and writers: 'curl -o x; cp x y; sh y' is fed by curl). A
+        file already in the workspace is not followed: running it is as 'bash FILE' is."""
+        for into, source in content_writes(SimpleCommand(name, tuple(words[1:]))):
+            if into.dynamic:
+                continue
+            writers = {name}
+            content: str | None
+            if source is None or (not source.dynamic and is_stream_path(source.value)):
+                content = literal_text(stdin)
+            elif source.dynamic:  # '<(...)', '"$f"'
+                content = None
+            else:
+                earlier = self.written.get(script_key(source.value))
+                if earlier is None:
+                    continue
+                known = [c for c in earlier if c is not None]
+                content = "\n".join(known) if len(known) == len(earlier) else None
+                writers |= self.writers.get(script_key(source.value), set())
+            self.written.setdefault(script_key(into.value), []).append(content)
+            self.writers.setdefault(script_key(into.value), set()).update(writers)
 
     def shell_string(self, word: Word, depth: int, feeds: tuple[str, ...]) -> None:
         if word.dynamic:

@@ -20,7 +20,7 @@ from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
-__all__ = ["write_findings", "written_operands"]
+__all__ = ["content_writes", "write_findings", "written_operands"]
 
 # The separate-valued options cp, install and ln share (GNU coreutils' backup suffix and
 # target directory).
@@ -188,7 +188,18 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     spec = _WRITERS.get(cmd.program)
     if spec is None:
         return []
-    valued, which = spec
+    operands, targets, reference = _split(cmd, spec[0])
+    which = spec[1]
+    if which == "all":
+        return operands
+    if which == "after_first":
+        return operands if reference else operands[1:]
+    return targets or operands[-1:]
+
+
+def _split(cmd: SimpleCommand, valued: frozenset[str]) -> tuple[list[Word], list[Word], bool]:
+    """A writer's (operands, -t/--target-directory values, whether chmod's mode is an
+    option word or --reference) given its options that take a separate value."""
     operands: list[Word] = []
     targets: list[Word] = []
     options = True
@@ -226,11 +237,38 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
                 break
         else:
             operands.append(w)
-    if which == "all":
-        return operands
-    if which == "after_first":
-        return operands if reference else operands[1:]
-    return targets or operands[-1:]
+    return operands, targets, reference
+
+
+def content_writes(cmd: SimpleCommand) -> list[tuple[Word, Word | None]]:
+    """(file, source) for each file ``cmd`` fills with content it reads: a path it copies
+    from, or None for its standard input. ``tee`` and ``sponge`` write their input; ``dd
+    of=`` its ``if=`` or its input; ``cp``, ``install``, ``ln`` and ``mv`` each source (into
+    a directory: the source's name there, which is what a script's run is matched by)."""
+    program = cmd.program
+    if program == "tee":
+        return [(w, None) for w in written_operands(cmd)]
+    if program == "sponge":
+        files = [w for w in cmd.args if not w.value.startswith("-")]
+        return [(files[0], None)] if files else []
+    if program == "dd":
+        sources = [w.tail(3) for w in cmd.args if w.value.startswith("if=")]
+        return [(w, sources[-1] if sources else None) for w in written_operands(cmd)]
+    if program in ("cp", "install", "ln", "mv"):
+        operands, targets, _ = _split(cmd, _WRITERS[program][0])
+        if targets:
+            sources, into = operands, targets[-1]
+        elif len(operands) > 1:
+            sources, into = operands[:-1], operands[-1]
+        else:
+            return []
+        out: list[tuple[Word, Word | None]] = []
+        for source in sources:
+            out.append((into, source))
+            if targets or len(sources) > 1 or into.value.endswith("/"):
+                out.append((Word(source.value.rstrip("/"), source.dynamic), source))
+        return out
+    return []
 
 
 def write_findings(cmd: SimpleCommand, paths: PathRules) -> list[Finding]:
