@@ -32,6 +32,8 @@ from runtime.policy._tool_commands import (
 )
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
+    MAKEFILE_NAMES,
+    PACKAGE_SCRIPT_RUNNERS,
     awk_programs,
     awk_runs_commands,
     capsh_shell_args,
@@ -42,7 +44,9 @@ from runtime.policy.embedded import (
     git_shell_options,
     interpreter_value_options,
     is_stream_path,
+    make_files,
     make_reads_input,
+    package_script_names,
     preload_values,
     program_text_runs,
     sed_runs_commands,
@@ -106,6 +110,9 @@ class CodeMixin(WalkerState):
         """Walk the commands a tool's own grammar runs; True when ``name`` has one (its
         arguments are then not guessed at, see :meth:`guess_shells`)."""
         inner = (*wrappers, name)
+        if name in PACKAGE_SCRIPT_RUNNERS:
+            # Its package.json's "scripts": one this command writes is read (finish).
+            self.package_runs.append((package_script_names(name, words), depth, feeds, name))
         if name == "find":
             self.find_exec(words, depth, feeds, wrappers)
         elif name == "git":
@@ -149,6 +156,13 @@ class CodeMixin(WalkerState):
                 self.hazard(
                     "interpreter", f"{name} reads its makefile (shell recipes) from input", feeds
                 )
+            # A makefile this command writes is a script it then runs (its recipes are
+            # shell, through make's own expansion: asked, as 'python3 a.py' of one is).
+            for f in make_files(words) or [Word(n) for n in MAKEFILE_NAMES]:
+                if f.dynamic:
+                    self.hazard("interpreter", f"{name} reads a makefile named at run time", feeds)
+                elif f.value != "-" and not is_stream_path(f.value):
+                    self.note_run(f.value, False, depth, feeds, name)
         elif name in SQL_CLIENTS:
             reason = sql_client_code(
                 name, words, stdin_text=literal_text(stdin), stdin_code=stdin_code

@@ -15,7 +15,12 @@ from typing import Any
 
 from runtime.policy._shell_model import MAX_COMMANDS, Hazard, HazardKind, SimpleCommand
 from runtime.policy.argv import Word, is_dynamic_name, program_name
-from runtime.policy.embedded import program_text_runs, script_key, written_content
+from runtime.policy.embedded import (
+    package_scripts,
+    program_text_runs,
+    script_key,
+    written_content,
+)
 
 __all__ = ["WalkerState"]
 
@@ -56,6 +61,11 @@ class WalkerState(ABC):
     startup_dirs: dict[str, list[Word]] = field(default_factory=dict)
     # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
     runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
+    # Package managers run: (the package.json scripts they run, None for any; depth,
+    # feeds, program).
+    package_runs: list[tuple[frozenset[str] | None, int, tuple[str, ...], str]] = field(
+        default_factory=list
+    )
 
     # -- the parts' calls into one another -------------------------------------------------
 
@@ -199,8 +209,45 @@ class WalkerState(ABC):
     def note_run(self, path: str, shell: bool, depth: int, feeds: tuple[str, ...], by: str) -> None:
         self.runs.append((script_key(path), shell, depth, feeds, by))
 
+    def package_json(self) -> None:
+        """A package.json this command wrote, then a package manager ran: the "scripts" it
+        runs (:func:`package_script_names`) are shell command lines, read as a guess (a
+        script's own commands, a pre/post name, may or may not run), so a deny rule that
+        matches one asks. Written with content known only at run time, or not a JSON
+        object: asks. The last text written is the one read."""
+        contents = self.written.get("package.json")
+        if contents is None:
+            return
+        for names, depth, feeds, by in self.package_runs:
+            self.commands.append(
+                SimpleCommand(
+                    by,
+                    feeds=feeds + tuple(sorted(self.writers.get("package.json", ()))),
+                    speculative=True,
+                )
+            )
+            scripts = None if contents[-1] is None else package_scripts(contents[-1])
+            if scripts is None:
+                self.hazard(
+                    "interpreter",
+                    f"{by} runs the scripts of a package.json this command writes with content"
+                    " only known when it runs",
+                    feeds,
+                )
+                continue
+            self.speculating += 1
+            self.guessing += 1
+            try:
+                for name, script in scripts.items():
+                    if names is None or name in names:
+                        self.parse(script, depth + 1, feeds)
+            finally:
+                self.guessing -= 1
+                self.speculating -= 1
+
     def finish(self) -> None:
         """Checks that need the whole command: aliases used, scripts written then run."""
+        self.package_json()
         done: set[str] = set()
         for key, shell, depth, feeds, by in self.runs:
             contents = self.written.get(key)

@@ -8,6 +8,7 @@ the walker maps "cannot" to a hazard (ask or deny), never to allow.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from fnmatch import fnmatchcase
@@ -17,6 +18,8 @@ from runtime.policy.argv import Word, short_cluster
 from runtime.policy.wrappers import CODE_VALUED, COMMAND_ENV
 
 __all__ = [
+    "MAKEFILE_NAMES",
+    "PACKAGE_SCRIPT_RUNNERS",
     "awk_programs",
     "awk_runs_commands",
     "capsh_shell_args",
@@ -28,8 +31,11 @@ __all__ = [
     "git_shell_options",
     "interpreter_value_options",
     "is_stream_path",
+    "make_files",
     "make_reads_input",
     "option_env",
+    "package_script_names",
+    "package_scripts",
     "preload_values",
     "program_text_runs",
     "script_key",
@@ -530,18 +536,95 @@ def git_commands(words: list[Word]) -> tuple[list[Word], list[list[Word]]]:
     return shells, argvs
 
 
-def make_reads_input(words: list[Word]) -> bool:
-    """'make -f -' or 'make -f /dev/stdin': the makefile (recipes are shell) is the input."""
+#: The makefiles GNU make reads when no '-f' names one, in its order.
+MAKEFILE_NAMES = ("GNUmakefile", "makefile", "Makefile")
+#: Package managers that run package.json's "scripts" (lifecycle scripts on install, the
+#: named one on run/test/start).
+PACKAGE_SCRIPT_RUNNERS = frozenset({"npm", "pnpm", "yarn", "bun"})
+
+
+def make_files(words: list[Word]) -> list[Word]:
+    """The makefiles named by 'make -f FILE', '-fFILE', '--file=FILE', '--makefile FILE'
+    (and their prefixes); none: make reads :data:`MAKEFILE_NAMES`."""
+    out: list[Word] = []
     for k, w in enumerate(words[1:], 1):
         v = w.value
-        value: str | None = None
         spelled = long_option(v, ("--file", "--makefile"), "make")
         if (v == "-f" or (spelled and "=" not in v)) and k + 1 < len(words):
-            value = words[k + 1].value
+            out.append(words[k + 1])
         elif spelled:
-            value = v.split("=", 1)[1]
+            out.append(w.tail(v.index("=") + 1))
         elif v.startswith("-f") and len(v) > 2:
-            value = v[2:]
-        if value is not None and (value == "-" or is_stream_path(value)):
-            return True
-    return False
+            out.append(w.tail(2))
+    return out
+
+
+def make_reads_input(words: list[Word]) -> bool:
+    """'make -f -' or 'make -f /dev/stdin': the makefile (recipes are shell) is the input."""
+    return any(f.value == "-" or is_stream_path(f.value) for f in make_files(words))
+
+
+def package_scripts(text: str) -> dict[str, str] | None:
+    """A package.json's "scripts" (name -> a shell command line a package manager runs);
+    None when the text is not a JSON object."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    scripts = data.get("scripts")
+    if not isinstance(scripts, dict):
+        return {}
+    return {k: v for k, v in scripts.items() if isinstance(v, str)}
+
+
+# What install runs of the package's own scripts (npm's lifecycle for the root package).
+_INSTALL_SCRIPTS = frozenset(
+    {"preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare", "postprepare"}
+)
+_INSTALL_COMMANDS = frozenset(
+    {"install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal",
+     "isntall", "add", "ci", "clean-install", "ic", "install-clean", "isntall-clean",
+     "install-ci-test", "cit", "install-test", "it", "rebuild", "rb", "update", "up",
+     "upgrade", "link", "ln"}
+)  # fmt: skip
+_RUN_COMMANDS = frozenset({"run", "run-script", "rum", "urn"})
+_TEST_LIKE = {"test": "test", "t": "test", "tst": "test", "start": "start", "stop": "stop"}
+# Subcommands that run none of the package's scripts.
+_NO_SCRIPTS = frozenset(
+    {"exec", "x", "dlx", "help", "view", "info", "show", "ls", "list", "outdated", "audit",
+     "config", "get", "set", "whoami", "search", "why", "explain", "login", "logout",
+     "cache", "doctor", "ping", "root", "prefix", "bin", "docs", "repo", "bugs", "fund",
+     "version", "--version", "-v", "--help", "-h"}
+)  # fmt: skip
+
+
+def package_script_names(name: str, words: list[Word]) -> frozenset[str] | None:
+    """Which of package.json's scripts ``words`` (npm, pnpm, yarn, bun) runs: an install
+    its lifecycle scripts, 'run X' (and yarn's, pnpm's, bun's 'X') preX, X, postX, 'test'
+    and 'start' theirs; None when that is not known here (every script may run)."""
+    args = [w for w in words[1:] if not w.value.startswith("-") or w.value in _NO_SCRIPTS]
+    if not args:
+        # 'yarn' alone installs; 'npm', 'pnpm', 'bun' alone print their help.
+        return _INSTALL_SCRIPTS if name == "yarn" else frozenset()
+    head = args[0]
+    if head.dynamic:
+        return None
+    sub = head.value
+    if sub in _NO_SCRIPTS:
+        return frozenset()
+    if sub in _INSTALL_COMMANDS:
+        return _INSTALL_SCRIPTS
+    if sub in _RUN_COMMANDS:
+        if len(args) < 2:
+            return frozenset()  # lists the scripts
+        target = args[1]
+        if target.dynamic:
+            return None
+        sub = target.value
+    elif sub in _TEST_LIKE:
+        sub = _TEST_LIKE[sub]
+    elif name == "npm":
+        return None  # a subcommand this table does not know
+    return frozenset({"pre" + sub, sub, "post" + sub})

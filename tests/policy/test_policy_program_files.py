@@ -218,3 +218,75 @@ def test_sed_script_files(argv: tuple[str, ...], files: list[str]) -> None:
 )
 def test_awk_program_files(argv: tuple[str, ...], files: list[str]) -> None:
     assert [w.value for w in awk_programs(words(*argv))[1]] == files
+
+
+# --- project files a tool runs: makefiles, package.json scripts ---------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf 'all:\\n\\trm -rf /\\n' > Makefile; make",
+        "cat > build.mk <<'EOF'\nall:\n\techo hi\nEOF\nmake -f build.mk",
+        'echo "$X" > makefile && make -j4',
+        'make -f "$mk"',
+    ],
+)
+def test_makefile_written_then_made_asks(policy: Policy, command: str) -> None:
+    """Its recipes are shell run through make's own expansion: asked, as 'python3 a.py'
+    of a script this command writes is."""
+    assert verdict(policy, command) == INTERP, command
+
+
+@pytest.mark.parametrize("command", ["make", "make -C build install", "make -f build.mk test"])
+def test_make_of_workspace_makefiles_is_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+def _pkg(scripts: str) -> str:
+    return 'cat > package.json <<\'EOF\'\n{"name": "x", "scripts": ' + scripts + "}\nEOF\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        _pkg('{"build": "rm -rf /"}') + "npm run build",
+        _pkg('{"prebuild": "rm -rf /"}') + "pnpm run build",
+        _pkg('{"build": "rm -rf /"}') + "yarn build",
+        _pkg('{"postinstall": "rm -rf /"}') + "npm ci",
+        _pkg('{"prepare": "rm -rf /"}') + "yarn",
+        _pkg('{"test": "rm -rf /"}') + "npm t",
+        _pkg('{"x": "rm -rf /"}') + "npm frobnicate",  # a subcommand the table lacks
+        _pkg('{"x": "rm -rf /"}') + 'npm run "$s"',
+        # A copy carries the content.
+        'echo \'{"scripts": {"build": "rm -rf /"}}\' > p.json; cp p.json package.json;'
+        " npm run build",
+    ],
+)
+def test_package_scripts_that_run_are_judged(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", "commands.deny.rm-root"), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo "$P" > package.json; npm test',
+        "echo '{' > package.json; npm install",
+        'curl -o package.json "$URL"; npm install',
+    ],
+)
+def test_package_json_known_only_at_run_time_asks(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "ask", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        _pkg('{"build": "tsc", "test": "jest", "dev": "vite"}') + "npm install && npm run build",
+        _pkg('{"build": "rm -rf /"}') + "npm install",  # install runs no 'build'
+        _pkg('{"build": "rm -rf /"}') + "npm ls",
+        "npm install && npm test",  # package.json already in the workspace
+    ],
+)
+def test_package_scripts_that_do_not_run_or_are_harmless(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
