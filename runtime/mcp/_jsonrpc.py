@@ -12,8 +12,8 @@ a kilobyte, and stdio dropped the line without an answer, so its client waited f
 
 Also caught: an ``id`` that is neither a string nor an integer (``{"a": 1}``, ``1.5``).
 The SDK's notification model ignores members it does not know, so such a request was read
-as a notification and never answered (HTTP: 202). On stdio the SDK reads those lines
-itself and this check never sees them (see ``runtime.mcp.transport``).
+as a notification and never answered (HTTP: 202). On stdio such a line is answered
+before the SDK reads it (``runtime.mcp.transport._StdinLines``).
 
 Hazard: the value is the client's; it is only inspected, and nothing of it but a valid id
 goes back.

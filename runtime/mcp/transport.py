@@ -18,8 +18,12 @@ that is not one JSON-RPC message).
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
 import ipaddress
+import json
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable, Iterable
@@ -27,6 +31,7 @@ from typing import Any
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from runtime.errors import ConfigError
 from runtime.mcp._http_guard import (
@@ -35,7 +40,7 @@ from runtime.mcp._http_guard import (
     guarded_app,
     served_names,
 )
-from runtime.mcp._jsonrpc import answer_refused
+from runtime.mcp._jsonrpc import answer_refused, invalid_request, is_request_id
 from runtime.mcp.server import McpToolServer
 
 __all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve_stdio"]
@@ -48,14 +53,91 @@ async def serve_stdio(tool_server: McpToolServer) -> None:
     # Flush what Python buffered for fd 1 before the SDK re-points it: those bytes were
     # written before serving and must not land in the middle of the first frame.
     sys.stdout.flush()
-    async with stdio_server() as (read_stream, write_stream):
-        pending = _Pending()
-        answers = _TrackAnswers(write_stream, pending)
-        await tool_server.server.run(
-            _AnswerUnreadable(read_stream, answers, pending),
-            answers,
-            tool_server.initialization_options(),
+    with _claimed_stdin() as wire:
+        lines = _StdinLines(anyio.wrap_file(wire))
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            pending = _Pending()
+            answers = _TrackAnswers(write_stream, pending)
+            lines.answer_to(write_stream)
+            await tool_server.server.run(
+                _AnswerUnreadable(read_stream, answers, pending),
+                answers,
+                tool_server.initialization_options(),
+            )
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Any:
+    """The wire's stdin as a UTF-8 text file on a private descriptor, with fd 0 pointed
+    at the null device while serving, so a tool or child reading fd 0 reads EOF, not the
+    client's frames (the SDK does this itself only for a stdin it reads on its own; this
+    module reads it, see :class:`_StdinLines`). fd 0 is restored on exit. The private
+    descriptor is never closed: a worker thread may still block reading it after the
+    transport ends, and a recycled number would hand it another file."""
+    try:
+        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError as exc:
+        raise ConfigError(f"serving MCP over stdio needs a standard input: {exc}") from exc
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        yield io.TextIOWrapper(
+            os.fdopen(private, "rb", closefd=False), encoding="utf-8", errors="replace"
         )
+    finally:
+        os.dup2(private, 0)
+
+
+class _StdinLines:
+    """The lines of the wire's stdin, as the SDK's reader iterates them, minus requests
+    whose id is neither a string nor an integer (``1.5``, ``null``, ``true``, ``{}``),
+    which are answered here with Invalid Request, id null (JSON-RPC 2.0 §5).
+
+    Why here: the SDK's notification model ignores members it does not know, so it reads
+    such a request as a notification and drops it, and its client waits for ever. Only a
+    line that mentions ``"id"`` is decoded a second time. Hazard: the line is the
+    client's; it is only parsed, and nothing of it goes back.
+    """
+
+    def __init__(self, wire: Any) -> None:
+        self._wire = wire
+        self._write: Any = None
+        self._ready = anyio.Event()
+
+    def answer_to(self, write_stream: Any) -> None:
+        self._write = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> Any:
+        return self._lines()
+
+    async def _lines(self) -> Any:
+        async for line in self._wire:
+            answer = _bad_id_answer(line)
+            if answer is None:
+                yield line
+                continue
+            await self._ready.wait()
+            await self._write.send(SessionMessage(answer))
+
+
+def _bad_id_answer(line: str) -> Any:
+    """Invalid Request for a line that is a request whose id MCP does not allow, else
+    None (the SDK reads the line as it always did)."""
+    if '"id"' not in line:
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or "method" not in value or "id" not in value:
+        return None
+    if is_request_id(value["id"]):
+        return None
+    return invalid_request(value, unit="line")
 
 
 class _Pending:

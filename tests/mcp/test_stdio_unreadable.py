@@ -6,6 +6,7 @@ request, when it has an id, is answered with a JSON-RPC error under that id."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -155,3 +156,48 @@ def test_a_line_that_is_not_json_is_not_answered(workspace: Path) -> None:
         expect={1, 9},
     )
     assert sorted(answers, key=str) == [1, 9]
+
+
+def test_a_request_whose_id_mcp_does_not_allow_is_answered(workspace: Path) -> None:
+    # An id that is neither a string nor an integer: the SDK's notification model ignores
+    # members it does not know, so it read such a request as a notification and dropped
+    # it, and its client waited for ever. It is answered with Invalid Request, id null,
+    # and the next request is served.
+    bad = [1.5, None, True, {"a": 1}, [2], 1.0]
+    lines = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}) for i in bad]
+    proc = subprocess.run(
+        serve_mcp_argv("--workspace", str(workspace)),
+        input="".join(f"{line}\n" for line in [*_initialized("2025-11-25"), *lines, PING_9]),
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert [a["id"] for a in answers] == [1, *[None] * len(bad), 9], answers
+    for answer in answers[1:-1]:
+        error = answer["error"]
+        assert error["code"] == -32600, error
+        assert '"id" must be a string or an integer' in error["message"], error
+    assert answers[-1]["result"] == {}
+
+
+def test_the_tools_read_eof_on_fd_0_while_serving(workspace: Path) -> None:
+    # The wire's stdin is read on a private descriptor; fd 0 points at the null device, so
+    # nothing the server starts can read the client's frames.
+    from runtime.mcp.transport import _claimed_stdin
+
+    read, write = os.pipe()
+    saved = os.dup(0)
+    try:
+        os.dup2(read, 0)
+        os.write(write, b"frame\n")
+        with _claimed_stdin() as wire:
+            assert os.read(0, 10) == b""  # the null device
+            assert wire.readline() == "frame\n"
+        os.write(write, b"after\n")
+        assert os.read(0, 10) == b"after\n"  # fd 0 restored
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
