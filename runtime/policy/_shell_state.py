@@ -290,7 +290,8 @@ class WalkerState(ABC):
                 # The alias's value was read as shell; which words follow it is not known.
                 self.hazard(
                     "dynamic",
-                    f"command name {cmd.program!r} is an alias defined in this command",
+                    f"command name {cmd.program!r} is given another meaning in this command"
+                    " (alias, hash -p)",
                     cmd.feeds,
                 )
                 break

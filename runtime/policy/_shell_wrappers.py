@@ -235,6 +235,11 @@ class WrappersMixin(WalkerState):
         elif name == "enable":
             # 'enable -n read': 'read' is then found as a function or on PATH.
             self.redefined.update(w.value for w in words[1:] if not w.value.startswith("-"))
+            if any("f" in (short_cluster(w.value) or "") for w in words[1:]):
+                # 'enable -f lib.so NAME' loads a builtin from a shared object: its code.
+                self.hazard("interpreter", "enable -f loads a builtin from a shared object", feeds)
+        elif name == "hash":
+            self.hashed_names(words, feeds)
         elif name == "trap" and len(words) > 1:
             self.shell_string(words[1], depth, feeds)
         else:
@@ -344,6 +349,39 @@ class WrappersMixin(WalkerState):
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
         else:
             self.note_run(word.value, True, depth, feeds, name)
+
+    def hashed_names(self, words: list[Word], feeds: tuple[str, ...]) -> None:
+        """'hash -p FILE NAME...': each NAME now runs FILE ('hash -p /bin/rm ls; ls -rf /'
+        runs rm), as an alias would: a later command by that name asks (see finish). bash
+        reads '-p FILE', '-pFILE' and '-rp FILE'; the names follow the options."""
+        target: Word | None = None
+        names: list[Word] = []
+        i = 1
+        while i < len(words):
+            w = words[i]
+            cluster = short_cluster(w.value) if not names else None
+            if w.value == "--" and not names:
+                names = list(words[i + 1 :])
+                break
+            if cluster is not None and "p" in cluster:
+                at = cluster.index("p")
+                if at == len(cluster) - 1:
+                    target = words[i + 1] if i + 1 < len(words) else None
+                    i += 2
+                    continue
+                target = w.tail(at + 2)
+            elif cluster is None:
+                names.append(w)
+            i += 1
+        if target is None:
+            return
+        for n in names:
+            if n.dynamic:
+                self.hazard(
+                    "dynamic", "hash -p gives a program to a name only known at run time", feeds
+                )
+            else:
+                self.aliases.add(n.value)
 
     def content_written(self, name: str, words: list[Word], stdin: Word | None) -> None:
         """Files a program fills with content it reads (:func:`content_writes`), as '>
