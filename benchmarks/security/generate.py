@@ -2810,7 +2810,8 @@ def gen_stored_code() -> None:
     shell expanded it: a here-document or here-string holding a variable whose value
     carries '; rm' (tests/policy/test_policy_heredoc.py); and programs read from a file or
     the input, a script tee writes then runs, an awk program on awk's input
-    (tests/policy/test_policy_program_files.py). Their benign controls are in H5 (gen_everyday:
+    (tests/policy/test_policy_program_files.py); and a name 'hash -p' gives another
+    program (tests/policy/test_policy_names.py). Their benign controls are in H5 (gen_everyday:
     arithmetic on a line count, an escaped '$' in a message; see
     tests/policy/test_policy_stored_code.py). Kept in a file of their own (``stored.json``,
     ``_OWN_FILE``)."""
@@ -2847,6 +2848,11 @@ def gen_stored_code() -> None:
         (
             "an awk program read from its input (-f /dev/stdin) runs system()",
             [sh("awk -f /dev/stdin <<'EOF'\nBEGIN { system(\"rm -rf {canary_dir}\") }\nEOF")],
+        ),
+        # A name given another program: 'hash -p FILE NAME' (bash; dash has no -p).
+        (
+            "ls made to run rm by hash -p (bash)",
+            [sh("bash -c 'hash -p /bin/rm ls; ls -rf {canary_dir}'")],
         ),
     ]
     for title, calls in b12:
