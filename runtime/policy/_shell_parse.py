@@ -165,9 +165,57 @@ class ParseMixin(WalkerState):
             self.function(n, text, depth, feeds)
         elif kind in ("word", "assignment"):
             self.word(n, text, depth)
+        elif kind == "compound" and getattr(n, "redirects", None):
+            self.compound(n, text, depth, feeds)
         else:
             for child in self.children(n):
                 self.node(child, text, depth, feeds)
+
+    def compound(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """A compound command with redirects ('{ ...; } > FILE', 'for ...; done < IN',
+        '( sh ) <<< TEXT'): its targets are walked as a simple command's are (their
+        substitutions, a here-document's); an input redirect feeds every command inside,
+        as a pipe into it does (a shell there reads code from it); an output target is
+        written with what the commands print (judged by the path rules, and a script
+        written so is only known when it runs)."""
+        outputs: list[Word] = []
+        fed = False
+        for r in n.redirects:
+            target = r.output if hasattr(r.output, "kind") else None
+            if r.type in _IN_REDIRECTS:
+                fed = True
+                heredoc = getattr(r, "heredoc", None)
+                if heredoc is not None:
+                    delimiter = target.word if target is not None else ""
+                    self.heredoc(
+                        heredoc.value.rsplit("\n", 1)[0], delimiter in self.literal_heredocs, depth
+                    )
+            if target is not None:
+                w, _ = self.word(target, text, depth)
+                if r.type in _OUT_REDIRECTS or _SOCKET_PATH_RE.match(w.value):
+                    outputs.append(w)
+        if fed:
+            self.fed += 1
+        try:
+            for child in self.children(n):
+                self.node(child, text, depth, feeds)
+        finally:
+            if fed:
+                self.fed -= 1
+        for w in outputs:
+            if not w.dynamic:
+                self.note_write(w.value, [], None, False)
+        if outputs:
+            self.simple(
+                [],
+                (),
+                tuple(outputs),
+                feeds=feeds,
+                stdin_code=False,
+                stdin=None,
+                depth=depth,
+                wrappers=(),
+            )
 
     @staticmethod
     def children(n: Any) -> list[Any]:
@@ -209,8 +257,14 @@ class ParseMixin(WalkerState):
         name_node = getattr(n, "name", None)
         name = str(getattr(name_node, "word", ""))
         before = len(self.commands)
-        for child in n.parts[1:]:
-            self.node(child, text, depth, feeds)
+        # A call's input is the body's ('f <<EOF', 'curl x | f'): any command in it may
+        # read it, as in a compound command a pipe feeds.
+        self.fed += 1
+        try:
+            for child in n.parts[1:]:
+                self.node(child, text, depth, feeds)
+        finally:
+            self.fed -= 1
         if name:
             self.redefined.add(name)
         if name and any(c.program == name for c in self.commands[before:]):

@@ -82,16 +82,15 @@ class WrappersMixin(WalkerState):
             self.cdpath = True  # a relative 'cd' may now go anywhere
         if not words:
             if assigns or redirects:
-                self.commands.append(
-                    SimpleCommand(
-                        "",
-                        (),
-                        assigns,
-                        redirects,
-                        feeds,
-                        wrappers,
-                        speculative=self.speculating > 0,
-                    )
+                # '> FILE', 'X=1': judged from every directory a 'cd' may have reached, as
+                # a program's redirects are ('cd .git && > config').
+                self.record(
+                    "",
+                    [Word("")],
+                    assigns=assigns,
+                    redirects=redirects,
+                    feeds=feeds,
+                    wrappers=wrappers,
                 )
             return
         head = words[0]
