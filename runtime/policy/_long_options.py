@@ -42,6 +42,23 @@ _PARALLEL = _L(
 #: the same program: given in full they are themselves, not an abbreviation.
 _SHADOWING: dict[str, frozenset[str]] = {
     "install": _L({"--strip"}),
+    "objcopy": _L(
+        {
+            "--globalize-symbol",
+            "--interleave",
+            "--keep-global-symbol",
+            "--keep-section",
+            "--keep-symbol",
+            "--localize-symbol",
+            "--redefine-sym",
+            "--strip-symbol",
+            "--strip-unneeded",
+            "--strip-unneeded-symbol",
+            "--weaken",
+            "--weaken-symbol",
+        }
+    ),
+    "strip": _L({"--keep-section"}),
     "sort": _L({"--version"}),
     "patch": _L({"--backup", "--version"}),
     "wget": _L({"--accept", "--certificate", "--private-key", "--reject", "--user", "--wait"}),

@@ -107,6 +107,9 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
     source), and whether the move may give its sources new names (one source, no ``-t``,
     a destination without a trailing '/'; every operand of ``rename``). Sources and
     destination alike: a destination can be a protected directory that sources land in.
+    ``ln`` as ``mv``: a link is a second name for its target, through which what is below
+    it is written ('ln -s .git g; cp x g/hooks/pre-commit', 'ln .git/config c; echo >> c');
+    its new name renames nothing.
     ``rm -r``: every operand, each deleted with what is below it. ``rename`` (util-linux
     'rename FROM TO FILE...', perl 'rename EXPR FILE...'): every word, expressions too (an
     expression that reads as a protected path is refused; that costs nothing real), none
@@ -114,7 +117,7 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
     args = list(cmd.args)
     if cmd.program == "git" and args and args[0].value == "mv":
         args = args[1:]
-    elif cmd.program not in ("mv", "rename", "rm"):
+    elif cmd.program not in ("mv", "rename", "rm", "ln"):
         return [], False
     out: list[tuple[Word, bool]] = []
     options = True
@@ -164,7 +167,7 @@ def moved_operands(cmd: SimpleCommand) -> tuple[list[tuple[Word, bool]], bool]:
         last = max((k for k, (_, source) in enumerate(out) if source), default=-1)
         if last > 0:
             out[last] = (out[last][0], False)
-            renames = last == 1 and not out[last][0].value.endswith("/")
+            renames = last == 1 and not out[last][0].value.endswith("/") and cmd.program != "ln"
     return out, renames
 
 
@@ -217,6 +220,10 @@ def move_findings(cmd: SimpleCommand, paths: PathRules, unknown_action: Action) 
     return out
 
 
+def _verb(cmd: SimpleCommand) -> str:
+    return "link to" if cmd.program == "ln" else "move or delete"
+
+
 def unknown_finding(cmd: SimpleCommand, operand: Word, action: Action) -> Finding:
     return (
         action,
@@ -242,7 +249,7 @@ def _judge(
             (
                 "deny",
                 "paths.root",
-                f"{cmd.program} would move or delete the workspace root ({operand.value!r})",
+                f"{cmd.program} would {_verb(cmd)} the workspace root ({operand.value!r})",
             )
         ]
     v = paths.check_operand(norm)
@@ -251,7 +258,7 @@ def _judge(
             (
                 "deny",
                 v.rule,
-                f"{cmd.program} would move or delete a protected path: {v.reason}",
+                f"{cmd.program} would {_verb(cmd)} a protected path: {v.reason}",
             )
         ]
     if renames and source and v.allowed:

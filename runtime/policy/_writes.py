@@ -2,8 +2,12 @@
 redirect targets (the shell opens them: ``echo x > .git/hooks/pre-commit``) and the files
 ordinary writing programs name (``tee``, ``cp``/``install``/``ln``/``rsync``
 destinations, ``dd of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``, ``mkdir``,
-``chmod``, ``sed -i``, the output options of ``sort``, ``curl``, ``wget``, ``unzip``,
-``patch``). A path a deny or deny_write glob protects is refused (``paths.deny*``).
+``chmod``, ``sed -i``, ``patch FILE``, ``ed FILE``, ``uniq``/``xxd``/``split``'s second
+operand, ``objcopy``, ``strip``, ``mktemp``, ``mkfifo``, ``mknod``, ``script``, the
+compressors' operands, compilers' ``-o``, tar's archive and extraction directory, git's
+``--output``/``-o``/``config -f``, and the output options of ``sort``, ``curl``, ``wget``,
+``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``). A path a deny or deny_write glob
+protects is refused (``paths.deny*``).
 
 Not the wall: the sandbox's masks make the kernel refuse these writes (a read-only bind, an
 empty hidden file). The policy refuses what it can see, early and with a reason, as the
@@ -50,7 +54,127 @@ _WRITERS: dict[str, tuple[frozenset[str], str]] = {
     "chmod": (frozenset({"--reference"}), "after_first"),
     "chown": (frozenset({"--reference", "--from"}), "after_first"),
     "chgrp": (frozenset({"--reference"}), "after_first"),
+    # 'patch FILE [PATCHFILE]' edits FILE; 'ed FILE' writes it back on 'w'.
+    "patch": (
+        frozenset(
+            {
+                "-p",
+                "-i",
+                "-o",
+                "-d",
+                "-r",
+                "-B",
+                "-z",
+                "-D",
+                "-F",
+                "-V",
+                "-Y",
+                "-g",
+                "--input",
+                "--output",
+                "--directory",
+                "--reject-file",
+                "--prefix",
+                "--suffix",
+                "--ifdef",
+                "--fuzz",
+                "--version-control",
+                "--basename-prefix",
+                "--get",
+                "--strip",
+                "--quoting-style",
+            }
+        ),
+        "first",
+    ),
+    "ed": (frozenset({"-p", "--prompt"}), "first"),
+    # 'uniq IN OUT', 'xxd [-r] IN OUT', 'split IN PREFIX' (files PREFIXaa...).
+    "uniq": (
+        frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"}),
+        "second",
+    ),
+    "xxd": (frozenset({"-c", "-g", "-l", "-o", "-s", "-n", "-C", "--name"}), "second"),
+    "split": (
+        frozenset(
+            {
+                "-a",
+                "-b",
+                "-C",
+                "-l",
+                "-n",
+                "-t",
+                "--suffix-length",
+                "--bytes",
+                "--line-bytes",
+                "--lines",
+                "--number",
+                "--separator",
+                "--additional-suffix",
+                "--filter",
+            }
+        ),
+        "second",
+    ),
+    "objcopy": (
+        frozenset({"-I", "-O", "-B", "-j", "-R", "-K", "-N", "-L", "-G", "-W", "-b", "-i"}),
+        "last",
+    ),
+    "strip": (frozenset({"-o", "-R", "-K", "-N", "-F", "-I", "-O"}), "all"),
+    "mktemp": (frozenset({"-p", "--suffix"}), "all"),
+    "mkfifo": (frozenset({"-m", "--mode", "--context"}), "all"),
+    "mknod": (frozenset({"-m", "--mode", "--context"}), "first"),
+    "script": (
+        frozenset(
+            {
+                "-c",
+                "--command",
+                "-E",
+                "--echo",
+                "-O",
+                "--log-out",
+                "-I",
+                "--log-in",
+                "-B",
+                "--log-io",
+                "-T",
+                "--log-timing",
+                "-m",
+                "--logging-format",
+            }
+        ),
+        "all",
+    ),
+    # Compressors replace each operand by its compressed (or expanded) file, unless they
+    # write to stdout, test or list (see _STDOUT_ONLY).
+    "gzip": (frozenset({"-S", "--suffix"}), "all"),
+    "gunzip": (frozenset({"-S", "--suffix"}), "all"),
+    "bzip2": (frozenset(), "all"),
+    "bunzip2": (frozenset(), "all"),
+    "xz": (
+        frozenset(
+            {
+                "-S",
+                "--suffix",
+                "-F",
+                "--format",
+                "-C",
+                "--check",
+                "-M",
+                "--memlimit",
+                "-T",
+                "--threads",
+            }
+        ),
+        "all",
+    ),
+    "unxz": (frozenset({"-S", "--suffix"}), "all"),
 }
+# Compressor options that leave the operands alone (a cluster letter or a long option).
+_STDOUT_ONLY = {
+    "letters": frozenset("ctl"),
+    "long": frozenset({"--stdout", "--to-stdout", "--test", "--list", "--keep"}),
+}
+_COMPRESSORS = frozenset({"gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"})
 _TARGET = frozenset({"-t", "--target-directory"})
 # The letters GNU chmod's getopt string reads as a mode ('r::w::x::X::s::t::u::g::o::a::,::
 # +::=::' and the digits): a word holding one is the whole mode, and every operand a file.
@@ -59,11 +183,22 @@ _REFERENCE = frozenset({"--reference"})
 # program -> options whose value is a path it writes (a file, or a directory it fills).
 _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
     "sort": frozenset({"-o", "--output"}),
-    "curl": frozenset({"-o", "--output"}),
+    "curl": frozenset({"-o", "--output", "--output-dir"}),
     "wget": frozenset({"-O", "--output-document", "-P", "--directory-prefix"}),
     "unzip": frozenset({"-d"}),
     "patch": frozenset({"-o", "--output"}),
+    "shuf": frozenset({"-o", "--output"}),
+    "iconv": frozenset({"-o", "--output"}),
+    "csplit": frozenset({"-f", "--prefix"}),
+    "mktemp": frozenset({"-p", "--tmpdir"}),
+    "strip": frozenset({"-o"}),
+    "script": frozenset({"-O", "--log-out", "-B", "--log-io", "-T", "--log-timing"}),
 }
+# Compilers and linkers: '-o FILE' or '-oFILE', never inside a cluster of flags (their
+# options are words: '-fno-omit-frame-pointer' holds no '-o').
+_COMPILERS = frozenset(
+    {"gcc", "cc", "c++", "g++", "clang", "clang++", "ld", "as", "tcc", "rustc", "zig", "go"}
+)
 
 
 def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
@@ -180,21 +315,130 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
         return _sed_files(cmd.args)
     if cmd.program == "dd":
         return [w.tail(3) for w in cmd.args if w.value.startswith("of=")]
-    if cmd.program in _OUTPUT_OPTIONS:
-        return _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     if cmd.program == "rsync":
         paths = _rsync_paths(cmd.args)
         return paths[-1:] if len(paths) > 1 else []
+    if cmd.program in _COMPILERS:
+        return _compiler_outputs(cmd.args)
+    if cmd.program == "tar":
+        return _tar_paths(cmd.args)
+    if cmd.program == "git":
+        return _git_outputs(cmd.args)
+    out: list[Word] = []
+    if cmd.program in _OUTPUT_OPTIONS:
+        out = _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     spec = _WRITERS.get(cmd.program)
-    if spec is None:
-        return []
+    if spec is None or (cmd.program in _COMPRESSORS and _stdout_only(cmd.args)):
+        return out
     operands, targets, reference = _split(cmd, spec[0])
     which = spec[1]
     if which == "all":
-        return operands
+        return out + operands
     if which == "after_first":
-        return operands if reference else operands[1:]
-    return targets or operands[-1:]
+        return out + (operands if reference else operands[1:])
+    if which == "first":
+        return out + operands[:1]
+    if which == "second":
+        return out + operands[1:2]
+    return out + (targets or operands[-1:])
+
+
+def _stdout_only(args: tuple[Word, ...]) -> bool:
+    for w in args:
+        v = w.value
+        if v == "--":
+            break
+        if v.startswith("--") and any(long_option(v, (o,), "gzip") for o in _STDOUT_ONLY["long"]):
+            return True
+        cluster = short_cluster(v)
+        if cluster is not None and _STDOUT_ONLY["letters"].intersection(cluster):
+            return True
+    return False
+
+
+def _compiler_outputs(args: tuple[Word, ...]) -> list[Word]:
+    out: list[Word] = []
+    for k, w in enumerate(args):
+        if w.value == "-o" and k + 1 < len(args):
+            out.append(args[k + 1])
+        elif w.value.startswith("-o") and len(w.value) > 2:
+            out.append(w.tail(2))
+    return out
+
+
+# tar's short options that take a value (GNU tar): in a cluster or the old-style first
+# word ('xzf A.tar', 'cvbf 20 A.tar') each takes the next word, in order.
+_TAR_VALUED = frozenset("bCfFgHIKLNTVX")
+_TAR_EXTRACT = frozenset({"--extract", "--get"})
+_TAR_CREATE = frozenset({"--create", "--append", "--update", "--catenate", "--concatenate"})
+
+
+def _tar_paths(args: tuple[Word, ...]) -> list[Word]:
+    """What tar writes: the archive ('-f A') when it creates or adds to one, the directory
+    it extracts into ('-C DIR', '--directory=DIR') when it extracts."""
+    mode = ""
+    archives: list[Word] = []
+    dirs: list[Word] = []
+    pending: list[str] = []  # value letters waiting for their words, in order
+
+    def take(letter: str, value: Word) -> None:
+        if letter == "f":
+            archives.append(value)
+        elif letter == "C":
+            dirs.append(value)
+
+    for k, w in enumerate(args):
+        v = w.value
+        if pending:
+            take(pending.pop(0), w)
+            continue
+        if v.startswith("--"):
+            opt = long_option(v, [*_TAR_EXTRACT, *_TAR_CREATE, "--file", "--directory"], "tar")
+            if opt in _TAR_EXTRACT:
+                mode += "x"
+            elif opt in _TAR_CREATE:
+                mode += "c"
+            elif opt in ("--file", "--directory"):
+                letter = "f" if opt == "--file" else "C"
+                if "=" in v:
+                    take(letter, w.tail(v.index("=") + 1))
+                else:
+                    pending.append(letter)
+            continue
+        letters = v[1:] if v.startswith("-") else (v if k == 0 else "")
+        for i, c in enumerate(letters):
+            if c in "xcruA":
+                mode += "x" if c == "x" else "c"
+            if c in _TAR_VALUED:
+                if v.startswith("-") and i < len(letters) - 1:
+                    take(c, w.tail(i + 2))  # '-fA.tar', '-CDIR': the rest of the word
+                    break
+                pending.append(c)
+    out = archives if "c" in mode else []
+    return out + (dirs if "x" in mode else [])
+
+
+# git subcommands and the options whose value is a file they write.
+_GIT_OUTPUTS: dict[str, frozenset[str]] = {
+    "diff": frozenset({"--output"}),
+    "log": frozenset({"--output"}),
+    "show": frozenset({"--output"}),
+    "format-patch": frozenset({"-o", "--output-directory", "--output"}),
+    "archive": frozenset({"-o", "--output"}),
+    "config": frozenset({"-f", "--file"}),
+}
+
+
+def _git_outputs(args: tuple[Word, ...]) -> list[Word]:
+    """Files git writes named by an option of its subcommand ('git diff --output=F',
+    'git archive -o F', 'git config -f F KEY VALUE'; the subcommand is the first word
+    that is not one of git's own options)."""
+    for k, w in enumerate(args):
+        if w.value.startswith("-"):
+            continue
+        opts = _GIT_OUTPUTS.get(w.value)
+        return [] if opts is None else _option_values(args[k + 1 :], opts, "git")
+    return []
 
 
 def _split(cmd: SimpleCommand, valued: frozenset[str]) -> tuple[list[Word], list[Word], bool]:
