@@ -23,7 +23,7 @@ from runtime.models import Action
 from runtime.policy._globreach import is_glob
 from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
-from runtime.policy.argv import Word, short_cluster
+from runtime.policy.argv import Word, proc_alias, short_cluster
 from runtime.policy.paths import PathRules
 
 __all__ = [
@@ -177,6 +177,8 @@ def operand_forms(cmd: SimpleCommand, operand: Word, root: str) -> tuple[list[st
     the root, where '../config' is the root's 'config' and '..' the root; '.' is the root),
     and whether one of those directories is only known at run time. Forms outside the
     workspace are left out: not the path rules' to judge."""
+    if not operand.dynamic:
+        operand = Word(proc_alias(operand.value))  # '/proc/self/cwd/x' is './x'
     words = [operand]
     unknown = False
     if not operand.value.startswith(("/", "~")):

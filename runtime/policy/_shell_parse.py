@@ -69,6 +69,9 @@ _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 # the rules on redirect targets (commands.deny.dev-tcp) see it.
 _SOCKET_PATH_RE = re.compile(r"^/+dev/+(tcp|udp)/")
 _IN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<"})
+# A literal word holding an array subscript ('name[...]') with a command substitution in it
+# ('[$(]' in a regular expression names no array).
+_SUBSCRIPT_CODE_RE = re.compile(r"(?<![A-Za-z0-9_\\])[A-Za-z_][A-Za-z0-9_]*\[[^\]]*(\$\(|`)")
 
 
 def _brace_words(n: Any, text: str, word: Word) -> list[Word]:
@@ -307,6 +310,11 @@ class ParseMixin(WalkerState):
                 w, inner = self.word(part, text, depth)
                 words.extend(_brace_words(part, text, w))
                 subst_feeds.extend(inner)
+                if not w.dynamic and _SUBSCRIPT_CODE_RE.search(w.value):
+                    # 'let "a[$(rm -rf /)]=1"', 'test -v "a[...]"', 'read "a[...]"': bash
+                    # evaluates a quoted array subscript where it reads the word as a
+                    # variable name or an expression, and runs its substitutions.
+                    self.stored_code(w.value, depth, upstream)
             elif part.kind == "assignment":
                 assigns.append(part.word.split("=", 1)[0].rstrip("+"))
                 w, _ = self.word(part, text, depth)

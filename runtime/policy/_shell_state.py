@@ -129,6 +129,10 @@ class WalkerState(ABC):
         """The commands a tool's own grammar runs (:mod:`._shell_code`)."""
 
     @abstractmethod
+    def stored_code(self, value: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """Substitutions stored in a literal value, read as a guess (:mod:`._shell_code`)."""
+
+    @abstractmethod
     def env_values(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
         """What NAME=VALUE words' values stand for (:mod:`._shell_code`)."""
 

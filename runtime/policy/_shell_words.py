@@ -10,6 +10,7 @@ import posixpath
 import re
 from typing import Any
 
+from runtime.policy._ansi_c import ansi_c_word
 from runtime.policy._globreach import is_glob
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._word_shape import word_shape
@@ -78,6 +79,12 @@ class WordsMixin(WalkerState):
         expanded = _outside_single_quotes(raw)
         if "$" in expanded or "`" in expanded or _BRACE_RE.search(expanded):
             dynamic = True
+        if dynamic and not inner and n.kind == "word":
+            # "$'\x2egit'": ANSI-C quoting is literal text (bashlex reads its '$' as a
+            # parameter); a word with nothing else known only at run time is that text.
+            decoded = ansi_c_word(raw)
+            if decoded is not None:
+                return Word(decoded), ()
         value = n.word
         if not dynamic and n.kind == "word":
             # bashlex's own quote removal is wrong for mixed quoting ('a'"'"'b'); redo it.

@@ -183,8 +183,10 @@ class WrappersMixin(WalkerState):
         if assigned is not None:  # 'printf -v NAME V', 'read NAME': as 'NAME=V'
             if assigned.unknown_name:
                 self.hazard("dynamic", f"{name} assigns a variable named at run time", feeds)
-            for code in assigned.code:  # 'mapfile -C CODE'
-                self.shell_string(code, depth, feeds)
+            for code in assigned.code:
+                # 'mapfile -C CODE': run as 'CODE INDEX LINE', the line read at run time
+                # ('mapfile -C "rm -rf" < list' removes every line it reads).
+                self.shell_string(Word(code.value + ' "$index" "$line"', True), depth, feeds)
             if assigned.words:
                 self.environment(assigned.words, depth, feeds)
         embedded = self.embedded_commands(
@@ -239,8 +241,19 @@ class WrappersMixin(WalkerState):
                 self.hazard("interpreter", "enable -f loads a builtin from a shared object", feeds)
         elif name == "hash":
             self.hashed_names(words, feeds)
-        elif name == "trap" and len(words) > 1:
-            self.shell_string(words[1], depth, feeds)
+        elif name == "trap":
+            # 'trap [-lpP] [--] ACTION SIGNAL...': the first word after the options.
+            rest = words[1:]
+            while rest and rest[0].value.startswith("-") and rest[0].value != "-":
+                done = rest[0].value == "--"
+                rest = rest[1:]
+                if done:
+                    break
+            if rest:
+                self.shell_string(rest[0], depth, feeds)
+        elif name == "compgen":
+            for code in _compgen_commands(words):  # 'compgen -C CMD' runs CMD
+                self.shell_string(code, depth, feeds)
         else:
             self.interpreter(name, words, feeds, stdin_code, depth, stdin=stdin)
             if not embedded:
@@ -469,6 +482,26 @@ class WrappersMixin(WalkerState):
             self.shell_string(stdin, depth, feeds)
         elif stdin_code:
             self.hazard("interpreter", f"{name} reads code from its input", feeds)
+
+
+def _compgen_commands(words: list[Word]) -> list[Word]:
+    """The command lines 'compgen -C CMD' (or '-CCMD', '-aC CMD') runs to make its words."""
+    out: list[Word] = []
+    i = 1
+    while i < len(words):
+        v = words[i].value
+        if v == "--":
+            break
+        cluster = short_cluster(v)
+        if cluster is not None and "C" in cluster:
+            at = cluster.index("C")
+            if at < len(cluster) - 1:
+                out.append(words[i].tail(at + 2))
+            elif i + 1 < len(words):
+                out.append(words[i + 1])
+                i += 1
+        i += 1
+    return out
 
 
 def _has_letter(options: list[Word], letter: str) -> bool:

@@ -4,6 +4,7 @@ seeing through a wrapper's options, finding shell-string options. Pure functions
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from runtime.policy._long_options import long_option
@@ -52,6 +53,27 @@ class Word:
             return Word(self.value[start:])
         prefix = self.prefix[start:] if len(self.prefix) > start else ""
         return Word(self.value[start:], True, single=self.single, prefix=prefix)
+
+
+# A process's root and working directory through procfs ('/proc/self/root/' is '/',
+# '/proc/1/cwd/x' is the directory pid 1 runs in: in the sandbox, the call's own).
+_PROC_LINK_RE = re.compile(
+    r"^/+proc/+(?:self|thread-self|[0-9]+)(?:/+task/+[0-9]+)?/+(root|cwd)(?=/|$)"
+)
+
+
+def proc_alias(value: str) -> str:
+    """``value`` with a leading '/proc/PID/root' read as '/' and '/proc/PID/cwd' as the
+    working directory ('.'): 'rm -rf /proc/self/root/' is 'rm -rf /', 'rm -rf
+    /proc/self/cwd/*' is 'rm -rf ./*'. Every process in the sandbox shares the call's
+    root and starts in its working directory; a 'cd' before it is followed as for '.'."""
+    for _ in range(8):  # '/proc/self/root/proc/self/root/...'
+        m = _PROC_LINK_RE.match(value)
+        if m is None:
+            return value
+        rest = value[m.end() :].lstrip("/")
+        value = "/" + rest if m.group(1) == "root" else ("./" + rest if rest else ".")
+    return value
 
 
 def literal_text(word: Word | None) -> str | None:

@@ -22,7 +22,7 @@ from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
 from runtime.policy._writes import write_findings, written_operands
-from runtime.policy.argv import Word, program_name
+from runtime.policy.argv import Word, proc_alias, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
 from runtime.policy.schema import CommandRule, CommandsSection
@@ -59,7 +59,8 @@ def builtin_rules() -> tuple[tuple[CommandRule, ...], tuple[CommandRule, ...]]:
 
 def normalise_target(value: str) -> str:
     """Lexical normal form of a command argument seen as a path: '//x/./' -> '/x',
-    '/a/../..' -> '/', '~/..' -> '/', './*' -> '*'."""
+    '/a/../..' -> '/', '~/..' -> '/', './*' -> '*', '/proc/self/root/' -> '/'."""
+    value = proc_alias(value)
     if value.startswith("/"):
         segs: list[str] = []
         for s in value.split("/"):

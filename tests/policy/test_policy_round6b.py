@@ -345,7 +345,11 @@ def test_single_quoted_code_is_fixed_text(policy: Policy, command: str) -> None:
         ("sh -c 'rm -rf \"$1\"' _ /", ("ask", "commands.deny.rm-root")),  # judged inside
         ("bash -c 'rm -rf /'", ("deny", "commands.deny.rm-root")),
         ('bash -c "echo $x"', ("ask", DYN)),  # double quotes: built at run time
-        ("bash -c $'echo \\x41'", ("ask", DYN)),  # ANSI-C quoting: escapes processed
+        # ANSI-C quoting is literal text, its escapes decoded as bash does
+        # (runtime/policy/_ansi_c.py): 'echo A', and 'rm -rf /' where it spells that.
+        ("bash -c $'echo \\x41'", ("allow", "categories.shell")),
+        ("bash -c $'rm -rf \\x2f'", ("deny", "commands.deny.rm-root")),
+        ("$'\\x72m' -rf /", ("deny", "commands.deny.rm-root")),
         ("bash -c '$cmd'", ("ask", DYN)),  # the inner program is a run-time word
         ("xargs -I{} sh -c 'echo {}' < f", ("ask", DYN)),  # xargs builds the text
         ("bash -c 'echo $(rm -rf /)'", ("deny", "commands.deny.rm-root")),
