@@ -18,6 +18,7 @@ kernel's (asking would refuse every ``cd "$D" && make > log``).
 
 from __future__ import annotations
 
+from runtime.policy._globreach import is_glob
 from runtime.policy._long_options import long_option
 from runtime.policy._moves import Finding, operand_forms
 from runtime.policy._shell_model import SimpleCommand
@@ -515,20 +516,39 @@ def content_writes(cmd: SimpleCommand) -> list[tuple[Word, Word | None]]:
     return []
 
 
+def _glob_only(word: Word) -> bool:
+    """A word whose only unknown is its glob characters: its text is the pattern bash
+    matches against the tree (no parameter, substitution or brace in it)."""
+    v = word.value
+    return is_glob(v) and not any(c in v for c in "$`{")
+
+
 def write_findings(cmd: SimpleCommand, paths: PathRules) -> list[Finding]:
     """Deny findings for the protected paths ``cmd`` writes (redirects and operands)."""
     words = [(w, "a redirect") for w in cmd.redirects]
     words += [(w, cmd.program) for w in written_operands(cmd)]
     out: list[Finding] = []
     for word, what in words:
-        if word.dynamic:
+        # A delete's glob is judged as a move's is (_moves: 'rm -r .e*' keeps no name, and
+        # 'rm -f c*' removes no directory): only what writes into a path is here.
+        glob = _glob_only(word) and cmd.program not in ("rm", "unlink", "rmdir", "shred")
+        if word.dynamic and not glob:
             continue
-        forms, _ = operand_forms(cmd, word, paths.root)
+        # A glob's text, judged by every path it could name.
+        forms, _ = operand_forms(cmd, Word(word.value) if glob else word, paths.root)
         for norm in forms:
             if norm == ".":
                 continue  # the directory itself: not a file this writes
-            v = paths.check(norm, "write")
+            # A glob ('cp x .gi?/config', 'truncate -s0 .g*/config') by every existing
+            # path it could name, as a move's operand is (paths.check_operand).
+            v = paths.check_operand(norm) if glob else paths.check(norm, "write")
             if not v.allowed and v.rule in ("paths.deny", "paths.deny_write"):
                 out.append(("deny", v.rule, f"{what} would write a protected path: {v.reason}"))
+                break
+            aimed = paths.renamed_name(norm) if glob else None
+            if aimed is not None:  # 'cp x .e??': a glob aimed at a '**/.env' name
+                rule, pattern = aimed
+                reason = f"{what} would write {norm!r}, aimed at names {pattern!r} protects"
+                out.append(("deny", rule, reason))
                 break
     return out

@@ -106,3 +106,42 @@ def test_ordinary_writes_are_allowed(policy: Policy, command: str) -> None:
 )
 def test_written_operands(argv: tuple[str, ...], files: list[str]) -> None:
     assert written(*argv) == files
+
+
+# --- glob targets: judged by every path they could name ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("cp x .gi?/config", "paths.deny_write"),
+        ("cp x .??t/config", "paths.deny_write"),
+        ("cat x | tee -a .gi[t]/config", "paths.deny_write"),
+        ("sed -i s/core/x/ .gi?/config", "paths.deny_write"),
+        ("truncate -s0 .g*/config", "paths.deny_write"),
+        ("chmod 777 .gi?/hooks/*", "paths.deny_write"),
+        ("cat x >> .gi*/config", "paths.deny_write"),
+        ("echo x >> .[g]it/config", "paths.deny_write"),
+        ("cp x .e??", "paths.deny"),  # aimed at '**/.env'
+        ("cp x .env*", "paths.deny"),
+    ],
+)
+def test_glob_write_targets_are_judged(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("deny", rule), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cp *.txt backup/",
+        "chmod +x scripts/*.sh",
+        "touch src/*.py",
+        "sed -i s/a/b/ src/*.js",
+        "echo x > out-*.log",
+        "cp x report*",
+        "rm -f *.pyc",
+        "rm .gi?/hooks/*.sample",  # a delete's glob is judged as a move's (see _moves)
+    ],
+)
+def test_ordinary_glob_targets_are_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
