@@ -60,6 +60,21 @@ _SHADOWING: dict[str, frozenset[str]] = {
     ),
     "strip": _L({"--keep-section"}),
     "sort": _L({"--version"}),
+    # dpkg reads its options whole: '--status' (-s) is not '--status-logger' (its --help
+    # also lists the families '--force-...', '--assert-...' as prefixes).
+    "dpkg": _L(
+        {
+            "--assert-",
+            "--force-",
+            "--list",
+            "--no-force-",
+            "--refuse-",
+            "--remove",
+            "--status",
+            "--validate-",
+            "--verify",
+        }
+    ),
     "patch": _L({"--backup", "--version"}),
     "wget": _L({"--accept", "--certificate", "--private-key", "--reject", "--user", "--wait"}),
     "tar": _L(

@@ -30,6 +30,7 @@ from runtime.policy._tool_commands import (
     parallel_commands,
     tmux_commands,
 )
+from runtime.policy._tool_options import ed_commands, tool_option_code
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -253,6 +254,11 @@ class CodeMixin(WalkerState):
                 self.interpreter(program, [Word(program), *options], feeds, False, depth)
             elif name in SOURCED_ENV and value and not w.dynamic:
                 self.note_run(value, True, depth, feeds, "sh")
+            elif name == "MAKEFILES" and not w.dynamic:
+                # make reads these makefiles before its own: one this command writes is
+                # a script make runs, as 'make -f FILE' of it is.
+                for f in value.split():
+                    self.note_run(f, False, depth, feeds, "make")
             if not w.dynamic and ("$(" in value or "`" in value):
                 self.stored_code(value, depth, feeds)
 
@@ -437,12 +443,33 @@ class CodeMixin(WalkerState):
             )
         ):
             self.hazard("interpreter", f"{name} reads ex commands from its input", feeds)
+        elif name == "ed":
+            self.ed(words, feeds, depth, stdin=stdin, stdin_code=stdin_code)
         self.option_code(name, words, feeds, depth)
+
+    def ed(
+        self,
+        words: list[Word],
+        feeds: tuple[str, ...],
+        depth: int,
+        *,
+        stdin: Word | None,
+        stdin_code: bool,
+    ) -> None:
+        """ed reads its commands from its input, and '!CMD' among them runs CMD through the
+        shell (as ex's do): a literal input has its '!' command lines read as shell
+        (:func:`runtime.policy._tool_options.ed_commands`), any other input asks."""
+        text = literal_text(stdin)
+        for value in ed_commands(words, text):
+            self.shell_string(value, depth, feeds)
+        if text is None and stdin_code:
+            self.hazard("interpreter", "ed reads commands from its input", feeds)
 
     def option_code(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
         """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and
         arguments that make the tool run commands (:data:`HAZARD_ARGS`). Wrappers get it
         for their own options ('ssh -o ProxyCommand=CMD host')."""
+        self.tool_options(name, words, feeds, depth)
         for k, w in enumerate(words[1:], 1):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
@@ -472,6 +499,24 @@ class CodeMixin(WalkerState):
                 if any(_hazard_arg(w.value, p, name) for p in patterns):
                     self.hazard("interpreter", f"{name} {w.value} can run commands", feeds)
                     return
+
+    def tool_options(
+        self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int
+    ) -> None:
+        """What a tool's options run (:mod:`runtime.policy._tool_options`): command lines
+        read as shell ('tar -cI CMD', 'ssh -o proxycommand CMD', 'make x!=CMD'), programs
+        and libraries that cannot be read as hazards, and files read as its configuration
+        as a script it runs (one this command writes asks)."""
+        found = tool_option_code(name, words)
+        for value in found.shell:
+            self.shell_string(value, depth, feeds)
+        for reason in found.hazards:
+            self.hazard("interpreter", reason, feeds)
+        for f in found.files:
+            if f.dynamic:
+                self.hazard("interpreter", f"{name} reads a file named at run time", feeds)
+            else:
+                self.note_run(f.value, False, depth, feeds, name)
 
     def find_exec(
         self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]

@@ -15,6 +15,7 @@ from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
 from runtime.policy._tool_commands import option_commands
+from runtime.policy._tool_options import env_split_string
 from runtime.policy._writes import content_writes
 from runtime.policy.argv import (
     Word,
@@ -124,7 +125,8 @@ class WrappersMixin(WalkerState):
             self.option_code(name, words[:start], feeds, depth)  # 'ssh -o ProxyCommand=CMD'
 
             for s in shell_options(words, spec):
-                self.shell_string(s, depth, feeds)
+                # 'env -S STRING' is split by env's rules ('\_' separates), not the shell's.
+                self.shell_string(env_split_string(s) if name == "env" else s, depth, feeds)
             if rest and (spec.joins or _has_letter(words[1:start], spec.joins_with)):
                 self.shell_string(
                     Word(" ".join(w.value for w in rest), any(w.dynamic for w in rest)),

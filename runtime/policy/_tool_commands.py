@@ -213,8 +213,8 @@ def option_commands(name: str, words: list[Word]) -> list[Word]:
     spec = SHELL_STRING_OPTIONS.get(name)
     if spec is None:
         return []
-    subcommand, options = spec
-    if subcommand and subcommand not in (w.value for w in words[1:]):
+    subcommands, options = spec
+    if subcommands and not subcommands.intersection(w.value for w in words[1:]):
         return []
     return shell_options(words, Wrapper(shell_arg=options))
 

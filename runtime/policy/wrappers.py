@@ -195,19 +195,22 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
 }
 
-# Programs with options whose value is a shell command line, and the subcommand the options
-# belong to ('' for any): 'nix-shell --run CMD', 'vagrant ssh -c CMD', 'man -P PAGER'.
-SHELL_STRING_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
-    "nix-shell": ("", _L({"--run", "--command"})),
-    "vagrant": ("ssh", _L({"-c", "--command"})),
-    "man": ("", _L({"-P", "--pager", "-H", "--html"})),
-    "ncat": ("", _L({"-c", "--sh-exec"})),
-    "npm": ("exec", _L({"-c", "--call"})),
+# Programs with options whose value is a shell command line, and the subcommands (by name
+# or alias) the options belong to (none: any): 'nix-shell --run CMD', 'vagrant ssh -c CMD',
+# 'man -P PAGER', 'split --filter=CMD' (run by $SHELL -c), dpkg's hooks (run by sh -c).
+SHELL_STRING_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "nix-shell": (_L(), _L({"--run", "--command"})),
+    "vagrant": (_L({"ssh"}), _L({"-c", "--command"})),
+    "man": (_L(), _L({"-P", "--pager", "-H", "--html"})),
+    "ncat": (_L(), _L({"-c", "--sh-exec"})),
+    "npm": (_L({"exec", "x"}), _L({"-c", "--call"})),
+    "split": (_L(), _L({"--filter"})),
+    "dpkg": (_L(), _L({"--pre-invoke", "--post-invoke", "--status-logger"})),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
 SUBCOMMAND_WRAPPERS: dict[str, frozenset[str]] = {
-    "npm": _L({"exec"}),
+    "npm": _L({"exec", "x"}),
     "pnpm": _L({"exec", "dlx"}),
     "yarn": _L({"exec", "dlx"}),
     "uv": _L({"run"}),
@@ -309,10 +312,14 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
     "mysql": ("*\\!*", "*system *"),
     "mariadb": ("*\\!*", "*system *"),
     "less": ("+*",),
-    "make": ("--eval*", "SHELL=*"),
+    # The shell recipes run by, and its flags, set with any assignment operator.
+    "make": ("--eval*", "SHELL=*", "SHELL[:+?!]*=*", ".SHELLFLAGS*=*"),
     "openssl": ("-engine",),
     # ripgrep runs its preprocessor on every file it searches ('rg --pre rm .').
     "rg": ("--pre", "--pre=*"),
+    # Programs they run, named by path (not a command line that can be read).
+    "sort": ("--compress-program*",),
+    "wget": ("--use-askpass*",),
     # socat's SYSTEM: and EXEC: addresses run commands (address keywords ignore case).
     "socat": ("*[Ss][Yy][Ss][Tt][Ee][Mm]:*", "*[Ee][Xx][Ee][Cc]:*"),
     **dict.fromkeys(("nc", "ncat", "netcat", "nc.traditional"), ("-e", "--exec*", "--lua-exec*")),

@@ -1,0 +1,478 @@
+"""Options of ordinary tools whose value is a command line, a program or a library the tool
+runs: tar's ``-I``/``-F`` in a cluster or old-style letters, ssh's ``-o proxycommand CMD`` (any
+case, ``=`` or a space), ``sftp -D CMD``/``-S PROG``, ``zip -qTT CMD``, ``strace -o '|CMD'``,
+``make 'x!=CMD'`` and ``$(shell CMD)`` in a command-line variable, ``npm pkg set
+scripts.X=CMD``, apt's ``-o APT::Update::Pre-Invoke::=CMD``, ``groff -U``, ``run-parts DIR``,
+and ``env -S`` strings split as env splits them.
+
+Pure functions on :class:`Word` lists; :meth:`runtime.policy._shell_code.CodeMixin.option_code`
+reads what they return: a command line as shell (a visible ``rm -rf /`` is denied), a program
+or library it cannot read as an interpreter hazard (asks). What an attacker controls is every
+word: a grammar read wrong here must find more, never less.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from typing import NamedTuple
+
+from runtime.policy._long_options import long_option
+from runtime.policy.argv import Word, short_cluster
+
+__all__ = [
+    "OptionCode",
+    "ed_commands",
+    "env_split_string",
+    "tool_option_code",
+]
+
+
+class OptionCode(NamedTuple):
+    """What a tool's options make it run: command lines (read as shell), reasons a program
+    or library it runs cannot be read (interpreter hazards), and files read as its own
+    configuration or code (a file the same command writes is then a script it runs)."""
+
+    shell: tuple[Word, ...] = ()
+    hazards: tuple[str, ...] = ()
+    files: tuple[Word, ...] = ()
+
+
+_NONE = OptionCode()
+
+
+def _short_values(
+    words: list[Word], valued: str, *, old_style: bool = False
+) -> list[tuple[str, Word]]:
+    """(letter, value) of each short option in ``valued`` (getopt: '-oV', '-o V', '-vo V';
+    the first valued letter of a cluster takes its rest or the next word). With
+    ``old_style`` (tar), a first word without '-' is letters whose values are the next words,
+    in order ('cIf CMD A.tar'). Long options are skipped, their values unread: a value that
+    looks like a cluster is read as one (more found, never less)."""
+    out: list[tuple[str, Word]] = []
+    pending: list[str] = []
+    for k, w in enumerate(words[1:]):
+        v = w.value
+        if pending:
+            out.append((pending.pop(0), w))
+            continue
+        if v == "--":
+            break
+        if old_style and k == 0 and v and not v.startswith("-"):
+            pending.extend(c for c in v if c in valued)
+            continue
+        cluster = short_cluster(v)
+        if cluster is None:
+            continue
+        for i, c in enumerate(cluster):
+            if c not in valued:
+                continue
+            if i < len(cluster) - 1:
+                out.append((c, w.tail(i + 2)))  # '-I'CMD', '-oProxyCommand=CMD'
+            else:
+                pending.append(c)
+            break
+    return out
+
+
+def _long_values(words: list[Word], names: frozenset[str], program: str) -> list[Word]:
+    """The values of long options ``names`` (by any prefix): '--opt=V' or '--opt V'."""
+    out: list[Word] = []
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if v == "--":
+            break
+        if long_option(v, names, program) is None:
+            continue
+        if "=" in v:
+            out.append(w.tail(v.index("=") + 1))
+        elif k + 1 < len(words):
+            out.append(words[k + 1])
+    return out
+
+
+# GNU tar's short options that take a value; -I (compress program) and -F (info script)
+# are command lines tar runs through /bin/sh -c ('--use-compress-program=' and
+# '--info-script=' are read by their long names in _shell_code).
+_TAR_VALUED = "bCfFgHIKLNTVX"
+
+
+def _tar(words: list[Word]) -> OptionCode:
+    found = [w for c, w in _short_values(words, _TAR_VALUED, old_style=True) if c in "IF"]
+    return OptionCode(tuple(found), tuple(f"tar -I/-F runs {w.value!r}" for w in found))
+
+
+# ssh, scp and sftp: their getopt letters that take a value (OpenSSH 9).
+_SSH_VALUED = {
+    "ssh": "bceilmopBDEFIJLOPQRSwW",
+    "scp": "cDFiJlMoPSX",
+    "sftp": "bcDilopsBFJPRSX",
+}
+# ssh_config keywords (any case) whose value is a command line ssh runs here (ProxyCommand,
+# LocalCommand, KnownHostsCommand) or has the remote shell run (RemoteCommand, as 'ssh h
+# CMD' is read); and those that load a shared library into ssh.
+_SSH_COMMAND_KEYS = frozenset(
+    {"proxycommand", "localcommand", "knownhostscommand", "remotecommand"}
+)
+_SSH_LIBRARY_KEYS = frozenset({"pkcs11provider", "securitykeyprovider"})
+# A keyword, quoted or not, then '=' or blanks, as ssh's strdelim() reads a line.
+_SSH_LINE_RE = re.compile(r'\s*"?([A-Za-z0-9]+)"?(?:\s*=|\s)(.*)', re.DOTALL)
+
+
+def _ssh_setting(value: Word) -> tuple[str, Word] | None:
+    """(keyword in lower case, value) of an ssh '-o' word ('ProxyCommand=CMD',
+    'proxycommand CMD'); its value is the rest of the line, '=' and blanks skipped."""
+    m = _SSH_LINE_RE.match(value.value)
+    if m is None:
+        return None
+    rest = m.group(2)
+    return m.group(1).lower(), Word(rest.lstrip(" \t="), value.dynamic)
+
+
+def _ssh(name: str, words: list[Word]) -> OptionCode:
+    shells: list[Word] = []
+    hazards: list[str] = []
+    files: list[Word] = []
+    for letter, value in _short_values(words, _SSH_VALUED[name]):
+        if letter == "o":
+            setting = _ssh_setting(value)
+            if setting is None:
+                continue
+            key, command = setting
+            if key in _SSH_COMMAND_KEYS:
+                shells.append(command)
+            elif key in _SSH_LIBRARY_KEYS:
+                hazards.append(f"{name} -o {key} loads a library ({command.value!r})")
+        elif letter == "D" and name == "sftp":
+            shells.append(value)  # the sftp server command line it starts here
+        elif letter == "S" and name in ("scp", "sftp"):
+            hazards.append(f"{name} -S runs the program {value.value!r} as its ssh")
+        elif letter == "I" and name == "ssh":
+            hazards.append(f"ssh -I loads the PKCS#11 library {value.value!r}")
+        elif letter == "F":
+            files.append(value)  # a config file: its ProxyCommand ... run
+    return OptionCode(tuple(shells), tuple(hazards), tuple(files))
+
+
+def _zip(words: list[Word]) -> OptionCode:
+    """zip's unzip command ('-TT CMD', in a cluster '-qTT CMD', '--unzip-command=CMD'):
+    zip runs it through system() to test the archive it wrote."""
+    found = _long_values(words, frozenset({"--unzip-command"}), "zip")
+    for k, w in enumerate(words[1:], 1):
+        cluster = short_cluster(w.value)
+        if cluster is None or "TT" not in cluster:
+            continue
+        rest = cluster[cluster.index("TT") + 2 :]
+        if rest:
+            found.append(w.tail(len(w.value) - len(rest.lstrip("="))))
+        elif k + 1 < len(words):
+            found.append(words[k + 1])
+    return OptionCode(tuple(found), tuple(f"zip -TT runs {w.value!r}" for w in found))
+
+
+# strace's getopt letters that take a value (strace 6): '-o |CMD' and '-o !CMD' pipe the
+# trace into a command run by /bin/sh -c.
+_STRACE_VALUED = "abeEIoOpPsSuUX"
+
+
+def _strace(words: list[Word]) -> OptionCode:
+    outputs = [w for c, w in _short_values(words, _STRACE_VALUED) if c == "o"]
+    outputs += _long_values(words, frozenset({"--output"}), "strace")
+    return OptionCode(tuple(w.tail(1) for w in outputs if w.value[:1] in ("|", "!")))
+
+
+# GNU make's short options that take a value ('j', 'l', 'O' take an optional attached one).
+_MAKE_VALUED = "CfIoWE"
+_MAKE_OPTIONAL = "jlO"
+_MAKE_SHELL_RE = re.compile(r"\$[({]shell[ \t]")
+# make functions that read text as makefile code or reach outside make's variables.
+_MAKE_CODE_RE = re.compile(r"\$[({](eval|guile|file|load)[ \t]")
+
+
+def _make_shell_calls(text: str, dynamic: bool) -> list[Word]:
+    """The command lines of '$(shell CMD)' / '${shell CMD}' in make text (parentheses
+    balanced; unclosed: the rest). make expands CMD first: one holding '$' is only known
+    at run time."""
+    out: list[Word] = []
+    for m in _MAKE_SHELL_RE.finditer(text):
+        opener = text[m.start() + 1]
+        closer = ")" if opener == "(" else "}"
+        depth, k = 1, m.end()
+        while k < len(text) and depth:
+            depth += {opener: 1, closer: -1}.get(text[k], 0)
+            k += 1
+        body = text[m.end() : k - 1 if depth == 0 else k]
+        out.append(Word(body, dynamic or "$" in body))
+    return out
+
+
+def _make_evals(words: list[Word]) -> list[Word]:
+    """The makefile text of 'make -E TEXT', '-sETEXT', '--eval=TEXT' (GNU make 4.4 made
+    -E an alias of --eval)."""
+    out = _long_values(words, frozenset({"--eval"}), "make")
+    for k, w in enumerate(words[1:], 1):
+        cluster = short_cluster(w.value) or ""
+        for i, c in enumerate(cluster):
+            if c not in _MAKE_VALUED and c not in _MAKE_OPTIONAL:
+                continue
+            if c == "E" and cluster[i + 1 :]:
+                out.append(w.tail(i + 2))
+            elif c == "E" and k + 1 < len(words):
+                out.append(words[k + 1])
+            break
+    return out
+
+
+def _make(words: list[Word]) -> OptionCode:
+    """Command-line variables run shell when make reads them: 'x!=CMD' runs CMD at once,
+    '$(shell CMD)' when the value is expanded (at once for ':='); '$(eval ...)' and friends
+    read text as makefile code. '-E TEXT' is '--eval TEXT': makefile code (asks), its
+    '$(shell CMD)' read too."""
+    shells: list[Word] = []
+    hazards: list[str] = []
+    evals = _make_evals(words)
+    for text in evals:
+        hazards.append(f"make --eval reads {text.value!r} as makefile code")
+        shells.extend(_make_shell_calls(text.value, text.dynamic))
+    for w in words[1:]:
+        v = w.value
+        if v.startswith("-") or "=" not in v or any(w is e for e in evals):
+            continue
+        name, _, value = v.partition("=")
+        if name.rstrip().endswith("!"):
+            shells.append(Word(value, w.dynamic or "$" in value))
+        shells.extend(_make_shell_calls(value, w.dynamic))
+        if _MAKE_CODE_RE.search(value):
+            hazards.append(f"make variable {name.strip()!r} calls a make function that runs code")
+    return OptionCode(tuple(shells), tuple(hazards))
+
+
+def _package_set(name: str, words: list[Word]) -> OptionCode:
+    """'npm pkg set scripts.X=CMD' ('scripts[X]=', '--json scripts={...}') and npm 7's
+    'set-script X CMD': a script stored for a later 'npm run', read as shell now."""
+    operands = [w for w in words[1:] if not w.value.startswith("-")]
+    values = [w.value for w in operands]
+    if "set-script" in values[:-2]:
+        return OptionCode((operands[values.index("set-script") + 2],))
+    at = next((k for k in range(len(values) - 1) if values[k : k + 2] == ["pkg", "set"]), None)
+    if at is None:
+        return _NONE
+    as_json = any(long_option(w.value, ("--json",), name) for w in words[1:])
+    shells: list[Word] = []
+    for w in operands[at + 2 :]:
+        key, eq, _ = w.value.partition("=")
+        key = key.lower()
+        if eq and key.startswith("scripts"):
+            shells.extend(_script_values(key, w.tail(len(key) + 1), as_json))
+    return OptionCode(tuple(shells))
+
+
+def _script_values(key: str, value: Word, as_json: bool) -> list[Word]:
+    """The command lines a 'pkg set' of ``key`` stores: its value, or with --json the
+    strings in it (a JSON value not read is kept whole, as shell)."""
+    if not as_json or value.dynamic:
+        return [value] if key != "scripts" else []
+    try:
+        data = json.loads(value.value)
+    except ValueError:
+        return [value]
+    if isinstance(data, str):
+        return [Word(data)]
+    if isinstance(data, dict):
+        return [Word(v) for v in data.values() if isinstance(v, str)]
+    return []
+
+
+# apt configuration keys (any case, '::' list suffix dropped) whose value is a command line
+# apt runs through sh -c (DPkg::Pre-Invoke, APT::Update::Post-Invoke-Success,
+# DPkg::Pre-Install-Pkgs ...), and keys that point apt at programs, options or
+# configuration it then runs or reads.
+_APT_COMMAND_KEYS = ("*::pre-invoke*", "*::post-invoke*", "*::pre-install-pkgs")
+_APT_CODE_KEYS = (
+    "dir::bin::*", "dir::etc*", "dpkg::options*", "dpkg::tools*", "*::proxy-auto-detect",
+    "dpkg::path", "apt::key::*",
+)  # fmt: skip
+
+
+def _apt(words: list[Word]) -> OptionCode:
+    """'apt-get -o KEY=VALUE' ('-oKEY=V', '--option KEY=V'); '-c FILE' names a
+    configuration file (its hooks are read when this command writes it)."""
+    settings = [w for c, w in _short_values(words, "oc") if c == "o"]
+    settings += _long_values(words, frozenset({"--option"}), "apt")
+    files = [w for c, w in _short_values(words, "oc") if c == "c"]
+    files += _long_values(words, frozenset({"--config-file"}), "apt")
+    shells: list[Word] = []
+    hazards: list[str] = []
+    for w in settings:
+        key, eq, _ = w.value.partition("=")
+        key = key.strip().lower().rstrip(":")
+        if not eq:
+            continue
+        value = w.tail(w.value.index("=") + 1)
+        if any(fnmatchcase(key, p) for p in _APT_COMMAND_KEYS):
+            shells.append(value)
+        elif any(fnmatchcase(key, p) for p in _APT_CODE_KEYS) or (w.dynamic and "$" in key):
+            hazards.append(f"apt -o {key} points apt at code it runs")
+    return OptionCode(tuple(shells), tuple(hazards), tuple(files))
+
+
+# groff and its front ends: the letters that take a value; '-U' (unsafe mode) lets the
+# input's '.sy', '.pso', '.pi' and '.open' requests run shell commands and write files.
+_GROFF_VALUED = "dDfFIKLmMnoPrTwW"
+
+
+def _groff(name: str, words: list[Word]) -> OptionCode:
+    for w in words[1:]:
+        cluster = short_cluster(w.value) or ""
+        for c in cluster:
+            if c == "U":
+                return OptionCode(hazards=(f"{name} -U lets its input run shell commands",))
+            if c in _GROFF_VALUED:
+                break
+    return _NONE
+
+
+def _run_parts(words: list[Word]) -> OptionCode:
+    """run-parts runs every program in its directory, none of which is shown: asks, unless
+    it only lists them (--test, --list)."""
+    if any(long_option(w.value, ("--test", "--list"), "run-parts") for w in words[1:]):
+        return _NONE
+    return OptionCode(hazards=("run-parts runs every program in a directory",))
+
+
+_TOOLS: dict[str, Callable[[str, list[Word]], OptionCode]] = {
+    "tar": lambda _, words: _tar(words),
+    "ssh": _ssh,
+    "scp": _ssh,
+    "sftp": _ssh,
+    "zip": lambda _, words: _zip(words),
+    "strace": lambda _, words: _strace(words),
+    "make": lambda _, words: _make(words),
+    "gmake": lambda _, words: _make(words),
+    "npm": _package_set,
+    "pnpm": _package_set,
+    **dict.fromkeys(
+        ("apt", "apt-get", "apt-cache", "apt-mark", "apt-config", "aptitude"),
+        lambda _, words: _apt(words),
+    ),
+    **dict.fromkeys(("groff", "troff", "nroff"), _groff),
+    "run-parts": lambda _, words: _run_parts(words),
+}
+
+
+def tool_option_code(name: str, words: list[Word]) -> OptionCode:
+    """What ``name``'s options among ``words`` (the program first) make it run."""
+    reader = _TOOLS.get(name)
+    return _NONE if reader is None else reader(name, words)
+
+
+def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
+    """The command lines ed runs. A file operand '!CMD' reads what CMD prints; among its
+    commands (a literal input), '!CMD', 'r !CMD', 'w !CMD', 'e !CMD' run CMD: the text
+    after a line's first '!' is read as shell (a '!' in inserted text is read too, and
+    '-r' is not trusted to forbid it: more found, never less)."""
+    out: list[Word] = []
+    skip = False
+    for w in words[1:]:
+        v = w.value
+        if skip:  # the prompt of '-p PROMPT', '--prompt PROMPT'
+            skip = False
+            continue
+        if v.startswith("-") and v != "-":
+            prompt = long_option(v, ("--prompt",), "ed") is not None and "=" not in v
+            skip = prompt or (short_cluster(v) or "").endswith("p")
+            continue
+        if v.startswith("!"):
+            out.append(w.tail(1))
+    for line in (stdin_text or "").split("\n"):
+        if "!" in line:
+            out.append(Word(line[line.index("!") + 1 :]))
+    return out
+
+
+# env -S: the escapes it reads, outside quotes and inside double quotes.
+_ENV_ESCAPES = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ENV_BLANKS = " \t\n\v\f\r"
+
+
+def env_split_string(word: Word) -> Word:
+    """An 'env -S' string as the command line env makes of it (coreutils' split): blanks
+    separate outside quotes, '\\_' is a separator there (a space in double quotes), '\\t',
+    '\\n' ... are those characters, '\\c' ends the string, a word starting with '#' is a
+    comment, '${NAME}' is a variable's value (only known at run time). The words are
+    quoted for the shell, so that the walker reads what env runs. A string env refuses is
+    kept as it was."""
+    if word.dynamic:
+        return word
+    try:
+        args, expands = _env_split(word.value)
+    except ValueError:
+        return word
+    return Word(shlex.join(args), expands)
+
+
+def _add(cur: list[str] | None, c: str) -> list[str]:
+    """The word being built, with ``c`` added (a quote starts a word, even an empty one)."""
+    if cur is None:
+        cur = []
+    cur.append(c)
+    return cur
+
+
+def _env_split(text: str) -> tuple[list[str], bool]:
+    args: list[str] = []
+    cur: list[str] | None = None
+    quote = ""
+    expands = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        i += 1
+        if quote == "'" and c != "'" and not (c == "\\" and text[i : i + 1] in ("\\", "'")):
+            cur = _add(cur, c)
+            continue
+        if c == quote:
+            quote = ""
+            continue
+        if not quote and c in "'\"":
+            quote = c
+            cur = _add(cur, "")
+            continue
+        if not quote and c in _ENV_BLANKS:
+            if cur is not None:
+                args.append("".join(cur))
+            cur = None
+            continue
+        if not quote and c == "#" and cur is None:
+            break
+        if c == "\\":
+            if i >= len(text):
+                raise ValueError("trailing backslash")
+            e = text[i]
+            i += 1
+            if e == "_" and not quote:
+                if cur is not None:
+                    args.append("".join(cur))
+                cur = None
+                continue
+            if e == "c" and not quote:
+                break
+            if e in _ENV_ESCAPES:
+                c = _ENV_ESCAPES[e]
+            elif e == "_":
+                c = " "
+            elif e in "\"#$'\\":
+                c = e
+            else:
+                raise ValueError(f"invalid escape \\{e}")
+        elif c == "$" and quote != "'" and text[i : i + 1] == "{":
+            expands = True
+        cur = _add(cur, c)
+    if quote:
+        raise ValueError("unterminated quote")
+    if cur is not None:
+        args.append("".join(cur))
+    return args, expands
