@@ -16,7 +16,12 @@ from runtime.policy._env_options import (
     startup_files,
 )
 from runtime.policy._gdb import gdb_code
-from runtime.policy._git_config import classify_key, global_config
+from runtime.policy._git_config import (
+    classify_key,
+    code_options,
+    global_config,
+    subcommand_config,
+)
 from runtime.policy._long_options import long_option
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
@@ -180,15 +185,19 @@ class CodeMixin(WalkerState):
         return True
 
     def git_global_config(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
-        """'git -c KEY=VALUE': a command key's value is read as shell ('core.pager=CMD'),
-        a code key asks (:mod:`runtime.policy._git_config`), any other key is harmless."""
-        for key, value in global_config(words):
+        """'git -c KEY=VALUE' and 'git clone -c KEY=VALUE': a command key's value is read
+        as shell ('core.pager=CMD'), a code key asks (:mod:`runtime.policy._git_config`),
+        any other key is harmless. An option that points git at code ('clone
+        --template=DIR') asks as its key does."""
+        for key, value in global_config(words) + subcommand_config(words):
             kind = "code" if key.dynamic else classify_key(key.value)
             if kind == "command" and value is not None:
                 alias = key.value.lower().startswith("alias.")
                 self.git_command_value(value, depth, feeds, alias=alias)
             elif kind is not None:
                 self.hazard("interpreter", f"git -c {key.value} changes what git runs", feeds)
+        for option in code_options(words):
+            self.hazard("interpreter", f"git {option} points git at code it runs", feeds)
 
     def git_command_value(
         self, value: Word, depth: int, feeds: tuple[str, ...], *, alias: bool = False

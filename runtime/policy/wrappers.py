@@ -390,4 +390,8 @@ GIT_COMMAND_KEYS = (
     "web.browser",
     "browser.*.cmd",
     "man.*.cmd",
+    # interpret-trailers runs a trailer's command through the shell ('cmd', and the older
+    # 'command' with $ARG replaced).
+    "trailer.*.cmd",
+    "trailer.*.command",
 )
