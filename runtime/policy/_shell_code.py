@@ -23,6 +23,13 @@ from runtime.policy._git_config import (
     subcommand_config,
 )
 from runtime.policy._long_options import long_option
+from runtime.policy._python_modules import python_run
+from runtime.policy._script_options import (
+    VIM_NAMES,
+    lesskey_sources,
+    perl_debugger_files,
+    vim_scripts,
+)
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sql_clients import SQL_CLIENTS, sql_client_code
@@ -406,6 +413,7 @@ class CodeMixin(WalkerState):
                     break
             if not positional and stdin_code:
                 self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            self.script_modes(name, words, feeds, stdin_code, depth)
             return
         if name == "gdb":
             reason = gdb_code(words, stdin_code)
@@ -446,7 +454,39 @@ class CodeMixin(WalkerState):
             )
         ):
             self.hazard("interpreter", f"{name} reads ex commands from its input", feeds)
+        self.script_modes(name, words, feeds, stdin_code, depth)
         self.option_code(name, words, feeds, depth)
+
+    def script_modes(
+        self, name: str, words: list[Word], feeds: tuple[str, ...], stdin_code: bool, depth: int
+    ) -> None:
+        """Files a program runs as code at start-up, and modes that run text or the input
+        as code: python's '-i' and its code-running modules
+        (:mod:`runtime.policy._python_modules`), 'vim -S FILE', 'less --lesskey-src FILE',
+        'perl -d' with '.perldb' (:mod:`runtime.policy._script_options`). Code given as
+        text asks (it cannot be read), the input read as code asks when it is fed one,
+        and a named file is a script the command runs: one it writes asks
+        (:meth:`note_run`)."""
+        files: list[Word] = []
+        if fnmatchcase(name, "python*") or fnmatchcase(name, "pypy*"):
+            run = python_run(words)
+            if run.code is not None:
+                self.hazard("interpreter", run.code, feeds)
+            if run.reads_input and stdin_code:
+                self.hazard("interpreter", f"{name} reads statements from its input", feeds)
+            files += run.files
+        elif fnmatchcase(name, "perl*"):
+            files += [Word(f) for f in perl_debugger_files(words)]
+        elif name in VIM_NAMES:
+            files += vim_scripts(name, words)
+        elif name == "less":
+            sources, texts = lesskey_sources(words)
+            if texts:
+                self.hazard("interpreter", "less reads key bindings and variables as text", feeds)
+            files += sources
+        for f in files:
+            if not f.dynamic:
+                self.note_run(f.value, False, depth, feeds, name)
 
     def option_code(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
         """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,165 @@ def test_git_shell_values_are_read(policy: Policy, command: str) -> None:
 )
 def test_plain_git_is_allowed(policy: Policy, command: str) -> None:
     assert verdict(policy, command)[0] == "allow", command
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> None:
+    """Run ``argv`` in ``cwd`` (HOME there too, no terminal), skipping when the program is
+    missing."""
+    program = sys.executable if argv[0] == "python3" else shutil.which(argv[0])
+    if program is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    full = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "TERM": "dumb", **(env or {})}
+    subprocess.run(
+        [program, *argv[1:]],
+        cwd=cwd,
+        env=full,
+        input=stdin,
+        text=True,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+
+
+_WRITE = 'call writefile([], "ran")'
+_LESSKEY = "#env\nLESSOPEN=|touch ran; cat %s\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "env", "stdin"),
+    [
+        ({}, ["vim", "-c", "qa", "f"], {"VIMINIT": _WRITE}, ""),
+        ({}, ["vi", "-c", "qa", "f"], {"EXINIT": _WRITE}, ""),
+        ({"s.vim": _WRITE + "\n"}, ["vim", "-S", "s.vim", "-c", "qa", "f"], {}, ""),
+        ({"k": _LESSKEY}, ["less", "f"], {"LESSKEYIN": "k"}, ""),
+        ({"k": _LESSKEY}, ["less", "--lesskey-src=k", "f"], {}, ""),
+        ({"k": _LESSKEY}, ["less", "f"], {"LESS": "--lesskey-src=k"}, ""),
+        ({"x.pl": "1;\n"}, ["perl", "-d", "x.pl"], {"PERL5DB": "BEGIN{open F,'>ran'}"}, ""),
+        ({"x.pl": "junk\n#!perl\nopen F, '>ran';\n"}, ["perl", "-x", "x.pl"], {}, ""),
+        ({}, ["python3", "-m", "timeit", "-n1", "-r1", "-s", "open('ran','w')", "pass"], {}, ""),
+        ({}, ["python3", "-i", "/dev/null"], {}, "open('ran', 'w')\n"),
+        ({}, ["python3", "-m", "code"], {}, "open('ran', 'w')\n"),
+    ],
+)
+def test_the_start_up_code_runs(
+    tmp_path: Path, files: dict[str, str], argv: list[str], env: dict[str, str], stdin: str
+) -> None:
+    """Why: each variable, option or mode below runs code the command gives it."""
+    (tmp_path / "f").write_text("hello\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    _run(argv, tmp_path, env, stdin)
+    assert (tmp_path / "ran").exists(), argv
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # 8. vim's start-up commands and sourced scripts
+        "VIMINIT='!rm -rf /' vim f",
+        "EXINIT='!rm -rf /' vi f",
+        "GVIMINIT='!rm -rf /' gvim f",
+        "VIMRUNTIME=./rt vim f",
+        "export VIMINIT='!rm -rf /'",
+        "export EXINIT=x",
+        "printf 'call system(\"rm -rf /\")' > s.vim; vim -S s.vim f",
+        "printf x > Session.vim; vim -S",
+        "printf x > v; vim -u v f",
+        "printf x > k; vim -s k f",
+        "printf x > k; nvim -l k",
+        # 9. lesskey files can set LESSOPEN
+        "printf '#env\\nLESSOPEN=|rm -rf /' > k; LESSKEYIN=k less f",
+        "LESSKEY=k less f",
+        "LESSKEYIN_SYSTEM=k less f",
+        "LESSKEY_SYSTEM=k less f",
+        "export LESSKEYIN=k",
+        "printf x > k; less --lesskey-src=k f",
+        "printf x > k; less --lesskey-s k f",
+        "printf x > k; less --lesskey-file=k f",
+        "printf x > k; less -k k f",
+        "printf x > k; less -kk f",
+        "printf x > k; LESS=--lesskey-src=k less f",
+        "LESS='+!rm -rf /' less f",
+        "less --lesskey-content='#env' f",
+        # 10. man's options in the environment
+        "MANOPT='-P./pg.sh' man ls",
+        "export MANOPT='-P./pg.sh'",
+        # 11. perl's debugger code and -x
+        "PERL5DB='system(\"rm -rf /\")' perl -d f",
+        "export PERL5DB=x",
+        "printf 'system(1)' > x.pl; perl -x x.pl",
+        "printf 'system(1)' > x.pl; perl -xdir x.pl",
+        "printf 'system(1)' > .perldb; perl -d x.pl",
+        # 12. python's modules and modes that run code
+        "python3 -m timeit -s 'import os; os.system(\"rm -rf /\")' pass",
+        "python3 -m timeit 'CODE'",
+        "python3 -mtimeit -s'import os' pass",
+        "python3 -m timeit -n 1 --setup='import os' pass",
+        "python3 -m pdb -c '!import os' x.py",
+        "python3 -m pdb x.py <<< '!import os'",
+        "printf x > .pdbrc; python3 -m pdb x.py",
+        "python3 -m code <<< CODE",
+        "python3 -m asyncio <<< CODE",
+        "echo CODE | python3 -m code",
+        "python3 -i /dev/null <<< CODE",
+        "python3 -i x.py <<< CODE",
+        "printf x > f.txt; python3 -m doctest f.txt",
+        "printf x > a.py; python3 -m cProfile a.py",
+        "printf x > a.py; python3 -m cProfile -o out a.py",
+        "printf x > a.py; python3 -m profile -s time a.py",
+        "printf x > a.py; python3 -m trace --count -C . a.py",
+        "printf x > a.py; python3 -m pdb a.py",
+        "printf x > a.py; python3 -m cProfile -m a",
+        "printf x > a.py; python3 -m a",
+        "printf x > p; python3 -m pickle p",
+        "python3 -m pickle < p",
+    ],
+)
+def test_start_up_code_is_not_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "vim f",
+        "vim -es k",
+        "less -R log.txt",
+        "LESS=-R less f",
+        "export LESS=-R",
+        "LESS=-FRX git log",
+        "man ls",
+        "perl -x x.pl",
+        "perl -d x.pl",
+        "perl -I lib x.pl",
+        "python3 -m pytest -q",
+        "python3 -m venv .venv",
+        "python3 -m pip install -r requirements.txt",
+        "python3 -m json.tool a.json",
+        "echo '{}' | python3 -m json.tool",
+        "python3 -m timeit",
+        "python3 -m code",
+        "python3 -i x.py",
+        "python3 -m doctest f.txt",
+        "python3 -m cProfile a.py",
+        "python3 -m pdb a.py",
+        "python3 -W ignore x.py",
+    ],
+)
+def test_plain_start_up_is_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("vim -c wq f", ("ask", "commands.hazard.interpreter")),
+        ("perl -ne 'print' f", ("ask", "commands.hazard.interpreter")),
+        ("python3 -m http.server", ("deny", "commands.service.python-http")),
+        ("python3 -c 1", ("ask", "commands.hazard.interpreter")),
+    ],
+)
+def test_verdicts_kept(policy: Policy, command: str, expected: tuple[str, str]) -> None:
+    """What these gave before the fixes: unchanged."""
+    assert verdict(policy, command) == expected, command
