@@ -22,7 +22,13 @@ shell). ``PROMPT_COMMAND`` keeps asking and its value is read as shell too. npm'
 (``npm_config_node_options``, ``npm --node-options``) is NODE_OPTIONS for the scripts npm
 runs. zsh's ``ZDOTDIR`` asks as ``BASH_ENV`` does, and ``HOME``/``ZDOTDIR`` set for a shell
 that reads its start-up files from there (:func:`startup_files`) ask, their files read as
-``. FILE`` is.
+``. FILE`` is. ``LESS`` is less's options (``LESS=-R`` is nothing, ``LESS=--lesskey-src=k``
+is what that option is, ``LESS=+!cmd`` asks as ``less +!cmd`` does). No option stands for
+vim's ``VIMINIT``/``GVIMINIT``/``EXINIT`` (ex commands, ``!cmd`` included, run at start-up)
+or ``VIMRUNTIME``/``VIM`` (where vim finds the scripts it sources), less's ``LESSKEY*``
+files (their ``#env`` section sets ``LESSOPEN``), ``MANOPT`` (man's options, ``-P PAGER``
+among them) or perl's ``PERL5DB`` (the debugger's code): they join
+``commands.deny.loader-env`` (ask).
 """
 
 from __future__ import annotations
@@ -41,7 +47,12 @@ __all__ = [
 #: Variables whose value is options of the program named. npm hands its ``node-options``
 #: setting (``npm_config_node_options``, ``--node-options``) to the scripts it runs as
 #: NODE_OPTIONS; npm reads ``npm_config_*`` names in any case, '-' and '_' alike.
-OPTION_ENV: dict[str, str] = {"NODE_OPTIONS": "node", "npm_config_node_options": "node"}
+#: less reads LESS as options before its command line's ('LESS=--lesskey-src=k').
+OPTION_ENV: dict[str, str] = {
+    "NODE_OPTIONS": "node",
+    "npm_config_node_options": "node",
+    "LESS": "less",
+}
 
 #: Variables naming a file a shell sources before its commands.
 SOURCED_ENV = frozenset({"BASH_ENV", "ENV"})

@@ -23,10 +23,18 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from runtime.policy.argv import Word
+from runtime.policy._long_options import long_option
+from runtime.policy.argv import Word, short_cluster
 from runtime.policy.wrappers import GIT_COMMAND_KEYS
 
-__all__ = ["GIT_CODE_KEYS", "KeyKind", "classify_key", "global_config"]
+__all__ = [
+    "GIT_CODE_KEYS",
+    "KeyKind",
+    "classify_key",
+    "code_options",
+    "global_config",
+    "subcommand_config",
+]
 
 KeyKind = Literal["command", "code"]
 
@@ -70,6 +78,8 @@ GIT_CODE_KEYS = (
     "svn.authorsprog",
     "svn-remote.*",
     "lfs.customtransfer.*",
+    "browser.*.path",  # the program 'git help --web' / instaweb runs for that browser
+    "man.*.path",  # the program 'git help --man' runs for that viewer
     "trace2.*",  # writes trace output to any path or socket
     "safe.*",  # safe.directory=*: repositories of other owners (and their config) are read
     "ssh.variant",
@@ -125,10 +135,97 @@ def global_config(words: list[Word]) -> list[tuple[Word, Word | None]]:
         else:
             i += 2 if v in _GLOBAL_VALUED else 1
             continue
-        key, eq, value = setting.value.partition("=")
-        if setting.dynamic and "=" not in setting.value:
-            out.append((Word(key, dynamic=True), None))
+        out.append(_split_setting(setting, from_env))
+    return out
+
+
+def _split_setting(setting: Word, from_env: bool = False) -> tuple[Word, Word | None]:
+    """(key, value) of a 'KEY=VALUE' word; a key only known at run time is a dynamic Word,
+    a value from the environment (``from_env``) or the run time is one too."""
+    key, eq, value = setting.value.partition("=")
+    if setting.dynamic and not eq:
+        return Word(key, dynamic=True), None
+    val = Word(value, setting.dynamic or from_env) if eq else None
+    return Word(key, setting.dynamic and any(c in key for c in "$`{")), val
+
+
+def _subcommand(words: list[Word]) -> int | None:
+    """The index of git's subcommand: the first word after its global options."""
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if not w.value.startswith("-") and not w.dynamic:
+            return i
+        i += 2 if w.value in _GLOBAL_VALUED or w.value in ("-c", "--config-env") else 1
+    return None
+
+
+def _subcommand_words(words: list[Word], names: frozenset[str]) -> list[Word]:
+    """The words after git's subcommand up to '--' when it is one of ``names``, else []."""
+    sub = _subcommand(words)
+    if sub is None or words[sub].value not in names:
+        return []
+    rest = words[sub + 1 :]
+    cut = next((k for k, w in enumerate(rest) if w.value == "--" and not w.dynamic), len(rest))
+    return rest[:cut]
+
+
+# clone's short options that take a value: in a cluster the first takes the rest of it.
+_CLONE_SHORT_VALUED = "obcuj"
+
+
+def subcommand_config(words: list[Word]) -> list[tuple[Word, Word | None]]:
+    """(key, value) of each 'git clone -c KEY=VALUE' ('--config', any prefix, '-cKV', a
+    cluster ending in 'c'): clone writes them into the new repository's configuration
+    before it checks out, so they steer that checkout and every later git command there
+    ('core.hooksPath', 'core.fsmonitor'), as 'git -c' does for one command."""
+    out: list[tuple[Word, Word | None]] = []
+    rest = _subcommand_words(words, frozenset({"clone"}))
+    for k, w in enumerate(rest):
+        v = w.value
+        following = rest[k + 1] if k + 1 < len(rest) else None
+        setting: Word | None = None
+        if long_option(v, ("--config",), "git") is not None:
+            setting = w.tail(v.index("=") + 1) if "=" in v else following
+        elif (cluster := short_cluster(v)) is not None:
+            for j, letter in enumerate(cluster):
+                if letter == "c":
+                    setting = w.tail(j + 2) if cluster[j + 1 :] else following
+                if letter in _CLONE_SHORT_VALUED:
+                    break
+        if setting is not None:
+            out.append(_split_setting(setting))
+    return out
+
+
+def _option_values(rest: list[Word], name: str) -> list[Word]:
+    """The values of the long option ``name`` (any prefix, '=VALUE' or the next word)."""
+    out: list[Word] = []
+    for k, w in enumerate(rest):
+        if long_option(w.value, (name,), "git") is None:
             continue
-        val: Word | None = Word(value, setting.dynamic or from_env) if eq else None
-        out.append((Word(key, setting.dynamic and any(c in key for c in "$`{")), val))
+        if "=" in w.value:
+            out.append(w.tail(w.value.index("=") + 1))
+        elif k + 1 < len(rest):
+            out.append(rest[k + 1])
+    return out
+
+
+def code_options(words: list[Word]) -> list[str]:
+    """Options of a git subcommand that point git at code it runs, as :data:`GIT_CODE_KEYS`
+    do for keys: 'clone/init --template=DIR' copies DIR's hooks into the new repository
+    (its post-checkout hook runs at once, as 'git -c init.templateDir=DIR clone' does);
+    'send-email --smtp-server=/PATH' runs PATH as a sendmail program. An empty template
+    ('--template=') copies none."""
+    out: list[str] = []
+    for value in _option_values(
+        _subcommand_words(words, frozenset({"clone", "init", "init-db"})), "--template"
+    ):
+        if value.value or value.dynamic:
+            out.append(f"--template={value.value}")
+    for value in _option_values(
+        _subcommand_words(words, frozenset({"send-email"})), "--smtp-server"
+    ):
+        if value.value.startswith("/") or (value.dynamic and not value.prefix[:1].isalnum()):
+            out.append(f"--smtp-server={value.value}")
     return out

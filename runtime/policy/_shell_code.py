@@ -16,8 +16,20 @@ from runtime.policy._env_options import (
     startup_files,
 )
 from runtime.policy._gdb import gdb_code
-from runtime.policy._git_config import classify_key, global_config
+from runtime.policy._git_config import (
+    classify_key,
+    code_options,
+    global_config,
+    subcommand_config,
+)
 from runtime.policy._long_options import long_option
+from runtime.policy._python_modules import python_run
+from runtime.policy._script_options import (
+    VIM_NAMES,
+    lesskey_sources,
+    perl_debugger_files,
+    vim_scripts,
+)
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sql_clients import SQL_CLIENTS, sql_client_code
@@ -181,15 +193,19 @@ class CodeMixin(WalkerState):
         return True
 
     def git_global_config(self, words: list[Word], depth: int, feeds: tuple[str, ...]) -> None:
-        """'git -c KEY=VALUE': a command key's value is read as shell ('core.pager=CMD'),
-        a code key asks (:mod:`runtime.policy._git_config`), any other key is harmless."""
-        for key, value in global_config(words):
+        """'git -c KEY=VALUE' and 'git clone -c KEY=VALUE': a command key's value is read
+        as shell ('core.pager=CMD'), a code key asks (:mod:`runtime.policy._git_config`),
+        any other key is harmless. An option that points git at code ('clone
+        --template=DIR') asks as its key does."""
+        for key, value in global_config(words) + subcommand_config(words):
             kind = "code" if key.dynamic else classify_key(key.value)
             if kind == "command" and value is not None:
                 alias = key.value.lower().startswith("alias.")
                 self.git_command_value(value, depth, feeds, alias=alias)
             elif kind is not None:
                 self.hazard("interpreter", f"git -c {key.value} changes what git runs", feeds)
+        for option in code_options(words):
+            self.hazard("interpreter", f"git {option} points git at code it runs", feeds)
 
     def git_command_value(
         self, value: Word, depth: int, feeds: tuple[str, ...], *, alias: bool = False
@@ -403,6 +419,7 @@ class CodeMixin(WalkerState):
                     break
             if not positional and stdin_code:
                 self.hazard("interpreter", f"{name} reads code from its input", feeds)
+            self.script_modes(name, words, feeds, stdin_code, depth)
             return
         if name == "gdb":
             reason = gdb_code(words, stdin_code)
@@ -445,6 +462,7 @@ class CodeMixin(WalkerState):
             self.hazard("interpreter", f"{name} reads ex commands from its input", feeds)
         elif name == "ed":
             self.ed(words, feeds, depth, stdin=stdin, stdin_code=stdin_code)
+        self.script_modes(name, words, feeds, stdin_code, depth)
         self.option_code(name, words, feeds, depth)
 
     def ed(
@@ -464,6 +482,37 @@ class CodeMixin(WalkerState):
             self.shell_string(value, depth, feeds)
         if text is None and stdin_code:
             self.hazard("interpreter", "ed reads commands from its input", feeds)
+
+    def script_modes(
+        self, name: str, words: list[Word], feeds: tuple[str, ...], stdin_code: bool, depth: int
+    ) -> None:
+        """Files a program runs as code at start-up, and modes that run text or the input
+        as code: python's '-i' and its code-running modules
+        (:mod:`runtime.policy._python_modules`), 'vim -S FILE', 'less --lesskey-src FILE',
+        'perl -d' with '.perldb' (:mod:`runtime.policy._script_options`). Code given as
+        text asks (it cannot be read), the input read as code asks when it is fed one,
+        and a named file is a script the command runs: one it writes asks
+        (:meth:`note_run`)."""
+        files: list[Word] = []
+        if fnmatchcase(name, "python*") or fnmatchcase(name, "pypy*"):
+            run = python_run(words)
+            if run.code is not None:
+                self.hazard("interpreter", run.code, feeds)
+            if run.reads_input and stdin_code:
+                self.hazard("interpreter", f"{name} reads statements from its input", feeds)
+            files += run.files
+        elif fnmatchcase(name, "perl*"):
+            files += [Word(f) for f in perl_debugger_files(words)]
+        elif name in VIM_NAMES:
+            files += vim_scripts(name, words)
+        elif name == "less":
+            sources, texts = lesskey_sources(words)
+            if texts:
+                self.hazard("interpreter", "less reads key bindings and variables as text", feeds)
+            files += sources
+        for f in files:
+            if not f.dynamic:
+                self.note_run(f.value, False, depth, feeds, name)
 
     def option_code(self, name: str, words: list[Word], feeds: tuple[str, ...], depth: int) -> None:
         """Command lines in option values ('--rsh=CMD', '-o ProxyCommand=CMD') and

@@ -463,17 +463,36 @@ _GIT_SHELL_OPTS = {
     "rebase": ("-x", "--exec"),
     "difftool": ("-x", "--extcmd"),
     "mergetool": ("-x", "--extcmd"),
+    # 'git grep -O[PAGER]' opens the matching files in PAGER, run through the shell.
+    "grep": ("-O", "--open-files-in-pager"),
+    # git daemon runs its access hook through the shell for every request.
+    "daemon": ("--access-hook",),
+    # send-email (Getopt::Long: any unique prefix) runs these through the shell.
+    "send-email": ("--sendmail-cmd", "--to-cmd", "--cc-cmd", "--header-cmd"),
+    # instaweb (a shell script) runs its HTTP daemon's command line.
+    "instaweb": ("-d", "--httpd"),
 }
-_FILTER_RE = re.compile(r"^--(tree|index|msg|env|commit|parent|tag-name)-filter$")
+# Options whose value is optional and therefore only ever attached: 'git grep -O x' opens
+# the files in the default pager and searches for 'x'.
+_GIT_OPTIONAL_VALUE = frozenset({"-O", "--open-files-in-pager"})
+# filter-branch's shell options: its filters and '--setup', run before them.
+_FILTER_RE = re.compile(r"^--(setup|(tree|index|msg|env|commit|parent|tag-name)-filter)$")
 # Per subcommand, its other short options that take a value: in a cluster the first valued
 # letter takes the rest of it ('git rebase -ix CMD' is '-i -x CMD'; '-sX' is '-s X').
-_GIT_SHORT_VALUED = {"rebase": "sXCS", "clone": "obcj", "difftool": "t", "mergetool": "tO"}
+_GIT_SHORT_VALUED = {
+    "rebase": "sXCS",
+    "clone": "obcj",
+    "difftool": "t",
+    "mergetool": "tO",
+    "grep": "efABCm",
+}
 
 
 def git_shell_options(words: list[Word]) -> list[tuple[int, Word]]:
     """The options of a git command line whose value git runs through the shell ('git
     rebase -x CMD', '--exec=CMD', '-ixCMD', 'git clone -u CMD', 'git filter-branch
-    --tree-filter CMD'): (index of the option's word, the command line). git's
+    --tree-filter CMD', 'git grep -OCMD', 'git send-email --to-cmd=CMD', 'git daemon
+    --access-hook=CMD'): (index of the option's word, the command line). git's
     parse-options reads long options by any unique prefix and short ones in clusters,
     their value attached or the next word; filter-branch, a shell script, reads its
     options whole."""
@@ -499,7 +518,7 @@ def git_shell_options(words: list[Word]) -> list[tuple[int, Word]]:
         if opt in longs or (sub == "filter-branch" and _FILTER_RE.match(opt)):
             if eq:
                 out.append((k, words[k].tail(v.index("=") + 1)))
-            elif following is not None:
+            elif following is not None and opt not in _GIT_OPTIONAL_VALUE:
                 out.append((k, following))
             continue
         cluster = short_cluster(v)
@@ -507,7 +526,7 @@ def git_shell_options(words: list[Word]) -> list[tuple[int, Word]]:
             if letter in shorts:
                 if (cluster or "")[j + 1 :]:
                     out.append((k, words[k].tail(j + 2)))  # '-' and the letters up to it
-                elif following is not None:
+                elif following is not None and f"-{letter}" not in _GIT_OPTIONAL_VALUE:
                     out.append((k, following))
                 break
             if letter in _GIT_SHORT_VALUED.get(sub, ""):

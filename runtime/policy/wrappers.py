@@ -330,7 +330,8 @@ HAZARD_ARGS: dict[str, tuple[str, ...]] = {
 CODE_VALUED: dict[str, frozenset[str]] = {
     "python*": _L({"-W", "-X", "--check-hash-based-pycs"}),
     "pypy*": _L({"-W", "-X"}),
-    "perl*": _L({"-I", "-M", "-m", "-x"}),
+    # Not '-x': its directory is attached or absent ('perl -x x.pl' runs x.pl).
+    "perl*": _L({"-I", "-M", "-m"}),
     "ruby*": _L({"-I", "-r", "-C", "-E", "-F", "--encoding"}),
     "node": _L(
         {"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"}
@@ -397,4 +398,8 @@ GIT_COMMAND_KEYS = (
     "web.browser",
     "browser.*.cmd",
     "man.*.cmd",
+    # interpret-trailers runs a trailer's command through the shell ('cmd', and the older
+    # 'command' with $ARG replaced).
+    "trailer.*.cmd",
+    "trailer.*.command",
 )
