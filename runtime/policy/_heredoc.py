@@ -27,22 +27,29 @@ _MAX_TRIES = 64
 _COMMENT_RE = re.compile(r"(?:^|[\s;&|()<>])#")
 
 
-def _joined(body: str) -> str:
-    """``body`` with every backslash-newline removed (bash does it first); other escapes
-    are kept as they are."""
+def _unescape(body: str, chars: str) -> str:
+    """``body`` with every backslash-newline removed (bash does it first) and the
+    backslash before each of ``chars`` dropped; any other escape kept as it is."""
     out: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
-        if c == "\\":
-            nxt = body[i + 1 : i + 2]
-            if nxt != "\n":
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in chars:
+                out.append(nxt)
+            elif nxt != "\n":
                 out.append(c + nxt)
             i += 2
             continue
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _joined(body: str) -> str:
+    """``body`` with every backslash-newline removed; other escapes kept."""
+    return _unescape(body, "")
 
 
 def expands(body: str) -> bool:
@@ -65,21 +72,7 @@ def unescaped(body: str) -> str:
     """The text an unquoted body that does not expand (:func:`expands` is False) becomes:
     backslash-newlines removed, ``\\$``, ``\\``` and ``\\\\`` unescaped, any other
     backslash kept. ``cat > a.sh <<EOF`` with ``\\$(rm x)`` in it writes ``$(rm x)``."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            if nxt in "$`\\":
-                out.append(nxt)
-            elif nxt != "\n":
-                out.append(c + nxt)
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _unescape(body, "$`\\")
 
 
 def _arithmetic(text: str, start: int) -> bool | None:

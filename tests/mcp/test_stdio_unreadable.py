@@ -115,6 +115,19 @@ def test_a_batch_is_answered_with_invalid_request(
     assert answers[9]["result"] == {}
 
 
+def _answers_in_order(workspace: Path, lines: list[str]) -> list[dict[str, Any]]:
+    """Every answer to an initialized session that sends ``lines`` then ping 9, in order."""
+    proc = subprocess.run(
+        serve_mcp_argv("--workspace", str(workspace)),
+        input="".join(f"{line}\n" for line in [*_initialized("2025-11-25"), *lines, PING_9]),
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
 def test_json_that_is_no_jsonrpc_message_is_answered_with_invalid_request(
     workspace: Path,
 ) -> None:
@@ -128,16 +141,7 @@ def test_json_that_is_no_jsonrpc_message_is_answered_with_invalid_request(
         json.dumps({"jsonrpc": "1.0", "id": 5, "method": "ping"}),
         json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": 3}),
     ]
-    answers: list[dict[str, Any]] = []
-    proc = subprocess.run(
-        serve_mcp_argv("--workspace", str(workspace)),
-        input="".join(f"{line}\n" for line in [*_initialized("2025-11-25"), *lines, PING_9]),
-        capture_output=True,
-        text=True,
-        env=server_env(),
-        timeout=120,
-    )
-    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    answers = _answers_in_order(workspace, lines)
     assert [a["id"] for a in answers] == [1, None, None, None, 5, 6, 9]
     for answer in answers[1:6]:
         error = answer["error"]
@@ -165,15 +169,7 @@ def test_a_request_whose_id_mcp_does_not_allow_is_answered(workspace: Path) -> N
     # and the next request is served.
     bad = [1.5, None, True, {"a": 1}, [2], 1.0]
     lines = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}) for i in bad]
-    proc = subprocess.run(
-        serve_mcp_argv("--workspace", str(workspace)),
-        input="".join(f"{line}\n" for line in [*_initialized("2025-11-25"), *lines, PING_9]),
-        capture_output=True,
-        text=True,
-        env=server_env(),
-        timeout=120,
-    )
-    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    answers = _answers_in_order(workspace, lines)
     assert [a["id"] for a in answers] == [1, *[None] * len(bad), 9], answers
     for answer in answers[1:-1]:
         error = answer["error"]
