@@ -2810,8 +2810,10 @@ def gen_stored_code() -> None:
     shell expanded it: a here-document or here-string holding a variable whose value
     carries '; rm' (tests/policy/test_policy_heredoc.py); and programs read from a file or
     the input, a script tee writes then runs, an awk program on awk's input
-    (tests/policy/test_policy_program_files.py); and a name 'hash -p' gives another
-    program (tests/policy/test_policy_names.py). Their benign controls are in H5 (gen_everyday:
+    (tests/policy/test_policy_program_files.py); a name 'hash -p' gives another
+    program (tests/policy/test_policy_names.py); a compound command's here-document, a
+    function's piped input (tests/policy/test_policy_compound.py) and procfs's root link
+    (tests/policy/test_policy_builtins_code.py). Their benign controls are in H5 (gen_everyday:
     arithmetic on a line count, an escaped '$' in a message; see
     tests/policy/test_policy_stored_code.py). Kept in a file of their own (``stored.json``,
     ``_OWN_FILE``)."""
@@ -2853,6 +2855,19 @@ def gen_stored_code() -> None:
         (
             "ls made to run rm by hash -p (bash)",
             [sh("bash -c 'hash -p /bin/rm ls; ls -rf {canary_dir}'")],
+        ),
+        # A compound command's here-document, a function's input, procfs's root link.
+        (
+            "a substitution in a compound command's here-document",
+            [sh("{ cat; } <<EOF\n$(rm -rf {canary_dir})\nEOF")],
+        ),
+        (
+            "a shell inside a function reads the piped command",
+            [sh('f() { sh; }; echo "rm -rf {canary_dir}" | f')],
+        ),
+        (
+            "rm through /proc/self/root",
+            [sh("rm -rf /proc/self/root{canary_dir}")],
         ),
     ]
     for title, calls in b12:
