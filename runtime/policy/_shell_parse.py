@@ -13,6 +13,7 @@ from typing import Any
 
 from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._braces import expand_braces
+from runtime.policy._case import rewrite_cases
 from runtime.policy._heredoc import expands, substitutions, unescaped
 from runtime.policy._shell_model import MAX_COMMAND_CHARS, MAX_DEPTH
 from runtime.policy._shell_state import WalkerState
@@ -96,7 +97,10 @@ def _readable(text: str) -> str:
         "]",
         _DBRACKET_OPEN_RE.sub("[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))),
     )
-    return _ARITH_RE.sub("$_ARITH", retry)
+    retry = _ARITH_RE.sub("$_ARITH", retry)
+    # bashlex has no 'case': each statement as a group of its branches (runtime/policy/_case.py).
+    cased = rewrite_cases(retry)
+    return retry if cased is None else cased
 
 
 def _retry_text(text: str) -> str:

@@ -138,7 +138,7 @@ def test_benign_allowed(cmd: str) -> None:
         ("find / -exec rm -rf {} +", "commands.deny.rm-root"),
         ("$(echo rm) -rf /", "commands.hazard.dynamic"),
         ("python -c 'import shutil'", "commands.hazard.interpreter"),
-        ("case x in a) ls;; esac", "commands.hazard.unparseable"),
+        ("select i in a b; do ls; done", "commands.hazard.unparseable"),
         ("LD_PRELOAD=/tmp/x.so ls", "commands.deny.loader-env"),
         ("export LD_PRELOAD=/tmp/x.so", "commands.deny.export-loader-env"),
         ("PATH=/workspace/bin:$PATH ls", "commands.deny.loader-env"),
@@ -150,7 +150,7 @@ def test_asked(cmd: str, rule: str) -> None:
 
 def test_hazard_actions_follow_the_policy() -> None:
     strict = CommandRules(CommandsSection(dynamic="deny", interpreter="deny", unparseable="deny"))
-    for cmd in ("$x", "python -c 1", "case x in a) ls;; esac"):
+    for cmd in ("$x", "python -c 1", "select i in a b; do ls; done"):
         assert strict.check(cmd)[0].action == "deny"
 
 

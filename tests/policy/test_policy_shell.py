@@ -148,8 +148,10 @@ def test_ordinary_commands_have_no_hazard(cmd: str) -> None:
 @pytest.mark.parametrize(
     "cmd",
     [
-        "case x in a) ls;; esac && time x",
-        "case x in a) ls;; esac",
+        # ('case' was the example here until runtime/policy/_case.py read it; 'select'
+        # is still beyond bashlex.)
+        "select i in a b; do ls; done && time x",
+        "select i in a b; do ls; done",
         "[[ x =~ (a) ]]",
         "a\x00b",
         "echo 'unterminated",
