@@ -19,15 +19,27 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["rewrite_cases"]
+__all__ = ["Unsure", "quoted_end", "rewrite_cases", "scan_span"]
 
 _KEYWORD_BEFORE = frozenset({"then", "do", "else", "elif", "!", "{", "(", "time"})
 _WORD_END = frozenset(" \t\n;&|()<>")
 _MAX_CASES = 64
 
 
-class _Unsure(Exception):
+class Unsure(Exception):
     """The text is not read with certainty: the caller keeps its verdict."""
+
+
+def quoted_end(text: str, i: int) -> int:
+    """The index after the quoted or escaped span at ``i`` (raises :class:`Unsure`)."""
+    return _quoted(text, i)
+
+
+def scan_span(text: str, i: int, stop: str) -> tuple[str, int]:
+    """The text from ``i`` up to the unmatched ``stop`` (its cases rewritten), and the
+    index of ``stop`` (raises :class:`Unsure`)."""
+    out, end, _ = _scan(text, i, stop=stop)
+    return out, end
 
 
 def rewrite_cases(text: str) -> str | None:
@@ -37,7 +49,7 @@ def rewrite_cases(text: str) -> str | None:
         return None
     try:
         out, end, count = _scan(text, 0, stop=None)
-    except _Unsure:
+    except Unsure:
         return None
     if end != len(text) or count == 0:
         return None
@@ -73,14 +85,14 @@ def _quoted(text: str, i: int) -> int:
     if c == "'":
         end = text.find("'", i + 1)
         if end < 0:
-            raise _Unsure
+            raise Unsure
         return end + 1
     if c == "`":
         j = i + 1
         while j < len(text) and text[j] != "`":
             j += 2 if text[j] == "\\" else 1
         if j >= len(text):
-            raise _Unsure
+            raise Unsure
         return j + 1
     # A double quote: escapes, and substitutions that nest their own quoting.
     j = i + 1
@@ -92,7 +104,7 @@ def _quoted(text: str, i: int) -> int:
         else:
             j += 1
     if j >= len(text):
-        raise _Unsure
+        raise Unsure
     return j + 1
 
 
@@ -139,7 +151,7 @@ def _scan(text: str, i: int, *, stop: str | None) -> tuple[str, int, int]:
                 return "".join(out), i, count
             if depth == 0 and (stop is None or c != stop):
                 # A ')' that closes nothing here: a pattern's, outside a case.
-                raise _Unsure
+                raise Unsure
             depth -= 1
             out.append(c)
             i += 1
@@ -148,12 +160,12 @@ def _scan(text: str, i: int, *, stop: str | None) -> tuple[str, int, int]:
             out.append(rewritten)
             count += 1
             if count > _MAX_CASES:
-                raise _Unsure
+                raise Unsure
         else:
             out.append(c)
             i += 1
     if stop is not None:
-        raise _Unsure
+        raise Unsure
     return "".join(out), i, count
 
 
@@ -181,7 +193,7 @@ def _word(text: str, i: int, extra_end: str = "") -> int:
         else:
             i += 1
     if i == start:
-        raise _Unsure
+        raise Unsure
     return i
 
 
@@ -196,7 +208,7 @@ def _case(text: str, i: int) -> tuple[str, int]:
     words = [_rewrite_word(text[i:end])]
     i = _skip_blank(text, end, newlines=True)
     if not _word_at(text, i, "in"):
-        raise _Unsure
+        raise Unsure
     i = _skip_blank(text, i + 2, newlines=True)
     bodies: list[str] = []
     while True:
@@ -216,7 +228,7 @@ def _case(text: str, i: int) -> tuple[str, int]:
             if i < len(text) and text[i] == ")":
                 i += 1
                 break
-            raise _Unsure
+            raise Unsure
         body, i = _body(text, i)
         bodies.append(body)
         i = _skip_blank(text, i, newlines=True)
@@ -229,7 +241,7 @@ def _rewrite_word(word: str) -> str:
     substitutions rewritten."""
     out, end, _ = _scan(word, 0, stop=None)
     if end != len(word):
-        raise _Unsure
+        raise Unsure
     return out
 
 
@@ -262,11 +274,11 @@ def _body(text: str, i: int) -> tuple[str, int]:
             out.append(text[i : i + opened] + inner + close)
             i = end + 1
         elif c in ")}":
-            raise _Unsure
+            raise Unsure
         elif _word_at(text, i, "case") and _command_position(text, i):
             rewritten, i = _case(text, i + 4)
             out.append(rewritten)
         else:
             out.append(c)
             i += 1
-    raise _Unsure
+    raise Unsure

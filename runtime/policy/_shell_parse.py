@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runtime.policy._arrays import rewrite_arrays
 from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._braces import expand_braces
 from runtime.policy._case import rewrite_cases
@@ -98,7 +99,9 @@ def _readable(text: str) -> str:
         _DBRACKET_OPEN_RE.sub("[", _TIME_PROGRAM_RE.sub(r"\1\\time", _TIME_RE.sub(r"\1", text))),
     )
     retry = _ARITH_RE.sub("$_ARITH", retry)
-    # bashlex has no 'case': each statement as a group of its branches (runtime/policy/_case.py).
+    # bashlex has no array assignments and no 'case' (runtime/policy/_arrays.py, _case.py).
+    arrays = rewrite_arrays(retry)
+    retry = retry if arrays is None else arrays
     cased = rewrite_cases(retry)
     return retry if cased is None else cased
 

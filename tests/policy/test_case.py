@@ -117,7 +117,7 @@ def _markers_run(script: str, tmp: Path) -> set[str]:
     subprocess.run(
         [BASH, "-c", prelude + script], cwd=tmp, check=False, capture_output=True, timeout=10
     )
-    return set(re.findall(r"[SPBCN][0-9]+", log.read_text()))
+    return set(re.findall(r"[SPBCNA][0-9]+", log.read_text()))
 
 
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
@@ -132,3 +132,41 @@ def test_every_command_bash_runs_is_seen(statement: str, tmp_path: Path) -> None
     seen = {a.value for c in analysis.commands if c.program == "m" for a in c.args}
     ran = _markers_run(statement, tmp_path)
     assert ran <= seen, (statement, ran - seen)
+
+
+# --- array assignments (runtime/policy/_arrays.py) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "x=(a b); echo ${x[0]}",
+        'arr=(one two three); for i in "${arr[@]}"; do echo "$i"; done',
+        "files=(*.py); echo ${#files[@]}",
+        "declare -a arr=(1 2 3)",
+        "arr+=(four)",
+        'x=( "a b" c )',
+        "x=(\n  a # comment )\n  b\n)",
+        "local -a parts=(a b)",
+    ],
+)
+def test_array_assignments_are_read(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+def test_substitutions_in_array_words_are_judged(policy: Policy) -> None:
+    assert verdict(policy, "x=(a $(rm -rf /))") == RM
+    assert verdict(policy, 'x=(a "$(rm -rf /)")') == RM
+    assert verdict(policy, 'cmds=(rm -rf /); "${cmds[@]}"')[0] == "ask"
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+@pytest.mark.parametrize(
+    "script",
+    ["x=(a $(m A1) b)", 'x=("$(m A1)" `m A2`)', "x+=(\n$(m A1) # )\n)", "declare -a y=($(m A1))"],
+)
+def test_array_words_bash_runs_are_seen(script: str, tmp_path: Path) -> None:
+    analysis = analyse(script)
+    assert not any(h.kind == "unparseable" for h in analysis.hazards)
+    seen = {a.value for c in analysis.commands if c.program == "m" for a in c.args}
+    assert _markers_run(script, tmp_path) <= seen
