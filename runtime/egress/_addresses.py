@@ -11,6 +11,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 
 from runtime.egress._types import IPAddress
+from runtime.policy.network import SPECIAL_PURPOSE
 
 __all__ = ["address_class", "embedded_ipv4"]
 
@@ -84,6 +85,8 @@ def address_class(ip: IPAddress | str) -> str | None:
         return "reserved"
     if isinstance(ip, IPv6Address) and ip.is_site_local:
         return "site-local"
+    if any(ip.version == net.version and ip in net for net in SPECIAL_PURPOSE):
+        return "special-purpose"
     # Documentation, benchmarking, 192.0.0.0/24, 240/4 ...: not routable on the internet.
     if not ip.is_global:
         return "non-global"

@@ -419,7 +419,7 @@ class EgressGateway:
             kind = address_class(ip)
             # Every address is put to the policy, public ones too: a deny CIDR covers the
             # addresses a name resolves to, not only IP literals in URLs.
-            if not self._rules.address_allowed(target.host, ip):
+            if not self._rules.address_allowed(target.host, ip, target.port):
                 raise EgressDenied(
                     f"{target.host} -> {ip} is a {kind} address and the policy does not name it"
                     if kind is not None

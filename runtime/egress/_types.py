@@ -59,9 +59,12 @@ class NetworkRulesLike(Protocol):
         without a trailing dot; an IP literal is in its canonical text form."""
         ...
 
-    def address_allowed(self, host: str, ip: IPv4Address | IPv6Address) -> bool:
-        """May ``host`` connect to this non-public ``ip``? True only when the policy names
-        it explicitly (that is how tests reach servers on 127.0.0.1)."""
+    def address_allowed(
+        self, host: str, ip: IPv4Address | IPv6Address, port: int | None = None
+    ) -> bool:
+        """May ``host`` connect to this non-public ``ip`` on ``port``? True only when the
+        policy names it explicitly, on that port if its entry has one (that is how tests
+        reach servers on 127.0.0.1)."""
         ...
 
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-__all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
+__all__ = ["SPECIAL_PURPOSE", "IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -80,13 +80,38 @@ def is_private_address(ip: IPAddress) -> bool:
     ``tests/egress/test_egress_policy_bypasses.py`` checks that they do.
     """
     ip = _canonical_ip(ip)
+    inner = None
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip in _IPV4_TRANSLATED:
+        if ip in _IPV4_TRANSLATED or ip.is_site_local:
             return True
         inner = _embedded_ipv4(ip)
         if inner is not None and is_private_address(inner):
             return True
+    # An embedding of a public IPv4 address ('64:ff9b::808:808', inside the reserved ::/8)
+    # is judged by the address it reaches, as address_class does.
+    special = ip.is_reserved or any(ip.version == n.version and ip in n for n in SPECIAL_PURPOSE)
+    if special and inner is None:
+        return True
     return not ip.is_global or ip.is_multicast or ip.is_unspecified
+
+
+#: Special-purpose ranges that this Python's ``is_global`` may still call global (its tables
+#: follow the IANA registries of its release): IPv6 documentation 3fff::/20 (RFC 9637),
+#: SRv6 SIDs 5f00::/16 (RFC 9602), the dummy prefix 100:0:0:1::/64 (RFC 9780), and IPv4's
+#: 6to4 relay anycast, AS112 and AMT. ``runtime.egress._addresses.address_class`` names
+#: them too: the two must agree.
+SPECIAL_PURPOSE: tuple[_IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "3fff::/20",
+        "5f00::/16",
+        "100:0:0:1::/64",
+        "192.88.99.0/24",
+        "192.31.196.0/24",
+        "192.52.193.0/24",
+        "192.175.48.0/24",
+    )
+)
 
 
 _PRIVATE_NETS: tuple[_IPNetwork, ...] = tuple(
@@ -328,14 +353,18 @@ class NetworkRules(BaseModel):
                 return NetworkVerdict(True, "network.allow", f"{host} allowed by {entry.text!r}")
         return NetworkVerdict(False, "network.default", f"{host} is not in the network allow list")
 
-    def address_allowed(self, host: str, ip: IPAddress) -> bool:
-        """May the (already host-checked) ``host`` connect to its resolved address ``ip``?
+    def address_allowed(self, host: str, ip: IPAddress, port: int | None = None) -> bool:
+        """May the (already host-checked) ``host`` connect to its resolved address ``ip``
+        on ``port``?
 
         Public addresses: yes unless denied. Private ones only when named explicitly: if
         ``host`` is itself an IP literal, by an IP entry or an all-private CIDR entry covering
         it; if ``host`` is a name, by an exact entry for that name with ``allow_private``.
         An IP entry does not let *other* names resolve to that address: an allowed wildcard
-        domain whose owner points it at 127.0.0.1 (rebinding) stays refused."""
+        domain whose owner points it at 127.0.0.1 (rebinding) stays refused. An entry with a
+        port names that port only: 'localhost:8080' beside '*' does not open
+        'localhost:9999' (:meth:`check` passed it through the '*'). ``port`` None: any
+        entry's port (callers that judge the address alone)."""
         self._compile()
         ip = _canonical_ip(ip)
         host = host.lower().rstrip(".").strip("[]")
@@ -346,6 +375,8 @@ class NetworkRules(BaseModel):
             return True
         literal = _parse_ip(host)
         for entry in self._allow:
+            if port is not None and entry.port is not None and entry.port != port:
+                continue
             if literal is not None and literal == ip:
                 if entry.kind == "ip" and entry.covers_ip(ip):
                     return True

@@ -55,7 +55,9 @@ class FakeRules:
             return Verdict(False, "default", f"{host} is not in the allow list")
         return Verdict(True, "network.allow", "allowed")
 
-    def address_allowed(self, host: str, ip: IPv4Address | IPv6Address) -> bool:
+    def address_allowed(
+        self, host: str, ip: IPv4Address | IPv6Address, port: int | None = None
+    ) -> bool:
         # As NetworkRules: public addresses yes (this double denies none), others only
         # for the named hosts. The gateway asks about every address, public ones too.
         return address_class(ip) is None or host in self.named

@@ -47,6 +47,42 @@ def test_policy_and_gateway_agree_on_embedded_ipv4(address: str) -> None:
     assert verdict.rule == "network.private"
 
 
+# Ranges the two classifiers disagreed on (found by a red-team pass): site-local, reserved,
+# and special-purpose ranges newer than this Python's tables.
+SPECIAL = [
+    "fec0::1",
+    "feff::1",
+    "5f00::1",
+    "100:0:0:1::1",
+    "3fff::1",
+    "192.88.99.1",
+    "192.31.196.1",
+    "192.52.193.1",
+    "192.175.48.1",
+]
+
+
+@pytest.mark.parametrize("address", SPECIAL)
+def test_policy_and_gateway_agree_on_special_ranges(address: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert address_class(ip) is not None
+    assert is_private_address(ip)
+    assert not NetworkRules(allow=["*"]).address_allowed("any.example", ip)
+
+
+def test_a_port_bound_entry_opens_only_its_port() -> None:
+    """'localhost:8080' with allow_private names that port: beside '*' (which passes the
+    name's check on any port) it did open 'localhost:9999' to 127.0.0.1."""
+    rules = NetworkRules(allow=["localhost:8080", "*"], allow_private=True)
+    loopback = ipaddress.ip_address("127.0.0.1")
+    assert rules.address_allowed("localhost", loopback, 8080)
+    assert not rules.address_allowed("localhost", loopback, 9999)
+    assert rules.check("http", "localhost", 9999).allowed  # the '*' passes the name ...
+    literal = NetworkRules(allow=["127.0.0.1:8080", "*"])
+    assert literal.address_allowed("127.0.0.1", loopback, 8080)
+    assert not literal.address_allowed("127.0.0.1", loopback, 9999)
+
+
 @pytest.mark.parametrize(
     "address",
     [
@@ -96,3 +132,18 @@ async def test_deny_cidr_leaves_other_public_addresses_alone() -> None:
         reply = await gw.handle("http", {"url": "http://fine.example/"})
     assert reply["body"] == b"canned"
     assert canned.dialled == [("93.184.217.1", 80)]
+
+
+async def test_gateway_keeps_a_port_bound_private_entry_to_its_port() -> None:
+    """The red-team run: 'svc.corp.internal:8080' and '*.corp.internal' with allow_private,
+    a name resolving to a private address: port 9999 was dialled through the wildcard."""
+    rules = NetworkRules(allow=["svc.corp.internal:8080", "*.corp.internal"], allow_private=True)
+    canned = CannedBackend()
+    resolver = FakeResolver({"svc.corp.internal": [["10.0.0.7"]]})
+    async with make_gateway(rules, canned, resolver) as gw:
+        reply = await gw.handle("http", {"url": "http://svc.corp.internal:8080/"})
+        assert reply["body"] == b"canned"
+        with pytest.raises(EgressDenied) as info:
+            await gw.handle("http", {"url": "http://svc.corp.internal:9999/"})
+    assert info.value.details["rule"] == "egress.address"
+    assert canned.dialled == [("10.0.0.7", 8080)]
