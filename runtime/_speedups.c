@@ -1489,7 +1489,7 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
         return 0;
     }
     if (t == &PyFloat_Type) {
-        if (isnan(PyFloat_AS_DOUBLE(v))) {
+        if (!isfinite(PyFloat_AS_DOUBLE(v))) {
             *rule = "nan";
             return 1;
         }

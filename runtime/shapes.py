@@ -97,7 +97,8 @@ def _check_value(value: Any, limits: CallLimits) -> None:
         raise InvalidArguments(
             f"{path}: holds a lone UTF-16 surrogate (not Unicode text)", path=path, rule=rule
         )
-    raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
+    what = "NaN" if math.isnan(_at(value, keys)) else "infinity"
+    raise InvalidArguments(f"{path}: {what} is not JSON", path=path)
 
 
 def _at(value: Any, keys: list[Any]) -> Any:
@@ -139,7 +140,7 @@ def _violation(
             if found is not None:
                 found[1].append(i)
                 return found
-    elif isinstance(value, float) and math.isnan(value):  # NaN never comes from strict JSON
+    elif isinstance(value, float) and not math.isfinite(value):  # never from strict JSON
         return ("nan", [])
     return None
 
@@ -187,13 +188,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refusing one beyond a double ('1e400' became infinity,
+    which no audit record can hold: the call failed closed with no record of it)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is beyond the range of a double")
+    return value
+
+
 def _loads(text: str, what: str, limits: CallLimits, cls: type[InvalidArguments]) -> Any:
     if len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise cls(f"{what} exceeds {limits.max_bytes} bytes", rule="max_bytes")
     if _depth_exceeds(text, limits.max_depth):
         raise cls(f"{what} nests deeper than {limits.max_depth} levels", rule="max_depth")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise cls(f"{what} is not valid JSON: {exc}", rule="json") from exc
     # Rare: walk only when the text has such an escape (a substring test first: cheapest).

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import json.encoder
 import os
@@ -263,7 +264,9 @@ def dead_journals(db_path: Path) -> Iterator[list[tuple[str, Path, bytes]]]:
     each locked until the block ends (the caller inserts the lines, then removes the file)."""
     with contextlib.ExitStack() as stack:
         found: list[tuple[str, Path, bytes]] = []
-        for path in sorted(db_path.parent.glob(db_path.name + _SUFFIX + "*")):
+        # The name is literal: 'a[1].db' or 'a*.db' is no pattern (the first found no
+        # journal of its own, the second took another log's).
+        for path in sorted(db_path.parent.glob(glob.escape(db_path.name) + _SUFFIX + "*")):
             fd = stack.enter_context(_locked(path))
             if fd is None:
                 continue

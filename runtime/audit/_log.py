@@ -313,8 +313,10 @@ class AuditLog:
         busy_timeout_s: float = 5.0,
         read_only: bool = False,
     ) -> None:
-        # Absolute: the file identity check must not follow a later chdir.
-        self._path = Path(path).absolute()
+        # Absolute: the file identity check must not follow a later chdir. Resolved: the
+        # journals live beside the real file, whichever name (a symlink) opened it, so a
+        # crashed broker's records are found by every opener.
+        self._path = Path(path).resolve()
         self._timeout = busy_timeout_s
         self._read_only = read_only
         self._redact = Redactor(redact_keys)

@@ -39,6 +39,7 @@ __all__ = [
     "chain_row",
     "chain_rows",
     "journal_record",
+    "json_column_problem",
     "py_chain_rows",
     "row_to_record",
 ]
@@ -282,6 +283,30 @@ def py_chain_rows(records: list[Any], head_seq: int, head_hash: str) -> list[tup
         prev = row[-1]
         out.append(row)
     return out
+
+
+_JSON_AT = tuple((COLUMNS.index(k), k) for k in sorted(JSON_FIELDS))
+
+
+def _strict_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_column_problem(row: tuple[Any, ...]) -> str | None:
+    """Why a JSON column of ``row`` (:data:`COLUMNS` layout) is not one JSON value, or
+    None. The hashed body holds these columns as they are stored: one that is not a whole
+    JSON value could move the bounds between columns without changing the hash."""
+    for at, name in _JSON_AT:
+        value = row[at]
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return f"its {name} column is not text"
+        try:
+            json.loads(value, parse_constant=_strict_constant)
+        except (ValueError, RecursionError):
+            return f"its {name} column is not one JSON value"
+    return None
 
 
 def chain_hash(prev_hash: str, body: bytes) -> str:

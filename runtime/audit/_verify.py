@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runtime.audit._canonical import GENESIS_HASH
-from runtime.audit._record import COLUMNS, body_bytes, chain_hash
+from runtime.audit._record import COLUMNS, body_bytes, chain_hash, json_column_problem
 
 __all__ = ["VerifyReport", "verify_rows"]
 
@@ -75,6 +75,12 @@ def verify_rows(
             continue
         if chain_hash(prev_hash, body) != row[_HASH]:
             bad = (seq, f"record {seq} was altered (its hash does not match its content)")
+            continue
+        problem = json_column_problem(row)
+        if problem is not None:
+            # Text that is not JSON can shift the bounds between columns inside the hashed
+            # body: the same hash for another call_id, backend or decision.
+            bad = (seq, f"record {seq} was altered: {problem}")
             continue
         prev_seq, prev_hash = seq, row[_HASH]
         if expected_head is not None and seq == expected_head[0]:

@@ -35,8 +35,10 @@ def _reference(value: Any, limits: CallLimits, depth: int = 0, path: str = "$") 
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _reference(v, limits, depth + 1, f"{path}[{i}]")
-    elif isinstance(value, float) and math.isnan(value):
-        raise InvalidArguments(f"{path}: NaN is not JSON", path=path)
+    elif isinstance(value, float) and not math.isfinite(value):
+        # Infinity too: no audit record can hold it (a call with one failed closed unrecorded).
+        what = "NaN" if math.isnan(value) else "infinity"
+        raise InvalidArguments(f"{path}: {what} is not JSON", path=path)
 
 
 def _outcome(fn: Any, value: Any) -> tuple[str, dict[str, Any]] | None:
