@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-__all__ = ["SPECIAL_PURPOSE", "IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
+__all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
