@@ -1118,7 +1118,13 @@ class AuditLog:
 
         def run(db: Database, conn: Any) -> VerifyReport:
             high = db.high_water(conn)
-            return verify_rows(db.rows(conn), high_water=high, expected_head=expected_head)
+            # A text column edited into bytes that are not UTF-8 is a verdict (that record
+            # does not hold canonical data), not an error that stops the walk.
+            factory, conn.text_factory = conn.text_factory, _text_or_bytes
+            try:
+                return verify_rows(db.rows(conn), high_water=high, expected_head=expected_head)
+            finally:
+                conn.text_factory = factory
 
         return self._read("verify", run)
 
@@ -1169,12 +1175,20 @@ class AuditLog:
             try:
                 with db.snapshot(action) as conn:
                     return fn(db, conn)
-            except (ValueError, RecursionError) as exc:  # a row someone edited into nonsense
-                raise AuditError(
-                    f"audit log {self._path}: {action} found a malformed record "
-                    f"(run verify): {exc}",
-                    path=str(self._path),
-                ) from exc
+            # A row someone edited into nonsense: bad JSON, a BLOB where text belongs, text
+            # that is not UTF-8 (sqlite3 says it could not decode the column).
+            except (ValueError, RecursionError, TypeError) as exc:
+                raise self._malformed(action, exc) from exc
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                raise self._malformed(action, exc) from exc
+
+    def _malformed(self, action: str, exc: Exception) -> AuditError:
+        return AuditError(
+            f"audit log {self._path}: {action} found a malformed record (run verify): {exc}",
+            path=str(self._path),
+        )
 
     def _db(self, *, write: bool) -> Database:
         if self._closed:
@@ -1234,3 +1248,12 @@ class AuditLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    """A TEXT column as str, or its bytes when they are not UTF-8 (verify reports that
+    record instead of failing: sqlite3's default factory raises mid-walk)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw

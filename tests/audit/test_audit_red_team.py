@@ -17,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from runtime import SyncBroker
 from runtime.audit import AuditLog
 
@@ -137,3 +139,44 @@ def test_a_number_beyond_a_double_is_refused_and_recorded(tmp_path: Path) -> Non
     with AuditLog(db) as log:
         report = log.verify()
         assert report.ok and report.count >= 2
+
+
+def _two_records(db: Path) -> None:
+    with AuditLog(db) as log:
+        for call_id in ("c1", "c2"):
+            log.record_request(
+                call_id=call_id,
+                tool="json_parse",
+                arguments={"text": "1"},
+                decision={"action": "allow", "rule": "r"},
+                backend="wasm",
+                sandbox=None,
+            )
+
+
+def _edit(db: Path, sql: str) -> None:
+    con = sqlite3.connect(db)
+    con.isolation_level = None
+    con.execute("DROP TRIGGER IF EXISTS audit_records_no_update")
+    con.execute(sql)
+    con.close()
+
+
+def test_text_that_is_not_utf8_is_a_verdict(tmp_path: Path) -> None:
+    """Verification stopped with 'Could not decode to UTF-8 column' and no verdict."""
+    db = tmp_path / "audit.db"
+    _two_records(db)
+    _edit(db, "UPDATE audit_records SET call_id = CAST(x'80ff' AS TEXT) WHERE seq = 2")
+    with AuditLog(db) as log:
+        report = log.verify()
+    assert not report.ok and report.first_bad == 2
+
+
+def test_reading_a_record_that_is_not_text_is_a_clear_error(tmp_path: Path) -> None:
+    from runtime.errors import AuditError
+
+    db = tmp_path / "audit.db"
+    _two_records(db)
+    _edit(db, "UPDATE audit_records SET call_id = CAST(x'80ff' AS TEXT) WHERE seq = 2")
+    with AuditLog(db) as log, pytest.raises(AuditError):
+        log.tail(5)
