@@ -155,11 +155,24 @@ WorkspaceOpt = Annotated[Path, typer.Option(help="Workspace (default audit locat
 
 
 @audit_app.command("verify")
-def audit_verify(audit: AuditOpt = None, workspace: WorkspaceOpt = Path("workspace")) -> None:
-    """Check the hash chain; name the first bad record."""
+def audit_verify(
+    audit: AuditOpt = None,
+    workspace: WorkspaceOpt = Path("workspace"),
+    expect_head: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-head",
+            help="An anchor kept elsewhere, 'SEQ:HASH' (a 'head' this command printed "
+            "before): that record must still exist with that hash.",
+        ),
+    ] = None,
+) -> None:
+    """Check the hash chain; name the first bad record. The chain alone cannot show a
+    rewritten or truncated log: keep the printed head elsewhere and pass it back."""
+    anchor = None if expect_head is None else _parse_head(expect_head)
     try:
         with _audit_log(audit, workspace) as log:
-            report = log.verify()
+            report = log.verify(expected_head=anchor)
             interrupted = log.interrupted()
     except RuntimeToolError as exc:
         _err(f"runtime: {exc.message}")
@@ -171,9 +184,24 @@ def audit_verify(audit: AuditOpt = None, workspace: WorkspaceOpt = Path("workspa
             "first_bad": report.first_bad,
             "reason": report.reason,
             "interrupted": interrupted,
+            "head": None if report.head is None else f"{report.head[0]}:{report.head[1]}",
         }
     )
     raise typer.Exit(EX_OK if report.ok else 1)
+
+
+def _parse_head(text: str) -> tuple[int, str]:
+    """'SEQ:HASH' -> (SEQ, HASH); a usage error (exit 64) otherwise."""
+    seq, sep, digest = text.partition(":")
+    if (
+        not sep
+        or not seq.isdigit()
+        or len(digest) != 64
+        or any(c not in "0123456789abcdef" for c in digest)
+    ):
+        _err(f"runtime: --expect-head wants SEQ:HASH (a sha256 in hex), not {text!r}")
+        raise typer.Exit(EX_USAGE)
+    return int(seq), digest
 
 
 @audit_app.command("tail")

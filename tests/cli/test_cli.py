@@ -136,13 +136,30 @@ def test_audit_verify_tail_export(tmp_path: Path) -> None:
         run("exec", "-", "--audit", str(audit), cwd=tmp_path, stdin=call)
     proc = run("audit", "verify", "--audit", str(audit), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {
+    verified = json.loads(proc.stdout)
+    assert verified == {
         "ok": True,
         "records": 4,
         "first_bad": None,
-        "reason": json.loads(proc.stdout)["reason"],
+        "reason": verified["reason"],
         "interrupted": [],
+        "head": verified["head"],
     }
+    # The head is the anchor to keep elsewhere; passed back, it pins the chain up to it.
+    head = verified["head"]
+    assert head.startswith("4:") and len(head) == 66
+    pinned = run("audit", "verify", "--audit", str(audit), "--expect-head", head, cwd=tmp_path)
+    assert pinned.returncode == 0, pinned.stdout
+    ahead = run(
+        "audit", "verify", "--audit", str(audit), "--expect-head", "9" + head[1:], cwd=tmp_path
+    )
+    assert ahead.returncode == 1 and "truncated" in json.loads(ahead.stdout)["reason"]
+    other = run(
+        "audit", "verify", "--audit", str(audit), "--expect-head", "4:" + "a" * 64, cwd=tmp_path
+    )
+    assert other.returncode == 1 and "rewritten" in json.loads(other.stdout)["reason"]
+    bad = run("audit", "verify", "--audit", str(audit), "--expect-head", "junk", cwd=tmp_path)
+    assert bad.returncode == 64 and "SEQ:HASH" in bad.stderr
     tail = run("audit", "tail", "-n", "2", "--audit", str(audit), cwd=tmp_path)
     assert [json.loads(line)["kind"] for line in tail.stdout.splitlines()] == [
         "request",
