@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.policy._case import Unsure, quoted_end, scan_span
+from runtime.policy._case import Unsure, literal_end, scan_span
 
 __all__ = ["rewrite_arrays"]
 
@@ -30,15 +30,9 @@ def rewrite_arrays(text: str) -> str | None:
     i, n = 0, len(text)
     try:
         while i < n:
-            c = text[i]
             at_word = i == 0 or text[i - 1] in " \t\n;&|("
-            if c in "\\'\"`":
-                end = quoted_end(text, i)
-                out.append(text[i:end])
-                i = end
-            elif c == "#" and at_word:
-                end = text.find("\n", i)
-                end = n if end < 0 else end
+            end = literal_end(text, i)
+            if end is not None:
                 out.append(text[i:end])
                 i = end
             elif at_word and (m := _ARRAY_RE.match(text, i)) is not None:
@@ -47,7 +41,7 @@ def rewrite_arrays(text: str) -> str | None:
                 i = close + 1
                 changed = True
             else:
-                out.append(c)
+                out.append(text[i])
                 i += 1
     except Unsure:
         return None

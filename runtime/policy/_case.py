@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Unsure", "quoted_end", "rewrite_cases", "scan_span"]
+__all__ = ["Unsure", "literal_end", "rewrite_cases", "scan_span"]
 
 _KEYWORD_BEFORE = frozenset({"then", "do", "else", "elif", "!", "{", "(", "time"})
 _WORD_END = frozenset(" \t\n;&|()<>")
@@ -30,9 +30,17 @@ class Unsure(Exception):
     """The text is not read with certainty: the caller keeps its verdict."""
 
 
-def quoted_end(text: str, i: int) -> int:
-    """The index after the quoted or escaped span at ``i`` (raises :class:`Unsure`)."""
-    return _quoted(text, i)
+def literal_end(text: str, i: int) -> int | None:
+    """The index after the quoted or escaped span, or the comment, that starts at ``i``
+    (copied as it is); None when none starts there (raises :class:`Unsure` for an
+    unterminated quote)."""
+    c = text[i]
+    if c in "\\'\"`":
+        return _quoted(text, i)
+    if c == "#" and (i == 0 or text[i - 1] in " \t\n;&|()"):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+    return None
 
 
 def scan_span(text: str, i: int, stop: str) -> tuple[str, int]:
@@ -127,13 +135,8 @@ def _scan(text: str, i: int, *, stop: str | None) -> tuple[str, int, int]:
     n = len(text)
     while i < n:
         c = text[i]
-        if c in "\\'\"`":
-            end = _quoted(text, i)
-            out.append(text[i:end])
-            i = end
-        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|()"):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
+        end = literal_end(text, i)
+        if end is not None:
             out.append(text[i:end])
             i = end
         elif text.startswith("$(", i) or text.startswith("${", i):
@@ -257,13 +260,8 @@ def _body(text: str, i: int) -> tuple[str, int]:
         if _word_at(text, i, "esac") and _command_position(text, i):
             return "".join(out), i
         c = text[i]
-        if c in "\\'\"`":
-            end = _quoted(text, i)
-            out.append(text[i:end])
-            i = end
-        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|()"):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
+        end = literal_end(text, i)
+        if end is not None:
             out.append(text[i:end])
             i = end
         elif text.startswith("$(", i) or text.startswith("${", i) or c in "({":
