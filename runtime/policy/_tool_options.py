@@ -21,6 +21,7 @@ from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from runtime.policy._long_options import long_option
+from runtime.policy._writes import option_values
 from runtime.policy.argv import Word, short_cluster
 
 __all__ = [
@@ -75,22 +76,6 @@ def _short_values(
             else:
                 pending.append(c)
             break
-    return out
-
-
-def _long_values(words: list[Word], names: frozenset[str], program: str) -> list[Word]:
-    """The values of long options ``names`` (by any prefix): '--opt=V' or '--opt V'."""
-    out: list[Word] = []
-    for k, w in enumerate(words[1:], 1):
-        v = w.value
-        if v == "--":
-            break
-        if long_option(v, names, program) is None:
-            continue
-        if "=" in v:
-            out.append(w.tail(v.index("=") + 1))
-        elif k + 1 < len(words):
-            out.append(words[k + 1])
     return out
 
 
@@ -160,7 +145,7 @@ def _ssh(name: str, words: list[Word]) -> OptionCode:
 def _zip(words: list[Word]) -> OptionCode:
     """zip's unzip command ('-TT CMD', in a cluster '-qTT CMD', '--unzip-command=CMD'):
     zip runs it through system() to test the archive it wrote."""
-    found = _long_values(words, frozenset({"--unzip-command"}), "zip")
+    found = option_values(tuple(words[1:]), frozenset({"--unzip-command"}), "zip")
     for k, w in enumerate(words[1:], 1):
         cluster = short_cluster(w.value)
         if cluster is None or "TT" not in cluster:
@@ -180,7 +165,7 @@ _STRACE_VALUED = "abeEIoOpPsSuUX"
 
 def _strace(words: list[Word]) -> OptionCode:
     outputs = [w for c, w in _short_values(words, _STRACE_VALUED) if c == "o"]
-    outputs += _long_values(words, frozenset({"--output"}), "strace")
+    outputs += option_values(tuple(words[1:]), frozenset({"--output"}), "strace")
     return OptionCode(tuple(w.tail(1) for w in outputs if w.value[:1] in ("|", "!")))
 
 
@@ -212,7 +197,7 @@ def _make_shell_calls(text: str, dynamic: bool) -> list[Word]:
 def _make_evals(words: list[Word]) -> list[Word]:
     """The makefile text of 'make -E TEXT', '-sETEXT', '--eval=TEXT' (GNU make 4.4 made
     -E an alias of --eval)."""
-    out = _long_values(words, frozenset({"--eval"}), "make")
+    out = option_values(tuple(words[1:]), frozenset({"--eval"}), "make")
     for k, w in enumerate(words[1:], 1):
         cluster = short_cluster(w.value) or ""
         for i, c in enumerate(cluster):
@@ -301,9 +286,9 @@ def _apt(words: list[Word]) -> OptionCode:
     """'apt-get -o KEY=VALUE' ('-oKEY=V', '--option KEY=V'); '-c FILE' names a
     configuration file (its hooks are read when this command writes it)."""
     settings = [w for c, w in _short_values(words, "oc") if c == "o"]
-    settings += _long_values(words, frozenset({"--option"}), "apt")
+    settings += option_values(tuple(words[1:]), frozenset({"--option"}), "apt")
     files = [w for c, w in _short_values(words, "oc") if c == "c"]
-    files += _long_values(words, frozenset({"--config-file"}), "apt")
+    files += option_values(tuple(words[1:]), frozenset({"--config-file"}), "apt")
     shells: list[Word] = []
     hazards: list[str] = []
     for w in settings:

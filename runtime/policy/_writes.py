@@ -25,7 +25,7 @@ from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
-__all__ = ["content_writes", "write_findings", "written_operands"]
+__all__ = ["content_writes", "option_values", "write_findings", "written_operands"]
 
 # The separate-valued options cp, install and ln share (GNU coreutils' backup suffix and
 # target directory).
@@ -202,7 +202,7 @@ _COMPILERS = frozenset(
 )
 
 
-def _option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
+def option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
     """Values of ``opts`` among ``args``: '-o F', '-oF', '--output F', '--output=F', and a
     long option by any prefix ('--output-doc=F', :func:`long_option`)."""
     longs = [o for o in opts if o.startswith("--")]
@@ -327,7 +327,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
         return _git_outputs(cmd.args)
     out: list[Word] = []
     if cmd.program in _OUTPUT_OPTIONS:
-        out = _option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
+        out = option_values(cmd.args, _OUTPUT_OPTIONS[cmd.program], cmd.program)
     spec = _WRITERS.get(cmd.program)
     if spec is None or (cmd.program in _COMPRESSORS and _stdout_only(cmd.args)):
         return out
@@ -438,7 +438,7 @@ def _git_outputs(args: tuple[Word, ...]) -> list[Word]:
         if w.value.startswith("-"):
             continue
         opts = _GIT_OUTPUTS.get(w.value)
-        return [] if opts is None else _option_values(args[k + 1 :], opts, "git")
+        return [] if opts is None else option_values(args[k + 1 :], opts, "git")
     return []
 
 
