@@ -16,7 +16,7 @@ from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
 from runtime.policy._tool_commands import option_commands
 from runtime.policy._tool_options import env_split_string
-from runtime.policy._writes import content_writes
+from runtime.policy._writes import CONTENT_WRITERS, content_writes
 from runtime.policy.argv import (
     Word,
     is_dynamic_name,
@@ -203,7 +203,8 @@ class WrappersMixin(WalkerState):
         for path in written_by_args(name, words[1:]):
             self.written.setdefault(script_key(path), []).append(None)
             self.writers.setdefault(script_key(path), set()).add(name)
-        self.content_written(name, words, stdin)
+        if name in CONTENT_WRITERS:  # the walk runs per command: a name test first
+            self.content_written(name, words, stdin)
         if name in SHELLS:
             self.startup(name, words, depth, feeds)
             self.shell(

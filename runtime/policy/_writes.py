@@ -25,7 +25,13 @@ from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.paths import PathRules
 
-__all__ = ["content_writes", "option_values", "write_findings", "written_operands"]
+__all__ = [
+    "CONTENT_WRITERS",
+    "content_writes",
+    "option_values",
+    "write_findings",
+    "written_operands",
+]
 
 # The separate-valued options cp, install and ln share (GNU coreutils' backup suffix and
 # target directory).
@@ -483,6 +489,10 @@ def _split(cmd: SimpleCommand, valued: frozenset[str]) -> tuple[list[Word], list
         else:
             operands.append(w)
     return operands, targets, reference
+
+
+#: The programs :func:`content_writes` reads (a name test before any work per command).
+CONTENT_WRITERS = frozenset({"tee", "sponge", "dd", "cp", "install", "ln", "mv"})
 
 
 def content_writes(cmd: SimpleCommand) -> list[tuple[Word, Word | None]]:

@@ -85,8 +85,7 @@ def is_stream_path(value: str) -> bool:
 
 def sed_runs_commands(words: list[Word]) -> bool:
     """Whether a sed command line may run commands ('e' command or 's///e')."""
-    script = " ".join(w.value for w in words[1:])
-    return bool(_SED_E_RE.search(script) or _SED_S_E_RE.search(script))
+    return program_text_runs("sed", " ".join(w.value for w in words[1:]))
 
 
 def sed_script_files(words: list[Word]) -> list[Word]:
@@ -180,7 +179,7 @@ def awk_programs(words: list[Word]) -> tuple[list[str], list[Word]]:
 
 def awk_runs_commands(words: list[Word]) -> bool:
     texts, _ = awk_programs(words)
-    return any(_AWK_RUNS.search(t) for t in texts)
+    return any(program_text_runs("awk", t) for t in texts)
 
 
 def interpreter_value_options(name: str) -> frozenset[str]:
