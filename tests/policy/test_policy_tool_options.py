@@ -8,6 +8,7 @@ run-parts, groff -U and ed's '!'."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -209,8 +210,18 @@ def test_the_options_run_commands(tmp_path: Path, argv: list[str]) -> None:
     if shutil.which(argv[0]) is None:
         pytest.skip(f"{argv[0]} is not installed")
     (tmp_path / "f").write_text("hello\n")
+    # GNU make 4.3 expands a command-line assignment before it sets its default SHELL: with no
+    # SHELL in the environment (as on CI) '$(shell ...)' runs '' -c and fails. A login shell
+    # exports SHELL, and a command can set it itself (SHELL=/bin/sh make ...).
+    env = {**os.environ, "SHELL": "/bin/sh"}
     subprocess.run(
-        argv, cwd=tmp_path, check=False, capture_output=True, timeout=20, stdin=subprocess.DEVNULL
+        argv,
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+        env=env,
     )
     assert (tmp_path / "ran").exists(), argv
 
