@@ -30,7 +30,9 @@ import contextlib
 import functools
 import itertools
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -153,11 +155,17 @@ def _connect(target: Path | str, busy_timeout_s: float) -> sqlite3.Connection:
     )
 
 
-def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    """A connection that never writes the file. ``mode=ro`` still needs the WAL index (-shm)
-    of a WAL database, which a reader without write access to the directory cannot create;
-    then ``immutable=1`` reads the database file alone (without records a live writer has
-    not checkpointed yet)."""
+def _connect_read_only(path: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, Path | None]:
+    """A connection that never writes the file, and the private directory it reads from (or
+    None), which the caller removes when done.
+
+    ``mode=ro`` still needs the WAL index (-shm) of a WAL database, which a reader without
+    write access to the directory cannot create. Then, if the WAL holds frames, the file and
+    its WAL are copied into a private directory and the copy is opened (SQLite replays the WAL
+    into the copy): ``immutable=1`` would read the database file alone, without the records
+    not yet checkpointed (a log whose writer was killed, a copy taken without its -shm), and
+    verify() would walk a stale prefix, or fail on a file whose schema is still in the WAL.
+    With no WAL frames the file alone is the whole log: ``immutable=1`` reads it in place."""
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
     conn = _connect(uri, busy_timeout_s)
     try:
@@ -166,8 +174,52 @@ def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         conn.close()
         if exc.sqlite_errorcode & 0xFF not in (SQLITE_READONLY, SQLITE_CANTOPEN):
             raise
+        wal = path.with_name(path.name + "-wal")
+        try:
+            has_frames = wal.stat().st_size > 0
+        except FileNotFoundError:
+            has_frames = False
+        if has_frames:
+            return _copy_with_wal(path, wal, busy_timeout_s)
         conn = _connect(f"{uri}&immutable=1", busy_timeout_s)
-    return conn
+    return conn, None
+
+
+_COPY_TRIES = 5
+
+
+def _copy_with_wal(path: Path, wal: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, Path]:
+    """Open a private copy of ``path`` and ``wal``. A writer may checkpoint or append while
+    the two are copied: the copy is kept only if neither file changed (size, mtime, inode)
+    across it, else taken again; SQLite ignores a torn last WAL frame (checksums)."""
+
+    def state(p: Path) -> tuple[int, int, int, int]:
+        st = p.stat()
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    for _ in range(_COPY_TRIES):
+        scratch = Path(tempfile.mkdtemp(prefix="runtime-audit-ro-"))
+        try:
+            before = (state(path), state(wal))
+            copy = scratch / "audit.db"
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, scratch / "audit.db-wal")
+            if (state(path), state(wal)) == before:
+                conn = _connect(copy, busy_timeout_s)
+                try:
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                except BaseException:
+                    conn.close()
+                    raise
+                return conn, scratch
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        shutil.rmtree(scratch, ignore_errors=True)
+    raise sqlite3.OperationalError(
+        f"the log and its WAL kept changing while they were copied for reading "
+        f"({_COPY_TRIES} tries)"
+    )
 
 
 def _wal_mode(conn: sqlite3.Connection, timeout_s: float) -> str:
@@ -208,6 +260,8 @@ class Database:
     ) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        # The private copy a read-only reader opened instead (_connect_read_only), or None.
+        self._scratch: Path | None = None
         self._ident: tuple[int, int] | None = None
         self._timeout = busy_timeout_s
         # (seq, hash) of the last record this connection knows of; None = read it.
@@ -217,7 +271,7 @@ class Database:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
             if read_only:
-                self._conn = _connect_read_only(path, busy_timeout_s)
+                self._conn, self._scratch = _connect_read_only(path, busy_timeout_s)
             else:
                 self._conn = _connect(path, busy_timeout_s)
             if create:
@@ -445,3 +499,6 @@ class Database:
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
+        scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)

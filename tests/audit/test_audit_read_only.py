@@ -10,6 +10,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from audit_helpers import attacker, write_calls
 
 from runtime.audit import AuditLog
 from runtime.errors import AuditError
+from tests._forked import in_a_forked_child
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -68,3 +72,57 @@ def test_a_file_and_directory_without_write_access(log_path: Path) -> None:
             assert ro.verify().ok and ro.verify().count == 4
     finally:
         log_path.parent.chmod(0o755)
+
+
+def _read_as_a_reader_without_write_access(copy: Path) -> str:
+    """verify() and head() of ``copy`` by a reader that cannot write its directory (as root:
+    a forked child that became nobody), and the private copies left in the temp directory."""
+    copy.parent.chmod(0o555)
+
+    def body() -> str:
+        if os.geteuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+        with AuditLog(copy, read_only=True) as ro:
+            report = ro.verify()
+            result = f"{report.ok} {report.count} {ro.head()[0]}"
+        left = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("runtime-audit-ro-")]
+        return f"{result} {left}"
+
+    try:
+        return in_a_forked_child(body)
+    finally:
+        copy.parent.chmod(0o755)
+
+
+@pytest.fixture
+def evidence() -> Iterator[Path]:
+    """An empty directory any user can reach (pytest's tmp_path is its owner's alone)."""
+    directory = Path(tempfile.mkdtemp(prefix="audit-evidence-"))
+    directory.chmod(0o755)
+    try:
+        yield directory
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(directory)
+
+
+def test_records_still_in_the_wal_are_read_without_its_index(
+    log_path: Path, evidence: Path
+) -> None:
+    """A copy of a live log's file and WAL without its -shm (or a killed writer's, the -shm
+    removed): a reader who cannot create the index reads the records in the WAL too. Before,
+    it read the file alone (immutable=1): a stale prefix of the chain, or 'no such table'."""
+    with AuditLog(log_path) as log:
+        write_calls(log, 3)
+        assert log.verify().count == 6  # inserted, in the WAL (the owner checkpoints later)
+        wal = log_path.with_name("audit.db-wal")
+        assert wal.stat().st_size > 0
+        shutil.copyfile(log_path, evidence / "audit.db")
+        shutil.copyfile(wal, evidence / "audit.db-wal")
+        head = log.head()
+    for p in evidence.iterdir():
+        p.chmod(0o444)
+    before = _files(evidence)
+    assert _read_as_a_reader_without_write_access(evidence / "audit.db") == f"True 6 {head[0]} []"
+    assert _files(evidence) == before
