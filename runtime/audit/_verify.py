@@ -33,7 +33,10 @@ class VerifyReport:
 
     ``count`` is the number of records in the log; ``first_bad`` the seq of the first record
     that is altered, missing or out of place (None when ``ok``); ``head`` the last record's
-    ``(seq, hash)`` — the value to keep as an anchor when the log verifies.
+    ``(seq, hash)`` — the value to keep as an anchor when the log verifies. ``pending`` counts
+    the records a read-only reader found in the journals of brokers that stopped without
+    closing the log: not in the chain yet (the next writer to open the log inserts them), so
+    not verified; always 0 for a writer, which inserted them when it opened the log.
     """
 
     ok: bool
@@ -41,6 +44,7 @@ class VerifyReport:
     first_bad: int | None
     reason: str
     head: tuple[int, str] | None = None
+    pending: int = 0
 
     def __bool__(self) -> bool:
         return self.ok

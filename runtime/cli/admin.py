@@ -184,6 +184,7 @@ def audit_verify(
             "first_bad": report.first_bad,
             "reason": report.reason,
             "interrupted": interrupted,
+            "pending": report.pending,
             "head": None if report.head is None else f"{report.head[0]}:{report.head[1]}",
         }
     )

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from runtime.audit import AuditLog
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_calls(log: AuditLog, n: int, *, prefix: str = "call") -> list[str]:
@@ -59,3 +64,22 @@ def wait_for_request_record(audit: Path, timeout: float = 60.0) -> None:
             except AuditError:
                 pass
         time.sleep(0.1)
+
+
+def crash_with_deferred(path: Path, n: int) -> None:
+    """Journal ``n`` write-ahead records (not yet in SQLite), then die by SIGKILL."""
+    script = f"""
+        import os, signal
+        from runtime.audit import AuditLog
+        log = AuditLog({str(path)!r})
+        for i in range({n}):
+            log.record_request(call_id=f"crash-{{i}}", tool="json_parse",
+                               arguments={{"text": "[1]"}},
+                               decision={{"action": "allow", "rule": "r"}}, backend="wasm",
+                               sandbox=None, returning=False, defer=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, check=False, timeout=60
+    )
+    assert child.returncode == -9

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from audit_helpers import attacker, write_calls
+from audit_helpers import attacker, crash_with_deferred, write_calls
 
 from runtime.audit import AuditLog
 from runtime.errors import AuditError
@@ -126,3 +126,18 @@ def test_records_still_in_the_wal_are_read_without_its_index(
     before = _files(evidence)
     assert _read_as_a_reader_without_write_access(evidence / "audit.db") == f"True 6 {head[0]} []"
     assert _files(evidence) == before
+
+
+def test_records_in_a_dead_brokers_journal_are_counted_as_pending(log_path: Path) -> None:
+    """A read-only reader cannot insert a killed broker's journaled records; its verify()
+    said 'ok' over the chain without them. It now counts them as pending (not verified)."""
+    crash_with_deferred(log_path, 3)
+    with AuditLog(log_path, read_only=True) as ro:
+        report = ro.verify()
+    assert (report.ok, report.count, report.pending) == (True, 0, 3)
+    assert "3 record(s) in the journal of a broker" in report.reason
+    with AuditLog(log_path) as writer:  # inserts them
+        assert writer.verify().pending == 0
+    with AuditLog(log_path, read_only=True) as ro:
+        report = ro.verify()
+    assert (report.ok, report.count, report.pending) == (True, 3, 0)

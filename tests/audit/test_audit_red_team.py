@@ -12,41 +12,18 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from audit_helpers import crash_with_deferred
 
 from runtime import SyncBroker
 from runtime.audit import AuditLog
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _crash_with_deferred(path: Path, n: int) -> None:
-    """Journal ``n`` write-ahead records (not yet in SQLite), then die by SIGKILL."""
-    script = f"""
-        import os, signal
-        from runtime.audit import AuditLog
-        log = AuditLog({str(path)!r})
-        for i in range({n}):
-            log.record_request(call_id=f"crash-{{i}}", tool="json_parse",
-                               arguments={{"text": "[1]"}},
-                               decision={{"action": "allow", "rule": "r"}}, backend="wasm",
-                               sandbox=None, returning=False, defer=True)
-        os.kill(os.getpid(), signal.SIGKILL)
-    """
-    child = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, check=False, timeout=60
-    )
-    assert child.returncode == -9
-
 
 def test_a_name_with_glob_characters_finds_its_own_journal(tmp_path: Path) -> None:
     path = tmp_path / "a[1].db"
-    _crash_with_deferred(path, 2)
+    crash_with_deferred(path, 2)
     with AuditLog(path) as log:
         report = log.verify()
         assert report.ok and report.count == 2
@@ -56,7 +33,7 @@ def test_a_name_with_glob_characters_finds_its_own_journal(tmp_path: Path) -> No
 def test_a_name_with_a_star_takes_no_other_log(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "a*.db"):
         pass
-    _crash_with_deferred(tmp_path / "audit.db", 2)
+    crash_with_deferred(tmp_path / "audit.db", 2)
     with AuditLog(tmp_path / "a*.db") as star:
         assert star.verify().count == 0
     with AuditLog(tmp_path / "audit.db") as log:
@@ -71,7 +48,7 @@ def test_a_log_opened_through_a_symlink_keeps_its_journal_beside_the_file(
     with AuditLog(tmp_path / "real" / "audit.db"):
         pass
     (tmp_path / "links" / "audit.db").symlink_to("../real/audit.db")
-    _crash_with_deferred(tmp_path / "links" / "audit.db", 2)
+    crash_with_deferred(tmp_path / "links" / "audit.db", 2)
     with AuditLog(tmp_path / "real" / "audit.db") as log:
         report = log.verify()
         assert report.ok and report.count == 2

@@ -143,6 +143,7 @@ def test_audit_verify_tail_export(tmp_path: Path) -> None:
         "first_bad": None,
         "reason": verified["reason"],
         "interrupted": [],
+        "pending": 0,
         "head": verified["head"],
     }
     # The head is the anchor to keep elsewhere; passed back, it pins the chain up to it.
