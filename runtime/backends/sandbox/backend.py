@@ -69,6 +69,9 @@ DISABLE_NAMES = frozenset(
         # The directories above masked entries bound onto themselves in writing calls
         # (``masks.MaskSpec.pin``): without them a rename carries a secret out of its glob.
         "mask_pins",
+        # The tool process left dumpable: a program it runs may read its memory, a copy of
+        # the zygote's heap (``child._tool``).
+        "nondumpable",
     }
 )
 #: Host uid/gid the sandbox runs as when the broker is root (unprivileged, otherwise unused).

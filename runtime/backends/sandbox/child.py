@@ -549,6 +549,16 @@ def _tool(
             wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
         else:
             _walls(cfg, plan, limits, workspace)
+        with Phase("nondumpable"):
+            # This process is a copy of the zygote: its heap holds what earlier calls sent it
+            # (their plans, environments, paths). A program the tool runs has the same uid;
+            # while this process is dumpable it may read that heap (/proc/PPID/mem). Not
+            # dumpable, it may not (execve makes the program's own fresh image dumpable).
+            # Only where programs run (seccomp refuses execve to the others): an
+            # unprivileged zygote can no longer open a non-dumpable spare's namespaces, so
+            # it does not hold those calls' mount namespaces (Zygote._hold_mounts).
+            if plan.exec and "nondumpable" not in off:
+                _linux.prctl(4, 0)  # PR_SET_DUMPABLE
         with Phase("seccomp"):
             if "seccomp" not in off:
                 _linux.seccomp_load_bpf(cfg.bpf_exec if plan.exec else cfg.bpf_python)

@@ -7,8 +7,10 @@ unshare, setns, keyctl, add_key, request_key, bpf, perf_event_open, userfaultfd,
 kexec_*, init_module, finit_module, delete_module, personality, acct, swapon, reboot.
 ``clone`` is allowed only without namespace flags; ``clone3`` hides its flags in memory that
 BPF cannot read, so it fails with ENOSYS and libc falls back to ``clone``. ``socket`` and
-``socketpair`` are allowed for AF_UNIX only. A syscall from another ABI (i386 ``int 0x80``,
-x32) kills the process: libseccomp's architecture check runs before the table.
+``socketpair`` are allowed for AF_UNIX only. No mode may carry a set-user-ID or
+set-group-ID bit: chmod, open with O_CREAT and the rest refuse one with EPERM
+(``_MODE_ARG``). A syscall from another ABI (i386 ``int 0x80``, x32) kills the process:
+libseccomp's architecture check runs before the table.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import errno
 import functools
 import os
 import socket
+import stat
 
 import pyseccomp
 
@@ -28,12 +31,12 @@ __all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program", "programs"]
 #: What a forked Python tool needs: file I/O, memory, signals, threads, time, unix sockets.
 PYTHON_ALLOW = (
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
-    "preadv2", "pwritev2", "open", "openat", "openat2", "close", "close_range", "creat",
+    "preadv2", "pwritev2", "close", "close_range",
     "stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "lseek",
     "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents64",
-    "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
+    "getcwd", "chdir", "fchdir", "rmdir", "unlink", "unlinkat",
     "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
-    "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "umask",
+    "chown", "fchown", "lchown", "fchownat", "umask",
     "truncate", "ftruncate", "fallocate", "fsync", "fdatasync", "sync_file_range",
     "utime", "utimes", "utimensat", "futimesat", "flock", "fcntl", "ioctl", "dup", "dup2",
     "dup3", "pipe", "pipe2", "splice", "tee", "sendfile", "copy_file_range", "fadvise64",
@@ -62,6 +65,29 @@ PYTHON_ALLOW = (
 #: What exec'd programs (shells, coreutils) need on top: execve and friends.
 EXEC_EXTRA = ("execve", "execveat", "vfork")
 
+# No set-user-ID or set-group-ID bit, ever (systemd's RestrictSUIDSGID=). The workspace is the
+# host's file system, mapped to its owner's uid: a set-uid file the tool made there would
+# run as that owner for any local user who runs it (as host root when root owns the
+# workspace), outside every wall; the sandbox's own nosuid mount is not the host's view.
+_SUID_SGID = (stat.S_ISUID, stat.S_ISGID)
+#: The syscalls that set a mode, with the index of their mode argument. Allowed when the mode
+#: carries neither bit, refused with EPERM when it carries one.
+_MODE_ARG = {
+    "chmod": 1,
+    "fchmod": 1,
+    "fchmodat": 2,
+    "fchmodat2": 2,
+    "creat": 1,
+    "mkdir": 1,
+    "mkdirat": 2,
+}
+#: open and openat: (flags, mode) argument indexes. The mode counts only when the flags
+#: create a file (O_CREAT, or O_TMPFILE's own bit, which is linked in later).
+_OPEN_ARGS = {"open": (1, 2), "openat": (2, 3)}
+_CREATING = (os.O_CREAT, os.O_TMPFILE & ~os.O_DIRECTORY)
+# openat2 passes its flags and mode in a struct that BPF cannot read: it stays on the
+# default (ENOSYS), and libc and Python use openat.
+
 
 def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     """Compile an allowlist to BPF bytes (done once; loading bytes in a child is cheap).
@@ -82,6 +108,7 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
             filt.add_rule(pyseccomp.ALLOW, name)
         except (OSError, ValueError, RuntimeError):
             continue  # a name this libseccomp does not know: it stays denied
+    _mode_rules(filt)
     filt.add_rule(
         pyseccomp.ALLOW, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, _linux.NS_FLAGS, 0)
     )
@@ -109,6 +136,32 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     if not program or len(program) % 8:
         raise OSError(errno.EINVAL, "libseccomp produced an empty or malformed program")
     return program
+
+
+def _mode_rules(filt: pyseccomp.SyscallFilter) -> None:
+    """The mode-setting syscalls, allowed without a set-id bit (``_SUID_SGID``). The rules
+    of one syscall do not overlap: ALLOW when a bit is clear, EPERM when it is set."""
+    clean = sum(_SUID_SGID)
+    eperm = pyseccomp.ERRNO(errno.EPERM)
+    for name, arg in _MODE_ARG.items():
+        try:
+            filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, clean, 0))
+            for bit in _SUID_SGID:
+                filt.add_rule(eperm, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, bit, bit))
+        except (OSError, ValueError, RuntimeError):
+            continue  # a name this libseccomp does not know (fchmodat2): it stays denied
+    creating = sum(_CREATING)
+    for name, (flags, mode) in _OPEN_ARGS.items():
+        filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(flags, pyseccomp.MASKED_EQ, creating, 0))
+        filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(mode, pyseccomp.MASKED_EQ, clean, 0))
+        for create in _CREATING:
+            for bit in _SUID_SGID:
+                filt.add_rule(
+                    eperm,
+                    name,
+                    pyseccomp.Arg(flags, pyseccomp.MASKED_EQ, create, create),
+                    pyseccomp.Arg(mode, pyseccomp.MASKED_EQ, bit, bit),
+                )
 
 
 @functools.cache

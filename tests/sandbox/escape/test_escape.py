@@ -9,6 +9,7 @@ Where several walls stop the same attempt, each wall is also shown to stop it al
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import socket
@@ -27,6 +28,7 @@ from tests.sandbox.helpers import (
     SHELL,
     call,
     one,
+    request,
     run_with_backend,
 )
 
@@ -488,3 +490,82 @@ def test_a_single_process_call_cannot_reach_its_parent(workspace: Path) -> None:
     assert sig == 9
     assert after["arguments"] == {"action": "echo"}
     assert zygote_after == zygote  # the same zygote served the call after
+
+
+# -- D. set-id files and the zygote's memory (red-team findings) ---------------------------
+
+_SET_ID = "cp /bin/sh sh1; chmod 4755 sh1; cp /bin/sh sh2; install -m 2755 /bin/sh sh2; " + (
+    "python3 -c 'import os; os.open(\"sh3\", os.O_CREAT | os.O_WRONLY, 0o4755)'; "
+    "mkdir -m 2755 d1; true"
+)
+
+
+@pytest.mark.parametrize("disable", [frozenset(), _off("seccomp")], ids=["all-on", "seccomp-off"])
+def test_no_set_id_file_reaches_the_host(workspace: Path, disable: frozenset[str]) -> None:
+    """The workspace is the host's file system, owned by its owner's uid: a set-uid file made
+    there runs as that owner (host root when root owns it) for any local user, outside every
+    wall. chmod, install -m, open(O_CREAT, 04755), mkdir -m 2755: no set-id bit is kept."""
+    one(SHELL, workspace, disable, command=_SET_ID)
+    made = {p.name: p.stat().st_mode for p in workspace.iterdir() if p.name in _MADE}
+    set_id = sorted(name for name, mode in made.items() if mode & (0o4000 | 0o2000))
+    if disable:
+        assert set_id == ["d1", "sh1", "sh2", "sh3"]  # the attempt works without the rule
+    else:
+        assert set_id == []
+        assert set(made) == {"sh1", "sh2"}  # created (cp), only their modes refused
+
+
+_MADE = {"sh1", "sh2", "sh3", "d1"}
+
+_SCAN = """
+import os, sys
+pid, markers = sys.argv[1], open("markers.txt").read().split()
+try:
+    maps = open(f"/proc/{pid}/maps").read().splitlines()
+    mem = open(f"/proc/{pid}/mem", "rb", 0)
+except OSError as exc:
+    sys.exit(f"denied: {exc.strerror}")
+found = set()
+for line in maps:
+    span, perm = line.split()[:2]
+    if "r" in perm:
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(lo)
+            data = mem.read(hi - lo)
+        except OSError:
+            continue
+        found.update(m for m in markers if m.encode() in data)
+print(" ".join(sorted(found)))
+"""
+
+
+@pytest.mark.parametrize(
+    "disable", [frozenset(), _off("nondumpable")], ids=["all-on", "nondumpable-off"]
+)
+def test_a_program_cannot_read_the_tool_process_memory(
+    workspace: Path, disable: frozenset[str]
+) -> None:
+    """The tool process is a copy of the zygote, whose heap holds what earlier calls sent it
+    (their environments: an API key). A program the tool runs has its uid; it could read
+    that heap through /proc/PPID/mem and find an earlier call's secret."""
+    (workspace / "scan.py").write_text(_SCAN)
+    secret = "sk-" + "7" * 8 + "-call-one"
+    own = "from-" + "policy"  # this call's own TOOL_ENV value, in the tool's os.environ
+    # Read from a file: in the command they would be in the shell's memory, not only the
+    # tool's. $PPID is the shell's parent: the tool process.
+    (workspace / "markers.txt").write_text(f"{secret} {own}\n")
+
+    async def fn(backend: Any) -> Any:
+        first = request(SHELL, workspace, {"command": "true"})
+        await backend.run(dataclasses.replace(first, env={**first.env, "API_KEY": secret}))
+        second = request(SHELL, workspace, {"command": "python3 scan.py $PPID; echo rc=$?"})
+        second = dataclasses.replace(second, call_id="call_two")
+        return (await backend.run(second)).result
+
+    res = run_with_backend(fn, disable=disable)
+    if disable:
+        assert own in res["stdout"], res  # the parent's memory is readable without the wall
+    else:
+        assert "denied: Permission denied" in res["stderr"], res
+        assert secret not in res["stdout"]
