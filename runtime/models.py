@@ -190,6 +190,15 @@ class Limits(_Model):
         le=256 * 1_048_576,
         description="Largest result (and stdout/stderr each), bytes. Default 1 MiB.",
     )
+    disk_mb: int = Field(
+        2048,
+        gt=0,
+        le=16 * 1_048_576,
+        description="How much the workspace's file system may fill while a call that writes "
+        "it runs, MiB (each file or directory made counts as 4 KiB). Counted for the whole "
+        "file system, so concurrent writers count together; read every 50 ms, and a call "
+        "past it is ended (resource_limit). Default 2048.",
+    )
     wasm_fuel: int = Field(
         2_000_000_000, gt=0, description="Wasm instructions (fuel units). Default 2e9."
     )

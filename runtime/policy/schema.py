@@ -96,6 +96,13 @@ class LimitsSection(_Section):
     output_bytes: int | None = Field(
         None, gt=0, le=256 * 1_048_576, description="Largest result, bytes. Default 1 MiB."
     )
+    disk_mb: int | None = Field(
+        None,
+        gt=0,
+        le=16 * 1_048_576,
+        description="How much the workspace's file system may fill during a writing call, "
+        "MiB (a file or directory made counts as 4 KiB). Default 2048.",
+    )
     wasm_fuel: int | None = Field(None, gt=0, description="Wasm fuel units. Default 2e9.")
     wasm_memory_mb: int | None = Field(
         None, gt=0, le=4096, description="Wasm linear memory, MiB. Default 64."

@@ -119,6 +119,17 @@ def outcome(
             limit="memory_mb",
             **_partial_output(terminal),
         )
+    filled = report.get("disk_filled_bytes")
+    if isinstance(filled, int) and filled > 0:
+        raise ResourceLimitExceeded(
+            f"the workspace's file system filled by {filled / 1048576:.0f} MiB during the "
+            f"call, past its {limits.disk_mb} MiB limit (counted for the whole file system: "
+            "what other calls wrote meanwhile counts too); what it wrote is left in place",
+            usage=usage,
+            limit="disk_mb",
+            filled_bytes=filled,
+            **_partial_output(terminal),
+        )
     if isinstance(frame_error, FrameTooLarge):
         raise OutputTooLarge(
             f"the result exceeded {limits.output_bytes} bytes",

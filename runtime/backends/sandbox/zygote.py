@@ -150,8 +150,60 @@ class _Guard:
         self.tag = tag
 
 
+#: Each file or directory a call makes counts as this many bytes against ``disk_mb``: a tree
+#: of empty files fills the inode table, not the blocks.
+_INODE_BYTES = 4096
+#: How often the zygote looks at the file systems of calls that write (statvfs, ~2 us each).
+_DISK_POLL_S = 0.05
+
+
+def _filled(path: str) -> int:
+    """How full ``path``'s file system is, in bytes (free inodes at ``_INODE_BYTES``),
+    counted down from 0: the difference of two readings is what was filled between them."""
+    st = os.statvfs(path)
+    return -(st.f_bavail * st.f_frsize + st.f_favail * _INODE_BYTES)
+
+
+class _DiskWatch:
+    """``Limits.disk_mb`` of a call that may write the workspace: how much its file system
+    may fill while the call runs. RLIMIT_FSIZE bounds each file only; nothing in the kernel
+    bounds a tree of them (no project quota here), so the zygote reads the file system's
+    free space while the call runs (``Zygote.watch_disks``) and ends the call once it has
+    lost more than the budget. Counted for the whole file system: what other processes
+    write meanwhile (another call) counts too, so the message says so."""
+
+    __slots__ = ("budget", "over", "path", "start")
+
+    def __init__(self, path: str, budget: int) -> None:
+        self.path = path
+        self.budget = budget
+        self.start = _filled(path)
+        self.over = 0  # what was lost when the call was ended (0: it was not)
+
+
+def _disk_watch(plan: child.CallPlan) -> _DiskWatch | None:
+    """The watch of a call that may write its workspace (None for the others)."""
+    budget = plan.limits.get("disk_mb")
+    if plan.access != "rw" or not plan.workspace or not isinstance(budget, int):
+        return None
+    try:
+        return _DiskWatch(plan.workspace, budget * 1024 * 1024)
+    except OSError:
+        return None  # the set-up fails on a workspace it cannot reach, with its own words
+
+
 class _Call:
-    __slots__ = ("cgroups", "guard", "id", "kill_at", "killing", "mounts", "pid", "profile")
+    __slots__ = (
+        "cgroups",
+        "disk",
+        "guard",
+        "id",
+        "kill_at",
+        "killing",
+        "mounts",
+        "pid",
+        "profile",
+    )
 
     def __init__(
         self,
@@ -169,6 +221,7 @@ class _Call:
         self.killing = False
         self.mounts = -1  # its mount namespace, held (see Zygote._hold_mounts)
         self.guard = guard  # the deny_write check when it ends (None: it cannot write)
+        self.disk: _DiskWatch | None = None  # its disk_mb (None: it cannot write)
 
 
 class _Pending:
@@ -178,6 +231,7 @@ class _Pending:
         "act",
         "call_id",
         "cgroups",
+        "disk",
         "guard",
         "kill_grace",
         "profile",
@@ -191,6 +245,7 @@ class _Pending:
         self.cgroups = cgroups
         self.call_id = call_id  # None for a spare
         self.guard = guard
+        self.disk: _DiskWatch | None = None
         self.kill_grace: float | None = None  # a kill that came before the pid
         self.act: socket.socket | None = None
         self.profile = ""
@@ -296,6 +351,8 @@ class Zygote:
         self.pool_size = 0
         #: Ready spares per profile, oldest first; the profiles in least-recently-used order.
         self.spares: dict[str, list[_Spare]] = {}
+        #: time.monotonic() of the next look at the disks of calls that write (watch_disks).
+        self.disk_due = 0.0
         #: How many spares to keep ready per profile (1, raised by concurrent demand).
         self.depth: dict[str, int] = {}
         self.dismissed: dict[int, _Spare] = {}
@@ -594,9 +651,11 @@ class Zygote:
             stamp = _stamp(plan)
             assert self.cfg is not None
             guard = _guard(plan, stamp, self.cfg.state_dirs)
+            disk = _disk_watch(plan)  # read before the call can write
             spare = self._take_spare(profile, stamp)
             if spare is not None and key in spare.tools and self._activate(spare, msg, call_fd):
                 call = _Call(call_id, spare.pid, spare.cgroups, profile, guard)
+                call.disk = disk
                 self.calls[spare.pid] = call
                 call.mounts = self._hold_mounts(spare.pid)
             else:
@@ -608,6 +667,7 @@ class Zygote:
                 if self.cloner is None:
                     pid, groups = self._fork_child(plan, self.tools[key], f"c{call_id}", call_fd)
                     self.calls[pid] = _Call(call_id, pid, groups, guard=guard)
+                    self.calls[pid].disk = disk
                 else:
                     groups = self._groups(plan, f"c{call_id}")
                     try:
@@ -624,6 +684,7 @@ class Zygote:
                         self._drop_groups(groups)
                         raise
                     self.pending[seq] = _Pending(groups, call_id, guard)
+                    self.pending[seq].disk = disk
         except Exception as exc:
             self.send(
                 {"type": "spawn_failed", "id": call_id, "message": f"{type(exc).__name__}: {exc}"}
@@ -800,6 +861,7 @@ class Zygote:
             return
         if pending.call_id is not None:
             call = _Call(pending.call_id, pid, pending.cgroups, guard=pending.guard)
+            call.disk = pending.disk
             self.calls[pid] = call
             if pending.kill_grace is not None:
                 with contextlib.suppress(ProcessLookupError):
@@ -858,6 +920,8 @@ class Zygote:
             "max_rss_kb": ru.ru_maxrss,
         }
         report.update(cgroups.stats(call.cgroups))
+        if call.disk is not None and call.disk.over:
+            report["disk_filled_bytes"] = call.disk.over
         report.update(self._sweep(call))
         # Report first: the counters are read, and removing the directories (rmdir of a
         # v1 memory cgroup may wait for the last charged page, or for cgroup_mutex) cannot
@@ -923,6 +987,34 @@ class Zygote:
                 nearest = wait if nearest is None else min(nearest, wait)
         return nearest
 
+    def watch_disks(self) -> float | None:
+        """End every call that filled its workspace's file system past its ``disk_mb``
+        (SIGKILL of its pid 1: the whole namespace); return seconds until the next look,
+        None when no running call can write."""
+        watched = [c for c in self.calls.values() if c.disk is not None and not c.killing]
+        if not watched:
+            return None
+        now_s = time.monotonic()
+        if now_s < self.disk_due:  # looked less than _DISK_POLL_S ago
+            return self.disk_due - now_s
+        self.disk_due = now_s + _DISK_POLL_S
+        filled: dict[str, int] = {}
+        for call in watched:
+            disk = call.disk
+            assert disk is not None
+            try:
+                now = filled.get(disk.path)
+                if now is None:
+                    now = filled[disk.path] = _filled(disk.path)
+            except OSError:
+                continue  # the workspace went away: the call fails on its own
+            if now - disk.start > disk.budget:
+                disk.over = now - disk.start
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(call.pid, signal.SIGKILL)
+                call.killing = True
+        return _DISK_POLL_S
+
     def shutdown(self) -> None:
         if self.cloner is not None:
             # Its answers already sent name children of ours: collect them first.
@@ -976,7 +1068,11 @@ class Zygote:
                 if self.cloner is not None and not self.cloner.registered:
                     sel.register(self.cloner.sock, selectors.EVENT_READ, "cloner")
                     self.cloner.registered = True
-                for key, _ in sel.select(self.expire()):
+                wait = self.expire()
+                disks = self.watch_disks()
+                if disks is not None:
+                    wait = disks if wait is None else min(wait, disks)
+                for key, _ in sel.select(wait):
                     if key.data == "sig":
                         with contextlib.suppress(BlockingIOError):
                             os.read(r, 4096)

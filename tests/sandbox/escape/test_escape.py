@@ -569,3 +569,26 @@ def test_a_program_cannot_read_the_tool_process_memory(
     else:
         assert "denied: Permission denied" in res["stderr"], res
         assert secret not in res["stdout"]
+
+
+# -- C. filling the workspace's file system (red-team finding) -----------------------------
+
+_FILL = "for i in 1 2 3 4 5 6 7 8; do head -c 30M /dev/zero > f$i; sleep 0.1; done; echo filled"
+_FILES = "mkdir d && cd d && i=0; while [ $i -lt 30000 ]; do : > n$i; i=$((i+1)); done; echo made"
+
+
+@pytest.mark.parametrize("command", [_FILL, _FILES], ids=["bytes", "files"])
+@pytest.mark.parametrize("disk_mb", [64, 4096], ids=["capped", "room"])
+def test_filling_the_workspace_is_capped(workspace: Path, command: str, disk_mb: int) -> None:
+    """RLIMIT_FSIZE bounds each file, not a tree of them: 240 MiB in 30 MiB files, or 30,000
+    empty files (at 4 KiB each), filled the host's disk with no limit. disk_mb ends the call
+    once the workspace's file system has filled past it; with room, the same call ends."""
+    limits = {"fsize_mb": 64, "disk_mb": disk_mb, "timeout_s": 60}
+    if disk_mb == 4096:
+        res = one(SHELL, workspace, command=command, limits=limits)
+        assert res["stdout"] in ("filled\n", "made\n"), res
+        return
+    with pytest.raises(ResourceLimitExceeded) as info:
+        one(SHELL, workspace, command=command, limits=limits)
+    assert info.value.details["limit"] == "disk_mb"
+    assert info.value.details["filled_bytes"] > 64 * 1024 * 1024
