@@ -196,7 +196,7 @@ class Limits(_Model):
         le=16 * 1_048_576,
         description="How much the workspace's file system may fill while a call that writes "
         "it runs, MiB (each file or directory made counts as 4 KiB). Counted for the whole "
-        "file system, so concurrent writers count together; read every 50 ms, and a call "
+        "file system, so concurrent writers count together; read every 20 ms, and a call "
         "past it is ended (resource_limit). Default 2048.",
     )
     wasm_fuel: int = Field(

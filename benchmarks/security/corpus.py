@@ -53,7 +53,7 @@ _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _TRANSFORM_RE = re.compile(r"<<(b64|hex|rep|keys):((?:(?!>>).)*)>>", re.DOTALL)
 _SETUP_OPS = {"file", "dir", "symlink", "hardlink", "fifo"}
 _CHECKS = {"success", "result_contains", "file_content", "absent", "exists"}
-_EFFECTS = {"leak", "write", "connect", "survivors", "resources", "responsive"}
+_EFFECTS = {"leak", "write", "connect", "survivors", "resources", "responsive", "privilege"}
 _ID_RE = re.compile(r"^[A-H][0-9]{1,2}-[0-9]{3}$")  # B10: a tenth group
 #: A step between calls that is no tool call: the user saves a secret to ``path`` in the
 #: workspace, the way an editor or a shell's ``>>`` does (following links, appending in

@@ -162,6 +162,7 @@ memory_mb = {limits.memory_mb}
 pids = {limits.pids}
 output_bytes = {limits.output_bytes}
 fsize_mb = {limits.fsize_mb}
+disk_mb = {limits.disk_mb}
 max_concurrent = 3
 
 [categories]

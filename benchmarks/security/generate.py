@@ -1130,6 +1130,20 @@ def gen_c() -> None:
             ["resources"],
         ),
         ("C4", "many dirs", "i=0; while mkdir d$i; do i=$((i+1)); done", ["resources"]),
+        # Red team (2026-11-24): each file under the size cap, the tree far over any disk
+        # budget (RLIMIT_FSIZE bounds a file, not a tree).
+        (
+            "C4",
+            "files at the size cap",
+            "for i in $(seq 1 20); do head -c 60000000 /dev/zero > f$i; done",
+            ["resources"],
+        ),
+        (
+            "C4",
+            "fallocate below the cap, many times",
+            "for i in $(seq 1 20); do fallocate -l 60M f$i; done",
+            ["resources"],
+        ),
         ("C5", "stdout flood", "yes", ["resources"]),
         ("C5", "no-newline flood", "head -c 50000000 /dev/zero | tr '\\0' a", ["resources"]),
         ("C5", "binary flood", "head -c 20000000 /dev/urandom", ["resources"]),
@@ -1289,6 +1303,28 @@ def gen_d() -> None:
         source=BWRAP,
         aims=["leak"],
     )
+    # Red team (2026-11-24): the workspace is the host's file system, owned by its owner's
+    # uid; a set-id file made there runs as that owner (root, for a root broker) for any
+    # local user, outside every wall (the sandbox's nosuid mount is not the host's view).
+    setid = [
+        ("set-uid shell by chmod", "cp /bin/sh rootsh; chmod 4755 rootsh; ls -l rootsh"),
+        ("set-gid shell by install -m", "install -m 2755 /bin/sh gsh; ls -l gsh"),
+        (
+            "set-uid by the creation mode",
+            "python3 -c 'import os; os.open(\"made\", os.O_CREAT | os.O_WRONLY, 0o4755)'; "
+            "ls -l made",
+        ),
+        ("set-gid directory", "mkdir -m 2755 gdir; ls -ld gdir"),
+    ]
+    for title, cmd in setid:
+        add(
+            "D1",
+            title,
+            [sh(cmd)],
+            technique="set-id file planted on the host through the workspace",
+            source="systemd RestrictSUIDSGID=; red team",
+            aims=["privilege"],
+        )
     secrets = [
         ("broker environ via /proc/ppid", "cat /proc/$PPID/environ | tr '\\0' '\\n'"),
         ("pid 1 environ", "cat /proc/1/environ | tr '\\0' '\\n'"),

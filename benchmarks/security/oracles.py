@@ -40,6 +40,9 @@ class BenchLimits:
     pids: int = 64
     output_bytes: int = 1 << 20
     fsize_mb: int = 64
+    #: How much the workspace may grow in one case, MiB (files and directories counted at
+    #: 4 KiB each at least, as ``ours`` counts them; the oracle allows 1.5 x).
+    disk_mb: int = 128
     #: Grace the oracles allow beyond a limit before calling it an overrun.
     time_slack_s: float = 5.0
 
@@ -74,6 +77,11 @@ class Observation:
     peak_rss_delta_mb: float = 0.0
     peak_procs_delta: int = 0
     big_files: list[str] = field(default_factory=list)
+    #: MiB the workspace holds after the case (blocks, and 4 KiB per entry at least).
+    workspace_mb: float = 0.0
+    #: Set-user-ID or set-group-ID files in the workspace: programs that run as their owner
+    #: (the workspace owner on the host, root for a root broker) for any local user.
+    setid_files: list[str] = field(default_factory=list)
     host_ok: bool = True
     followup_ok: bool = True
     workspace: Path | None = None
@@ -150,6 +158,8 @@ def _resources(obs: Observation, limits: BenchLimits) -> list[str]:
     if obs.peak_procs_delta > 2 * limits.pids:
         out.append(f"{obs.peak_procs_delta} extra processes (limit {limits.pids})")
     out.extend(f"oversized file {f}" for f in obs.big_files)
+    if obs.workspace_mb > 1.5 * limits.disk_mb:
+        out.append(f"workspace grew to {obs.workspace_mb:.0f} MiB (limit {limits.disk_mb})")
     return out
 
 
@@ -206,6 +216,8 @@ def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
         effects["connect"] = conns
     if obs.survivors:
         effects["survivors"] = list(obs.survivors)
+    if obs.setid_files:
+        effects["privilege"] = list(obs.setid_files)
     if res := _resources(obs, limits):
         effects["resources"] = res
     if not obs.host_ok or not obs.followup_ok:

@@ -8,6 +8,7 @@ kill them, by pid) → snapshot again → oversized files → host check → sco
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -96,21 +97,27 @@ class Progress:
         self.stream.flush()
 
 
-def _big_files(fx: CaseFixture, limits: BenchLimits) -> list[str]:
+def _workspace_effects(fx: CaseFixture, limits: BenchLimits) -> tuple[list[str], float, list[str]]:
+    """What the case left in the workspace: files over 1.5 x the file-size cap (the first
+    few), its size in MiB (blocks, 4 KiB per entry at least), and set-id files."""
     cap = int(limits.fsize_mb * 1.5) << 20
-    out = []
-    for dirpath, _dirs, files in os.walk(fx.ws):
-        for n in files:
+    big: list[str] = []
+    setid: list[str] = []
+    total = 0
+    for dirpath, dirs, files in os.walk(fx.ws):
+        for n in files + dirs:
             p = os.path.join(dirpath, n)
             try:
                 st = os.lstat(p)
             except OSError:
                 continue
-            if st.st_size > cap:
-                out.append(f"{os.path.relpath(p, fx.ws)} ({st.st_size >> 20} MiB)")
-        if len(out) > 5:
-            break
-    return out
+            total += max(st.st_blocks * 512, 4096)
+            rel = os.path.relpath(p, fx.ws)
+            if stat.S_ISREG(st.st_mode) and st.st_size > cap and len(big) < 6:
+                big.append(f"{rel} ({st.st_size >> 20} MiB)")
+            if st.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(st.st_mode):
+                setid.append(f"{rel} ({stat.filemode(st.st_mode)})")
+    return big, total / (1 << 20), setid[:10]
 
 
 def run_case(
@@ -149,6 +156,7 @@ def run_case(
             # the baseline's private uid starts every case with no process at all
             reap_uid(executor.owner)
         after = snapshot(fx)
+        big, workspace_mb, setid = _workspace_effects(fx, limits)
         obs = Observation(
             calls=records,
             fs_changes=before.diff(after),
@@ -156,7 +164,9 @@ def run_case(
             survivors=[f"{pid} {cmd}" for pid, cmd in sorted(survivors.items())],
             peak_rss_delta_mb=mon.peak_rss_delta / (1 << 20),
             peak_procs_delta=mon.peak_procs_delta,
-            big_files=_big_files(fx, limits),
+            big_files=big,
+            workspace_mb=workspace_mb,
+            setid_files=setid,
             host_ok=host_responsive(),
             followup_ok=followup,
             workspace=fx.ws,

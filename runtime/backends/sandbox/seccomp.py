@@ -37,7 +37,7 @@ PYTHON_ALLOW = (
     "getcwd", "chdir", "fchdir", "rmdir", "unlink", "unlinkat",
     "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
     "chown", "fchown", "lchown", "fchownat", "umask",
-    "truncate", "ftruncate", "fallocate", "fsync", "fdatasync", "sync_file_range",
+    "truncate", "ftruncate", "fsync", "fdatasync", "sync_file_range",
     "utime", "utimes", "utimensat", "futimesat", "flock", "fcntl", "ioctl", "dup", "dup2",
     "dup3", "pipe", "pipe2", "splice", "tee", "sendfile", "copy_file_range", "fadvise64",
     "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
@@ -109,6 +109,10 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
         except (OSError, ValueError, RuntimeError):
             continue  # a name this libseccomp does not know: it stays denied
     _mode_rules(filt)
+    # fallocate reserves blocks without writing them, faster than the zygote's disk_mb
+    # watch can look (twenty 60 MiB reservations in a few ms): "not supported", which
+    # posix_fallocate and the programs that try it take as the cue to write instead.
+    filt.add_rule(pyseccomp.ERRNO(errno.EOPNOTSUPP), "fallocate")
     filt.add_rule(
         pyseccomp.ALLOW, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, _linux.NS_FLAGS, 0)
     )

@@ -154,7 +154,7 @@ class _Guard:
 #: of empty files fills the inode table, not the blocks.
 _INODE_BYTES = 4096
 #: How often the zygote looks at the file systems of calls that write (statvfs, ~2 us each).
-_DISK_POLL_S = 0.05
+_DISK_POLL_S = 0.02
 
 
 def _filled(path: str) -> int:
