@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from runtime._depth import CREATE_MAX_DEPTH
 from runtime._fsio import (
     Fd,
     file_type,
@@ -331,6 +332,16 @@ class Workspace:
                     ) from exc
             if not (create and exc.errno == errno.ENOENT):
                 raise self.explain(exc, parts, "directory") from exc
+        if len(parts) >= CREATE_MAX_DEPTH:
+            # A file in it would be the CREATE_MAX_DEPTH+1st component. Deeper, the sandbox's
+            # mask walk could not check the tree and would refuse every later call.
+            raise _fail(
+                f"directory {self.rel(parts)[:80]!r}… would be {len(parts)} levels deep; "
+                f"tools create at most {CREATE_MAX_DEPTH - 1} (deeper trees cannot be "
+                "checked for policy-denied paths)",
+                "too_deep",
+                self.rel(parts),
+            )
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
         try:
             for i, comp in enumerate(parts):

@@ -92,6 +92,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from runtime._depth import WALK_MAX_DEPTH
 from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.backends.sandbox import _linux, _pins
 from runtime.backends.sandbox._dirwatch import DirWatch
@@ -129,7 +130,7 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 #: the ~40 frames of its callers (a call's set-up is the deepest) stay far below the
 #: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
 #: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
-MAX_DEPTH = 256
+MAX_DEPTH = WALK_MAX_DEPTH
 #: Directories a writing call may pin (``pinned``) before it fails closed: one mount each,
 #: 60-130 µs of the call's set-up apiece, growing with the mounts already made (1,000 pins
 #: over 1,000 masks: +0.1 s; benchmarks/SANDBOX.md, eleventh round). A '**/'-led glob needs
