@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from runtime._depth import CREATE_MAX_DEPTH
 from runtime._fsio import (
     Fd,
     file_type,
@@ -331,6 +332,16 @@ class Workspace:
                     ) from exc
             if not (create and exc.errno == errno.ENOENT):
                 raise self.explain(exc, parts, "directory") from exc
+        if len(parts) >= CREATE_MAX_DEPTH:
+            # A file in it would be the CREATE_MAX_DEPTH+1st component. Deeper, the sandbox's
+            # mask walk could not check the tree and would refuse every later call.
+            raise _fail(
+                f"directory {self.rel(parts)[:80]!r}… would be {len(parts)} levels deep; "
+                f"tools create at most {CREATE_MAX_DEPTH - 1} (deeper trees cannot be "
+                "checked for policy-denied paths)",
+                "too_deep",
+                self.rel(parts),
+            )
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
         try:
             for i, comp in enumerate(parts):
@@ -455,7 +466,14 @@ class Workspace:
                             "is_directory",
                             self.rel(parts),
                         )
-                    shutil.rmtree(parts[-1], dir_fd=parent.fd)
+                    try:
+                        shutil.rmtree(parts[-1], dir_fd=parent.fd)
+                    except OSError as exc:
+                        if exc.errno != errno.EMFILE:
+                            raise
+                        # rmtree holds a descriptor per level: a tree deeper than the
+                        # call's nofile limit (made by a shell) is removed level by level.
+                        _rmtree_deep(parent.fd, parts[-1])
                 else:
                     os.unlink(parts[-1], dir_fd=parent.fd)
             except OSError as exc:
@@ -633,6 +651,57 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def _rmtree_deep(parent_fd: int, name: str) -> None:
+    """Remove the directory ``name`` in ``parent_fd`` and everything in it holding two
+    descriptors at any time, however deep the tree. Each level is entered ``O_NOFOLLOW``;
+    the way back up is ``..``, checked to be the directory it came down from (device and
+    inode): a directory moved meanwhile stops the removal (EAGAIN), never one outside."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def ident(fd: int) -> tuple[int, int]:
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
+    cur = os.open(name, flags, dir_fd=parent_fd)
+    # Per level below ``name``: its name, its identity, the subdirectories still to enter.
+    names: list[str] = []
+    idents = [ident(cur)]
+    pending: list[list[str]] = []
+    try:
+        while True:
+            if len(pending) < len(idents):
+                subdirs = []
+                with os.scandir(cur) as it:
+                    listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                for entry, is_dir in listed:
+                    if is_dir:
+                        subdirs.append(entry)
+                    else:
+                        os.unlink(entry, dir_fd=cur)
+                pending.append(subdirs)
+            if pending[-1]:
+                sub = pending[-1].pop()
+                nxt = os.open(sub, flags, dir_fd=cur)
+                os.close(cur)
+                cur = nxt
+                names.append(sub)
+                idents.append(ident(cur))
+                continue
+            pending.pop()
+            if not names:
+                break
+            up = os.open("..", flags & ~os.O_NOFOLLOW, dir_fd=cur)
+            os.close(cur)
+            cur = up
+            idents.pop()
+            if ident(cur) != idents[-1]:
+                raise OSError(errno.EAGAIN, "the tree moved while it was removed")
+            os.rmdir(names.pop(), dir_fd=cur)
+    finally:
+        os.close(cur)
+    os.rmdir(name, dir_fd=parent_fd)
 
 
 def _fsize_limited() -> bool:

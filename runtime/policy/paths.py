@@ -23,6 +23,7 @@ import re
 import unicodedata
 from typing import Literal, NamedTuple
 
+from runtime._depth import CREATE_MAX_DEPTH
 from runtime._globs import compile_segments
 from runtime.policy._globreach import is_bounded, is_glob, segments_meet, step_glob
 from runtime.policy.globs import GlobSet
@@ -286,6 +287,17 @@ class PathRules:
         if rel == "" and access == "write" and role != "cwd":
             return PathVerdict(
                 False, "paths.root", "the workspace root itself cannot be written or deleted", ""
+            )
+        if access == "write" and role != "cwd" and rel.count("/") >= CREATE_MAX_DEPTH:
+            # Made, such a tree would fail every later call closed at the sandbox's mask
+            # walk (runtime._depth); refused before anything is created.
+            return PathVerdict(
+                False,
+                "paths.depth",
+                f"path {value[:80]!r}… has {rel.count('/') + 1} components; a write path "
+                f"may have at most {CREATE_MAX_DEPTH} (deeper trees cannot be checked for "
+                "policy-denied paths)",
+                rel,
             )
         denies = [(self._deny, "paths.deny")]
         denies.append(

@@ -140,3 +140,21 @@ def test_protected_names_cannot_be_dodged(
         path = path.replace("/", "\\")
     v = RULES.check(path, "read")
     assert not v.allowed, path
+
+
+def test_a_write_path_deeper_than_the_mask_walk_can_check_is_refused() -> None:
+    """``write_file a/a/…/x`` (300 levels) made every directory, then failed, and every later
+    call on the workspace failed at the sandbox's mask walk (nested deeper than 256). The
+    path is refused here, before anything exists, with a reason that says why."""
+    from runtime._depth import CREATE_MAX_DEPTH, WALK_MAX_DEPTH
+
+    rules = PathRules(PathsSection())
+    assert CREATE_MAX_DEPTH < WALK_MAX_DEPTH
+    deep = "a/" * 300 + "x"
+    verdict = rules.check(deep, "write")
+    assert not verdict.allowed and verdict.rule == "paths.depth", verdict
+    assert f"at most {CREATE_MAX_DEPTH}" in verdict.reason
+    at_limit = "a/" * (CREATE_MAX_DEPTH - 1) + "x"
+    assert rules.check(at_limit, "write").allowed
+    assert not rules.check(at_limit + "/y", "write").allowed
+    assert rules.check(deep, "read").allowed  # reading cannot create a tree

@@ -107,3 +107,33 @@ def test_a_spawn_that_cannot_be_encoded_is_a_sandbox_error(
     assert result.error is not None and result.error.type == "sandbox_error", result
     assert "could not be encoded" in result.error.message
     assert clock.success, clock
+
+
+def test_a_tree_too_deep_to_mask_can_be_deleted_from_inside(workspace: Path) -> None:
+    """A tree deeper than the mask walk checks (``mkdir -p`` in a shell, or by hand) failed
+    every call at mount_masks, delete_file of it too: nothing could repair the workspace
+    from inside. Other calls still fail closed, and say how to repair; a recursive
+    delete_file of a folder that holds the deep part runs (the walk stops inside what it
+    removes) and removes it, past the call's nofile limit; then calls run again."""
+    import os
+
+    from runtime.backends.sandbox import masks
+    from runtime.broker import SyncBroker
+
+    os.makedirs(workspace / ("d/" * (masks.MAX_DEPTH + 40)))
+    (workspace / "d" / "d" / "f.txt").write_text("x\n")
+    read = {"tool": "read_file", "arguments": {"path": "hello.txt"}}
+    with SyncBroker(workspace=workspace) as broker:
+        refused = broker.call(read)
+        shallow = broker.call({"tool": "delete_file", "arguments": {"path": "hello.txt"}})
+        deleted = broker.call(
+            {"tool": "delete_file", "arguments": {"path": "d/d", "recursive": True}}
+        )
+        after = broker.call(read)
+    for result in (refused, shallow):
+        assert result.error is not None and result.error.type == "sandbox_error", result
+        assert f"deeper than {masks.MAX_DEPTH}" in result.error.message
+        assert "delete_file" in result.error.message
+    assert deleted.success, deleted
+    assert after.success, after
+    assert os.listdir(workspace / "d") == []

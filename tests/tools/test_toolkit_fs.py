@@ -579,3 +579,19 @@ def test_for_call_takes_the_deny_globs_from_the_call_options(ws: Path) -> None:
     assert _reason(info) == "path_denied"
     with Workspace.for_call(ToolContext(workspace=ws)) as w:
         w.open_file(w.parts("k"))[0].close()
+
+
+def test_open_dir_refuses_to_create_a_tree_deeper_than_the_mask_walk_checks(ws: Path) -> None:
+    """Creating 300 levels left a tree no later sandboxed call could mask (each failed
+    closed). The refusal comes before the first mkdir: nothing is left behind."""
+    from runtime._depth import CREATE_MAX_DEPTH
+
+    with Workspace(ws) as w, pytest.raises(ToolFailed) as exc:
+        w.atomic_write(("a",) * 300 + ("x",), iter([b"deep"]))
+    assert _reason(exc) == "too_deep"
+    assert not (ws / "a").exists()
+    with Workspace(ws) as w:
+        w.atomic_write(("b",) * (CREATE_MAX_DEPTH - 1) + ("x",), iter([b"ok"]))
+        with pytest.raises(ToolFailed) as exc:
+            w.open_dir(("b",) * CREATE_MAX_DEPTH, create=True)
+    assert _reason(exc) == "too_deep"

@@ -243,6 +243,8 @@ def _inside_hidden(
     while stack:
         parts = stack.pop()
         if len(parts) > masks.MAX_DEPTH:
+            if spec.pruned(parts):
+                continue  # removed whole by the call (masks.MaskSpec.prune)
             raise OSError(errno.E2BIG, f"{'/'.join(parts[:8])}/… is nested too deep to check")
         dfd = _open_dir(root, parts)
         try:

@@ -40,6 +40,7 @@ from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 
 from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox._prespawn import PrespawnedZygote, spawn_zygote
 from runtime.backends.sandbox.masks import MaskSpec
+from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import (
     ExecutionError,
     RuntimeToolError,
@@ -344,11 +345,15 @@ class SandboxBackend:
 
     def _plan(self, request: ExecRequest, key: tuple[Any, ...] | None = None) -> dict[str, Any]:
         """``key``: :meth:`_plan_key` of ``request`` when the caller has it already."""
-        return {
+        plan = {
             "call_id": request.call_id,
             **self._static_plan(request, key),
             "env": dict(request.env),
         }
+        prune = _removed_whole(request)
+        if prune and plan["masks"]:
+            plan["masks"] = {**plan["masks"], "prune": list(prune)}
+        return plan
 
     def _profile(self, request: ExecRequest, plan: dict[str, Any], key: tuple[Any, ...]) -> str:
         """The zygote's key for ``plan``'s spares (its ``_profile``: the plan without the
@@ -367,7 +372,10 @@ class SandboxBackend:
     def _plan_key(request: ExecRequest) -> tuple[Any, ...]:
         needs = request.spec.sandbox
         limits = request.limits
-        return (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        prune = _removed_whole(request)
+        # A call that removes a subtree has a profile of its own (its masks' walk differs).
+        return (*key, prune) if prune else key
 
     def _static_plan(
         self, request: ExecRequest, key: tuple[Any, ...] | None = None
@@ -631,6 +639,24 @@ class SandboxBackend:
                 "error_type": str(exc.error_type),
             }
         return {"type": "reply", "ok": True, "value": value}
+
+
+def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
+    """The workspace-relative components of the directory a recursive ``delete_file``
+    removes (``masks.MaskSpec.prune``: the mask walk may stop short inside it), () for any
+    other call. Lexical, from the validated arguments; a path the toolkit resolves
+    elsewhere through a symlink only makes the walk refuse as before."""
+    if request.spec.name != "delete_file" or request.arguments.get("recursive") is not True:
+        return ()
+    path = request.arguments.get("path")
+    if not isinstance(path, str):
+        return ()
+    if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+        path = path[len(WORKSPACE) :]
+    elif path.startswith("/"):
+        return ()
+    parts = tuple(c for c in path.split("/") if c not in ("", "."))
+    return () if ".." in parts else parts
 
 
 def _loop_token() -> Any:

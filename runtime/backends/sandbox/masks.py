@@ -92,6 +92,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from runtime._depth import WALK_MAX_DEPTH
 from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.backends.sandbox import _linux, _pins
 from runtime.backends.sandbox._dirwatch import DirWatch
@@ -129,7 +130,7 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 #: the ~40 frames of its callers (a call's set-up is the deepest) stay far below the
 #: interpreter's default limit of 1,000. A path 256 levels deep is 512 bytes at least; a
 #: nested ``node_modules`` (npm before v3) reaches 50-100 levels in the worst trees seen.
-MAX_DEPTH = 256
+MAX_DEPTH = WALK_MAX_DEPTH
 #: Directories a writing call may pin (``pinned``) before it fails closed: one mount each,
 #: 60-130 µs of the call's set-up apiece, growing with the mounts already made (1,000 pins
 #: over 1,000 masks: +0.1 s; benchmarks/SANDBOX.md, eleventh round). A '**/'-led glob needs
@@ -186,6 +187,15 @@ class MaskSpec:
     readonly: tuple[str, ...] = ()
     max_entries: int = DEFAULT_MAX_ENTRIES
     pin: bool = field(default=False, compare=False)
+    #: The workspace-relative components of a directory the call removes whole (a recursive
+    #: ``delete_file``; the backend sets it from the call's validated arguments), () for
+    #: none. Below it the walk does not fail past ``MAX_DEPTH``: it stops there and masks
+    #: nothing deeper. Why that keeps the masks' promise: the call's one act on that
+    #: subtree is to remove it (the toolkit's fd-based rmtree: it unlinks, never opens a
+    #: file), so nothing deeper is read or written through the missing masks; and without
+    #: it a tree too deep to check (``mkdir -p`` in a shell, or by hand) refuses every call,
+    #: its own removal included. Not compared: the matcher and its kept listings are shared.
+    prune: tuple[str, ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.hide or self.readonly)
@@ -199,6 +209,7 @@ class MaskSpec:
             readonly=tuple(str(g) for g in data.get("readonly", ())),
             max_entries=int(data.get("max_entries", DEFAULT_MAX_ENTRIES)),
             pin=bool(data.get("pin", False)),
+            prune=tuple(str(p) for p in data.get("prune", ())),
         )
 
     def as_plan(self) -> dict[str, Any]:
@@ -207,7 +218,12 @@ class MaskSpec:
             "readonly": list(self.readonly),
             "max_entries": self.max_entries,
             "pin": self.pin,
+            **({"prune": list(self.prune)} if self.prune else {}),
         }
+
+    def pruned(self, parts: tuple[str, ...]) -> bool:
+        """Whether ``parts`` (past ``MAX_DEPTH``) lies in the subtree the call removes."""
+        return bool(self.prune) and parts[: len(self.prune)] == self.prune
 
 
 class MaskTarget(NamedTuple):
@@ -626,11 +642,14 @@ def find(
         not fail the call: a change in a hidden directory comes from its maker, who can
         read what lands there anyway, or from the user."""
         if len(parts) > MAX_DEPTH:
+            if spec.pruned(parts):
+                return  # removed whole by the call (MaskSpec.prune)
             raise _refuse(
                 errno.E2BIG,
                 f"the workspace is nested deeper than {MAX_DEPTH} directories at "
                 f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
-                "checked, so the call does not run",
+                "checked, so the call does not run (delete_file of the deep folder with "
+                "recursive=true still runs, and removes it)",
             )
         try:
             dfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
@@ -689,14 +708,20 @@ def find(
             os.close(dfd)
 
     def visit(dfd: int, parts: tuple[str, ...], under_ro: bool, live: _Live) -> None:
+        nonlocal recordable
         if len(parts) > MAX_DEPTH:
+            if spec.pruned(parts):
+                # Removed whole by the call (MaskSpec.prune). The walk is incomplete: no
+                # summary of it may stand in for a later call's walk.
+                recordable = False
+                return
             raise _refuse(
                 errno.E2BIG,
                 f"the workspace is nested deeper than {MAX_DEPTH} directories at "
                 f"{'/'.join(parts[:8])}/…; policy-denied paths (paths.deny) cannot be "
-                "checked, so the call does not run",
+                "checked, so the call does not run (delete_file of the deep folder with "
+                "recursive=true still runs, and removes it)",
             )
-        nonlocal recordable
         before = os.fstat(dfd)
         plain0, acts0, links0 = seen - hidden_seen, len(acts), len(own_links)
         if recordable:
