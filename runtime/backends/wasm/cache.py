@@ -20,12 +20,14 @@ import wasmtime
 
 from runtime._fsio import private_dir
 
-__all__ = ["ModuleCache"]
+__all__ = ["ModuleCache", "read_own_file"]
 
 _MAX_CACHE_FILE = 256 * 1024 * 1024
 
 
-def _read_own_file(path: Path) -> bytes | None:
+def read_own_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of ours, opened without following a
+    symlink and writable by nobody else (checked on the open descriptor); None otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -74,7 +76,7 @@ class ModuleCache:
         key = self.key(module_sha256)
         blob_path = self.directory / f"{key}.cwasm"
         digest_path = self.directory / f"{key}.sha256"
-        blob, digest = _read_own_file(blob_path), _read_own_file(digest_path)
+        blob, digest = read_own_file(blob_path), read_own_file(digest_path)
         if (
             blob is not None
             and digest is not None
