@@ -71,6 +71,16 @@ ECHO = module(
 )
 
 
+def returning(output: bytes) -> str:
+    """A guest whose every call returns ``output`` (status byte included) from offset 16."""
+    data = "".join(f"\\{b:02x}" for b in output)
+    packed = (len(output) << 32) | 16
+    return module(
+        f"""(data (i32.const 16) "{data}")
+            (func (export "run") (param i32 i32) (result i64) (i64.const {packed}))"""
+    )
+
+
 @pytest.fixture(params=["native", "ctypes"])
 def backend(
     request: pytest.FixtureRequest, native_backend: WasmBackend, ctypes_backend: WasmBackend
@@ -312,3 +322,29 @@ def test_export_defaults_to_the_tool_name(backend: WasmBackend, tmp_path: Path) 
     assert spec.wasm is not None
     del spec.wasm["export"]
     assert backend.run_sync(request(spec, {})).result == {"ok": True}
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        b'{"x":"\\ud800"}',
+        b'{"\\udfff":1}',
+        b'[["a","\\uDC00b"]]',
+        b'{"x":"\\ud800","big":1e100}',  # a float that may overflow: the other decoder
+        b"[" * 300 + b'"\\ud800"' + b"]" * 300,  # past jiter's nesting limit
+    ],
+    ids=["value", "key", "nested", "float_checked", "deep"],
+)
+def test_lone_surrogate_in_a_result_is_the_guest_s_fault(
+    backend: WasmBackend, tmp_path: Path, result: bytes
+) -> None:
+    # CPython's json fallback decoded these into a str no UTF-8 carries; the audit then
+    # refused the result and the call ended as internal_error. The ABI says strict UTF-8.
+    spec = wat_tool(tmp_path, "surrogate", returning(b"\0" + result))
+    with pytest.raises(SandboxError, match="lone surrogate"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_a_surrogate_pair_escape_is_one_character(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "pair", returning(b'\0{"\\ud83d\\ude00":["\\\\ud800"]}'))
+    assert backend.run_sync(request(spec, {})).result == {"\U0001f600": ["\\ud800"]}
