@@ -4,11 +4,17 @@ Limits (all from :class:`runtime.models.Limits`) and what exceeding them becomes
 
 - ``wasm_fuel`` (instructions) -> :class:`ResourceLimitExceeded` ``limit="wasm_fuel"``: fuel is a
   CPU budget like RLIMIT_CPU, so it is a resource limit, not a timeout;
-- ``timeout_s`` (wall clock, via epoch interruption) -> :class:`ToolTimeout`;
+- ``timeout_s`` (wall clock, via epoch interruption) -> :class:`ToolTimeout`; its usage has
+  ``fuel: None`` (unknown: Wasmtime does not save the fuel counter when the epoch check
+  stops a loop without calls, so the store's figure can be far too low);
 - ``wasm_memory_mb`` (linear memory, store limit) -> :class:`ResourceLimitExceeded`
   ``limit="wasm_memory_mb"``; a wasm stack overflow -> ``limit="wasm_stack"``;
 - ``output_bytes`` -> :class:`OutputTooLarge`, checked before the output is copied out;
 - a guest's status-1 message -> :class:`ToolFailed`; any other trap -> :class:`ToolFailed`.
+
+Every error of a call carries its usage (``fuel``, ``peak_memory_bytes``, ``cpu_ms``,
+``wall_ms``; zeros for a call refused before its guest ran), which the broker writes into
+the call's audit completion record.
 
 The trap code is data in ``details["trap"]`` (``TrapCode`` name, lower case); nothing is
 parsed out of a message. Calls run in a worker thread (``run``) or the caller's thread
@@ -550,6 +556,7 @@ class WasmBackend:
         if loaded.min_memory_bytes > memory_limit:
             raise ResourceLimitExceeded(
                 "the wasm module needs more memory than the limit allows",
+                usage=_not_run(),
                 limit="wasm_memory_mb",
                 needed_bytes=loaded.min_memory_bytes,
             )
@@ -557,6 +564,7 @@ class WasmBackend:
         if len(payload) > memory_limit // 2:
             raise ResourceLimitExceeded(
                 f"input of {len(payload)} bytes is over half the wasm memory limit",
+                usage=_not_run(),
                 limit="wasm_memory_mb",
                 input_bytes=len(payload),
             )
@@ -606,14 +614,14 @@ class WasmBackend:
                     "wall_ms": wall_ns / 1e6,
                 }
                 if status == GuestABI.STATUS_OK:
-                    return GuestABI.decode_result(body, may_overflow), usage
+                    return _decoded(body, may_overflow, usage), usage
             else:
                 out, usage = self._run_ctypes(
                     loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
                 )
                 status, body = out[0], out[1:]
                 if status == GuestABI.STATUS_OK:
-                    return GuestABI.decode_result(body), usage
+                    return _decoded(body, None, usage), usage
         finally:
             slots.put(None)
         if status == GuestABI.STATUS_CUT:
@@ -653,14 +661,16 @@ class WasmBackend:
 
             err = self._trap_error(res.trap, usage=usage, out_of_memory=out_of_memory)
         elif status in (Status.NO_STORE, Status.FUEL_ERROR):
-            err = SandboxError("wasm store could not be set up")
+            err = SandboxError("wasm store could not be set up", usage=usage)
         elif status == Status.ALLOC_FAILED:
             err = ResourceLimitExceeded(
-                "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+                "the wasm guest could not allocate its input", usage=usage, limit="wasm_memory_mb"
             )
         elif status in (Status.BAD_INPUT_PTR, Status.NO_EXPORT):
             # NO_EXPORT: memory or rt_alloc missing, which load() already refuses.
-            err = SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+            err = SandboxError(
+                "wasm guest's rt_alloc returned an out-of-bounds pointer", usage=usage
+            )
         elif status == Status.BAD_OUTPUT:
             err = SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
         elif status == Status.OUTPUT_TOO_LARGE:
@@ -700,17 +710,22 @@ class WasmBackend:
                 epoch_deadline=deadline,
             )
         except wasmtime.WasmtimeError as exc:
-            raise SandboxError("wasm store could not be set up") from exc
+            raise SandboxError("wasm store could not be set up", usage=_not_run()) from exc
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         try:
             store.instantiate(loaded.pre)
             ptr = store.call_i32(store.func(_ALLOC), len(payload))
             if not ptr:
                 raise ResourceLimitExceeded(
-                    "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+                    "the wasm guest could not allocate its input",
+                    usage=self._usage(store, fuel, cpu0, wall0),
+                    limit="wasm_memory_mb",
                 )
             if not store.write(ptr, payload):
-                raise SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+                raise SandboxError(
+                    "wasm guest's rt_alloc returned an out-of-bounds pointer",
+                    usage=self._usage(store, fuel, cpu0, wall0),
+                )
             func = store.func(export.encode())
             out_ptr, out_len = GuestABI.unpack(store.call(func, ptr, len(payload)))
             usage = self._usage(store, fuel, cpu0, wall0)
@@ -769,6 +784,10 @@ class WasmBackend:
                 limit="wasm_fuel",
             )
         if code == wasmtime.TrapCode.INTERRUPT:
+            # Wasmtime does not save the fuel counter when the epoch check stops a loop that
+            # makes no call: the store's figure is then what was left at the loop's start (a
+            # guest that spun for a second read as fuel 2). Unknown, so not reported.
+            usage = {**usage, "fuel": None}
             return ToolTimeout(
                 "the wasm guest ran past its deadline", usage=usage, trap=trap, limit="timeout_s"
             )
@@ -795,6 +814,21 @@ class WasmBackend:
             except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
         return store.memory_size() + _PAGE > memory_limit
+
+
+def _not_run() -> dict[str, Any]:
+    """The usage of a call refused before its guest ran: nothing was spent."""
+    return {"fuel": 0, "peak_memory_bytes": 0, "cpu_ms": 0.0, "wall_ms": 0.0}
+
+
+def _decoded(body: bytes | bytearray, may_overflow: bool | None, usage: dict[str, Any]) -> Any:
+    """``GuestABI.decode_result``; its error (an invalid result, a float out of range)
+    carries the call's usage like every other error of a call that ran."""
+    try:
+        return GuestABI.decode_result(body, may_overflow)
+    except ExecutionError as exc:
+        exc.usage = usage
+        raise
 
 
 #: Bytes of an output too large that its error shows (``_native.c``'s RT_PREVIEW).
