@@ -1,11 +1,13 @@
 """A custom module file is read with bounds: a FIFO or a device named by a manifest is a
 ManifestError at once (it hung the backend, or read /dev/zero until MemoryError), a module
-over MAX_MODULE_BYTES is refused at manifest load."""
+over MAX_MODULE_BYTES is refused at manifest load, and compiling one tool's module does not
+hold up another tool's first call."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,45 @@ def test_an_oversized_module_is_refused_at_manifest_load(tmp_path: Path) -> None
     # Just under the cap is fine.
     (tmp_path / "ok.wasm").write_bytes(_with_custom_section(wasm, MAX_MODULE_BYTES - 4096))
     load_custom_module(_spec_at("ok.wasm", tmp_path))
+
+
+def test_a_slow_compile_does_not_block_another_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 12 MB module took 23 s to compile on its first call, under the backend-wide lock:
+    # every other tool's first call waited for it.
+    backend = WasmBackend(cache_dir=tmp_path / "cache")
+    slow = wat_tool(tmp_path, "slow", ECHO_WAT)
+    fast = wat_tool(tmp_path, "fast", ECHO_WAT.replace("true", "1234"))
+    started, release = threading.Event(), threading.Event()
+    compile_module = backend._compile
+
+    def slow_compile(spec: ToolSpec, path: Path, builtin: bool) -> object:
+        if spec.name == "slow":
+            started.set()
+            assert release.wait(30)
+        return compile_module(spec, path, builtin)
+
+    monkeypatch.setattr(backend, "_compile", slow_compile)
+    try:
+        slow_call = threading.Thread(target=lambda: backend.run_sync(request(slow, {})))
+        slow_call.start()
+        assert started.wait(10)
+        t0 = time.monotonic()
+        fast_result = _in_thread(lambda: backend.run_sync(request(fast, {})), within_s=10)
+        assert fast_result is None
+        assert time.monotonic() - t0 < 5
+        assert slow_call.is_alive()  # still compiling: the fast tool did not wait for it
+        assert not backend._lock.locked()
+        # A second call of the slow tool waits for that compilation (one compile a module).
+        again = threading.Thread(target=lambda: backend.run_sync(request(slow, {})))
+        again.start()
+        release.set()
+        slow_call.join(10)
+        again.join(10)
+        assert not slow_call.is_alive() and not again.is_alive()
+        assert len([k for k in backend._loaded if k[0].endswith("slow.wasm")]) == 1
+        assert backend.run_sync(request(slow, {})).result == {"ok": True}
+    finally:
+        release.set()
+        backend.close()

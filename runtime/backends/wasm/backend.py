@@ -360,6 +360,8 @@ class WasmBackend:
         self._linker = wasmtime.Linker(self.engine)
         self._ticker = _EpochTicker(self.engine)
         self._loaded: dict[tuple[str, int, int], _Loaded] = {}
+        #: A lock per module being compiled (see _compile_once).
+        self._compiling: dict[tuple[str, int, int], threading.Lock] = {}
         self._builtin: dict[str, _Loaded] = {}
         # Per tool of a built-in guest: (its spec, the module, the export) as load() found
         # them. Built-in guests are never re-checked (no stat), and what else load() checks
@@ -383,9 +385,15 @@ class WasmBackend:
         come back from the on-disk cache (a few ms for the engine's pool and ~0.3 ms a
         guest, measured). An idle engine is consistent and kept: a child of an idle parent
         pays nothing. A thread between taking a token and creating its store counts as in
-        flight; no thread touches the pool without a token, or compiles without the lock."""
-        self._engine_inherited_busy = self._slots.qsize() < self._capacity or self._lock.locked()
+        flight; no thread touches the pool without a token, or compiles without holding its
+        module's lock (``_compiling``), which is in the table while it compiles."""
+        self._engine_inherited_busy = (
+            self._slots.qsize() < self._capacity
+            or self._lock.locked()
+            or any(lock.locked() for lock in list(self._compiling.values()))
+        )
         self._lock = threading.Lock()
+        self._compiling = {}
 
     def _renew_inherited_engine(self) -> None:
         """A forked child's engine busy at the fork (see forked_child) is replaced, once;
@@ -488,9 +496,7 @@ class WasmBackend:
             key = (str(path), st.st_mtime_ns, st.st_size)
             loaded = self._loaded.get(key)
             if loaded is None:
-                with self._lock:
-                    loaded = self._loaded.get(key) or self._compile(spec, path, builtin)
-                    self._loaded[key] = loaded
+                loaded = self._compile_once(key, spec, path, builtin)
             if builtin:
                 self._builtin[ref] = loaded
         if export not in loaded.exports:
@@ -503,6 +509,28 @@ class WasmBackend:
         if pin is not None and (not isinstance(pin, str) or pin.lower() != loaded.sha256):
             raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
         return loaded
+
+    def _compile_once(
+        self, key: tuple[str, int, int], spec: ToolSpec, path: Path, builtin: bool
+    ) -> _Loaded:
+        """The module at ``key``, compiled by one thread while others wanting it wait.
+
+        Hazard: compiling is unbounded by any call's limits (a valid 12 MB module took 23 s).
+        Under the backend-wide lock it held up every other tool's first call; now each module
+        has its own lock, and ``self._lock`` is held only to find or drop that lock."""
+        with self._lock:
+            lock = self._compiling.setdefault(key, threading.Lock())
+        try:
+            with lock:
+                loaded = self._loaded.get(key)
+                if loaded is None:
+                    loaded = self._compile(spec, path, builtin)
+                    self._loaded[key] = loaded
+                return loaded
+        finally:
+            with self._lock:
+                if self._compiling.get(key) is lock and not lock.locked():
+                    del self._compiling[key]
 
     def _compile(self, spec: ToolSpec, path: Path, builtin: bool) -> _Loaded:
         if builtin:

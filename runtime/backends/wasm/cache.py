@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import threading
 from importlib.metadata import version
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def read_own_file(path: Path) -> bytes | None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Per thread too: two modules of the same bytes may compile at once (WasmBackend locks
+    # per file, not per digest).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
