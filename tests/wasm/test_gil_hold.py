@@ -198,7 +198,8 @@ def test_limits_on_the_holding_path(native_backend: WasmBackend, tmp_path: Path)
     with pytest.raises(ToolTimeout) as timeout:
         native_backend.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
     assert timeout.value.details == {"trap": "interrupt", "limit": "timeout_s"}
-    assert timeout.value.usage is not None and timeout.value.usage["fuel"] > 0
+    # Fuel is unknown after an interrupt (the backend's docstring); the time is not.
+    assert timeout.value.usage["fuel"] is None and timeout.value.usage["wall_ms"] >= 40
     with pytest.raises(ResourceLimitExceeded) as fuel:
         native_backend.run_sync(request(spec, {}, wasm_fuel=100_000, timeout_s=30))
     assert fuel.value.details["limit"] == "wasm_fuel"

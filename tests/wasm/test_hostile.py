@@ -71,6 +71,16 @@ ECHO = module(
 )
 
 
+def returning(output: bytes) -> str:
+    """A guest whose every call returns ``output`` (status byte included) from offset 16."""
+    data = "".join(f"\\{b:02x}" for b in output)
+    packed = (len(output) << 32) | 16
+    return module(
+        f"""(data (i32.const 16) "{data}")
+            (func (export "run") (param i32 i32) (result i64) (i64.const {packed}))"""
+    )
+
+
 @pytest.fixture(params=["native", "ctypes"])
 def backend(
     request: pytest.FixtureRequest, native_backend: WasmBackend, ctypes_backend: WasmBackend
@@ -312,3 +322,99 @@ def test_export_defaults_to_the_tool_name(backend: WasmBackend, tmp_path: Path) 
     assert spec.wasm is not None
     del spec.wasm["export"]
     assert backend.run_sync(request(spec, {})).result == {"ok": True}
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        b'{"x":"\\ud800"}',
+        b'{"\\udfff":1}',
+        b'[["a","\\uDC00b"]]',
+        b'{"x":"\\ud800","big":1e100}',  # a float that may overflow: the other decoder
+        b"[" * 300 + b'"\\ud800"' + b"]" * 300,  # past jiter's nesting limit
+    ],
+    ids=["value", "key", "nested", "float_checked", "deep"],
+)
+def test_lone_surrogate_in_a_result_is_the_guest_s_fault(
+    backend: WasmBackend, tmp_path: Path, result: bytes
+) -> None:
+    # CPython's json fallback decoded these into a str no UTF-8 carries; the audit then
+    # refused the result and the call ended as internal_error. The ABI says strict UTF-8.
+    spec = wat_tool(tmp_path, "surrogate", returning(b"\0" + result))
+    with pytest.raises(SandboxError, match="lone surrogate"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_a_surrogate_pair_escape_is_one_character(backend: WasmBackend, tmp_path: Path) -> None:
+    spec = wat_tool(tmp_path, "pair", returning(b'\0{"\\ud83d\\ude00":["\\\\ud800"]}'))
+    assert backend.run_sync(request(spec, {})).result == {"\U0001f600": ["\\ud800"]}
+
+
+USAGE_KEYS = {"fuel", "peak_memory_bytes", "cpu_ms", "wall_ms"}
+LOOP_WITH_CALL = module(
+    """(func $f)
+       (func (export "run") (param i32 i32) (result i64) (loop $l (call $f) (br $l)) i64.const 0)"""
+)
+
+
+@pytest.mark.parametrize("wat", [LOOP, LOOP_WITH_CALL], ids=["loop", "loop_with_call"])
+def test_a_deadline_reports_fuel_as_unknown(backend: WasmBackend, tmp_path: Path, wat: str) -> None:
+    # A loop without calls stopped by the epoch check reported fuel 2 after spinning for
+    # the whole deadline: Wasmtime does not save the counter there. No wrong figure.
+    spec = wat_tool(tmp_path, "spin", wat)
+    with pytest.raises(ToolTimeout) as info:
+        backend.run_sync(request(spec, {}, wasm_fuel=10**15, timeout_s=0.05))
+    usage = info.value.usage
+    assert set(usage) == USAGE_KEYS
+    assert usage["fuel"] is None
+    assert usage["wall_ms"] >= 40 and usage["cpu_ms"] > 0
+    assert usage["peak_memory_bytes"] == 65536
+
+
+@pytest.mark.parametrize(
+    ("wat", "error"),
+    [
+        (GARBAGE_JSON, SandboxError),
+        (returning(b'\0{"x":"\\ud800"}'), SandboxError),
+        (returning(b'\0{"x":1e400}'), ToolFailed),
+        (module('(func (export "run") (param i32 i32) (result i64) i64.const 0)'), SandboxError),
+    ],
+    ids=["invalid_json", "lone_surrogate", "float_out_of_range", "no_output"],
+)
+def test_result_errors_carry_usage(
+    backend: WasmBackend, tmp_path: Path, wat: str, error: type[Exception]
+) -> None:
+    spec = wat_tool(tmp_path, "bad", wat)
+    with pytest.raises(error) as info:
+        backend.run_sync(request(spec, {}))
+    usage = info.value.usage  # type: ignore[attr-defined]
+    assert set(usage) == USAGE_KEYS
+    assert usage["fuel"] > 0 and usage["peak_memory_bytes"] == 65536
+
+
+@pytest.mark.parametrize(
+    ("pointer", "error"),
+    [("0", ResourceLimitExceeded), ("0x7ffffff0", SandboxError)],
+    ids=["alloc_failed", "bad_input_pointer"],
+)
+def test_input_allocation_errors_carry_usage(
+    backend: WasmBackend, tmp_path: Path, pointer: str, error: type[Exception]
+) -> None:
+    wat = f"""(module (memory (export "memory") 1)
+      (func (export "rt_alloc") (param i32) (result i32) i32.const {pointer})
+      (func (export "run") (param i32 i32) (result i64) i64.const 0))"""
+    spec = wat_tool(tmp_path, "alloc", wat)
+    with pytest.raises(error) as info:
+        backend.run_sync(request(spec, {"x": "y"}))
+    usage = info.value.usage  # type: ignore[attr-defined]
+    assert set(usage) == USAGE_KEYS
+    assert usage["fuel"] > 0 and usage["peak_memory_bytes"] == 65536
+
+
+def test_a_call_refused_before_it_ran_carries_zero_usage(
+    backend: WasmBackend, tmp_path: Path
+) -> None:
+    spec = wat_tool(tmp_path, "echo", ECHO)
+    with pytest.raises(ResourceLimitExceeded) as info:
+        backend.run_sync(request(spec, {"x": "y" * 2_000_000}, wasm_memory_mb=2))
+    assert info.value.usage == {"fuel": 0, "peak_memory_bytes": 0, "cpu_ms": 0.0, "wall_ms": 0.0}

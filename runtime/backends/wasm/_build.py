@@ -4,6 +4,11 @@ Every folder of ``guests/`` with ``.c`` files (except ``rt``, the shared runtime
 each) becomes ``<folder>.wasm``. Outputs go to a directory named by a digest of the sources,
 the compiler version and the flags, so an edited source never reuses a stale binary.
 
+Hazard: the guests decide what every data tool returns. The guest directory and its digest
+folder must be ours and closed to others' writes (``_fsio.private_dir``; SandboxError
+otherwise), and a guest file is kept only when ``cache.read_own_file`` accepts it (a regular
+file of ours, not a symlink, writable by nobody else); any other is rebuilt over.
+
 The command line lives in ``runtime.backends.wasm.build`` (kept out of the package import so
 ``python -m`` does not import it twice).
 """
@@ -16,7 +21,9 @@ from pathlib import Path
 
 import runtime
 from runtime._forksafe import ForkSafeLock
+from runtime._fsio import private_dir
 from runtime._zigcc import zig_cc
+from runtime.backends.wasm.cache import read_own_file
 from runtime.errors import SandboxError
 
 __all__ = ["build_guests", "default_cache_dir", "guests_source_dir"]
@@ -82,21 +89,38 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
     shared = sorted((src / SHARED).glob("*.c"))
     built: dict[str, Path] = {}
     with _lock:
-        try:
-            out.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:  # a user without a (writable) home: every data tool fails
-            raise SandboxError(
-                f"wasm guest cache {root}: cannot create it ({exc.strerror or exc}); set "
-                "XDG_CACHE_HOME to a directory this user can write",
-                path=str(root),
-            ) from exc
+        for directory in (root, out):
+            try:
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:  # a user without a (writable) home: every data tool fails
+                raise SandboxError(
+                    f"wasm guest cache {root}: cannot create it ({exc.strerror or exc}); set "
+                    "XDG_CACHE_HOME to a directory this user can write",
+                    path=str(root),
+                ) from exc
+            # Hazard: the guests decide what every data tool returns; a directory another
+            # user owns (or may write) would let them plant one.
+            if not private_dir(directory):
+                raise SandboxError(
+                    f"wasm guest cache {directory} is not private to this user (owned by "
+                    "another user, or writable by group or others): remove it, or set "
+                    "XDG_CACHE_HOME to a directory of this user's own",
+                    path=str(directory),
+                )
         for folder in sorted(p for p in src.iterdir() if p.is_dir() and p.name != SHARED):
             sources = sorted(folder.glob("*.c"))
             if not sources:
                 continue
             target = out / f"{folder.name}.wasm"
-            if force or not target.is_file():
+            # Only a file of ours that nobody else may write is kept (cache.read_own_file);
+            # anything else there (a symlink, another user's file) is replaced by a build.
+            if force or read_own_file(target) is None:
                 _compile([*sources, *shared], target)
+                if read_own_file(target) is None:
+                    raise SandboxError(
+                        f"wasm guest {target} is not a private file of this user after building it",
+                        path=str(target),
+                    )
             built[folder.name] = target
     return built
 

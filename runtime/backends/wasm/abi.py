@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, ClassVar
 
 from pydantic_core import from_json as _from_json
@@ -111,6 +112,28 @@ _FLOAT_CHECKING_DECODER = json.JSONDecoder(
 
 _TEXT_ONLY = frozenset({str})
 
+#: A \u escape in the surrogate range (a lone one, or half of a valid pair): only a payload
+#: with one can decode to a str holding a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(value: Any) -> bool:
+    """Whether any string or key in decoded JSON ``value`` holds a surrogate code point.
+    Iterative: a result may nest deeper than Python's recursion limit allows a walk."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
 
 def _keys_in_canonical_order(arguments: dict[str, Any]) -> bool:
     """Whether ``arguments`` iterates in RFC 8785's key order: sorted, by code point, which
@@ -168,22 +191,30 @@ class GuestABI:
         """The result JSON of a status-0 output.
 
         A number too big for a float (CPython would make it ``inf``, which JSON cannot carry)
-        is the caller's data: ToolFailed. Anything else unparsable is the guest's fault:
-        SandboxError. ``may_overflow`` is ``_may_overflow(payload)`` when the caller already
+        is the caller's data: ToolFailed. Anything else unparsable, or a string or key holding a
+        lone surrogate (a ``\\ud800`` escape: results are strict UTF-8), is the guest's
+        fault: SandboxError. ``may_overflow`` is ``_may_overflow(payload)`` when the caller already
         has it (the native helper computes it while the GIL is released)."""
         try:
             if _may_overflow(payload) if may_overflow is None else may_overflow:
-                return _FLOAT_CHECKING_DECODER.decode(payload.decode("utf-8"))
-            try:
-                # pydantic-core's parser (jiter), ~2x CPython's json on typical results, with
-                # the same values: correctly rounded floats, exact big ints, last duplicate
-                # key wins. It refuses more (nesting past ~200, lone surrogate escapes, long
-                # ints): whatever it refuses, CPython's json decides, so both the values and
-                # the errors stay CPython's.
-                return _from_json(payload, allow_inf_nan=False, cache_strings="keys")
-            except ValueError:
-                # Strict UTF-8 (the ABI's encoding): no BOM, no surrogates smuggled in as bytes.
-                return _DECODER.decode(payload.decode("utf-8"))
+                value = _FLOAT_CHECKING_DECODER.decode(payload.decode("utf-8"))
+            else:
+                try:
+                    # pydantic-core's parser (jiter), ~2x CPython's json on typical results,
+                    # with the same values: correctly rounded floats, exact big ints, last
+                    # duplicate key wins. It refuses more (nesting past ~200, lone surrogate
+                    # escapes, long ints): whatever it refuses, CPython's json decides, so both
+                    # the values and the errors stay CPython's.
+                    return _from_json(payload, allow_inf_nan=False, cache_strings="keys")
+                except ValueError:
+                    # Strict UTF-8 (the ABI's encoding): no BOM, no surrogates smuggled in as
+                    # bytes.
+                    value = _DECODER.decode(payload.decode("utf-8"))
+            # CPython's json turns a lone surrogate escape ("\ud800") into a str no UTF-8
+            # can carry; the audit and every consumer downstream would refuse it.
+            if _SURROGATE_ESCAPE.search(payload) is not None and _has_surrogate(value):
+                raise ValueError("a string holds a lone surrogate (results are strict UTF-8)")
+            return value
         except _FloatOutOfRange as exc:
             raise ToolFailed(
                 f"number {str(exc)[:40]} is out of the float range (CPython would make it inf)"

@@ -4,11 +4,17 @@ Limits (all from :class:`runtime.models.Limits`) and what exceeding them becomes
 
 - ``wasm_fuel`` (instructions) -> :class:`ResourceLimitExceeded` ``limit="wasm_fuel"``: fuel is a
   CPU budget like RLIMIT_CPU, so it is a resource limit, not a timeout;
-- ``timeout_s`` (wall clock, via epoch interruption) -> :class:`ToolTimeout`;
+- ``timeout_s`` (wall clock, via epoch interruption) -> :class:`ToolTimeout`; its usage has
+  ``fuel: None`` (unknown: Wasmtime does not save the fuel counter when the epoch check
+  stops a loop without calls, so the store's figure can be far too low);
 - ``wasm_memory_mb`` (linear memory, store limit) -> :class:`ResourceLimitExceeded`
   ``limit="wasm_memory_mb"``; a wasm stack overflow -> ``limit="wasm_stack"``;
 - ``output_bytes`` -> :class:`OutputTooLarge`, checked before the output is copied out;
 - a guest's status-1 message -> :class:`ToolFailed`; any other trap -> :class:`ToolFailed`.
+
+Every error of a call carries its usage (``fuel``, ``peak_memory_bytes``, ``cpu_ms``,
+``wall_ms``; zeros for a call refused before its guest ran), which the broker writes into
+the call's audit completion record.
 
 The trap code is data in ``details["trap"]`` (``TrapCode`` name, lower case); nothing is
 parsed out of a message. Calls run in a worker thread (``run``) or the caller's thread
@@ -31,6 +37,7 @@ import logging
 import math
 import os
 import queue
+import stat
 import threading
 import time
 import weakref
@@ -54,7 +61,7 @@ from runtime.backends.wasm._native import (
     load_native,
 )
 from runtime.backends.wasm.abi import GuestABI
-from runtime.backends.wasm.cache import ModuleCache
+from runtime.backends.wasm.cache import ModuleCache, read_own_file
 from runtime.catalogue._wasm_ref import module_path as _module_path
 from runtime.catalogue._wasm_ref import wasm_field as _wasm_field
 from runtime.errors import (
@@ -70,12 +77,17 @@ from runtime.models import Limits, ToolSpec
 
 __all__ = [
     "EPOCH_TICK_S",
+    "MAX_MODULE_BYTES",
     "GuestModule",
     "WasmBackend",
     "check_custom_module",
     "load_custom_module",
 ]
 
+#: The largest custom wasm module accepted, bytes (a larger one is a ManifestError at manifest
+#: load). Compiling costs about 2 s per MB of code (a 12 MB module of 20k functions took 23 s),
+#: and the first call of a tool waits for it; the built-in guests are each under 100 KB.
+MAX_MODULE_BYTES = 4 * 1024 * 1024
 #: Epoch ticker period, seconds: the granularity of the wall-clock deadline.
 EPOCH_TICK_S = 0.01
 _MIB = 1024 * 1024
@@ -109,11 +121,43 @@ def _export_name(spec: ToolSpec) -> str:
     return _wasm_field(spec, "export")
 
 
-def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
+def _read_module_file(spec: ToolSpec, path: Path) -> bytes:
+    """The bytes of a custom module file, at most MAX_MODULE_BYTES; ManifestError otherwise.
+
+    Hazard: the path comes from a manifest. Read naively, a FIFO there blocks for ever (at
+    manifest load, or under a call) and ``/dev/zero`` reads until MemoryError. So it is
+    opened non-blocking, must be a regular file (checked on the descriptor) and is read from
+    that descriptor, no more than the cap."""
     try:
-        wasm = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ManifestError(f"tool {spec.name}: cannot read wasm module {path}: {exc}") from exc
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ManifestError(f"tool {spec.name}: wasm module {path} is not a regular file")
+        if st.st_size > MAX_MODULE_BYTES:
+            raise ManifestError(
+                f"tool {spec.name}: wasm module {path.name} is {st.st_size} bytes, over the "
+                f"{MAX_MODULE_BYTES} a custom module may have",
+                limit=MAX_MODULE_BYTES,
+                size=st.st_size,
+            )
+        try:
+            wasm = f.read(MAX_MODULE_BYTES + 1)  # the file may have grown since the fstat
+        except OSError as exc:
+            raise ManifestError(f"tool {spec.name}: cannot read wasm module {path}: {exc}") from exc
+    if len(wasm) > MAX_MODULE_BYTES:
+        raise ManifestError(
+            f"tool {spec.name}: wasm module {path.name} is over the {MAX_MODULE_BYTES} bytes "
+            "a custom module may have",
+            limit=MAX_MODULE_BYTES,
+        )
+    return wasm
+
+
+def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
+    wasm = _read_module_file(spec, path)
     digest = hashlib.sha256(wasm).hexdigest()
     pin = (spec.wasm or {}).get("sha256")
     if pin is not None and (not isinstance(pin, str) or pin.lower() != digest):
@@ -316,6 +360,8 @@ class WasmBackend:
         self._linker = wasmtime.Linker(self.engine)
         self._ticker = _EpochTicker(self.engine)
         self._loaded: dict[tuple[str, int, int], _Loaded] = {}
+        #: A lock per module being compiled (see _compile_once).
+        self._compiling: dict[tuple[str, int, int], threading.Lock] = {}
         self._builtin: dict[str, _Loaded] = {}
         # Per tool of a built-in guest: (its spec, the module, the export) as load() found
         # them. Built-in guests are never re-checked (no stat), and what else load() checks
@@ -339,9 +385,15 @@ class WasmBackend:
         come back from the on-disk cache (a few ms for the engine's pool and ~0.3 ms a
         guest, measured). An idle engine is consistent and kept: a child of an idle parent
         pays nothing. A thread between taking a token and creating its store counts as in
-        flight; no thread touches the pool without a token, or compiles without the lock."""
-        self._engine_inherited_busy = self._slots.qsize() < self._capacity or self._lock.locked()
+        flight; no thread touches the pool without a token, or compiles without holding its
+        module's lock (``_compiling``), which is in the table while it compiles."""
+        self._engine_inherited_busy = (
+            self._slots.qsize() < self._capacity
+            or self._lock.locked()
+            or any(lock.locked() for lock in list(self._compiling.values()))
+        )
         self._lock = threading.Lock()
+        self._compiling = {}
 
     def _renew_inherited_engine(self) -> None:
         """A forked child's engine busy at the fork (see forked_child) is replaced, once;
@@ -444,9 +496,7 @@ class WasmBackend:
             key = (str(path), st.st_mtime_ns, st.st_size)
             loaded = self._loaded.get(key)
             if loaded is None:
-                with self._lock:
-                    loaded = self._loaded.get(key) or self._compile(spec, path)
-                    self._loaded[key] = loaded
+                loaded = self._compile_once(key, spec, path, builtin)
             if builtin:
                 self._builtin[ref] = loaded
         if export not in loaded.exports:
@@ -460,8 +510,40 @@ class WasmBackend:
             raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
         return loaded
 
-    def _compile(self, spec: ToolSpec, path: Path) -> _Loaded:
-        guest = _read_pinned(spec, path)
+    def _compile_once(
+        self, key: tuple[str, int, int], spec: ToolSpec, path: Path, builtin: bool
+    ) -> _Loaded:
+        """The module at ``key``, compiled by one thread while others wanting it wait.
+
+        Hazard: compiling is unbounded by any call's limits (a valid 12 MB module took 23 s).
+        Under the backend-wide lock it held up every other tool's first call; now each module
+        has its own lock, and ``self._lock`` is held only to find or drop that lock."""
+        with self._lock:
+            lock = self._compiling.setdefault(key, threading.Lock())
+        try:
+            with lock:
+                loaded = self._loaded.get(key)
+                if loaded is None:
+                    loaded = self._compile(spec, path, builtin)
+                    self._loaded[key] = loaded
+                return loaded
+        finally:
+            with self._lock:
+                if self._compiling.get(key) is lock and not lock.locked():
+                    del self._compiling[key]
+
+    def _compile(self, spec: ToolSpec, path: Path, builtin: bool) -> _Loaded:
+        if builtin:
+            # Read with the checks build_guests kept it by: ours, no symlink, closed to others.
+            wasm = read_own_file(path)
+            if wasm is None:
+                raise SandboxError(
+                    f"built-in wasm guest {path} is not a private file of this user",
+                    path=str(path),
+                )
+            guest = GuestModule(path=path, sha256=hashlib.sha256(wasm).hexdigest(), wasm=wasm)
+        else:
+            guest = _read_pinned(spec, path)
         try:
             module = self._modules.load(guest.wasm, guest.sha256)
         except wasmtime.WasmtimeError as exc:
@@ -540,6 +622,7 @@ class WasmBackend:
         if loaded.min_memory_bytes > memory_limit:
             raise ResourceLimitExceeded(
                 "the wasm module needs more memory than the limit allows",
+                usage=_not_run(),
                 limit="wasm_memory_mb",
                 needed_bytes=loaded.min_memory_bytes,
             )
@@ -547,6 +630,7 @@ class WasmBackend:
         if len(payload) > memory_limit // 2:
             raise ResourceLimitExceeded(
                 f"input of {len(payload)} bytes is over half the wasm memory limit",
+                usage=_not_run(),
                 limit="wasm_memory_mb",
                 input_bytes=len(payload),
             )
@@ -596,14 +680,14 @@ class WasmBackend:
                     "wall_ms": wall_ns / 1e6,
                 }
                 if status == GuestABI.STATUS_OK:
-                    return GuestABI.decode_result(body, may_overflow), usage
+                    return _decoded(body, may_overflow, usage), usage
             else:
                 out, usage = self._run_ctypes(
                     loaded, export, payload, limits=limits, fuel=fuel, deadline=deadline
                 )
                 status, body = out[0], out[1:]
                 if status == GuestABI.STATUS_OK:
-                    return GuestABI.decode_result(body), usage
+                    return _decoded(body, None, usage), usage
         finally:
             slots.put(None)
         if status == GuestABI.STATUS_CUT:
@@ -643,14 +727,16 @@ class WasmBackend:
 
             err = self._trap_error(res.trap, usage=usage, out_of_memory=out_of_memory)
         elif status in (Status.NO_STORE, Status.FUEL_ERROR):
-            err = SandboxError("wasm store could not be set up")
+            err = SandboxError("wasm store could not be set up", usage=usage)
         elif status == Status.ALLOC_FAILED:
             err = ResourceLimitExceeded(
-                "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+                "the wasm guest could not allocate its input", usage=usage, limit="wasm_memory_mb"
             )
         elif status in (Status.BAD_INPUT_PTR, Status.NO_EXPORT):
             # NO_EXPORT: memory or rt_alloc missing, which load() already refuses.
-            err = SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+            err = SandboxError(
+                "wasm guest's rt_alloc returned an out-of-bounds pointer", usage=usage
+            )
         elif status == Status.BAD_OUTPUT:
             err = SandboxError("wasm guest returned an out-of-bounds result", usage=usage)
         elif status == Status.OUTPUT_TOO_LARGE:
@@ -690,17 +776,22 @@ class WasmBackend:
                 epoch_deadline=deadline,
             )
         except wasmtime.WasmtimeError as exc:
-            raise SandboxError("wasm store could not be set up") from exc
+            raise SandboxError("wasm store could not be set up", usage=_not_run()) from exc
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         try:
             store.instantiate(loaded.pre)
             ptr = store.call_i32(store.func(_ALLOC), len(payload))
             if not ptr:
                 raise ResourceLimitExceeded(
-                    "the wasm guest could not allocate its input", limit="wasm_memory_mb"
+                    "the wasm guest could not allocate its input",
+                    usage=self._usage(store, fuel, cpu0, wall0),
+                    limit="wasm_memory_mb",
                 )
             if not store.write(ptr, payload):
-                raise SandboxError("wasm guest's rt_alloc returned an out-of-bounds pointer")
+                raise SandboxError(
+                    "wasm guest's rt_alloc returned an out-of-bounds pointer",
+                    usage=self._usage(store, fuel, cpu0, wall0),
+                )
             func = store.func(export.encode())
             out_ptr, out_len = GuestABI.unpack(store.call(func, ptr, len(payload)))
             usage = self._usage(store, fuel, cpu0, wall0)
@@ -759,6 +850,10 @@ class WasmBackend:
                 limit="wasm_fuel",
             )
         if code == wasmtime.TrapCode.INTERRUPT:
+            # Wasmtime does not save the fuel counter when the epoch check stops a loop that
+            # makes no call: the store's figure is then what was left at the loop's start (a
+            # guest that spun for a second read as fuel 2). Unknown, so not reported.
+            usage = {**usage, "fuel": None}
             return ToolTimeout(
                 "the wasm guest ran past its deadline", usage=usage, trap=trap, limit="timeout_s"
             )
@@ -785,6 +880,21 @@ class WasmBackend:
             except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
         return store.memory_size() + _PAGE > memory_limit
+
+
+def _not_run() -> dict[str, Any]:
+    """The usage of a call refused before its guest ran: nothing was spent."""
+    return {"fuel": 0, "peak_memory_bytes": 0, "cpu_ms": 0.0, "wall_ms": 0.0}
+
+
+def _decoded(body: bytes | bytearray, may_overflow: bool | None, usage: dict[str, Any]) -> Any:
+    """``GuestABI.decode_result``; its error (an invalid result, a float out of range)
+    carries the call's usage like every other error of a call that ran."""
+    try:
+        return GuestABI.decode_result(body, may_overflow)
+    except ExecutionError as exc:
+        exc.usage = usage
+        raise
 
 
 #: Bytes of an output too large that its error shows (``_native.c``'s RT_PREVIEW).

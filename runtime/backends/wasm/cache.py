@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import threading
 from importlib.metadata import version
 from pathlib import Path
 
@@ -20,12 +21,14 @@ import wasmtime
 
 from runtime._fsio import private_dir
 
-__all__ = ["ModuleCache"]
+__all__ = ["ModuleCache", "read_own_file"]
 
 _MAX_CACHE_FILE = 256 * 1024 * 1024
 
 
-def _read_own_file(path: Path) -> bytes | None:
+def read_own_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of ours, opened without following a
+    symlink and writable by nobody else (checked on the open descriptor); None otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -43,7 +46,9 @@ def _read_own_file(path: Path) -> bytes | None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Per thread too: two modules of the same bytes may compile at once (WasmBackend locks
+    # per file, not per digest).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -74,7 +79,7 @@ class ModuleCache:
         key = self.key(module_sha256)
         blob_path = self.directory / f"{key}.cwasm"
         digest_path = self.directory / f"{key}.sha256"
-        blob, digest = _read_own_file(blob_path), _read_own_file(digest_path)
+        blob, digest = read_own_file(blob_path), read_own_file(digest_path)
         if (
             blob is not None
             and digest is not None
