@@ -559,6 +559,14 @@ class CodeMixin(WalkerState):
         found = tool_option_code(name, words)
         for value in found.shell:
             self.shell_string(value, depth, feeds)
+        for value in found.guesses:
+            self.speculating += 1
+            self.guessing += 1
+            try:
+                self.shell_string(value, depth, feeds)
+            finally:
+                self.guessing -= 1
+                self.speculating -= 1
         for reason in found.hazards:
             self.hazard("interpreter", reason, feeds)
         for f in found.files:

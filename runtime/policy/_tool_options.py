@@ -40,6 +40,9 @@ class OptionCode(NamedTuple):
     shell: tuple[Word, ...] = ()
     hazards: tuple[str, ...] = ()
     files: tuple[Word, ...] = ()
+    #: Values that may be run as a command line, depending on text this command does not
+    #: show (a makefile's recipes): read as a guess, so a deny rule matching them asks.
+    guesses: tuple[Word, ...] = ()
 
 
 _NONE = OptionCode()
@@ -222,6 +225,7 @@ def _make(words: list[Word]) -> OptionCode:
     for text in evals:
         hazards.append(f"make --eval reads {text.value!r} as makefile code")
         shells.extend(_make_shell_calls(text.value, text.dynamic))
+    guesses: list[Word] = []
     for w in words[1:]:
         v = w.value
         if v.startswith("-") or "=" not in v or any(w is e for e in evals):
@@ -229,10 +233,15 @@ def _make(words: list[Word]) -> OptionCode:
         name, _, value = v.partition("=")
         if name.rstrip().endswith("!"):
             shells.append(Word(value, w.dynamic or "$" in value))
+        elif "$" not in value:
+            # A recipe that names the variable runs its value ('$(CC) -c x.c' with
+            # CC='rm -rf / #'): which recipes do is in the makefile, so a guess. A value
+            # with '$' is make's to expand first (its '$(shell)' is read above).
+            guesses.append(Word(value, w.dynamic))
         shells.extend(_make_shell_calls(value, w.dynamic))
         if _MAKE_CODE_RE.search(value):
             hazards.append(f"make variable {name.strip()!r} calls a make function that runs code")
-    return OptionCode(tuple(shells), tuple(hazards))
+    return OptionCode(tuple(shells), tuple(hazards), guesses=tuple(guesses))
 
 
 def _package_set(name: str, words: list[Word]) -> OptionCode:

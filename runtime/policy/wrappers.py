@@ -366,6 +366,10 @@ COMMAND_ENV = frozenset(
         "LESSOPEN",
         "LESSCLOSE",
         "PROMPT_COMMAND",  # run by an interactive bash before each prompt
+        # Python's webbrowser, xdg-open and others run it ('%s' the URL); split --filter,
+        # script, vim's ':sh' and less's '!' run $SHELL.
+        "BROWSER",
+        "SHELL",
     }
 )
 
