@@ -31,7 +31,7 @@ __all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program", "programs"]
 #: What a forked Python tool needs: file I/O, memory, signals, threads, time, unix sockets.
 PYTHON_ALLOW = (
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
-    "preadv2", "pwritev2", "close", "close_range",
+    "preadv2", "pwritev2", "openat2", "close", "close_range",
     "stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "lseek",
     "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents64",
     "getcwd", "chdir", "fchdir", "rmdir", "unlink", "unlinkat",
@@ -85,8 +85,11 @@ _MODE_ARG = {
 #: create a file (O_CREAT, or O_TMPFILE's own bit, which is linked in later).
 _OPEN_ARGS = {"open": (1, 2), "openat": (2, 3)}
 _CREATING = (os.O_CREAT, os.O_TMPFILE & ~os.O_DIRECTORY)
-# openat2 passes its flags and mode in a struct that BPF cannot read: it stays on the
-# default (ENOSYS), and libc and Python use openat.
+# openat2 passes its flags and mode in a struct that BPF cannot read, so it may create a file
+# with a set-id bit. It stays allowed (the file toolkit resolves every path with it,
+# RESOLVE_BENEATH): such a file is empty, and the first write, truncate or fallocate to it
+# clears the bit (the tool holds no CAP_FSETID), while chmod, which could set the bit on a
+# file that has content, is filtered here.
 
 
 def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
