@@ -485,6 +485,14 @@ class Broker:
             st.error = exc
         except Exception as exc:
             st.error = self._internal(st, exc)
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt from a signal handler), SystemExit, a GeneratorExit:
+            # the call did not complete, and its record must not say "success" (the finally
+            # below runs with no error set otherwise). Recorded as cancelled, as on the
+            # async path, and never swallowed.
+            st.cancelled = True
+            st.error = CallCancelled("the call was interrupted")
+            raise
         finally:
             result = self._finish(st)
         return result
