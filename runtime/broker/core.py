@@ -821,7 +821,16 @@ class Broker:
                     defer=defer,
                     session=st.session,
                 )
-        except AuditError as exc:
+        except (AuditError, ValueError, TypeError, RecursionError) as raised:
+            # Hazard: a value the audit encoder cannot hold raised ValueError (an int past
+            # CPython's 4300-digit text limit) out of Broker.call, with no result and no
+            # record. The shapes walk refuses such arguments first; whatever else gets here
+            # fails closed as an audit error, a result like any other.
+            exc = (
+                raised
+                if isinstance(raised, AuditError)
+                else AuditError(f"audit: the call could not be recorded: {raised}")
+            )
             log.error("audit log write failed for %s: %s", call_id, exc)
             if error is None and outcome is None:
                 error = exc
