@@ -1379,7 +1379,8 @@ static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs
  * code (a __class__ property, an overridden __len__ or items()), so anything that is not
  * exactly a JSON type (str, dict, list, int, float, bool, None) makes the whole value go to
  * the Python walk (V_PYTHON); so does nesting past MAX_DEPTH (the C stack), where the Python
- * walk decides (or raises RecursionError, as it always did). No Python code runs while a
+ * walk decides (or raises RecursionError, as it always did); so does an int beyond int64.
+ * No Python code runs while a
  * dict is iterated: items are borrowed. */
 
 #define V_PYTHON 2
@@ -1495,7 +1496,17 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
         }
         return 0;
     }
-    if (t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+    if (t == &PyLong_Type) {
+        /* Beyond int64 (a uint64, or out of range): the Python walk compares it with
+         * INT_MIN..INT_MAX. */
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        return overflow ? V_PYTHON : 0;
+    }
+    if (t == &PyBool_Type || v == Py_None) {
         return 0;
     }
     return V_PYTHON;

@@ -41,6 +41,14 @@ class CallLimits:
 
 DEFAULT_LIMITS = CallLimits()
 
+#: The integers an argument may hold: what msgpack frames carry to the sandbox (int64 and
+#: uint64). A larger one failed late: an OverflowError in the frame encoder (internal_error),
+#: or, past CPython's 4300-digit int-to-text limit, a ValueError out of the audit encoder
+#: that escaped Broker.call with no record of the call. A tool that needs bigger numbers
+#: takes them as strings.
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+
 
 def _depth_exceeds(text: str, max_depth: int) -> bool:
     """Bracket depth of JSON text without parsing it (brackets inside strings skipped)."""
@@ -67,7 +75,9 @@ def _depth_exceeds(text: str, max_depth: int) -> bool:
 
 
 def _check_value(value: Any, limits: CallLimits) -> None:
-    """Raise InvalidArguments for the first value beyond ``limits`` (depth, string length, NaN).
+    """Raise InvalidArguments for the first value beyond ``limits`` (depth, string length) or
+    not JSON data (NaN, infinity, a non-text key, a lone surrogate, an integer outside
+    INT_MIN..INT_MAX, a value of any other type than str, dict, list, int, float, bool, None).
 
     Runs on every call over every argument: the walk builds no path strings; the JSONPath of a
     violation is assembled only when there is one.
@@ -97,6 +107,13 @@ def _check_value(value: Any, limits: CallLimits) -> None:
         raise InvalidArguments(
             f"{path}: holds a lone UTF-16 surrogate (not Unicode text)", path=path, rule=rule
         )
+    if rule == "integer":
+        raise InvalidArguments(
+            f"{path}: integer outside the 64-bit range (-2**63 .. 2**64-1)", path=path, rule=rule
+        )
+    if rule == "type":
+        name = type(_at(value, keys)).__name__
+        raise InvalidArguments(f"{path}: a {name} is not JSON data", path=path, rule=rule)
     what = "NaN" if math.isnan(_at(value, keys)) else "infinity"
     raise InvalidArguments(f"{path}: {what} is not JSON", path=path)
 
@@ -140,8 +157,16 @@ def _violation(
             if found is not None:
                 found[1].append(i)
                 return found
-    elif isinstance(value, float) and not math.isfinite(value):  # never from strict JSON
-        return ("nan", [])
+    elif isinstance(value, float):
+        if not math.isfinite(value):  # never from strict JSON
+            return ("nan", [])
+    elif isinstance(value, int):  # bool too: always in range
+        if not INT_MIN <= value <= INT_MAX:
+            return ("integer", [])
+    elif value is not None:
+        # bytes, a tuple, a set, any object: the Python API takes what it is given, and
+        # nothing downstream (schema, audit record, frame) holds it as JSON.
+        return ("type", [])
     return None
 
 

@@ -49,7 +49,6 @@ from runtime import _speedups
 from runtime.audit import _canonical
 from runtime.audit._canonical import (
     GENESIS_HASH,
-    CanonicalizationError,
     canonical_json_ijson,
     canonical_json_ijson_bulk,
     sha256_hex,
@@ -630,7 +629,7 @@ class AuditLog:
                 # it ends in, called directly; any error takes the full path, which raises.
                 try:
                     usage_text: str | None = _canonical._encode(usage, True).decode("utf-8")
-                except (CanonicalizationError, RecursionError):
+                except (ValueError, RecursionError):  # CanonicalizationError is one
                     usage_text = self._small_json("usage", usage)[1]
             else:
                 usage_text = None if usage is None else self._small_json("usage", usage)[1]
@@ -702,7 +701,7 @@ class AuditLog:
             # canonical_json_ijson's encoder called directly (two frames fewer per call);
             # an error or a nesting past the accelerator's depth takes the full path.
             return _canonical._encode(arguments, True)
-        except (CanonicalizationError, RecursionError):
+        except (ValueError, RecursionError):  # CanonicalizationError is one
             return self._canonical("arguments", arguments)
 
     def canonical_result(self, result: Any) -> bytes:
@@ -713,7 +712,7 @@ class AuditLog:
             # The accelerator: canonical_json_ijson and its _bulk variant are this one call.
             try:
                 return encode(result, True)
-            except (CanonicalizationError, RecursionError):
+            except (ValueError, RecursionError):  # CanonicalizationError is one
                 pass  # the path below raises the error (or walks a deep value in Python)
         try:
             if type(result) is dict and len(result) <= 16:
@@ -724,7 +723,7 @@ class AuditLog:
                 # bulk path's encode, check and parse-back.
                 return canonical_json_ijson(result)
             return canonical_json_ijson_bulk(result)
-        except CanonicalizationError as exc:
+        except ValueError as exc:  # CanonicalizationError, or int text past 4300 digits
             raise AuditError(f"audit: result are not JSON data: {exc}", field="result") from exc
         except RecursionError as exc:
             raise AuditError("audit: result are nested too deeply", field="result") from exc
@@ -732,7 +731,7 @@ class AuditLog:
     def _canonical(self, what: str, value: Any) -> bytes:
         try:
             return canonical_json_ijson(value)
-        except CanonicalizationError as exc:
+        except ValueError as exc:  # CanonicalizationError, or int text past 4300 digits
             raise AuditError(f"audit: {what} are not JSON data: {exc}", field=what) from exc
         except RecursionError as exc:  # nesting deeper than the interpreter's stack
             raise AuditError(f"audit: {what} are nested too deeply", field=what) from exc

@@ -374,7 +374,12 @@ class Broker:
         server records each MCP session's id while its calls share the broker's session
         (budgets are not reset by opening a new MCP session). ``on_run`` is told the call's
         timeout (seconds) when its backend is about to run it: decided, approved and given
-        a slot (the MCP server's progress heartbeats report it as their total)."""
+        a slot (the MCP server's progress heartbeats report it as their total).
+
+        A ``session`` or ``audit_session`` that is not a str raises TypeError, one that is
+        not Unicode text (a lone surrogate) ValueError: the caller's mistake, like an
+        unknown keyword, raised before anything runs or is recorded."""
+        _check_sessions(session, audit_session)
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
         st.session = audit_session or session
@@ -462,6 +467,7 @@ class Broker:
         effect — when the call needs the event loop (a backend not started yet or without
         ``run_sync``, or an async approver); ``SyncBroker`` then takes the async path.
         ``session`` and ``audit_session`` as :meth:`call`."""
+        _check_sessions(session, audit_session)
         st = _CallState(raw=call, started=utcnow(), t0=time.perf_counter())
         session = session or self.session
         st.session = audit_session or session
@@ -485,6 +491,14 @@ class Broker:
             st.error = exc
         except Exception as exc:
             st.error = self._internal(st, exc)
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt from a signal handler), SystemExit, a GeneratorExit:
+            # the call did not complete, and its record must not say "success" (the finally
+            # below runs with no error set otherwise). Recorded as cancelled, as on the
+            # async path, and never swallowed.
+            st.cancelled = True
+            st.error = CallCancelled("the call was interrupted")
+            raise
         finally:
             result = self._finish(st)
         return result
@@ -813,7 +827,16 @@ class Broker:
                     defer=defer,
                     session=st.session,
                 )
-        except AuditError as exc:
+        except (AuditError, ValueError, TypeError, RecursionError) as raised:
+            # Hazard: a value the audit encoder cannot hold raised ValueError (an int past
+            # CPython's 4300-digit text limit) out of Broker.call, with no result and no
+            # record. The shapes walk refuses such arguments first; whatever else gets here
+            # fails closed as an audit error, a result like any other.
+            exc = (
+                raised
+                if isinstance(raised, AuditError)
+                else AuditError(f"audit: the call could not be recorded: {raised}")
+            )
             log.error("audit log write failed for %s: %s", call_id, exc)
             if error is None and outcome is None:
                 error = exc
@@ -917,6 +940,18 @@ def _raw_call_id(raw: Any) -> str:
             if isinstance(value, str) and 0 < len(value) <= 256 and _is_text(value):
                 return value
     return new_call_id()
+
+
+def _check_sessions(*sessions: object) -> None:
+    """TypeError or ValueError for a session argument that no audit record can hold (it was
+    an internal_error result, with the session name lost)."""
+    for session in sessions:
+        if session is None or (type(session) is str and session.isascii()):
+            continue
+        if not isinstance(session, str):
+            raise TypeError(f"session must be a str or None, not {type(session).__name__}")
+        if not _is_text(session):
+            raise ValueError("session must be Unicode text (it holds a lone surrogate)")
 
 
 def _is_text(value: str) -> bool:

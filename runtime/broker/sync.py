@@ -123,7 +123,16 @@ class SyncBroker:
         async def _run() -> ToolResult:
             return await broker.call(call, **kwargs)
 
-        return self._portal.call(_run)
+        future = self._portal.start_task_soon(_run)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C in the calling thread): the call's task on
+            # the loop would otherwise run on (a sandboxed command to its timeout) with
+            # nobody to take its result. Cancelling the future cancels the task; the
+            # broker records the call as cancelled.
+            future.cancel()
+            raise
 
     def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
         """:meth:`Broker.call_many`: the calls run at once on the broker's loop."""

@@ -58,12 +58,29 @@ def _err(msg: str) -> None:
 
 def _read_call(source: str) -> bytes:
     if source == "-":
-        return sys.stdin.buffer.read(1_048_576 + 1)
+        # Hazard: with fd 0 closed ('<&-') Python sets sys.stdin to None; an AttributeError
+        # traceback (exit 1) said nothing of what was wrong.
+        stdin = sys.stdin
+        if stdin is None:
+            raise typer.BadParameter("cannot read the call from stdin: stdin is closed")
+        try:
+            return stdin.buffer.read(1_048_576 + 1)
+        except (OSError, ValueError) as exc:  # EBADF, EISDIR; ValueError: a closed file
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise typer.BadParameter(f"cannot read the call from stdin: {reason}") from exc
     try:
         with open(source, "rb") as fh:
             return fh.read(1_048_576 + 1)
     except OSError as exc:
         raise typer.BadParameter(f"cannot read call file {source!r}: {exc.strerror}") from exc
+
+
+def _not_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _tty_prompt(prompt: str) -> str | None:
@@ -131,6 +148,10 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
     ] = "default",
 ) -> None:
     """Run one tool call and print its result."""
+    if _not_text(session):
+        # Bytes that are not UTF-8 in argv arrive as lone surrogates, which no audit record
+        # can hold: the call failed as internal_error (exit 70).
+        raise typer.BadParameter("--session must be valid UTF-8 text")
     raw = _read_call(call)
     try:
         with _signals_stop():

@@ -31,6 +31,7 @@ from typing import Any
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import ConfigError
@@ -47,6 +48,11 @@ __all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve
 
 log = logging.getLogger("runtime.mcp")
 
+#: Longest stdio message (one line), characters: the bound of an HTTP body (4 MiB), one
+#: constant for both. A longer line is answered with Invalid Request and skipped unread.
+MAX_LINE = DEFAULT_MAX_REQUEST_BODY_SIZE
+_SKIP_CHUNK = 65536  # characters of an over-long line dropped per read
+
 
 async def serve_stdio(tool_server: McpToolServer) -> None:
     """Serve one MCP client over this process's stdin/stdout until it disconnects."""
@@ -54,16 +60,22 @@ async def serve_stdio(tool_server: McpToolServer) -> None:
     # written before serving and must not land in the middle of the first frame.
     sys.stdout.flush()
     with _claimed_stdin() as wire:
-        lines = _StdinLines(anyio.wrap_file(wire))
+        lines = _StdinLines(wire)
         async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
             pending = _Pending()
             answers = _TrackAnswers(write_stream, pending)
             lines.answer_to(write_stream)
-            await tool_server.server.run(
-                _AnswerUnreadable(read_stream, answers, pending),
-                answers,
-                tool_server.initialization_options(),
-            )
+            try:
+                await tool_server.server.run(
+                    _AnswerUnreadable(read_stream, answers, pending),
+                    answers,
+                    tool_server.initialization_options(),
+                )
+            finally:
+                # While fd 1 still points at stderr: a host tool's buffered print() was
+                # otherwise flushed at interpreter exit, after the SDK restored fd 1, onto
+                # the protocol stream (hidden whenever PYTHONUNBUFFERED is set).
+                _flush_quietly()
 
 
 @contextlib.contextmanager
@@ -103,7 +115,7 @@ class _StdinLines:
     """
 
     def __init__(self, wire: Any) -> None:
-        self._wire = wire
+        self._wire = wire  # a text file: read with a bound in a worker thread
         self._write: Any = None
         self._ready = anyio.Event()
 
@@ -114,14 +126,47 @@ class _StdinLines:
     def __aiter__(self) -> Any:
         return self._lines()
 
+    async def _read(self, size: int) -> str:
+        line: str = await anyio.to_thread.run_sync(self._wire.readline, size)
+        return line
+
     async def _lines(self) -> Any:
-        async for line in self._wire:
+        while line := await self._read(MAX_LINE + 1):
+            if len(line) > MAX_LINE and not line.endswith("\n"):
+                # Hazard: an unbounded readline held a 100 MB line (and its decoded copies,
+                # ~300 MB) before anything refused it. The rest is dropped a chunk at a time.
+                del line
+                while (rest := await self._read(_SKIP_CHUNK)) and not rest.endswith("\n"):
+                    pass
+                await self._ready.wait()
+                await self._write.send(SessionMessage(_too_long()))
+                continue
             answer = _bad_id_answer(line)
             if answer is None:
                 yield line
                 continue
             await self._ready.wait()
             await self._write.send(SessionMessage(answer))
+
+
+def _too_long() -> Any:
+    import mcp_types as types
+
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,  # the line was not read: its id is not known
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message=f"message longer than {MAX_LINE} characters: not read",
+        ),
+    )
+
+
+def _flush_quietly() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
 
 
 def _bad_id_answer(line: str) -> Any:

@@ -50,6 +50,8 @@ __all__ = ["Policy", "default_policy_path"]
 _SEVERITY: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 _LIMIT_FIELDS = frozenset(Limits.model_fields)
 # Sandboxed tools always get a sane PATH and locale; [env] may override both.
+#: Longest policy file read, bytes (4 MiB; the default policy is ~4 KiB).
+_MAX_POLICY_BYTES = 4 * 1024 * 1024
 _ENV_CACHE_SIZE = 64  # distinct (host values, session env) pairs kept; cleared when full
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 _PATH_ROLES = frozenset({"read_path", "write_path", "cwd"})
@@ -213,7 +215,18 @@ class Policy:
     def load(cls, path: str | Path) -> Policy:
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            # Bounded: '--policy /dev/zero' (or a FIFO, a huge file) read until the process
+            # was killed for its memory.
+            with p.open("rb") as fh:
+                data = fh.read(_MAX_POLICY_BYTES + 1)
+            if len(data) > _MAX_POLICY_BYTES:
+                raise PolicyError(
+                    f"{p}: policy file is larger than {_MAX_POLICY_BYTES} bytes",
+                    file=str(p),
+                    line=None,
+                    field=None,
+                )
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise PolicyError(
                 f"{p}: cannot read policy file: {exc}", file=str(p), line=None, field=None

@@ -75,3 +75,31 @@ def test_sync_calls_record_their_session(tmp_path: Path, catalogue: Catalogue) -
             ["sync-1"] * 4 + ["sync-2"] * 2 + ["mcp:x"] * 2
         )
         assert broker.audit.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"session": 5}, TypeError),
+        ({"audit_session": b"mcp"}, TypeError),
+        ({"session": "s\udcff"}, ValueError),
+    ],
+    ids=["int", "bytes", "surrogate"],
+)
+def test_a_session_that_is_not_text_raises(
+    tmp_path: Path, catalogue: Catalogue, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """The caller's mistake, raised before anything runs or is recorded (it was an
+    internal_error result, with the session lost), on both paths."""
+    with SyncBroker(
+        workspace=tmp_path / "ws",
+        audit=tmp_path / "audit.db",
+        catalogue=catalogue,
+        backends={"mock": MockBackend(lambda request: {"ok": True})},
+    ) as broker:
+        with pytest.raises(error, match="session must be"):
+            broker.call(_ECHO, **kwargs)  # the backend not started: the async path
+        broker.call(_ECHO)
+        with pytest.raises(error, match="session must be"):
+            broker.call(_ECHO, **kwargs)  # the synchronous path
+        assert len(broker.audit.tail(100)) == 2

@@ -35,10 +35,23 @@ def _reference(value: Any, limits: CallLimits, depth: int = 0, path: str = "$") 
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _reference(v, limits, depth + 1, f"{path}[{i}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        # Infinity too: no audit record can hold it (a call with one failed closed unrecorded).
-        what = "NaN" if math.isnan(value) else "infinity"
-        raise InvalidArguments(f"{path}: {what} is not JSON", path=path)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            # Infinity too: no audit record can hold it (a call with one failed closed
+            # unrecorded).
+            what = "NaN" if math.isnan(value) else "infinity"
+            raise InvalidArguments(f"{path}: {what} is not JSON", path=path)
+    elif isinstance(value, int):
+        if not -(2**63) <= value <= 2**64 - 1:
+            raise InvalidArguments(
+                f"{path}: integer outside the 64-bit range (-2**63 .. 2**64-1)",
+                path=path,
+                rule="integer",
+            )
+    elif value is not None:
+        raise InvalidArguments(
+            f"{path}: a {type(value).__name__} is not JSON data", path=path, rule="type"
+        )
 
 
 def _outcome(fn: Any, value: Any) -> tuple[str, dict[str, Any]] | None:
@@ -49,7 +62,17 @@ def _outcome(fn: Any, value: Any) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-_leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(2**63 - 2, 2**64 + 1)
+    | st.integers(-(2**63) - 1, -(2**63) + 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=2)
+    | st.tuples(st.integers())
+)
 _keys = st.text(max_size=3) | st.integers(0, 3)
 _values = st.recursive(
     _leaves,

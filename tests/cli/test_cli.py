@@ -78,6 +78,13 @@ def test_exec_denied_exits_77(tmp_path: Path) -> None:
             "invalid_arguments",
         ),
         ("not json at all", 65, "invalid_arguments"),
+        # Beyond what msgpack frames carry to the sandbox: refused before the backend (it
+        # was an OverflowError in the frame encoder, internal_error, exit 70).
+        (
+            '{"tool": "read_file", "arguments": {"path": "a.txt", "offset": 1' + "0" * 29 + "}}",
+            65,
+            "invalid_arguments",
+        ),
         ('{"tool": "http_get", "arguments": {"url": "https://example.com/"}}', 77, "policy_denied"),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -195,24 +196,29 @@ async def test_ask_user_without_elicitation_fails_cleanly(connect: Any) -> None:
     assert error_of(result)["type"] == "tool_error"
 
 
-def _raw_exchange(workspace: Path, messages: list[dict[str, Any]], answers: int) -> list[str]:
+def _raw_exchange(workspace: Path, messages: list[dict[str, Any] | str], answers: int) -> list[str]:
     """Speak raw JSON-RPC lines to the fixture server; return its stdout lines."""
     import subprocess
     import sys
 
     from tests.mcp.conftest import FIXTURE_SERVER
 
+    # Buffered as a host's stdout is by default: with PYTHONUNBUFFERED (our shells set it) a
+    # tool's print() reached fd 1 at once, while it pointed at stderr, and hid that the
+    # buffer was flushed at exit onto the protocol stream.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(
         [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
         for message in messages:
-            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.write(message if isinstance(message, str) else json.dumps(message) + "\n")
         proc.stdin.flush()
         lines = [proc.stdout.readline() for _ in range(answers)]
         proc.stdin.close()
@@ -243,6 +249,25 @@ async def test_stdout_carries_only_protocol(workspace: Path) -> None:
     assert all(m["jsonrpc"] == "2.0" for m in out)
     by_id = {m["id"]: m for m in out}
     assert by_id[2]["result"]["structuredContent"] == {"noisy": True}
+
+
+async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
+    """A line past the HTTP body cap (4 MiB) is answered with Invalid Request, id null, and
+    skipped; the next line is served. It was read whole (100 MB raised RSS by 300 MB)."""
+    from runtime.mcp.transport import MAX_LINE
+
+    messages: list[dict[str, Any] | str] = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "x": "' + "x" * MAX_LINE + '"}\n',
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+    ]
+    lines = await anyio.to_thread.run_sync(_raw_exchange, workspace, messages, 3)
+    out = [json.loads(line) for line in lines if line.strip()]
+    assert [m.get("id") for m in out] == [1, None, 3]
+    assert out[1]["error"]["code"] == -32600
+    assert "longer than" in out[1]["error"]["message"]
+    assert "tools" in out[2]["result"]
 
 
 async def test_unanswered_approval_times_out(workspace: Path) -> None:
