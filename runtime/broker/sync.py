@@ -17,6 +17,7 @@ thread was frozen waited forever for the loop to stop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -25,6 +26,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from runtime.broker.core import Broker, NeedsEventLoop
@@ -51,6 +53,9 @@ def _shutdown(
 
 #: Broker attributes a caller may set on a SyncBroker between calls.
 _BROKER_HOOKS = frozenset({"approver", "ask_user"})
+#: How long an interrupted call waits for its cancelled task to record it (the sandbox's
+#: teardown: a SIGTERM, its grace, the reap).
+_CANCEL_WAIT_S = 30.0
 
 
 class SyncBroker:
@@ -120,19 +125,35 @@ class SyncBroker:
         except NeedsEventLoop:
             pass
 
-        async def _run() -> ToolResult:
-            return await broker.call(call, **kwargs)
+        scopes: list[anyio.CancelScope] = []
 
-        future = self._portal.start_task_soon(_run)
+        async def _run() -> ToolResult | None:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                return await broker.call(call, **kwargs)
+            return None  # cancelled below: the broker recorded the call as cancelled
+
+        portal = self._portal
+        future = portal.start_task_soon(_run)
         try:
-            return future.result()
+            result = future.result()
         except BaseException:
-            # Interrupted while waiting (Ctrl-C in the calling thread): the call's task on
-            # the loop would otherwise run on (a sandboxed command to its timeout) with
-            # nobody to take its result. Cancelling the future cancels the task; the
-            # broker records the call as cancelled.
-            future.cancel()
+            # Interrupted while waiting (Ctrl-C, or the CLI's SIGTERM, in the calling
+            # thread): the call's task on the loop would otherwise run on (a sandboxed
+            # command to its timeout) with nobody to take its result. Its scope is
+            # cancelled and the task awaited (bounded), so the broker has recorded the call
+            # as cancelled when the interruption goes on; cancelling the future alone left
+            # the task to be torn down with the loop, its completion never recorded.
+            if scopes:
+                with contextlib.suppress(Exception):
+                    portal.call(scopes[0].cancel)
+                with contextlib.suppress(BaseException):
+                    future.result(timeout=_CANCEL_WAIT_S)
+            else:
+                future.cancel()
             raise
+        assert result is not None  # only a cancelled scope returns None
+        return result
 
     def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
         """:meth:`Broker.call_many`: the calls run at once on the broker's loop."""
