@@ -19,6 +19,12 @@ changes (a tool registered or removed, an external server's list refreshed, a ur
 reached late) every connected client is told ``notifications/tools/list_changed``
 (``runtime.mcp._announce``).
 
+Queueing: while every broker slot (``[limits] max_concurrent``) is taken, a call waits in
+its MCP session's queue (``Mcp-Session-Id``; a stdio connection is one session); sessions
+are served in turn, and a session's call past ``[limits] max_queued`` waiting ones fails at
+once as ``resource_limit`` (audited) instead of queueing without limit
+(``runtime.broker.limiter``).
+
 Approvals: an ``ask`` decision, and the ``ask_user`` hook, elicit the calling client when it
 declared the elicitation capability, in the connection's era (a server-to-client request, or
 an ``InputRequiredResult`` answered in a retry); otherwise the call ends as
@@ -41,6 +47,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 import runtime
+from runtime.broker.limiter import queue_scope
 from runtime.catalogue import export_tool
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
@@ -61,6 +68,9 @@ SERVER_NAME = "runtime"
 
 #: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER).
 _MCP_SESSION_ID_HEADER = "mcp-session-id"
+
+#: Queued calls per MCP session when the policy object does not say (schema's default).
+_MAX_QUEUED = 32
 
 
 def visible(broker: Broker, name: str, profile: str | None) -> bool:
@@ -147,6 +157,11 @@ class McpToolServer:
         #: Tool prefix of each external MCP server that did not start -> why: a call to one
         #: of its tools says so, instead of the bare "Unknown tool" of a name never seen.
         self.not_started = dict(not_started or {})
+        #: Calls of one MCP session that may wait for a broker slot; one more fails at once
+        #: with resource_limit (policy ``[limits] max_queued``). Waiting sessions are served
+        #: in turn (runtime.broker.limiter): a session's queue never delays another's call
+        #: by more than one call per turn.
+        self.max_queued: int | None = getattr(broker.policy, "max_queued", _MAX_QUEUED)
         #: The broker's approver and ask_user: they elicit the calling client (_approval).
         self.approvals = Approvals(ask_timeout_s)
         # The audit session of each connection without an Mcp-Session-Id (session_id).
@@ -221,10 +236,14 @@ class McpToolServer:
         # No call_id from the request id: JSON-RPC ids restart at 1 on every connection, and
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
-        with self.approvals.serving(ctx, params) as current:
+        session = self.session_id(ctx)
+        with (
+            self.approvals.serving(ctx, params) as current,
+            queue_scope(session, self.max_queued),
+        ):
             async with heartbeat(ctx, name, self.progress_interval_s) as on_run:
                 result = await self.broker.call(
-                    call, profile=self.profile, audit_session=self.session_id(ctx), on_run=on_run
+                    call, profile=self.profile, audit_session=session, on_run=on_run
                 )
         if current.need is not None:
             # This leg is audited as refused (approval_required / tool_error); the retry

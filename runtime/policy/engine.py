@@ -252,6 +252,10 @@ class Policy:
         return self.document.limits.max_concurrent
 
     @property
+    def max_queued(self) -> int:
+        return self.document.limits.max_queued
+
+    @property
     def network(self) -> NetworkRules:
         return self.document.network
 
@@ -399,6 +403,7 @@ class Policy:
         doc = self.document
         overrides = doc.limits.overrides()
         overrides.pop("max_concurrent", None)
+        overrides.pop("max_queued", None)
         if network_tool and "timeout_s" not in overrides:
             overrides["timeout_s"] = doc.network.timeout_s
         for key, entry in self._tool_entries:

@@ -116,6 +116,14 @@ class GlobalLimits(LimitsSection):
     max_concurrent: int = Field(
         3, ge=1, le=1024, description="Calls running at once per broker. Default 3."
     )
+    max_queued: int = Field(
+        32,
+        ge=0,
+        le=4096,
+        description="Calls of one MCP session that may wait for a slot while max_concurrent "
+        "calls run; one more fails at once (resource_limit). Sessions are served in turn. "
+        "Default 32.",
+    )
 
 
 class SandboxSection(_Section):

@@ -1,0 +1,134 @@
+"""One MCP session cannot starve the server: its calls that wait for a broker slot are
+bounded (``[limits] max_queued``; one more fails at once as ``resource_limit``, audited),
+and another session's call is served in turn, not behind that session's whole queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from runtime.audit import AuditLog
+from runtime.backends.base import ExecRequest
+from runtime.backends.mock import MockBackend
+from runtime.broker import Broker
+from runtime.catalogue import Catalogue
+from runtime.mcp.server import McpToolServer
+from runtime.models import ToolSpec
+from runtime.policy import Policy
+
+pytestmark = pytest.mark.anyio
+
+
+def _spec(name: str) -> ToolSpec:
+    return ToolSpec.model_validate(
+        {
+            "name": name,
+            "description": f"Mock {name}.",
+            "category": "data",
+            "parameters": {"type": "object", "additionalProperties": True},
+            "result": {"type": "object"},
+            "backend": "mock",
+        }
+    )
+
+
+class _Gate:
+    """The mock backend's handler: ``slow`` calls run until released, ``quick`` at once."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.started: list[str] = []
+
+    async def __call__(self, request: ExecRequest) -> Any:
+        label = str(request.arguments.get("label", ""))
+        self.started.append(label)
+        if request.spec.name == "slow":
+            await self.release.wait()
+        return {"label": label}
+
+
+def _ctx(session: str) -> Any:
+    """A request context of streamable HTTP session ``session`` (what _call_tool reads)."""
+    request = SimpleNamespace(headers={"mcp-session-id": session})
+    return SimpleNamespace(request=request, session=object(), meta=None)
+
+
+def _policy(max_concurrent: int, max_queued: int) -> Policy:
+    return Policy.from_toml(
+        f"[limits]\nmax_concurrent = {max_concurrent}\nmax_queued = {max_queued}\n"
+        '[[rules]]\nid = "all"\naction = "allow"\ntools = ["*"]\n',
+        "test",
+    )
+
+
+async def _server(tmp_path: Path, gate: _Gate, policy: Policy) -> tuple[Broker, McpToolServer]:
+    catalogue = Catalogue(builtins=False)
+    catalogue.register(_spec("slow"))
+    catalogue.register(_spec("quick"))
+    broker = Broker(
+        workspace=tmp_path / "ws",
+        backends={"mock": MockBackend(gate)},
+        catalogue=catalogue,
+        policy=policy,
+    )
+    return broker, McpToolServer(broker)
+
+
+def _call(tool: str, label: str) -> types.CallToolRequestParams:
+    return types.CallToolRequestParams(name=tool, arguments={"label": label})
+
+
+async def test_the_max_queued_limit_is_read_from_the_policy(tmp_path: Path) -> None:
+    broker, server = await _server(tmp_path, _Gate(), _policy(2, 7))
+    async with broker:
+        assert server.max_queued == 7
+    assert Policy.default().max_queued == 32
+
+
+async def test_a_session_past_its_queue_bound_is_refused_and_another_is_served(
+    tmp_path: Path,
+) -> None:
+    gate = _Gate()
+    broker, server = await _server(tmp_path, gate, _policy(1, 3))
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(session: str, tool: str, label: str) -> None:
+        result = await server._call_tool(_ctx(session), _call(tool, label))
+        assert isinstance(result, types.CallToolResult)
+        results[label] = result
+
+    async with broker, anyio.create_task_group() as tg:
+        tg.start_soon(call, "A", "slow", "a-running")
+        await anyio.wait_all_tasks_blocked()
+        assert gate.started == ["a-running"]
+        for i in range(3):  # session A fills its queue ...
+            tg.start_soon(call, "A", "slow", f"a-queued-{i}")
+            await anyio.wait_all_tasks_blocked()
+        # ... and its next call fails at once, without waiting for a slot
+        tg.start_soon(call, "A", "slow", "a-refused")
+        await anyio.wait_all_tasks_blocked()
+        assert "a-refused" in results, "the call past the bound waits"
+        refused = results["a-refused"]
+        assert refused.is_error
+        assert refused.structured_content is not None
+        error = refused.structured_content["error"]
+        assert error["type"] == "resource_limit"
+        assert error["details"]["limit"] == "max_queued"
+        # Session B's call waits for one turn, not behind A's whole queue.
+        tg.start_soon(call, "B", "quick", "b")
+        await anyio.wait_all_tasks_blocked()
+        assert gate.started == ["a-running"]
+        gate.release.set()
+        if "a-refused" not in results:  # without a bound: let the test end
+            tg.cancel_scope.cancel()
+    assert gate.started == ["a-running", "a-queued-0", "b", "a-queued-1", "a-queued-2"]
+    assert all(not results[label].is_error for label in gate.started)
+    with AuditLog(tmp_path / "ws" / ".runtime" / "audit.db", read_only=True) as log:
+        assert log.verify().ok
+        records = [r for r in log.tail(100) if r.error_type == "resource_limit"]
+    assert len(records) == 1
