@@ -112,12 +112,26 @@ class Workspace:
     to it. Use as a context manager. ``parts`` are normalised relative path components."""
 
     def __init__(
-        self, root: Path | str, *, refuse_state: bool = True, deny: Iterable[str] = ()
+        self,
+        root: Path | str,
+        *,
+        refuse_state: bool = True,
+        deny: Iterable[str] = (),
+        read: Iterable[str] | None = None,
+        write: Iterable[str] | None = None,
     ) -> None:
         self.root = Path(root)
         self.refuse_state = refuse_state
         # Case-insensitive like the policy's own deny checks (runtime.policy.paths).
         self._deny = GlobSet(deny, casefold=True)
+        # The policy's allow globs when narrower than everything (None: all allowed), matched
+        # like the policy's (case-sensitive) against where a path resolved: a walk shows
+        # only readable entries, and a symlink in an allowed folder cannot lead a read or a
+        # write to a path outside them.
+        self._allow = {
+            "read": None if read is None else GlobSet(read),
+            "write": None if write is None else GlobSet(write),
+        }
         self._root_path: str | None = None
         #: Set when a :meth:`walk` stopped at its bound on entries.
         self.walk_cut = False
@@ -131,7 +145,14 @@ class Workspace:
         """The call's workspace with the policy's deny globs (``options["path_deny"]``, set
         by the sandbox backend) applied to every path as it resolved."""
         deny = ctx.options.get("path_deny") or ()
-        return cls(ctx.workspace, refuse_state=refuse_state, deny=[str(g) for g in deny])
+        read, write = ctx.options.get("path_read"), ctx.options.get("path_write")
+        return cls(
+            ctx.workspace,
+            refuse_state=refuse_state,
+            deny=[str(g) for g in deny],
+            read=None if read is None else [str(g) for g in read],
+            write=None if write is None else [str(g) for g in write],
+        )
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
@@ -211,20 +232,27 @@ class Workspace:
                 raise
         return fd
 
-    def _check_denied(self, fd: int, parts: tuple[str, ...]) -> None:
-        """Refuse ``fd`` if where it resolved matches a deny glob. The kernel's answer
-        (/proc/self/fd) is used, never the argument string: a symlink, or one swapped in
-        since, cannot dodge it. Without /proc the check is skipped (the masks still hold)."""
+    def _resolved(self, fd: int) -> str | None:
+        """Where ``fd`` resolved, workspace-relative ('' for the root), from the kernel
+        (/proc/self/fd), never the argument string; None without /proc."""
         try:
             if self._root_path is None:
                 self._root_path = os.readlink(f"/proc/self/fd/{self.fd}").rstrip("/")
             where = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
-            return
+            return None
         root = self._root_path
         if not where.startswith(root + "/"):
-            return  # the root itself (openat2 already kept everything beneath it)
-        resolved = where[len(root) + 1 :]
+            return ""  # the root itself (openat2 already kept everything beneath it)
+        return where[len(root) + 1 :]
+
+    def _check_denied(self, fd: int, parts: tuple[str, ...]) -> None:
+        """Refuse ``fd`` if where it resolved matches a deny glob. The kernel's answer
+        (/proc/self/fd) is used, never the argument string: a symlink, or one swapped in
+        since, cannot dodge it. Without /proc the check is skipped (the masks still hold)."""
+        resolved = self._resolved(fd)
+        if not resolved:
+            return
         hit = self._deny.match(resolved)
         if hit is not None:
             raise ToolFailed(
@@ -234,6 +262,41 @@ class Workspace:
                 path=self.rel(parts),
                 resolved=resolved,
                 rule="paths.deny",
+            )
+
+    @property
+    def limited(self) -> bool:
+        """Whether the policy's read globs are narrower than everything."""
+        return self._allow["read"] is not None
+
+    def allowed(self, resolved: str, access: str) -> bool:
+        """Whether the resolved workspace path ``resolved`` is in the policy's ``access``
+        ('read' or 'write') globs (always, when they cover everything)."""
+        globs = self._allow[access]
+        return globs is None or globs.match(resolved) is not None
+
+    def check_allowed(
+        self, parts: tuple[str, ...], access: str, *, fd: int, name: str | None = None
+    ) -> None:
+        """Refuse ``parts`` (opened as ``fd``; for an entry not opened, its parent ``fd`` and
+        ``name``) when where it resolved is outside the policy's ``access`` globs: the
+        policy checks the argument string, and ``out/s -> ../src`` keeps ``out/s/x`` in
+        ``out/**``. Without /proc the check is skipped (the policy's string check holds)."""
+        if self._allow[access] is None:
+            return
+        resolved = self._resolved(fd)
+        if resolved is None:
+            return
+        if name is not None:
+            resolved = f"{resolved}/{name}" if resolved else name
+        if not self.allowed(resolved, access):
+            raise ToolFailed(
+                f"{self.rel(parts)!r} resolves to {resolved!r}, which is not in the policy's "
+                f"{access}able paths (a symlink leads outside them)",
+                reason="path_not_allowed",
+                path=self.rel(parts),
+                resolved=resolved,
+                rule=f"paths.{access}",
             )
 
     def explain(self, exc: OSError, parts: tuple[str, ...], what: str = "path") -> ToolFailed:
@@ -276,10 +339,12 @@ class Workspace:
         return err
 
     def open_file(
-        self, parts: tuple[str, ...], flags: int = os.O_RDONLY
+        self, parts: tuple[str, ...], flags: int = os.O_RDONLY, *, access: str = "read"
     ) -> tuple[Fd, os.stat_result]:
         """Open a regular file for reading. O_NONBLOCK keeps a FIFO from blocking the open;
-        the fstat of the opened descriptor is what we check (no path re-use)."""
+        the fstat of the opened descriptor is what we check (no path re-use). Where it
+        resolved must be in the policy's ``access`` globs (``write`` for a file read to be
+        rewritten, as edit_file does)."""
         try:
             fd = self.open(parts, flags | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError as exc:
@@ -290,6 +355,11 @@ class Workspace:
                 if st is not None and not stat.S_ISREG(st.st_mode):
                     raise self._not_regular(parts, st.st_mode) from exc
             raise self.explain(exc, parts, "file") from exc
+        try:
+            self.check_allowed(parts, access, fd=fd.fd)
+        except ToolFailed:
+            fd.close()
+            raise
         st = os.fstat(fd.fd)
         if not stat.S_ISREG(st.st_mode):
             fd.close()
@@ -386,6 +456,7 @@ class Workspace:
         name = parts[-1]
         written = 0
         with self.open_dir(parts[:-1], create=True) as parent:
+            self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
                 old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -456,6 +527,7 @@ class Workspace:
         if not parts:
             raise _fail("refusing to delete the workspace root", "root", ".")
         with self.open_dir(parts[:-1]) as parent:
+            self.check_allowed(parts, "write", fd=parent.fd, name=parts[-1])
             try:
                 st = os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
@@ -495,6 +567,8 @@ class Workspace:
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
         with self.open_dir(src[:-1]) as sp, self.open_dir(dst[:-1], create=True) as dp:
+            self.check_allowed(src, "write", fd=sp.fd, name=src[-1])
+            self.check_allowed(dst, "write", fd=dp.fd, name=dst[-1])
             try:
                 sst = os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
             except OSError as exc:
@@ -600,6 +674,14 @@ class Workspace:
             max_entries = WALK_MAX_ENTRIES
         top = self.open_dir(parts)
         base = "/".join(parts)
+        # With read globs narrower than everything, only entries they allow are shown (by
+        # where they are: the walk's top may have been reached through a symlink); every
+        # directory is still entered, as an allowed path may lie below one that is not.
+        real: str | None = None
+        if self._allow["read"] is not None:
+            real = self._resolved(top.fd)
+            if real is None:
+                real = base
         seen: set[tuple[int, int]] = set()
         count = 0
         stack: list[tuple[Fd, str, int, Iterator[os.DirEntry[str]]]] = []
@@ -633,7 +715,10 @@ class Workspace:
                 except OSError:
                     continue  # vanished under us
                 path = f"{rel}/{entry.name}" if rel else entry.name
-                yield Entry(entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth)
+                if real is None or self.allowed(_rebase(path, base, real), "read"):
+                    yield Entry(
+                        entry.name, path, file_type(st.st_mode), st.st_size, st.st_mtime, depth
+                    )
                 if (
                     stat.S_ISDIR(st.st_mode)
                     and (max_depth < 0 or depth < max_depth)
@@ -651,6 +736,12 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+def _rebase(path: str, base: str, real: str) -> str:
+    """``path`` (below ``base``) as a path below ``real``, where ``base`` resolved."""
+    below = path[len(base) + 1 :] if base else path
+    return f"{real}/{below}" if real else below
 
 
 def _rmtree_deep(parent_fd: int, name: str) -> None:

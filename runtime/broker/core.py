@@ -287,14 +287,20 @@ class Broker:
                 "best_effort" if self.sandbox_mode == "best_effort" else "strict"
             )
             from runtime.backends.sandbox.masks import MaskSpec
-            from runtime.policy.paths import mask_globs
+            from runtime.policy.paths import allow_globs, mask_globs
 
             preload = [s for s in self.catalogue.list() if s.backend is BackendKind.SUBPROCESS]
             paths = self.policy.document.paths
             hide, readonly = mask_globs(paths)
             masks = MaskSpec(hide=hide, readonly=readonly, max_entries=paths.mask_max_entries)
             prespawned, self._prespawned = self._prespawned, None
-            return SandboxBackend(mode=mode, preload=preload, masks=masks, prespawned=prespawned)
+            return SandboxBackend(
+                mode=mode,
+                preload=preload,
+                masks=masks,
+                prespawned=prespawned,
+                allow=allow_globs(paths),
+            )
         if kind == BackendKind.WASM.value:
             from runtime.backends.wasm import WasmBackend
 

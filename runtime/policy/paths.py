@@ -29,7 +29,7 @@ from runtime.policy._globreach import is_bounded, is_glob, segments_meet, step_g
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
-__all__ = ["Access", "PathRules", "PathVerdict", "mask_globs", "normalise"]
+__all__ = ["Access", "PathRules", "PathVerdict", "allow_globs", "mask_globs", "normalise"]
 
 Access = Literal["read", "write"]
 _CACHE_MAX = 4096
@@ -197,6 +197,19 @@ def mask_globs(section: PathsSection) -> tuple[tuple[str, ...], tuple[str, ...]]
     argument strings; the masks also hold against a shell, a symlink or a copy."""
     hide = tuple(dict.fromkeys((*section.deny, *section.deny_read)))
     return hide, tuple(dict.fromkeys(section.deny_write))
+
+
+def allow_globs(section: PathsSection) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The ``(read, write)`` allow globs for the file toolkit in the sandbox, each None when
+    it covers everything (a '**' among them: the default). The lexical checks here see only
+    an argument string: a walk from the workspace root (``list_files``, ``code_query``
+    without a path) would show what the read globs leave out, and a symlink in an allowed
+    folder leads outside them. The toolkit filters walks and checks where paths resolved."""
+
+    def narrowed(globs: list[str]) -> tuple[str, ...] | None:
+        return None if "**" in globs else tuple(dict.fromkeys(globs))
+
+    return narrowed(section.read), narrowed(section.write)
 
 
 class PathRules:

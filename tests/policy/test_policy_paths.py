@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.policy.paths import PathRules, normalise
+from runtime.policy.paths import PathRules, allow_globs, normalise
 from runtime.policy.schema import PathsSection
 
 RULES = PathRules(
@@ -158,3 +158,16 @@ def test_a_write_path_deeper_than_the_mask_walk_can_check_is_refused() -> None:
     assert rules.check(at_limit, "write").allowed
     assert not rules.check(at_limit + "/y", "write").allowed
     assert rules.check(deep, "read").allowed  # reading cannot create a tree
+
+
+def test_allow_globs_for_the_toolkit_only_when_narrower_than_everything() -> None:
+    # The default policy hands nothing to the toolkit: it behaves exactly as before.
+    assert allow_globs(PathsSection()) == (None, None)
+    assert allow_globs(PathsSection(read=["out/**"], write=["out/**", "out/**"])) == (
+        ("out/**",),
+        ("out/**",),
+    )
+    assert allow_globs(PathsSection(read=["src/**", "**"], write=["build/**"])) == (
+        None,
+        ("build/**",),
+    )

@@ -39,6 +39,11 @@ def _reference_options(backend: SandboxBackend, req: ExecRequest) -> dict[str, A
         options["command"] = list(req.spec.command)
     if backend._masks.hide:
         options["path_deny"] = list(backend._masks.hide)
+    read, write = backend._allow
+    if read is not None:
+        options["path_read"] = list(read)
+    if write is not None:
+        options["path_write"] = list(write)
     return options
 
 
@@ -65,6 +70,15 @@ def test_cached_plans_equal_per_call_plans(tmp_path: Path, masks: MaskSpec | Non
             assert backend._call_options(req.spec) == _reference_options(backend, req)
     # read_file and probe_ro are one profile (read-only, no exec, the same limits).
     assert len(backend._plans) == len(cases) - 1
+
+
+def test_narrow_allow_globs_reach_the_toolkit_options(tmp_path: Path) -> None:
+    # Red team: walks and symlinks went past [paths] read/write; the toolkit needs the globs.
+    req = request(READ_FILE, tmp_path, {"path": "a"})
+    assert "path_read" not in SandboxBackend()._call_options(req.spec)
+    backend = SandboxBackend(allow=(("out/**",), ("out/**", "tmp/**")))
+    options = backend._call_options(req.spec)
+    assert options["path_read"] == ["out/**"] and options["path_write"] == ["out/**", "tmp/**"]
 
 
 def test_the_plan_follows_limits_changed_in_place(tmp_path: Path) -> None:

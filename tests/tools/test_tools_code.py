@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import multiprocessing
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -159,3 +162,119 @@ def test_without_tree_sitter_falls_back_to_regex(
     monkeypatch.setattr(module, "_GRAMMARS", {})
     r = cq({"query": "Widget", "type": "class", "path": "web.ts"}, ctx)
     assert _names(r) == [("Widget", "class", "regex")] and r["engines"] == ["regex"]
+
+
+_C_SOURCE = textwrap.dedent("""\
+    #include <stdio.h>
+    struct point { int x; };
+    static const char *name_of(struct point *p) {
+        return "p";
+    }
+    static int
+    gnu_style(int a,
+              char **argv)
+    {
+        if (a) {
+            return 1;
+        }
+        return 0;
+    }
+    int main(void) {
+        int total = 0;
+        for (int i = 0; i < 3; i++) { total += i; }
+        return total;
+    }
+    void declared_only(int a);
+    unsigned long long *make_table (size_t n) {
+        return 0;
+    }
+    counter = 3
+    local lua_var = 1
+    """)
+
+
+def test_regex_fallback_finds_c_definitions(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # The same definitions the multi-line patterns found, one line at a time.
+    (ws / "prog.c").write_text(_C_SOURCE)
+    r = cq({"query": "*", "limit": 500}, ctx)
+    got = [(m["name"], m["kind"], m["line"], m["column"]) for m in r["matches"]]
+    assert sorted(x for x in got if x[1] != "file") == sorted(
+        [
+            ("point", "class", 2, 8),
+            ("name_of", "function", 3, 20),
+            ("gnu_style", "function", 7, 1),
+            ("main", "function", 15, 5),
+            ("make_table", "function", 21, 21),
+            ("counter", "variable", 24, 1),
+            ("lua_var", "variable", 25, 7),
+        ]
+    )
+
+
+def test_regex_fallback_is_not_quadratic(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # Red team: 120 KB of "a\n" kept the old C-definition pattern backtracking past the
+    # call's 30 s timeout (12,000 lines: 22 s). Bounded by a thread with the tool's own
+    # timeout rather than a tight timing: it must simply finish.
+    (ws / "gen.c").write_bytes(b"a\n" * 60_000)
+    (ws / "gen2.c").write_bytes(b"int a a a a a a a a a a a a a a a a a a a\n" * 3000)
+    (ws / "gen3.c").write_bytes(b"x = 1\n" * 100_000)
+    # In a forked child: the regex engine holds the GIL, so a thread could not be timed out.
+    reader, writer = multiprocessing.get_context("fork").Pipe(duplex=False)
+
+    def run() -> None:
+        writer.send(cq({"query": "main"}, ctx))
+
+    child = multiprocessing.get_context("fork").Process(target=run, daemon=True)
+    child.start()
+    try:
+        assert reader.poll(ctx.limits.timeout_s), (
+            f"code_query did not finish within {ctx.limits.timeout_s} s"
+        )
+        r = reader.recv()
+    finally:
+        child.kill()
+        child.join()
+    assert r["count"] == 0 and r["skipped"] == 0
+
+
+def test_unreadable_files_are_skipped_and_counted(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # Red team: one file that cannot be opened failed the whole query with tool_error.
+    (ws / "src").mkdir()
+    (ws / "src" / "app.py").write_text("def main():\n    pass\n")
+    (ws / "src" / ".env.local.js").write_text("const KEY = 's3cret';\n")
+    (ws / "src" / "locked.py").write_text("def main_locked(): pass\n")
+    (ws / "src" / "locked.py").chmod(0)
+    try:
+        ctx.options["path_deny"] = ["**/.env.*"]
+        r = cq({"query": "main"}, ctx)
+        names = [m["name"] for m in r["matches"] if m["kind"] != "file"]
+        root = os.geteuid() == 0  # root reads a mode-000 file
+        assert names == (["main", "main_locked"] if root else ["main"])
+        assert r["skipped"] == (1 if root else 2)
+        assert cq({"query": "KEY"}, ctx)["count"] == 0
+        # A file named outright still says why it cannot be read.
+        with pytest.raises(ToolFailed) as exc:
+            cq({"query": "KEY", "path": "src/.env.local.js"}, ctx)
+        assert exc.value.details["reason"] == "path_denied"
+    finally:
+        (ws / "src" / "locked.py").chmod(0o644)
+
+
+def test_file_removed_between_walk_and_open_is_skipped(
+    cq: Tool, ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "a.py").write_text("def main(): pass\n")
+    (ws / "b.py").write_text("def main_b(): pass\n")
+    from runtime.toolkit_fs import Workspace
+
+    real = Workspace.open_file
+
+    def vanishing(self: Workspace, parts: tuple[str, ...], flags: int = os.O_RDONLY) -> Any:
+        if parts == ("b.py",):
+            (ws / "b.py").unlink()
+        return real(self, parts, flags)
+
+    monkeypatch.setattr(Workspace, "open_file", vanishing)
+    r = cq({"query": "main"}, ctx)
+    assert [m["name"] for m in r["matches"] if m["kind"] != "file"] == ["main"]
+    assert r["skipped"] == 1

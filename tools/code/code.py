@@ -9,6 +9,7 @@ far to trust it. Files are read through the workspace-confined helpers and size-
 from __future__ import annotations
 
 import ast
+import bisect
 import fnmatch
 import re
 from collections.abc import Callable, Iterator
@@ -186,44 +187,93 @@ def _ts_symbols(parse: Callable[[bytes], Any], src: bytes) -> Iterator[Symbol]:
 
 # ----------------------------------------------------------------------------- regex
 
-_REGEXES = [
+# Matched one line at a time, never across a newline ([ \t], not \s), and with no nested
+# unbounded quantifiers: a file of 60,000 "a\n" lines kept the old multi-line patterns
+# backtracking for over 30 s. The C-style definition (``int main(int argc, ...) {``) is
+# found without a regex over its head (see ``_c_head``).
+_LINE_REGEXES = [
     (
         "class",
         re.compile(
-            rb"^[ \t]*(?:export\s+|public\s+|private\s+|abstract\s+|final\s+)*"
-            rb"(?:class|struct|interface|enum|trait|module)\s+([A-Za-z_]\w*)",
-            re.M,
+            rb"[ \t]*(?:(?:export|public|private|abstract|final)[ \t]+)*"
+            rb"(?:class|struct|interface|enum|trait|module)[ \t]+([A-Za-z_]\w*)"
         ),
     ),
     (
         "function",
         re.compile(
-            rb"^[ \t]*(?:export\s+|public\s+|private\s+|static\s+|async\s+)*"
-            rb"(?:def|function|func|fn|sub)\s+([A-Za-z_]\w*)",
-            re.M,
+            rb"[ \t]*(?:(?:export|public|private|static|async)[ \t]+)*"
+            rb"(?:def|function|func|fn|sub)[ \t]+([A-Za-z_]\w*)"
         ),
     ),
     (
-        "function",
-        re.compile(rb"^[ \t]*(?:[\w:<>*&]+\s+)+\**([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{", re.M),
-    ),
-    (
         "variable",
-        re.compile(rb"^[ \t]*(?:export\s+)?(?:const|let|var|local)\s+([A-Za-z_]\w*)", re.M),
+        re.compile(rb"[ \t]*(?:export[ \t]+)?(?:const|let|var|local)[ \t]+([A-Za-z_]\w*)"),
     ),
-    ("variable", re.compile(rb"^([A-Za-z_]\w*)\s*=[^=]", re.M)),
+    ("variable", re.compile(rb"([A-Za-z_]\w*)[ \t]*=(?:[^=]|$)")),
 ]
 _REGEX_STOPWORDS = frozenset({b"if", b"for", b"while", b"switch", b"return", b"else"})
+_TYPE_TOKEN = re.compile(rb"[\w:<>*&]+")
+_NAME = re.compile(rb"\**([A-Za-z_]\w*)")
+_BRACE_OR_SEMI = re.compile(rb"[;{]")
+#: How far past a C-style head's '(' its ') {' is looked for (a long parameter list).
+_C_SIGNATURE_BYTES = 8192
+
+
+def _c_head(line: bytes, prev: bytes | None) -> tuple[bytes, int] | None:
+    """The name and its column if ``line`` starts a C-style definition head: type tokens
+    (``[\\w:<>*&]+``, on this line or, GNU style, alone on the line before), then the name
+    (after any '*'s) right before the line's first '('. Plain splits, no backtracking."""
+    paren = line.find(b"(")
+    if paren < 0:
+        return None
+    head = line[:paren]
+    tokens = _tokens(head)
+    if not tokens:
+        return None
+    if len(tokens) == 1 and (prev is None or not _tokens(prev)):
+        return None  # a type is needed: here, or ("static int\nmain(void) {") the line before
+    name = _NAME.fullmatch(tokens[-1])
+    if name is None or name.group(1) in _REGEX_STOPWORDS:
+        return None
+    end = len(head.rstrip())
+    return name.group(1), end - len(name.group(1))
+
+
+def _tokens(text: bytes) -> list[bytes]:
+    """``text`` as ``[ \\t]*`` and whitespace-separated type tokens, or [] if it is not."""
+    body = text.lstrip(b" \t")
+    if not body or body[:1].isspace():
+        return []
+    tokens = body.split()
+    return tokens if all(_TYPE_TOKEN.fullmatch(t) for t in tokens) else []
 
 
 def _regex_symbols(src: bytes) -> Iterator[Symbol]:
-    for kind, rx in _REGEXES:
-        for m in rx.finditer(src):
-            if m.group(1) in _REGEX_STOPWORDS:
-                continue
-            line = src.count(b"\n", 0, m.start(1)) + 1
-            col = m.start(1) - (src.rfind(b"\n", 0, m.start(1)) + 1)
-            yield kind, m.group(1).decode("utf-8", "replace"), line, col
+    stops = [m.start() for m in _BRACE_OR_SEMI.finditer(src)]
+    offset = 0
+    prev: bytes | None = None
+    for number, line in enumerate(src.split(b"\n"), 1):
+        hits: list[Symbol] = []
+        for kind, rx in _LINE_REGEXES[:2]:
+            if (m := rx.match(line)) and m.group(1) not in _REGEX_STOPWORDS:
+                hits.append((kind, m.group(1).decode("utf-8", "replace"), number, m.start(1)))
+        head = _c_head(line, prev)
+        if head is not None:
+            # ``\\([^;{]*\\)\\s*\\{``: the first ';' or '{' after the '(' must be a '{' with
+            # only whitespace between it and a ')'. Found by bisecting the stops, not a scan.
+            paren = offset + line.index(b"(")
+            i = bisect.bisect_right(stops, paren)
+            if i < len(stops) and stops[i] - paren <= _C_SIGNATURE_BYTES:
+                stop = stops[i]
+                if src[stop : stop + 1] == b"{" and src[paren + 1 : stop].rstrip().endswith(b")"):
+                    hits.append(("function", head[0].decode("utf-8", "replace"), number, head[1]))
+        for kind, rx in _LINE_REGEXES[2:]:
+            if (m := rx.match(line)) and m.group(1) not in _REGEX_STOPWORDS:
+                hits.append((kind, m.group(1).decode("utf-8", "replace"), number, m.start(1)))
+        yield from hits
+        offset += len(line) + 1
+        prev = line
 
 
 # ----------------------------------------------------------------------------- the tool
@@ -266,10 +316,11 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     match = _matcher(query)
     found: list[tuple[int, dict[str, Any]]] = []
     engines: set[str] = set()
-    scanned = 0
+    scanned = skipped = 0
     with Workspace.for_call(ctx) as ws:
         base = ws.parts(args.get("path", "."))
-        if (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000:
+        single = (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000
+        if single:
             entries = [(base, base[-1] if base else "")]
         else:
             # Skipped folders are not entered at all: walked and filtered afterwards, a
@@ -302,9 +353,17 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             if want == "file" or ext not in _SOURCE_EXT or scanned >= _MAX_FILES:
                 continue
             scanned += 1
-            fd, _ = ws.open_file(parts)
-            with fd:
-                src, too_big = read_bytes(fd.fd, _MAX_FILE_BYTES)
+            try:
+                fd, _ = ws.open_file(parts)
+                with fd:
+                    src, too_big = read_bytes(fd.fd, _MAX_FILE_BYTES)
+            except (ToolFailed, OSError):
+                if single:
+                    raise
+                # One file the walk found but that cannot be read (hidden by the policy,
+                # mode 000, removed since) must not fail the whole query: counted instead.
+                skipped += 1
+                continue
             if too_big or b"\0" in src:
                 continue
             engine, symbols = _symbols(ext, src)
@@ -346,4 +405,5 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "count": len(found),
         "truncated": len(matches) < len(found) or scanned >= _MAX_FILES or walk_cut,
         "engines": sorted(engines),
+        "skipped": skipped,
     }

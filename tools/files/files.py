@@ -213,7 +213,7 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         rel = ws.rel(parts)
-        fd, _st = ws.open_file(parts)
+        fd, _st = ws.open_file(parts, access="write")  # read to be rewritten
         with fd:
             raw, truncated = read_bytes(fd.fd, cap)
         if truncated:

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -113,6 +113,8 @@ class SandboxBackend:
     ``sandbox_uid``: unprivileged host uid/gid the sandbox runs as when the broker is root.
     ``masks``: workspace paths the policy denies, masked by the kernel in every call (see
     ``runtime.backends.sandbox.masks``; built by ``runtime.policy.paths.mask_spec``). Default none.
+    ``allow``: the policy's ``(read, write)`` allow globs, each None when it covers
+    everything (``runtime.policy.paths.allow_globs``), handed to the file toolkit per call.
     ``prespawned``: a zygote process started ahead (``_prespawn``), adopted by :meth:`start`
     (or ended by :meth:`aclose` when never started). Default none: start() spawns one.
     ``disable`` is TEST-ONLY: it switches named mechanisms off (see :data:`DISABLE_NAMES`)
@@ -138,6 +140,7 @@ class SandboxBackend:
         pool: int = 8,
         masks: MaskSpec | None = None,
         prespawned: PrespawnedZygote | None = None,
+        allow: tuple[Sequence[str] | None, Sequence[str] | None] = (None, None),
     ) -> None:
         unknown = set(disable) - DISABLE_NAMES
         if unknown:
@@ -156,6 +159,7 @@ class SandboxBackend:
         self._grace_s = grace_s
         self._pool = pool
         self._masks = masks or MaskSpec()
+        self._allow = allow
         # A zygote process spawned ahead of start() (see _prespawn): adopted there.
         self._prespawned = prespawned
         self._ids = itertools.count(1)
@@ -557,6 +561,13 @@ class SandboxBackend:
                 # The file toolkit refuses a denied path it resolved to (through a symlink)
                 # with a clear error rather than the mask's empty content.
                 options["path_deny"] = list(self._masks.hide)
+            read, write = self._allow
+            if read is not None:
+                # Narrower than everything: walks show only these, and a path that resolved
+                # (through a symlink) outside them is refused (runtime.toolkit_fs).
+                options["path_read"] = list(read)
+            if write is not None:
+                options["path_write"] = list(write)
             if len(self._options) >= _MAX_PLANS:
                 self._options.clear()
             self._options[command] = options
