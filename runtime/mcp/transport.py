@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -55,27 +56,63 @@ _SKIP_CHUNK = 65536  # characters of an over-long line dropped per read
 
 
 async def serve_stdio(tool_server: McpToolServer) -> None:
-    """Serve one MCP client over this process's stdin/stdout until it disconnects."""
+    """Serve one MCP client over this process's stdin/stdout until it disconnects.
+
+    The end of stdin is not the end of the connection (a one-shot pipe closes it after its
+    last request and waits for the answers). The reader of stdout going away is: no answer
+    can reach anyone, so the calls still running are cancelled (and recorded so) and the
+    server returns normally, where it ran every call to its end and then died of a broken
+    pipe with a traceback."""
     # Flush what Python buffered for fd 1 before the SDK re-points it: those bytes were
     # written before serving and must not land in the middle of the first frame.
     sys.stdout.flush()
-    with _claimed_stdin() as wire:
-        lines = _StdinLines(wire)
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-            pending = _Pending()
-            answers = _TrackAnswers(write_stream, pending)
-            lines.answer_to(write_stream)
+    try:
+        # The wire's write end, watched for its reader closing (the SDK re-points fd 1).
+        watch = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        watch = -1
+    try:
+        with _claimed_stdin() as wire:
+            lines = _StdinLines(wire)
             try:
-                await tool_server.server.run(
-                    _AnswerUnreadable(read_stream, answers, pending),
-                    answers,
-                    tool_server.initialization_options(),
-                )
-            finally:
-                # While fd 1 still points at stderr: a host tool's buffered print() was
-                # otherwise flushed at interpreter exit, after the SDK restored fd 1, onto
-                # the protocol stream (hidden whenever PYTHONUNBUFFERED is set).
-                _flush_quietly()
+                async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    pending = _Pending()
+                    answers = _TrackAnswers(write_stream, pending)
+                    lines.answer_to(write_stream)
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            if watch >= 0:
+                                tg.start_soon(_end_when_unread, watch, tg.cancel_scope)
+                            await tool_server.server.run(
+                                _AnswerUnreadable(read_stream, answers, pending),
+                                answers,
+                                tool_server.initialization_options(),
+                            )
+                            tg.cancel_scope.cancel()  # served: stop watching
+                    finally:
+                        # While fd 1 still points at stderr: a host tool's buffered print()
+                        # was otherwise flushed at interpreter exit, after the SDK restored
+                        # fd 1, onto the protocol stream (hidden whenever PYTHONUNBUFFERED
+                        # is set).
+                        _flush_quietly()
+            except* BrokenPipeError:
+                # An answer written after the client closed stdout: nobody is there to read.
+                log.info("mcp stdio: the client closed its end; the session ends")
+    finally:
+        if watch >= 0:
+            os.close(watch)
+
+
+async def _end_when_unread(fd: int, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once nobody reads the pipe ``fd`` (its write end) any more: the
+    reader closing makes it report an error, which the event loop delivers to a reader's
+    wait (epoll reports EPOLLERR whatever was asked). Only a pipe is watched: a terminal is
+    readable when someone types, a socket when its peer sends."""
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return
+    await anyio.wait_readable(fd)
+    log.info("mcp stdio: the client no longer reads the output; cancelling its calls")
+    scope.cancel()
 
 
 @contextlib.contextmanager

@@ -96,3 +96,49 @@ def test_an_approval_asked_after_the_end_is_not_waited_for(workspace: Path, tmp_
     error = answers[2]["result"]["structuredContent"]["error"]
     assert error["type"] == "approval_required"
     assert "input ended" in error["message"]
+
+
+def test_a_client_that_stops_reading_ends_the_session_and_its_calls(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A client that closes both ends mid-call (it crashed, or gave up): the server ran the
+    call to its end (25 s of sandbox nobody could read) and then died of a broken pipe,
+    rc 1 with a traceback. Now the reader's going away ends the session at once: the call
+    is cancelled and recorded so, and the server exits normally."""
+    from runtime.audit import AuditLog
+    from tests.audit.audit_helpers import wait_for_request_record
+
+    audit = tmp_path / "audit.db"
+    proc = subprocess.Popen(
+        serve_mcp_argv("--workspace", str(workspace), "--audit", str(audit)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        for message in (INITIALIZED, _call(2, "shell_exec", {"command": "sleep 60"})):
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        wait_for_request_record(audit)  # the call has started
+        proc.stdout.close()
+        proc.stdin.close()
+        proc.wait(timeout=50)  # well before the call's own end
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    with AuditLog(audit) as log:
+        assert log.verify().ok and log.interrupted() == []
+        assert [(r.kind, r.outcome) for r in log.tail(2)] == [
+            ("request", None),
+            ("completion", "cancelled"),
+        ]
