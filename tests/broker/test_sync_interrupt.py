@@ -26,6 +26,16 @@ def _completions(broker: Any) -> list[tuple[str | None, str | None]]:
     return [(r.outcome, r.error_type) for r in broker.audit.tail(100) if r.kind == "completion"]
 
 
+def _broker(tmp_path: Path, catalogue: Catalogue, handler: Any) -> SyncBroker:
+    """A broker whose one backend is a mock running ``handler``, audited in tmp_path."""
+    return SyncBroker(
+        workspace=tmp_path / "ws",
+        audit=tmp_path / "audit.db",
+        catalogue=catalogue,
+        backends={"mock": MockBackend(handler)},
+    )
+
+
 def test_interrupt_on_the_sync_path_is_recorded_cancelled(
     tmp_path: Path, catalogue: Catalogue
 ) -> None:
@@ -38,12 +48,7 @@ def test_interrupt_on_the_sync_path_is_recorded_cancelled(
             raise KeyboardInterrupt  # as a SIGINT handler raises it mid-call
         return {"ok": True}
 
-    with SyncBroker(
-        workspace=tmp_path / "ws",
-        audit=tmp_path / "audit.db",
-        catalogue=catalogue,
-        backends={"mock": MockBackend(handler)},
-    ) as broker:
+    with _broker(tmp_path, catalogue, handler) as broker:
         assert broker.call(_ECHO).success  # starts the backend (async path)
         with pytest.raises(KeyboardInterrupt):
             broker.call(_ECHO)  # the synchronous path
@@ -87,12 +92,7 @@ def test_interrupt_while_waiting_on_the_loop_cancels_the_call(
             raise
         return {"ok": True}
 
-    with SyncBroker(
-        workspace=tmp_path / "ws",
-        audit=tmp_path / "audit.db",
-        catalogue=catalogue,
-        backends={"mock": MockBackend(handler)},
-    ) as broker:
+    with _broker(tmp_path, catalogue, handler) as broker:
         assert broker.call(_ECHO).success
         signal.setitimer(signal.ITIMER_REAL, 0.3)
         t0 = time.monotonic()

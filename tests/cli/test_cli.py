@@ -17,7 +17,9 @@ from tests._pythonpath import python_path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | bytes, cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "runtime", *args],

@@ -10,25 +10,9 @@ import sys
 from pathlib import Path
 
 from tests._pythonpath import python_path
+from tests.cli.test_cli import ROOT, run
 
-ROOT = Path(__file__).resolve().parents[2]
 CALL = '{"tool": "json_parse", "arguments": {"text": "1"}}'
-
-
-def _run(
-    args: list[str | bytes], cwd: Path, stdin: str | None = CALL
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_exec_from_closed_stdin_is_a_usage_error(tmp_path: Path) -> None:
@@ -48,13 +32,13 @@ def test_exec_from_closed_stdin_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_session_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
-    proc = _run(["exec", "-", "--workspace", "ws", "--session", b"\xff"], tmp_path)
+    proc = run("exec", "-", "--workspace", "ws", "--session", b"\xff", cwd=tmp_path, stdin=CALL)
     assert proc.returncode == 64, proc.stderr
     assert "--session must be valid UTF-8" in proc.stderr
     assert proc.stdout == ""
 
 
 def test_policy_file_without_end_is_refused(tmp_path: Path) -> None:
-    proc = _run(["exec", "-", "--workspace", "ws", "--policy", "/dev/zero"], tmp_path)
+    proc = run("exec", "-", "--workspace", "ws", "--policy", "/dev/zero", cwd=tmp_path, stdin=CALL)
     assert proc.returncode == 64, proc.stderr
     assert "/dev/zero: policy file is larger than 4194304 bytes" in proc.stderr
