@@ -78,21 +78,25 @@ def _read_as_a_reader_without_write_access(copy: Path) -> str:
     """verify() and head() of ``copy`` by a reader that cannot write its directory (as root:
     a forked child that became nobody), and the private copies left in the temp directory."""
     copy.parent.chmod(0o555)
+    # The reader's own temporary directory: another test's reader may be running meanwhile.
+    scratch = Path(tempfile.mkdtemp(prefix="audit-reader-tmp-"))
+    scratch.chmod(0o777)
 
     def body() -> str:
         if os.geteuid() == 0:
             os.setgid(65534)
             os.setuid(65534)
+        tempfile.tempdir = str(scratch)
         with AuditLog(copy, read_only=True) as ro:
             report = ro.verify()
             result = f"{report.ok} {report.count} {ro.head()[0]}"
-        left = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("runtime-audit-ro-")]
-        return f"{result} {left}"
+        return f"{result} {os.listdir(scratch)}"
 
     try:
         return in_a_forked_child(body)
     finally:
         copy.parent.chmod(0o755)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture

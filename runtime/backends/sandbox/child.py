@@ -132,6 +132,7 @@ class ChildLimits:
     nofile: int = 256
     fsize_mb: int = 256
     output_bytes: int = 1_048_576
+    disk_mb: int = 2048  # read by the zygote's disk watch, not by the child
     wasm_fuel: int = 2_000_000_000
     wasm_memory_mb: int = 64
 
