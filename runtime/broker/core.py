@@ -740,20 +740,27 @@ class Broker:
     def _check_result(
         self, spec: ToolSpec, limits: Limits, result: Any, validator: SchemaValidator | None
     ) -> bytes | None:
-        """Size cap and result schema; returns the result's canonical bytes (sized here, then
-        digested by the completion record: one serialisation per call), or None when the
-        result is not plain JSON data (sized as ``json.dumps`` text; the audit log then
-        refuses it)."""
+        """Size cap, JSON data, result schema; returns the result's canonical bytes (sized
+        here, then digested by the completion record: one serialisation per call). A result
+        that is not JSON data (a lone surrogate, NaN, bytes, a key that is not a string) is
+        the tool's error: before, the audit log refused it at the completion record, and the
+        call was left with no completion (listed as interrupted)."""
+        refused: str | None = None
         try:
             canonical: bytes | None = self.audit.canonical_result(result)
-        except AuditError:
-            canonical = None
+        except AuditError as exc:
+            canonical, refused = None, exc.message.removeprefix("audit: ")
+        except (ValueError, TypeError, RecursionError) as exc:  # an int past 4300 digits
+            canonical, refused = None, str(exc)
         if canonical is not None:
             size = len(canonical)
             if size > limits.output_bytes:  # the preview only for the error (~1 µs a call)
                 preview = canonical[:1024].decode("utf-8", "replace")
         else:
-            text = json.dumps(result, ensure_ascii=False, default=str)
+            try:
+                text = json.dumps(result, ensure_ascii=False, default=str)
+            except (ValueError, TypeError, RecursionError):  # not even text: refused below
+                text = ""
             size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
         if size > limits.output_bytes:
             raise OutputTooLarge(
@@ -761,6 +768,11 @@ class Broker:
                 f"{limits.output_bytes} bytes",
                 limit=limits.output_bytes,
                 preview=preview,
+            )
+        if refused is not None:
+            raise ToolFailed(
+                f"{spec.name}: the tool returned a result that is not JSON data ({refused})",
+                reason="result_not_json",
             )
         if validator is not None:
             validator.validate_result(spec.name, result)

@@ -47,9 +47,11 @@ async def test_non_json_result_still_sized_and_refused(make_broker: Callable[...
     async with make_broker(handler) as broker:
         r = await broker.call({"tool": "echo", "arguments": {"text": "hi"}})
         assert broker.audit.verify().ok
-    # Not JSON data: the completion record cannot be written, and the broker says so.
+        assert broker.audit.interrupted() == []  # its completion is recorded
+    # Not JSON data: the tool's error, refused before the completion record (which could not
+    # hold it: the call used to be left with no completion at all).
     assert not r.success and r.error is not None
-    assert r.error.details.get("fail_closed") is True
+    assert r.error.type == "tool_error" and r.error.details["reason"] == "result_not_json"
 
 
 async def test_arguments_serialised_once_for_record_and_backend(
