@@ -573,12 +573,14 @@ def test_a_program_cannot_read_the_tool_process_memory(
 
 # -- C. filling the workspace's file system (red-team finding) -----------------------------
 
-_FILL = "for i in 1 2 3 4 5 6 7 8; do head -c 30M /dev/zero > f$i; sleep 0.1; done; echo filled"
-_FILES = "mkdir d && cd d && i=0; while [ $i -lt 30000 ]; do : > n$i; i=$((i+1)); done; echo made"
+# Scaled down from the red team's 240 MiB and 30,000 files so that a small CI disk holds
+# the run with room: 64 MiB, and 12,000 files (47 MiB at 4 KiB each), against 16 MiB.
+_FILL = "for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero > f$i; sleep 0.1; done; echo filled"
+_FILES = "mkdir d && cd d && i=0; while [ $i -lt 12000 ]; do : > n$i; i=$((i+1)); done; echo made"
 
 
 @pytest.mark.parametrize("command", [_FILL, _FILES], ids=["bytes", "files"])
-@pytest.mark.parametrize("disk_mb", [64, 4096], ids=["capped", "room"])
+@pytest.mark.parametrize("disk_mb", [16, 4096], ids=["capped", "room"])
 def test_filling_the_workspace_is_capped(workspace: Path, command: str, disk_mb: int) -> None:
     """RLIMIT_FSIZE bounds each file, not a tree of them: 240 MiB in 30 MiB files, or 30,000
     empty files (at 4 KiB each), filled the host's disk with no limit. disk_mb ends the call
@@ -591,7 +593,7 @@ def test_filling_the_workspace_is_capped(workspace: Path, command: str, disk_mb:
     with pytest.raises(ResourceLimitExceeded) as info:
         one(SHELL, workspace, command=command, limits=limits)
     assert info.value.details["limit"] == "disk_mb"
-    assert info.value.details["filled_bytes"] > 64 * 1024 * 1024
+    assert info.value.details["filled_bytes"] > 16 * 1024 * 1024
 
 
 @pytest.mark.parametrize("disable", [frozenset(), _off("seccomp")], ids=["all-on", "seccomp-off"])
