@@ -255,19 +255,21 @@ class Workspace:
             return
         hit = self._deny.match(resolved)
         if hit is not None:
-            raise ToolFailed(
-                f"{self.rel(parts)!r} resolves to {resolved!r}, which the policy denies "
-                f"(matches {hit!r})",
-                reason="path_denied",
-                path=self.rel(parts),
-                resolved=resolved,
-                rule="paths.deny",
+            raise self._refused(
+                parts, resolved, f"which the policy denies (matches {hit!r})", "path_denied", "deny"
             )
 
-    @property
-    def limited(self) -> bool:
-        """Whether the policy's read globs are narrower than everything."""
-        return self._allow["read"] is not None
+    def _refused(
+        self, parts: tuple[str, ...], resolved: str, why: str, reason: str, rule: str
+    ) -> ToolFailed:
+        """The error for ``parts``, which resolved (through a symlink) to ``resolved``."""
+        return ToolFailed(
+            f"{self.rel(parts)!r} resolves to {resolved!r}, {why}",
+            reason=reason,
+            path=self.rel(parts),
+            resolved=resolved,
+            rule=f"paths.{rule}",
+        )
 
     def allowed(self, resolved: str, access: str) -> bool:
         """Whether the resolved workspace path ``resolved`` is in the policy's ``access``
@@ -290,14 +292,8 @@ class Workspace:
         if name is not None:
             resolved = f"{resolved}/{name}" if resolved else name
         if not self.allowed(resolved, access):
-            raise ToolFailed(
-                f"{self.rel(parts)!r} resolves to {resolved!r}, which is not in the policy's "
-                f"{access}able paths (a symlink leads outside them)",
-                reason="path_not_allowed",
-                path=self.rel(parts),
-                resolved=resolved,
-                rule=f"paths.{access}",
-            )
+            why = f"which is not in the policy's {access}able paths (a symlink leads outside them)"
+            raise self._refused(parts, resolved, why, "path_not_allowed", access)
 
     def explain(self, exc: OSError, parts: tuple[str, ...], what: str = "path") -> ToolFailed:
         """Translate an OSError from this module into a ToolFailed an LLM can act on."""

@@ -69,9 +69,6 @@ SERVER_NAME = "runtime"
 #: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER).
 _MCP_SESSION_ID_HEADER = "mcp-session-id"
 
-#: Queued calls per MCP session when the policy object does not say (schema's default).
-_MAX_QUEUED = 32
-
 
 def visible(broker: Broker, name: str, profile: str | None) -> bool:
     """Whether the policy shows tool ``name`` to ``profile``; unknown tools are not shown."""
@@ -161,7 +158,7 @@ class McpToolServer:
         #: with resource_limit (policy ``[limits] max_queued``). Waiting sessions are served
         #: in turn (runtime.broker.limiter): a session's queue never delays another's call
         #: by more than one call per turn.
-        self.max_queued: int | None = getattr(broker.policy, "max_queued", _MAX_QUEUED)
+        self.max_queued: int | None = broker.policy.max_queued
         #: The broker's approver and ask_user: they elicit the calling client (_approval).
         self.approvals = Approvals(ask_timeout_s)
         # The audit session of each connection without an Mcp-Session-Id (session_id).

@@ -6,15 +6,12 @@ sizing of the result raised out of the broker."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from runtime import SyncBroker
-from runtime.audit import AuditLog
-from runtime.backends.mock import MockBackend
-from runtime.catalogue import Catalogue
+pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize(
@@ -22,26 +19,19 @@ from runtime.catalogue import Catalogue
     [10**5000, "\ud800", float("nan"), b"x", {1: 2}],
     ids=["huge-int", "lone-surrogate", "nan", "bytes", "int-key"],
 )
-def test_a_result_that_is_not_json_is_a_recorded_tool_error(
-    tmp_path: Path, catalogue: Catalogue, value: Any
+async def test_a_result_that_is_not_json_is_a_recorded_tool_error(
+    make_broker: Callable[..., Any], value: Any
 ) -> None:
     def handler(request: Any) -> dict[str, Any]:
         return {"value": value}
 
-    with SyncBroker(
-        workspace=tmp_path / "ws",
-        audit=tmp_path / "audit.db",
-        catalogue=catalogue,
-        backends={"mock": MockBackend(handler)},
-    ) as broker:
-        result = broker.call({"tool": "echo", "arguments": {"text": "hi"}})
-        assert broker.call({"tool": "echo", "arguments": {"text": "again"}}).success is False
+    async with make_broker(handler) as broker:
+        result = await broker.call({"tool": "echo", "arguments": {"text": "hi"}})
+        again = await broker.call({"tool": "echo", "arguments": {"text": "again"}})
+        assert again.success is False  # the broker lives on, and refuses it again
+        assert broker.audit.verify().ok and broker.audit.interrupted() == []
+        records = [(r.kind, r.outcome, r.error_type) for r in broker.audit.tail(4)][:2]
     assert result.success is False and result.error is not None
     assert result.error.type == "tool_error"
     assert result.error.details["reason"] == "result_not_json"
-    with AuditLog(tmp_path / "audit.db") as log:
-        assert log.verify().ok and log.interrupted() == []
-        assert [(r.kind, r.outcome, r.error_type) for r in log.tail(4)][:2] == [
-            ("request", None, None),
-            ("completion", "error", "tool_error"),
-        ]
+    assert records == [("request", None, None), ("completion", "error", "tool_error")]

@@ -656,8 +656,16 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
     """The workspace-relative components of the directory a recursive ``delete_file``
     removes (``masks.MaskSpec.prune``: the mask walk may stop short inside it), () for any
     other call. Lexical, from the validated arguments; a path the toolkit resolves
-    elsewhere through a symlink only makes the walk refuse as before."""
-    if request.spec.name != "delete_file" or request.arguments.get("recursive") is not True:
+    elsewhere through a symlink only makes the walk refuse as before. Only the built-in
+    tool's manifest: what makes the walk's short stop safe is its implementation (it
+    removes, never opens a file), not its name, which a catalogue built without the
+    built-ins could give another tool."""
+    spec = request.spec
+    if spec.name != "delete_file" or request.arguments.get("recursive") is not True:
+        return ()
+    from runtime.toolkit import builtin_tools_dir
+
+    if spec.source is None or not spec.source.resolve().is_relative_to(builtin_tools_dir()):
         return ()
     path = request.arguments.get("path")
     if not isinstance(path, str):
