@@ -1379,8 +1379,8 @@ static PyObject *chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs
  * code (a __class__ property, an overridden __len__ or items()), so anything that is not
  * exactly a JSON type (str, dict, list, int, float, bool, None) makes the whole value go to
  * the Python walk (V_PYTHON); so does nesting past MAX_DEPTH (the C stack), where the Python
- * walk decides (or raises RecursionError, as it always did); so does an int beyond int64.
- * No Python code runs while a
+ * walk decides (or raises RecursionError, as it always did). An int outside int64..uint64 is
+ * the "integer" violation. No Python code runs while a
  * dict is iterated: items are borrowed. */
 
 #define V_PYTHON 2
@@ -1497,14 +1497,29 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
         return 0;
     }
     if (t == &PyLong_Type) {
-        /* Beyond int64 (a uint64, or out of range): the Python walk compares it with
-         * INT_MIN..INT_MAX. */
+        /* shapes.INT_MIN..INT_MAX: int64, or past it a uint64 (what msgpack frames carry). */
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) {
             return -1;
         }
-        return overflow ? V_PYTHON : 0;
+        if (overflow > 0) {
+            (void)PyLong_AsUnsignedLongLong(v);
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    return -1;
+                }
+                PyErr_Clear();
+                overflow = -1; /* past uint64 */
+            } else {
+                overflow = 0;
+            }
+        }
+        if (overflow) {
+            *rule = "integer";
+            return 1;
+        }
+        return 0;
     }
     if (t == &PyBool_Type || v == Py_None) {
         return 0;

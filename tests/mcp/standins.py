@@ -20,6 +20,7 @@ HIDDEN = {"hidden"}
 class ScriptedPolicy:
     sandbox_mode = "best_effort"
     max_concurrent = 8
+    max_queued = 32
     redact_keys: tuple[str, ...] = ()
     network: dict[str, Any] = {}
 
