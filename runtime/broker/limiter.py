@@ -11,10 +11,12 @@ Order: waiters are queued per *queue key* (FIFO within a key) and the keys are s
 round-robin, so one key's hundreds of queued calls do not delay another key's call by more
 than one turn. The key and an optional bound on how many calls of that key may wait come
 from :func:`queue_scope` (a context variable: the MCP server sets it per call to the calling
-MCP session and ``[limits] max_queued``); without one, every call shares one unbounded queue
-(the library's own ``call_many`` batches wait, as they always did). A call that would wait
-behind ``bound`` queued calls of its key fails at once with :class:`ResourceLimitExceeded`
-(``resource_limit``; the broker records it like any refused call).
+MCP session, ``[limits] max_queued`` and ``max_queued_total``); without one, every call shares
+one unbounded queue (the library's own ``call_many`` batches wait, as they always did). A call
+that would wait behind ``bound`` queued calls of its key, or behind ``total`` queued calls of
+all keys together (a client that opens many sessions), fails at once with
+:class:`ResourceLimitExceeded` (``resource_limit``; the broker records it like any refused
+call).
 
 A released slot goes straight to the next waiter (``in_use`` stays at ``total``), so a new
 caller cannot overtake the queue through :meth:`try_acquire`: while anyone waits, every slot
@@ -39,18 +41,19 @@ from runtime.errors import ResourceLimitExceeded
 
 __all__ = ["Slots", "queue_scope"]
 
-#: (queue key, bound on that key's waiting calls or None) of the calls made in this context.
-_SCOPE: ContextVar[tuple[Hashable, int | None] | None] = ContextVar(
+#: (queue key, bound on that key's waiting calls or None, bound on all waiting calls or
+#: None) of the calls made in this context.
+_SCOPE: ContextVar[tuple[Hashable, int | None, int | None] | None] = ContextVar(
     "runtime_limiter_scope", default=None
 )
 
 
 @contextmanager
-def queue_scope(key: Hashable, bound: int | None) -> Iterator[None]:
+def queue_scope(key: Hashable, bound: int | None, total: int | None = None) -> Iterator[None]:
     """Calls made inside wait for a slot in ``key``'s queue (served round-robin with the
     other keys'), and fail with ``resource_limit`` when ``bound`` calls of ``key`` already
-    wait (``bound`` None: no bound; 0: never wait)."""
-    token = _SCOPE.set((key, bound))
+    wait, or ``total`` calls of any key (None: no bound; 0: never wait)."""
+    token = _SCOPE.set((key, bound, total))
     try:
         yield
     finally:
@@ -147,8 +150,17 @@ class Slots:
         waiter.granted = True
         return waiter
 
-    def _enqueue(self, waiter: _Waiter, bound: int | None) -> None:
+    def _enqueue(self, waiter: _Waiter, bound: int | None, total: int | None) -> None:
         """Queue ``waiter`` behind its key's waiters; under _lock, every slot taken."""
+        if total is not None and self._waiting >= total:
+            raise ResourceLimitExceeded(
+                f"busy: all {self.total} call slots are taken and {self._waiting} calls "
+                f"already wait for one (limits.max_queued_total = {total}); retry later",
+                limit="max_queued_total",
+                max_queued_total=total,
+                queued=self._waiting,
+                max_concurrent=self.total,
+            )
         queue = self._queues.get(waiter.key)
         queued = len(queue) if queue is not None else 0
         if bound is not None and queued >= bound:
@@ -187,14 +199,14 @@ class Slots:
         (:meth:`release`). Raises ResourceLimitExceeded when the queue scope's bound is
         reached (:func:`queue_scope`)."""
         scope = _SCOPE.get()
-        key, bound = scope if scope is not None else (None, None)
+        key, bound, total = scope if scope is not None else (None, None, None)
         event = anyio.Event()
         waiter = _Waiter(key, _async_wake(event))
         with self._lock:
             if self._in_use < self.total:  # freed since try_acquire; nobody waits then
                 self._in_use += 1
                 return
-            self._enqueue(waiter, bound)
+            self._enqueue(waiter, bound, total)
         try:
             await event.wait()
         except BaseException:
@@ -214,7 +226,7 @@ class Slots:
         """Take a slot, blocking this thread until one is handed to it (same queue and
         scope as :meth:`wait_async`). The caller releases it."""
         scope = _SCOPE.get()
-        key, bound = scope if scope is not None else (None, None)
+        key, bound, total = scope if scope is not None else (None, None, None)
         gate = threading.Lock()
         gate.acquire()
         waiter = _Waiter(key, gate.release)
@@ -222,7 +234,7 @@ class Slots:
             if self._in_use < self.total:
                 self._in_use += 1
                 return
-            self._enqueue(waiter, bound)
+            self._enqueue(waiter, bound, total)
         try:
             gate.acquire()
         except BaseException:  # KeyboardInterrupt in the main thread

@@ -21,9 +21,12 @@ reached late) every connected client is told ``notifications/tools/list_changed`
 
 Queueing: while every broker slot (``[limits] max_concurrent``) is taken, a call waits in
 its MCP session's queue (``Mcp-Session-Id``; a stdio connection is one session); sessions
-are served in turn, and a session's call past ``[limits] max_queued`` waiting ones fails at
-once as ``resource_limit`` (audited) instead of queueing without limit
-(``runtime.broker.limiter``).
+are served in turn, and a session's call past ``[limits] max_queued`` waiting ones (or past
+``max_queued_total`` waiting in all sessions) fails at once as ``resource_limit`` (audited)
+instead of queueing without limit (``runtime.broker.limiter``). A client's disconnecting does
+not cancel its calls: the MCP spec says so (it may resume the stream, or cancel with
+``notifications/cancelled``); a session ended by DELETE does, its running and queued calls
+alike.
 
 Approvals: an ``ask`` decision, and the ``ask_user`` hook, elicit the calling client when it
 declared the elicitation capability, in the connection's era (a server-to-client request, or
@@ -159,6 +162,9 @@ class McpToolServer:
         #: in turn (runtime.broker.limiter): a session's queue never delays another's call
         #: by more than one call per turn.
         self.max_queued: int | None = broker.policy.max_queued
+        #: Calls of all sessions together that may wait (``[limits] max_queued_total``): a
+        #: client opening session after session meets this bound instead of none.
+        self.max_queued_total: int | None = broker.policy.max_queued_total
         #: The broker's approver and ask_user: they elicit the calling client (_approval).
         self.approvals = Approvals(ask_timeout_s)
         # The audit session of each connection without an Mcp-Session-Id (session_id).
@@ -236,7 +242,7 @@ class McpToolServer:
         session = self.session_id(ctx)
         with (
             self.approvals.serving(ctx, params) as current,
-            queue_scope(session, self.max_queued),
+            queue_scope(session, self.max_queued, self.max_queued_total),
         ):
             async with heartbeat(ctx, name, self.progress_interval_s) as on_run:
                 result = await self.broker.call(

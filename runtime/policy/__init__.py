@@ -5,7 +5,8 @@ Public surface::
     Policy.load(path) / Policy.from_toml(text, source) / Policy.default()
     policy.decide(call, spec, profile=None) -> Decision
     policy.tool_visible(name, profile=None) -> bool
-    policy.sandbox_mode, .redact_keys, .max_concurrent, .max_queued, .network, .budget(tool),
+    policy.sandbox_mode, .redact_keys, .max_concurrent, .max_queued,
+    .max_queued_total, .network, .budget(tool),
     policy.env(session)
     NetworkRules.check(scheme, host, port) -> NetworkVerdict; .address_allowed(host, ip)
 

@@ -256,6 +256,10 @@ class Policy:
         return self.document.limits.max_queued
 
     @property
+    def max_queued_total(self) -> int:
+        return self.document.limits.max_queued_total
+
+    @property
     def network(self) -> NetworkRules:
         return self.document.network
 
@@ -404,6 +408,7 @@ class Policy:
         overrides = doc.limits.overrides()
         overrides.pop("max_concurrent", None)
         overrides.pop("max_queued", None)
+        overrides.pop("max_queued_total", None)
         if network_tool and "timeout_s" not in overrides:
             overrides["timeout_s"] = doc.network.timeout_s
         for key, entry in self._tool_entries:

@@ -124,6 +124,14 @@ class GlobalLimits(LimitsSection):
         "calls run; one more fails at once (resource_limit). Sessions are served in turn. "
         "Default 32.",
     )
+    max_queued_total: int = Field(
+        256,
+        ge=0,
+        le=65536,
+        description="Calls of all MCP sessions together that may wait for a slot; one more "
+        "fails at once (resource_limit), so many sessions cannot queue without bound. "
+        "Default 256.",
+    )
 
 
 class SandboxSection(_Section):

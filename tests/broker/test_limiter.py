@@ -234,6 +234,39 @@ async def test_a_key_past_its_bound_fails_at_once_and_others_still_queue() -> No
 
 
 @pytest.mark.anyio
+async def test_all_keys_together_past_the_total_bound_fail_at_once() -> None:
+    """Many keys (sessions), each under its own bound, cannot queue without end."""
+    slots = Slots(1)
+    assert slots.try_acquire()
+    served: list[str] = []
+
+    async def one(key: str, total: int | None = 3) -> None:
+        with queue_scope(key, 2, total):
+            await slots.wait_async()
+        served.append(key)
+        slots.release()
+
+    async with anyio.create_task_group() as tg:
+        for key in ("a", "b", "c"):
+            tg.start_soon(one, key)
+        await anyio.wait_all_tasks_blocked()
+        assert slots.waiting == 3
+        with queue_scope("d", 2, 3), pytest.raises(ResourceLimitExceeded) as caught:
+            await slots.wait_async()
+        assert caught.value.error_type == "resource_limit"
+        assert caught.value.details["limit"] == "max_queued_total"
+        assert caught.value.details["queued"] == 3
+        with queue_scope("d", 2, 3), pytest.raises(ResourceLimitExceeded):
+            slots.wait_sync()  # the sync path has the same bound
+        tg.start_soon(one, "d", None)  # without a total bound the same call waits
+        await anyio.wait_all_tasks_blocked()
+        assert slots.waiting == 4
+        slots.release()
+    assert sorted(served) == ["a", "b", "c", "d"]
+    assert slots.in_use == 0 and slots.waiting == 0
+
+
+@pytest.mark.anyio
 async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
     slots = Slots(1)
     assert slots.try_acquire()

@@ -21,6 +21,7 @@ class ScriptedPolicy:
     sandbox_mode = "best_effort"
     max_concurrent = 8
     max_queued = 32
+    max_queued_total = 256
     redact_keys: tuple[str, ...] = ()
     network: dict[str, Any] = {}
 

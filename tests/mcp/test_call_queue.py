@@ -58,9 +58,10 @@ def _ctx(session: str) -> Any:
     return SimpleNamespace(request=request, session=object(), meta=None)
 
 
-def _policy(max_concurrent: int, max_queued: int) -> Policy:
+def _policy(max_concurrent: int, max_queued: int, max_queued_total: int = 256) -> Policy:
     return Policy.from_toml(
         f"[limits]\nmax_concurrent = {max_concurrent}\nmax_queued = {max_queued}\n"
+        f"max_queued_total = {max_queued_total}\n"
         '[[rules]]\nid = "all"\naction = "allow"\ntools = ["*"]\n',
         "test",
     )
@@ -87,7 +88,9 @@ async def test_the_max_queued_limit_is_read_from_the_policy(tmp_path: Path) -> N
     broker, server = await _server(tmp_path, _Gate(), _policy(2, 7))
     async with broker:
         assert server.max_queued == 7
+        assert server.max_queued_total == 256
     assert Policy.default().max_queued == 32
+    assert Policy.default().max_queued_total == 256
 
 
 async def test_a_session_past_its_queue_bound_is_refused_and_another_is_served(
@@ -128,6 +131,40 @@ async def test_a_session_past_its_queue_bound_is_refused_and_another_is_served(
             tg.cancel_scope.cancel()
     assert gate.started == ["a-running", "a-queued-0", "b", "a-queued-1", "a-queued-2"]
     assert all(not results[label].is_error for label in gate.started)
+    with AuditLog(tmp_path / "ws" / ".runtime" / "audit.db", read_only=True) as log:
+        assert log.verify().ok
+        records = [r for r in log.tail(100) if r.error_type == "resource_limit"]
+    assert len(records) == 1
+
+
+async def test_many_sessions_past_the_total_bound_are_refused(tmp_path: Path) -> None:
+    """A client that opens session after session (each under max_queued) meets
+    max_queued_total; the refusal is audited, the queued calls still run."""
+    gate = _Gate()
+    broker, server = await _server(tmp_path, gate, _policy(1, 3, 4))
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(session: str, tool: str, label: str) -> None:
+        result = await server._call_tool(_ctx(session), _call(tool, label))
+        assert isinstance(result, types.CallToolResult)
+        results[label] = result
+
+    async with broker, anyio.create_task_group() as tg:
+        tg.start_soon(call, "S0", "slow", "running")
+        await anyio.wait_all_tasks_blocked()
+        for i in range(4):  # four sessions, one queued call each
+            tg.start_soon(call, f"S{i + 1}", "slow", f"queued-{i}")
+            await anyio.wait_all_tasks_blocked()
+        tg.start_soon(call, "S9", "quick", "refused")
+        await anyio.wait_all_tasks_blocked()
+        assert "refused" in results, "the call past the total bound waits"
+        refused = results["refused"]
+        assert refused.is_error and refused.structured_content is not None
+        error = refused.structured_content["error"]
+        assert error["type"] == "resource_limit"
+        assert error["details"]["limit"] == "max_queued_total"
+        gate.release.set()
+    assert gate.started == ["running", *(f"queued-{i}" for i in range(4))]
     with AuditLog(tmp_path / "ws" / ".runtime" / "audit.db", read_only=True) as log:
         assert log.verify().ok
         records = [r for r in log.tail(100) if r.error_type == "resource_limit"]
