@@ -349,3 +349,82 @@ def _in_child(body: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
     os.waitpid(pid, 0)
     result: dict[str, Any] = json.loads(data)
     return result
+
+
+@pytest.mark.parametrize(
+    ("globs", "prefixes"),
+    [
+        (None, None),
+        ((), ()),  # an empty list: nothing
+        (("**",), None),
+        (("src/**",), ("src",)),
+        (("src/**", "src/lib/*.py", "docs/*.md", "README.md"), ("README.md", "docs", "src")),
+        (("a/b/c/**", "a/b/**"), ("a/b",)),
+        (("**/*.py",), None),
+        (("*.md", "src/**"), None),
+        (("src/[ab]/**",), ("src",)),
+        (("src/?x/**",), ("src",)),
+        (("./src/**",), None),  # never a lexical guess: '.' and '..' end the prefix
+        (("a/../b/**",), ("a",)),
+    ],
+)
+def test_narrow_globs_become_their_literal_prefixes(
+    globs: tuple[str, ...] | None, prefixes: tuple[str, ...] | None
+) -> None:
+    assert walls.narrow_prefixes(globs) == prefixes
+
+
+@needs_landlock
+@pytest.mark.parametrize("exec_", [False, True], ids=["python", "exec"])
+def test_c_and_python_narrow_the_workspace_the_same(
+    tmp_path: Path, mount_ops: newroot.MountOps, exec_: bool
+) -> None:
+    ws = tmp_path / "ws"
+    for name in ("src", "out", "secrets"):
+        (ws / name).mkdir(parents=True)
+    (ws / "src" / "a.txt").write_text("x")
+    (ws / "out" / "o.txt").write_text("x")
+    (ws / "secrets" / "s.txt").write_text("x")
+    (ws / "top.txt").write_text("x")
+    (ws / "lnk").symlink_to("secrets")  # a read glob's prefix that is a symlink
+    narrow = {"read": ["src/**", "lnk/**", "missing/**"], "write": ["out/**"]}
+    plan = child.CallPlan("c", str(ws), "rw", exec_, {}, narrow=narrow)
+    probes = [
+        (str(ws / "src" / "a.txt"), False),
+        (str(ws / "src" / "a.txt"), True),  # readable, not writable
+        (str(ws / "out" / "o.txt"), True),  # writable ...
+        (str(ws / "out" / "o.txt"), False),  # ... not readable (out/** is no read glob)
+        (str(ws / "secrets" / "s.txt"), False),
+        (str(ws / "lnk" / "s.txt"), False),
+        (str(ws / "top.txt"), False),
+        (str(ws), False),
+    ]
+    in_c, in_python = _both(mount_ops, plan, probes)
+    assert in_c == in_python
+    ok, denied = 0, errno.EACCES
+    assert in_c["probes"] == [ok, denied, ok, denied, denied, denied, denied, denied]
+
+
+@needs_landlock
+def test_a_read_only_call_is_narrowed_to_reading(
+    tmp_path: Path, mount_ops: newroot.MountOps
+) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "o.txt").write_text("x")
+    narrow = {"read": None, "write": ["out/**"]}
+    plan = child.CallPlan("c", str(tmp_path), "ro", True, {}, narrow=narrow)
+    probes = [(str(tmp_path / "out" / "o.txt"), False), (str(tmp_path / "out" / "o.txt"), True)]
+    in_c, in_python = _both(mount_ops, plan, probes)
+    assert in_c == in_python
+    assert in_c["probes"] == [0, errno.EACCES]
+
+
+@needs_landlock
+def test_an_empty_glob_list_grants_nothing(tmp_path: Path, mount_ops: newroot.MountOps) -> None:
+    (tmp_path / "f.txt").write_text("x")
+    narrow = {"read": ["f.txt"], "write": []}
+    plan = child.CallPlan("c", str(tmp_path), "rw", True, {}, narrow=narrow)
+    probes = [(str(tmp_path / "f.txt"), False), (str(tmp_path / "f.txt"), True)]
+    in_c, in_python = _both(mount_ops, plan, probes)
+    assert in_c == in_python
+    assert in_c["probes"] == [0, errno.EACCES]

@@ -372,14 +372,23 @@ class SandboxBackend:
             profile = self._profiles[with_env] = json.dumps(body, sort_keys=True)
         return profile
 
-    @staticmethod
-    def _plan_key(request: ExecRequest) -> tuple[Any, ...]:
+    def _plan_key(self, request: ExecRequest) -> tuple[Any, ...]:
         needs = request.spec.sandbox
         limits = request.limits
         key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        if self._allow != (None, None):
+            # Narrowed by Landlock or not: a profile of its own (its rules differ).
+            key = (*key, self._narrowed(request.spec))
         prune = _removed_whole(request)
         # A call that removes a subtree has a profile of its own (its masks' walk differs).
         return (*key, prune) if prune else key
+
+    def _narrowed(self, spec: ToolSpec) -> bool:
+        """Whether Landlock confines this tool's calls to the policy's narrow ``[paths]``
+        globs (``walls.landlock_rules``): it runs programs, or its code is not the built-in
+        toolkit. The toolkit applies the globs itself, exactly, and lists the workspace's
+        root to show what they allow; a program or a folder tool's code applies nothing."""
+        return self._allow != (None, None) and (spec.sandbox.exec or not _builtin(spec))
 
     def _static_plan(
         self, request: ExecRequest, key: tuple[Any, ...] | None = None
@@ -409,6 +418,12 @@ class SandboxBackend:
                 "limits": limits.model_dump(),
                 "masks": self._mask_plan(access),
             }
+            if self._narrowed(request.spec):
+                read, write = self._allow
+                static["narrow"] = {
+                    "read": None if read is None else list(read),
+                    "write": None if write is None else list(write),
+                }
         return static
 
     def _mask_plan(self, access: WorkspaceAccess) -> dict[str, Any]:
@@ -663,9 +678,7 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
     spec = request.spec
     if spec.name != "delete_file" or request.arguments.get("recursive") is not True:
         return ()
-    from runtime.toolkit import builtin_tools_dir
-
-    if spec.source is None or not spec.source.resolve().is_relative_to(builtin_tools_dir()):
+    if not _builtin(spec):
         return ()
     path = request.arguments.get("path")
     if not isinstance(path, str):
@@ -676,6 +689,15 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
         return ()
     parts = tuple(c for c in path.split("/") if c not in ("", "."))
     return () if ".." in parts else parts
+
+
+def _builtin(spec: ToolSpec) -> bool:
+    """Whether ``spec`` is a manifest of the built-in catalogue (by where it was loaded
+    from, not by its name, which a catalogue built without the built-ins could give any
+    tool)."""
+    from runtime.toolkit import builtin_tools_dir
+
+    return spec.source is not None and spec.source.resolve().is_relative_to(builtin_tools_dir())
 
 
 def _loop_token() -> Any:

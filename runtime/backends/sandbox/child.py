@@ -154,6 +154,9 @@ class CallPlan:
     env: dict[str, str] = field(default_factory=dict)
     #: Policy-denied paths to mask in the workspace (``masks.MaskSpec.as_plan``); {} = none.
     masks: dict[str, Any] = field(default_factory=dict)
+    #: The policy's narrow ``[paths]`` globs ({"read": [...] | None, "write": [...] | None})
+    #: that Landlock applies to this call (``walls.landlock_rules``); {} = the whole workspace.
+    narrow: dict[str, Any] = field(default_factory=dict)
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -479,9 +482,15 @@ def _rlimits(limits: ChildLimits) -> None:
         _linux.setrlimit(res, soft, hard)
 
 
-def _landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> list[tuple[str, int]]:
+def _landlock_rules(
+    plan: CallPlan, workspace: str, private_tmp: bool
+) -> list[tuple[str, int, int]]:
     rules = walls.landlock_rules(plan, workspace, private_tmp)
-    return [(path, rights) for path, rights, how in rules if walls.present(path, how)]
+    return [
+        (path, rights, how & walls.STRICT)
+        for path, rights, how in rules
+        if walls.present(path, how)
+    ]
 
 
 def call_workspace(cfg: ChildConfig, plan: CallPlan) -> str:

@@ -91,10 +91,47 @@ def ruleset_attr(abi: int, *, allow_tcp: bool = False) -> tuple[int, int, int, i
     return fs_mask(abi), 0, 0, 8
 
 
-def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool = False) -> None:
+#: ``walls.STRICT``: the rule's path has no symlink in it and is a directory or regular file.
+_STRICT = 4
+
+
+def _open_strict(path: str) -> int | None:
+    """An O_PATH descriptor of ``path`` opened component by component ``O_NOFOLLOW`` (as
+    ``openat2``'s RESOLVE_NO_SYMLINKS in ``mountops.c``), when it is a directory or a
+    regular file; None when it is absent, is not, or holds a symlink."""
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = [p for p in path.split("/") if p]
+    try:
+        fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for i, name in enumerate(parts):
+        last = i == len(parts) - 1
+        try:
+            nxt = os.open(name, flags if last else flags | os.O_DIRECTORY, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind not in (stat.S_IFDIR, stat.S_IFREG):
+        os.close(fd)
+        return None
+    return fd
+
+
+def apply_ruleset(
+    abi: int,
+    rules: Iterable[tuple[str, int] | tuple[str, int, int]],
+    *,
+    allow_tcp: bool = False,
+) -> None:
     """Restrict the calling thread (and its future children) to ``rules``.
 
-    ``rules`` are (path, access) pairs; access bits the ABI lacks are dropped. With ABI >= 4
+    ``rules`` are (path, access) pairs, or (path, access, ``walls.STRICT``) for a path that
+    is granted only when it holds no symlink (else skipped: nothing granted); access bits
+    the ABI lacks are dropped. With ABI >= 4
     TCP bind/connect are handled with no rule, so every port is denied — unless
     ``allow_tcp`` (a process the policy grants the network: its net namespace is the
     host's, and Landlock then leaves TCP alone); with ABI >= 6 the abstract unix socket and
@@ -105,8 +142,14 @@ def apply_ruleset(abi: int, rules: Iterable[tuple[str, int]], *, allow_tcp: bool
     attr = struct.pack("=QQQ", handled, tcp, scope)[:size]
     ruleset = _linux.landlock_create_ruleset(attr, 0)
     try:
-        for path, access in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        for path, access, *how in rules:
+            if how and how[0] & _STRICT:
+                strict = _open_strict(path)
+                if strict is None:
+                    continue
+                fd = strict
+            else:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 allowed = access & handled
                 # The opened inode itself (fstat works on O_PATH): no second look-up of

@@ -50,6 +50,7 @@ typedef unsigned long u64;
 #define SYS_move_mount 429
 #define SYS_close_range 436
 #define SYS_mount_setattr 442
+#define SYS_openat2 437
 
 #define AT_FDCWD -100
 #define AT_EMPTY_PATH 0x1000
@@ -65,6 +66,9 @@ typedef unsigned long u64;
 #define MOVE_MOUNT_F_EMPTY_PATH 4
 #define S_IFMT 0170000
 #define S_IFDIR 0040000
+#define S_IFREG 0100000
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
 #define ENOENT 2
 #define EEXIST 17
 #define ENOTDIR 20
@@ -77,6 +81,9 @@ typedef unsigned long u64;
 #define LANDLOCK_FILE_RIGHTS ((1UL << 0) | (1UL << 1) | (1UL << 2) | (1UL << 14) | (1UL << 15))
 #define RULE_DIR_ONLY 1 /* OP_LL_RULE: skip a path that is not a directory (or absent) */
 #define RULE_NOFOLLOW 2 /* OP_LL_RULE: do not follow a final symlink (with 1: skip it) */
+/* OP_LL_RULE: a path with no symlink anywhere in it (openat2 RESOLVE_NO_SYMLINKS), a directory
+ * or a regular file; else skipped (nothing granted). What the workspace's owner controls. */
+#define RULE_STRICT 4
 
 /* Keep in step with newroot.py's _OP_* codes. */
 enum {
@@ -217,15 +224,24 @@ struct rlimit64 {
 /* One path rule: the inode opened once (O_PATH) and its type read from that descriptor, so
  * no second look-up can name something else; a file gets only the file rights. */
 static long ll_rule(long ruleset, const char *path, u64 rights, unsigned how) {
-    long flags = O_PATH | O_CLOEXEC | ((how & RULE_NOFOLLOW) ? O_NOFOLLOW : 0);
-    long fd = sys4(SYS_openat, AT_FDCWD, (long)path, flags, 0);
-    if (fd < 0) return (how & RULE_DIR_ONLY) ? 0 : fd; /* as os.path.isdir: any error */
+    long fd;
+    if (how & RULE_STRICT) {
+        /* struct open_how: flags, mode, resolve. */
+        u64 open_how[3] = {O_PATH | O_CLOEXEC | O_NOFOLLOW, 0,
+                           RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        fd = sys4(SYS_openat2, AT_FDCWD, (long)path, (long)open_how, sizeof open_how);
+        if (fd < 0) return 0; /* absent, or a symlink on the way: nothing granted */
+    } else {
+        long flags = O_PATH | O_CLOEXEC | ((how & RULE_NOFOLLOW) ? O_NOFOLLOW : 0);
+        fd = sys4(SYS_openat, AT_FDCWD, (long)path, flags, 0);
+        if (fd < 0) return (how & RULE_DIR_ONLY) ? 0 : fd; /* as os.path.isdir: any error */
+    }
     u64 st[18];
     long r = sys4(SYS_fstat, fd, (long)st, 0, 0);
     if (r == 0) {
         unsigned mode = (unsigned)(st[3] & 0xffffffffUL);
         if ((mode & S_IFMT) != S_IFDIR) {
-            if (how & RULE_DIR_ONLY) {
+            if ((how & RULE_DIR_ONLY) || ((how & RULE_STRICT) && (mode & S_IFMT) != S_IFREG)) {
                 sys4(SYS_close, fd, 0, 0, 0);
                 return 0;
             }

@@ -41,9 +41,11 @@ __all__ = [
     "DIR_ONLY",
     "NOFOLLOW",
     "SANDBOX_UID",
+    "STRICT",
     "Rule",
     "identity_ops",
     "landlock_rules",
+    "narrow_prefixes",
     "present",
     "rlimits",
     "wall_ops",
@@ -55,6 +57,11 @@ _PRCTL, _CAPSET_ZERO, _RLIMIT, _LL_RULESET, _LL_RULE, _LL_RESTRICT = 13, 14, 15,
 DIR_ONLY = 1
 #: With ``DIR_ONLY``: a symlink is skipped too (``os.path.islink``).
 NOFOLLOW = 2
+#: A rule whose path holds no symbolic link anywhere (``openat2`` ``RESOLVE_NO_SYMLINKS``;
+#: the Python path opens it component by component ``O_NOFOLLOW``) and is a directory or a
+#: regular file; else skipped, granting nothing. The workspace's owner — and any earlier
+#: call that could write there — chooses what lies at these paths.
+STRICT = 4
 _WRITE_FILE, _SETRESGID, _SETRESUID, _SETGROUPS_NONE, _UNSHARE, _SETSID = 19, 20, 21, 22, 23, 24
 _SET_NAME, _CLOSE_REST = 25, 26
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 1, 4, 38
@@ -83,14 +90,67 @@ def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
+#: The write rights without the read ones: a narrowed call may write where it may not read.
+_WRITE_ONLY = landlock.WRITE & ~landlock.READ
+
+
+def narrow_prefixes(globs: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The workspace-relative directories (or files) that hold every match of ``globs``:
+    each glob's literal leading segments (``src/**`` → ``src``, ``docs/*.md`` → ``docs``,
+    ``README.md`` → itself), the ones inside another dropped. None when they cannot be
+    narrowed: ``globs`` is None (everything), or a glob starts with a wildcard (``**/*.py``,
+    ``*.md``) and so may match anywhere. A superset of the globs' matches, by directory: the
+    policy's lexical checks stay the exact rule for the paths a tool names."""
+    if globs is None:
+        return None
+    found: set[str] = set()
+    for pattern in globs:
+        literal: list[str] = []
+        for seg in pattern.split("/"):
+            if seg in ("", ".", "..") or not set(seg).isdisjoint("*?["):
+                break
+            literal.append(seg)
+        if not literal:
+            return None
+        found.add("/".join(literal))
+    ordered = sorted(found)
+    return tuple(p for p in ordered if not any(p.startswith(q + "/") for q in ordered))
+
+
+def _or_whole(prefixes: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The prefixes, or the workspace itself ("") when not narrowed (None)."""
+    return ("",) if prefixes is None else prefixes
+
+
 def landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> tuple[Rule, ...]:
-    """The call's Landlock rules; the optional ones say how their presence is decided."""
+    """The call's Landlock rules; the optional ones say how their presence is decided.
+
+    ``plan.narrow`` (the policy's narrow ``[paths]`` read and write globs, for a call whose
+    own code does not apply them: it runs programs, or it is not a built-in tool): read
+    (and execute) is granted only beneath the read globs' literal prefixes, write only
+    beneath the write globs' (``narrow_prefixes``); the rest of the workspace is EACCES,
+    whatever program asks. A prefix that does not exist when the call starts (or holds a
+    symlink) grants nothing in that call."""
     rules: list[Rule] = []
     if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
         rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE, 0))
     if plan.workspace and plan.access != "none":
-        access = landlock.WRITE if plan.access == "rw" else landlock.READ
-        rules.append((workspace, access | (landlock.EXECUTE if plan.exec else 0), 0))
+        execute = landlock.EXECUTE if plan.exec else 0
+        narrow = plan.narrow or {}
+        writable = plan.access == "rw"
+        reads = narrow_prefixes(narrow.get("read"))
+        writes = narrow_prefixes(narrow.get("write")) if writable else None
+        if reads is None and writes is None:
+            access = landlock.WRITE if writable else landlock.READ
+            rules.append((workspace, access | execute, 0))
+        else:
+            # "" is the workspace itself (not narrowed); read-only calls write nowhere.
+            # An empty tuple is an empty glob list: nothing granted.
+            grants = [(rel, landlock.READ | execute) for rel in _or_whole(reads)]
+            if writable:
+                grants += [(rel, _WRITE_ONLY) for rel in _or_whole(writes)]
+            for rel, rights in grants:
+                rules.append((f"{workspace}/{rel}" if rel else workspace, rights, STRICT))
     rules += [(f"/dev/{name}", landlock.RW_DEV, 0) for name in ("null", "zero", "full")]
     rules += [(f"/dev/{name}", landlock.READ_FILE, 0) for name in ("random", "urandom")]
     rules.append(("/proc", landlock.READ, 0))
@@ -103,7 +163,8 @@ def landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> tuple[R
 
 
 def present(path: str, how: int) -> bool:
-    """Whether the Python path grants a rule (what ``mountops.c`` decides from the inode)."""
+    """Whether the Python path grants a rule (what ``mountops.c`` decides from the inode;
+    a ``STRICT`` rule is decided when ``landlock.apply_ruleset`` opens it)."""
     if not how & DIR_ONLY:
         return True
     return os.path.isdir(path) and not (how & NOFOLLOW and os.path.islink(path))
