@@ -30,6 +30,7 @@ import anyio
 from runtime import _speedups
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
 from runtime.broker import _fast
+from runtime.broker._channel import CallChannel
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -349,19 +350,8 @@ class Broker:
             raise ToolFailed("no way to ask the user in this session", reason="no_user_channel")
         return hook(question, options)
 
-    async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Requests a sandboxed tool makes back to the broker over its frame pipe."""
-        if op in ("http", "search_endpoint"):
-            reply: dict[str, Any] = await self._gateway_for_egress().handle(op, payload)
-            return reply
-        if op == "ask_user":
-            if self.ask_user is None:
-                raise ToolFailed("no way to ask the user in this session")
-            question = str(payload.get("question", ""))
-            options = payload.get("options")
-            answer = await anyio.to_thread.run_sync(self.ask_user, question, options)
-            return {"answer": answer}
-        raise ToolFailed(f"unknown broker request {op!r}")
+    def _ask_user_hook(self) -> AskUser | None:
+        return self.ask_user
 
     # -- the pipeline -------------------------------------------------------------------------
     async def call(
@@ -619,7 +609,10 @@ class Broker:
             decision=decision,
             env=decision.env,
             session=session,
-            broker_requests=self._broker_request,
+            # Only what the manifest declares and the decision grants (see _channel.py).
+            broker_requests=CallChannel(
+                spec, decision, self._gateway_for_egress, self._ask_user_hook
+            ),
             arguments_json=arguments_json,
         )
 
