@@ -118,6 +118,9 @@ class _CallState:
     backend_name: str | None = None
     #: The session the call runs in, as its audit records show it.
     session: str | None = None
+    #: The (session, tool) budget slot reserved at the decision; given back by the finish
+    #: step when the call never reached its write-ahead record.
+    budget_key: tuple[str, str] | None = None
 
     def __init__(self, raw: Any, started: Any, t0: float) -> None:
         self.raw = raw
@@ -541,8 +544,8 @@ class Broker:
             st.entry = entry
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
-        st.decision = decision = self._check_budget(
-            session, spec.name, self.policy.decide(tc, spec, profile=profile)
+        st.decision = decision = self._reserve_budget(
+            st, session, spec.name, self.policy.decide(tc, spec, profile=profile)
         )
         if decision.action == "deny":
             raise PolicyDenied(
@@ -596,8 +599,7 @@ class Broker:
             arguments_bytes=arguments_json,
             session=st.session,
         )
-        st.audited = True
-        self._count_budget(session, spec.name)
+        st.audited = True  # from here the call counts against its budget (reserved above)
         # decision.limits already has the manifest's own caps applied by the policy.
         limits = decision.limits
         return ExecRequest(
@@ -679,9 +681,25 @@ class Broker:
             return parse_call_bytes(call, self.call_limits)
         return normalize_call(call, self.call_limits)
 
-    def _check_budget(self, session: str, tool: str, decision: Decision) -> Decision:
+    def _reserve_budget(
+        self, st: _CallState, session: str, tool: str, decision: Decision
+    ) -> Decision:
+        """Check the tool's per-session budget and take one call of it, in one step: the
+        decision is denied (rule ``budget.TOOL``) when the calls run, running and waiting
+        (for an approver, a backend start, a slot) already use it up. Checked here and
+        counted only once the call ran, concurrent calls (``call_many``, an awaiting
+        approver) all passed the check. A call that never reaches its write-ahead record
+        (refused, not approved, its backend failed to start, the broker closed) gives its
+        reservation back in :meth:`_finish`; one that ran keeps it whatever its outcome (a
+        failed or cancelled call used the tool)."""
+        if decision.action == "deny":
+            return decision
         budget = self.policy.budget(tool)
-        if budget is not None and self._budget_used.get((session, tool), 0) >= budget:
+        if budget is None:
+            return decision
+        key = (session, tool)
+        used = self._budget_used.get(key, 0)
+        if used >= budget:
             return decision.model_copy(
                 update={
                     "action": "deny",
@@ -689,11 +707,14 @@ class Broker:
                     "reasons": [f"{tool} may be called at most {budget} times per session"],
                 }
             )
+        self._budget_used[key] = used + 1
+        st.budget_key = key
         return decision
 
-    def _count_budget(self, session: str, tool: str) -> None:
-        key = (session, tool)
-        self._budget_used[key] = self._budget_used.get(key, 0) + 1
+    def _release_budget(self, st: _CallState) -> None:
+        key, st.budget_key = st.budget_key, None
+        if key is not None and not st.audited:
+            self._budget_used[key] -= 1
 
     async def _approve(self, st: _CallState, decision: Decision) -> None:
         assert st.tc is not None
@@ -772,6 +793,8 @@ class Broker:
         return canonical
 
     def _finish(self, st: _CallState) -> ToolResult:
+        if st.budget_key is not None:
+            self._release_budget(st)
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
         outcome, error, audited = st.outcome, st.error, st.audited
         # The completion of a call that ran follows its journaled write-ahead record.
