@@ -23,6 +23,7 @@ from urllib.parse import urljoin
 import anyio
 import httpx
 
+from runtime.audit._redact import Redactor
 from runtime.egress._addresses import address_class
 from runtime.egress._decode import BodyDecoder
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
@@ -58,8 +59,11 @@ _DROPPED_HEADERS = frozenset(
         "expect",
     }
 )
-# Credentials are not forwarded to another origin after a redirect.
+# Credentials are not forwarded to another origin after a redirect: these, every header
+# the audit redactor's key test calls secret (X-Api-Key, Private-Token, X-Amz-Security-Token,
+# ...) and the ones the caller marks secret (``secret_headers``).
 _ORIGIN_BOUND_HEADERS = frozenset({"authorization", "cookie"})
+_SECRET_NAMES = Redactor()
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _VALUE_RE = re.compile(r"^[\t\x20-\x7e]*$")
 _MAX_HEADERS = 100
@@ -76,6 +80,8 @@ class _Request:
     max_bytes: int
     timeout_s: float
     follow_redirects: bool
+    #: Lower-case names of headers the caller marks secret: dropped on an origin change.
+    secret_headers: frozenset[str] = frozenset()
 
 
 async def _system_resolver(host: str, port: int) -> list[IPAddress]:
@@ -138,6 +144,16 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     follow = payload.get("follow_redirects", True)
     if not isinstance(follow, bool):
         raise InvalidArguments("follow_redirects must be a boolean", field="follow_redirects")
+    secret = payload.get("secret_headers") or []
+    if (
+        not isinstance(secret, list | tuple)
+        or len(secret) > _MAX_HEADERS
+        or not all(isinstance(n, str) for n in secret)
+    ):
+        raise InvalidArguments(
+            f"secret_headers must be a list of at most {_MAX_HEADERS} header names",
+            field="secret_headers",
+        )
     return _Request(
         method=method.upper(),
         url=url,
@@ -146,7 +162,16 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
         max_bytes=min(max_bytes, rules.max_response_bytes),
         timeout_s=min(float(timeout_s), rules.timeout_s),
         follow_redirects=follow,
+        secret_headers=frozenset(n.lower() for n in secret),
     )
+
+
+def _origin_bound(name: str, secret: frozenset[str]) -> bool:
+    """A header that must not follow a redirect to another origin: a credential by name
+    (the audit redactor's key test, which reads ``X-Api-Key`` and ``apiKey`` alike) or one
+    the caller marked secret."""
+    low = name.lower()
+    return low in _ORIGIN_BOUND_HEADERS or low in secret or _SECRET_NAMES.is_secret_key(name)
 
 
 def _reply_headers(response: httpx.Response, decoded: bool) -> dict[str, str]:
@@ -318,7 +343,7 @@ class EgressGateway:
                 ) from exc
             if nxt.origin != target.origin:
                 headers = {
-                    k: v for k, v in headers.items() if k.lower() not in _ORIGIN_BOUND_HEADERS
+                    k: v for k, v in headers.items() if not _origin_bound(k, req.secret_headers)
                 }
             if response.status_code == 303 or (
                 response.status_code in (301, 302) and method == "POST"
