@@ -64,6 +64,7 @@ from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
     from runtime.audit import PreparedObject
+    from runtime.audit._redact import Redactor
     from runtime.backends.sandbox._prespawn import PrespawnedZygote
 
 __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
@@ -121,6 +122,8 @@ class _CallState:
     #: The (session, tool) budget slot reserved at the decision; given back by the finish
     #: step when the call never reached its write-ahead record.
     budget_key: tuple[str, str] | None = None
+    #: The call's channel back to the broker (its egress log goes in the usage).
+    channel: CallChannel | None = None
 
     def __init__(self, raw: Any, started: Any, t0: float) -> None:
         self.raw = raw
@@ -217,6 +220,7 @@ class Broker:
             # dataclass __hash__ in Python) twice per call. One tuple: read and replaced whole.
             self._last_sandbox: tuple[Fingerprint, PreparedObject] | None = None
             self._gateway: Any = None
+            self._redactor: Redactor | None = None
             self._closed = False
             # Async calls between their start and their result; aclose() waits for them (after
             # ending the backends, which ends their work) so that each gets its completion record.
@@ -355,6 +359,16 @@ class Broker:
 
     def _ask_user_hook(self) -> AskUser | None:
         return self.ask_user
+
+    def _redact_url(self, url: str) -> str:
+        """``url`` as the audit log would show it in a call's arguments (the policy's
+        redaction keys included): the egress log goes in the usage, which is not redacted."""
+        redactor = self._redactor
+        if redactor is None:
+            from runtime.audit._redact import Redactor as _Redactor
+
+            redactor = self._redactor = _Redactor(self.policy.redact_keys)
+        return redactor.redact_str(url)
 
     # -- the pipeline -------------------------------------------------------------------------
     async def call(
@@ -600,6 +614,9 @@ class Broker:
             session=st.session,
         )
         st.audited = True  # from here the call counts against its budget (reserved above)
+        st.channel = channel = CallChannel(
+            spec, decision, self._gateway_for_egress, self._ask_user_hook, self._redact_url
+        )
         # decision.limits already has the manifest's own caps applied by the policy.
         limits = decision.limits
         return ExecRequest(
@@ -612,9 +629,7 @@ class Broker:
             env=decision.env,
             session=session,
             # Only what the manifest declares and the decision grants (see _channel.py).
-            broker_requests=CallChannel(
-                spec, decision, self._gateway_for_egress, self._ask_user_hook
-            ),
+            broker_requests=channel,
             arguments_json=arguments_json,
         )
 
@@ -811,6 +826,10 @@ class Broker:
         usage_data: dict[str, Any] = dict(outcome.usage) if outcome else {}
         if error is not None and isinstance(getattr(error, "usage", None), dict):
             usage_data.update(error.usage)  # type: ignore[attr-defined]
+        if st.channel is not None:
+            egress = st.channel.usage()
+            if egress is not None:  # what the tool asked of the network, refusals included
+                usage_data["egress"] = egress
         success = error is None
         if st.cancelled:
             outcome_name = "cancelled"

@@ -247,20 +247,27 @@ class EgressGateway:
         self._transport: httpx.AsyncBaseTransport | None = None
         self._backoff_s = backoff_s
 
-    async def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def handle(
+        self, op: str, payload: dict[str, Any], *, note: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The broker's entry point. Ops: ``http`` (one request), ``search_endpoint``
-        (``{"url": str | None}``, the policy's web_search endpoint)."""
+        (``{"url": str | None}``, the policy's web_search endpoint). ``note``, when given,
+        is filled as the request goes (for the broker's egress log): ``dialled`` the
+        address of each exchange, ``redirects`` the URLs followed, ``status`` the final
+        one; on failure it holds what happened up to it."""
         if op == "http":
-            return await self.request(payload)
+            return await self.request(payload, note=note)
         if op == "search_endpoint":
             return {"url": self._rules.search_endpoint}
         raise InvalidArguments(f"unknown egress operation {op!r}")
 
-    async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def request(
+        self, payload: dict[str, Any], *, note: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         req = _validated(payload, self._rules)
         try:
             with anyio.fail_after(req.timeout_s):
-                return await self._fetch(req)
+                return await self._fetch(req, note)
         except TimeoutError as exc:
             raise ToolTimeout(
                 f"request to {req.url[:200]!r} exceeded {req.timeout_s:g} s", limit="timeout_s"
@@ -294,8 +301,10 @@ class EgressGateway:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
-    async def _fetch(self, req: _Request) -> dict[str, Any]:
-        response, target, redirects = await self._open(req)
+    async def _fetch(self, req: _Request, note: dict[str, Any] | None) -> dict[str, Any]:
+        response, target, redirects = await self._open(req, note)
+        if note is not None:
+            note["status"] = response.status_code
         body_bytes, truncated, decoded = await self._read(response, req.max_bytes)
         return {
             "status": response.status_code,
@@ -306,16 +315,20 @@ class EgressGateway:
             "redirects": redirects,
         }
 
-    async def _open(self, req: _Request) -> tuple[httpx.Response, TargetURL, list[str]]:
+    async def _open(
+        self, req: _Request, note: dict[str, Any] | None = None
+    ) -> tuple[httpx.Response, TargetURL, list[str]]:
         """Send ``req`` (redirects followed and checked); the response's body is unread."""
         target = parse_target(req.url)
         method, body, headers = req.method, req.body, dict(req.headers)
         if not any(k.lower() == "accept-encoding" for k in headers):
             headers["Accept-Encoding"] = "gzip, deflate"
         redirects: list[str] = []
+        if note is not None:
+            note["redirects"] = redirects  # the same list: filled as redirects are followed
         while True:
             try:
-                response = await self._send(method, target, headers, body)
+                response = await self._send(method, target, headers, body, note)
             except EgressDenied as exc:
                 if not redirects:
                     raise
@@ -376,13 +389,18 @@ class EgressGateway:
         return bytes(buf), truncated, decoder.decoded
 
     async def _send(
-        self, method: str, target: TargetURL, headers: dict[str, str], body: bytes | None
+        self,
+        method: str,
+        target: TargetURL,
+        headers: dict[str, str],
+        body: bytes | None,
+        note: dict[str, Any] | None = None,
     ) -> httpx.Response:
         attempts = 1 + (max(self._rules.retries, 0) if method in _IDEMPOTENT else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await self._send_once(method, target, headers, body)
+                response = await self._send_once(method, target, headers, body, note)
             except (httpx.ConnectError, httpx.ConnectTimeout):
                 if last:
                     raise
@@ -394,7 +412,12 @@ class EgressGateway:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send_once(
-        self, method: str, target: TargetURL, headers: dict[str, str], body: bytes | None
+        self,
+        method: str,
+        target: TargetURL,
+        headers: dict[str, str],
+        body: bytes | None,
+        note: dict[str, Any] | None = None,
     ) -> httpx.Response:
         addresses = await self._check(target)
         transport = self._transport
@@ -418,9 +441,13 @@ class EgressGateway:
                     host=target.host,
                 )
             try:
-                return await transport.handle_async_request(request)
+                response = await transport.handle_async_request(request)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 error = exc
+                continue
+            if note is not None:
+                note.setdefault("dialled", []).append(str(address))
+            return response
         assert error is not None
         raise error
 

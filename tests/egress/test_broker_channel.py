@@ -24,6 +24,14 @@ def run(args, ctx):
     if args["op"] == "http":
         reply = ctx.ask_broker("http", {"method": "POST", "url": args["url"], "body": "stolen"})
         return {"status": reply["status"], "body": bytes(reply["body"]).decode()}
+    if args["op"] == "many":
+        out = []
+        for url in args["urls"]:
+            try:
+                out.append(ctx.ask_broker("http", {"url": url})["status"])
+            except Exception as exc:
+                out.append(type(exc).__name__)
+        return {"pages": out}
     if args["op"] == "search_endpoint":
         return ctx.ask_broker("search_endpoint", {})
     return ctx.ask_broker(args["op"], {"question": "colour?", "options": ["red", "blue"]})
@@ -40,7 +48,11 @@ def _manifest(name: str, category: str, sandbox: dict[str, Any]) -> dict[str, An
         "sandbox": {"workspace": "none", **sandbox},
         "parameters": {
             "type": "object",
-            "properties": {"op": {"type": "string"}, "url": {"type": "string"}},
+            "properties": {
+                "op": {"type": "string"},
+                "url": {"type": "string"},
+                "urls": {"type": "array", "items": {"type": "string"}},
+            },
             "required": ["op"],
             "additionalProperties": False,
         },
@@ -173,3 +185,72 @@ def test_ask_user_only_when_declared(tmp_path: Path, tools: Path, server: Server
         _denied(_call(broker, "asker", op="http", url=server.base), "broker.egress")
         unknown = _call(broker, "asker", op="exec")
         _denied(unknown, "broker.request", "'exec'")
+
+
+def test_the_egress_log_shows_what_the_tool_fetched_and_was_refused(
+    tmp_path: Path, tools: Path, server: Server
+) -> None:
+    """Red-team finding E4: a batch whose one page redirected to the metadata address was
+    refused, yet the call's records said only allow + success. The completion record's
+    usage (and the result's) now lists each request: its URL (redacted as arguments are),
+    method, the address dialled, redirects, the status or the refusal's rule."""
+    policy = _policy(tmp_path, server, data="allow")
+    urls = [
+        f"{server.base}/hello?api_key=sk-live-0123456789abcdef",
+        f"{server.base}/redirect?to=http://169.254.169.254/latest/meta-data/",
+        f"{server.base}/redirect?to=/hello",
+    ]
+    with SyncBroker(workspace=tmp_path / "ws", policy=policy, tool_folders=[tools]) as broker:
+        result = _call(broker, "fetcher", op="many", urls=urls)
+        assert result.success, result.error
+        assert result.result == {"pages": [200, "ToolFailed", 200]}
+        completion = broker.audit.tail(1)[0]
+    assert completion.kind == "completion" and completion.outcome == "success"
+    egress = (completion.usage or {})["egress"]
+    assert result.usage.model_dump()["egress"] == egress
+    assert egress["count"] == 3 and egress["refused"] == 1
+    hello, metadata, relative = egress["requests"]
+    assert "sk-live-0123456789abcdef" not in json.dumps(egress)
+    assert hello["url"].startswith(f"{server.base}/hello?api_key=")
+    assert hello | {"url": None} == {
+        "method": "GET",
+        "url": None,
+        "dialled": ["127.0.0.1"],
+        "status": 200,
+    }
+    assert metadata["url"] == urls[1]
+    assert metadata["refused"] == "network.private"
+    assert metadata["error"] == "policy_denied"
+    assert metadata["redirects"] == ["http://169.254.169.254/latest/meta-data/"]
+    assert metadata["dialled"] == ["127.0.0.1"]  # the first hop; the second never dialled
+    assert relative["redirects"] == [f"{server.base}/hello"] and relative["status"] == 200
+
+
+def test_the_egress_log_is_bounded_and_keeps_refusals_of_the_channel(
+    tmp_path: Path, tools: Path, server: Server
+) -> None:
+    policy = _policy(tmp_path, server, data="allow")
+    with SyncBroker(workspace=tmp_path / "ws", policy=policy, tool_folders=[tools]) as broker:
+        many = _call(broker, "fetcher", op="many", urls=[f"{server.base}/hello"] * 40)
+        assert many.success, many.error
+        egress = many.usage.model_dump()["egress"]
+        assert egress["count"] == 40 and egress["refused"] == 0
+        assert len(egress["requests"]) == 32
+        # A tool with no egress declared that catches the refusal and succeeds.
+        sneaky = _call(broker, "sneaky", op="many", urls=[f"{server.base}/hello"])
+        assert sneaky.success and sneaky.result == {"pages": ["ToolFailed"]}
+        assert broker.audit.tail(1)[0].usage["egress"] == {  # type: ignore[index]
+            "requests": [
+                {
+                    "method": "GET",
+                    "url": f"{server.base}/hello",
+                    "error": "policy_denied",
+                    "refused": "broker.egress",
+                }
+            ],
+            "count": 1,
+            "refused": 1,
+        }
+        # No HTTP request, no egress entry.
+        plain = _call(broker, "fetcher", op="search_endpoint")
+        assert "egress" not in plain.usage.model_dump()
