@@ -125,7 +125,14 @@ class SandboxNeeds(_Model):
     egress: bool = Field(
         False,
         description="May ask the broker's egress gateway for HTTP (the sandbox itself never "
-        "has network). Default false.",
+        "has network), when the policy's decision for the call also grants network. Default "
+        "false: the broker refuses the tool's HTTP requests (policy_denied).",
+    )
+    ask_user: bool = Field(
+        False,
+        description="May ask the session's user a question through the broker "
+        "(ctx.ask_broker('ask_user', ...)). Default false: the broker refuses it "
+        "(policy_denied).",
     )
 
 

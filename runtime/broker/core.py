@@ -30,6 +30,7 @@ import anyio
 from runtime import _speedups
 from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
 from runtime.broker import _fast
+from runtime.broker._channel import CallChannel
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -63,6 +64,7 @@ from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
     from runtime.audit import PreparedObject
+    from runtime.audit._redact import Redactor
     from runtime.backends.sandbox._prespawn import PrespawnedZygote
 
 __all__ = ["Approver", "AskUser", "Broker", "NeedsEventLoop"]
@@ -117,6 +119,11 @@ class _CallState:
     backend_name: str | None = None
     #: The session the call runs in, as its audit records show it.
     session: str | None = None
+    #: The (session, tool) budget slot reserved at the decision; given back by the finish
+    #: step when the call never reached its write-ahead record.
+    budget_key: tuple[str, str] | None = None
+    #: The call's channel back to the broker (its egress log goes in the usage).
+    channel: CallChannel | None = None
 
     def __init__(self, raw: Any, started: Any, t0: float) -> None:
         self.raw = raw
@@ -213,6 +220,7 @@ class Broker:
             # dataclass __hash__ in Python) twice per call. One tuple: read and replaced whole.
             self._last_sandbox: tuple[Fingerprint, PreparedObject] | None = None
             self._gateway: Any = None
+            self._redactor: Redactor | None = None
             self._closed = False
             # Async calls between their start and their result; aclose() waits for them (after
             # ending the backends, which ends their work) so that each gets its completion record.
@@ -349,19 +357,18 @@ class Broker:
             raise ToolFailed("no way to ask the user in this session", reason="no_user_channel")
         return hook(question, options)
 
-    async def _broker_request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Requests a sandboxed tool makes back to the broker over its frame pipe."""
-        if op in ("http", "search_endpoint"):
-            reply: dict[str, Any] = await self._gateway_for_egress().handle(op, payload)
-            return reply
-        if op == "ask_user":
-            if self.ask_user is None:
-                raise ToolFailed("no way to ask the user in this session")
-            question = str(payload.get("question", ""))
-            options = payload.get("options")
-            answer = await anyio.to_thread.run_sync(self.ask_user, question, options)
-            return {"answer": answer}
-        raise ToolFailed(f"unknown broker request {op!r}")
+    def _ask_user_hook(self) -> AskUser | None:
+        return self.ask_user
+
+    def _redact_url(self, url: str) -> str:
+        """``url`` as the audit log would show it in a call's arguments (the policy's
+        redaction keys included): the egress log goes in the usage, which is not redacted."""
+        redactor = self._redactor
+        if redactor is None:
+            from runtime.audit._redact import Redactor as _Redactor
+
+            redactor = self._redactor = _Redactor(self.policy.redact_keys)
+        return redactor.redact_str(url)
 
     # -- the pipeline -------------------------------------------------------------------------
     async def call(
@@ -551,8 +558,8 @@ class Broker:
             st.entry = entry
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
-        st.decision = decision = self._check_budget(
-            session, spec.name, self.policy.decide(tc, spec, profile=profile)
+        st.decision = decision = self._reserve_budget(
+            st, session, spec.name, self.policy.decide(tc, spec, profile=profile)
         )
         if decision.action == "deny":
             raise PolicyDenied(
@@ -606,8 +613,10 @@ class Broker:
             arguments_bytes=arguments_json,
             session=st.session,
         )
-        st.audited = True
-        self._count_budget(session, spec.name)
+        st.audited = True  # from here the call counts against its budget (reserved above)
+        st.channel = channel = CallChannel(
+            spec, decision, self._gateway_for_egress, self._ask_user_hook, self._redact_url
+        )
         # decision.limits already has the manifest's own caps applied by the policy.
         limits = decision.limits
         return ExecRequest(
@@ -619,7 +628,8 @@ class Broker:
             decision=decision,
             env=decision.env,
             session=session,
-            broker_requests=self._broker_request,
+            # Only what the manifest declares and the decision grants (see _channel.py).
+            broker_requests=channel,
             arguments_json=arguments_json,
         )
 
@@ -686,9 +696,25 @@ class Broker:
             return parse_call_bytes(call, self.call_limits)
         return normalize_call(call, self.call_limits)
 
-    def _check_budget(self, session: str, tool: str, decision: Decision) -> Decision:
+    def _reserve_budget(
+        self, st: _CallState, session: str, tool: str, decision: Decision
+    ) -> Decision:
+        """Check the tool's per-session budget and take one call of it, in one step: the
+        decision is denied (rule ``budget.TOOL``) when the calls run, running and waiting
+        (for an approver, a backend start, a slot) already use it up. Checked here and
+        counted only once the call ran, concurrent calls (``call_many``, an awaiting
+        approver) all passed the check. A call that never reaches its write-ahead record
+        (refused, not approved, its backend failed to start, the broker closed) gives its
+        reservation back in :meth:`_finish`; one that ran keeps it whatever its outcome (a
+        failed or cancelled call used the tool)."""
+        if decision.action == "deny":
+            return decision
         budget = self.policy.budget(tool)
-        if budget is not None and self._budget_used.get((session, tool), 0) >= budget:
+        if budget is None:
+            return decision
+        key = (session, tool)
+        used = self._budget_used.get(key, 0)
+        if used >= budget:
             return decision.model_copy(
                 update={
                     "action": "deny",
@@ -696,11 +722,14 @@ class Broker:
                     "reasons": [f"{tool} may be called at most {budget} times per session"],
                 }
             )
+        self._budget_used[key] = used + 1
+        st.budget_key = key
         return decision
 
-    def _count_budget(self, session: str, tool: str) -> None:
-        key = (session, tool)
-        self._budget_used[key] = self._budget_used.get(key, 0) + 1
+    def _release_budget(self, st: _CallState) -> None:
+        key, st.budget_key = st.budget_key, None
+        if key is not None and not st.audited:
+            self._budget_used[key] -= 1
 
     async def _approve(self, st: _CallState, decision: Decision) -> None:
         assert st.tc is not None
@@ -779,6 +808,8 @@ class Broker:
         return canonical
 
     def _finish(self, st: _CallState) -> ToolResult:
+        if st.budget_key is not None:
+            self._release_budget(st)
         tc, spec, decision, fingerprint = st.tc, st.spec, st.decision, st.fingerprint
         outcome, error, audited = st.outcome, st.error, st.audited
         # The completion of a call that ran follows its journaled write-ahead record.
@@ -795,6 +826,10 @@ class Broker:
         usage_data: dict[str, Any] = dict(outcome.usage) if outcome else {}
         if error is not None and isinstance(getattr(error, "usage", None), dict):
             usage_data.update(error.usage)  # type: ignore[attr-defined]
+        if st.channel is not None:
+            egress = st.channel.usage()
+            if egress is not None:  # what the tool asked of the network, refusals included
+                usage_data["egress"] = egress
         success = error is None
         if st.cancelled:
             outcome_name = "cancelled"

@@ -14,7 +14,10 @@ DELETE | OPTIONS (default GET); ``headers`` {name: value}, hop-by-hop, Host and
 Content-Length dropped; ``body`` bytes or str; ``max_bytes`` body cap, bytes (default and
 ceiling the policy's ``max_response_bytes``); ``timeout_s`` whole request including redirects
 and retries, seconds (default and ceiling the policy's ``timeout_s``); ``follow_redirects``
-(default true; at most the policy's ``max_redirects``).
+(default true; at most the policy's ``max_redirects``); ``secret_headers`` [names] headers
+to drop when a redirect leaves the origin, on top of those dropped always (Authorization,
+Cookie and every name the audit redactor calls secret: ``X-Api-Key``,
+``Private-Token``, ``X-Amz-Security-Token`` ...).
 
 ``stream(payload)`` (an async context manager) sends the same request under the same checks
 and yields a :class:`StreamedReply` whose body is read as it arrives (``chunks(want)``), for

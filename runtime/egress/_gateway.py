@@ -23,6 +23,7 @@ from urllib.parse import urljoin
 import anyio
 import httpx
 
+from runtime.audit._redact import Redactor
 from runtime.egress._addresses import address_class
 from runtime.egress._decode import BodyDecoder
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
@@ -58,8 +59,11 @@ _DROPPED_HEADERS = frozenset(
         "expect",
     }
 )
-# Credentials are not forwarded to another origin after a redirect.
+# Credentials are not forwarded to another origin after a redirect: these, every header
+# the audit redactor's key test calls secret (X-Api-Key, Private-Token, X-Amz-Security-Token,
+# ...) and the ones the caller marks secret (``secret_headers``).
 _ORIGIN_BOUND_HEADERS = frozenset({"authorization", "cookie"})
+_SECRET_NAMES = Redactor()
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _VALUE_RE = re.compile(r"^[\t\x20-\x7e]*$")
 _MAX_HEADERS = 100
@@ -76,6 +80,8 @@ class _Request:
     max_bytes: int
     timeout_s: float
     follow_redirects: bool
+    #: Lower-case names of headers the caller marks secret: dropped on an origin change.
+    secret_headers: frozenset[str] = frozenset()
 
 
 async def _system_resolver(host: str, port: int) -> list[IPAddress]:
@@ -138,6 +144,16 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     follow = payload.get("follow_redirects", True)
     if not isinstance(follow, bool):
         raise InvalidArguments("follow_redirects must be a boolean", field="follow_redirects")
+    secret = payload.get("secret_headers") or []
+    if (
+        not isinstance(secret, list | tuple)
+        or len(secret) > _MAX_HEADERS
+        or not all(isinstance(n, str) for n in secret)
+    ):
+        raise InvalidArguments(
+            f"secret_headers must be a list of at most {_MAX_HEADERS} header names",
+            field="secret_headers",
+        )
     return _Request(
         method=method.upper(),
         url=url,
@@ -146,7 +162,16 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
         max_bytes=min(max_bytes, rules.max_response_bytes),
         timeout_s=min(float(timeout_s), rules.timeout_s),
         follow_redirects=follow,
+        secret_headers=frozenset(n.lower() for n in secret),
     )
+
+
+def _origin_bound(name: str, secret: frozenset[str]) -> bool:
+    """A header that must not follow a redirect to another origin: a credential by name
+    (the audit redactor's key test, which reads ``X-Api-Key`` and ``apiKey`` alike) or one
+    the caller marked secret."""
+    low = name.lower()
+    return low in _ORIGIN_BOUND_HEADERS or low in secret or _SECRET_NAMES.is_secret_key(name)
 
 
 def _reply_headers(response: httpx.Response, decoded: bool) -> dict[str, str]:
@@ -222,20 +247,27 @@ class EgressGateway:
         self._transport: httpx.AsyncBaseTransport | None = None
         self._backoff_s = backoff_s
 
-    async def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def handle(
+        self, op: str, payload: dict[str, Any], *, note: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The broker's entry point. Ops: ``http`` (one request), ``search_endpoint``
-        (``{"url": str | None}``, the policy's web_search endpoint)."""
+        (``{"url": str | None}``, the policy's web_search endpoint). ``note``, when given,
+        is filled as the request goes (for the broker's egress log): ``dialled`` the
+        address of each exchange, ``redirects`` the URLs followed, ``status`` the final
+        one; on failure it holds what happened up to it."""
         if op == "http":
-            return await self.request(payload)
+            return await self.request(payload, note=note)
         if op == "search_endpoint":
             return {"url": self._rules.search_endpoint}
         raise InvalidArguments(f"unknown egress operation {op!r}")
 
-    async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def request(
+        self, payload: dict[str, Any], *, note: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         req = _validated(payload, self._rules)
         try:
             with anyio.fail_after(req.timeout_s):
-                return await self._fetch(req)
+                return await self._fetch(req, note)
         except TimeoutError as exc:
             raise ToolTimeout(
                 f"request to {req.url[:200]!r} exceeded {req.timeout_s:g} s", limit="timeout_s"
@@ -269,8 +301,10 @@ class EgressGateway:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
-    async def _fetch(self, req: _Request) -> dict[str, Any]:
-        response, target, redirects = await self._open(req)
+    async def _fetch(self, req: _Request, note: dict[str, Any] | None) -> dict[str, Any]:
+        response, target, redirects = await self._open(req, note)
+        if note is not None:
+            note["status"] = response.status_code
         body_bytes, truncated, decoded = await self._read(response, req.max_bytes)
         return {
             "status": response.status_code,
@@ -281,16 +315,20 @@ class EgressGateway:
             "redirects": redirects,
         }
 
-    async def _open(self, req: _Request) -> tuple[httpx.Response, TargetURL, list[str]]:
+    async def _open(
+        self, req: _Request, note: dict[str, Any] | None = None
+    ) -> tuple[httpx.Response, TargetURL, list[str]]:
         """Send ``req`` (redirects followed and checked); the response's body is unread."""
         target = parse_target(req.url)
         method, body, headers = req.method, req.body, dict(req.headers)
         if not any(k.lower() == "accept-encoding" for k in headers):
             headers["Accept-Encoding"] = "gzip, deflate"
         redirects: list[str] = []
+        if note is not None:
+            note["redirects"] = redirects  # the same list: filled as redirects are followed
         while True:
             try:
-                response = await self._send(method, target, headers, body)
+                response = await self._send(method, target, headers, body, note)
             except EgressDenied as exc:
                 if not redirects:
                     raise
@@ -318,7 +356,7 @@ class EgressGateway:
                 ) from exc
             if nxt.origin != target.origin:
                 headers = {
-                    k: v for k, v in headers.items() if k.lower() not in _ORIGIN_BOUND_HEADERS
+                    k: v for k, v in headers.items() if not _origin_bound(k, req.secret_headers)
                 }
             if response.status_code == 303 or (
                 response.status_code in (301, 302) and method == "POST"
@@ -351,13 +389,18 @@ class EgressGateway:
         return bytes(buf), truncated, decoder.decoded
 
     async def _send(
-        self, method: str, target: TargetURL, headers: dict[str, str], body: bytes | None
+        self,
+        method: str,
+        target: TargetURL,
+        headers: dict[str, str],
+        body: bytes | None,
+        note: dict[str, Any] | None = None,
     ) -> httpx.Response:
         attempts = 1 + (max(self._rules.retries, 0) if method in _IDEMPOTENT else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await self._send_once(method, target, headers, body)
+                response = await self._send_once(method, target, headers, body, note)
             except (httpx.ConnectError, httpx.ConnectTimeout):
                 if last:
                     raise
@@ -369,7 +412,12 @@ class EgressGateway:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send_once(
-        self, method: str, target: TargetURL, headers: dict[str, str], body: bytes | None
+        self,
+        method: str,
+        target: TargetURL,
+        headers: dict[str, str],
+        body: bytes | None,
+        note: dict[str, Any] | None = None,
     ) -> httpx.Response:
         addresses = await self._check(target)
         transport = self._transport
@@ -393,9 +441,13 @@ class EgressGateway:
                     host=target.host,
                 )
             try:
-                return await transport.handle_async_request(request)
+                response = await transport.handle_async_request(request)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 error = exc
+                continue
+            if note is not None:
+                note.setdefault("dialled", []).append(str(address))
+            return response
         assert error is not None
         raise error
 

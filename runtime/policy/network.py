@@ -16,6 +16,16 @@ explicitly:
   ``allow_private = true``.
 
 Wildcards (``*``, ``*.example.com``) never reach a private address. Deny wins everywhere.
+
+IPv6 forms that embed an IPv4 address (IPv4-mapped, NAT64 ``64:ff9b::/96`` and
+``64:ff9b:1::/48``, 6to4 ``2002::/16``, IPv4-compatible, IPv4-translated, Teredo) — in a URL
+or among the addresses a name resolves to — are judged by the embedded address too, but
+only ever to narrow: a deny IP/CIDR entry covering the embedded IPv4 address denies the
+IPv6 one, and an embedded private address makes it private. Allow entries match the
+address as it is dialled and nothing else: ``allow = ["8.8.8.8"]`` does not open
+``[64:ff9b::808:808]`` (that goes to whatever NAT64 translator is on the path, not to the
+host the entry names; name the IPv6 address or its prefix to allow it). IPv4-mapped
+addresses are the exception, being the IPv4 address itself on the wire.
 """
 
 from __future__ import annotations
@@ -68,6 +78,25 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     if any(ip in net for net in _NAT64) or (ip in _IPV4_COMPAT and int(ip) > 1):
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
+
+
+def _embedded_ipv4s(ip: IPAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 address embeds in a standard form (NAT64 with both
+    prefixes, 6to4, IPv4-compatible, IPv4-translated, Teredo's server and client), for the
+    deny entries: a translator or tunnel on the path may deliver to any of them, so a deny
+    CIDR that covers one covers the address. () for IPv4 (an IPv4-mapped address was
+    already made IPv4 by ``_canonical_ip``)."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ()
+    found: list[ipaddress.IPv4Address] = []
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    inner = _embedded_ipv4(ip)
+    if inner is not None:
+        found.append(inner)
+    if ip in _IPV4_TRANSLATED:
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return tuple(dict.fromkeys(found))
 
 
 def is_private_address(ip: IPAddress) -> bool:
@@ -155,6 +184,13 @@ class _Entry(NamedTuple):
 
     def covers_ip(self, ip: IPAddress) -> bool:
         return self.net is not None and ip.version == self.net.version and ip in self.net
+
+    def denies_ip(self, ip: IPAddress) -> bool:
+        """A deny entry's test: the address or any IPv4 address it embeds. (Allow entries
+        use :meth:`covers_ip` alone: see the module docstring.)"""
+        if self.net is None:
+            return False
+        return self.covers_ip(ip) or any(self.covers_ip(v4) for v4 in _embedded_ipv4s(ip))
 
 
 def _parse_ip(text: str) -> IPAddress | None:
@@ -331,8 +367,14 @@ class NetworkRules(BaseModel):
                     False, "network.invalid-host", f"ambiguous numeric host {host!r}"
                 )
         for entry in self._deny:
-            if self._host_matches(entry, host, ip, port) or (
-                ip is None and entry.kind == "suffix" and host == entry.host[1:]
+            if (
+                self._host_matches(entry, host, ip, port)
+                or (ip is None and entry.kind == "suffix" and host == entry.host[1:])
+                or (
+                    ip is not None
+                    and (entry.port is None or entry.port == port)
+                    and entry.denies_ip(ip)
+                )
             ):
                 return NetworkVerdict(False, "network.deny", f"{host} is denied by {entry.text!r}")
         if ip is not None and is_private_address(ip):
@@ -369,7 +411,7 @@ class NetworkRules(BaseModel):
         ip = _canonical_ip(ip)
         host = host.lower().rstrip(".").strip("[]")
         for entry in self._deny:
-            if entry.covers_ip(ip):
+            if entry.denies_ip(ip):
                 return False
         if not is_private_address(ip):
             return True

@@ -269,6 +269,54 @@ async def test_cross_origin_redirect_drops_credentials(server: Server, internal:
     assert headers["x-keep"] == "1"
 
 
+SECRET_HEADERS = {
+    "Authorization": "Bearer t",
+    "Cookie": "sid=1",
+    "X-Api-Key": "k",
+    "Private-Token": "p",
+    "X-Amz-Security-Token": "s",
+    "X-Auth-Token": "a",
+    "apiKey": "c",
+}
+
+
+@pytest.mark.parametrize("code", [307, 302])
+async def test_cross_origin_redirect_drops_every_secret_header(
+    server: Server, internal: Server, code: int
+) -> None:
+    """Only Authorization and Cookie were dropped: X-Api-Key, Private-Token,
+    X-Amz-Security-Token ... reached the other origin. Now every header the audit
+    redactor calls secret, and those the caller marks with ``secret_headers``."""
+    url = f"{server.base}/redirect?code={code}&to={internal.base}/echo"
+    headers = {**SECRET_HEADERS, "X-Tenant": "acme", "X-Keep": "1"}
+    payload = {"url": url, "headers": headers, "secret_headers": ["x-tenant"]}
+    async with make_gateway(local_rules(), RecordingBackend()) as gw:
+        reply = await gw.handle("http", payload)
+    assert reply["status"] == 200
+    sent = json.loads(reply["body"])["headers"]
+    assert {k.lower() for k in SECRET_HEADERS} & set(sent) == set()
+    assert "x-tenant" not in sent and sent["x-keep"] == "1"
+    assert server.log[0]["headers"]["X-Api-Key"] == "k"  # the first origin had them
+
+
+async def test_same_origin_redirect_keeps_the_headers(server: Server) -> None:
+    url = f"{server.base}/redirect?code=307&to=/echo"
+    async with make_gateway(local_rules(), RecordingBackend()) as gw:
+        reply = await gw.handle("http", {"url": url, "headers": SECRET_HEADERS})
+    sent = json.loads(reply["body"])["headers"]
+    assert {k.lower(): v for k, v in SECRET_HEADERS.items()} == {
+        k: v for k, v in sent.items() if k in {n.lower() for n in SECRET_HEADERS}
+    }
+
+
+@pytest.mark.parametrize("bad", ["x-a", ["x-a", 1], ["h"] * 101, {"x": 1}])
+async def test_secret_headers_must_be_a_list_of_names(server: Server, bad: object) -> None:
+    async with make_gateway(local_rules(), RecordingBackend()) as gw:
+        with pytest.raises(InvalidArguments, match="secret_headers"):
+            await gw.handle("http", {"url": f"{server.base}/hello", "secret_headers": bad})
+    assert server.log == []
+
+
 async def test_oversized_body_truncated(server: Server) -> None:
     async with make_gateway(local_rules(), RecordingBackend()) as gw:
         reply = await gw.handle("http", {"url": f"{server.base}/big?n=500000", "max_bytes": 1000})

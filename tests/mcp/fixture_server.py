@@ -66,7 +66,7 @@ def catalogue() -> Catalogue:
     cat.register(spec("hidden", {}))
     cat.register(spec("read_text", {"path": {"type": "string"}}, arg_roles={"path": "read_path"}))
     cat.register(spec("gather", {"n": {"type": "integer", "minimum": 1, "maximum": 16}}))
-    cat.register(spec("ask", {"question": {"type": "string"}}))
+    cat.register(spec("ask", {"question": {"type": "string"}}, sandbox={"ask_user": True}))
     cat.register(spec("noisy", {}))
     cat.register(spec("slow", {"seconds": {"type": "number", "minimum": 0, "maximum": 10}}))
     return cat

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,19 @@ def test_base64_body_with_many_headers_fits_the_cap(tmp_path: Path) -> None:
     size = len(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode())
     assert r["encoding"] == "base64" and r["truncated"] is True and size <= CAP
     assert body.startswith(base64.b64decode(r["body"]))
+
+
+@pytest.mark.parametrize("charset", ["zlib", "zlib_codec", "hex", "base64", "rot13", "bz2"])
+@pytest.mark.parametrize(("name", "key"), [("http_get", "body"), ("web_fetch", "content")])
+def test_a_charset_that_is_not_a_text_encoding_is_ignored(
+    charset: str, name: str, key: str, tmp_path: Path
+) -> None:
+    """The server names the charset; ``codecs.lookup`` found bytes-to-bytes codecs too:
+    ``charset=zlib`` inflated a bomb past the gateway's cap (the call died at its memory
+    limit), ``hex`` returned "b'Hello'", ``rot13`` failed with a TypeError. Such a name is
+    now ignored, as an unknown one is: the body is read as UTF-8."""
+    r = _run(name, b"Hello", f"text/plain; charset={charset}", tmp_path)
+    assert r[key] == "Hello"
+    bomb = zlib.compress(b"\0" * (8 << 20))
+    r = _run(name, bomb, f"text/plain; charset={charset}", tmp_path)
+    assert len(json.dumps(r)) < 4 * len(bomb) + 4096  # what was sent, never inflated

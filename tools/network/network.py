@@ -74,13 +74,20 @@ def _ask(ctx: ToolContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _charset(content_type: str) -> str | None:
+    """The text encoding the server names, or None (then UTF-8) for none, an unknown one,
+    or a codec that is not a text encoding: the name is the server's choice, and
+    ``codecs.lookup`` also finds bytes-to-bytes codecs (``zlib`` inflated past the
+    gateway's decompression cap, ``hex``) and str-to-str ones (``rot13``)."""
     m = _CHARSET.search(content_type)
     if m is None:
         return None
     try:
-        return codecs.lookup(m.group(1)).name
+        info = codecs.lookup(m.group(1))
     except LookupError:
         return None
+    if not getattr(info, "_is_text_encoding", True):
+        return None
+    return info.name
 
 
 def _decode_text(data: bytes, charset: str, truncated: bool) -> str | None:
