@@ -109,17 +109,18 @@ def is_private_address(ip: IPAddress) -> bool:
     ``tests/egress/test_egress_policy_bypasses.py`` checks that they do.
     """
     ip = _canonical_ip(ip)
-    inner = None
     if isinstance(ip, ipaddress.IPv6Address):
         if ip in _IPV4_TRANSLATED or ip.is_site_local:
             return True
         inner = _embedded_ipv4(ip)
-        if inner is not None and is_private_address(inner):
-            return True
-    # An embedding of a public IPv4 address ('64:ff9b::808:808', inside the reserved ::/8)
-    # is judged by the address it reaches, as address_class does.
+        if inner is not None:
+            # An embedding ('64:ff9b::808:808' inside the reserved ::/8, 6to4's 2002::/16)
+            # is judged by the address it reaches, as address_class does, and never by
+            # this Python's tables for the embedding range: 3.11.2 calls 2002::/16 private,
+            # 3.11.4 and later do not.
+            return is_private_address(inner)
     special = ip.is_reserved or any(ip.version == n.version and ip in n for n in SPECIAL_PURPOSE)
-    if special and inner is None:
+    if special:
         return True
     return not ip.is_global or ip.is_multicast or ip.is_unspecified
 
