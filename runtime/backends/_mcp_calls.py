@@ -66,7 +66,7 @@ async def call_started(
         raise SandboxError(
             f"{name}: MCP server {conn.server.name!r} went away", server=conn.server.name
         ) from exc
-    except RuntimeError as exc:  # the SDK's output-schema check of the server's result
+    except RuntimeError as exc:  # the SDK's refusals (an input request, a claimed result)
         raise ToolFailed(f"{name}: {exc}") from exc
     if not isinstance(result, types.CallToolResult):
         raise ToolFailed(f"{name}: the server asked for input mid-call")

@@ -23,7 +23,15 @@ from runtime.mcp.external import ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 
-__all__ = ["MAX_TOOLS", "Connection", "describe", "list_all", "spec_for", "specs_of"]
+__all__ = [
+    "MAX_TOOLS",
+    "Connection",
+    "ProxySession",
+    "describe",
+    "list_all",
+    "spec_for",
+    "specs_of",
+]
 
 log = logging.getLogger("runtime.mcp.proxy")
 
@@ -35,11 +43,27 @@ _MAX_DESCRIPTION = 4096
 MAX_TOOLS = 512
 
 
+class ProxySession(ClientSession):
+    """The SDK's client session without its own check of a call's result.
+
+    ``ClientSession.call_tool`` checks ``structuredContent`` against the tool's output
+    schema with the ``jsonschema`` package, synchronously on the event loop, with Python's
+    backtracking ``re`` for ``pattern`` (and may list the tools again first). A hostile
+    server's ``"pattern": "^(a+)+$"`` and a 40-character answer froze the whole broker.
+    The broker checks every result against the catalogue's compiled validator anyway
+    (``jsonschema_rs``: linear-time regular expressions), which the SDK's check only
+    duplicated, so here it does nothing.
+    """
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        return None
+
+
 @dataclass(slots=True)
 class Connection:
     server: ExternalServer
     launch: Launch | None = None
-    session: ClientSession | None = None
+    session: ProxySession | None = None
     remote: RemoteBase | None = None
     #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
     stale: bool = False
@@ -59,7 +83,7 @@ class Connection:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
-async def list_all(session: ClientSession) -> list[types.Tool]:
+async def list_all(session: ProxySession) -> list[types.Tool]:
     """Every page of a started server's ``tools/list`` (at most 64 pages, MAX_TOOLS)."""
     tools: list[types.Tool] = []
     cursor: str | None = None

@@ -51,11 +51,10 @@ from types import TracebackType
 
 import anyio
 import anyio.abc
-from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from runtime.backends._mcp_calls import call_remote, call_started, remote_fingerprint
-from runtime.backends._mcp_tools import Connection, describe, list_all, specs_of
+from runtime.backends._mcp_tools import Connection, ProxySession, describe, list_all, specs_of
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
 from runtime.errors import (
@@ -194,7 +193,7 @@ class McpProxyBackend:
             )
             async with (
                 stdio_client(params, errlog=sys.stderr) as (read, write),
-                ClientSession(read, write) as session,
+                ProxySession(read, write) as session,
             ):
                 with anyio.fail_after(conn.server.start_timeout_s):
                     await session.initialize()
