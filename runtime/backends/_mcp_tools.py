@@ -18,6 +18,7 @@ import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 
+from runtime.backends._mcp_stdio import StdioPipes
 from runtime.mcp._client import RemoteBase
 from runtime.mcp.external import ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch
@@ -64,6 +65,8 @@ class Connection:
     server: ExternalServer
     launch: Launch | None = None
     session: ProxySession | None = None
+    #: A started server's pipes (stdout cap, stderr log), while it runs.
+    pipes: StdioPipes | None = None
     remote: RemoteBase | None = None
     #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
     stale: bool = False

@@ -4,6 +4,10 @@ descriptors, or hide another server's tools."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import resource
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from runtime.backends._mcp_stdio import STDERR_BUDGET, clean_line
 from runtime.backends.mcp_proxy import McpProxyBackend
 from runtime.catalogue import Catalogue
 from runtime.mcp.external import ExternalServer
@@ -108,3 +113,83 @@ async def test_a_backtracking_output_pattern_does_not_freeze_the_broker(tmp_path
         assert other.success, other.error
         # The event loop went on meanwhile: ~20 ticks in the slow call's second.
         assert ticks >= 10, ticks
+
+
+# -- M2: the server was handed the broker's own stderr -------------------------------------
+async def test_the_server_has_a_stderr_pipe_of_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="runtime.mcp.server")
+    ours = os.fstat(2)
+    async with brokered(tmp_path, [evil()]) as broker:
+        result = await broker.call({"tool": "evil__stderr", "arguments": {"n": 200_000}})
+        assert result.success, result.error
+        found = json.loads(result.result["text"])
+        # A pipe, not the broker's fd 2: nothing to truncate or overwrite.
+        assert found["fifo"] is True
+        assert (found["dev"], found["ino"]) != (ours.st_dev, ours.st_ino)
+        assert found["ftruncate"] != "ok" and found["pwrite"] != "ok"
+        for _ in range(200):  # the log task reads the pipe on its own time: up to 10 s
+            if any("is dropped" in r.getMessage() for r in caplog.records):
+                break
+            await anyio.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records if r.name == "runtime.mcp.server"]
+    assert all(line.startswith("[evil] ") for line in lines), lines[:3]
+    # Escapes, CR, BEL and the bidi override are gone; the text stays.
+    first = next(line for line in lines if "first" in line)
+    assert first == "[evil] [2J]0;ownedfirstline evil", first
+    assert not any(c in "".join(lines) for c in "\x1b\r\x07\u202e")
+    # 64 KiB a minute, then one note; the rest (~136 KB) is dropped.
+    logged = sum(len(line) for line in lines if "of stderr" not in line)
+    assert logged <= STDERR_BUDGET, logged
+    assert sum("is dropped" in line for line in lines) == 1
+
+
+async def test_why_a_server_did_not_start_is_taken_from_its_stderr(tmp_path: Path) -> None:
+    async with McpProxyBackend([evil(mode="stderr_at_start")], mode="best_effort") as proxy:
+        error = proxy.errors["evil"]
+    assert "stopped before it was ready" in error
+    assert "its stderr: evil: cannot start [31mred[0m" in error, error
+    assert "\x1b" not in error
+
+
+def test_clean_line() -> None:
+    assert clean_line(b"a\tb\x1b[1mc\r\n\x00\xff\xe2\x80\xae") == "a b[1mc\ufffd"
+
+
+# -- M3: a started server's answer was read without a cap ---------------------------------
+def _rss_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("evil__big", {"n": 32 * 1024 * 1024}), ("evil__endless", {})],
+)
+async def test_an_oversized_answer_ends_the_session_promptly(
+    tmp_path: Path, tool: str, arguments: dict[str, Any]
+) -> None:
+    limits = Limits(timeout_s=20, output_bytes=65_536)
+    async with brokered(tmp_path, [evil(), evil(name="other")], limits) as broker:
+        before = _rss_kb()
+        result, took = await timed(lambda: broker.call({"tool": tool, "arguments": arguments}))
+        assert result.error is not None and result.error.type == "output_too_large", result
+        assert "more than" in result.error.message and "session was ended" in result.error.message
+        assert took < 5, took
+        # The line was cut at the cap (64 KiB + the envelope), never held whole.
+        assert _rss_kb() - before < 64 * 1024
+        # That server's later calls fail fast and say why; the other server serves on.
+        again = await broker.call({"tool": "evil__echo", "arguments": {"x": "y"}})
+        assert again.error is not None and again.error.type == "sandbox_error"
+        assert "session was ended" in again.error.message
+        other = await broker.call({"tool": "other__echo", "arguments": {"x": "y"}})
+        assert other.success, other.error
+        assert other.result["text"] == 'echo:{"x": "y"}'
+
+
+async def test_an_answer_within_the_calls_cap_passes(tmp_path: Path) -> None:
+    # 200 KB: more than the envelope allowance alone, within the call's output_bytes.
+    async with brokered(tmp_path, [evil()], Limits(timeout_s=20)) as broker:
+        result = await broker.call({"tool": "evil__big", "arguments": {"n": 200_000}})
+        assert result.success, result.error
+        assert len(result.result["text"]) >= 200_000
