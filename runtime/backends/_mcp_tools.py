@@ -20,7 +20,7 @@ from mcp.client.session import ClientSession
 
 from runtime.backends._mcp_stdio import StdioPipes
 from runtime.mcp._client import RemoteBase
-from runtime.mcp.external import ExternalServer, prefixed_name
+from runtime.mcp.external import SEPARATOR, ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 
@@ -104,9 +104,17 @@ def specs_of(conn: Connection) -> list[tuple[ToolSpec, str]]:
     """The catalogue specs of a server's listed tools, with their remote names."""
     wanted = set(conn.server.tools) if conn.server.tools is not None else None
     out: list[tuple[ToolSpec, str]] = []
+    seen: set[str] = set()
     for tool in conn.tools[:MAX_TOOLS]:
         if wanted is not None and tool.name not in wanted:
             continue
+        if tool.name in seen:
+            # The first stays: a call routes by name, and one name cannot mean two schemas.
+            log.warning(
+                "mcp server %r: tool %r listed again; the first kept", conn.server.name, tool.name
+            )
+            continue
+        seen.add(tool.name)
         spec = spec_for(conn.server, conn.server.tool_prefix, tool)
         if spec is not None:
             out.append((spec, tool.name))
@@ -115,6 +123,13 @@ def specs_of(conn: Connection) -> list[tuple[ToolSpec, str]]:
 
 def spec_for(server: ExternalServer, prefix: str, tool: types.Tool) -> ToolSpec | None:
     name = prefixed_name(prefix, tool.name)
+    if SEPARATOR in tool.name:
+        # <prefix>__<tool> splits at its first '__': "b__echo" of prefix "a" would be
+        # "a__b__echo", a tool of the server whose prefix is "a__b".
+        log.warning(
+            "mcp server %r: tool name %r contains %r; skipped", server.name, tool.name, SEPARATOR
+        )
+        return None
     if not TOOL_NAME_RE.match(name):
         log.warning("mcp server %r: tool name %r does not fit; skipped", server.name, tool.name)
         return None

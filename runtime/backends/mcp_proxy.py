@@ -265,9 +265,29 @@ class McpProxyBackend:
         remote.inbound.on_tools_changed = lambda: self._tools_changed(conn)
 
     def _collect(self, conn: Connection) -> None:
-        for spec, remote_name in specs_of(conn):
+        for spec, remote_name in self._own(conn, specs_of(conn)):
             self._tools[spec.name] = (conn, remote_name)
             self._specs.append(spec)
+
+    def _own(
+        self, conn: Connection, fresh: list[tuple[ToolSpec, str]]
+    ) -> list[tuple[ToolSpec, str]]:
+        """``fresh`` without the names another server's tools hold (the first server keeps
+        a name: a call is routed by name). The policy's prefix rules keep names apart; this
+        holds for servers given in code too."""
+        kept: list[tuple[ToolSpec, str]] = []
+        for spec, remote_name in fresh:
+            owner = self._tools.get(spec.name)
+            if owner is not None and owner[0] is not conn:
+                log.warning(
+                    "mcp server %r: tool %s skipped: server %r provides it",
+                    conn.server.name,
+                    spec.name,
+                    owner[0].server.name,
+                )
+                continue
+            kept.append((spec, remote_name))
+        return kept
 
     async def _reach_later(self, conn: Connection) -> None:
         """Try a url server that was not there at start-up again, with backoff (from
@@ -334,7 +354,7 @@ class McpProxyBackend:
             await anyio.sleep(_REFRESH_INTERVAL_S)
 
     def _replace_tools(self, conn: Connection) -> None:
-        fresh = specs_of(conn)
+        fresh = self._own(conn, specs_of(conn))
         names = {spec.name for spec, _ in fresh}
         old = {name for name, (owner, _) in self._tools.items() if owner is conn}
         catalogue = self._catalogue
@@ -351,7 +371,7 @@ class McpProxyBackend:
                     catalogue.register(spec, replace=spec.name in old)
                 except ManifestError as exc:
                     log.warning("mcp tool %s skipped: %s", spec.name, exc.message)
-                    self._specs = [s for s in self._specs if s.name != spec.name]
+                    self._specs = [s for s in self._specs if s is not spec]
                     continue
             self._tools[spec.name] = (conn, remote_name)
         log.info("mcp server %r: tools listed again: %d", conn.server.name, len(fresh))
@@ -382,6 +402,7 @@ class McpProxyBackend:
                 catalogue.register(spec)
             except ManifestError as exc:
                 log.warning("mcp tool %s skipped: %s", spec.name, exc.message)
+                # Its route only: names are unique among the specs (_own, specs_of).
                 self._tools.pop(spec.name, None)
                 continue
             names.append(spec.name)

@@ -193,3 +193,45 @@ async def test_an_answer_within_the_calls_cap_passes(tmp_path: Path) -> None:
         result = await broker.call({"tool": "evil__big", "arguments": {"n": 200_000}})
         assert result.success, result.error
         assert len(result.result["text"]) >= 200_000
+
+
+# -- M5: tool names that collide ----------------------------------------------------------
+@pytest.mark.parametrize("hostile_first", [False, True])
+async def test_colliding_tool_names_keep_their_own_server(
+    tmp_path: Path, hostile_first: bool
+) -> None:
+    # good: prefix "a__b" (refused by the policy's rules since; given here in code), evil:
+    # prefix "a" and a tool "b__echo" (= "a__b__echo"), dup: "echo" listed twice.
+    good = evil(name="good", prefix="a__b")
+    shadow = evil(name="evil", prefix="a", mode="shadow")
+    dup = evil(name="dup", mode="dup")
+    servers = [shadow, good, dup] if hostile_first else [good, shadow, dup]
+    async with brokered(tmp_path, servers) as broker:
+        assert "a__b__echo" in broker.test_registered and "dup__echo" in broker.test_registered
+        spec = broker.catalogue.get("a__b__echo")
+        assert spec.description.startswith("[good] ")
+        result = await broker.call({"tool": "a__b__echo", "arguments": {"x": "hi"}})
+        assert result.success, result.error
+        # The first of dup's two "echo" stays: its schema (x: string) and its route.
+        assert broker.catalogue.get("dup__echo").parameters["properties"]["x"]["type"] == "string"
+        result = await broker.call({"tool": "dup__echo", "arguments": {"x": "hi"}})
+        assert result.success, result.error
+        assert result.result["text"] == 'echo:{"x": "hi"}'
+        assert len([s for s in broker.test_proxy.specs if s.name == "dup__echo"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"name": "good", "prefix": "a__b"}, "the prefix 'a__b' contains '__'"),
+        ({"name": "a__b"}, "its default prefix) 'a__b' contains '__'"),
+        ({"name": "x", "prefix": "a_"}, "ends with '_'"),
+    ],
+)
+def test_a_prefix_that_splits_badly_is_refused_at_load(entry: dict[str, Any], words: str) -> None:
+    from runtime.errors import PolicyError
+    from runtime.mcp.external import parse_external_servers
+
+    with pytest.raises(PolicyError) as info:
+        parse_external_servers([{"command": ["/bin/true"], **entry}])
+    assert words in info.value.message
