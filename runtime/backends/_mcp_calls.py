@@ -130,8 +130,15 @@ async def call_remote(
 
 def remote_fingerprint(conn: Connection, mode: str) -> Fingerprint:
     """Where a url server's calls ran: nothing of the server runs here, the wall is the
-    gateway (rules, pinning, caps)."""
-    return Fingerprint(backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=mode)
+    gateway (rules, pinning, caps). The same object each time (the broker prepares each
+    fingerprint's audit form once)."""
+    fingerprint = conn.fingerprint
+    if fingerprint is None or fingerprint.mode != mode:
+        fingerprint = Fingerprint(
+            backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=mode
+        )
+        conn.fingerprint = fingerprint
+    return fingerprint
 
 
 def text_of(result: types.CallToolResult) -> str:

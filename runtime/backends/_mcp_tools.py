@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 
 from runtime.backends._mcp_stdio import StdioPipes
+from runtime.backends.base import Fingerprint
 from runtime.mcp._client import RemoteBase
 from runtime.mcp.external import SEPARATOR, ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch
@@ -67,6 +68,8 @@ class Connection:
     session: ProxySession | None = None
     #: A started server's pipes (stdout cap, stderr log), while it runs.
     pipes: StdioPipes | None = None
+    #: A url server's fingerprint, made once (``_mcp_calls.remote_fingerprint``).
+    fingerprint: Fingerprint | None = None
     remote: RemoteBase | None = None
     #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
     stale: bool = False

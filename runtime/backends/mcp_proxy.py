@@ -410,12 +410,28 @@ class McpProxyBackend:
 
     # -- calls --------------------------------------------------------------------------------
     def fingerprint(self) -> Fingerprint:
+        """The first server's (no tool named). The broker asks :meth:`fingerprint_for`."""
         for conn in self._connections:
             if conn.launch is not None:
                 return conn.launch.fingerprint
             if conn.remote is not None:
                 return remote_fingerprint(conn, self.mode)
         return Fingerprint(backend="mcp", mode=self.mode)
+
+    def fingerprint_for(self, spec: ToolSpec) -> Fingerprint:
+        """Where ``spec``'s calls run: its server's sandbox (a started server: what its
+        launch has, ``netns`` or not), or the gateway (a url server). It was the first
+        server's for every tool, so a ``network = true`` server's calls were recorded as
+        behind an empty network namespace, a url server's as a stdio server's."""
+        entry = self._tools.get(spec.name)
+        if entry is None:  # no server provides it (the call will say so)
+            return Fingerprint(backend="mcp", mode=self.mode)
+        conn = entry[0]
+        if conn.server.url is not None:
+            return remote_fingerprint(conn, self.mode)
+        if conn.launch is not None:
+            return conn.launch.fingerprint
+        return Fingerprint(backend=f"mcp:{conn.server.name}", mode=self.mode)
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
         entry = self._tools.get(request.spec.name)

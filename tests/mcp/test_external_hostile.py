@@ -23,6 +23,7 @@ from runtime.catalogue import Catalogue
 from runtime.mcp.external import ExternalServer
 from runtime.models import Decision, Limits, ToolCall, ToolSpec
 from tests.mcp import standins
+from tests.mcp.conftest import HttpServer
 from tests.mcp.test_external import _python
 
 pytestmark = pytest.mark.anyio
@@ -235,3 +236,37 @@ def test_a_prefix_that_splits_badly_is_refused_at_load(entry: dict[str, Any], wo
     with pytest.raises(PolicyError) as info:
         parse_external_servers([{"command": ["/bin/true"], **entry}])
     assert words in info.value.message
+
+
+# -- M6: every call's audit record named the first server's sandbox -----------------------
+async def test_each_tools_audit_names_its_own_servers_sandbox(
+    tmp_path: Path, hostile: HttpServer
+) -> None:
+    from runtime.audit import AuditLog
+
+    url = ExternalServer.model_validate({"name": "h", "url": hostile.url})
+    servers = [evil(), evil(name="net", network=True), url]
+    async with brokered(tmp_path, servers, Limits(timeout_s=1)) as broker:
+        proxy = broker.test_proxy
+        calls = {
+            "evil__echo": {"x": "y"},
+            "net__echo": {"x": "y"},
+            "net__slow": {"s": 5},  # a timeout: an error outcome
+            "h__t": {"mode": "ok"},
+        }
+        for tool, arguments in calls.items():
+            result = await broker.call({"tool": tool, "arguments": arguments})
+            assert result.success is (tool != "net__slow"), result
+        want = {tool: proxy.fingerprint_for(broker.catalogue.get(tool)) for tool in calls}
+    assert want["h__t"].backend == "mcp:h" and "egress-gateway" in want["h__t"].mechanisms
+    assert want["net__echo"] == want["net__slow"] != want["evil__echo"]
+    if "netns" in want["evil__echo"].mechanisms:  # isolated here: the granted one is not
+        assert "netns" not in want["net__echo"].mechanisms
+    log = AuditLog(tmp_path / "audit.db")
+    try:
+        records = [r for r in log.tail(200) if r.tool in calls]
+    finally:
+        log.close()
+    assert len(records) == 2 * len(calls)  # a request and a completion each
+    for record in records:
+        assert record.sandbox == want[record.tool].as_dict(), (record.kind, record.tool)
