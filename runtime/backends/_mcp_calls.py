@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from runtime.backends._mcp_tools import Connection
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
-from runtime.errors import ExecutionError, SandboxError, ToolFailed, ToolTimeout
+from runtime.errors import ExecutionError, OutputTooLarge, SandboxError, ToolFailed, ToolTimeout
 
 __all__ = ["call_remote", "call_started", "remote_fingerprint", "text_of", "value_of"]
 
@@ -47,6 +47,10 @@ async def call_started(
     if session is None or closed:
         raise _not_there(request, conn, "not running")
     name = request.spec.name
+    pipes = conn.pipes
+    if pipes is not None:
+        # The answer's line may be as long as the call's output cap (and the envelope).
+        pipes.widen(request.limits.output_bytes)
     t0 = anyio.current_time()
     try:
         with anyio.fail_after(request.limits.timeout_s):
@@ -54,10 +58,19 @@ async def call_started(
     except TimeoutError as exc:
         raise _timeout(request) from exc
     except MCPError as exc:
+        if exc.code == types.CONNECTION_CLOSED and pipes is not None and pipes.over is not None:
+            conn.session = None
+            conn.error = pipes.overflow()
+            raise OutputTooLarge(
+                f"{name}: MCP server {conn.server.name!r} sent a message of more than "
+                f"{pipes.over} bytes; its session was ended",
+                limit_bytes=request.limits.output_bytes,
+                server=conn.server.name,
+            ) from exc
         if exc.code == types.CONNECTION_CLOSED:
             # The server died (or closed its stdout): later calls fail fast, clearly.
             conn.session = None
-            conn.error = "the server process exited"
+            conn.error = conn.error or "the server process exited"
             raise SandboxError(
                 f"{name}: MCP server {conn.server.name!r} exited", server=conn.server.name
             ) from exc
@@ -66,7 +79,7 @@ async def call_started(
         raise SandboxError(
             f"{name}: MCP server {conn.server.name!r} went away", server=conn.server.name
         ) from exc
-    except RuntimeError as exc:  # the SDK's output-schema check of the server's result
+    except RuntimeError as exc:  # the SDK's refusals (an input request, a claimed result)
         raise ToolFailed(f"{name}: {exc}") from exc
     if not isinstance(result, types.CallToolResult):
         raise ToolFailed(f"{name}: the server asked for input mid-call")
@@ -117,8 +130,15 @@ async def call_remote(
 
 def remote_fingerprint(conn: Connection, mode: str) -> Fingerprint:
     """Where a url server's calls ran: nothing of the server runs here, the wall is the
-    gateway (rules, pinning, caps)."""
-    return Fingerprint(backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=mode)
+    gateway (rules, pinning, caps). The same object each time (the broker prepares each
+    fingerprint's audit form once)."""
+    fingerprint = conn.fingerprint
+    if fingerprint is None or fingerprint.mode != mode:
+        fingerprint = Fingerprint(
+            backend=f"mcp:{conn.server.name}", mechanisms=("egress-gateway",), mode=mode
+        )
+        conn.fingerprint = fingerprint
+    return fingerprint
 
 
 def text_of(result: types.CallToolResult) -> str:

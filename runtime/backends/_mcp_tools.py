@@ -18,12 +18,22 @@ import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 
+from runtime.backends._mcp_stdio import StdioPipes
+from runtime.backends.base import Fingerprint
 from runtime.mcp._client import RemoteBase
-from runtime.mcp.external import ExternalServer, prefixed_name
+from runtime.mcp.external import SEPARATOR, ExternalServer, prefixed_name
 from runtime.mcp.launch import Launch
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
 
-__all__ = ["MAX_TOOLS", "Connection", "describe", "list_all", "spec_for", "specs_of"]
+__all__ = [
+    "MAX_TOOLS",
+    "Connection",
+    "ProxySession",
+    "describe",
+    "list_all",
+    "spec_for",
+    "specs_of",
+]
 
 log = logging.getLogger("runtime.mcp.proxy")
 
@@ -35,11 +45,31 @@ _MAX_DESCRIPTION = 4096
 MAX_TOOLS = 512
 
 
+class ProxySession(ClientSession):
+    """The SDK's client session without its own check of a call's result.
+
+    ``ClientSession.call_tool`` checks ``structuredContent`` against the tool's output
+    schema with the ``jsonschema`` package, synchronously on the event loop, with Python's
+    backtracking ``re`` for ``pattern`` (and may list the tools again first). A hostile
+    server's ``"pattern": "^(a+)+$"`` and a 40-character answer froze the whole broker.
+    The broker checks every result against the catalogue's compiled validator anyway
+    (``jsonschema_rs``: linear-time regular expressions), which the SDK's check only
+    duplicated, so here it does nothing.
+    """
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        return None
+
+
 @dataclass(slots=True)
 class Connection:
     server: ExternalServer
     launch: Launch | None = None
-    session: ClientSession | None = None
+    session: ProxySession | None = None
+    #: A started server's pipes (stdout cap, stderr log), while it runs.
+    pipes: StdioPipes | None = None
+    #: A url server's fingerprint, made once (``_mcp_calls.remote_fingerprint``).
+    fingerprint: Fingerprint | None = None
     remote: RemoteBase | None = None
     #: A tools/list_changed arrived and is not yet handled; a refresh task is running.
     stale: bool = False
@@ -59,7 +89,7 @@ class Connection:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
-async def list_all(session: ClientSession) -> list[types.Tool]:
+async def list_all(session: ProxySession) -> list[types.Tool]:
     """Every page of a started server's ``tools/list`` (at most 64 pages, MAX_TOOLS)."""
     tools: list[types.Tool] = []
     cursor: str | None = None
@@ -77,9 +107,17 @@ def specs_of(conn: Connection) -> list[tuple[ToolSpec, str]]:
     """The catalogue specs of a server's listed tools, with their remote names."""
     wanted = set(conn.server.tools) if conn.server.tools is not None else None
     out: list[tuple[ToolSpec, str]] = []
+    seen: set[str] = set()
     for tool in conn.tools[:MAX_TOOLS]:
         if wanted is not None and tool.name not in wanted:
             continue
+        if tool.name in seen:
+            # The first stays: a call routes by name, and one name cannot mean two schemas.
+            log.warning(
+                "mcp server %r: tool %r listed again; the first kept", conn.server.name, tool.name
+            )
+            continue
+        seen.add(tool.name)
         spec = spec_for(conn.server, conn.server.tool_prefix, tool)
         if spec is not None:
             out.append((spec, tool.name))
@@ -88,6 +126,13 @@ def specs_of(conn: Connection) -> list[tuple[ToolSpec, str]]:
 
 def spec_for(server: ExternalServer, prefix: str, tool: types.Tool) -> ToolSpec | None:
     name = prefixed_name(prefix, tool.name)
+    if SEPARATOR in tool.name:
+        # <prefix>__<tool> splits at its first '__': "b__echo" of prefix "a" would be
+        # "a__b__echo", a tool of the server whose prefix is "a__b".
+        log.warning(
+            "mcp server %r: tool name %r contains %r; skipped", server.name, tool.name, SEPARATOR
+        )
+        return None
     if not TOOL_NAME_RE.match(name):
         log.warning("mcp server %r: tool name %r does not fit; skipped", server.name, tool.name)
         return None

@@ -24,6 +24,7 @@ __all__ = [
     "ExecRequest",
     "Fingerprint",
     "SyncBackend",
+    "fingerprint_for",
 ]
 
 #: The broker's handler for requests a sandboxed tool makes *back* to the broker (egress
@@ -76,7 +77,9 @@ class ExecOutcome:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A place where tools run. Started once per broker; ``run`` is called concurrently."""
+    """A place where tools run. Started once per broker; ``run`` is called concurrently.
+    A backend whose tools run in different places may also have ``fingerprint_for(spec)``
+    (see :func:`fingerprint_for`)."""
 
     name: str
 
@@ -87,6 +90,18 @@ class Backend(Protocol):
     async def run(self, request: ExecRequest) -> ExecOutcome: ...
 
     def fingerprint(self) -> Fingerprint: ...
+
+
+def fingerprint_for(backend: Backend, spec: ToolSpec) -> Fingerprint:
+    """What ``spec``'s calls run behind, for the write-ahead record (and the completion,
+    unless the outcome names its own). A backend whose tools run in different places (the
+    mcp backend: one sandbox or gateway per server) has ``fingerprint_for(spec)``; any
+    other says the same for each of its tools: ``fingerprint()``."""
+    per_tool = getattr(backend, "fingerprint_for", None)
+    if per_tool is None:
+        return backend.fingerprint()
+    found: Fingerprint = per_tool(spec)
+    return found
 
 
 @runtime_checkable

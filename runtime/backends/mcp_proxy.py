@@ -8,10 +8,11 @@ Usage (the CLI's ``serve`` does this)::
             ...
 
 Every started (``command``) server runs inside the Linux sandbox (``runtime.mcp.launch``)
-under its own connection task, which owns the stdio client and the MCP session from start to
-end: anyio cancel scopes must be left in the task that entered them, and broker calls arrive
-from many tasks. A call is a ``tools/call`` on the shared session; the session multiplexes
-concurrent requests.
+under its own connection task, which owns its pipes (``_mcp_stdio``: stderr logged within a
+budget, stdout lines capped; never the broker's own descriptors) and the MCP session from
+start to end: anyio cancel scopes must be left in the task that entered them, and broker
+calls arrive from many tasks. A call is a ``tools/call`` on the shared session; the session
+multiplexes concurrent requests.
 
 A server reached by ``url`` is a client in this process
 (:class:`runtime.mcp.remote.RemoteClient` for Streamable HTTP,
@@ -40,22 +41,21 @@ Names that do not fit the catalogue's pattern and schemas that are huge or inval
 skipped (logged); results pass the broker's size cap and the advertised output schema;
 a server that dies or stalls turns into ``sandbox_error`` / ``timeout`` results, never a
 broker crash. Here: the servers' lifecycles and their tools in the catalogue;
-``_mcp_tools``: a server's record and its tools as specs; ``_mcp_calls``: one call.
+``_mcp_tools``: a server's record and its tools as specs; ``_mcp_calls``: one call;
+``_mcp_stdio``: a started server's pipes.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from types import TracebackType
 
 import anyio
 import anyio.abc
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from runtime.backends._mcp_calls import call_remote, call_started, remote_fingerprint
-from runtime.backends._mcp_tools import Connection, describe, list_all, specs_of
+from runtime.backends._mcp_stdio import StdioPipes, open_stdio
+from runtime.backends._mcp_tools import Connection, ProxySession, describe, list_all, specs_of
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.catalogue import Catalogue
 from runtime.errors import (
@@ -184,35 +184,52 @@ class McpProxyBackend:
 
     # -- connections --------------------------------------------------------------------------
     async def _serve(self, conn: Connection, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Own one server's process and session until asked to stop."""
+        """Own one server's process and session until asked to stop, or until its stdout
+        ends (it exited, or sent a line past its cap: see ``_mcp_stdio``)."""
         started = False
         conn.spawned = True
+        conn.pipes = pipes = StdioPipes(conn.server.name)
         try:
             conn.launch = launch = launch_for(conn.server, mode=self.mode)
-            params = StdioServerParameters(
-                command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
-            )
             async with (
-                stdio_client(params, errlog=sys.stderr) as (read, write),
-                ClientSession(read, write) as session,
+                open_stdio(launch, pipes) as (read, write),
+                ProxySession(read, write) as session,
             ):
                 with anyio.fail_after(conn.server.start_timeout_s):
                     await session.initialize()
                     conn.tools = await list_all(session)
+                pipes.listed()
                 conn.session = session
                 task_status.started()
                 started = True
-                await conn.stop.wait()
+                async with anyio.create_task_group() as waiting:
+
+                    async def until(event: anyio.Event) -> None:
+                        await event.wait()
+                        waiting.cancel_scope.cancel()
+
+                    waiting.start_soon(until, conn.stop)
+                    waiting.start_soon(until, pipes.ended)
                 conn.session = None
+                if pipes.over is not None:
+                    conn.error = pipes.overflow()
+                elif not conn.stop.is_set():
+                    conn.error = "the server process exited"
         except Exception as exc:  # a server that fails must not take the broker down
-            # Its own stderr (passed through to ours) usually says why it did not start.
-            where = "" if started else "stopped before it was ready (see its stderr): "
-            conn.error = where + describe(exc)
+            conn.error = describe(exc)
+            if not started:
+                # Its stderr (logged at INFO) usually says why it did not start.
+                said = " | ".join(pipes.tail)
+                conn.error = (
+                    "stopped before it was ready"
+                    + (f" (its stderr: {said})" if said else "")
+                    + f": {conn.error}"
+                )
             conn.session = None
             log.warning("mcp server %r failed: %s", conn.server.name, conn.error)
         finally:
             if conn.launch is not None:
-                conn.launch.cleanup()  # the process has exited: stdio_client waited for it
+                conn.launch.cleanup()  # the process has exited: open_stdio waited for it
             conn.done.set()
             if not started:
                 task_status.started()
@@ -248,9 +265,29 @@ class McpProxyBackend:
         remote.inbound.on_tools_changed = lambda: self._tools_changed(conn)
 
     def _collect(self, conn: Connection) -> None:
-        for spec, remote_name in specs_of(conn):
+        for spec, remote_name in self._own(conn, specs_of(conn)):
             self._tools[spec.name] = (conn, remote_name)
             self._specs.append(spec)
+
+    def _own(
+        self, conn: Connection, fresh: list[tuple[ToolSpec, str]]
+    ) -> list[tuple[ToolSpec, str]]:
+        """``fresh`` without the names another server's tools hold (the first server keeps
+        a name: a call is routed by name). The policy's prefix rules keep names apart; this
+        holds for servers given in code too."""
+        kept: list[tuple[ToolSpec, str]] = []
+        for spec, remote_name in fresh:
+            owner = self._tools.get(spec.name)
+            if owner is not None and owner[0] is not conn:
+                log.warning(
+                    "mcp server %r: tool %s skipped: server %r provides it",
+                    conn.server.name,
+                    spec.name,
+                    owner[0].server.name,
+                )
+                continue
+            kept.append((spec, remote_name))
+        return kept
 
     async def _reach_later(self, conn: Connection) -> None:
         """Try a url server that was not there at start-up again, with backoff (from
@@ -317,7 +354,7 @@ class McpProxyBackend:
             await anyio.sleep(_REFRESH_INTERVAL_S)
 
     def _replace_tools(self, conn: Connection) -> None:
-        fresh = specs_of(conn)
+        fresh = self._own(conn, specs_of(conn))
         names = {spec.name for spec, _ in fresh}
         old = {name for name, (owner, _) in self._tools.items() if owner is conn}
         catalogue = self._catalogue
@@ -334,7 +371,7 @@ class McpProxyBackend:
                     catalogue.register(spec, replace=spec.name in old)
                 except ManifestError as exc:
                     log.warning("mcp tool %s skipped: %s", spec.name, exc.message)
-                    self._specs = [s for s in self._specs if s.name != spec.name]
+                    self._specs = [s for s in self._specs if s is not spec]
                     continue
             self._tools[spec.name] = (conn, remote_name)
         log.info("mcp server %r: tools listed again: %d", conn.server.name, len(fresh))
@@ -365,6 +402,7 @@ class McpProxyBackend:
                 catalogue.register(spec)
             except ManifestError as exc:
                 log.warning("mcp tool %s skipped: %s", spec.name, exc.message)
+                # Its route only: names are unique among the specs (_own, specs_of).
                 self._tools.pop(spec.name, None)
                 continue
             names.append(spec.name)
@@ -372,12 +410,28 @@ class McpProxyBackend:
 
     # -- calls --------------------------------------------------------------------------------
     def fingerprint(self) -> Fingerprint:
+        """The first server's (no tool named). The broker asks :meth:`fingerprint_for`."""
         for conn in self._connections:
             if conn.launch is not None:
                 return conn.launch.fingerprint
             if conn.remote is not None:
                 return remote_fingerprint(conn, self.mode)
         return Fingerprint(backend="mcp", mode=self.mode)
+
+    def fingerprint_for(self, spec: ToolSpec) -> Fingerprint:
+        """Where ``spec``'s calls run: its server's sandbox (a started server: what its
+        launch has, ``netns`` or not), or the gateway (a url server). It was the first
+        server's for every tool, so a ``network = true`` server's calls were recorded as
+        behind an empty network namespace, a url server's as a stdio server's."""
+        entry = self._tools.get(spec.name)
+        if entry is None:  # no server provides it (the call will say so)
+            return Fingerprint(backend="mcp", mode=self.mode)
+        conn = entry[0]
+        if conn.server.url is not None:
+            return remote_fingerprint(conn, self.mode)
+        if conn.launch is not None:
+            return conn.launch.fingerprint
+        return Fingerprint(backend=f"mcp:{conn.server.name}", mode=self.mode)
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
         entry = self._tools.get(request.spec.name)

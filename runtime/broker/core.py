@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import anyio
 
 from runtime import _speedups
-from runtime.backends.base import Backend, ExecOutcome, ExecRequest, Fingerprint, SyncBackend
+from runtime.backends.base import (
+    Backend,
+    ExecOutcome,
+    ExecRequest,
+    Fingerprint,
+    SyncBackend,
+    fingerprint_for,
+)
 from runtime.broker import _fast
 from runtime.broker._channel import CallChannel
 from runtime.broker.events import Event, EventBus, EventKind
@@ -597,7 +604,7 @@ class Broker:
         """Write the audit write-ahead record (fail closed) and build the backend request."""
         assert st.tc is not None and st.spec is not None and st.decision is not None
         tc, spec, decision = st.tc, st.spec, st.decision
-        st.fingerprint = backend.fingerprint()
+        st.fingerprint = fingerprint_for(backend, spec)
         assert st.entry is not None
         st.backend_name = st.entry.backend
         arguments_json = self.audit.canonical_arguments(tc.arguments)

@@ -14,7 +14,9 @@ import itertools
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 import anyio.abc
@@ -34,6 +36,7 @@ __all__ = [
     "Trace",
     "delivered",
     "first_error",
+    "location_origin",
     "origin_rules",
     "resolve_headers",
     "visible_ascii",
@@ -259,9 +262,29 @@ class RemoteBase:
             raise (lost if delivered(exc) else not_sent) from exc
         return reply
 
-    def status_error(self, status: int, body: bytes | bytearray, what: str = "") -> HttpStatusError:
+    def status_error(
+        self,
+        status: int,
+        body: bytes | bytearray,
+        what: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> HttpStatusError:
         """A status outside 2xx, with the start of its body (scrubbed of the headers'
-        secrets) and ``what`` the answer was to."""
+        secrets) and ``what`` the answer was to. A redirect (3xx) is never followed on an
+        MCP endpoint (the spec has none; following one re-sent the request, and its secret
+        headers, to wherever the server pointed): it is this error, naming only the origin
+        of its ``Location`` (from ``headers``), ``reason`` ``"redirect"``."""
+        if 300 <= status < 400:
+            where = location_origin(self.url, (headers or {}).get("location"))
+            return HttpStatusError(
+                f"MCP server {self.server.name!r} answered HTTP {status}{what}, a redirect "
+                f"to {self.scrub(where)}: refused, not followed (an MCP endpoint does not "
+                "redirect)",
+                server=self.server.name,
+                status=status,
+                reason="redirect",
+                location=self.scrub(where),
+            )
         text = bytes(body[:200]).decode("utf-8", "replace")
         shown = f": {self.scrub(text)!r}" if text else ""
         return HttpStatusError(
@@ -354,6 +377,23 @@ class RemoteBase:
             url=self.url[:200],
             reason="no_answer" if reached else "unreachable",
         )
+
+
+def location_origin(base: str, location: str | None) -> str:
+    """The origin (``scheme://host:port``) a ``Location`` header points to, resolved against
+    ``base``; never its path, query or user info (they may carry tokens)."""
+    if not location:
+        return "no location"
+    try:
+        parts = urlsplit(urljoin(base, location.strip()))
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "an unreadable location"
+    if not parts.scheme or not host:
+        return "an unreadable location"
+    host = f"[{host}]" if ":" in host else host
+    origin = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    return origin[:200] if visible_ascii(origin) else "an unreadable location"
 
 
 def visible_ascii(text: str) -> bool:

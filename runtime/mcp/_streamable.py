@@ -122,7 +122,7 @@ class StreamableWire(RemoteBase):
             "headers": {**self._request_headers(sent), "Content-Type": "application/json"},
             "body": json.dumps(message, separators=(",", ":")).encode(),
             "timeout_s": timeout_s,
-            "follow_redirects": True,
+            "follow_redirects": False,
         }
         answer: _Answer | None = None
         async with self._stream(payload) as reply:
@@ -177,7 +177,7 @@ class StreamableWire(RemoteBase):
                     body += chunk
                     if len(body) >= 200:
                         break
-            raise self.status_error(status, body)
+            raise self.status_error(status, body, headers=reply.headers)
 
     async def _json_answer(
         self, reply: StreamedReply, request_id: int, max_bytes: int
@@ -270,7 +270,7 @@ class StreamableWire(RemoteBase):
             found: dict[str, Any] | None = None
             try:
                 async with self._stream(
-                    {**payload, "timeout_s": timeout_s, "follow_redirects": True}
+                    {**payload, "timeout_s": timeout_s, "follow_redirects": False}
                 ) as reply:
                     refusal = self._refusal(reply)
                     if refusal is None:
@@ -288,7 +288,7 @@ class StreamableWire(RemoteBase):
         """Why a resumed stream will not carry the answer, or None. 405: the server does
         not resume; 404: the session, and its streams, are gone."""
         if not 200 <= reply.status < 300:
-            return self.status_error(reply.status, b"", " to a resumption")
+            return self.status_error(reply.status, b"", " to a resumption", reply.headers)
         if _content_type(reply) != "text/event-stream":
             return self.malformed("a resumed stream that is not SSE")
         return None
@@ -328,12 +328,12 @@ class StreamableWire(RemoteBase):
             self._request_headers(self._session_id),
             message,
             timeout_s=timeout_s,
-            follow_redirects=True,
+            follow_redirects=False,
             lost=Lost,
             not_sent=NotSent,
         )
         if not 200 <= reply["status"] < 300:
-            raise self.status_error(reply["status"], reply["body"])
+            raise self.status_error(reply["status"], reply["body"], headers=reply["headers"])
 
     def _request_headers(self, session: str | None) -> dict[str, str]:
         headers = {**self._headers, "Accept": _ACCEPT, "MCP-Protocol-Version": self._protocol}

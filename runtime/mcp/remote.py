@@ -17,8 +17,10 @@ result, everything else (sampling, elicitation, roots) refused (``runtime.mcp._p
 
 Reaching it: every request goes through :class:`runtime.egress.EgressGateway` under the
 policy's ``[network]`` rules — deny entries, schemes, ports, private addresses only when
-named, one resolution whose address is pinned for the connection (no DNS rebinding), every
-redirect checked again and credentials dropped on a change of origin. The entry names its
+named, one resolution whose address is pinned for the connection (no DNS rebinding). No
+redirect is followed: the MCP endpoint has none, and following one sent the request and its
+headers (secrets) on to wherever the server pointed; a 3xx is an error naming the origin of
+its ``Location`` (``HttpStatusError``, ``reason`` ``"redirect"``). The entry names its
 own origin (scheme, host, port): :func:`origin_rules` adds exactly that origin to a copy of
 the rules used by this server's connection only; the network tools never see it. A host
 *name* that resolves to a private address still needs ``[network] allow_private``, as for
@@ -299,13 +301,19 @@ class RemoteClient(StreamableWire):
             "url": self.url,
             "headers": headers,
             "timeout_s": self.server.start_timeout_s,
-            "follow_redirects": True,
+            "follow_redirects": False,
         }
         heard = False
         async with self._gateway.stream(payload) as reply:
             if reply.status in (404, 405) or not 200 <= reply.status < 300:
                 if reply.status == 405:
                     raise _Stop  # the server offers no GET stream (the spec allows it)
+                if 300 <= reply.status < 400:  # not followed, and it will not change
+                    refused = self.status_error(
+                        reply.status, b"", " to the GET stream", reply.headers
+                    )
+                    self.inbound.note("GET stream not opened: %s", refused.message)
+                    raise _Stop
                 return False
             parser = SseParser(_LISTEN_EVENT_BYTES)
             budget = Budget(self.server.name, window_s=SESSION_WINDOW_S)

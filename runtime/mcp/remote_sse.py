@@ -225,7 +225,7 @@ class LegacySseClient(RemoteBase):
             stream.scope.cancel()
             raise _NotSent from self.malformed("HTTP 404 to a message: the session is gone")
         if not 200 <= status < 300:
-            raise self.status_error(status, reply["body"])
+            raise self.status_error(status, reply["body"], headers=reply["headers"])
 
     # -- the stream ---------------------------------------------------------------------------
     async def _connect(self, timeout_s: float) -> _Stream:
@@ -280,12 +280,14 @@ class LegacySseClient(RemoteBase):
             "url": self.url,
             "headers": {**self._headers, "Accept": "text/event-stream"},
             "timeout_s": timeout_s,
-            "follow_redirects": True,
+            "follow_redirects": False,
         }
         async with self._gateway.stream(payload) as reply:
             content_type = reply.headers.get("content-type", "").split(";")[0].strip().lower()
             if not 200 <= reply.status < 300:
-                raise self.status_error(reply.status, b"", " to the event stream's GET")
+                raise self.status_error(
+                    reply.status, b"", " to the event stream's GET", reply.headers
+                )
             if content_type != "text/event-stream":
                 raise self.malformed(f"an event stream of type {content_type[:100]!r}")
             parser = SseParser(EVENT_BYTES)

@@ -525,7 +525,8 @@ class McpServerEntry(_Section):
     prefix: str | None = Field(
         None,
         pattern=_MCP_IDENT,
-        description="Tool name prefix: tools are listed as <prefix>__<tool>. Default: name.",
+        description="Tool name prefix: tools are listed as <prefix>__<tool>; it may not "
+        "contain '__' or end with '_' (a name splits at its first '__'). Default: name.",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -678,13 +679,25 @@ class McpServerEntry(_Section):
 
 
 def check_mcp_servers(servers: list[McpServerEntry]) -> None:
-    """Names and tool prefixes are unique (raises ValueError)."""
+    """Names and tool prefixes are unique, and a prefix neither contains the separator
+    ``__`` nor ends with ``_`` (raises ValueError): a tool's name ``<prefix>__<tool>`` then
+    splits at its first ``__`` into one prefix only (the proxy refuses remote tool names
+    with ``__``), so no server can list a name that is another's (prefix ``a`` with a tool
+    ``b__echo`` was ``a__b__echo`` of the server with prefix ``a__b``)."""
     names: set[str] = set()
     prefixes: set[str] = set()
     for server in servers:
         if server.name in names:
             raise ValueError(f"mcp server {server.name!r} is defined twice")
-        if server.tool_prefix in prefixes:
+        prefix = server.tool_prefix
+        if "__" in prefix or prefix.endswith("_"):
+            what = "prefix" if server.prefix is not None else "name (its default prefix)"
+            raise ValueError(
+                f"mcp server {server.name!r}: the {what} {prefix!r} contains '__' or ends "
+                "with '_'; tools are named <prefix>__<tool>, split at the first '__'"
+                + ("" if server.prefix is not None else ": set a prefix")
+            )
+        if prefix in prefixes:
             raise ValueError(f"mcp prefix {server.tool_prefix!r} is used twice")
         names.add(server.name)
         prefixes.add(server.tool_prefix)

@@ -4,8 +4,8 @@ HTTP+SSE transport at ``/legacy/<endpoint kind>``. Run as a process; it prints `
 on http://127.0.0.1:PORT/mcp`` on stderr.
 
 Its tool ``t`` (and ``e``, the same) does what its ``mode`` argument says (see
-:func:`_call`); ``count`` reads how many calls of a mode the server received (a tools/call
-sent again would show). POST
+:func:`_call`; ``redirect`` is answered 307 to ``/mcp?followed=1``); ``count`` reads how
+many calls of a mode the server received (a tools/call sent again would show). POST
 ``/control/forget`` forgets every Streamable HTTP session (a restart, as the client sees it).
 
 Resumability (the spec's ``Last-Event-ID``): the modes ``resume``, ``resume2``, ``prime``,
@@ -215,6 +215,15 @@ async def streamable(request: Request) -> Response:
     headers = {"mcp-session-id": session}
     if message.get("method") == "tools/call":
         arguments = message["params"].get("arguments") or {}
+        if request.query_params.get("followed"):
+            _calls["followed"] += 1  # a client that followed the redirect below
+            if request.headers.get("x-api-key"):
+                _calls["followed with the key"] += 1
+        elif arguments.get("mode") == "redirect":
+            # The spec has no redirects on the MCP endpoint; this one points at the same
+            # (allowed) origin, with a token in its query.
+            where = f"http://127.0.0.1:{PORT}/mcp?followed=1&token=s3cr3t-in-query"
+            return Response(status_code=307, headers={**headers, "location": where})
         return StreamingResponse(
             _call(message["id"], arguments), media_type="text/event-stream", headers=headers
         )

@@ -224,3 +224,33 @@ async def test_close_does_not_wait_for_a_listing_in_flight(tmp_path: Path) -> No
                 await anyio.sleep(0.5)  # the refresh task is now waiting on tools/list
     finally:
         server.close()
+
+
+async def test_a_redirect_of_the_mcp_endpoint_is_not_followed(
+    hostile: HttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was: the POST went again, with the entry's secret header, to wherever the 307
+    # pointed (any allowed origin), and that answer was taken as the result.
+    monkeypatch.setenv("HOSTILE_KEY", "k3y-value")
+    server = entry(hostile.url, headers={"X-Api-Key": "env:HOSTILE_KEY"})
+    async with broker_for(server, tmp_path) as broker:
+        result = await call(broker, "redirect")
+        assert result.error is not None and result.error.type == "sandbox_error", result
+        origin = hostile.url.removesuffix("/mcp")
+        assert f"a redirect to {origin}: refused, not followed" in result.error.message
+        assert "s3cr3t" not in result.error.message and "followed=1" not in result.error.message
+        assert result.error.details["reason"] == "redirect"
+        assert (await call(broker, "count:followed")).result["value"] == 0
+        # The session is fine: the next call works.
+        assert (await call(broker, "ok")).success
+
+
+def test_location_origin() -> None:
+    from runtime.mcp._client import location_origin
+
+    base = "https://mcp.example:8443/mcp"
+    assert location_origin(base, "https://u:p@other.example/x?token=1") == "https://other.example"
+    assert location_origin(base, "/elsewhere?token=1") == "https://mcp.example:8443"
+    assert location_origin(base, "http://[::1]:9/") == "http://[::1]:9"
+    assert location_origin(base, None) == "no location"
+    assert location_origin(base, "http://bad:port/") == "an unreadable location"
