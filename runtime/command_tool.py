@@ -7,8 +7,10 @@ Each item may hold ``{name}`` placeholders filled from the *validated* arguments
 * an item that is exactly ``{name}`` becomes one argv item (or several, when the argument is
   a list of strings/numbers); an absent optional argument drops the item;
 * a placeholder inside a longer item (``--lines={n}``) is replaced textually and must be given;
-* an argument value that would become a whole argv item starting with ``-`` is refused
+* an argv item that starts with ``-`` because of an argument value (the whole item, or a
+  value at the start of a longer item: ``{name}.txt`` with ``--output=x``) is refused
   unless an earlier template item is ``--`` (option injection: ``{pattern}`` = ``--help``);
+  a ``-`` the template itself writes (``--lines={n}``) is the manifest author's option;
 * values must be strings, numbers or booleans (``true``/``false``); NUL is refused;
 * the program runs with the same bounds as ``shell_exec`` (``runtime.toolkit_proc``), in the
   workspace, with the policy's environment, inside the sandbox (the tool's manifest must
@@ -88,7 +90,17 @@ def fill_template(template: Sequence[str], args: dict[str, Any]) -> list[str]:
         missing = [n for n in _PLACEHOLDER.findall(item) if args.get(n) is None]
         if missing:
             raise ToolFailed(f"argument {missing[0]!r} is required by the command template")
-        argv.append(_PLACEHOLDER.sub(lambda m: _text(m.group(1), args[m.group(1)]), item))
+        filled = _PLACEHOLDER.sub(lambda m: _text(m.group(1), args[m.group(1)]), item)
+        if filled.startswith("-") and not item.startswith("-") and not after_dashdash:
+            # The '-' is a value's, at the start of the item: ``{name}.txt`` with
+            # ``--output=keep`` is ``sort --output=keep.txt``, an option all the same.
+            name = _PLACEHOLDER.match(item)
+            raise ToolFailed(
+                f"argument {name.group(1) if name else '?'!r} may not start with '-' here "
+                "(it would make the item an option)",
+                reason="option_injection",
+            )
+        argv.append(filled)
         if item == "--":
             after_dashdash = True
     return argv

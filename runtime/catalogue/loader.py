@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from runtime.catalogue._wasm_ref import module_path
 from runtime.errors import ManifestError
-from runtime.models import BackendKind, ToolSpec
+from runtime.models import BackendKind, Limits, ToolSpec
 from runtime.validation import check_schema
 
 __all__ = ["iter_manifest_files", "load_manifest", "load_manifests"]
@@ -110,6 +110,7 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
         raise ManifestError(f"{path}: a wasm tool needs 'wasm'", file=str(path), field="wasm")
     if spec.backend is BackendKind.WASM:
         _check_custom_module(spec, path)
+    _check_limits(spec, path)
     for arg in spec.arg_roles:
         if arg not in spec.parameters.get("properties", {}):
             raise ManifestError(
@@ -117,6 +118,29 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
                 file=str(path),
                 field=f"arg_roles.{arg}",
             )
+
+
+def _check_limits(spec: ToolSpec, path: Path) -> None:
+    """A manifest's ``limits`` are the policy's limit fields (``runtime.models.Limits``),
+    each of its type (no "64" for 64, no true for 1) and within its bounds. An unknown key
+    (a typo: ``memory``) or a bad value was loaded and then ignored, the tool running with
+    the default limits, or failed every call as internal_error."""
+    fields = Limits.model_fields
+    for name in spec.limits:
+        if name not in fields:
+            raise ManifestError(
+                f"{path}: field limits.{name}: not a limit (one of {', '.join(fields)})",
+                file=str(path),
+                field=f"limits.{name}",
+            )
+    try:
+        Limits.model_validate({**Limits().model_dump(), **spec.limits}, strict=True)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(["limits", *(str(p) for p in err["loc"])])
+        raise ManifestError(
+            f"{path}: field {field}: {err['msg']}", file=str(path), field=field
+        ) from exc
 
 
 def _check_custom_module(spec: ToolSpec, path: Path) -> None:

@@ -42,6 +42,24 @@ class CatalogueEntry:
     backend: str
 
 
+def _check_folder_category(spec: ToolSpec) -> None:
+    """A folder tool is in the ``custom`` category, which the policy allows tool by tool: the
+    built-in categories' allowances (``categories.data = "allow"`` in the default policy)
+    were made for the built-in tools of each, and a manifest saying ``data`` for a command
+    running ``sh -c`` would step around them. One exception, what ``data`` means: a wasm
+    tool, pure computation (no files, no network, no programs), may say ``data``."""
+    if spec.category == "custom" or (spec.category == "data" and spec.backend is BackendKind.WASM):
+        return
+    raise ManifestError(
+        f"{spec.source}: field category: a tool folder's tools are in the 'custom' category "
+        f"(a wasm tool may also be 'data'), not {spec.category!r}: the policy's allowance "
+        "of a built-in category is for the built-in tools; allow this tool by name "
+        f"([tools.{spec.name}]) or its category ([categories] custom)",
+        file=str(spec.source),
+        field="category",
+    )
+
+
 class Catalogue:
     """Tools by name. Thread-safe for registration; lookups are plain dict reads.
 
@@ -75,6 +93,7 @@ class Catalogue:
                     file=str(spec.source),
                     field="backend",
                 )
+            _check_folder_category(spec)
             self.register(spec)
         for spec in specs:
             self.register(spec)

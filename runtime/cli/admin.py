@@ -239,6 +239,15 @@ def audit_export(
         raise typer.Exit(EX_INTERNAL) from exc
 
 
+#: How ``--tools-dir`` tools run (``runtime doctor``): what a user needs to know first.
+_FOLDER_TOOLS = {
+    "python_entry": "imported in each call's own sandboxed process, after every wall "
+    "(seccomp last), from the manifest's folder bound read-only; never by the fork-server",
+    "command": "argv template in the sandbox; a value making an item an option is refused",
+    "category": "custom (a wasm tool may say data): allow each by name in the policy",
+}
+
+
 @app.command("doctor")
 def doctor() -> None:
     """Report which isolation mechanisms this host offers."""
@@ -282,5 +291,6 @@ def doctor() -> None:
             "strict_mode": verdict,
             "mcp_servers": mcp,
             "speedups": speedups,
+            "tool_folders": _FOLDER_TOOLS,
         }
     )

@@ -96,3 +96,39 @@ def test_bad_templates_refused_at_load(
     path.write_text(json.dumps(manifest(**change)))
     with pytest.raises(ManifestError, match=message):
         load_manifest(path)
+
+
+@pytest.mark.parametrize(
+    ("template", "args"),
+    [
+        (["sort", "{name}.txt"], {"name": "--output=keep"}),
+        (["cat", "{name}.txt"], {"name": "--help"}),
+        (["cat", "{dir}/{name}"], {"dir": "-n", "name": "f"}),
+        (["cat", "{dir}{name}"], {"dir": "", "name": "-A"}),
+    ],
+)
+def test_option_injection_refused_at_the_start_of_a_longer_item(
+    template: list[str], args: dict[str, Any]
+) -> None:
+    with pytest.raises(ToolFailed, match="may not start with '-'") as caught:
+        fill_template(template, args)
+    assert caught.value.details["reason"] == "option_injection"
+
+
+def test_a_value_starting_a_longer_item_is_plain_after_dashdash_or_an_authors_dash() -> None:
+    assert fill_template(["cat", "--", "{name}.txt"], {"name": "-x"}) == ["cat", "--", "-x.txt"]
+    # The template's own '-' is the manifest author's option, whatever the value.
+    assert fill_template(["head", "-{n}"], {"n": "-5"}) == ["head", "--5"]
+    assert fill_template(["cat", "x{name}.txt"], {"name": "-y"}) == ["cat", "x-y.txt"]
+
+
+def test_sort_output_injection_leaves_the_file_alone(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("precious\n")
+    ctx = ToolContext(
+        workspace=tmp_path,
+        limits=Limits(timeout_s=10),
+        options={"command": ["sort", "{name}.txt"]},
+    )
+    with pytest.raises(ToolFailed, match="option"):
+        run_template({"name": "--output=keep"}, ctx)
+    assert (tmp_path / "keep.txt").read_text() == "precious\n"

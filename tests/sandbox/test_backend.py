@@ -29,6 +29,7 @@ from tests.sandbox.helpers import (
     PROBE_RW,
     READ_FILE,
     SHELL,
+    TOOLS,
     WRITE_FILE,
     call,
     call_processes,
@@ -609,7 +610,9 @@ def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
             results[spec.name] = [first, second]
         return results
 
-    results = run_with_backend(fn, pool=4)
+    # The warmed tools are the test's own code, imported by the fork-server as a built-in
+    # tool is (a user's folder tool is imported by each call, and has no warm-up).
+    results = run_with_backend(fn, pool=4, trusted_folders=[TOOLS])
     cold, warm = results["warmed"]
     assert cold["runs"] == []
     assert warm["runs"] == [

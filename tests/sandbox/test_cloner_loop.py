@@ -213,7 +213,7 @@ def test_a_tool_the_cloner_cannot_load_is_a_failed_clone_with_the_reason(
 ) -> None:
     z, cloner = bare
     z.tools["broken"] = _echo
-    z.entries["broken"] = ("no_such_module_here:run", "/nonexistent")
+    z.entries["broken"] = ("no_such_module_here:run", "/nonexistent", False)
     ours, theirs = socket.socketpair()
     with ours, theirs:
         answer = _ask(z, cloner, "broken", theirs.fileno())

@@ -12,7 +12,15 @@ from runtime.backends.base import ExecRequest
 from runtime.backends.sandbox import SandboxBackend
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.models import WorkspaceAccess
-from tests.sandbox.helpers import PROBE_NONE, PROBE_RO, PROBE_RW, READ_FILE, SHELL, request
+from tests.sandbox.helpers import (
+    PROBE_NONE,
+    PROBE_RO,
+    PROBE_RW,
+    READ_FILE,
+    SHELL,
+    TOOLS,
+    request,
+)
 
 
 def _reference_plan(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]:
@@ -30,6 +38,9 @@ def _reference_plan(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]
         "env": dict(req.env),
         # A call that may write also pins the directories above masked entries (_pins).
         "masks": replace(masks, pin=access == WorkspaceAccess.WRITE).as_plan() if masks else {},
+        # A tool outside the built-in catalogue (the test tools') imports in its call,
+        # from its folder bound read-only (``child.FolderTool``).
+        **({"tool_dir": str(TOOLS)} if req.spec.source.parent == TOOLS else {}),  # type: ignore[union-attr]
     }
 
 
@@ -102,6 +113,9 @@ def test_the_workspace_is_resolved_once_per_profile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend = SandboxBackend()
+    # The tools' folders are resolved once per tool (``_ref``), before what is counted here.
+    backend._ref(READ_FILE)
+    backend._ref(PROBE_RW)
     resolved: list[Path] = []
     real = Path.resolve
 

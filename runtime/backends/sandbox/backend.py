@@ -28,6 +28,7 @@ import anyio.lowlevel
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox import pid1
+from runtime.backends.sandbox._binds import check_read_only
 from runtime.backends.sandbox._channels import (
     CallChannel,
     ControlChannel,
@@ -105,7 +106,14 @@ class SandboxBackend:
 
     ``mode``: ``strict`` (default) refuses to start when user namespaces, Landlock or
     seccomp are missing; ``best_effort`` runs with what exists (see :meth:`fingerprint`).
-    ``preload``: tool specs imported by the zygote at start (others load on first use).
+    ``preload``: tool specs the zygote knows from its start. The built-in tools' modules
+    are imported by the zygote then (others on first use), and every call is a copy of it;
+    a folder tool's module is never imported there (the zygote has the broker's
+    privileges, outside every wall), but by each of its calls, behind all of them, from its
+    folder bound read-only (``child.FolderTool``).
+    ``trusted_folders``: folders whose modules are the embedding program's own code, as
+    trusted as the broker: imported by the zygote like the built-in tools (the sandbox
+    tests' tools). Never a user's tool folder (``--tools-dir``). Default none.
     ``state_dirs``: workspace-relative directories hidden under an empty read-only mount.
     ``pool``: how many call profiles (workspace, access, exec, limits, env) keep one spare
     child pre-forked and fully walled, waiting for its single call; 0 disables. Default 8.
@@ -141,6 +149,7 @@ class SandboxBackend:
         masks: MaskSpec | None = None,
         prespawned: PrespawnedZygote | None = None,
         allow: tuple[Sequence[str] | None, Sequence[str] | None] = (None, None),
+        trusted_folders: Iterable[Path] = (),
     ) -> None:
         unknown = set(disable) - DISABLE_NAMES
         if unknown:
@@ -160,10 +169,11 @@ class SandboxBackend:
         self._pool = pool
         self._masks = masks or MaskSpec()
         self._allow = allow
+        self._trusted = tuple(Path(t).resolve() for t in trusted_folders)
         # A zygote process spawned ahead of start() (see _prespawn): adopted there.
         self._prespawned = prespawned
         self._ids = itertools.count(1)
-        self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str]] = {}
+        self._refs: dict[tuple[str | None, Path | None], tuple[str, str, str, str]] = {}
         self._plans: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._profiles: dict[tuple[Any, ...], str] = {}
         self._options: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -179,26 +189,52 @@ class SandboxBackend:
     # -- lifecycle ----------------------------------------------------------------------
 
     @staticmethod
-    def _tool_ref(spec: ToolSpec) -> tuple[str, str, str]:
+    def _tool_ref(spec: ToolSpec) -> tuple[str, str, str, str]:
+        """(key, entry, base, tool_dir): ``tool_dir`` is "" for a tool whose code the
+        fork-server may import (a built-in one, or the package's own runner of command
+        templates), else the folder tool's resolved folder, bound read-only into its calls
+        (``child.FolderTool``). Raises SandboxError for a folder that may never be bound."""
         if not spec.entry:
             raise ToolFailed(f"tool {spec.name!r} has no entry point for the subprocess backend")
         base = spec.source.parent if spec.source is not None else builtin_tools_dir()
-        base_s = str(base.resolve())
-        return f"{base_s}::{spec.entry}", spec.entry, base_s
+        resolved = base.resolve()
+        base_s = str(resolved)
+        key = f"{base_s}::{spec.entry}"
+        if spec.entry.startswith("runtime.") or resolved.is_relative_to(builtin_tools_dir()):
+            return key, spec.entry, base_s, ""
+        if not resolved.is_dir():
+            raise SandboxError(
+                f"tool {spec.name!r}: its folder {base_s} is not a directory", path=base_s
+            )
+        try:
+            _carried(check_read_only(base_s))
+        except SandboxError as exc:
+            raise SandboxError(
+                f"tool {spec.name!r}: its folder cannot be bound into its sandbox: {exc.message}",
+                path=base_s,
+            ) from exc
+        return key, spec.entry, base_s, base_s
 
-    def _ref(self, spec: ToolSpec) -> tuple[str, str, str]:
+    def _ref(self, spec: ToolSpec) -> tuple[str, str, str, str]:
         """``_tool_ref`` once per tool (resolving its folder is ~0.1 ms of path look-ups a
         call). The zygote keeps the loaded function under this key for its lifetime anyway;
         a relative folder depends on the cwd, so it is resolved every time."""
         source = spec.source
         if source is not None and not source.is_absolute():
-            return self._tool_ref(spec)
+            return self._trust(self._tool_ref(spec))
         key = (spec.entry, source)
         ref = self._refs.get(key)
         if ref is None:
             if len(self._refs) >= _MAX_REFS:
                 self._refs.clear()
-            ref = self._refs[key] = self._tool_ref(spec)
+            ref = self._refs[key] = self._trust(self._tool_ref(spec))
+        return ref
+
+    def _trust(self, ref: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+        """``ref`` of a tool in one of ``trusted_folders``: pre-imported, as a built-in."""
+        tool_dir = ref[3]
+        if tool_dir and any(Path(tool_dir).is_relative_to(t) for t in self._trusted):
+            return (*ref[:3], "")
         return ref
 
     def _spawn_zygote(self) -> socket.socket:
@@ -230,7 +266,17 @@ class SandboxBackend:
         adopted = self._prespawned is not None
         self._ctl = ControlChannel(self._spawn_zygote(), waker)
         self._token, self._loop_thread = token, threading.get_ident()
-        tools = [list(self._tool_ref(spec)) for spec in self._preload if spec.entry]
+        # The built-in tools only: a folder tool's module is imported in its own calls,
+        # behind their walls, never in the fork-server (``child.FolderTool``).
+        tools = []
+        for spec in self._preload:
+            if spec.entry:
+                try:
+                    key, entry, base, tool_dir = self._ref(spec)
+                except SandboxError:
+                    continue  # each call of it says why
+                if not tool_dir:
+                    tools.append([key, entry, base])
         init = {
             "type": "init",
             "tools": tools,
@@ -372,10 +418,16 @@ class SandboxBackend:
             profile = self._profiles[with_env] = json.dumps(body, sort_keys=True)
         return profile
 
-    def _plan_key(self, request: ExecRequest) -> tuple[Any, ...]:
+    def _plan_key(self, request: ExecRequest, tool_dir: str = "") -> tuple[Any, ...]:
         needs = request.spec.sandbox
         limits = request.limits
-        key = (request.workspace, needs.workspace, bool(needs.exec), *limits.__dict__.values())
+        key: tuple[Any, ...] = (
+            request.workspace,
+            needs.workspace,
+            bool(needs.exec),
+            tool_dir,
+            *limits.__dict__.values(),
+        )
         if self._allow != (None, None):
             # Narrowed by Landlock or not: a profile of its own (its rules differ).
             key = (*key, self._narrowed(request.spec))
@@ -402,7 +454,7 @@ class SandboxBackend:
         needs = request.spec.sandbox
         limits = request.limits
         if key is None:
-            key = self._plan_key(request)
+            key = self._plan_key(request, self._ref(request.spec)[3])
         static = self._plans.get(key)
         if static is None:
             access = needs.workspace
@@ -411,7 +463,9 @@ class SandboxBackend:
             workspace = None
             if access != WorkspaceAccess.NONE:
                 workspace = _carried(str(request.workspace.resolve()))
-            static = self._plans[key] = {
+            tool_dir = self._ref(request.spec)[3]
+            _check_tool_dir(tool_dir, workspace)
+            static = {
                 "workspace": workspace,
                 "access": str(access),
                 "exec": bool(needs.exec),
@@ -424,6 +478,9 @@ class SandboxBackend:
                     "read": None if read is None else list(read),
                     "write": None if write is None else list(write),
                 }
+            if tool_dir:
+                static["tool_dir"] = tool_dir
+            self._plans[key] = static
         return static
 
     def _mask_plan(self, access: WorkspaceAccess) -> dict[str, Any]:
@@ -438,9 +495,9 @@ class SandboxBackend:
     def _open(self, request: ExecRequest) -> _Call:
         """Everything a call needs before the zygote hears of it: its ids, its socketpair
         (``theirs`` goes to the zygote, then closes here), the spawn message."""
-        key, entry, base = self._ref(request.spec)
+        key, entry, base, tool_dir = self._ref(request.spec)
         call_id = next(self._ids)
-        plan_key = self._plan_key(request)  # once: the plan's cache and the profile's
+        plan_key = self._plan_key(request, tool_dir)  # once: the plan's cache and the profile's
         plan = self._plan(request, plan_key)
         spawn = {
             "type": "spawn",
@@ -448,6 +505,7 @@ class SandboxBackend:
             "tool": key,
             "entry": entry,
             "base": base,
+            "folder": bool(tool_dir),
             "plan": plan,
             "profile": self._profile(request, plan, plan_key),
         }
@@ -695,9 +753,29 @@ def _builtin(spec: ToolSpec) -> bool:
     """Whether ``spec`` is a manifest of the built-in catalogue (by where it was loaded
     from, not by its name, which a catalogue built without the built-ins could give any
     tool)."""
-    from runtime.toolkit import builtin_tools_dir
-
     return spec.source is not None and spec.source.resolve().is_relative_to(builtin_tools_dir())
+
+
+def _check_tool_dir(tool_dir: str, workspace: str | None) -> None:
+    """A folder tool's folder is bound read-only beside the workspace, past its masks: it
+    may not hold the workspace, nor lie inside it (what the policy denies there would be
+    readable through the folder's bind)."""
+    if not tool_dir or workspace is None:
+        return
+    if workspace == tool_dir or workspace.startswith(tool_dir.rstrip("/") + "/"):
+        raise SandboxError(
+            f"the tool folder {tool_dir} holds the workspace {workspace}: binding it into "
+            "the call would show the workspace past the policy's masks; keep tool folders "
+            "outside the workspace",
+            path=tool_dir,
+        )
+    if tool_dir.startswith(workspace.rstrip("/") + "/"):
+        raise SandboxError(
+            f"the tool folder {tool_dir} is inside the workspace {workspace}: a call could "
+            "rewrite the tool, and its bind would show the folder past the policy's masks; "
+            "keep tool folders outside the workspace",
+            path=tool_dir,
+        )
 
 
 def _loop_token() -> Any:

@@ -40,6 +40,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forwa
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
-from runtime.toolkit import ToolContext, warm_up
+from runtime.toolkit import ToolContext, load_entry, warm_up
 
 if TYPE_CHECKING:
     from runtime.models import Limits
@@ -63,6 +64,7 @@ __all__ = [
     "CallPlan",
     "ChildConfig",
     "ChildLimits",
+    "FolderTool",
     "SpareTools",
     "call_workspace",
     "clone_flags",
@@ -91,6 +93,7 @@ PID1_ARGV0 = "runtime.backends.sandbox.pid1"
 # zygote that first Enum call costs ~0.3 ms of page faults (pid 1 and the tool each).
 # Hazard: the C function takes SIG_DFL only as a plain int (the enum member is refused).
 _SIG_DFL = int(signal.SIG_DFL)
+_AT_SYMLINK_NOFOLLOW = 0x100
 ToolFunc = Callable[[dict[str, Any], ToolContext], Any]
 
 
@@ -157,6 +160,9 @@ class CallPlan:
     #: The policy's narrow ``[paths]`` globs ({"read": [...] | None, "write": [...] | None})
     #: that Landlock applies to this call (``walls.landlock_rules``); {} = the whole workspace.
     narrow: dict[str, Any] = field(default_factory=dict)
+    #: A folder tool's folder (resolved host path; "" for none): bound read-only at the same
+    #: path, readable through Landlock, so that the call imports the tool there (FolderTool).
+    tool_dir: str = ""
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -212,10 +218,15 @@ def unshare_flags(disable: frozenset[str]) -> int:
     return flags
 
 
-def python_trees() -> dict[str, int]:
-    """Detached read-only clones of the interpreter's code (``newroot.python_paths``). As
+def python_trees(tool_dir: str = "") -> dict[str, int]:
+    """Detached read-only clones of the interpreter's code (``newroot.python_paths``) and,
+    for a folder tool, of its folder (``CallPlan.tool_dir``, also not executable). As
     root the zygote clones them before the call's namespaces exist: the sandbox uid may not
-    traverse, say, a ``/root/.pyenv`` that holds the interpreter. The caller closes them."""
+    traverse, say, a ``/root/.pyenv`` that holds the interpreter. The caller closes them.
+
+    The folder is the path the broker resolved; it is opened without following a link at
+    its last component and must still be a directory, so that a folder swapped for a link
+    since cannot bind another tree. Links inside it resolve in the call's own root."""
     fds: dict[str, int] = {}
     attrs = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
     try:
@@ -223,6 +234,13 @@ def python_trees() -> dict[str, int]:
             fd = _linux.open_tree(path, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC)
             fds[path] = fd
             _linux.mount_setattr(fd, attrs)
+        if tool_dir:
+            flags = _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC | _AT_SYMLINK_NOFOLLOW
+            fd = _linux.open_tree(tool_dir, flags)
+            fds[tool_dir] = fd
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise OSError(20, f"the tool folder {tool_dir} is no longer a directory")
+            _linux.mount_setattr(fd, attrs | _linux.MOUNT_ATTR_NOEXEC)
     except BaseException:
         for fd in fds.values():
             os.close(fd)
@@ -473,7 +491,7 @@ def _own_trees(
             )
     if not py_fds:
         with Phase("python_trees"):
-            py_fds = python_trees()
+            py_fds = python_trees(plan.tool_dir)
     return ws_fd, py_fds
 
 
@@ -583,6 +601,38 @@ def _tool(
         _warm_spare(plan, limits, tool, private_tmp="mountns" not in off)
         call_fd, tool, call_id = _activate(call_fd, tool)
     _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+
+
+class FolderTool:
+    """A folder tool (``--tools-dir``): its module is imported only here, in its call's
+    tool process, after every wall (seccomp included), from its folder bound read-only
+    (``CallPlan.tool_dir``). Never in the fork-server, which runs with the broker's
+    privileges: what the module does at import, it does inside its own call only. Each
+    call imports it afresh (no warm-up; the built-in tools keep theirs).
+
+    What an attacker controls: the module's code (it is the tool), and through links in
+    the folder only paths of the call's own root (the mount is the wall, not a check)."""
+
+    __slots__ = ("base", "entry")
+
+    def __init__(self, entry: str, base: str) -> None:
+        self.entry = entry
+        self.base = base
+
+    def load(self) -> ToolFunc:
+        """The tool's function; an import that fails (or exits) is this call's tool_error,
+        naming the module and what it raised."""
+        try:
+            return load_entry(self.entry, Path(self.base))
+        except BaseException as exc:  # SystemExit too: a module's exit ends only its call
+            raise ToolFailed(
+                f"the tool's module could not be imported ({self.entry!r} in {self.base}): "
+                f"{type(exc).__name__}: {exc}"[:2000],
+                entry=self.entry,
+            ) from None
+
+    def __call__(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        return self.load()(args, ctx)
 
 
 class SpareTools(dict[str, "ToolFunc"]):

@@ -27,7 +27,16 @@ from runtime.backends.sandbox._setup import Phase, SetupFailed, bind
 if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan, ChildLimits
 
-__all__ = ["WORKSPACE", "MountOps", "Op", "OpList", "build", "op_lists", "python_paths"]
+__all__ = [
+    "WORKSPACE",
+    "MountOps",
+    "Op",
+    "OpList",
+    "build",
+    "op_lists",
+    "python_paths",
+    "tree_paths",
+]
 
 WORKSPACE = "/workspace"
 _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of the new root
@@ -66,6 +75,12 @@ def python_paths() -> tuple[str, ...]:
         if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(path)
     return tuple(kept)
+
+
+def tree_paths(plan: CallPlan) -> tuple[str, ...]:
+    """The read-only trees of a call's new root, each bound at its own path: the
+    interpreter's code (``python_paths``) and a folder tool's folder (``plan.tool_dir``)."""
+    return (*python_paths(), plan.tool_dir) if plan.tool_dir else python_paths()
 
 
 #: What ``mountops.c`` runs: ``runtime_mount_ops(ops, len, slots, nslots, &failed)``.

@@ -50,12 +50,13 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal
 
 from runtime.backends.base import Fingerprint
 from runtime.backends.sandbox import cgroups, seccomp
+from runtime.backends.sandbox._binds import STATE_DIR, bindable, check_read_only, holds_state, under
 from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
 from runtime.backends.sandbox._launcher import EXIT_SETUP, SCRATCH, SPEC_ENV
 from runtime.backends.sandbox._spawner import spawn_in_owner_thread
@@ -81,12 +82,8 @@ _BOOT = boot_source("_launcher", "main()")
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Bound into every sandbox by ``newroot`` already (read-only).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-#: Never bound, whoever asks: kernel interfaces and runtime state of the host.
-_NEVER = ("/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib")
 #: A process granted the network also needs name resolution and CA certificates.
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf")
-#: The runtime's state directory inside a workspace (audit DB, stores).
-_STATE_DIR = ".runtime"
 _names = itertools.count(1)
 
 
@@ -121,32 +118,19 @@ def _bpf(network: bool) -> str:
     return base64.b64encode(program).decode("ascii")
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r + "/") for r in roots)
-
-
-def _bindable(path: str) -> bool:
-    """A path that may be bound read-only: not /, not a top-level directory or a home
-    directory itself, not a kernel interface or the host's runtime state."""
-    parts = PurePosixPath(path).parts
-    if len(parts) < 3 or (parts[1] == "home" and len(parts) < 4):
-        return False
-    return not _under(path, _NEVER)
-
-
 def _program_paths(argv0: str, env: Mapping[str, str]) -> list[str]:
     found = argv0 if "/" in argv0 else shutil.which(argv0, path=env.get("PATH", _DEFAULT_PATH))
     if found is None or not os.path.exists(found):
         return []  # execvpe inside reports it: "cannot execute"
     paths: list[str] = []
     for program in dict.fromkeys((os.path.abspath(found), os.path.realpath(found))):
-        if _under(program, _SYSTEM):
+        if under(program, _SYSTEM):
             continue
         directory = os.path.dirname(program)
         # An interpreter in <prefix>/bin needs its prefix (lib/, pyvenv.cfg); never more
         # than the program itself when the prefix would be a home or top-level directory.
         prefix = os.path.dirname(directory) if os.path.basename(directory) == "bin" else directory
-        paths.append(next((p for p in (prefix, directory) if _bindable(p)), program))
+        paths.append(next((p for p in (prefix, directory) if bindable(p)), program))
     return paths
 
 
@@ -161,28 +145,23 @@ def needed_paths(
     for item in [*argv[1:], *pythonpath]:
         if item.startswith("/") and os.path.exists(item):
             path = os.path.abspath(item)
-            if _bindable(path) and not _under(path, _SYSTEM):
+            if bindable(path) and not under(path, _SYSTEM):
                 wanted.append(path)
     for item in read_only:
-        path = os.path.abspath(item)
-        if not item.startswith("/") or not _bindable(path):
-            raise SandboxError(f"will not bind {item!r} into a sandbox", path=item)
-        if not os.path.exists(path):
-            raise SandboxError(f"cannot bind {item!r}: it does not exist", path=item)
-        wanted.append(path)
+        wanted.append(check_read_only(item))
     if network:
         wanted += [p for p in _NETWORK_FILES if os.path.exists(p)]
     kept: list[str] = []
     for path in sorted(set(wanted)):
-        if not _under(path, kept):
+        if not under(path, kept):
             kept.append(path)
     for path in kept:
         # A workspace holds the runtime's own state (the audit DB, snippets): a bind must
         # never carry it in. Refused rather than skipped, so the policy author sees why.
-        if os.path.isdir(os.path.join(path, _STATE_DIR)):
+        if holds_state(path):
             raise SandboxError(
                 f"will not bind {path!r} into a sandbox: it holds runtime state "
-                f"({_STATE_DIR}/); name a narrower path",
+                f"({STATE_DIR}/); name a narrower path",
                 path=path,
             )
     return tuple(kept)

@@ -156,6 +156,8 @@ def landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> tuple[R
     rules.append(("/proc", landlock.READ, 0))
     if private_tmp:  # with a mount namespace the interpreter's code is bound read-only
         rules += [(path, landlock.READ, 0) for path in newroot.python_paths()]
+    if plan.tool_dir:  # a folder tool's own folder, imported by the call (bound read-only)
+        rules.append((plan.tool_dir, landlock.READ, 0))
     if plan.exec:
         rules += [(path, landlock.EXEC_READ, DIR_ONLY) for path in ("/usr", "/etc")]
         rules += [(f"/{n}", landlock.EXEC_READ, DIR_ONLY | NOFOLLOW) for n in ("lib32", "libx32")]

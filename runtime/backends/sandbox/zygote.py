@@ -358,7 +358,8 @@ class Zygote:
         self.dismissed: dict[int, _Spare] = {}
         self.failed_profiles: set[str] = set()
         self.spare_seq = 0
-        self.entries: dict[str, tuple[str, str]] = {}  # tool key -> (entry, base)
+        #: tool key -> (entry, base, whether a folder tool: imported in its call only)
+        self.entries: dict[str, tuple[str, str, bool]] = {}
         self.cloner: _Cloner | None = None
         self.pending: dict[int, _Pending] = {}
         # Exits reaped before the cloner's answer named the pid (a child that died at once).
@@ -396,9 +397,11 @@ class Zygote:
             disable |= {"userns", "mountns", "pidns", "netns"}
         errors: dict[str, str] = {}
         for key, entry, base in msg.get("tools", ()):
+            # Only the built-in tools (the broker sends no folder tool here): their code is
+            # the project's own, and imported once here it makes every call fast.
             try:
                 self.tools[key] = load_entry(entry, Path(base))
-                self.entries[key] = (str(entry), str(base))
+                self.entries[key] = (str(entry), str(base), False)
             except Exception as exc:  # a broken tool must not stop the others
                 errors[key] = f"{type(exc).__name__}: {exc}"
         for name in _PRELOAD:
@@ -567,7 +570,7 @@ class Zygote:
                     plan.workspace, _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC
                 )
                 _linux.mount_setattr(ws_fd, _linux.MOUNT_ATTR_IDMAP, idmap)
-            py_fds = child.python_trees()
+            py_fds = child.python_trees(plan.tool_dir)
         except BaseException:
             if ws_fd >= 0:
                 os.close(ws_fd)
@@ -642,8 +645,9 @@ class Zygote:
             plan = child.CallPlan(**msg["plan"])
             key = str(msg["tool"])
             if key not in self.tools:
-                self.tools[key] = load_entry(str(msg["entry"]), Path(str(msg["base"])))
-                self.entries[key] = (str(msg["entry"]), str(msg["base"]))
+                entry, base, folder = str(msg["entry"]), str(msg["base"]), bool(msg.get("folder"))
+                self.tools[key] = _load_tool(entry, base, folder)
+                self.entries[key] = (entry, base, folder)
             # The broker sends it (made once per profile there); a bare driver may not.
             profile = str(msg.get("profile") or self._profile(msg["plan"]))
             # One look at the tree per call (with masks, a walk): it vets this profile's
@@ -1203,7 +1207,7 @@ class _Cloner:
             for tree in (ws_fd, *py_fds.values()):
                 if tree >= 0:
                     os.close(tree)
-        self.loaded.update(k for k, _e, _b in load)
+        self.loaded.update(str(item[0]) for item in load)
         self.prepared[profile] = generation
         return self.seq
 
@@ -1264,8 +1268,8 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
     which the tools' glob sets use too), as the zygote's own look at the tree compiled them,
     and the profile's new root compiled to operation lists."""
     request = _request_body(data)
-    for key, entry, base in request["load"]:
-        zygote.tools[key] = load_entry(entry, Path(base))
+    for key, entry, base, folder in request["load"]:
+        zygote.tools[key] = _load_tool(entry, base, folder)
     plan = child.CallPlan(**request["plan"])
     spec = masks.MaskSpec.from_plan(plan.masks)
     if spec:
@@ -1287,7 +1291,7 @@ def _prepare(zygote: Zygote, data: bytes) -> None:  # pragma: no cover - the clo
             plan,
             limits,
             ws=bool(plan.workspace and plan.access != "none"),
-            py_paths=newroot.python_paths(),
+            py_paths=newroot.tree_paths(plan),
             state_dirs=cfg.state_dirs,
             mount_proc="pidns" not in cfg.disable,
         )
@@ -1315,6 +1319,15 @@ def _child(zygote: Zygote, data: bytes, fds: list[int]) -> None:  # pragma: no c
         # run_call never returns; should anything escape it, this copy must not go on
         # running the cloner's loop.
         os._exit(child.EXIT_SETUP)
+
+
+def _load_tool(entry: str, base: str, folder: bool) -> Any:
+    """A tool's function as this process keeps it: a built-in one imported here, a folder
+    tool's only named (``child.FolderTool``: imported in its call, behind every wall; its
+    code never runs in the fork-server or the cloner, which have the broker's privileges)."""
+    if folder:
+        return child.FolderTool(entry, base)
+    return load_entry(entry, Path(base))
 
 
 def _fail(sock: socket.socket, seq: int, exc: BaseException) -> None:  # pragma: no cover
