@@ -178,7 +178,11 @@ class _StdinLines:
                 await self._ready.wait()
                 await self._write.send(SessionMessage(_too_long()))
                 continue
-            answer = _bad_id_answer(line)
+            try:
+                answer = _bad_id_answer(line)
+            except Exception:  # the line is the client's: it never ends the server
+                log.warning("mcp stdio: a line could not be checked; the SDK reads it")
+                answer = None
             if answer is None:
                 yield line
                 continue
@@ -213,7 +217,9 @@ def _bad_id_answer(line: str) -> Any:
         return None
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's stack (a 2 KB line of
+        # ``[`` does it); the SDK's parser refuses it too, and answer_refused decides.
         return None
     if not isinstance(value, dict) or "method" not in value or "id" not in value:
         return None
@@ -341,7 +347,11 @@ class _AnswerUnreadable:
                 if self._pending is not None:
                     _note_received(self._pending, item)
                 return item
-            answer = answer_refused(item)
+            try:
+                answer = answer_refused(item)
+            except Exception:  # the refused line is the client's: it never ends the server
+                log.warning("mcp stdio: a refused line could not be answered; dropped")
+                answer = None
             if answer is None:
                 return item  # the SDK's own handling (a debug log line)
             await self._write.send(answer)
