@@ -17,6 +17,7 @@ that is not one JSON-RPC message).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import io
@@ -36,6 +37,12 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import ConfigError
+from runtime.mcp._connections import (
+    ConnectionLimits,
+    default_limits,
+    guarded_protocol,
+    quiet_accept_errors,
+)
 from runtime.mcp._http_guard import (
     check_allowed_host,
     check_allowed_origin,
@@ -467,11 +474,14 @@ async def serve_http(
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled.
 
     ``allowed_hosts`` and ``allowed_origins`` add to the Host and Origin values served
-    (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's)."""
+    (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's).
+    ``limits`` bound the connections and the time a request head may take
+    (``runtime.mcp._connections``; default: from the descriptor limit)."""
     import uvicorn
 
     if not allow_remote and not is_loopback(host):
@@ -503,8 +513,19 @@ async def serve_http(
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
+        config.load()
+        # Open connections and request heads bounded (slowloris held a descriptor per
+        # connection for ever): uvicorn has neither bound for a connection's first request.
+        config.http_protocol_class = guarded_protocol(
+            config.http_protocol_class, limits or default_limits(loopback=is_loopback(host))
+        )
         server = _graceful_server(config)
         log.info("MCP streamable HTTP on %s", url)
         if on_ready is not None:
             on_ready(url)
-        await server.serve(sockets=[sock])
+        loop = asyncio.get_running_loop()
+        previous = quiet_accept_errors(loop)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            loop.set_exception_handler(previous)
