@@ -20,10 +20,9 @@ the broker.
 from __future__ import annotations
 
 import contextvars
-import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.mcp._prompt import MAX_DECIDING, approval_text
 from runtime.models import Decision, ToolCall
 
 __all__ = ["STATE_TTL_S", "Approvals", "Round"]
@@ -152,11 +152,18 @@ class Approvals:
     """The broker's ``approver`` and ``ask_user`` for an MCP server: elicit the calling
     client, or refuse (approval_required / a tool error) when it cannot be asked."""
 
-    def __init__(self, ask_timeout_s: float) -> None:
+    def __init__(
+        self,
+        ask_timeout_s: float,
+        roles: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
         #: How long an approval or a question waits for the client's answer, seconds: a
         #: client that never answers must not hold a call (and its limiter slot) forever.
         self.ask_timeout_s = ask_timeout_s
         self.nonces = _Nonces()
+        #: A tool's arg_roles (argument -> role): the arguments an approval shows first
+        #: and whole (``runtime.mcp._prompt``).
+        self.roles: Callable[[str], Mapping[str, str]] = roles or (lambda _tool: {})
 
     @contextmanager
     def serving(
@@ -181,11 +188,21 @@ class Approvals:
         """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
         current = _current_round.get()
         reasons = "; ".join(decision.reasons) or decision.rule
-        arguments = json.dumps(call.arguments, ensure_ascii=False)
-        message = (
-            f"The policy asks before running {call.tool} ({reasons}).\n"
-            f"Arguments: {arguments[:2000]}"
-        )
+        roles = self.roles(call.tool)
+        try:
+            message = approval_text(call.tool, reasons, call.arguments, roles)
+        except (ValueError, RecursionError):  # not JSON text: nothing to show
+            message = None
+        if message is None:
+            # Fail closed: a user must not approve a call they were not shown.
+            raise ApprovalRequired(
+                f"{call.tool}: the arguments that decide what the call touches "
+                f"({', '.join(roles) or 'all of them'}) are too long to show for approval "
+                f"(more than {MAX_DECIDING} characters); refused rather than asked about "
+                "a partial view",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
         if current is not None and _can_elicit(current.ctx):
             try:
                 with anyio.fail_after(self.ask_timeout_s):

@@ -52,6 +52,7 @@ from mcp.shared.exceptions import MCPError
 import runtime
 from runtime.broker.limiter import queue_scope
 from runtime.catalogue import export_tool
+from runtime.errors import ToolNotFound
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
@@ -166,7 +167,7 @@ class McpToolServer:
         #: client opening session after session meets this bound instead of none.
         self.max_queued_total: int | None = broker.policy.max_queued_total
         #: The broker's approver and ask_user: they elicit the calling client (_approval).
-        self.approvals = Approvals(ask_timeout_s)
+        self.approvals = Approvals(ask_timeout_s, roles=self._arg_roles)
         # The audit session of each connection without an Mcp-Session-Id (session_id).
         # Weak keys: a connection's entry goes with it.
         self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -202,6 +203,14 @@ class McpToolServer:
         # The broker asks us for approvals and user answers; both elicit the calling client.
         self.approve = broker.approver = self.approvals.approve
         self.ask_user = broker.ask_user = self.approvals.ask_user
+
+    def _arg_roles(self, tool: str) -> Mapping[str, str]:
+        """The arguments of ``tool`` that decide what it touches (its manifest's
+        arg_roles), which an approval shows first and whole."""
+        try:
+            return dict(self.broker.catalogue.get(tool).arg_roles)
+        except ToolNotFound:  # a tool gone since the call began: show every argument alike
+            return {}
 
     @property
     def ask_timeout_s(self) -> float:
