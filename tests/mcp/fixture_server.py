@@ -137,6 +137,7 @@ def main() -> None:
     parser.add_argument("--allowed-host", action="append", default=[])
     parser.add_argument("--allowed-origin", action="append", default=[])
     parser.add_argument("--max-connections", type=int)
+    parser.add_argument("--action", action="append", default=[], help="TOOL=allow|ask|deny")
     parser.add_argument("--head-timeout", type=float, default=10.0)
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
@@ -169,7 +170,9 @@ def main() -> None:
             allowed_hosts=opts.allowed_host,
             allowed_origins=opts.allowed_origin,
             broker_options={
-                "policy": standins.ScriptedPolicy(),
+                "policy": standins.ScriptedPolicy(
+                    {**standins.ACTIONS, **dict(a.split("=", 1) for a in opts.action)}
+                ),
                 "catalogue": catalogue(),
                 "backends": {"mock": MockBackend(Handler())},
             },
