@@ -2,7 +2,8 @@
 
 1. Host and Origin (DNS rebinding, CSRF from a browser). The endpoint has no
    authentication: anyone who reaches it can call every tool the policy allows. On
-   loopback the names of loopback are allowed (any port); with ``--allow-remote`` on
+   loopback the names of loopback are allowed (any port; without a port only when bound to
+   port 80, the default a client leaves out); with ``--allow-remote`` on
    another address, the address served at its port — for a wildcard address (0.0.0.0,
    ::), the names and addresses this host goes by — and what ``--allowed-host`` adds. A
    browser's Origin must be one ``--allowed-origin`` names (on loopback also loopback's
@@ -183,14 +184,27 @@ def served_names(
 
     Remote: the address served at the bound port (see :func:`_host_names` for a wildcard
     address), and no Origin at all unless named.
+
+    Bound to port 80, the same names without a port too (the default port, which clients
+    leave out); on any other port a Host without a port is refused.
     """
     if loopback:
         names = list(dict.fromkeys([*_LOOPBACK_NAMES, _bracket(host), _bracket(bound_host)]))
         hosts = [f"{name}:*" for name in names]
         origins = [f"http://{name}:*" for name in names]
     else:
-        hosts = [f"{name}:{bound_port}" for name in _host_names(host)]
+        names = _host_names(host)
+        hosts = [f"{name}:{bound_port}" for name in names]
         origins = []
+    if bound_port == 80:
+        # A Host (and a browser's Origin) without a port means the scheme's default, 80:
+        # curl and browsers omit it there, and were refused (421). Only at port 80: a
+        # portless Host reaching another port came through something that rewrote it.
+        # Rebinding stays shut: the names are still this server's own (a rebound page
+        # sends its own name, which is none of them).
+        hosts += names
+        if loopback:
+            origins += [f"http://{name}" for name in names]
     return Served(
         hosts=tuple(dict.fromkeys(v.lower() for v in [*hosts, *allowed_hosts])),
         origins=tuple(dict.fromkeys(v.lower() for v in [*origins, *allowed_origins])),
