@@ -54,7 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from runtime.errors import ConfigError
-from runtime.mcp._jsonrpc import invalid_request
+from runtime.mcp._jsonrpc import invalid_request, is_request_id
 
 __all__ = [
     "HttpGuard",
@@ -269,6 +269,32 @@ def _answer(status: int, error: types.JSONRPCError) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
+def _in_flight_key(scope: Scope, value: Any) -> tuple[str, tuple[type, object]] | None:
+    """(session, id) of a request POSTed in a session, else None (a notification, a
+    response, a request outside a session: the 2026 era's are stateless)."""
+    if not isinstance(value, dict) or "method" not in value:
+        return None
+    request_id = value.get("id")
+    session_id = Headers(scope=scope).get("mcp-session-id")
+    if not session_id or not is_request_id(request_id):
+        return None
+    return session_id, (type(request_id), request_id)  # 1 and "1" are different ids
+
+
+def _id_in_use(key: tuple[type, object]) -> types.JSONRPCError:
+    request_id = key[1]
+    assert isinstance(request_id, (str, int))
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="id already in use: a request with this id is still being answered in "
+            "this session",
+        ),
+    )
+
+
 class HttpGuard:
     """ASGI middleware in front of the SDK's app: the checks of this module's docstring."""
 
@@ -285,6 +311,8 @@ class HttpGuard:
         self._versions = versions
         self._served = served
         self._max_body = max_body
+        # (session id, request id) of each request being answered in a session.
+        self._in_flight: set[tuple[str, tuple[type, object]]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -300,12 +328,24 @@ class HttpGuard:
         if refused is not None:
             await refused(scope, receive, send)
             return
+        key = None
         if scope["method"] == "POST":
-            replay = await self._unless_invalid(scope, receive, send)
-            if replay is None:
+            checked = await self._unless_invalid(scope, receive, send)
+            if checked is None:
                 return
-            receive = replay
-        await self.app(scope, receive, send)
+            receive, value = checked
+            key = _in_flight_key(scope, value)
+            if key is not None and key in self._in_flight:
+                await _answer(400, _id_in_use(key[1]))(scope, receive, send)
+                return
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        self._in_flight.add(key)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._in_flight.discard(key)
 
     async def _refusal(self, scope: Scope) -> Response | None:
         # Host and Origin first: a page that rebinds its name learns nothing else here.
@@ -337,9 +377,11 @@ class HttpGuard:
             )
         return None
 
-    async def _unless_invalid(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    async def _unless_invalid(
+        self, scope: Scope, receive: Receive, send: Send
+    ) -> tuple[Receive, Any] | None:
         """Answer a body that is not one JSON-RPC message here (None), or the ``receive``
-        that replays the body to the SDK."""
+        that replays the body to the SDK, with the decoded body (None when not read)."""
         held: deque[Message] = deque()
         body = bytearray()
         while True:
@@ -352,6 +394,7 @@ class HttpGuard:
                 break
         complete = held[-1]["type"] == "http.request" and not held[-1].get("more_body")
         answer = None
+        value: Any = None
         if complete and len(body) <= self._max_body:
             try:
                 # The SDK's own parser (pydantic-core), so that this check reads what the
@@ -369,4 +412,4 @@ class HttpGuard:
         async def replay() -> Message:
             return held.popleft() if held else await receive()
 
-        return replay
+        return replay, value

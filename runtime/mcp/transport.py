@@ -352,6 +352,13 @@ class _AnswerUnreadable:
                 return await self._pending.after_end()
             if not isinstance(item, Exception):
                 if self._pending is not None:
+                    refused = _id_in_use(self._pending, item)
+                    if refused is not None:
+                        await self._write.send(refused)
+                        # The refusal carries the id, which _TrackAnswers takes for the
+                        # first request's answer: that one is still owed.
+                        self._pending.requests.add(_Pending.key(item.message.id))
+                        continue
                     _note_received(self._pending, item)
                 return item
             try:
@@ -380,6 +387,31 @@ class _AnswerUnreadable:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _id_in_use(pending: _Pending, item: Any) -> SessionMessage | None:
+    """Invalid Request for a request whose id is still being answered, else None.
+
+    Why: the SDK keeps one entry per request id; a second request with the id of one in
+    flight replaced it, and the first one's answer was lost (its client got "Connection
+    closed" at the end, if anything). JSON-RPC ids must be unique among a client's
+    requests in flight; the second is refused and the first runs on."""
+    import mcp_types as types
+
+    message = getattr(item, "message", None)
+    if not isinstance(message, types.JSONRPCRequest):
+        return None
+    if _Pending.key(message.id) not in pending.requests:
+        return None
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=message.id,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="id already in use: a request with this id is still being answered",
+        ),
+    )
+    return SessionMessage(error)
 
 
 def _note_received(pending: _Pending, item: Any) -> None:

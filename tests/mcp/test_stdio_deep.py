@@ -74,3 +74,27 @@ async def test_no_refused_line_ends_the_read_side(monkeypatch: pytest.MonkeyPatc
     assert await stream.receive() is refused
     send.close()
     receive.close()
+
+
+def test_an_id_in_flight_is_refused_and_the_first_is_answered(workspace: Path) -> None:
+    # The SDK keeps one entry per request id: a second request reusing the id of one in
+    # flight replaced it, and the first one's answer was lost ("Connection closed" at the
+    # end). The second is Invalid Request now; the first is answered.
+    def slow(seconds: float) -> str:
+        params = {"name": "slow", "arguments": {"seconds": seconds}}
+        return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+
+    lines = [json.dumps(INITIALIZE), json.dumps(INITIALIZED), slow(1), slow(0)]
+    proc = subprocess.run(
+        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 7, 7], answers
+    assert answers[1]["error"]["code"] == -32600
+    assert "id already in use" in answers[1]["error"]["message"]
+    assert answers[2]["result"]["structuredContent"] == {"slept": 1}
