@@ -20,10 +20,9 @@ the broker.
 from __future__ import annotations
 
 import contextvars
-import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,18 +35,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runtime.errors import ApprovalRequired, ToolFailed
+from runtime.mcp._prompt import MAX_DECIDING, approval_text
 from runtime.models import Decision, ToolCall
 
 __all__ = ["STATE_TTL_S", "Approvals", "Round"]
 
-#: The input key and request state of an approval round (2026 era); the state is sealed and
-#: bound to the tool and its arguments by the SDK, so it only needs to say what was asked,
-#: plus a nonce that makes each answer good for one run (a sealed state and its "yes" must
-#: not be replayable to run the call again and again within the state's lifetime).
+#: The input keys of an approval and of an ask_user question (2026 era), and the prefix of
+#: the request state we mint. The state is sealed and bound to the tool and its arguments by
+#: the SDK, so it only needs to say what was asked and what was already granted, plus a
+#: nonce that makes each state good for one run (a sealed state and its "yes" must not be
+#: replayable to run the call again and again within the state's lifetime):
+#: ``runtime-input:v2:<nonce>:<granted keys, comma-separated>:<asked key>``.
 _APPROVAL_KEY = "approve"
-_APPROVAL_STATE = "runtime-approval:v1"
 _ASK_KEY = "answer"
-_ASK_STATE = "runtime-ask:v1"
+_STATE_PREFIX = "runtime-input:v2"
 
 
 #: Seconds a sealed request state stays valid, and so how long a used nonce is remembered.
@@ -73,7 +74,14 @@ class _Nonces:
 
 @dataclass(slots=True)
 class Round:
-    """The MCP request being served, as the approver and ask_user see it."""
+    """The MCP request being served, as the approver and ask_user see it.
+
+    Why the state carries what was granted: an ``ask``-gated tool that itself asks the user
+    needs two answers, and a round carries one state. With one state of one kind, the
+    round answering the question no longer carried the approval, which was asked again,
+    whose round no longer carried the answer: the call never ran. A round that was
+    approved mints its next state with the approval recorded in it (sealed, bound to the
+    same tool and arguments, good for one run like any state)."""
 
     ctx: ServerRequestContext[Any, Any]
     nonces: _Nonces
@@ -81,22 +89,44 @@ class Round:
     state: str | None = None
     #: (input key, request state, question) when the answer must come in a later round.
     need: tuple[str, str, types.ElicitRequest] | None = None
+    #: Whether this round's call was approved (by an answer, or a grant in the state).
+    approved: bool = False
+    _fresh: bool | None = None  # whether the state's nonce was unused (checked once)
 
-    def answer(self, key: str, kind: str) -> tuple[str | None, dict[str, Any]] | None:
-        """The client's answer to what an earlier round asked, if this round carries it
-        and it was not used before."""
-        if self.state is None or key not in self.answers:
+    def _parsed(self) -> tuple[set[str], str] | None:
+        """(granted keys, asked key) of this round's state, if it is ours and unused."""
+        if self.state is None:
             return None
-        prefix, _, nonce = self.state.rpartition(":")
-        if prefix != kind or not nonce or not self.nonces.consume(nonce):
+        head = f"{_STATE_PREFIX}:"
+        parts = self.state.removeprefix(head).split(":")
+        if not self.state.startswith(head) or len(parts) != 3 or not parts[0]:
+            return None
+        if self._fresh is None:  # one nonce, consumed once for every key it carries
+            self._fresh = self.nonces.consume(parts[0])
+        if not self._fresh:
+            return None
+        return {k for k in parts[1].split(",") if k}, parts[2]
+
+    def granted(self, key: str) -> bool:
+        """Whether an earlier round of this call granted ``key`` (an approval)."""
+        parsed = self._parsed()
+        return parsed is not None and key in parsed[0]
+
+    def answer(self, key: str) -> tuple[str | None, dict[str, Any]] | None:
+        """The client's answer to what the last round asked, if this round carries it and
+        its state was not used before."""
+        parsed = self._parsed()
+        if parsed is None or parsed[1] != key or key not in self.answers:
             return None
         return _answer_fields(self.answers[key])
 
-    def ask_later(self, key: str, kind: str, message: str, schema: dict[str, Any]) -> None:
+    def ask_later(self, key: str, message: str, schema: dict[str, Any]) -> None:
         request = types.ElicitRequest(
             params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
         )
-        self.need = (key, f"{kind}:{secrets.token_hex(16)}", request)
+        granted = _APPROVAL_KEY if self.approved else ""
+        state = f"{_STATE_PREFIX}:{secrets.token_hex(16)}:{granted}:{key}"
+        self.need = (key, state, request)
 
 
 #: A context variable, not an attribute: calls from several clients (HTTP) run concurrently.
@@ -152,11 +182,18 @@ class Approvals:
     """The broker's ``approver`` and ``ask_user`` for an MCP server: elicit the calling
     client, or refuse (approval_required / a tool error) when it cannot be asked."""
 
-    def __init__(self, ask_timeout_s: float) -> None:
+    def __init__(
+        self,
+        ask_timeout_s: float,
+        roles: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
         #: How long an approval or a question waits for the client's answer, seconds: a
         #: client that never answers must not hold a call (and its limiter slot) forever.
         self.ask_timeout_s = ask_timeout_s
         self.nonces = _Nonces()
+        #: A tool's arg_roles (argument -> role): the arguments an approval shows first
+        #: and whole (``runtime.mcp._prompt``).
+        self.roles: Callable[[str], Mapping[str, str]] = roles or (lambda _tool: {})
 
     @contextmanager
     def serving(
@@ -181,11 +218,21 @@ class Approvals:
         """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
         current = _current_round.get()
         reasons = "; ".join(decision.reasons) or decision.rule
-        arguments = json.dumps(call.arguments, ensure_ascii=False)
-        message = (
-            f"The policy asks before running {call.tool} ({reasons}).\n"
-            f"Arguments: {arguments[:2000]}"
-        )
+        roles = self.roles(call.tool)
+        try:
+            message = approval_text(call.tool, reasons, call.arguments, roles)
+        except (ValueError, RecursionError):  # not JSON text: nothing to show
+            message = None
+        if message is None:
+            # Fail closed: a user must not approve a call they were not shown.
+            raise ApprovalRequired(
+                f"{call.tool}: the arguments that decide what the call touches "
+                f"({', '.join(roles) or 'all of them'}) are too long to show for approval "
+                f"(more than {MAX_DECIDING} characters); refused rather than asked about "
+                "a partial view",
+                rule=decision.rule,
+                reasons=decision.reasons,
+            )
         if current is not None and _can_elicit(current.ctx):
             try:
                 with anyio.fail_after(self.ask_timeout_s):
@@ -203,11 +250,15 @@ class Approvals:
             action, content = _answer_fields(reply)
             return action == "accept" and content.get("approve") is True
         if current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
-            earlier = current.answer(_APPROVAL_KEY, _APPROVAL_STATE)
+            if current.granted(_APPROVAL_KEY):
+                current.approved = True  # approved in an earlier round of this call
+                return True
+            earlier = current.answer(_APPROVAL_KEY)
             if earlier is not None:
                 action, content = earlier
-                return action == "accept" and content.get("approve") is True
-            current.ask_later(_APPROVAL_KEY, _APPROVAL_STATE, message, _APPROVE_SCHEMA)
+                current.approved = action == "accept" and content.get("approve") is True
+                return current.approved
+            current.ask_later(_APPROVAL_KEY, message, _APPROVE_SCHEMA)
             raise ApprovalRequired(
                 f"{call.tool}: waiting for the client's approval (input required)",
                 rule=decision.rule,
@@ -243,9 +294,9 @@ class Approvals:
                 raise ToolFailed(f"asking the user failed: {exc.message}") from exc
             action, content = _answer_fields(reply)
         elif current is not None and _modern(current.ctx) and _client_elicits(current.ctx):
-            answer = current.answer(_ASK_KEY, _ASK_STATE)
+            answer = current.answer(_ASK_KEY)
             if answer is None:
-                current.ask_later(_ASK_KEY, _ASK_STATE, question, schema)
+                current.ask_later(_ASK_KEY, question, schema)
                 raise ToolFailed("waiting for the user's answer (input required)")
             action, content = answer
         else:

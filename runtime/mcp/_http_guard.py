@@ -2,7 +2,8 @@
 
 1. Host and Origin (DNS rebinding, CSRF from a browser). The endpoint has no
    authentication: anyone who reaches it can call every tool the policy allows. On
-   loopback the names of loopback are allowed (any port); with ``--allow-remote`` on
+   loopback the names of loopback are allowed (any port; without a port only when bound to
+   port 80, the default a client leaves out); with ``--allow-remote`` on
    another address, the address served at its port — for a wildcard address (0.0.0.0,
    ::), the names and addresses this host goes by — and what ``--allowed-host`` adds. A
    browser's Origin must be one ``--allowed-origin`` names (on loopback also loopback's
@@ -53,7 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from runtime.errors import ConfigError
-from runtime.mcp._jsonrpc import invalid_request
+from runtime.mcp._jsonrpc import invalid_request, is_request_id
 
 __all__ = [
     "HttpGuard",
@@ -183,14 +184,27 @@ def served_names(
 
     Remote: the address served at the bound port (see :func:`_host_names` for a wildcard
     address), and no Origin at all unless named.
+
+    Bound to port 80, the same names without a port too (the default port, which clients
+    leave out); on any other port a Host without a port is refused.
     """
     if loopback:
         names = list(dict.fromkeys([*_LOOPBACK_NAMES, _bracket(host), _bracket(bound_host)]))
         hosts = [f"{name}:*" for name in names]
         origins = [f"http://{name}:*" for name in names]
     else:
-        hosts = [f"{name}:{bound_port}" for name in _host_names(host)]
+        names = _host_names(host)
+        hosts = [f"{name}:{bound_port}" for name in names]
         origins = []
+    if bound_port == 80:
+        # A Host (and a browser's Origin) without a port means the scheme's default, 80:
+        # curl and browsers omit it there, and were refused (421). Only at port 80: a
+        # portless Host reaching another port came through something that rewrote it.
+        # Rebinding stays shut: the names are still this server's own (a rebound page
+        # sends its own name, which is none of them).
+        hosts += names
+        if loopback:
+            origins += [f"http://{name}" for name in names]
     return Served(
         hosts=tuple(dict.fromkeys(v.lower() for v in [*hosts, *allowed_hosts])),
         origins=tuple(dict.fromkeys(v.lower() for v in [*origins, *allowed_origins])),
@@ -255,6 +269,32 @@ def _answer(status: int, error: types.JSONRPCError) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
+def _in_flight_key(scope: Scope, value: Any) -> tuple[str, tuple[type, object]] | None:
+    """(session, id) of a request POSTed in a session, else None (a notification, a
+    response, a request outside a session: the 2026 era's are stateless)."""
+    if not isinstance(value, dict) or "method" not in value:
+        return None
+    request_id = value.get("id")
+    session_id = Headers(scope=scope).get("mcp-session-id")
+    if not session_id or not is_request_id(request_id):
+        return None
+    return session_id, (type(request_id), request_id)  # 1 and "1" are different ids
+
+
+def _id_in_use(key: tuple[type, object]) -> types.JSONRPCError:
+    request_id = key[1]
+    assert isinstance(request_id, (str, int))
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="id already in use: a request with this id is still being answered in "
+            "this session",
+        ),
+    )
+
+
 class HttpGuard:
     """ASGI middleware in front of the SDK's app: the checks of this module's docstring."""
 
@@ -271,6 +311,8 @@ class HttpGuard:
         self._versions = versions
         self._served = served
         self._max_body = max_body
+        # (session id, request id) of each request being answered in a session.
+        self._in_flight: set[tuple[str, tuple[type, object]]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -286,12 +328,24 @@ class HttpGuard:
         if refused is not None:
             await refused(scope, receive, send)
             return
+        key = None
         if scope["method"] == "POST":
-            replay = await self._unless_invalid(scope, receive, send)
-            if replay is None:
+            checked = await self._unless_invalid(scope, receive, send)
+            if checked is None:
                 return
-            receive = replay
-        await self.app(scope, receive, send)
+            receive, value = checked
+            key = _in_flight_key(scope, value)
+            if key is not None and key in self._in_flight:
+                await _answer(400, _id_in_use(key[1]))(scope, receive, send)
+                return
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        self._in_flight.add(key)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._in_flight.discard(key)
 
     async def _refusal(self, scope: Scope) -> Response | None:
         # Host and Origin first: a page that rebinds its name learns nothing else here.
@@ -323,9 +377,11 @@ class HttpGuard:
             )
         return None
 
-    async def _unless_invalid(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    async def _unless_invalid(
+        self, scope: Scope, receive: Receive, send: Send
+    ) -> tuple[Receive, Any] | None:
         """Answer a body that is not one JSON-RPC message here (None), or the ``receive``
-        that replays the body to the SDK."""
+        that replays the body to the SDK, with the decoded body (None when not read)."""
         held: deque[Message] = deque()
         body = bytearray()
         while True:
@@ -338,6 +394,7 @@ class HttpGuard:
                 break
         complete = held[-1]["type"] == "http.request" and not held[-1].get("more_body")
         answer = None
+        value: Any = None
         if complete and len(body) <= self._max_body:
             try:
                 # The SDK's own parser (pydantic-core), so that this check reads what the
@@ -355,4 +412,4 @@ class HttpGuard:
         async def replay() -> Message:
             return held.popleft() if held else await receive()
 
-        return replay
+        return replay, value

@@ -125,7 +125,10 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's stack (past ~1,000 levels;
+        # pydantic-core stops at 200): its id cannot be read, so, like text that is not
+        # JSON, it gets no answer. It must not escape: it ended the stdio server.
         return None
     if not isinstance(message, dict) or "method" not in message:
         return None  # a notification or a response: nothing to answer

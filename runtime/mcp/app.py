@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigError
+from runtime.mcp._connections import ConnectionLimits
 from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
 from runtime.mcp._progress import HEARTBEAT_S
 from runtime.mcp.external import ExternalServer, load_policy
@@ -41,6 +42,7 @@ async def serve(
     progress_interval_s: float = HEARTBEAT_S,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    http_limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve the broker over MCP: stdio, or streamable HTTP when ``http`` is ``HOST:PORT``.
 
@@ -48,7 +50,8 @@ async def serve(
     policy object, backends); they win over the file-based ones. ``progress_interval_s``:
     seconds between progress notifications of a long call (tests shorten it).
     ``allowed_hosts`` / ``allowed_origins``: Host and Origin values served besides the
-    defaults (HTTP only; ``runtime.mcp._http_guard``).
+    defaults (HTTP only; ``runtime.mcp._http_guard``). ``http_limits``: bounds of the
+    HTTP endpoint's connections (``runtime.mcp._connections``; tests lower them).
     """
     from runtime.broker import Broker
 
@@ -112,4 +115,5 @@ async def serve(
                 allow_remote=allow_remote,
                 allowed_hosts=hosts,
                 allowed_origins=origins,
+                limits=http_limits,
             )

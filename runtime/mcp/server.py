@@ -20,7 +20,8 @@ reached late) every connected client is told ``notifications/tools/list_changed`
 (``runtime.mcp._announce``).
 
 Queueing: while every broker slot (``[limits] max_concurrent``) is taken, a call waits in
-its MCP session's queue (``Mcp-Session-Id``; a stdio connection is one session); sessions
+its MCP session's queue (the Streamable HTTP session the SDK serves it in; a stdio
+connection, or a stateless 2026-era request, is one session); sessions
 are served in turn, and a session's call past ``[limits] max_queued`` waiting ones (or past
 ``max_queued_total`` waiting in all sessions) fails at once as ``resource_limit`` (audited)
 instead of queueing without limit (``runtime.broker.limiter``). A client's disconnecting does
@@ -52,6 +53,7 @@ from mcp.shared.exceptions import MCPError
 import runtime
 from runtime.broker.limiter import queue_scope
 from runtime.catalogue import export_tool
+from runtime.errors import ToolNotFound
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
@@ -68,9 +70,6 @@ __all__ = ["SERVER_NAME", "McpToolServer", "call_result", "tool_definitions", "v
 log = logging.getLogger("runtime.mcp")
 
 SERVER_NAME = "runtime"
-
-#: The streamable HTTP header naming the MCP session (the SDK's MCP_SESSION_ID_HEADER).
-_MCP_SESSION_ID_HEADER = "mcp-session-id"
 
 
 def visible(broker: Broker, name: str, profile: str | None) -> bool:
@@ -166,7 +165,7 @@ class McpToolServer:
         #: client opening session after session meets this bound instead of none.
         self.max_queued_total: int | None = broker.policy.max_queued_total
         #: The broker's approver and ask_user: they elicit the calling client (_approval).
-        self.approvals = Approvals(ask_timeout_s)
+        self.approvals = Approvals(ask_timeout_s, roles=self._arg_roles)
         # The audit session of each connection without an Mcp-Session-Id (session_id).
         # Weak keys: a connection's entry goes with it.
         self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -202,6 +201,14 @@ class McpToolServer:
         # The broker asks us for approvals and user answers; both elicit the calling client.
         self.approve = broker.approver = self.approvals.approve
         self.ask_user = broker.ask_user = self.approvals.ask_user
+
+    def _arg_roles(self, tool: str) -> Mapping[str, str]:
+        """The arguments of ``tool`` that decide what it touches (its manifest's
+        arg_roles), which an approval shows first and whole."""
+        try:
+            return dict(self.broker.catalogue.get(tool).arg_roles)
+        except ToolNotFound:  # a tool gone since the call began: show every argument alike
+            return {}
 
     @property
     def ask_timeout_s(self) -> float:
@@ -256,25 +263,28 @@ class McpToolServer:
         return call_result(result)
 
     def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        """The MCP session a call came in, as the audit records name it: streamable HTTP's
-        ``Mcp-Session-Id`` as ``mcp:<first 16 hex digits of its sha256>``, else one id per
-        connection (``mcp-conn:<n>``: a stdio server has one connection; a stateless HTTP
-        request is its own).
+        """The MCP session a call came in, as the audit records name it: the Streamable
+        HTTP session the SDK serves it in (handshake era), as ``mcp:<first 16 hex digits
+        of its id's sha256>``, else one id per connection (``mcp-conn:<n>``: a stdio
+        server has one connection; a stateless HTTP request, 2026-07-28 era included, is
+        its own).
+
+        Why not the ``Mcp-Session-Id`` header: the SDK checks it against a live session
+        only for the handshake era; a 2026-era request may carry any value, and it chose
+        the call's audit session and limiter queue (another client's, or a new one per
+        call to get round ``max_queued``). The id taken here is the one of the session
+        the SDK routed the request to.
 
         Hazard: the session id is the key to a live HTTP session (whoever presents it talks
         in it), and the audit log is read and exported by others: only its digest is
         recorded, the same for every call of the session (a client that logs the raw id can
         match it by hashing).
         """
-        request = ctx.request
-        headers = getattr(request, "headers", None)
-        if headers is not None:
-            value = headers.get(_MCP_SESSION_ID_HEADER)
-            # The SDK checked it against the session it serves before the handler ran.
-            if isinstance(value, str) and value:
-                digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-                return f"mcp:{digest[:16]}"
         conn = getattr(ctx.session, "_connection", ctx.session)
+        served = getattr(conn, "session_id", None)
+        if isinstance(served, str) and served:
+            digest = hashlib.sha256(served.encode("utf-8", "surrogatepass")).hexdigest()
+            return f"mcp:{digest[:16]}"
         name = self._connections.get(conn)
         if name is None:
             self._connection_count += 1

@@ -17,6 +17,7 @@ that is not one JSON-RPC message).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import io
@@ -36,6 +37,12 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import ConfigError
+from runtime.mcp._connections import (
+    ConnectionLimits,
+    default_limits,
+    guarded_protocol,
+    quiet_accept_errors,
+)
 from runtime.mcp._http_guard import (
     check_allowed_host,
     check_allowed_origin,
@@ -178,7 +185,11 @@ class _StdinLines:
                 await self._ready.wait()
                 await self._write.send(SessionMessage(_too_long()))
                 continue
-            answer = _bad_id_answer(line)
+            try:
+                answer = _bad_id_answer(line)
+            except Exception:  # the line is the client's: it never ends the server
+                log.warning("mcp stdio: a line could not be checked; the SDK reads it")
+                answer = None
             if answer is None:
                 yield line
                 continue
@@ -213,7 +224,9 @@ def _bad_id_answer(line: str) -> Any:
         return None
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's stack (a 2 KB line of
+        # ``[`` does it); the SDK's parser refuses it too, and answer_refused decides.
         return None
     if not isinstance(value, dict) or "method" not in value or "id" not in value:
         return None
@@ -339,9 +352,20 @@ class _AnswerUnreadable:
                 return await self._pending.after_end()
             if not isinstance(item, Exception):
                 if self._pending is not None:
+                    refused = _id_in_use(self._pending, item)
+                    if refused is not None:
+                        await self._write.send(refused)
+                        # The refusal carries the id, which _TrackAnswers takes for the
+                        # first request's answer: that one is still owed.
+                        self._pending.requests.add(_Pending.key(item.message.id))
+                        continue
                     _note_received(self._pending, item)
                 return item
-            answer = answer_refused(item)
+            try:
+                answer = answer_refused(item)
+            except Exception:  # the refused line is the client's: it never ends the server
+                log.warning("mcp stdio: a refused line could not be answered; dropped")
+                answer = None
             if answer is None:
                 return item  # the SDK's own handling (a debug log line)
             await self._write.send(answer)
@@ -363,6 +387,31 @@ class _AnswerUnreadable:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _id_in_use(pending: _Pending, item: Any) -> SessionMessage | None:
+    """Invalid Request for a request whose id is still being answered, else None.
+
+    Why: the SDK keeps one entry per request id; a second request with the id of one in
+    flight replaced it, and the first one's answer was lost (its client got "Connection
+    closed" at the end, if anything). JSON-RPC ids must be unique among a client's
+    requests in flight; the second is refused and the first runs on."""
+    import mcp_types as types
+
+    message = getattr(item, "message", None)
+    if not isinstance(message, types.JSONRPCRequest):
+        return None
+    if _Pending.key(message.id) not in pending.requests:
+        return None
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=message.id,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="id already in use: a request with this id is still being answered",
+        ),
+    )
+    return SessionMessage(error)
 
 
 def _note_received(pending: _Pending, item: Any) -> None:
@@ -457,11 +506,14 @@ async def serve_http(
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled or signalled.
 
     ``allowed_hosts`` and ``allowed_origins`` add to the Host and Origin values served
-    (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's)."""
+    (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's).
+    ``limits`` bound the connections and the time a request head may take
+    (``runtime.mcp._connections``; default: from the descriptor limit)."""
     import uvicorn
 
     if not allow_remote and not is_loopback(host):
@@ -493,8 +545,19 @@ async def serve_http(
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
+        config.load()
+        # Open connections and request heads bounded (slowloris held a descriptor per
+        # connection for ever): uvicorn has neither bound for a connection's first request.
+        config.http_protocol_class = guarded_protocol(
+            config.http_protocol_class, limits or default_limits(loopback=is_loopback(host))
+        )
         server = _graceful_server(config)
         log.info("MCP streamable HTTP on %s", url)
         if on_ready is not None:
             on_ready(url)
-        await server.serve(sockets=[sock])
+        loop = asyncio.get_running_loop()
+        previous = quiet_accept_errors(loop)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            loop.set_exception_handler(previous)

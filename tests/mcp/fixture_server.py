@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument("--allow-remote", action="store_true")
     parser.add_argument("--allowed-host", action="append", default=[])
     parser.add_argument("--allowed-origin", action="append", default=[])
+    parser.add_argument("--max-connections", type=int)
+    parser.add_argument("--action", action="append", default=[], help="TOOL=allow|ask|deny")
+    parser.add_argument("--head-timeout", type=float, default=10.0)
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -144,8 +147,19 @@ def main() -> None:
             sys.stderr.write(f"runtime: MCP server listening on {where}\n")
             sys.stderr.flush()
 
+    limits = None
+    if opts.max_connections is not None:
+        from runtime.mcp._connections import ConnectionLimits
+
+        limits = ConnectionLimits(
+            max_connections=opts.max_connections,
+            max_per_peer=opts.max_connections,
+            head_timeout_s=opts.head_timeout,
+        )
+
     async def run() -> None:
         await serve(
+            http_limits=limits,
             workspace=workspace,
             http=opts.http,
             profile=opts.profile,
@@ -156,7 +170,9 @@ def main() -> None:
             allowed_hosts=opts.allowed_host,
             allowed_origins=opts.allowed_origin,
             broker_options={
-                "policy": standins.ScriptedPolicy(),
+                "policy": standins.ScriptedPolicy(
+                    {**standins.ACTIONS, **dict(a.split("=", 1) for a in opts.action)}
+                ),
                 "catalogue": catalogue(),
                 "backends": {"mock": MockBackend(Handler())},
             },

@@ -53,9 +53,13 @@ class _Gate:
 
 
 def _ctx(session: str) -> Any:
-    """A request context of streamable HTTP session ``session`` (what _call_tool reads)."""
+    """A request context of streamable HTTP session ``session`` (what _call_tool reads:
+    the session the SDK serves the request in, on the server session's connection)."""
     request = SimpleNamespace(headers={"mcp-session-id": session})
-    return SimpleNamespace(request=request, session=object(), meta=None)
+    connection = SimpleNamespace(session_id=session)
+    return SimpleNamespace(
+        request=request, session=SimpleNamespace(_connection=connection), meta=None
+    )
 
 
 def _policy(max_concurrent: int, max_queued: int, max_queued_total: int = 256) -> Policy:

@@ -239,3 +239,41 @@ def test_allowed_values_are_checked() -> None:
     for bad in ("*", "app.example", "https://app.example/", "ftp://x", "https://*"):
         with pytest.raises(ConfigError):
             check_allowed_origin(bad)
+
+
+# -- a request id still in flight ----------------------------------------------------------
+def test_an_id_in_flight_in_the_session_is_refused(shared_http_server: HttpServer) -> None:
+    # A second request reusing the id of one still being answered in the same session took
+    # over its response stream: the first result was lost and its POST stayed open for
+    # ever. It is Invalid Request now; the first is answered; the id is free afterwards.
+    import threading
+
+    url = shared_http_server.url
+    headers = raw_http_session(url)
+
+    def call(seconds: float) -> dict[str, Any]:
+        params = {"name": "slow", "arguments": {"seconds": seconds}}
+        return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+    first: list[httpx.Response] = []
+    worker = threading.Thread(target=lambda: first.append(_post(url, call(2), headers)))
+    worker.start()
+    threading.Event().wait(0.5)  # a head start: a retry below never races the first POST
+    try:
+        for _ in range(100):  # until the first is in flight (its POST reached the server)
+            again = _post(url, call(0), headers)
+            if again.status_code == 400:
+                break
+            threading.Event().wait(0.02)
+    finally:
+        worker.join(30)
+    assert again.status_code == 400, again.text
+    error = again.json()
+    assert error["id"] == 7 and error["error"]["code"] == -32600
+    assert "id already in use" in error["error"]["message"]
+    assert first and first[0].status_code == 200
+    assert '"slept":2' in first[0].text.replace(" ", "")
+    reused = _post(url, call(0), headers)
+    assert reused.status_code == 200 and '"slept":0' in reused.text.replace(" ", "")
+    other = raw_http_session(url)  # another session may use the same id at the same time
+    assert _post(url, call(0), other).status_code == 200

@@ -123,3 +123,25 @@ async def test_only_checked_http_requests_reach_the_app_behind_the_guard() -> No
     assert [m["type"] for m in sent] == ["websocket.close"] * 2
     await guard({"type": "lifespan"}, receive, send)
     assert seen == ["lifespan"]
+
+
+def test_a_host_without_a_port_is_port_80() -> None:
+    # curl and browsers leave the default port out of Host (and a browser out of Origin):
+    # bound to port 80, every standard client was refused with 421. A portless Host is
+    # port 80's only; a rebound page's own name is still refused.
+    from runtime.mcp._http_guard import served_names
+
+    at_80 = served_names("127.0.0.1", "127.0.0.1", 80, loopback=True)
+    for host in ("localhost", "127.0.0.1", "[::1]", "LOCALHOST", "localhost:80"):
+        assert at_80.host_ok(host), host
+    assert at_80.origin_ok("http://localhost") and at_80.origin_ok("http://127.0.0.1")
+    assert not at_80.host_ok("evil.example") and not at_80.host_ok("evil.example:80")
+    assert not at_80.origin_ok("http://evil.example")
+    at_8000 = served_names("127.0.0.1", "127.0.0.1", 8000, loopback=True)
+    assert not at_8000.host_ok("localhost") and not at_8000.origin_ok("http://localhost")
+    assert at_8000.host_ok("localhost:8000")
+    remote = served_names("192.0.2.7", "192.0.2.7", 80, loopback=False)
+    assert remote.host_ok("192.0.2.7") and remote.host_ok("192.0.2.7:80")
+    assert not remote.host_ok("localhost") and not remote.origin_ok("http://192.0.2.7")
+    remote_8080 = served_names("192.0.2.7", "192.0.2.7", 8080, loopback=False)
+    assert not remote_8080.host_ok("192.0.2.7")

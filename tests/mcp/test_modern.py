@@ -161,3 +161,63 @@ async def test_an_answer_is_good_for_one_run(target: Any) -> None:
         replay = await c.session.call_tool("guarded", {"text": "once"}, **kwargs)
     assert isinstance(ran, types.CallToolResult) and ran.structured_content == {"echo": "once"}
     assert isinstance(replay, types.InputRequiredResult)  # asked again, not run again
+
+
+@pytest.fixture(params=["stdio", "http"])
+def gated_target(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Any]:
+    """The fixture server with its ``ask`` tool (which asks the user) gated by ``ask``."""
+    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv += ["--action", "ask=ask"]
+    if request.param == "stdio":
+        yield StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
+        return
+    server = HttpServer([*argv, "--http", "127.0.0.1:0"])
+    yield server.url
+    server.close()
+
+
+async def test_an_approved_tool_that_asks_completes(gated_target: Any) -> None:
+    # Two answers, one per round: the approval, then the tool's question. The round that
+    # answered the question carried no approval and asked for it again, for ever.
+    seen: list[str] = []
+
+    async def both(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        schema = params.requested_schema if hasattr(params, "requested_schema") else {}
+        if "approve" in schema.get("properties", {}):
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="accept", content={"answer": "red"})
+
+    async with client(gated_target, elicitation_callback=both) as c:
+        result = await c.call_tool("ask", {"question": "Which colour?"})
+    assert result.structured_content == {"answer": "red"}, result
+    assert len(seen) == 2 and seen[1] == "Which colour?"
+
+
+async def test_a_granted_approval_is_good_for_one_run(gated_target: Any) -> None:
+    unused: list[str] = []  # the rounds are driven by hand; the callback declares the capability
+    async with client(gated_target, elicitation_callback=approver(None, unused)) as c:
+        first = await c.session.call_tool("ask", {"question": "Q?"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        second = await c.session.call_tool(
+            "ask",
+            {"question": "Q?"},
+            input_responses=APPROVED,  # type: ignore[arg-type]
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(second, types.InputRequiredResult)
+        assert second.input_requests is not None and list(second.input_requests) == ["answer"]
+        answered = {"answer": types.ElicitResult(action="accept", content={"answer": "blue"})}
+        kwargs: dict[str, Any] = {
+            "input_responses": answered,
+            "request_state": second.request_state,
+            "allow_input_required": True,
+        }
+        ran = await c.session.call_tool("ask", {"question": "Q?"}, **kwargs)
+        replay = await c.session.call_tool("ask", {"question": "Q?"}, **kwargs)
+        with pytest.raises(MCPError):  # the grant is bound to the arguments
+            await c.session.call_tool("ask", {"question": "Other?"}, **kwargs)
+    assert isinstance(ran, types.CallToolResult) and ran.structured_content == {"answer": "blue"}
+    assert isinstance(replay, types.InputRequiredResult)  # asked again, not run again
+    assert replay.input_requests is not None and list(replay.input_requests) == ["approve"]

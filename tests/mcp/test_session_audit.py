@@ -45,3 +45,47 @@ async def test_a_stdio_connection_is_one_session(workspace: Path) -> None:
         for text in ("a", "b"):
             assert not (await session.call_tool("echo", {"text": text})).is_error
     assert _sessions(workspace) == ["mcp-conn:1"] * 4
+
+
+def test_a_2026_request_cannot_choose_its_session(
+    http_fixture_server: HttpServer, workspace: Path
+) -> None:
+    # 2026-07-28 requests are stateless: the SDK checks no Mcp-Session-Id, so the header
+    # is the client's say. It chose the call's audit session and limiter queue (another
+    # client's, or a fresh one per call); now each request is its own connection.
+    import hashlib
+
+    import httpx
+
+    chosen = "someone-elses-session"
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    for i in (1, 2):
+        response = httpx.post(
+            http_fixture_server.url,
+            json={
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": meta},
+            },
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "echo",
+                "Mcp-Session-Id": chosen,
+            },
+            timeout=10,
+        )
+        assert response.status_code == 200 and '"echo":"x"' in response.text, response.text
+    http_fixture_server.close()
+    sessions = _sessions(workspace)
+    assert len(sessions) == 4
+    forged = f"mcp:{hashlib.sha256(chosen.encode()).hexdigest()[:16]}"
+    assert forged not in sessions
+    assert all(s is not None and s.startswith("mcp-conn:") for s in sessions)
+    assert sessions[0] == sessions[1] != sessions[2] == sessions[3]

@@ -1,0 +1,212 @@
+"""Bounds on the Streamable HTTP endpoint's connections: how many may be open, how many
+one peer may hold, and how long a request's head may take to arrive.
+
+Why: uvicorn's h11 protocol has no deadline for a request head before the first request of
+a connection completes, and no cap on open connections. A client opening connections that
+never finish their head (slowloris: ``GET / HTTP/1.1\\r\\n`` and nothing more) held each
+one, and its descriptor, for ever: some 20,000 of them used up the process's descriptors,
+so new clients and live sessions timed out (a call needs descriptors too: sandbox pipes,
+the audit database), and every failed ``accept`` logged a traceback (36 MB of them).
+
+What happens now (:func:`guarded_protocol` wraps the protocol class uvicorn would use):
+
+* a connection past :attr:`ConnectionLimits.max_connections` open ones, or past
+  :attr:`ConnectionLimits.max_per_peer` from one address, is answered ``503`` and closed
+  at once (its descriptor is back before the next accept);
+* a request head (request line and headers) must be complete within
+  :attr:`ConnectionLimits.head_timeout_s` of the connection opening or of the previous
+  response ending; else the connection is closed. Only the head: a long ``tools/call``
+  stream or an SSE ``GET`` that is answering is never cut (uvicorn's keep-alive timeout
+  still closes an idle connection between requests);
+* the refusals, and an ``accept`` failing for want of descriptors, are logged at most once
+  a minute each (with a count), without a traceback.
+
+Hazard: the peer's address is the kernel's (the socket's), not a header: a proxy in front
+makes every client one peer, which is why the per-peer bound defaults to the total on
+loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ConnectionLimits", "default_limits", "guarded_protocol", "quiet_accept_errors"]
+
+log = logging.getLogger("runtime.mcp")
+
+_LOG_EVERY_S = 60.0
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 32\r\nconnection: close\r\n\r\ntoo many connections; try again\n"
+)
+#: Descriptors kept out of the connections' share: the broker's own (audit database and
+#: journal, the fork-server's pipes, each running call's frames and output pipes).
+_RESERVED_FDS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Bounds of the HTTP endpoint's connections (see the module docstring)."""
+
+    #: Open connections at most, all peers together; one more is answered 503 and closed.
+    max_connections: int
+    #: Open connections at most from one peer address (the kernel's, not a header's).
+    max_per_peer: int
+    #: Seconds a request head (request line + headers) may take to arrive, counted from the
+    #: connection opening or the previous response ending.
+    head_timeout_s: float = 10.0
+
+
+def default_limits(*, loopback: bool) -> ConnectionLimits:
+    """Half of what the descriptor limit (RLIMIT_NOFILE) leaves after a reserve for the
+    broker, between 32 and 1,024 connections; one peer may hold all of them on loopback
+    (every local client is 127.0.0.1), a quarter of them otherwise."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = 1_000_000 if soft == resource.RLIM_INFINITY else soft
+    total = max(32, min(1024, (room - _RESERVED_FDS) // 2))
+    return ConnectionLimits(max_connections=total, max_per_peer=total if loopback else total // 4)
+
+
+class _Throttled:
+    """A warning logged at most once per ``_LOG_EVERY_S``, with how many it stands for."""
+
+    def __init__(self, message: str) -> None:
+        self._message = message
+        self._last = -_LOG_EVERY_S
+        self._count = 0
+
+    def note(self) -> None:
+        self._count += 1
+        now = time.monotonic()
+        if now - self._last >= _LOG_EVERY_S:
+            log.warning("%s (%d since the last such line)", self._message, self._count)
+            self._last, self._count = now, 0
+
+
+def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
+    """A subclass of uvicorn's HTTP protocol class ``base`` (h11 or httptools: both keep
+    ``server_state.connections``, ``transport``, ``client`` and the request ``cycle``)
+    that holds the connections to ``limits``."""
+    peers: Counter[str] = Counter()
+    refused = _Throttled(
+        f"mcp http: connections refused past {limits.max_connections} open "
+        f"({limits.max_per_peer} per peer)"
+    )
+    slow = _Throttled(
+        f"mcp http: connections closed for not sending a request head within "
+        f"{limits.head_timeout_s:g} s"
+    )
+
+    class GuardedProtocol(base):  # type: ignore[misc]
+        _refused = False
+        _peer: str | None = None
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            peername = transport.get_extra_info("peername")
+            peer = str(peername[0]) if isinstance(peername, tuple) and peername else "?"
+            if (
+                len(self.server_state.connections) >= limits.max_connections
+                or peers[peer] >= limits.max_per_peer
+            ):
+                self._refused = True
+                refused.note()
+                if isinstance(transport, asyncio.WriteTransport):
+                    transport.write(_BUSY)
+                transport.close()
+                return
+            self._peer = peer
+            peers[peer] += 1
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._refused:
+                return  # never served: uvicorn's state does not know it
+            self._disarm_head_timer()
+            self._release_peer()
+            super().connection_lost(exc)
+
+        def _release_peer(self) -> None:
+            if self._peer is not None:
+                peers[self._peer] -= 1
+                if peers[self._peer] <= 0:
+                    del peers[self._peer]
+                self._peer = None
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            super().data_received(data)
+            if self.transport.get_protocol() is not self:
+                # Upgraded (a WebSocket, when a library for it is installed): the new
+                # protocol owns the connection now, and this one hears no connection_lost.
+                self._disarm_head_timer()
+                self._release_peer()
+            elif self._head_timer is not None and self._in_request():
+                self._disarm_head_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self._in_request() and not self.transport.is_closing():
+                self._arm_head_timer()  # the next request's head, if any, has its deadline
+
+        def _in_request(self) -> bool:
+            cycle = getattr(self, "cycle", None)
+            return cycle is not None and not cycle.response_complete
+
+        def _arm_head_timer(self) -> None:
+            self._disarm_head_timer()
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(limits.head_timeout_s, self._head_late)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self._in_request() or self.transport.is_closing():
+                return
+            slow.note()
+            self.transport.close()
+
+    GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
+    return GuardedProtocol
+
+
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> Any:
+    """Make ``loop`` log an ``accept`` that failed for want of descriptors as one line a
+    minute instead of a traceback each time (asyncio retries the accept a second later
+    by itself); every other error goes to the handler in place before. Returns that
+    handler, to put back with ``loop.set_exception_handler``."""
+    previous = loop.get_exception_handler()
+    short = _Throttled("mcp http: accept failed: out of file descriptors")
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if (
+            isinstance(exc, OSError)
+            and exc.errno in _OUT_OF_DESCRIPTORS
+            and "accept" in str(context.get("message", ""))
+        ):
+            short.note()
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return previous

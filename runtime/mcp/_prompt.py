@@ -1,0 +1,115 @@
+"""The text an approval asks the user with: the call as it will run, never a cut view of it.
+
+Why: the prompt showed ``json.dumps(arguments)[:2000]``, keys in the caller's order, so a
+``write_file`` whose 2,100-character ``content`` came first and ``path`` last was approved
+by a user who never saw the path (and a ``shell_exec`` with a long benign prefix hid its
+end). Now:
+
+* the arguments that decide what the call touches (the tool's ``arg_roles``: paths, the
+  command, its working directory, a url) come first, each whole;
+* every other argument follows in the caller's order, within a bound; what does not fit is
+  said to be left out (``… [N more characters not shown]``), and the arguments' digest
+  (sha256 of their canonical JSON, the audit log's ``arguments_digest``) names the exact
+  call;
+* characters that display as nothing or reorder text (bidi controls such as U+202E, zero
+  widths, other format and control characters, line separators) are shown as ``\\uXXXX``
+  escapes, so the text read is the text run;
+* when the deciding arguments alone do not fit :data:`MAX_DECIDING`, there is no prompt
+  (:func:`approval_text` returns None) and the call is refused: a user must not approve
+  what they were not shown.
+
+Hazard: every argument is the caller's (an LLM's, possibly an injected one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MAX_DECIDING", "MAX_REST", "approval_text", "arguments_digest", "shown"]
+
+#: Characters of the deciding arguments (their JSON, escaped) a prompt shows at most; past
+#: it the call is refused rather than asked about. Room for the longest path a built-in
+#: tool takes (4,096 characters) and then some; a longer command is refused.
+MAX_DECIDING = 8000
+#: Characters of the other arguments shown at most; the rest is said to be left out.
+MAX_REST = 2000
+
+#: Unicode categories shown escaped: format (bidi controls, zero widths, BOM), control,
+#: line and paragraph separators, surrogates, private use, unassigned.
+_ESCAPED_CATEGORIES = {"Cf", "Cc", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+
+def _visible_char(ch: str) -> str:
+    category = unicodedata.category(ch)
+    if category not in _ESCAPED_CATEGORIES and (category != "Zs" or ch == " "):
+        return ch
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _units(value: Any) -> list[str]:
+    """``value`` as JSON text, one visible unit per character (an escaped one is one unit,
+    so a cut never splits it): non-ASCII text stays readable; characters that hide or
+    reorder text are escaped (``json.dumps`` already escapes quotes, backslashes and ASCII
+    controls, so an escape is never ambiguous)."""
+    return [_visible_char(ch) for ch in json.dumps(value, ensure_ascii=False)]
+
+
+def shown(value: Any) -> str:
+    """``value`` as JSON text whose every character is visible (see :func:`_units`)."""
+    return "".join(_units(value))
+
+
+def arguments_digest(arguments: Any) -> str:
+    """sha256 of the arguments' canonical JSON (RFC 8785), as the audit log records it."""
+    from runtime.audit._canonical import canonical_json_ijson
+
+    try:
+        data = canonical_json_ijson(arguments)
+    except (ValueError, RecursionError):
+        data = json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode(
+            "utf-8", "surrogatepass"
+        )
+    return hashlib.sha256(data).hexdigest()
+
+
+def approval_text(
+    tool: str, reasons: str, arguments: Mapping[str, Any], roles: Mapping[str, str]
+) -> str | None:
+    """The approval prompt for ``tool`` called with ``arguments``, or None when the
+    arguments that decide (``roles``: the tool's arg_roles) are too long to show whole."""
+    deciding = [(name, arguments[name]) for name in roles if name in arguments]
+    rest = [(name, value) for name, value in arguments.items() if name not in roles]
+    lines = [f"The policy asks before running {tool} ({reasons})."]
+    used = 0
+    for name, value in deciding:
+        text = f"{shown(name)}: {shown(value)}"
+        used += len(text)
+        if used > MAX_DECIDING:
+            return None
+        lines.append(f"{text}  [{roles[name]}]")
+    budget = MAX_REST
+    left_out = 0
+    for name, value in rest:
+        units = [*_units(name), ": ", *_units(value)]
+        if left_out == 0 and sum(map(len, units)) <= budget:
+            budget -= sum(map(len, units))
+            lines.append("".join(units))
+            continue
+        kept: list[str] = []
+        for unit in units:
+            if budget < len(unit):
+                break
+            budget -= len(unit)
+            kept.append(unit)
+        if kept:
+            lines.append("".join(kept) + " …")
+        left_out += sum(map(len, units[len(kept) :]))
+    if left_out:
+        lines.append(f"… [{left_out} more characters not shown]")
+    lines.append(f"Arguments sha256: {arguments_digest(dict(arguments))}")
+    return "\n".join(lines)

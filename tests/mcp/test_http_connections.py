@@ -1,0 +1,151 @@
+"""Slowloris on the Streamable HTTP endpoint: connections that never finish their request
+head were held for ever (uvicorn has no head deadline before a connection's first request
+completes, and no cap on connections), until the process ran out of descriptors and every
+client, new or in a session, timed out. Now the open connections are capped (one past the
+cap is answered 503 and closed at once), a request head must arrive within a deadline,
+and a long answer (a slow tools/call's stream) is not cut by that deadline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, HttpServer, raw_http_session
+
+CAP = 40
+HEAD_TIMEOUT_S = 1.5
+
+
+@pytest.fixture
+def capped_server(workspace: Path) -> Iterator[HttpServer]:
+    server = HttpServer(
+        [
+            sys.executable,
+            str(FIXTURE_SERVER),
+            "--workspace",
+            str(workspace),
+            "--http",
+            "127.0.0.1:0",
+            "--max-connections",
+            str(CAP),
+            "--head-timeout",
+            str(HEAD_TIMEOUT_S),
+        ]
+    )
+    yield server
+    server.close()
+
+
+def _half_open(url: str, n: int) -> list[socket.socket]:
+    """``n`` connections that send the start of a request head and nothing more."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    socks = []
+    for _ in range(n):
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        socks.append(sock)
+    return socks
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bytes | None:
+    """What the server sent before closing ``sock`` (None: still open after ``within``)."""
+    sock.settimeout(within)
+    received = b""
+    try:
+        while chunk := sock.recv(4096):
+            received += chunk
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass  # closed with our unread head in its buffer: the kernel resets
+    return received
+
+
+def test_half_open_connections_are_capped_and_time_out(capped_server: HttpServer) -> None:
+    socks = _half_open(capped_server.url, 300)
+    try:
+        # Past the cap: answered 503 and closed at once.
+        refused = [s for s in socks[CAP + 5 :] if _closed_by_server(s, 5) is not None]
+        assert len(refused) == len(socks) - CAP - 5
+        # Within the cap: held only until the head deadline, then closed without answer.
+        started = time.monotonic()
+        held = [_closed_by_server(s, HEAD_TIMEOUT_S + 10) for s in socks[: CAP - 5]]
+        assert held == [b""] * (CAP - 5)  # closed, nothing answered
+        assert time.monotonic() - started < HEAD_TIMEOUT_S + 10
+    finally:
+        for s in socks:
+            s.close()
+    # The server still serves a new client.
+    headers = raw_http_session(capped_server.url)
+    listed = httpx.post(
+        capped_server.url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers=headers,
+        timeout=10,
+    )
+    assert listed.status_code == 200 and "echo" in listed.text
+
+
+def test_one_past_the_cap_is_answered_503(capped_server: HttpServer) -> None:
+    socks = _half_open(capped_server.url, CAP)
+    try:
+        time.sleep(0.2)
+        extra = httpx.post(capped_server.url, json={}, headers={"Accept": ACCEPT}, timeout=10)
+    finally:
+        for s in socks:
+            s.close()
+    assert extra.status_code == 503
+
+
+def test_the_head_deadline_does_not_cut_a_long_answer(capped_server: HttpServer) -> None:
+    # The deadline is for the request's head only: a call that runs past it (here twice
+    # as long) is answered on its open stream.
+    headers = raw_http_session(capped_server.url)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 2 * HEAD_TIMEOUT_S}},
+    }
+    answer = httpx.post(capped_server.url, json=call, headers=headers, timeout=30)
+    assert answer.status_code == 200
+    data = [line for line in answer.text.splitlines() if line.startswith("data:")]
+    result = json.loads(data[-1].removeprefix("data:"))["result"]
+    assert result["structuredContent"] == {"slept": 2 * HEAD_TIMEOUT_S}
+
+
+def test_accept_out_of_descriptors_is_one_line_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    # asyncio logged each failed accept with a traceback (36 MB of them under the flood).
+    import asyncio
+    import errno
+
+    from runtime.mcp._connections import quiet_accept_errors
+
+    loop = asyncio.new_event_loop()
+    other: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: other.append(context))
+    try:
+        previous = quiet_accept_errors(loop)
+        context = {
+            "message": "socket.accept() out of system resource",
+            "exception": OSError(errno.EMFILE, "Too many open files"),
+        }
+        with caplog.at_level("WARNING", logger="runtime.mcp"):
+            for _ in range(100):
+                loop.call_exception_handler(context)
+            loop.call_exception_handler({"message": "something else"})
+        loop.set_exception_handler(previous)
+    finally:
+        loop.close()
+    lines = [r for r in caplog.records if "out of file descriptors" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None
+    assert other == [{"message": "something else"}]
