@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -203,6 +203,7 @@ class Policy:
         self._plans: dict[tuple[int, str, str | None], _Plan] = {}
         # budget() per tool name: the tool entries never change after load.
         self._budgets: dict[str, int | None] = {}
+        self._text = text
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -597,13 +598,28 @@ class Policy:
 
     # -- examples --------------------------------------------------------------------------
 
-    def _check_examples(self, text: str) -> None:
+    def check_examples(self, manifest: Callable[[str], ToolSpec | None]) -> None:
+        """Check the ``[[examples]]`` again, each with the manifest ``manifest(tool)`` gives
+        (None: not in the catalogue) instead of the built-in hints: at load the policy knows
+        only the built-in tools, and an example naming a folder tool was decided with an
+        invented spec (category ``custom``, no argument roles), so it could pass while the
+        real tool goes the other way. The real manifest wins over an example's own ``spec``
+        (which only stands in for it at load). Raises PolicyError as a failing example does
+        at load. The broker calls it with its catalogue when it is made."""
+        self._check_examples(self._text, manifest)
+
+    def _check_examples(
+        self, text: str, manifest: Callable[[str], ToolSpec | None] | None = None
+    ) -> None:
         for i, ex in enumerate(self.document.examples):
             label = f"example {i}" + (f" ({ex.name})" if ex.name else "")
             line = locate(text, ("examples", i)) if text else None
+            real = manifest(ex.tool) if manifest is not None else None
+            if manifest is not None and real is None:
+                continue  # decided at load already, with the same hints
             hint = CATALOGUE_HINTS.get(ex.tool, ("custom", {}, False))
             try:
-                spec = ToolSpec(
+                spec = real or ToolSpec(
                     name=ex.tool,
                     description="policy example",
                     category=ex.spec.category or hint[0],
