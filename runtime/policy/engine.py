@@ -54,13 +54,23 @@ _LIMIT_FIELDS = frozenset(Limits.model_fields)
 _MAX_POLICY_BYTES = 4 * 1024 * 1024
 _ENV_CACHE_SIZE = 64  # distinct (host values, session env) pairs kept; cleared when full
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-_PATH_ROLES = frozenset({"read_path", "write_path", "cwd"})
+_PATH_ROLES = frozenset({"read_path", "write_path", "read_write_path", "cwd"})
 _ROLE_PREFIX = {
     "read_path": "paths",
     "write_path": "paths",
+    "read_write_path": "paths",
     "cwd": "paths",
     "command": "commands",
     "url": "network",
+}
+
+
+#: The path checks of each path role.
+_ROLE_ACCESS: dict[str, tuple[Literal["read", "write"], ...]] = {
+    "read_path": ("read",),
+    "cwd": ("read",),
+    "write_path": ("write",),
+    "read_write_path": ("read", "write"),
 }
 
 
@@ -569,10 +579,14 @@ class Policy:
                     return
                 self._check_arg(item, role, cands, urls, nested=True)
             return
-        if role in ("read_path", "write_path", "cwd"):
-            v = self._paths.check(value, "write" if role == "write_path" else "read", role=role)
-            if not v.allowed:
-                cands.append(_Cand("deny", v.rule, v.reason))
+        if role in _PATH_ROLES:
+            # read_write_path: a path the tool reads and changes (a move's source, an edit):
+            # both checks, so that a write-only path cannot be read through it.
+            for access in _ROLE_ACCESS[role]:
+                v = self._paths.check(value, access, role=role)
+                if not v.allowed:
+                    cands.append(_Cand("deny", v.rule, v.reason))
+                    break
         elif role == "command":
             for f in self._commands.check(value):
                 cands.append(_Cand(f.action, f.rule, f.reason))
