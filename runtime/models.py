@@ -94,7 +94,7 @@ class ToolCall(_Model):
 # --------------------------------------------------------------------------------------------
 # Manifests
 
-ArgRole = Literal["read_path", "write_path", "command", "cwd", "url"]
+ArgRole = Literal["read_path", "write_path", "read_write_path", "command", "cwd", "url"]
 
 
 class BackendKind(enum.StrEnum):
@@ -256,8 +256,9 @@ class ToolSpec(_Model):
     arg_roles: dict[str, ArgRole] = Field(
         default_factory=dict,
         description="What the policy must check in which argument: {argument: read_path | "
-        "write_path | command | cwd | url}. A path role applies the policy's path rules, "
-        "'command' the command rules, 'url' the network rules.",
+        "write_path | read_write_path | command | cwd | url}. A path role applies the "
+        "policy's path rules (read_write_path: both the read and the write ones, for a path "
+        "the tool reads and changes), 'command' the command rules, 'url' the network rules.",
     )
     hints: ToolHints = Field(default_factory=ToolHints)
     limits: dict[str, Any] = Field(

@@ -340,7 +340,7 @@ class Workspace:
         """Open a regular file for reading. O_NONBLOCK keeps a FIFO from blocking the open;
         the fstat of the opened descriptor is what we check (no path re-use). Where it
         resolved must be in the policy's ``access`` globs (``write`` for a file read to be
-        rewritten, as edit_file does)."""
+        rewritten, as edit_file does: then in the ``read`` ones too)."""
         try:
             fd = self.open(parts, flags | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError as exc:
@@ -353,6 +353,8 @@ class Workspace:
             raise self.explain(exc, parts, "file") from exc
         try:
             self.check_allowed(parts, access, fd=fd.fd)
+            if access == "write":  # read to be rewritten: what it held is read too
+                self.check_allowed(parts, "read", fd=fd.fd)
         except ToolFailed:
             fd.close()
             raise
@@ -563,6 +565,9 @@ class Workspace:
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
         with self.open_dir(src[:-1]) as sp, self.open_dir(dst[:-1], create=True) as dp:
+            # The source is read as well as changed: a move out of write-only paths into
+            # readable ones would show what the policy keeps unreadable.
+            self.check_allowed(src, "read", fd=sp.fd, name=src[-1])
             self.check_allowed(src, "write", fd=sp.fd, name=src[-1])
             self.check_allowed(dst, "write", fd=dp.fd, name=dst[-1])
             try:

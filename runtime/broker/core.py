@@ -204,6 +204,11 @@ class Broker:
                 )
             self.sandbox_mode = sandbox_mode or self.policy.sandbox_mode
             self.catalogue = catalogue if catalogue is not None else Catalogue(folders=tool_folders)
+            # The policy's [[examples]] naming tools of this catalogue (folder tools), with
+            # their real manifests: at load the policy knew only the built-in ones.
+            check_examples = getattr(self.policy, "check_examples", None)
+            if check_examples is not None:
+                check_examples(self._manifest_or_none)
             audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
             self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
             self.events = EventBus()
@@ -348,6 +353,12 @@ class Broker:
                 self._started.add(kind)
         started: Backend = self._backends[kind]
         return started
+
+    def _manifest_or_none(self, name: str) -> ToolSpec | None:
+        try:
+            return self.catalogue.get(name)
+        except ToolNotFound:
+            return None
 
     def _gateway_for_egress(self) -> Any:
         if self._gateway is None:

@@ -7,16 +7,16 @@ from typing import Any
 
 __all__ = ["CATALOGUE_HINTS"]
 
-_R, _W = "read_path", "write_path"
+_R, _W, _RW = "read_path", "write_path", "read_write_path"
 
 #: name -> (category, arg_roles, egress)
 CATALOGUE_HINTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "read_file": ("file", {"path": _R}, False),
     "write_file": ("file", {"path": _W}, False),
-    "edit_file": ("file", {"path": _W}, False),
+    "edit_file": ("file", {"path": _RW}, False),
     "list_files": ("file", {"path": _R}, False),
     "delete_file": ("file", {"path": _W}, False),
-    "move_file": ("file", {"source": _W, "destination": _W}, False),
+    "move_file": ("file", {"source": _RW, "destination": _W}, False),
     "get_file_info": ("file", {"path": _R}, False),
     "file_search": ("file", {"path": _R}, False),
     "code_query": ("code", {"path": _R}, False),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -54,13 +54,23 @@ _LIMIT_FIELDS = frozenset(Limits.model_fields)
 _MAX_POLICY_BYTES = 4 * 1024 * 1024
 _ENV_CACHE_SIZE = 64  # distinct (host values, session env) pairs kept; cleared when full
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-_PATH_ROLES = frozenset({"read_path", "write_path", "cwd"})
+_PATH_ROLES = frozenset({"read_path", "write_path", "read_write_path", "cwd"})
 _ROLE_PREFIX = {
     "read_path": "paths",
     "write_path": "paths",
+    "read_write_path": "paths",
     "cwd": "paths",
     "command": "commands",
     "url": "network",
+}
+
+
+#: The path checks of each path role.
+_ROLE_ACCESS: dict[str, tuple[Literal["read", "write"], ...]] = {
+    "read_path": ("read",),
+    "cwd": ("read",),
+    "write_path": ("write",),
+    "read_write_path": ("read", "write"),
 }
 
 
@@ -203,6 +213,7 @@ class Policy:
         self._plans: dict[tuple[int, str, str | None], _Plan] = {}
         # budget() per tool name: the tool entries never change after load.
         self._budgets: dict[str, int | None] = {}
+        self._text = text
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -568,10 +579,14 @@ class Policy:
                     return
                 self._check_arg(item, role, cands, urls, nested=True)
             return
-        if role in ("read_path", "write_path", "cwd"):
-            v = self._paths.check(value, "write" if role == "write_path" else "read", role=role)
-            if not v.allowed:
-                cands.append(_Cand("deny", v.rule, v.reason))
+        if role in _PATH_ROLES:
+            # read_write_path: a path the tool reads and changes (a move's source, an edit):
+            # both checks, so that a write-only path cannot be read through it.
+            for access in _ROLE_ACCESS[role]:
+                v = self._paths.check(value, access, role=role)
+                if not v.allowed:
+                    cands.append(_Cand("deny", v.rule, v.reason))
+                    break
         elif role == "command":
             for f in self._commands.check(value):
                 cands.append(_Cand(f.action, f.rule, f.reason))
@@ -597,13 +612,28 @@ class Policy:
 
     # -- examples --------------------------------------------------------------------------
 
-    def _check_examples(self, text: str) -> None:
+    def check_examples(self, manifest: Callable[[str], ToolSpec | None]) -> None:
+        """Check the ``[[examples]]`` again, each with the manifest ``manifest(tool)`` gives
+        (None: not in the catalogue) instead of the built-in hints: at load the policy knows
+        only the built-in tools, and an example naming a folder tool was decided with an
+        invented spec (category ``custom``, no argument roles), so it could pass while the
+        real tool goes the other way. The real manifest wins over an example's own ``spec``
+        (which only stands in for it at load). Raises PolicyError as a failing example does
+        at load. The broker calls it with its catalogue when it is made."""
+        self._check_examples(self._text, manifest)
+
+    def _check_examples(
+        self, text: str, manifest: Callable[[str], ToolSpec | None] | None = None
+    ) -> None:
         for i, ex in enumerate(self.document.examples):
             label = f"example {i}" + (f" ({ex.name})" if ex.name else "")
             line = locate(text, ("examples", i)) if text else None
+            real = manifest(ex.tool) if manifest is not None else None
+            if manifest is not None and real is None:
+                continue  # decided at load already, with the same hints
             hint = CATALOGUE_HINTS.get(ex.tool, ("custom", {}, False))
             try:
-                spec = ToolSpec(
+                spec = real or ToolSpec(
                     name=ex.tool,
                     description="policy example",
                     category=ex.spec.category or hint[0],

@@ -417,7 +417,10 @@ class ExampleSpec(_Section):
     """How an example's tool looks to the policy, when it is not a built-in catalogue tool."""
 
     category: str | None = None
-    arg_roles: dict[str, Literal["read_path", "write_path", "command", "cwd", "url"]] | None = None
+    arg_roles: (
+        dict[str, Literal["read_path", "write_path", "read_write_path", "command", "cwd", "url"]]
+        | None
+    ) = None
     egress: bool | None = None
 
 

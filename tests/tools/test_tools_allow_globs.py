@@ -81,3 +81,23 @@ def test_without_allow_globs_nothing_changes(tool: Load, ctx: ToolContext, ws: P
     assert tool("read_file")({"path": "out/s/main.py"}, ctx)["content"] == "SECRET_TOKEN = 1\n"
     tool("write_file")({"path": "out/s/main.py", "content": "x"}, ctx)
     assert (ws / "src" / "main.py").read_text() == "x"
+
+
+def test_write_only_paths_are_not_read_through_a_move_or_an_edit(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    """Red team: with logs/** writable but not readable, move_file logs/app.log to out/
+    (readable) showed it, and edit_file answered whether a guess was in it."""
+    (ws / "logs").mkdir()
+    (ws / "logs" / "app.log").write_text("LOGSECRET token=abc\n")
+    (ws / "out").mkdir()
+    ctx.options["path_read"] = ["out/**"]
+    ctx.options["path_write"] = ["out/**", "logs/**"]
+    args = {"source": "logs/app.log", "destination": "out/app.log"}
+    err = fails(tool("move_file"), args, ctx, "path_not_allowed")
+    assert err.details["rule"] == "paths.read"
+    args = {"path": "logs/app.log", "old_string": "token=abc", "new_string": "x"}
+    fails(tool("edit_file"), args, ctx, "path_not_allowed")
+    assert (ws / "logs" / "app.log").read_text() == "LOGSECRET token=abc\n"
+    assert not (ws / "out" / "app.log").exists()
+    tool("write_file")({"path": "logs/new.log", "content": "ok"}, ctx)  # still writable
