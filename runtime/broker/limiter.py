@@ -16,7 +16,9 @@ one unbounded queue (the library's own ``call_many`` batches wait, as they alway
 that would wait behind ``bound`` queued calls of its key, or behind ``total`` queued calls of
 all keys together (a client that opens many sessions), fails at once with
 :class:`ResourceLimitExceeded` (``resource_limit``; the broker records it like any refused
-call).
+call) — unless its key's queue is shorter than the longest by two or more: then the newest
+call of the longest queue is refused in its place, so that one client filling the total
+bound does not lock every other session out.
 
 A released slot goes straight to the next waiter (``in_use`` stays at ``total``), so a new
 caller cannot overtake the queue through :meth:`try_acquire`: while anyone waits, every slot
@@ -30,7 +32,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
 
@@ -63,12 +65,14 @@ def queue_scope(key: Hashable, bound: int | None, total: int | None = None) -> I
 class _Waiter:
     """One queued caller. ``wake`` never blocks; it is called outside the lock."""
 
-    __slots__ = ("granted", "key", "wake")
+    __slots__ = ("granted", "key", "refused", "wake")
 
     def __init__(self, key: Hashable, wake: Callable[[], object]) -> None:
         self.key = key
         self.wake = wake
         self.granted = False
+        #: Set (and the waiter woken) when a waiter of a shorter queue took its place.
+        self.refused: ResourceLimitExceeded | None = None
 
 
 def _async_wake(event: anyio.Event) -> Callable[[], object]:
@@ -88,6 +92,12 @@ def _async_wake(event: anyio.Event) -> Callable[[], object]:
             schedule(event.set)
 
     return wake
+
+
+def _wake(waiter: _Waiter) -> None:
+    """Wake a displaced waiter (it raises its refusal); one whose loop has closed is gone."""
+    with suppress(RuntimeError):
+        waiter.wake()
 
 
 class Slots:
@@ -150,19 +160,27 @@ class Slots:
         waiter.granted = True
         return waiter
 
-    def _enqueue(self, waiter: _Waiter, bound: int | None, total: int | None) -> None:
-        """Queue ``waiter`` behind its key's waiters; under _lock, every slot taken."""
-        if total is not None and self._waiting >= total:
-            raise ResourceLimitExceeded(
-                f"busy: all {self.total} call slots are taken and {self._waiting} calls "
-                f"already wait for one (limits.max_queued_total = {total}); retry later",
-                limit="max_queued_total",
-                max_queued_total=total,
-                queued=self._waiting,
-                max_concurrent=self.total,
-            )
+    def _enqueue(self, waiter: _Waiter, bound: int | None, total: int | None) -> _Waiter | None:
+        """Queue ``waiter`` behind its key's waiters; under _lock, every slot taken. Returns
+        the waiter it displaced, to be woken (refused) outside the lock, or None.
+
+        Past ``total``, the newest waiter of the longest queue makes room for a key whose
+        queue is shorter by two or more (it is refused as it would have been, had it come
+        last): a client that filled the total bound alone does not lock every other
+        session out. Among queues of one length the newcomer is refused."""
         queue = self._queues.get(waiter.key)
         queued = len(queue) if queue is not None else 0
+        displaced = None
+        if total is not None and self._waiting >= total:
+            longest = max(self._queues, key=lambda k: len(self._queues[k]), default=None)
+            if longest is None or len(self._queues[longest]) <= queued + 1:
+                raise self._over_total(total)
+            displaced = self._queues[longest].pop()
+            if not self._queues[longest]:
+                del self._queues[longest]
+                self._order.remove(longest)
+            self._waiting -= 1
+            displaced.refused = self._over_total(total)
         if bound is not None and queued >= bound:
             raise ResourceLimitExceeded(
                 f"busy: all {self.total} call slots are taken and {queued} calls of this "
@@ -177,12 +195,25 @@ class Slots:
             self._order.append(waiter.key)
         queue.append(waiter)
         self._waiting += 1
+        return displaced
+
+    def _over_total(self, total: int) -> ResourceLimitExceeded:
+        return ResourceLimitExceeded(
+            f"busy: all {self.total} call slots are taken and {self._waiting} calls "
+            f"already wait for one (limits.max_queued_total = {total}); retry later",
+            limit="max_queued_total",
+            max_queued_total=total,
+            queued=self._waiting,
+            max_concurrent=self.total,
+        )
 
     def _leave(self, waiter: _Waiter) -> None:
         """A waiter gives up (cancelled, interrupted): out of the queue, or, when it was
         handed a slot already, the slot goes on to the next one."""
         with self._lock:
             granted = waiter.granted
+            if waiter.refused is not None:  # displaced: already out of the queue
+                return
             if not granted:
                 queue = self._queues[waiter.key]
                 queue.remove(waiter)
@@ -206,12 +237,16 @@ class Slots:
             if self._in_use < self.total:  # freed since try_acquire; nobody waits then
                 self._in_use += 1
                 return
-            self._enqueue(waiter, bound, total)
+            displaced = self._enqueue(waiter, bound, total)
+        if displaced is not None:
+            _wake(displaced)
         try:
             await event.wait()
         except BaseException:
             self._leave(waiter)
             raise
+        if waiter.refused is not None:
+            raise waiter.refused
 
     @asynccontextmanager
     async def acquire_async(self) -> AsyncIterator[None]:
@@ -234,12 +269,16 @@ class Slots:
             if self._in_use < self.total:
                 self._in_use += 1
                 return
-            self._enqueue(waiter, bound, total)
+            displaced = self._enqueue(waiter, bound, total)
+        if displaced is not None:
+            _wake(displaced)
         try:
             gate.acquire()
         except BaseException:  # KeyboardInterrupt in the main thread
             self._leave(waiter)
             raise
+        if waiter.refused is not None:
+            raise waiter.refused
 
     @contextmanager
     def acquire_sync(self) -> Iterator[None]:

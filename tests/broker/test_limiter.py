@@ -267,6 +267,44 @@ async def test_all_keys_together_past_the_total_bound_fail_at_once() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_key_that_filled_the_total_bound_makes_room_for_another() -> None:
+    """One key's calls fill max_queued_total: a call of a key with nothing queued is not
+    refused; the newest call of the long queue is, in its place (red team: one client
+    locked every other session out)."""
+    slots = Slots(1)
+    assert slots.try_acquire()
+    served: list[str] = []
+    refused: list[str] = []
+
+    async def one(key: str, label: str) -> None:
+        try:
+            with queue_scope(key, 8, 3):
+                await slots.wait_async()
+        except ResourceLimitExceeded as exc:
+            assert exc.details["limit"] == "max_queued_total"
+            refused.append(label)
+            return
+        served.append(label)
+        slots.release()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(3):
+            tg.start_soon(one, "hog", f"hog{i}")
+            await anyio.wait_all_tasks_blocked()
+        assert slots.waiting == 3
+        tg.start_soon(one, "victim", "victim")
+        await anyio.wait_all_tasks_blocked()
+        assert refused == ["hog2"]  # the newest of the long queue
+        assert slots.waiting == 3
+        # Queues of 2 and 1 now: the victim's second call is refused itself.
+        with queue_scope("victim", 8, 3), pytest.raises(ResourceLimitExceeded):
+            slots.wait_sync()
+        slots.release()
+    assert served == ["hog0", "victim", "hog1"]
+    assert slots.in_use == 0 and slots.waiting == 0
+
+
+@pytest.mark.anyio
 async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
     slots = Slots(1)
     assert slots.try_acquire()
