@@ -84,14 +84,18 @@ def test_least_privilege(path: Path) -> None:
         assert spec.name == "shell_exec"
     if sb.workspace is WorkspaceAccess.WRITE:
         assert not spec.hints.read_only
-        assert set(spec.arg_roles.values()) & {"write_path", "command"}
+        assert set(spec.arg_roles.values()) & {"write_path", "read_write_path", "command"}
     for arg in spec.arg_roles:
         assert arg in spec.parameters["properties"]
 
 
 def test_specific_roles() -> None:
     specs = {p.stem: _load(p) for p in MANIFESTS}
-    assert specs["move_file"].arg_roles == {"source": "write_path", "destination": "write_path"}
+    assert specs["move_file"].arg_roles == {
+        "source": "read_write_path",
+        "destination": "write_path",
+    }
+    assert specs["edit_file"].arg_roles == {"path": "read_write_path"}
     assert specs["shell_exec"].arg_roles == {"command": "command", "cwd": "cwd"}
     assert specs["read_file"].arg_roles == {"path": "read_path"}
     assert specs["current_time"].sandbox.workspace is WorkspaceAccess.NONE
