@@ -24,6 +24,7 @@ __all__ = [
     "open_beneath",
     "own_library",
     "private_dir",
+    "private_file",
     "read_bytes",
     "read_lines",
     "renameat2_noreplace",
@@ -284,6 +285,31 @@ def private_dir(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def private_file(path: Path, *, create: bool = True) -> None:
+    """Make the file at ``path`` readable and writable by its owner only: created empty with
+    mode 0600 when absent (``create``; else an absent file is left absent), group and other
+    bits taken off one we own. A file another user owns is left as it is (not ours to
+    change); a symlink in the last component is refused (OSError ELOOP).
+
+    Why: SQLite creates a database with the umask's mode (0644 by default: every local user
+    reads every audited call's arguments), and its -wal and -shm files with the database
+    file's mode; opening the file 0600 before SQLite does gives all three the owner's mode.
+    Raises OSError."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | (os.O_CREAT if create else 0), 0o600)
+    except FileNotFoundError:
+        if create:
+            raise
+        return
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o700)
+    finally:
+        os.close(fd)
 
 
 # How many libraries this process has named for dlopen (see library_path).
