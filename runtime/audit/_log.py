@@ -53,7 +53,7 @@ from runtime.audit._canonical import (
     canonical_json_ijson_bulk,
     sha256_hex,
 )
-from runtime.audit._export import otel_record
+from runtime.audit._export import json_line, otel_record
 from runtime.audit._journal import Journal, dead_journals, parse_lines
 from runtime.audit._record import (
     COLUMNS,
@@ -1187,7 +1187,7 @@ class AuditLog:
         def run(db: Database, conn: Any) -> int:
             count = 0
             for row in db.rows(conn):
-                out.write(json.dumps(otel_record(row_to_record(row)), ensure_ascii=False) + "\n")
+                out.write(json_line(otel_record(row_to_record(row))))
                 count += 1
             return count
 

@@ -156,6 +156,29 @@ def test_export_jsonl_has_otel_keys(log: AuditLog) -> None:
     assert lines[2]["error.type"] == "timeout"
 
 
+def test_export_jsonl_escapes_unicode_line_breaks(log: AuditLog) -> None:
+    """U+2028, U+2029 and U+0085 from untrusted arguments were written raw: a consumer
+    splitting with str.splitlines() read non-JSON lines. Now one record is one line to any
+    splitter; other text stays UTF-8 and every value reads back as it was."""
+    text = 'a\u2028{"forged": 1}\u2029b\u0085c é 中 \U0001f600'
+    log.record_request(
+        call_id="c\u2028",
+        tool="t",
+        arguments={"s": text},
+        decision=None,
+        backend=None,
+        sandbox=None,
+    )
+    out = io.StringIO()
+    assert log.export_jsonl(out) == 1
+    exported = out.getvalue()
+    assert not {"\u2028", "\u2029", "\u0085"} & set(exported)
+    assert "é 中 \U0001f600" in exported  # not \u-escaped
+    (line,) = exported.splitlines()
+    record = json.loads(line)
+    assert record["arguments"] == {"s": text} and record["call_id"] == "c\u2028"
+
+
 def test_triggers_refuse_update_and_delete(log: AuditLog) -> None:
     write_calls(log, 1)
     conn = sqlite3.connect(log.path)
