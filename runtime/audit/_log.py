@@ -33,6 +33,7 @@ import copy
 import dataclasses
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ from runtime.audit._canonical import (
     canonical_json_ijson_bulk,
     sha256_hex,
 )
+from runtime.audit._digestkey import digest_key
 from runtime.audit._export import json_line, otel_record
 from runtime.audit._journal import Journal, dead_journals, parse_lines
 from runtime.audit._record import (
@@ -72,7 +74,10 @@ from runtime.audit._verify import VerifyReport, verify_rows
 from runtime.errors import AuditError
 from runtime.models import AuditRecord
 
-__all__ = ["OUTCOMES", "AuditLog", "PreparedObject"]
+__all__ = ["KEYED_DIGEST_PREFIX", "OUTCOMES", "AuditLog", "PreparedObject"]
+
+#: How the arguments digest of a call redaction changed begins (see ``_digestkey``).
+KEYED_DIGEST_PREFIX = "hmac-sha256:"
 
 _T = TypeVar("_T")
 
@@ -355,6 +360,8 @@ class AuditLog:
         # append tries the batch again (0: at _BATCH); guarded by _write_lock.
         self._retry_at = 0
         self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
+        # The digest key, read (or made) at the first call redaction changes (_digestkey).
+        self._digest_key: bytes | None = None
         if self._writer is None:
             self._reader = Database(
                 self._path, busy_timeout_s=busy_timeout_s, create=False, read_only=True
@@ -428,7 +435,9 @@ class AuditLog:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
 
-        Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
+        Stores the redacted arguments and a digest of the canonical *unredacted* arguments:
+        their sha256, or, when redaction changed them, their HMAC under the log's digest key
+        (:meth:`digest_arguments`; ``_digestkey``), which no record holds.
         ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
@@ -495,6 +504,7 @@ class AuditLog:
             )
             return None
         decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        digest = sha256_hex(data)
         if arguments_text is None or not (returning or self._redact.may_redact(arguments_text)):
             # No secret key name or value fragment anywhere in the text (the common case):
             # redaction would return an equal copy. Saves the walk. (A returned record gets
@@ -506,11 +516,14 @@ class AuditLog:
                 # Redaction only ever puts strings where something else was, so equal values
                 # have equal canonical bytes: only a changed value is serialised again.
                 arguments_text = self._json_text("arguments", shown["arguments"])
+                # Keyed: a plain digest would let anyone holding the record test guesses
+                # at what was redacted (_digestkey).
+                digest = self._keyed_digest(data)
         fields = (
             "request",
             call_id,
             tool,
-            sha256_hex(data),
+            digest,
             arguments_text,
             decision_text,
             backend,
@@ -693,6 +706,24 @@ class AuditLog:
             session,
         )
         return self._append(fields, shown, returning, defer)
+
+    def _keyed_digest(self, data: bytes) -> str:
+        """The digest of the canonical arguments ``data`` of a call redaction changed."""
+        key = self._digest_key
+        if key is None:  # racing threads read (or make) the same key: no lock needed
+            key = self._digest_key = digest_key(self._path, create=not self._read_only)
+        return KEYED_DIGEST_PREFIX + hmac.new(key, data, "sha256").hexdigest()
+
+    def digest_arguments(self, arguments: Any) -> str:
+        """The ``arguments_digest`` a request record of this log holds for ``arguments``:
+        compare it with a record's to match a call you know to its record. The sha256 of the
+        canonical arguments, or, when redaction changes them, ``"hmac-sha256:"`` and their
+        HMAC under this log's digest key (``<log>.digest-key``; AuditError without it), so
+        that the record cannot be used to test guesses at what was redacted."""
+        data = self._canonical("arguments", arguments)
+        if self._redacted(arguments) != arguments:
+            return self._keyed_digest(data)
+        return sha256_hex(data)
 
     def canonical_arguments(self, arguments: Any) -> bytes:
         """The bytes a request record's ``arguments_digest`` is taken over (RFC 8785, integers

@@ -16,7 +16,9 @@ is never mutated — the broker still has to run the call with the real argument
 
 Hazard: redaction is best effort by nature (a secret with no recognisable name or shape cannot
 be told from data). The arguments *digest* is computed over the unredacted arguments, so a
-record still proves which exact call was made without storing the secret.
+record still proves which exact call was made without storing the secret; when redaction
+changed them it is keyed with the log's secret (``_digestkey``), so that it cannot be used to
+test guesses at the redacted values.
 """
 
 from __future__ import annotations

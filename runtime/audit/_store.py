@@ -22,7 +22,7 @@ Why these settings:
   the umask, 0644 by default: every local user could read every call's arguments), which
   gives its -wal and -shm the same mode; an existing database, -wal or -shm of ours that is
   group or world readable is tightened to the owner's bits when a writer opens it. The
-  journals (``_journal``) are 0600 as well.
+  journals (``_journal``) and the digest key (``_digestkey``) are 0600 as well.
 - Schema version 2 added the ``session`` column. A version 1 log is migrated in place when a
   writer opens it (``ALTER TABLE ... ADD COLUMN``: no row is rewritten, the old records keep
   a null session and their hashes, see ``_record``); a read-only opener reads it as is, with

@@ -5,6 +5,7 @@ import datetime
 import io
 import itertools
 import json
+import shutil
 import sqlite3
 import threading
 import unicodedata
@@ -16,6 +17,7 @@ from audit_helpers import write_calls
 
 from runtime.audit import GENESIS_HASH, REDACTED, AuditLog, canonical_json
 from runtime.audit._canonical import sha256_hex
+from runtime.audit._digestkey import key_path
 from runtime.errors import AuditError, ErrorType
 
 
@@ -33,7 +35,10 @@ def test_request_record_is_redacted_with_digest_of_real_arguments(log: AuditLog)
     assert args == before  # the caller's object is untouched
     assert rec.seq == 1 and rec.kind == "request" and rec.prev_hash == GENESIS_HASH
     assert rec.arguments == {"url": "https://x.test", "headers": {"Authorization": REDACTED}}
-    assert rec.arguments_digest == sha256_hex(canonical_json(args))
+    # Keyed (the redacted value cannot be guessed against it), and reproducible with the key.
+    assert rec.arguments_digest != sha256_hex(canonical_json(args))
+    assert rec.arguments_digest == log.digest_arguments(args)
+    assert rec.arguments_digest is not None and rec.arguments_digest.startswith("hmac-sha256:")
     assert rec.decision is not None and rec.decision["env"] == {"GITHUB_TOKEN": REDACTED}
     # Nothing secret reached the file.
     assert b"sk-live" not in log.path.read_bytes()
@@ -414,6 +419,8 @@ def test_returning_false_writes_the_same_record(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "fast.db") as fast, AuditLog(tmp_path / "full.db") as full:
         assert fast.record_request(**kw, returning=False) is None
         assert fast.record_completion(**done, returning=False) is None
+        # One digest key for both (the redacted call's digest is keyed per log).
+        shutil.copyfile(key_path(fast.path), key_path(full.path))
         full.record_request(**kw)
         full.record_completion(**done)
         ignore = {"time", "hash", "prev_hash"}
