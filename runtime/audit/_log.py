@@ -360,6 +360,8 @@ class AuditLog:
         # append tries the batch again (0: at _BATCH); guarded by _write_lock.
         self._retry_at = 0
         self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
+        # Tool names as the records show them (redacted), by name (_tool_name).
+        self._tools: dict[str, str] = {}
         # The digest key, read (or made) at the first call redaction changes (_digestkey).
         self._digest_key: bytes | None = None
         if self._writer is None:
@@ -444,6 +446,8 @@ class AuditLog:
         already has it (the broker hands it to the backend too): serialised once per call.
         ``session`` is the broker session the call runs in (None: not recorded).
         """
+        if isinstance(tool, str):
+            tool = self._tools.get(tool) or self._tool_name(tool)
         data = (
             arguments_bytes
             if arguments_bytes is not None and arguments is not None
@@ -602,6 +606,8 @@ class AuditLog:
         ``result_bytes`` is :meth:`canonical_result` of ``result`` when the caller already
         has it (the broker sizes results with it), so the result is serialised once per call.
         """
+        if isinstance(tool, str):
+            tool = self._tools.get(tool) or self._tool_name(tool)
         if (
             defer
             and type(sandbox) is PreparedObject
@@ -706,6 +712,16 @@ class AuditLog:
             session,
         )
         return self._append(fields, shown, returning, defer)
+
+    def _tool_name(self, tool: str) -> str:
+        """The tool column for the name ``tool``: redacted like any string, since a refused
+        call's name is whatever the caller sent (a token pasted as a tool name was stored
+        raw). Memoised (bounded: names come from callers)."""
+        shown = self._redact.redact_str(tool)
+        if len(self._tools) >= _SMALL_CACHE:
+            self._tools.clear()
+        self._tools[tool] = shown
+        return shown
 
     def _keyed_digest(self, data: bytes) -> str:
         """The digest of the canonical arguments ``data`` of a call redaction changed."""

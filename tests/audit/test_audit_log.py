@@ -446,3 +446,52 @@ def test_clock_matches_isoformat() -> None:
         second, micro = divmod(ns // 1000, 1_000_000)
         expected = datetime.datetime.fromtimestamp(second, datetime.UTC).replace(microsecond=micro)
         assert clock() == expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def test_a_secret_looking_tool_name_is_redacted(log: AuditLog) -> None:
+    """The tool column of a refused call holds whatever name the caller sent."""
+    name = "ghp_abcdefghijklmnopqrstuvwxyz0123"
+    sandbox = log.prepare("sandbox", {"userns": True})
+    decision = log.prepare("decision", {"action": "allow", "rule": "r"})
+    log.record_request(
+        call_id="a", tool=name, arguments={}, decision=None, backend=None, sandbox=None
+    )
+    log.record_completion(
+        call_id="a",
+        tool=name,
+        outcome="error",
+        error_type="tool_not_found",
+        duration_ms=0.0,
+        usage=None,
+        result=None,
+    )
+    # The hot paths (journaled, accelerator where loaded) too.
+    log.record_request(
+        call_id="b",
+        tool=name,
+        arguments={"x": 1},
+        decision=decision,
+        backend="wasm",
+        sandbox=sandbox,
+        returning=False,
+        defer=True,
+    )
+    log.record_completion(
+        call_id="b",
+        tool=name,
+        outcome="success",
+        error_type=None,
+        duration_ms=1.0,
+        usage={"fuel": 1},
+        result=None,
+        backend="wasm",
+        sandbox=sandbox,
+        returning=False,
+        defer=True,
+    )
+    assert [r.tool for r in log.tail(10)] == [REDACTED] * 4
+    assert log.verify().ok
+    log.record_request(
+        call_id="c", tool="read_file", arguments={}, decision=None, backend=None, sandbox=None
+    )
+    assert log.tail(1)[0].tool == "read_file"
