@@ -64,3 +64,42 @@ def test_symlinked_name_still_opens_the_real_file(tmp_path: Path) -> None:
     link.symlink_to(real)
     with AuditLog(link) as log:
         assert log.path == real and log.verify().ok
+
+
+def _posix_locks(path: Path) -> list[str]:
+    """This process's POSIX lock lines in /proc/locks on the file at ``path``."""
+    ino = os.stat(path).st_ino
+    out = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "POSIX" in fields and str(os.getpid()) in fields:
+            at = fields.index(str(os.getpid()))
+            if int(fields[at + 1].rsplit(":", 1)[1]) == ino:
+                out.append(" ".join(fields[at - 1 : at]) + " " + " ".join(fields[at + 2 :]))
+    return out
+
+
+def test_checking_modes_keeps_sqlites_locks(log_path: Path) -> None:
+    """SQLite's locks are POSIX record locks, which the kernel drops when the process closes
+    any descriptor of the file: the first version opened and closed the -shm (and database)
+    to check their modes, which dropped the locks of this process's open connections (a
+    concurrent writer process then died of SIGBUS). The check must not open them."""
+    if not Path("/proc/locks").exists():
+        pytest.skip("no /proc/locks")
+    from runtime._fsio import private_file
+
+    with AuditLog(log_path) as log:
+        log.record_request(
+            call_id="c", tool="t", arguments={}, decision=None, backend=None, sandbox=None
+        )
+        shm = log_path.with_name(log_path.name + "-shm")
+        held = _posix_locks(shm)
+        assert held, "SQLite holds a lock on the -shm of an open WAL database"
+        for name in _FILES:
+            (log_path.parent / name).chmod(0o644)
+            private_file(log_path.parent / name)
+        assert _posix_locks(shm) == held
+        with AuditLog(log_path) as again:  # a second opener in this process checks them too
+            assert again.verify().ok
+        assert _posix_locks(shm) == held
+        assert set(_modes(log_path.parent).values()) == {0o600}
