@@ -32,7 +32,6 @@ Why these settings:
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import itertools
 import logging
@@ -236,13 +235,11 @@ def _private(path: Path, *, create: bool) -> None:
     """:func:`~runtime._fsio.private_file` for the log's files: the database (created 0600
     before SQLite opens it, so its -wal and -shm are 0600 too) and its -wal/-shm. The owner's
     files that are group or world readable (made by an earlier runtime) are tightened.
-    Errors other than a symlink are left to SQLite's open, which reports them as before (a
-    read-only directory or file system, someone else's file)."""
+    Errors are left to SQLite's open, which reports them as before (a read-only directory
+    or file system, someone else's file)."""
     try:
         private_file(path, create=create)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise
         log.debug("audit: cannot check the mode of %s: %s", path, exc)
 
 
