@@ -242,7 +242,7 @@ _PROGRAMS = frozenset(_USERPASS_OPTIONS) | frozenset(_PASSWORD_OPTIONS)
 # word (--password, --db-password, --token, --client-secret...), not --no-password, not
 # --password-stdin / --token-file (flags, or a path).
 _SECRET_LONG_OPTION = re.compile(
-    r"--(?!no-)(?:[a-z0-9]++-)*+(?:password|passwd|pass|passphrase|token|secret|api-?key|"
+    r"--(?!no-)(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|token|secret|api-?key|"
     r"access-key|secret-key|private-key|client-secret|credentials?)",
     re.IGNORECASE,
 )

@@ -149,6 +149,7 @@ def test_secret_keys_redact_any_value(value: dict[str, Any]) -> None:
         "'" * 50000 + "--password",
         '"\\' * 25000 + "--token x",
         "set --token " * 4000,
+        "--" + "a1-" * 20000 + "x --password",
         "https://" + "a1" * 20000 + "@h",
         "https://" + "a1-" * 80 + "@" * 20000,
     ],
