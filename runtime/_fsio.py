@@ -5,6 +5,7 @@ holder, and streaming readers. Private: tools use :mod:`runtime.toolkit_fs`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import itertools
@@ -24,6 +25,7 @@ __all__ = [
     "open_beneath",
     "own_library",
     "private_dir",
+    "private_file",
     "read_bytes",
     "read_lines",
     "renameat2_noreplace",
@@ -284,6 +286,55 @@ def private_dir(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _create_private(path: Path) -> None:
+    """An empty 0600 file at ``path`` unless one appeared meanwhile (see private_file)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temps)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    os.close(os.open(temp, flags, 0o600))
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: create in place
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, flags, 0o600))
+    finally:
+        os.unlink(temp)
+
+
+_temps = itertools.count()
+
+
+def private_file(path: Path, *, create: bool = True) -> None:
+    """Make the file at ``path`` readable and writable by its owner only: created empty with
+    mode 0600 when absent (``create``; else an absent file is left absent), group and other
+    bits taken off one we own. A file another user owns, or that is not a regular file, is
+    left as it is (not ours to change); a symlink is not followed.
+
+    Why: SQLite creates a database with the umask's mode (0644 by default: every local user
+    reads every audited call's arguments), and its -wal and -shm files with the database
+    file's mode; creating the file 0600 before SQLite does gives all three the owner's mode.
+
+    Hazard: an existing file is never opened here. SQLite's locks are POSIX record locks,
+    which the kernel drops when the process closes *any* descriptor of the file: opening
+    and closing a database, -wal or -shm that a connection of this process has open
+    released that connection's locks (another process then checkpointed or truncated under
+    it: SIGBUS). So: lstat, then chmod by name (the directory is the owner's: nobody else
+    can swap the name in between). A new file is made under a temporary name, closed, and
+    linked into place: no descriptor of the file that has the name is ever closed here.
+    Raises OSError."""
+    if create and not os.path.lexists(path):
+        _create_private(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if create:
+            raise
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 # How many libraries this process has named for dlopen (see library_path).

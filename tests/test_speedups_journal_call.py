@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime.audit import AuditLog, _canonical
+from runtime.audit._digestkey import KEY_BYTES, key_path
 from runtime.audit._log import OUTCOMES
 from runtime.audit._record import journal_record
 from runtime.audit._redact import Redactor
@@ -257,6 +258,8 @@ def test_log_records_equal_the_python_paths(
         with pytest.MonkeyPatch.context() as mp:
             if mode == "pure":
                 _pure(mp)
+            # One digest key for both logs: a redacted call's digest is keyed per log.
+            key_path(base / f"{mode}.db").write_bytes(b"k" * KEY_BYTES)
             with AuditLog(base / f"{mode}.db") as log:
                 errors = []
                 for i, (arguments, usage, result) in enumerate(calls):

@@ -9,12 +9,17 @@ Public surface::
         .verify(expected_head=None) -> VerifyReport
         .head() -> (seq, hash)          keep it elsewhere as an anchor
         .tail(n) / .interrupted() / .export_jsonl(out) / .close()
+        .digest_arguments(args) -> str  the arguments_digest a request of ``args`` holds
     canonical_json(obj) -> bytes       RFC 8785
     redact(obj, keys=()) -> copy       secrets replaced by "[REDACTED]"
 
 Chain: ``hash = sha256_hex(prev_hash.encode("ascii") + canonical_json(record without hash))``;
 record 1's ``prev_hash`` is :data:`GENESIS_HASH` (64 zeros). See ``_verify`` for what the chain
 can and cannot prove without an external anchor.
+
+A request's ``arguments_digest`` is the sha256 of the canonical arguments, or, when redaction
+changed them, ``"hmac-sha256:" + HMAC(key, ...)`` with the log's key in ``<log>.digest-key``
+(0600, never in a record): see ``_digestkey``.
 """
 
 from __future__ import annotations

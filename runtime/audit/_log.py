@@ -33,6 +33,7 @@ import copy
 import dataclasses
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -53,7 +54,8 @@ from runtime.audit._canonical import (
     canonical_json_ijson_bulk,
     sha256_hex,
 )
-from runtime.audit._export import otel_record
+from runtime.audit._digestkey import digest_key
+from runtime.audit._export import json_line, otel_record
 from runtime.audit._journal import Journal, dead_journals, parse_lines
 from runtime.audit._record import (
     COLUMNS,
@@ -72,7 +74,10 @@ from runtime.audit._verify import VerifyReport, verify_rows
 from runtime.errors import AuditError
 from runtime.models import AuditRecord
 
-__all__ = ["OUTCOMES", "AuditLog", "PreparedObject"]
+__all__ = ["KEYED_DIGEST_PREFIX", "OUTCOMES", "AuditLog", "PreparedObject"]
+
+#: How the arguments digest of a call redaction changed begins (see ``_digestkey``).
+KEYED_DIGEST_PREFIX = "hmac-sha256:"
 
 _T = TypeVar("_T")
 
@@ -355,6 +360,10 @@ class AuditLog:
         # append tries the batch again (0: at _BATCH); guarded by _write_lock.
         self._retry_at = 0
         self._small: dict[tuple[str, tuple[Any, ...]], tuple[Any, Any]] = {}
+        # Tool names as the records show them (redacted), by name (_tool_name).
+        self._tools: dict[str, str] = {}
+        # The digest key, read (or made) at the first call redaction changes (_digestkey).
+        self._digest_key: bytes | None = None
         if self._writer is None:
             self._reader = Database(
                 self._path, busy_timeout_s=busy_timeout_s, create=False, read_only=True
@@ -428,13 +437,17 @@ class AuditLog:
         """The write-ahead record, committed (or with ``defer``, journaled) before the call
         runs.
 
-        Stores the redacted arguments and the sha256 of the canonical *unredacted* arguments.
+        Stores the redacted arguments and a digest of the canonical *unredacted* arguments:
+        their sha256, or, when redaction changed them, their HMAC under the log's digest key
+        (:meth:`digest_arguments`; ``_digestkey``), which no record holds.
         ``returning=False`` (the broker's hot path) skips building the AuditRecord model;
         ``defer=True`` (only with ``returning=False``) journals the record (module doc).
         ``arguments_bytes`` is :meth:`canonical_arguments` of ``arguments`` when the caller
         already has it (the broker hands it to the backend too): serialised once per call.
         ``session`` is the broker session the call runs in (None: not recorded).
         """
+        if isinstance(tool, str):
+            tool = self._tools.get(tool) or self._tool_name(tool)
         data = (
             arguments_bytes
             if arguments_bytes is not None and arguments is not None
@@ -495,6 +508,7 @@ class AuditLog:
             )
             return None
         decision_shown, decision_text = self._small_json("decision", decision, redact=True)
+        digest = sha256_hex(data)
         if arguments_text is None or not (returning or self._redact.may_redact(arguments_text)):
             # No secret key name or value fragment anywhere in the text (the common case):
             # redaction would return an equal copy. Saves the walk. (A returned record gets
@@ -506,11 +520,14 @@ class AuditLog:
                 # Redaction only ever puts strings where something else was, so equal values
                 # have equal canonical bytes: only a changed value is serialised again.
                 arguments_text = self._json_text("arguments", shown["arguments"])
+                # Keyed: a plain digest would let anyone holding the record test guesses
+                # at what was redacted (_digestkey).
+                digest = self._keyed_digest(data)
         fields = (
             "request",
             call_id,
             tool,
-            sha256_hex(data),
+            digest,
             arguments_text,
             decision_text,
             backend,
@@ -589,6 +606,8 @@ class AuditLog:
         ``result_bytes`` is :meth:`canonical_result` of ``result`` when the caller already
         has it (the broker sizes results with it), so the result is serialised once per call.
         """
+        if isinstance(tool, str):
+            tool = self._tools.get(tool) or self._tool_name(tool)
         if (
             defer
             and type(sandbox) is PreparedObject
@@ -693,6 +712,34 @@ class AuditLog:
             session,
         )
         return self._append(fields, shown, returning, defer)
+
+    def _tool_name(self, tool: str) -> str:
+        """The tool column for the name ``tool``: redacted like any string, since a refused
+        call's name is whatever the caller sent (a token pasted as a tool name was stored
+        raw). Memoised (bounded: names come from callers)."""
+        shown = self._redact.redact_str(tool)
+        if len(self._tools) >= _SMALL_CACHE:
+            self._tools.clear()
+        self._tools[tool] = shown
+        return shown
+
+    def _keyed_digest(self, data: bytes) -> str:
+        """The digest of the canonical arguments ``data`` of a call redaction changed."""
+        key = self._digest_key
+        if key is None:  # racing threads read (or make) the same key: no lock needed
+            key = self._digest_key = digest_key(self._path, create=not self._read_only)
+        return KEYED_DIGEST_PREFIX + hmac.new(key, data, "sha256").hexdigest()
+
+    def digest_arguments(self, arguments: Any) -> str:
+        """The ``arguments_digest`` a request record of this log holds for ``arguments``:
+        compare it with a record's to match a call you know to its record. The sha256 of the
+        canonical arguments, or, when redaction changes them, ``"hmac-sha256:"`` and their
+        HMAC under this log's digest key (``<log>.digest-key``; AuditError without it), so
+        that the record cannot be used to test guesses at what was redacted."""
+        data = self._canonical("arguments", arguments)
+        if self._redacted(arguments) != arguments:
+            return self._keyed_digest(data)
+        return sha256_hex(data)
 
     def canonical_arguments(self, arguments: Any) -> bytes:
         """The bytes a request record's ``arguments_digest`` is taken over (RFC 8785, integers
@@ -1187,7 +1234,7 @@ class AuditLog:
         def run(db: Database, conn: Any) -> int:
             count = 0
             for row in db.rows(conn):
-                out.write(json.dumps(otel_record(row_to_record(row)), ensure_ascii=False) + "\n")
+                out.write(json_line(otel_record(row_to_record(row))))
                 count += 1
             return count
 

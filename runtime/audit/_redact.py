@@ -9,14 +9,29 @@ is never mutated — the broker still has to run the call with the real argument
    ``session``...), and the extra keys the policy names. Keys are compared case-insensitively
    with ``-``, ``_``, ``.``, spaces and camelCase boundaries treated alike, so ``X-Api-Key``,
    ``apiKey`` and ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
+   A ``{"key"|"name": NAME, "value": X}`` object whose NAME is secret-like (``set_env``'s
+   arguments, Kubernetes env entries) has X redacted: here a name ending in ``key`` or
+   ``pass`` counts too (``OPENAI_KEY``).
 2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
-   header lines, ``name=value`` pairs whose name is secret-like (shell ``export``, query
-   strings), URL passwords, AWS access key ids, private-key PEM blocks and well-known token
-   prefixes (GitHub, Slack, OpenAI/Anthropic ``sk-``, Google ``AIza``, JWTs).
+   header lines, ``name=value`` pairs whose name is secret-like or one the policy names
+   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``), URL
+   passwords and token-like URL user names, AWS access key ids, private-key PEM blocks and
+   well-known token prefixes (GitHub, GitLab ``glpat-``, Slack, OpenAI/Anthropic ``sk-``,
+   Google ``AIza``, JWTs).
+3. Command lines, by program (``_redact_command``): ``curl -u user:PASS`` (``--user``,
+   ``-U``/``--proxy-user``; httpie ``-a``/``--auth``), the MySQL/MariaDB clients' attached
+   ``-pPASS`` (``-p NAME`` is their database), ``sshpass -p``, ``redis-cli -a``, the MongoDB
+   tools' ``-p``, ``-p`` after ``login`` for docker/podman/nerdctl/buildah/skopeo/helm/oc
+   (``docker run -p 8080:80`` is a port and stays), any ``--password VALUE``-like long option
+   (``--token``, ``--client-secret``...; not ``--password-stdin``/``--no-password``), and
+   ``set``/``config`` commands naming a secret (``aws configure set aws_secret_access_key
+   VALUE``, ``git config github.token VALUE``).
 
 Hazard: redaction is best effort by nature (a secret with no recognisable name or shape cannot
 be told from data). The arguments *digest* is computed over the unredacted arguments, so a
-record still proves which exact call was made without storing the secret.
+record still proves which exact call was made without storing the secret; when redaction
+changed them it is keyed with the log's secret (``_digestkey``), so that it cannot be used to
+test guesses at the redacted values.
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ _SECRET_WORDS = frozenset(
         "token",
         "secret",
         "password",
+        "pass",
         "passwd",
         "passphrase",
         "pwd",
@@ -84,9 +100,15 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_CHARS = "A-Za-z0-9_.-"
 _SECRETISH_NAME = re.compile(
     r"token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"client[_-]?secret|session[_-]?id|credential",
+    r"client[_-]?secret|session[_-]?id|credential|signature",
     re.IGNORECASE,
 )
+# Words that make an assigned name secret-like only as whole words (``DB_PASS``, ``PWD``;
+# not ``bypass``, ``compass``).
+_SECRETISH_WORDS = frozenset({"pass", "pwd"})
+# Last words that make the name in a {"key"/"name": NAME, "value": X} object secret-like
+# (``OPENAI_KEY``): an object that sets a variable says what the value is.
+_SECRET_LAST_WORDS = frozenset({"key", "pass"})
 # name = value / name: value, the name a maximal run matched once from its start.
 _ASSIGNMENT = re.compile(rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)([ \t]*+[=:][ \t]*+)")
 _ASSIGNED_VALUE = re.compile(r"(?!\[REDACTED)[^\s&'\";,]++")
@@ -125,6 +147,16 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         r"\1" + REDACTED + r"\2",
     ),
     (
+        # A URL's user name that is a token (no password: https://TOKEN@host/): one long
+        # run of letters and digits both (a user name such as git@ or bob@ stays).
+        re.compile(
+            r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}+://)"
+            r"(?=[^/\s:@]{0,255}+@)(?=[^/\s:@]{0,254}?[0-9])(?=[^/\s:@]{0,254}?[a-z])"
+            r"[A-Za-z0-9_.~%+-]{20,256}+(@)"
+        ),
+        r"\1" + REDACTED + r"\2",
+    ),
+    (
         re.compile(
             r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b"
         ),
@@ -134,7 +166,7 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?<![A-Za-z0-9_-])(?:gh[pousr]_[A-Za-z0-9]{20,255}+|github_pat_[A-Za-z0-9_]{20,255}+"
             r"|xox[abposr]-[A-Za-z0-9-]{10,255}+|sk-[A-Za-z0-9_-]{20,512}+"
-            r"|AIza[A-Za-z0-9_-]{30,64}+"
+            r"|AIza[A-Za-z0-9_-]{30,64}+|glpat-[A-Za-z0-9_-]{20,255}+"
             r"|eyJ[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,4096}+\.[A-Za-z0-9_-]{8,4096}+)"
         ),
         REDACTED,
@@ -142,12 +174,29 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def _redact_assignments(s: str) -> str:
-    """``password=x``, ``API_KEY: x``, ``?token=x``: keep the name, redact the value."""
+def _secretish_name(name: str, extra: frozenset[tuple[str, ...]]) -> bool:
+    """Whether the name of a ``name=value`` pair, an option or a setting is secret-like:
+    the patterns above, a whole word ``pass``/``pwd``, or a name the policy lists."""
+    if _SECRETISH_NAME.search(name):
+        return True
+    words = _normalise(name)
+    return not _SECRETISH_WORDS.isdisjoint(words) or words in extra
+
+
+def _redact_assignments(s: str, extra: frozenset[tuple[str, ...]] = frozenset()) -> str:
+    """``password=x``, ``API_KEY: x``, ``?token=x``, ``&sig=x``: keep the name, redact the
+    value. ``extra`` are the policy's key names (normalised words)."""
     out: list[str] = []
     pos = 0
     for m in _ASSIGNMENT.finditer(s):
-        if m.start() < pos or not _SECRETISH_NAME.search(m.group(1)):
+        if m.start() < pos:
+            continue
+        name = m.group(1)
+        # "sig" (a signed URL's signature: Azure SAS, many CDNs) only as "sig=": the
+        # redaction gate tests that fragment ("sig" alone is in "design", "signal").
+        if not (
+            _secretish_name(name, extra) or (m.group(2) == "=" and name.lower().endswith("sig"))
+        ):
             continue
         value = _ASSIGNED_VALUE.match(s, m.end())
         if value is None:
@@ -155,6 +204,138 @@ def _redact_assignments(s: str) -> str:
         out.append(s[pos : m.end()])
         out.append(REDACTED)
         pos = value.end()
+    if not out:
+        return s
+    out.append(s[pos:])
+    return "".join(out)
+
+
+# -- command lines ---------------------------------------------------------------------------
+# A shell word (quotes kept; first characters of the alternatives disjoint, all possessive:
+# linear), or a run of command separators.
+_CMD_TOKEN = re.compile(
+    r"""(?P<sep>[;&|\n]++)|(?P<tok>(?:[^\s'";&|]++|'[^']*+'?|"(?:[^"\\]++|\\.)*+"?)++)""",
+    re.DOTALL,
+)
+# Programs whose option's value is "user:password" (the part after the first colon).
+_USERPASS_OPTIONS = {
+    "curl": frozenset({"-u", "--user", "-U", "--proxy-user"}),
+    "http": frozenset({"-a", "--auth"}),
+    "https": frozenset({"-a", "--auth"}),
+}
+_MYSQL = ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck")
+_MARIADB = ("mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import", "mariadb-show")
+_MONGO = ("mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport")
+_LOGIN = ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oc")
+# Programs with a short password option: (option, also as a separate word?, only after a
+# "login" word?). The MySQL clients read "-p NAME" as a database name (the password is
+# only ever attached: -pSECRET); a container tool's -p is a port unless it logs in.
+_PASSWORD_OPTIONS: dict[str, tuple[str, bool, bool]] = {
+    **dict.fromkeys(_MYSQL + _MARIADB, ("-p", False, False)),
+    **dict.fromkeys(_MONGO, ("-p", True, False)),
+    **dict.fromkeys(_LOGIN, ("-p", True, True)),
+    "sshpass": ("-p", True, False),
+    "redis-cli": ("-a", True, False),
+}
+_PROGRAMS = frozenset(_USERPASS_OPTIONS) | frozenset(_PASSWORD_OPTIONS)
+# Long options whose next word is a secret, for any program: the name ends with a secret
+# word (--password, --db-password, --token, --client-secret...), not --no-password, not
+# --password-stdin / --token-file (flags, or a path).
+_SECRET_LONG_OPTION = re.compile(
+    r"--(?!no-)(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|token|secret|api-?key|"
+    r"access-key|secret-key|private-key|client-secret|credentials?)",
+    re.IGNORECASE,
+)
+# Words that make a command set a named value: "aws configure set NAME VALUE", "git config
+# NAME VALUE", "npm config set NAME VALUE".
+_SETTERS = frozenset({"set", "config", "configure"})
+
+
+def _unquoted(word: str) -> str:
+    return word.replace("'", "").replace('"', "")
+
+
+def _redact_command(s: str, extra: frozenset[tuple[str, ...]] = frozenset()) -> str:
+    """Credentials passed as command-line options or settings (module doc, item 3).
+
+    Word by word: a separator (``;``, ``&``, ``|``, newline) ends the command; a word whose
+    file name is a listed program starts one (so ``sudo curl``, ``sshpass -p X mysql -pY``
+    and ``/usr/bin/curl`` are seen); an option of that program, or any secret long option,
+    marks the next word (or its own attached value) as the secret."""
+    out: list[str] = []
+    pos = 0
+    prog = ""
+    login = setter = False
+    # What the next word is: "" nothing, "whole" a secret, "userpass" user:secret.
+    expect = ""
+
+    def put(start: int, end: int, text: str) -> None:
+        nonlocal pos
+        out.append(s[pos:start])
+        out.append(text)
+        pos = end
+
+    for m in _CMD_TOKEN.finditer(s):
+        if m.group("sep") is not None:
+            prog, login, setter, expect = "", False, False, ""
+            continue
+        word = m.group("tok")
+        bare = _unquoted(word)
+        if "[REDACTED" in word:  # a value rule got there first
+            expect = ""
+            continue
+        if expect and not bare.startswith("-"):
+            if expect == "whole":
+                put(m.start(), m.end(), REDACTED)
+            else:
+                user, colon, secret = bare.partition(":")
+                if colon and secret:
+                    put(m.start(), m.end(), f"{user}:{REDACTED}")
+            expect = ""
+            continue
+        expect = ""
+        name = bare.rsplit("/", 1)[-1]
+        if name in _PROGRAMS:
+            prog, login, setter = name, False, False
+            continue
+        if bare in _SETTERS:
+            setter = True
+            continue
+        if bare == "login":
+            login = True
+            continue
+        if bare.startswith("-"):
+            option, eq, value = bare.partition("=")
+            if prog in _USERPASS_OPTIONS:
+                options = _USERPASS_OPTIONS[prog]
+                if option in options:
+                    if eq:
+                        user, colon, secret = value.partition(":")
+                        if colon and secret:
+                            put(m.start(), m.end(), f"{option}={user}:{REDACTED}")
+                    else:
+                        expect = "userpass"
+                    continue
+                short = next((o for o in options if len(o) == 2 and bare.startswith(o)), None)
+                if short is not None and not eq and ":" in bare:
+                    user, _, secret = bare[2:].partition(":")
+                    if secret:
+                        put(m.start(), m.end(), f"{short}{user}:{REDACTED}")
+                    continue
+            spec = _PASSWORD_OPTIONS.get(prog)
+            if spec is not None and (login or not spec[2]):
+                flag, separate, _ = spec
+                if bare == flag:
+                    expect = "whole" if separate else ""
+                    continue
+                if bare.startswith(flag) and not bare.startswith("--"):
+                    put(m.start(), m.end(), flag + REDACTED)
+                    continue
+            if not eq and _SECRET_LONG_OPTION.fullmatch(option):
+                expect = "whole"
+            continue
+        if setter and _secretish_name(bare, extra):
+            expect = "whole"
     if not out:
         return s
     out.append(s[pos:])
@@ -188,13 +369,22 @@ _SQUASHED_FRAGMENTS = (
     "xox",
     "aiza",
     "eyj",
+    # The programs of the command-line rules whose trigger holds no word above.
+    "curl",
+    "http",
+    "mysql",
+    "mariadb",
+    "mongo",
+    "redis",
+    "login",
 )
 # The AWS key-id rule is the only case-sensitive one: its prefixes, tested on the original.
 _AWS_PREFIXES = tuple(
     ["AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"]
 )
-# The value-rule fragments that need their punctuation besides "://" and "sk-".
+# The value-rule fragments that need their punctuation: with an underscore, and the others.
 _UNDERSCORED_FRAGMENTS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+_PUNCTUATED_FRAGMENTS = ("://", "sk-", "glpat-", "sig=")
 _NON_ALNUM = bytes(b for b in range(256) if not (48 <= b <= 57 or 97 <= b <= 122))
 
 
@@ -205,7 +395,7 @@ def _squash(low: str) -> str:
 
 # The fragments tested on the lower-cased text, for the accelerator (the Python code below
 # tests the same ones, grouped).
-_LOWERED_FRAGMENTS = (*_UNDERSCORED_FRAGMENTS, "://", "sk-")
+_LOWERED_FRAGMENTS = (*_UNDERSCORED_FRAGMENTS, *_PUNCTUATED_FRAGMENTS)
 
 
 def _maybe_secret(text: str, squashed_fragments: tuple[str, ...] = _SQUASHED_FRAGMENTS) -> bool:
@@ -271,8 +461,9 @@ def _py_maybe_secret(
         for fragment in _UNDERSCORED_FRAGMENTS:
             if fragment in low:
                 return True
-    if "://" in low or "sk-" in low:
-        return True
+    for fragment in _PUNCTUATED_FRAGMENTS:
+        if fragment in low:
+            return True
     squashed = _squash(low)
     for word in squashed_fragments:  # noqa: SIM110 - any() over a genexpr is slower
         if word in squashed:
@@ -368,11 +559,25 @@ class Redactor:
         return hit
 
     def redact_str(self, s: str) -> str:
-        if len(s) < 8 or not _maybe_secret(s):
+        gate = self._gate
+        if len(s) < 8 or (gate is not None and not _maybe_secret(s, gate)):
             return s
         for pattern, repl in _VALUE_RULES:
             s = pattern.sub(repl, s)
-        return _redact_assignments(s)
+        return _redact_command(_redact_assignments(s, self._extra), self._extra)
+
+    def _secret_setting(self, obj: Any) -> bool:
+        """Whether ``obj`` (a dict) sets a secret-named variable: ``{"key"|"name": NAME,
+        "value": ...}`` with NAME a secret key name, or one ending in ``key``/``pass``."""
+        name = obj.get("key")
+        if name is None:
+            name = obj.get("name")
+        if type(name) is not str or not name:
+            return False
+        if self.is_secret_key(name):
+            return True
+        words = _normalise(name)
+        return bool(words) and words[-1] in _SECRET_LAST_WORDS
 
     def __call__(self, obj: Any) -> Any:
         """A redacted deep copy of ``obj`` (dicts and lists copied; scalars shared)."""
@@ -381,10 +586,13 @@ class Redactor:
             return self.redact_str(obj)
         if t is dict or isinstance(obj, dict):
             secret = self.is_secret_key
-            return {
+            out = {
                 k: (REDACTED if isinstance(k, str) and secret(k) else self(v))
                 for k, v in obj.items()
             }
+            if "value" in out and out["value"] is not None and self._secret_setting(obj):
+                out["value"] = REDACTED
+            return out
         if t is list or t is tuple or isinstance(obj, (list, tuple)):
             if (
                 len(obj) == 2

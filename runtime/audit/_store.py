@@ -18,6 +18,11 @@ Why these settings:
   in-file high-water mark that lets verify() notice records deleted from the tail.
 - Triggers refuse UPDATE and DELETE. They stop mistakes and casual edits, not an attacker with
   write access to the file (who can drop them); the hash chain and an external anchor do that.
+- Owner-only files: the database is created 0600 before SQLite opens it (SQLite would use
+  the umask, 0644 by default: every local user could read every call's arguments), which
+  gives its -wal and -shm the same mode; an existing database, -wal or -shm of ours that is
+  group or world readable is tightened to the owner's bits when a writer opens it. The
+  journals (``_journal``) and the digest key (``_digestkey``) are 0600 as well.
 - Schema version 2 added the ``session`` column. A version 1 log is migrated in place when a
   writer opens it (``ALTER TABLE ... ADD COLUMN``: no row is rewritten, the old records keep
   a null session and their hashes, see ``_record``); a read-only opener reads it as is, with
@@ -29,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import os
 import shutil
 import sqlite3
@@ -39,10 +45,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runtime._fsio import private_file
 from runtime.audit._record import COLUMNS
 from runtime.errors import AuditError
 
 __all__ = ["SCHEMA_VERSION", "Database", "WriterBusy"]
+
+log = logging.getLogger("runtime.audit")
 
 SCHEMA_VERSION = 2
 # Versions this runtime opens: 1 is migrated to 2 by a writer (module doc).
@@ -222,6 +231,18 @@ def _copy_with_wal(path: Path, wal: Path, busy_timeout_s: float) -> tuple[sqlite
     )
 
 
+def _private(path: Path, *, create: bool) -> None:
+    """:func:`~runtime._fsio.private_file` for the log's files: the database (created 0600
+    before SQLite opens it, so its -wal and -shm are 0600 too) and its -wal/-shm. The owner's
+    files that are group or world readable (made by an earlier runtime) are tightened.
+    Errors are left to SQLite's open, which reports them as before (a read-only directory
+    or file system, someone else's file)."""
+    try:
+        private_file(path, create=create)
+    except OSError as exc:
+        log.debug("audit: cannot check the mode of %s: %s", path, exc)
+
+
 def _wal_mode(conn: sqlite3.Connection, timeout_s: float) -> str:
     """``PRAGMA journal_mode=WAL``'s answer, the switch retried for up to ``timeout_s`` while
     another connection holds the file. Hazard: where waiting could deadlock (two processes
@@ -270,12 +291,16 @@ class Database:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                _private(path, create=True)
             if read_only:
                 self._conn, self._scratch = _connect_read_only(path, busy_timeout_s)
             else:
                 self._conn = _connect(path, busy_timeout_s)
             if create:
                 self._init_schema()
+                # Made by an earlier runtime (or SQLite) with the umask's mode: closed now.
+                for suffix in ("-wal", "-shm"):
+                    _private(path.with_name(path.name + suffix), create=False)
             else:
                 self._select = _select_for(_columns(self._conn))
             if not autocheckpoint:

@@ -31,7 +31,7 @@ class HostBackend:
     def __init__(
         self,
         *,
-        state_dir: Path,
+        state_dir: Path | None,
         session_env: Callable[[str], dict[str, str]],
         ask_user: Callable[[str, list[str] | None], str] | None = None,
     ) -> None:
@@ -42,8 +42,10 @@ class HostBackend:
     async def start(self) -> None:
         # Made here when it can be; a workspace this user may only read has none, and the
         # tools that keep state there (snippets, memory) say so per call (they make it too).
-        with contextlib.suppress(OSError):
-            self._state_dir.mkdir(parents=True, exist_ok=True)
+        # None: the broker found an unsafe one and does not use it (broker/_statedir.py).
+        if self._state_dir is not None:
+            with contextlib.suppress(OSError):
+                self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     async def aclose(self) -> None:
         return None

@@ -14,6 +14,7 @@ becomes ``internal_error``. Cancellation is never swallowed: a cancelled call is
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import inspect
@@ -38,6 +39,7 @@ from runtime.backends.base import (
 )
 from runtime.broker import _fast
 from runtime.broker._channel import CallChannel
+from runtime.broker._statedir import check_state_dir, default_audit_path
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
@@ -181,16 +183,21 @@ class Broker:
             from runtime.policy import Policy
 
             self.workspace = Path(workspace).resolve()
-            self.state_dir = self.workspace / _STATE_DIR
+            state_dir = self.workspace / _STATE_DIR
             try:
                 self.workspace.mkdir(parents=True, exist_ok=True)
-                self.state_dir.mkdir(mode=0o700, exist_ok=True)
-            except OSError as exc:  # a file in its place, no permission, read-only file system
+                # One there already (a symlink, a file, someone else's) is check_state_dir's.
+                with contextlib.suppress(FileExistsError):
+                    state_dir.mkdir(mode=0o700)
+            except OSError as exc:  # no permission, read-only file system, a file in the way
                 # A workspace this user may only read (a read-only checkout, someone else's
                 # tree) runs with the audit log elsewhere; only the state-keeping host tools
                 # (snippets, memory) then fail, each call saying why.
                 if not (audit is not None and _unwritable(exc) and self.workspace.is_dir()):
                     raise self._workspace_error(exc, audit) from exc
+            #: The state directory (audit log, host tools' state), checked; None when the one
+            #: there is unsafe and the audit log is elsewhere (see _statedir).
+            self.state_dir = check_state_dir(state_dir, audit_elsewhere=audit is not None)
             if policy is None:
                 self.policy = Policy.default()
             elif isinstance(policy, (str, Path)):
@@ -209,7 +216,7 @@ class Broker:
             check_examples = getattr(self.policy, "check_examples", None)
             if check_examples is not None:
                 check_examples(self._manifest_or_none)
-            audit_path = Path(audit) if audit is not None else self.state_dir / "audit.db"
+            audit_path = Path(audit) if audit is not None else default_audit_path(state_dir)
             self.audit = AuditLog(audit_path, redact_keys=self.policy.redact_keys)
             self.events = EventBus()
             if on_event is not None:

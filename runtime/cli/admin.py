@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sqlite3
 import sys
@@ -218,8 +217,11 @@ def audit_tail(
     except RuntimeToolError as exc:
         _err(f"runtime: {exc.message}")
         raise typer.Exit(EX_INTERNAL) from exc
+    from runtime.audit._export import json_line
+
     for record in records:
-        sys.stdout.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        # One record a line to every reader (U+2028 and kin escaped; see json_line).
+        sys.stdout.write(json_line(record.model_dump(mode="json")))
 
 
 @audit_app.command("export")

@@ -409,7 +409,12 @@ class EnvSection(_Section):
 class AuditSection(_Section):
     redact: list[str] = Field(
         default_factory=list,
-        description="Extra argument/header keys whose values the audit log redacts. Default [].",
+        description=(
+            "Extra argument/header keys whose values the audit log redacts: as object keys and "
+            "as name=value / name: value pairs inside strings (query strings, shell "
+            "assignments). Names compare by words: 'X-Tenant-Id' also covers x_tenant_id. "
+            "Default []."
+        ),
     )
 
 

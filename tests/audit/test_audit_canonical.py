@@ -143,9 +143,12 @@ def test_arbitrary_arguments_round_trip_and_verify(calls: list[dict[str, Any]]) 
             )
             stored = log.tail(1)[0]
             assert stored == rec
-            # Stored arguments are the redacted copy; the digest is of the real arguments.
+            # Stored arguments are the redacted copy; the digest is of the real arguments:
+            # their sha256, keyed with the log's secret when redaction changed them.
             assert canonical_json(stored.arguments) == canonical_json(redact(arguments))
-            assert stored.arguments_digest == sha256_hex(canonical_json(arguments))
+            assert stored.arguments_digest == log.digest_arguments(arguments)
+            plain = sha256_hex(canonical_json(arguments))
+            assert (stored.arguments_digest == plain) == (redact(arguments) == arguments)
         report = log.verify()
         assert report.ok and report.count == len(calls)
 

@@ -14,6 +14,7 @@ import pytest
 
 import runtime.audit._log as audit_log_module
 from runtime.audit import AuditLog
+from runtime.audit._digestkey import KEY_BYTES, key_path
 from runtime.audit._journal import Journal
 from runtime.errors import AuditError
 
@@ -56,6 +57,8 @@ def test_deferred_records_equal_synchronous_ones(tmp_path: Path) -> None:
     """The same calls written both ways give the same records (time, seq and hash aside)."""
     rows = []
     for defer in (False, True):
+        # One digest key for both logs: a redacted call's digest is keyed per log.
+        key_path(tmp_path / f"{defer}.db").write_bytes(b"k" * KEY_BYTES)
         with AuditLog(tmp_path / f"{defer}.db") as log:
             for i in range(3):
                 _request(log, f"c{i}", defer=defer)

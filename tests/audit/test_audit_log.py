@@ -5,6 +5,7 @@ import datetime
 import io
 import itertools
 import json
+import shutil
 import sqlite3
 import threading
 import unicodedata
@@ -16,6 +17,7 @@ from audit_helpers import write_calls
 
 from runtime.audit import GENESIS_HASH, REDACTED, AuditLog, canonical_json
 from runtime.audit._canonical import sha256_hex
+from runtime.audit._digestkey import key_path
 from runtime.errors import AuditError, ErrorType
 
 
@@ -33,7 +35,10 @@ def test_request_record_is_redacted_with_digest_of_real_arguments(log: AuditLog)
     assert args == before  # the caller's object is untouched
     assert rec.seq == 1 and rec.kind == "request" and rec.prev_hash == GENESIS_HASH
     assert rec.arguments == {"url": "https://x.test", "headers": {"Authorization": REDACTED}}
-    assert rec.arguments_digest == sha256_hex(canonical_json(args))
+    # Keyed (the redacted value cannot be guessed against it), and reproducible with the key.
+    assert rec.arguments_digest != sha256_hex(canonical_json(args))
+    assert rec.arguments_digest == log.digest_arguments(args)
+    assert rec.arguments_digest is not None and rec.arguments_digest.startswith("hmac-sha256:")
     assert rec.decision is not None and rec.decision["env"] == {"GITHUB_TOKEN": REDACTED}
     # Nothing secret reached the file.
     assert b"sk-live" not in log.path.read_bytes()
@@ -154,6 +159,29 @@ def test_export_jsonl_has_otel_keys(log: AuditLog) -> None:
         assert {"seq", "hash", "prev_hash", "kind", "time"} <= line.keys()
     assert "error.type" not in lines[0]
     assert lines[2]["error.type"] == "timeout"
+
+
+def test_export_jsonl_escapes_unicode_line_breaks(log: AuditLog) -> None:
+    """U+2028, U+2029 and U+0085 from untrusted arguments were written raw: a consumer
+    splitting with str.splitlines() read non-JSON lines. Now one record is one line to any
+    splitter; other text stays UTF-8 and every value reads back as it was."""
+    text = 'a\u2028{"forged": 1}\u2029b\u0085c é 中 \U0001f600'
+    log.record_request(
+        call_id="c\u2028",
+        tool="t",
+        arguments={"s": text},
+        decision=None,
+        backend=None,
+        sandbox=None,
+    )
+    out = io.StringIO()
+    assert log.export_jsonl(out) == 1
+    exported = out.getvalue()
+    assert not {"\u2028", "\u2029", "\u0085"} & set(exported)
+    assert "é 中 \U0001f600" in exported  # not \u-escaped
+    (line,) = exported.splitlines()
+    record = json.loads(line)
+    assert record["arguments"] == {"s": text} and record["call_id"] == "c\u2028"
 
 
 def test_triggers_refuse_update_and_delete(log: AuditLog) -> None:
@@ -391,6 +419,8 @@ def test_returning_false_writes_the_same_record(tmp_path: Path) -> None:
     with AuditLog(tmp_path / "fast.db") as fast, AuditLog(tmp_path / "full.db") as full:
         assert fast.record_request(**kw, returning=False) is None
         assert fast.record_completion(**done, returning=False) is None
+        # One digest key for both (the redacted call's digest is keyed per log).
+        shutil.copyfile(key_path(fast.path), key_path(full.path))
         full.record_request(**kw)
         full.record_completion(**done)
         ignore = {"time", "hash", "prev_hash"}
@@ -416,3 +446,52 @@ def test_clock_matches_isoformat() -> None:
         second, micro = divmod(ns // 1000, 1_000_000)
         expected = datetime.datetime.fromtimestamp(second, datetime.UTC).replace(microsecond=micro)
         assert clock() == expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def test_a_secret_looking_tool_name_is_redacted(log: AuditLog) -> None:
+    """The tool column of a refused call holds whatever name the caller sent."""
+    name = "ghp_abcdefghijklmnopqrstuvwxyz0123"
+    sandbox = log.prepare("sandbox", {"userns": True})
+    decision = log.prepare("decision", {"action": "allow", "rule": "r"})
+    log.record_request(
+        call_id="a", tool=name, arguments={}, decision=None, backend=None, sandbox=None
+    )
+    log.record_completion(
+        call_id="a",
+        tool=name,
+        outcome="error",
+        error_type="tool_not_found",
+        duration_ms=0.0,
+        usage=None,
+        result=None,
+    )
+    # The hot paths (journaled, accelerator where loaded) too.
+    log.record_request(
+        call_id="b",
+        tool=name,
+        arguments={"x": 1},
+        decision=decision,
+        backend="wasm",
+        sandbox=sandbox,
+        returning=False,
+        defer=True,
+    )
+    log.record_completion(
+        call_id="b",
+        tool=name,
+        outcome="success",
+        error_type=None,
+        duration_ms=1.0,
+        usage={"fuel": 1},
+        result=None,
+        backend="wasm",
+        sandbox=sandbox,
+        returning=False,
+        defer=True,
+    )
+    assert [r.tool for r in log.tail(10)] == [REDACTED] * 4
+    assert log.verify().ok
+    log.record_request(
+        call_id="c", tool="read_file", arguments={}, decision=None, backend=None, sandbox=None
+    )
+    assert log.tail(1)[0].tool == "read_file"

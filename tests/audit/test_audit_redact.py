@@ -144,6 +144,14 @@ def test_secret_keys_redact_any_value(value: dict[str, Any]) -> None:
         "eyJ" * 16000,
         "-----BEGIN " * 4000,
         "token=" * 8000,
+        "curl -u a:b " * 4000,
+        "mysql -p" * 8000,
+        "'" * 50000 + "--password",
+        '"\\' * 25000 + "--token x",
+        "set --token " * 4000,
+        "--" + "a1-" * 20000 + "x --password",
+        "https://" + "a1" * 20000 + "@h",
+        "https://" + "a1-" * 80 + "@" * 20000,
     ],
     ids=lambda t: repr(t[:12]),
 )
@@ -158,3 +166,110 @@ def test_assignments_in_urls_and_shell() -> None:
     out = redact(text)
     assert "abc" not in out and "hunter2" not in out
     assert "x=1" in out and "y=2" in out and "ok=fine" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"),
+    [
+        ("curl -u admin:Hunter2Passw0rdX https://h/x", "Hunter2", "curl -u admin:"),
+        ("curl --user=admin:Hunter2Passw0rdX https://h/x", "Hunter2", "--user=admin:"),
+        ("curl -uadmin:Hunter2Passw0rdX https://h/x", "Hunter2", "-uadmin:"),
+        ("sudo /usr/bin/curl -U proxy:Pr0xyPassw0rd https://h", "Pr0xyPass", "-U proxy:"),
+        ("http -a bob:HttpieS3cret example.org", "HttpieS3cret", "-a bob:"),
+        ("mysql -uroot -pS3cr3tDbPassw0rd -e 'select 1'", "S3cr3t", "-uroot -p"),
+        ("mysqldump -u root -p'S3cr3t Pw' db", "S3cr3t", "mysqldump -u root"),
+        ("sshpass -p 'MyS3cretSSHpass' ssh user@host", "MyS3cret", "ssh user@host"),
+        ("sshpass -pMyS3cretSSHpass ssh user@host", "MyS3cret", "ssh user@host"),
+        ("docker login -u me -p dckr_pat_AbCdEfGhIjKlMnOp reg", "dckr_pat", "-u me -p"),
+        ("podman login --password P0dm4nPass reg.io", "P0dm4nPass", "reg.io"),
+        ("redis-cli -a s3cretredis ping", "s3cretredis", "ping"),
+        ("mongosh -u admin -p m0ngopass db", "m0ngopass", "-u admin"),
+        ("tool --password hunter2pass --verbose", "hunter2pass", "--verbose"),
+        ("tool --db-password=hunter2pass x", "hunter2pass", "x"),
+        ("vault login --client-secret Cl13ntS3cret", "Cl13ntS3cret", "vault login"),
+        ("DB_PASS=abc123secretvalue ./run", "abc123secret", "./run"),
+        ("export MYSQL_PWD=abc123secretvalue", "abc123secret", "MYSQL_PWD="),
+        (
+            "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtn",
+            "aws_secret_access_key",
+        ),
+        ("git config --global github.token ghtoken123456", "ghtoken123456", "github.token"),
+        ("git clone https://glpat-AbCdEfGhIjKlMnOpQrSt@gitlab.com/x/y.git", "glpat-", "gitlab"),
+        ("git clone https://ab12cd34ef56gh78ij90kl@github.com/x.git", "ab12cd34", "github"),
+        ("token glpat-AbCdEfGhIjKlMnOpQrSt here", "glpat-AbCd", "here"),
+        (
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F2024"
+            "&X-Amz-Date=20240101T000000Z&X-Amz-Signature=abcdef0123456789",
+            "abcdef0123456789",
+            "X-Amz-Date=20240101T000000Z",
+        ),
+        ("https://h/o?X-Goog-Credential=sa%40p.iam&X-Goog-Signature=0123abcd", "0123abcd", "h/o"),
+        ("https://a.blob.core.windows.net/c?sv=2022-11-02&sig=AbCd%2B123&se=x", "AbCd", "sv="),
+        ("https://h/x?signature=abc123def&design=ok", "abc123def", "design=ok"),
+    ],
+)
+def test_command_line_and_url_credentials(text: str, secret: str, kept: str) -> None:
+    out = redact({"command": text})["command"]
+    assert secret not in out, out
+    assert kept in out and REDACTED in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker run -p 8080:80 nginx",  # a port: docker's -p is a password only after login
+        "python -m http.server -p 8080",
+        "mysql -u root -p mydb",  # -p alone prompts; "mydb" is the database
+        "ssh -p 2222 user@host",
+        "sudo -u postgres:admin psql",  # sudo's -u is a user, not curl's user:password
+        "docker run -u 1000:1000 img",
+        "curl -u admin https://h/x",  # no password given: curl asks for it
+        "git clone git@github.com:x/y.git; ssh://git@host/x",
+        "echo design signal assign; pass the salt; bypass=1",
+        "docker login --password-stdin -u me registry",
+        "psql --no-password mydb",
+        "tool --token-file /run/secrets/t",
+        "https://h/x?page=2&sort_key=name&sigma=1",
+    ],
+)
+def test_ordinary_command_lines_are_kept(text: str) -> None:
+    assert redact({"command": text}) == {"command": text}
+
+
+def test_policy_keys_apply_inside_strings() -> None:
+    url = "https://h/v1?key=AIKEY2&sig=SIG3&page=2"
+    assert redact(url, ["key", "sig"]) == f"https://h/v1?key={REDACTED}&sig={REDACTED}&page=2"
+    assert redact("X_TENANT_ID=acme ./run", ["X-Tenant-Id"]) == f"X_TENANT_ID={REDACTED} ./run"
+    assert redact("key=AIKEY2 page=2") == "key=AIKEY2 page=2"  # not a built-in name
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"key": "GITHUB_TOKEN", "value": "gho_notreallyashapeXYZ"},
+        {"key": "OPENAI_KEY", "value": "plainsecretvalue123"},
+        {"name": "DB_PASS", "value": "x"},
+        {"name": "aws_secret_access_key", "value": {"nested": 1}},
+    ],
+)
+def test_a_secret_named_setting_has_its_value_redacted(value: dict[str, Any]) -> None:
+    out = redact(value)
+    assert out["value"] == REDACTED
+    assert {k: v for k, v in out.items() if k != "value"} == {
+        k: v for k, v in value.items() if k != "value"
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"key": "PATH", "value": "/usr/bin"},
+        {"name": "keyboard_layout", "value": "us"},
+        {"key": "OPENAI_KEY"},
+        {"key": "OPENAI_KEY", "value": None},
+        {"key": 3, "value": "x"},
+    ],
+)
+def test_other_settings_are_kept(value: dict[str, Any]) -> None:
+    assert redact(value) == value

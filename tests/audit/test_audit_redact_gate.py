@@ -54,6 +54,37 @@ _PIECES = st.sampled_from(
         "tenant",
         "Tenant",
         "X",
+        # The command-line, URL and setting rules (_redact_command, value rules, siblings).
+        "curl ",
+        "mysql ",
+        "sshpass ",
+        "docker ",
+        "login ",
+        "redis-cli ",
+        "http ",
+        "-u ",
+        "-uadmin:",
+        "-p",
+        "-a ",
+        "--password ",
+        "set ",
+        "config ",
+        "admin:pw",
+        "https://",
+        "glpat-",
+        "abcdefgh12345678@h",
+        "sig=",
+        "Sig",
+        "=",
+        "&",
+        ";",
+        "'",
+        "key",
+        "name",
+        "value",
+        "OPENAI_KEY",
+        "pass",
+        "pwd",
     ]
 )
 _TEXT = st.lists(_PIECES, max_size=6).map("".join)
@@ -65,7 +96,7 @@ _JSON = st.recursive(
 
 
 @settings(max_examples=1500, deadline=None)
-@given(_JSON, st.sampled_from([(), ("X-Tenant-Id",), ("-",)]))
+@given(_JSON, st.sampled_from([(), ("X-Tenant-Id",), ("-",), ("sig",), ("key",)]))
 def test_a_closed_gate_means_nothing_to_redact(value: Any, extra: tuple[str, ...]) -> None:
     redactor = Redactor(extra)
     if not redactor.may_redact(canonical_json(value).decode("utf-8", "surrogatepass")):

@@ -47,3 +47,22 @@ async def test_text_that_is_not_a_call_gets_a_fresh_id(make_broker: MakeBroker) 
         result = await broker.call(b'{"id": "x", "tool": ')
     assert result.error is not None and result.error.type == "invalid_arguments"
     assert result.call_id.startswith("call_") and result.tool == "<invalid>"
+
+
+async def test_a_secret_looking_unknown_tool_name_is_redacted_in_the_log(
+    make_broker: MakeBroker,
+) -> None:
+    """tool_not_found records the name the caller sent: a token pasted there was stored raw
+    in the tool column."""
+    name = "sk-live-abcdefghijklmnopqrstuv0123"
+    async with make_broker() as broker:
+        result = await broker.call({"tool": name, "arguments": {}, "call_id": "c1"})
+        assert result.error is not None and result.error.type == "tool_not_found"
+        records = broker.audit.tail(5)
+        assert records and {r.tool for r in records} == {"[REDACTED]"}
+        assert broker.audit.verify().ok
+        db = (
+            broker.audit.path.read_bytes()
+            + broker.audit.path.with_name("audit.db-wal").read_bytes()
+        )
+        assert b"abcdefghijklmnopqrstuv0123" not in db

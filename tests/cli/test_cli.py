@@ -192,6 +192,19 @@ def test_audit_verify_tail_export(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["first_bad"] == 2
 
 
+def test_audit_tail_and_export_are_one_line_a_record(tmp_path: Path) -> None:
+    """U+2028/U+2029/U+0085 in a call's arguments stay inside their JSON line."""
+    audit = tmp_path / "audit.db"
+    call = {"tool": "json_parse", "arguments": {"text": '["x\u2028y\u2029z\u0085"]'}}
+    run("exec", "-", "--audit", str(audit), cwd=tmp_path, stdin=json.dumps(call))
+    for command in (("tail", "-n", "5"), ("export", "--jsonl")):
+        proc = run("audit", *command, "--audit", str(audit), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 2, lines
+        assert json.loads(lines[0])["arguments"] == call["arguments"]
+
+
 def test_doctor_reports_mechanisms(tmp_path: Path) -> None:
     proc = run("doctor", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -221,3 +221,21 @@ def test_current_time_without_system_zone_files(tool: Load, ctx: ToolContext) ->
     finally:
         zoneinfo.reset_tzpath()
         zoneinfo.ZoneInfo.clear_cache()
+
+
+def test_state_store_is_owner_only(tool: Load, ctx: ToolContext, tmp_path: Path) -> None:
+    """state.db and its -wal/-shm are 0600 whatever the umask (SQLite used it: 0644, every
+    local user read what agents remembered); loose files of ours are tightened."""
+    old = os.umask(0o022)
+    try:
+        tool("memory_write")({"key": "k", "content": "remembered"}, ctx)
+        state = tmp_path / "state"
+        names = ("state.db", "state.db-wal", "state.db-shm")
+        modes = {n: (state / n).stat().st_mode & 0o777 for n in names if (state / n).exists()}
+        assert modes and set(modes.values()) == {0o600}, modes
+        for name in modes:
+            (state / name).chmod(0o644)
+        assert tool("memory_read")({"key": "k"}, ctx)["content"] == "remembered"
+        assert {(state / n).stat().st_mode & 0o777 for n in modes} == {0o600}
+    finally:
+        os.umask(old)

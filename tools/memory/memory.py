@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from runtime._fsio import private_file
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 
@@ -53,9 +54,14 @@ class _Store:
         path = Path(state_dir)
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Owner-only (SQLite would create it with the umask's 0644, and its -wal/-shm
+            # with the file's mode): what agents remember is no other local user's to read.
+            private_file(path / "state.db")
             self.db: sqlite3.Connection | None = sqlite3.connect(path / "state.db", timeout=10)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
+            for suffix in ("-wal", "-shm"):
+                private_file(path / f"state.db{suffix}", create=False)
             self.db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ToolFailed(

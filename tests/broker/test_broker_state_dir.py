@@ -1,0 +1,94 @@
+"""The workspace's ``.runtime`` is checked before the broker keeps its audit log and state in
+it (``runtime/broker/_statedir.py``). A checkout can carry a ``.runtime`` symlink: it sent a
+root broker's audit.db and state.db (0644, readable by every user) wherever it pointed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime import SyncBroker
+from runtime.broker import Broker
+from runtime.errors import ConfigError
+from tests.cli.test_cli import run
+
+CALL = '{"tool": "no_such_tool", "arguments": {}}'
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "ws").mkdir()
+    return tmp_path / "ws"
+
+
+def test_symlinked_state_dir_is_refused(ws: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / ".runtime").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="symlink") as info:
+        Broker(workspace=ws)
+    assert info.value.details["path"] == str(ws / ".runtime")
+    assert "--audit" in info.value.message
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_cli_symlinked_state_dir_exits_64(ws: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / ".runtime").symlink_to(elsewhere)
+    proc = run("exec", "-", "--workspace", str(ws), cwd=tmp_path, stdin=CALL)
+    assert proc.returncode == 64, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert f"{ws}/.runtime" in proc.stderr and "symlink" in proc.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.wasm
+def test_symlinked_state_dir_with_audit_elsewhere_is_not_used(ws: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / ".runtime").symlink_to(elsewhere)
+    with SyncBroker(workspace=ws, audit=tmp_path / "audit.db") as broker:
+        assert broker.call({"tool": "json_parse", "arguments": {"text": "[1]"}}).success
+        memory = broker.call({"tool": "memory_write", "arguments": {"key": "k", "content": "v"}})
+        assert memory.error is not None and memory.error.type == "tool_error"
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_symlinked_default_audit_log_is_refused(ws: Path, tmp_path: Path) -> None:
+    (ws / ".runtime").mkdir(mode=0o700)
+    (ws / ".runtime" / "audit.db").symlink_to(tmp_path / "planted.db")
+    with pytest.raises(ConfigError, match="symlink"):
+        Broker(workspace=ws)
+    assert not (tmp_path / "planted.db").exists()
+
+
+def test_a_state_dir_owned_by_another_user_is_refused(ws: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a directory another user owns needs root")
+    (ws / ".runtime").mkdir(mode=0o700)
+    os.chown(ws / ".runtime", 65534, 65534)
+    with pytest.raises(ConfigError, match="owned by uid 65534"):
+        Broker(workspace=ws)
+    assert list((ws / ".runtime").iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o777])
+def test_a_loose_state_dir_of_ours_is_tightened(ws: Path, mode: int) -> None:
+    (ws / ".runtime").mkdir()
+    (ws / ".runtime").chmod(mode)
+    with SyncBroker(workspace=ws) as broker:
+        assert broker.state_dir == ws / ".runtime"
+        assert (ws / ".runtime").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_new_state_dir_is_private(ws: Path) -> None:
+    old = os.umask(0)
+    try:
+        with SyncBroker(workspace=ws):
+            pass
+    finally:
+        os.umask(old)
+    assert (ws / ".runtime").stat().st_mode & 0o777 == 0o700
