@@ -40,6 +40,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from runtime import _speedups
 
@@ -557,6 +558,44 @@ class Redactor:
             if len(self._cache) < 4096:  # keys come from untrusted input: bound the memo
                 self._cache[key] = hit
         return hit
+
+    def redact_url(self, url: str) -> str:
+        """``url`` with its credentials hidden, by its parts: the user information whole (a
+        token is often the user name, ``https://:pw@`` has none), and every query or
+        fragment parameter whose name, percent-decoded (``t%6Fken``), is a secret key
+        (:meth:`is_secret_key`: the policy's names too); then :meth:`redact_str`. For the
+        URLs a call's egress log records, which the gateway followed (a redirect's
+        ``Location`` is the server's text, not the call's arguments)."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return self.redact_str(url)
+        if not parts.scheme or not parts.netloc:
+            return self.redact_str(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+        rebuilt = urlunsplit(
+            (
+                parts.scheme,
+                netloc,
+                parts.path,
+                self._redact_params(parts.query),
+                self._redact_params(parts.fragment),
+            )
+        )
+        return self.redact_str(rebuilt)
+
+    def _redact_params(self, text: str) -> str:
+        if "=" not in text:
+            return text
+        out = []
+        for item in text.split("&"):
+            name, sep, value = item.partition("=")
+            if sep and value and self.is_secret_key(unquote(name)):
+                item = f"{name}={REDACTED}"
+            out.append(item)
+        return "&".join(out)
 
     def redact_str(self, s: str) -> str:
         gate = self._gate

@@ -386,14 +386,14 @@ class Broker:
         return self.ask_user
 
     def _redact_url(self, url: str) -> str:
-        """``url`` as the audit log would show it in a call's arguments (the policy's
+        """``url`` with its credentials hidden (``Redactor.redact_url``: the policy's
         redaction keys included): the egress log goes in the usage, which is not redacted."""
         redactor = self._redactor
         if redactor is None:
             from runtime.audit._redact import Redactor as _Redactor
 
             redactor = self._redactor = _Redactor(self.policy.redact_keys)
-        return redactor.redact_str(url)
+        return redactor.redact_url(url)
 
     # -- the pipeline -------------------------------------------------------------------------
     async def call(

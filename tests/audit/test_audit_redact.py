@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.audit import REDACTED, redact
+from runtime.audit._redact import Redactor
 
 
 @pytest.mark.parametrize(
@@ -273,3 +274,24 @@ def test_a_secret_named_setting_has_its_value_redacted(value: dict[str, Any]) ->
 )
 def test_other_settings_are_kept(value: dict[str, Any]) -> None:
     assert redact(value) == value
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # The red team's redirect target: names the policy lists, and a signed URL's.
+        (
+            "http://h/final?sig=S1&X-Amz-Signature=0123456789abcdef&key=K2",
+            "http://h/final?sig=[REDACTED]&X-Amz-Signature=[REDACTED]&key=[REDACTED]",
+        ),
+        ("https://:password@host/", "https://[REDACTED]@host/"),
+        ("https://glpat-abcdefabcdef1234@host/p?q=1", "https://[REDACTED]@host/p?q=1"),
+        ("http://h/?t%6Fken=abcdefgh&page=2", "http://h/?t%6Fken=[REDACTED]&page=2"),
+        ("http://h/#access_token=xyz123456", "http://h/#access_token=[REDACTED]"),
+        ("http://h/plain?page=2&q=cats", "http://h/plain?page=2&q=cats"),
+    ],
+)
+def test_urls_are_redacted_by_their_parts(url: str, shown: str) -> None:
+    """The egress log's URLs (the usage is not redacted as arguments are): user information
+    whole, and parameters by their percent-decoded names, the policy's included."""
+    assert Redactor(frozenset({"sig", "key"})).redact_url(url) == shown
