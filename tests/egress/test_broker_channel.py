@@ -66,9 +66,9 @@ def tools(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "channel.py").write_text(TOOL_CODE)
     manifests = {
-        "sneaky": _manifest("sneaky", "data", {"egress": False}),
-        "fetcher": _manifest("fetcher", "data", {"egress": True}),
-        "asker": _manifest("asker", "data", {"ask_user": True}),
+        "sneaky": _manifest("sneaky", "custom", {"egress": False}),
+        "fetcher": _manifest("fetcher", "custom", {"egress": True}),
+        "asker": _manifest("asker", "custom", {"ask_user": True}),
     }
     for name, data in manifests.items():
         (folder / f"{name}.json").write_text(json.dumps(data))
@@ -108,10 +108,11 @@ def _denied(result: ToolResult, rule: str, *words: str) -> None:
 def test_a_tool_without_egress_cannot_use_the_gateway(
     tmp_path: Path, tools: Path, server: Server
 ) -> None:
-    """The red team's case: data allowed, the network category not, the host in
+    """The red team's case: its category allowed (custom; it was data before folder tools
+    had to be custom), the network category not, the host in
     ``[network] allow``. The tool's POST never leaves; the refusal names what the manifest
     did not declare, and is the call's error (the tool let it raise)."""
-    policy = _policy(tmp_path, server, data="allow")
+    policy = _policy(tmp_path, server, custom="allow")
     with SyncBroker(workspace=tmp_path / "ws", policy=policy, tool_folders=[tools]) as broker:
         for op in ("http", "search_endpoint"):
             result = _call(broker, "sneaky", op=op, url=f"{server.base}/echo?secret=x")
@@ -122,7 +123,7 @@ def test_a_tool_without_egress_cannot_use_the_gateway(
 
 
 def test_a_declared_tool_reaches_the_gateway(tmp_path: Path, tools: Path, server: Server) -> None:
-    policy = _policy(tmp_path, server, data="allow")
+    policy = _policy(tmp_path, server, custom="allow")
     with SyncBroker(workspace=tmp_path / "ws", policy=policy, tool_folders=[tools]) as broker:
         result = _call(broker, "fetcher", op="http", url=f"{server.base}/echo")
         assert result.success, result.error
@@ -152,7 +153,7 @@ def test_egress_needs_the_decision_to_grant_network(
     with pytest.raises(PolicyDenied, match="grants no network") as info:
         anyio.run(channel, "http", {"url": server.base})
     assert info.value.details["rule"] == "broker.egress"
-    policy = _policy(tmp_path, server, data="ask")
+    policy = _policy(tmp_path, server, custom="ask")
     with SyncBroker(
         workspace=tmp_path / "ws",
         policy=policy,
@@ -170,7 +171,7 @@ def test_ask_user_only_when_declared(tmp_path: Path, tools: Path, server: Server
         asked.append((question, options))
         return "blue"
 
-    policy = _policy(tmp_path, server, data="allow")
+    policy = _policy(tmp_path, server, custom="allow")
     with SyncBroker(
         workspace=tmp_path / "ws", policy=policy, tool_folders=[tools], ask_user=ask_user
     ) as broker:
@@ -194,7 +195,7 @@ def test_the_egress_log_shows_what_the_tool_fetched_and_was_refused(
     refused, yet the call's records said only allow + success. The completion record's
     usage (and the result's) now lists each request: its URL (redacted as arguments are),
     method, the address dialled, redirects, the status or the refusal's rule."""
-    policy = _policy(tmp_path, server, data="allow")
+    policy = _policy(tmp_path, server, custom="allow")
     urls = [
         f"{server.base}/hello?api_key=sk-live-0123456789abcdef",
         f"{server.base}/redirect?to=http://169.254.169.254/latest/meta-data/",
@@ -229,7 +230,7 @@ def test_the_egress_log_shows_what_the_tool_fetched_and_was_refused(
 def test_the_egress_log_is_bounded_and_keeps_refusals_of_the_channel(
     tmp_path: Path, tools: Path, server: Server
 ) -> None:
-    policy = _policy(tmp_path, server, data="allow")
+    policy = _policy(tmp_path, server, custom="allow")
     with SyncBroker(workspace=tmp_path / "ws", policy=policy, tool_folders=[tools]) as broker:
         many = _call(broker, "fetcher", op="many", urls=[f"{server.base}/hello"] * 40)
         assert many.success, many.error
