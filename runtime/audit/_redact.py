@@ -592,9 +592,8 @@ class Redactor:
         out = []
         for item in text.split("&"):
             name, sep, value = item.partition("=")
-            if sep and value and self.is_secret_key(unquote(name)):
-                item = f"{name}={REDACTED}"
-            out.append(item)
+            secret = sep and value and self.is_secret_key(unquote(name))
+            out.append(f"{name}={REDACTED}" if secret else item)
         return "&".join(out)
 
     def redact_str(self, s: str) -> str:
