@@ -26,6 +26,7 @@ from tests.sandbox.helpers import (
     PROBE_NONE,
     PROBE_RW,
     SHELL,
+    TOOLS,
     call,
     one,
     request,
@@ -139,11 +140,14 @@ def test_read_only_tool_cannot_write_the_workspace_via_proc(
 
 def _bound_below(path: str) -> set[str]:
     """Names directly under ``path`` that lead to the interpreter's read-only code, which is
-    bound at its host path (a virtualenv inside the checkout lands under it)."""
+    bound at its host path (a virtualenv inside the checkout lands under it), or to the
+    probe's own tool folder: a folder tool's folder is bound read-only at its host path for
+    the call to import it (``child.FolderTool``), and the probe is one (tests/sandbox/tools)."""
     from runtime.backends.sandbox.newroot import python_paths
 
     prefix = path.rstrip("/") + "/"
-    return {p[len(prefix) :].split("/")[0] for p in python_paths() if p.startswith(prefix)}
+    bound = [*python_paths(), str(TOOLS)]
+    return {p[len(prefix) :].split("/")[0] for p in bound if p.startswith(prefix)}
 
 
 def test_home_and_host_dirs_are_absent(workspace: Path) -> None:
