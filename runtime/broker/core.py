@@ -20,6 +20,7 @@ import errno
 import inspect
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -232,6 +233,9 @@ class Broker:
             self._slots = Slots(self.policy.max_concurrent)
             self._session_env: dict[str, dict[str, str]] = {}
             self._budget_used: dict[tuple[str, str], int] = {}
+            # Check-and-take of a budget is one step also across the threads of SyncBroker's
+            # synchronous path (wasm and host calls run in their callers' threads).
+            self._budget_lock = threading.Lock()
             # Decisions and fingerprints as the audit records show them (see _audit_decision).
             self._prepared: dict[Any, PreparedObject] = {}
             # The last fingerprint prepared and its audit form: backends hand out one
@@ -738,23 +742,25 @@ class Broker:
         if budget is None:
             return decision
         key = (session, tool)
-        used = self._budget_used.get(key, 0)
-        if used >= budget:
-            return decision.model_copy(
-                update={
-                    "action": "deny",
-                    "rule": f"budget.{tool}",
-                    "reasons": [f"{tool} may be called at most {budget} times per session"],
-                }
-            )
-        self._budget_used[key] = used + 1
-        st.budget_key = key
-        return decision
+        with self._budget_lock:
+            used = self._budget_used.get(key, 0)
+            if used < budget:
+                self._budget_used[key] = used + 1
+                st.budget_key = key
+                return decision
+        return decision.model_copy(
+            update={
+                "action": "deny",
+                "rule": f"budget.{tool}",
+                "reasons": [f"{tool} may be called at most {budget} times per session"],
+            }
+        )
 
     def _release_budget(self, st: _CallState) -> None:
         key, st.budget_key = st.budget_key, None
         if key is not None and not st.audited:
-            self._budget_used[key] -= 1
+            with self._budget_lock:
+                self._budget_used[key] -= 1
 
     async def _approve(self, st: _CallState, decision: Decision) -> None:
         assert st.tc is not None

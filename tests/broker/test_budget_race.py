@@ -137,3 +137,35 @@ async def test_a_call_that_never_runs_gives_its_reservation_back(
         over = await broker.call(ECHO)
         assert over.decision is not None and over.decision["rule"] == "budget.echo"
         assert broker._budget_used == {("default", "echo"): 1}
+
+
+def test_threads_on_the_synchronous_path_run_no_more_than_the_budget(tmp_path: Path) -> None:
+    """SyncBroker runs host (and wasm) calls in its callers' threads: the check and the take
+    of a budget are one step there too (the red team's review: a read, then a write)."""
+    import sys
+    import threading
+
+    policy = Policy.from_toml("[tools.get_env]\naction = 'allow'\nbudget = 50\n")
+    results: list[ToolResult] = []
+    lock = threading.Lock()
+    old = sys.getswitchinterval()
+    with SyncBroker(workspace=tmp_path / "ws", policy=policy) as broker:
+
+        def worker() -> None:
+            for _ in range(20):
+                result = broker.call({"tool": "get_env", "arguments": {"key": "HOME"}})
+                with lock:
+                    results.append(result)
+
+        sys.setswitchinterval(1e-6)  # thread switches as often as the interpreter allows
+        try:
+            threads = [threading.Thread(target=worker) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(_GUARD_S)
+        finally:
+            sys.setswitchinterval(old)
+    ran = [r for r in results if r.decision and r.decision["rule"] != "budget.get_env"]
+    assert len(results) == 160
+    assert len(ran) == 50, [r.error for r in ran if r.error][:3]
