@@ -10,6 +10,7 @@ well-formed result becomes a typed :mod:`runtime.errors` exception, and the brok
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import json
 import os
@@ -752,8 +753,19 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
 def _builtin(spec: ToolSpec) -> bool:
     """Whether ``spec`` is a manifest of the built-in catalogue (by where it was loaded
     from, not by its name, which a catalogue built without the built-ins could give any
-    tool)."""
-    return spec.source is not None and spec.source.resolve().is_relative_to(builtin_tools_dir())
+    tool). Asked per call when the policy's globs are narrow (``_narrowed``): an absolute
+    source is resolved once (a relative one depends on the cwd, as in ``_ref``)."""
+    source = spec.source
+    if source is None:
+        return False
+    if not source.is_absolute():
+        return source.resolve().is_relative_to(builtin_tools_dir())
+    return _builtin_source(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _builtin_source(source: Path) -> bool:
+    return source.resolve().is_relative_to(builtin_tools_dir())
 
 
 def _check_tool_dir(tool_dir: str, workspace: str | None) -> None:
