@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +46,18 @@ def server(**kw: Any) -> ExternalServer:
     return ExternalServer.model_validate(data)
 
 
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Any]:
+@asynccontextmanager
+async def proxied_broker(
+    tmp_path: Path, servers: list[ExternalServer], policy: Any
+) -> AsyncIterator[Any]:
+    """A broker whose only tools are ``servers``' (``test_registered``: what the proxy
+    registered; ``test_proxy``: the proxy)."""
     standins.install()
     from runtime.broker import Broker
 
-    policy = standins.ScriptedPolicy(actions={"ext__boom": "deny"}, hidden=set())
     # best_effort: the whole suite runs on hosts without the isolation tools; the sandbox
-    # tests below check the isolation itself.
-    async with McpProxyBackend([server()], mode="best_effort") as proxy:
+    # tests check the isolation itself.
+    async with McpProxyBackend(servers, mode="best_effort") as proxy:
         catalogue = Catalogue(builtins=False)
         registered = proxy.register(catalogue)
         async with Broker(
@@ -64,7 +68,15 @@ async def broker(tmp_path: Path) -> AsyncIterator[Any]:
             backends={"mcp": proxy},
         ) as b:
             b.test_registered = registered
+            b.test_proxy = proxy
             yield b
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Any]:
+    policy = standins.ScriptedPolicy(actions={"ext__boom": "deny"}, hidden=set())
+    async with proxied_broker(tmp_path, [server()], policy) as b:
+        yield b
 
 
 async def test_tools_listed_under_prefix(broker: Any) -> None:

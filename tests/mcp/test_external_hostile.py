@@ -19,12 +19,11 @@ import pytest
 
 from runtime.backends._mcp_stdio import STDERR_BUDGET, clean_line
 from runtime.backends.mcp_proxy import McpProxyBackend
-from runtime.catalogue import Catalogue
 from runtime.mcp.external import ExternalServer
 from runtime.models import Decision, Limits, ToolCall, ToolSpec
 from tests.mcp import standins
 from tests.mcp.conftest import HttpServer
-from tests.mcp.test_external import _python
+from tests.mcp.test_external import _python, proxied_broker
 
 pytestmark = pytest.mark.anyio
 
@@ -57,23 +56,9 @@ class LimitsPolicy(standins.ScriptedPolicy):
 async def brokered(
     tmp_path: Path, servers: list[ExternalServer], limits: Limits | None = None
 ) -> AsyncIterator[Any]:
-    standins.install()
-    from runtime.broker import Broker
-
     policy = LimitsPolicy(limits or Limits(timeout_s=20))
-    async with McpProxyBackend(servers, mode="best_effort") as proxy:
-        catalogue = Catalogue(builtins=False)
-        registered = proxy.register(catalogue)
-        async with Broker(
-            tmp_path / "ws",
-            policy,
-            tmp_path / "audit.db",
-            catalogue=catalogue,
-            backends={"mcp": proxy},
-        ) as broker:
-            broker.test_registered = registered
-            broker.test_proxy = proxy
-            yield broker
+    async with proxied_broker(tmp_path, servers, policy) as broker:
+        yield broker
 
 
 async def timed(call: Callable[[], Any]) -> tuple[Any, float]:

@@ -16,6 +16,18 @@ import pytest
 from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, INITIALIZED, server_env
 
 
+def _serve(workspace: Path, lines: list[str]) -> subprocess.CompletedProcess[str]:
+    """The fixture server over stdio, fed ``lines`` (then end of input), run to its end."""
+    return subprocess.run(
+        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+
+
 def _deep(depth: int, *, with_id: bool) -> str:
     head = (
         '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":'
@@ -39,14 +51,7 @@ def test_a_deeply_nested_line_does_not_end_the_server(
     ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
     lines = [json.dumps(INITIALIZE), json.dumps(INITIALIZED), json.dumps(slow)]
     lines += [_deep(depth, with_id=with_id), json.dumps(ping)]
-    proc = subprocess.run(
-        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
-        input="".join(f"{line}\n" for line in lines),
-        capture_output=True,
-        text=True,
-        env=server_env(),
-        timeout=120,
-    )
+    proc = _serve(workspace, lines)
     answers = {m.get("id"): m for m in map(json.loads, proc.stdout.splitlines())}
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "RecursionError" not in proc.stderr
@@ -85,14 +90,7 @@ def test_an_id_in_flight_is_refused_and_the_first_is_answered(workspace: Path) -
         return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
 
     lines = [json.dumps(INITIALIZE), json.dumps(INITIALIZED), slow(1), slow(0)]
-    proc = subprocess.run(
-        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
-        input="".join(f"{line}\n" for line in lines),
-        capture_output=True,
-        text=True,
-        env=server_env(),
-        timeout=120,
-    )
+    proc = _serve(workspace, lines)
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["id"] for a in answers] == [1, 7, 7], answers
     assert answers[1]["error"]["code"] == -32600
