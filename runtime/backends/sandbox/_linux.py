@@ -29,6 +29,7 @@ __all__ = [
     "MOUNT_ATTR_NOSUID",
     "MOUNT_ATTR_RDONLY",
     "MOVE_MOUNT_F_EMPTY_PATH",
+    "MOVE_MOUNT_T_EMPTY_PATH",
     "MS_BIND",
     "MS_NODEV",
     "MS_NOEXEC",
@@ -40,6 +41,10 @@ __all__ = [
     "NS_FLAGS",
     "OPEN_TREE_CLOEXEC",
     "OPEN_TREE_CLONE",
+    "RESOLVE_BENEATH",
+    "RESOLVE_NO_MAGICLINKS",
+    "RESOLVE_NO_SYMLINKS",
+    "RESOLVE_NO_XDEV",
     "SUPPORTED",
     "capset_zero",
     "clone",
@@ -51,7 +56,9 @@ __all__ = [
     "mount",
     "mount_setattr",
     "move_mount",
+    "move_mount_onto",
     "open_tree",
+    "openat2",
     "pivot_root",
     "prctl",
     "seccomp_load_bpf",
@@ -99,6 +106,11 @@ OPEN_TREE_CLOEXEC = 0o2000000
 AT_EMPTY_PATH = 0x1000
 AT_RECURSIVE = 0x8000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOVE_MOUNT_T_EMPTY_PATH = 0x40
+RESOLVE_NO_XDEV = 0x01
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
@@ -112,6 +124,7 @@ _NR = {
     "prlimit64": 302,
     "open_tree": 428,
     "move_mount": 429,
+    "openat2": 437,
     "mount_setattr": 442,
     "landlock_create_ruleset": 444,
     "landlock_add_rule": 445,
@@ -258,8 +271,10 @@ class _MountAttr(ctypes.Structure):
     ]
 
 
-def mount_setattr(fd: int, attr_set: int, userns_fd: int = 0, flags: int = 0) -> None:
-    attr = _MountAttr(attr_set, 0, 0, userns_fd)
+def mount_setattr(
+    fd: int, attr_set: int, userns_fd: int = 0, flags: int = 0, *, attr_clr: int = 0
+) -> None:
+    attr = _MountAttr(attr_set, attr_clr, 0, userns_fd)
     _sys(
         "mount_setattr",
         fd,
@@ -272,6 +287,17 @@ def mount_setattr(fd: int, attr_set: int, userns_fd: int = 0, flags: int = 0) ->
 
 def move_mount(fd: int, target: str) -> None:
     _sys("move_mount", fd, b"", -100, target.encode(), MOVE_MOUNT_F_EMPTY_PATH)
+
+
+def move_mount_onto(fd: int, target_fd: int) -> None:
+    """The detached tree ``fd`` mounted on what the descriptor ``target_fd`` names."""
+    _sys("move_mount", fd, b"", target_fd, b"", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)
+
+
+def openat2(dir_fd: int, path: str, flags: int, resolve: int) -> int:
+    """``openat2(2)`` with ``struct open_how`` {flags, mode 0, resolve}: a new descriptor."""
+    how = (ctypes.c_uint64 * 3)(flags, 0, resolve)
+    return _sys("openat2", dir_fd, path.encode(), how, ctypes.sizeof(how))
 
 
 class _CapHeader(ctypes.Structure):

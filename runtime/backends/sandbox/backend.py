@@ -72,6 +72,10 @@ DISABLE_NAMES = frozenset(
         # The directories above masked entries bound onto themselves in writing calls
         # (``masks.MaskSpec.pin``): without them a rename carries a secret out of its glob.
         "mask_pins",
+        # A call with narrowed write globs keeps a writable workspace (no read-only mount
+        # under its write prefixes' binds, ``_narrow.write_binds``): Landlock alone confines
+        # it, and metadata (chmod, chown, utimes) is not Landlock's.
+        "narrow_mounts",
         # The tool process left dumpable: a program it runs may read its memory, a copy of
         # the zygote's heap (``child._tool``).
         "nondumpable",
@@ -479,6 +483,8 @@ class SandboxBackend:
                     "read": None if read is None else list(read),
                     "write": None if write is None else list(write),
                 }
+                if "narrow_mounts" in self._disable:
+                    static["narrow"]["mounts"] = False
             if tool_dir:
                 static["tool_dir"] = tool_dir
             self._plans[key] = static

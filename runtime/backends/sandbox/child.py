@@ -158,7 +158,10 @@ class CallPlan:
     #: Policy-denied paths to mask in the workspace (``masks.MaskSpec.as_plan``); {} = none.
     masks: dict[str, Any] = field(default_factory=dict)
     #: The policy's narrow ``[paths]`` globs ({"read": [...] | None, "write": [...] | None})
-    #: that Landlock applies to this call (``walls.landlock_rules``); {} = the whole workspace.
+    #: that Landlock applies to this call (``walls.landlock_rules``), and the mounts too for
+    #: narrowed write globs (``_narrow.write_binds``: the workspace read-only, the write
+    #: prefixes writable; ``"mounts": False`` only when TEST-ONLY switched off); {} = the
+    #: whole workspace.
     narrow: dict[str, Any] = field(default_factory=dict)
     #: A folder tool's folder (resolved host path; "" for none): bound read-only at the same
     #: path, readable through Landlock, so that the call imports the tool there (FolderTool).

@@ -64,11 +64,15 @@ typedef unsigned long u64;
 #define OPEN_TREE_CLONE 1
 #define OPEN_TREE_CLOEXEC O_CLOEXEC
 #define MOVE_MOUNT_F_EMPTY_PATH 4
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
+#define MOUNT_ATTR_RDONLY 1
 #define S_IFMT 0170000
 #define S_IFDIR 0040000
 #define S_IFREG 0100000
+#define RESOLVE_NO_XDEV 0x01
 #define RESOLVE_NO_MAGICLINKS 0x02
 #define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
 #define ENOENT 2
 #define EEXIST 17
 #define ENOTDIR 20
@@ -123,6 +127,13 @@ enum {
     OP_SETSID = 24,      /* a new session and process group */
     OP_SET_NAME = 25,    /* the process's name (comm) a */
     OP_CLOSE_REST = 26,  /* every descriptor from 3 up closed but the slots' */
+    /* The new root again (a narrowed writable call's write prefixes, newroot.py). What an
+     * attacker controls: what lies at b inside the workspace (its owner, or an earlier call
+     * that could write there), so b is resolved never above a, through no symlink and across
+     * no mount; a directory or a regular file found so is bound onto itself with attributes
+     * flags, read-only cleared. Anything else there (absent, a link on the way, a device)
+     * is left as it is: nothing granted, as RULE_STRICT. */
+    OP_BIND_BENEATH = 27,
 };
 
 struct op {
@@ -158,6 +169,37 @@ static const char *opt(const char *s) { return *s ? s : 0; }
 static long setattr_fd(long fd, u64 attrs) {
     struct mount_attr attr = {attrs, 0, 0, 0};
     return sys5(SYS_mount_setattr, fd, (long)"", AT_EMPTY_PATH, (long)&attr, sizeof attr);
+}
+
+static long bind_beneath(const char *dir, const char *rel, u64 attrs) {
+    long dfd = sys4(SYS_openat, AT_FDCWD, (long)dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                    0);
+    if (dfd < 0) return dfd;
+    /* struct open_how: flags, mode, resolve. */
+    u64 how[3] = {O_PATH | O_CLOEXEC | O_NOFOLLOW, 0,
+                  RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    long fd = sys4(SYS_openat2, dfd, (long)rel, (long)how, sizeof how);
+    sys4(SYS_close, dfd, 0, 0, 0);
+    if (fd < 0) return 0; /* absent, or a link or a mount on the way: nothing granted */
+    u64 st[18];
+    long r = sys4(SYS_fstat, fd, (long)st, 0, 0);
+    unsigned mode = r == 0 ? (unsigned)(st[3] & 0xffffffffUL) & S_IFMT : 0;
+    if (mode == S_IFDIR || mode == S_IFREG) {
+        long flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+        long tree = sys4(SYS_open_tree, fd, (long)"", flags, 0);
+        r = tree;
+        if (tree >= 0) {
+            /* Writable again: the workspace under it was mounted read-only. */
+            struct mount_attr attr = {attrs, MOUNT_ATTR_RDONLY, 0, 0};
+            r = sys5(SYS_mount_setattr, tree, (long)"", AT_EMPTY_PATH, (long)&attr, sizeof attr);
+            if (r == 0)
+                r = sys5(SYS_move_mount, tree, (long)"", fd, (long)"",
+                         MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+            sys4(SYS_close, tree, 0, 0, 0);
+        }
+    }
+    sys4(SYS_close, fd, 0, 0, 0);
+    return r;
 }
 
 static long move_fd(long fd, const char *dst) {
@@ -372,6 +414,8 @@ static long one(const struct op *op, const char *a, const char *b, const char *c
         return sys5(SYS_prctl, 15, (long)a, 0, 0, 0); /* PR_SET_NAME: 15 bytes kept */
     case OP_CLOSE_REST:
         return close_rest(slots, nslots);
+    case OP_BIND_BENEATH:
+        return bind_beneath(a, b, op->flags);
     default:
         return -EINVAL;
     }

@@ -1,7 +1,9 @@
 """The call's file system view: a fresh root on a tmpfs, then pivot_root (pid 1 runs this).
 
-What the tool sees: ``/workspace`` (the workspace, read-only or read-write, runtime state
-dirs hidden, what the policy denies masked: see :mod:`.masks`), a private size-capped
+What the tool sees: ``/workspace`` (the workspace, read-only or read-write — or, for a call
+whose write globs are narrowed, read-only with only the write globs' prefixes bound
+read-write over it: ``_narrow.write_binds`` — runtime state dirs hidden, what the policy
+denies masked: see :mod:`.masks`), a private size-capped
 ``/tmp``, a minimal ``/dev``, ``/proc`` of its own pid
 namespace (sysctl and friends read-only), and only for tools that execute programs the
 system directories read-only plus a few generated ``/etc`` files. Never ``/home``, ``/root``,
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtime.backends.sandbox import _linux, masks
+from runtime.backends.sandbox._narrow import write_binds
 from runtime.backends.sandbox._setup import Phase, SetupFailed, bind
 
 if TYPE_CHECKING:
@@ -89,6 +92,15 @@ MountOps = Callable[[bytes, int, Any, int, Any], int]
 # Operation codes: keep in step with mountops.c's OP_*.
 _MOUNT, _MKDIR, _TOUCH, _SYMLINK, _BIND, _MOVE_TREE, _MOUNT_DIR = 1, 2, 3, 4, 5, 6, 7
 _WRITE, _CHDIR, _PIVOT, _UMOUNT, _SETATTR = 8, 9, 10, 11, 12
+_BIND_BENEATH = 27
+#: How ``_BIND_BENEATH`` resolves its path: never above its directory, through no symlink
+#: (nor /proc magic link), across no mount (a state directory's tmpfs is one).
+_BENEATH = (
+    _linux.RESOLVE_BENEATH
+    | _linux.RESOLVE_NO_SYMLINKS
+    | _linux.RESOLVE_NO_MAGICLINKS
+    | _linux.RESOLVE_NO_XDEV
+)
 _OP_NAMES = {
     _MOUNT: "mount",
     _MKDIR: "mkdir",
@@ -118,6 +130,7 @@ _OP_NAMES = {
     25: "prctl(PR_SET_NAME)",
     26: "close_range",
     _SETATTR: "mount_setattr",
+    _BIND_BENEATH: "bind",
 }
 _RECORD = struct.Struct("<HHIQ")  # mountops.c's struct op: code, phase, arg, flags
 
@@ -238,8 +251,36 @@ def _run_one(op: Op, slots: list[int]) -> None:
             _linux.mount_setattr(fd, op.flags)
         finally:
             os.close(fd)
+    elif code == _BIND_BENEATH:
+        _bind_beneath(op.a, op.b, op.flags)
     else:
         raise OSError(22, f"unknown set-up operation {code}")  # EINVAL
+
+
+def _bind_beneath(directory: str, rel: str, attrs: int) -> None:
+    """``rel`` beneath ``directory`` bound onto itself writable (``mountops.c``'s
+    ``OP_BIND_BENEATH``): resolved by ``openat2`` with ``_BENEATH``, and only a directory or
+    a regular file; anything else there (absent, a symlink or a mount on the way, a device)
+    is left as it is, granting nothing."""
+    dfd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = _linux.openat2(dfd, rel, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, _BENEATH)
+    except OSError:
+        return
+    finally:
+        os.close(dfd)
+    try:
+        if stat.S_IFMT(os.fstat(fd).st_mode) not in (stat.S_IFDIR, stat.S_IFREG):
+            return
+        flags = _linux.OPEN_TREE_CLONE | _linux.OPEN_TREE_CLOEXEC | _linux.AT_EMPTY_PATH
+        tree = _linux._sys("open_tree", fd, b"", flags)
+        try:
+            _linux.mount_setattr(tree, attrs, attr_clr=_linux.MOUNT_ATTR_RDONLY)
+            _linux.move_mount_onto(tree, fd)
+        finally:
+            os.close(tree)
+    finally:
+        os.close(fd)
 
 
 def op_lists(
@@ -256,7 +297,10 @@ def op_lists(
     inherits them. Descriptor slots: 0 the workspace tree, then ``py_paths``'s trees."""
     masked = bool(masks.MaskSpec.from_plan(plan.masks)) and ws
     tmp_mb = max(1, min(limits.fsize_mb, limits.memory_mb))
-    return _op_lists(plan.access, plan.exec, ws, py_paths, state_dirs, mount_proc, masked, tmp_mb)
+    binds = write_binds(plan) if ws else None
+    return _op_lists(
+        plan.access, plan.exec, ws, py_paths, state_dirs, mount_proc, masked, tmp_mb, binds
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -269,6 +313,7 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
     mount_proc: bool,
     masked: bool,
     tmp_mb: int,
+    binds: tuple[str, ...] | None,
 ) -> tuple[OpList, OpList]:
     root = _NEWROOT
     ro_dev = _linux.MOUNT_ATTR_RDONLY | _linux.MOUNT_ATTR_NOSUID
@@ -298,8 +343,9 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
         add(Op(_TOUCH, phase, f"{root}{_MASKED}/file", arg=0o444))
     if ws:
         phase = "mount_workspace"
-        attrs = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
-        if access != "rw":
+        writable = _linux.MOUNT_ATTR_NOSUID | _linux.MOUNT_ATTR_NODEV
+        attrs = writable
+        if access != "rw" or binds is not None:
             attrs |= _linux.MOUNT_ATTR_RDONLY
         add(Op(_MOVE_TREE, phase, b=f"{root}{WORKSPACE}", arg=0, flags=attrs))
         # Runtime state inside the workspace is hidden under an empty read-only tmpfs.
@@ -317,6 +363,12 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
                     flags=hidden,
                 )
             )
+        # Narrowed write globs (``_narrow.write_binds``): the workspace is read-only, the
+        # write prefixes are bound writable over it. After the state directories (a prefix
+        # through one crosses its tmpfs: refused) and before the masks, which ``build``
+        # mounts on top of these binds (a denied entry inside a prefix stays masked).
+        for rel in binds or ():
+            add(Op(_BIND_BENEATH, "mount_writable", f"{root}{WORKSPACE}", rel, flags=writable))
     after: list[Op] = []
     add = after.append
     add(
@@ -437,9 +489,30 @@ def build(
             root = _NEWROOT
             masks.apply(
                 f"{root}{WORKSPACE}",
-                targets,
+                _unshadowing(targets, write_binds(plan)),
                 empty_file=f"{root}{_MASKED}/file",
                 empty_dir=f"{root}{_MASKED}/dir",
                 covered=state_dirs,
             )
     after.run(slots, mount_ops)
+
+
+def _unshadowing(
+    targets: list[masks.MaskTarget], binds: tuple[str, ...] | None
+) -> list[masks.MaskTarget]:
+    """``targets`` without the pins a call with narrowed write globs (``binds``) neither
+    needs nor may have. A pin is a clone of its directory without the mounts below it: one
+    at or above a writable bind would cover the bind with the read-only workspace again.
+    And what a pin is for holds there without it: outside the binds every rename is EROFS,
+    nothing leaves a bind (EXDEV) and a bind's root cannot be renamed (EBUSY). Pins inside
+    a bind stay. Hidden and read-only masks all stay: one over a bind wins, as the policy's
+    deny globs win over its write globs."""
+    if binds is None:
+        return targets
+    inside = [tuple(rel.split("/")) for rel in binds]
+    return [
+        t
+        for t in targets
+        if t.action != "pin"
+        or any(len(t.parts) > len(p) and t.parts[: len(p)] == p for p in inside)
+    ]

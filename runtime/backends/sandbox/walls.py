@@ -32,6 +32,7 @@ import resource
 from typing import TYPE_CHECKING
 
 from runtime.backends.sandbox import landlock, newroot
+from runtime.backends.sandbox._narrow import narrow_prefixes
 from runtime.backends.sandbox.newroot import Op, OpList
 
 if TYPE_CHECKING:
@@ -94,29 +95,6 @@ def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
 _WRITE_ONLY = landlock.WRITE & ~landlock.READ
 
 
-def narrow_prefixes(globs: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """The workspace-relative directories (or files) that hold every match of ``globs``:
-    each glob's literal leading segments (``src/**`` → ``src``, ``docs/*.md`` → ``docs``,
-    ``README.md`` → itself), the ones inside another dropped. None when they cannot be
-    narrowed: ``globs`` is None (everything), or a glob starts with a wildcard (``**/*.py``,
-    ``*.md``) and so may match anywhere. A superset of the globs' matches, by directory: the
-    policy's lexical checks stay the exact rule for the paths a tool names."""
-    if globs is None:
-        return None
-    found: set[str] = set()
-    for pattern in globs:
-        literal: list[str] = []
-        for seg in pattern.split("/"):
-            if seg in ("", ".", "..") or not set(seg).isdisjoint("*?["):
-                break
-            literal.append(seg)
-        if not literal:
-            return None
-        found.add("/".join(literal))
-    ordered = sorted(found)
-    return tuple(p for p in ordered if not any(p.startswith(q + "/") for q in ordered))
-
-
 def _or_whole(prefixes: tuple[str, ...] | None) -> tuple[str, ...]:
     """The prefixes, or the workspace itself ("") when not narrowed (None)."""
     return ("",) if prefixes is None else prefixes
@@ -130,7 +108,9 @@ def landlock_rules(plan: CallPlan, workspace: str, private_tmp: bool) -> tuple[R
     (and execute) is granted only beneath the read globs' literal prefixes, write only
     beneath the write globs' (``narrow_prefixes``); the rest of the workspace is EACCES,
     whatever program asks. A prefix that does not exist when the call starts (or holds a
-    symlink) grants nothing in that call."""
+    symlink) grants nothing in that call. Landlock does not govern metadata (mode, owner,
+    times): for that the call's workspace is mounted read-only outside the write prefixes
+    (``_narrow.write_binds``, ``newroot``)."""
     rules: list[Rule] = []
     if private_tmp:  # without a mount namespace /tmp is the host's: never grant it
         rules.append(("/tmp", landlock.WRITE | landlock.EXECUTE, 0))

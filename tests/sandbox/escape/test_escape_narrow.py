@@ -3,7 +3,9 @@ the paths a tool names: Landlock grants read only beneath the read globs' litera
 and write only beneath the write globs' (``walls.landlock_rules``), for every call whose
 code does not apply the globs itself (a tool that runs programs, a tool that is not the
 built-in toolkit). Each attempt is shown to succeed with Landlock switched off (TEST-ONLY),
-so no assertion passes because the attempt was broken.
+so no assertion passes because the attempt was broken; with the read-only workspace under
+the write prefixes' binds switched off too (``narrow_mounts``: a second wall for writes,
+tested on its own in test_escape_narrow_meta).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def _shell(workspace: Path, disable: frozenset[str], commands: list[str]) -> lis
     return list(run_with_backend(fn, disable=disable, allow=ALLOW))
 
 
-@pytest.mark.parametrize("disable", [frozenset(), frozenset({"landlock"})], ids=["on", "off"])
+OFF = frozenset({"landlock", "narrow_mounts"})
+
+
+@pytest.mark.parametrize("disable", [frozenset(), OFF], ids=["on", "off"])
 def test_a_program_reads_and_writes_only_what_the_globs_name(
     tree: Path, disable: frozenset[str]
 ) -> None:

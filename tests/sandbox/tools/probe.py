@@ -100,6 +100,12 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
                 return {"ok": True, "data": f.read(4096).decode("latin-1")}
         except OSError as exc:
             return _err(exc)
+    if action == "chmod":
+        try:
+            os.chmod(path, int(args.get("mode", 0)))
+            return {"ok": True}
+        except OSError as exc:
+            return _err(exc)
     if action in ("rename", "link", "umount"):
         return _path_op(action, path, args, ctx)
     if action == "env":
