@@ -139,6 +139,7 @@ def main() -> None:
     parser.add_argument("--max-connections", type=int)
     parser.add_argument("--action", action="append", default=[], help="TOOL=allow|ask|deny")
     parser.add_argument("--head-timeout", type=float, default=10.0)
+    parser.add_argument("--body-timeout", type=float, default=30.0)
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -155,6 +156,7 @@ def main() -> None:
             max_connections=opts.max_connections,
             max_per_peer=opts.max_connections,
             head_timeout_s=opts.head_timeout,
+            body_timeout_s=opts.body_timeout,
         )
 
     async def run() -> None:
