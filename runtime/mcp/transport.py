@@ -542,6 +542,10 @@ async def serve_http(
             app,
             log_config=None,
             access_log=False,
+            # The client address is the socket's: uvicorn's default trusts X-Forwarded-For
+            # from 127.0.0.1, so any local client could name itself a new peer per
+            # request (a stateless request's queue is its peer's: McpToolServer.queue_key).
+            proxy_headers=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
