@@ -3,9 +3,11 @@ through a url server's client, its failures as the runtime's typed errors, its r
 the broker's value.
 
 Every failure is a result, never a broker crash: a server that dies is ``sandbox_error``
-(and later calls fail fast), one that stalls is ``timeout``, a JSON-RPC error or an error
-result is ``tool_error``. What happened on the way to a url server (requests sent again,
-sessions renewed, streams resumed) goes into the call's usage, which the audit keeps.
+(and later calls fail fast), one that stalls is ``timeout``, an answer past the call's
+output cap is ``output_too_large`` (that call alone when the answer's id could be read,
+``_mcp_stdio``), a JSON-RPC error or an error result is ``tool_error``. What happened on
+the way to a url server (requests sent again, sessions renewed, streams resumed) goes into
+the call's usage, which the audit keeps.
 """
 
 from __future__ import annotations
@@ -58,6 +60,15 @@ async def call_started(
     except TimeoutError as exc:
         raise _timeout(request) from exc
     except MCPError as exc:
+        cap = pipes.answer_dropped(exc.data) if pipes is not None else None
+        if cap is not None:
+            # Its answer's line went past the cap and was dropped; the session goes on.
+            raise OutputTooLarge(
+                f"{name}: MCP server {conn.server.name!r} answered with a message of more "
+                f"than {cap} bytes; the answer was dropped",
+                limit_bytes=request.limits.output_bytes,
+                server=conn.server.name,
+            ) from exc
         if exc.code == types.CONNECTION_CLOSED and pipes is not None and pipes.over is not None:
             conn.session = None
             conn.error = pipes.overflow()

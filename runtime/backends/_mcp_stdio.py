@@ -17,9 +17,15 @@ Why not ``stdio_client``: the server is hostile, and that client trusts it with 
   deadline. Here a line is framed linearly (one ``bytearray``, the newline search resumed
   where it stopped) and capped at :attr:`StdioPipes.cap` bytes: the list cap while the
   proxy lists tools, then the largest ``output_bytes`` any call to this server was given
-  plus the JSON-RPC envelope. A line past the cap ends the session (:attr:`StdioPipes.over`
-  says so, and the calls then waiting end as ``output_too_large``); the process is stopped
-  by the owner of this context.
+  plus the JSON-RPC envelope. A line past the cap that is an answer whose id its first
+  4 KiB show (``{"jsonrpc":"2.0","id":7,"result":...``: the top-level members before the
+  first object or array, :func:`runtime.mcp._jsonrpc.leading_members`) fails that call
+  alone: the rest of the line is read and dropped (never held), the call gets an error
+  only this module can make (:meth:`StdioPipes.answer_dropped`: ``output_too_large``),
+  and the session goes on with the next line. Any other line past the cap (no id there, a request
+  of the server's, a line still without its end :data:`DROP_BYTES` past the cap) ends the
+  session (:attr:`StdioPipes.over` says so, and the calls then waiting end as
+  ``output_too_large``); the process is stopped by the owner of this context.
 
 The SDK's session logic (request ids, cancellation, notifications) is unchanged: parsed
 messages reach it through a memory stream, as they do from ``stdio_client``.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import subprocess
 import unicodedata
 from collections import deque
@@ -44,9 +51,11 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from runtime.mcp._client import ENVELOPE_BYTES, LIST_BYTES
+from runtime.mcp._jsonrpc import SCAN_CHARS, is_request_id, leading_members
 from runtime.mcp.launch import Launch
 
 __all__ = [
+    "DROP_BYTES",
     "STDERR_BUDGET",
     "STDERR_LINE",
     "STDERR_WINDOW_S",
@@ -67,6 +76,10 @@ STDERR_LINE = 4096
 #: stderr lines kept to say why a server did not start.
 _TAIL_LINES = 5
 _CHUNK = 65_536
+#: How far past the cap an over-long answer is read and dropped while its call alone
+#: fails; a line still without its end then ends the session (a line that never ends
+#: would keep the session's reader on it for ever).
+DROP_BYTES = 64 * 1024 * 1024
 #: Time the server has to exit after its stdin closes, then after SIGTERM, seconds.
 _GRACE_S = 2.0
 _GONE = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
@@ -101,6 +114,9 @@ class StdioPipes:
     dropped: int = 0
     #: stderr ended (every process of the server closed it).
     stderr_done: anyio.Event = field(default_factory=anyio.Event)
+    #: Marks the errors this module makes for a dropped answer (never sent to the server,
+    #: so an error it sends cannot pass for one).
+    _token: str = field(default_factory=lambda: secrets.token_hex(16))
 
     def listed(self) -> None:
         """The tools are listed: from now on a line is at most a call's answer."""
@@ -109,6 +125,26 @@ class StdioPipes:
     def overflow(self) -> str:
         """Why the session ended, when a line went past the cap."""
         return f"its session was ended: it sent a message of more than {self.over} bytes"
+
+    def dropped_answer(self, request_id: types.RequestId) -> types.JSONRPCError:
+        """The error that ends call ``request_id``, whose answer went past the cap."""
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"answer of more than {self.cap} bytes dropped",
+                data={"dropped_answer": self._token, "cap": self.cap},
+            ),
+        )
+
+    def answer_dropped(self, data: object) -> int | None:
+        """The cap an answer went past, when ``data`` (a call's JSON-RPC error data) is
+        that of :meth:`dropped_answer`, else None."""
+        if isinstance(data, dict) and data.get("dropped_answer") == self._token:
+            cap = data.get("cap")
+            return cap if isinstance(cap, int) else self.cap
+        return None
 
     def widen(self, output_bytes: int) -> None:
         """A call may be answered with up to ``output_bytes`` (plus the envelope)."""
@@ -177,7 +213,7 @@ async def _read_stdout(
     assert process.stdout is not None
     buffer = bytearray()
     searched = 0
-    warned = False
+    warned = warned_over = False
     try:
         async with to_session:
             while True:
@@ -186,38 +222,112 @@ async def _read_stdout(
                 except (anyio.EndOfStream, *_GONE):
                     return
                 buffer += chunk
-                while (end := buffer.find(b"\n", searched)) >= 0:
-                    if end > pipes.cap:
-                        _over(pipes, end)
+                while True:
+                    found = buffer.find(b"\n", searched)
+                    end: int | None = found
+                    if found < 0:
+                        searched = len(buffer)
+                        if searched <= pipes.cap:
+                            break  # the line goes on in the next chunk
+                        end = None  # past the cap without its end yet
+                    elif found <= pipes.cap:
+                        line = buffer[:found]
+                        del buffer[: found + 1]
+                        searched = 0
+                        if not line or line.isspace():
+                            continue
+                        try:
+                            message = types.jsonrpc_message_adapter.validate_json(
+                                line, by_name=False
+                            )
+                        except ValueError as exc:
+                            # Said once per server at WARNING: a hostile one could fill
+                            # the log.
+                            (log.debug if warned else log.warning)(
+                                "mcp server %r sent a line that is not a JSON-RPC message "
+                                "(%d bytes): %s",
+                                pipes.name,
+                                len(line),
+                                clean_line(str(exc).encode()[:300]),
+                            )
+                            warned = True
+                            continue
+                        if not await _hand_on(to_session, message):
+                            return  # the session is gone
+                        continue
+                    # A line past the cap: the answer of one call, or the session's end.
+                    request_id = _answered_id(buffer)
+                    size = len(buffer) if end is None else end
+                    if request_id is None:
+                        _over(pipes, size)
                         return
-                    line = buffer[:end]
-                    del buffer[: end + 1]
-                    searched = 0
-                    if not line or line.isspace():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        # Said once per server at WARNING: a hostile one could fill the log.
-                        (log.debug if warned else log.warning)(
-                            "mcp server %r sent a line that is not a JSON-RPC message (%d "
-                            "bytes): %s",
-                            pipes.name,
-                            len(line),
-                            clean_line(str(exc).encode()[:300]),
-                        )
-                        warned = True
-                        continue
-                    try:
-                        await to_session.send(SessionMessage(message))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        return  # the session is gone
-                searched = len(buffer)
-                if searched > pipes.cap:
-                    _over(pipes, searched)
-                    return
+                    answer = pipes.dropped_answer(request_id)
+                    rest = await _drop_line(process, buffer, end, pipes.cap + DROP_BYTES)
+                    if rest is None:
+                        _over(pipes, size)
+                        return
+                    (log.debug if warned_over else log.warning)(
+                        "mcp server %r answered request %r with a message of more than %d "
+                        "bytes: dropped, that call fails (output_too_large)",
+                        pipes.name,
+                        request_id,
+                        pipes.cap,
+                    )
+                    warned_over = True
+                    buffer, searched = rest, 0
+                    if not await _hand_on(to_session, answer):
+                        return
     finally:
         pipes.ended.set()
+
+
+async def _hand_on(
+    to_session: MemoryObjectSendStream[SessionMessage | Exception], message: types.JSONRPCMessage
+) -> bool:
+    """Give the session ``message``; False when the session is gone."""
+    try:
+        await to_session.send(SessionMessage(message))
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return False
+    return True
+
+
+def _answered_id(buffer: bytearray) -> types.RequestId | None:
+    """The id of the answer an over-long line starts, when its first :data:`SCAN_CHARS`
+    bytes show one: a valid id among the top-level members before a ``result`` or
+    ``error`` value, and no ``method`` (a request of the server's is not a call's
+    answer). Else None: which call the line belongs to is not known."""
+    members, container = leading_members(buffer[:SCAN_CHARS])
+    request_id = members.get("id")
+    if container not in ("result", "error") or "method" in members:
+        return None
+    if not is_request_id(request_id):
+        return None
+    assert isinstance(request_id, (str, int))
+    return request_id
+
+
+async def _drop_line(
+    process: anyio.abc.Process, buffer: bytearray, end: int | None, limit: int
+) -> bytearray | None:
+    """Drop the line ``buffer`` starts (``end``: where its newline is, None when not read
+    yet) and return what follows it; None when the line has no end within ``limit``
+    bytes, or stdout ends first. The dropped bytes are never held: a chunk at a time."""
+    if end is not None:
+        return buffer[end + 1 :]
+    dropped = len(buffer)
+    buffer.clear()  # not held while the rest is read
+    assert process.stdout is not None
+    while dropped <= limit:
+        try:
+            chunk = await process.stdout.receive(_CHUNK)
+        except (anyio.EndOfStream, *_GONE):
+            return None
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return bytearray(chunk[newline + 1 :])
+        dropped += len(chunk)
+    return None
 
 
 def _over(pipes: StdioPipes, size: int) -> None:

@@ -1,5 +1,5 @@
 """Bounds on the Streamable HTTP endpoint's connections: how many may be open, how many
-one peer may hold, and how long a request's head may take to arrive.
+one peer may hold, and how long a request's head, then its body, may take to arrive.
 
 Why: uvicorn's h11 protocol has no deadline for a request head before the first request of
 a connection completes, and no cap on open connections. A client opening connections that
@@ -18,8 +18,13 @@ What happens now (:func:`guarded_protocol` wraps the protocol class uvicorn woul
   response ending; else the connection is closed. Only the head: a long ``tools/call``
   stream or an SSE ``GET`` that is answering is never cut (uvicorn's keep-alive timeout
   still closes an idle connection between requests);
-* the refusals, and an ``accept`` failing for want of descriptors, are logged at most once
-  a minute each (with a count), without a traceback.
+* a request's body must be complete within :attr:`ConnectionLimits.body_timeout_s` of its
+  head; else it is answered ``408`` and the connection closed (the app behind sees the
+  client gone). Before, a client that sent a valid head with ``Content-Length`` and then a
+  byte now and then held its connection, and a request task, for as long as it liked:
+  only the connection cap bounded how many;
+* the refusals, the closings, and an ``accept`` failing for want of descriptors, are
+  logged at most once a minute each (with a count), without a traceback.
 
 Hazard: the peer's address is the kernel's (the socket's), not a header: a proxy in front
 makes every client one peer, which is why the per-peer bound defaults to the total on
@@ -42,6 +47,10 @@ __all__ = ["ConnectionLimits", "default_limits", "guarded_protocol", "quiet_acce
 log = logging.getLogger("runtime.mcp")
 
 _LOG_EVERY_S = 60.0
+_LATE_BODY = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 34\r\nconnection: close\r\n\r\nrequest body not received in time\n"
+)
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"content-length: 32\r\nconnection: close\r\n\r\ntoo many connections; try again\n"
@@ -62,6 +71,9 @@ class ConnectionLimits:
     #: Seconds a request head (request line + headers) may take to arrive, counted from the
     #: connection opening or the previous response ending.
     head_timeout_s: float = 10.0
+    #: Seconds a request body may take to arrive whole, counted from its head's end: a
+    #: 4 MiB body (the largest read) needs some 140 KB/s.
+    body_timeout_s: float = 30.0
 
 
 def default_limits(*, loopback: bool) -> ConnectionLimits:
@@ -103,11 +115,17 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
         f"mcp http: connections closed for not sending a request head within "
         f"{limits.head_timeout_s:g} s"
     )
+    slow_body = _Throttled(
+        f"mcp http: requests answered 408 for not sending their body within "
+        f"{limits.body_timeout_s:g} s of the head"
+    )
 
     class GuardedProtocol(base):  # type: ignore[misc]
         _refused = False
         _peer: str | None = None
         _head_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
+        _body_cycle: Any = None  # the request whose body the timer waits for
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             peername = transport.get_extra_info("peername")
@@ -131,6 +149,7 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
             if self._refused:
                 return  # never served: uvicorn's state does not know it
             self._disarm_head_timer()
+            self._disarm_body_timer()
             self._release_peer()
             super().connection_lost(exc)
 
@@ -149,11 +168,15 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
                 # Upgraded (a WebSocket, when a library for it is installed): the new
                 # protocol owns the connection now, and this one hears no connection_lost.
                 self._disarm_head_timer()
+                self._disarm_body_timer()
                 self._release_peer()
-            elif self._head_timer is not None and self._in_request():
+                return
+            if self._head_timer is not None and self._in_request():
                 self._disarm_head_timer()
+            self._watch_body()
 
         def on_response_complete(self) -> None:
+            self._disarm_body_timer()
             super().on_response_complete()
             if not self._in_request() and not self.transport.is_closing():
                 self._arm_head_timer()  # the next request's head, if any, has its deadline
@@ -171,6 +194,40 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
+
+        def _watch_body(self) -> None:
+            """Arm the body deadline when a request's head has arrived and its body has
+            not (once per request), disarm it when the body is whole."""
+            cycle = getattr(self, "cycle", None)
+            pending = self._in_request() and bool(getattr(cycle, "more_body", False))
+            if not pending:
+                self._disarm_body_timer()
+            elif cycle is not self._body_cycle:
+                self._disarm_body_timer()
+                self._body_cycle = cycle
+                loop = asyncio.get_running_loop()
+                self._body_timer = loop.call_later(limits.body_timeout_s, self._body_late)
+
+        def _disarm_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_late(self) -> None:
+            self._body_timer = None
+            cycle = getattr(self, "cycle", None)
+            if (
+                cycle is not self._body_cycle
+                or not self._in_request()
+                or not getattr(cycle, "more_body", False)
+                or self.transport.is_closing()
+            ):
+                return
+            slow_body.note()
+            if not getattr(cycle, "response_started", True):
+                self.transport.write(_LATE_BODY)
+            # Closing tells the request's task the client is gone (http.disconnect).
+            self.transport.close()
 
         def _head_late(self) -> None:
             self._head_timer = None

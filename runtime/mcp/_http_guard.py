@@ -19,6 +19,9 @@
 3. A body that is JSON but not one JSON-RPC message (a batch, ``{"hello": 1}``, ``3``) is
    Invalid Request (-32600) with one sentence saying why, as on stdio
    (``runtime.mcp._jsonrpc``); the SDK answered -32602 with a pydantic dump of a kilobyte.
+   A body nested deeper than the parser reads (200 levels) is a parse error (-32700)
+   under the id its leading members show, else id null (the SDK's own answer had id null
+   whatever the body said).
 
 Hazard: everything here is the client's (headers, body); it is only compared and parsed.
 Only checked HTTP requests (and the server's lifespan events) reach the app behind the
@@ -54,7 +57,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from runtime.errors import ConfigError
-from runtime.mcp._jsonrpc import invalid_request, is_request_id
+from runtime.mcp._jsonrpc import deep_parse_error, invalid_request, is_request_id
 
 __all__ = [
     "HttpGuard",
@@ -401,8 +404,12 @@ class HttpGuard:
                 # SDK would: UTF-8 only (json.loads also took UTF-16/32 and a BOM, which the
                 # SDK refuses as a parse error), its nesting and number limits.
                 value = pydantic_core.from_json(body)
-            except ValueError:
-                pass  # not JSON the SDK reads: its parse error says so
+            except ValueError as exc:
+                # Not JSON the SDK reads: its parse error (id null) says so. One nested
+                # past the parser's limit is answered here, under the id its first
+                # members show (as on stdio), so the client can tell which request failed.
+                if "recursion limit exceeded" in str(exc):
+                    answer = deep_parse_error(body)
             else:
                 answer = invalid_request(value, unit="POST")
         if answer is not None:

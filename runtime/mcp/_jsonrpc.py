@@ -15,20 +15,41 @@ The SDK's notification model ignores members it does not know, so such a request
 as a notification and never answered (HTTP: 202). On stdio such a line is answered
 before the SDK reads it (``runtime.mcp.transport._StdinLines``).
 
+A request nested deeper than any parser here reads (pydantic-core stops at 200 levels,
+``json`` at the interpreter's stack) is a parse error (-32700): its id is taken from the
+members of the top-level object that come before the first object or array
+(:func:`leading_members`, a bounded scan without recursion), so the client's pending call
+ends; when the id is not among them, the answer's id is null.
+
 Hazard: the value is the client's; it is only inspected, and nothing of it but a valid id
 goes back.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C, no recursion
 from typing import Any
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-__all__ = ["answer_refused", "invalid_request", "is_request_id"]
+__all__ = [
+    "SCAN_CHARS",
+    "answer_refused",
+    "deep_parse_error",
+    "invalid_request",
+    "is_request_id",
+    "leading_members",
+]
+
+#: How much of a message :func:`leading_members` looks at, characters (or bytes).
+SCAN_CHARS = 4096
+_WS = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 
 
 def is_request_id(value: object) -> bool:
@@ -101,6 +122,8 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
     * JSON that pydantic-core cannot read (its one error carries the line as its input):
       a parse error under the request's id; None without one (a notification, a response,
       text that is not JSON at all);
+    * JSON nested deeper than Python's parser reads too: :func:`deep_parse_error`'s
+      answer (under the id read before the deep value, else id null);
     * JSON that is not one JSON-RPC message (a batch, ``3``, ``{"hello": 1}``):
       :func:`invalid_request`'s answer.
     """
@@ -125,11 +148,14 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
         return None
     try:
         message = json.loads(line)
-    except (ValueError, RecursionError):
-        # RecursionError: nested deeper than the interpreter's stack (past ~1,000 levels;
-        # pydantic-core stops at 200): its id cannot be read, so, like text that is not
-        # JSON, it gets no answer. It must not escape: it ended the stdio server.
-        return None
+    except RecursionError:
+        # Nested deeper than the interpreter's stack (past ~1,000 levels; pydantic-core
+        # stops at 200). It must not escape (it ended the stdio server), and its client
+        # waits for an answer: a parse error, under the id read before the deep value.
+        deep = deep_parse_error(line)
+        return None if deep is None else SessionMessage(deep)
+    except ValueError:
+        return None  # not JSON: nothing says it is a request, or which
     if not isinstance(message, dict) or "method" not in message:
         return None  # a notification or a response: nothing to answer
     request_id = message.get("id")
@@ -146,6 +172,101 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
         ),
     )
     return SessionMessage(error)
+
+
+def leading_members(text: str | bytes | bytearray) -> tuple[dict[str, Any], str | None]:
+    """The scalar members of the JSON object ``text`` that come before its first member
+    whose value is an object or an array, and that member's name (None when the scan ended
+    otherwise: the object's end, text that is not JSON, or :data:`SCAN_CHARS` read).
+
+    Why: a message nested too deep to parse still says, in its first members, whether it
+    is a request and under which id (``{"jsonrpc":"2.0","id":7,"method":...,"params":[[[``).
+    Only the first :data:`SCAN_CHARS` are looked at, one token at a time, without
+    recursion; a member cut by that bound is left out (``"id":12`` of ``"id":1234``), and
+    of a name given twice the later value wins, as in a parser. Bytes are UTF-8 (invalid
+    UTF-8 ends the scan). Hazard: the text is a peer's; it is only tokenized.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = codecs.getincrementaldecoder("utf-8")().decode(bytes(text[:SCAN_CHARS]))
+        except UnicodeDecodeError:
+            return {}, None
+    text = text[:SCAN_CHARS]
+    members: dict[str, Any] = {}
+    pos = _skip_ws(text, 0)
+    if not text.startswith("{", pos):
+        return members, None
+    pos += 1
+    try:
+        while True:
+            pos = _skip_ws(text, pos)
+            if not text.startswith('"', pos):
+                return members, None  # the object's end, or not JSON
+            name, pos = scanstring(text, pos + 1, True)
+            pos = _skip_ws(text, pos)
+            if not text.startswith(":", pos):
+                return members, None
+            pos = _skip_ws(text, pos + 1)
+            if text.startswith(("{", "["), pos):
+                return members, name
+            if text.startswith('"', pos):
+                value, pos = scanstring(text, pos + 1, True)
+            else:
+                scalar = _SCALAR.match(text, pos)
+                if scalar is None:
+                    return members, None
+                value, pos = json.loads(scalar.group()), scalar.end()
+            pos = _skip_ws(text, pos)
+            if not text.startswith((",", "}"), pos):
+                return members, None  # cut by the bound, or not JSON: not taken
+            members[name] = value
+            if text.startswith("}", pos):
+                return members, None
+            pos += 1
+    except ValueError:  # a string that does not end within the bound, a bad escape
+        return members, None
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _WS.match(text, pos)
+    return pos if match is None else match.end()
+
+
+def deep_parse_error(text: str | bytes | bytearray) -> types.JSONRPCError | None:
+    """The parse error (-32700) answering ``text``, a message nested deeper than the SDK's
+    parser reads (pydantic-core: 200 levels), or None for a response, which is never
+    answered.
+
+    Its id: the request's, read by ``json`` where Python's stack allows (to ~1,000
+    levels), else by :func:`leading_members` when the members before the deep value show
+    a request (a ``method`` string, or a ``params`` value, beside a valid id); null when
+    neither can tell (JSON-RPC 2.0 §5: an id that cannot be read is null)."""
+    try:
+        value = json.loads(text.decode("utf-8") if isinstance(text, (bytes, bytearray)) else text)
+    except RecursionError:
+        members, container = leading_members(text)
+        value = members
+        if container is not None:
+            value[container] = ...  # present, not read
+    except ValueError:  # not JSON (or not UTF-8) besides: no member can be trusted
+        value = {}
+    if not isinstance(value, dict):
+        value = {}
+    if "result" in value or "error" in value:
+        return None
+    request_id = value.get("id")
+    is_request = isinstance(value.get("method"), str) or "params" in value
+    if not (is_request and is_request_id(request_id)):
+        request_id = None
+    elif isinstance(request_id, str) and not _is_text(request_id):
+        request_id = None  # the answer could not carry it
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=types.PARSE_ERROR, message="Parse error: the message is nested too deeply"
+        ),
+    )
 
 
 _UNSEEN = object()

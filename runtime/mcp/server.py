@@ -21,7 +21,8 @@ reached late) every connected client is told ``notifications/tools/list_changed`
 
 Queueing: while every broker slot (``[limits] max_concurrent``) is taken, a call waits in
 its MCP session's queue (the Streamable HTTP session the SDK serves it in; a stdio
-connection, or a stateless 2026-era request, is one session); sessions
+connection is one session; requests outside any session, the stateless 2026-era ones over
+HTTP, wait in their peer address's queue: :meth:`McpToolServer.queue_key`); queues
 are served in turn, and a session's call past ``[limits] max_queued`` waiting ones (or past
 ``max_queued_total`` waiting in all sessions) fails at once as ``resource_limit`` (audited)
 instead of queueing without limit (``runtime.broker.limiter``). A client's disconnecting does
@@ -156,8 +157,9 @@ class McpToolServer:
         #: Tool prefix of each external MCP server that did not start -> why: a call to one
         #: of its tools says so, instead of the bare "Unknown tool" of a name never seen.
         self.not_started = dict(not_started or {})
-        #: Calls of one MCP session that may wait for a broker slot; one more fails at once
-        #: with resource_limit (policy ``[limits] max_queued``). Waiting sessions are served
+        #: Calls of one MCP session (of one peer, for stateless requests: queue_key) that
+        #: may wait for a broker slot; one more fails at once with resource_limit (policy
+        #: ``[limits] max_queued``). Waiting sessions are served
         #: in turn (runtime.broker.limiter): a session's queue never delays another's call
         #: by more than one call per turn.
         self.max_queued: int | None = broker.policy.max_queued
@@ -249,7 +251,7 @@ class McpToolServer:
         session = self.session_id(ctx)
         with (
             self.approvals.serving(ctx, params) as current,
-            queue_scope(session, self.max_queued, self.max_queued_total),
+            queue_scope(self.queue_key(ctx, session), self.max_queued, self.max_queued_total),
         ):
             async with heartbeat(ctx, name, self.progress_interval_s) as on_run:
                 result = await self.broker.call(
@@ -290,6 +292,30 @@ class McpToolServer:
             self._connection_count += 1
             name = self._connections[conn] = f"mcp-conn:{self._connection_count}"
         return name
+
+    @staticmethod
+    def queue_key(ctx: ServerRequestContext[Any, Any], session: str) -> str:
+        """The limiter queue a call waits in (``max_queued`` is per queue; queues are
+        served in turn): its MCP session's (``session``, :meth:`session_id`), or, for an
+        HTTP request outside any session (2026-07-28 era: stateless), its peer's
+        (``mcp-peer:<address>``).
+
+        Why: each stateless request is a connection of its own, so keyed by its session
+        it had a queue of its own, and one client sending many filled ``max_queued_total``
+        alone. Keyed by peer, it meets ``max_queued`` as a session does.
+
+        Hazard: the address is the socket's (``runtime.mcp.transport`` turns uvicorn's
+        X-Forwarded-For handling off, so a header cannot pick a fresh queue per request);
+        clients behind one proxy, or all local clients, are one peer. The endpoint
+        authenticates no one, so there is no client identity to key by instead.
+        """
+        if not session.startswith("mcp-conn:"):
+            return session  # a Streamable HTTP session
+        client = getattr(getattr(ctx, "request", None), "client", None)
+        host = getattr(client, "host", None)
+        if not isinstance(host, str) or not host:
+            return session  # stdio: one connection, one session
+        return f"mcp-peer:{host}"
 
     # -- running ------------------------------------------------------------------------------
     def initialization_options(self) -> Any:

@@ -512,7 +512,7 @@ async def serve_http(
 
     ``allowed_hosts`` and ``allowed_origins`` add to the Host and Origin values served
     (``runtime.mcp._http_guard``: the defaults, and the other checks before the SDK's).
-    ``limits`` bound the connections and the time a request head may take
+    ``limits`` bound the connections and the time a request's head and body may take
     (``runtime.mcp._connections``; default: from the descriptor limit)."""
     import uvicorn
 
@@ -542,12 +542,17 @@ async def serve_http(
             app,
             log_config=None,
             access_log=False,
+            # The client address is the socket's: uvicorn's default trusts X-Forwarded-For
+            # from 127.0.0.1, so any local client could name itself a new peer per
+            # request (a stateless request's queue is its peer's: McpToolServer.queue_key).
+            proxy_headers=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
         config.load()
-        # Open connections and request heads bounded (slowloris held a descriptor per
-        # connection for ever): uvicorn has neither bound for a connection's first request.
+        # Open connections, request heads and bodies bounded (slowloris held a descriptor
+        # per connection for ever): uvicorn has none of these bounds for a connection's
+        # first request, nor a body deadline at all.
         config.http_protocol_class = guarded_protocol(
             config.http_protocol_class, limits or default_limits(loopback=is_loopback(host))
         )

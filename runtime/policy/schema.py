@@ -120,9 +120,9 @@ class GlobalLimits(LimitsSection):
         32,
         ge=0,
         le=4096,
-        description="Calls of one MCP session that may wait for a slot while max_concurrent "
-        "calls run; one more fails at once (resource_limit). Sessions are served in turn. "
-        "Default 32.",
+        description="Calls of one MCP session (of one peer address for stateless HTTP "
+        "requests) that may wait for a slot while max_concurrent calls run; one more fails "
+        "at once (resource_limit). Sessions are served in turn. Default 32.",
     )
     max_queued_total: int = Field(
         256,

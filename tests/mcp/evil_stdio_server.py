@@ -10,9 +10,10 @@ lists: ``MODE`` is a comma-separated set of
 * ``stderr_at_start``: a line on stderr, then exit before answering ``initialize``.
 
 Every mode lists ``echo`` (answers its arguments), ``slow`` (answers after ``s`` seconds),
-``big`` (an answer line of ``n`` bytes), ``endless`` (writes its answer without ever ending
-the line) and ``stderr`` (attacks its fd 2: truncate and overwrite it, then write ``n``
-bytes of terminal escapes and text on it; answers what it found and did).
+``big`` (an answer line of ``n`` bytes), ``bigtail`` (the same, with the id after the
+result), ``endless`` (writes its answer without ever ending the line) and ``stderr``
+(attacks its fd 2: truncate and overwrite it, then write ``n`` bytes of terminal escapes
+and text on it; answers what it found and did).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def tools() -> list[dict[str, Any]]:
         {"name": "echo", "inputSchema": one("x", "string")},
         {"name": "slow", "inputSchema": one("s", "number")},
         {"name": "big", "inputSchema": one("n", "integer")},
+        {"name": "bigtail", "inputSchema": one("n", "integer")},
         {"name": "endless", "inputSchema": obj},
         {"name": "stderr", "inputSchema": one("n", "integer")},
     ]
@@ -110,6 +112,13 @@ def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
                 OUT.write(chunk)
                 written += len(chunk)
             OUT.write(b'"}]}}\n')
+            OUT.flush()
+    elif name == "bigtail":
+        size = int(args.get("n", 1 << 20))
+        with _lock:
+            OUT.write(b'{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"')
+            OUT.write(b"A" * size)
+            OUT.write(b'"}]},"id":%s}\n' % json.dumps(request_id).encode())
             OUT.flush()
     elif name == "endless":
         with _lock:

@@ -139,6 +139,9 @@ def main() -> None:
     parser.add_argument("--max-connections", type=int)
     parser.add_argument("--action", action="append", default=[], help="TOOL=allow|ask|deny")
     parser.add_argument("--head-timeout", type=float, default=10.0)
+    parser.add_argument("--body-timeout", type=float, default=30.0)
+    parser.add_argument("--max-concurrent", type=int, help="[limits] max_concurrent")
+    parser.add_argument("--max-queued", type=int, help="[limits] max_queued")
     opts = parser.parse_args()
     workspace = Path(opts.workspace)
 
@@ -155,7 +158,16 @@ def main() -> None:
             max_connections=opts.max_connections,
             max_per_peer=opts.max_connections,
             head_timeout_s=opts.head_timeout,
+            body_timeout_s=opts.body_timeout,
         )
+
+    policy = standins.ScriptedPolicy(
+        {**standins.ACTIONS, **dict(a.split("=", 1) for a in opts.action)}
+    )
+    if opts.max_concurrent is not None:
+        policy.max_concurrent = opts.max_concurrent
+    if opts.max_queued is not None:
+        policy.max_queued = opts.max_queued
 
     async def run() -> None:
         await serve(
@@ -170,9 +182,7 @@ def main() -> None:
             allowed_hosts=opts.allowed_host,
             allowed_origins=opts.allowed_origin,
             broker_options={
-                "policy": standins.ScriptedPolicy(
-                    {**standins.ACTIONS, **dict(a.split("=", 1) for a in opts.action)}
-                ),
+                "policy": policy,
                 "catalogue": catalogue(),
                 "backends": {"mock": MockBackend(Handler())},
             },

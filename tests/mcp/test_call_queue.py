@@ -4,11 +4,15 @@ and another session's call is served in turn, not behind that session's whole qu
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 
@@ -20,6 +24,7 @@ from runtime.catalogue import Catalogue
 from runtime.mcp.server import McpToolServer
 from runtime.models import ToolSpec
 from runtime.policy import Policy
+from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, HttpServer
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +178,123 @@ async def test_many_sessions_past_the_total_bound_are_refused(tmp_path: Path) ->
         assert log.verify().ok
         records = [r for r in log.tail(100) if r.error_type == "resource_limit"]
     assert len(records) == 1
+
+
+class _Connection:
+    """A connection without a session (the server keeps a weak reference to each)."""
+
+    session_id = None
+
+
+def _stateless_ctx(peer: str) -> Any:
+    """A 2026-era request over HTTP: no session, a connection of its own (each request is
+    one), and the peer address its socket has."""
+    request = SimpleNamespace(headers={}, client=SimpleNamespace(host=peer, port=40000))
+    return SimpleNamespace(
+        request=request, session=SimpleNamespace(_connection=_Connection()), meta=None
+    )
+
+
+async def test_stateless_requests_queue_per_peer(tmp_path: Path) -> None:
+    """Each stateless request is a connection of its own, so each had a queue of its own
+    and one client could fill max_queued_total alone. They wait in their peer's queue
+    now: past max_queued they are refused, and another peer is served in turn."""
+    gate = _Gate()
+    broker, server = await _server(tmp_path, gate, _policy(1, 2, 64))
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(peer: str, tool: str, label: str) -> None:
+        result = await server._call_tool(_stateless_ctx(peer), _call(tool, label))
+        assert isinstance(result, types.CallToolResult)
+        results[label] = result
+
+    async with broker, anyio.create_task_group() as tg:
+        tg.start_soon(call, "10.0.0.5", "slow", "a-running")
+        await anyio.wait_all_tasks_blocked()
+        for i in range(2):
+            tg.start_soon(call, "10.0.0.5", "slow", f"a-queued-{i}")
+            await anyio.wait_all_tasks_blocked()
+        tg.start_soon(call, "10.0.0.5", "slow", "a-refused")
+        await anyio.wait_all_tasks_blocked()
+        assert "a-refused" in results, "a stateless call past its peer's bound waits"
+        refused = results["a-refused"]
+        assert refused.is_error and refused.structured_content is not None
+        error = refused.structured_content["error"]
+        assert error["type"] == "resource_limit"
+        assert error["details"]["limit"] == "max_queued"
+        tg.start_soon(call, "10.0.0.6", "quick", "b")  # another peer: its own queue
+        await anyio.wait_all_tasks_blocked()
+        assert "b" not in results
+        gate.release.set()
+        if "a-refused" not in results:
+            tg.cancel_scope.cancel()
+    assert gate.started == ["a-running", "a-queued-0", "b", "a-queued-1"]
+    with AuditLog(tmp_path / "ws" / ".runtime" / "audit.db", read_only=True) as log:
+        sessions = {r.session for r in log.tail(100)}
+    # The audit keeps one session per request: only the queue is the peer's.
+    assert len(sessions) == 5 and all(s and s.startswith("mcp-conn:") for s in sessions)
+
+
+async def test_the_queue_key_of_each_kind_of_request() -> None:
+    ctx = _stateless_ctx("::1")
+    assert McpToolServer.queue_key(ctx, "mcp-conn:7") == "mcp-peer:::1"
+    assert McpToolServer.queue_key(_ctx("S"), "mcp:0123456789abcdef") == "mcp:0123456789abcdef"
+    stdio = SimpleNamespace(request=None, session=SimpleNamespace(), meta=None)
+    assert McpToolServer.queue_key(stdio, "mcp-conn:1") == "mcp-conn:1"
+
+
+def test_stateless_http_requests_of_one_peer_share_a_queue(workspace: Path) -> None:
+    """End to end: 2026-07-28 requests over HTTP, each naming a different X-Forwarded-For
+    (uvicorn trusted it from 127.0.0.1, so a local client could pick a fresh peer per
+    request): with one slot and max_queued 1, the third concurrent call is refused."""
+    server = HttpServer(
+        [
+            sys.executable,
+            str(FIXTURE_SERVER),
+            "--workspace",
+            str(workspace),
+            "--http",
+            "127.0.0.1:0",
+            "--max-concurrent",
+            "1",
+            "--max-queued",
+            "1",
+        ]
+    )
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    answers: dict[int, str] = {}
+
+    def call(i: int) -> None:
+        params = {"name": "slow", "arguments": {"seconds": 2}, "_meta": meta}
+        response = httpx.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params},
+            headers={
+                "Accept": ACCEPT,
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "slow",
+                "X-Forwarded-For": f"192.0.2.{i}",
+            },
+            timeout=30,
+        )
+        answers[i] = response.text
+
+    try:
+        threads = []
+        for i in range(3):
+            thread = threading.Thread(target=call, args=(i,))
+            thread.start()
+            threads.append(thread)
+            time.sleep(0.7)  # running, then queued, then past the bound
+        for thread in threads:
+            thread.join(60)
+    finally:
+        server.close()
+    assert sorted(answers) == [0, 1, 2]
+    assert '"slept":2' in answers[0] and '"slept":2' in answers[1], answers
+    assert "resource_limit" in answers[2] and "max_queued" in answers[2], answers[2]

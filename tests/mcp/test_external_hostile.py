@@ -148,11 +148,42 @@ def _rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+async def test_an_oversized_answer_fails_its_call_alone(tmp_path: Path) -> None:
+    # The answer's id is in its first bytes: that call fails, the rest of the line is
+    # dropped unheld, and the session goes on. It ended, and every call waiting on it
+    # failed as output_too_large with it.
+    limits = Limits(timeout_s=20, output_bytes=65_536)
+    async with brokered(tmp_path, [evil()], limits) as broker:
+        before = _rss_kb()
+        results: dict[str, Any] = {}
+
+        async def call(label: str, tool: str, arguments: dict[str, Any]) -> None:
+            results[label] = await broker.call({"tool": tool, "arguments": arguments})
+
+        async with anyio.create_task_group() as calls:  # two calls in flight
+            calls.start_soon(call, "slow", "evil__slow", {"s": 1})
+            await anyio.sleep(0.2)
+            calls.start_soon(call, "big", "evil__big", {"n": 32 * 1024 * 1024})
+        big, slow = results["big"], results["slow"]
+        assert big.error is not None and big.error.type == "output_too_large", big
+        assert "more than" in big.error.message and "dropped" in big.error.message
+        assert "session" not in big.error.message
+        assert slow.success, slow.error
+        assert slow.result["text"] == "slept"
+        assert _rss_kb() - before < 64 * 1024  # the line was never held whole
+        again = await broker.call({"tool": "evil__echo", "arguments": {"x": "y"}})
+        assert again.success, again.error
+        assert again.result["text"] == 'echo:{"x": "y"}'
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments"),
-    [("evil__big", {"n": 32 * 1024 * 1024}), ("evil__endless", {})],
+    [
+        ("evil__endless", {}),  # the line never ends
+        ("evil__bigtail", {"n": 1024 * 1024}),  # its id comes after the result
+    ],
 )
-async def test_an_oversized_answer_ends_the_session_promptly(
+async def test_an_oversized_line_of_no_known_call_ends_the_session_promptly(
     tmp_path: Path, tool: str, arguments: dict[str, Any]
 ) -> None:
     limits = Limits(timeout_s=20, output_bytes=65_536)
@@ -171,6 +202,36 @@ async def test_an_oversized_answer_ends_the_session_promptly(
         other = await broker.call({"tool": "other__echo", "arguments": {"x": "y"}})
         assert other.success, other.error
         assert other.result["text"] == 'echo:{"x": "y"}'
+
+
+async def test_only_the_reader_says_an_answer_was_dropped() -> None:
+    # The server cannot make its own error pass for a dropped answer: the mark is a token
+    # of the reader's that never goes to the server.
+    from runtime.backends._mcp_stdio import StdioPipes
+
+    pipes, other = StdioPipes("s"), StdioPipes("s")
+    data = pipes.dropped_answer(3).error.data
+    assert pipes.answer_dropped(data) == pipes.cap
+    assert other.answer_dropped(data) is None
+    assert pipes.answer_dropped({"dropped_answer": "", "cap": 1}) is None
+    assert pipes.answer_dropped(None) is None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "request_id"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"AAAA', 7),
+        (b'{"id":"c-1", "jsonrpc":"2.0", "error":{"code":1,"message":"AAAA', "c-1"),
+        (b'{"jsonrpc":"2.0","result":{"content":[{"text":"AAAA', None),  # id after it
+        (b'{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"AAAA', None),  # a request
+        (b'{"jsonrpc":"2.0","id":7.5,"result":{"a":"AAAA', None),
+        (b'{"jsonrpc":"2.0","id":7,"junk":"AAAA', None),  # no result or error
+    ],
+)
+def test_the_call_an_oversized_line_answers(prefix: bytes, request_id: Any) -> None:
+    from runtime.backends._mcp_stdio import _answered_id
+
+    assert _answered_id(bytearray(prefix + b"A" * 100_000)) == request_id
 
 
 async def test_an_answer_within_the_calls_cap_passes(tmp_path: Path) -> None:

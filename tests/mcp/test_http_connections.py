@@ -7,7 +7,9 @@ and a long answer (a slow tools/call's stream) is not cut by that deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import socket
 import sys
 import time
@@ -22,6 +24,7 @@ from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, HttpServer, raw_http_sess
 
 CAP = 40
 HEAD_TIMEOUT_S = 1.5
+BODY_TIMEOUT_S = 2.0
 
 
 @pytest.fixture
@@ -38,6 +41,8 @@ def capped_server(workspace: Path) -> Iterator[HttpServer]:
             str(CAP),
             "--head-timeout",
             str(HEAD_TIMEOUT_S),
+            "--body-timeout",
+            str(BODY_TIMEOUT_S),
         ]
     )
     yield server
@@ -121,6 +126,84 @@ def test_the_head_deadline_does_not_cut_a_long_answer(capped_server: HttpServer)
     data = [line for line in answer.text.splitlines() if line.startswith("data:")]
     result = json.loads(data[-1].removeprefix("data:"))["result"]
     assert result["structuredContent"] == {"slept": 2 * HEAD_TIMEOUT_S}
+
+
+def _head(url: str, length: int, headers: dict[str, str] | None = None) -> socket.socket:
+    """A connection that has sent a whole POST head announcing a body of ``length``."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+    lines = [
+        f"POST {parts.path} HTTP/1.1",
+        f"Host: {parts.hostname}:{parts.port}",
+        f"Accept: {ACCEPT}",
+        "Content-Type: application/json",
+        f"Content-Length: {length}",
+        *(f"{k}: {v}" for k, v in (headers or {}).items()),
+    ]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    return sock
+
+
+def test_a_body_that_dribbles_is_answered_408(capped_server: HttpServer) -> None:
+    # A whole head, then a byte now and then: the connection (and a request task) was held
+    # for as long as the client liked, bounded only by the connection cap.
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode()
+    socks = [_head(capped_server.url, len(body)) for _ in range(3)]
+    started = time.monotonic()
+    answers: dict[socket.socket, bytes] = {}
+    try:
+        for i in range(len(body) - 1):  # never the whole body
+            open_socks = [sock for sock in socks if sock not in answers]
+            if not open_socks or time.monotonic() - started > BODY_TIMEOUT_S + 10:
+                break
+            for sock in open_socks:
+                if select.select([sock], [], [], 0)[0]:  # the server answered (or closed)
+                    answers[sock] = _closed_by_server(sock, 10) or b""
+                else:
+                    with contextlib.suppress(OSError):  # closed since: read next turn
+                        sock.sendall(body[i : i + 1])
+            time.sleep(0.25)
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in socks:
+            sock.close()
+    assert len(answers) == len(socks), "a dribbling body is still being read"
+    for answer in answers.values():
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert BODY_TIMEOUT_S - 0.5 < elapsed < BODY_TIMEOUT_S + 5
+    # The server still serves, and said so once (rate-limited), not once per connection.
+    headers = raw_http_session(capped_server.url)
+    listed = httpx.post(
+        capped_server.url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers=headers,
+        timeout=10,
+    )
+    assert listed.status_code == 200 and "echo" in listed.text
+    capped_server.proc.terminate()
+    assert capped_server.proc.stderr is not None
+    logged = capped_server.proc.stderr.read()
+    assert logged.count("answered 408") == 1, logged[-2000:]
+
+
+def test_a_body_sent_in_parts_within_the_deadline_is_served(capped_server: HttpServer) -> None:
+    headers = raw_http_session(capped_server.url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode()
+    sock = _head(capped_server.url, len(body), headers)
+    try:
+        half = len(body) // 2
+        sock.sendall(body[:half])
+        time.sleep(BODY_TIMEOUT_S / 2)
+        sock.sendall(body[half:])
+        sock.settimeout(10)
+        answer = b""
+        while b"tools" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    assert b"echo" in answer
 
 
 def test_accept_out_of_descriptors_is_one_line_a_minute(caplog: pytest.LogCaptureFixture) -> None:

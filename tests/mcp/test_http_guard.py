@@ -163,6 +163,42 @@ def test_a_body_the_sdk_cannot_read_keeps_its_parse_error(shared_http_server: Ht
         assert response.json()["error"]["code"] == -32700, raw[:8]
 
 
+DEEP = "[" * 2_000 + "]" * 2_000
+
+
+@pytest.mark.parametrize(
+    ("body", "answer_id"),
+    [
+        # Too deep for Python's parser too: the id before the deep value, or null.
+        ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + DEEP + "}", 7),
+        ('{"jsonrpc":"2.0","method":"tools/call","params":{"x":' + DEEP + '},"id":8}', None),
+        ('{"jsonrpc":"2.0","id":9,"result":{},"x":' + DEEP + "}", None),  # no request
+        # Past pydantic-core's 200 levels but not Python's: the id wherever it is.
+        (
+            '{"jsonrpc":"2.0","method":"tools/call","params":{"x":'
+            + "[" * 300
+            + "]" * 300
+            + '},"id":8}',
+            8,
+        ),
+    ],
+)
+def test_a_body_too_deep_to_read_is_a_parse_error_under_its_id(
+    shared_http_server: HttpServer, body: str, answer_id: Any
+) -> None:
+    # Past the parser's 200 levels the SDK answered id null whatever the body said: the
+    # id read before the deep value comes back now (null when it comes after).
+    url = shared_http_server.url
+    stateless = {"Accept": ACCEPT, "MCP-Protocol-Version": "2026-07-28"}
+    for headers in (raw_http_session(url), stateless):
+        headers = {**headers, "Content-Type": "application/json"}
+        response = httpx.post(url, content=body.encode(), headers=headers, timeout=10)
+        assert response.status_code == 400
+        answer = response.json()
+        assert answer["id"] == answer_id
+        assert answer["error"]["code"] == -32700, answer
+
+
 # -- Host and Origin on a remote address -----------------------------------------------------
 def _own_address() -> str:
     """A non-loopback address of this host (the route's source; no packet is sent)."""
