@@ -5,13 +5,14 @@ root broker's audit.db and state.db (0644, readable by every user) wherever it p
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from runtime import SyncBroker
 from runtime.broker import Broker
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ToolFailed
 from tests.cli.test_cli import run
 
 CALL = '{"tool": "no_such_tool", "arguments": {}}'
@@ -190,17 +191,36 @@ def test_a_state_store_link_planted_after_open_is_refused_per_call(
 def test_a_state_dir_swapped_for_a_link_after_open_is_refused_per_call(
     ws: Path, tmp_path: Path
 ) -> None:
-    """The name checks out (a regular file of ours, through the swapped ``.runtime``) but
-    SQLite opened another workspace's store: the check after the connect refuses it."""
     store = _victim(tmp_path)
+    before = store.read_bytes()
+    empty = tmp_path / "empty"
+    empty.mkdir()
     with SyncBroker(workspace=ws) as broker:
         (ws / ".runtime").rename(tmp_path / "moved")
         (ws / ".runtime").symlink_to(store.parent)
         read = broker.call({"tool": "memory_read", "arguments": {"key": "db-password"}})
         assert read.error is not None and read.error.type == "tool_error"
-        assert "hunter2" not in read.error.message
-        assert "changed while it was opened" in read.error.message
-        assert read.result is None
+        assert "no longer a directory" in read.error.message and read.result is None
+        (ws / ".runtime").unlink()
+        (ws / ".runtime").symlink_to(empty)
+        wrote = broker.call({"tool": "memory_write", "arguments": {"key": "k", "content": "v"}})
+        assert wrote.error is not None and "no longer a directory" in wrote.error.message
+    assert store.read_bytes() == before
+    assert list(empty.iterdir()) == []  # not even an empty store made there
+
+
+def test_a_store_sqlite_reached_through_a_link_is_not_used(tmp_path: Path) -> None:
+    """The check after the connect (the name checked out, SQLite opened another file: a
+    swap between the two), driven by a ``.runtime`` link that ``_check_dir`` would have
+    refused first."""
+    from tests.tools.conftest import load_tool
+
+    memory = sys.modules[load_tool("memory_read").__module__]
+    store = _victim(tmp_path)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / ".runtime").symlink_to(store.parent)
+    with pytest.raises(ToolFailed, match="changed while it was opened"):
+        memory._connect(tmp_path / "ws" / ".runtime" / "state.db")
 
 
 def test_a_digest_key_owned_by_another_user_is_refused(ws: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -56,6 +57,7 @@ class _Store:
         self.db: sqlite3.Connection | None = None
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _check_dir(path)
             # Owner-only (SQLite would create it with the umask's 0644, and its -wal/-shm
             # with the file's mode): what agents remember is no other local user's to read.
             private_file(path / "state.db")
@@ -92,6 +94,19 @@ class _Store:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _check_dir(path: Path) -> None:
+    """Raise ToolFailed unless ``path`` (``.runtime``) is still a directory of ours and no
+    symlink: the broker checked it when it opened (``broker/_statedir``), and a link put in
+    its place since would have the store, even its empty new file, made wherever it points."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise ToolFailed(
+            f"the state directory {path} is no longer a directory of this user's (a symlink, "
+            "a file or another user's); not used",
+            reason="state_store",
+        )
 
 
 def _connect(path: Path) -> sqlite3.Connection:
