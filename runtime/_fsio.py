@@ -29,6 +29,7 @@ __all__ = [
     "read_bytes",
     "read_lines",
     "renameat2_noreplace",
+    "state_file_problem",
     "write_all",
 ]
 
@@ -335,6 +336,43 @@ def private_file(path: Path, *, create: bool = True) -> None:
         return
     if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077:
         os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def state_file_problem(path: Path) -> str | None:
+    """Why the runtime must not open ``path``, a file it keeps in its state directory
+    (``.runtime/audit.db``, ``.runtime/state.db``), or None when it may: the name is absent
+    (:func:`private_file` then creates it 0600, without following a link) or is a regular
+    file this user owns.
+
+    Why: SQLite opens a symlinked name's target, and creates it when the link dangles. A
+    checkout can carry ``.runtime/state.db -> /other/workspace/.runtime/state.db`` (another
+    workspace's memories read and written) or a dangling link (a root broker made a 0644
+    file wherever it pointed). Decided by ``lstat`` (no link followed); the caller opens the
+    file afterwards, so a caller that opens it more than once checks what SQLite opened
+    too (see ``tools/memory``)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return (
+            f"is a symlink (to {target}): the runtime does not follow a link out of its state "
+            "directory (a checkout can carry one)"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return (
+            f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): its owner "
+            "could read or replace what the runtime keeps there"
+        )
+    return None
 
 
 # How many libraries this process has named for dlopen (see library_path).

@@ -74,10 +74,11 @@ def _depth_exceeds(text: str, max_depth: int) -> bool:
     return False
 
 
-def _check_value(value: Any, limits: CallLimits) -> None:
+def _check_value(value: Any, limits: CallLimits, root: str = "$") -> None:
     """Raise InvalidArguments for the first value beyond ``limits`` (depth, string length) or
     not JSON data (NaN, infinity, a non-text key, a lone surrogate, an integer outside
     INT_MIN..INT_MAX, a value of any other type than str, dict, list, int, float, bool, None).
+    ``root``: the JSONPath of ``value`` in the call, which the error's path starts with.
 
     Runs on every call over every argument: the walk builds no path strings; the JSONPath of a
     violation is assembled only when there is one.
@@ -90,7 +91,7 @@ def _check_value(value: Any, limits: CallLimits) -> None:
         if found is None:
             return
     rule, keys = found
-    path = "$" + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
+    path = root + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
     if rule == "max_depth":
         raise InvalidArguments(
             f"{path}: nesting deeper than {limits.max_depth} levels", path=path, rule=rule
@@ -288,11 +289,17 @@ def parse_call_bytes(data: bytes | str, limits: CallLimits = DEFAULT_LIMITS) -> 
     return normalize_call(_loads(data, "call", limits, InvalidCall), limits)
 
 
-def _arguments(raw: Any, shape: str, limits: CallLimits) -> dict[str, Any]:
+def _arguments(raw: Any, shape: str, limits: CallLimits, where: str) -> dict[str, Any]:
+    """The arguments at ``where`` (their JSONPath in the call), decoded when they are a JSON
+    string (OpenAI's shapes; any shape's may be). A decoded string gets the value check the
+    whole call got before (``_check_value``: integer range, value types, depth, string
+    length): it skipped it, and an integer past 64 bits failed later as internal_error
+    (exit 70, msgpack's OverflowError) where the same call as an object is invalid (65)."""
     if raw is None:
         return {}
     if isinstance(raw, str):  # OpenAI sends arguments as a JSON *string*; it may be broken
         raw = _loads(raw, f"{shape} arguments", limits, InvalidArguments) if raw.strip() else {}
+        _check_value(raw, limits, where)
     if not isinstance(raw, dict):
         raise InvalidArguments(
             f"{shape} arguments must be a JSON object, got {type(raw).__name__}",
@@ -336,22 +343,22 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
         fn = obj["function"]
         shape = "openai"
         name = _name(fn.get("name"), shape)
-        args = _arguments(fn.get("arguments"), shape, limits)
+        args = _arguments(fn.get("arguments"), shape, limits, "$.function.arguments")
         call_id = _call_id(obj.get("id"))
     elif kind == "function_call":
         shape = "openai-responses"
         name = _name(obj.get("name"), shape)
-        args = _arguments(obj.get("arguments"), shape, limits)
+        args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
     elif kind == "tool_use":
         shape = "anthropic"
         name = _name(obj.get("name"), shape)
-        args = _arguments(obj.get("input"), shape, limits)
+        args = _arguments(obj.get("input"), shape, limits, "$.input")
         call_id = _call_id(obj.get("id"))
     elif "tool" in obj:
         shape = "native"
         name = _name(obj.get("tool"), shape)
-        args = _arguments(obj.get("arguments"), shape, limits)
+        args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
         # A "context" in the call body is the model's text, not the caller's: session,
         # profile and environment come from the API (Broker.call), never from the call.
@@ -359,12 +366,12 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
         shape = "mcp"
         params = obj["params"]
         name = _name(params.get("name"), shape)
-        args = _arguments(params.get("arguments"), shape, limits)
+        args = _arguments(params.get("arguments"), shape, limits, "$.params.arguments")
         call_id = _call_id(obj.get("id") if isinstance(obj.get("id"), str) else None)
     elif "name" in obj and ("arguments" in obj or len(obj) == 1):
         shape = "mcp"
         name = _name(obj.get("name"), shape)
-        args = _arguments(obj.get("arguments"), shape, limits)
+        args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
     else:
         raise InvalidCall(

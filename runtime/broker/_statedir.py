@@ -15,6 +15,12 @@ string test, says it is no symlink) and ``fstat`` of that descriptor:
 - a directory of ours that group or others may use (a checkout makes it 0755, a careless
   user 0777): tightened to 0700 (with a warning), as ``mkdir(mode=0o700)`` makes it.
 
+The files the broker opens there, ``audit.db`` and ``audit.db.digest-key`` (when it is the
+default log) and ``state.db``, are checked by name with ``lstat``
+(:func:`runtime._fsio.state_file_problem`): a symlink (SQLite opens its target, and creates
+it when it dangles), something that is not a regular file, or a file another uid owns is
+refused like the directory.
+
 Refused means :class:`~runtime.errors.ConfigError` naming the path and the fix when the
 broker would put its default audit log there; with the log elsewhere (``--audit PATH``: a
 workspace this user may only read), the directory is just not used, and the state-keeping
@@ -33,6 +39,7 @@ import os
 import stat
 from pathlib import Path
 
+from runtime._fsio import state_file_problem
 from runtime.errors import ConfigError
 
 __all__ = ["check_state_dir", "default_audit_path"]
@@ -75,6 +82,11 @@ def check_state_dir(path: Path, *, audit_elsewhere: bool) -> Path | None:
         return None
     finally:
         os.close(fd)
+    store = path / "state.db"
+    why_store = state_file_problem(store)
+    if why_store is not None:
+        _unsafe(store, why_store, audit_elsewhere, what="the host tools' state store")
+        return None
     return path
 
 
@@ -93,7 +105,7 @@ def _why_not(path: Path, exc: OSError) -> str:
     return f"cannot be opened: {exc.strerror or exc}"
 
 
-def _unsafe(path: Path, why: str, audit_elsewhere: bool) -> None:
+def _unsafe(path: Path, why: str, audit_elsewhere: bool, *, what: str = "state directory") -> None:
     """Warn (the audit log is elsewhere: the directory is not used), or raise ConfigError."""
     if audit_elsewhere:
         log.warning(
@@ -101,7 +113,7 @@ def _unsafe(path: Path, why: str, audit_elsewhere: bool) -> None:
         )
         return
     raise ConfigError(
-        f"state directory {path} {why}; remove it (the broker makes a private one) or give "
+        f"{what} {path} {why}; remove it (the broker makes a private one) or give "
         "the audit log a place outside the workspace: --audit PATH (Broker(audit=PATH))",
         path=str(path),
     )
@@ -109,13 +121,20 @@ def _unsafe(path: Path, why: str, audit_elsewhere: bool) -> None:
 
 def default_audit_path(state_dir: Path) -> Path:
     """The default audit log in the checked ``state_dir``. Raises ConfigError when that name
-    is a symlink: the log opens a symlinked name's target (``AuditLog``), and a checkout
-    carrying ``.runtime/audit.db -> /elsewhere`` would send the log there."""
+    is a symlink (the log opens a symlinked name's target (``AuditLog``), and a checkout
+    carrying ``.runtime/audit.db -> /elsewhere`` would send the log there), not a regular
+    file, or another user's (:func:`runtime._fsio.state_file_problem`)."""
+    from runtime.audit._digestkey import key_path  # runtime.audit loads when the log opens
+
     path = state_dir / "audit.db"
-    if path.is_symlink():
-        raise ConfigError(
-            f"the default audit log {path} is a symlink (to {os.readlink(path)}); remove it "
-            "or give the audit log a place: --audit PATH (Broker(audit=PATH))",
-            path=str(path),
-        )
+    # The log's digest key beside it (audit/_digestkey) too: its reader refuses a link and
+    # a file that is not a key, not another user's file.
+    for name in (path, key_path(path)):
+        why = state_file_problem(name)
+        if why is not None:
+            raise ConfigError(
+                f"the default audit log's file {name} {why}; remove it "
+                "or give the audit log a place: --audit PATH (Broker(audit=PATH))",
+                path=str(name),
+            )
     return path

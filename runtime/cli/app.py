@@ -7,14 +7,14 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
-from runtime.errors import ConfigError, RuntimeToolError
+from runtime.errors import ConfigError, RuntimeToolError, ToolNotFound
 from runtime.models import Decision, ToolCall, ToolResult
 
 __all__ = ["app"]
@@ -98,15 +98,39 @@ def _tty_prompt(prompt: str) -> str | None:
     return line.decode("utf-8", "replace").strip()
 
 
-def _approver(auto: bool) -> Any:
+#: Characters of a question to the user, and of each of its options, shown at most (the
+#: rest is said to be left out). Room for the longest a built-in tool asks, escapes aside:
+#: review_with_feedback_content's title, 64 Ki-character content and prompt (the user
+#: passes what they read), an ask_user option of 256.
+_MAX_QUESTION = 100_000
+_MAX_OPTION = 1024
+
+
+def _approver(auto: bool, roles: Callable[[str], Mapping[str, str]]) -> Any:
+    """The approver of ``runtime exec``: yes with ``--approve``, else the user's answer at
+    the terminal to the call as it will run (``runtime.mcp._prompt.approval_text``, as the
+    MCP server asks: deciding arguments whole, hidden characters escaped, what is left out
+    said, the arguments' digest). It showed ``json.dumps(arguments)[:200]`` unmarked: a
+    command with a long harmless head ran a tail nobody saw. Deciding arguments too long to
+    show whole: refused, not asked about."""
+    from runtime.mcp._prompt import MAX_DECIDING, approval_text, visible
+
     def approve(call: ToolCall, decision: Decision) -> bool:
         if auto:
             return True
-        reasons = "; ".join(decision.reasons) or decision.rule
-        answer = _tty_prompt(
-            f"runtime: {call.tool} {json.dumps(call.arguments)[:200]}\n"
-            f"  policy asks ({reasons}). Run it? [y/N] "
-        )
+        reasons = visible("; ".join(decision.reasons) or decision.rule, MAX_DECIDING)
+        try:
+            text = approval_text(call.tool, reasons, call.arguments, roles(call.tool))
+        except (ValueError, RecursionError):  # not JSON text: nothing to show
+            text = None
+        if text is None:
+            _err(
+                f"runtime: {call.tool}: the arguments that decide what the call touches are "
+                f"too long to show for approval (more than {MAX_DECIDING} characters); "
+                "refused rather than asked about a partial view"
+            )
+            return False
+        answer = _tty_prompt(f"runtime: {text}\nRun it? [y/N] ")
         return (answer or "").lower() in ("y", "yes")
 
     if auto or ((sys.stdin.isatty() or os.path.exists("/dev/tty")) and sys.stderr.isatty()):
@@ -115,8 +139,16 @@ def _approver(auto: bool) -> Any:
 
 
 def _ask_user(question: str, options: list[str] | None) -> str:
-    suffix = f" [{' / '.join(options)}]" if options else ""
-    answer = _tty_prompt(f"{question}{suffix}\n> ")
+    """Ask the user at the terminal. The question and options are the caller's (an LLM's):
+    written raw, an escape sequence in them erased the real question and wrote another
+    (cursor moves, line erases) or set the clipboard (OSC 52). Every character that hides,
+    moves or reorders text is shown escaped, and each part is bounded with a marker
+    (``runtime.mcp._prompt.visible``)."""
+    from runtime.mcp._prompt import visible
+
+    shown = [visible(option, _MAX_OPTION) for option in options or ()]
+    suffix = f" [{' / '.join(shown)}]" if shown else ""
+    answer = _tty_prompt(f"{visible(question, _MAX_QUESTION)}{suffix}\n> ")
     if answer is None:
         raise RuntimeToolError("no terminal to ask the user")
     return answer
@@ -207,12 +239,19 @@ def _exec(  # noqa: PLR0917 - exec_'s options, passed on
     from runtime.broker import SyncBroker
     from runtime.cli._hint import sandboxed_tool
 
+    def roles(tool: str) -> Mapping[str, str]:
+        """``tool``'s arg_roles: the arguments an approval shows first and whole."""
+        try:
+            return dict(broker.catalogue.get(tool).arg_roles)
+        except ToolNotFound:
+            return {}
+
     try:
         broker = SyncBroker(
             workspace=workspace,
             policy=policy,
             audit=audit,
-            approver=_approver(approve),
+            approver=_approver(approve, roles),
             ask_user=_ask_user if sys.stderr.isatty() else None,
             profile=profile,
             tool_folders=tools_dir or (),

@@ -29,7 +29,14 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_DECIDING", "MAX_REST", "approval_text", "arguments_digest", "shown"]
+__all__ = [
+    "MAX_DECIDING",
+    "MAX_REST",
+    "approval_text",
+    "arguments_digest",
+    "shown",
+    "visible",
+]
 
 #: Characters of the deciding arguments (their JSON, escaped) a prompt shows at most; past
 #: it the call is refused rather than asked about. Room for the longest path a built-in
@@ -62,6 +69,27 @@ def _units(value: Any) -> list[str]:
 def shown(value: Any) -> str:
     """``value`` as JSON text whose every character is visible (see :func:`_units`)."""
     return "".join(_units(value))
+
+
+def visible(text: str, limit: int) -> str:
+    """``text`` (not JSON: a question to show as it reads) with every character that hides,
+    moves or reorders text shown as a ``\\uXXXX`` escape: ESC (and so every terminal escape
+    sequence: cursor moves, line erases, OSC 52 clipboard writes), the other C0 and C1
+    controls, DEL, carriage returns, bidi controls, zero widths. Line feeds are kept (a
+    question may have lines), and a backslash is doubled (an escape shown is never one the
+    text spelled). Past ``limit`` characters it is cut, and says so:
+    ``… [N more characters not shown]``."""
+    out: list[str] = []
+    used = 0
+    for index, ch in enumerate(text):
+        unit = "\n" if ch == "\n" else "\\\\" if ch == "\\" else _visible_char(ch)
+        if used + len(unit) > limit:
+            rest = len(text) - index
+            out.append(f" … [{rest} more characters not shown]")
+            break
+        used += len(unit)
+        out.append(unit)
+    return "".join(out)
 
 
 def arguments_digest(arguments: Any) -> str:

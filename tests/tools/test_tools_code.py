@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import multiprocessing
 import os
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from runtime import SyncBroker
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 
@@ -153,6 +155,57 @@ def test_long_lines_are_cut(cq: Tool, ctx: ToolContext, ws: Path) -> None:
     (ws / "min.js").write_text("var minified = 1;" + "x" * 100_000 + "\n")
     m = cq({"query": "minified"}, ctx)["matches"][0]
     assert len(m["code"]) == 400 and len(m["context"]) <= 1200
+
+
+def _bundle() -> str:
+    """A minified bundle: one 1,000,000-byte line of short declarations (under the 1 MiB cap)."""
+    return "".join(f"var v{i}=1;" for i in range(90000))[:1_000_000]
+
+
+@pytest.mark.sandbox
+def test_a_minified_bundle_is_searched_within_the_call_limits(tmp_path: Path) -> None:
+    # Every match decoded its whole 1 MB line, and that line again as its context, before
+    # the cut, and every match was kept: code_query hit its 512 MiB (resource_limit) on
+    # this one file, 11,111 matches of "v1". Through the broker: its real memory limit.
+    ws = tmp_path / "ws"
+    (ws / "static").mkdir(parents=True)
+    body = _bundle()
+    (ws / "static" / "app.min.js").write_text(body)
+    expected = sum(1 for name in re.findall(r"var (\w+)=", body) if "v1" in name)
+    with SyncBroker(workspace=ws) as broker:
+        r = broker.call({"tool": "code_query", "arguments": {"query": "v1", "limit": 500}})
+    assert r.success, r.error
+    assert r.usage is not None and r.usage.max_rss_kb is not None
+    assert r.usage.max_rss_kb < 256 * 1024, r.usage
+    assert r.result is not None
+    assert r.result["count"] == expected == 11111 and r.result["truncated"]
+    matches = r.result["matches"]
+    assert 0 < len(matches) <= 500 and matches[0]["name"] == "v1"  # the exact name first
+    for m in matches:
+        assert len(m["code"]) <= 400 and len(m["context"]) <= 1200
+        assert m["column"] == body.index(f"var {m['name']}=") + 5
+
+
+def test_a_long_line_is_cut_around_the_match(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # The cut kept the line's first 400 characters: far from a match deep in a bundle.
+    head = "".join(f"var a{i}=1;" for i in range(50000))
+    (ws / "app.min.js").write_text(head + "var needle=1;" + "var b=2;" * 1000)
+    m = cq({"query": "needle"}, ctx)["matches"][0]
+    assert m["column"] == len(head) + 5
+    assert "var needle=1;" in m["code"] and len(m["code"]) == 400
+    assert "var needle=1;" in m["context"] and len(m["context"]) <= 1200
+
+
+def test_the_kept_matches_are_the_best_ones(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # Only the best `limit` are kept while all are counted: the exact name, found last,
+    # still comes first, and the rest follow in file and line order.
+    for name in ("a", "b", "c"):
+        (ws / f"{name}.py").write_text("".join(f"def parse_{i}(): pass\n" for i in range(30)))
+    (ws / "z.py").write_text("def parse(): pass\n")
+    r = cq({"query": "parse", "limit": 4}, ctx)
+    assert r["count"] == 91 and r["truncated"]
+    got = [(m["file"], m["name"]) for m in r["matches"]]
+    assert got == [("z.py", "parse"), ("a.py", "parse_0"), ("a.py", "parse_1"), ("a.py", "parse_2")]
 
 
 def test_without_tree_sitter_falls_back_to_regex(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import bisect
 import fnmatch
+import heapq
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -299,12 +300,67 @@ def _matcher(query: str) -> Callable[[str], int]:
     return lambda name: 2 if name == query else (1 if q in name.casefold() else 0)
 
 
+#: Bytes of a long line kept before the match's column (the rest of the window follows it).
+_BEFORE = _MAX_CODE // 4
+
+
+def _window(line: bytes, col: int) -> str:
+    """At most :data:`_MAX_CODE` characters of ``line`` from a little before byte ``col``:
+    the bytes are cut first (4 per character at most), then decoded. Decoding whole lines
+    first made a minified bundle's one 1 MB line a megabyte string per match and per
+    context line: one file under the 1 MiB cap used up code_query's 512 MiB."""
+    if len(line) <= _MAX_CODE:
+        return line.decode("utf-8", "replace")
+    start = max(0, col - _BEFORE) if col > _MAX_CODE - _BEFORE else 0
+    while 0 < start < len(line) and line[start] & 0xC0 == 0x80:  # not mid-character
+        start += 1
+    return line[start : start + 4 * _MAX_CODE].decode("utf-8", "replace")[:_MAX_CODE]
+
+
 def _excerpt(lines: list[bytes], line: int, col: int) -> tuple[str, str, int]:
+    """The matched line's window around ``col`` (bytes), the windows of up to
+    :data:`_CONTEXT` lines each side (from their start), and the 1-based character column."""
     text = lines[line - 1] if 0 < line <= len(lines) else b""
     lo, hi = max(0, line - 1 - _CONTEXT), min(len(lines), line + _CONTEXT)
-    context = b"\n".join(lines[lo:hi]).decode("utf-8", "replace")
+    context = "\n".join(_window(lines[i], col if i == line - 1 else 0) for i in range(lo, hi))
     column = len(text[:col].decode("utf-8", "ignore")) + 1
-    return text.decode("utf-8", "replace").rstrip(), context, column
+    return _window(text, col).rstrip(), context, column
+
+
+class _Desc:
+    """A text that orders in reverse (heap keys: a file earlier in the result ranks higher)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.text > other.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.text == other.text
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_Key = tuple[int, _Desc, int, int]
+
+
+def _admits(found: list[tuple[_Key, dict[str, Any]]], limit: int, key: _Key) -> bool:
+    """Whether a match of ``key`` is among the best ``limit`` so far (its excerpt is then
+    worth making: :func:`_keep`)."""
+    return len(found) < limit or found[0][0] < key
+
+
+def _keep(
+    found: list[tuple[_Key, dict[str, Any]]], limit: int, key: _Key, match: dict[str, Any]
+) -> None:
+    """Keep ``match`` among the best ``limit``, the worst kept dropped (an admitted key)."""
+    if len(found) < limit:
+        heapq.heappush(found, (key, match))
+    else:
+        heapq.heapreplace(found, (key, match))
 
 
 def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -314,7 +370,11 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     want = args.get("type", "all")
     limit = int(args.get("limit", 50))
     match = _matcher(query)
-    found: list[tuple[int, dict[str, Any]]] = []
+    # The best ``limit`` matches so far, as a heap whose top is the worst kept (keys are
+    # the result's order negated); every match is counted, only these are kept. All were
+    # kept, each with its excerpt: tens of thousands in one minified bundle.
+    found: list[tuple[_Key, dict[str, Any]]] = []
+    count = 0
     engines: set[str] = set()
     scanned = skipped = 0
     with Workspace.for_call(ctx) as ws:
@@ -334,21 +394,20 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         for parts, raw_name in entries:
             rel, name = printable(ws.rel(parts)), printable(raw_name)
             if want in ("file", "all") and (score := match(name)):
-                found.append(
-                    (
-                        score,
-                        {
-                            "file": rel,
-                            "kind": "file",
-                            "name": name,
-                            "line": 1,
-                            "column": 1,
-                            "code": "",
-                            "context": "",
-                            "engine": "path",
-                        },
-                    )
-                )
+                count += 1
+                key = (score, _Desc(rel), -1, -count)
+                if _admits(found, limit, key):
+                    path_match = {
+                        "file": rel,
+                        "kind": "file",
+                        "name": name,
+                        "line": 1,
+                        "column": 1,
+                        "code": "",
+                        "context": "",
+                        "engine": "path",
+                    }
+                    _keep(found, limit, key, path_match)
             ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
             if want == "file" or ext not in _SOURCE_EXT or scanned >= _MAX_FILES:
                 continue
@@ -372,27 +431,27 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 if want not in ("all", kind) or not (score := match(sym)):
                     continue
                 engines.add(engine)
+                count += 1
+                key = (score, _Desc(rel), -line, -count)
+                if not _admits(found, limit, key):
+                    continue
                 code, context, column = _excerpt(lines, line, col)
-                found.append(
-                    (
-                        score,
-                        {
-                            "file": rel,
-                            "kind": kind,
-                            "name": sym,
-                            "line": line,
-                            "column": column,
-                            "code": code,
-                            "context": context,
-                            "engine": engine,
-                        },
-                    )
-                )
+                sym_match = {
+                    "file": rel,
+                    "kind": kind,
+                    "name": sym,
+                    "line": line,
+                    "column": column,
+                    "code": code,
+                    "context": context,
+                    "engine": engine,
+                }
+                _keep(found, limit, key, sym_match)
         walk_cut = ws.walk_cut
-    found.sort(key=lambda f: (-f[0], f[1]["file"], f[1]["line"]))
+    found.sort(key=lambda f: f[0], reverse=True)
     matches: list[dict[str, Any]] = []
     budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
-    for _, m in found[:limit]:
+    for _, m in found:
         m["code"], m["context"] = m["code"][:_MAX_CODE], m["context"][: _MAX_CODE * 3]
         budget -= len(m["file"]) + len(m["code"]) + len(m["context"]) + 120
         if budget < 0:
@@ -402,8 +461,8 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "query": query,
         "type": want,
         "matches": matches,
-        "count": len(found),
-        "truncated": len(matches) < len(found) or scanned >= _MAX_FILES or walk_cut,
+        "count": count,
+        "truncated": len(matches) < count or scanned >= _MAX_FILES or walk_cut,
         "engines": sorted(engines),
         "skipped": skipped,
     }

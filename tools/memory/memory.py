@@ -8,14 +8,16 @@ is parameterised; names, keys and tags are data, never SQL.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import time
 import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from runtime._fsio import private_file
+from runtime._fsio import private_file, state_file_problem
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 
@@ -52,21 +54,27 @@ class _Store:
                 "this session has no state store for snippets and memory", reason="no_state"
             )
         path = Path(state_dir)
+        self.db: sqlite3.Connection | None = None
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _check_dir(path)
             # Owner-only (SQLite would create it with the umask's 0644, and its -wal/-shm
             # with the file's mode): what agents remember is no other local user's to read.
             private_file(path / "state.db")
-            self.db: sqlite3.Connection | None = sqlite3.connect(path / "state.db", timeout=10)
+            self.db = _connect(path / "state.db")
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
             for suffix in ("-wal", "-shm"):
                 private_file(path / f"state.db{suffix}", create=False)
             self.db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
+            self.close()
             raise ToolFailed(
                 f"the state store in {path} cannot be opened: {exc}", reason="state_store"
             ) from exc
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -86,6 +94,59 @@ class _Store:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _check_dir(path: Path) -> None:
+    """Raise ToolFailed unless ``path`` (``.runtime``) is still a directory of ours and no
+    symlink: the broker checked it when it opened (``broker/_statedir``), and a link put in
+    its place since would have the store, even its empty new file, made wherever it points."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise ToolFailed(
+            f"the state directory {path} is no longer a directory of this user's (a symlink, "
+            "a file or another user's); not used",
+            reason="state_store",
+        )
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection to the state store at ``path``, known to be the regular file of ours
+    that the name holds (:func:`~runtime._fsio.state_file_problem`), not a symlink's target.
+
+    SQLite opens by name and follows a link, in the name and in its directory (``.runtime``),
+    and it cannot be asked not to from Python. So the name is checked with ``lstat`` before,
+    and after the connect the file SQLite opened is compared with it: SQLite resolves links
+    itself and ``PRAGMA database_list`` names the file it resolved to, which must be this
+    name in the real ``.runtime``; and the name must still hold the same inode. Not opened
+    here: closing any descriptor of the file would drop the locks other connections of this
+    process hold on it (see ``private_file``).
+
+    Hazard left: a swap between SQLite's resolving and its ``open`` that is undone before
+    the check after it. That needs write access to ``.runtime``, which the broker checked is
+    this user's alone (0700, ``broker/_statedir``) and every sandboxed call's mounts hide."""
+    why = state_file_problem(path)
+    if why is not None:
+        raise ToolFailed(
+            f"the state store {path} {why}; remove it (the broker makes a private one)",
+            reason="state_store",
+        )
+    before = os.lstat(path)
+    expected = os.path.join(os.path.realpath(path.parent.parent), path.parent.name, path.name)
+    db = sqlite3.connect(path, timeout=10)
+    try:
+        opened = str(db.execute("PRAGMA database_list").fetchone()[2])
+        after = os.lstat(path)
+    except BaseException:
+        db.close()
+        raise
+    if opened != expected or (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+        db.close()
+        raise ToolFailed(
+            f"the state store {path} changed while it was opened (SQLite opened {opened}); "
+            "not used",
+            reason="state_store",
+        )
+    return db
 
 
 def _snippet(row: sqlite3.Row, *, with_code: bool) -> dict[str, Any]:
