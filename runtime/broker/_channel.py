@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from runtime.egress._log import EGRESS_LOG_MAX, log_request, new_log
+from runtime._egress_log import EGRESS_LOG_MAX, log_request, new_log
 from runtime.errors import PolicyDenied, RuntimeToolError, ToolFailed
 from runtime.models import Decision, ToolSpec
 
@@ -60,7 +60,7 @@ class CallChannel:
         self._gateway = gateway
         self._ask_user = ask_user
         self._redact = redact
-        self._log = new_log()  # runtime.egress._log
+        self._log = new_log()  # runtime._egress_log
 
     async def __call__(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == "http":
@@ -79,7 +79,7 @@ class CallChannel:
         )
 
     async def _http(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """One gateway request, logged (:func:`runtime.egress._log.log_request`): URL
+        """One gateway request, logged (:func:`runtime._egress_log.log_request`): URL
         (redacted, as arguments are in the audit log), method, addresses dialled, redirects
         followed, status, or the refusal's rule."""
         ok = isinstance(payload, dict)

@@ -6,7 +6,7 @@ initialise a session) and ``_request`` (one request, its answer, and the transpo
 rules for reconnecting). ``trace`` counts what happened to one request for its audit
 record: ``mcp_retries`` (sent again: the earlier attempt provably never reached the
 server) and ``mcp_sessions`` (fresh sessions opened on the way); and ``egress``, the
-requests it made of the server (:mod:`runtime.egress._log`, the shape of a sandboxed
+requests it made of the server (:mod:`runtime._egress_log`, the shape of a sandboxed
 tool's egress log): each POST of the request (and of a session opened again for it), each
 GET that resumes or reopens its stream, with status, or error and refusal rule (an address
 the rules deny, a redirect refused as ``mcp.redirect``).
@@ -28,9 +28,9 @@ import httpx
 import mcp_types as types
 from pydantic import ValidationError
 
+from runtime._egress_log import log_request, new_log
 from runtime.audit._redact import Redactor
 from runtime.egress import EgressGateway, Resolver, TransportFactory, parse_target
-from runtime.egress._log import log_request, new_log
 from runtime.errors import InvalidArguments, RuntimeToolError, SandboxError, ToolFailed
 from runtime.mcp._peer import Inbound
 from runtime.policy.network import NetworkRules

@@ -1,5 +1,5 @@
 """The MCP proxy's URL client keeps each call's egress log (``usage.egress``, the shape of
-a sandboxed tool's: runtime.egress._log): the POST of ``tools/call`` and what else it sent
+a sandboxed tool's: runtime._egress_log): the POST of ``tools/call`` and what else it sent
 for the call, with status, or error and refusal rule (a redirect it will not follow, an
 address the rules deny). Against the real servers (``url_server.py``, ``hostile_server.py``,
 both transports) through the broker and its audit record, and a scripted one for a

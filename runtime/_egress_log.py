@@ -10,6 +10,8 @@ proxy's URL client (``runtime.mcp``: its requests to the server for a call).
 
 The log is a plain JSON object mutated in place, so that a writer can hand it on before the
 call ends (the MCP client's per-call ``trace`` is copied into a timed-out call's usage).
+A module of its own outside ``runtime.egress``: the broker imports it for every sandboxed
+call, and the gateway (httpx) is imported only when a call first needs the network.
 """
 
 from __future__ import annotations
