@@ -110,10 +110,14 @@ def builtin_tools_dir() -> Path:
 
 def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext], Any]:
     """Import ``module:function`` where ``module`` is a ``.py`` file in ``base`` (a manifest's
-    folder). Modules are imported under a private package name per folder, so two folders
-    may both have a ``files.py``; the top-level name ``tools`` is never used."""
+    folder). The folder is a package of a private name (``_runtime_tools_<digest of its
+    path>``), so two folders may both have a ``files.py``, the top-level name ``tools`` is
+    never used, a module named like a stdlib one or ``runtime`` shadows nothing, and its
+    modules import each other relatively (``from . import helpers``, ``from .util import
+    f``): each is ``<package>.<name>``."""
     import hashlib
     import importlib
+    import importlib.machinery
     import importlib.util
     import sys
 
@@ -130,20 +134,20 @@ def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext]
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise ValueError(f"entry module {module_name!r} is not a module name")
     path = base.joinpath(*module_name.split(".")).with_suffix(".py")
-    tag = hashlib.sha256(str(base.resolve()).encode()).hexdigest()[:12]
-    qualname = f"_runtime_tools_{tag}.{module_name}"
+    folder = base.resolve()
+    package = f"_runtime_tools_{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
+    if package not in sys.modules:
+        # A package with no code of its own whose modules are the folder's files (the
+        # import system finds ``<package>.<name>`` on its ``__path__``).
+        spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+        sys.modules[package] = importlib.util.module_from_spec(spec)
+    qualname = f"{package}.{module_name}"
     module = sys.modules.get(qualname)
     if module is None:
-        spec = importlib.util.spec_from_file_location(qualname, path)
-        if spec is None or spec.loader is None or not path.is_file():
+        if not path.is_file():
             raise ValueError(f"entry module {module_name!r} not found at {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[qualname] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[qualname]
-            raise
+        module = importlib.import_module(qualname)  # a failed import leaves no module behind
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ValueError(f"entry {entry!r}: {func_name!r} is not a function in {path}")

@@ -26,6 +26,9 @@ is never mutated — the broker still has to run the call with the real argument
    (``--token``, ``--client-secret``...; not ``--password-stdin``/``--no-password``), and
    ``set``/``config`` commands naming a secret (``aws configure set aws_secret_access_key
    VALUE``, ``git config github.token VALUE``).
+   The same rules run across a list's string elements, as an argv (a command or custom
+   tool's array argument): ``["curl", "-u", "bob:PASS"]``, ``["--token", "T"]`` have the
+   value element replaced and the option kept, whatever the value element looks like alone.
 
 Hazard: redaction is best effort by nature (a secret with no recognisable name or shape cannot
 be told from data). The arguments *digest* is computed over the unredacted arguments, so a
@@ -256,91 +259,119 @@ def _unquoted(word: str) -> str:
     return word.replace("'", "").replace('"', "")
 
 
-def _redact_command(s: str, extra: frozenset[tuple[str, ...]] = frozenset()) -> str:
-    """Credentials passed as command-line options or settings (module doc, item 3).
+class _CommandWords:
+    """The command-line rules' state from one word to the next (module doc, item 3), for a
+    command line's shell words and an argv list's elements alike.
 
-    Word by word: a separator (``;``, ``&``, ``|``, newline) ends the command; a word whose
-    file name is a listed program starts one (so ``sudo curl``, ``sshpass -p X mysql -pY``
-    and ``/usr/bin/curl`` are seen); an option of that program, or any secret long option,
-    marks the next word (or its own attached value) as the secret."""
-    out: list[str] = []
-    pos = 0
-    prog = ""
-    login = setter = False
-    # What the next word is: "" nothing, "whole" a secret, "userpass" user:secret.
-    expect = ""
+    A separator ends the command (:meth:`reset`); a word whose file name is a listed program
+    starts one (so ``sudo curl``, ``sshpass -p X mysql -pY`` and ``/usr/bin/curl`` are
+    seen); an option of that program, or any secret long option, marks the next word (or
+    its own attached value) as the secret. Constant work per character of a word."""
 
-    def put(start: int, end: int, text: str) -> None:
-        nonlocal pos
-        out.append(s[pos:start])
-        out.append(text)
-        pos = end
+    __slots__ = ("expect", "extra", "login", "prog", "setter")
 
-    for m in _CMD_TOKEN.finditer(s):
-        if m.group("sep") is not None:
-            prog, login, setter, expect = "", False, False, ""
-            continue
-        word = m.group("tok")
+    def __init__(self, extra: frozenset[tuple[str, ...]]) -> None:
+        self.extra = extra
+        self.prog = ""
+        self.login = self.setter = False
+        # What the next word is: "" nothing, "whole" a secret, "userpass" user:secret.
+        self.expect = ""
+
+    def reset(self) -> None:
+        self.prog, self.login, self.setter, self.expect = "", False, False, ""
+
+    def word(self, word: str) -> str | None:
+        """What ``word`` (quotes kept, as written) is replaced with, or None to keep it."""
         bare = _unquoted(word)
         if "[REDACTED" in word:  # a value rule got there first
-            expect = ""
-            continue
+            self.expect = ""
+            return None
+        expect, self.expect = self.expect, ""
         if expect and not bare.startswith("-"):
             if expect == "whole":
-                put(m.start(), m.end(), REDACTED)
-            else:
-                user, colon, secret = bare.partition(":")
-                if colon and secret:
-                    put(m.start(), m.end(), f"{user}:{REDACTED}")
-            expect = ""
-            continue
-        expect = ""
+                return REDACTED
+            user, colon, secret = bare.partition(":")
+            return f"{user}:{REDACTED}" if colon and secret else None
         name = bare.rsplit("/", 1)[-1]
         if name in _PROGRAMS:
-            prog, login, setter = name, False, False
-            continue
+            self.prog, self.login, self.setter = name, False, False
+            return None
         if bare in _SETTERS:
-            setter = True
-            continue
+            self.setter = True
+            return None
         if bare == "login":
-            login = True
-            continue
+            self.login = True
+            return None
+        prog = self.prog
         if bare.startswith("-"):
             option, eq, value = bare.partition("=")
             if prog in _USERPASS_OPTIONS:
                 options = _USERPASS_OPTIONS[prog]
                 if option in options:
-                    if eq:
-                        user, colon, secret = value.partition(":")
-                        if colon and secret:
-                            put(m.start(), m.end(), f"{option}={user}:{REDACTED}")
-                    else:
-                        expect = "userpass"
-                    continue
+                    if not eq:
+                        self.expect = "userpass"
+                        return None
+                    user, colon, secret = value.partition(":")
+                    return f"{option}={user}:{REDACTED}" if colon and secret else None
                 short = next((o for o in options if len(o) == 2 and bare.startswith(o)), None)
                 if short is not None and not eq and ":" in bare:
                     user, _, secret = bare[2:].partition(":")
-                    if secret:
-                        put(m.start(), m.end(), f"{short}{user}:{REDACTED}")
-                    continue
+                    return f"{short}{user}:{REDACTED}" if secret else None
             spec = _PASSWORD_OPTIONS.get(prog)
-            if spec is not None and (login or not spec[2]):
+            if spec is not None and (self.login or not spec[2]):
                 flag, separate, _ = spec
                 if bare == flag:
-                    expect = "whole" if separate else ""
-                    continue
+                    self.expect = "whole" if separate else ""
+                    return None
                 if bare.startswith(flag) and not bare.startswith("--"):
-                    put(m.start(), m.end(), flag + REDACTED)
-                    continue
+                    return flag + REDACTED
             if not eq and _SECRET_LONG_OPTION.fullmatch(option):
-                expect = "whole"
+                self.expect = "whole"
+            return None
+        if self.setter and _secretish_name(bare, self.extra):
+            self.expect = "whole"
+        return None
+
+
+def _redact_command(s: str, extra: frozenset[tuple[str, ...]] = frozenset()) -> str:
+    """Credentials passed as command-line options or settings (module doc, item 3), word by
+    word (:class:`_CommandWords`); a separator (``;``, ``&``, ``|``, newline) ends the
+    command."""
+    out: list[str] = []
+    pos = 0
+    words = _CommandWords(extra)
+    for m in _CMD_TOKEN.finditer(s):
+        if m.group("sep") is not None:
+            words.reset()
             continue
-        if setter and _secretish_name(bare, extra):
-            expect = "whole"
+        shown = words.word(m.group("tok"))
+        if shown is not None:
+            out.append(s[pos : m.start()])
+            out.append(shown)
+            pos = m.end()
     if not out:
         return s
     out.append(s[pos:])
     return "".join(out)
+
+
+def _redact_argv(items: list[Any], extra: frozenset[tuple[str, ...]]) -> None:
+    """The command-line rules across an argv list's elements, in place: ``items`` are the
+    elements already redacted one by one, each string one word (``["--password", "x"]``,
+    ``["curl", "-u", "bob:pw"]``: the value element is replaced, the option kept). A
+    non-string element breaks adjacency: no option's value runs across it.
+
+    Hazard: the audit log's gate (:meth:`Redactor.may_redact`) sees the whole arguments'
+    text, so a list whose value element alone looks harmless still reaches this rule: every
+    word that arms it (a program, a secret option or setting name) holds a gate fragment."""
+    words = _CommandWords(extra)
+    for i, item in enumerate(items):
+        if type(item) is not str and not isinstance(item, str):
+            words.reset()
+            continue
+        shown = words.word(item)
+        if shown is not None:
+            items[i] = shown
 
 
 # Cheap gate, in C substring tests (one regex alternation of the fragments cost ~2x more per
@@ -639,7 +670,10 @@ class Redactor:
                 and obj[1] is not None
             ):
                 return [obj[0], REDACTED]  # a ("Authorization", "...") header pair
-            return [self(v) for v in obj]
+            items = [self(v) for v in obj]
+            if len(items) > 1:
+                _redact_argv(items, self._extra)  # an argv: ["--password", "x"]
+            return items
         if isinstance(obj, str):
             return self.redact_str(str.__str__(obj))
         return obj

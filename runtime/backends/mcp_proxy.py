@@ -25,7 +25,8 @@ answer is final until the broker restarts); its listening task (a GET stream) ru
 backend's task group. Each call is a ``tools/call`` through the egress gateway under the
 policy's ``[network]`` rules (:attr:`network`), bounded by the call's ``timeout_s`` and
 ``output_bytes``; reconnects and renewed sessions on the way are counted into the call's
-usage (``mcp_retries``, ``mcp_sessions``), which the audit record keeps.
+usage (``mcp_retries``, ``mcp_sessions``, and ``egress``, the requests made of a url server
+for the call: runtime._egress_log), which the audit record keeps.
 ``notifications/tools/list_changed`` lists the server's tools again and puts them in the
 catalogue :meth:`register` filled, through the same checks as at start-up.
 

@@ -16,7 +16,8 @@ Anything else is refused as ``policy_denied`` naming what the manifest did not d
 The refusal is raised to the backend, which keeps it as the call's error if the tool then
 fails.
 
-Every ``http`` request, granted or refused, is kept in the call's egress log
+Every ``http`` request (web_search's to the search endpoint too: asking for the endpoint's
+URL is no request), granted or refused, is kept in the call's egress log
 (:meth:`CallChannel.usage`), which the broker puts in the completion record's ``usage`` as
 ``egress`` (and so in the ``ToolResult``'s usage): a tool that succeeds after a refused
 request (a web_fetch batch with one page redirected to the metadata address) shows it.
@@ -29,16 +30,13 @@ from typing import Any
 
 import anyio
 
+from runtime._egress_log import EGRESS_LOG_MAX, log_request, new_log
 from runtime.errors import PolicyDenied, RuntimeToolError, ToolFailed
 from runtime.models import Decision, ToolSpec
 
 __all__ = ["EGRESS_LOG_MAX", "CallChannel"]
 
 _EGRESS_OPS = frozenset({"http", "search_endpoint"})
-#: Egress log entries kept per call; ``count`` says how many requests there were in all.
-EGRESS_LOG_MAX = 32
-#: Longest URL kept in an entry (after redaction), characters.
-_URL_MAX = 1024
 
 
 class CallChannel:
@@ -46,16 +44,7 @@ class CallChannel:
     returns the broker's egress gateway (made on first use); ``ask_user()`` the session's
     hook or None."""
 
-    __slots__ = (
-        "_ask_user",
-        "_count",
-        "_egress",
-        "_gateway",
-        "_log",
-        "_redact",
-        "_refused",
-        "_spec",
-    )
+    __slots__ = ("_ask_user", "_egress", "_gateway", "_log", "_redact", "_spec")
 
     def __init__(
         self,
@@ -71,9 +60,7 @@ class CallChannel:
         self._gateway = gateway
         self._ask_user = ask_user
         self._redact = redact
-        self._log: list[dict[str, Any]] = []
-        self._count = 0
-        self._refused = 0
+        self._log = new_log()  # runtime._egress_log
 
     async def __call__(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == "http":
@@ -92,44 +79,32 @@ class CallChannel:
         )
 
     async def _http(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """One gateway request, logged: URL (redacted, as arguments are in the audit log),
-        method, addresses dialled, redirects followed, status, or the refusal's rule."""
-        method = payload.get("method", "GET") if isinstance(payload, dict) else None
-        url = payload.get("url") if isinstance(payload, dict) else None
-        entry: dict[str, Any] = {
-            "method": method.upper()[:16] if isinstance(method, str) else None,
-            "url": self._url(url) if isinstance(url, str) else None,
-        }
+        """One gateway request, logged (:func:`runtime._egress_log.log_request`): URL
+        (redacted, as arguments are in the audit log), method, addresses dialled, redirects
+        followed, status, or the refusal's rule."""
+        ok = isinstance(payload, dict)
+        method = payload.get("method", "GET") if ok else None
+        url = payload.get("url") if ok else None
         note: dict[str, Any] = {}
+        error: RuntimeToolError | None = None
         try:
             self._check_egress("http")
             reply: dict[str, Any] = await self._gateway().handle("http", payload, note=note)
         except RuntimeToolError as exc:
-            entry["error"] = str(exc.error_type)
-            if isinstance(exc, PolicyDenied):
-                entry["refused"] = str(exc.details.get("rule") or "policy_denied")
-                self._refused += 1
+            error = exc
             raise
         finally:
-            for key in ("dialled", "redirects", "status"):
-                if note.get(key):
-                    value = note[key]
-                    entry[key] = [self._url(u) for u in value] if key == "redirects" else value
-            self._count += 1
-            if len(self._log) < EGRESS_LOG_MAX:
-                self._log.append(entry)
+            log_request(self._log, method, url, self._redact, note=note, error=error)
         return reply
-
-    def _url(self, url: str) -> str:
-        return self._redact(url[: _URL_MAX * 4])[:_URL_MAX]
 
     def usage(self) -> dict[str, Any] | None:
         """The call's egress log for its usage (None when it made no HTTP request):
         ``requests`` the first :data:`EGRESS_LOG_MAX` entries, ``count`` all requests,
         ``refused`` how many were refused by the policy or the gateway."""
-        if not self._count:
+        log = self._log
+        if not log["count"]:
             return None
-        return {"requests": list(self._log), "count": self._count, "refused": self._refused}
+        return {**log, "requests": list(log["requests"])}
 
     def _check_egress(self, op: str) -> None:
         spec = self._spec

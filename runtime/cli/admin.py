@@ -250,8 +250,43 @@ _FOLDER_TOOLS = {
 }
 
 
+def _folder_problems(folders: list[Path]) -> dict[str, list[str]]:
+    """Per folder tool of ``folders`` whose code its sandbox's user may not read, those
+    files (``_binds.unreadable_code``: its calls are refused naming them)."""
+    import os
+
+    from runtime.backends.sandbox._binds import unreadable_code
+    from runtime.backends.sandbox.backend import SANDBOX_UID
+    from runtime.catalogue import Catalogue
+
+    root = os.geteuid() == 0
+    uid, gid = (SANDBOX_UID, SANDBOX_UID) if root else (os.geteuid(), os.getegid())
+    problems: dict[str, list[str]] = {}
+    for spec in Catalogue(builtins=False, folders=folders).list():
+        entry = spec.entry or ""
+        if (
+            spec.backend.value != "subprocess"
+            or spec.source is None
+            or entry.startswith("runtime.")
+        ):
+            continue  # no module of the folder's to import
+        module = entry.partition(":")[0]
+        bad = unreadable_code(str(spec.source.parent.resolve()), module, uid, gid)
+        if bad:
+            problems[spec.name] = bad
+    return problems
+
+
 @app.command("doctor")
-def doctor() -> None:
+def doctor(
+    tools_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--tools-dir",
+            help="Tool folder to check too: code its sandbox's user may not read.",
+        ),
+    ] = None,
+) -> None:
     """Report which isolation mechanisms this host offers."""
     from runtime.backends.sandbox import probe_host
 
@@ -286,6 +321,12 @@ def doctor() -> None:
     # The C accelerator of the audit log's encoders (built here if it was not yet): when it
     # is not loaded, the pure-Python code runs, slower, and "error" says why.
     speedups = _speedups.status()
+    folders: dict[str, Any] = dict(_FOLDER_TOOLS)
+    if tools_dir:
+        try:
+            folders["unreadable"] = _folder_problems(tools_dir)
+        except ConfigError as exc:  # a manifest that does not load
+            folders["error"] = exc.message
     _out(
         {
             "sandbox": caps,
@@ -293,6 +334,6 @@ def doctor() -> None:
             "strict_mode": verdict,
             "mcp_servers": mcp,
             "speedups": speedups,
-            "tool_folders": _FOLDER_TOOLS,
+            "tool_folders": folders,
         }
     )

@@ -278,15 +278,20 @@ class EgressGateway:
             raise ToolFailed(f"request to {req.url[:200]!r} failed: {exc}") from exc
 
     @asynccontextmanager
-    async def stream(self, payload: dict[str, Any]) -> AsyncIterator[StreamedReply]:
+    async def stream(
+        self, payload: dict[str, Any], *, note: dict[str, Any] | None = None
+    ) -> AsyncIterator[StreamedReply]:
         """One request whose body the caller reads as it arrives (an SSE stream): the same
         checks, pinning and redirects as :meth:`request`; ``timeout_s`` bounds the exchange up
         to the response's headers, and the caller bounds the reading (time and bytes: this
-        reads nothing it is not asked for). The connection closes when the block ends."""
+        reads nothing it is not asked for). The connection closes when the block ends.
+        ``note`` is filled as for :meth:`handle` (``status`` once the headers are in)."""
         req = _validated(payload, self._rules)
         try:
             with anyio.fail_after(req.timeout_s):
-                response, target, redirects = await self._open(req)
+                response, target, redirects = await self._open(req, note)
+                if note is not None:
+                    note["status"] = response.status_code
         except TimeoutError as exc:
             raise ToolTimeout(
                 f"request to {req.url[:200]!r} exceeded {req.timeout_s:g} s", limit="timeout_s"

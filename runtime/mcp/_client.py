@@ -5,7 +5,11 @@ handshake's checks, tool listing, ``tools/call`` and reading a JSON-RPC response
 initialise a session) and ``_request`` (one request, its answer, and the transport's own
 rules for reconnecting). ``trace`` counts what happened to one request for its audit
 record: ``mcp_retries`` (sent again: the earlier attempt provably never reached the
-server) and ``mcp_sessions`` (fresh sessions opened on the way).
+server) and ``mcp_sessions`` (fresh sessions opened on the way); and ``egress``, the
+requests it made of the server (:mod:`runtime._egress_log`, the shape of a sandboxed
+tool's egress log): each POST of the request (and of a session opened again for it), each
+GET that resumes or reopens its stream, with status, or error and refusal rule (an address
+the rules deny, a redirect refused as ``mcp.redirect``).
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ import httpx
 import mcp_types as types
 from pydantic import ValidationError
 
+from runtime._egress_log import log_request, new_log
+from runtime.audit._redact import Redactor
 from runtime.egress import EgressGateway, Resolver, TransportFactory, parse_target
-from runtime.errors import InvalidArguments, SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, RuntimeToolError, SandboxError, ToolFailed
 from runtime.mcp._peer import Inbound
 from runtime.policy.network import NetworkRules
 from runtime.policy.schema import ENV_REFERENCE, McpServerEntry
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "REDIRECT_RULE",
     "RemoteBase",
     "Trace",
     "delivered",
@@ -44,8 +51,8 @@ __all__ = [
 
 #: The handshake spoken: the Streamable HTTP era's initialize / initialized exchange.
 PROTOCOL_VERSION = "2025-06-18"
-#: Per-request counters for the audit record (see the module docstring).
-Trace = dict[str, int]
+#: Per-request counters and egress log for the audit record (see the module docstring).
+Trace = dict[str, Any]
 #: Room for the JSON-RPC envelope and SSE framing above the call's output cap, bytes.
 ENVELOPE_BYTES = 65_536
 #: Cap of a handshake or tools/list answer, bytes (512 tools with 64 KiB schemas fit).
@@ -55,6 +62,10 @@ LIST_BYTES = 32 * 1024 * 1024
 _CEILING_TIMEOUT_S = 3600.0
 _CEILING_BYTES = 64 * 1024 * 1024 + ENVELOPE_BYTES
 _REDACTED = "[redacted]"
+#: The egress log's URLs: credentials hidden by the audit log's built-in rules.
+_URLS = Redactor()
+#: The refusal rule of a redirect the client will not follow (see ``status_error``).
+REDIRECT_RULE = "mcp.redirect"
 
 
 def delivered(exc: BaseException) -> bool:
@@ -241,13 +252,17 @@ class RemoteBase:
         follow_redirects: bool,
         lost: type[Exception],
         not_sent: type[Exception],
+        trace: Trace | None = None,
     ) -> dict[str, Any]:
         """POST one JSON-RPC message whose answer, if any, comes another way (the server
         answers 202 and no body): the gateway's reply. A transport failure raises ``lost``
         when the request may have reached the server, else ``not_sent`` (each caller's
-        retry rules differ)."""
+        retry rules differ). Logged in ``trace``'s egress log when given."""
+        note: dict[str, Any] = {}
+        error: RuntimeToolError | None = None
+        reply: dict[str, Any] | None = None
         try:
-            reply: dict[str, Any] = await self._gateway.request(
+            reply = await self._gateway.request(
                 {
                     "method": "POST",
                     "url": url,
@@ -256,11 +271,50 @@ class RemoteBase:
                     "max_bytes": 4096,
                     "timeout_s": timeout_s,
                     "follow_redirects": follow_redirects,
-                }
+                },
+                note=note,
             )
-        except (ToolFailed, InvalidArguments) as exc:
-            raise (lost if delivered(exc) else not_sent) from exc
+        except RuntimeToolError as exc:
+            error = exc
+            if isinstance(exc, ToolFailed | InvalidArguments):
+                raise (lost if delivered(exc) else not_sent) from exc
+            raise
+        finally:
+            headers_in = reply["headers"] if reply is not None else None
+            self.log_egress(trace, "POST", url, note=note, error=error, headers=headers_in)
         return reply
+
+    def log_egress(
+        self,
+        trace: Trace | None,
+        method: str,
+        url: str,
+        *,
+        note: dict[str, Any],
+        error: RuntimeToolError | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """One request in ``trace``'s egress log (none without a trace: the handshake
+        and listing at connect time belong to no call). ``note`` is what the gateway filled
+        in; a 3xx status (never followed) is logged as refused, rule :data:`REDIRECT_RULE`,
+        with the origin of its ``Location`` from ``headers``."""
+        if trace is None:
+            return
+        log = trace.get("egress")
+        if log is None:
+            log = trace["egress"] = new_log()
+        status = note.get("status")
+        refused = None
+        if isinstance(status, int) and 300 <= status < 400:
+            refused = REDIRECT_RULE
+            if error is None:
+                error = self.status_error(status, b"", headers=headers)
+        elif isinstance(error, HttpStatusError) and error.details.get("reason") == "redirect":
+            refused = REDIRECT_RULE
+        log_request(log, method, url, self._shown_url, note=note, error=error, refused=refused)
+
+    def _shown_url(self, url: str) -> str:
+        return self.scrub(_URLS.redact_url(url))
 
     def status_error(
         self,

@@ -125,7 +125,7 @@ class StreamableWire(RemoteBase):
             "follow_redirects": False,
         }
         answer: _Answer | None = None
-        async with self._stream(payload) as reply:
+        async with self._stream(payload, trace) as reply:
             await self._check_status(reply, sent)
             if opening:
                 session = reply.headers.get("mcp-session-id")
@@ -151,16 +151,30 @@ class StreamableWire(RemoteBase):
         return await self._resume(answer, sent, timeout_s, trace if trace is not None else {})
 
     @asynccontextmanager
-    async def _stream(self, payload: dict[str, Any]) -> AsyncIterator[StreamedReply]:
+    async def _stream(
+        self, payload: dict[str, Any], trace: Trace | None = None
+    ) -> AsyncIterator[StreamedReply]:
         """The gateway's streamed reply to ``payload``; a failure to send it is
-        :class:`NotSent` or :class:`Lost` (refusals and timeouts pass as they are)."""
+        :class:`NotSent` or :class:`Lost` (refusals and timeouts pass as they are). The
+        request goes in ``trace``'s egress log once its status is in, or it failed."""
+        note: dict[str, Any] = {}
+        error: RuntimeToolError | None = None
+        reply: StreamedReply | None = None
         try:
-            stream = self._gateway.stream(payload)
+            stream = self._gateway.stream(payload, note=note)
             reply = await stream.__aenter__()
-        except (ToolFailed, InvalidArguments) as exc:
-            if delivered(exc):
-                raise Lost from exc
-            raise NotSent from exc
+        except RuntimeToolError as exc:
+            error = exc
+            if isinstance(exc, ToolFailed | InvalidArguments):
+                if delivered(exc):
+                    raise Lost from exc
+                raise NotSent from exc
+            raise
+        finally:
+            headers = reply.headers if reply is not None else None
+            self.log_egress(
+                trace, payload["method"], payload["url"], note=note, error=error, headers=headers
+            )
         try:
             yield reply
         finally:
@@ -270,7 +284,7 @@ class StreamableWire(RemoteBase):
             found: dict[str, Any] | None = None
             try:
                 async with self._stream(
-                    {**payload, "timeout_s": timeout_s, "follow_redirects": False}
+                    {**payload, "timeout_s": timeout_s, "follow_redirects": False}, trace
                 ) as reply:
                     refusal = self._refusal(reply)
                     if refusal is None:
@@ -321,7 +335,9 @@ class StreamableWire(RemoteBase):
             self.inbound.notification(message)
         return None
 
-    async def _notify(self, message: dict[str, Any], timeout_s: float) -> None:
+    async def _notify(
+        self, message: dict[str, Any], timeout_s: float, trace: Trace | None = None
+    ) -> None:
         """POST a notification or a response: the server answers 202 and no body."""
         reply = await self.post_message(
             self.url,
@@ -331,6 +347,7 @@ class StreamableWire(RemoteBase):
             follow_redirects=False,
             lost=Lost,
             not_sent=NotSent,
+            trace=trace,
         )
         if not 200 <= reply["status"] < 300:
             raise self.status_error(reply["status"], reply["body"], headers=reply["headers"])

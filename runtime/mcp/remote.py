@@ -58,7 +58,8 @@ Reconnecting (bounded: :data:`ATTEMPTS` sends of one request, backoff from
   ``replayed = false``.
 
 What happened is counted per call (``mcp_retries``, ``mcp_sessions``, ``mcp_resumes``) into
-the call's usage, which the audit record keeps.
+the call's usage, which the audit record keeps, with the call's ``egress`` log: each POST
+and resuming GET made for it (``runtime.mcp._client``, ``log_egress``).
 
 Errors (all typed, none hangs): refused by the rules → ``EgressDenied`` (``policy_denied``);
 past the call's ``timeout_s`` → ``ToolTimeout``; unreachable, connection lost mid-answer,
@@ -186,15 +187,20 @@ class RemoteClient(StreamableWire):
             finally:
                 await self._gateway.aclose()
 
-    async def _initialize(self, *, timeout_s: float) -> None:
+    async def _initialize(self, *, timeout_s: float, trace: Trace | None = None) -> None:
         # The old session stays in place until the new one is open: calls in flight keep
         # using it (and renew through the lock if the server forgot it), never none at all.
+        # ``trace``: a call's, when its request renews the session (its egress log).
         request_id = next(self._ids)
         answer = await self._exchange(
-            self.initialize_message(request_id), timeout_s=timeout_s, max_bytes=LIST_BYTES
+            self.initialize_message(request_id),
+            timeout_s=timeout_s,
+            max_bytes=LIST_BYTES,
+            trace=trace,
         )
         self.accept_initialize(answer)
-        await self._notify({"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout_s)
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await self._notify(initialized, timeout_s, trace)
 
     # -- requests -----------------------------------------------------------------------------
     async def _request(
@@ -249,7 +255,7 @@ class RemoteClient(StreamableWire):
         concurrent callers: the first renews, the others find the new session)."""
         async with self._renewing:
             if self._session_id == stale:
-                await self._initialize(timeout_s=timeout_s)
+                await self._initialize(timeout_s=timeout_s, trace=trace)
                 trace["mcp_sessions"] = trace.get("mcp_sessions", 0) + 1
                 # A listener that gave up while the server was away listens again.
                 self._start_listening()

@@ -91,6 +91,8 @@ class _Stream:
     error: RuntimeToolError | None = None
     dead: bool = False
     pending: dict[int, _Pending] = field(default_factory=dict)
+    #: What the gateway noted of the stream's GET (for the egress log).
+    note: dict[str, Any] = field(default_factory=dict)
 
 
 class LegacySseClient(RemoteBase):
@@ -159,7 +161,7 @@ class LegacySseClient(RemoteBase):
                         "method": method,
                         "params": params,
                     }
-                    return await self._call_on(stream, message, max_bytes)
+                    return await self._call_on(stream, message, max_bytes, trace)
                 except _NotSent as exc:
                     last = exc.__cause__ or exc
                 except _Died as exc:
@@ -176,11 +178,12 @@ class LegacySseClient(RemoteBase):
             stream = self._stream
             if stream is not None and not stream.dead:
                 return stream
-            stream = await self._connect(timeout_s)
+            stream = await self._connect(timeout_s, trace)
             try:
                 request = self.initialize_message(next(self._ids))
-                self.accept_initialize(await self._call_on(stream, request, LIST_BYTES))
-                await self._post(stream, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+                self.accept_initialize(await self._call_on(stream, request, LIST_BYTES, trace))
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await self._post(stream, initialized, trace)
             except BaseException:
                 stream.scope.cancel()
                 raise
@@ -191,12 +194,12 @@ class LegacySseClient(RemoteBase):
             return stream
 
     async def _call_on(
-        self, stream: _Stream, message: dict[str, Any], max_bytes: int
+        self, stream: _Stream, message: dict[str, Any], max_bytes: int, trace: Trace | None
     ) -> dict[str, Any]:
         request_id: int = message["id"]
         pending = stream.pending[request_id] = _Pending(max_bytes)
         try:
-            await self._post(stream, message)
+            await self._post(stream, message, trace)
             await pending.done.wait()
         finally:
             stream.pending.pop(request_id, None)
@@ -205,7 +208,9 @@ class LegacySseClient(RemoteBase):
         assert pending.message is not None
         return self.result_of(pending.message)
 
-    async def _post(self, stream: _Stream, message: dict[str, Any]) -> None:
+    async def _post(
+        self, stream: _Stream, message: dict[str, Any], trace: Trace | None = None
+    ) -> None:
         if stream.dead:
             raise _NotSent from stream.error
         assert stream.endpoint is not None
@@ -217,6 +222,7 @@ class LegacySseClient(RemoteBase):
             follow_redirects=False,
             lost=_Died,
             not_sent=_NotSent,
+            trace=trace,
         )
         status = reply["status"]
         if status == 404:
@@ -228,7 +234,8 @@ class LegacySseClient(RemoteBase):
             raise self.status_error(status, reply["body"], headers=reply["headers"])
 
     # -- the stream ---------------------------------------------------------------------------
-    async def _connect(self, timeout_s: float) -> _Stream:
+    async def _connect(self, timeout_s: float, trace: Trace | None = None) -> _Stream:
+        """A new event stream (its GET in ``trace``'s egress log), ready with its endpoint."""
         assert self._task_group is not None
         stream = _Stream()
         self._task_group.start_soon(self._read, stream, timeout_s)
@@ -237,7 +244,10 @@ class LegacySseClient(RemoteBase):
                 await stream.ready.wait()
         except BaseException:
             stream.scope.cancel()
+            self.log_egress(trace, "GET", self.url, note=stream.note)
             raise
+        failed = stream.error if stream.endpoint is None else None
+        self.log_egress(trace, "GET", self.url, note=stream.note, error=failed)
         if stream.endpoint is None:
             error = stream.error or self._ended()
             if isinstance(error, ToolFailed) and not delivered(error):
@@ -282,7 +292,7 @@ class LegacySseClient(RemoteBase):
             "timeout_s": timeout_s,
             "follow_redirects": False,
         }
-        async with self._gateway.stream(payload) as reply:
+        async with self._gateway.stream(payload, note=stream.note) as reply:
             content_type = reply.headers.get("content-type", "").split(";")[0].strip().lower()
             if not 200 <= reply.status < 300:
                 raise self.status_error(

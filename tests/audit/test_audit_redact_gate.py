@@ -67,6 +67,12 @@ _PIECES = st.sampled_from(
         "-p",
         "-a ",
         "--password ",
+        # Whole argv elements: the option and the value as neighbours in a list.
+        "--password",
+        "--token",
+        "curl",
+        "sshpass",
+        "hunter2",
         "set ",
         "config ",
         "admin:pw",

@@ -255,3 +255,32 @@ def test_the_egress_log_is_bounded_and_keeps_refusals_of_the_channel(
         # No HTTP request, no egress entry.
         plain = _call(broker, "fetcher", op="search_endpoint")
         assert "egress" not in plain.usage.model_dump()
+
+
+def test_web_search_lists_its_request_to_the_search_endpoint(
+    tmp_path: Path, server: Server
+) -> None:
+    """The built-in web_search, through the real broker and sandbox: asking for the
+    endpoint's URL is no request, its GET to the local fake endpoint is one, in the result's
+    usage and in the audit completion record."""
+    policy = _policy(tmp_path, server, network="allow")
+    with SyncBroker(workspace=tmp_path / "ws", policy=policy) as broker:
+        result = broker.call({"tool": "web_search", "arguments": {"query": "agent tools"}})
+        completion = broker.audit.tail(1)[0]
+    assert result.success, result.error
+    assert [r["title"] for r in result.result["results"]][:1] == ["Result 0 for agent tools"]
+    egress = result.usage.model_dump()["egress"]
+    assert completion.kind == "completion" and (completion.usage or {})["egress"] == egress
+    assert egress == {
+        "requests": [
+            {
+                "method": "GET",
+                "url": f"{server.base}/search?q=agent+tools&format=json",
+                "dialled": ["127.0.0.1"],
+                "status": 200,
+            }
+        ],
+        "count": 1,
+        "refused": 0,
+    }
+    assert [e["path"] for e in server.log] == ["/search?q=agent+tools&format=json"]

@@ -127,27 +127,37 @@ class Refusing(Scripted):
 async def test_a_refused_connection_is_retried_and_counted() -> None:
     script = Refusing(2)
     remote = client(script)
-    trace: dict[str, int] = {}
+    trace: dict[str, Any] = {}
     try:
         await remote.connect()
         result = await remote.call_tool("t", {}, timeout_s=10, max_bytes=10_000, trace=trace)
     finally:
         await remote.aclose()
     assert result.content[0].text == "fine"
+    egress = trace.pop("egress")
     assert script.calls == 3 and trace == {"mcp_retries": 2}
+    # Each send is in the call's egress log: two refused connections, then the answer.
+    assert [e.get("error") or e["status"] for e in egress["requests"]] == [
+        "tool_error",
+        "tool_error",
+        200,
+    ]
+    assert egress["count"] == 3 and egress["refused"] == 0
 
 
 async def test_retries_are_bounded() -> None:
     script = Refusing(100)
     remote = client(script)
-    trace: dict[str, int] = {}
+    trace: dict[str, Any] = {}
     try:
         await remote.connect()
         with pytest.raises(SandboxError, match="unreachable") as info:
             await remote.call_tool("t", {}, timeout_s=10, max_bytes=10_000, trace=trace)
     finally:
         await remote.aclose()
+    egress = trace.pop("egress")
     assert script.calls == 4 and trace == {"mcp_retries": 3}
+    assert [e.get("error") for e in egress["requests"]] == ["tool_error"] * 4
     assert info.value.details["reason"] == "unreachable"
 
 

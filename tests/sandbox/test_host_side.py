@@ -37,8 +37,10 @@ def test_a_tools_reference_is_resolved_once(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_relative_tool_folder_is_resolved_every_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # Relative to the cwd, which may change between calls: never cached.
+    # Relative to the cwd, which may change between calls: never cached. The folders are
+    # readable to the sandbox's user (tmp_path is 0700: a root broker refuses it, naming it).
     (tmp_path / "mine.py").write_text("def run(args, ctx):\n    return 1\n")
+    tmp_path.chmod(0o755)
     monkeypatch.chdir(tmp_path.parent)
     tool = spec("mine", "mine:run", "ro").model_copy(
         update={"source": Path(tmp_path.name) / "mine.json"}
@@ -46,7 +48,8 @@ def test_a_relative_tool_folder_is_resolved_every_time(
     backend = SandboxBackend()
     assert backend._ref(tool)[2] == str(tmp_path.resolve())
     other = tmp_path / "elsewhere"
-    (other / tmp_path.name).mkdir(parents=True)
+    (other / tmp_path.name).mkdir(parents=True, mode=0o755)
+    (other / tmp_path.name).chmod(0o755)
     monkeypatch.chdir(other)
     assert backend._ref(tool)[2] == str((other / tmp_path.name).resolve())
 

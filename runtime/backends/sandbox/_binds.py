@@ -10,12 +10,21 @@ kernel interface or the host's runtime state, nor a directory holding the runtim
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from runtime.errors import SandboxError
 
-__all__ = ["NEVER", "STATE_DIR", "bindable", "check_read_only", "holds_state", "under"]
+__all__ = [
+    "NEVER",
+    "STATE_DIR",
+    "bindable",
+    "check_read_only",
+    "holds_state",
+    "under",
+    "unreadable_code",
+]
 
 #: Never bound, whoever asks: kernel interfaces and runtime state of the host.
 NEVER = ("/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib")
@@ -57,3 +66,45 @@ def check_read_only(item: str) -> str:
             path=path,
         )
     return path
+
+
+def unreadable_code(folder: str, module: str, uid: int, gid: int) -> list[str]:
+    """What of a folder tool's entry ``module`` (``a.b`` is ``folder/a/b.py``) host user
+    ``uid``:``gid`` (the sandbox's, as the broker maps it) may not read: the folder and
+    each directory down to the module without read and search permission, the module
+    file without read; empty when all may be read. For the caller's own non-root uid (its
+    sandbox is this very user, groups included) ``os.access`` answers.
+
+    Why, before the call: the module is imported inside its call from its folder bound
+    read-only, by the sandbox's uid. With the broker running as root, a module only root
+    may read failed there as a bare PermissionError. Links are not followed (they resolve
+    in the call's own root); ACLs are not read (mode bits only). Sibling modules the entry
+    imports are not looked at: their import names the file that fails."""
+    own = uid == os.geteuid() and uid != 0
+    parts = module.split(".")
+    paths = [folder]
+    for part in parts[:-1]:
+        paths.append(os.path.join(paths[-1], part))
+    paths.append(os.path.join(paths[-1], parts[-1] + ".py"))
+    bad: list[str] = []
+    for i, path in enumerate(paths):
+        want = os.R_OK if i == len(paths) - 1 else os.R_OK | os.X_OK
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return bad  # not there (yet): the import says so
+        if stat.S_ISLNK(st.st_mode):
+            return bad
+        if own:
+            ok = os.access(path, want, follow_symlinks=False)
+        else:
+            if st.st_uid == uid:
+                bits = st.st_mode >> 6
+            elif st.st_gid == gid:
+                bits = st.st_mode >> 3
+            else:
+                bits = st.st_mode
+            ok = bits & want == want
+        if not ok:
+            bad.append(path)
+    return bad

@@ -29,7 +29,7 @@ import anyio.lowlevel
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox import pid1
-from runtime.backends.sandbox._binds import check_read_only
+from runtime.backends.sandbox._binds import check_read_only, unreadable_code
 from runtime.backends.sandbox._channels import (
     CallChannel,
     ControlChannel,
@@ -226,14 +226,38 @@ class SandboxBackend:
         a relative folder depends on the cwd, so it is resolved every time."""
         source = spec.source
         if source is not None and not source.is_absolute():
-            return self._trust(self._tool_ref(spec))
+            found = self._trust(self._tool_ref(spec))
+            self._check_readable(spec, found)
+            return found
         key = (spec.entry, source)
         ref = self._refs.get(key)
         if ref is None:
             if len(self._refs) >= _MAX_REFS:
                 self._refs.clear()
-            ref = self._refs[key] = self._trust(self._tool_ref(spec))
+            ref = self._trust(self._tool_ref(spec))
+            self._check_readable(spec, ref)  # raises: not kept, each call says why
+            self._refs[key] = ref
         return ref
+
+    def _check_readable(self, spec: ToolSpec, ref: tuple[str, str, str, str]) -> None:
+        """Refuse a folder tool whose code its sandbox's user may not read (``_binds.
+        unreadable_code``), naming the files: its import, inside the call, would fail. The
+        sandbox reads the folder itself, as that user (the broker hands it no code): a
+        broker running as root sees files that user does not."""
+        _, entry, _, tool_dir = ref
+        if not tool_dir:
+            return
+        uid = self._uid if os.geteuid() == 0 else os.geteuid()
+        gid = self._uid if os.geteuid() == 0 else os.getegid()
+        bad = unreadable_code(tool_dir, entry.partition(":")[0], uid, gid)
+        if bad:
+            raise SandboxError(
+                f"tool {spec.name!r}: its sandbox's user (uid {uid}) may not read "
+                f"{', '.join(bad)}: make the folder's code readable to it (chmod o+r, "
+                "directories o+rx) or owned by it",
+                path=bad[0],
+                unreadable=bad,
+            )
 
     def _trust(self, ref: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
         """``ref`` of a tool in one of ``trusted_folders``: pre-imported, as a built-in."""

@@ -41,6 +41,7 @@ import shutil
 import signal
 import socket
 import stat
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -624,7 +625,12 @@ class FolderTool:
 
     def load(self) -> ToolFunc:
         """The tool's function; an import that fails (or exits) is this call's tool_error,
-        naming the module and what it raised."""
+        naming the module and what it raised. Its siblings import as a package's modules
+        (``load_entry``) and, by their plain names (``import helpers``), from the folder put
+        *last* on this call's ``sys.path``: the standard library, ``runtime`` and what is
+        installed are found first, so a folder module shadows none of them."""
+        if self.base not in sys.path:
+            sys.path.append(self.base)  # this call's process only: it ends with the call
         try:
             return load_entry(self.entry, Path(self.base))
         except BaseException as exc:  # SystemExit too: a module's exit ends only its call
