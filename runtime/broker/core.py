@@ -70,6 +70,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
+from runtime.toolkit_env import check_env_size
 from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
@@ -572,7 +573,11 @@ class Broker:
         refusal."""
         st.tc = tc = st.tc or self._normalize(st.raw)
         # The policy derives the tool's environment from the session's (Decision.env).
-        tc.context["env"] = self.session_env(session)
+        tc.context["env"] = env = self.session_env(session)
+        if env:
+            # set_env keeps it within bounds; this holds them for a store changed through
+            # the API too (every sandboxed call carries it in one bounded control packet).
+            check_env_size(env)
         if self.events.active:
             # A copy: a subscriber holding the live dict could change the arguments after
             # the policy decided on them (a stream reader runs while the call goes on).

@@ -13,6 +13,7 @@ import pytest
 from runtime.backends.mock import MockBackend
 from runtime.broker import SyncBroker
 from runtime.catalogue import Catalogue
+from runtime.toolkit_env import SESSION_ENV_MAX_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +104,23 @@ def test_a_session_that_is_not_text_raises(
         with pytest.raises(error, match="session must be"):
             broker.call(_ECHO, **kwargs)  # the synchronous path
         assert len(broker.audit.tail(100)) == 2
+
+
+async def test_a_session_environment_past_its_bound_refuses_the_call(
+    make_broker: Callable[..., Any],
+) -> None:
+    """set_env keeps a session's environment within bounds; one filled through the API
+    (``Broker.session_env``) is refused at the call, typed, before the backend (every
+    sandboxed call carries it in one bounded control packet), and fits again once cut."""
+    ran: list[Any] = []
+    async with make_broker(lambda request: ran.append(request) or {"ok": True}) as broker:
+        env = broker.session_env("default")
+        env["BIG"] = "x" * (SESSION_ENV_MAX_BYTES + 1)
+        result = await broker.call(_ECHO)
+        assert not result.success and result.error is not None
+        assert result.error.type == "resource_limit"
+        assert result.error.details["reason"] == "env_too_large"
+        assert not ran
+        env["BIG"] = "fits"
+        assert (await broker.call(_ECHO)).success
+        assert ran[0].env["BIG"] == "fits"
