@@ -46,18 +46,34 @@ async def test_async_calls_record_their_session(
         assert broker.audit.verify().ok
 
 
-async def test_audit_session_leaves_the_policy_session_alone(
+async def test_audit_session_scopes_the_environment_not_the_budgets(
     make_broker: Callable[..., Any],
 ) -> None:
-    """The backend (and the policy: environment, budgets) sees the broker session,
-    whatever the audit shows."""
+    """An MCP session (``audit_session``) has its own session environment: the backend
+    gets it as the request's session, and the policy derives the tool's environment from
+    it alone. Budgets stay the broker session's (a new MCP session does not reset them)."""
+    from runtime.policy import Policy
+
+    policy = Policy.from_toml('default = "allow"\n[tools.echo]\nbudget = 2\n')
+    seen: list[Any] = []
 
     def handler(request: Any) -> dict[str, Any]:
+        seen.append(request)
         return {"session": request.session}
 
-    async with make_broker(handler) as broker:
+    async with make_broker(handler, policy=policy) as broker:
+        broker.session_env("mcp:x")["WHO"] = "x"
+        broker.session_env("mcp:y")["WHO"] = "y"
         result = await broker.call(_ECHO, audit_session="mcp:x")
-        assert result.result == {"session": "default"}
+        assert result.result == {"session": "mcp:x"}
+        assert (await broker.call(_ECHO, audit_session="mcp:y")).success
+        assert [r.env.get("WHO") for r in seen] == ["x", "y"]
+        over = await broker.call(_ECHO, audit_session="mcp:z")  # the broker's budget: 2
+        assert not over.success and over.decision == {"action": "deny", "rule": "budget.echo"}
+        # A session that set nothing has no store made for it by its calls.
+        assert "mcp:z" not in broker._session_env
+        broker.end_session("mcp:x")
+        assert "mcp:x" not in broker._session_env and "mcp:y" in broker._session_env
 
 
 def test_sync_calls_record_their_session(tmp_path: Path, catalogue: Catalogue) -> None:
