@@ -94,7 +94,9 @@ class ToolCall(_Model):
 # --------------------------------------------------------------------------------------------
 # Manifests
 
-ArgRole = Literal["read_path", "write_path", "read_write_path", "command", "cwd", "url"]
+ArgRole = Literal[
+    "read_path", "write_path", "read_write_path", "command", "cwd", "url", "env", "session_env"
+]
 
 
 class BackendKind(enum.StrEnum):
@@ -256,9 +258,13 @@ class ToolSpec(_Model):
     arg_roles: dict[str, ArgRole] = Field(
         default_factory=dict,
         description="What the policy must check in which argument: {argument: read_path | "
-        "write_path | read_write_path | command | cwd | url}. A path role applies the "
-        "policy's path rules (read_write_path: both the read and the write ones, for a path "
-        "the tool reads and changes), 'command' the command rules, 'url' the network rules.",
+        "write_path | read_write_path | command | cwd | url | env | session_env}. A path role "
+        "applies the policy's path rules (read_write_path: both the read and the write ones, "
+        "for a path the tool reads and changes), 'command' the command rules, 'url' the "
+        "network rules; 'env' (an object NAME -> VALUE the call's commands see) and "
+        "'session_env' (the name of a session variable whose value is the argument 'value') "
+        "judge each NAME=VALUE as the command rules judge 'export NAME=VALUE', and "
+        "session_env also refuses a name [env] deny matches.",
     )
     hints: ToolHints = Field(default_factory=ToolHints)
     limits: dict[str, Any] = Field(

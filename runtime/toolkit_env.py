@@ -8,13 +8,32 @@ against a prompt-injected agent that tries ``LD_PRELOAD=/workspace/x.so`` or ``B
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-from runtime.errors import ToolFailed
+from runtime.errors import ResourceLimitExceeded, ToolFailed
 
-__all__ = ["DEFAULT_PATH", "ENV_KEY_RE", "check_env_key", "check_env_value"]
+__all__ = [
+    "DEFAULT_PATH",
+    "ENV_KEY_RE",
+    "SESSION_ENV_MAX_BYTES",
+    "SESSION_ENV_MAX_VARS",
+    "check_env_key",
+    "check_env_size",
+    "check_env_value",
+    "env_bytes",
+]
 
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+#: Most variables a session's environment holds (``set_env``).
+SESSION_ENV_MAX_VARS = 256
+#: Most bytes a session's environment holds, counted as the environment block a program
+#: gets (``NAME=VALUE`` and a NUL each, UTF-8). Why a bound: every sandboxed call carries
+#: the environment to the fork-server in one control packet, which the kernel caps at the
+#: socket's send buffer (``net.core.wmem_default``, ~208 KiB on Linux); 128 KiB of one
+#: variable made every later call of the broker fail. 64 KiB is 16 times the usual session.
+SESSION_ENV_MAX_BYTES = 64 * 1024
 
 #: Variables that make a program load or run code it was not asked to run.
 _REFUSED = frozenset(
@@ -58,3 +77,37 @@ def check_env_value(key: str, value: str) -> str:
     if "\0" in value:
         raise ToolFailed(f"the value of {key!r} contains a NUL byte", reason="bad_value", key=key)
     return value
+
+
+def env_bytes(env: Mapping[str, str]) -> int:
+    """The size of ``env`` as an environment block: ``NAME=VALUE`` and a NUL each, UTF-8
+    (a lone surrogate counted as its 3 bytes: it cannot be carried anyway)."""
+    return sum(
+        len(name.encode("utf-8", "surrogatepass")) + len(value.encode("utf-8", "surrogatepass"))
+        for name, value in env.items()
+    ) + 2 * len(env)
+
+
+def check_env_size(env: Mapping[str, str], what: str = "the session's environment") -> None:
+    """ResourceLimitExceeded when ``env`` holds more than :data:`SESSION_ENV_MAX_VARS`
+    variables or :data:`SESSION_ENV_MAX_BYTES` bytes (:func:`env_bytes`)."""
+    if len(env) > SESSION_ENV_MAX_VARS:
+        raise ResourceLimitExceeded(
+            f"{what} would hold {len(env)} variables, more than the {SESSION_ENV_MAX_VARS} "
+            "allowed; remove some with set_env(key, null)",
+            reason="env_too_large",
+            limit="env_vars",
+            variables=len(env),
+            max_variables=SESSION_ENV_MAX_VARS,
+        )
+    size = env_bytes(env)
+    if size > SESSION_ENV_MAX_BYTES:
+        raise ResourceLimitExceeded(
+            f"{what} would be {size} bytes (NAME=VALUE, UTF-8), more than the "
+            f"{SESSION_ENV_MAX_BYTES} allowed; remove or shorten variables with set_env, or "
+            "write large values to a file in the workspace",
+            reason="env_too_large",
+            limit="env_bytes",
+            bytes=size,
+            max_bytes=SESSION_ENV_MAX_BYTES,
+        )

@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
@@ -70,6 +71,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
+from runtime.toolkit_env import check_env_size
 from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
@@ -105,6 +107,8 @@ _DRAIN_S = 10.0
 _STATE_DIR = ".runtime"
 #: Distinct decisions and fingerprints kept prepared for the audit log.
 _PREPARED_MAX = 256
+#: The environment of a session that has set none (read-only: never a store).
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
 class _CallState:
@@ -307,7 +311,14 @@ class Broker:
             yield stream
 
     def session_env(self, session: str) -> dict[str, str]:
+        """The environment of ``session`` (the store set_env writes), made on first use."""
         return self._session_env.setdefault(session, {})
+
+    def end_session(self, session: str) -> None:
+        """Forget ``session``'s environment: the MCP server calls it when one of its
+        sessions ends, so that the store does not grow with every session ever served.
+        Budgets are the broker session's and stay."""
+        self._session_env.pop(session, None)
 
     # -- backends -----------------------------------------------------------------------------
     def _make_backend(self, kind: str) -> Backend:
@@ -411,10 +422,12 @@ class Broker:
     ) -> ToolResult:
         """Run one call of any accepted shape; always returns a ToolResult.
 
-        ``session`` scopes the session environment and the per-session budgets, and is the
-        session the audit records show, unless ``audit_session`` names another: the MCP
-        server records each MCP session's id while its calls share the broker's session
-        (budgets are not reset by opening a new MCP session). ``on_run`` is told the call's
+        ``session`` scopes the per-session budgets, the session environment and the audit
+        records. ``audit_session`` names the caller's own session within it (the MCP server
+        passes each MCP session's id): the audit records and the session environment
+        (set_env, get_env, the variables every later call of it sees) are then that
+        session's, while budgets stay ``session``'s (not reset by opening a new MCP
+        session). ``on_run`` is told the call's
         timeout (seconds) when its backend is about to run it: decided, approved and given
         a slot (the MCP server's progress heartbeats report it as their total).
 
@@ -569,10 +582,17 @@ class Broker:
         self, st: _CallState, session: str, profile: str | None
     ) -> tuple[ToolSpec, Decision]:
         """Normalise and look up (unless call_sync already did), validate, decide. Raises on
-        refusal."""
+        refusal. ``session`` is the budgets' session; the environment is ``st.session``'s
+        (the caller's own: an MCP session's)."""
         st.tc = tc = st.tc or self._normalize(st.raw)
-        # The policy derives the tool's environment from the session's (Decision.env).
-        tc.context["env"] = self.session_env(session)
+        # The policy derives the tool's environment from the session's (Decision.env). Read
+        # without making a store: a session that never set a variable keeps none.
+        env = self._session_env.get(st.session or session)
+        tc.context["env"] = env if env is not None else _NO_ENV
+        if env:
+            # set_env keeps it within bounds; this holds them for a store changed through
+            # the API too (every sandboxed call carries it in one bounded control packet).
+            check_env_size(env)
         if self.events.active:
             # A copy: a subscriber holding the live dict could change the arguments after
             # the policy decided on them (a stream reader runs while the call goes on).
@@ -656,7 +676,8 @@ class Broker:
             limits=limits,
             decision=decision,
             env=decision.env,
-            session=session,
+            # The session whose environment the host tools (set_env, get_env) work on.
+            session=st.session or session,
             # Only what the manifest declares and the decision grants (see _channel.py).
             broker_requests=channel,
             arguments_json=arguments_json,

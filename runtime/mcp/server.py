@@ -172,6 +172,10 @@ class McpToolServer:
         # Weak keys: a connection's entry goes with it.
         self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._connection_count = 0
+        # A finalizer per connection that forgets its session's environment (_end_with).
+        self._ending: weakref.WeakKeyDictionary[Any, weakref.finalize[Any, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         # Clients hear when the tools this profile sees change (_announce).
         self.tools_changed = ToolsChanged(
             broker.catalogue,
@@ -249,6 +253,7 @@ class McpToolServer:
         # the audit log needs ids that are unique; the broker mints them.
         call: dict[str, Any] = {"tool": name, "arguments": params.arguments or {}}
         session = self.session_id(ctx)
+        self._end_with(ctx, session)
         with (
             self.approvals.serving(ctx, params) as current,
             queue_scope(self.queue_key(ctx, session), self.max_queued, self.max_queued_total),
@@ -316,6 +321,18 @@ class McpToolServer:
         if not isinstance(host, str) or not host:
             return session  # stdio: one connection, one session
         return f"mcp-peer:{host}"
+
+    def _end_with(self, ctx: ServerRequestContext[Any, Any], session: str) -> None:
+        """The broker forgets ``session``'s environment (``audit_session`` scopes it) once
+        its connection is gone: the HTTP session ended (DELETE, idle) or the stdio client
+        left. Once per connection."""
+        conn = getattr(ctx.session, "_connection", ctx.session)
+        try:
+            if conn in self._ending:
+                return
+            self._ending[conn] = weakref.finalize(conn, self.broker.end_session, session)
+        except TypeError:  # not weakly referable: its environment lives with the broker
+            return
 
     # -- running ------------------------------------------------------------------------------
     def initialization_options(self) -> Any:

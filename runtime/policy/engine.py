@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -62,7 +63,11 @@ _ROLE_PREFIX = {
     "cwd": "paths",
     "command": "commands",
     "url": "network",
+    "env": "env",
+    "session_env": "env",
 }
+#: Roles whose argument sets environment variables: judged as 'export NAME=VALUE' is.
+_ENV_ROLES = frozenset({"env", "session_env"})
 
 
 #: The path checks of each path role.
@@ -476,7 +481,9 @@ class Policy:
             if plan.roles and max(_SEVERITY[c.action] for c in cands) < 2:
                 for arg, role in plan.roles:
                     # null is how JSON says "not given" for an optional argument.
-                    if args.get(arg) is not None:
+                    if role in _ENV_ROLES:
+                        self._check_env(args, arg, role, cands)
+                    elif args.get(arg) is not None:
                         self._check_arg(args[arg], role, cands, urls)
             action, rule_id, reasons = _verdict(cands)
         network_tool = plan.network_tool
@@ -609,6 +616,43 @@ class Policy:
                         "rule": verdict.rule,
                     }
                 )
+
+    def _check_env(self, args: Mapping[str, Any], arg: str, role: str, cands: list[_Cand]) -> None:
+        """Variables a call sets, judged as the same assignments written in a command are:
+        ``export NAME=VALUE`` through the command rules (a value a program runs as a command,
+        LESSOPEN or EDITOR, is read as shell; a loader name asks...), so that a variable
+        cannot do by ``set_env`` or ``shell_exec``'s ``env`` what the command line may not.
+        ``session_env`` (set_env's ``key``, its value the argument ``value``: it is seen by
+        every later call of the session) is also refused when ``[env] deny`` matches the
+        name (rule ``env.deny``), instead of being set and then silently left out."""
+        value = args.get(arg)
+        if role == "env":
+            if not isinstance(value, Mapping):
+                return  # not given, or not an object: the schema's to refuse
+            pairs = list(value.items())
+        else:
+            if not isinstance(value, str) or args.get("value") is None:
+                return  # removing a variable sets nothing
+            if any(fnmatchcase(value, g) for g in self.document.env.deny):
+                cands.append(
+                    _Cand(
+                        "deny",
+                        "env.deny",
+                        f"{value} is in [env] deny: a session may not set it (its value "
+                        "runs as code, or redirects where programs read their code or "
+                        "configuration from)",
+                    )
+                )
+                return
+            pairs = [(value, args.get("value"))]
+        words = [
+            f"{name}={shlex.quote(text)}"
+            for name, text in pairs
+            if isinstance(name, str) and isinstance(text, str)
+        ]
+        if words:
+            for f in self._commands.check("export " + " ".join(words)):
+                cands.append(_Cand(f.action, f.rule, f.reason))
 
     # -- examples --------------------------------------------------------------------------
 

@@ -382,27 +382,75 @@ class EnvSection(_Section):
     )
     deny: list[str] = Field(
         default_factory=lambda: [
+            # Loaders and shells: what they load or run before the command.
             "LD_*",
+            "GLIBC_TUNABLES",
+            "GCONV_PATH",
             "BASH_ENV",
             "ENV",
             "BASH_FUNC_*",
             "PATH",
             "IFS",
             "PROMPT_COMMAND",
+            "SHELLOPTS",
+            "BASHOPTS",
+            "PS4",
+            # Interpreters: options, start-up code and module search paths.
             "PYTHONSTARTUP",
             "PYTHONPATH",
             "PYTHONHOME",
+            "PYTHONUSERBASE",
+            "PYTHONWARNINGS",
+            "PYTHONBREAKPOINT",
+            "PYTHONPYCACHEPREFIX",
             "NODE_OPTIONS",
+            "NODE_PATH",
+            "npm_config_*",
+            "NPM_CONFIG_*",
             "PERL5OPT",
             "PERL5LIB",
+            "PERLLIB",
+            "PERL5DB",
             "RUBYOPT",
-            "GCONV_PATH",
+            "RUBYLIB",
+            # Values a program runs as a shell command (wrappers.COMMAND_ENV; GIT_* below).
+            "EDITOR",
+            "VISUAL",
+            "PAGER",
+            "MANPAGER",
+            "SYSTEMD_PAGER",
+            "LESSOPEN",
+            "LESSCLOSE",
+            "BROWSER",
+            "SHELL",
+            "SSH_ASKPASS",
+            # Where programs read their configuration (and the commands in it) from.
+            "HOME",
+            "ZDOTDIR",
+            "XDG_CONFIG_HOME",
+            "XDG_CONFIG_DIRS",
             "GIT_*",
-            "SHELLOPTS",
-            "PS4",
+            "LESS",
+            "LESSKEY*",
+            "VIMINIT",
+            "GVIMINIT",
+            "EXINIT",
+            "MYVIMRC",
+            "VIM",
+            "VIMRUNTIME",
+            "MANOPT",
+            "MAKEFILES",
+            "OPENSSL_CONF",
+            "OPENSSL_ENGINES",
+            "OPENSSL_MODULES",
+            "CURL_HOME",
+            "WGETRC",
         ],
-        description="Session variables (globs) never passed: loader and interpreter hooks. "
-        "Default: LD_*, BASH_ENV, PATH, PYTHONPATH, NODE_OPTIONS, GIT_* and similar.",
+        description="Session variables (globs) a session may not set (set_env is refused, "
+        "rule env.deny) and never passed to tools: loader, shell and interpreter hooks, "
+        "values programs run as commands, and the variables that move where programs read "
+        "their configuration from. Default: LD_*, BASH_ENV, PATH, PYTHONPATH, NODE_OPTIONS, "
+        "EDITOR, PAGER, LESSOPEN, HOME, XDG_CONFIG_HOME, GIT_* and similar.",
     )
 
 
@@ -423,7 +471,19 @@ class ExampleSpec(_Section):
 
     category: str | None = None
     arg_roles: (
-        dict[str, Literal["read_path", "write_path", "read_write_path", "command", "cwd", "url"]]
+        dict[
+            str,
+            Literal[
+                "read_path",
+                "write_path",
+                "read_write_path",
+                "command",
+                "cwd",
+                "url",
+                "env",
+                "session_env",
+            ],
+        ]
         | None
     ) = None
     egress: bool | None = None

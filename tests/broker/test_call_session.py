@@ -13,6 +13,7 @@ import pytest
 from runtime.backends.mock import MockBackend
 from runtime.broker import SyncBroker
 from runtime.catalogue import Catalogue
+from runtime.toolkit_env import SESSION_ENV_MAX_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -45,18 +46,34 @@ async def test_async_calls_record_their_session(
         assert broker.audit.verify().ok
 
 
-async def test_audit_session_leaves_the_policy_session_alone(
+async def test_audit_session_scopes_the_environment_not_the_budgets(
     make_broker: Callable[..., Any],
 ) -> None:
-    """The backend (and the policy: environment, budgets) sees the broker session,
-    whatever the audit shows."""
+    """An MCP session (``audit_session``) has its own session environment: the backend
+    gets it as the request's session, and the policy derives the tool's environment from
+    it alone. Budgets stay the broker session's (a new MCP session does not reset them)."""
+    from runtime.policy import Policy
+
+    policy = Policy.from_toml('default = "allow"\n[tools.echo]\nbudget = 2\n')
+    seen: list[Any] = []
 
     def handler(request: Any) -> dict[str, Any]:
+        seen.append(request)
         return {"session": request.session}
 
-    async with make_broker(handler) as broker:
+    async with make_broker(handler, policy=policy) as broker:
+        broker.session_env("mcp:x")["WHO"] = "x"
+        broker.session_env("mcp:y")["WHO"] = "y"
         result = await broker.call(_ECHO, audit_session="mcp:x")
-        assert result.result == {"session": "default"}
+        assert result.result == {"session": "mcp:x"}
+        assert (await broker.call(_ECHO, audit_session="mcp:y")).success
+        assert [r.env.get("WHO") for r in seen] == ["x", "y"]
+        over = await broker.call(_ECHO, audit_session="mcp:z")  # the broker's budget: 2
+        assert not over.success and over.decision == {"action": "deny", "rule": "budget.echo"}
+        # A session that set nothing has no store made for it by its calls.
+        assert "mcp:z" not in broker._session_env
+        broker.end_session("mcp:x")
+        assert "mcp:x" not in broker._session_env and "mcp:y" in broker._session_env
 
 
 def test_sync_calls_record_their_session(tmp_path: Path, catalogue: Catalogue) -> None:
@@ -103,3 +120,23 @@ def test_a_session_that_is_not_text_raises(
         with pytest.raises(error, match="session must be"):
             broker.call(_ECHO, **kwargs)  # the synchronous path
         assert len(broker.audit.tail(100)) == 2
+
+
+async def test_a_session_environment_past_its_bound_refuses_the_call(
+    make_broker: Callable[..., Any],
+) -> None:
+    """set_env keeps a session's environment within bounds; one filled through the API
+    (``Broker.session_env``) is refused at the call, typed, before the backend (every
+    sandboxed call carries it in one bounded control packet), and fits again once cut."""
+    ran: list[Any] = []
+    async with make_broker(lambda request: ran.append(request) or {"ok": True}) as broker:
+        env = broker.session_env("default")
+        env["BIG"] = "x" * (SESSION_ENV_MAX_BYTES + 1)
+        result = await broker.call(_ECHO)
+        assert not result.success and result.error is not None
+        assert result.error.type == "resource_limit"
+        assert result.error.details["reason"] == "env_too_large"
+        assert not ran
+        env["BIG"] = "fits"
+        assert (await broker.call(_ECHO)).success
+        assert ran[0].env["BIG"] == "fits"

@@ -96,7 +96,8 @@ def test_specific_roles() -> None:
         "destination": "write_path",
     }
     assert specs["edit_file"].arg_roles == {"path": "read_write_path"}
-    assert specs["shell_exec"].arg_roles == {"command": "command", "cwd": "cwd"}
+    assert specs["shell_exec"].arg_roles == {"command": "command", "cwd": "cwd", "env": "env"}
+    assert specs["set_env"].arg_roles == {"key": "session_env"}
     assert specs["read_file"].arg_roles == {"path": "read_path"}
     assert specs["current_time"].sandbox.workspace is WorkspaceAccess.NONE
     assert specs["sleep"].sandbox.workspace is WorkspaceAccess.NONE

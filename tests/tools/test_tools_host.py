@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import ToolFailed
+from runtime.errors import ResourceLimitExceeded, ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
+from runtime.toolkit_env import SESSION_ENV_MAX_BYTES, SESSION_ENV_MAX_VARS, env_bytes
 
 Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
 Load = Callable[[str], Tool]
@@ -63,6 +64,36 @@ def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert _reason(set_, {"key": "OK", "value": "a\0b"}, ctx) == "bad_value"
     no_store = ToolContext(workspace=ws)
     assert _reason(get, {"key": "X"}, no_store) == "no_session_env"
+
+
+def test_set_env_bounds_the_session_environment(tool: Load, ws: Path) -> None:
+    """One value of 32768 emoji (128 KiB of UTF-8) was stored, and every sandboxed call of
+    the broker failed after it (its control packet was too large): the session's
+    environment is bounded in bytes and in variables, and a refused value leaves it as
+    it was."""
+    session: dict[str, str] = {"KEEP": "me"}
+    ctx = ToolContext(workspace=ws, options={"session_env": session})
+    set_ = tool("set_env")
+    with pytest.raises(ResourceLimitExceeded) as exc:
+        set_({"key": "NOTE", "value": "\U0001f600" * 32768}, ctx)
+    assert exc.value.details["reason"] == "env_too_large"
+    assert exc.value.details["max_bytes"] == SESSION_ENV_MAX_BYTES
+    assert "bytes" in exc.value.message and str(SESSION_ENV_MAX_BYTES) in exc.value.message
+    assert session == {"KEEP": "me"}
+    # Within the bound: two of 32 KiB do not fit, the first does and stays.
+    set_({"key": "V0", "value": "x" * 32768}, ctx)
+    with pytest.raises(ResourceLimitExceeded):
+        set_({"key": "V1", "value": "x" * 32768}, ctx)
+    assert set(session) == {"KEEP", "V0"} and env_bytes(session) <= SESSION_ENV_MAX_BYTES
+    # Replacing a value counts the new one only; removing always works.
+    set_({"key": "V0", "value": "y" * 32000}, ctx)
+    assert set_({"key": "V0", "value": None}, ctx)["previous"] == "y" * 32000
+    for i in range(SESSION_ENV_MAX_VARS - 1):
+        set_({"key": f"N{i}", "value": "1"}, ctx)
+    with pytest.raises(ResourceLimitExceeded) as exc:
+        set_({"key": "ONE_MORE", "value": "1"}, ctx)
+    assert exc.value.details["limit"] == "env_vars"
+    assert len(session) == SESSION_ENV_MAX_VARS
 
 
 def test_set_env_reaches_shell(tool: Load, ws: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
-from runtime.toolkit_env import check_env_key, check_env_value
+from runtime.toolkit_env import check_env_key, check_env_size, check_env_value
 
 __all__ = ["current_time", "get_env", "set_env", "sleep"]
 
@@ -86,5 +86,8 @@ def set_env(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if value is None:
         env.pop(key, None)
     else:
-        env[key] = check_env_value(key, value)
+        check_env_value(key, value)
+        # Checked before it is stored: a refused value leaves the session as it was.
+        check_env_size({**env, key: value})
+        env[key] = value
     return {"key": key, "previous": previous, "value": value}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import math
 import mmap
 import select
@@ -25,13 +26,14 @@ from typing import Any
 
 import anyio
 
-from runtime.errors import SandboxError
+from runtime.errors import ResourceLimitExceeded, SandboxError
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
 
 __all__ = [
     "CallChannel",
     "ControlChannel",
     "DeadlinePassed",
+    "Oversized",
     "Unsendable",
     "loop_waker",
     "wait_fd",
@@ -54,6 +56,25 @@ def _encoded(message: dict[str, Any]) -> bytes:
             f"a message to the sandbox fork-server could not be encoded: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+class Oversized(ResourceLimitExceeded):
+    """A control message larger than the control socket takes in one packet (EMSGSIZE:
+    SOCK_SEQPACKET sends a packet whole or not at all, bounded by the socket's send buffer,
+    ``net.core.wmem_default``; ENOBUFS likewise): nothing of it was sent, and the fork-server
+    is as alive as before. A refusal of this one message, never a closed channel."""
+
+    def __init__(self, size: int, exc: OSError) -> None:
+        super().__init__(
+            f"a message of {size} bytes is more than the sandbox fork-server's control socket "
+            f"takes in one packet ({exc.strerror or exc})",
+            size=size,
+        )
+        self.size = size
+
+
+#: Send errors that refuse one packet and say nothing of the peer.
+_TOO_BIG = frozenset({errno.EMSGSIZE, errno.ENOBUFS})
 
 
 class DeadlinePassed(Exception):
@@ -332,6 +353,10 @@ class ControlChannel:
         except BlockingIOError:
             raise
         except OSError as exc:
+            if exc.errno in _TOO_BIG:
+                # This packet only: the socket and the zygote are fine (closing the channel
+                # here left every later call of the broker failing, the zygote orphaned).
+                raise Oversized(len(data), exc) from exc
             self.closed = True
             raise SandboxError("the sandbox fork-server is gone") from exc
 

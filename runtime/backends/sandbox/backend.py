@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import itertools
-import json
+import logging
 import os
 import socket
 import subprocess
@@ -34,6 +34,7 @@ from runtime.backends.sandbox._channels import (
     CallChannel,
     ControlChannel,
     DeadlinePassed,
+    Oversized,
     Unsendable,
     loop_waker,
 )
@@ -41,10 +42,12 @@ from runtime.backends.sandbox._outcome import denied_write, outcome, workspace_p
 from runtime.backends.sandbox._outcome import details as _details  # noqa: F401 (tests use it)
 from runtime.backends.sandbox._outcome import usage as call_usage
 from runtime.backends.sandbox._prespawn import PrespawnedZygote, spawn_zygote
+from runtime.backends.sandbox._profile import plan_profile
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import (
     ExecutionError,
+    ResourceLimitExceeded,
     RuntimeToolError,
     SandboxError,
     SandboxUnavailable,
@@ -56,6 +59,8 @@ from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
 __all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
+
+log = logging.getLogger("runtime.sandbox")
 
 #: Mechanisms a test may switch off (test-only: shows each wall matters on its own).
 DISABLE_NAMES = frozenset(
@@ -88,6 +93,11 @@ _EXIT_WAIT_S = 30.0
 _MAX_REFS = 1024
 #: Distinct call profiles whose static plan part is kept (see ``_static_plan``).
 _MAX_PLANS = 256
+#: A fork-server found gone is started again by the next call, at most this many times in
+#: ``_RESTART_WINDOW_S`` seconds; past that, calls fail until the window has room again (a
+#: fork-server that dies at once would otherwise be restarted by every call).
+_MAX_RESTARTS = 3
+_RESTART_WINDOW_S = 60.0
 
 
 @dataclass(slots=True)
@@ -190,6 +200,12 @@ class SandboxBackend:
         self._caps: dict[str, Any] = {}
         self._fingerprint = Fingerprint(backend=self.name, mode=mode)
         self.load_errors: dict[str, str] = {}
+        # Restarts of a fork-server found gone (see _revive): when, the lock that makes one
+        # caller restart it, whether it ever started, and whether aclose() ended it for good.
+        self._restarts: list[float] = []
+        self._restart_lock: anyio.Lock | None = None
+        self._was_started = False
+        self._ended = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -276,8 +292,11 @@ class SandboxBackend:
         """Start the zygote. Calling it again after the zygote died starts a new one."""
         if self._ctl is not None and not self._ctl.closed:
             return
+        if self._restart_lock is None:
+            self._restart_lock = anyio.Lock()
+        self._ended = False
         if self._ctl is not None:
-            await self.aclose()
+            await self._shutdown()
         try:
             # Cached after the first build; a failure leaves pid 1 to Python (slower).
             pid1_path = str(await anyio.to_thread.run_sync(pid1.build))
@@ -325,7 +344,7 @@ class SandboxBackend:
             with anyio.fail_after(_START_TIMEOUT_S):
                 ready = await self._ctl.receive()
         except (SandboxError, TimeoutError) as exc:
-            await self.aclose()
+            await self._shutdown()
             if adopted:
                 # Spawned ahead and gone before its init (killed, or exited between its
                 # check in take() and now): once more with a zygote spawned here, whose
@@ -341,13 +360,14 @@ class SandboxBackend:
         if "seccomp" in self.load_errors and "seccomp" not in missing:
             missing.append("seccomp")
         if missing and self.mode == "strict":
-            await self.aclose()
+            await self._shutdown()
             raise SandboxUnavailable(
                 f"strict mode: missing isolation mechanism(s): {', '.join(missing)}",
                 missing=missing,
                 capabilities=self._caps,
             )
         self._fingerprint = self._make_fingerprint(missing, ready.get("cgroups", []))
+        self._was_started = True
 
     def _make_fingerprint(self, missing: list[str], cgroups: list[str]) -> Fingerprint:
         caps, off = self._caps, set(self._disable)
@@ -383,6 +403,13 @@ class SandboxBackend:
         return Fingerprint(backend=self.name, mechanisms=active, missing=absent, mode=self.mode)
 
     async def aclose(self) -> None:
+        """End the zygote and every call for good: no later call starts it again."""
+        self._ended = True
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        """End the zygote (EOF on its control socket; SIGKILL if it has not exited within
+        5 s) and every call of it."""
         if self._prespawned is not None:  # never started: the process was never adopted
             self._prespawned.close()
             self._prespawned = None
@@ -420,6 +447,58 @@ class SandboxBackend:
         request or the control socket's other readers need)."""
         return self._token is not None and threading.get_ident() != self._loop_thread
 
+    def _gone(self) -> bool:
+        """Whether the fork-server this backend started is gone: its control channel failed
+        (or was closed), or its process exited. False before the first start."""
+        if not self._was_started:
+            return False
+        ctl, proc = self._ctl, self._proc
+        return ctl is None or ctl.closed or (proc is not None and proc.poll() is not None)
+
+    async def _revive(self) -> dict[str, Any] | None:
+        """Start the fork-server again when it is gone (None when it is not); the note the
+        call that restarted it carries in its usage (and so its audit record). Bounded:
+        :data:`_MAX_RESTARTS` in :data:`_RESTART_WINDOW_S`, then SandboxError until the
+        window has room. The old process is ended first (EOF, then SIGKILL): one that
+        lives on behind a failed channel is not left behind."""
+        if not self._gone():
+            return None
+        if self._ended:
+            raise SandboxError("the sandbox backend is closed")
+        assert self._restart_lock is not None  # made by start(), which _was_started says ran
+        async with self._restart_lock:
+            if not self._gone():
+                return None  # another call restarted it while this one waited
+            proc = self._proc
+            status = proc.poll() if proc is not None else None
+            why = (
+                f"the sandbox fork-server had exited (status {status})"
+                if status is not None
+                else "the sandbox fork-server's control channel had failed"
+            )
+            now = time.monotonic()
+            self._restarts = [t for t in self._restarts if now - t < _RESTART_WINDOW_S]
+            if len(self._restarts) >= _MAX_RESTARTS:
+                wait = _RESTART_WINDOW_S - (now - self._restarts[0])
+                raise SandboxError(
+                    f"{why}; it was restarted {len(self._restarts)} times in the last "
+                    f"{_RESTART_WINDOW_S:g} s, and is not restarted again for {wait:.0f} s",
+                    reason="fork_server_restarts",
+                    restarts=len(self._restarts),
+                )
+            self._restarts.append(now)
+            log.warning("%s: starting it again", why)
+            await self._shutdown()
+            await self.start()
+            return {"reason": why, "restarts": len(self._restarts)}
+
+    def _revive_from_thread(self) -> dict[str, Any] | None:
+        """:meth:`_revive` for :meth:`run_sync`: the start belongs to the event loop."""
+        try:
+            return anyio.from_thread.run(self._revive, token=self._token)
+        except (anyio.RunFinishedError, concurrent.futures.CancelledError) as exc:
+            raise SandboxError("the broker's event loop has ended") from exc
+
     # -- one call -----------------------------------------------------------------------
 
     def _plan(self, request: ExecRequest, key: tuple[Any, ...] | None = None) -> dict[str, Any]:
@@ -437,14 +516,16 @@ class SandboxBackend:
     def _profile(self, request: ExecRequest, plan: dict[str, Any], key: tuple[Any, ...]) -> str:
         """The zygote's key for ``plan``'s spares (its ``_profile``: the plan without the
         call id, as sorted JSON), made here once per profile and environment instead of by
-        the zygote on every spawn, where it sat between the call and its spare."""
+        the zygote on every spawn, where it sat between the call and its spare. The
+        environment is in it as a digest: the plan carries it already, and the spawn
+        message went whole into one control packet, so twice over it halved the
+        environment a call could carry (a send past the packet bound is refused)."""
         with_env = (key, tuple(sorted(request.env.items())))
         profile = self._profiles.get(with_env)
         if profile is None:
             if len(self._profiles) >= _MAX_PLANS:
                 self._profiles.clear()
-            body = {k: v for k, v in plan.items() if k != "call_id"}
-            profile = self._profiles[with_env] = json.dumps(body, sort_keys=True)
+            profile = self._profiles[with_env] = plan_profile(plan)
         return profile
 
     def _plan_key(self, request: ExecRequest, tool_dir: str = "") -> tuple[Any, ...]:
@@ -545,6 +626,22 @@ class SandboxBackend:
         return _Call(call_id, channel, theirs, spawn, time.monotonic())
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
+        note = await self._revive()
+        try:
+            try:
+                outcome = await self._run_once(request)
+            except _NotDelivered:
+                # Gone before it took the spawn: nothing of this call ran; once more on a
+                # fork-server started again (a second failure is the call's error).
+                note = await self._revive() or note
+                outcome = await self._run_once(request)
+        except ExecutionError as exc:
+            _noted(exc.usage, note)
+            raise
+        _noted(outcome.usage, note)
+        return outcome
+
+    async def _run_once(self, request: ExecRequest) -> ExecOutcome:
         ctl = self._ctl
         if ctl is None or ctl.closed:
             raise SandboxError("the sandbox backend is not started")
@@ -553,9 +650,12 @@ class SandboxBackend:
         try:
             try:
                 await ctl.send(call.spawn, call.theirs.fileno())
-            except Unsendable:
+            except (Unsendable, Oversized) as exc:
                 call.exit_report = {}  # nothing was sent: no call to end or wait for
-                raise
+                raise _unsent(exc, request) from exc
+            except SandboxError as exc:
+                call.exit_report = {}
+                raise _NotDelivered(exc.message) from exc
             finally:
                 call.theirs.close()
             with anyio.move_on_after(request.limits.timeout_s) as scope:
@@ -581,6 +681,20 @@ class SandboxBackend:
         """:meth:`run` in the calling thread, blocking (see :attr:`sync_capable`). The
         timeout is a deadline on every wait; an exception in this thread (a
         KeyboardInterrupt) still ends and reaps the call before it propagates."""
+        note = self._revive_from_thread() if self._gone() else None
+        try:
+            try:
+                outcome = self._run_sync_once(request)
+            except _NotDelivered:
+                note = self._revive_from_thread() or note
+                outcome = self._run_sync_once(request)
+        except ExecutionError as exc:
+            _noted(exc.usage, note)
+            raise
+        _noted(outcome.usage, note)
+        return outcome
+
+    def _run_sync_once(self, request: ExecRequest) -> ExecOutcome:
         ctl = self._ctl
         if ctl is None or ctl.closed:
             raise SandboxError("the sandbox backend is not started")
@@ -590,9 +704,12 @@ class SandboxBackend:
         try:
             try:
                 ctl.send_sync(call.spawn, call.theirs.fileno(), deadline)
-            except Unsendable:
+            except (Unsendable, Oversized) as exc:
                 call.exit_report = {}  # nothing was sent: no call to end or wait for
-                raise
+                raise _unsent(exc, request) from exc
+            except SandboxError as exc:
+                call.exit_report = {}
+                raise _NotDelivered(exc.message) from exc
             finally:
                 call.theirs.close()
             try:
@@ -754,6 +871,39 @@ class SandboxBackend:
                 "error_type": str(exc.error_type),
             }
         return {"type": "reply", "ok": True, "value": value}
+
+
+class _NotDelivered(SandboxError):
+    """The fork-server was gone when a call's spawn was sent: nothing of the call ran, so
+    it may be tried again on a fork-server started anew (once: ``run``)."""
+
+
+def _unsent(exc: SandboxError | ResourceLimitExceeded, request: ExecRequest) -> RuntimeToolError:
+    """The error of a call whose spawn message was refused before anything of it was sent:
+    ``exc`` itself, or for one too large for the control socket, a resource_limit naming the
+    call's environment (what makes a spawn large; the session's is bounded by set_env)."""
+    if not isinstance(exc, Oversized):
+        return exc
+    from runtime.toolkit_env import env_bytes
+
+    env = request.env
+    return ResourceLimitExceeded(
+        f"{request.spec.name}: the call cannot be handed to the sandbox: its spawn message "
+        f"is {exc.size} bytes, more than the fork-server's control socket takes in one "
+        f"packet; its environment is {len(env)} variables, {env_bytes(env)} bytes "
+        "(shorten or remove session variables with set_env, or pass large values in a file)",
+        reason="env_too_large",
+        limit="control_packet",
+        message_bytes=exc.size,
+        env_variables=len(env),
+        env_bytes=env_bytes(env),
+    )
+
+
+def _noted(usage: dict[str, Any], note: dict[str, Any] | None) -> None:
+    """Put a restart of the fork-server in the usage of the call that made it."""
+    if note is not None:
+        usage["sandbox_restarted"] = note
 
 
 def _removed_whole(request: ExecRequest) -> tuple[str, ...]:

@@ -37,7 +37,6 @@ import _signal  # type: ignore[import-not-found]  # no stub: the C half of signa
 import contextlib
 import ctypes
 import gc
-import json
 import mmap
 import os
 import selectors
@@ -61,6 +60,7 @@ from runtime.backends.sandbox import (
     pid1,
     probe,
 )
+from runtime.backends.sandbox._profile import plan_profile
 from runtime.frames import HEADER, FrameError, decode_body, encode_frame
 from runtime.toolkit import load_entry
 
@@ -630,7 +630,7 @@ class Zygote:
     @staticmethod
     def _profile(plan: dict[str, Any]) -> str:
         """Calls with equal profiles can use each other's spares (the call id differs)."""
-        return json.dumps({k: v for k, v in plan.items() if k != "call_id"}, sort_keys=True)
+        return plan_profile(plan)
 
     def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
         assert self.cfg is not None

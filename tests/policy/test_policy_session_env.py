@@ -1,0 +1,129 @@
+"""Variables a call sets are judged as the same assignments written in a command are, and a
+session may not set what ``[env] deny`` names (red-team: set_env LESSOPEN, HOME or PAGER
+planted a hook that a later ordinary ``shell_exec`` ran, where the same value inline asks).
+
+Judged with the built-in manifests (their ``arg_roles``: set_env's ``key`` is
+``session_env``, shell_exec's ``env`` is ``env``)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from runtime.catalogue import Catalogue
+from runtime.models import Decision, ToolCall
+from runtime.policy import Policy
+
+_LESSOPEN = "|echo 'echo LESSOPEN-HOOK-RAN > /workspace/HOOK' | sh; cat %s"
+_CATALOGUE = Catalogue()
+
+
+def _decide(policy: Policy, tool: str, **arguments: Any) -> Decision:
+    return policy.decide(ToolCall(tool=tool, arguments=arguments), _CATALOGUE.get(tool))
+
+
+def _set(policy: Policy, key: str, value: str | None) -> tuple[str, str]:
+    d = _decide(policy, "set_env", key=key, value=value)
+    return d.action, d.rule
+
+
+#: The default policy without its [env] deny names: what the inline judge alone says.
+_NO_DENY = Policy.from_toml(
+    'default = "deny"\n[categories]\nsystem = "allow"\nshell = "allow"\n[env]\ndeny = []\n'
+)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "LESSOPEN",
+        "LESSCLOSE",
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "BROWSER",
+        "SHELL",
+        "GIT_PAGER",
+        "VIMINIT",
+        "EXINIT",
+        "MANOPT",
+        "LESSKEY",
+        "LESS",
+        "ZDOTDIR",
+        "OPENSSL_CONF",
+        "PYTHONWARNINGS",
+        "PYTHONUSERBASE",
+        "NODE_OPTIONS",
+        "npm_config_node_options",
+        "BASH_ENV",
+        "PATH",
+    ],
+)
+def test_the_default_policy_refuses_setting_hook_and_config_variables(
+    default_policy: Policy, key: str
+) -> None:
+    assert _set(default_policy, key, "/workspace/x") == ("deny", "env.deny")
+    d = _decide(default_policy, "set_env", key=key, value="x")
+    assert key in d.reasons[0] and "[env] deny" in d.reasons[0]
+
+
+def test_removing_a_denied_name_sets_nothing_and_is_allowed(default_policy: Policy) -> None:
+    assert _set(default_policy, "HOME", None) == ("allow", "categories.system")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("NOTE", "hello"), ("MY_FLAG", "1"), ("OPENAI_API_KEY", "sk-x"), ("NOTE", "a;b | c")],
+)
+def test_ordinary_variables_are_still_set(default_policy: Policy, key: str, value: str) -> None:
+    assert _set(default_policy, key, value) == ("allow", "categories.system")
+    assert _set(_NO_DENY, key, value) == ("allow", "categories.system")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        # The very values of the reproduction: inline, 'LESSOPEN=... less f' asks.
+        ("LESSOPEN", _LESSOPEN, ("ask", "commands.hazard.unparseable")),
+        ("PAGER", "sh -c 'rm -rf /'", ("deny", "commands.deny.rm-root")),
+        ("LD_PRELOAD", "/workspace/x.so", ("ask", "commands.deny.export-loader-env")),
+        ("VIMINIT", "!sh", ("ask", "commands.deny.export-loader-env")),
+        ("EDITOR", "vim", ("allow", "categories.system")),
+    ],
+)
+def test_without_deny_names_a_variable_is_judged_as_the_same_assignment_inline(
+    key: str, value: str, expected: tuple[str, str]
+) -> None:
+    assert _set(_NO_DENY, key, value) == expected
+    inline = _decide(_NO_DENY, "shell_exec", command=f"export {key}={shlex.quote(value)}")
+    if expected[0] != "allow":
+        assert inline.rule == expected[1]
+
+
+def test_shell_execs_env_argument_is_judged_as_inline_assignments(
+    default_policy: Policy,
+) -> None:
+    d = _decide(default_policy, "shell_exec", command="less notes.txt", env={"LESSOPEN": _LESSOPEN})
+    assert (d.action, d.rule) == ("ask", "commands.hazard.unparseable")
+    d = _decide(
+        default_policy,
+        "shell_exec",
+        command="git log",
+        env={"NOTE": "x", "GIT_PAGER": "sh -c 'rm -rf /'"},
+    )
+    assert (d.action, d.rule) == ("deny", "commands.deny.rm-root")
+    d = _decide(default_policy, "shell_exec", command="echo $NOTE", env={"NOTE": "x"})
+    assert (d.action, d.rule) == ("allow", "categories.shell")
+
+
+def test_a_denied_session_variable_is_also_left_out_at_use(default_policy: Policy) -> None:
+    """Filtered at use as well: a value in the store before the policy denied its name
+    (or put there through the API) never reaches a tool."""
+    env = default_policy.env({"HOME": "/workspace/h", "LESSOPEN": _LESSOPEN, "NOTE": "kept"})
+    assert env["NOTE"] == "kept"
+    assert "HOME" not in env and "LESSOPEN" not in env
