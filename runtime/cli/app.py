@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
-from runtime.errors import ConfigError, RuntimeToolError
-from runtime.models import Decision, ToolCall, ToolResult
+from runtime.errors import ConfigError, ErrorType, RuntimeToolError
+from runtime.models import Decision, ErrorInfo, ToolCall, ToolResult
 
 __all__ = ["app"]
 
@@ -159,11 +159,35 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
     except _Stopped as exc:
         # The broker closed on the way out: the call was cancelled and recorded.
         raise typer.Exit(128 + exc.signum) from None
+    result, shown = _written(result)
     if as_json or not sys.stdout.isatty():
-        _out(result.to_json_dict())
+        _out(shown)
     else:
         _human(result)
     raise typer.Exit(exit_code_for(result))
+
+
+def _written(result: ToolResult) -> tuple[ToolResult, dict[str, Any]]:
+    """``result`` and its JSON; an ``internal_error`` result (exit 70) in its place when it
+    cannot be written as JSON. Hazard: a result nested past pydantic's serialiser (255
+    levels) raised out of here as a traceback, exit 1 and nothing on stdout, after the audit
+    log recorded a success. The broker refuses such results now (``RESULT_MAX_DEPTH``);
+    whatever else fails here still ends as a result, never a traceback."""
+    try:
+        return result, result.to_json_dict()
+    except (ValueError, TypeError, RecursionError) as exc:
+        failed = result.model_copy(
+            update={
+                "success": False,
+                "result": None,
+                "error": ErrorInfo(
+                    type=ErrorType.INTERNAL_ERROR,
+                    message=f"{result.tool}: the result could not be written as JSON "
+                    f"({type(exc).__name__}: {str(exc)[:200]})",
+                ),
+            }
+        )
+        return failed, failed.to_json_dict()
 
 
 class _Stopped(BaseException):
