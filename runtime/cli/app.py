@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from runtime._jsontext import json_text, visible
 from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
 from runtime.errors import ConfigError, ErrorType, RuntimeToolError
 from runtime.models import Decision, ErrorInfo, ToolCall, ToolResult
@@ -49,7 +50,8 @@ def _root(
 
 
 def _out(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    # C1 controls, bidi overrides and other format characters escaped (runtime._jsontext)
+    sys.stdout.write(json_text(obj, indent=2, default=str) + "\n")
 
 
 def _err(msg: str) -> None:
@@ -123,11 +125,16 @@ def _ask_user(question: str, options: list[str] | None) -> str:
 
 
 def _human(result: ToolResult) -> None:
+    """The result for a terminal: its JSON (escaped by ``_out``), or one error line whose
+    every part is shown with control and format characters escaped. Hazard: a custom
+    guest's or an external server's error message reached the terminal raw (a screen clear,
+    an ``ESC]8`` hyperlink to anywhere, a bidi override)."""
     if result.success:
         _out(result.result)
     else:
         assert result.error is not None
-        _err(f"{result.tool}: {result.error.type}: {result.error.message}")
+        error = result.error
+        _err(f"{visible(result.tool)}: {visible(str(error.type))}: {visible(error.message)}")
 
 
 @app.command("exec")
