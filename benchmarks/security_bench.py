@@ -12,7 +12,8 @@ every class and group (what CI runs). ``--json`` prints one JSON object (a list 
 one backend ran) on stdout; otherwise a table. ``--report DIR`` writes report.md, report.html
 and results.json. A progress bar runs on stderr. Exit status: 0 when every attack run on
 ``ours`` was contained and every benign control passed (baselines never fail the command),
-1 otherwise, 64 on usage errors.
+1 otherwise, 64 on usage errors (a backend that cannot be scored here included: run by a user
+other than root, the baselines need unprivileged user namespaces).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import re
 import resource
 import shlex
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -22,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
+
+import psutil
 
 from .fixtures import CaseFixture, Servers
 from .oracles import BenchLimits, CallRecord
@@ -76,8 +79,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")
 
 
 class WrapperError(ValueError):
-    """A sandbox command that cannot be scored: a bad ``--wrap`` value, or its program is
-    not installed."""
+    """A backend that cannot be scored here: a bad ``--wrap`` value, a sandbox program that
+    is not installed or runs nothing, or (not root) a baseline whose worker cannot be given a
+    pid namespace of its own."""
 
 
 def parse_wrapper(value: str) -> tuple[str, tuple[str, ...]]:
@@ -133,6 +137,9 @@ class Executor(Protocol):
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord: ...
     def followup_ok(self) -> bool: ...
     def close_case(self) -> None: ...
+    def reap(self) -> None:
+        """After the case's survivors were looked for: kill whatever of the case is left."""
+
     def close(self) -> None: ...
 
 
@@ -305,6 +312,10 @@ class OursExecutor:
         # the broker outlives the case; close() ends it
         pass
 
+    def reap(self) -> None:
+        # the sandbox's pid namespaces end with each call; survivors were killed by pid
+        pass
+
     def close(self) -> None:
         if self._broker is not None:
             broker, self._broker = self._broker, None
@@ -313,6 +324,134 @@ class OursExecutor:
 
 # ------------------------------------------------------------------------------------------
 # baselines
+
+
+#: The pid namespace's init (not root): it only reaps the orphans the case leaves, so that
+#: they stay visible (descendants of the runner) until the case is scored.
+_REAPER = (
+    "import os, time\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        time.sleep(0.2)\n"
+)
+_REAPER_MARK = "secbench-pidns"
+#: ``unshare`` making it: a user namespace (the invoking uid mapped to itself, so the worker
+#: keeps its identity and, after exec, no capability), a pid namespace with a fresh /proc.
+_UNSHARE = (
+    "unshare",
+    "--user",
+    "--map-current-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child",
+)
+
+
+def _reaper_python() -> str:
+    # the system's interpreter: a venv under a root-only directory cannot start in the
+    # user namespace (see BaselineExecutor._working_python)
+    return _SYSTEM_PYTHON if os.path.exists(_SYSTEM_PYTHON) else _PYTHON
+
+
+class _PidNamespace:
+    """A user + pid namespace the baseline's calls of one case run in, when the runner is
+    not root and so has no private uid to run them as.
+
+    Hazard: as the invoking user, a case's ``kill -9 -1`` signalled every process of that
+    user (the runner itself and anything else the user ran), and its survivors could not be
+    told from the user's other processes. In the namespace, ``kill -1`` reaches only the
+    processes of the namespace, every survivor is a descendant of the runner (orphans are
+    reparented to the namespace's init, our grandchild), and they all die with it: the
+    kernel kills the whole namespace when its init is killed. One namespace per case, not
+    per call, so that what a call leaves running still outlives the call and is scored as a
+    survivor, as under a private uid.
+    """
+
+    def __init__(self) -> None:
+        for program in ("unshare", "nsenter"):
+            if shutil.which(program) is None:
+                raise OSError(f"{program!r} is not installed (util-linux)")
+        self._unshare = subprocess.Popen(
+            [*_UNSHARE, _reaper_python(), "-I", "-c", _REAPER, _REAPER_MARK],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_harness_rlimits,
+        )
+        try:
+            self.pid1 = self._init_pid()
+            self._ns = os.readlink(f"/proc/{self.pid1}/ns/pid")
+        except BaseException:
+            self.close()
+            raise
+
+    def _init_pid(self) -> int:
+        """The host pid of the namespace's init, once it runs the reaper (so /proc is
+        mounted); an error naming why when ``unshare`` fails."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self._unshare.poll() is not None:
+                said = (self._unshare.stderr.read() if self._unshare.stderr else b"").decode(
+                    errors="replace"
+                )
+                raise OSError(
+                    f"unshare exited {self._unshare.returncode}: "
+                    + (said.strip().splitlines() or ["no message"])[-1]
+                )
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(self._unshare.pid).children():
+                    if _REAPER_MARK in child.cmdline():
+                        return int(child.pid)
+            time.sleep(0.01)
+        raise OSError("the namespace's init did not start within 10 s")
+
+    def argv(self, argv: list[str], cwd: Path) -> list[str]:
+        """``argv`` run inside the namespace, in ``cwd``, with the caller's uid."""
+        return [
+            "nsenter",
+            f"--target={self.pid1}",
+            "--user",
+            "--pid",
+            "--mount",
+            "--preserve-credentials",
+            f"--wd={cwd}",
+            "--",
+            *argv,
+        ]
+
+    def reap(self) -> None:
+        """Kill every process of the namespace but its init (a fork bomb keeps forking
+        while it is being killed: stop them all, kill, repeat until none is left)."""
+        for _ in range(100):
+            pids = [pid for pid in psutil.pids() if pid != self.pid1 and self._inside(pid)]
+            if not pids:
+                return
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, sig)
+            time.sleep(0.02)
+
+    def _inside(self, pid: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid") == self._ns
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        """End the namespace: its init killed, the kernel kills everything in it."""
+        with contextlib.suppress(AttributeError, OSError):
+            os.kill(self.pid1, signal.SIGKILL)
+        try:
+            self._unshare.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._unshare.kill()
+            self._unshare.wait(timeout=5)
+        if self._unshare.stderr is not None:
+            self._unshare.stderr.close()
 
 
 def _harness_rlimits() -> None:
@@ -353,9 +492,28 @@ class BaselineExecutor:
         self.wrapper = wrapper
         self.owner = baseline_uid(mode) if os.geteuid() == 0 else None
         self._fx: CaseFixture | None = None
+        self._ns: _PidNamespace | None = None
+        if self.owner is None:
+            self._check_namespaces()
         self._python = _PYTHON
         if wrapper:
             self._python = self._working_python()
+
+    def _check_namespaces(self) -> None:
+        """Not root: refuse the backend (naming why) unless a pid namespace can be made.
+
+        Hazard: without a private uid or a namespace, the worker is the invoking user, and
+        a case's ``kill -9 -1`` (C8) kills every process of that user, the runner included.
+        """
+        try:
+            _PidNamespace().close()
+        except OSError as exc:
+            raise WrapperError(
+                f"backend {self.name!r} needs root (to run its worker as a private uid) or "
+                "unprivileged user namespaces (to run it in a user and pid namespace of its "
+                f"own), so that what a case runs cannot signal this user's other processes: "
+                f"{exc}"
+            ) from None
 
     def _working_python(self) -> str:
         """An interpreter the worker starts with inside the sandbox, checked by one call.
@@ -401,9 +559,10 @@ class BaselineExecutor:
                 "timeout_s": self.limits.timeout_s,
                 "state_file": str(state),
             }
+            ns = _PidNamespace() if self.owner is None else None
             try:
                 done = subprocess.run(
-                    self._as_owner(argv),
+                    ns.argv(argv, ws) if ns is not None else self._as_owner(argv),
                     input=json.dumps(request).encode(),
                     capture_output=True,
                     cwd=ws,
@@ -412,6 +571,9 @@ class BaselineExecutor:
                 )
             except subprocess.TimeoutExpired:
                 return "no answer within 60 s"
+            finally:
+                if ns is not None:
+                    ns.close()
             try:
                 if json.loads(done.stdout)["success"] is True:
                     return None
@@ -428,14 +590,20 @@ class BaselineExecutor:
         state.write_text('{"env": {}, "snippets": {}, "memory": {}}')
         if self.owner is not None:
             os.chown(state, self.owner, self.owner)
+        else:
+            # before the case's process snapshot: the namespace's init is not a survivor
+            self._end_namespace()
+            self._ns = _PidNamespace()
 
     def _argv(self) -> list[str]:
+        fx = self._fx
+        assert fx is not None
         argv = [self._python, "-I", str(_WORKER)]
         if self.wrapper:
-            fx = self._fx
-            assert fx is not None
             fill = {"workspace": str(fx.ws), "harness": str(fx.harness), "case_root": str(fx.root)}
             argv = [word.format(**fill) for word in self.wrapper] + argv
+        if self._ns is not None:
+            return self._ns.argv(argv, fx.ws)
         return self._as_owner(argv)
 
     def _as_owner(self, argv: list[str]) -> list[str]:
@@ -509,19 +677,37 @@ class BaselineExecutor:
 
     def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
         kill_pids([proc.pid])
-        if self.owner is not None:
-            reap_uid(self.owner)
+        self._reap_all()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=5)
+
+    def _reap_all(self) -> None:
+        """Kill every process the case started: all of the private uid's (root), or all of
+        the namespace's but its init (not root: the namespace serves the case's next call)."""
+        if self.owner is not None:
+            reap_uid(self.owner)
+        elif self._ns is not None:
+            self._ns.reap()
+
+    def reap(self) -> None:
+        self._reap_all()
+        self._end_namespace()
+
+    def _end_namespace(self) -> None:
+        if self._ns is not None:
+            ns, self._ns = self._ns, None
+            ns.close()
 
     def followup_ok(self) -> bool:
         return True
 
     def close_case(self) -> None:
+        # the namespace outlives this: survivors are looked for after it (``reap`` ends it)
         self._fx = None
 
     def close(self) -> None:
         self._fx = None
+        self._end_namespace()
 
 
 def make_executor(

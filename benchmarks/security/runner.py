@@ -22,7 +22,7 @@ from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
 from .executors import Executor
 from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
-from .procs import Monitor, host_responsive, kill_pids, reap_uid
+from .procs import Monitor, host_responsive, kill_pids
 
 __all__ = ["Progress", "RunSummary", "run_case", "run_cases"]
 
@@ -152,9 +152,8 @@ def run_case(
         executor.close_case()
         survivors = mon.survivors()
         kill_pids(sorted(survivors))
-        if executor.owner is not None:
-            # the baseline's private uid starts every case with no process at all
-            reap_uid(executor.owner)
+        # the baseline's private uid (or namespace) starts every case with no process at all
+        executor.reap()
         after = snapshot(fx)
         big, workspace_mb, setid = _workspace_effects(fx, limits)
         obs = Observation(

@@ -215,7 +215,7 @@ static jv *parse_value(parser *ps);
 
 static jv *parse_container(parser *ps, int is_obj) {
     const char *open = ps->p;
-    if (++ps->depth > ps->max_depth) return fail(ps, "nesting too deep (limit 512 levels)", open);
+    if (++ps->depth > ps->max_depth) return fail(ps, "nesting too deep (limit " JSON_STR(JSON_MAX_DEPTH) " levels)", open);
     ps->p++;
     rt_buf *out = ps->out;
     jv *v = out ? &EMITTED : node(is_obj ? J_OBJ : J_ARR);

@@ -11,7 +11,12 @@
 
 #include "rt.h"
 
-#define JSON_MAX_DEPTH 512
+/* Levels of arrays/objects a document may nest. The host refuses any result nested deeper
+ * than 128 levels (runtime/_depth.py RESULT_MAX_DEPTH: past ~255 its serialisers fail), and
+ * json_parse's result wraps the document in {"data": ...}: one level less. */
+#define JSON_MAX_DEPTH 127
+#define JSON_STR_(x) #x
+#define JSON_STR(x) JSON_STR_(x)
 #define JSON_MAX_INT_DIGITS 4300
 
 enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from runtime._jsontext import json_line
 from runtime.models import AuditRecord
 
 __all__ = ["json_line", "otel_record"]
 
-# Line breaks to str.splitlines() (and to JavaScript before ES2019, some log shippers) that
-# JSON allows raw inside strings: escaped, so that one record is one line to every reader.
-_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-
-
-def json_line(obj: Any) -> str:
-    """``obj`` as one JSON line (with its newline): UTF-8 text kept as it is, but U+0085,
-    U+2028 and U+2029 escaped. Why: they come raw from untrusted arguments, and a consumer
-    splitting the export with ``str.splitlines()`` saw extra lines that are not JSON (a
-    forged-looking record boundary). Outside strings json.dumps writes only ASCII, so the
-    escapes land inside strings, where they decode to the same characters."""
-    return json.dumps(obj, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+# ``json_line``: one record a line, U+0085/U+2028/U+2029, C1 controls, bidi and other format
+# characters escaped (runtime._jsontext, shared with the CLI's output).
 
 
 def otel_record(record: AuditRecord) -> dict[str, Any]:

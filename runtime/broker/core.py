@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import anyio
 
 from runtime import _speedups
+from runtime._depth import RESULT_MAX_DEPTH, nests_deeper
 from runtime.backends.base import (
     Backend,
     ExecOutcome,
@@ -821,11 +822,13 @@ class Broker:
     def _check_result(
         self, spec: ToolSpec, limits: Limits, result: Any, validator: SchemaValidator | None
     ) -> bytes | None:
-        """Size cap, JSON data, result schema; returns the result's canonical bytes (sized
-        here, then digested by the completion record: one serialisation per call). A result
-        that is not JSON data (a lone surrogate, NaN, bytes, a key that is not a string) is
-        the tool's error: before, the audit log refused it at the completion record, and the
-        call was left with no completion (listed as interrupted)."""
+        """Size cap, JSON data, nesting, result schema; returns the result's canonical bytes
+        (sized here, then digested by the completion record: one serialisation per call). A
+        result that is not JSON data (a lone surrogate, NaN, bytes, a key that is not a
+        string) is the tool's error: before, the audit log refused it at the completion
+        record, and the call was left with no completion (listed as interrupted). One nested
+        deeper than :data:`~runtime._depth.RESULT_MAX_DEPTH` is ``output_too_large``, here,
+        for every backend (sandbox, host, wasm, MCP proxy)."""
         refused: str | None = None
         try:
             canonical: bytes | None = self.audit.canonical_result(result)
@@ -849,6 +852,18 @@ class Broker:
                 f"{limits.output_bytes} bytes",
                 limit=limits.output_bytes,
                 preview=preview,
+            )
+        # Fewer brackets than the limit (inside strings too) cannot nest deeper: most results
+        # are never walked. A value too deep for the encoder's stack (refused) is walked.
+        brackets = RESULT_MAX_DEPTH + 1
+        if canonical is not None:
+            brackets = canonical.count(b"[") + canonical.count(b"{")
+        if brackets > RESULT_MAX_DEPTH and nests_deeper(result, RESULT_MAX_DEPTH):
+            raise OutputTooLarge(
+                f"{spec.name}: result nests arrays/objects deeper than {RESULT_MAX_DEPTH} "
+                "levels, the limit of every result",
+                reason="result_too_deep",
+                max_depth=RESULT_MAX_DEPTH,
             )
         if refused is not None:
             raise ToolFailed(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -13,9 +12,10 @@ from typing import Annotated, Any
 
 import typer
 
+from runtime._jsontext import json_text, visible
 from runtime.cli.exitcodes import EX_INTERNAL, EX_USAGE, exit_code_for
-from runtime.errors import ConfigError, RuntimeToolError, ToolNotFound
-from runtime.models import Decision, ToolCall, ToolResult
+from runtime.errors import ConfigError, ErrorType, RuntimeToolError, ToolNotFound
+from runtime.models import Decision, ErrorInfo, ToolCall, ToolResult
 
 __all__ = ["app"]
 
@@ -49,7 +49,8 @@ def _root(
 
 
 def _out(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    # C1 controls, bidi overrides and other format characters escaped (runtime._jsontext)
+    sys.stdout.write(json_text(obj, indent=2, default=str) + "\n")
 
 
 def _err(msg: str) -> None:
@@ -113,12 +114,12 @@ def _approver(auto: bool, roles: Callable[[str], Mapping[str, str]]) -> Any:
     said, the arguments' digest). It showed ``json.dumps(arguments)[:200]`` unmarked: a
     command with a long harmless head ran a tail nobody saw. Deciding arguments too long to
     show whole: refused, not asked about."""
-    from runtime.mcp._prompt import MAX_DECIDING, approval_text, visible
+    from runtime.mcp._prompt import MAX_DECIDING, approval_text, visible_lines
 
     def approve(call: ToolCall, decision: Decision) -> bool:
         if auto:
             return True
-        reasons = visible("; ".join(decision.reasons) or decision.rule, MAX_DECIDING)
+        reasons = visible_lines("; ".join(decision.reasons) or decision.rule, MAX_DECIDING)
         try:
             text = approval_text(call.tool, reasons, call.arguments, roles(call.tool))
         except (ValueError, RecursionError):  # not JSON text: nothing to show
@@ -143,23 +144,28 @@ def _ask_user(question: str, options: list[str] | None) -> str:
     written raw, an escape sequence in them erased the real question and wrote another
     (cursor moves, line erases) or set the clipboard (OSC 52). Every character that hides,
     moves or reorders text is shown escaped, and each part is bounded with a marker
-    (``runtime.mcp._prompt.visible``)."""
-    from runtime.mcp._prompt import visible
+    (``runtime.mcp._prompt.visible_lines``)."""
+    from runtime.mcp._prompt import visible_lines
 
-    shown = [visible(option, _MAX_OPTION) for option in options or ()]
+    shown = [visible_lines(option, _MAX_OPTION) for option in options or ()]
     suffix = f" [{' / '.join(shown)}]" if shown else ""
-    answer = _tty_prompt(f"{visible(question, _MAX_QUESTION)}{suffix}\n> ")
+    answer = _tty_prompt(f"{visible_lines(question, _MAX_QUESTION)}{suffix}\n> ")
     if answer is None:
         raise RuntimeToolError("no terminal to ask the user")
     return answer
 
 
 def _human(result: ToolResult) -> None:
+    """The result for a terminal: its JSON (escaped by ``_out``), or one error line whose
+    every part is shown with control and format characters escaped. Hazard: a custom
+    guest's or an external server's error message reached the terminal raw (a screen clear,
+    an ``ESC]8`` hyperlink to anywhere, a bidi override)."""
     if result.success:
         _out(result.result)
     else:
         assert result.error is not None
-        _err(f"{result.tool}: {result.error.type}: {result.error.message}")
+        error = result.error
+        _err(f"{visible(result.tool)}: {visible(str(error.type))}: {visible(error.message)}")
 
 
 @app.command("exec")
@@ -191,11 +197,35 @@ def exec_(  # noqa: PLR0917 - typer maps parameters to options
     except _Stopped as exc:
         # The broker closed on the way out: the call was cancelled and recorded.
         raise typer.Exit(128 + exc.signum) from None
+    result, shown = _written(result)
     if as_json or not sys.stdout.isatty():
-        _out(result.to_json_dict())
+        _out(shown)
     else:
         _human(result)
     raise typer.Exit(exit_code_for(result))
+
+
+def _written(result: ToolResult) -> tuple[ToolResult, dict[str, Any]]:
+    """``result`` and its JSON; an ``internal_error`` result (exit 70) in its place when it
+    cannot be written as JSON. Hazard: a result nested past pydantic's serialiser (255
+    levels) raised out of here as a traceback, exit 1 and nothing on stdout, after the audit
+    log recorded a success. The broker refuses such results now (``RESULT_MAX_DEPTH``);
+    whatever else fails here still ends as a result, never a traceback."""
+    try:
+        return result, result.to_json_dict()
+    except (ValueError, TypeError, RecursionError) as exc:
+        failed = result.model_copy(
+            update={
+                "success": False,
+                "result": None,
+                "error": ErrorInfo(
+                    type=ErrorType.INTERNAL_ERROR,
+                    message=f"{result.tool}: the result could not be written as JSON "
+                    f"({type(exc).__name__}: {str(exc)[:200]})",
+                ),
+            }
+        )
+        return failed, failed.to_json_dict()
 
 
 class _Stopped(BaseException):

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
+
+from runtime._jsontext import terminal_char
 
 __all__ = [
     "MAX_DECIDING",
@@ -35,7 +36,7 @@ __all__ = [
     "approval_text",
     "arguments_digest",
     "shown",
-    "visible",
+    "visible_lines",
 ]
 
 #: Characters of the deciding arguments (their JSON, escaped) a prompt shows at most; past
@@ -45,25 +46,13 @@ MAX_DECIDING = 8000
 #: Characters of the other arguments shown at most; the rest is said to be left out.
 MAX_REST = 2000
 
-#: Unicode categories shown escaped: format (bidi controls, zero widths, BOM), control,
-#: line and paragraph separators, surrogates, private use, unassigned.
-_ESCAPED_CATEGORIES = {"Cf", "Cc", "Zl", "Zp", "Cs", "Co", "Cn"}
-
-
-def _visible_char(ch: str) -> str:
-    category = unicodedata.category(ch)
-    if category not in _ESCAPED_CATEGORIES and (category != "Zs" or ch == " "):
-        return ch
-    code = ord(ch)
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
 
 def _units(value: Any) -> list[str]:
     """``value`` as JSON text, one visible unit per character (an escaped one is one unit,
     so a cut never splits it): non-ASCII text stays readable; characters that hide or
     reorder text are escaped (``json.dumps`` already escapes quotes, backslashes and ASCII
     controls, so an escape is never ambiguous)."""
-    return [_visible_char(ch) for ch in json.dumps(value, ensure_ascii=False)]
+    return [terminal_char(ch) for ch in json.dumps(value, ensure_ascii=False)]
 
 
 def shown(value: Any) -> str:
@@ -71,7 +60,7 @@ def shown(value: Any) -> str:
     return "".join(_units(value))
 
 
-def visible(text: str, limit: int) -> str:
+def visible_lines(text: str, limit: int) -> str:
     """``text`` (not JSON: a question to show as it reads) with every character that hides,
     moves or reorders text shown as a ``\\uXXXX`` escape: ESC (and so every terminal escape
     sequence: cursor moves, line erases, OSC 52 clipboard writes), the other C0 and C1
@@ -82,7 +71,7 @@ def visible(text: str, limit: int) -> str:
     out: list[str] = []
     used = 0
     for index, ch in enumerate(text):
-        unit = "\n" if ch == "\n" else "\\\\" if ch == "\\" else _visible_char(ch)
+        unit = "\n" if ch == "\n" else "\\\\" if ch == "\\" else terminal_char(ch)
         if used + len(unit) > limit:
             rest = len(text) - index
             out.append(f" … [{rest} more characters not shown]")

@@ -52,16 +52,17 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 import runtime
+from runtime._depth import RESULT_MAX_DEPTH, nests_deeper
 from runtime.broker.limiter import queue_scope
 from runtime.catalogue import export_tool
-from runtime.errors import ToolNotFound
+from runtime.errors import ErrorType, ToolNotFound
 from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
 from runtime.mcp._icon import SERVER_ICONS
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
-from runtime.models import ToolResult
+from runtime.models import ErrorInfo, ToolResult
 
 if TYPE_CHECKING:
     from runtime.broker import Broker
@@ -114,16 +115,38 @@ def _host_walls_network() -> bool:
 
 
 def call_result(result: ToolResult) -> types.CallToolResult:
-    """A ToolResult as an MCP ``CallToolResult``."""
+    """A ToolResult as an MCP ``CallToolResult``.
+
+    Hazard: the SDK serialises what this returns after the handler returned, and a failure
+    there (a result nested past pydantic's 255 levels) reached the client as a JSON-RPC
+    error with code 0, the call audited as a success. The broker refuses results nested
+    deeper than ``RESULT_MAX_DEPTH``; one that still is, or whose JSON cannot be written,
+    is answered here as an ``internal_error`` result (``isError``)."""
     if result.success:
         value = result.result
         structured = value if isinstance(value, dict) else {"result": value}
-        text = json.dumps(value, ensure_ascii=False, default=str)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=structured,
-            is_error=False,
-        )
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            # more brackets than the limit (inside strings too) before any walk
+            if text.count("[") + text.count("{") > RESULT_MAX_DEPTH and nests_deeper(
+                value, RESULT_MAX_DEPTH
+            ):
+                raise ValueError(f"nested deeper than {RESULT_MAX_DEPTH} levels")
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)],
+                structured_content=structured,
+                is_error=False,
+            )
+        except (ValueError, TypeError, RecursionError) as exc:
+            log.error("result of %s not sent: %s", result.call_id, exc)
+            message = f"{result.tool}: the result could not be sent as JSON ({str(exc)[:200]})"
+            result = result.model_copy(
+                update={
+                    "success": False,
+                    "result": None,
+                    "error": ErrorInfo(type=ErrorType.INTERNAL_ERROR, message=message),
+                }
+            )
     assert result.error is not None
     error = {
         "type": str(result.error.type),

@@ -153,7 +153,7 @@ def test_questions_reach_the_terminal_escaped(
 
 
 def test_a_question_past_the_bound_says_what_is_left_out() -> None:
-    from runtime.mcp._prompt import visible
+    from runtime.mcp._prompt import visible_lines as visible
 
     assert visible("abc\ndef", 100) == "abc\ndef"
     assert visible("a\\u001b", 100) == "a\\\\u001b"  # a spelled escape is not a real one

@@ -42,6 +42,9 @@ class _Stub:
     def close_case(self) -> None:
         pass
 
+    def reap(self) -> None:
+        pass
+
     def close(self) -> None:
         assert self.ws is not None
         self.ws_at_close = self.ws.is_dir()

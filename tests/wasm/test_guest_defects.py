@@ -215,7 +215,7 @@ def test_json_parse_names_a_leading_bom(backend: WasmBackend) -> None:
 def test_too_deep_data_names_the_argument(
     backend: WasmBackend, tool: str, extra: dict[str, Any]
 ) -> None:
-    # The schema takes any value; the guests' parser stops at 512 levels. The message named a
+    # The schema takes any value; the guests' parser stops at 127 levels. The message named a
     # line and column of the host's encoding of the arguments ("line 1 column 522"), which the
     # caller never wrote, and not the argument.
     value: Any = 0
@@ -223,7 +223,7 @@ def test_too_deep_data_names_the_argument(
         value = [value]
     with pytest.raises(ToolFailed) as info:
         call(backend, tool, {"data": value, **extra})
-    assert info.value.message == "argument 'data': nesting too deep (limit 512 levels)"
+    assert info.value.message == "argument 'data': nesting too deep (limit 127 levels)"
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import json
 import anyio
 import pytest
 
+from runtime._depth import RESULT_MAX_DEPTH
 from runtime.backends.wasm import WasmBackend
 from runtime.errors import ResourceLimitExceeded, ToolFailed
 
@@ -58,7 +59,7 @@ _FAST_PATH_EDGES = [
     "[1e2, 0." + "1" * 4301 + "]",
     "[" + "1" * 4301 + "e-4300]",  # past the integer digit limit, but not an integer
     "[" + "1" * 4300 + "]",
-    "[" * 512 + "]" * 512,
+    "[" * 127 + "]" * 127,
     " [ ] ",
     '"plain"',
     "-0",
@@ -69,7 +70,7 @@ _FAST_PATH_ERRORS = [
     ('{"a":1 "b":2}', "expecting ',' delimiter or '}': line 1 column 8 (char 7)"),
     ('["\\ud800"]', "lone UTF-16 surrogate"),
     ("[" + "1" * 4301 + "]", "more than 4300 digits"),
-    ("[" * 513 + "]" * 513, "nesting too deep"),
+    ("[" * 128 + "]" * 128, "nesting too deep"),
     ('["a\tb"]', "invalid control character"),
     ("[1] x", "extra data"),
 ]
@@ -92,9 +93,11 @@ def test_json_parse_fast_path_leaves_errors_to_the_parser(
 def test_json_parse_depth_bomb_refused(backend: WasmBackend) -> None:
     with pytest.raises(ToolFailed) as info:
         call(backend, "json_parse", {"text": "[" * 1_000_000})
-    assert "nesting too deep (limit 512 levels)" in info.value.message
-    # The limit is exact: 512 levels parse.
-    deep = "[" * 512 + "]" * 512
+    assert "nesting too deep (limit 127 levels)" in info.value.message
+    # The limit is exact: 127 levels parse (the result, {"data": ...}, nests 128: the broker's
+    # limit for every result, runtime._depth.RESULT_MAX_DEPTH).
+    assert RESULT_MAX_DEPTH == 128
+    deep = "[" * 127 + "]" * 127
     assert call(backend, "json_parse", {"text": deep})["data"] == json.loads(deep)
 
 
