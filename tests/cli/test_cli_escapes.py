@@ -12,7 +12,6 @@ control and format characters as escapes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -23,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import wasmtime
 
 from runtime._jsontext import json_line, json_text, visible
 from tests._pythonpath import python_path
+from tests._wasm_tools import constant_guest_tool
 from tests.cli.test_cli import ROOT, run
 from tests.cli.test_cli_tty import _ON_THE_TERMINAL, _read_until
 
@@ -122,31 +121,9 @@ def test_exec_json_escapes_them_too(tmp_path: Path) -> None:
 
 def _guest_failing_with(folder: Path, message: bytes) -> Path:
     """A custom wasm tool ``c_errmsg`` whose every call fails with ``message``."""
-    payload = b"\x01" + message
-    data = "".join(f"\\{b:02x}" for b in payload)
-    wat = f"""(module
-      (memory (export "memory") 1)
-      (func (export "rt_alloc") (param i32) (result i32) i32.const 4096)
-      (data (i32.const 64) "{data}")
-      (func (export "run") (param i32 i32) (result i64)
-        (i64.or (i64.shl (i64.const {len(payload)}) (i64.const 32)) (i64.const 64))))"""
-    folder.mkdir()
-    wasm = wasmtime.wat2wasm(wat)
-    (folder / "errmsg.wasm").write_bytes(wasm)
-    manifest = {
-        "name": "c_errmsg",
-        "description": "Fails with a hostile message.",
-        "category": "data",
-        "backend": "wasm",
-        "parameters": {"type": "object", "properties": {}},
-        "wasm": {
-            "module": "errmsg.wasm",
-            "export": "run",
-            "sha256": hashlib.sha256(wasm).hexdigest(),
-        },
-    }
-    (folder / "c_errmsg.json").write_text(json.dumps(manifest))
-    return folder
+    return constant_guest_tool(
+        folder, "c_errmsg", b"\x01" + message, "Fails with a hostile message."
+    )
 
 
 def _at_a_terminal(tmp_path: Path, *argv: str) -> tuple[int, bytes]:

@@ -12,20 +12,19 @@ becomes an ``internal_error`` result at the boundary (exit 70 / ``isError``).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import wasmtime
 from typer.testing import CliRunner
 
 from runtime._depth import RESULT_MAX_DEPTH
 from runtime.cli.exitcodes import EX_INTERNAL, EX_TOOL_FAILED
 from runtime.mcp.server import call_result
 from runtime.models import ToolResult
+from tests._wasm_tools import constant_guest_tool
 from tests.cli.test_cli import result_of, run
 
 pytestmark = pytest.mark.wasm
@@ -39,30 +38,7 @@ _DEEP = 300
 def _deep_guest(folder: Path) -> Path:
     """A custom wasm tool ``deep`` whose result is ``[`` x 300 ``]`` x 300."""
     payload = b"\x00" + b"[" * _DEEP + b"]" * _DEEP
-    data = "".join(f"\\{b:02x}" for b in payload)
-    wat = f"""(module
-      (memory (export "memory") 1)
-      (func (export "rt_alloc") (param i32) (result i32) i32.const 4096)
-      (data (i32.const 64) "{data}")
-      (func (export "run") (param i32 i32) (result i64)
-        (i64.or (i64.shl (i64.const {len(payload)}) (i64.const 32)) (i64.const 64))))"""
-    folder.mkdir()
-    wasm = wasmtime.wat2wasm(wat)
-    (folder / "deep.wasm").write_bytes(wasm)
-    manifest = {
-        "name": "deep",
-        "description": "A result nested 300 levels deep.",
-        "category": "data",
-        "backend": "wasm",
-        "parameters": {"type": "object", "properties": {}},
-        "wasm": {
-            "module": "deep.wasm",
-            "export": "run",
-            "sha256": hashlib.sha256(wasm).hexdigest(),
-        },
-    }
-    (folder / "deep.json").write_text(json.dumps(manifest))
-    return folder
+    return constant_guest_tool(folder, "deep", payload, "A result nested 300 levels deep.")
 
 
 def _last_completion(tmp_path: Path) -> dict[str, Any]:
