@@ -127,3 +127,17 @@ def test_a_denied_session_variable_is_also_left_out_at_use(default_policy: Polic
     env = default_policy.env({"HOME": "/workspace/h", "LESSOPEN": _LESSOPEN, "NOTE": "kept"})
     assert env["NOTE"] == "kept"
     assert "HOME" not in env and "LESSOPEN" not in env
+
+
+def test_the_default_env_deny_covers_every_variable_the_command_rules_run() -> None:
+    """The default ``[env] deny`` lists its names for people to read; the command rules keep
+    theirs in ``wrappers.COMMAND_ENV``. A name added there and not here would be judged
+    inline but passed through the session environment unjudged: the lists must agree."""
+    from fnmatch import fnmatchcase
+
+    from runtime.policy.schema import EnvSection
+    from runtime.policy.wrappers import COMMAND_ENV
+
+    deny = EnvSection().deny
+    missing = sorted(n for n in COMMAND_ENV if not any(fnmatchcase(n, g) for g in deny))
+    assert missing == []
