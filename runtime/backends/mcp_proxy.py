@@ -49,6 +49,7 @@ broker crash. Here: the servers' lifecycles and their tools in the catalogue;
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from types import TracebackType
 
 import anyio
@@ -99,6 +100,7 @@ class McpProxyBackend:
         *,
         mode: str = "strict",
         network: NetworkRules | None = None,
+        redact_keys: Iterable[str] = (),
     ) -> None:
         # An entry with enabled = false is never started, however the list was built.
         self._connections = [Connection(server=s) for s in servers if s.enabled]
@@ -107,6 +109,10 @@ class McpProxyBackend:
         #: The policy's [network] rules for servers reached by url; set before opening.
         #: None: the default rules (nothing allowed but each entry's own origin).
         self.network = network
+        #: The policy's ``[audit] redact`` names, for the URLs the url servers' calls log
+        #: in ``usage.egress`` (as the broker's own egress log hides them); set before
+        #: opening.
+        self.redact_keys: tuple[str, ...] = tuple(redact_keys)
         self._tools: dict[str, tuple[Connection, str]] = {}
         self._specs: list[ToolSpec] = []
         self._tg: anyio.abc.TaskGroup | None = None
@@ -242,7 +248,10 @@ class McpProxyBackend:
         try:
             with anyio.fail_after(conn.server.start_timeout_s):
                 remote, conn.tools = await connect_remote(
-                    conn.server, self.network or NetworkRules(), self._tg
+                    conn.server,
+                    self.network or NetworkRules(),
+                    self._tg,
+                    redact_keys=self.redact_keys,
                 )
         except TimeoutError:
             conn.error = f"no answer within {conn.server.start_timeout_s:g} s (start_timeout_s)"

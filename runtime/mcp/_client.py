@@ -18,7 +18,7 @@ import itertools
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -62,8 +62,6 @@ LIST_BYTES = 32 * 1024 * 1024
 _CEILING_TIMEOUT_S = 3600.0
 _CEILING_BYTES = 64 * 1024 * 1024 + ENVELOPE_BYTES
 _REDACTED = "[redacted]"
-#: The egress log's URLs: credentials hidden by the audit log's built-in rules.
-_URLS = Redactor()
 #: The refusal rule of a redirect the client will not follow (see ``status_error``).
 REDIRECT_RULE = "mcp.redirect"
 
@@ -148,6 +146,7 @@ class RemoteBase:
         *,
         resolver: Resolver | None = None,
         transport_factory: TransportFactory | None = None,
+        redact_keys: Iterable[str] = (),
     ) -> None:
         if server.url is None:
             raise SandboxError(f"MCP server {server.name!r} has no url", server=server.name)
@@ -158,6 +157,9 @@ class RemoteBase:
             resolver=resolver,
             transport_factory=transport_factory,
         )
+        #: The egress log's URLs: credentials hidden as the audit log hides them (its
+        #: built-in rules and the policy's ``[audit] redact`` names).
+        self._urls = Redactor(tuple(redact_keys))
         self._headers: dict[str, str] = {}
         self._secrets: list[str] = []
         self._protocol = self.offered
@@ -314,7 +316,7 @@ class RemoteBase:
         log_request(log, method, url, self._shown_url, note=note, error=error, refused=refused)
 
     def _shown_url(self, url: str) -> str:
-        return self.scrub(_URLS.redact_url(url))
+        return self.scrub(self._urls.redact_url(url))
 
     def status_error(
         self,

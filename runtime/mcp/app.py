@@ -92,6 +92,7 @@ async def serve(
             proxy.mode = "best_effort" if broker.sandbox_mode == "best_effort" else "strict"
             # Servers reached by url go through the gateway under the policy's [network].
             proxy.network = broker.policy.network
+            proxy.redact_keys = tuple(broker.policy.redact_keys)
             await stack.enter_async_context(proxy)
             proxy.register(broker.catalogue)
         errors = proxy.errors if proxy is not None else {}

@@ -117,3 +117,29 @@ async def test_an_address_denied_mid_call_is_in_the_egress_log() -> None:
     entry_ = trace["egress"]["requests"][0]
     assert entry_["method"] == "POST" and entry_["url"] == "http://mcp.example.test:9/mcp"
     assert entry_["error"] == "policy_denied" and entry_["refused"] == "egress.address"
+
+
+async def test_the_policys_redact_names_hide_url_parameters_in_the_log(
+    url_server: HttpServer,  # noqa: F811
+    bearer: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A URL parameter the policy's ``[audit] redact`` names (no built-in rule knows
+    ``tenant_pin``) is hidden in the proxied call's egress log, as the broker's own egress
+    log and the audit record's arguments hide it."""
+    from tests.mcp.test_url_hostile import POLICY
+    from tests.mcp.test_url_servers import broker_for as servers_broker_for
+
+    server = entry(
+        url_server.url + "?tenant_pin=4471-secret",
+        headers={"Authorization": "env:URL_MCP_BEARER"},
+        prefix="u",
+    )
+    policy = POLICY + '\n[audit]\nredact = ["tenant_pin"]\n\n[tools.u__add]\naction = "allow"\n'
+    async with servers_broker_for([server], tmp_path, policy) as broker:
+        ok = await broker.call({"tool": "u__add", "arguments": {"a": 2, "b": 40}})
+    assert ok.success, ok.error
+    text = json.dumps(_egress(ok))
+    assert "4471-secret" not in text and "tenant_pin=[REDACTED]" in text
+    done = [r for r in completions(tmp_path) if r.tool == "u__add"]
+    assert done and "4471-secret" not in json.dumps(done[-1].usage)

@@ -88,7 +88,9 @@ async def broker_for(
     from runtime.broker import Broker
 
     policy = Policy.from_toml(policy_text, "test")
-    async with McpProxyBackend(servers, network=policy.network) as proxy:
+    async with McpProxyBackend(
+        servers, network=policy.network, redact_keys=policy.redact_keys
+    ) as proxy:
         catalogue = Catalogue(builtins=False)
         proxy.register(catalogue)
         ws = tmp_path / "ws"
