@@ -36,6 +36,7 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import ctypes
+import errno
 import gc
 import mmap
 import os
@@ -1202,7 +1203,17 @@ class _Cloner:
             }
             header = _REQUEST.pack(self.seq, python, flags | _linux.CLONE_PARENT, uid, gid)
             attached = [fd, *(f for f in (ws_fd,) if f >= 0), *py_fds.values()]
-            socket.send_fds(self.sock, [header + encode_frame(body)], attached)
+            data = header + encode_frame(body)
+            if len(data) > _REQUEST_SEND_MAX and _drop_targets(body):
+                data = header + encode_frame(body)
+            try:
+                socket.send_fds(self.sock, [data], attached)
+            except OSError as exc:
+                # SOCK_SEQPACKET refuses a packet past its buffer whole: without the mask
+                # targets (the child then walks the tree itself) the request is small.
+                if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS) or not _drop_targets(body):
+                    raise
+                socket.send_fds(self.sock, [header + encode_frame(body)], attached)
         finally:
             for tree in (ws_fd, *py_fds.values()):
                 if tree >= 0:
@@ -1246,6 +1257,27 @@ _REQUEST = struct.Struct("<IIqii")
 _ANSWER = struct.Struct("<Ii")
 _REQUEST_MAX = 1 << 20
 _MAX_FDS = 16  # cloner.c's MAX_FDS: the call socket, the workspace, the interpreter trees
+
+
+#: A request larger than this leaves its mask targets out (``_drop_targets``): under the
+#: cloner's buffer and the control socket's one-packet bound (``net.core.wmem_default``).
+_REQUEST_SEND_MAX = 128 << 10
+
+
+def _drop_targets(body: dict[str, Any]) -> bool:
+    """Take the mask targets ``masks.with_targets`` added out of the request ``body`` (the
+    child walks the tree itself, as when ``masks.vetted`` refuses them); whether there
+    were any."""
+    plan = body.get("plan")
+    if not isinstance(plan, dict):
+        return False
+    plan_masks = plan.get("masks")
+    if not isinstance(plan_masks, dict) or "targets" not in plan_masks:
+        return False
+    plan_masks = dict(plan_masks)
+    del plan_masks["targets"]
+    body["plan"] = {**plan, "masks": plan_masks}
+    return True
 
 
 def _read_answer(data: bytes) -> dict[str, Any]:
