@@ -53,6 +53,7 @@ from typing import Any
 from runtime.backends.sandbox import (
     _denywrite,
     _linux,
+    _narrow,
     _setup,
     cgroups,
     child,
@@ -257,7 +258,10 @@ class _Pending:
 def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
     """Identity of the workspace directory (device, inode), None if absent; with the
     signature of its masks when the policy denies paths: a spare masked the tree as it was
-    when forked, and must not serve a call after a denied file appeared (or went)."""
+    when forked, and must not serve a call after a denied file appeared (or went); and, for
+    a call the policy's ``[paths]`` narrow, the identity of each narrowed folder
+    (``_narrowed``): the spare bound those inodes (Landlock rules, the write binds), and
+    must not serve a call after one was removed and made again."""
     path = plan.workspace
     if not path:
         return None
@@ -265,7 +269,43 @@ def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
+    sig = masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
+    return st.st_dev, st.st_ino, sig, _narrowed(path, plan)
+
+
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _narrowed(workspace: str, plan: child.CallPlan) -> tuple[tuple[str, object], ...]:
+    """(prefix, (device, inode) or an errno) of each narrowed read and write prefix
+    (``_narrow.narrow_prefixes``), opened beneath ``workspace`` component by component,
+    never through a link: what the spare's walls bound. Empty when nothing is narrowed, so
+    the look stays a few ``openat`` for narrowed profiles only. Held by the spare (its
+    mounts and rules reference them), an inode's number cannot come back on a re-made
+    folder while that spare waits."""
+    narrow = plan.narrow or {}
+    prefixes: set[str] = set()
+    for key in ("read", "write"):
+        prefixes.update(_narrow.narrow_prefixes(narrow.get(key)) or ())
+    if not prefixes:
+        return ()
+    out: list[tuple[str, object]] = []
+    for prefix in sorted(prefixes):
+        fd = -1
+        try:
+            fd = os.open(workspace, _PATH_FLAGS | os.O_DIRECTORY)
+            for part in prefix.split("/"):
+                nxt = os.open(part, _PATH_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            st = os.fstat(fd)
+            out.append((prefix, (st.st_dev, st.st_ino)))
+        except OSError as exc:
+            out.append((prefix, exc.errno))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return tuple(out)
 
 
 def _guard(
