@@ -15,6 +15,7 @@ from runtime.errors import ResourceLimitExceeded, ToolFailed
 __all__ = [
     "DEFAULT_PATH",
     "ENV_KEY_RE",
+    "OPTION_HOOK_ENV",
     "SESSION_ENV_MAX_BYTES",
     "SESSION_ENV_MAX_VARS",
     "check_env_key",
@@ -35,14 +36,66 @@ SESSION_ENV_MAX_VARS = 256
 #: variable made every later call of the broker fail. 64 KiB is 16 times the usual session.
 SESSION_ENV_MAX_BYTES = 64 * 1024
 
+#: Variables whose value is a program's options, or where it reads data it trusts, and can
+#: make an ordinary run of it run a command: ``TAR_OPTIONS='--checkpoint-action=exec=CMD'``
+#: then ``tar cf``, ``ZIPOPT='-TT CMD'`` then ``zip``, ``MAKEFLAGS=--eval=$(shell CMD)``,
+#: ``GOFLAGS=-toolexec=CMD``, ``RUSTFLAGS=-Clinker=CMD``, java's option variables (an
+#: ``-agentpath``), glibc's locale and host-alias files, ncurses' terminfo, the XDG data
+#: directories (desktop files name commands), perl's module-build options. The command
+#: rules ask when a command sets one (``commands.deny.loader-env``), the default ``[env]
+#: deny`` refuses them for a session (tests keep the lists in step), the tools refuse them.
+#: Their value is not read for what it runs (each program splits its own way): the name is
+#: the hazard.
+#: Not listed: ``GREP_OPTIONS`` (grep ignores it since 3.6, and no grep option runs code);
+#: the prompt strings ``PS0``-``PS3`` an interactive bash expands (``PS1='$(CMD)'``): a
+#: script sets PS1 as a plain variable, and the command rules read the substitutions of any
+#: stored value already, so only the session list and the tools refuse them.
+OPTION_HOOK_ENV = frozenset(
+    {
+        "TAR_OPTIONS",
+        "ZIPOPT",
+        "ZIP",
+        "UNZIP",
+        "UNZIPOPT",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GNUMAKEFLAGS",
+        "GOFLAGS",
+        "RUSTFLAGS",
+        "RUSTDOCFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_RUSTC",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+        "CARGO_HOME",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "LOCPATH",
+        "HOSTALIASES",
+        "TERMINFO",
+        "TERMINFO_DIRS",
+        "XDG_DATA_DIRS",
+        "XDG_DATA_HOME",
+        "PYTHONEXECUTABLE",
+        "PERL_MB_OPT",
+        "PERL_MM_OPT",
+    }
+)
+
 #: Variables that make a program load or run code it was not asked to run.
-_REFUSED = frozenset(
+_REFUSED = OPTION_HOOK_ENV | frozenset(
     {
         "BASH_ENV",  # sourced by every non-interactive bash
         "ENV",  # sourced by interactive sh
         "SHELLOPTS",
         "BASHOPTS",
         "PS4",  # expanded (command substitution) under `set -x`
+        # Expanded by an interactive bash (PS0 after a command is read, PS1-PS3 prompts).
+        "PS0",
+        "PS1",
+        "PS2",
+        "PS3",
         "PROMPT_COMMAND",
         "IFS",  # word splitting of every later script
         "GCONV_PATH",  # glibc loads iconv modules from here

@@ -424,6 +424,45 @@ class EnvSection(_Section):
             "BROWSER",
             "SHELL",
             "SSH_ASKPASS",
+            "RSYNC_RSH",
+            "CVS_RSH",
+            "FCEDIT",
+            "RUSTC",
+            "RUSTC_WRAPPER",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "RUSTDOC",
+            # A program's options that can run a command, data programs trust
+            # (toolkit_env.OPTION_HOOK_ENV), prompt strings an interactive bash expands.
+            "TAR_OPTIONS",
+            "ZIPOPT",
+            "ZIP",
+            "UNZIP",
+            "UNZIPOPT",
+            "MAKEFLAGS",
+            "MFLAGS",
+            "GNUMAKEFLAGS",
+            "GOFLAGS",
+            "RUSTFLAGS",
+            "RUSTDOCFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_*",
+            "CARGO_HOME",
+            "JAVA_TOOL_OPTIONS",
+            "_JAVA_OPTIONS",
+            "JDK_JAVA_OPTIONS",
+            "PS0",
+            "PS1",
+            "PS2",
+            "PS3",
+            "LOCPATH",
+            "HOSTALIASES",
+            "TERMINFO",
+            "TERMINFO_DIRS",
+            "XDG_DATA_DIRS",
+            "XDG_DATA_HOME",
+            "PYTHONEXECUTABLE",
+            "PERL_MB_OPT",
+            "PERL_MM_OPT",
             # Where programs read their configuration (and the commands in it) from.
             "HOME",
             "ZDOTDIR",
@@ -450,7 +489,8 @@ class EnvSection(_Section):
         "rule env.deny) and never passed to tools: loader, shell and interpreter hooks, "
         "values programs run as commands, and the variables that move where programs read "
         "their configuration from. Default: LD_*, BASH_ENV, PATH, PYTHONPATH, NODE_OPTIONS, "
-        "EDITOR, PAGER, LESSOPEN, HOME, XDG_CONFIG_HOME, GIT_* and similar.",
+        "EDITOR, PAGER, LESSOPEN, TAR_OPTIONS, ZIPOPT, MAKEFLAGS, PS1, HOME, XDG_CONFIG_HOME, "
+        "GIT_* and similar.",
     )
 
 

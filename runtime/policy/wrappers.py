@@ -370,6 +370,15 @@ COMMAND_ENV = frozenset(
         # script, vim's ':sh' and less's '!' run $SHELL.
         "BROWSER",
         "SHELL",
+        # rsync's and cvs's remote shell, bash's 'fc' editor, cargo's compiler and its
+        # wrapper: each a command line (or program) run as such.
+        "RSYNC_RSH",
+        "CVS_RSH",
+        "FCEDIT",
+        "RUSTC",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTDOC",
     }
 )
 

@@ -141,3 +141,99 @@ def test_the_default_env_deny_covers_every_variable_the_command_rules_run() -> N
     deny = EnvSection().deny
     missing = sorted(n for n in COMMAND_ENV if not any(fnmatchcase(n, g) for g in deny))
     assert missing == []
+
+
+# -- variables holding a program's options that can run a command (red-team: set_env
+# TAR_OPTIONS / ZIPOPT, then an ordinary 'tar cf' / 'zip' ran the hook, rm-root included) --
+
+_HOOK = "rm -rf --no-preserve-root /"
+_TAR_HOOK = "--checkpoint=1 --checkpoint-action=exec=" + _HOOK.replace(" ", "\\ ")
+_ZIP_HOOK = f'-T -TT "{_HOOK}"'
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "TAR_OPTIONS",
+        "ZIPOPT",
+        "ZIP",
+        "UNZIP",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GNUMAKEFLAGS",
+        "RSYNC_RSH",
+        "CVS_RSH",
+        "GOFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "FCEDIT",
+        "PS0",
+        "PS1",
+        "LOCPATH",
+        "HOSTALIASES",
+        "TERMINFO",
+        "XDG_DATA_DIRS",
+        "PYTHONEXECUTABLE",
+        "PERL_MB_OPT",
+        "PERL_MM_OPT",
+    ],
+)
+def test_the_default_policy_refuses_setting_option_and_hook_variables(
+    default_policy: Policy, key: str
+) -> None:
+    assert _set(default_policy, key, _ZIP_HOOK) == ("deny", "env.deny")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (f"TAR_OPTIONS={shlex.quote(_TAR_HOOK)} tar cf /tmp/x.tar a.txt", "ask"),
+        (f"ZIPOPT={shlex.quote(_ZIP_HOOK)} zip -q /tmp/q.zip a.txt", "ask"),
+        (f"export MAKEFLAGS={shlex.quote('--eval=$(shell id)')}; make", "ask"),
+        (f"RSYNC_RSH={shlex.quote(_HOOK)} rsync -a a/ host:b/", "deny"),
+        (f"FCEDIT={shlex.quote(_HOOK)} fc", "deny"),
+    ],
+)
+def test_an_inline_option_or_hook_variable_asks_or_is_denied(
+    default_policy: Policy, command: str, expected: str
+) -> None:
+    d = _decide(default_policy, "shell_exec", command=command)
+    rules = {"ask": ("commands.deny.loader-env", "commands.deny.export-loader-env")}
+    assert d.action == expected, (command, d.rule)
+    assert d.rule in rules.get(expected, ("commands.deny.rm-root",)), (command, d.rule)
+
+
+def test_shell_execs_env_argument_with_an_option_variable_asks(default_policy: Policy) -> None:
+    d = _decide(
+        default_policy, "shell_exec", command="zip -q /tmp/q.zip a", env={"ZIPOPT": _ZIP_HOOK}
+    )
+    assert (d.action, d.rule) == ("ask", "commands.deny.export-loader-env")
+    d = _decide(default_policy, "shell_exec", command="tar cf x a", env={"TAR_OPTIONS": _TAR_HOOK})
+    assert (d.action, d.rule) == ("ask", "commands.deny.export-loader-env")
+    d = _decide(default_policy, "shell_exec", command="rsync -a a/ b/", env={"RSYNC_RSH": _HOOK})
+    assert (d.action, d.rule) == ("deny", "commands.deny.rm-root")
+    # Without the deny names, set_env is judged as the inline assignment: it asks.
+    assert _set(_NO_DENY, "TAR_OPTIONS", _TAR_HOOK) == ("ask", "commands.deny.export-loader-env")
+
+
+def test_the_option_hook_list_is_in_every_place_that_judges_a_name() -> None:
+    """``toolkit_env.OPTION_HOOK_ENV`` is the one list: the default ``[env] deny`` covers
+    it, the command rules ask when a command sets or exports one, the tools refuse it."""
+    from fnmatch import fnmatchcase
+
+    from runtime.errors import ToolFailed
+    from runtime.policy.schema import EnvSection
+    from runtime.toolkit_env import OPTION_HOOK_ENV, check_env_key
+
+    deny = EnvSection().deny
+    assert sorted(n for n in OPTION_HOOK_ENV if not any(fnmatchcase(n, g) for g in deny)) == []
+    for name in sorted(OPTION_HOOK_ENV):
+        d = _decide(_NO_DENY, "shell_exec", command=f"{name}=x true")
+        assert (d.action, d.rule) == ("ask", "commands.deny.loader-env"), name
+        d = _decide(_NO_DENY, "shell_exec", command=f"export {name}=x")
+        assert d.action == "ask" and d.rule.endswith("loader-env"), name
+        with pytest.raises(ToolFailed):
+            check_env_key(name)

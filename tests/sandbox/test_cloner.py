@@ -126,3 +126,15 @@ def test_a_failed_clone_is_a_spawn_failure() -> None:
     finally:
         z.ctl.close()
         broker.close()
+
+
+def test_an_oversized_request_leaves_its_mask_targets_out() -> None:
+    """The backstop before a clone request is sent: past the one-packet bound it goes
+    without the mask targets (the child walks the tree itself), never refused whole."""
+    plan = {"call_id": "c1", "masks": {"hide": ["**/*.pem"], "targets": [[["a.pem"], "hide"]]}}
+    body: dict[str, object] = {"plan": plan, "tool": "t"}
+    assert zygote._drop_targets(body)
+    assert body["plan"] == {"call_id": "c1", "masks": {"hide": ["**/*.pem"]}}
+    assert "targets" in plan["masks"]  # the caller's plan is left as it was
+    assert not zygote._drop_targets(body)
+    assert not zygote._drop_targets({"plan": {"masks": None}})

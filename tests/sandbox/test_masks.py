@@ -263,6 +263,51 @@ def test_past_the_bound_the_call_fails_closed(workspace: Path) -> None:
     assert SECRET not in info.value.message
 
 
+def test_many_masked_entries_never_size_a_control_packet(workspace: Path) -> None:
+    """10,000 masked files (what one shell call can plant): their list once travelled in
+    the clone request and, past the socket's one-packet bound (EMSGSIZE), every later call
+    on the tree failed in every broker. Now the child walks the tree itself past a bound,
+    and the masks still apply in full, the deepest one too."""
+    from runtime.broker import SyncBroker
+
+    d = workspace / "d"
+    (d / "x" / "y").mkdir(parents=True)
+    for i in range(10_000):
+        (d / f"k{i}.pem").touch()
+    (d / "x" / "y" / "deep.pem").write_text(SECRET)
+    (d / "plain.txt").write_text("plain\n")
+    (workspace / "hello.txt").write_text("hello\n")
+    with SyncBroker(workspace=workspace) as broker:
+        read = broker.call({"tool": "read_file", "arguments": {"path": "hello.txt"}})
+        command = "e=pem; cat d/x/y/deep.$e; ls d | wc -l"
+        cat = broker.call({"tool": "shell_exec", "arguments": {"command": command}})
+        listed = broker.call({"tool": "list_files", "arguments": {"path": "d/x"}})
+        rm = broker.call({"tool": "shell_exec", "arguments": {"command": "rm -rf d"}})
+    assert read.success and read.result["content"] == "hello\n", read.error
+    assert cat.success, cat.error
+    assert SECRET not in cat.result["stdout"] and cat.result["stdout"].split() == ["10002"]
+    assert listed.success, listed.error
+    # It runs: what is not masked goes; a masked file cannot be removed from inside.
+    assert rm.success, rm.error
+    assert not (d / "plain.txt").exists()
+    assert (d / "x" / "y" / "deep.pem").read_text() == SECRET
+
+
+def test_a_long_target_list_is_left_for_the_child_to_walk(workspace: Path) -> None:
+    for i in range(2_000):
+        (workspace / f"{'k' * 150}{i}.pem").touch()
+    (workspace / "one.key").touch()
+    spec = MaskSpec(hide=("**/*.pem", "**/*.key"))
+    with masks.signature(str(workspace), spec) as sig:  # type: ignore[union-attr]
+        assert sig.found is not None and len(sig.found) == 2_001
+        assert "targets" not in masks.with_targets(spec.as_plan(), sig, unpinned=True)
+    for p in workspace.glob("*.pem"):
+        p.unlink()
+    with masks.signature(str(workspace), spec) as sig:  # type: ignore[union-attr]
+        plan = masks.with_targets(spec.as_plan(), sig, unpinned=True)
+        assert [t[0] for t in plan["targets"]] == [["one.key"]]
+
+
 def test_literal_globs_prune_the_walk(workspace: Path) -> None:
     """``.git/**`` costs a look-up, not a walk: a huge tree elsewhere is not counted."""
     (workspace / ".git").mkdir()

@@ -101,6 +101,7 @@ __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "MAX_DEPTH",
     "MAX_PINS",
+    "TARGETS_MAX_BYTES",
     "MaskSpec",
     "MaskTarget",
     "Signature",
@@ -1291,11 +1292,35 @@ def with_targets(
     targets = None if sig is None else sig.key
     if targets is None and unpinned and sig is not None:
         targets = sig.found
+    if targets is not None and _encoded_size(targets) > TARGETS_MAX_BYTES:
+        # The workspace's content must never size a control packet (a request past the
+        # socket's buffer is refused whole, EMSGSIZE, and then every call of the tree
+        # fails): past the bound the child walks the tree itself, as when ``vetted``
+        # refuses the list. The masks are the same either way, only found twice.
+        targets = None
     if targets is not None:
         out["targets"] = [
             [list(t.parts), t.action, t.dev, t.ino, t.is_dir, t.ctime_ns] for t in targets
         ]
     return out
+
+
+#: Bytes of mask targets (an estimate of their encoded size) a plan carries at most, well
+#: under the control socket's one-packet bound (``net.core.wmem_default``, ~208 KiB) and
+#: the cloner's request buffer; a tree with more is walked again by the child.
+TARGETS_MAX_BYTES = 64 << 10
+
+
+def _encoded_size(targets: tuple[MaskTarget, ...]) -> int:
+    """An upper estimate of ``targets``' size once encoded (msgpack: a few bytes of header
+    per string and list, at most 9 per integer); it stops counting past the bound."""
+    total = 0
+    for target in targets:
+        total += 64 + sum(len(part.encode(errors="surrogateescape")) + 5 for part in target.parts)
+        total += len(target.action)
+        if total > TARGETS_MAX_BYTES:
+            break
+    return total
 
 
 def vetted(root_fd: int, plan_masks: Mapping[str, Any]) -> list[MaskTarget] | None:

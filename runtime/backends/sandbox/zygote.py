@@ -36,6 +36,7 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
 import ctypes
+import errno
 import gc
 import mmap
 import os
@@ -52,6 +53,7 @@ from typing import Any
 from runtime.backends.sandbox import (
     _denywrite,
     _linux,
+    _narrow,
     _setup,
     cgroups,
     child,
@@ -256,7 +258,10 @@ class _Pending:
 def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
     """Identity of the workspace directory (device, inode), None if absent; with the
     signature of its masks when the policy denies paths: a spare masked the tree as it was
-    when forked, and must not serve a call after a denied file appeared (or went)."""
+    when forked, and must not serve a call after a denied file appeared (or went); and, for
+    a call the policy's ``[paths]`` narrow, the identity of each narrowed folder
+    (``_narrowed``): the spare bound those inodes (Landlock rules, the write binds), and
+    must not serve a call after one was removed and made again."""
     path = plan.workspace
     if not path:
         return None
@@ -264,7 +269,43 @@ def _stamp(plan: child.CallPlan) -> tuple[object, ...] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
+    sig = masks.signature(path, masks.MaskSpec.from_plan(plan.masks))
+    return st.st_dev, st.st_ino, sig, _narrowed(path, plan)
+
+
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _narrowed(workspace: str, plan: child.CallPlan) -> tuple[tuple[str, object], ...]:
+    """(prefix, (device, inode) or an errno) of each narrowed read and write prefix
+    (``_narrow.narrow_prefixes``), opened beneath ``workspace`` component by component,
+    never through a link: what the spare's walls bound. Empty when nothing is narrowed, so
+    the look stays a few ``openat`` for narrowed profiles only. Held by the spare (its
+    mounts and rules reference them), an inode's number cannot come back on a re-made
+    folder while that spare waits."""
+    narrow = plan.narrow or {}
+    prefixes: set[str] = set()
+    for key in ("read", "write"):
+        prefixes.update(_narrow.narrow_prefixes(narrow.get(key)) or ())
+    if not prefixes:
+        return ()
+    out: list[tuple[str, object]] = []
+    for prefix in sorted(prefixes):
+        fd = -1
+        try:
+            fd = os.open(workspace, _PATH_FLAGS | os.O_DIRECTORY)
+            for part in prefix.split("/"):
+                nxt = os.open(part, _PATH_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            st = os.fstat(fd)
+            out.append((prefix, (st.st_dev, st.st_ino)))
+        except OSError as exc:
+            out.append((prefix, exc.errno))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return tuple(out)
 
 
 def _guard(
@@ -1202,7 +1243,17 @@ class _Cloner:
             }
             header = _REQUEST.pack(self.seq, python, flags | _linux.CLONE_PARENT, uid, gid)
             attached = [fd, *(f for f in (ws_fd,) if f >= 0), *py_fds.values()]
-            socket.send_fds(self.sock, [header + encode_frame(body)], attached)
+            data = header + encode_frame(body)
+            if len(data) > _REQUEST_SEND_MAX and _drop_targets(body):
+                data = header + encode_frame(body)
+            try:
+                socket.send_fds(self.sock, [data], attached)
+            except OSError as exc:
+                # SOCK_SEQPACKET refuses a packet past its buffer whole: without the mask
+                # targets (the child then walks the tree itself) the request is small.
+                if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS) or not _drop_targets(body):
+                    raise
+                socket.send_fds(self.sock, [header + encode_frame(body)], attached)
         finally:
             for tree in (ws_fd, *py_fds.values()):
                 if tree >= 0:
@@ -1246,6 +1297,27 @@ _REQUEST = struct.Struct("<IIqii")
 _ANSWER = struct.Struct("<Ii")
 _REQUEST_MAX = 1 << 20
 _MAX_FDS = 16  # cloner.c's MAX_FDS: the call socket, the workspace, the interpreter trees
+
+
+#: A request larger than this leaves its mask targets out (``_drop_targets``): under the
+#: cloner's buffer and the control socket's one-packet bound (``net.core.wmem_default``).
+_REQUEST_SEND_MAX = 128 << 10
+
+
+def _drop_targets(body: dict[str, Any]) -> bool:
+    """Take the mask targets ``masks.with_targets`` added out of the request ``body`` (the
+    child walks the tree itself, as when ``masks.vetted`` refuses them); whether there
+    were any."""
+    plan = body.get("plan")
+    if not isinstance(plan, dict):
+        return False
+    plan_masks = plan.get("masks")
+    if not isinstance(plan_masks, dict) or "targets" not in plan_masks:
+        return False
+    plan_masks = dict(plan_masks)
+    del plan_masks["targets"]
+    body["plan"] = {**plan, "masks": plan_masks}
+    return True
 
 
 def _read_answer(data: bytes) -> dict[str, Any]:

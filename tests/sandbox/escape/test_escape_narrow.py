@@ -120,3 +120,27 @@ def test_globs_that_start_with_a_wildcard_leave_the_workspace_whole(tree: Path) 
 
     result = run_with_backend(fn, allow=(("**/*.txt",), None))
     assert (result["exit_code"], result["stdout"]) == (0, "SECRET\n")
+
+
+def test_a_spare_does_not_serve_a_write_folder_made_again(tree: Path) -> None:
+    """The spare ready for the next call bound ``out`` as it was (the write bind, the
+    Landlock rules); removed and made again, ``out`` is another directory, which that spare
+    would never let the call write (EROFS): the spare is dismissed, the call writes."""
+    import shutil
+
+    async def fn(backend: Any) -> list[Any]:
+        out = []
+        for command in (
+            "echo one > out/a.txt && cat out/a.txt",
+            "echo two > out/b.txt && cat out/b.txt",
+        ):
+            result = (await call(backend, SHELL, tree, command=command)).result
+            out.append((result["exit_code"], result["stdout"], result["stderr"]))
+            shutil.rmtree(tree / "out")
+            (tree / "out").mkdir()
+            os.chmod(tree / "out", 0o777)
+        return out
+
+    got = run_with_backend(fn, allow=ALLOW)
+    assert got[0][:2] == (0, "one\n")
+    assert got[1][:2] == (0, "two\n"), got[1]
