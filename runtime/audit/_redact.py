@@ -14,7 +14,9 @@ is never mutated — the broker still has to run the call with the real argument
    ``pass`` counts too (``OPENAI_KEY``).
 2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
    header lines, ``name=value`` pairs whose name is secret-like or one the policy names
-   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``), URL
+   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``; quoted as in
+   JSON or a dict literal, ``"password": "v"``, also escaped inside a JSON string, the
+   quoted value up to its closing quote), ``<password>v</password>`` elements, URL
    passwords and token-like URL user names, AWS access key ids, private-key PEM blocks and
    well-known token prefixes (GitHub, GitLab ``glpat-``, Slack, OpenAI/Anthropic ``sk-``,
    Google ``AIza``, JWTs).
@@ -113,9 +115,25 @@ _SECRETISH_WORDS = frozenset({"pass", "pwd"})
 # Last words that make the name in a {"key"/"name": NAME, "value": X} object secret-like
 # (``OPENAI_KEY``): an object that sets a variable says what the value is.
 _SECRET_LAST_WORDS = frozenset({"key", "pass"})
-# name = value / name: value, the name a maximal run matched once from its start.
-_ASSIGNMENT = re.compile(rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)([ \t]*+[=:][ \t]*+)")
+# name = value / name: value, the name a maximal run matched once from its start; also with
+# the name quoted, as in JSON or a dict literal ("password": "v", {\"token\": \"v\"}: a
+# closing quote, maybe escaped, between the name and the colon), and the value quoted
+# (group 3: the opening quote, maybe escaped).
+_ASSIGNMENT = re.compile(
+    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)((?:\\{{0,8}}+[\"'])?+[ \t]*+[=:][ \t]*+)"
+    r"(\\{0,8}+[\"'])?+"
+)
 _ASSIGNED_VALUE = re.compile(r"(?!\[REDACTED)[^\s&'\";,]++")
+# A quoted value: up to the matching quote, a backslash escaping the next character (JSON
+# text's \"); after an escaped opening quote (JSON inside a JSON string), up to the next
+# backslash or quote.
+_QUOTED_VALUE = {
+    '"': re.compile(r'(?!\[REDACTED)(?:[^"\\\r\n]++|\\.)++'),
+    "'": re.compile(r"(?!\[REDACTED)[^'\r\n]++"),
+    "\\": re.compile(r"(?!\[REDACTED)[^\"'\\\r\n]++"),
+}
+# <password>value</password>: an XML-ish element whose name is secret-like.
+_ELEMENT = re.compile(rf"<([{_NAME_CHARS}]++)(?:[ \t][^<>]*+)?+>([^<]++)</\1>")
 
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -202,16 +220,29 @@ def _redact_assignments(s: str, extra: frozenset[tuple[str, ...]] = frozenset())
             _secretish_name(name, extra) or (m.group(2) == "=" and name.lower().endswith("sig"))
         ):
             continue
-        value = _ASSIGNED_VALUE.match(s, m.end())
+        quote = m.group(3)
+        if quote is None:
+            value = _ASSIGNED_VALUE.match(s, m.end())
+        else:
+            value = _QUOTED_VALUE["\\" if quote[0] == "\\" else quote].match(s, m.end())
         if value is None:
             continue
         out.append(s[pos : m.end()])
         out.append(REDACTED)
         pos = value.end()
-    if not out:
+    if out:
+        out.append(s[pos:])
+        s = "".join(out)
+    if "</" not in s:
         return s
-    out.append(s[pos:])
-    return "".join(out)
+    return _ELEMENT.sub(
+        lambda m: (
+            m[0].replace(f">{m[2]}<", f">{REDACTED}<", 1)
+            if _secretish_name(m[1], extra) and not m[2].startswith("[REDACTED")
+            else m[0]
+        ),
+        s,
+    )
 
 
 # -- command lines ---------------------------------------------------------------------------
