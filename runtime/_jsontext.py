@@ -64,15 +64,30 @@ def json_line(obj: Any) -> str:
 #: controls, zero widths, BOM, tags), line and paragraph separators, surrogates, private
 #: use, unassigned; and every space but U+0020 (an odd-width space hides what follows).
 _TERMINAL_ESCAPED = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+#: Characters of other categories a terminal shows as nothing, escaped too: every
+#: Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties, which ``unicodedata`` does
+#: not expose; the Cf ones are already escaped by category): the combining grapheme joiner,
+#: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0: letters that draw nothing), the
+#: Khmer inherent vowels, the Mongolian variation selectors, the variation selectors
+#: (U+FE00-FE0F, U+E0100-E01EF) and the reserved ignorables; and the blank-rendering symbol
+#: U+2800 (BRAILLE PATTERN BLANK). A name or command could hide text behind any of them.
+_BLANK = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u2800\u3164\ufe00-\ufe0f"
+    "\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
 
 
 def terminal_char(ch: str) -> str:
     """``ch`` as a terminal should show it: itself, or a ``\\uXXXX`` / ``\\UXXXXXXXX`` escape
-    for a character that hides, moves or reorders text (:data:`_TERMINAL_ESCAPED`). The
-    one rule for text written to a terminal (``visible`` here, the approval prompts of
-    ``runtime.mcp._prompt``)."""
+    for a character that hides, moves or reorders text (:data:`_TERMINAL_ESCAPED`,
+    :data:`_BLANK`). The one rule for text written to a terminal (``visible`` here, the
+    approval prompts of ``runtime.mcp._prompt``)."""
     category = unicodedata.category(ch)
-    if category not in _TERMINAL_ESCAPED and (category != "Zs" or ch == " "):
+    if (
+        category not in _TERMINAL_ESCAPED
+        and (category != "Zs" or ch == " ")
+        and (ch < "\u034f" or not _BLANK.match(ch))
+    ):
         return ch
     code = ord(ch)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

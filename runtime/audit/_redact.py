@@ -14,16 +14,20 @@ is never mutated — the broker still has to run the call with the real argument
    ``pass`` counts too (``OPENAI_KEY``).
 2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
    header lines, ``name=value`` pairs whose name is secret-like or one the policy names
-   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``), URL
+   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``; quoted as in
+   JSON or a dict literal, ``"password": "v"``, also escaped inside a JSON string, the
+   quoted value up to its closing quote), ``<password>v</password>`` elements, URL
    passwords and token-like URL user names, AWS access key ids, private-key PEM blocks and
    well-known token prefixes (GitHub, GitLab ``glpat-``, Slack, OpenAI/Anthropic ``sk-``,
    Google ``AIza``, JWTs).
 3. Command lines, by program (``_redact_command``): ``curl -u user:PASS`` (``--user``,
    ``-U``/``--proxy-user``; httpie ``-a``/``--auth``), the MySQL/MariaDB clients' attached
    ``-pPASS`` (``-p NAME`` is their database), ``sshpass -p``, ``redis-cli -a``, the MongoDB
-   tools' ``-p``, ``-p`` after ``login`` for docker/podman/nerdctl/buildah/skopeo/helm/oc
+   tools' ``-p``, the OpenLDAP tools' ``-w``, ``sqlcmd -P``, ``twine -p``, ``htpasswd -b``'s
+   password word, ``-p`` after ``login`` for docker/podman/nerdctl/buildah/skopeo/helm/oc/az
    (``docker run -p 8080:80`` is a port and stays), any ``--password VALUE``-like long option
-   (``--token``, ``--client-secret``...; not ``--password-stdin``/``--no-password``), and
+   (``--token``, ``--client-secret``, ``--oauth2-bearer``...; not ``--password-stdin``/
+   ``--no-password``), taking the next word whatever it starts with, and
    ``set``/``config`` commands naming a secret (``aws configure set aws_secret_access_key
    VALUE``, ``git config github.token VALUE``).
    The same rules run across a list's string elements, as an argv (a command or custom
@@ -113,9 +117,25 @@ _SECRETISH_WORDS = frozenset({"pass", "pwd"})
 # Last words that make the name in a {"key"/"name": NAME, "value": X} object secret-like
 # (``OPENAI_KEY``): an object that sets a variable says what the value is.
 _SECRET_LAST_WORDS = frozenset({"key", "pass"})
-# name = value / name: value, the name a maximal run matched once from its start.
-_ASSIGNMENT = re.compile(rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)([ \t]*+[=:][ \t]*+)")
+# name = value / name: value, the name a maximal run matched once from its start; also with
+# the name quoted, as in JSON or a dict literal ("password": "v", {\"token\": \"v\"}: a
+# closing quote, maybe escaped, between the name and the colon), and the value quoted
+# (group 3: the opening quote, maybe escaped).
+_ASSIGNMENT = re.compile(
+    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]++)((?:\\{{0,8}}+[\"'])?+[ \t]*+[=:][ \t]*+)"
+    r"(\\{0,8}+[\"'])?+"
+)
 _ASSIGNED_VALUE = re.compile(r"(?!\[REDACTED)[^\s&'\";,]++")
+# A quoted value: up to the matching quote, a backslash escaping the next character (JSON
+# text's \"); after an escaped opening quote (JSON inside a JSON string), up to the next
+# backslash or quote.
+_QUOTED_VALUE = {
+    '"': re.compile(r'(?!\[REDACTED)(?:[^"\\\r\n]++|\\.)++'),
+    "'": re.compile(r"(?!\[REDACTED)[^'\r\n]++"),
+    "\\": re.compile(r"(?!\[REDACTED)[^\"'\\\r\n]++"),
+}
+# <password>value</password>: an XML-ish element whose name is secret-like.
+_ELEMENT = re.compile(rf"<([{_NAME_CHARS}]++)(?:[ \t][^<>]*+)?+>([^<]++)</\1>")
 
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -202,16 +222,29 @@ def _redact_assignments(s: str, extra: frozenset[tuple[str, ...]] = frozenset())
             _secretish_name(name, extra) or (m.group(2) == "=" and name.lower().endswith("sig"))
         ):
             continue
-        value = _ASSIGNED_VALUE.match(s, m.end())
+        quote = m.group(3)
+        if quote is None:
+            value = _ASSIGNED_VALUE.match(s, m.end())
+        else:
+            value = _QUOTED_VALUE["\\" if quote[0] == "\\" else quote].match(s, m.end())
         if value is None:
             continue
         out.append(s[pos : m.end()])
         out.append(REDACTED)
         pos = value.end()
-    if not out:
+    if out:
+        out.append(s[pos:])
+        s = "".join(out)
+    if "</" not in s:
         return s
-    out.append(s[pos:])
-    return "".join(out)
+    return _ELEMENT.sub(
+        lambda m: (
+            m[0].replace(f">{m[2]}<", f">{REDACTED}<", 1)
+            if _secretish_name(m[1], extra) and not m[2].startswith("[REDACTED")
+            else m[0]
+        ),
+        s,
+    )
 
 
 # -- command lines ---------------------------------------------------------------------------
@@ -230,24 +263,36 @@ _USERPASS_OPTIONS = {
 _MYSQL = ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck")
 _MARIADB = ("mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import", "mariadb-show")
 _MONGO = ("mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport")
-_LOGIN = ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oc")
+_LOGIN = ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oc", "az")
+_LDAP = tuple(
+    f"ldap{c}"
+    for c in ("search", "modify", "add", "delete", "compare", "modrdn", "whoami", "passwd", "exop")
+)
 # Programs with a short password option: (option, also as a separate word?, only after a
 # "login" word?). The MySQL clients read "-p NAME" as a database name (the password is
-# only ever attached: -pSECRET); a container tool's -p is a port unless it logs in.
+# only ever attached: -pSECRET); a container tool's (and az's) -p is a port or something
+# else unless it logs in.
 _PASSWORD_OPTIONS: dict[str, tuple[str, bool, bool]] = {
     **dict.fromkeys(_MYSQL + _MARIADB, ("-p", False, False)),
     **dict.fromkeys(_MONGO, ("-p", True, False)),
     **dict.fromkeys(_LOGIN, ("-p", True, True)),
+    **dict.fromkeys(_LDAP, ("-w", True, False)),
     "sshpass": ("-p", True, False),
     "redis-cli": ("-a", True, False),
+    "sqlcmd": ("-P", True, False),
+    "twine": ("-p", True, False),
 }
-_PROGRAMS = frozenset(_USERPASS_OPTIONS) | frozenset(_PASSWORD_OPTIONS)
+# htpasswd's batch mode (-b) takes the password as a positional word: the third (file, user,
+# password), the second with -n (no file). -C and -r take a number.
+_HTPASSWD = "htpasswd"
+_HTPASSWD_VALUED = frozenset({"-C", "-r"})
+_PROGRAMS = frozenset(_USERPASS_OPTIONS) | frozenset(_PASSWORD_OPTIONS) | {_HTPASSWD}
 # Long options whose next word is a secret, for any program: the name ends with a secret
 # word (--password, --db-password, --token, --client-secret...), not --no-password, not
 # --password-stdin / --token-file (flags, or a path).
 _SECRET_LONG_OPTION = re.compile(
     r"--(?!no-)(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|token|secret|api-?key|"
-    r"access-key|secret-key|private-key|client-secret|credentials?)",
+    r"access-key|secret-key|private-key|client-secret|credentials?|bearer)",
     re.IGNORECASE,
 )
 # Words that make a command set a named value: "aws configure set NAME VALUE", "git config
@@ -266,19 +311,40 @@ class _CommandWords:
     A separator ends the command (:meth:`reset`); a word whose file name is a listed program
     starts one (so ``sudo curl``, ``sshpass -p X mysql -pY`` and ``/usr/bin/curl`` are
     seen); an option of that program, or any secret long option, marks the next word (or
-    its own attached value) as the secret. Constant work per character of a word."""
+    its own attached value) as the secret, whatever it starts with (as getopt takes an
+    option's required argument: ``--password -Xy9`` is the password ``-Xy9``). Constant
+    work per character of a word."""
 
-    __slots__ = ("expect", "extra", "login", "prog", "setter")
+    __slots__ = ("batch", "expect", "extra", "login", "positional", "prog", "setter")
 
     def __init__(self, extra: frozenset[tuple[str, ...]]) -> None:
         self.extra = extra
         self.prog = ""
         self.login = self.setter = False
-        # What the next word is: "" nothing, "whole" a secret, "userpass" user:secret.
+        # What the next word is: "" nothing, "whole" a secret, "userpass" user:secret,
+        # "skip" an option's value that is no secret.
         self.expect = ""
+        # htpasswd: its flags seen (1 -b, 2 -n), its positional words seen.
+        self.batch = self.positional = 0
 
     def reset(self) -> None:
         self.prog, self.login, self.setter, self.expect = "", False, False, ""
+        self.batch = self.positional = 0
+
+    def armed(self) -> bool:
+        """Whether the next word is taken as a secret (a scalar argv element too)."""
+        return self.expect in ("whole", "userpass")
+
+    def _htpasswd(self, bare: str) -> str | None:
+        if bare.startswith("-") and not bare.startswith("--") and len(bare) > 1:
+            if bare in _HTPASSWD_VALUED:
+                self.expect = "skip"
+            else:
+                self.batch |= (1 if "b" in bare else 0) | (2 if "n" in bare else 0)
+            return None
+        self.positional += 1
+        at = 2 if self.batch & 2 else 3
+        return REDACTED if self.batch & 1 and self.positional == at else None
 
     def word(self, word: str) -> str | None:
         """What ``word`` (quotes kept, as written) is replaced with, or None to keep it."""
@@ -287,15 +353,20 @@ class _CommandWords:
             self.expect = ""
             return None
         expect, self.expect = self.expect, ""
-        if expect and not bare.startswith("-"):
+        if expect:
             if expect == "whole":
                 return REDACTED
+            if expect == "skip":
+                return None
             user, colon, secret = bare.partition(":")
             return f"{user}:{REDACTED}" if colon and secret else None
         name = bare.rsplit("/", 1)[-1]
         if name in _PROGRAMS:
             self.prog, self.login, self.setter = name, False, False
+            self.batch = self.positional = 0
             return None
+        if self.prog == _HTPASSWD:
+            return self._htpasswd(bare)
         if bare in _SETTERS:
             self.setter = True
             return None
@@ -359,7 +430,8 @@ def _redact_argv(items: list[Any], extra: frozenset[tuple[str, ...]]) -> None:
     """The command-line rules across an argv list's elements, in place: ``items`` are the
     elements already redacted one by one, each string one word (``["--password", "x"]``,
     ``["curl", "-u", "bob:pw"]``: the value element is replaced, the option kept). A
-    non-string element breaks adjacency: no option's value runs across it.
+    scalar element (``["cmd", "--password", 12345678]``) is an option's value like a string
+    one; any non-string element then ends the command: no option's value runs across it.
 
     Hazard: the audit log's gate (:meth:`Redactor.may_redact`) sees the whole arguments'
     text, so a list whose value element alone looks harmless still reaches this rule: every
@@ -367,6 +439,8 @@ def _redact_argv(items: list[Any], extra: frozenset[tuple[str, ...]]) -> None:
     words = _CommandWords(extra)
     for i, item in enumerate(items):
         if type(item) is not str and not isinstance(item, str):
+            if words.armed() and item is not None and not isinstance(item, (dict, list, tuple)):
+                items[i] = REDACTED
             words.reset()
             continue
         shown = words.word(item)
@@ -409,6 +483,9 @@ _SQUASHED_FRAGMENTS = (
     "mongo",
     "redis",
     "login",
+    "ldap",
+    "sqlcmd",
+    "twine",
 )
 # The AWS key-id rule is the only case-sensitive one: its prefixes, tested on the original.
 _AWS_PREFIXES = tuple(

@@ -148,6 +148,8 @@ def test_secret_keys_redact_any_value(value: dict[str, Any]) -> None:
         "curl -u a:b " * 4000,
         "mysql -p" * 8000,
         "'" * 50000 + "--password",
+        "htpasswd -b " * 8000,
+        "ldapsearch -w " * 8000,
         '"\\' * 25000 + "--token x",
         "set --token " * 4000,
         "--" + "a1-" * 20000 + "x --password",

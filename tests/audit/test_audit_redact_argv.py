@@ -44,6 +44,40 @@ SHAPES = [
         ["aws", "configure", "set", "aws_secret_access_key", "k"],
         ["aws", "configure", "set", "aws_secret_access_key", REDACTED],
     ),
+    # An armed option takes the next element whatever it starts with (as getopt does).
+    (
+        ["curl", "--oauth2-bearer", "abcdef123456", "https://x"],
+        ["curl", "--oauth2-bearer", REDACTED, "https://x"],
+    ),
+    (["tool", "--bearer", "abcdef123456"], ["tool", "--bearer", REDACTED]),
+    (["mysql", "--password", "-Xy9q!zz"], ["mysql", "--password", REDACTED]),
+    (["tool", "--password", "--verbose"], ["tool", "--password", REDACTED]),
+    (["curl", "-u", "-bob:pw", "h"], ["curl", "-u", f"-bob:{REDACTED}", "h"]),
+    # Per-program short password options.
+    (
+        ["ldapsearch", "-x", "-D", "cn=admin", "-w", "hunter22", "-b", "dc=x"],
+        ["ldapsearch", "-x", "-D", "cn=admin", "-w", REDACTED, "-b", "dc=x"],
+    ),
+    (["ldapmodify", "-whunter22"], ["ldapmodify", f"-w{REDACTED}"]),
+    (
+        ["twine", "upload", "-u", "__token__", "-p", "pypi-AgEIcHlw", "dist/*"],
+        ["twine", "upload", "-u", "__token__", "-p", REDACTED, "dist/*"],
+    ),
+    (
+        ["sqlcmd", "-S", "db", "-U", "sa", "-P", "Sq1Pw!", "-Q", "select 1"],
+        ["sqlcmd", "-S", "db", "-U", "sa", "-P", REDACTED, "-Q", "select 1"],
+    ),
+    (
+        ["az", "login", "--service-principal", "-u", "app", "-p", "azS3cret", "--tenant", "t"],
+        ["az", "login", "--service-principal", "-u", "app", "-p", REDACTED, "--tenant", "t"],
+    ),
+    (["htpasswd", "-b", ".htp", "bob", "htpw1"], ["htpasswd", "-b", ".htp", "bob", REDACTED]),
+    (["htpasswd", "-cbB", ".htp", "bob", "htpw1"], ["htpasswd", "-cbB", ".htp", "bob", REDACTED]),
+    (["htpasswd", "-n", "-b", "bob", "htpw1"], ["htpasswd", "-n", "-b", "bob", REDACTED]),
+    (
+        ["htpasswd", "-b", "-C", "12", ".htp", "bob", "htpw1"],
+        ["htpasswd", "-b", "-C", "12", ".htp", "bob", REDACTED],
+    ),
 ]
 
 
@@ -63,14 +97,46 @@ def test_an_options_value_element_is_redacted(argv: list[str], shown: list[str])
         ["curl", "-u", "admin", "https://h/x"],  # no password: curl asks for it
         ["docker", "login", "--password-stdin", "-u", "me", "registry"],
         ["tool", "--token-file", "/run/secrets/t"],
-        ["tool", "--password", "--verbose"],  # an option is not a value
         ["echo", "pass", "the", "salt"],
-        ["--password", 3, "x"],  # no adjacency across a non-string
+        ["--password", None, "x"],  # no adjacency across a non-string
+        ["--password", {"a": 1}, "x"],
+        ["az", "vm", "create", "-p", "x"],  # az's -p is a password only after login
+        ["htpasswd", "-c", ".htp", "bob"],  # no -b: htpasswd asks for it
+        ["htpasswd", "-D", ".htp", "bob"],
+        ["twine", "check", "dist/x.whl"],
+        ["ldapsearch", "-x", "-b", "dc=x", "uid=bob"],
     ],
     ids=lambda v: " ".join(map(str, v))[:32],
 )
 def test_ordinary_argv_lists_are_kept(argv: list[Any]) -> None:
     assert redact({"argv": argv}) == {"argv": argv}
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["cmd", "--password", 12345678], ["cmd", "--password", REDACTED]),
+        (["cmd", "--token", 1.5, "x"], ["cmd", "--token", REDACTED, "x"]),
+        (["sshpass", "-p", True, "ssh"], ["sshpass", "-p", REDACTED, "ssh"]),
+        (
+            ["cmd", "--password", 3, "--token", "x"],
+            ["cmd", "--password", REDACTED, "--token", REDACTED],
+        ),
+    ],
+)
+def test_a_scalar_after_an_armed_option_is_redacted(argv: list[Any], shown: list[Any]) -> None:
+    assert redact({"argv": argv}) == {"argv": shown}
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [shape for shape in SHAPES if not any(" " in word for word in shape[0])],
+    ids=lambda v: " ".join(v)[:32],
+)
+def test_the_same_rules_in_one_command_line(argv: list[str], shown: list[str]) -> None:
+    """The string form of each shape (whose words hold no blank, so that joined they are
+    the same words): the same values hidden."""
+    assert redact(" ".join(argv)) == " ".join(shown)
 
 
 def test_the_policy_names_apply_across_elements() -> None:

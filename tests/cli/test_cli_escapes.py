@@ -74,6 +74,48 @@ def test_visible_shows_controls_as_escapes() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "blank",
+    [
+        "\u3164",  # HANGUL FILLER (Lo): a letter that draws nothing
+        "\uffa0",
+        "\u115f",
+        "\u1160",
+        "\u2800",  # BRAILLE PATTERN BLANK (So)
+        "\u034f",  # COMBINING GRAPHEME JOINER (Mn, default ignorable)
+        "\ufe0f",
+        "\U000e0100",
+        "\u17b4",
+        "\u180b",
+    ],
+)
+def test_visible_shows_blank_rendering_characters_as_escapes(blank: str) -> None:
+    """Default-ignorable and blank-rendering characters are not Cf: terminal_char passed
+    them, and a name or command hid text behind them."""
+    code = ord(blank)
+    assert visible(f"a{blank}b") == (f"a\\u{code:04x}b" if code <= 0xFFFF else f"a\\U{code:08x}b")
+
+
+def test_default_ignorable_code_points_are_all_escaped() -> None:
+    # Unicode 15's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt), which
+    # the unicodedata module does not expose.
+    ranges = [
+        (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+        (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+        (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+        (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+        (0xE0000, 0xE0FFF),
+    ]  # fmt: skip
+    missed = [
+        f"U+{code:04X}"
+        for low, high in ranges
+        for code in range(low, high + 1)
+        if chr(code) in visible(chr(code))
+    ]
+    assert missed == []
+    assert visible("héllo ✓ 日本") == "héllo ✓ 日本"
+
+
 def _exec_hostile(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     call = json.dumps({"tool": "hash", "arguments": {"text": HOSTILE}})
     return run("exec", "-", "--json", "--workspace", "ws", cwd=tmp_path, stdin=call)

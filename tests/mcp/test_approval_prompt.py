@@ -33,7 +33,8 @@ def test_the_deciding_argument_comes_first_and_whole() -> None:
     from runtime.audit._canonical import canonical_json_ijson
 
     digest = hashlib.sha256(canonical_json_ijson(arguments)).hexdigest()
-    assert lines[-1] == f"Arguments sha256: {digest}"  # the audit log's arguments_digest
+    assert lines[-2] == f"Arguments sha256: {digest}"  # the audit log's arguments_digest
+    assert lines[-1] == "Asked because: writes a file"  # said again above the question
     assert len(text) < MAX_REST + 500
 
 
@@ -59,6 +60,95 @@ def test_hidden_characters_are_shown_escaped(hidden: str) -> None:
 
 def test_deciding_arguments_too_long_to_show_are_not_asked_about() -> None:
     assert approval_text("write_file", "asks", {"path": "p" * MAX_DECIDING}, WRITE_ROLES) is None
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "roles", "switch"),
+    [
+        (
+            "http_request",
+            {
+                "url": "https://api.example.com/v1/projects/42",
+                "body": "Quarterly report draft. " * 90,
+                "method": "DELETE",
+            },
+            {"url": "url"},
+            '"method": "DELETE"',
+        ),
+        (
+            "write_file",
+            {"path": "a.txt", "content": "x" * 3000, "mode": "append", "encoding": "base64"},
+            WRITE_ROLES,
+            '"mode": "append"',
+        ),
+        (
+            "edit_file",
+            {"path": "a.py", "old": "y" * 2500, "new": "z" * 2500, "replace_all": True},
+            WRITE_ROLES,
+            '"replace_all": true',
+        ),
+        (
+            "move_file",
+            {"source": "a", "destination": "b", "note": "n" * 2500, "overwrite": True},
+            {"source": "write_path", "destination": "write_path"},
+            '"overwrite": true',
+        ),
+    ],
+    ids=["http-method", "write-mode", "edit-replace-all", "move-overwrite"],
+)
+def test_a_short_argument_is_never_hidden_behind_a_long_one(
+    tool: str, arguments: dict[str, Any], roles: dict[str, str], switch: str
+) -> None:
+    """One shared bound in the caller's order showed the long body and cut the rest: the
+    method (DELETE) was never shown. Short values come first and whole; every name shows."""
+    text = approval_text(tool, "asks", arguments, roles)
+    assert text is not None
+    lines = text.splitlines()
+    assert switch in lines
+    assert lines.index(switch) < min(i for i, line in enumerate(lines) if "not shown]" in line)
+    for name in arguments:
+        assert any(line.startswith(f'"{name}": ') for line in lines), name
+
+
+def test_each_long_argument_is_cut_on_its_own_with_its_own_marker() -> None:
+    arguments = {"a": "A" * 5000, "b": "B" * 5000, "c": "C" * 10}
+    text = approval_text("t", "asks", arguments, {})
+    assert text is not None
+    lines = text.splitlines()
+    assert lines[1] == '"c": "CCCCCCCCCC"'
+    assert lines[2].startswith('"a": "AAA') and lines[2].endswith("more characters not shown]")
+    assert lines[3].startswith('"b": "BBB') and lines[3].endswith("more characters not shown]")
+    assert len(text) < MAX_REST + 500
+
+
+def test_a_long_run_of_spaces_is_one_marker() -> None:
+    """A deciding argument is shown whole: 7,600 spaces pushed its head off the screen,
+    and the last screen showed blanks and a harmless comment."""
+    command = "python3 -c \"import shutil; shutil.rmtree('src')\"" + " " * 7600 + "# tests"
+    text = approval_text("shell_exec", "runs", {"command": command}, {"command": "command"})
+    assert text is not None and len(text.splitlines()) == 4 and len(text) < 400
+    assert "shutil.rmtree('src')\\\"⟨7600 spaces⟩# tests" in text
+    assert "a b  c" in (approval_text("t", "r", {"x": "a b  c"}, {}) or "")
+    # The marker cannot be forged: a bracket the caller wrote is shown escaped.
+    text = approval_text("t", "r", {"x": "⟨7600 spaces⟩"}, {})
+    assert text is not None and "⟨" not in text and "\\u27e8" in text
+
+
+def test_the_reason_is_said_again_last() -> None:
+    text = approval_text("shell_exec", "interpreter code", {"command": "ls"}, {"command": "c"})
+    assert text is not None and text.splitlines()[-1] == "Asked because: interpreter code"
+
+
+@pytest.mark.parametrize(
+    "blank",
+    ["\u3164", "\uffa0", "\u115f", "\u2800", "\u034f", "\ufe0f", "\U000e0100", "\u17b4"],
+)
+def test_blank_rendering_characters_are_shown_escaped(blank: str) -> None:
+    command = f"rm -rf ~{blank * 40}# tidy"
+    text = approval_text("shell_exec", "runs", {"command": command}, {"command": "command"})
+    assert text is not None and blank not in text
+    code = ord(blank)
+    assert (f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}") in text
 
 
 POLICY = """\
