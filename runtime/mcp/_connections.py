@@ -19,7 +19,8 @@ What happens now (:func:`guarded_protocol` wraps the protocol class uvicorn woul
   stream or an SSE ``GET`` that is answering is never cut (uvicorn's keep-alive timeout
   still closes an idle connection between requests);
 * a request's body must be complete within :attr:`ConnectionLimits.body_timeout_s` of its
-  head; else it is answered ``408`` and the connection closed (the app behind sees the
+  head (of the previous response ending, for a pipelined request whose head came before
+  that); else it is answered ``408`` and the connection closed (the app behind sees the
   client gone). Before, a client that sent a valid head with ``Content-Length`` and then a
   byte now and then held its connection, and a request task, for as long as it liked:
   only the connection cap bounded how many;
@@ -178,7 +179,15 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
         def on_response_complete(self) -> None:
             self._disarm_body_timer()
             super().on_response_complete()
-            if not self._in_request() and not self.transport.is_closing():
+            if self.transport.is_closing():
+                return
+            # A pipelined request whose head was already buffered starts here (h11:
+            # ``handle_events`` after ``start_next_cycle``), with no data_received to
+            # follow: its body deadline is armed now, or never.
+            if self._in_request():
+                self._disarm_head_timer()
+                self._watch_body()
+            else:
                 self._arm_head_timer()  # the next request's head, if any, has its deadline
 
         def _in_request(self) -> bool:
