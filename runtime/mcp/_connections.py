@@ -25,7 +25,11 @@ What happens now (:func:`guarded_protocol` wraps the protocol class uvicorn woul
   byte now and then held its connection, and a request task, for as long as it liked:
   only the connection cap bounded how many;
 * the refusals, the closings, and an ``accept`` failing for want of descriptors, are
-  logged at most once a minute each (with a count), without a traceback.
+  logged at most once a minute each (with a count), without a traceback. So is a client
+  gone before its request body was read (it hung up, or the body deadline closed it):
+  the MCP SDK logs that ``ClientDisconnect`` as an ERROR with a traceback, ten lines a
+  request, which any client could repeat as fast as it can connect
+  (:class:`_QuietDisconnects` turns them into the one line).
 
 Hazard: the peer's address is the kernel's (the socket's), not a header: a proxy in front
 makes every client one peer, which is why the per-peer bound defaults to the total on
@@ -42,6 +46,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+from starlette.requests import ClientDisconnect
 
 __all__ = ["ConnectionLimits", "default_limits", "guarded_protocol", "quiet_accept_errors"]
 
@@ -103,10 +109,38 @@ class _Throttled:
             self._last, self._count = now, 0
 
 
+class _QuietDisconnects(logging.Filter):
+    """Drop the MCP SDK's records of a ``ClientDisconnect`` (``Error handling POST
+    request`` and its traceback), noting them in a throttled line instead; every other
+    record passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gone = _Throttled(
+            "mcp http: requests dropped: client gone before its request body was read"
+        )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ClientDisconnect):
+            self._gone.note()
+            return False
+        return True
+
+
+#: The SDK's logger that reports a POST whose client went away mid-body.
+_SDK_HTTP_LOGGER = "mcp.server.streamable_http"
+_QUIET_DISCONNECTS = _QuietDisconnects()
+
+
 def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
     """A subclass of uvicorn's HTTP protocol class ``base`` (h11 or httptools: both keep
     ``server_state.connections``, ``transport``, ``client`` and the request ``cycle``)
-    that holds the connections to ``limits``."""
+    that holds the connections to ``limits``.
+
+    Also quiets the SDK's log of clients gone mid-body (once per process: the filter is
+    one object, and ``addFilter`` adds it only once)."""
+    logging.getLogger(_SDK_HTTP_LOGGER).addFilter(_QUIET_DISCONNECTS)
     peers: Counter[str] = Counter()
     refused = _Throttled(
         f"mcp http: connections refused past {limits.max_connections} open "
