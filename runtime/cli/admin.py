@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -111,11 +112,20 @@ def _audit_path(audit: Path | None, workspace: Path) -> Path:
     as this workspace's) or a FIFO there (SQLite's open would wait for a writer for ever).
     An explicit ``--audit`` may be a symlink (the user named it), but must lead to a regular
     file. Raises ConfigError."""
-    from runtime.broker._statedir import check_state_dir, default_audit_path
+    from runtime.broker._statedir import default_audit_path
 
     if audit is None:
         state_dir = workspace / ".runtime"
-        check_state_dir(state_dir, audit_elsewhere=False)
+        # The directory as the broker would refuse it, but looked at only: a reader does
+        # not tighten its mode (check_state_dir does, for the broker that writes there).
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISLNK(os.lstat(state_dir).st_mode):
+                raise ConfigError(
+                    f"state directory {state_dir} is a symlink (to {os.readlink(state_dir)}): "
+                    "the runtime does not follow a link out of the workspace for its audit "
+                    "log; name the log: --audit PATH",
+                    path=str(state_dir),
+                )
         return default_audit_path(state_dir)
     try:
         st = audit.stat()  # stat, not open: opening a FIFO or a device could block or act

@@ -92,3 +92,12 @@ def test_the_default_log_still_reads(tmp_path: Path) -> None:
     proc = _run("audit", "verify", "--workspace", "ws", cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert '"ok": true' in proc.stdout
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path: Path) -> None:
+    other = _other_log(tmp_path)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / ".runtime").symlink_to(other.parent)
+    proc = _run("audit", "verify", "--workspace", "ws", cwd=tmp_path)
+    assert proc.returncode == 64, (proc.stdout, proc.stderr)
+    assert "symlink" in proc.stderr and "--audit" in proc.stderr
