@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -76,7 +78,11 @@ def policy_check(
 def _audit_log(audit: Path | None, workspace: Path) -> Any:
     from runtime.audit import AuditLog
 
-    path = audit or workspace / ".runtime" / "audit.db"
+    try:
+        path = _audit_path(audit, workspace)
+    except ConfigError as exc:
+        _err(f"runtime: {exc.message}")
+        raise typer.Exit(EX_USAGE) from exc
     if not path.exists():
         _err(f"runtime: no audit log at {path}")
         raise typer.Exit(EX_USAGE)
@@ -98,6 +104,40 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
         "died still in its journal file are not included)"
     )
     return log
+
+
+def _audit_path(audit: Path | None, workspace: Path) -> Path:
+    """The log to read. The default one gets the broker's checks (``runtime exec``'s): a
+    checkout can carry ``.runtime/audit.db -> /another/log`` (whose records would be read
+    as this workspace's) or a FIFO there (SQLite's open would wait for a writer for ever).
+    An explicit ``--audit`` may be a symlink (the user named it), but must lead to a regular
+    file. Raises ConfigError."""
+    from runtime.broker._statedir import default_audit_path
+
+    if audit is None:
+        state_dir = workspace / ".runtime"
+        # The directory as the broker would refuse it, but looked at only: a reader does
+        # not tighten its mode (check_state_dir does, for the broker that writes there).
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISLNK(os.lstat(state_dir).st_mode):
+                raise ConfigError(
+                    f"state directory {state_dir} is a symlink (to {os.readlink(state_dir)}): "
+                    "the runtime does not follow a link out of the workspace for its audit "
+                    "log; name the log: --audit PATH",
+                    path=str(state_dir),
+                )
+        return default_audit_path(state_dir)
+    try:
+        st = audit.stat()  # stat, not open: opening a FIFO or a device could block or act
+    except FileNotFoundError:
+        return audit  # said as "no audit log at" by the caller
+    except OSError as exc:
+        raise ConfigError(
+            f"{audit} cannot be read: {exc.strerror or exc}", path=str(audit)
+        ) from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{audit} is not a regular file, not an audit log", path=str(audit))
+    return audit
 
 
 def _check_is_audit_log(path: Path) -> None:

@@ -19,12 +19,17 @@ What happens now (:func:`guarded_protocol` wraps the protocol class uvicorn woul
   stream or an SSE ``GET`` that is answering is never cut (uvicorn's keep-alive timeout
   still closes an idle connection between requests);
 * a request's body must be complete within :attr:`ConnectionLimits.body_timeout_s` of its
-  head; else it is answered ``408`` and the connection closed (the app behind sees the
+  head (of the previous response ending, for a pipelined request whose head came before
+  that); else it is answered ``408`` and the connection closed (the app behind sees the
   client gone). Before, a client that sent a valid head with ``Content-Length`` and then a
   byte now and then held its connection, and a request task, for as long as it liked:
   only the connection cap bounded how many;
 * the refusals, the closings, and an ``accept`` failing for want of descriptors, are
-  logged at most once a minute each (with a count), without a traceback.
+  logged at most once a minute each (with a count), without a traceback. So is a client
+  gone before its request body was read (it hung up, or the body deadline closed it):
+  the MCP SDK logs that ``ClientDisconnect`` as an ERROR with a traceback, ten lines a
+  request, which any client could repeat as fast as it can connect
+  (:class:`_QuietDisconnects` turns them into the one line).
 
 Hazard: the peer's address is the kernel's (the socket's), not a header: a proxy in front
 makes every client one peer, which is why the per-peer bound defaults to the total on
@@ -41,6 +46,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+from starlette.requests import ClientDisconnect
 
 __all__ = ["ConnectionLimits", "default_limits", "guarded_protocol", "quiet_accept_errors"]
 
@@ -102,10 +109,38 @@ class _Throttled:
             self._last, self._count = now, 0
 
 
+class _QuietDisconnects(logging.Filter):
+    """Drop the MCP SDK's records of a ``ClientDisconnect`` (``Error handling POST
+    request`` and its traceback), noting them in a throttled line instead; every other
+    record passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gone = _Throttled(
+            "mcp http: requests dropped: client gone before its request body was read"
+        )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ClientDisconnect):
+            self._gone.note()
+            return False
+        return True
+
+
+#: The SDK's logger that reports a POST whose client went away mid-body.
+_SDK_HTTP_LOGGER = "mcp.server.streamable_http"
+_QUIET_DISCONNECTS = _QuietDisconnects()
+
+
 def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
     """A subclass of uvicorn's HTTP protocol class ``base`` (h11 or httptools: both keep
     ``server_state.connections``, ``transport``, ``client`` and the request ``cycle``)
-    that holds the connections to ``limits``."""
+    that holds the connections to ``limits``.
+
+    Also quiets the SDK's log of clients gone mid-body (once per process: the filter is
+    one object, and ``addFilter`` adds it only once)."""
+    logging.getLogger(_SDK_HTTP_LOGGER).addFilter(_QUIET_DISCONNECTS)
     peers: Counter[str] = Counter()
     refused = _Throttled(
         f"mcp http: connections refused past {limits.max_connections} open "
@@ -178,7 +213,15 @@ def guarded_protocol(base: type[Any], limits: ConnectionLimits) -> type[Any]:
         def on_response_complete(self) -> None:
             self._disarm_body_timer()
             super().on_response_complete()
-            if not self._in_request() and not self.transport.is_closing():
+            if self.transport.is_closing():
+                return
+            # A pipelined request whose head was already buffered starts here (h11:
+            # ``handle_events`` after ``start_next_cycle``), with no data_received to
+            # follow: its body deadline is armed now, or never.
+            if self._in_request():
+                self._disarm_head_timer()
+                self._watch_body()
+            else:
                 self._arm_head_timer()  # the next request's head, if any, has its deadline
 
         def _in_request(self) -> bool:

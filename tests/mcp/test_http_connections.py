@@ -232,3 +232,64 @@ def test_accept_out_of_descriptors_is_one_line_a_minute(caplog: pytest.LogCaptur
     lines = [r for r in caplog.records if "out of file descriptors" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
     assert other == [{"message": "something else"}]
+
+
+def test_a_pipelined_request_body_has_the_deadline_too(capped_server: HttpServer) -> None:
+    # A GET and, in the same write, a POST head with a body that never comes: the POST's
+    # head sat in h11's buffer while the GET was answered, so no data arrived after it
+    # and no body deadline was armed; the connection was held for ever (32 of them held
+    # every connection the server had).
+    parts = urlsplit(capped_server.url)
+    assert parts.hostname is not None and parts.port is not None
+    host = f"Host: {parts.hostname}:{parts.port}\r\n"
+    pipelined = (
+        f"GET /nothing HTTP/1.1\r\n{host}\r\n"
+        f"POST {parts.path} HTTP/1.1\r\n{host}Accept: {ACCEPT}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    ).encode()
+    socks = []
+    for _ in range(3):
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+        sock.sendall(pipelined)
+        socks.append(sock)
+    started = time.monotonic()
+    try:
+        answers = [_closed_by_server(s, BODY_TIMEOUT_S + 10) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    for answer in answers:
+        assert answer is not None, "a pipelined request's body is still being waited for"
+        assert b"HTTP/1.1 408 " in answer, answer[-300:]
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 5
+
+
+def test_abandoned_bodies_are_one_line_without_traceback(capped_server: HttpServer) -> None:
+    # A client that sends a head and part of a body, then goes: the SDK logged each one
+    # as an ERROR with a 10-line ClientDisconnect traceback (200 of them: 2,000 lines in
+    # a second), and each 408 from the body deadline the same.
+    for _ in range(50):
+        sock = _head(capped_server.url, 1000)
+        sock.sendall(b"{")
+        sock.close()
+    late = _head(capped_server.url, 1000)  # and one cut by the body deadline
+    try:
+        answer = _closed_by_server(late, BODY_TIMEOUT_S + 10)
+    finally:
+        late.close()
+    assert answer is not None and answer.startswith(b"HTTP/1.1 408 "), answer
+    headers = raw_http_session(capped_server.url)  # still serving
+    listed = httpx.post(
+        capped_server.url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers=headers,
+        timeout=10,
+    )
+    assert listed.status_code == 200
+    time.sleep(0.5)
+    capped_server.proc.terminate()
+    assert capped_server.proc.stderr is not None
+    logged = capped_server.proc.stderr.read()
+    assert "Traceback" not in logged and "ClientDisconnect" not in logged, logged[-2000:]
+    assert "Error handling POST request" not in logged, logged[-2000:]
+    assert logged.count("client gone before its request body was read") == 1, logged[-2000:]
