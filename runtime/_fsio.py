@@ -40,6 +40,7 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_BENEATH = 0x08
 _RENAME_NOREPLACE = 1
 _MAX_SYMLINKS = 40  # the kernel's own MAXSYMLINKS
+_EAGAIN_TRIES = 8  # openat2 tries before the hand walk, when a ".." step keeps racing
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _openat2_state = {"works": True}
@@ -104,14 +105,24 @@ def open_beneath(rootfd: int, parts: tuple[str, ...], flags: int, mode: int = 0o
     """Open ``parts`` beneath ``rootfd``; symlinks are followed only while they stay
     inside. Raises OSError: EXDEV for an escape, ELOOP, ENOENT, ..."""
     if _openat2_state["works"]:
-        try:
-            return _openat2(rootfd, "/".join(parts) or ".", flags, mode)
-        except OSError as exc:
-            if exc.errno != errno.ENOSYS:
-                raise
-            # ENOSYS: an old kernel, or a seccomp filter hiding openat2. Remember it.
-            with _lock:
-                _openat2_state["works"] = False
+        path = "/".join(parts) or "."
+        for _ in range(_EAGAIN_TRIES):
+            try:
+                return _openat2(rootfd, path, flags, mode)
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    # A '..' step raced with a rename or mount somewhere on the system
+                    # (the kernel's global rename and mount sequence counts moved), so
+                    # the kernel cannot vouch it stayed beneath: openat2(2) says retry.
+                    continue
+                if exc.errno != errno.ENOSYS:
+                    raise
+                # ENOSYS: an old kernel, or a seccomp filter hiding openat2. Remember it.
+                with _lock:
+                    _openat2_state["works"] = False
+                break
+        # Still racing (a host busy renaming) or no openat2: the same rule by hand, whose
+        # descriptor-by-descriptor walk no rename elsewhere can disturb.
     return _walk_open(rootfd, list(parts), flags, mode)
 
 

@@ -9,6 +9,9 @@ import contextlib
 import errno
 import os
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -468,6 +471,87 @@ def test_enosys_switches_to_the_walk(
     with pytest.raises(ToolFailed) as exc:
         _read(ws, "o/secret.txt")
     assert _reason(exc) == "escape" and calls == ["f"]  # not asked again
+
+
+def test_eagain_is_retried_then_walked(
+    ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openat2 answers EAGAIN when a '..' step races with a rename or mount anywhere on the
+    host: a few more tries, then the hand walk for that one open, with the same rule."""
+    real = _fsio._openat2
+    calls: list[str] = []
+
+    def racing(fails: int) -> object:
+        def openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
+            calls.append(path)
+            if len(calls) <= fails:
+                raise OSError(errno.EAGAIN, "racing rename")
+            return real(dirfd, path, flags, mode)
+
+        return openat2
+
+    monkeypatch.setitem(_fsio._openat2_state, "works", True)
+    (ws / "src").mkdir()
+    (ws / "src" / "f").write_text("inside")
+    (ws / "out").mkdir()
+    (ws / "out" / "s").symlink_to("../src")
+    (ws / "out" / "o").symlink_to("../../outside")
+    monkeypatch.setattr(_fsio, "_openat2", racing(2))
+    assert _read(ws, "out/s/f") == b"inside" and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(_fsio, "_openat2", racing(10**6))
+    assert _read(ws, "out/s/f") == b"inside" and len(calls) == _fsio._EAGAIN_TRIES
+    with pytest.raises(ToolFailed) as exc:
+        _read(ws, "out/o/secret.txt")
+    assert _reason(exc) == "escape"
+    assert _fsio._openat2_state["works"] is True  # a race is not a missing syscall
+
+
+def test_open_beneath_survives_renames_elsewhere(ws: Path, tmp_path: Path) -> None:
+    """The real race: another process renames files in an unrelated directory while we open
+    through a '..' symlink. The kernel's global rename count moves under some of our
+    lookups (EAGAIN); every open must still succeed."""
+    (ws / "src").mkdir()
+    (ws / "src" / "f").write_text("inside")
+    (ws / "out").mkdir()
+    (ws / "out" / "s").symlink_to("../src")
+    spin = tmp_path / "spin"
+    spin.mkdir()
+    real = _fsio._openat2
+    raced = 0
+    argv = [sys.executable, "-c", _RENAMER, str(spin)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE) as renamer, Workspace(ws) as w:
+        try:
+            assert renamer.stdout is not None and renamer.stdout.readline() == b"go\n"
+            parts = w.parts("out/s/f")
+            deadline = time.monotonic() + 5
+            opens = 0
+            while time.monotonic() < deadline and (opens < 3000 or not raced):
+                opens += 1
+                with contextlib.suppress(BlockingIOError):
+                    os.close(real(w.fd, "out/s/f", os.O_RDONLY, 0))
+                    continue
+                raced += 1
+                fd = _fsio.open_beneath(w.fd, parts, os.O_RDONLY)
+                assert os.pread(fd, 16, 0) == b"inside"
+                os.close(fd)
+            for _ in range(3000):
+                os.close(_fsio.open_beneath(w.fd, parts, os.O_RDONLY))
+        finally:
+            renamer.kill()
+    if not raced:
+        pytest.skip("this kernel never raced a '..' lookup with a rename here")
+
+
+_RENAMER = """
+import os, sys
+os.chdir(sys.argv[1])
+open("a", "w").close()
+print("go", flush=True)
+while True:
+    os.rename("a", "b")
+    os.rename("b", "a")
+"""
 
 
 def test_symlink_swap_race(mode: str, ws: Path, outside: Path) -> None:
