@@ -58,6 +58,12 @@ def server_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": python_path(HERE.parents[1])}
 
 
+def fixture_argv(workspace: Path, *options: str) -> list[str]:
+    """The fixture server (``fixture_server.py``) on ``workspace`` with ``options``, run by
+    this interpreter: over stdio unless the options say ``--http ADDRESS:PORT``."""
+    return [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace), *options]
+
+
 def serve_mcp_argv(*options: str) -> list[str]:
     """``runtime serve --mcp`` with ``options``, run by this interpreter."""
     return [sys.executable, "-m", "runtime", "serve", "--mcp", *options]
@@ -121,16 +127,7 @@ class HttpServer:
 
 @pytest.fixture
 def http_fixture_server(workspace: Path) -> Iterator[HttpServer]:
-    server = HttpServer(
-        [
-            sys.executable,
-            str(FIXTURE_SERVER),
-            "--workspace",
-            str(workspace),
-            "--http",
-            "127.0.0.1:0",
-        ]
-    )
+    server = HttpServer(fixture_argv(workspace, "--http", "127.0.0.1:0"))
     yield server
     server.close()
 
@@ -152,9 +149,7 @@ def shared_http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Htt
     ws = tmp_path_factory.mktemp("http") / "ws"
     ws.mkdir()
     (ws / "notes.txt").write_text("hello from the workspace\n")
-    server = HttpServer(
-        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(ws), "--http", "127.0.0.1:0"]
-    )
+    server = HttpServer(fixture_argv(ws, "--http", "127.0.0.1:0"))
     yield server
     server.close()
 
@@ -165,8 +160,7 @@ def connect(request: pytest.FixtureRequest, workspace: Path) -> Callable[..., An
 
     def factory(**session_kw: Any) -> Any:
         if request.param == "stdio":
-            argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
-            return stdio_session(argv, **session_kw)
+            return stdio_session(fixture_argv(workspace), **session_kw)
         server: HttpServer = request.getfixturevalue("shared_http_server")
         return http_session(server.url, **session_kw)
 

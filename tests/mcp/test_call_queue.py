@@ -4,7 +4,6 @@ and another session's call is served in turn, not behind that session's whole qu
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from runtime.catalogue import Catalogue
 from runtime.mcp.server import McpToolServer
 from runtime.models import ToolSpec
 from runtime.policy import Policy
-from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, HttpServer
+from tests.mcp.conftest import ACCEPT, HttpServer, fixture_argv
 
 pytestmark = pytest.mark.anyio
 
@@ -248,18 +247,9 @@ def test_stateless_http_requests_of_one_peer_share_a_queue(workspace: Path) -> N
     (uvicorn trusted it from 127.0.0.1, so a local client could pick a fresh peer per
     request): with one slot and max_queued 1, the third concurrent call is refused."""
     server = HttpServer(
-        [
-            sys.executable,
-            str(FIXTURE_SERVER),
-            "--workspace",
-            str(workspace),
-            "--http",
-            "127.0.0.1:0",
-            "--max-concurrent",
-            "1",
-            "--max-queued",
-            "1",
-        ]
+        fixture_argv(
+            workspace, "--http", "127.0.0.1:0", "--max-concurrent", "1", "--max-queued", "1"
+        )
     )
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

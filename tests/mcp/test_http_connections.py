@@ -11,7 +11,6 @@ import contextlib
 import json
 import select
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, HttpServer, raw_http_session
+from tests.mcp.conftest import ACCEPT, HttpServer, fixture_argv, raw_http_session
 
 CAP = 40
 HEAD_TIMEOUT_S = 1.5
@@ -30,11 +29,8 @@ BODY_TIMEOUT_S = 2.0
 @pytest.fixture
 def capped_server(workspace: Path) -> Iterator[HttpServer]:
     server = HttpServer(
-        [
-            sys.executable,
-            str(FIXTURE_SERVER),
-            "--workspace",
-            str(workspace),
+        fixture_argv(
+            workspace,
             "--http",
             "127.0.0.1:0",
             "--max-connections",
@@ -43,7 +39,7 @@ def capped_server(workspace: Path) -> Iterator[HttpServer]:
             str(HEAD_TIMEOUT_S),
             "--body-timeout",
             str(BODY_TIMEOUT_S),
-        ]
+        )
     )
     yield server
     server.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from runtime.errors import ConfigError
 from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
 from tests.mcp.conftest import (
     ACCEPT,
-    FIXTURE_SERVER,
     INITIALIZE,
     HttpServer,
+    fixture_argv,
     http_session,
     raw_http_session,
 )
@@ -214,7 +213,7 @@ def _own_address() -> str:
 
 
 def _remote(workspace: Path, address: str, *options: str) -> Iterator[str]:
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     server = HttpServer([*argv, "--http", f"{address}:0", "--allow-remote", *options])
     try:
         yield server.url

@@ -10,7 +10,6 @@ no check at all.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.mcp.conftest import ACCEPT, FIXTURE_SERVER, INITIALIZE, HttpServer
+from tests.mcp.conftest import ACCEPT, INITIALIZE, HttpServer, fixture_argv
 
 
 @pytest.fixture(params=["127.0.0.1", "127.0.0.2", "[0:0:0:0:0:0:0:1]", "localhost"])
 def served(request: pytest.FixtureRequest, workspace: Path) -> Iterator[str]:
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     server = HttpServer([*argv, "--http", f"{request.param}:0"])
     try:
         yield server.url

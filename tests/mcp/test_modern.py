@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,14 +14,14 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import FIXTURE_SERVER, HttpServer, child_env
+from tests.mcp.conftest import HttpServer, child_env, fixture_argv
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(params=["stdio", "http"])
 def target(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Any]:
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     if request.param == "stdio":
         yield StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
         return
@@ -166,7 +165,7 @@ async def test_an_answer_is_good_for_one_run(target: Any) -> None:
 @pytest.fixture(params=["stdio", "http"])
 def gated_target(request: pytest.FixtureRequest, workspace: Path) -> Iterator[Any]:
     """The fixture server with its ``ask`` tool (which asks the user) gated by ``ask``."""
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     argv += ["--action", "ask=ask"]
     if request.param == "stdio":
         yield StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ import httpx
 import pytest
 
 from tests.mcp.conftest import (
-    FIXTURE_SERVER,
     INITIALIZE,
     INITIALIZED,
     HttpServer,
+    fixture_argv,
     raw_http_session,
     server_env,
 )
@@ -38,7 +37,7 @@ def _call(request_id: int, tool: str, arguments: dict[str, Any], token: Any = No
 
 def _stdio(workspace: Path, interval: float, messages: list[Any]) -> list[dict[str, Any]]:
     """Every message the fixture server writes for ``messages`` sent as a one-shot pipe."""
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     done = subprocess.run(
         [*argv, "--progress-interval", str(interval)],
         input="".join(json.dumps(m) + "\n" for m in messages),
@@ -116,7 +115,7 @@ def test_stdio_a_fast_call_gets_no_progress(workspace: Path) -> None:
 
 @pytest.fixture
 def http_server(workspace: Path) -> Iterator[HttpServer]:
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     server = HttpServer([*argv, "--http", "127.0.0.1:0", "--progress-interval", "0.1"])
     yield server
     server.close()

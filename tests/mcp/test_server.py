@@ -199,16 +199,15 @@ async def test_ask_user_without_elicitation_fails_cleanly(connect: Any) -> None:
 def _raw_exchange(workspace: Path, messages: list[dict[str, Any] | str], answers: int) -> list[str]:
     """Speak raw JSON-RPC lines to the fixture server; return its stdout lines."""
     import subprocess
-    import sys
 
-    from tests.mcp.conftest import FIXTURE_SERVER
+    from tests.mcp.conftest import fixture_argv
 
     # Buffered as a host's stdout is by default: with PYTHONUNBUFFERED (our shells set it) a
     # tool's print() reached fd 1 at once, while it pointed at stderr, and hid that the
     # buffer was flushed at exit onto the protocol stream.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(
-        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
+        fixture_argv(workspace),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -271,22 +270,14 @@ async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
 
 
 async def test_unanswered_approval_times_out(workspace: Path) -> None:
-    import sys
 
-    from tests.mcp.conftest import FIXTURE_SERVER, stdio_session
+    from tests.mcp.conftest import fixture_argv, stdio_session
 
     async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    argv = [
-        sys.executable,
-        str(FIXTURE_SERVER),
-        "--workspace",
-        str(workspace),
-        "--ask-timeout",
-        "0.5",
-    ]
+    argv = fixture_argv(workspace, "--ask-timeout", "0.5")
     async with stdio_session(argv, elicitation_callback=never) as session:
         result = await session.call_tool("guarded", {"text": "x"})
         after = await session.call_tool("echo", {"text": "still serving"})

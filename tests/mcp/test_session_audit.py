@@ -5,13 +5,12 @@ session), one id per stdio connection."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from runtime.audit import AuditLog
-from tests.mcp.conftest import FIXTURE_SERVER, HttpServer, http_session, stdio_session
+from tests.mcp.conftest import HttpServer, fixture_argv, http_session, stdio_session
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +39,7 @@ async def test_http_calls_record_their_mcp_session_id(
 
 
 async def test_a_stdio_connection_is_one_session(workspace: Path) -> None:
-    argv = [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)]
+    argv = fixture_argv(workspace)
     async with stdio_session(argv) as session:
         for text in ("a", "b"):
             assert not (await session.call_tool("echo", {"text": text})).is_error

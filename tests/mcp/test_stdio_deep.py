@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.mcp.conftest import FIXTURE_SERVER, INITIALIZE, INITIALIZED, server_env
+from tests.mcp.conftest import INITIALIZE, INITIALIZED, fixture_argv, server_env
 
 
 def _serve(workspace: Path, lines: list[str]) -> subprocess.CompletedProcess[str]:
     """The fixture server over stdio, fed ``lines`` (then end of input), run to its end."""
     return subprocess.run(
-        [sys.executable, str(FIXTURE_SERVER), "--workspace", str(workspace)],
+        fixture_argv(workspace),
         input="".join(f"{line}\n" for line in lines),
         capture_output=True,
         text=True,
