@@ -112,7 +112,7 @@ def host_capabilities() -> HostCapabilities:
 def _bpf(network: bool) -> str:
     """The exec allowlist as BPF (base64), or "" when libseccomp cannot build it."""
     try:
-        program = seccomp.build_program(seccomp.PYTHON_ALLOW + seccomp.EXEC_EXTRA, inet=network)
+        program = seccomp.build_program(seccomp.EXEC_ALLOW, inet=network)
     except (OSError, RuntimeError, ValueError):
         return ""
     return base64.b64encode(program).decode("ascii")

@@ -9,8 +9,9 @@ kexec_*, init_module, finit_module, delete_module, personality, acct, swapon, re
 BPF cannot read, so it fails with ENOSYS and libc falls back to ``clone``. ``socket`` and
 ``socketpair`` are allowed for AF_UNIX only. No mode may carry a set-user-ID or
 set-group-ID bit: chmod, open with O_CREAT and the rest refuse one with EPERM
-(``_MODE_ARG``). A syscall from another ABI (i386 ``int 0x80``, x32) kills the process:
-libseccomp's architecture check runs before the table.
+(``_MODE_ARG``), and exec'd programs have no openat2, whose mode BPF cannot see. A syscall
+from another ABI (i386 ``int 0x80``, x32) kills the process: libseccomp's architecture
+check runs before the table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pyseccomp
 
 from runtime.backends.sandbox import _linux
 
-__all__ = ["EXEC_EXTRA", "PYTHON_ALLOW", "build_program", "programs"]
+__all__ = ["EXEC_ALLOW", "EXEC_EXTRA", "EXEC_WITHOUT", "PYTHON_ALLOW", "build_program", "programs"]
 
 #: What a forked Python tool needs: file I/O, memory, signals, threads, time, unix sockets.
 PYTHON_ALLOW = (
@@ -64,6 +65,11 @@ PYTHON_ALLOW = (
 
 #: What exec'd programs (shells, coreutils) need on top: execve and friends.
 EXEC_EXTRA = ("execve", "execveat", "vfork")
+#: What exec'd programs may not have of ``PYTHON_ALLOW``: openat2, whose mode BPF cannot read
+#: (see ``_mode_rules``). libc's open never uses it; a program that tries it gets ENOSYS.
+EXEC_WITHOUT = frozenset({"openat2"})
+#: The exec'd programs' allowlist.
+EXEC_ALLOW = tuple(name for name in PYTHON_ALLOW if name not in EXEC_WITHOUT) + EXEC_EXTRA
 
 # No set-user-ID or set-group-ID bit, ever (systemd's RestrictSUIDSGID=). The workspace is the
 # host's file system, mapped to its owner's uid: a set-uid file the tool made there would
@@ -86,10 +92,12 @@ _MODE_ARG = {
 _OPEN_ARGS = {"open": (1, 2), "openat": (2, 3)}
 _CREATING = (os.O_CREAT, os.O_TMPFILE & ~os.O_DIRECTORY)
 # openat2 passes its flags and mode in a struct that BPF cannot read, so it may create a file
-# with a set-id bit. It stays allowed (the file toolkit resolves every path with it,
-# RESOLVE_BENEATH): such a file is empty, and the first write, truncate or fallocate to it
-# clears the bit (the tool holds no CAP_FSETID), while chmod, which could set the bit on a
-# file that has content, is filtered here.
+# with a set-id bit. Exec'd programs (a shell, anything the model names) do not get it
+# (``EXEC_WITHOUT``). The Python tool process keeps it, as the file toolkit resolves every
+# path with RESOLVE_BENEATH; its code is the project's or the policy author's, and it
+# creates files with its own modes, never a caller's. It was once left to programs on the
+# reasoning that a write clears the bit: the kernel clears S_ISGID on write only when
+# S_IXGRP is set or the writer is outside the file's group, so 02745 plus content kept it.
 
 
 def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
@@ -176,4 +184,4 @@ def programs() -> tuple[bytes, bytes]:
     """The call sandbox's two programs, (Python tools, tools that exec), built once per
     process. The broker builds them and sends the bytes to the fork-server, which then never
     imports libseccomp: its heap is copied twice per call. OSError if libseccomp fails."""
-    return build_program(PYTHON_ALLOW), build_program(PYTHON_ALLOW + EXEC_EXTRA)
+    return build_program(PYTHON_ALLOW), build_program(EXEC_ALLOW)
