@@ -392,6 +392,8 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     scanned = skipped = 0
     with Workspace.for_call(ctx) as ws:
         base = ws.parts(args.get("path", "."))
+        # lstat refuses (path_not_allowed) a path whose folder resolved outside the read
+        # globs, before the path match below names it (``type: file`` opens nothing).
         single = (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000
         if single:
             entries = [(base, base[-1] if base else "")]
