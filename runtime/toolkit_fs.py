@@ -503,6 +503,7 @@ class Workspace:
             raise _fail("cannot write to the workspace root", "root", ".")
         name = parts[-1]
         written = 0
+        self._check_would_be(parts, "write")  # before open_dir makes any folder
         with self.open_dir(parts[:-1], create=True, access="write") as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
@@ -614,6 +615,7 @@ class Workspace:
             )
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
+        self._check_would_be(dst, "write")  # before open_dir makes any folder
         with (
             self.open_dir(src[:-1]) as sp,
             self.open_dir(dst[:-1], create=True, access="write") as dp,

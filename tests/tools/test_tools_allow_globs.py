@@ -224,3 +224,24 @@ def test_write_only_paths_are_still_written_and_described_for_writing(
     args = {"path": "pub/link/new.txt", "content": "y"}
     fails(tool("write_file"), args, linked, "path_not_allowed")
     assert not (ws / "private" / "new.txt").exists()
+
+
+def test_no_folder_is_made_outside_the_write_globs(
+    tool: Load, linked: ToolContext, ws: Path
+) -> None:
+    # The folders of a write's path were made (through out/l, in private/) before the
+    # write globs refused the file itself.
+    (ws / "out" / "l").symlink_to("../private")
+    (ws / "out" / "x.txt").write_text("x\n")
+    args = {"path": "out/l/newdir/a/f.txt", "content": "y"}
+    err = fails(tool("write_file"), args, linked, "path_not_allowed")
+    assert err.details["resolved"] == "private/newdir/a/f.txt"
+    args = {"source": "out/x.txt", "destination": "out/l/mv/x.txt"}
+    fails(tool("move_file"), args, linked, "path_not_allowed")
+    assert sorted(p.name for p in (ws / "private").iterdir()) == ["secret.txt", "sub"]
+    assert (ws / "out" / "x.txt").exists()
+    # A glob that names files only still lets a write make the folder they are in.
+    linked.options["path_read"] = linked.options["path_write"] = ["new/*.txt"]
+    tool("write_file")({"path": "new/a.txt", "content": "y"}, linked)
+    tool("move_file")({"source": "new/a.txt", "destination": "new/b.txt"}, linked)
+    assert (ws / "new" / "b.txt").read_text() == "y"
