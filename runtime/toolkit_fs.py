@@ -575,6 +575,7 @@ class Workspace:
         (shutil's fd-based rmtree: it never follows symlinks). Returns the type removed."""
         if not parts:
             raise _fail("refusing to delete the workspace root", "root", ".")
+        self._check_would_be(parts, "write")  # "not found" only where it could be deleted
         with self.open_dir(parts[:-1], access="write") as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=parts[-1])
             try:
@@ -615,7 +616,11 @@ class Workspace:
             )
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
-        self._check_would_be(dst, "write")  # before open_dir makes any folder
+        # "Not found" only where the source could be moved; no folder made for a refused
+        # destination.
+        self._check_would_be(src, "read")
+        self._check_would_be(src, "write")
+        self._check_would_be(dst, "write")
         with (
             self.open_dir(src[:-1]) as sp,
             self.open_dir(dst[:-1], create=True, access="write") as dp,

@@ -245,3 +245,21 @@ def test_no_folder_is_made_outside_the_write_globs(
     tool("write_file")({"path": "new/a.txt", "content": "y"}, linked)
     tool("move_file")({"source": "new/a.txt", "destination": "new/b.txt"}, linked)
     assert (ws / "new" / "b.txt").read_text() == "y"
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("delete_file", {"path": "out/l/nothere/x"}),
+        ("delete_file", {"path": "out/l/nothere"}),
+        ("move_file", {"source": "out/l/nothere/x", "destination": "out/y"}),
+        ("move_file", {"source": "pub/link/nothere/x", "destination": "out/y"}),
+    ],
+)
+def test_write_errors_say_nothing_of_paths_outside_the_globs(
+    tool: Load, linked: ToolContext, ws: Path, tool_name: str, args: dict[str, str]
+) -> None:
+    # "not found" for a missing name under private/, path_not_allowed for a present one.
+    (ws / "out" / "l").symlink_to("../private")
+    fails(tool(tool_name), args, linked, "path_not_allowed")
+    fails(tool("delete_file"), {"path": "out/nothere"}, linked, "not_found")
