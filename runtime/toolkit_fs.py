@@ -347,9 +347,12 @@ class Workspace:
             # A UNIX socket cannot be opened at all (ENXIO, "No such device or address"):
             # look at what the path names, so the caller hears "a socket", not an errno.
             if exc.errno == errno.ENXIO:
-                st = self._resolved_stat(parts)
+                st = self._resolved_stat(parts, access)
                 if st is not None and not stat.S_ISREG(st.st_mode):
                     raise self._not_regular(parts, st.st_mode) from exc
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                # "Not found" is an answer too: only where the globs would let it be read.
+                self._check_would_be(parts, access)
             raise self.explain(exc, parts, "file") from exc
         try:
             self.check_allowed(parts, access, fd=fd.fd)
@@ -371,26 +374,35 @@ class Workspace:
             f"{rel!r} is a {_kind(mode)}, not a regular file", f"is_{file_type(mode)}", rel
         )
 
-    def _resolved_stat(self, parts: tuple[str, ...]) -> os.stat_result | None:
+    def _resolved_stat(
+        self, parts: tuple[str, ...], access: str | None = None
+    ) -> os.stat_result | None:
         """What ``parts`` names, symlinks followed beneath the root (an ``O_PATH`` open,
-        which never opens the file itself); None when that fails."""
+        which never opens the file itself); None when that fails. With ``access``, where
+        it resolved must be in those globs (else ToolFailed ``path_not_allowed``): a socket
+        that ``pub/link`` leads to is not named a socket in an error."""
         try:
-            with self.open(parts, os.O_PATH) as fd:
-                return os.fstat(fd.fd)
+            fd = self.open(parts, os.O_PATH)
         except (OSError, ToolFailed):
             return None
+        with fd:
+            if access is not None:
+                self.check_allowed(parts, access, fd=fd.fd)
+            return os.fstat(fd.fd)
 
-    def open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> Fd:
+    def open_dir(self, parts: tuple[str, ...], *, create: bool = False, access: str = "read") -> Fd:
         """An ``O_RDONLY | O_DIRECTORY`` descriptor (usable as dir_fd, for fsync, scandir).
         With ``create``, missing components are made one by one, each under the
-        previously opened directory (mkdirat never follows a symlink)."""
+        previously opened directory (mkdirat never follows a symlink). ``access`` is what
+        the caller does below it ('read' or 'write'): an error that describes ``parts``
+        (what it is, when not a directory) does so only where those globs allow."""
         try:
             return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and parts:
                 # ENOTDIR does not say which component: name the path itself when it is
                 # the one that is not a directory (explain() blames a parent).
-                st = self.lstat(parts)
+                st = self.lstat(parts, access)
                 if st is not None and not stat.S_ISDIR(st.st_mode):
                     raise _fail(
                         f"{self.rel(parts)!r} is a {_kind(st.st_mode)}, not a directory",
@@ -423,22 +435,60 @@ class Workspace:
             raise self.explain(exc, parts, "directory") from exc
         return cur
 
-    def lstat(self, parts: tuple[str, ...]) -> os.stat_result | None:
+    def lstat(self, parts: tuple[str, ...], access: str = "read") -> os.stat_result | None:
         """Stat the entry itself (a symlink is reported as such); None when missing. The
-        parent is resolved beneath the root, so this never describes an outside file."""
+        parent is resolved beneath the root, so this never describes an outside file.
+
+        Where the entry is (its parent as it resolved, and its name) must be in the
+        policy's ``access`` globs, checked before the stat and, for a missing entry, before
+        it is called missing: ``pub/link -> ../private`` keeps ``pub/link/secret.txt`` in
+        ``pub/**``, and its size, dates and very existence are what read_file keeps back
+        (red team: get_file_info and code_query were an oracle for them). A symlink is
+        described where it lies, not where it leads: ``pub/slink -> ../private/x`` is an
+        entry of ``pub/`` (its target text is its own content, shown by readlink); what it
+        points to is never stat'ed here. The root is always described."""
         if not parts:
             return os.stat(".", dir_fd=self.fd)
         try:
-            with self.open_dir(parts[:-1]) as parent:
+            with self.open_dir(parts[:-1], access=access) as parent:
+                self.check_allowed(parts, access, fd=parent.fd, name=parts[-1])
                 return os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
         except ToolFailed as exc:
             if exc.details.get("reason") == "not_found":
+                self._check_would_be(parts, access)
                 return None
             raise
         except OSError as exc:
             raise self.explain(exc, parts) from exc
+
+    def _check_would_be(self, parts: tuple[str, ...], access: str) -> None:
+        """Refuse ``parts`` (missing, or about to be made) when the deepest part of it that
+        exists resolved to where the rest would be outside the policy's ``access`` globs:
+        ``pub/link/nothere/x`` is ``private/nothere/x``, and "it does not exist" is as much
+        an answer about ``private/`` as a size is; a write there must not make its
+        folders first. Without /proc, skipped (as :meth:`check_allowed` is)."""
+        if self._allow[access] is None:
+            return
+        for depth in range(len(parts) - 1, -1, -1):
+            try:
+                fd = self.open(parts[:depth], os.O_PATH)
+            except OSError:
+                continue
+            with fd:
+                resolved = self._resolved(fd.fd)
+            if resolved is None:
+                return
+            rest = "/".join(parts[depth:])
+            would_be = f"{resolved}/{rest}" if resolved else rest
+            if not self.allowed(would_be, access):
+                why = (
+                    f"which is not in the policy's {access}able paths (a symlink leads "
+                    "outside them)"
+                )
+                raise self._refused(parts, would_be, why, "path_not_allowed", access)
+            return
 
     # ---------------------------------------------------------------------------- writing
 
@@ -453,7 +503,8 @@ class Workspace:
             raise _fail("cannot write to the workspace root", "root", ".")
         name = parts[-1]
         written = 0
-        with self.open_dir(parts[:-1], create=True) as parent:
+        self._check_would_be(parts, "write")  # before open_dir makes any folder
+        with self.open_dir(parts[:-1], create=True, access="write") as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
                 old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
@@ -524,7 +575,8 @@ class Workspace:
         (shutil's fd-based rmtree: it never follows symlinks). Returns the type removed."""
         if not parts:
             raise _fail("refusing to delete the workspace root", "root", ".")
-        with self.open_dir(parts[:-1]) as parent:
+        self._check_would_be(parts, "write")  # "not found" only where it could be deleted
+        with self.open_dir(parts[:-1], access="write") as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=parts[-1])
             try:
                 st = os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
@@ -564,7 +616,15 @@ class Workspace:
             )
         if dst[: len(src)] == src:
             raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
-        with self.open_dir(src[:-1]) as sp, self.open_dir(dst[:-1], create=True) as dp:
+        # "Not found" only where the source could be moved; no folder made for a refused
+        # destination.
+        self._check_would_be(src, "read")
+        self._check_would_be(src, "write")
+        self._check_would_be(dst, "write")
+        with (
+            self.open_dir(src[:-1]) as sp,
+            self.open_dir(dst[:-1], create=True, access="write") as dp,
+        ):
             # The source is read as well as changed: a move out of write-only paths into
             # readable ones would show what the policy keeps unreadable.
             self.check_allowed(src, "read", fd=sp.fd, name=src[-1])

@@ -7,6 +7,7 @@ file_search, code_query without a path) showed files outside out/, and a symlink
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,164 @@ def test_write_only_paths_are_not_read_through_a_move_or_an_edit(
     assert (ws / "logs" / "app.log").read_text() == "LOGSECRET token=abc\n"
     assert not (ws / "out" / "app.log").exists()
     tool("write_file")({"path": "logs/new.log", "content": "ok"}, ctx)  # still writable
+
+
+@pytest.fixture
+def linked(ctx: ToolContext, ws: Path) -> ToolContext:
+    """Red team (K4): pub/ and out/ readable, private/ not; a symlinked folder and a
+    symlinked file in pub/ lead into private/."""
+    for name in ("pub", "out", "private"):
+        (ws / name).mkdir()
+    (ws / "private" / "secret.txt").write_text("TOPSECRET-content\n")
+    (ws / "private" / "sub").mkdir()
+    (ws / "pub" / "ok.txt").write_text("fine\n")
+    (ws / "pub" / "link").symlink_to("../private")
+    (ws / "pub" / "slink").symlink_to("../private/secret.txt")
+    ctx.options["path_read"] = ["pub/**", "out/**"]
+    ctx.options["path_write"] = ["out/**"]
+    ctx.options["path_deny"] = [".runtime/**", "**/.env"]
+    return ctx
+
+
+@pytest.mark.parametrize(
+    ("path", "resolved"),
+    [
+        ("pub/link/secret.txt", "private/secret.txt"),
+        ("pub/link/sub", "private/sub"),
+        # Missing is an answer too: "exists: false" only where the file could be read.
+        ("pub/link/nothere", "private/nothere"),
+        ("pub/link/nothere/deeper", "private/nothere/deeper"),
+        ("pub/link/secret.txt/x", "private/secret.txt"),  # not "is a file"
+    ],
+)
+def test_info_through_a_symlinked_folder_is_refused(
+    tool: Load, linked: ToolContext, path: str, resolved: str
+) -> None:
+    # get_file_info gave the size, mode and dates of private/secret.txt.
+    err = fails(tool("get_file_info"), {"path": path}, linked, "path_not_allowed")
+    assert err.details["resolved"] == resolved and err.details["rule"] == "paths.read"
+    assert "18" not in err.message and "TOPSECRET" not in err.message
+
+
+def test_info_describes_a_symlink_where_it_lies(tool: Load, linked: ToolContext) -> None:
+    # The link is an entry of pub/ (list_files shows it): its own size is that of its
+    # target text, which is its content; the file it points to is not described.
+    info = tool("get_file_info")({"path": "pub/slink"}, linked)
+    assert info["type"] == "symlink" and info["target"] == "../private/secret.txt"
+    assert info["size"] == len("../private/secret.txt")
+    assert tool("get_file_info")({"path": "pub/link"}, linked)["type"] == "symlink"
+    assert tool("get_file_info")({"path": "pub/ok.txt"}, linked)["size"] == 5
+    assert tool("get_file_info")({"path": "pub/nothere"}, linked)["exists"] is False
+    assert tool("get_file_info")({"path": "out/new/deeper"}, linked)["exists"] is False
+    err = fails(tool("get_file_info"), {"path": "private/secret.txt"}, linked, "path_not_allowed")
+    assert err.details["resolved"] == "private/secret.txt"
+
+
+@pytest.mark.parametrize("want", ["file", "all"])
+def test_code_query_names_no_file_through_a_symlinked_folder(
+    tool: Load, linked: ToolContext, want: str
+) -> None:
+    # The single-file branch added the path match before open_file's allow check.
+    args = {"query": "secret", "path": "pub/link/secret.txt", "type": want}
+    fails(tool("code_query"), args, linked, "path_not_allowed")
+    args = {"query": "ok", "path": "pub/ok.txt", "type": want}
+    assert [m["file"] for m in tool("code_query")(args, linked)["matches"]] == ["pub/ok.txt"]
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        # "not found" against path_not_allowed told which names exist under private/.
+        ("read_file", {"path": "pub/link/nothere"}),
+        ("read_file", {"path": "pub/link/nothere/deeper"}),
+        ("read_file", {"path": "pub/link/secret.txt/x"}),
+        ("edit_file", {"path": "pub/link/nothere", "old_string": "a", "new_string": "b"}),
+        # "'pub/link/secret.txt' is a file, not a directory" told that it exists.
+        ("list_files", {"path": "pub/link/secret.txt"}),
+        ("file_search", {"path": "pub/link/secret.txt"}),
+        ("code_query", {"query": "x", "path": "pub/link/secret.txt/x"}),
+    ],
+)
+def test_errors_say_nothing_of_paths_outside_the_globs(
+    tool: Load, linked: ToolContext, tool_name: str, args: dict[str, str]
+) -> None:
+    fails(tool(tool_name), args, linked, "path_not_allowed")
+
+
+def test_errors_still_describe_readable_paths(tool: Load, linked: ToolContext) -> None:
+    fails(tool("read_file"), {"path": "pub/nothere"}, linked, "not_found")
+    fails(tool("list_files"), {"path": "pub/ok.txt"}, linked, "not_a_directory")
+    fails(tool("read_file"), {"path": "pub/ok.txt/x"}, linked, "not_a_directory")
+
+
+def test_a_socket_behind_a_symlinked_folder_is_not_named(
+    tool: Load, linked: ToolContext, ws: Path
+) -> None:
+    # open_file's ENXIO branch stat'ed what the path named to say "is a socket".
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(ws / "private" / "sock"))
+        fails(tool("read_file"), {"path": "pub/link/sock"}, linked, "path_not_allowed")
+        (ws / "pub" / "sock").symlink_to("../private/sock")
+        err = fails(tool("read_file"), {"path": "pub/sock"}, linked, "path_not_allowed")
+        assert err.details["resolved"] == "private/sock"
+    finally:
+        s.close()
+
+
+def test_write_only_paths_are_still_written_and_described_for_writing(
+    tool: Load, linked: ToolContext, ws: Path
+) -> None:
+    # write_file's own lstat ("created") and the parents it makes are judged for writing.
+    linked.options["path_write"] = ["out/**", "logs/**"]
+    (ws / "logs").mkdir()
+    (ws / "logs" / "app.log").write_text("x\n")
+    args = {"path": "logs/app.log", "content": "y"}
+    assert tool("write_file")(args, linked)["created"] is False
+    args = {"path": "logs/new/deep.log", "content": "y"}
+    assert tool("write_file")(args, linked)["created"] is True
+    args = {"path": "logs/app.log/x", "content": "y"}
+    fails(tool("write_file"), args, linked, "not_a_directory")
+    fails(tool("get_file_info"), {"path": "logs/app.log"}, linked, "path_not_allowed")
+    args = {"path": "pub/link/new.txt", "content": "y"}
+    fails(tool("write_file"), args, linked, "path_not_allowed")
+    assert not (ws / "private" / "new.txt").exists()
+
+
+def test_no_folder_is_made_outside_the_write_globs(
+    tool: Load, linked: ToolContext, ws: Path
+) -> None:
+    # The folders of a write's path were made (through out/l, in private/) before the
+    # write globs refused the file itself.
+    (ws / "out" / "l").symlink_to("../private")
+    (ws / "out" / "x.txt").write_text("x\n")
+    args = {"path": "out/l/newdir/a/f.txt", "content": "y"}
+    err = fails(tool("write_file"), args, linked, "path_not_allowed")
+    assert err.details["resolved"] == "private/newdir/a/f.txt"
+    args = {"source": "out/x.txt", "destination": "out/l/mv/x.txt"}
+    fails(tool("move_file"), args, linked, "path_not_allowed")
+    assert sorted(p.name for p in (ws / "private").iterdir()) == ["secret.txt", "sub"]
+    assert (ws / "out" / "x.txt").exists()
+    # A glob that names files only still lets a write make the folder they are in.
+    linked.options["path_read"] = linked.options["path_write"] = ["new/*.txt"]
+    tool("write_file")({"path": "new/a.txt", "content": "y"}, linked)
+    tool("move_file")({"source": "new/a.txt", "destination": "new/b.txt"}, linked)
+    assert (ws / "new" / "b.txt").read_text() == "y"
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("delete_file", {"path": "out/l/nothere/x"}),
+        ("delete_file", {"path": "out/l/nothere"}),
+        ("move_file", {"source": "out/l/nothere/x", "destination": "out/y"}),
+        ("move_file", {"source": "pub/link/nothere/x", "destination": "out/y"}),
+    ],
+)
+def test_write_errors_say_nothing_of_paths_outside_the_globs(
+    tool: Load, linked: ToolContext, ws: Path, tool_name: str, args: dict[str, str]
+) -> None:
+    # "not found" for a missing name under private/, path_not_allowed for a present one.
+    (ws / "out" / "l").symlink_to("../private")
+    fails(tool(tool_name), args, linked, "path_not_allowed")
+    fails(tool("delete_file"), {"path": "out/nothere"}, linked, "not_found")

@@ -119,6 +119,54 @@ def test_typescript_tree_sitter(cq: Tool, ctx: ToolContext, src: Path) -> None:
     ]
 
 
+def test_parser_memory_error_falls_back_to_regex(cq: Tool, ctx: ToolContext, ws: Path) -> None:
+    # Red team (K3): CPython's parser raises MemoryError on deep nesting, with the process
+    # far below any limit; one such 10 KB file made every query fail as resource_limit.
+    (ws / "src").mkdir()
+    for i in range(1, 21):
+        (ws / "src" / f"m{i}.py").write_text(f"def good_{i}(): pass\n")
+    (ws / "src" / "zz_tiny.py").write_text("x = " + "-" * 10000 + "1\ndef good_tiny(): pass\n")
+    (ws / "src" / "zz_lambda.py").write_text("lambda: " * 100000 + "1\ngood_lambda = 1\n")
+    r = cq({"query": "good"}, ctx)
+    names = {(m["name"], m["engine"]) for m in r["matches"]}
+    assert {(f"good_{i}", "ast") for i in range(1, 21)} <= names
+    assert {("good_tiny", "regex"), ("good_lambda", "regex")} <= names
+    assert r["count"] == 22 and r["skipped"] == 0 and r["engines"] == ["ast", "regex"]
+    # Named outright, the file is read by the fallback too.
+    one = cq({"query": "good", "path": "src/zz_tiny.py"}, ctx)
+    assert _names(one) == [("good_tiny", "function", "regex")]
+
+
+@pytest.mark.sandbox
+def test_parser_memory_error_is_not_a_resource_limit(tmp_path: Path) -> None:
+    # Through the broker the uncaught MemoryError read as "exceeded its 512 MiB memory
+    # limit" (resource_limit) at 22 MB RSS.
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "m.py").write_text("def good_1(): pass\n")
+    (ws / "src" / "zz_tiny.py").write_text("x = " + "-" * 10000 + "1\n")
+    with SyncBroker(workspace=ws) as broker:
+        r = broker.call({"tool": "code_query", "arguments": {"query": "good"}})
+    assert r.success, r.error
+    assert r.result is not None and [m["name"] for m in r.result["matches"]] == ["good_1"]
+
+
+@pytest.mark.parametrize("error", [MemoryError, RecursionError])
+def test_tree_sitter_failure_falls_back_to_regex(
+    cq: Tool, ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, error: type
+) -> None:
+    # A grammar that gives up on a file (as ast does above) must not fail the query.
+    def parse(src: bytes) -> Any:
+        raise error()
+
+    module = importlib.import_module(cq.__module__)
+    monkeypatch.setattr(module, "_GRAMMARS", {".ts": parse})
+    (ws / "web.ts").write_text("export class Widget {}\n")
+    (ws / "ok.py").write_text("class WidgetPy: pass\n")
+    r = cq({"query": "Widget", "type": "class"}, ctx)
+    assert sorted(_names(r)) == [("Widget", "class", "regex"), ("WidgetPy", "class", "ast")]
+
+
 def test_regex_fallback_says_so(cq: Tool, ctx: ToolContext, src: Path) -> None:
     r = cq({"query": "polish"}, ctx)
     assert _names(r) == [("polish", "function", "regex")] and r["engines"] == ["regex"]

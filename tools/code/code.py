@@ -1,9 +1,10 @@
 """code_query: find definitions (functions, classes, variables) and files by name.
 
 Structure, not grep: Python through :mod:`ast`; JavaScript, TypeScript, Go and Rust through
-tree-sitter when its grammar wheels are installed; anything else (or a grammar missing)
-through a regex fallback. Every match says which engine found it, so the caller knows how
-far to trust it. Files are read through the workspace-confined helpers and size-capped.
+tree-sitter when its grammar wheels are installed; anything else (a grammar missing, or
+a file its parser gives up on: a syntax error, nesting too deep) through a regex fallback.
+Every match says which engine found it, so the caller knows how far to trust it. Files are
+read through the workspace-confined helpers and size-capped.
 """
 
 from __future__ import annotations
@@ -280,15 +281,27 @@ def _regex_symbols(src: bytes) -> Iterator[Symbol]:
 # ----------------------------------------------------------------------------- the tool
 
 
+#: What a parser raises on a file it cannot take: the fallback (regex) reads it instead.
+#: MemoryError too: CPython's parser raises it for deep nesting ("x = " + "-" * 10000 + "1",
+#: "lambda: " * 100000: a 10 KB file), with the process far below its memory limit, and
+#: uncaught it failed the whole query as resource_limit. A real allocation failure in a
+#: parse is also best met this way: the tree is freed as the error unwinds, and the regex
+#: reads the file line by line in little memory.
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
 def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
     if ext in (".py", ".pyi"):
         try:
             return "ast", list(_python_symbols(src))
-        except (SyntaxError, ValueError, RecursionError):
+        except _PARSE_ERRORS:
             return "regex", list(_regex_symbols(src))
     parse = _GRAMMARS.get(ext)
     if parse is not None:
-        return "tree-sitter", list(_ts_symbols(parse, src))
+        try:
+            return "tree-sitter", list(_ts_symbols(parse, src))
+        except _PARSE_ERRORS:
+            return "regex", list(_regex_symbols(src))
     return "regex", list(_regex_symbols(src))
 
 
@@ -379,6 +392,8 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     scanned = skipped = 0
     with Workspace.for_call(ctx) as ws:
         base = ws.parts(args.get("path", "."))
+        # lstat refuses (path_not_allowed) a path whose folder resolved outside the read
+        # globs, before the path match below names it (``type: file`` opens nothing).
         single = (st := ws.lstat(base)) is not None and st.st_mode & 0o170000 == 0o100000
         if single:
             entries = [(base, base[-1] if base else "")]

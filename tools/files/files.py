@@ -191,7 +191,7 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     append = args.get("mode", "overwrite") == "append"
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
-        existed = ws.lstat(parts) is not None
+        existed = ws.lstat(parts, "write") is not None
         written = ws.atomic_write(parts, _chunks(data), append=append)
         return {
             "path": ws.rel(parts),
