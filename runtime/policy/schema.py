@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from runtime.models import Action
+from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
 
 __all__ = [
@@ -205,8 +206,17 @@ class PathsSection(_Section):
     """Path rules for arguments with role read_path / write_path / cwd. Globs are relative to
     the workspace: '*' stays within a name, '**' spans directories, 'a/**' includes 'a'. A
     write path (a delete, either end of a move) is refused when a deny or deny_write glob
-    could match below it through its names ('config' with 'config/prod.env' denied)."""
+    could match below it through its names ('config' with 'config/prod.env' denied). Each
+    glob is normalised when the policy loads ('./out/**', '/workspace/out/**' and
+    'out//./**' are 'out/**'); one that names no path inside the workspace ('..' segments,
+    other absolute paths, '', '.', a trailing '/') is refused."""
 
+    # First: the glob lists below are normalised against it.
+    workspace_root: str = Field(
+        "/workspace",
+        description="Absolute paths are accepted only under this logical root (the "
+        "workspace as the sandbox shows it). Default '/workspace'.",
+    )
     read: list[str] = Field(
         default_factory=lambda: ["**"], description="Readable globs. Default ['**']."
     )
@@ -218,11 +228,6 @@ class PathsSection(_Section):
     )
     deny_read: list[str] = Field(default_factory=list, description="Not readable. Default [].")
     deny_write: list[str] = Field(default_factory=list, description="Not writable. Default [].")
-    workspace_root: str = Field(
-        "/workspace",
-        description="Absolute paths are accepted only under this logical root (the "
-        "workspace as the sandbox shows it). Default '/workspace'.",
-    )
     mask_max_entries: int = Field(
         1_000_000,
         ge=1,
@@ -232,6 +237,14 @@ class PathsSection(_Section):
         "last listing); past it the call fails closed with a sandbox_error, never unmasked. "
         "Raise it for a larger workspace. Default 1000000.",
     )
+
+    @field_validator("read", "write", "deny", "deny_read", "deny_write")
+    @classmethod
+    def _workspace_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        # A glob spelled otherwise than the normalised paths it is matched against matched
+        # none of them, and the sandbox's write binds read it as "anywhere" (_workspace_globs).
+        root = info.data.get("workspace_root", SANDBOX_ROOT)
+        return [workspace_glob(glob, root) for glob in v]
 
 
 class CommandRule(_Section):

@@ -364,8 +364,16 @@ def _in_child(body: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
         (("*.md", "src/**"), None),
         (("src/[ab]/**",), ("src",)),
         (("src/?x/**",), ("src",)),
-        (("./src/**",), None),  # never a lexical guess: '.' and '..' end the prefix
-        (("a/../b/**",), ("a",)),
+        # An empty, '.' or '..' segment matches no normalised path: the glob grants
+        # nothing (it was read as "no literal head", None: the whole workspace). The policy
+        # loader rewrites or refuses such globs; this is the fail-closed backstop.
+        (("./src/**",), ()),
+        (("/workspace/src/**",), ()),
+        (("src/",), ()),
+        (("",), ()),
+        (("a/../b/**",), ()),
+        (("./src/**", "out/**"), ("out",)),
+        (("./src/**", "**/*.py"), None),  # a wildcard head still means anywhere
     ],
 )
 def test_narrow_globs_become_their_literal_prefixes(

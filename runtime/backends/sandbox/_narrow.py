@@ -20,14 +20,23 @@ def narrow_prefixes(globs: list[str] | tuple[str, ...] | None) -> tuple[str, ...
     ``README.md`` → itself), the ones inside another dropped. None when they cannot be
     narrowed: ``globs`` is None (everything), or a glob starts with a wildcard (``**/*.py``,
     ``*.md``) and so may match anywhere. A superset of the globs' matches, by directory: the
-    policy's lexical checks stay the exact rule for the paths a tool names."""
+    policy's lexical checks stay the exact rule for the paths a tool names.
+
+    Fails closed: only a wildcard widens. A glob with an empty, ``.`` or ``..`` segment
+    (``./out/**``, ``/workspace/out/**``, ``out/``) matches no normalised path, so it grants
+    nothing here either; the policy loader rewrites or refuses such globs
+    (``runtime.policy._workspace_globs``), so none should arrive. Read as "no literal head"
+    it was "anywhere": the whole workspace writable."""
     if globs is None:
         return None
     found: set[str] = set()
     for pattern in globs:
+        segs = pattern.split("/")
+        if any(seg in ("", ".", "..") for seg in segs):
+            continue
         literal: list[str] = []
-        for seg in pattern.split("/"):
-            if seg in ("", ".", "..") or not set(seg).isdisjoint("*?["):
+        for seg in segs:
+            if not set(seg).isdisjoint("*?["):
                 break
             literal.append(seg)
         if not literal:

@@ -282,3 +282,53 @@ def test_a_python_tool_that_is_not_the_toolkit_is_bound_too(tree: Path) -> None:
     assert (outside["ok"], outside.get("error")) == (False, "EROFS")
     assert inside["ok"] is True
     assert os.stat(tree / "top.txt").st_mode & 0o777 == 0o666
+
+
+#: The red team's policy (finding K2) with the write glob in each spelling it tried.
+_K2_POLICY = """
+default = "deny"
+[categories]
+file = "allow"
+shell = "allow"
+[paths]
+read = ["**"]
+write = ["{write}"]
+deny = [".runtime/**", "**/.env", "{deny}"]
+"""
+
+
+@pytest.mark.parametrize("write", ["out/**", "./out/**", "/workspace/out/**", "out//./**"])
+def test_every_spelling_of_a_write_glob_narrows_the_mounts(tree: Path, write: str) -> None:
+    """``write = ["./out/**"]`` (or ``/workspace/out/**``) left the whole workspace one
+    writable mount: the sandbox read the glob's empty literal head as "anywhere", and
+    ``touch /workspace/pub/evil`` or ``echo x > ../pub/evil2`` from ``out`` wrote outside
+    it. Loaded from the policy text as the broker loads it, every spelling now gives the
+    read-only workspace with ``out`` bound writable; a dotted deny glob masks its folder."""
+    from runtime.policy import Policy
+    from runtime.policy.paths import allow_globs, mask_globs
+
+    (tree / "pub").mkdir()
+    os.chmod(tree / "pub", 0o777)
+    paths = Policy.from_toml(_K2_POLICY.format(write=write, deny="./secrets/**")).document.paths
+    hide, readonly = mask_globs(paths)
+    show = (
+        "while read -r _ _ _ _ at opts _; do case $at in /workspace*) echo $at ${opts%%,*};;"
+        " esac; done < /proc/self/mountinfo"
+    )
+    got = _shell(
+        tree,
+        [
+            "cd /workspace/out && touch /workspace/pub/evil; echo x > ../pub/evil2",
+            "cd /workspace/out && echo made > w.txt && chmod 600 w.txt",
+            show,
+            "cat /workspace/secrets/x.txt",
+        ],
+        allow=allow_globs(paths),
+        masks=MaskSpec(hide=hide, readonly=readonly),
+    )
+    assert got[0][0] != 0 and EROFS in got[0][2], got[0]
+    assert sorted(os.listdir(tree / "pub")) == []
+    assert got[1][0] == 0, got[1]
+    assert (tree / "out" / "w.txt").read_text() == "made\n"
+    assert got[2][1].split("\n")[:2] == ["/workspace ro", "/workspace/out rw"], got[2]
+    assert got[3][:2] != (0, "KEEP\n"), got[3]
