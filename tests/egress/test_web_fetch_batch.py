@@ -76,7 +76,8 @@ async def test_time_limit_is_shared(server: Server, tmp_path: Path) -> None:
     """The first page takes the call's whole time: it fails with a timeout and the next is
     not asked for (a request past the call's limit would get the whole call killed)."""
     urls = [f"{server.base}/slow", f"{server.base}/hello"]
-    gw = make_gateway(FakeRules(named={"127.0.0.1"}), RecordingBackend())
+    backend = RecordingBackend()
+    gw = make_gateway(FakeRules(named={"127.0.0.1"}), backend)
     try:
         async with gw:
             ctx = make_ctx(gw, tmp_path, Limits(timeout_s=0.5))
@@ -90,7 +91,12 @@ async def test_time_limit_is_shared(server: Server, tmp_path: Path) -> None:
         "error": "not fetched: the call's time limit was reached",
         "error_type": "timeout",
     }
-    assert [e["path"] for e in server.log] == ["/slow"]
+    # The next page was never asked for: no second connection was dialled (the first one
+    # is busy with /slow, or closed) and the server never saw /hello. Whether /slow itself
+    # got to the server within the call's 0.5 s is up to the machine's load (the server is
+    # a thread of this process): a busy machine can pass the deadline before it is sent.
+    assert len(backend.dialled) <= 1
+    assert [e["path"] for e in server.log] in ([], ["/slow"])
 
 
 async def test_output_cap_is_shared(gw: EgressGateway, server: Server, tmp_path: Path) -> None:
