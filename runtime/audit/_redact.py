@@ -4,22 +4,23 @@ Two layers, both recursive over dicts and lists and both working on a copy (the 
 is never mutated — the broker still has to run the call with the real arguments):
 
 1. By key. A dict key (or the name in a ``[name, value]`` header pair) that names a credential
-   has its whole value replaced: HTTP ``authorization``/``proxy-authorization``/``cookie``/
-   ``set-cookie``, token-like names (``token``, ``api_key``, ``secret``, ``password``,
-   ``session``...), and the extra keys the policy names. Keys are compared case-insensitively
-   with ``-``, ``_``, ``.``, spaces and camelCase boundaries treated alike, so ``X-Api-Key``,
-   ``apiKey`` and ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
+   has its whole value replaced: HTTP ``authorization``/``proxy-authorization``/
+   ``authentication``/``cookie``/``set-cookie``, token-like names (``token``, ``api_key``,
+   ``secret``, ``password``, ``session``, ``csrf``, ``subscription_key``...), and the extra
+   keys the policy names. Keys are compared case-insensitively with ``-``, ``_``, ``.``,
+   spaces and camelCase boundaries treated alike, so ``X-Api-Key``, ``apiKey`` and
+   ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
    A ``{"key"|"name": NAME, "value": X}`` object whose NAME is secret-like (``set_env``'s
    arguments, Kubernetes env entries) has X redacted: here a name ending in ``key`` or
    ``pass`` counts too (``OPENAI_KEY``).
-2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
-   header lines, ``name=value`` pairs whose name is secret-like or one the policy names
-   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``; quoted as in
-   JSON or a dict literal, ``"password": "v"``, also escaped inside a JSON string, the
-   quoted value up to its closing quote), ``<password>v</password>`` elements, URL
-   passwords and token-like URL user names, AWS access key ids, private-key PEM blocks and
-   well-known token prefixes (GitHub, GitLab ``glpat-``, Slack, OpenAI/Anthropic ``sk-``,
-   Google ``AIza``, JWTs).
+2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/
+   ``Authentication:``/``Cookie:`` header lines, ``name=value`` pairs whose name is
+   secret-like or one the policy names (shell ``export``, query strings, signed URLs'
+   ``X-Amz-Signature``/``sig``; quoted as in JSON or a dict literal, ``"password": "v"``,
+   also escaped inside a JSON string, the quoted value up to its closing quote),
+   ``<password>v</password>`` elements, URL passwords and token-like URL user names, AWS
+   access key ids, private-key PEM blocks and well-known token prefixes (GitHub, GitLab
+   ``glpat-``, Slack, OpenAI/Anthropic ``sk-``, Google ``AIza``, JWTs).
 3. Command lines, by program (``_redact_command``): ``curl -u user:PASS`` (``--user``,
    ``-U``/``--proxy-user``; httpie ``-a``/``--auth``), the MySQL/MariaDB clients' attached
    ``-pPASS`` (``-p NAME`` is their database), ``sshpass -p``, ``redis-cli -a``, the MongoDB
@@ -59,6 +60,7 @@ REDACTED = "[REDACTED]"
 _SECRET_WORDS = frozenset(
     {
         "authorization",
+        "authentication",
         "auth",
         "cookie",
         "token",
@@ -83,6 +85,8 @@ _SECRET_WORDS = frozenset(
         "idtoken",
         "bearer",
         "signature",
+        "csrf",
+        "xsrf",
     }
 )
 # Two-word names: "api key", "private key", "set cookie" ... (adjacent words).
@@ -95,6 +99,13 @@ _SECRET_PAIRS = frozenset(
         ("client", "secret"),
         ("signing", "key"),
         ("encryption", "key"),
+        ("subscription", "key"),  # Ocp-Apim-Subscription-Key
+        ("account", "key"),  # a storage account's key
+        ("master", "key"),
+        ("function", "key"),
+        ("functions", "key"),  # X-Functions-Key
+        ("app", "key"),
+        ("application", "key"),  # DD-Application-Key
     }
 )
 
@@ -148,15 +159,15 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"(?im)^([ \t]*+(?:(?:proxy-)?authorization|(?:set-)?cookie|x-api-key))"
+            r"(?im)^([ \t]*+(?:(?:proxy-)?authorization|authentication|(?:set-)?cookie|x-api-key))"
             r"([ \t]*+:[ \t]*+)[^\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
     (
         re.compile(
-            r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key)([ \t]*+:[ \t]*+)"
-            r"[^'\"\r\n]++"
+            r"(?i)\b((?:proxy-)?authorization|authentication|(?:set-)?cookie|x-api-key)"
+            r"([ \t]*+:[ \t]*+)[^'\"\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
@@ -471,6 +482,8 @@ _SQUASHED_FRAGMENTS = (
     "key",
     "bearer",
     "signature",
+    "csrf",
+    "xsrf",
     "basic",
     "xox",
     "aiza",

@@ -45,7 +45,37 @@ def test_secret_keys_are_redacted(key: str) -> None:
     assert redact({key: "value", "other": "keep"}) == {key: REDACTED, "other": "keep"}
 
 
-@pytest.mark.parametrize("key", ["max_tokens", "path", "key", "monkey", "keyboard", "content"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "Authentication",  # finding L3: stored in clear in a http_get call's headers
+        "X-Authentication",
+        "X-CSRF",
+        "_csrf",
+        "X-XSRF",
+        "Ocp-Apim-Subscription-Key",
+        "X-Functions-Key",
+        "DD-Application-Key",
+        "storageAccountKey",
+        "master_key",
+        "appKey",
+    ],
+)
+def test_more_credential_header_names_are_secret(key: str) -> None:
+    """Names of credential headers seen in the wild that no secret word or pair matched."""
+    assert redact({key: "value", "other": "keep"}) == {key: REDACTED, "other": "keep"}
+    assert redact({"headers": [[key, "value"]]}) == {"headers": [[key, REDACTED]]}
+    assert Redactor().may_redact(f'{{"{key}":"value"}}')
+
+
+def test_an_authentication_header_line_is_redacted() -> None:
+    out = redact({"command": "curl -H 'Authentication: SEKRET5' https://h/"})["command"]
+    assert "SEKRET5" not in out and "Authentication: " in out
+
+
+@pytest.mark.parametrize(
+    "key", ["max_tokens", "path", "key", "monkey", "keyboard", "content", "account", "app"]
+)
 def test_ordinary_keys_are_kept(key: str) -> None:
     assert redact({key: "value"}) == {key: "value"}
 
