@@ -4,22 +4,26 @@ Two layers, both recursive over dicts and lists and both working on a copy (the 
 is never mutated — the broker still has to run the call with the real arguments):
 
 1. By key. A dict key (or the name in a ``[name, value]`` header pair) that names a credential
-   has its whole value replaced: HTTP ``authorization``/``proxy-authorization``/``cookie``/
-   ``set-cookie``, token-like names (``token``, ``api_key``, ``secret``, ``password``,
-   ``session``...), and the extra keys the policy names. Keys are compared case-insensitively
-   with ``-``, ``_``, ``.``, spaces and camelCase boundaries treated alike, so ``X-Api-Key``,
-   ``apiKey`` and ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
+   has its whole value replaced: HTTP ``authorization``/``proxy-authorization``/
+   ``authentication``/``cookie``/``set-cookie``, token-like names (``token``, ``api_key``,
+   ``secret``, ``password``, ``session``, ``csrf``, ``subscription_key``...), and the extra
+   keys the policy names. Keys are compared case-insensitively with ``-``, ``_``, ``.``,
+   spaces and camelCase boundaries treated alike, so ``X-Api-Key``, ``apiKey`` and
+   ``API_KEY`` are one name; ``max_tokens`` is not a token (plural word).
    A ``{"key"|"name": NAME, "value": X}`` object whose NAME is secret-like (``set_env``'s
    arguments, Kubernetes env entries) has X redacted: here a name ending in ``key`` or
    ``pass`` counts too (``OPENAI_KEY``).
-2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/``Cookie:``
-   header lines, ``name=value`` pairs whose name is secret-like or one the policy names
-   (shell ``export``, query strings, signed URLs' ``X-Amz-Signature``/``sig``; quoted as in
-   JSON or a dict literal, ``"password": "v"``, also escaped inside a JSON string, the
-   quoted value up to its closing quote), ``<password>v</password>`` elements, URL
-   passwords and token-like URL user names, AWS access key ids, private-key PEM blocks and
-   well-known token prefixes (GitHub, GitLab ``glpat-``, Slack, OpenAI/Anthropic ``sk-``,
-   Google ``AIza``, JWTs).
+2. By value. Inside every string: bearer/basic credentials, ``Authorization:``/
+   ``Authentication:``/``Cookie:`` header lines, ``name=value`` pairs whose name is
+   secret-like or one the policy names (shell ``export``, query strings, signed URLs'
+   ``X-Amz-Signature``/``sig``; quoted as in JSON or a dict literal, ``"password": "v"``,
+   also escaped inside a JSON string, the quoted value up to its closing quote),
+   ``<password>v</password>`` elements, URL passwords and token-like URL user names, AWS
+   access key ids, private-key PEM blocks and well-known token prefixes (GitHub, GitLab
+   ``glpat-``, Slack, OpenAI/Anthropic ``sk-``, Google ``AIza``, JWTs). Then the same
+   rules again inside each percent-encoded piece, decoded once (a URL in another's
+   ``?to=`` parameter holds its ``=`` and ``&`` as ``%3D`` and ``%26``): a changed piece
+   is encoded again, ``[REDACTED]`` in clear.
 3. Command lines, by program (``_redact_command``): ``curl -u user:PASS`` (``--user``,
    ``-U``/``--proxy-user``; httpie ``-a``/``--auth``), the MySQL/MariaDB clients' attached
    ``-pPASS`` (``-p NAME`` is their database), ``sshpass -p``, ``redis-cli -a``, the MongoDB
@@ -47,7 +51,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from runtime import _speedups
 
@@ -59,6 +63,7 @@ REDACTED = "[REDACTED]"
 _SECRET_WORDS = frozenset(
     {
         "authorization",
+        "authentication",
         "auth",
         "cookie",
         "token",
@@ -83,6 +88,8 @@ _SECRET_WORDS = frozenset(
         "idtoken",
         "bearer",
         "signature",
+        "csrf",
+        "xsrf",
     }
 )
 # Two-word names: "api key", "private key", "set cookie" ... (adjacent words).
@@ -95,6 +102,13 @@ _SECRET_PAIRS = frozenset(
         ("client", "secret"),
         ("signing", "key"),
         ("encryption", "key"),
+        ("subscription", "key"),  # Ocp-Apim-Subscription-Key
+        ("account", "key"),  # a storage account's key
+        ("master", "key"),
+        ("function", "key"),
+        ("functions", "key"),  # X-Functions-Key
+        ("app", "key"),
+        ("application", "key"),  # DD-Application-Key
     }
 )
 
@@ -137,6 +151,13 @@ _QUOTED_VALUE = {
 # <password>value</password>: an XML-ish element whose name is secret-like.
 _ELEMENT = re.compile(rf"<([{_NAME_CHARS}]++)(?:[ \t][^<>]*+)?+>([^<]++)</\1>")
 
+# A percent-encoded piece of a string: a run between query/shell separators (a URL's
+# ``to=`` value holding a whole encoded URL) with a ``%`` in it. Its start is a boundary the
+# run cannot contain and its first part stops at the first ``%``: linear.
+_ENCODED_PIECE = re.compile(
+    r"(?<![^\s'\"<>=&?#;,])[^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+"
+)
+
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
@@ -148,15 +169,15 @@ _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"(?im)^([ \t]*+(?:(?:proxy-)?authorization|(?:set-)?cookie|x-api-key))"
+            r"(?im)^([ \t]*+(?:(?:proxy-)?authorization|authentication|(?:set-)?cookie|x-api-key))"
             r"([ \t]*+:[ \t]*+)[^\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
     (
         re.compile(
-            r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key)([ \t]*+:[ \t]*+)"
-            r"[^'\"\r\n]++"
+            r"(?i)\b((?:proxy-)?authorization|authentication|(?:set-)?cookie|x-api-key)"
+            r"([ \t]*+:[ \t]*+)[^'\"\r\n]++"
         ),
         r"\1\2" + REDACTED,
     ),
@@ -471,6 +492,8 @@ _SQUASHED_FRAGMENTS = (
     "key",
     "bearer",
     "signature",
+    "csrf",
+    "xsrf",
     "basic",
     "xox",
     "aiza",
@@ -493,7 +516,7 @@ _AWS_PREFIXES = tuple(
 )
 # The value-rule fragments that need their punctuation: with an underscore, and the others.
 _UNDERSCORED_FRAGMENTS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
-_PUNCTUATED_FRAGMENTS = ("://", "sk-", "glpat-", "sig=")
+_PUNCTUATED_FRAGMENTS = ("://", "sk-", "glpat-", "sig=", "sig%3d")
 _NON_ALNUM = bytes(b for b in range(256) if not (48 <= b <= 57 or 97 <= b <= 122))
 
 
@@ -674,12 +697,15 @@ class Redactor:
         (:meth:`is_secret_key`: the policy's names too); then :meth:`redact_str`. For the
         URLs a call's egress log records, which the gateway followed (a redirect's
         ``Location`` is the server's text, not the call's arguments)."""
+        return self._redact_url(url, True)
+
+    def _redact_url(self, url: str, decode: bool) -> str:
         try:
             parts = urlsplit(url)
         except ValueError:
             return self.redact_str(url)
         if not parts.scheme or not parts.netloc:
-            return self.redact_str(url)
+            return self._redact_str(url, decode)
         netloc = parts.netloc
         if "@" in netloc:
             netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
@@ -692,7 +718,7 @@ class Redactor:
                 self._redact_params(parts.fragment),
             )
         )
-        return self.redact_str(rebuilt)
+        return self._redact_str(rebuilt, decode)
 
     def _redact_params(self, text: str) -> str:
         if "=" not in text:
@@ -705,12 +731,41 @@ class Redactor:
         return "&".join(out)
 
     def redact_str(self, s: str) -> str:
+        """``s`` with the value rules (module doc, items 2 and 3) applied, and then again
+        to each percent-encoded piece decoded once (:meth:`_redact_encoded`)."""
+        return self._redact_str(s, True)
+
+    def _redact_str(self, s: str, decode: bool) -> str:
         gate = self._gate
         if len(s) < 8 or (gate is not None and not _maybe_secret(s, gate)):
             return s
         for pattern, repl in _VALUE_RULES:
             s = pattern.sub(repl, s)
-        return _redact_command(_redact_assignments(s, self._extra), self._extra)
+        s = _redact_command(_redact_assignments(s, self._extra), self._extra)
+        if decode and "%" in s:
+            s = _ENCODED_PIECE.sub(self._redact_encoded, s)
+        return s
+
+    def _redact_encoded(self, m: re.Match[str]) -> str:
+        """A percent-encoded piece (``_ENCODED_PIECE``) with the secrets of its decoded text
+        hidden: a URL passed in another's query (``?to=https%3A%2F%2Fh%2F%3Ftoken%3DT``)
+        holds its ``=`` and ``&`` encoded, so no rule sees its parameters. Decoded once
+        (``%253D`` stays ``%3D``: each level would cost a pass, and the pieces shrink by only
+        two characters a level), redacted as a URL (:meth:`redact_url`'s parameter names
+        decoded too), and encoded again when that changed it: the characters the piece had
+        in clear stay in clear, and the ``[REDACTED]`` marker reads as itself."""
+        piece = m[0]
+        decoded = unquote(piece, errors="surrogateescape")
+        if decoded == piece or len(decoded) < 8:
+            return piece
+        gate = self._gate
+        if gate is not None and "%" not in decoded and not _maybe_secret(decoded, gate):
+            return piece  # as redact_url would: the common case, without its urlsplit
+        shown = self._redact_url(decoded, False)
+        if shown == decoded:
+            return piece
+        safe = "".join({c for c in piece if c != "%" and c.isascii() and not c.isalnum()})
+        return quote(shown, safe=safe + "[]", errors="surrogateescape")
 
     def _secret_setting(self, obj: Any) -> bool:
         """Whether ``obj`` (a dict) sets a secret-named variable: ``{"key"|"name": NAME,

@@ -14,10 +14,14 @@ DELETE | OPTIONS (default GET); ``headers`` {name: value}, hop-by-hop, Host and
 Content-Length dropped; ``body`` bytes or str; ``max_bytes`` body cap, bytes (default and
 ceiling the policy's ``max_response_bytes``); ``timeout_s`` whole request including redirects
 and retries, seconds (default and ceiling the policy's ``timeout_s``); ``follow_redirects``
-(default true; at most the policy's ``max_redirects``); ``secret_headers`` [names] headers
-to drop when a redirect leaves the origin, on top of those dropped always (Authorization,
-Cookie and every name the audit redactor calls secret: ``X-Api-Key``,
-``Private-Token``, ``X-Amz-Security-Token`` ...).
+(default true; at most the policy's ``max_redirects``). A redirect to another origin
+(scheme, host or port) takes only these of the caller's headers with it: Accept,
+Accept-Encoding, Accept-Language, Cache-Control, Range, User-Agent, the If-Match,
+If-None-Match, If-Modified-Since, If-Unmodified-Since and If-Range conditionals, and, while
+the body is still sent (307, 308), Content-Type, Content-Encoding and Content-Language;
+every other header (Authorization, Cookie, any custom one) is dropped for the rest of the
+request, since no name tells a credential from data. ``secret_headers`` [names] drops
+those named even from that list.
 
 ``stream(payload)`` (an async context manager) sends the same request under the same checks
 and yields a :class:`StreamedReply` whose body is read as it arrives (``chunks(want)``), for

@@ -23,7 +23,6 @@ from urllib.parse import urljoin
 import anyio
 import httpx
 
-from runtime.audit._redact import Redactor
 from runtime.egress._addresses import address_class
 from runtime.egress._decode import BodyDecoder
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
@@ -59,11 +58,29 @@ _DROPPED_HEADERS = frozenset(
         "expect",
     }
 )
-# Credentials are not forwarded to another origin after a redirect: these, every header
-# the audit redactor's key test calls secret (X-Api-Key, Private-Token, X-Amz-Security-Token,
-# ...) and the ones the caller marks secret (``secret_headers``).
-_ORIGIN_BOUND_HEADERS = frozenset({"authorization", "cookie"})
-_SECRET_NAMES = Redactor()
+# What follows a redirect to another origin (scheme, host or port): only these of the
+# caller's headers, which say how to answer and carry no credential. Everything else is
+# dropped, not only the names that look like credentials: a custom header (``X-Sig``,
+# ``Authentication``, a tenant id) cannot be told from a credential by its name, so a list
+# of credential names always misses one. Browsers and curl drop Authorization and Cookie;
+# this is stricter on purpose. The body's own headers follow while the body does (a 307 or
+# 308 resends it): ``_CROSS_ORIGIN_BODY_HEADERS``.
+_CROSS_ORIGIN_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "range",
+        "user-agent",
+        "if-match",
+        "if-none-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "if-range",
+    }
+)
+_CROSS_ORIGIN_BODY_HEADERS = frozenset({"content-type", "content-encoding", "content-language"})
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _VALUE_RE = re.compile(r"^[\t\x20-\x7e]*$")
 _MAX_HEADERS = 100
@@ -80,7 +97,8 @@ class _Request:
     max_bytes: int
     timeout_s: float
     follow_redirects: bool
-    #: Lower-case names of headers the caller marks secret: dropped on an origin change.
+    #: Lower-case names of headers the caller marks secret: dropped on an origin change even
+    #: when they would follow it (``_CROSS_ORIGIN_HEADERS``).
     secret_headers: frozenset[str] = frozenset()
 
 
@@ -166,12 +184,20 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     )
 
 
-def _origin_bound(name: str, secret: frozenset[str]) -> bool:
-    """A header that must not follow a redirect to another origin: a credential by name
-    (the audit redactor's key test, which reads ``X-Api-Key`` and ``apiKey`` alike) or one
-    the caller marked secret."""
-    low = name.lower()
-    return low in _ORIGIN_BOUND_HEADERS or low in secret or _SECRET_NAMES.is_secret_key(name)
+def _cross_origin_headers(
+    headers: dict[str, str], with_body: bool, secret: frozenset[str]
+) -> dict[str, str]:
+    """The part of ``headers`` that follows a redirect to another origin: the names in
+    ``_CROSS_ORIGIN_HEADERS``, and in ``_CROSS_ORIGIN_BODY_HEADERS`` when the body is
+    still sent (``with_body``), less those the caller marked secret."""
+    kept: dict[str, str] = {}
+    for name, value in headers.items():
+        low = name.lower()
+        if low in secret:
+            continue
+        if low in _CROSS_ORIGIN_HEADERS or (with_body and low in _CROSS_ORIGIN_BODY_HEADERS):
+            kept[name] = value
+    return kept
 
 
 def _reply_headers(response: httpx.Response, decoded: bool) -> dict[str, str]:
@@ -359,15 +385,14 @@ class EgressGateway:
                     rule=exc.rule,
                     location=location[:500],
                 ) from exc
-            if nxt.origin != target.origin:
-                headers = {
-                    k: v for k, v in headers.items() if not _origin_bound(k, req.secret_headers)
-                }
             if response.status_code == 303 or (
                 response.status_code in (301, 302) and method == "POST"
             ):
                 method, body = ("HEAD" if method == "HEAD" else "GET"), None
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            if nxt.origin != target.origin:
+                # Once dropped, a header stays dropped, back on the first origin too.
+                headers = _cross_origin_headers(headers, body is not None, req.secret_headers)
             target = nxt
             redirects.append(target.url)
         return response, target, redirects

@@ -11,6 +11,7 @@ import threading
 import unicodedata
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from audit_helpers import write_calls
@@ -44,6 +45,31 @@ def test_request_record_is_redacted_with_digest_of_real_arguments(log: AuditLog)
     assert b"sk-live" not in log.path.read_bytes()
     stored = log.tail(1)[0]
     assert stored == rec
+
+
+def test_request_record_hides_a_nested_encoded_url_and_an_authentication_header(
+    log: AuditLog,
+) -> None:
+    """Finding L3: an http_get call's arguments were stored with ``Authentication: SEKRET5``
+    and a percent-encoded redirect target's ``access_token%3DSEKRETQ&sig...`` in clear."""
+    inner = quote("http://127.0.0.1:18082/echo?access_token=SEKRETQ&sig=SEKRETS", safe="")
+    args = {
+        "url": f"http://127.0.0.1:18081/redir307?to={inner}&token=SEKRETQ0",
+        "headers": {"Authentication": "SEKRET5", "Accept": "text/plain"},
+    }
+    rec = log.record_request(
+        call_id="c1",
+        tool="http_get",
+        arguments=args,
+        decision={"action": "allow", "rule": "net"},
+        backend="host",
+        sandbox={},
+    )
+    assert rec.arguments is not None
+    assert rec.arguments["headers"] == {"Authentication": REDACTED, "Accept": "text/plain"}
+    assert "access_token%3D[REDACTED]%26sig%3D[REDACTED]" in rec.arguments["url"]
+    assert b"SEKRET" not in log.path.read_bytes()
+    assert log.tail(1)[0] == rec
 
 
 def test_completion_stores_digest_and_size_not_result(log: AuditLog) -> None:

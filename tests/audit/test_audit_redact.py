@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import copy
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.audit import REDACTED, redact
+from runtime.audit._canonical import canonical_json
 from runtime.audit._redact import Redactor
 
 
@@ -45,7 +47,37 @@ def test_secret_keys_are_redacted(key: str) -> None:
     assert redact({key: "value", "other": "keep"}) == {key: REDACTED, "other": "keep"}
 
 
-@pytest.mark.parametrize("key", ["max_tokens", "path", "key", "monkey", "keyboard", "content"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "Authentication",  # finding L3: stored in clear in a http_get call's headers
+        "X-Authentication",
+        "X-CSRF",
+        "_csrf",
+        "X-XSRF",
+        "Ocp-Apim-Subscription-Key",
+        "X-Functions-Key",
+        "DD-Application-Key",
+        "storageAccountKey",
+        "master_key",
+        "appKey",
+    ],
+)
+def test_more_credential_header_names_are_secret(key: str) -> None:
+    """Names of credential headers seen in the wild that no secret word or pair matched."""
+    assert redact({key: "value", "other": "keep"}) == {key: REDACTED, "other": "keep"}
+    assert redact({"headers": [[key, "value"]]}) == {"headers": [[key, REDACTED]]}
+    assert Redactor().may_redact(f'{{"{key}":"value"}}')
+
+
+def test_an_authentication_header_line_is_redacted() -> None:
+    out = redact({"command": "curl -H 'Authentication: SEKRET5' https://h/"})["command"]
+    assert "SEKRET5" not in out and "Authentication: " in out
+
+
+@pytest.mark.parametrize(
+    "key", ["max_tokens", "path", "key", "monkey", "keyboard", "content", "account", "app"]
+)
 def test_ordinary_keys_are_kept(key: str) -> None:
     assert redact({key: "value"}) == {key: "value"}
 
@@ -155,6 +187,10 @@ def test_secret_keys_redact_any_value(value: dict[str, Any]) -> None:
         "--" + "a1-" * 20000 + "x --password",
         "https://" + "a1" * 20000 + "@h",
         "https://" + "a1-" * 80 + "@" * 20000,
+        "%41" * 20000 + "token=",
+        "a%" * 25000 + " token=",
+        "token=" + "%3D" * 20000,
+        "sig%3D" * 8000,
     ],
     ids=lambda t: repr(t[:12]),
 )
@@ -297,3 +333,61 @@ def test_urls_are_redacted_by_their_parts(url: str, shown: str) -> None:
     """The egress log's URLs (the usage is not redacted as arguments are): user information
     whole, and parameters by their percent-decoded names, the policy's included."""
     assert Redactor(frozenset({"sig", "key"})).redact_url(url) == shown
+
+
+# Finding L3: a URL passed in another's query has its "=" and "&" percent-encoded, so no
+# rule saw its parameters: the audit record kept ``access_token%3DSEKRETQ`` in clear while the
+# egress log, which records the followed URL decoded, hid it.
+_INNER = "http://127.0.0.1:18082/echo?access_token=SEKRETQ&sig=SEKRETS"
+_NESTED = f"http://127.0.0.1:18081/redir307?to={quote(_INNER, safe='')}&token=SEKRETQ0"
+_NESTED_SHOWN = (
+    "http://127.0.0.1:18081/redir307?to=http%3A%2F%2F127.0.0.1%3A18082%2Fecho%3F"
+    "access_token%3D[REDACTED]%26sig%3D[REDACTED]&token=[REDACTED]"
+)
+
+
+def test_a_nested_percent_encoded_url_has_its_parameters_redacted() -> None:
+    assert redact({"url": _NESTED}) == {"url": _NESTED_SHOWN}
+    # The egress log's form of the same URL agrees.
+    assert Redactor().redact_url(_NESTED) == _NESTED_SHOWN
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # Only an encoded "sig=": the gate has to open on "sig%3D" (no other fragment).
+        # A changed piece is encoded again, in upper-case hex.
+        (
+            "/r?to=http%3a%2f%2fh%2f%3fa%3d1%26sig%3dS1",
+            "/r?to=http%3A%2F%2Fh%2F%3Fa%3D1%26sig%3D[REDACTED]",
+        ),
+        # A form body, a path segment (its "/" were in clear: they stay so), a quoted
+        # shell word.
+        ("data=password%3Dhunter2%26user%3Dbob", "data=password%3D[REDACTED]%26user%3Dbob"),
+        (
+            "GET /go/https%3A%2F%2Fh%3Ftoken%3DT1 HTTP/1.1",
+            "GET /go/https%3A//h%3Ftoken%3D[REDACTED] HTTP/1.1",
+        ),
+        ("curl 'x?next=%2Fcb%3Fapi_key%3DS2'", "curl 'x?next=%2Fcb%3Fapi_key%3D[REDACTED]'"),
+        # The decoded URL's parameter names are decoded too, as redact_url's are.
+        (
+            f"?to={quote('http://h/?t%6Fken=T3', safe='')}",
+            "?to=http%3A%2F%2Fh%2F%3Ft%256Fken%3D[REDACTED]",
+        ),
+    ],
+)
+def test_percent_encoded_pieces_are_redacted_once_decoded(text: str, shown: str) -> None:
+    assert redact({"v": text}) == {"v": shown}
+    assert Redactor().may_redact(canonical_json({"v": text}).decode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://h/?to=http%3A%2F%2Fh%2F%3Fq%3Ddesign%26page%3D1&token=",  # nothing secret
+        "100%25 of the token budget, 50%off, %zz, %",  # not encodings of anything secret
+        "x?to=http%253A%252F%252Fh%253Ftoken%253DT",  # decoded once only: still encoded
+    ],
+)
+def test_percent_encoded_pieces_without_secrets_are_kept_as_written(text: str) -> None:
+    assert redact({"v": text}) == {"v": text}

@@ -100,6 +100,13 @@ _PIECES = st.sampled_from(
         "OPENAI_KEY",
         "pass",
         "pwd",
+        # Percent-encoded pieces (decoded once by redact_str).
+        "%3D",
+        "%3d",
+        "%26",
+        "%2F",
+        "%",
+        "sig%3D",
     ]
 )
 _TEXT = st.lists(_PIECES, max_size=6).map("".join)
@@ -131,6 +138,7 @@ def test_a_closed_gate_means_nothing_to_redact(value: Any, extra: tuple[str, ...
         {"to\nken": None},  # canonical JSON spells the newline with a letter: to\\nken
         {"to\u001fken": "v"},  # ... and this one with five: to\\u001fken
         {"se\rcret": {"pass\tword": "v"}},
+        {"url": "/r?to=http%3A%2F%2Fh%2F%3Fa%3D1%26sig%3DS1"},  # only an encoded sig=
     ],
 )
 def test_the_gate_opens_for_secrets(value: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from urllib.parse import quote
 
 import pytest
 from egress_support import (
@@ -262,11 +263,14 @@ async def test_cross_origin_redirect_drops_credentials(server: Server, internal:
     url = f"{server.base}/redirect?to={internal.base}/echo"
     async with make_gateway(local_rules(), RecordingBackend()) as gw:
         reply = await gw.handle(
-            "http", {"url": url, "headers": {"Authorization": "Bearer t", "X-Keep": "1"}}
+            "http",
+            {"url": url, "headers": {"Authorization": "Bearer t", "X-Keep": "1", "Accept": "a/b"}},
         )
     headers = json.loads(reply["body"])["headers"]
     assert "authorization" not in headers
-    assert headers["x-keep"] == "1"
+    # Only the allowlisted headers follow to another origin (a custom one may be a secret).
+    assert "x-keep" not in headers
+    assert headers["accept"] == "a/b"
 
 
 SECRET_HEADERS = {
@@ -288,15 +292,73 @@ async def test_cross_origin_redirect_drops_every_secret_header(
     X-Amz-Security-Token ... reached the other origin. Now every header the audit
     redactor calls secret, and those the caller marks with ``secret_headers``."""
     url = f"{server.base}/redirect?code={code}&to={internal.base}/echo"
-    headers = {**SECRET_HEADERS, "X-Tenant": "acme", "X-Keep": "1"}
-    payload = {"url": url, "headers": headers, "secret_headers": ["x-tenant"]}
+    headers = {**SECRET_HEADERS, "X-Tenant": "acme", "Accept-Language": "fr", "Accept": "a/b"}
+    payload = {"url": url, "headers": headers, "secret_headers": ["Accept-Language"]}
     async with make_gateway(local_rules(), RecordingBackend()) as gw:
         reply = await gw.handle("http", payload)
     assert reply["status"] == 200
     sent = json.loads(reply["body"])["headers"]
     assert {k.lower() for k in SECRET_HEADERS} & set(sent) == set()
-    assert "x-tenant" not in sent and sent["x-keep"] == "1"
+    # X-Tenant: not on the allowlist; Accept-Language: on it, but the caller marked it.
+    assert "x-tenant" not in sent and "accept-language" not in sent
+    assert sent["accept"] == "a/b"
     assert server.log[0]["headers"]["X-Api-Key"] == "k"  # the first origin had them
+
+
+# Credentials under names no list of credential words holds (finding L3: "Authentication"
+# and "X-Sig" reached the second origin), next to the headers that do follow.
+UNLISTED_SECRETS = {"Authentication": "SEKRET5", "X-Sig": "SEKRET12", "X-Tenant": "acme"}
+FOLLOWING = {
+    "Accept": "application/json",
+    "Accept-Encoding": "identity",
+    "Accept-Language": "fr",
+    "Cache-Control": "no-cache",
+    "User-Agent": "agent/1",
+    "If-None-Match": '"e1"',
+    "If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT",
+}
+
+
+@pytest.mark.parametrize(
+    ("code", "resent"), [(307, True), (308, True), (302, False), (303, False), (301, False)]
+)
+async def test_cross_origin_redirect_forwards_only_the_allowlist(
+    server: Server, internal: Server, code: int, resent: bool
+) -> None:
+    """Finding L3: every header but a list of credential names followed a redirect to another
+    origin, so ``Authentication: SEKRET5`` and ``X-Sig: SEKRET12`` reached it. Now only the
+    allowlist follows; the body's Content-Type only while the body is resent (307, 308)."""
+    url = f"{server.base}/redirect?code={code}&to={internal.base}/echo"
+    headers = {**UNLISTED_SECRETS, **FOLLOWING, "Content-Type": "text/plain"}
+    payload = {"url": url, "method": "POST", "headers": headers, "body": "data"}
+    async with make_gateway(local_rules(), RecordingBackend()) as gw:
+        reply = await gw.handle("http", payload)
+    echoed = json.loads(reply["body"])
+    sent = echoed["headers"]
+    assert {k.lower() for k in UNLISTED_SECRETS} & set(sent) == set()
+    assert {k.lower(): v for k, v in FOLLOWING.items()}.items() <= sent.items()
+    assert echoed["body"] == ("data" if resent else "")
+    assert ("content-type" in sent) is resent
+    assert server.log[0]["headers"]["Authentication"] == "SEKRET5"  # same origin: all of them
+
+
+@pytest.mark.parametrize("via", ["host", "port"])
+async def test_a_header_dropped_at_an_origin_change_stays_dropped(
+    server: Server, internal: Server, via: str
+) -> None:
+    """Dropped on leaving the origin (to another host name, or another port), not given
+    back on the way back to it."""
+    back = f"{server.base}/echo"
+    other = f"http://localhost:{server.server_address[1]}" if via == "host" else internal.base
+    hop = f"{other}/redirect?code=307&to={quote(back, safe='')}"
+    url = f"{server.base}/redirect?code=307&to={quote(hop, safe='')}"
+    rules = FakeRules(named={"127.0.0.1", "localhost"})
+    resolver = FakeResolver({"localhost": [["127.0.0.1"]]})
+    async with make_gateway(rules, RecordingBackend(), resolver) as gw:
+        reply = await gw.handle("http", {"url": url, "headers": UNLISTED_SECRETS})
+    assert reply["url"] == back
+    sent = json.loads(reply["body"])["headers"]
+    assert {k.lower() for k in UNLISTED_SECRETS} & set(sent) == set()
 
 
 async def test_same_origin_redirect_keeps_the_headers(server: Server) -> None:

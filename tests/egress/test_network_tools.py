@@ -111,6 +111,39 @@ async def test_http_get_text(gw: EgressGateway, server: Server, tmp_path: Path) 
     assert result["headers"]["x-server"] == "public"
 
 
+@pytest.mark.parametrize(
+    ("name", "extra"), [("http_get", {}), ("http_request", {"method": "PUT", "body": "data"})]
+)
+async def test_http_tools_send_only_the_allowlist_across_origins(
+    gw: EgressGateway,
+    server: Server,
+    internal: Server,
+    tmp_path: Path,
+    name: str,
+    extra: dict[str, Any],
+) -> None:
+    """Finding L3, through the tools: a 307 to another port took ``Authentication`` and
+    ``X-Sig`` along (only Authorization-like names were dropped). The resent body keeps its
+    Content-Type."""
+    headers = {
+        "Authentication": "SEKRET5",
+        "X-Sig": "SEKRET12",
+        "Accept": "application/json",
+        "Content-Type": "text/plain",
+    }
+    url = f"{server.base}/redirect?code=307&to={internal.base}/echo"
+    async with gw:
+        result = await call(name, {"url": url, "headers": headers, **extra}, make_ctx(gw, tmp_path))
+    assert result["url"] == f"{internal.base}/echo"
+    echoed = json.loads(result["body"])
+    sent = echoed["headers"]
+    assert "authentication" not in sent and "x-sig" not in sent
+    assert sent["accept"] == "application/json"
+    assert echoed["body"] == extra.get("body", "")
+    assert sent.get("content-type") == ("text/plain" if "body" in extra else None)
+    assert internal.log[0]["headers"].get("Authentication") is None
+
+
 async def test_http_get_binary_is_base64(gw: EgressGateway, server: Server, tmp_path: Path) -> None:
     async with gw:
         result = await call("http_get", {"url": f"{server.base}/binary"}, make_ctx(gw, tmp_path))
