@@ -40,7 +40,10 @@ def workspace_glob(glob: str, root: str = SANDBOX_ROOT) -> str:
             f"glob {glob!r} has a '..' segment, which names no path inside the workspace: {_USE}"
         )
     if glob.startswith("/"):
-        for base in dict.fromkeys((SANDBOX_ROOT, root)):
+        # The deeper base first: with workspace_root = '/workspace/app', the path
+        # '/workspace/app/x' is 'x' (paths.normalise), so '/workspace/app/x/**' is 'x/**',
+        # not 'app/x/**' (which a deny glob would then have missed).
+        for base in sorted({SANDBOX_ROOT, root}, key=lambda b: -len(_names(b))):
             prefix = _names(base)
             if base.startswith("/") and names[: len(prefix)] == prefix:
                 names = names[len(prefix) :]

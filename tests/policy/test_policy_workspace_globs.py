@@ -87,6 +87,21 @@ def test_the_policys_own_workspace_root_is_stripped_too() -> None:
     assert doc.paths.write == ["out/**", "tmp/*"]
 
 
+def test_a_workspace_root_below_the_sandbox_root_is_stripped_whole() -> None:
+    """Red team: with ``workspace_root = "/workspace/app"``, '/workspace' was stripped first,
+    so ``deny = ["/workspace/app/secrets/**"]`` loaded as 'app/secrets/**', while the path
+    '/workspace/app/secrets/key' is 'secrets/key' under that root: ``read_file`` and the
+    sandbox's masks (one glob for both) let the file be read."""
+    body = 'workspace_root = "/workspace/app"\ndeny = ["/workspace/app/secrets/**"]'
+    doc = Policy.from_toml(f"[paths]\n{body}\n").document
+    assert doc.paths.deny == ["secrets/**"]
+    assert mask_globs(doc.paths) == (("secrets/**",), ())
+    rules = _paths(body)
+    for path in ("secrets/key.txt", "/workspace/app/secrets/key.txt"):
+        verdict = rules.check(path, "read")
+        assert (verdict.allowed, verdict.rule) == (False, "paths.deny"), path
+
+
 @pytest.mark.parametrize(
     ("glob", "why"),
     [
