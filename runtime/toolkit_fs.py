@@ -526,11 +526,8 @@ class Workspace:
             try:
                 with tfd:
                     if old is not None:
-                        # New content drops set-id bits, as write(2) on the file would,
-                        # and others' write, which the sandbox's chmod refuses (seccomp).
-                        keep = stat.S_IMODE(old.st_mode) & ~(
-                            stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
-                        )
+                        # New content drops set-id bits, as write(2) on the file would.
+                        keep = stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
                         os.fchmod(tfd.fd, keep)
                     if append and old is not None:
                         with Fd(

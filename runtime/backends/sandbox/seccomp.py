@@ -9,8 +9,7 @@ kexec_*, init_module, finit_module, delete_module, personality, acct, swapon, re
 BPF cannot read, so it fails with ENOSYS and libc falls back to ``clone``. ``socket`` and
 ``socketpair`` are allowed for AF_UNIX only. No mode may carry a set-user-ID or
 set-group-ID bit: chmod, open with O_CREAT and the rest refuse one with EPERM
-(``_MODE_ARG``), and exec'd programs have no openat2, whose mode BPF cannot see. Nor may a
-chmod give others write permission (EPERM). A syscall
+(``_MODE_ARG``), and exec'd programs have no openat2, whose mode BPF cannot see. A syscall
 from another ABI (i386 ``int 0x80``, x32) kills the process: libseccomp's architecture
 check runs before the table.
 """
@@ -77,22 +76,16 @@ EXEC_ALLOW = tuple(name for name in PYTHON_ALLOW if name not in EXEC_WITHOUT) + 
 # run as that owner for any local user who runs it (as host root when root owns the
 # workspace), outside every wall; the sandbox's own nosuid mount is not the host's view.
 _SUID_SGID = (stat.S_ISUID, stat.S_ISGID)
-# Nor may a chmod give others write (``chmod 777 .``): the workspace's folders and files would
-# stay open to every local user after the call, who could then replace what its owner later
-# runs or trusts (a Makefile, .git, .runtime). A creating call's mode is not screened for it:
-# the umask applies there, and every program asks for 0666/0777; a process that clears its
-# umask makes new entries world-writable, but cannot so open an entry it did not create.
-_CHMOD_REFUSED = (*_SUID_SGID, stat.S_IWOTH)
-#: The syscalls that set a mode: (index of their mode argument, the bits refused). Allowed
-#: when the mode carries none of those bits, refused with EPERM when it carries one.
+#: The syscalls that set a mode, with the index of their mode argument. Allowed when the mode
+#: carries neither bit, refused with EPERM when it carries one.
 _MODE_ARG = {
-    "chmod": (1, _CHMOD_REFUSED),
-    "fchmod": (1, _CHMOD_REFUSED),
-    "fchmodat": (2, _CHMOD_REFUSED),
-    "fchmodat2": (2, _CHMOD_REFUSED),
-    "creat": (1, _SUID_SGID),
-    "mkdir": (1, _SUID_SGID),
-    "mkdirat": (2, _SUID_SGID),
+    "chmod": 1,
+    "fchmod": 1,
+    "fchmodat": 2,
+    "fchmodat2": 2,
+    "creat": 1,
+    "mkdir": 1,
+    "mkdirat": 2,
 }
 #: open and openat: (flags, mode) argument indexes. The mode counts only when the flags
 #: create a file (O_CREAT, or O_TMPFILE's own bit, which is linked in later).
@@ -161,17 +154,14 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
 
 
 def _mode_rules(filt: pyseccomp.SyscallFilter) -> None:
-    """The mode-setting syscalls, allowed without a set-id bit (``_SUID_SGID``), chmod also
-    without others' write (``_CHMOD_REFUSED``). The rules of one syscall do not overlap:
-    ALLOW when every refused bit is clear, EPERM when one is set."""
+    """The mode-setting syscalls, allowed without a set-id bit (``_SUID_SGID``). The rules
+    of one syscall do not overlap: ALLOW when a bit is clear, EPERM when it is set."""
     clean = sum(_SUID_SGID)
     eperm = pyseccomp.ERRNO(errno.EPERM)
-    for name, (arg, refused) in _MODE_ARG.items():
+    for name, arg in _MODE_ARG.items():
         try:
-            filt.add_rule(
-                pyseccomp.ALLOW, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, sum(refused), 0)
-            )
-            for bit in refused:
+            filt.add_rule(pyseccomp.ALLOW, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, clean, 0))
+            for bit in _SUID_SGID:
                 filt.add_rule(eperm, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, bit, bit))
         except (OSError, ValueError, RuntimeError):
             continue  # a name this libseccomp does not know (fchmodat2): it stays denied
