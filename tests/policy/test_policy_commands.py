@@ -399,6 +399,51 @@ def test_no_form_of_other_denied_commands_is_allowed(
     assert found and found[0].action in ("deny", "ask"), cmd
 
 
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "chmod 777 .",
+        "chmod 777 /workspace",
+        "chmod -R 777 src",
+        "chmod 0666 run.sh",
+        "chmod 1777 d",
+        "chmod 2 f",
+        "chmod o+w f",
+        "chmod a+rwx f",
+        "chmod ugo+w f",
+        "chmod u+w,go+w f",
+        "chmod o=u f",
+        "find . -type d -exec chmod 777 {} +",
+        "env chmod 666 x",
+    ],
+)
+def test_a_chmod_that_gives_others_write_asks(cmd: str) -> None:
+    """Red team: 'chmod 777 .' was allowed and left the host's workspace world-writable after
+    the call; another local user then rewrote run.sh and planted a Makefile."""
+    assert worst(cmd) == ("ask", "commands.ask.chmod-world-writable")
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "chmod +x a.sh",
+        "chmod 755 a.sh",
+        "chmod 644 a",
+        "chmod 700 d",
+        "chmod u+w f",
+        "chmod +w f",  # the umask (022) filters it
+        "chmod o-w f",
+        "chmod a-w f",
+        "chmod go-rwx f",
+        "chmod a+X d",
+        'for f in *.sh; do chmod +x "$f"; done',
+        'chmod 755 "$f"',
+    ],
+)
+def test_a_chmod_that_does_not_give_others_write_is_allowed(cmd: str) -> None:
+    assert worst(cmd) == ("allow", "")
+
+
 def test_builtin_rule_ids_are_stable_and_unique() -> None:
     from runtime.policy.commands import builtin_rules
 
