@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import functools
 import os
+import re
 import resource
 import shutil
 import signal
@@ -47,7 +49,7 @@ from runtime._fsio import (
     renameat2_noreplace,
     write_all,
 )
-from runtime._globs import GlobSet
+from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
@@ -390,12 +392,23 @@ class Workspace:
                 self.check_allowed(parts, access, fd=fd.fd)
             return os.fstat(fd.fd)
 
-    def open_dir(self, parts: tuple[str, ...], *, create: bool = False, access: str = "read") -> Fd:
+    def open_dir(
+        self,
+        parts: tuple[str, ...],
+        *,
+        create: bool = False,
+        access: str = "read",
+        leaf: str | None = None,
+    ) -> Fd:
         """An ``O_RDONLY | O_DIRECTORY`` descriptor (usable as dir_fd, for fsync, scandir).
-        With ``create``, missing components are made one by one, each under the
-        previously opened directory (mkdirat never follows a symlink). ``access`` is what
-        the caller does below it ('read' or 'write'): an error that describes ``parts``
-        (what it is, when not a directory) does so only where those globs allow."""
+        ``access`` is what the caller does below it ('read' or 'write'): an error that
+        describes ``parts`` (what it is, when not a directory) does so only where those
+        globs allow. ``leaf`` is the name the caller acts on inside it (the file written,
+        moved or described), which is what the write globs must allow.
+
+        With ``create``, missing components are made one by one, each by mkdirat under the
+        directory opened last, and each is then opened relative to it with ``O_NOFOLLOW``
+        (see :meth:`_create_dirs`): the folder is judged, and made, by descriptor."""
         try:
             return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
@@ -422,18 +435,91 @@ class Workspace:
                 "too_deep",
                 self.rel(parts),
             )
+        return self._create_dirs(parts, leaf)
+
+    def _create_dirs(self, parts: tuple[str, ...], leaf: str | None) -> Fd:
+        """Open ``parts``, making each missing folder on the way; the last one's descriptor.
+
+        Red team (N1): a check of the whole path first, then mkdirat under a parent
+        re-resolved *by name* from the root, let a symlink swapped in between (a shell in
+        a writable folder exchanging ``pub/a`` with ``pub/a_lnk -> ../private``) lead the
+        mkdir into ``private/``, refused only once the folder was there. Now every step is
+        relative to the descriptor held: a folder is made only after where that descriptor
+        is (the kernel's answer, /proc/self/fd) plus the rest of the path, ``leaf``
+        included, is in the write globs (:meth:`_check_making`), and what was made is
+        opened ``O_NOFOLLOW`` under the same descriptor, so a link swapped in for it fails
+        the open rather than being followed. An existing component that is a symlink is
+        still followed, beneath the root only (:meth:`open`), and its descriptor is judged
+        the same way before anything is made in it. Hazard: a folder we hold that is
+        *moved* elsewhere between the check and the mkdirat takes the mkdir along; moving
+        it into a place the write globs leave out needs write access there, which the
+        sandbox does not grant."""
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
         try:
-            for i, comp in enumerate(parts):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(comp, 0o777, dir_fd=cur.fd)
-                nxt = self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
+            for i in range(len(parts)):
+                nxt = self._enter(cur, parts, i, leaf)
                 cur.close()
                 cur = nxt
         except OSError as exc:
             cur.close()
             raise self.explain(exc, parts, "directory") from exc
+        except BaseException:
+            cur.close()
+            raise
         return cur
+
+    def _enter(self, cur: Fd, parts: tuple[str, ...], i: int, leaf: str | None) -> Fd:
+        """``parts[i]`` in ``cur`` (``parts[:i]``), made first when missing; one step of
+        :meth:`_create_dirs`."""
+        comp = parts[i]
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            try:
+                fd = Fd(os.open(comp, flags, dir_fd=cur.fd))
+            except FileNotFoundError:
+                self._check_making(parts, i, cur.fd, leaf)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(comp, 0o777, dir_fd=cur.fd)
+                fd = Fd(os.open(comp, flags, dir_fd=cur.fd))
+        except OSError as exc:
+            # A symlink (O_NOFOLLOW | O_DIRECTORY answers ENOTDIR) or not a directory at
+            # all: followed beneath the root (the next step judges where it led), or
+            # explained by the caller.
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            return self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
+        if self._deny:
+            try:
+                self._check_denied(fd.fd, parts[: i + 1])
+            except BaseException:
+                fd.close()
+                raise
+        return fd
+
+    def _check_making(self, parts: tuple[str, ...], i: int, dir_fd: int, leaf: str | None) -> None:
+        """Refuse to make ``parts[i]`` in ``dir_fd`` unless where ``dir_fd`` is now, plus
+        ``parts[i:]`` and ``leaf``, is in the write globs (without ``leaf``: could hold a
+        path they allow). Without /proc, skipped (as :meth:`check_allowed` is)."""
+        if self._allow["write"] is None:
+            return
+        resolved = self._resolved(dir_fd)
+        if resolved is None:
+            return
+        rest = "/".join(parts[i:] + ((leaf,) if leaf is not None else ()))
+        would_be = f"{resolved}/{rest}" if resolved else rest
+        if not self._reachable(would_be, "write", below=leaf is None):
+            why = "which is not in the policy's writable paths (a symlink leads outside them)"
+            full = parts + ((leaf,) if leaf is not None else ())
+            raise self._refused(full, would_be, why, "path_not_allowed", "write")
+
+    def _reachable(self, resolved: str, access: str, *, below: bool) -> bool:
+        """Whether ``resolved`` is in the ``access`` globs or, with ``below``, a path below
+        it could be (a folder a walk or a write goes through: ``private/inner`` with
+        ``private/inner/pub/**`` readable)."""
+        globs = self._allow[access]
+        if globs is None or globs.match(resolved) is not None:
+            return True
+        return below and _may_match_below(globs, resolved)
 
     def lstat(self, parts: tuple[str, ...], access: str = "read") -> os.stat_result | None:
         """Stat the entry itself (a symlink is reported as such); None when missing. The
@@ -504,7 +590,7 @@ class Workspace:
         name = parts[-1]
         written = 0
         self._check_would_be(parts, "write")  # before open_dir makes any folder
-        with self.open_dir(parts[:-1], create=True, access="write") as parent:
+        with self.open_dir(parts[:-1], create=True, access="write", leaf=name) as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
                 old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
@@ -623,7 +709,7 @@ class Workspace:
         self._check_would_be(dst, "write")
         with (
             self.open_dir(src[:-1]) as sp,
-            self.open_dir(dst[:-1], create=True, access="write") as dp,
+            self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
         ):
             # The source is read as well as changed: a move out of write-only paths into
             # readable ones would show what the policy keeps unreadable.
@@ -797,6 +883,27 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _segments(pattern: str) -> tuple[re.Pattern[str] | None, ...]:
+    return compile_segments(pattern)
+
+
+def _may_match_below(globs: GlobSet, path: str) -> bool:
+    """Whether a glob of ``globs`` could match a path strictly below ``path`` (or ``path``
+    itself): a segment-wise match of ``path``'s names that is still alive at their end."""
+    names = path.split("/") if path else []
+    for pattern in globs.patterns:
+        segs = _segments(pattern)
+        states = star_closure(segs, {0})
+        for name in names:
+            states = step_segments(segs, states, name)
+            if not states:
+                break
+        if states:
+            return True
+    return False
 
 
 def _rebase(path: str, base: str, real: str) -> str:
