@@ -404,13 +404,18 @@ class Workspace:
         ``access`` is what the caller does below it ('read' or 'write'): an error that
         describes ``parts`` (what it is, when not a directory) does so only where those
         globs allow. ``leaf`` is the name the caller acts on inside it (the file written,
-        moved or described), which is what the write globs must allow.
+        moved or described), which the caller judges (check_allowed) and errors are judged
+        by. Without ``leaf`` the folder itself is the subject (a walk's top, a shell's
+        cwd): where it resolved must be in the ``access`` globs or hold paths they could
+        match (:meth:`_check_folder`), and a missing one is "not found" only on the same
+        terms, so ``pub/link/inner`` (``pub/link -> ../private``) is neither listed empty
+        nor told apart from ``pub/link/nothere``.
 
         With ``create``, missing components are made one by one, each by mkdirat under the
         directory opened last, and each is then opened relative to it with ``O_NOFOLLOW``
         (see :meth:`_create_dirs`): the folder is judged, and made, by descriptor."""
         try:
-            return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
+            fd = self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and parts:
                 # ENOTDIR does not say which component: name the path itself when it is
@@ -424,7 +429,20 @@ class Workspace:
                         exc,
                     ) from exc
             if not (create and exc.errno == errno.ENOENT):
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                    # "Not found" is an answer too: only where the globs would allow it.
+                    whole = parts if leaf is None else (*parts, leaf)
+                    self._check_would_be(whole, access, below=leaf is None)
                 raise self.explain(exc, parts, "directory") from exc
+        else:
+            if leaf is None:
+                # The folder itself is what the caller looks into (a walk's top, a cwd).
+                try:
+                    self._check_folder(parts, fd.fd, access)
+                except BaseException:
+                    fd.close()
+                    raise
+            return fd
         if len(parts) >= CREATE_MAX_DEPTH:
             # A file in it would be the CREATE_MAX_DEPTH+1st component. Deeper, the sandbox's
             # mask walk could not check the tree and would refuse every later call.
@@ -512,6 +530,18 @@ class Workspace:
             full = parts + ((leaf,) if leaf is not None else ())
             raise self._refused(full, would_be, why, "path_not_allowed", "write")
 
+    def _check_folder(self, parts: tuple[str, ...], fd: int, access: str) -> None:
+        """Refuse the folder ``parts`` (opened as ``fd``) when where it resolved is outside
+        the ``access`` globs and no path below it could match them. Without /proc,
+        skipped (as :meth:`check_allowed` is)."""
+        if self._allow[access] is None:
+            return
+        resolved = self._resolved(fd)
+        if resolved is None or self._reachable(resolved, access, below=True):
+            return
+        why = f"which is not in the policy's {access}able paths (a symlink leads outside them)"
+        raise self._refused(parts, resolved, why, "path_not_allowed", access)
+
     def _reachable(self, resolved: str, access: str, *, below: bool) -> bool:
         """Whether ``resolved`` is in the ``access`` globs or, with ``below``, a path below
         it could be (a folder a walk or a write goes through: ``private/inner`` with
@@ -536,7 +566,7 @@ class Workspace:
         if not parts:
             return os.stat(".", dir_fd=self.fd)
         try:
-            with self.open_dir(parts[:-1], access=access) as parent:
+            with self.open_dir(parts[:-1], access=access, leaf=parts[-1]) as parent:
                 self.check_allowed(parts, access, fd=parent.fd, name=parts[-1])
                 return os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -549,12 +579,14 @@ class Workspace:
         except OSError as exc:
             raise self.explain(exc, parts) from exc
 
-    def _check_would_be(self, parts: tuple[str, ...], access: str) -> None:
+    def _check_would_be(self, parts: tuple[str, ...], access: str, *, below: bool = False) -> None:
         """Refuse ``parts`` (missing, or about to be made) when the deepest part of it that
         exists resolved to where the rest would be outside the policy's ``access`` globs:
         ``pub/link/nothere/x`` is ``private/nothere/x``, and "it does not exist" is as much
         an answer about ``private/`` as a size is; a write there must not make its
-        folders first. Without /proc, skipped (as :meth:`check_allowed` is)."""
+        folders first. ``below``: ``parts`` is a folder to look into, refused only when no
+        path below it could match either (as :meth:`_check_folder`). Without /proc,
+        skipped (as :meth:`check_allowed` is)."""
         if self._allow[access] is None:
             return
         for depth in range(len(parts) - 1, -1, -1):
@@ -568,7 +600,7 @@ class Workspace:
                 return
             rest = "/".join(parts[depth:])
             would_be = f"{resolved}/{rest}" if resolved else rest
-            if not self.allowed(would_be, access):
+            if not self._reachable(would_be, access, below=below):
                 why = (
                     f"which is not in the policy's {access}able paths (a symlink leads "
                     "outside them)"
@@ -662,7 +694,7 @@ class Workspace:
         if not parts:
             raise _fail("refusing to delete the workspace root", "root", ".")
         self._check_would_be(parts, "write")  # "not found" only where it could be deleted
-        with self.open_dir(parts[:-1], access="write") as parent:
+        with self.open_dir(parts[:-1], access="write", leaf=parts[-1]) as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=parts[-1])
             try:
                 st = os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
@@ -708,7 +740,7 @@ class Workspace:
         self._check_would_be(src, "write")
         self._check_would_be(dst, "write")
         with (
-            self.open_dir(src[:-1]) as sp,
+            self.open_dir(src[:-1], leaf=src[-1]) as sp,
             self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
         ):
             # The source is read as well as changed: a move out of write-only paths into
@@ -816,7 +848,13 @@ class Workspace:
         loops; ``max_entries`` (default :data:`WALK_MAX_ENTRIES`) bounds the work on huge
         trees, and a walk it cuts short sets :attr:`walk_cut` (the caller's result must say
         truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
-        ``.runtime`` at the root."""
+        ``.runtime`` at the root.
+
+        With read globs narrower than everything, the top is judged by where it resolved
+        (:meth:`open_dir` without ``leaf``): outside the globs, and holding nothing they
+        could match, it is ``path_not_allowed``, as a missing one is; an empty listing of
+        ``pub/link/inner`` (``pub/link -> ../private``) told that ``private/inner`` is a
+        folder (red team N2)."""
         if max_entries is None:
             max_entries = WALK_MAX_ENTRIES
         top = self.open_dir(parts)

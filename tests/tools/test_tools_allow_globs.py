@@ -51,9 +51,12 @@ def test_walks_show_only_readable_entries(tool: Load, narrow: ToolContext) -> No
 
 
 def test_walk_through_symlink_is_judged_where_it_leads(tool: Load, narrow: ToolContext) -> None:
-    # 'out/s' is in out/**, but the walk below it lists src/.
-    assert tool("list_files")({"path": "out/s"}, narrow)["files"] == []
-    assert tool("code_query")({"query": "SECRET", "path": "out/s"}, narrow)["count"] == 0
+    # 'out/s' is in out/**, but the walk below it lists src/. (An empty listing, as it
+    # once was, still told that src/ is a folder: N2.)
+    err = fails(tool("list_files"), {"path": "out/s"}, narrow, "path_not_allowed")
+    assert err.details["resolved"] == "src"
+    args = {"query": "SECRET", "path": "out/s"}
+    assert fails(tool("code_query"), args, narrow, "path_not_allowed").details["resolved"] == "src"
 
 
 def test_read_through_symlink_outside_read_globs(tool: Load, narrow: ToolContext) -> None:
@@ -361,3 +364,80 @@ def test_the_real_race_makes_no_folder(tool: Load, swapped: ToolContext, ws: Pat
         finally:
             swapper.kill()
     assert list((ws / "private").iterdir()) == [], outcomes
+
+
+@pytest.fixture
+def behind(ctx: ToolContext, ws: Path) -> ToolContext:
+    """Red team (N2): pub/link -> ../private; private/ holds a folder and a file; only
+    pub/ is readable (and writable)."""
+    (ws / "pub" / "sub").mkdir(parents=True)
+    (ws / "private" / "inner").mkdir(parents=True)
+    (ws / "private" / "secret.py").write_text("def topsecret_function(): pass\n")
+    (ws / "pub" / "link").symlink_to("../private")
+    ctx.options["path_read"] = ["pub/**"]
+    ctx.options["path_write"] = ["pub/**"]
+    return ctx
+
+
+_WALKERS = [
+    ("list_files", {}),
+    ("list_files", {"recursive": True}),
+    ("file_search", {"pattern": "*"}),
+    ("code_query", {"query": "x"}),
+    ("code_query", {"query": "x", "type": "file"}),
+]
+
+
+@pytest.mark.parametrize(("tool_name", "extra"), _WALKERS)
+@pytest.mark.parametrize(
+    ("path", "resolved"),
+    [
+        # An empty listing, "not found", path_not_allowed and "not found" again: which
+        # names exist under private/, and which are folders.
+        ("pub/link/inner", "private/inner"),
+        ("pub/link/nothere", "private/nothere"),
+        ("pub/link/secret.py", "private/secret.py"),
+        ("pub/link/inner/x", "private/inner/x"),
+        ("pub/link", "private"),
+    ],
+)
+def test_walks_say_nothing_of_folders_outside_the_read_globs(
+    tool: Load,
+    behind: ToolContext,
+    tool_name: str,
+    extra: dict[str, object],
+    path: str,
+    resolved: str,
+) -> None:
+    err = fails(tool(tool_name), {"path": path, **extra}, behind, "path_not_allowed")
+    assert err.details["resolved"] == resolved and err.details["rule"] == "paths.read"
+
+
+@pytest.mark.parametrize("cwd", ["pub/link/inner", "pub/link/nothere", "pub/link/secret.py"])
+def test_a_shell_cwd_says_nothing_of_folders_outside_the_read_globs(
+    tool: Load, behind: ToolContext, cwd: str
+) -> None:
+    fails(tool("shell_exec"), {"command": "true", "cwd": cwd}, behind, "path_not_allowed")
+
+
+def test_walks_still_answer_for_readable_folders(tool: Load, behind: ToolContext, ws: Path) -> None:
+    fails(tool("list_files"), {"path": "pub/nothere"}, behind, "not_found")
+    fails(tool("file_search"), {"path": "pub/nothere/x"}, behind, "not_found")
+    assert tool("list_files")({"path": "pub/sub"}, behind)["files"] == []
+    listed = tool("list_files")({"path": "."}, behind)  # the root holds readable paths
+    assert [f["path"] for f in listed["files"]] == ["pub"]
+    assert tool("shell_exec")({"command": "true", "cwd": "pub/sub"}, behind)["exit_code"] == 0
+    # A folder outside the globs that holds readable paths is walked, showing only those.
+    (ws / "private" / "inner" / "pub").mkdir()
+    (ws / "private" / "inner" / "pub" / "ok.py").write_text("def fine(): pass\n")
+    behind.options["path_read"] = ["pub/**", "private/inner/pub/**"]
+    listed = tool("list_files")({"path": "pub/link/inner", "recursive": True}, behind)
+    assert [f["path"] for f in listed["files"]] == [
+        "pub/link/inner/pub",
+        "pub/link/inner/pub/ok.py",
+    ]
+    found = tool("code_query")({"query": "fine", "path": "pub/link/inner/pub"}, behind)
+    assert found["count"] == 1
+    fails(tool("list_files"), {"path": "pub/link/nothere"}, behind, "path_not_allowed")
+    fails(tool("list_files"), {"path": "pub/link/inner/nothere"}, behind, "path_not_allowed")
+    fails(tool("list_files"), {"path": "pub/link/inner/pub/nothere"}, behind, "not_found")
