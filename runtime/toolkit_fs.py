@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import functools
 import os
+import re
 import resource
 import shutil
 import signal
@@ -47,7 +49,7 @@ from runtime._fsio import (
     renameat2_noreplace,
     write_all,
 )
-from runtime._globs import GlobSet
+from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
@@ -390,14 +392,30 @@ class Workspace:
                 self.check_allowed(parts, access, fd=fd.fd)
             return os.fstat(fd.fd)
 
-    def open_dir(self, parts: tuple[str, ...], *, create: bool = False, access: str = "read") -> Fd:
+    def open_dir(
+        self,
+        parts: tuple[str, ...],
+        *,
+        create: bool = False,
+        access: str = "read",
+        leaf: str | None = None,
+    ) -> Fd:
         """An ``O_RDONLY | O_DIRECTORY`` descriptor (usable as dir_fd, for fsync, scandir).
-        With ``create``, missing components are made one by one, each under the
-        previously opened directory (mkdirat never follows a symlink). ``access`` is what
-        the caller does below it ('read' or 'write'): an error that describes ``parts``
-        (what it is, when not a directory) does so only where those globs allow."""
+        ``access`` is what the caller does below it ('read' or 'write'): an error that
+        describes ``parts`` (what it is, when not a directory) does so only where those
+        globs allow. ``leaf`` is the name the caller acts on inside it (the file written,
+        moved or described), which the caller judges (check_allowed) and errors are judged
+        by. Without ``leaf`` the folder itself is the subject (a walk's top, a shell's
+        cwd): where it resolved must be in the ``access`` globs or hold paths they could
+        match (:meth:`_check_folder`), and a missing one is "not found" only on the same
+        terms, so ``pub/link/inner`` (``pub/link -> ../private``) is neither listed empty
+        nor told apart from ``pub/link/nothere``.
+
+        With ``create``, missing components are made one by one, each by mkdirat under the
+        directory opened last, and each is then opened relative to it with ``O_NOFOLLOW``
+        (see :meth:`_create_dirs`): the folder is judged, and made, by descriptor."""
         try:
-            return self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
+            fd = self.open(parts, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and parts:
                 # ENOTDIR does not say which component: name the path itself when it is
@@ -411,7 +429,20 @@ class Workspace:
                         exc,
                     ) from exc
             if not (create and exc.errno == errno.ENOENT):
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                    # "Not found" is an answer too: only where the globs would allow it.
+                    whole = parts if leaf is None else (*parts, leaf)
+                    self._check_would_be(whole, access, below=leaf is None)
                 raise self.explain(exc, parts, "directory") from exc
+        else:
+            if leaf is None:
+                # The folder itself is what the caller looks into (a walk's top, a cwd).
+                try:
+                    self._check_folder(parts, fd.fd, access)
+                except BaseException:
+                    fd.close()
+                    raise
+            return fd
         if len(parts) >= CREATE_MAX_DEPTH:
             # A file in it would be the CREATE_MAX_DEPTH+1st component. Deeper, the sandbox's
             # mask walk could not check the tree and would refuse every later call.
@@ -422,18 +453,103 @@ class Workspace:
                 "too_deep",
                 self.rel(parts),
             )
+        return self._create_dirs(parts, leaf)
+
+    def _create_dirs(self, parts: tuple[str, ...], leaf: str | None) -> Fd:
+        """Open ``parts``, making each missing folder on the way; the last one's descriptor.
+
+        Red team (N1): a check of the whole path first, then mkdirat under a parent
+        re-resolved *by name* from the root, let a symlink swapped in between (a shell in
+        a writable folder exchanging ``pub/a`` with ``pub/a_lnk -> ../private``) lead the
+        mkdir into ``private/``, refused only once the folder was there. Now every step is
+        relative to the descriptor held: a folder is made only after where that descriptor
+        is (the kernel's answer, /proc/self/fd) plus the rest of the path, ``leaf``
+        included, is in the write globs (:meth:`_check_making`), and what was made is
+        opened ``O_NOFOLLOW`` under the same descriptor, so a link swapped in for it fails
+        the open rather than being followed. An existing component that is a symlink is
+        still followed, beneath the root only (:meth:`open`), and its descriptor is judged
+        the same way before anything is made in it. Hazard: a folder we hold that is
+        *moved* elsewhere between the check and the mkdirat takes the mkdir along; moving
+        it into a place the write globs leave out needs write access there, which the
+        sandbox does not grant."""
         cur = Fd(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd))
         try:
-            for i, comp in enumerate(parts):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(comp, 0o777, dir_fd=cur.fd)
-                nxt = self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
+            for i in range(len(parts)):
+                nxt = self._enter(cur, parts, i, leaf)
                 cur.close()
                 cur = nxt
         except OSError as exc:
             cur.close()
             raise self.explain(exc, parts, "directory") from exc
+        except BaseException:
+            cur.close()
+            raise
         return cur
+
+    def _enter(self, cur: Fd, parts: tuple[str, ...], i: int, leaf: str | None) -> Fd:
+        """``parts[i]`` in ``cur`` (``parts[:i]``), made first when missing; one step of
+        :meth:`_create_dirs`."""
+        comp = parts[i]
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            try:
+                fd = Fd(os.open(comp, flags, dir_fd=cur.fd))
+            except FileNotFoundError:
+                self._check_making(parts, i, cur.fd, leaf)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(comp, 0o777, dir_fd=cur.fd)
+                fd = Fd(os.open(comp, flags, dir_fd=cur.fd))
+        except OSError as exc:
+            # A symlink (O_NOFOLLOW | O_DIRECTORY answers ENOTDIR) or not a directory at
+            # all: followed beneath the root (the next step judges where it led), or
+            # explained by the caller.
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            return self.open(parts[: i + 1], os.O_RDONLY | os.O_DIRECTORY)
+        if self._deny:
+            try:
+                self._check_denied(fd.fd, parts[: i + 1])
+            except BaseException:
+                fd.close()
+                raise
+        return fd
+
+    def _check_making(self, parts: tuple[str, ...], i: int, dir_fd: int, leaf: str | None) -> None:
+        """Refuse to make ``parts[i]`` in ``dir_fd`` unless where ``dir_fd`` is now, plus
+        ``parts[i:]`` and ``leaf``, is in the write globs (without ``leaf``: could hold a
+        path they allow). Without /proc, skipped (as :meth:`check_allowed` is)."""
+        if self._allow["write"] is None:
+            return
+        resolved = self._resolved(dir_fd)
+        if resolved is None:
+            return
+        rest = "/".join(parts[i:] + ((leaf,) if leaf is not None else ()))
+        would_be = f"{resolved}/{rest}" if resolved else rest
+        if not self._reachable(would_be, "write", below=leaf is None):
+            why = "which is not in the policy's writable paths (a symlink leads outside them)"
+            full = parts + ((leaf,) if leaf is not None else ())
+            raise self._refused(full, would_be, why, "path_not_allowed", "write")
+
+    def _check_folder(self, parts: tuple[str, ...], fd: int, access: str) -> None:
+        """Refuse the folder ``parts`` (opened as ``fd``) when where it resolved is outside
+        the ``access`` globs and no path below it could match them. Without /proc,
+        skipped (as :meth:`check_allowed` is)."""
+        if self._allow[access] is None:
+            return
+        resolved = self._resolved(fd)
+        if resolved is None or self._reachable(resolved, access, below=True):
+            return
+        why = f"which is not in the policy's {access}able paths (a symlink leads outside them)"
+        raise self._refused(parts, resolved, why, "path_not_allowed", access)
+
+    def _reachable(self, resolved: str, access: str, *, below: bool) -> bool:
+        """Whether ``resolved`` is in the ``access`` globs or, with ``below``, a path below
+        it could be (a folder a walk or a write goes through: ``private/inner`` with
+        ``private/inner/pub/**`` readable)."""
+        globs = self._allow[access]
+        if globs is None or globs.match(resolved) is not None:
+            return True
+        return below and _may_match_below(globs, resolved)
 
     def lstat(self, parts: tuple[str, ...], access: str = "read") -> os.stat_result | None:
         """Stat the entry itself (a symlink is reported as such); None when missing. The
@@ -450,7 +566,7 @@ class Workspace:
         if not parts:
             return os.stat(".", dir_fd=self.fd)
         try:
-            with self.open_dir(parts[:-1], access=access) as parent:
+            with self.open_dir(parts[:-1], access=access, leaf=parts[-1]) as parent:
                 self.check_allowed(parts, access, fd=parent.fd, name=parts[-1])
                 return os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -463,12 +579,14 @@ class Workspace:
         except OSError as exc:
             raise self.explain(exc, parts) from exc
 
-    def _check_would_be(self, parts: tuple[str, ...], access: str) -> None:
+    def _check_would_be(self, parts: tuple[str, ...], access: str, *, below: bool = False) -> None:
         """Refuse ``parts`` (missing, or about to be made) when the deepest part of it that
         exists resolved to where the rest would be outside the policy's ``access`` globs:
         ``pub/link/nothere/x`` is ``private/nothere/x``, and "it does not exist" is as much
         an answer about ``private/`` as a size is; a write there must not make its
-        folders first. Without /proc, skipped (as :meth:`check_allowed` is)."""
+        folders first. ``below``: ``parts`` is a folder to look into, refused only when no
+        path below it could match either (as :meth:`_check_folder`). Without /proc,
+        skipped (as :meth:`check_allowed` is)."""
         if self._allow[access] is None:
             return
         for depth in range(len(parts) - 1, -1, -1):
@@ -482,7 +600,7 @@ class Workspace:
                 return
             rest = "/".join(parts[depth:])
             would_be = f"{resolved}/{rest}" if resolved else rest
-            if not self.allowed(would_be, access):
+            if not self._reachable(would_be, access, below=below):
                 why = (
                     f"which is not in the policy's {access}able paths (a symlink leads "
                     "outside them)"
@@ -504,7 +622,7 @@ class Workspace:
         name = parts[-1]
         written = 0
         self._check_would_be(parts, "write")  # before open_dir makes any folder
-        with self.open_dir(parts[:-1], create=True, access="write") as parent:
+        with self.open_dir(parts[:-1], create=True, access="write", leaf=name) as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
                 old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
@@ -576,7 +694,7 @@ class Workspace:
         if not parts:
             raise _fail("refusing to delete the workspace root", "root", ".")
         self._check_would_be(parts, "write")  # "not found" only where it could be deleted
-        with self.open_dir(parts[:-1], access="write") as parent:
+        with self.open_dir(parts[:-1], access="write", leaf=parts[-1]) as parent:
             self.check_allowed(parts, "write", fd=parent.fd, name=parts[-1])
             try:
                 st = os.stat(parts[-1], dir_fd=parent.fd, follow_symlinks=False)
@@ -622,8 +740,8 @@ class Workspace:
         self._check_would_be(src, "write")
         self._check_would_be(dst, "write")
         with (
-            self.open_dir(src[:-1]) as sp,
-            self.open_dir(dst[:-1], create=True, access="write") as dp,
+            self.open_dir(src[:-1], leaf=src[-1]) as sp,
+            self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
         ):
             # The source is read as well as changed: a move out of write-only paths into
             # readable ones would show what the policy keeps unreadable.
@@ -730,7 +848,13 @@ class Workspace:
         loops; ``max_entries`` (default :data:`WALK_MAX_ENTRIES`) bounds the work on huge
         trees, and a walk it cuts short sets :attr:`walk_cut` (the caller's result must say
         truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
-        ``.runtime`` at the root."""
+        ``.runtime`` at the root.
+
+        With read globs narrower than everything, the top is judged by where it resolved
+        (:meth:`open_dir` without ``leaf``): outside the globs, and holding nothing they
+        could match, it is ``path_not_allowed``, as a missing one is; an empty listing of
+        ``pub/link/inner`` (``pub/link -> ../private``) told that ``private/inner`` is a
+        folder (red team N2)."""
         if max_entries is None:
             max_entries = WALK_MAX_ENTRIES
         top = self.open_dir(parts)
@@ -797,6 +921,27 @@ class Workspace:
         finally:
             for fd, *_ in stack:
                 fd.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _segments(pattern: str) -> tuple[re.Pattern[str] | None, ...]:
+    return compile_segments(pattern)
+
+
+def _may_match_below(globs: GlobSet, path: str) -> bool:
+    """Whether a glob of ``globs`` could match a path strictly below ``path`` (or ``path``
+    itself): a segment-wise match of ``path``'s names that is still alive at their end."""
+    names = path.split("/") if path else []
+    for pattern in globs.patterns:
+        segs = _segments(pattern)
+        states = star_closure(segs, {0})
+        for name in names:
+            states = step_segments(segs, states, name)
+            if not states:
+                break
+        if states:
+            return True
+    return False
 
 
 def _rebase(path: str, base: str, real: str) -> str:

@@ -7,13 +7,22 @@ file_search, code_query without a path) showed files outside out/, and a symlink
 
 from __future__ import annotations
 
+import ctypes
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from runtime import toolkit_fs
+from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 from tests.tools.helpers import Load, fails
+
+_RENAME_EXCHANGE = 2
 
 
 @pytest.fixture
@@ -42,9 +51,12 @@ def test_walks_show_only_readable_entries(tool: Load, narrow: ToolContext) -> No
 
 
 def test_walk_through_symlink_is_judged_where_it_leads(tool: Load, narrow: ToolContext) -> None:
-    # 'out/s' is in out/**, but the walk below it lists src/.
-    assert tool("list_files")({"path": "out/s"}, narrow)["files"] == []
-    assert tool("code_query")({"query": "SECRET", "path": "out/s"}, narrow)["count"] == 0
+    # 'out/s' is in out/**, but the walk below it lists src/. (An empty listing, as it
+    # once was, still told that src/ is a folder: N2.)
+    err = fails(tool("list_files"), {"path": "out/s"}, narrow, "path_not_allowed")
+    assert err.details["resolved"] == "src"
+    args = {"query": "SECRET", "path": "out/s"}
+    assert fails(tool("code_query"), args, narrow, "path_not_allowed").details["resolved"] == "src"
 
 
 def test_read_through_symlink_outside_read_globs(tool: Load, narrow: ToolContext) -> None:
@@ -263,3 +275,169 @@ def test_write_errors_say_nothing_of_paths_outside_the_globs(
     (ws / "out" / "l").symlink_to("../private")
     fails(tool(tool_name), args, linked, "path_not_allowed")
     fails(tool("delete_file"), {"path": "out/nothere"}, linked, "not_found")
+
+
+@pytest.fixture
+def swapped(ctx: ToolContext, ws: Path) -> ToolContext:
+    """Red team (N1): pub/a a real folder, pub/a_lnk -> ../private; a shell_exec in pub/
+    (where it may write) swaps the two names with renameat2(RENAME_EXCHANGE) while
+    write_file makes pub/a/n<i>/x.txt."""
+    (ws / "pub" / "a").mkdir(parents=True)
+    (ws / "pub" / "a_lnk").symlink_to("../private")
+    (ws / "private").mkdir()
+    ctx.options["path_read"] = ["**"]
+    ctx.options["path_write"] = ["pub/**"]
+    return ctx
+
+
+def _exchange(ws: Path) -> None:
+    """pub/a and pub/a_lnk swap names in one step, as the red team's shell did."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pub = os.fsencode(ws / "pub")
+    if libc.renameat2(-100, pub + b"/a", -100, pub + b"/a_lnk", _RENAME_EXCHANGE) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("write_file", {"path": "pub/a/n1/x.txt", "content": "x"}),
+        ("write_file", {"path": "pub/a/n1/n2/x.txt", "content": "x"}),
+        ("move_file", {"source": "pub/x.txt", "destination": "pub/a/n1/x.txt"}),
+    ],
+)
+def test_a_link_swapped_in_after_the_check_makes_no_folder(
+    tool: Load,
+    swapped: ToolContext,
+    ws: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tool_name: str,
+    args: dict[str, str],
+) -> None:
+    # The write was judged (pub/a/n1/x.txt, in pub/**), then open_dir(create=True) made
+    # each folder under a parent it re-resolved from the root by name: the link swapped in
+    # meanwhile made private/n1 before the file itself was refused.
+    (ws / "pub" / "x.txt").write_text("x\n")
+    open_dir = toolkit_fs.Workspace.open_dir
+
+    def swap_then_open_dir(
+        self: toolkit_fs.Workspace, parts: tuple[str, ...], **kw: Any
+    ) -> toolkit_fs.Fd:
+        if kw.get("create"):  # the last check is behind us: the shell's swap lands here
+            _exchange(ws)
+        return open_dir(self, parts, **kw)
+
+    monkeypatch.setattr(toolkit_fs.Workspace, "open_dir", swap_then_open_dir)
+    err = fails(tool(tool_name), args, swapped, "path_not_allowed")
+    assert err.details["resolved"].startswith("private/n1") and err.details["rule"] == "paths.write"
+    assert list((ws / "private").iterdir()) == []
+    assert (ws / "pub" / "x.txt").exists()
+
+
+_SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = os.fsencode(sys.argv[1] + "/a"), os.fsencode(sys.argv[1] + "/a_lnk")
+print("ready", flush=True)
+for _ in range(50_000_000):
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        sys.exit(ctypes.get_errno())
+"""
+
+
+def test_the_real_race_makes_no_folder(tool: Load, swapped: ToolContext, ws: Path) -> None:
+    # The red team's race, bounded by writes: another process swaps the names throughout.
+    outcomes: set[str] = set()
+    with subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(ws / "pub")], stdout=subprocess.PIPE, text=True
+    ) as swapper:
+        try:
+            assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+            for i in range(400):
+                args = {"path": f"pub/a/n{i}/x.txt", "content": "x"}
+                try:
+                    tool("write_file")(args, swapped)
+                    outcomes.add("ok")
+                except ToolFailed as exc:
+                    outcomes.add(str(exc.details["reason"]))
+            assert swapper.poll() is None, "the swapper stopped early"
+        finally:
+            swapper.kill()
+    assert list((ws / "private").iterdir()) == [], outcomes
+
+
+@pytest.fixture
+def behind(ctx: ToolContext, ws: Path) -> ToolContext:
+    """Red team (N2): pub/link -> ../private; private/ holds a folder and a file; only
+    pub/ is readable (and writable)."""
+    (ws / "pub" / "sub").mkdir(parents=True)
+    (ws / "private" / "inner").mkdir(parents=True)
+    (ws / "private" / "secret.py").write_text("def topsecret_function(): pass\n")
+    (ws / "pub" / "link").symlink_to("../private")
+    ctx.options["path_read"] = ["pub/**"]
+    ctx.options["path_write"] = ["pub/**"]
+    return ctx
+
+
+_WALKERS = [
+    ("list_files", {}),
+    ("list_files", {"recursive": True}),
+    ("file_search", {"pattern": "*"}),
+    ("code_query", {"query": "x"}),
+    ("code_query", {"query": "x", "type": "file"}),
+]
+
+
+@pytest.mark.parametrize(("tool_name", "extra"), _WALKERS)
+@pytest.mark.parametrize(
+    ("path", "resolved"),
+    [
+        # An empty listing, "not found", path_not_allowed and "not found" again: which
+        # names exist under private/, and which are folders.
+        ("pub/link/inner", "private/inner"),
+        ("pub/link/nothere", "private/nothere"),
+        ("pub/link/secret.py", "private/secret.py"),
+        ("pub/link/inner/x", "private/inner/x"),
+        ("pub/link", "private"),
+    ],
+)
+def test_walks_say_nothing_of_folders_outside_the_read_globs(
+    tool: Load,
+    behind: ToolContext,
+    tool_name: str,
+    extra: dict[str, object],
+    path: str,
+    resolved: str,
+) -> None:
+    err = fails(tool(tool_name), {"path": path, **extra}, behind, "path_not_allowed")
+    assert err.details["resolved"] == resolved and err.details["rule"] == "paths.read"
+
+
+@pytest.mark.parametrize("cwd", ["pub/link/inner", "pub/link/nothere", "pub/link/secret.py"])
+def test_a_shell_cwd_says_nothing_of_folders_outside_the_read_globs(
+    tool: Load, behind: ToolContext, cwd: str
+) -> None:
+    fails(tool("shell_exec"), {"command": "true", "cwd": cwd}, behind, "path_not_allowed")
+
+
+def test_walks_still_answer_for_readable_folders(tool: Load, behind: ToolContext, ws: Path) -> None:
+    fails(tool("list_files"), {"path": "pub/nothere"}, behind, "not_found")
+    fails(tool("file_search"), {"path": "pub/nothere/x"}, behind, "not_found")
+    assert tool("list_files")({"path": "pub/sub"}, behind)["files"] == []
+    listed = tool("list_files")({"path": "."}, behind)  # the root holds readable paths
+    assert [f["path"] for f in listed["files"]] == ["pub"]
+    assert tool("shell_exec")({"command": "true", "cwd": "pub/sub"}, behind)["exit_code"] == 0
+    # A folder outside the globs that holds readable paths is walked, showing only those.
+    (ws / "private" / "inner" / "pub").mkdir()
+    (ws / "private" / "inner" / "pub" / "ok.py").write_text("def fine(): pass\n")
+    behind.options["path_read"] = ["pub/**", "private/inner/pub/**"]
+    listed = tool("list_files")({"path": "pub/link/inner", "recursive": True}, behind)
+    assert [f["path"] for f in listed["files"]] == [
+        "pub/link/inner/pub",
+        "pub/link/inner/pub/ok.py",
+    ]
+    found = tool("code_query")({"query": "fine", "path": "pub/link/inner/pub"}, behind)
+    assert found["count"] == 1
+    fails(tool("list_files"), {"path": "pub/link/nothere"}, behind, "path_not_allowed")
+    fails(tool("list_files"), {"path": "pub/link/inner/nothere"}, behind, "path_not_allowed")
+    fails(tool("list_files"), {"path": "pub/link/inner/pub/nothere"}, behind, "not_found")

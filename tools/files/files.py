@@ -336,7 +336,7 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             }
         out = _info(rel, st) | {"exists": True, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
         if stat.S_ISLNK(st.st_mode):
-            with ws.open_dir(parts[:-1]) as parent:
+            with ws.open_dir(parts[:-1], leaf=parts[-1]) as parent:
                 out["target"] = printable(os.readlink(parts[-1], dir_fd=parent.fd))
         return out
 
