@@ -42,7 +42,7 @@ from runtime.policy._tool_commands import (
     parallel_commands,
     tmux_commands,
 )
-from runtime.policy._tool_options import ed_commands, tool_option_code
+from runtime.policy._tool_options import COMMAND_OPTIONS, ed_commands, tool_option_code
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -84,16 +84,6 @@ def _hazard_arg(value: str, pattern: str, program: str) -> bool:
     return False
 
 
-# Long options whose value is a command line run by the tool (tar, rsync), by any prefix
-# ('--to-com=CMD'): the option, and what the command follows in its value.
-_COMMAND_OPTIONS = {
-    "--checkpoint-action": "exec=",
-    "--to-command": "",
-    "--use-compress-program": "",
-    "--rsh": "",
-    "--info-script": "",
-    "--new-volume-script": "",
-}
 # Words that carry a command line after a prefix (git's and ssh's settings).
 _COMMAND_VALUED = (
     "core.pager=",
@@ -523,7 +513,7 @@ class CodeMixin(WalkerState):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
                     self.shell_string(w.tail(len(prefix)), depth, feeds)
-            opt = long_option(w.value, _COMMAND_OPTIONS, name)
+            opt = long_option(w.value, COMMAND_OPTIONS, name)
             if opt is None:
                 continue
             value = (
@@ -533,7 +523,7 @@ class CodeMixin(WalkerState):
                 if k + 1 < len(words)
                 else None
             )
-            action = _COMMAND_OPTIONS[opt]
+            action = COMMAND_OPTIONS[opt]
             if value is not None and value.value.startswith(action):
                 self.shell_string(Word(value.value[len(action) :], value.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
@@ -569,6 +559,13 @@ class CodeMixin(WalkerState):
                 self.speculating -= 1
         for reason in found.hazards:
             self.hazard("interpreter", reason, feeds)
+        for argv in found.argvs:
+            if argv[0].dynamic:
+                self.hazard("interpreter", f"{name} runs a program named at run time", feeds)
+            else:
+                # The tool's own arguments follow ('cc1 ...', 'HOST /etc/rmt', 'A B'):
+                # known at run time only, so a rule needing them may match (asks).
+                self.run_argv([*argv, Word("$@", dynamic=True)], depth, feeds, (name,))
         for f in found.files:
             if f.dynamic:
                 self.hazard("interpreter", f"{name} reads a file named at run time", feeds)

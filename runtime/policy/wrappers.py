@@ -276,6 +276,13 @@ CODE_FLAGS: dict[str, frozenset[str]] = {
     "scala": _L({"-e"}),
     "groovy": _L({"-e"}),
     "guile": _L({"-c"}),
+    # Text languages with a shell escape: m4's syscmd()/esyscmd() (its input and file
+    # operands are the program), dc's '!', gnuplot's system() and '`CMD`', octave's
+    # system().
+    "m4": _L(),
+    "dc": _L({"-e", "--expression"}),
+    "gnuplot*": _L({"-e"}),
+    "octave*": _L({"--eval"}),
 }
 
 # Arguments of ordinary tools that make them run commands.
@@ -342,6 +349,8 @@ CODE_VALUED: dict[str, frozenset[str]] = {
     "lua*": _L({"-l"}),
     "luajit": _L({"-l", "-j", "-O"}),
     "julia": _L({"-L", "--load", "-J", "--sysimage", "--project", "-t", "--threads", "-p"}),
+    "m4": _L({"-D", "-U", "-I", "-F", "-R", "-l", "-L", "-o", "-d", "-t", "--debugfile"}),
+    "dc": _L({"-f", "--file"}),
 }
 
 # Environment variables whose value a program runs as a shell command (git's editor, pager
