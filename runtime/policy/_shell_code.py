@@ -42,7 +42,13 @@ from runtime.policy._tool_commands import (
     parallel_commands,
     tmux_commands,
 )
-from runtime.policy._tool_options import COMMAND_OPTIONS, ed_commands, tool_option_code
+from runtime.policy._tool_options import (
+    COMMAND_OPTIONS,
+    ed_commands,
+    ed_written_files,
+    tool_option_code,
+)
+from runtime.policy._writes import awk_outputs
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -423,6 +429,9 @@ class CodeMixin(WalkerState):
         elif name in ("awk", "gawk", "mawk", "nawk"):
             if awk_runs_commands(words):
                 self.hazard("interpreter", f"{name} program runs commands", feeds)
+            if awk_outputs(name, tuple(words[1:]))[1]:
+                # 'print > $1': the files it writes are named by its input.
+                self.hazard("dynamic", f"{name} program writes a file named at run time", feeds)
             self.program_files(
                 name,
                 awk_programs(words)[1],
@@ -466,10 +475,24 @@ class CodeMixin(WalkerState):
     ) -> None:
         """ed reads its commands from its input, and '!CMD' among them runs CMD through the
         shell (as ex's do): a literal input has its '!' command lines read as shell
-        (:func:`runtime.policy._tool_options.ed_commands`), any other input asks."""
+        (:func:`runtime.policy._tool_options.ed_commands`) and the files its 'w FILE'
+        commands write judged as writes, any other input asks."""
         text = literal_text(stdin)
         for value in ed_commands(words, text):
             self.shell_string(value, depth, feeds)
+        for written in ed_written_files(text):
+            # 'w FILE' among its commands: judged by the path rules as 'ed FILE' is (a
+            # reading of this ed, as find's '-delete' is an 'rm -r').
+            self.commands.append(
+                SimpleCommand(
+                    "ed",
+                    (written,),
+                    feeds=feeds,
+                    speculative=True,
+                    cwd=self.cwd,
+                    dirs=tuple(self.dirs),
+                )
+            )
         if text is None and stdin_code:
             self.hazard("interpreter", "ed reads commands from its input", feeds)
 

@@ -38,6 +38,7 @@ __all__ = [
     "COMMAND_OPTIONS",
     "OptionCode",
     "ed_commands",
+    "ed_written_files",
     "env_split_string",
     "tool_option_code",
 ]
@@ -514,6 +515,25 @@ def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
     for line in (stdin_text or "").split("\n"):
         if "!" in line:
             out.append(Word(line[line.index("!") + 1 :]))
+    return out
+
+
+# An ed command line that writes a file: an address ('1,$', '.', "'a", '/re/', '?re?'),
+# then 'w', 'wq' or 'W' (append) and the file name; '!' after it is a command, no file.
+_ED_WRITE_RE = re.compile(
+    r"^\s*(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
+    r"(?:wq|w|W)[ \t]*([^!\s].*)$"
+)
+
+
+def ed_written_files(stdin_text: str | None) -> list[Word]:
+    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE'.
+    A line of inserted text that reads as one is counted too (more found, never less)."""
+    out: list[Word] = []
+    for line in (stdin_text or "").split("\n"):
+        m = _ED_WRITE_RE.match(line)
+        if m is not None:
+            out.append(Word(m.group(1).rstrip()))
     return out
 
 
