@@ -59,6 +59,8 @@ _SHADOWING: dict[str, frozenset[str]] = {
         }
     ),
     "strip": _L({"--keep-section"}),
+    "gpg": _L({"--encrypt", "--sign"}),
+    "gpg2": _L({"--encrypt", "--sign"}),
     "sort": _L({"--version"}),
     # dpkg reads its options whole: '--status' (-s) is not '--status-logger' (its --help
     # also lists the families '--force-...', '--assert-...' as prefixes).

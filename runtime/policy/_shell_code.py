@@ -42,7 +42,13 @@ from runtime.policy._tool_commands import (
     parallel_commands,
     tmux_commands,
 )
-from runtime.policy._tool_options import ed_commands, tool_option_code
+from runtime.policy._tool_options import (
+    COMMAND_OPTIONS,
+    ed_commands,
+    ed_written_files,
+    tool_option_code,
+)
+from runtime.policy._writes import awk_outputs
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -84,16 +90,6 @@ def _hazard_arg(value: str, pattern: str, program: str) -> bool:
     return False
 
 
-# Long options whose value is a command line run by the tool (tar, rsync), by any prefix
-# ('--to-com=CMD'): the option, and what the command follows in its value.
-_COMMAND_OPTIONS = {
-    "--checkpoint-action": "exec=",
-    "--to-command": "",
-    "--use-compress-program": "",
-    "--rsh": "",
-    "--info-script": "",
-    "--new-volume-script": "",
-}
 # Words that carry a command line after a prefix (git's and ssh's settings).
 _COMMAND_VALUED = (
     "core.pager=",
@@ -433,6 +429,9 @@ class CodeMixin(WalkerState):
         elif name in ("awk", "gawk", "mawk", "nawk"):
             if awk_runs_commands(words):
                 self.hazard("interpreter", f"{name} program runs commands", feeds)
+            if awk_outputs(name, tuple(words[1:]))[1]:
+                # 'print > $1': the files it writes are named by its input.
+                self.hazard("dynamic", f"{name} program writes a file named at run time", feeds)
             self.program_files(
                 name,
                 awk_programs(words)[1],
@@ -476,10 +475,24 @@ class CodeMixin(WalkerState):
     ) -> None:
         """ed reads its commands from its input, and '!CMD' among them runs CMD through the
         shell (as ex's do): a literal input has its '!' command lines read as shell
-        (:func:`runtime.policy._tool_options.ed_commands`), any other input asks."""
+        (:func:`runtime.policy._tool_options.ed_commands`) and the files its 'w FILE'
+        commands write judged as writes, any other input asks."""
         text = literal_text(stdin)
         for value in ed_commands(words, text):
             self.shell_string(value, depth, feeds)
+        for written in ed_written_files(text):
+            # 'w FILE' among its commands: judged by the path rules as 'ed FILE' is (a
+            # reading of this ed, as find's '-delete' is an 'rm -r').
+            self.commands.append(
+                SimpleCommand(
+                    "ed",
+                    (written,),
+                    feeds=feeds,
+                    speculative=True,
+                    cwd=self.cwd,
+                    dirs=tuple(self.dirs),
+                )
+            )
         if text is None and stdin_code:
             self.hazard("interpreter", "ed reads commands from its input", feeds)
 
@@ -523,7 +536,7 @@ class CodeMixin(WalkerState):
             for prefix in _COMMAND_VALUED:
                 if w.value.startswith(prefix):
                     self.shell_string(w.tail(len(prefix)), depth, feeds)
-            opt = long_option(w.value, _COMMAND_OPTIONS, name)
+            opt = long_option(w.value, COMMAND_OPTIONS, name)
             if opt is None:
                 continue
             value = (
@@ -533,7 +546,7 @@ class CodeMixin(WalkerState):
                 if k + 1 < len(words)
                 else None
             )
-            action = _COMMAND_OPTIONS[opt]
+            action = COMMAND_OPTIONS[opt]
             if value is not None and value.value.startswith(action):
                 self.shell_string(Word(value.value[len(action) :], value.dynamic), depth, feeds)
         patterns = HAZARD_ARGS.get(name)
@@ -569,6 +582,13 @@ class CodeMixin(WalkerState):
                 self.speculating -= 1
         for reason in found.hazards:
             self.hazard("interpreter", reason, feeds)
+        for argv in found.argvs:
+            if argv[0].dynamic:
+                self.hazard("interpreter", f"{name} runs a program named at run time", feeds)
+            else:
+                # The tool's own arguments follow ('cc1 ...', 'HOST /etc/rmt', 'A B'):
+                # known at run time only, so a rule needing them may match (asks).
+                self.run_argv([*argv, Word("$@", dynamic=True)], depth, feeds, (name,))
         for f in found.files:
             if f.dynamic:
                 self.hazard("interpreter", f"{name} reads a file named at run time", feeds)

@@ -3,12 +3,21 @@ runs: tar's ``-I``/``-F`` in a cluster or old-style letters, ssh's ``-o proxycom
 case, ``=`` or a space), ``sftp -D CMD``/``-S PROG``, ``zip -qTT CMD``, ``strace -o '|CMD'``,
 ``make 'x!=CMD'`` and ``$(shell CMD)`` in a command-line variable, ``npm pkg set
 scripts.X=CMD``, apt's ``-o APT::Update::Pre-Invoke::=CMD``, ``groff -U``, ``run-parts DIR``,
-and ``env -S`` strings split as env splits them.
+the C compilers' ``-wrapper PROG,ARG...``, ``-fplugin=``, ``-B``, ``-specs=``, the programs
+``--diff-program`` (sdiff, diff3), ``--strip-program`` (install) and ``--rsh-command``
+(tar, cpio, mt) name, and ``env -S`` strings split as env splits them.
+
+Since no table is complete, a program none of them reads gets a general rule: a long option
+named like one that runs something (``--*-program``, ``--*-command``, ``--*-cmd``,
+``--*-wrapper``, ``--*-shell``, ``--*-editor``, ``--*-pager``, ...) asks
+(:func:`_named_runners`).
 
 Pure functions on :class:`Word` lists; :meth:`runtime.policy._shell_code.CodeMixin.option_code`
 reads what they return: a command line as shell (a visible ``rm -rf /`` is denied), a program
-or library it cannot read as an interpreter hazard (asks). What an attacker controls is every
-word: a grammar read wrong here must find more, never less.
+run with arguments of the tool's as that argv (a written script it names is read, a program
+named at run time asks), a program or library it cannot read as an interpreter hazard
+(asks). What an attacker controls is every word: a grammar read wrong here must find more,
+never less.
 """
 
 from __future__ import annotations
@@ -23,10 +32,13 @@ from typing import NamedTuple
 from runtime.policy._long_options import long_option
 from runtime.policy._writes import option_values
 from runtime.policy.argv import Word, short_cluster
+from runtime.policy.wrappers import HAZARD_ARGS, SHELL_STRING_OPTIONS
 
 __all__ = [
+    "COMMAND_OPTIONS",
     "OptionCode",
     "ed_commands",
+    "ed_written_files",
     "env_split_string",
     "tool_option_code",
 ]
@@ -43,9 +55,25 @@ class OptionCode(NamedTuple):
     #: Values that may be run as a command line, depending on text this command does not
     #: show (a makefile's recipes): read as a guess, so a deny rule matching them asks.
     guesses: tuple[Word, ...] = ()
+    #: Programs run with arguments the tool adds ('gcc -wrapper sh,-c,CMD' runs 'sh -c CMD
+    #: cc1 ...', 'sdiff --diff-program=PROG' runs 'PROG ... A B'): each an argv, judged with
+    #: the tool's own arguments (only known at run time) after it.
+    argvs: tuple[tuple[Word, ...], ...] = ()
 
 
 _NONE = OptionCode()
+
+# Long options whose value is a command line the tool runs, for any program, by any prefix
+# ('--to-com=CMD'): the option, and what the command follows in its value. Read as shell
+# by the walker (runtime.policy._shell_code.CodeMixin.option_code).
+COMMAND_OPTIONS = {
+    "--checkpoint-action": "exec=",
+    "--to-command": "",
+    "--use-compress-program": "",
+    "--rsh": "",
+    "--info-script": "",
+    "--new-volume-script": "",
+}
 
 
 def _short_values(
@@ -337,6 +365,98 @@ def _run_parts(words: list[Word]) -> OptionCode:
     return OptionCode(hazards=("run-parts runs every program in a directory",))
 
 
+# The C compiler drivers by name, also versioned or with a target prefix ('gcc-12',
+# 'x86_64-linux-gnu-g++', 'clang++-16').
+_COMPILER_RE = re.compile(
+    r"(?:[A-Za-z0-9_.]+-)*(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(?:-[0-9.]+)?"
+)
+# Their options that load a library or make the driver find its programs elsewhere
+# (attached, '=' or the next word): a plugin, a program prefix, a specs file (which names
+# the programs run), a linker by path.
+_COMPILER_CODE = ("-fplugin", "-fpass-plugin", "-specs", "--specs", "--prefix", "--ld-path")
+
+
+def _comma_argv(value: Word) -> tuple[Word, ...]:
+    """'-wrapper sh,-c,CMD' as the argv the driver runs: the value split on commas."""
+    return tuple(Word(part, value.dynamic) for part in value.value.split(","))
+
+
+def _compiler(name: str, words: list[Word]) -> OptionCode:
+    """gcc's and clang's '-wrapper PROG,ARG,...' (every subprogram is run as 'PROG ARG ...
+    cc1 ...'): an argv. '-fplugin=X.so', '-B PREFIX', '-specs=FILE', '-fuse-ld=PATH',
+    '-Xclang -load', '-Wl,-plugin,X': a library or program that cannot be read (asks)."""
+    argvs: list[tuple[Word, ...]] = []
+    hazards: list[str] = []
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        after = words[k + 1] if k + 1 < len(words) else None
+        if v in ("-wrapper", "--wrapper") and after is not None:
+            argvs.append(_comma_argv(after))
+        elif (
+            v.startswith("-B")
+            or (v.startswith("-fuse-ld=") and "/" in v)
+            or any(v == o or v.startswith(o + "=") for o in _COMPILER_CODE)
+        ):
+            hazards.append(f"{name} {v} runs a program or library it names")
+        elif v == "-Xclang" and after is not None and after.value.startswith("-load"):
+            hazards.append(f"{name} -Xclang {after.value} loads a library")
+        elif (v.startswith("-Wl,") and "plugin" in v) or (
+            v == "-Xlinker" and after is not None and "plugin" in after.value
+        ):
+            hazards.append(f"{name} {v} gives the linker a plugin")
+    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs))
+
+
+# program -> its long options whose value is a program it runs with arguments of its own
+# (execvp, no shell): the files sdiff and diff3 compare, install's file to strip, tar's
+# and cpio's remote host ('--rsh-command=ssh' runs 'ssh HOST /etc/rmt').
+_PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
+    "sdiff": frozenset({"--diff-program"}),
+    "diff3": frozenset({"--diff-program"}),
+    "install": frozenset({"--strip-program"}),
+    "tar": frozenset({"--rsh-command", "--rmt-command"}),
+    "cpio": frozenset({"--rsh-command", "--rmt-command"}),
+    "mt": frozenset({"--rsh-command", "--rmt-command"}),
+}
+
+# The general rule's words: the end of a long option's name (after '--') that runs
+# what it names, and the starts of names that turn a thing off.
+_RUNNER_ENDINGS = (
+    "-program", "-command", "-cmd", "-wrapper", "-shell", "-editor", "-pager", "-exec",
+    "-hook", "-askpass",
+)  # fmt: skip
+_NEGATIONS = ("no-", "without-", "disable-")
+# Programs whose long options a reader of the walker already knows: their own table here,
+# the option tables (runtime/policy/wrappers.py), and the tools with a grammar of their own
+# (runtime/policy/_shell_code.py, _tool_commands.py, _gdb.py).
+_READ_ELSEWHERE = frozenset(
+    {"git", "parallel", "hyperfine", "tmux", "nix", "gdb", "find"}
+    | HAZARD_ARGS.keys()
+    | SHELL_STRING_OPTIONS.keys()
+)
+
+
+def _named_runners(name: str, words: list[Word]) -> OptionCode:
+    """For a program no table reads: each long option named as one that runs a program or
+    a command line ('--diff-program=P', '--rsh-command=P', '--foo-cmd=C'), in any case,
+    asks; what it runs, and how its value is given, is that program's own grammar. Options
+    read as shell for every program (:data:`COMMAND_OPTIONS`) and negations ('--no-pager')
+    are not."""
+    hazards: list[str] = []
+    for w in words[1:]:
+        v = w.value
+        if v == "--":
+            break
+        if not v.startswith("--"):
+            continue
+        option = v[2:].split("=", 1)[0].lower()
+        if option.startswith(_NEGATIONS) or long_option(v, COMMAND_OPTIONS, name):
+            continue
+        if option.endswith(_RUNNER_ENDINGS):
+            hazards.append(f"{name} --{option} may run a program or command line it names")
+    return OptionCode(hazards=tuple(hazards))
+
+
 _TOOLS: dict[str, Callable[[str, list[Word]], OptionCode]] = {
     "tar": lambda _, words: _tar(words),
     "ssh": _ssh,
@@ -358,9 +478,20 @@ _TOOLS: dict[str, Callable[[str, list[Word]], OptionCode]] = {
 
 
 def tool_option_code(name: str, words: list[Word]) -> OptionCode:
-    """What ``name``'s options among ``words`` (the program first) make it run."""
+    """What ``name``'s options among ``words`` (the program first) make it run: its own
+    reader's findings and the programs its :data:`_PROGRAM_OPTIONS` name; a program with
+    neither, nor another reader, gets the general rule (:func:`_named_runners`)."""
     reader = _TOOLS.get(name)
-    return _NONE if reader is None else reader(name, words)
+    if reader is None and _COMPILER_RE.fullmatch(name):
+        reader = _compiler
+    programs = _PROGRAM_OPTIONS.get(name)
+    if reader is None and programs is None:
+        return _NONE if name in _READ_ELSEWHERE else _named_runners(name, words)
+    found = _NONE if reader is None else reader(name, words)
+    if programs is not None:
+        values = option_values(tuple(words[1:]), programs, name)
+        found = found._replace(argvs=found.argvs + tuple((v,) for v in values))
+    return found
 
 
 def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
@@ -384,6 +515,25 @@ def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
     for line in (stdin_text or "").split("\n"):
         if "!" in line:
             out.append(Word(line[line.index("!") + 1 :]))
+    return out
+
+
+# An ed command line that writes a file: an address ('1,$', '.', "'a", '/re/', '?re?'),
+# then 'w', 'wq' or 'W' (append) and the file name; '!' after it is a command, no file.
+_ED_WRITE_RE = re.compile(
+    r"^\s*(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
+    r"(?:wq|w|W)[ \t]*([^!\s].*)$"
+)
+
+
+def ed_written_files(stdin_text: str | None) -> list[Word]:
+    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE'.
+    A line of inserted text that reads as one is counted too (more found, never less)."""
+    out: list[Word] = []
+    for line in (stdin_text or "").split("\n"):
+        m = _ED_WRITE_RE.match(line)
+        if m is not None:
+            out.append(Word(m.group(1).rstrip()))
     return out
 
 

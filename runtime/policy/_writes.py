@@ -5,8 +5,12 @@ destinations, ``dd of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``
 ``chmod``, ``sed -i``, ``patch FILE``, ``ed FILE``, ``uniq``/``xxd``/``split``'s second
 operand, ``objcopy``, ``strip``, ``mktemp``, ``mkfifo``, ``mknod``, ``script``, the
 compressors' operands, compilers' ``-o``, tar's archive and extraction directory, git's
-``--output``/``-o``/``config -f``, and the output options of ``sort``, ``curl``, ``wget``,
-``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``). A path a deny or deny_write glob
+``--output``/``-o``/``config -f`` and the directories ``init``/``clone``/``worktree add``
+make, ``bundle create``'s file, and the output options of ``sort``, ``curl``, ``wget``,
+``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``, ``gpg``, ``openssl``, ``ssh-keygen
+-f``, ``exiftool``), the files a program's own script writes (sed's ``w``/``W`` commands
+and ``s///w`` flag, awk's ``print > "FILE"``, find's ``-fprint``/``-fprintf``/``-fls``), a
+database ``sqlite3`` opens and ``yq -i``'s operands. A path a deny or deny_write glob
 protects is refused (``paths.deny*``).
 
 Not the wall: the sandbox's masks make the kernel refuse these writes (a read-only bind, an
@@ -18,15 +22,20 @@ kernel's (asking would refuse every ``cd "$D" && make > log``).
 
 from __future__ import annotations
 
+import posixpath
+import re
+
 from runtime.policy._globreach import is_glob
 from runtime.policy._long_options import long_option
 from runtime.policy._moves import Finding, operand_forms
 from runtime.policy._shell_model import SimpleCommand
 from runtime.policy.argv import Word, short_cluster
+from runtime.policy.embedded import awk_programs
 from runtime.policy.paths import PathRules
 
 __all__ = [
     "CONTENT_WRITERS",
+    "awk_outputs",
     "content_writes",
     "option_values",
     "write_findings",
@@ -200,6 +209,16 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
     "mktemp": frozenset({"-p", "--tmpdir"}),
     "strip": frozenset({"-o"}),
     "script": frozenset({"-O", "--log-out", "-B", "--log-io", "-T", "--log-timing"}),
+    "gpg": frozenset({"-o", "--output"}),
+    "gpg2": frozenset({"-o", "--output"}),
+    # ssh-keygen writes the key it makes (and FILE.pub), or the known_hosts it edits (-R).
+    "ssh-keygen": frozenset({"-f"}),
+}
+# program -> its options spelled as one word with one dash ('openssl -out F', 'exiftool
+# -o F'), whose next word is a path it writes; read whole, never as a cluster of letters.
+_WORD_OUTPUTS: dict[str, frozenset[str]] = {
+    "openssl": frozenset({"-out", "-keyout"}),
+    "exiftool": frozenset({"-o", "-out"}),
 }
 # Compilers and linkers: '-o FILE' or '-oFILE', never inside a cluster of flags (their
 # options are words: '-fno-omit-frame-pointer' holds no '-o').
@@ -319,7 +338,17 @@ def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
 def written_operands(cmd: SimpleCommand) -> list[Word]:
     """The paths ``cmd`` writes through its own arguments (see the module's docstring)."""
     if cmd.program == "sed":
-        return _sed_files(cmd.args)
+        return _sed_files(cmd.args) + sed_script_writes(cmd.args)
+    if cmd.program in ("awk", "gawk", "mawk", "nawk"):
+        return awk_outputs(cmd.program, cmd.args)[0]
+    if cmd.program == "find":
+        return _find_outputs(cmd.args)
+    if cmd.program in _WORD_OUTPUTS:
+        return _word_outputs(cmd.program, cmd.args)
+    if cmd.program in ("sqlite3", "sqlite"):
+        return _sqlite_database(cmd.args)
+    if cmd.program == "yq":
+        return _yq_in_place(cmd.args)
     if cmd.program == "dd":
         return [w.tail(3) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program == "rsync":
@@ -348,6 +377,295 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if which == "second":
         return out + operands[1:2]
     return out + (targets or operands[-1:])
+
+
+# sed's commands by what follows them: a label to ';' or the line's end, a file name or
+# text to the line's end, nothing or a number ('l 5', 'q 1').
+_SED_LABEL = frozenset(":btT")
+_SED_TO_EOL = frozenset("aicrRwWe#")
+_SED_PLAIN = frozenset("=dDgGhHnNpPxzFlLqQv{}")
+_SED_ADDRESS_RE = re.compile(r"(?:\d+(?:~\d+)?|\$|[,+~!]|\s)*")
+
+
+def _sed_scripts(args: tuple[Word, ...]) -> list[Word]:
+    """The script texts of a sed command line: each '-e SCRIPT' ('-neS', '--expression=S',
+    its prefixes), or the first operand when there is none ('-f FILE' counts as one)."""
+    scripts: list[Word] = []
+    operands: list[Word] = []
+    given = False
+    k = 0
+    while k < len(args):
+        w = args[k]
+        v = w.value
+        k += 1
+        if v == "--":
+            operands += args[k:]
+            break
+        if v.startswith("--"):
+            opt = long_option(v, ("--expression", "--file", "--line-length"), "sed")
+            if opt is None:
+                continue
+            given |= opt in ("--expression", "--file")
+            if "=" in v:
+                if opt == "--expression":
+                    scripts.append(w.tail(v.index("=") + 1))
+            elif k < len(args):
+                if opt == "--expression":
+                    scripts.append(args[k])
+                k += 1
+        elif (cluster := short_cluster(v)) is not None:
+            for i, letter in enumerate(cluster):
+                if letter == "i":
+                    break  # '-i[SUFFIX]': the rest is its suffix
+                if letter in "efl":
+                    given |= letter in "ef"
+                    value = w.tail(i + 2) if i < len(cluster) - 1 else None
+                    if value is None and k < len(args):
+                        value = args[k]
+                        k += 1
+                    if letter == "e" and value is not None:
+                        scripts.append(value)
+                    break
+        else:
+            operands.append(w)
+    return scripts if given else operands[:1]
+
+
+def _sed_regex_end(text: str, i: int, delim: str) -> int:
+    """The index after the closing ``delim`` of a sed regex or replacement starting at
+    ``i`` ('\\' escapes the next character), or -1 when it is not closed."""
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == delim:
+            return i + 1
+        i += 1
+    return -1
+
+
+def _sed_written(text: str) -> list[str] | None:
+    """The files sed script ``text`` writes: 'w FILE' and 'W FILE' (the rest of the line),
+    the 's' command's 'w FILE' flag; None when the text is not read to its end (sed
+    refuses such a script, or the grammar here is wrong: the caller then looks harder)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        m = _SED_ADDRESS_RE.match(text, i)
+        i = m.end() if m else i
+        if i < n and text[i] in "/\\":  # an address '/re/' or '\cREc', then the rest
+            delim = text[i + 1] if text[i] == "\\" and i + 1 < n else "/"
+            end = _sed_regex_end(text, i + (2 if text[i] == "\\" else 1), delim)
+            if end == -1:
+                return None
+            i = end
+            while i < n and text[i] in "IM":
+                i += 1
+            continue
+        if i >= n:
+            break
+        c = text[i]
+        i += 1
+        if c in ";\n":
+            continue
+        eol = text.find("\n", i)
+        eol = n if eol == -1 else eol
+        if c in _SED_TO_EOL:
+            if c in "wW":
+                out.append(text[i:eol].lstrip(" \t"))
+            i = eol
+        elif c in _SED_LABEL:
+            end = min((j for j in (text.find(";", i), eol) if j != -1), default=n)
+            i = end
+        elif c in "sy":
+            if i >= n:
+                return None
+            delim = text[i]
+            end = _sed_regex_end(text, i + 1, delim)
+            end = -1 if end == -1 else _sed_regex_end(text, end, delim)
+            if end == -1:
+                return None
+            i = end
+            while i < n and text[i] not in ";\n}":
+                if text[i] == "w":  # the 'w FILE' flag: the rest of the line
+                    out.append(text[i + 1 : eol].lstrip(" \t"))
+                    i = eol
+                    break
+                i += 1
+        elif c in _SED_PLAIN:
+            while i < n and (text[i].isdigit() or text[i] in " \t"):
+                i += 1
+        else:
+            return None
+    return out
+
+
+def sed_script_writes(args: tuple[Word, ...]) -> list[Word]:
+    """The files a sed command line's scripts write ('sed -n "w FILE"', 's/a/b/w FILE').
+    A script this grammar cannot read to its end is searched for any 'w' that may start a
+    command, its line's rest read as a file (more found, never less). A script named at run
+    time, or read from a file, is not read here (a '-f' file is judged as a program)."""
+    out: list[Word] = []
+    for script in _sed_scripts(args):
+        if script.dynamic:
+            continue
+        files = _sed_written(script.value)
+        if files is None:
+            files = [m.group(1) for m in _SED_W_RE.finditer(script.value)]
+        out += [Word(f) for f in files if f]
+    return out
+
+
+_SED_W_RE = re.compile(r"(?<![A-Za-z0-9_\\-])[wW][ \t]*([^\n]*)")
+# An awk output redirection in a print statement and its target: a string literal alone
+# up to the statement's end is a file named here; anything else is named at run time.
+_AWK_PRINT_RE = re.compile(r"\b(print|printf)\b")
+_AWK_STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*(?=$|[;}\n]|#)')
+
+
+def awk_outputs(program: str, args: tuple[Word, ...]) -> tuple[list[Word], bool]:
+    """(files an awk command line's program text writes, whether it writes one named at
+    run time): 'print > "F"', 'printf ... >> "F"'. A '>' at the top level of a print
+    statement (outside parentheses, strings and brackets) redirects it; what follows is a
+    file: a string literal is read, any other expression is a name made at run time
+    ('print > $1'). A program given at run time is not read (its 'system' is not either)."""
+    texts, _ = awk_programs([Word(program), *args])
+    dynamic = [w for w in args if w.dynamic]
+    out: list[Word] = []
+    unknown = False
+    for text in texts:
+        if any(w.value == text for w in dynamic):
+            continue
+        for m in _AWK_PRINT_RE.finditer(text):
+            target = _awk_redirect(text, m.end())
+            if target is None:
+                continue
+            literal = _AWK_STRING_RE.match(text, target)
+            if literal is not None and "\\" not in literal.group(1):
+                out.append(Word(literal.group(1)))
+            else:
+                unknown = True
+    return out, unknown
+
+
+def _awk_redirect(text: str, i: int) -> int | None:
+    """Where the target of a print statement's '>'/'>>' starts (``i``: after 'print'), or
+    None when the statement has no such redirect."""
+    depth = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c in ";}\n" and depth <= 0:
+            return None
+        elif c == ">" and depth <= 0:
+            i += 2 if text[i + 1 : i + 2] == ">" else 1
+            while i < n and text[i] in " \t":
+                i += 1
+            return i
+        elif c == "|" and depth <= 0:
+            return None  # a pipe: the command is judged as one (embedded)
+        i += 1
+    return None
+
+
+# find's actions that write a file named by their value: '-fprint F', '-fprintf F FMT'.
+_FIND_OUTPUTS = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
+
+
+def _find_outputs(args: tuple[Word, ...]) -> list[Word]:
+    return [args[k + 1] for k, w in enumerate(args[:-1]) if w.value in _FIND_OUTPUTS]
+
+
+def _word_outputs(program: str, args: tuple[Word, ...]) -> list[Word]:
+    """'openssl req -out F -keyout K', 'exiftool -o F'; and exiftool's operands when it
+    sets a tag ('-Comment=x FILE' rewrites FILE, keeping FILE_original)."""
+    opts = _WORD_OUTPUTS[program]
+    out = [args[k + 1] for k, w in enumerate(args[:-1]) if w.value in opts]
+    if program == "exiftool" and any(_EXIF_ASSIGN_RE.match(w.value) for w in args):
+        out += _plain_operands(args, _EXIF_VALUED)
+    return out
+
+
+# exiftool: '-TAG=VALUE', '-TAG+=V', '-TAG<=FILE', '-TAG<SRC' set a tag in each file named.
+_EXIF_ASSIGN_RE = re.compile(r"-[\w:#*-]+[+\-^]?(?:<?=|<)")
+# exiftool's options that take the next word (lower case: it ignores case).
+_EXIF_VALUED = frozenset(
+    {
+        "-o", "-out", "-ext", "-extension", "-if", "-p", "-printformat", "-w", "-textout",
+        "-tagsfromfile", "-d", "-dateformat", "-c", "-coordformat", "-charset", "-api",
+        "-x", "-exclude", "-@", "-i", "-ignore", "-lang", "-sep", "-separator", "-srcfile",
+        "-userparam", "-fileorder", "-geotag", "-globaltimeshift", "-csvdelim", "-use",
+        "-password", "-htmldump", "-listitem", "-wm", "-writemode",
+    }
+)  # fmt: skip
+
+
+def _plain_operands(args: tuple[Word, ...], valued: frozenset[str]) -> list[Word]:
+    """The words that are neither options nor the values of ``valued`` (one dash, any
+    case)."""
+    out: list[Word] = []
+    skip = False
+    for w in args:
+        v = w.value
+        if skip:
+            skip = False
+        elif v.startswith("-") and v != "-":
+            skip = v.lower() in valued
+        else:
+            out.append(w)
+    return out
+
+
+# sqlite3's options that take the next word ('-cmd SQL'; '--cmd' alike).
+_SQLITE_VALUED = frozenset(
+    {
+        "-cmd", "-separator", "-newline", "-nullvalue", "-init", "-vfs", "-mmap", "-maxsize",
+        "-heap", "-lookaside", "-pagecache", "-pcachetrace", "-escape",
+    }
+)  # fmt: skip
+
+
+def _sqlite_database(args: tuple[Word, ...]) -> list[Word]:
+    """The database file sqlite3 opens read-write (creating it, or writing it as a
+    database): its first operand; none with '-readonly' (or an archive's '-A', whose
+    operands are members)."""
+    norm = tuple(Word(w.value[1:], w.dynamic) if w.value.startswith("--") else w for w in args)
+    if any(w.value in ("-readonly", "-A", "-archive") for w in norm):
+        return []
+    operands = _plain_operands(norm, _SQLITE_VALUED)
+    return [args[norm.index(operands[0])]] if operands else []
+
+
+def _yq_in_place(args: tuple[Word, ...]) -> list[Word]:
+    """'yq -i EXPR FILE...' rewrites each FILE (the expression is the first operand,
+    unless '--from-file'/'--expression' gives it)."""
+    flags = [short_cluster(w.value) or "" for w in args]
+    if not any("i" in f for f in flags) and not any(
+        long_option(w.value, ("--inplace",), "yq") for w in args
+    ):
+        return []
+    valued = frozenset({"-I", "--indent", "-o", "--output-format", "-p", "--input-format"})
+    operands: list[Word] = []
+    skip = False
+    for w in args:
+        v = w.value
+        if skip:
+            skip = False
+        elif v.startswith("-") and v != "-":
+            skip = "=" not in v and v in valued
+        else:
+            operands.append(w)
+    given = any(long_option(w.value, ("--from-file", "--expression"), "yq") for w in args)
+    return operands if given else operands[1:]
 
 
 def _stdout_only(args: tuple[Word, ...]) -> bool:
@@ -436,16 +754,84 @@ _GIT_OUTPUTS: dict[str, frozenset[str]] = {
 }
 
 
+# git's own options that take the next word ('git -C DIR', '-c KEY=VALUE').
+_GIT_GLOBAL_VALUED = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+)
+# Subcommands that make a directory or file named by an operand: (the words before it
+# that select it, the options of the subcommand that take the next word, which operand).
+_GIT_DESTINATIONS: dict[str, tuple[tuple[str, ...], frozenset[str], int]] = {
+    "init": ((), frozenset({"--template", "--separate-git-dir", "-b", "--initial-branch",
+                            "--object-format", "--ref-format"}), 0),
+    "clone": ((), frozenset({"--template", "--separate-git-dir", "-b", "--branch", "-o",
+                             "--origin", "-u", "--upload-pack", "--reference",
+                             "--reference-if-able", "--depth", "--shallow-since",
+                             "--shallow-exclude", "-c", "--config", "--jobs", "-j",
+                             "--filter", "--bundle-uri", "--server-option",
+                             "--ref-format"}), 1),
+    "worktree": (("add",), frozenset({"-b", "-B", "--reason"}), 0),
+    "bundle": (("create",), frozenset({"--version"}), 0),
+}  # fmt: skip
+_GIT_DIR_OPTIONS = frozenset({"--separate-git-dir"})
+
+
 def _git_outputs(args: tuple[Word, ...]) -> list[Word]:
     """Files git writes named by an option of its subcommand ('git diff --output=F',
-    'git archive -o F', 'git config -f F KEY VALUE'; the subcommand is the first word
-    that is not one of git's own options)."""
-    for k, w in enumerate(args):
-        if w.value.startswith("-"):
-            continue
-        opts = _GIT_OUTPUTS.get(w.value)
-        return [] if opts is None else option_values(args[k + 1 :], opts, "git")
-    return []
+    'git archive -o F', 'git config -f F KEY VALUE', 'init --separate-git-dir D') or by
+    its operand (the directory 'init D', 'clone URL D', 'worktree add D' make, the file
+    'bundle create F' writes). The subcommand is the first word that is neither one of
+    git's own options nor their value; a relative path is taken from the '-C DIR's."""
+    chdir = ""
+    moved = False  # a '-C' only known at run time
+    k = 0
+    while k < len(args) and args[k].value.startswith("-"):
+        v = args[k].value
+        if v in _GIT_GLOBAL_VALUED and k + 1 < len(args):
+            if v == "-C":
+                d = args[k + 1]
+                moved |= d.dynamic
+                chdir = d.value if d.value.startswith("/") else posixpath.join(chdir, d.value)
+            k += 1
+        k += 1
+    if k >= len(args):
+        return []
+    sub, rest = args[k].value, args[k + 1 :]
+    out: list[Word] = []
+    opts = _GIT_OUTPUTS.get(sub)
+    if opts is not None:
+        out += option_values(rest, opts, "git")
+    spec = _GIT_DESTINATIONS.get(sub)
+    if spec is not None:
+        selectors, valued, which = spec
+        out += option_values(rest, _GIT_DIR_OPTIONS, "git")
+        operands = _git_operands(rest, valued)
+        if [w.value for w in operands[: len(selectors)]] == list(selectors):
+            out += operands[len(selectors) + which : len(selectors) + which + 1]
+    if not chdir:
+        return out
+    return [
+        w if w.value.startswith("/") else Word(posixpath.join(chdir, w.value), w.dynamic or moved)
+        for w in out
+    ]
+
+
+def _git_operands(args: tuple[Word, ...], valued: frozenset[str]) -> list[Word]:
+    """A git subcommand's operands: not its options, not the values ``valued`` take."""
+    out: list[Word] = []
+    skip = False
+    options = True
+    for w in args:
+        v = w.value
+        if skip:
+            skip = False
+        elif options and v == "--":
+            options = False
+        elif options and v.startswith("-") and v != "-":
+            name = long_option(v, valued, "git") if v.startswith("--") else v
+            skip = "=" not in v and name in valued
+        else:
+            out.append(w)
+    return out
 
 
 def _split(cmd: SimpleCommand, valued: frozenset[str]) -> tuple[list[Word], list[Word], bool]:

@@ -126,7 +126,6 @@ WRAPPERS: dict[str, Wrapper] = {
         shell_arg=_L({"-c", "--command"}),
         dash_option=True,
     ),
-    "script": Wrapper("cT", _L({"--command", "--timing"}), shell_arg=_L({"-c", "--command"})),
     "watch": Wrapper("dn", _L({"--interval", "--differences"}), joins=True),
     "strace": Wrapper("eoOpPsSuEXb"),
     "ltrace": Wrapper("aADeFlnopsuwx"),  # -S (trace syscalls) takes no value
@@ -197,7 +196,8 @@ WRAPPERS: dict[str, Wrapper] = {
 
 # Programs with options whose value is a shell command line, and the subcommands (by name
 # or alias) the options belong to (none: any): 'nix-shell --run CMD', 'vagrant ssh -c CMD',
-# 'man -P PAGER', 'split --filter=CMD' (run by $SHELL -c), dpkg's hooks (run by sh -c).
+# 'man -P PAGER', 'split --filter=CMD' (run by $SHELL -c), dpkg's hooks (run by sh -c),
+# 'script -c CMD'.
 SHELL_STRING_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "nix-shell": (_L(), _L({"--run", "--command"})),
     "vagrant": (_L({"ssh"}), _L({"-c", "--command"})),
@@ -206,6 +206,9 @@ SHELL_STRING_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "npm": (_L({"exec", "x"}), _L({"-c", "--call"})),
     "split": (_L(), _L({"--filter"})),
     "dpkg": (_L(), _L({"--pre-invoke", "--post-invoke", "--status-logger"})),
+    # 'script [options] [FILE]': FILE is the typescript it writes, not a program; '-c CMD'
+    # is run by $SHELL -c.
+    "script": (_L(), _L({"-c", "--command"})),
 }
 
 # 'uv run X', 'poetry run X': the word after the subcommand is the program.
@@ -276,6 +279,13 @@ CODE_FLAGS: dict[str, frozenset[str]] = {
     "scala": _L({"-e"}),
     "groovy": _L({"-e"}),
     "guile": _L({"-c"}),
+    # Text languages with a shell escape: m4's syscmd()/esyscmd() (its input and file
+    # operands are the program), dc's '!', gnuplot's system() and '`CMD`', octave's
+    # system().
+    "m4": _L(),
+    "dc": _L({"-e", "--expression"}),
+    "gnuplot*": _L({"-e"}),
+    "octave*": _L({"--eval"}),
 }
 
 # Arguments of ordinary tools that make them run commands.
@@ -342,6 +352,8 @@ CODE_VALUED: dict[str, frozenset[str]] = {
     "lua*": _L({"-l"}),
     "luajit": _L({"-l", "-j", "-O"}),
     "julia": _L({"-L", "--load", "-J", "--sysimage", "--project", "-t", "--threads", "-p"}),
+    "m4": _L({"-D", "-U", "-I", "-F", "-R", "-l", "-L", "-o", "-d", "-t", "--debugfile"}),
+    "dc": _L({"-f", "--file"}),
 }
 
 # Environment variables whose value a program runs as a shell command (git's editor, pager

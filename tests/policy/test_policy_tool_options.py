@@ -8,9 +8,11 @@ run-parts, groff -U and ed's '!'."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from _policy_helpers import verdict
 from runtime.policy import Policy
 from runtime.policy._tool_options import env_split_string
 from runtime.policy.argv import Word
+from tests._pythonpath import python_path
 
 RM = ("deny", "commands.deny.rm-root")
 ASK = ("ask", "commands.hazard.interpreter")
@@ -272,3 +275,111 @@ def test_makefiles_names_a_makefile_make_reads(tmp_path: Path) -> None:
         timeout=20,
     )
     assert (tmp_path / "ran").exists()
+
+
+# Options that run a program or a command line through a tool no table read (a red-team
+# run: each was 'allow categories.shell', and the gcc, sdiff and install forms deleted the
+# workspace): read as the argv they run, with the tool's own arguments after it.
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # gcc's '-wrapper PROG,ARG,...' runs every subprogram as 'PROG ARG... cc1 ...'.
+        ("gcc -wrapper sh,-c,'rm -rf ./*' -c a.c", RM),
+        ("g++ -wrapper sh,-c,'rm -rf ./*' -c a.c", RM),
+        ("gcc -wrapper rm,-rf,/ -c a.c", RM),
+        ("gcc-12 -wrapper rm,-rf,/ -c a.c", RM),
+        ("x86_64-linux-gnu-gcc -wrapper rm,-rf,/ -c a.c", RM),
+        ("clang++ -wrapper rm,-rf,/ -c a.cc", RM),
+        ('cc -c a.c -wrapper "$W"', ASK),
+        # A plugin, a program prefix, a specs file, a linker by path: not readable.
+        ("gcc -fplugin=./x.so -c a.c", ASK),
+        ("clang -fpass-plugin=./x.so -c a.c", ASK),
+        ("gcc -B. -c a.c", ASK),
+        ("gcc -B ./bin -c a.c", ASK),
+        ("gcc -specs=./x.specs a.c", ASK),
+        ("clang -fuse-ld=./ld a.c", ASK),
+        ("clang -Xclang -load -Xclang ./x.so -c a.c", ASK),
+        ("gcc -Wl,-plugin,./x.so a.c", ASK),
+        # Programs run by execvp with the tool's arguments: judged as that argv.
+        ("sdiff --diff-program=/bin/rm -- -rf .", ("ask", "commands.deny.rm-root")),
+        ("sdiff --diff-prog /bin/rm a b", ("ask", "commands.deny.rm-root")),
+        ("printf '#!/bin/sh\\nrm -rf ./*\\n' > h; chmod +x h; sdiff --diff-program=./h a b", RM),
+        ("printf '#!/bin/sh\\nrm -rf ./*\\n' > h; chmod +x h; diff3 --diff-program=./h a b c", RM),
+        (
+            "printf '#!/bin/sh\\nrm -rf ./*\\n' > h; chmod +x h;"
+            " install -s --strip-program=./h README.md y",
+            RM,
+        ),
+        ('sdiff --diff-program="$P" a b', ASK),
+        ("tar --rsh-command=/bin/sh -cf h:/x a", ASK),
+        ("cpio -o --rsh-command=/bin/sh -F h:/x", ASK),
+        # Text languages with a shell escape are interpreters: their code asks.
+        ("m4 <<< 'syscmd(rm -rf /)'", ASK),
+        ("echo 'esyscmd(rm -rf /)' | m4", ASK),
+        ("dc -e '!rm -rf /'", ASK),
+        ("echo '!rm -rf /' | dc", ASK),
+        ("gnuplot -e 'system(\"rm -rf /\")'", ASK),
+        ("octave --eval 'system(\"rm -rf /\")'", ASK),
+        # Any other program: a long option named as one that runs something asks.
+        ("frob --diff-program=./h a b", ASK),
+        ("frob --rsh-command=/bin/sh h:x", ASK),
+        ("frob --post-hook='rm -rf /'", ASK),
+        ("frob --Merge-Tool-Cmd x", ASK),
+        ("frob --editor-cmd=./e", ASK),
+        ("frob --use-pager=./p", ASK),
+    ],
+)
+def test_programs_a_tool_option_runs_are_judged(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gcc -O2 -Wall -o x x.c",
+        "gcc -c a.c -fPIC -fno-plt -std=c11",
+        "clang -fuse-ld=lld a.c",
+        "g++-12 -o app main.cc -lstdc++",
+        "cc -Wl,-rpath,/opt/lib a.c",
+        "sdiff a b",
+        "sdiff --diff-program=diff a b",
+        "diff3 a b c",
+        "install --strip-program strip a out/b",
+        "install -s --strip-program=strip a out/b",
+        "tar --rsh-command=/usr/bin/true -cf x.tar a",
+        "m4 x.m4",
+        "m4 -D VERSION=1 x.m4",
+        "gnuplot plot.gp",
+        "git --no-pager log",
+        "frob --no-pager x",
+        "frob --without-shell x",
+        "frob --programs x",
+    ],
+)
+def test_ordinary_program_options_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+def test_a_compiler_wrapper_that_deletes_is_refused_end_to_end(tmp_path: Path) -> None:
+    """'runtime exec' of the red team's call: refused (exit 77, the rm rule), nothing run."""
+    root = Path(__file__).resolve().parents[2]
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.c").write_text("int main(void) { return 0; }\n")
+    call = '{"tool": "shell_exec", "arguments": {"command": "gcc -wrapper rm,-rf,/ -c a.c"}}'
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "exec", "-", "--workspace", str(workspace), "--json"],
+        input=call,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": python_path(root)},
+        timeout=120,
+    )
+    assert proc.returncode == 77, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["decision"]["action"] == "deny"
+    assert result["decision"]["rule"] == "commands.deny.rm-root"
+    assert (workspace / "a.c").exists()

@@ -1,0 +1,158 @@
+"""Files a program writes through its own script or commands, and more output options
+(runtime/policy/_writes.py). Found by a red-team run: each write below was 'allow' while
+'sort -o .git/hooks/pre-commit README.md' (the same write, by an option) was denied.
+The sandbox's masks held; the policy now refuses what it can see, as it does for sort."""
+
+from __future__ import annotations
+
+import pytest
+from _policy_helpers import verdict
+
+from runtime.policy import Policy
+from runtime.policy._shell_model import SimpleCommand
+from runtime.policy._writes import awk_outputs, sed_script_writes, written_operands
+from runtime.policy.argv import Word
+
+WRITE = ("deny", "paths.deny_write")
+DENY = ("deny", "paths.deny")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # sed: the 'w'/'W' commands and the 's' command's 'w' flag.
+        ("sed -n 'w .git/hooks/pre-commit' README.md", WRITE),
+        ("sed 's/a/b/w .git/hooks/pre-commit' README.md", WRITE),
+        ("sed -n 'W .git/hooks/pre-commit' README.md", WRITE),
+        ("sed -n '1,5w .git/config' README.md", WRITE),
+        ("sed -n '/x/!w .git/config' README.md", WRITE),
+        ("sed -e 'p' -e 's|a|b|gw .git/config' README.md", WRITE),
+        ("sed -ne 'w .git/config' README.md", WRITE),
+        ("sed --expression='1w .git/config' README.md", WRITE),
+        ("sed --expr '1w .git/config' README.md", WRITE),
+        ("sed -n '/a/{w .git/config\n}' README.md", WRITE),
+        ("sed -n 'p;w .git/config' README.md", WRITE),
+        # awk: a print statement's '>'/'>>' to a string; one named at run time asks.
+        ("awk '{print > \".git/config\"}' README.md", WRITE),
+        ('awk \'{printf "%s", $0 >> ".git/hooks/pre-commit"}\' README.md', WRITE),
+        ("gawk -F: '{print $1 > \".git/config\"; next}' README.md", WRITE),
+        ("awk '{print > $1}' README.md", ("ask", "commands.hazard.dynamic")),
+        ("awk '{f = \"x\"; print > f}' README.md", ("ask", "commands.hazard.dynamic")),
+        # find's output actions.
+        ("find . -fprintf .git/hooks/pre-commit '%p'", WRITE),
+        ("find . -fls .git/config", WRITE),
+        ("find . -fprint0 .git/config", WRITE),
+        ("find . -maxdepth 0 -fprint key.pem", DENY),
+        # ed's 'w FILE' among its commands.
+        ("ed -s README.md <<< $'w .git/config\\nq'", WRITE),
+        ("ed -s README.md <<'EOF'\n1,$W .git/hooks/pre-commit\nq\nEOF", WRITE),
+        (
+            "printf '1d\\nwq .git/config\\n' | ed -s README.md",
+            ("ask", "commands.hazard.interpreter"),
+        ),
+        # Output options and destination operands.
+        ("gpg -o .git/config -d x.gpg", WRITE),
+        ("gpg --output=.git/config -d x.gpg", WRITE),
+        ("openssl enc -in README.md -out .git/config", WRITE),
+        ("openssl req -new -keyout key.pem -out r.csr", DENY),
+        ("ssh-keygen -f .git/hooks/k -N ''", WRITE),
+        ("ssh-keygen -qf .git/hooks/k -N ''", WRITE),
+        ("script -q .git/hooks/pre-commit", WRITE),
+        ("script -qc true .git/hooks/pre-commit", WRITE),
+        ("git init .git/hooks", WRITE),
+        ("git init -b main .git/hooks/x", WRITE),
+        ("git -C .git init hooks", WRITE),
+        ("git clone . .git/hooks/c", WRITE),
+        ("git clone --depth 1 https://example.com/r.git .git/hooks/c", WRITE),
+        ("git init --separate-git-dir .git/hooks/g x", WRITE),
+        ("git bundle create .git/hooks/x HEAD", WRITE),
+        ("git worktree add .git/hooks/w", WRITE),
+        ("git worktree add -b topic .git/hooks/w main", WRITE),
+        ("yq -i . .git/config", WRITE),
+        ("yq -i '.a = 1' x.yml .git/config", WRITE),
+        ("sqlite3 .git/config 'select 1'", WRITE),
+        ("sqlite3 -cmd '.mode csv' .git/config", WRITE),
+        ("exiftool -o .git/config x", WRITE),
+        ("exiftool -Comment=x .git/config", WRITE),
+    ],
+)
+def test_script_and_option_writes_are_judged(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -n 's/x/y/p' notes.txt",
+        "sed -i 's/world/earth/' notes.txt",
+        "sed -n '/^#/!p' notes.txt",
+        "sed 's/new world/old/' notes.txt",
+        "sed -n 'w out.txt' notes.txt",
+        "sed -e 's/a/b/w out.txt' notes.txt",
+        "sed '/x/a\\\nwritten .git/config' notes.txt",  # appended text, not a 'w'
+        "awk '$1 > 5 {print $2}' notes.txt",
+        "awk '{print ($1 > 5)}' notes.txt",
+        "awk '{print $1 > \"out.txt\"}' notes.txt",
+        "awk '{print > \"/dev/stderr\"}' notes.txt",
+        "find . -name '*.py' -fprint list.txt",
+        "find . -print",
+        "ed -s notes.txt <<< $'1d\\nw\\nq'",
+        "ed -s notes.txt <<< $'1d\\nw copy.txt\\nq'",
+        "gpg -o out.txt -d x.gpg",
+        "openssl x509 -in c.pem -noout -text",
+        "openssl req -new -key k.key -out r.csr",
+        "ssh-keygen -t ed25519 -f ./deploy_key -N ''",
+        "script -q typescript",
+        "git init",
+        "git init repo",
+        "git clone https://example.com/r.git",
+        "git clone https://example.com/r.git work/r",
+        "git worktree add ../w",
+        "git bundle create repo.bundle --all",
+        "yq '.a' x.yml",
+        "yq -i '.a = 1' x.yml",
+        "sqlite3 app.db 'select 1'",
+        "sqlite3 -readonly app.db 'select 1'",
+        "exiftool photo.jpg",
+        "exiftool -Comment=x photo.jpg",
+    ],
+)
+def test_ordinary_script_writes_are_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    ("args", "files"),
+    [
+        (("-n", "w a"), ["a"]),
+        (("-n", "1w a;b"), ["a;b"]),  # the file name is the rest of the line
+        (("-n", "w a\nw b"), ["a", "b"]),
+        (("s/x/y/gpw c", "f"), ["c"]),
+        (("y/ab/cd/;w d", "f"), ["d"]),
+        (("-e", "p", "-e", "w e", "f"), ["e"]),
+        (("-f", "s.sed", "f"), []),  # the script is a file: judged as a program
+        (("-n", "s/w x/y/p", "f"), []),  # 'w' inside the regex
+        (("-n", "/w x/p", "f"), []),
+        (("-n", "\\%w%w g", "f"), ["g"]),
+        # Text the grammar here does not read: any 'w' that may start a command counts.
+        (("-n", "p;Zq w h", "f"), ["h"]),
+    ],
+)
+def test_sed_script_writes(args: tuple[str, ...], files: list[str]) -> None:
+    assert [w.value for w in sed_script_writes(tuple(Word(a) for a in args))] == files
+
+
+def test_awk_outputs_named_at_run_time() -> None:
+    args = (Word("{print > $2}"), Word("f"))
+    assert awk_outputs("awk", args) == ([], True)
+    files, unknown = awk_outputs("awk", (Word('{print "a" > "b"; print >> "c"}'),))
+    assert [w.value for w in files] == ["b", "c"] and not unknown
+    # A program only known at run time is not read here.
+    assert awk_outputs("awk", (Word("$P", dynamic=True), Word("f"))) == ([], False)
+
+
+def test_find_output_is_a_written_operand() -> None:
+    cmd = SimpleCommand("find", tuple(Word(a) for a in (".", "-fprintf", "out", "%p")))
+    assert [w.value for w in written_operands(cmd)] == ["out"]
