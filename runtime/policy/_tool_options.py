@@ -3,9 +3,10 @@ runs: tar's ``-I``/``-F`` in a cluster or old-style letters, ssh's ``-o proxycom
 case, ``=`` or a space), ``sftp -D CMD``/``-S PROG``, ``zip -qTT CMD``, ``strace -o '|CMD'``,
 ``make 'x!=CMD'`` and ``$(shell CMD)`` in a command-line variable, ``npm pkg set
 scripts.X=CMD``, apt's ``-o APT::Update::Pre-Invoke::=CMD``, ``groff -U``, ``run-parts DIR``,
-the C compilers' ``-wrapper PROG,ARG...``, ``-fplugin=``, ``-B``, ``-specs=``, the programs
-``--diff-program`` (sdiff, diff3), ``--strip-program`` (install) and ``--rsh-command``
-(tar, cpio, mt) name, and ``env -S`` strings split as env splits them.
+the compiler drivers' (gcc, clang, c99, cpp, gfortran, ...) ``-wrapper PROG,ARG...``,
+``-fplugin=``, ``-B``, ``-specs=``, the programs ``--diff-program`` (sdiff, diff3),
+``--strip-program`` (install) and ``--rsh-command`` (tar, cpio, mt) name, and ``env -S``
+strings split as env splits them.
 
 Since no table is complete, a program none of them reads gets a general rule: a long option
 named like one that runs something (``--*-program``, ``--*-command``, ``--*-cmd``,
@@ -365,10 +366,14 @@ def _run_parts(words: list[Word]) -> OptionCode:
     return OptionCode(hazards=("run-parts runs every program in a directory",))
 
 
-# The C compiler drivers by name, also versioned or with a target prefix ('gcc-12',
-# 'x86_64-linux-gnu-g++', 'clang++-16').
+# The compiler drivers by name, also versioned or with a target prefix ('gcc-12',
+# 'x86_64-linux-gnu-g++', 'clang++-16'): GCC's for every language it compiles (c89 and c99
+# are POSIX's 'exec gcc -std=... "$@"', cpp runs cc1 -E as gcc does), and clang's. Each
+# runs its subprograms through '-wrapper' and finds them by '-B'.
 _COMPILER_RE = re.compile(
-    r"(?:[A-Za-z0-9_.]+-)*(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(?:-[0-9.]+)?"
+    r"(?:[A-Za-z0-9_.]+-)*"
+    r"(?:gcc|g\+\+|cc|c\+\+|c89|c99|cpp|gfortran|gccgo|gdc|gnat|gm2|clang|clang\+\+)"
+    r"(?:-[0-9.]+)?"
 )
 # Their options that load a library or make the driver find its programs elsewhere
 # (attached, '=' or the next word): a plugin, a program prefix, a specs file (which names
