@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 from _policy_helpers import verdict
 
+from runtime.catalogue import Catalogue
+from runtime.errors import ToolFailed
+from runtime.models import ToolCall
 from runtime.policy import Policy
+from runtime.toolkit_env import check_env_key
 
 RM = ("deny", "commands.deny.rm-root")
 ASK = ("ask", "commands.hazard.interpreter")
@@ -76,3 +80,65 @@ def test_the_posix_drivers_run_the_wrapper(tmp_path: Path, driver: str) -> None:
         timeout=60,
     )
     assert (tmp_path / "ran").exists(), driver
+
+
+# O2: the directories gcc runs its subprograms from are '-B' (a planted ./x/as runs), and
+# clang's CCC_OVERRIDE_OPTIONS edits its command line: set inline, exported, through env,
+# shell_exec's 'env' or a session's set_env.
+_LOADER_ENV = ("ask", "commands.deny.loader-env")
+_EXPORT_ENV = ("ask", "commands.deny.export-loader-env")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("COMPILER_PATH=./x gcc -c a.c", _LOADER_ENV),
+        ("GCC_EXEC_PREFIX=./x/ gcc -c a.c", _LOADER_ENV),
+        ("env COMPILER_PATH=./x gcc -c a.c", _LOADER_ENV),
+        ("env GCC_EXEC_PREFIX=./x/ cc -c a.c", _LOADER_ENV),
+        ("export COMPILER_PATH=./x; gcc -c a.c", _EXPORT_ENV),
+        ("declare -x GCC_EXEC_PREFIX=./x/; gcc -c a.c", _EXPORT_ENV),
+        ("CCC_OVERRIDE_OPTIONS='+-fplugin=./p.so' clang -c a.c", _LOADER_ENV),
+    ],
+)
+def test_variables_that_move_the_compilers_programs_ask(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize("key", ["COMPILER_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS"])
+def test_compiler_variables_are_judged_for_calls_and_sessions(policy: Policy, key: str) -> None:
+    catalogue = Catalogue()
+    call = ToolCall(tool="shell_exec", arguments={"command": "gcc -c a.c", "env": {key: "./x"}})
+    d = policy.decide(call, catalogue.get("shell_exec"))
+    assert (d.action, d.rule) == _EXPORT_ENV
+    d = policy.decide(
+        ToolCall(tool="set_env", arguments={"key": key, "value": "./x"}), catalogue.get("set_env")
+    )
+    assert (d.action, d.rule) == ("deny", "env.deny")
+    with pytest.raises(ToolFailed):
+        check_env_key(key)
+
+
+@pytest.mark.parametrize("variable", ["COMPILER_PATH=x", "GCC_EXEC_PREFIX=x/"])
+def test_the_compiler_variables_run_a_planted_assembler(tmp_path: Path, variable: str) -> None:
+    """Why: gcc looks for cc1, as and collect2 where these name first, as with -B."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "x").mkdir()
+    for program in ("cc1", "as"):
+        planted = tmp_path / "x" / program
+        planted.write_text("#!/bin/sh\ntouch ran\n")
+        planted.chmod(0o755)
+    name, _, value = variable.partition("=")
+    subprocess.run(
+        ["gcc", "-c", "a.c"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", name: f"{tmp_path}/{value}"},
+        check=False,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (tmp_path / "ran").exists(), variable
