@@ -594,6 +594,13 @@ class CodeMixin(WalkerState):
                 self.hazard("interpreter", f"{name} reads a file named at run time", feeds)
             else:
                 self.note_run(f.value, False, depth, feeds, name)
+        if found.response is not None:
+            if words[found.response].dynamic:
+                self.hazard(
+                    "interpreter", f"{name} reads options from a file named at run time", feeds
+                )
+            else:
+                self.note_response(words, found.response, depth, feeds)
 
     def find_exec(
         self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]

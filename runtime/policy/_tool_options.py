@@ -41,6 +41,7 @@ __all__ = [
     "ed_commands",
     "ed_written_files",
     "env_split_string",
+    "response_file_words",
     "tool_option_code",
 ]
 
@@ -60,6 +61,10 @@ class OptionCode(NamedTuple):
     #: cc1 ...', 'sdiff --diff-program=PROG' runs 'PROG ... A B'): each an argv, judged with
     #: the tool's own arguments (only known at run time) after it.
     argvs: tuple[tuple[Word, ...], ...] = ()
+    #: Where a response file ('gcc @FILE') stands among the words: the tool reads the
+    #: file's words in its place, options included ('-wrapper' on one line, its value on
+    #: the next). The first one only: the command read with it spliced in shows the next.
+    response: int | None = None
 
 
 _NONE = OptionCode()
@@ -378,7 +383,12 @@ _COMPILER_RE = re.compile(
 # Their options that load a library or make the driver find its programs elsewhere
 # (attached, '=' or the next word): a plugin, a program prefix, a specs file (which names
 # the programs run), a linker by path.
-_COMPILER_CODE = ("-fplugin", "-fpass-plugin", "-specs", "--specs", "--prefix", "--ld-path")
+# clang's '--config FILE' reads options as '@FILE' does, and the config directories name
+# where it finds the files it reads by default ('clang.cfg').
+_COMPILER_CODE = (
+    "-fplugin", "-fpass-plugin", "-specs", "--specs", "--prefix", "--ld-path", "--config",
+    "--config-user-dir", "--config-system-dir",
+)  # fmt: skip
 
 
 def _comma_argv(value: Word) -> tuple[Word, ...]:
@@ -389,12 +399,17 @@ def _comma_argv(value: Word) -> tuple[Word, ...]:
 def _compiler(name: str, words: list[Word]) -> OptionCode:
     """gcc's and clang's '-wrapper PROG,ARG,...' (every subprogram is run as 'PROG ARG ...
     cc1 ...'): an argv. '-fplugin=X.so', '-B PREFIX', '-specs=FILE', '-fuse-ld=PATH',
-    '-Xclang -load', '-Wl,-plugin,X': a library or program that cannot be read (asks)."""
+    '-Xclang -load', '-Wl,-plugin,X', '--config FILE': a library, program or options that
+    cannot be read (asks). '@FILE' (any word, a value too: the driver expands response
+    files before it reads an option) is read by the walker (:attr:`OptionCode.response`)."""
     argvs: list[tuple[Word, ...]] = []
     hazards: list[str] = []
+    response: int | None = None
     for k, w in enumerate(words[1:], 1):
         v = w.value
         after = words[k + 1] if k + 1 < len(words) else None
+        if v.startswith("@") and len(v) > 1 and response is None:
+            response = k
         if v in ("-wrapper", "--wrapper") and after is not None:
             argvs.append(_comma_argv(after))
         elif (
@@ -409,7 +424,62 @@ def _compiler(name: str, words: list[Word]) -> OptionCode:
             v == "-Xlinker" and after is not None and "plugin" in after.value
         ):
             hazards.append(f"{name} {v} gives the linker a plugin")
-    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs))
+    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs), response=response)
+
+
+def response_file_words(text: str) -> list[list[str]]:
+    """The words a compiler driver reads from a response file (libiberty's buildargv:
+    blanks separate outside quotes, quotes are removed), as each GCC splits it: up to
+    GCC 12 a backslash quotes the next character everywhere, from GCC 13 as the shell's
+    does (not in single quotes; in double quotes only before '$', '`', '"', '\\' or a
+    newline). Both readings, when they differ: which GCC runs is not known here."""
+    readings: list[list[str]] = []
+    for posix in (False, True):
+        words = _buildargv(text, posix=posix)
+        if words not in readings:
+            readings.append(words)
+    return readings
+
+
+def _buildargv(text: str, *, posix: bool) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        arg: list[str] = []
+        squote = dquote = bsquote = False
+        while i < len(text):
+            c = text[i]
+            if c.isspace() and not (squote or dquote or bsquote):
+                break
+            if bsquote:
+                bsquote = False
+                if not posix or c != "\n":
+                    arg.append(c)
+            elif c == "\\" and (
+                not posix or (not squote and (not dquote or text[i + 1 : i + 2] in '$`"\\\n'))
+            ):
+                bsquote = True
+            elif squote:
+                squote = c != "'"
+                if squote:
+                    arg.append(c)
+            elif dquote:
+                dquote = c != '"'
+                if dquote:
+                    arg.append(c)
+            elif c == "'":
+                squote = True
+            elif c == '"':
+                dquote = True
+            else:
+                arg.append(c)
+            i += 1
+        out.append("".join(arg))
+    return out
 
 
 # program -> its long options whose value is a program it runs with arguments of its own

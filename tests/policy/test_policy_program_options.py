@@ -17,6 +17,7 @@ from runtime.catalogue import Catalogue
 from runtime.errors import ToolFailed
 from runtime.models import ToolCall
 from runtime.policy import Policy
+from runtime.policy._tool_options import response_file_words
 from runtime.toolkit_env import check_env_key
 
 RM = ("deny", "commands.deny.rm-root")
@@ -142,3 +143,83 @@ def test_the_compiler_variables_run_a_planted_assembler(tmp_path: Path, variable
         timeout=60,
     )
     assert (tmp_path / "ran").exists(), variable
+
+
+# O2: 'gcc @FILE' reads FILE's words in its place, before any option is read: a file this
+# command writes is read so, any other asks.
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo '-wrapper rm,-rf,/' > o; gcc @o -c a.c", RM),
+        ("echo '-wrapper rm,-rf,/' > o.rsp; c99 @./o.rsp -c a.c", RM),
+        ("echo 'rm,-rf,/' > o; gcc -wrapper @o -c a.c", RM),  # an option's value too
+        ("cat > o <<'E'\n-wrapper\n\"rm,-rf,/\"\nE\ngcc @o -c a.c", RM),
+        ("echo '@p' > o; echo '-wrapper rm,-rf,/' > p; gcc @o -c a.c", RM),  # nested
+        ("echo '-wrapper rm,-rf,/' > o; cd sub; gcc @../o -c a.c", RM),
+        # Written after it in a loop: every text written there is read.
+        ("for i in 1 2; do echo -O2 > o; gcc @o -c a.c; echo '-wrapper rm,-rf,/' > o; done", RM),
+        # A script this command writes that runs the compiler on it, and the reverse.
+        ("echo 'gcc @o -c a.c' > s.sh; echo '-wrapper rm,-rf,/' > o; sh s.sh", RM),
+        ("echo '-wrapper ./h' > o; printf '#!/bin/sh\\nrm -rf ./*\\n' > h; gcc @o -c a.c", RM),
+        ("echo '-B ./x' > o; gcc @o -c a.c", ASK),
+        ("echo '-o key.pem' > o; gcc @o -c a.c", ("deny", "paths.deny")),
+        # Content only known when it runs, a file this command does not write, a name
+        # only known at run time: its words cannot be read.
+        ("printf -- '-wrapper\\nrm,-rf,/\\n' > o; gcc @o -c a.c", ASK),
+        ("gcc @o -c a.c", ASK),
+        ("echo -O2 > o; gcc @o @q -c a.c", ASK),
+        ('gcc @"$F" -c a.c', ASK),
+        ("clang --config=./x.cfg -c a.c", ASK),
+        ("clang --config-user-dir=. -c a.c", ASK),
+    ],
+)
+def test_a_compiler_response_file_is_read(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo '-O2 -Wall' > o; gcc @o -c a.c",
+        "printf '%s\\n' -O2 > o; cat o",
+        "gcc -c a.c; echo '-wrapper rm,-rf,/' > o",  # written, never read
+        "gcc -DAT=@ -c a.c",
+        "echo '@o' > o; gcc @o -c a.c",  # gcc refuses a response file that names itself
+    ],
+)
+def test_ordinary_response_file_uses_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-O2 -Wall\n-c", [["-O2", "-Wall", "-c"]]),
+        ('-wrapper\n"rm,-rf,/"', [["-wrapper", "rm,-rf,/"]]),
+        ("-DA=a\\ b", [["-DA=a b"]]),
+        # GCC 12 reads the backslash in quotes too, GCC 13 as the shell does: both kept.
+        ("-DA='x\\y'", [["-DA=xy"], ["-DA=x\\y"]]),
+        ('-DA="p\\q"', [["-DA=pq"], ["-DA=p\\q"]]),
+        ("-wrap\\per", [["-wrapper"]]),
+        ("  ", [[]]),
+    ],
+)
+def test_response_file_words_are_split_as_gcc_splits_them(
+    text: str, expected: list[list[str]]
+) -> None:
+    assert response_file_words(text) == expected, text
+
+
+def test_a_response_file_gives_gcc_its_wrapper(tmp_path: Path) -> None:
+    """Why: gcc reads '@FILE' in its place before it reads an option, '-wrapper' included
+    (and splits it as response_file_words' first reading does)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "o").write_text("-wrapper\n'sh,-c,touch ran'\n")
+    subprocess.run(
+        ["gcc", "@o", "-c", "a.c"], cwd=tmp_path, check=False, capture_output=True, timeout=60
+    )
+    assert (tmp_path / "ran").exists()
