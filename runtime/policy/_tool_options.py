@@ -569,46 +569,81 @@ def tool_option_code(name: str, words: list[Word]) -> OptionCode:
     return found
 
 
+def _ed_operands(words: list[Word]) -> list[Word]:
+    """ed's (and red's) operands: the words that are not options ('-p PROMPT' and
+    '--prompt PROMPT' take the next word; getopt permutes, so an operand may come first;
+    after '--' every word is one)."""
+    out: list[Word] = []
+    skip = ended = False
+    for w in words[1:]:
+        v = w.value
+        if skip:  # the prompt of '-p PROMPT', '--prompt PROMPT'
+            skip = False
+        elif not ended and v == "--":
+            ended = True
+        elif not ended and v.startswith("-") and v != "-":
+            prompt = long_option(v, ("--prompt",), "ed") is not None and "=" not in v
+            skip = prompt or (short_cluster(v) or "").endswith("p")
+        else:
+            out.append(w)
+    return out
+
+
 def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
     """The command lines ed runs. A file operand '!CMD' reads what CMD prints; among its
     commands (a literal input), '!CMD', 'r !CMD', 'w !CMD', 'e !CMD' run CMD: the text
     after a line's first '!' is read as shell (a '!' in inserted text is read too, and
     '-r' is not trusted to forbid it: more found, never less)."""
-    out: list[Word] = []
-    skip = False
-    for w in words[1:]:
-        v = w.value
-        if skip:  # the prompt of '-p PROMPT', '--prompt PROMPT'
-            skip = False
-            continue
-        if v.startswith("-") and v != "-":
-            prompt = long_option(v, ("--prompt",), "ed") is not None and "=" not in v
-            skip = prompt or (short_cluster(v) or "").endswith("p")
-            continue
-        if v.startswith("!"):
-            out.append(w.tail(1))
+    out = [w.tail(1) for w in _ed_operands(words) if w.value.startswith("!")]
     for line in (stdin_text or "").split("\n"):
         if "!" in line:
             out.append(Word(line[line.index("!") + 1 :]))
     return out
 
 
-# An ed command line that writes a file: an address ('1,$', '.', "'a", '/re/', '?re?'),
-# then 'w', 'wq' or 'W' (append) and the file name; '!' after it is a command, no file.
-_ED_WRITE_RE = re.compile(
-    r"^\s*(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
-    r"(?:wq|w|W)[ \t]*([^!\s].*)$"
-)
+# An ed address: line numbers, '.', '$', ',', ';', offsets, marks ("'a"), '/re/', '?re?'.
+_ED_ADDRESS = r"(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
+# 'g/re/', 'v/re/', 'G/re/', 'V/re/' before the command they run on each line they match
+# (any character but a blank delimits the expression): stripped, the command is read.
+_ED_GLOBAL_RE = re.compile(r"\s*" + _ED_ADDRESS + r"[gvGV]([^\s\\])(?:(?!\1)[^\\]|\\.)*\1")
+# A command that writes: 'w', 'wq' or 'W' (append) and a file name, or none (the default
+# file name); '!' after it is a command line, no file.
+_ED_WRITE_RE = re.compile(r"\s*" + _ED_ADDRESS + r"(?:wq|w|W)[ \t]*(.*)")
+# Commands that set the default file name ('f FILE', 'e FILE', 'E FILE' always; 'r FILE'
+# when there is none yet). They take no address.
+_ED_NAME_RE = re.compile(r"\s*([feEr])[ \t]*([^!\s].*)")
 
 
-def ed_written_files(stdin_text: str | None) -> list[Word]:
-    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE'.
-    A line of inserted text that reads as one is counted too (more found, never less)."""
+def _ed_command(line: str) -> str:
+    """An ed command line without the global commands' 'g/re/' before it."""
+    while (m := _ED_GLOBAL_RE.match(line)) is not None and m.end() > 0:
+        line = line[m.end() :]
+    return line
+
+
+def ed_written_files(words: list[Word], stdin_text: str | None) -> list[Word]:
+    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE',
+    'g/re/w FILE' (and v, G, V), and with no file name the default one: the operand, or
+    a name 'f FILE', 'e FILE', 'E FILE' (or 'r FILE' when there was none) set before
+    (':set' in ed's words). Every line is read as a command, a line of inserted text too,
+    and every name set before a 'w' may be the one it writes (more found, never less)."""
     out: list[Word] = []
+    names = [w for w in _ed_operands(words)[:1] if not w.value.startswith("!")]
     for line in (stdin_text or "").split("\n"):
-        m = _ED_WRITE_RE.match(line)
-        if m is not None:
-            out.append(Word(m.group(1).rstrip()))
+        command = _ed_command(line)
+        written = _ED_WRITE_RE.fullmatch(command)
+        if written is not None:
+            name = written.group(1).rstrip()
+            if not name:
+                out.extend(w for w in names if w not in out)
+            elif not name.startswith("!"):
+                out.append(Word(name))
+                if not names:
+                    names.append(Word(name))
+            continue
+        named = _ED_NAME_RE.fullmatch(command)
+        if named is not None and (named.group(1) != "r" or not names):
+            names.append(Word(named.group(2).rstrip()))
     return out
 
 

@@ -223,3 +223,83 @@ def test_a_response_file_gives_gcc_its_wrapper(tmp_path: Path) -> None:
         ["gcc", "@o", "-c", "a.c"], cwd=tmp_path, check=False, capture_output=True, timeout=60
     )
     assert (tmp_path / "ran").exists()
+
+
+# O3: the files ed's commands write: a 'w' with no name writes the default file name (the
+# operand, or the last 'f'/'e'/'E' name, an 'r' name when there was none), a global
+# command's 'g/re/w FILE', and red reads as ed does.
+_PEM = ("deny", "paths.deny")
+_GIT = ("deny", "paths.deny_write")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ed -s x <<< $'f .git/hooks/pre-commit\\nw\\nq'", _GIT),
+        ("ed -s x <<< $'e .git/config\\na\\n[core]\\n.\\nw\\nq'", _GIT),
+        ("ed -s x <<< $'E .git/config\\nwq'", _GIT),
+        ("ed -s x <<< $'w\\nf key.pem\\nW'", _PEM),
+        ("ed -s <<< $'r key.pem\\nw'", _PEM),  # no operand: 'r' names the default file
+        ("ed -s x <<< $'g/h/w key.pem\\nq'", _PEM),
+        ("ed -s x <<< $'v/h/w key.pem\\nq'", _PEM),
+        ("ed -s x <<< $'G/h/w key.pem\\nq'", _PEM),
+        ("ed -s x <<< $'V/h/w key.pem\\nq'", _PEM),
+        ("ed -s x <<< $'1,$g|h|W key.pem\\nq'", _PEM),
+        ("ed -s x <<< $'g/a\\\\/b/w key.pem\\nq'", _PEM),
+        ("ed -s -- key.pem <<< w", _PEM),
+        ("red -s x <<< 'w key.pem'", _PEM),
+        ("red -s key.pem <<< w", _PEM),
+        ("red -s x <<< $'f key.pem\\nwq'", _PEM),
+        ("red -s x <<< '!rm -rf /'", RM),
+        ("cat s.ed | red -s x", ASK),
+    ],
+)
+def test_the_files_ed_commands_write_are_judged(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ed -s notes.txt <<< $'1d\\nw\\nq'",
+        "ed -s notes.txt <<< $',s/foo/bar/g\\nw\\nq'",
+        "ed -s notes.txt <<< $'g/TODO/d\\nw\\nq'",
+        "ed -s notes.txt <<< $'a\\nhello\\n.\\nw out.txt\\nq'",
+        "ed -s notes.txt <<< $'r header.txt\\nw\\nq'",  # 'r' keeps the operand's name
+        "ed -s notes.txt <<< $'f copy.txt\\nw\\nq'",
+        "red notes.txt",
+        "red -s notes.txt <<< $'1d\\nw'",
+    ],
+)
+def test_ordinary_ed_scripts_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+@pytest.mark.parametrize(
+    ("program", "script"),
+    [
+        ("ed", "f written\nw\nq\n"),
+        ("ed", "e written\na\nz\n.\nw\nq\n"),  # a name that does not exist yet too
+        ("ed", "E written\nw\nq\n"),
+        ("ed", "g/h/w written\nq\n"),
+        ("ed", "v/zzz/w written\nq\n"),
+        ("red", "w written\nq\n"),
+    ],
+)
+def test_ed_writes_what_its_commands_name(tmp_path: Path, program: str, script: str) -> None:
+    """Why: each of these writes a file other than the one ed was given."""
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed")
+    (tmp_path / "x").write_text("h\n")
+    subprocess.run(
+        [program, "-s", "x"],
+        input=script,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        timeout=20,
+    )
+    assert (tmp_path / "written").exists(), script
