@@ -6,12 +6,12 @@ scripts.X=CMD``, apt's ``-o APT::Update::Pre-Invoke::=CMD``, ``groff -U``, ``run
 the compiler drivers' (gcc, clang, c99, cpp, gfortran, ...) ``-wrapper PROG,ARG...``,
 ``-fplugin=``, ``-B``, ``-specs=``, the programs ``--diff-program`` (sdiff, diff3),
 ``--strip-program`` (install) and ``--rsh-command`` (tar, cpio, mt) name, and ``env -S``
-strings split as env splits them.
+strings split as env splits them, go's ``-exec``, ``-toolexec`` and ``-vettool``.
 
-Since no table is complete, a program none of them reads gets a general rule: a long option
-named like one that runs something (``--*-program``, ``--*-command``, ``--*-cmd``,
-``--*-wrapper``, ``--*-shell``, ``--*-editor``, ``--*-pager``, ...) asks
-(:func:`_named_runners`).
+Since no table is complete, a program none of them reads gets a general rule: an option
+named like one that runs something (``--*-program``, ``--*_prog``, ``-*-command``,
+``--exec``, ``--cmd``, ``--*-wrapper``, ``--*-shell``, ``--*-editor``, ``--*-pager``,
+``--rsh-comm`` as getopt abbreviates, ...) asks (:func:`_named_runners`).
 
 Pure functions on :class:`Word` lists; :meth:`runtime.policy._shell_code.CodeMixin.option_code`
 reads what they return: a command line as shell (a visible ``rm -rf /`` is denied), a program
@@ -494,13 +494,73 @@ _PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
     "mt": frozenset({"--rsh-command", "--rmt-command"}),
 }
 
-# The general rule's words: the end of a long option's name (after '--') that runs
-# what it names, and the starts of names that turn a thing off.
-_RUNNER_ENDINGS = (
-    "-program", "-command", "-cmd", "-wrapper", "-shell", "-editor", "-pager", "-exec",
-    "-hook", "-askpass",
+# go's build flags whose value is a program it runs (any subcommand; '-f', '--f', '=' or
+# the next word): '-exec' runs 'PROG ARGS a.out ...' and '-toolexec' 'PROG ARGS asm ...'
+# (both split into quoted fields), '-vettool' is one program.
+_GO_SPLIT = frozenset({"exec", "toolexec"})
+_GO_PROGRAM = frozenset({"vettool"})
+# Variables 'go env -w' stores for every later go command: the programs cgo runs.
+_GO_PROGRAM_ENV = frozenset({"CC", "CXX", "FC", "AR", "PKG_CONFIG"})
+
+
+def _go_fields(value: Word) -> tuple[Word, ...]:
+    """A go flag's value as the argv go runs (cmd/internal/quoted.Split: blanks separate,
+    single or double quotes group, no escapes)."""
+    out: list[Word] = []
+    for m in re.finditer(r"""'([^']*)'?|"([^"]*)"?|(\S+)""", value.value):
+        out.append(Word(next(g for g in m.groups() if g is not None), value.dynamic))
+    return tuple(out) or (value,)
+
+
+def _go(words: list[Word]) -> OptionCode:
+    """'go test -exec PROG', 'go build -toolexec PROG', 'go vet -vettool=PROG': the program
+    go runs with arguments of its own (an argv, as gcc's '-wrapper'). 'go env -w
+    GOFLAGS=...' stores flags for every later go command (read as these are), and
+    'go env -w CC=...' the compiler cgo runs (asks)."""
+    argvs: list[tuple[Word, ...]] = []
+    hazards: list[str] = []
+    stored = "env" in [w.value for w in words[1:3]] and any(w.value == "-w" for w in words)
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if stored and "=" in v and not v.startswith("-"):
+            key, _, setting = v.partition("=")
+            if key == "GOFLAGS":
+                flags = [Word(f, w.dynamic) for f in setting.split()]
+                found = _go([words[0], *flags])
+                argvs += found.argvs
+                hazards += found.hazards
+            elif key in _GO_PROGRAM_ENV or (w.dynamic and "$" in key):
+                hazards.append(f"go env -w {key} names a program later go commands run")
+            continue
+        if not v.startswith("-") or v in ("-", "--"):
+            continue
+        name, eq, attached = v.lstrip("-").partition("=")
+        if name not in _GO_SPLIT | _GO_PROGRAM:
+            continue
+        value = Word(attached, w.dynamic) if eq else words[k + 1] if k + 1 < len(words) else None
+        if value is None:
+            continue
+        argvs.append(_go_fields(value) if name in _GO_SPLIT else (value,))
+    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs))
+
+
+# The general rule's words: an option's name (after '-' or '--', '-'/'_' separating its
+# parts) whose last part is one of these runs what it names ('--diff-program',
+# '--diff_prog', '-pre-command', '--exec', '--cmd'); 'tool' only after another part
+# ('--merge-tool', not valgrind's '--tool').
+_RUNNER_WORDS = frozenset(
+    {"program", "prog", "command", "cmd", "wrapper", "shell", "editor", "pager", "exec",
+     "hook", "askpass"}
 )  # fmt: skip
-_NEGATIONS = ("no-", "without-", "disable-")
+_RUNNER_TAILS = frozenset({"tool"})
+# A last part that is the start of one of them, as getopt_long takes an abbreviation
+# ('--diff-progr', '--rsh-comm'): four letters at least, and not the everyday words
+# '--edit', '--page 2', 'base64 --wrap=0'.
+_RUNNER_PARTIAL_MIN = 4
+_NOT_PARTIALS = frozenset({"edit", "page", "wrap"})
+# Written as one word with no separator ('-toolexec', '--vettool', '--rshcommand').
+_RUNNER_SUFFIXES = ("exec", "command", "program", "cmd", "wrapper", "tool")
+_NEGATIONS = ("no-", "no_", "without-", "without_", "disable-", "disable_")
 # Programs whose long options a reader of the walker already knows: their own table here,
 # the option tables (runtime/policy/wrappers.py), and the tools with a grammar of their own
 # (runtime/policy/_shell_code.py, _tool_commands.py, _gdb.py).
@@ -511,24 +571,46 @@ _READ_ELSEWHERE = frozenset(
 )
 
 
+def _runs_named(option: str) -> bool:
+    """Whether an option name (no dashes, lower case) is named as one that runs what its
+    value names (:data:`_RUNNER_WORDS`)."""
+    parts = [p for p in re.split(r"[-_]+", option) if p]
+    if not parts or option.startswith(_NEGATIONS):
+        return False
+    last = parts[-1]
+    if last in _RUNNER_WORDS or (last in _RUNNER_TAILS and len(parts) > 1):
+        return True
+    if (
+        len(last) >= _RUNNER_PARTIAL_MIN
+        and last not in _NOT_PARTIALS
+        and any(r.startswith(last) for r in _RUNNER_WORDS)
+    ):
+        return True
+    return any(
+        last.endswith(s) and len(last) > len(s) and not last.startswith("no")
+        for s in _RUNNER_SUFFIXES
+    )
+
+
 def _named_runners(name: str, words: list[Word]) -> OptionCode:
-    """For a program no table reads: each long option named as one that runs a program or
-    a command line ('--diff-program=P', '--rsh-command=P', '--foo-cmd=C'), in any case,
-    asks; what it runs, and how its value is given, is that program's own grammar. Options
-    read as shell for every program (:data:`COMMAND_OPTIONS`) and negations ('--no-pager')
-    are not."""
+    """For a program no table reads: each option named as one that runs a program or a
+    command line (:func:`_runs_named`: '--diff-program=P', '--diff_prog P', '-pre-command
+    P', '--exec=C', '--cmd C', '--rsh-comm P'), in any case, asks; what it runs, and how
+    its value is given, is that program's own grammar. A single-dash word is read as a
+    name when it is longer than one letter ('-exec': a cluster of letters that spells one
+    is rare). Options read as shell for every program (:data:`COMMAND_OPTIONS`) and
+    negations ('--no-pager') are not. A shorter abbreviation ('--diff-p') or a name no
+    part of which says it runs something cannot be known without the program's table."""
     hazards: list[str] = []
     for w in words[1:]:
         v = w.value
         if v == "--":
             break
-        if not v.startswith("--"):
+        if not v.startswith("-") or long_option(v, COMMAND_OPTIONS, name):
             continue
-        option = v[2:].split("=", 1)[0].lower()
-        if option.startswith(_NEGATIONS) or long_option(v, COMMAND_OPTIONS, name):
-            continue
-        if option.endswith(_RUNNER_ENDINGS):
-            hazards.append(f"{name} --{option} may run a program or command line it names")
+        option = v.lstrip("-").split("=", 1)[0].lower()
+        if len(option) > 1 and _runs_named(option):
+            hazards.append(f"{name} {v.split('=', 1)[0]} may run a program or command line")
     return OptionCode(hazards=tuple(hazards))
 
 
@@ -549,6 +631,7 @@ _TOOLS: dict[str, Callable[[str, list[Word]], OptionCode]] = {
     ),
     **dict.fromkeys(("groff", "troff", "nroff"), _groff),
     "run-parts": lambda _, words: _run_parts(words),
+    "go": lambda _, words: _go(words),
 }
 
 

@@ -303,3 +303,84 @@ def test_ed_writes_what_its_commands_name(tmp_path: Path, program: str, script: 
         timeout=20,
     )
     assert (tmp_path / "written").exists(), script
+
+
+# O7: the general rule reads the spellings of program-running options (abbreviations,
+# '_', one dash, the bare names), go's own flags and gm4.
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("frob --diff-prog=rm a b", ASK),
+        ("frob --diff-progr=rm a b", ASK),
+        ("frob --rsh-comm=/bin/sh h:x", ASK),
+        ("frob --diff_program=rm", ASK),
+        ("frob --PRE_COMMAND rm", ASK),
+        ("frob -pre-command=rm", ASK),
+        ("frob -toolexec=rm", ASK),
+        ("frob --vettool ./x", ASK),
+        ("frob --exec='rm -rf /'", ASK),
+        ("frob --cmd='rm -rf /'", ASK),
+        ("frob --command=rm", ASK),
+        ("frob --program=rm", ASK),
+        ("frob --prog rm", ASK),
+        ("frob --shell=./s.sh", ASK),
+        ("frob --merge-tool ./m", ASK),
+        ("go test -exec 'rm -rf /' ./...", RM),
+        ("go run -exec='rm -rf /' .", RM),
+        ("go build -toolexec 'rm -rf /' .", RM),
+        ('go build --toolexec="rm -rf /" .', RM),
+        ("go vet -vettool=/bin/rm .", ("ask", "commands.deny.rm-root")),
+        ('go test -exec "$X" ./...', ASK),
+        ("printf '#!/bin/sh\\nrm -rf ./*\\n' > h; chmod +x h; go test -exec ./h ./...", RM),
+        ("go env -w 'GOFLAGS=-exec=rm -rf /'", ("ask", "commands.deny.rm-root")),
+        ("go env -w CC=./x", ASK),
+        ("gm4 <<< 'syscmd(rm -rf /)'", ASK),
+        ("echo 'esyscmd(rm -rf /)' | gm4", ASK),
+    ],
+)
+def test_more_spellings_of_program_running_options_are_read(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "systemctl status x --no-pager",
+        "journalctl -u x --no-pager -n 50",
+        "docker run --rm -it img",
+        "docker compose up -d --build",
+        "kubectl exec pod -- ls",
+        "kubectl logs pod --tail=10",
+        "pytest -x",
+        "pytest --tb=short -q",
+        "cargo build --release",
+        "cargo test -- --nocapture",
+        "npm run build",
+        "git commit -m x",
+        "ls -lash",
+        "du -sh .",
+        "pip install -e .",
+        "base64 --wrap=0 f",
+        "valgrind --tool=memcheck ./a",
+        "./configure --prefix=/usr --program-prefix=g",
+        "terraform plan -out=tf.plan",
+        "node --inspect x.js",
+        "ruff check --fix .",
+        "mypy --strict x.py",
+        "gh pr list --limit 5",
+        "frob --programs x",
+        "frob --no-exec x",
+        "frob --noexec x",
+        "frob --no_shell x",
+        "go test ./...",
+        "go test -run TestX -v ./pkg",
+        "go build -o bin/app .",
+        "go vet ./...",
+        "go env -w GOPRIVATE=example.com",
+        "gm4 -D X=1 x.m4",
+    ],
+)
+def test_everyday_commands_stay_allowed_by_the_general_rule(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
