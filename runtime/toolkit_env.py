@@ -41,7 +41,10 @@ SESSION_ENV_MAX_BYTES = 64 * 1024
 #: then ``tar cf``, ``ZIPOPT='-TT CMD'`` then ``zip``, ``MAKEFLAGS=--eval=$(shell CMD)``,
 #: ``GOFLAGS=-toolexec=CMD``, ``RUSTFLAGS=-Clinker=CMD``, java's option variables (an
 #: ``-agentpath``), glibc's locale and host-alias files, ncurses' terminfo, the XDG data
-#: directories (desktop files name commands), perl's module-build options. The command
+#: directories (desktop files name commands), perl's module-build options, the directories
+#: gcc finds its subprograms in (``COMPILER_PATH``, ``GCC_EXEC_PREFIX``: a planted ``./x/as``
+#: runs, as with ``-B ./x``) and clang's edits of its own command line
+#: (``CCC_OVERRIDE_OPTIONS='+-fplugin=./p.so'``). The command
 #: rules ask when a command sets one (``commands.deny.loader-env``), the default ``[env]
 #: deny`` refuses them for a session (tests keep the lists in step), the tools refuse them.
 #: Their value is not read for what it runs (each program splits its own way): the name is
@@ -80,6 +83,9 @@ OPTION_HOOK_ENV = frozenset(
         "PYTHONEXECUTABLE",
         "PERL_MB_OPT",
         "PERL_MM_OPT",
+        "COMPILER_PATH",
+        "GCC_EXEC_PREFIX",
+        "CCC_OVERRIDE_OPTIONS",
     }
 )
 

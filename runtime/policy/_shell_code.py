@@ -459,7 +459,7 @@ class CodeMixin(WalkerState):
             )
         ):
             self.hazard("interpreter", f"{name} reads ex commands from its input", feeds)
-        elif name == "ed":
+        elif name in ("ed", "red"):
             self.ed(words, feeds, depth, stdin=stdin, stdin_code=stdin_code)
         self.script_modes(name, words, feeds, stdin_code, depth)
         self.option_code(name, words, feeds, depth)
@@ -473,14 +473,15 @@ class CodeMixin(WalkerState):
         stdin: Word | None,
         stdin_code: bool,
     ) -> None:
-        """ed reads its commands from its input, and '!CMD' among them runs CMD through the
-        shell (as ex's do): a literal input has its '!' command lines read as shell
-        (:func:`runtime.policy._tool_options.ed_commands`) and the files its 'w FILE'
-        commands write judged as writes, any other input asks."""
+        """ed (and red) reads its commands from its input, and '!CMD' among them runs CMD
+        through the shell (as ex's do): a literal input has its '!' command lines read as
+        shell (:func:`runtime.policy._tool_options.ed_commands`) and the files its 'w'
+        commands write (:func:`~runtime.policy._tool_options.ed_written_files`) judged as
+        writes, any other input asks."""
         text = literal_text(stdin)
         for value in ed_commands(words, text):
             self.shell_string(value, depth, feeds)
-        for written in ed_written_files(text):
+        for written in ed_written_files(words, text):
             # 'w FILE' among its commands: judged by the path rules as 'ed FILE' is (a
             # reading of this ed, as find's '-delete' is an 'rm -r').
             self.commands.append(
@@ -594,6 +595,13 @@ class CodeMixin(WalkerState):
                 self.hazard("interpreter", f"{name} reads a file named at run time", feeds)
             else:
                 self.note_run(f.value, False, depth, feeds, name)
+        if found.response is not None:
+            if words[found.response].dynamic:
+                self.hazard(
+                    "interpreter", f"{name} reads options from a file named at run time", feeds
+                )
+            else:
+                self.note_response(words, found.response, depth, feeds)
 
     def find_exec(
         self, words: list[Word], depth: int, feeds: tuple[str, ...], wrappers: tuple[str, ...]

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from runtime.policy._shell_model import MAX_COMMANDS, Hazard, HazardKind, SimpleCommand
+from runtime.policy._shell_model import (
+    MAX_COMMANDS,
+    MAX_DEPTH,
+    Hazard,
+    HazardKind,
+    SimpleCommand,
+)
+from runtime.policy._tool_options import response_file_words
 from runtime.policy.argv import Word, is_dynamic_name, program_name
 from runtime.policy.embedded import (
     package_scripts,
@@ -26,6 +33,18 @@ __all__ = ["WalkerState"]
 
 # Programs whose program file ('-f FILE') is judged by its text (embedded.program_text_runs).
 _TEXT_PROGRAMS = frozenset({"awk", "gawk", "mawk", "nawk", "sed"})
+
+
+class _Response(NamedTuple):
+    """A response file a compiler driver reads ('gcc @FILE'): its command's words, where
+    the '@FILE' stands, and where and how deep that command ran."""
+
+    argv: tuple[Word, ...]
+    at: int
+    depth: int
+    feeds: tuple[str, ...]
+    cwd: Word | None
+    dirs: tuple[Word, ...]
 
 
 @dataclass
@@ -66,6 +85,10 @@ class WalkerState(ABC):
     package_runs: list[tuple[frozenset[str] | None, int, tuple[str, ...], str]] = field(
         default_factory=list
     )
+    # Response files compiler drivers read ('gcc @FILE'), read at the end (note_response).
+    responses: list[_Response] = field(default_factory=list)
+    # The commands read with a response file's words spliced in (each read once).
+    responses_read: set[tuple[str, ...]] = field(default_factory=set)
 
     # -- the parts' calls into one another -------------------------------------------------
 
@@ -249,11 +272,61 @@ class WalkerState(ABC):
                 self.guessing -= 1
                 self.speculating -= 1
 
+    def note_response(self, words: list[Word], at: int, depth: int, feeds: tuple[str, ...]) -> None:
+        """``words[at]`` is a compiler driver's '@FILE': read once the whole command is
+        walked (:meth:`response_file`), when what it writes is known."""
+        response = _Response(tuple(words), at, depth, feeds, self.cwd, tuple(self.dirs))
+        self.responses.append(response)
+
+    def response_file(self, response: _Response) -> None:
+        """A compiler driver's '@FILE': the command is read again with the file's words in
+        its place (:func:`response_file_words`), once for each text this command writes
+        there. A file this command does not write, or writes with content only known when
+        it runs, cannot be read: asks."""
+        argv, at, depth, feeds, cwd, dirs = response
+        name, word = argv[0].value, argv[at].value
+        contents = self.written.get(script_key(word[1:]))
+        if contents is None or None in contents:
+            whence = (
+                "does not write"
+                if contents is None
+                else "writes with content only known when it runs"
+            )
+            self.hazard(
+                "interpreter",
+                f"{name} reads its options from {word!r}, which this command {whence}",
+                feeds,
+            )
+            return
+        if depth + 1 > MAX_DEPTH:
+            self.hazard("unparseable", f"{name} response files nested too deeply", feeds)
+            return
+        saved = self.cwd, self.dirs
+        self.cwd, self.dirs = cwd, list(dirs)
+        try:
+            for text in contents:
+                for words in response_file_words(text or ""):
+                    spliced = [*argv[:at], *(Word(w) for w in words), *argv[at + 1 :]]
+                    seen = tuple(w.value for w in spliced)
+                    if seen not in self.responses_read:
+                        self.responses_read.add(seen)
+                        self.run_argv(spliced, depth + 1, feeds, ())
+        finally:
+            self.cwd, self.dirs = saved[0], saved[1]
+
     def finish(self) -> None:
-        """Checks that need the whole command: aliases used, scripts written then run."""
+        """Checks that need the whole command: aliases used, scripts written then run,
+        response files read (a script read may run a compiler on one, and a response file
+        name a script: both are read until neither is left)."""
         self.package_json()
         done: set[str] = set()
-        for key, shell, depth, feeds, by in self.runs:
+        k = 0
+        while self.responses or k < len(self.runs):
+            if self.responses:
+                self.response_file(self.responses.pop(0))
+                continue
+            key, shell, depth, feeds, by = self.runs[k]
+            k += 1
             contents = self.written.get(key)
             if contents is None or key in done:
                 continue

@@ -3,14 +3,15 @@ runs: tar's ``-I``/``-F`` in a cluster or old-style letters, ssh's ``-o proxycom
 case, ``=`` or a space), ``sftp -D CMD``/``-S PROG``, ``zip -qTT CMD``, ``strace -o '|CMD'``,
 ``make 'x!=CMD'`` and ``$(shell CMD)`` in a command-line variable, ``npm pkg set
 scripts.X=CMD``, apt's ``-o APT::Update::Pre-Invoke::=CMD``, ``groff -U``, ``run-parts DIR``,
-the C compilers' ``-wrapper PROG,ARG...``, ``-fplugin=``, ``-B``, ``-specs=``, the programs
-``--diff-program`` (sdiff, diff3), ``--strip-program`` (install) and ``--rsh-command``
-(tar, cpio, mt) name, and ``env -S`` strings split as env splits them.
+the compiler drivers' (gcc, clang, c99, cpp, gfortran, ...) ``-wrapper PROG,ARG...``,
+``-fplugin=``, ``-B``, ``-specs=``, the programs ``--diff-program`` (sdiff, diff3),
+``--strip-program`` (install) and ``--rsh-command`` (tar, cpio, mt) name, and ``env -S``
+strings split as env splits them, go's ``-exec``, ``-toolexec`` and ``-vettool``.
 
-Since no table is complete, a program none of them reads gets a general rule: a long option
-named like one that runs something (``--*-program``, ``--*-command``, ``--*-cmd``,
-``--*-wrapper``, ``--*-shell``, ``--*-editor``, ``--*-pager``, ...) asks
-(:func:`_named_runners`).
+Since no table is complete, a program none of them reads gets a general rule: an option
+named like one that runs something (``--*-program``, ``--*_prog``, ``-*-command``,
+``--exec``, ``--cmd``, ``--*-wrapper``, ``--*-shell``, ``--*-editor``, ``--*-pager``,
+``--rsh-comm`` as getopt abbreviates, ...) asks (:func:`_named_runners`).
 
 Pure functions on :class:`Word` lists; :meth:`runtime.policy._shell_code.CodeMixin.option_code`
 reads what they return: a command line as shell (a visible ``rm -rf /`` is denied), a program
@@ -40,6 +41,7 @@ __all__ = [
     "ed_commands",
     "ed_written_files",
     "env_split_string",
+    "response_file_words",
     "tool_option_code",
 ]
 
@@ -59,6 +61,10 @@ class OptionCode(NamedTuple):
     #: cc1 ...', 'sdiff --diff-program=PROG' runs 'PROG ... A B'): each an argv, judged with
     #: the tool's own arguments (only known at run time) after it.
     argvs: tuple[tuple[Word, ...], ...] = ()
+    #: Where a response file ('gcc @FILE') stands among the words: the tool reads the
+    #: file's words in its place, options included ('-wrapper' on one line, its value on
+    #: the next). The first one only: the command read with it spliced in shows the next.
+    response: int | None = None
 
 
 _NONE = OptionCode()
@@ -365,15 +371,24 @@ def _run_parts(words: list[Word]) -> OptionCode:
     return OptionCode(hazards=("run-parts runs every program in a directory",))
 
 
-# The C compiler drivers by name, also versioned or with a target prefix ('gcc-12',
-# 'x86_64-linux-gnu-g++', 'clang++-16').
+# The compiler drivers by name, also versioned or with a target prefix ('gcc-12',
+# 'x86_64-linux-gnu-g++', 'clang++-16'): GCC's for every language it compiles (c89 and c99
+# are POSIX's 'exec gcc -std=... "$@"', cpp runs cc1 -E as gcc does), and clang's. Each
+# runs its subprograms through '-wrapper' and finds them by '-B'.
 _COMPILER_RE = re.compile(
-    r"(?:[A-Za-z0-9_.]+-)*(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(?:-[0-9.]+)?"
+    r"(?:[A-Za-z0-9_.]+-)*"
+    r"(?:gcc|g\+\+|cc|c\+\+|c89|c99|cpp|gfortran|gccgo|gdc|gnat|gm2|clang|clang\+\+)"
+    r"(?:-[0-9.]+)?"
 )
 # Their options that load a library or make the driver find its programs elsewhere
 # (attached, '=' or the next word): a plugin, a program prefix, a specs file (which names
 # the programs run), a linker by path.
-_COMPILER_CODE = ("-fplugin", "-fpass-plugin", "-specs", "--specs", "--prefix", "--ld-path")
+# clang's '--config FILE' reads options as '@FILE' does, and the config directories name
+# where it finds the files it reads by default ('clang.cfg').
+_COMPILER_CODE = (
+    "-fplugin", "-fpass-plugin", "-specs", "--specs", "--prefix", "--ld-path", "--config",
+    "--config-user-dir", "--config-system-dir",
+)  # fmt: skip
 
 
 def _comma_argv(value: Word) -> tuple[Word, ...]:
@@ -384,12 +399,17 @@ def _comma_argv(value: Word) -> tuple[Word, ...]:
 def _compiler(name: str, words: list[Word]) -> OptionCode:
     """gcc's and clang's '-wrapper PROG,ARG,...' (every subprogram is run as 'PROG ARG ...
     cc1 ...'): an argv. '-fplugin=X.so', '-B PREFIX', '-specs=FILE', '-fuse-ld=PATH',
-    '-Xclang -load', '-Wl,-plugin,X': a library or program that cannot be read (asks)."""
+    '-Xclang -load', '-Wl,-plugin,X', '--config FILE': a library, program or options that
+    cannot be read (asks). '@FILE' (any word, a value too: the driver expands response
+    files before it reads an option) is read by the walker (:attr:`OptionCode.response`)."""
     argvs: list[tuple[Word, ...]] = []
     hazards: list[str] = []
+    response: int | None = None
     for k, w in enumerate(words[1:], 1):
         v = w.value
         after = words[k + 1] if k + 1 < len(words) else None
+        if v.startswith("@") and len(v) > 1 and response is None:
+            response = k
         if v in ("-wrapper", "--wrapper") and after is not None:
             argvs.append(_comma_argv(after))
         elif (
@@ -404,7 +424,62 @@ def _compiler(name: str, words: list[Word]) -> OptionCode:
             v == "-Xlinker" and after is not None and "plugin" in after.value
         ):
             hazards.append(f"{name} {v} gives the linker a plugin")
-    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs))
+    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs), response=response)
+
+
+def response_file_words(text: str) -> list[list[str]]:
+    """The words a compiler driver reads from a response file (libiberty's buildargv:
+    blanks separate outside quotes, quotes are removed), as each GCC splits it: up to
+    GCC 12 a backslash quotes the next character everywhere, from GCC 13 as the shell's
+    does (not in single quotes; in double quotes only before '$', '`', '"', '\\' or a
+    newline). Both readings, when they differ: which GCC runs is not known here."""
+    readings: list[list[str]] = []
+    for posix in (False, True):
+        words = _buildargv(text, posix=posix)
+        if words not in readings:
+            readings.append(words)
+    return readings
+
+
+def _buildargv(text: str, *, posix: bool) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        arg: list[str] = []
+        squote = dquote = bsquote = False
+        while i < len(text):
+            c = text[i]
+            if c.isspace() and not (squote or dquote or bsquote):
+                break
+            if bsquote:
+                bsquote = False
+                if not posix or c != "\n":
+                    arg.append(c)
+            elif c == "\\" and (
+                not posix or (not squote and (not dquote or text[i + 1 : i + 2] in '$`"\\\n'))
+            ):
+                bsquote = True
+            elif squote:
+                squote = c != "'"
+                if squote:
+                    arg.append(c)
+            elif dquote:
+                dquote = c != '"'
+                if dquote:
+                    arg.append(c)
+            elif c == "'":
+                squote = True
+            elif c == '"':
+                dquote = True
+            else:
+                arg.append(c)
+            i += 1
+        out.append("".join(arg))
+    return out
 
 
 # program -> its long options whose value is a program it runs with arguments of its own
@@ -419,13 +494,73 @@ _PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
     "mt": frozenset({"--rsh-command", "--rmt-command"}),
 }
 
-# The general rule's words: the end of a long option's name (after '--') that runs
-# what it names, and the starts of names that turn a thing off.
-_RUNNER_ENDINGS = (
-    "-program", "-command", "-cmd", "-wrapper", "-shell", "-editor", "-pager", "-exec",
-    "-hook", "-askpass",
+# go's build flags whose value is a program it runs (any subcommand; '-f', '--f', '=' or
+# the next word): '-exec' runs 'PROG ARGS a.out ...' and '-toolexec' 'PROG ARGS asm ...'
+# (both split into quoted fields), '-vettool' is one program.
+_GO_SPLIT = frozenset({"exec", "toolexec"})
+_GO_PROGRAM = frozenset({"vettool"})
+# Variables 'go env -w' stores for every later go command: the programs cgo runs.
+_GO_PROGRAM_ENV = frozenset({"CC", "CXX", "FC", "AR", "PKG_CONFIG"})
+
+
+def _go_fields(value: Word) -> tuple[Word, ...]:
+    """A go flag's value as the argv go runs (cmd/internal/quoted.Split: blanks separate,
+    single or double quotes group, no escapes)."""
+    out: list[Word] = []
+    for m in re.finditer(r"""'([^']*)'?|"([^"]*)"?|(\S+)""", value.value):
+        out.append(Word(next(g for g in m.groups() if g is not None), value.dynamic))
+    return tuple(out) or (value,)
+
+
+def _go(words: list[Word]) -> OptionCode:
+    """'go test -exec PROG', 'go build -toolexec PROG', 'go vet -vettool=PROG': the program
+    go runs with arguments of its own (an argv, as gcc's '-wrapper'). 'go env -w
+    GOFLAGS=...' stores flags for every later go command (read as these are), and
+    'go env -w CC=...' the compiler cgo runs (asks)."""
+    argvs: list[tuple[Word, ...]] = []
+    hazards: list[str] = []
+    stored = "env" in [w.value for w in words[1:3]] and any(w.value == "-w" for w in words)
+    for k, w in enumerate(words[1:], 1):
+        v = w.value
+        if stored and "=" in v and not v.startswith("-"):
+            key, _, setting = v.partition("=")
+            if key == "GOFLAGS":
+                flags = [Word(f, w.dynamic) for f in setting.split()]
+                found = _go([words[0], *flags])
+                argvs += found.argvs
+                hazards += found.hazards
+            elif key in _GO_PROGRAM_ENV or (w.dynamic and "$" in key):
+                hazards.append(f"go env -w {key} names a program later go commands run")
+            continue
+        if not v.startswith("-") or v in ("-", "--"):
+            continue
+        name, eq, attached = v.lstrip("-").partition("=")
+        if name not in _GO_SPLIT | _GO_PROGRAM:
+            continue
+        value = Word(attached, w.dynamic) if eq else words[k + 1] if k + 1 < len(words) else None
+        if value is None:
+            continue
+        argvs.append(_go_fields(value) if name in _GO_SPLIT else (value,))
+    return OptionCode(hazards=tuple(hazards), argvs=tuple(argvs))
+
+
+# The general rule's words: an option's name (after '-' or '--', '-'/'_' separating its
+# parts) whose last part is one of these runs what it names ('--diff-program',
+# '--diff_prog', '-pre-command', '--exec', '--cmd'); 'tool' only after another part
+# ('--merge-tool', not valgrind's '--tool').
+_RUNNER_WORDS = frozenset(
+    {"program", "prog", "command", "cmd", "wrapper", "shell", "editor", "pager", "exec",
+     "hook", "askpass"}
 )  # fmt: skip
-_NEGATIONS = ("no-", "without-", "disable-")
+_RUNNER_TAILS = frozenset({"tool"})
+# A last part that is the start of one of them, as getopt_long takes an abbreviation
+# ('--diff-progr', '--rsh-comm'): four letters at least, and not the everyday words
+# '--edit', '--page 2', 'base64 --wrap=0'.
+_RUNNER_PARTIAL_MIN = 4
+_NOT_PARTIALS = frozenset({"edit", "page", "wrap"})
+# Written as one word with no separator ('-toolexec', '--vettool', '--rshcommand').
+_RUNNER_SUFFIXES = ("exec", "command", "program", "cmd", "wrapper", "tool")
+_NEGATIONS = ("no-", "no_", "without-", "without_", "disable-", "disable_")
 # Programs whose long options a reader of the walker already knows: their own table here,
 # the option tables (runtime/policy/wrappers.py), and the tools with a grammar of their own
 # (runtime/policy/_shell_code.py, _tool_commands.py, _gdb.py).
@@ -436,24 +571,46 @@ _READ_ELSEWHERE = frozenset(
 )
 
 
+def _runs_named(option: str) -> bool:
+    """Whether an option name (no dashes, lower case) is named as one that runs what its
+    value names (:data:`_RUNNER_WORDS`)."""
+    parts = [p for p in re.split(r"[-_]+", option) if p]
+    if not parts or option.startswith(_NEGATIONS):
+        return False
+    last = parts[-1]
+    if last in _RUNNER_WORDS or (last in _RUNNER_TAILS and len(parts) > 1):
+        return True
+    if (
+        len(last) >= _RUNNER_PARTIAL_MIN
+        and last not in _NOT_PARTIALS
+        and any(r.startswith(last) for r in _RUNNER_WORDS)
+    ):
+        return True
+    return any(
+        last.endswith(s) and len(last) > len(s) and not last.startswith("no")
+        for s in _RUNNER_SUFFIXES
+    )
+
+
 def _named_runners(name: str, words: list[Word]) -> OptionCode:
-    """For a program no table reads: each long option named as one that runs a program or
-    a command line ('--diff-program=P', '--rsh-command=P', '--foo-cmd=C'), in any case,
-    asks; what it runs, and how its value is given, is that program's own grammar. Options
-    read as shell for every program (:data:`COMMAND_OPTIONS`) and negations ('--no-pager')
-    are not."""
+    """For a program no table reads: each option named as one that runs a program or a
+    command line (:func:`_runs_named`: '--diff-program=P', '--diff_prog P', '-pre-command
+    P', '--exec=C', '--cmd C', '--rsh-comm P'), in any case, asks; what it runs, and how
+    its value is given, is that program's own grammar. A single-dash word is read as a
+    name when it is longer than one letter ('-exec': a cluster of letters that spells one
+    is rare). Options read as shell for every program (:data:`COMMAND_OPTIONS`) and
+    negations ('--no-pager') are not. A shorter abbreviation ('--diff-p') or a name no
+    part of which says it runs something cannot be known without the program's table."""
     hazards: list[str] = []
     for w in words[1:]:
         v = w.value
         if v == "--":
             break
-        if not v.startswith("--"):
+        if not v.startswith("-") or long_option(v, COMMAND_OPTIONS, name):
             continue
-        option = v[2:].split("=", 1)[0].lower()
-        if option.startswith(_NEGATIONS) or long_option(v, COMMAND_OPTIONS, name):
-            continue
-        if option.endswith(_RUNNER_ENDINGS):
-            hazards.append(f"{name} --{option} may run a program or command line it names")
+        option = v.lstrip("-").split("=", 1)[0].lower()
+        if len(option) > 1 and _runs_named(option):
+            hazards.append(f"{name} {v.split('=', 1)[0]} may run a program or command line")
     return OptionCode(hazards=tuple(hazards))
 
 
@@ -474,6 +631,7 @@ _TOOLS: dict[str, Callable[[str, list[Word]], OptionCode]] = {
     ),
     **dict.fromkeys(("groff", "troff", "nroff"), _groff),
     "run-parts": lambda _, words: _run_parts(words),
+    "go": lambda _, words: _go(words),
 }
 
 
@@ -494,46 +652,81 @@ def tool_option_code(name: str, words: list[Word]) -> OptionCode:
     return found
 
 
+def _ed_operands(words: list[Word]) -> list[Word]:
+    """ed's (and red's) operands: the words that are not options ('-p PROMPT' and
+    '--prompt PROMPT' take the next word; getopt permutes, so an operand may come first;
+    after '--' every word is one)."""
+    out: list[Word] = []
+    skip = ended = False
+    for w in words[1:]:
+        v = w.value
+        if skip:  # the prompt of '-p PROMPT', '--prompt PROMPT'
+            skip = False
+        elif not ended and v == "--":
+            ended = True
+        elif not ended and v.startswith("-") and v != "-":
+            prompt = long_option(v, ("--prompt",), "ed") is not None and "=" not in v
+            skip = prompt or (short_cluster(v) or "").endswith("p")
+        else:
+            out.append(w)
+    return out
+
+
 def ed_commands(words: list[Word], stdin_text: str | None) -> list[Word]:
     """The command lines ed runs. A file operand '!CMD' reads what CMD prints; among its
     commands (a literal input), '!CMD', 'r !CMD', 'w !CMD', 'e !CMD' run CMD: the text
     after a line's first '!' is read as shell (a '!' in inserted text is read too, and
     '-r' is not trusted to forbid it: more found, never less)."""
-    out: list[Word] = []
-    skip = False
-    for w in words[1:]:
-        v = w.value
-        if skip:  # the prompt of '-p PROMPT', '--prompt PROMPT'
-            skip = False
-            continue
-        if v.startswith("-") and v != "-":
-            prompt = long_option(v, ("--prompt",), "ed") is not None and "=" not in v
-            skip = prompt or (short_cluster(v) or "").endswith("p")
-            continue
-        if v.startswith("!"):
-            out.append(w.tail(1))
+    out = [w.tail(1) for w in _ed_operands(words) if w.value.startswith("!")]
     for line in (stdin_text or "").split("\n"):
         if "!" in line:
             out.append(Word(line[line.index("!") + 1 :]))
     return out
 
 
-# An ed command line that writes a file: an address ('1,$', '.', "'a", '/re/', '?re?'),
-# then 'w', 'wq' or 'W' (append) and the file name; '!' after it is a command, no file.
-_ED_WRITE_RE = re.compile(
-    r"^\s*(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
-    r"(?:wq|w|W)[ \t]*([^!\s].*)$"
-)
+# An ed address: line numbers, '.', '$', ',', ';', offsets, marks ("'a"), '/re/', '?re?'.
+_ED_ADDRESS = r"(?:[0-9.$,;+\-\s]|'[a-z]|/(?:[^/\\]|\\.)*/|\?(?:[^?\\]|\\.)*\?)*"
+# 'g/re/', 'v/re/', 'G/re/', 'V/re/' before the command they run on each line they match
+# (any character but a blank delimits the expression): stripped, the command is read.
+_ED_GLOBAL_RE = re.compile(r"\s*" + _ED_ADDRESS + r"[gvGV]([^\s\\])(?:(?!\1)[^\\]|\\.)*\1")
+# A command that writes: 'w', 'wq' or 'W' (append) and a file name, or none (the default
+# file name); '!' after it is a command line, no file.
+_ED_WRITE_RE = re.compile(r"\s*" + _ED_ADDRESS + r"(?:wq|w|W)[ \t]*(.*)")
+# Commands that set the default file name ('f FILE', 'e FILE', 'E FILE' always; 'r FILE'
+# when there is none yet). They take no address.
+_ED_NAME_RE = re.compile(r"\s*([feEr])[ \t]*([^!\s].*)")
 
 
-def ed_written_files(stdin_text: str | None) -> list[Word]:
-    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE'.
-    A line of inserted text that reads as one is counted too (more found, never less)."""
+def _ed_command(line: str) -> str:
+    """An ed command line without the global commands' 'g/re/' before it."""
+    while (m := _ED_GLOBAL_RE.match(line)) is not None and m.end() > 0:
+        line = line[m.end() :]
+    return line
+
+
+def ed_written_files(words: list[Word], stdin_text: str | None) -> list[Word]:
+    """The files ed's commands (a literal input) write: 'w FILE', '1,5W FILE', 'wq FILE',
+    'g/re/w FILE' (and v, G, V), and with no file name the default one: the operand, or
+    a name 'f FILE', 'e FILE', 'E FILE' (or 'r FILE' when there was none) set before
+    (':set' in ed's words). Every line is read as a command, a line of inserted text too,
+    and every name set before a 'w' may be the one it writes (more found, never less)."""
     out: list[Word] = []
+    names = [w for w in _ed_operands(words)[:1] if not w.value.startswith("!")]
     for line in (stdin_text or "").split("\n"):
-        m = _ED_WRITE_RE.match(line)
-        if m is not None:
-            out.append(Word(m.group(1).rstrip()))
+        command = _ed_command(line)
+        written = _ED_WRITE_RE.fullmatch(command)
+        if written is not None:
+            name = written.group(1).rstrip()
+            if not name:
+                out.extend(w for w in names if w not in out)
+            elif not name.startswith("!"):
+                out.append(Word(name))
+                if not names:
+                    names.append(Word(name))
+            continue
+        named = _ED_NAME_RE.fullmatch(command)
+        if named is not None and (named.group(1) != "r" or not names):
+            names.append(Word(named.group(2).rstrip()))
     return out
 
 

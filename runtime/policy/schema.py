@@ -476,6 +476,9 @@ class EnvSection(_Section):
             "PYTHONEXECUTABLE",
             "PERL_MB_OPT",
             "PERL_MM_OPT",
+            "COMPILER_PATH",
+            "GCC_EXEC_PREFIX",
+            "CCC_OVERRIDE_OPTIONS",
             # Where programs read their configuration (and the commands in it) from.
             "HOME",
             "ZDOTDIR",

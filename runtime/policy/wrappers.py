@@ -281,8 +281,9 @@ CODE_FLAGS: dict[str, frozenset[str]] = {
     "guile": _L({"-c"}),
     # Text languages with a shell escape: m4's syscmd()/esyscmd() (its input and file
     # operands are the program), dc's '!', gnuplot's system() and '`CMD`', octave's
-    # system().
+    # system(). GNU m4 is also installed as gm4.
     "m4": _L(),
+    "gm4*": _L(),
     "dc": _L({"-e", "--expression"}),
     "gnuplot*": _L({"-e"}),
     "octave*": _L({"--eval"}),
@@ -353,6 +354,7 @@ CODE_VALUED: dict[str, frozenset[str]] = {
     "luajit": _L({"-l", "-j", "-O"}),
     "julia": _L({"-L", "--load", "-J", "--sysimage", "--project", "-t", "--threads", "-p"}),
     "m4": _L({"-D", "-U", "-I", "-F", "-R", "-l", "-L", "-o", "-d", "-t", "--debugfile"}),
+    "gm4*": _L({"-D", "-U", "-I", "-F", "-R", "-l", "-L", "-o", "-d", "-t", "--debugfile"}),
     "dc": _L({"-f", "--file"}),
 }
 
