@@ -9,7 +9,9 @@ compressors' operands, compilers' ``-o``, tar's archive and extraction directory
 make, ``bundle create``'s file, and the output options of ``sort``, ``curl``, ``wget``,
 ``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``, ``gpg``, ``openssl``, ``ssh-keygen
 -f``, ``exiftool``), the files a program's own script writes (sed's ``w``/``W`` commands
-and ``s///w`` flag, awk's ``print > "FILE"``, find's ``-fprint``/``-fprintf``/``-fls``), a
+and ``s///w`` flag, awk's ``print > "FILE"``: in the text given as an argument here, and
+through :func:`program_text_writes` in text the walker finds on a literal input or in a
+``-f`` file the same command writes; find's ``-fprint``/``-fprintf``/``-fls``), a
 database ``sqlite3`` opens and ``yq -i``'s operands. A path a deny or deny_write glob
 protects is refused (``paths.deny*``).
 
@@ -38,6 +40,8 @@ __all__ = [
     "awk_outputs",
     "content_writes",
     "option_values",
+    "program_text_writes",
+    "runtime_script",
     "write_findings",
     "written_operands",
 ]
@@ -336,7 +340,12 @@ def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
 
 
 def written_operands(cmd: SimpleCommand) -> list[Word]:
-    """The paths ``cmd`` writes through its own arguments (see the module's docstring)."""
+    """The paths ``cmd`` writes through its own arguments (see the module's docstring),
+    after those the walker found in its program text (``SimpleCommand.writes``)."""
+    return list(cmd.writes) + _argument_writes(cmd)
+
+
+def _argument_writes(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "sed":
         return _sed_files(cmd.args) + sed_script_writes(cmd.args)
     if cmd.program in ("awk", "gawk", "mawk", "nawk"):
@@ -503,18 +512,53 @@ def _sed_written(text: str) -> list[str] | None:
 
 def sed_script_writes(args: tuple[Word, ...]) -> list[Word]:
     """The files a sed command line's scripts write ('sed -n "w FILE"', 's/a/b/w FILE').
-    A script this grammar cannot read to its end is searched for any 'w' that may start a
-    command, its line's rest read as a file (more found, never less). A script named at run
-    time, or read from a file, is not read here (a '-f' file is judged as a program)."""
+    A script named at run time, or read from a file or the input, is not read here: the
+    walker gives such text to :func:`program_text_writes` (a '-f' file, '-f -')."""
     out: list[Word] = []
     for script in _sed_scripts(args):
-        if script.dynamic:
-            continue
-        files = _sed_written(script.value)
-        if files is None:
-            files = [m.group(1) for m in _SED_W_RE.finditer(script.value)]
-        out += [Word(f) for f in files if f]
+        if not script.dynamic:
+            out += program_text_writes("sed", script.value)[0]
     return out
+
+
+def program_text_writes(program: str, text: str) -> tuple[list[Word], bool]:
+    """(files an awk or sed program ``text`` writes, whether it writes one named at run
+    time). One reader for program text wherever it comes from: an argument, a '-f' file
+    the same command writes, the input ('-f -', '-f /dev/stdin' with a here-document).
+    sed: 'w FILE', 'W FILE', the 's' command's 'w FILE' flag; a script this grammar cannot
+    read to its end is searched for any 'w' that may start a command, its line's rest read
+    as a file (more found, never less). awk: see :func:`awk_outputs`."""
+    if program == "sed":
+        files = _sed_written(text)
+        if files is None:
+            files = [m.group(1) for m in _SED_W_RE.finditer(text)]
+        return [Word(f) for f in files if f], False
+    out: list[Word] = []
+    unknown = False
+    for m in _AWK_PRINT_RE.finditer(text):
+        target = _awk_redirect(text, m.end())
+        if target is None:
+            continue
+        literal = _AWK_STRING_RE.match(text, target)
+        if literal is not None and "\\" not in literal.group(1):
+            out.append(Word(literal.group(1)))
+        else:
+            unknown = True
+    return out, unknown
+
+
+def runtime_script(program: str, args: tuple[Word, ...]) -> bool:
+    """Whether a sed or awk command line's script text is only known at run time: a
+    script word that starts with an expansion ('sed "$S" f', 'awk "$P" f', 'sed -e
+    "$(cat s)"'). Its commands ('e', 'w FILE', system()) cannot be read, as a shell
+    string's cannot ('sh -c "$S"'). A script whose literal start is text ('s/a/$b/') is
+    read for what that text shows."""
+    if program == "sed":
+        scripts = _sed_scripts(args)
+    else:
+        texts, _ = awk_programs([Word(program), *args])
+        scripts = [w for w in args if w.dynamic and w.value in texts]
+    return any(w.dynamic and not w.prefix for w in scripts)
 
 
 _SED_W_RE = re.compile(r"(?<![A-Za-z0-9_\\-])[wW][ \t]*([^\n]*)")
@@ -537,15 +581,9 @@ def awk_outputs(program: str, args: tuple[Word, ...]) -> tuple[list[Word], bool]
     for text in texts:
         if any(w.value == text for w in dynamic):
             continue
-        for m in _AWK_PRINT_RE.finditer(text):
-            target = _awk_redirect(text, m.end())
-            if target is None:
-                continue
-            literal = _AWK_STRING_RE.match(text, target)
-            if literal is not None and "\\" not in literal.group(1):
-                out.append(Word(literal.group(1)))
-            else:
-                unknown = True
+        files, named_late = program_text_writes(program, text)
+        out += files
+        unknown |= named_late
     return out, unknown
 
 

@@ -156,3 +156,64 @@ def test_awk_outputs_named_at_run_time() -> None:
 def test_find_output_is_a_written_operand() -> None:
     cmd = SimpleCommand("find", tuple(Word(a) for a in (".", "-fprintf", "out", "%p")))
     assert [w.value for w in written_operands(cmd)] == ["out"]
+
+
+# Red team (O4): a sed or awk program read from the input or from a file the same command
+# writes was searched for 'e'/system() but not for the files it writes.
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("sed -n -f - x <<< 'w .git/config'", WRITE),
+        ("sed -n -f /dev/stdin x <<< 'w other.pem'", DENY),
+        ("sed -n -f - x <<'EOF'\nw .git/config\nEOF", WRITE),
+        ("sed -nf- x <<< 's/a/b/w .git/hooks/pre-commit'", WRITE),
+        ("printf 'w .git/config\\n' > x.sed; sed -n -f x.sed x", WRITE),
+        ("cat > x.sed <<'EOF'\n1W .git/config\nEOF\nsed -n -f x.sed x", WRITE),
+        ("awk -f - x <<< '{print > \".git/config\"}'", WRITE),
+        ("printf '{print > \".git/config\"}' > p.awk; awk -f p.awk x", WRITE),
+        ("cd .git && printf 'w config\\n' > /tmp/x.sed && sed -n -f /tmp/x.sed x", WRITE),
+        ("awk -f - x <<< '{print > $1}'", ("ask", "commands.hazard.dynamic")),
+        (
+            "cat > p.awk <<'EOF'\n{print > $2}\nEOF\nawk -f p.awk x",
+            ("ask", "commands.hazard.dynamic"),
+        ),
+        # A script only known at run time asks, as 'sh -c "$S"' does.
+        ("S='1e rm -rf /'; sed \"$S\" x", ("ask", "commands.hazard.dynamic")),
+        ('sed -n -e "$S" x', ("ask", "commands.hazard.dynamic")),
+        ('sed -n "$(cat s)" x', ("ask", "commands.hazard.dynamic")),
+        ('P=\'{system("id")}\'; awk "$P" x', ("ask", "commands.hazard.dynamic")),
+        ('gawk -F: "$P" x', ("ask", "commands.hazard.dynamic")),
+    ],
+)
+def test_program_text_from_input_or_a_written_file_is_read_for_writes(
+    policy: Policy, command: str, expected: tuple[str, str]
+) -> None:
+    assert verdict(policy, command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -n -f - notes.txt <<< 'w out.txt'",
+        "printf 'w out.txt\\n' > x.sed; sed -n -f x.sed notes.txt",
+        "awk -f - notes.txt <<< '{print > \"out.txt\"}'",
+        # A program file this command does not write is not read (as for 'e'/system()).
+        "sed -f x.sed notes.txt",
+        "awk -f p.awk notes.txt",
+        # A script whose literal start is text: that text is read.
+        'sed "s/old/$new/" notes.txt',
+        'sed -i "s|^version=.*|version=$V|" notes.txt',
+        "awk -v n=\"$n\" '{print $n}' notes.txt",
+        'awk "{print \\$$n}" notes.txt',
+    ],
+)
+def test_ordinary_program_text_is_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", command
+
+
+def test_program_text_writes_is_the_reader_for_both_programs() -> None:
+    from runtime.policy._writes import program_text_writes
+
+    assert [w.value for w in program_text_writes("sed", "1w a\ns/x/y/w b")[0]] == ["a", "b"]
+    files, unknown = program_text_writes("awk", '{print > "a"; print >> $1}')
+    assert [w.value for w in files] == ["a"] and unknown
