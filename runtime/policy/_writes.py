@@ -37,10 +37,12 @@ from runtime.policy.paths import PathRules
 
 __all__ = [
     "CONTENT_WRITERS",
+    "RSYNC_VALUED_SHORT",
     "awk_outputs",
     "content_writes",
     "option_values",
     "program_text_writes",
+    "rsync_paths",
     "runtime_script",
     "write_findings",
     "written_operands",
@@ -296,7 +298,7 @@ def _sed_files(args: tuple[Word, ...]) -> list[Word]:
 
 # rsync's options that take a separate value (popt: '--rsh CMD' or '--rsh=CMD', '-e CMD',
 # short ones also attached: '-eCMD'); a value is not a source or the destination.
-_RSYNC_VALUED_SHORT = "efBTM"
+RSYNC_VALUED_SHORT = "efBTM"
 _RSYNC_VALUED_LONG = frozenset(
     {
         "--rsh", "--rsync-path", "--filter", "--exclude", "--include", "--exclude-from",
@@ -314,7 +316,7 @@ _RSYNC_VALUED_LONG = frozenset(
 )  # fmt: skip
 
 
-def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
+def rsync_paths(args: tuple[Word, ...]) -> list[Word]:
     """The source and destination operands of an rsync command line: not options, not the
     values of options that take one ('-e ssh', '--exclude .git', '-f "merge x"')."""
     paths: list[Word] = []
@@ -331,7 +333,7 @@ def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
             skip = "=" not in v and v in _RSYNC_VALUED_LONG
         elif options and (cluster := short_cluster(v)) is not None and not w.operand:
             for k, letter in enumerate(cluster):
-                if letter in _RSYNC_VALUED_SHORT:
+                if letter in RSYNC_VALUED_SHORT:
                     skip = k == len(cluster) - 1  # '-e CMD'; '-eCMD' holds it
                     break
         else:
@@ -361,7 +363,7 @@ def _argument_writes(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "dd":
         return [w.tail(3) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program == "rsync":
-        paths = _rsync_paths(cmd.args)
+        paths = rsync_paths(cmd.args)
         return paths[-1:] if len(paths) > 1 else []
     if cmd.program in _COMPILERS:
         return _compiler_outputs(cmd.args)
