@@ -48,7 +48,7 @@ from runtime.policy._tool_options import (
     ed_written_files,
     tool_option_code,
 )
-from runtime.policy._writes import awk_outputs, runtime_script
+from runtime.policy._writes import awk_outputs, runtime_script, sqlite_text_writes
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -178,6 +178,22 @@ class CodeMixin(WalkerState):
             )
             if reason is not None:
                 self.hazard("interpreter", reason, feeds)
+            text = literal_text(stdin)
+            if name in ("sqlite3", "sqlite") and text is not None:
+                # '.output F', 'VACUUM INTO 'F'' on a literal input: written as in its
+                # arguments (any other input asks above).
+                files = sqlite_text_writes(text)
+                if files:
+                    self.commands.append(
+                        SimpleCommand(
+                            name,
+                            feeds=feeds,
+                            speculative=True,
+                            cwd=self.cwd,
+                            dirs=tuple(self.dirs),
+                            writes=tuple(files),
+                        )
+                    )
         else:
             strings = option_commands(name, words)
             for value in strings:  # 'nix-shell --run CMD', 'vagrant ssh -c CMD'
