@@ -48,7 +48,7 @@ from runtime.policy._tool_options import (
     ed_written_files,
     tool_option_code,
 )
-from runtime.policy._writes import awk_outputs
+from runtime.policy._writes import awk_outputs, runtime_script, sqlite_text_writes
 from runtime.policy.argv import Word, literal_text, short_cluster
 from runtime.policy.embedded import (
     MAKEFILE_NAMES,
@@ -178,6 +178,22 @@ class CodeMixin(WalkerState):
             )
             if reason is not None:
                 self.hazard("interpreter", reason, feeds)
+            text = literal_text(stdin)
+            if name in ("sqlite3", "sqlite") and text is not None:
+                # '.output F', 'VACUUM INTO 'F'' on a literal input: written as in its
+                # arguments (any other input asks above).
+                files = sqlite_text_writes(text)
+                if files:
+                    self.commands.append(
+                        SimpleCommand(
+                            name,
+                            feeds=feeds,
+                            speculative=True,
+                            cwd=self.cwd,
+                            dirs=tuple(self.dirs),
+                            writes=tuple(files),
+                        )
+                    )
         else:
             strings = option_commands(name, words)
             for value in strings:  # 'nix-shell --run CMD', 'vagrant ssh -c CMD'
@@ -367,10 +383,11 @@ class CodeMixin(WalkerState):
                         self.hazard(
                             "interpreter", f"{name} program on its input runs commands", feeds
                         )
+                    self.program_writes(name, text, feeds, self.cwd, tuple(self.dirs))
                 elif stdin_code:
                     self.hazard("interpreter", f"{name} reads its program from its input", feeds)
             else:
-                self.note_run(f.value, False, depth, feeds, name)
+                self.note_program_file(f.value, name, depth, feeds)
 
     def interpreter(
         self,
@@ -417,6 +434,11 @@ class CodeMixin(WalkerState):
                 self.hazard("interpreter", f"{name} reads code from its input", feeds)
             self.script_modes(name, words, feeds, stdin_code, depth)
             return
+        if name in ("awk", "gawk", "mawk", "nawk", "sed") and runtime_script(
+            name, tuple(words[1:])
+        ):
+            # 'S="1e rm -rf /"; sed "$S" f': code only known at run time, as 'sh -c "$S"'.
+            self.hazard("dynamic", f"{name} program is only known at run time", feeds)
         if name == "gdb":
             reason = gdb_code(words, stdin_code)
             if reason is not None:

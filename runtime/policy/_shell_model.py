@@ -55,6 +55,10 @@ class SimpleCommand:
     # one a 'cd'/'pushd' before it may have reached (a 'cd' can fail and the line go on),
     # relative to the start or absolute; a dynamic Word: one only known at run time.
     dirs: tuple[Word, ...] = ()
+    # Files it writes that its arguments do not show: what a program read from its input or
+    # from a file this command writes says to write ('sed -f - <<< "w F"'), judged with
+    # the ones its arguments name (runtime.policy._writes.written_operands).
+    writes: tuple[Word, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

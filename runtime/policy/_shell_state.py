@@ -21,6 +21,7 @@ from runtime.policy._shell_model import (
     SimpleCommand,
 )
 from runtime.policy._tool_options import response_file_words
+from runtime.policy._writes import program_text_writes
 from runtime.policy.argv import Word, is_dynamic_name, program_name
 from runtime.policy.embedded import (
     package_scripts,
@@ -80,6 +81,11 @@ class WalkerState(ABC):
     startup_dirs: dict[str, list[Word]] = field(default_factory=dict)
     # Scripts this command runs: (base name, shell or not, depth, feeds, what runs it).
     runs: list[tuple[str, bool, int, tuple[str, ...], str]] = field(default_factory=list)
+    # awk/sed program files this command reads ('-f FILE'): (base name, the program, feeds,
+    # its cwd and dirs), for the files their text writes when this command writes them.
+    program_reads: list[tuple[str, str, tuple[str, ...], Word | None, tuple[Word, ...]]] = field(
+        default_factory=list
+    )
     # Package managers run: (the package.json scripts they run, None for any; depth,
     # feeds, program).
     package_runs: list[tuple[frozenset[str] | None, int, tuple[str, ...], str]] = field(
@@ -236,6 +242,34 @@ class WalkerState(ABC):
     def note_run(self, path: str, shell: bool, depth: int, feeds: tuple[str, ...], by: str) -> None:
         self.runs.append((script_key(path), shell, depth, feeds, by))
 
+    def note_program_file(self, path: str, by: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """An awk or sed program read from ``path`` ('-f FILE'): run as a script is
+        (:meth:`note_run`), and the files its text writes judged as writes when this
+        command writes it with known text (:meth:`finish`)."""
+        self.note_run(path, False, depth, feeds, by)
+        self.program_reads.append((script_key(path), by, feeds, self.cwd, tuple(self.dirs)))
+
+    def program_writes(
+        self,
+        by: str,
+        text: str,
+        feeds: tuple[str, ...],
+        cwd: Word | None,
+        dirs: tuple[Word, ...],
+    ) -> None:
+        """The files awk or sed program ``text`` (from its input or a file this command
+        writes) writes, judged as the same program given inline is: a file named in it is a
+        write of ``by`` from where it runs, one named at run time asks."""
+        files, named_late = program_text_writes(by, text)
+        if files:
+            self.commands.append(
+                SimpleCommand(
+                    by, feeds=feeds, speculative=True, cwd=cwd, dirs=dirs, writes=tuple(files)
+                )
+            )
+        if named_late:
+            self.hazard("dynamic", f"{by} program writes a file named at run time", feeds)
+
     def package_json(self) -> None:
         """A package.json this command wrote, then a package manager ran: the "scripts" it
         runs (:func:`package_script_names`) are shell command lines, read as a guess (a
@@ -356,6 +390,15 @@ class WalkerState(ABC):
                     " when it runs",
                     feeds,
                 )
+        seen: set[tuple[str, str]] = set()
+        for key, by, feeds, cwd, dirs in self.program_reads:
+            contents = self.written.get(key)
+            if contents is None or (key, by) in seen or None in contents:
+                continue  # not written here, read already, or asked about above
+            seen.add((key, by))
+            self.program_writes(
+                by, "\n".join(c for c in contents if c is not None), feeds, cwd, dirs
+            )
         for name, feeds in self.ifs_scoped:
             if name in self.redefined:
                 # 'read(){ ...; }; IFS=: read': the function's whole body runs with that IFS,

@@ -6,11 +6,16 @@ destinations, ``dd of=``, ``touch``, ``truncate``, ``shred``, ``unlink``, ``rm``
 operand, ``objcopy``, ``strip``, ``mktemp``, ``mkfifo``, ``mknod``, ``script``, the
 compressors' operands, compilers' ``-o``, tar's archive and extraction directory, git's
 ``--output``/``-o``/``config -f`` and the directories ``init``/``clone``/``worktree add``
-make, ``bundle create``'s file, and the output options of ``sort``, ``curl``, ``wget``,
-``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``, ``gpg``, ``openssl``, ``ssh-keygen
--f``, ``exiftool``), the files a program's own script writes (sed's ``w``/``W`` commands
-and ``s///w`` flag, awk's ``print > "FILE"``, find's ``-fprint``/``-fprintf``/``-fls``), a
-database ``sqlite3`` opens and ``yq -i``'s operands. A path a deny or deny_write glob
+make, ``bundle create``'s file, ``checkout-index``/``read-tree`` ``--prefix``, a
+``--work-tree`` and an ``init --git-dir``, and the output options of ``sort``, ``curl``,
+``wget``, ``unzip``, ``patch``, ``shuf``, ``iconv``, ``csplit``, ``gpg``, ``openssl``,
+``ssh-keygen -f``, ``exiftool``, gawk's ``-o``/``-p``/``-d`` and ``-i inplace``), the
+files a program's own script writes (sed's ``w``/``W`` commands and ``s///w`` flag, awk's
+``print > "FILE"``: in the text given as an argument here, and through
+:func:`program_text_writes` in text the walker finds on a literal input or in a ``-f``
+file the same command writes; find's ``-fprint``/``-fprintf``/``-fls``), a database
+``sqlite3`` opens and the files its dot-commands and SQL name (``.output F``, ``VACUUM
+INTO 'F'``), and ``yq -i``'s operands. A path a deny or deny_write glob
 protects is refused (``paths.deny*``).
 
 Not the wall: the sandbox's masks make the kernel refuse these writes (a read-only bind, an
@@ -35,9 +40,14 @@ from runtime.policy.paths import PathRules
 
 __all__ = [
     "CONTENT_WRITERS",
+    "RSYNC_VALUED_SHORT",
     "awk_outputs",
     "content_writes",
     "option_values",
+    "program_text_writes",
+    "rsync_paths",
+    "runtime_script",
+    "sqlite_text_writes",
     "write_findings",
     "written_operands",
 ]
@@ -216,10 +226,20 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
 }
 # program -> its options spelled as one word with one dash ('openssl -out F', 'exiftool
 # -o F'), whose next word is a path it writes; read whole, never as a cluster of letters.
+# openssl also reads '--out F' and '-out=F'; exiftool ignores the case of option names.
 _WORD_OUTPUTS: dict[str, frozenset[str]] = {
-    "openssl": frozenset({"-out", "-keyout"}),
-    "exiftool": frozenset({"-o", "-out"}),
-}
+    "openssl": frozenset(
+        {
+            "-out", "-keyout", "-writerand", "-sess_out", "-outdir", "-keylogfile",
+            "-msgfile", "-reqout", "-respout", "-rspout", "-certout", "-chainout",
+            "-extracertsout", "-cacertsout", "-crlout", "-signature", "-out_trusted",
+            "-cert_out", "-key_out", "-sigfile",
+        }
+    ),
+    # '-w EXT'/'-W FMT' (text and tag outputs, '!' overwrites, '+' appends), lower case.
+    "exiftool": frozenset({"-o", "-out", "-w", "-textout", "-w!", "-w+", "-textout!",
+                           "-textout+", "-tagout", "-tagout!", "-tagout+"}),
+}  # fmt: skip
 # Compilers and linkers: '-o FILE' or '-oFILE', never inside a cluster of flags (their
 # options are words: '-fno-omit-frame-pointer' holds no '-o').
 _COMPILERS = frozenset(
@@ -292,7 +312,7 @@ def _sed_files(args: tuple[Word, ...]) -> list[Word]:
 
 # rsync's options that take a separate value (popt: '--rsh CMD' or '--rsh=CMD', '-e CMD',
 # short ones also attached: '-eCMD'); a value is not a source or the destination.
-_RSYNC_VALUED_SHORT = "efBTM"
+RSYNC_VALUED_SHORT = "efBTM"
 _RSYNC_VALUED_LONG = frozenset(
     {
         "--rsh", "--rsync-path", "--filter", "--exclude", "--include", "--exclude-from",
@@ -310,7 +330,7 @@ _RSYNC_VALUED_LONG = frozenset(
 )  # fmt: skip
 
 
-def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
+def rsync_paths(args: tuple[Word, ...]) -> list[Word]:
     """The source and destination operands of an rsync command line: not options, not the
     values of options that take one ('-e ssh', '--exclude .git', '-f "merge x"')."""
     paths: list[Word] = []
@@ -327,7 +347,7 @@ def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
             skip = "=" not in v and v in _RSYNC_VALUED_LONG
         elif options and (cluster := short_cluster(v)) is not None and not w.operand:
             for k, letter in enumerate(cluster):
-                if letter in _RSYNC_VALUED_SHORT:
+                if letter in RSYNC_VALUED_SHORT:
                     skip = k == len(cluster) - 1  # '-e CMD'; '-eCMD' holds it
                     break
         else:
@@ -336,11 +356,16 @@ def _rsync_paths(args: tuple[Word, ...]) -> list[Word]:
 
 
 def written_operands(cmd: SimpleCommand) -> list[Word]:
-    """The paths ``cmd`` writes through its own arguments (see the module's docstring)."""
+    """The paths ``cmd`` writes through its own arguments (see the module's docstring),
+    after those the walker found in its program text (``SimpleCommand.writes``)."""
+    return list(cmd.writes) + _argument_writes(cmd)
+
+
+def _argument_writes(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "sed":
         return _sed_files(cmd.args) + sed_script_writes(cmd.args)
     if cmd.program in ("awk", "gawk", "mawk", "nawk"):
-        return awk_outputs(cmd.program, cmd.args)[0]
+        return awk_outputs(cmd.program, cmd.args)[0] + _gawk_files(cmd.program, cmd.args)
     if cmd.program == "find":
         return _find_outputs(cmd.args)
     if cmd.program in _WORD_OUTPUTS:
@@ -352,7 +377,7 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "dd":
         return [w.tail(3) for w in cmd.args if w.value.startswith("of=")]
     if cmd.program == "rsync":
-        paths = _rsync_paths(cmd.args)
+        paths = rsync_paths(cmd.args)
         return paths[-1:] if len(paths) > 1 else []
     if cmd.program in _COMPILERS:
         return _compiler_outputs(cmd.args)
@@ -503,18 +528,53 @@ def _sed_written(text: str) -> list[str] | None:
 
 def sed_script_writes(args: tuple[Word, ...]) -> list[Word]:
     """The files a sed command line's scripts write ('sed -n "w FILE"', 's/a/b/w FILE').
-    A script this grammar cannot read to its end is searched for any 'w' that may start a
-    command, its line's rest read as a file (more found, never less). A script named at run
-    time, or read from a file, is not read here (a '-f' file is judged as a program)."""
+    A script named at run time, or read from a file or the input, is not read here: the
+    walker gives such text to :func:`program_text_writes` (a '-f' file, '-f -')."""
     out: list[Word] = []
     for script in _sed_scripts(args):
-        if script.dynamic:
-            continue
-        files = _sed_written(script.value)
-        if files is None:
-            files = [m.group(1) for m in _SED_W_RE.finditer(script.value)]
-        out += [Word(f) for f in files if f]
+        if not script.dynamic:
+            out += program_text_writes("sed", script.value)[0]
     return out
+
+
+def program_text_writes(program: str, text: str) -> tuple[list[Word], bool]:
+    """(files an awk or sed program ``text`` writes, whether it writes one named at run
+    time). One reader for program text wherever it comes from: an argument, a '-f' file
+    the same command writes, the input ('-f -', '-f /dev/stdin' with a here-document).
+    sed: 'w FILE', 'W FILE', the 's' command's 'w FILE' flag; a script this grammar cannot
+    read to its end is searched for any 'w' that may start a command, its line's rest read
+    as a file (more found, never less). awk: see :func:`awk_outputs`."""
+    if program == "sed":
+        files = _sed_written(text)
+        if files is None:
+            files = [m.group(1) for m in _SED_W_RE.finditer(text)]
+        return [Word(f) for f in files if f], False
+    out: list[Word] = []
+    unknown = False
+    for m in _AWK_PRINT_RE.finditer(text):
+        target = _awk_redirect(text, m.end())
+        if target is None:
+            continue
+        literal = _AWK_STRING_RE.match(text, target)
+        if literal is not None and "\\" not in literal.group(1):
+            out.append(Word(literal.group(1)))
+        else:
+            unknown = True
+    return out, unknown
+
+
+def runtime_script(program: str, args: tuple[Word, ...]) -> bool:
+    """Whether a sed or awk command line's script text is only known at run time: a
+    script word that starts with an expansion ('sed "$S" f', 'awk "$P" f', 'sed -e
+    "$(cat s)"'). Its commands ('e', 'w FILE', system()) cannot be read, as a shell
+    string's cannot ('sh -c "$S"'). A script whose literal start is text ('s/a/$b/') is
+    read for what that text shows."""
+    if program == "sed":
+        scripts = _sed_scripts(args)
+    else:
+        texts, _ = awk_programs([Word(program), *args])
+        scripts = [w for w in args if w.dynamic and w.value in texts]
+    return any(w.dynamic and not w.prefix for w in scripts)
 
 
 _SED_W_RE = re.compile(r"(?<![A-Za-z0-9_\\-])[wW][ \t]*([^\n]*)")
@@ -537,15 +597,9 @@ def awk_outputs(program: str, args: tuple[Word, ...]) -> tuple[list[Word], bool]
     for text in texts:
         if any(w.value == text for w in dynamic):
             continue
-        for m in _AWK_PRINT_RE.finditer(text):
-            target = _awk_redirect(text, m.end())
-            if target is None:
-                continue
-            literal = _AWK_STRING_RE.match(text, target)
-            if literal is not None and "\\" not in literal.group(1):
-                out.append(Word(literal.group(1)))
-            else:
-                unknown = True
+        files, named_late = program_text_writes(program, text)
+        out += files
+        unknown |= named_late
     return out, unknown
 
 
@@ -577,6 +631,61 @@ def _awk_redirect(text: str, i: int) -> int | None:
     return None
 
 
+# gawk's options that write a file: the value attached only ('-oFILE', '--profile=FILE'),
+# else the default name in the working directory.
+_GAWK_OUTPUTS = {
+    "-o": "awkprof.out",
+    "--pretty-print": "awkprof.out",
+    "-p": "awkprof.out",
+    "--profile": "awkprof.out",
+    "-d": "awkvars.out",
+    "--dump-variables": "awkvars.out",
+}
+_GAWK_LONG_OUTPUTS = tuple(o for o in _GAWK_OUTPUTS if o.startswith("--"))
+
+
+def _gawk_files(program: str, args: tuple[Word, ...]) -> list[Word]:
+    """What gawk writes by its options (any awk name may be gawk): '-o'/'-p'/'-d' and
+    their long forms (pretty-print, profile, variable dump), and with the 'inplace'
+    extension ('-i inplace', '--include=inplace') every input file it is given."""
+    out: list[Word] = []
+    inplace = False
+    start = len(args)  # where the operands (the program text, then the files) start
+    k = 0
+    while k < len(args):
+        w = args[k]
+        v = w.value
+        k += 1
+        if v == "--" or not v.startswith("-") or v == "-":
+            start = k if v == "--" else k - 1
+            break
+        if v.startswith("--"):
+            opt = long_option(v, (*_GAWK_LONG_OUTPUTS, "--include"), "gawk")
+            if opt == "--include":
+                value = v.partition("=")[2] if "=" in v else args[k].value if k < len(args) else ""
+                k += 0 if "=" in v else 1
+                inplace |= value.removesuffix(".awk") == "inplace"
+            elif opt is not None:
+                out.append(w.tail(v.index("=") + 1) if "=" in v else Word(_GAWK_OUTPUTS[opt]))
+            continue
+        letter, rest = v[:2], v[2:]
+        if letter == "-i":
+            value = rest or (args[k].value if k < len(args) else "")
+            k += 0 if rest else 1
+            inplace |= value.removesuffix(".awk") == "inplace"
+        elif letter in _GAWK_OUTPUTS:
+            out.append(w.tail(2) if rest else Word(_GAWK_OUTPUTS[letter]))
+        elif letter in ("-v", "-F", "-f", "-e", "-l", "-E") and not rest:
+            k += 1  # its value is the next word
+    if inplace:
+        texts, files = awk_programs([Word(program), *args])
+        operands = [w for w in args[start:] if not w.value.startswith("-")]
+        if not files and texts and operands:
+            operands = operands[1:]  # the program text
+        out += [w for w in operands if "=" not in w.value or w.dynamic]
+    return out
+
+
 # find's actions that write a file named by their value: '-fprint F', '-fprintf F FMT'.
 _FIND_OUTPUTS = frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"})
 
@@ -586,13 +695,49 @@ def _find_outputs(args: tuple[Word, ...]) -> list[Word]:
 
 
 def _word_outputs(program: str, args: tuple[Word, ...]) -> list[Word]:
-    """'openssl req -out F -keyout K', 'exiftool -o F'; and exiftool's operands when it
-    sets a tag ('-Comment=x FILE' rewrites FILE, keeping FILE_original)."""
+    """'openssl req -out F -keyout K' (also '--out F', '-out=F'), 'exiftool -o F' (any
+    case); exiftool's operands when it sets a tag ('-Comment=x FILE' rewrites FILE,
+    keeping FILE_original) or copies tags into them ('-tagsFromFile SRC FILE'), and the
+    files its '-w'/'-W' write (see :func:`_exif_text_outputs`)."""
     opts = _WORD_OUTPUTS[program]
-    out = [args[k + 1] for k, w in enumerate(args[:-1]) if w.value in opts]
-    if program == "exiftool" and any(_EXIF_ASSIGN_RE.match(w.value) for w in args):
-        out += _plain_operands(args, _EXIF_VALUED)
+    exif = program == "exiftool"
+    out: list[Word] = []
+    text_outputs: list[Word] = []
+    for k, w in enumerate(args):
+        v = w.value.lower() if exif else w.value
+        if program == "openssl" and v.startswith("--"):
+            v = v[1:]  # '--out F': openssl reads one dash or two
+        name, eq, _ = v.partition("=")
+        if eq and not exif and name in opts:
+            out.append(w.tail(w.value.index("=") + 1))  # '-out=F'
+        elif v in opts and k + 1 < len(args):
+            target = text_outputs if exif and v.lstrip("-")[0] in "wt" else out
+            target.append(args[k + 1])
+    if exif:
+        operands = _plain_operands(args, _EXIF_VALUED)
+        if any(_EXIF_ASSIGN_RE.match(w.value) for w in args) or any(
+            w.value.lower() == "-tagsfromfile" for w in args
+        ):
+            out += operands
+        for fmt in text_outputs:
+            out += _exif_text_outputs(fmt, operands)
     return out
+
+
+_EXIF_FORMAT_RE = re.compile(r"%[-+]?\d*(?:\.\d+)?[dfecDFEC]")
+
+
+def _exif_text_outputs(fmt: Word, operands: list[Word]) -> list[Word]:
+    """The files 'exiftool -w FMT FILE' writes: FMT with its '%d%f%e' codes (a name made
+    from each FILE's) read as a name ('.git/hooks/%f' is a file there); a plain
+    extension ('txt', '.txt') is FILE's name with that extension."""
+    if fmt.dynamic:
+        return [fmt]
+    v = fmt.value
+    if "%" in v or "/" in v:
+        return [Word(_EXIF_FORMAT_RE.sub("x", v))]
+    ext = v.lstrip(".")
+    return [Word(posixpath.splitext(w.value)[0] + "." + ext, w.dynamic) for w in operands if ext]
 
 
 # exiftool: '-TAG=VALUE', '-TAG+=V', '-TAG<=FILE', '-TAG<SRC' set a tag in each file named.
@@ -635,14 +780,76 @@ _SQLITE_VALUED = frozenset(
 
 
 def _sqlite_database(args: tuple[Word, ...]) -> list[Word]:
-    """The database file sqlite3 opens read-write (creating it, or writing it as a
-    database): its first operand; none with '-readonly' (or an archive's '-A', whose
-    operands are members)."""
+    """What sqlite3 writes: the database file it opens read-write (its first operand;
+    none with '-readonly', or in archive mode '-A', whose '-f FILE' is the archive it
+    writes when it creates or updates one), and the files the SQL and dot-commands of its
+    other operands and '-cmd' values write (:func:`sqlite_text_writes`)."""
     norm = tuple(Word(w.value[1:], w.dynamic) if w.value.startswith("--") else w for w in args)
-    if any(w.value in ("-readonly", "-A", "-archive") for w in norm):
-        return []
     operands = _plain_operands(norm, _SQLITE_VALUED)
-    return [args[norm.index(operands[0])]] if operands else []
+    out: list[Word] = []
+    archive = [k for k, w in enumerate(norm) if w.value in ("-A", "-archive")]
+    if archive:
+        writes, files = _sqlite_archive(args[archive[0] + 1 :])
+        # Without '-f' the archive is the database operand: 'sqlite3 A.sqlar -A -c F'.
+        before = [w for w in operands if norm.index(w) < archive[0]]
+        out += (files or [args[norm.index(w)] for w in before[:1]]) if writes else []
+    elif operands and not any(w.value == "-readonly" for w in norm):
+        out.append(args[norm.index(operands[0])])
+    texts = operands[1:] + [norm[k + 1] for k, w in enumerate(norm[:-1]) if w.value == "-cmd"]
+    for text in texts:
+        if not text.dynamic:
+            out += sqlite_text_writes(text.value)
+    return out
+
+
+def _sqlite_archive(args: tuple[Word, ...]) -> tuple[bool, list[Word]]:
+    """'sqlite3 -A -cf ARCHIVE FILE...': (whether it creates or updates the archive, the
+    '-f' files naming it). Its options follow -A: 'c', 'u', 'i' write, 'f' takes the file."""
+    writes = False
+    files: list[Word] = []
+    for k, w in enumerate(args):
+        v = w.value
+        if v.startswith("--"):
+            opt, eq, _ = v.partition("=")
+            writes |= opt in ("--create", "--update", "--insert")
+            if opt == "--file":
+                files += [w.tail(len(opt) + 1)] if eq else list(args[k + 1 : k + 2])
+            continue
+        letters = v[1:] if v.startswith("-") else (v if k == 0 else "")
+        for i, c in enumerate(letters):
+            writes |= c in "cui"
+            if c == "f":
+                rest = w.tail(len(v) - len(letters) + i + 1)
+                files += [rest] if rest.value else list(args[k + 1 : k + 2])
+                break
+    return writes, files
+
+
+# sqlite3's dot-commands that write the file they name: '.output F', '.once [-x] F',
+# '.backup [DB] F', '.save F', '.clone F', '.log F', '.trace F' ('stdout'/'stderr'/'off'
+# are none); SQL that writes a file: 'VACUUM [schema] INTO 'F'', 'ATTACH [DATABASE] 'F''.
+_SQLITE_DOT_RE = re.compile(r"^\s*\.(output|once|backup|save|clone|log|trace)\b(.*)$", re.M)
+_SQLITE_SQL_RE = re.compile(
+    r"\b(?:VACUUM(?:\s+\w+)?\s+INTO|ATTACH(?:\s+DATABASE)?)\s+('(?:[^']|'')*'|\"[^\"]*\")",
+    re.I,
+)
+_SQLITE_NOT_FILES = frozenset({"stdout", "stderr", "off", "on"})
+
+
+def sqlite_text_writes(text: str) -> list[Word]:
+    """The files sqlite3's input or argument ``text`` (SQL and dot-commands) writes."""
+    out: list[Word] = []
+    for m in _SQLITE_DOT_RE.finditer(text):
+        words = [w.strip("'\"") for w in m.group(2).split() if not w.startswith("-")]
+        if m.group(1) in ("backup", "save") and len(words) > 1:
+            words = words[1:]  # '.backup main F': the schema, then the file
+        if words and words[0].lower() not in _SQLITE_NOT_FILES and not words[0].startswith("|"):
+            out.append(Word(words[0]))
+    for m in _SQLITE_SQL_RE.finditer(text):
+        name = m.group(1)[1:-1].replace("''", "'")
+        if name and name != ":memory:" and not name.startswith("file:"):
+            out.append(Word(name))
+    return out
 
 
 def _yq_in_place(args: tuple[Word, ...]) -> list[Word]:
@@ -797,9 +1004,25 @@ def _git_outputs(args: tuple[Word, ...]) -> list[Word]:
         return []
     sub, rest = args[k].value, args[k + 1 :]
     out: list[Word] = []
-    opts = _GIT_OUTPUTS.get(sub)
-    if opts is not None:
-        out += option_values(rest, opts, "git")
+    opts = _GIT_OUTPUTS.get(sub, frozenset()) | {"--output"}  # any log/diff-family command
+    out += option_values(rest, opts, "git")
+    out += _git_prefixed(sub, rest)
+    trees = option_values(args[:k], frozenset({"--work-tree"}), "git")
+    if trees and sub not in _GIT_READS_TREE:
+        # The work tree is where it checks files out: a file in it is written there.
+        for tree in trees:
+            base = tree.value.rstrip("/") or "/"
+            out += [Word(posixpath.join(base, "x"), tree.dynamic)]
+            out += [
+                Word(posixpath.join(base, w.value), tree.dynamic or w.dynamic)
+                for w in _git_operands(rest, frozenset())
+            ]
+    if sub in ("init", "clone"):
+        # '--git-dir=D init' makes D.
+        out += [
+            Word(posixpath.join(d.value, "x"), d.dynamic)
+            for d in option_values(args[:k], frozenset({"--git-dir"}), "git")
+        ]
     spec = _GIT_DESTINATIONS.get(sub)
     if spec is not None:
         selectors, valued, which = spec
@@ -813,6 +1036,37 @@ def _git_outputs(args: tuple[Word, ...]) -> list[Word]:
         w if w.value.startswith("/") else Word(posixpath.join(chdir, w.value), w.dynamic or moved)
         for w in out
     ]
+
+
+# Subcommands that leave the work tree alone (a '--work-tree' given to them is read, not
+# written). Any other, and an alias, may check files out there.
+_GIT_READS_TREE = frozenset(
+    {
+        "status", "diff", "log", "show", "ls-files", "grep", "blame", "annotate",
+        "rev-parse", "describe", "shortlog", "cat-file", "ls-tree", "diff-files",
+        "diff-index", "diff-tree", "rev-list", "for-each-ref", "branch", "tag", "config",
+        "remote", "fetch", "push", "count-objects", "fsck", "show-ref", "var", "help",
+        "version", "check-ignore", "check-attr", "whatchanged", "reflog", "name-rev",
+        "add", "commit", "ls-remote", "show-branch", "format-patch", "bundle", "archive",
+        "gc", "repack", "prune", "notes", "verify-commit", "verify-tag", "hash-object",
+    }
+)  # fmt: skip
+
+
+def _git_prefixed(sub: str, rest: tuple[Word, ...]) -> list[Word]:
+    """'checkout-index --prefix=P [FILE...]' writes P+FILE (P+'x' for '-a'/'--stdin' or
+    none named); 'read-tree --prefix=P -u' checks a tree out below P."""
+    if sub not in ("checkout-index", "read-tree"):
+        return []
+    prefixes = option_values(rest, frozenset({"--prefix"}), "git")
+    if sub == "read-tree" and not any(w.value == "-u" for w in rest):
+        return []
+    files = [w for w in _git_operands(rest, frozenset()) if sub == "checkout-index"]
+    out: list[Word] = []
+    for p in prefixes:
+        out += [Word(p.value + f.value, p.dynamic or f.dynamic) for f in files]
+        out.append(Word(p.value + "x", p.dynamic))
+    return out
 
 
 def _git_operands(args: tuple[Word, ...], valued: frozenset[str]) -> list[Word]:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from runtime.models import Action
 from runtime.policy._long_options import long_option
+from runtime.policy._modes import granted_modes
 from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
@@ -241,12 +242,16 @@ class _Compiled:
         self.literal_only = rule.literal_only
         self.heads = tuple(_glob_head(g) for g in (*rule.redirect_to, *rule.writes_to))
         self.assigns = tuple(rule.assigns)
+        self.modes_regex = [re.compile(r) for r in rule.modes_regex]
         # Rules that look at arguments are also tried on a program named among another
         # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
         # every 'npm install vite'. What a program writes is read from its arguments too
         # ('ifne cp x /dev/sda'), whichever program the rule names.
         self.argument_reading = action != "allow" and (
-            (not self.any_program and bool(self.flags or self.args or self.args_regex))
+            (
+                not self.any_program
+                and bool(self.flags or self.args or self.args_regex or self.modes_regex)
+            )
             or bool(rule.writes_to)
         )
 
@@ -344,7 +349,20 @@ class _Compiled:
         if self.assigns:
             hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
             results.append("yes" if hit else "no")
+        if self.modes_regex:
+            results.append(self._modes(cmd))
         return _all(results)
+
+    def _modes(self, cmd: SimpleCommand) -> Tri:
+        """:attr:`CommandRule.modes_regex` on the modes ``cmd`` gives files: a mode copied
+        from a file whose mode is not known may match; a mode only known at run time
+        may unless the rule is literal_only."""
+        modes, copied = granted_modes(cmd)
+        if any(rx.search(w.value) for w in modes if not w.dynamic for rx in self.modes_regex):
+            return "yes"
+        if copied or (not self.literal_only and any(w.dynamic for w in modes)):
+            return "maybe"
+        return "no"
 
     def _any_word(self, words: tuple[Word, ...], globs: GlobSet) -> Tri:
         if any(globs.match(normalise_target(w.value)) for w in words if not w.dynamic):

@@ -296,6 +296,17 @@ class CommandRule(_Section):
     assigns: list[str] = Field(
         default_factory=list, description="The command sets an environment variable named so."
     )
+    modes_regex: list[str] = Field(
+        default_factory=list,
+        description="A permission mode the command gives files contains a match of one of "
+        "these, each spelled as chmod's ('777', 'o+w'): chmod's MODE, the -m/--mode of "
+        "mkdir/install/mkfifo/mknod, the mode a umask lets files have ('umask 0' is '777'), "
+        "rsync --chmod clauses, a setfacl entry for others, the mask or a named user or "
+        "group ('o=rwx'), git's shared-repository mode; a mode copied from a file (chmod "
+        "--reference, cp -p/-a or rsync -a of /tmp) is that file's when known ('/tmp': "
+        "'1777', '/dev/null': '666'); chmod --reference to another file outside the "
+        "workspace may match.",
+    )
     literal_only: bool = Field(
         False,
         description="Match on literal words only: a word known only at run time never "
@@ -311,7 +322,7 @@ class CommandRule(_Section):
     def _id_ok(cls, v: str) -> str:
         return _check_rule_id(v)
 
-    @field_validator("args_regex")
+    @field_validator("args_regex", "modes_regex")
     @classmethod
     def _regex_ok(cls, v: list[str]) -> list[str]:
         return _check_regexes(v)

@@ -415,6 +415,56 @@ def test_no_form_of_other_denied_commands_is_allowed(
         "chmod o=u f",
         "find . -type d -exec chmod 777 {} +",
         "env chmod 666 x",
+        "chmod -w,o+w f",  # a mode given as an option word
+        # Red team (O6): every other way to leave a file world-writable was allowed.
+        "chmod 00777 x",
+        "chmod 000666 x",
+        "chmod --reference=/tmp x",
+        "chmod --reference /dev/null x",
+        "cd /tmp && chmod --reference=. ~/x",
+        "chmod --reference=../other x",  # outside the workspace: its mode is not known
+        "chmod --reference=/opt/x/y x",
+        "mkdir -m 777 d",
+        "mkdir -pm 777 d",
+        "mkdir -pm777 d",
+        "mkdir --mode=a+w d",
+        "mkdir --mo 0777 d",
+        "install -m 777 a x",
+        "install -Dm777 a x",
+        "install -d -m 777 d",
+        "install -o me -m o+w a x",
+        "mkfifo -m 777 f",
+        "mknod -m 666 f p",
+        "umask 0; touch x",
+        "(umask 0; mkdir d)",
+        "umask 000",
+        "umask 0005",
+        "umask -S 0",
+        "umask o=rwx",
+        "umask a+w",
+        "cp -p /tmp d",
+        "cp -a /tmp/ d",
+        "cp --preserve=mode /tmp d",
+        "cp --preserve=all -r /var/tmp d",
+        "cp -a -t d /dev/shm",
+        "cp -p /dev/null x",
+        "cd / && cp -a tmp d",
+        "rsync --chmod=o+w a b",
+        "rsync -a --chmod=Do+w,Fo-w a b",
+        "rsync --chmod Fa+rwx a b",
+        "rsync -a /tmp/ b",
+        "setfacl -m o::rwx x",
+        "setfacl -Rm other:rw x",
+        "setfacl -m d:o::7 x",
+        "setfacl --modify=u:nobody:rwx x",
+        "setfacl -m mask::rwx x",
+        "setfacl -M acl.txt x",  # entries read from a file: may be any
+        "git init --shared=0777 d",
+        "git init --shared=0666 d",
+        "git init --shared=0662 d",
+        "git config core.sharedRepository 0777",
+        "git config set core.sharedRepository 0666",
+        "git -c core.sharedRepository=0666 init d",
     ],
 )
 def test_a_chmod_that_gives_others_write_asks(cmd: str) -> None:
@@ -438,6 +488,43 @@ def test_a_chmod_that_gives_others_write_asks(cmd: str) -> None:
         "chmod a+X d",
         'for f in *.sh; do chmod +x "$f"; done',
         'chmod 755 "$f"',
+        "chmod 0755 x",
+        "chmod 00644 x",
+        "mkdir -p d",
+        "mkdir 777",  # a folder named 777
+        "mkdir -m 755 -p a/b",
+        "mkdir --mode=u+rwx,go+rx d",
+        'mkdir -m "$m" d',  # literal_only
+        "install -m 755 a x",
+        "install -Dm644 a x",
+        "install -o 777 -g 666 a x",  # owner and group, not modes
+        "install 777 x",
+        "mkfifo f",
+        "mknod f p",
+        "umask 022",
+        "umask 0002",
+        "umask 077",
+        "umask -S",
+        "umask u=rwx,g=rx,o=rx",
+        "cp -p a b",  # a source not known to be world-writable: not asked
+        "chmod --reference=run.sh x",  # a workspace file: its mode was judged when given
+        "cp /dev/null x",  # no mode kept
+        "cp -a src dst",
+        "cp -a x /tmp",  # into /tmp: its mode is not copied
+        "cp -r /tmp d",  # no mode kept
+        "rsync -a a b",
+        "rsync -a --chmod=Dgo-w,Fo-w a b",
+        "rsync -a src/ /tmp/",
+        "setfacl -m u::rwx,g::rx x",
+        "setfacl -m o::r x",
+        "setfacl -m u:nobody:r x",
+        "setfacl -x u:nobody x",
+        "git init --shared=world d",  # group-writable, world-readable (2775): no o+w
+        "git init --shared=group d",
+        "git init --shared d",
+        "git config core.sharedRepository group",
+        "git config core.sharedRepository 0664",
+        "git init",
     ],
 )
 def test_a_chmod_that_does_not_give_others_write_is_allowed(cmd: str) -> None:
@@ -462,3 +549,23 @@ def test_builtin_rule_ids_are_stable_and_unique() -> None:
 def test_arbitrary_input_never_raises(cmd: str) -> None:
     for f in RULES.check(cmd):
         assert f.action in ("allow", "ask", "deny")
+
+
+def test_a_modes_rule_judges_the_modes_a_command_gives() -> None:
+    """modes_regex (CommandRule): a mode only known at run time may match unless the rule is
+    literal_only; a mode copied from a file whose mode is not known may match either way."""
+    from runtime.policy.schema import CommandRule
+
+    rule = CommandRule(
+        id="no-setgid-dirs",
+        action="deny",
+        program=["mkdir", "chmod"],
+        modes_regex=["^0*2[0-7]{3}$", "g[-+=rwx]*s"],
+    )
+    rules = CommandRules(CommandsSection(rules=[rule]))
+    found = rules.check("mkdir -m 2775 d")
+    assert (found[0].action, found[0].rule) == ("deny", "no-setgid-dirs")
+    assert rules.check('mkdir -m "$m" d')[0].action == "ask"
+    assert rules.check("chmod --reference=/a b")[0].action == "ask"
+    assert not rules.check("mkdir 2775")  # an operand, not a mode
+    assert not rules.check("chmod g+w d")
