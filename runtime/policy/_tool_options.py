@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from runtime.policy._long_options import long_option
-from runtime.policy._writes import option_values
+from runtime.policy._writes import COMPILER_DRIVER_RE, option_values
 from runtime.policy.argv import Word, short_cluster
 from runtime.policy.wrappers import HAZARD_ARGS, SHELL_STRING_OPTIONS
 
@@ -371,15 +371,6 @@ def _run_parts(words: list[Word]) -> OptionCode:
     return OptionCode(hazards=("run-parts runs every program in a directory",))
 
 
-# The compiler drivers by name, also versioned or with a target prefix ('gcc-12',
-# 'x86_64-linux-gnu-g++', 'clang++-16'): GCC's for every language it compiles (c89 and c99
-# are POSIX's 'exec gcc -std=... "$@"', cpp runs cc1 -E as gcc does), and clang's. Each
-# runs its subprograms through '-wrapper' and finds them by '-B'.
-_COMPILER_RE = re.compile(
-    r"(?:[A-Za-z0-9_.]+-)*"
-    r"(?:gcc|g\+\+|cc|c\+\+|c89|c99|cpp|gfortran|gccgo|gdc|gnat|gm2|clang|clang\+\+)"
-    r"(?:-[0-9.]+)?"
-)
 # Their options that load a library or make the driver find its programs elsewhere
 # (attached, '=' or the next word): a plugin, a program prefix, a specs file (which names
 # the programs run), a linker by path.
@@ -640,7 +631,7 @@ def tool_option_code(name: str, words: list[Word]) -> OptionCode:
     reader's findings and the programs its :data:`_PROGRAM_OPTIONS` name; a program with
     neither, nor another reader, gets the general rule (:func:`_named_runners`)."""
     reader = _TOOLS.get(name)
-    if reader is None and _COMPILER_RE.fullmatch(name):
+    if reader is None and COMPILER_DRIVER_RE.fullmatch(name):
         reader = _compiler
     programs = _PROGRAM_OPTIONS.get(name)
     if reader is None and programs is None:

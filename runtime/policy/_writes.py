@@ -240,11 +240,23 @@ _WORD_OUTPUTS: dict[str, frozenset[str]] = {
     "exiftool": frozenset({"-o", "-out", "-w", "-textout", "-w!", "-w+", "-textout!",
                            "-textout+", "-tagout", "-tagout!", "-tagout+"}),
 }  # fmt: skip
-# Compilers and linkers: '-o FILE' or '-oFILE', never inside a cluster of flags (their
-# options are words: '-fno-omit-frame-pointer' holds no '-o').
-_COMPILERS = frozenset(
-    {"gcc", "cc", "c++", "g++", "clang", "clang++", "ld", "as", "tcc", "rustc", "zig", "go"}
+# The compiler drivers by name, also versioned or with a target prefix ('gcc-12',
+# 'x86_64-linux-gnu-g++', 'clang++-16'): GCC's for every language it compiles (c89 and c99
+# are POSIX's 'exec gcc -std=... "$@"', cpp runs cc1 -E as gcc does), and clang's. Each
+# writes '-o FILE', runs its subprograms through '-wrapper' and finds them by '-B'
+# (``_tool_options``).
+COMPILER_DRIVER_RE = re.compile(
+    r"(?:[A-Za-z0-9_.]+-)*"
+    r"(?:gcc|g\+\+|cc|c\+\+|c89|c99|cpp|gfortran|gccgo|gdc|gnat|gm2|clang|clang\+\+)"
+    r"(?:-[0-9.]+)?"
 )
+# Other compilers and linkers. All of them: '-o FILE' or '-oFILE', never inside a cluster of
+# flags (their options are words: '-fno-omit-frame-pointer' holds no '-o').
+_OTHER_COMPILERS = frozenset({"ld", "as", "tcc", "rustc", "zig", "go"})
+
+
+def _is_compiler(program: str) -> bool:
+    return program in _OTHER_COMPILERS or COMPILER_DRIVER_RE.fullmatch(program) is not None
 
 
 def option_values(args: tuple[Word, ...], opts: frozenset[str], program: str) -> list[Word]:
@@ -379,7 +391,7 @@ def _argument_writes(cmd: SimpleCommand) -> list[Word]:
     if cmd.program == "rsync":
         paths = rsync_paths(cmd.args)
         return paths[-1:] if len(paths) > 1 else []
-    if cmd.program in _COMPILERS:
+    if _is_compiler(cmd.program):
         return _compiler_outputs(cmd.args)
     if cmd.program == "tar":
         return _tar_paths(cmd.args)

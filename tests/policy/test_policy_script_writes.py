@@ -277,6 +277,14 @@ def test_program_text_writes_is_the_reader_for_both_programs() -> None:
         ("exiftool -W! .git/hooks/%f.%s x.jpg", WRITE),
         ("exiftool -tagsfromfile a.jpg key.pem", DENY),
         ("exiftool -TagsFromFile a.jpg .git/config", WRITE),
+        # Every compiler driver the -wrapper reader knows writes '-o FILE' too (red team O:
+        # 'c99 -o key.pem' was allowed where 'gcc -o key.pem' was denied).
+        ("c99 -o key.pem a.c", DENY),
+        ("c89 -okey.pem a.c", DENY),
+        ("cpp -o .git/config a.c", WRITE),
+        ("gfortran -o .git/hooks/pre-commit a.f90", WRITE),
+        ("x86_64-linux-gnu-gcc-12 -o key.pem a.c", DENY),
+        ("clang++-16 -o .git/hooks/pre-commit a.cc", WRITE),
     ],
 )
 def test_more_output_spellings_are_judged(
@@ -310,6 +318,9 @@ def test_more_output_spellings_are_judged(
         "awk -F: '{print $1}' notes.txt",
         "exiftool -w txt photo.jpg",
         "exiftool -tagsfromfile a.jpg b.jpg",
+        "c99 -o build/app a.c",
+        "gcc-12 -O2 -o app a.c",
+        "cpp -P -o out.i a.c",
     ],
 )
 def test_ordinary_outputs_are_allowed(policy: Policy, command: str) -> None:
