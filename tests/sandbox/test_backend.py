@@ -537,11 +537,13 @@ def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
     }
 
 
-async def _spare_ready(zygote_pid: int) -> None:
+async def _spare_ready(zygote_pid: int, old: frozenset[int] = frozenset()) -> None:
     """Until a spare waits under the zygote (a poll, not a timing assertion), and a moment
-    more for the zygote to take the cloner's answer that names it."""
+    more for the zygote to take the cloner's answer that names it. With ``old``, a spare
+    other than those processes: the one that served the call just made may not have
+    exited yet, and would be counted for its own replacement."""
     for _ in range(3000):
-        if _ready_spares(zygote_pid):
+        if _ready_spares(zygote_pid, old):
             break
         await anyio.sleep(0.01)
     await anyio.sleep(0.2)
@@ -571,8 +573,14 @@ def test_a_calls_mount_namespace_is_let_go_after_its_report(workspace: Path) -> 
         zygote = backend.zygote_pid
         # While a spare-served call runs, its namespace is held (the only one: the spare
         # waiting for the next call is not).
-        await call(backend, PROBE_RO, workspace, action="echo")  # a spare of this profile
+        # The spare the READ_FILE calls left (the same profile) serves the echo; wait for
+        # the one cloned after it, not for the echo's own process, which may not have
+        # exited yet under load: the sleep call was then cloned cold, and no namespace was
+        # held during it ('assert during' failed with [] once in five unprivileged runs).
         await _spare_ready(zygote)
+        served = frozenset(p.pid for p in call_processes(zygote))
+        await call(backend, PROBE_RO, workspace, action="echo")
+        await _spare_ready(zygote, served)
         during: list[list[str]] = []
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: call(backend, PROBE_RO, workspace, action="sleep", seconds=3))
@@ -632,11 +640,13 @@ def test_a_spare_warms_the_tool_of_the_call_before_it_and_leaves_no_scratch(
     assert ".runtime-warm-up" not in failing_warm["tmp"]
 
 
-def _ready_spares(zygote_pid: int) -> int:
+def _ready_spares(zygote_pid: int, old: frozenset[int] = frozenset()) -> int:
     """Spares waiting for a call: processes under the zygote with nothing running in them
-    but the wait (every call here has ended when this is read)."""
+    but the wait (every call here has ended when this is read), not counting ``old``."""
     alive = 0
     for proc in call_processes(zygote_pid):
+        if proc.pid in old:
+            continue
         with contextlib.suppress(psutil.NoSuchProcess):
             alive += proc.status() != psutil.STATUS_ZOMBIE
     return alive
