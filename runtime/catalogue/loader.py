@@ -49,6 +49,8 @@ def load_manifest(path: Path) -> ToolSpec:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: not valid JSON: {exc}", file=str(path)) from exc
+    except RecursionError:
+        raise ManifestError(f"{path}: not valid JSON: nested too deeply", file=str(path)) from None
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: a manifest must be a JSON object", file=str(path))
     try:

@@ -40,7 +40,7 @@ def sandboxed_tool(raw: bytes, tool_folders: Iterable[Path] = ()) -> bool:
             try:
                 with open(path, "rb") as fh:
                     data = json.loads(fh.read(_MAX_MANIFEST_BYTES))
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
             if isinstance(data, dict) and data.get("name") == name:
                 return data.get("backend") == "subprocess"

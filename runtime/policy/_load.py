@@ -87,6 +87,15 @@ def parse_policy(text: str, source: str) -> PolicyFile:
         raise PolicyError(
             f"{source}:{line or '?'}: not valid TOML: {exc}", file=source, line=line, field=None
         ) from exc
+    except RecursionError:
+        # tomllib parses arrays and inline tables recursively: a policy nested some
+        # hundreds deep exhausts the interpreter's stack before any rule could read it.
+        raise PolicyError(
+            f"{source}: not valid TOML: arrays or inline tables nest too deeply",
+            file=source,
+            line=None,
+            field=None,
+        ) from None
     try:
         return PolicyFile.model_validate(data)
     except ValidationError as exc:

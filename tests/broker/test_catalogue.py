@@ -104,6 +104,17 @@ def test_user_folder_manifest_errors_name_file_and_field(tmp_path: Path) -> None
         Catalogue(builtins=False, folders=[tmp_path])
     path.unlink()
 
+    # json's C scanner recurses per level: a manifest nested past the interpreter's
+    # limit raised RecursionError (a traceback at every front door), not ManifestError.
+    path = write(
+        tmp_path,
+        "deep.json",
+        '{"name": "deep", "parameters": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    )
+    with pytest.raises(ManifestError, match=r"deep\.json: not valid JSON: nested too deeply"):
+        Catalogue(builtins=False, folders=[tmp_path])
+    path.unlink()
+
     write(tmp_path, "extra.json", dict(good, name="extra", colour="blue"))
     with pytest.raises(ManifestError) as info:
         Catalogue(builtins=False, folders=[tmp_path])

@@ -67,6 +67,18 @@ def test_reserved_rule_ids(rule_id: str, tmp_path: Path) -> None:
     assert "reserved" in err.message
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["a = " + "[" * 900 + "]" * 900 + "\n", "a = " + "{x = " * 600 + "1" + "}" * 600 + "\n"],
+    ids=["arrays", "inline-tables"],
+)
+def test_deep_nesting_is_a_policy_error(text: str, tmp_path: Path) -> None:
+    # tomllib recurses per level: a 10 KB file used to end every front door in a
+    # RecursionError traceback (exit 1) instead of config_error (exit 64).
+    err = load_error(text, tmp_path)
+    assert "nest too deeply" in err.message
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as info:
         Policy.load(tmp_path / "absent.toml")
