@@ -305,7 +305,7 @@ def _script_values(key: str, value: Word, as_json: bool) -> list[Word]:
         return [value] if key != "scripts" else []
     try:
         data = json.loads(value.value)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past json's stack: not read, kept whole
         return [value]
     if isinstance(data, str):
         return [Word(data)]

@@ -587,7 +587,7 @@ def package_scripts(text: str) -> dict[str, str] | None:
     None when the text is not a JSON object."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past json's stack: not a package.json read
         return None
     if not isinstance(data, dict):
         return None

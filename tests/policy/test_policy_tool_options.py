@@ -129,6 +129,25 @@ def test_tool_option_code_is_judged(
 @pytest.mark.parametrize(
     "command",
     [
+        "npm pkg set --json 'scripts=" + "[" * 5000 + "]" * 5000 + "'",
+        "cat > package.json <<'EOF'\n{\"scripts\": "
+        + "[" * 5000
+        + "]" * 5000
+        + "}\nEOF\nnpm install",
+    ],
+    ids=["pkg-set", "package-json"],
+)
+def test_json_nested_past_the_stack_is_not_read_and_asks(policy: Policy, command: str) -> None:
+    # json's C scanner raises RecursionError (not ValueError) past ~1,000 levels: it
+    # escaped the policy as an internal error of the call and a traceback of
+    # 'runtime policy check'. The value is now kept whole, as shell, and asked about.
+    action, _rule = verdict(policy, command)
+    assert action == "ask", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "tar czf a.tgz src",
         "tar xzf a.tgz -C out",
         "tar -cf x.tar -C dir .",
