@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +58,7 @@ from runtime.frames import FrameError
 from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
-__all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
+__all__ = ["DISABLE_NAMES", "MAX_REFUSED_REQUESTS", "SANDBOX_UID", "SandboxBackend"]
 
 log = logging.getLogger("runtime.sandbox")
 
@@ -98,6 +98,14 @@ _MAX_PLANS = 256
 #: fork-server that dies at once would otherwise be restarted by every call).
 _MAX_RESTARTS = 3
 _RESTART_WINDOW_S = 60.0
+#: Broker requests of one call that may be refused (by its handler: egress or ask_user not
+#: granted, an op that does not exist; or malformed, or made with no channel to answer
+#: them). Past it the broker answers no more and ends the call as a ``resource_limit``
+#: (``limit: broker_requests``). A refusal costs the broker a decode of the request and a
+#: check, and a tool refused this often is not doing its work: it is looping. Granted
+#: requests are not counted: each is work done for the tool (a page fetched, a question
+#: asked), bounded by the call's timeout.
+MAX_REFUSED_REQUESTS = 256
 
 
 @dataclass(slots=True)
@@ -110,7 +118,13 @@ class _Call:
     spawn: dict[str, Any]
     started: float
     terminal: dict[str, Any] | None = None
-    refusals: list[RuntimeToolError] = field(default_factory=list)
+    #: The last broker request the handler refused (its error, no traceback: see
+    #: ``_answer``), and how many were refused in all (those answered without the handler
+    #: included). Nothing else of a request outlives its answer.
+    refused: RuntimeToolError | None = None
+    refused_count: int = 0
+    #: The call was ended for making more than MAX_REFUSED_REQUESTS refused requests.
+    flooded: bool = False
     frame_error: FrameError | None = None
     exit_report: dict[str, Any] | None = None
     timed_out: bool = False
@@ -660,10 +674,13 @@ class SandboxBackend:
                 call.theirs.close()
             with anyio.move_on_after(request.limits.timeout_s) as scope:
                 try:
-                    call.terminal = await self._converse(call.channel, request, call.refusals)
+                    call.terminal = await self._converse(call, request)
                 except FrameError as exc:
                     # A child that breaks the protocol gets no second chance.
                     call.frame_error = exc
+                    await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
+                except _Flooded:
+                    call.flooded = True  # nor does one that floods the broker
                     await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
                 call.exit_report = await ctl.wait_for(call.call_id)
             call.timed_out = scope.cancelled_caught
@@ -713,9 +730,12 @@ class SandboxBackend:
             finally:
                 call.theirs.close()
             try:
-                call.terminal = self._converse_sync(call.channel, request, call.refusals, deadline)
+                call.terminal = self._converse_sync(call, request, deadline)
             except FrameError as exc:
                 call.frame_error = exc
+                ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
+            except _Flooded:
+                call.flooded = True
                 ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
             call.exit_report = ctl.wait_for_sync(call.call_id, deadline)
         except DeadlinePassed:
@@ -735,6 +755,8 @@ class SandboxBackend:
     def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
         limits = request.limits
         usage = call_usage(call.exit_report, call.started)
+        if call.refused_count:
+            usage["broker_refused"] = call.refused_count
         denied = denied_write(call.exit_report, usage, call.terminal)
         if denied is not None:
             raise denied
@@ -744,9 +766,11 @@ class SandboxBackend:
                 usage=usage,
                 limit_s=limits.timeout_s,
             )
+        if call.flooded:
+            raise _flood_error(request, call, usage)
         terminal = call.terminal
-        if call.refusals and terminal is not None and terminal.get("type") == "error":
-            refused = call.refusals[-1]
+        refused = call.refused
+        if refused is not None and terminal is not None and terminal.get("type") == "error":
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
@@ -794,43 +818,43 @@ class SandboxBackend:
             self._options[command] = options
         return options
 
-    async def _converse(
-        self, call: CallChannel, request: ExecRequest, refusals: list[RuntimeToolError]
-    ) -> dict[str, Any] | None:
-        await call.flush()  # the call frame, begun before the spawn (``CallChannel.begin``)
+    async def _converse(self, call: _Call, request: ExecRequest) -> dict[str, Any] | None:
+        channel = call.channel
+        await channel.flush()  # the call frame, begun before the spawn (``CallChannel.begin``)
         while True:
-            frame = await call.receive()
+            frame = await channel.receive()
             if _is_terminal(frame):
                 return frame
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:
-                reply = await self._answer(frame, request, refusals)
-            await call.send(reply)
+                reply = await self._answer(frame, request, call)
+            _count_refusal(call, reply)
+            del frame  # nothing of a request outlives its answer
+            await channel.send(reply)
 
     def _converse_sync(
-        self,
-        call: CallChannel,
-        request: ExecRequest,
-        refusals: list[RuntimeToolError],
-        deadline: float,
+        self, call: _Call, request: ExecRequest, deadline: float
     ) -> dict[str, Any] | None:
-        call.flush_sync(deadline)  # the call frame, begun before the spawn
+        channel = call.channel
+        channel.flush_sync(deadline)  # the call frame, begun before the spawn
         while True:
-            frame = call.receive_sync(deadline)
+            frame = channel.receive_sync(deadline)
             if _is_terminal(frame):
                 return frame
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:
-                reply = self._answer_from_thread(frame, request, refusals, deadline)
-            call.send_sync(reply, deadline)
+                reply = self._answer_from_thread(frame, request, call, deadline)
+            _count_refusal(call, reply)
+            del frame
+            channel.send_sync(reply, deadline)
 
     def _answer_from_thread(
         self,
         frame: dict[str, Any],
         request: ExecRequest,
-        refusals: list[RuntimeToolError],
+        call: _Call,
         deadline: float,
     ) -> dict[str, Any]:
         """A broker request of a call run by :meth:`run_sync`: the handler (egress through
@@ -839,7 +863,7 @@ class SandboxBackend:
 
         async def bounded() -> dict[str, Any] | None:
             with anyio.move_on_after(deadline - time.monotonic()):
-                return await self._answer(frame, request, refusals)
+                return await self._answer(frame, request, call)
             return None
 
         try:
@@ -852,9 +876,7 @@ class SandboxBackend:
         return reply
 
     @staticmethod
-    async def _answer(
-        frame: dict[str, Any], request: ExecRequest, refusals: list[RuntimeToolError]
-    ) -> dict[str, Any]:
+    async def _answer(frame: dict[str, Any], request: ExecRequest, call: _Call) -> dict[str, Any]:
         """The handler's reply (``_reply_without_handler`` said there is one to ask)."""
         handler = request.broker_requests
         assert handler is not None
@@ -862,8 +884,11 @@ class SandboxBackend:
             value = await handler(frame["op"], frame["payload"])
         except RuntimeToolError as exc:
             # Kept on the broker side: if the tool then fails, this refusal (e.g. egress
-            # denied by the policy) is the call's error, whatever the child claims.
-            refusals.append(exc)
+            # denied by the policy) is the call's error, whatever the child claims. Only
+            # the last one, and without its traceback: that pins the frames of this
+            # function and the handler's, and with them the whole request (a tool asking
+            # thousands of times for what it may not have filled the broker's memory).
+            call.refused = _bare(exc)
             return {
                 "type": "reply",
                 "ok": False,
@@ -871,6 +896,55 @@ class SandboxBackend:
                 "error_type": str(exc.error_type),
             }
         return {"type": "reply", "ok": True, "value": value}
+
+
+class _Flooded(Exception):
+    """A call made more than :data:`MAX_REFUSED_REQUESTS` refused broker requests: it is
+    answered no more, and ended."""
+
+
+def _count_refusal(call: _Call, reply: dict[str, Any]) -> None:
+    """Count a refused request of ``call``; :class:`_Flooded` past the bound (the request
+    that crossed it is not answered)."""
+    if reply.get("ok"):
+        return
+    call.refused_count += 1
+    if call.refused_count > MAX_REFUSED_REQUESTS:
+        raise _Flooded
+
+
+def _bare(exc: RuntimeToolError) -> RuntimeToolError:
+    """``exc`` as a call keeps it: without the traceback (and the chained exceptions'),
+    which would keep every frame it went through alive, with their locals."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return exc
+
+
+def _flood_error(request: ExecRequest, call: _Call, usage: dict[str, Any]) -> ResourceLimitExceeded:
+    """The error of a call ended for its refused broker requests (``_count_refusal``),
+    naming the last refusal's rule and message."""
+    refused = call.refused
+    extra: dict[str, Any] = {}
+    last = ""
+    if refused is not None:
+        last = f"; the last: {refused.message[:300]}"
+        rule = refused.details.get("rule")
+        if isinstance(rule, str):
+            extra["rule"] = rule
+    return ResourceLimitExceeded(
+        f"{request.spec.name}: the tool made more than {MAX_REFUSED_REQUESTS} broker requests "
+        f"that were refused, and was ended{last}",
+        usage=usage,
+        limit="broker_requests",
+        refused=call.refused_count,
+        max_refused=MAX_REFUSED_REQUESTS,
+        **extra,
+    )
 
 
 class _NotDelivered(SandboxError):
