@@ -69,6 +69,27 @@ HOSTILE_CHILDREN = [
         {"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11", id="segv"
     ),
     pytest.param({"action": "fail"}, ToolFailed, "on purpose", id="tool-failed"),
+    # A set-up error frame forged by the running tool (red-team finding P2): a protocol
+    # error, not a set-up failure, when the child then exits otherwise than the set-up
+    # does, or had made a broker request (only a running tool makes one).
+    pytest.param(
+        {"action": "setup_error", "phase": "P", "message": "M", "times": 520_000},
+        SandboxError,
+        "broke the frame protocol: .* exited with status 0",
+        id="forged-setup-error",
+    ),
+    pytest.param(
+        {
+            "action": "setup_error",
+            "phase": "landlock",
+            "errno": 1,
+            "request_first": True,
+            "code": child.EXIT_SETUP,
+        },
+        SandboxError,
+        "broke the frame protocol: .* after 1 broker request",
+        id="setup-error-after-a-request",
+    ),
 ]
 
 

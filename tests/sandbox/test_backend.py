@@ -12,7 +12,13 @@ import anyio
 import psutil
 import pytest
 
-from runtime.backends.sandbox import DISABLE_NAMES, HostCapabilities, SandboxBackend, probe_host
+from runtime.backends.sandbox import (
+    DISABLE_NAMES,
+    HostCapabilities,
+    SandboxBackend,
+    child,
+    probe_host,
+)
 from runtime.errors import (
     OutputTooLarge,
     ResourceLimitExceeded,
@@ -207,6 +213,38 @@ def test_hostile_child_gives_typed_errors(
 ) -> None:
     with pytest.raises(error, match=match):
         one(PROBE_RW, workspace, **args)
+
+
+@pytest.mark.parametrize("tool", [PROBE_RW, PROBE_EXEC], ids=["single", "reaper"])
+def test_a_set_up_error_frame_is_bounded_and_typed(workspace: Path, tool: Any) -> None:
+    """Red-team finding P2: a set-up error frame the tool sent (exiting as the set-up
+    does, so it still reads as one) went raw into the result: 1.5 MB of phase and message
+    against the 1 MiB output cap, an errno of any type, a bytes repr in the message. The
+    phase is now a string of at most 64 characters, the message at most 2000, the errno
+    an int or absent."""
+    forged = {"action": "setup_error", "code": child.EXIT_SETUP}
+
+    async def fn(backend: Any) -> list[SandboxError]:
+        errors = []
+        for fields in (
+            {"phase": "P", "message": "M", "errno": "E" * 5000, "times": 520_000},
+            {"phase": {"a": [b"x"]}, "message": b"\xff", "errno": float("nan")},
+            {"phase": "landlock", "message": "[Errno 1] Operation not permitted", "errno": 1},
+        ):
+            with pytest.raises(SandboxError) as info:
+                await call(backend, tool, workspace, **forged, **fields)
+            errors.append(info.value)
+        return errors
+
+    huge, odd, plain = run_with_backend(fn)
+    assert huge.message.startswith("sandbox set-up failed at PPP")
+    assert len(huge.message) <= 2100
+    assert huge.details["phase"] == "P" * 64
+    assert "errno" not in huge.details
+    assert odd.message == "sandbox set-up failed at unknown"
+    assert odd.details["phase"] == "unknown" and "errno" not in odd.details
+    assert plain.message == "sandbox set-up failed at landlock: [Errno 1] Operation not permitted"
+    assert plain.details["errno"] == 1
 
 
 def test_silence_times_out(workspace: Path) -> None:

@@ -123,6 +123,8 @@ class _Call:
     #: included). Nothing else of a request outlives its answer.
     refused: RuntimeToolError | None = None
     refused_count: int = 0
+    #: Broker requests the child made, answered or not: after one, the tool was running.
+    requests: int = 0
     #: The call was ended for making more than MAX_REFUSED_REQUESTS refused requests.
     flooded: bool = False
     frame_error: FrameError | None = None
@@ -775,7 +777,14 @@ class SandboxBackend:
                 refused.usage = usage
             raise refused
         try:
-            result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+            result = outcome(
+                terminal,
+                call.frame_error,
+                call.exit_report or {},
+                limits,
+                usage,
+                requests=call.requests,
+            )
         except SandboxError as exc:
             # Looked at only when a call failed: a workspace removed, or replaced by a file,
             # since the broker opened it fails the set-up in words of its internals.
@@ -825,6 +834,7 @@ class SandboxBackend:
             frame = await channel.receive()
             if _is_terminal(frame):
                 return frame
+            call.requests += 1
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:
@@ -842,6 +852,7 @@ class SandboxBackend:
             frame = channel.receive_sync(deadline)
             if _is_terminal(frame):
                 return frame
+            call.requests += 1
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:

@@ -178,6 +178,9 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 
 def _fail(call_fd: int, exc: SetupFailed) -> NoReturn:
+    """Report a failed set-up step and exit. The broker takes the frame for a set-up
+    failure only from a child that made no broker request and exits with this status
+    (``_outcome.setup_error``): the tool, once it runs, can send the same frame."""
     try:
         _send(
             call_fd,
