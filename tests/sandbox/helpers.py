@@ -14,9 +14,15 @@ import pytest
 from runtime.backends.base import ExecOutcome, ExecRequest
 from runtime.backends.sandbox import child
 from runtime.errors import OutputTooLarge, SandboxError, ToolFailed
+from runtime.frames import encode_frame
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
 TOOLS = Path(__file__).resolve().parent / "tools"
+
+
+def frames_hex(*frames: dict[str, Any]) -> str:
+    """``frames`` encoded back to back, as hex for the probe's ``raw_frame`` (one write)."""
+    return "".join(encode_frame(frame, max_size=1 << 30).hex() for frame in frames)
 
 
 def spec(name: str, entry: str, workspace: str = "rw", exec_: bool = False) -> ToolSpec:
@@ -89,6 +95,48 @@ HOSTILE_CHILDREN = [
         SandboxError,
         "broke the frame protocol: .* after 1 broker request",
         id="setup-error-after-a-request",
+    ),
+    # Two frames at once: what the error says names the rule the child broke (a request
+    # followed by a frame before its reply was said to be 'frames after its result').
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex(
+                {"type": "request", "op": "http", "payload": {}}, {"type": "result", "value": 1}
+            ),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: the child sent another frame before its request was answered",
+        id="frame-before-reply",
+    ),
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex({"type": "result", "value": 1}, {"type": "result", "value": 2}),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: the child sent frames after its result frame",
+        id="frames-after-result",
+    ),
+    # A frame type of the child's making is shown cut to 64 characters of its repr, alone
+    # or followed by another frame.
+    pytest.param(
+        {"action": "raw_frame", "hex": frames_hex({"type": "t" * 100_000}), "hang": True},
+        SandboxError,
+        "invalid frame: unexpected frame type 't{63} from the child$",
+        id="long-frame-type",
+    ),
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex({"type": "t" * 100_000}, {"type": "result", "value": 1}),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: unexpected frame type 't{63} from the child$",
+        id="long-frame-type-and-more",
     ),
 ]
 

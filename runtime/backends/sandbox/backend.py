@@ -3,8 +3,10 @@
 One zygote per backend. For each call the backend makes a socketpair, hands the child end to
 the zygote (SCM_RIGHTS), and then talks to the sandboxed child directly: it writes the call
 frame, answers the child's broker requests, reads one result frame with the size capped
-while reading, and waits for the zygote's exit report. The child is hostile: anything but a
-well-formed result becomes a typed :mod:`runtime.errors` exception, and the broker lives on.
+while reading, and waits for the zygote's exit report (after a result, a short while only:
+``_EXIT_AFTER_FRAME_S``; a result read by the deadline is the outcome, not a timeout). The
+child is hostile: anything but a well-formed result becomes a typed :mod:`runtime.errors`
+exception, and the broker lives on.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ DISABLE_NAMES = frozenset(
 SANDBOX_UID = 2_000_000_000
 _START_TIMEOUT_S = 60.0
 _EXIT_WAIT_S = 30.0
+#: How long a call's processes have to exit after its last frame (a result, an error)
+#: before the broker ends them (still within the call's timeout): the frame is the call's
+#: outcome, and a tool that sent it and then sleeps no longer holds the call until its
+#: timeout. A tool exits right after its frame (``child._serve``); this is slack for a
+#: loaded machine.
+_EXIT_AFTER_FRAME_S = 2.0
 _MAX_REFS = 1024
 #: Distinct call profiles whose static plan part is kept (see ``_static_plan``).
 _MAX_PLANS = 256
@@ -129,6 +137,8 @@ class _Call:
     flooded: bool = False
     frame_error: FrameError | None = None
     exit_report: dict[str, Any] | None = None
+    #: No last frame (result, error, set-up error) by the call's deadline: a timeout. A
+    #: call that sent one in time is not, whenever its processes exit (``_answered``).
     timed_out: bool = False
 
 
@@ -684,8 +694,12 @@ class SandboxBackend:
                 except _Flooded:
                     call.flooded = True  # nor does one that floods the broker
                     await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
+                if _answered(call):
+                    # Its outcome is known: its exit is waited for a short while only.
+                    scope.deadline = min(scope.deadline, anyio.current_time() + _EXIT_AFTER_FRAME_S)
                 call.exit_report = await ctl.wait_for(call.call_id)
-            call.timed_out = scope.cancelled_caught
+            if scope.cancelled_caught:
+                call.timed_out = not _answered(call) and not _last_look(call)
         finally:
             call.channel.close()
             if call.exit_report is None:
@@ -739,9 +753,12 @@ class SandboxBackend:
             except _Flooded:
                 call.flooded = True
                 ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
+            if _answered(call):
+                deadline = min(deadline, time.monotonic() + _EXIT_AFTER_FRAME_S)
             call.exit_report = ctl.wait_for_sync(call.call_id, deadline)
         except DeadlinePassed:
-            call.timed_out = True
+            # (A frame already in the socket at the deadline was read: ``wait_fd``.)
+            call.timed_out = not _answered(call)
         finally:
             call.channel.close()
             if call.exit_report is None:
@@ -763,11 +780,7 @@ class SandboxBackend:
         if denied is not None:
             raise denied
         if call.timed_out:
-            raise ToolTimeout(
-                f"the call exceeded its {limits.timeout_s:g} s timeout",
-                usage=usage,
-                limit_s=limits.timeout_s,
-            )
+            raise _timeout(request, usage)
         if call.flooded:
             raise _flood_error(request, call, usage)
         terminal = call.terminal
@@ -907,6 +920,45 @@ class SandboxBackend:
                 "error_type": str(exc.error_type),
             }
         return {"type": "reply", "ok": True, "value": value}
+
+
+def _answered(call: _Call) -> bool:
+    """Whether the child sent its last frame (a result, an error, a set-up error): that
+    frame is the call's outcome, whenever its processes exit (they are ended
+    ``_EXIT_AFTER_FRAME_S`` after it at the latest, and at the call's deadline)."""
+    return call.terminal is not None and call.frame_error is None and not call.flooded
+
+
+def _last_look(call: _Call) -> bool:
+    """For a call of :meth:`SandboxBackend.run` cancelled at its deadline before it read a
+    last frame: read one the socket holds already, complete, without waiting (the loop
+    may not have run the call's task since it came), as ``run_sync`` does (``wait_fd``
+    looks once more at the deadline). True if that was the call's last frame."""
+    if call.terminal is not None or call.frame_error is not None or call.flooded:
+        return False
+    frame = call.channel.received()
+    if frame is None or frame.get("type") not in _TERMINAL:
+        return False  # nothing complete, or a broker request: it had not finished
+    call.terminal = frame
+    return True
+
+
+def _timeout(request: ExecRequest, usage: dict[str, Any]) -> ToolTimeout:
+    """The error of a call with no last frame by its deadline (its processes ended then).
+    A tool that may write the workspace may have done part or all of its work: the
+    message says so, and ``details.effect`` is ``unknown`` (a retried append, say, may
+    then be applied twice)."""
+    limit = request.limits.timeout_s
+    if request.spec.sandbox.workspace != WorkspaceAccess.WRITE:
+        return ToolTimeout(f"the call exceeded its {limit:g} s timeout", usage=usage, limit_s=limit)
+    return ToolTimeout(
+        f"the call exceeded its {limit:g} s timeout and was ended before it sent its result; "
+        "the tool may write the workspace, and its changes may or may not have been applied "
+        "(look before retrying it)",
+        usage=usage,
+        limit_s=limit,
+        effect="unknown",
+    )
 
 
 class _Flooded(Exception):
@@ -1074,7 +1126,7 @@ def _is_terminal(frame: dict[str, Any] | None) -> bool:
     if kind in _TERMINAL:
         return True
     if kind != "request":
-        raise FrameError(f"unexpected frame type {kind!r} from the child")
+        raise FrameError(f"unexpected frame type {kind!r:.64} from the child")
     return False
 
 

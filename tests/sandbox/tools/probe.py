@@ -255,6 +255,13 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
                 frame[key] = value * times if repeat else value
         _send_raw(3, encode_frame(frame, max_size=1 << 30))
         os._exit(int(args.get("code", 0)))
+    if action == "result_then_sleep":
+        # Its result frame sent as the child sends one, then no exit for ``seconds``.
+        from runtime.frames import encode_frame
+
+        _send_raw(3, encode_frame({"type": "result", "value": {"ok": True, "early": True}}))
+        time.sleep(float(args.get("seconds", 1000)))
+        os._exit(0)
     if action == "huge_frame_header":
         _send_raw(3, struct.pack(">I", 0xFFFFFFF0))
         time.sleep(1000)
