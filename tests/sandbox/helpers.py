@@ -13,7 +13,7 @@ import pytest
 
 from runtime.backends.base import ExecOutcome, ExecRequest
 from runtime.backends.sandbox import child
-from runtime.errors import OutputTooLarge, SandboxError, ToolFailed
+from runtime.errors import OutputTooLarge, ResourceLimitExceeded, SandboxError, ToolFailed
 from runtime.frames import encode_frame
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
@@ -137,6 +137,34 @@ HOSTILE_CHILDREN = [
         SandboxError,
         "invalid frame: unexpected frame type 't{63} from the child$",
         id="long-frame-type-and-more",
+    ),
+    # Red-team finding Q6: a MemoryError outside the tool function (here: making the text
+    # of the tool's exception) is the call's memory limit, reported by the memory error
+    # frame or, when that cannot be sent, by the exit status (child.EXIT_MEMORY); a tool
+    # that exits with that status claims no more than that frame would.
+    pytest.param(
+        {"action": "raise_unprintable"},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-outside-the-tool",
+    ),
+    pytest.param(
+        {"action": "raise_unprintable", "shut": True},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-no-frame",
+    ),
+    pytest.param(
+        {"action": "unencodable_result"},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-encoding-the-result",
+    ),
+    pytest.param(
+        {"action": "exit", "code": child.EXIT_MEMORY},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="exit-memory",
     ),
 ]
 

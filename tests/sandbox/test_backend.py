@@ -263,6 +263,31 @@ def test_memory_limit(workspace: Path) -> None:
         one(PROBE_RW, workspace, action="alloc", mb=1024, limits={"memory_mb": 256})
 
 
+@pytest.mark.parametrize("tool", [PROBE_RW, PROBE_EXEC, WRITE_FILE], ids=lambda t: t.name)
+def test_a_call_frame_too_large_for_the_memory_limit_is_a_memory_limit(
+    workspace: Path, tool: Any
+) -> None:
+    """Red-team finding Q6: a 900 KB argument under memory_mb 16 ran the call's process out
+    of address space while it decoded its call frame, before the tool ran; the MemoryError
+    escaped to the fork-server's last resort (exit 125) and the call was 'sandbox set-up
+    failed'. It is the call's memory limit, as when the tool itself runs out; the next
+    call, with room, works."""
+    if tool is WRITE_FILE:
+        arguments: dict[str, Any] = {"path": "m.txt", "content": "x" * 900_000}
+    else:
+        arguments = {"action": "echo", "pad": "x" * 900_000}
+
+    async def fn(backend: SandboxBackend) -> Any:
+        with pytest.raises(ResourceLimitExceeded, match="exceeded its 16 MiB memory limit") as info:
+            await call(backend, tool, workspace, **arguments, limits={"memory_mb": 16})
+        assert info.value.details["limit"] == "memory_mb"
+        return await call(backend, tool, workspace, **arguments, limits={"memory_mb": 256})
+
+    assert run_with_backend(fn).result is not None
+    if tool is WRITE_FILE:
+        assert (workspace / "m.txt").stat().st_size == 900_000
+
+
 def test_broker_requests_round_trip(workspace: Path) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox.child import EXIT_MEMORY, EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
     CHILD_ERROR_TYPES,
     DeniedPathWritten,
@@ -165,6 +165,15 @@ def outcome(
     if sig is not None:
         raise SandboxError(
             f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
+        )
+    if code == EXIT_MEMORY:
+        # Its tool process ran out of memory outside the tool function and could not send
+        # the frame that says so (``child._out_of_memory``). A tool exiting with this
+        # status claims what that frame claims, no more.
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.memory_mb} MiB memory limit",
+            usage=usage,
+            limit="memory_mb",
         )
     if code == EXIT_SETUP:
         raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)

@@ -262,6 +262,31 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
         _send_raw(3, encode_frame({"type": "result", "value": {"ok": True, "early": True}}))
         time.sleep(float(args.get("seconds", 1000)))
         os._exit(0)
+    if action == "raise_unprintable":
+        # An exception whose text cannot be made for want of memory: the MemoryError comes
+        # out of the child's handling of it (``child._serve``), not out of the tool. With
+        # ``shut`` the frame socket is closed first (the child cannot say so in a frame).
+
+        class Unprintable(Exception):
+            def __str__(self) -> str:
+                raise MemoryError
+
+        if args.get("shut"):
+            os.close(_frame_fd())
+        raise Unprintable
+    if action == "unencodable_result":
+        # The child runs out of memory encoding this result (as for one too large for the
+        # call's memory): its next encode_frame raises MemoryError.
+        from runtime.backends.sandbox import child
+
+        real = child.encode_frame  # type: ignore[attr-defined]
+
+        def once(message: dict[str, Any], max_size: int = 1 << 30) -> bytes:
+            child.encode_frame = real  # type: ignore[attr-defined]
+            raise MemoryError
+
+        child.encode_frame = once  # type: ignore[attr-defined]
+        return {"ok": True}
     if action == "huge_frame_header":
         _send_raw(3, struct.pack(">I", 0xFFFFFFF0))
         time.sleep(1000)
