@@ -13,8 +13,10 @@ the broker from what the call was granted, never from what the tool asks:
 - ``ask_user``: only when the manifest declares ``sandbox.ask_user``.
 
 Anything else is refused as ``policy_denied`` naming what the manifest did not declare.
-The refusal is raised to the backend, which keeps it as the call's error if the tool then
-fails.
+The refusal is raised to the backend, which keeps the last one (without its traceback) as
+the call's error if the tool then fails, and counts them: past a bound it ends the call
+(``runtime.backends.sandbox.backend.MAX_REFUSED_REQUESTS``). Nothing of a request outlives
+its answer here either (see ``_http``).
 
 Every ``http`` request (web_search's to the search endpoint too: asking for the endpoint's
 URL is no request), granted or refused, is kept in the call's egress log
@@ -95,6 +97,10 @@ class CallChannel:
             raise
         finally:
             log_request(self._log, method, url, self._redact, note=note, error=error)
+            # The error's traceback holds this frame: kept in a local, it would make a
+            # cycle (exception, traceback, frame, exception) holding the request's payload
+            # until the garbage collector runs.
+            error = None
         return reply
 
     def usage(self) -> dict[str, Any] | None:

@@ -13,10 +13,16 @@ import pytest
 
 from runtime.backends.base import ExecOutcome, ExecRequest
 from runtime.backends.sandbox import child
-from runtime.errors import OutputTooLarge, SandboxError, ToolFailed
+from runtime.errors import OutputTooLarge, ResourceLimitExceeded, SandboxError, ToolFailed
+from runtime.frames import encode_frame
 from runtime.models import BackendKind, Decision, Limits, SandboxNeeds, ToolSpec, WorkspaceAccess
 
 TOOLS = Path(__file__).resolve().parent / "tools"
+
+
+def frames_hex(*frames: dict[str, Any]) -> str:
+    """``frames`` encoded back to back, as hex for the probe's ``raw_frame`` (one write)."""
+    return "".join(encode_frame(frame, max_size=1 << 30).hex() for frame in frames)
 
 
 def spec(name: str, entry: str, workspace: str = "rw", exec_: bool = False) -> ToolSpec:
@@ -69,6 +75,97 @@ HOSTILE_CHILDREN = [
         {"action": "signal", "signal": int(signal.SIGSEGV)}, SandboxError, "signal 11", id="segv"
     ),
     pytest.param({"action": "fail"}, ToolFailed, "on purpose", id="tool-failed"),
+    # A set-up error frame forged by the running tool (red-team finding P2): a protocol
+    # error, not a set-up failure, when the child then exits otherwise than the set-up
+    # does, or had made a broker request (only a running tool makes one).
+    pytest.param(
+        {"action": "setup_error", "phase": "P", "message": "M", "times": 520_000},
+        SandboxError,
+        "broke the frame protocol: .* exited with status 0",
+        id="forged-setup-error",
+    ),
+    pytest.param(
+        {
+            "action": "setup_error",
+            "phase": "landlock",
+            "errno": 1,
+            "request_first": True,
+            "code": child.EXIT_SETUP,
+        },
+        SandboxError,
+        "broke the frame protocol: .* after 1 broker request",
+        id="setup-error-after-a-request",
+    ),
+    # Two frames at once: what the error says names the rule the child broke (a request
+    # followed by a frame before its reply was said to be 'frames after its result').
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex(
+                {"type": "request", "op": "http", "payload": {}}, {"type": "result", "value": 1}
+            ),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: the child sent another frame before its request was answered",
+        id="frame-before-reply",
+    ),
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex({"type": "result", "value": 1}, {"type": "result", "value": 2}),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: the child sent frames after its result frame",
+        id="frames-after-result",
+    ),
+    # A frame type of the child's making is shown cut to 64 characters of its repr, alone
+    # or followed by another frame.
+    pytest.param(
+        {"action": "raw_frame", "hex": frames_hex({"type": "t" * 100_000}), "hang": True},
+        SandboxError,
+        "invalid frame: unexpected frame type 't{63} from the child$",
+        id="long-frame-type",
+    ),
+    pytest.param(
+        {
+            "action": "raw_frame",
+            "hex": frames_hex({"type": "t" * 100_000}, {"type": "result", "value": 1}),
+            "hang": True,
+        },
+        SandboxError,
+        "invalid frame: unexpected frame type 't{63} from the child$",
+        id="long-frame-type-and-more",
+    ),
+    # Red-team finding Q6: a MemoryError outside the tool function (here: making the text
+    # of the tool's exception) is the call's memory limit, reported by the memory error
+    # frame or, when that cannot be sent, by the exit status (child.EXIT_MEMORY); a tool
+    # that exits with that status claims no more than that frame would.
+    pytest.param(
+        {"action": "raise_unprintable"},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-outside-the-tool",
+    ),
+    pytest.param(
+        {"action": "raise_unprintable", "shut": True},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-no-frame",
+    ),
+    pytest.param(
+        {"action": "unencodable_result"},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="memory-error-encoding-the-result",
+    ),
+    pytest.param(
+        {"action": "exit", "code": child.EXIT_MEMORY},
+        ResourceLimitExceeded,
+        "exceeded its 512 MiB memory limit",
+        id="exit-memory",
+    ),
 ]
 
 

@@ -12,7 +12,13 @@ import anyio
 import psutil
 import pytest
 
-from runtime.backends.sandbox import DISABLE_NAMES, HostCapabilities, SandboxBackend, probe_host
+from runtime.backends.sandbox import (
+    DISABLE_NAMES,
+    HostCapabilities,
+    SandboxBackend,
+    child,
+    probe_host,
+)
 from runtime.errors import (
     OutputTooLarge,
     ResourceLimitExceeded,
@@ -209,6 +215,38 @@ def test_hostile_child_gives_typed_errors(
         one(PROBE_RW, workspace, **args)
 
 
+@pytest.mark.parametrize("tool", [PROBE_RW, PROBE_EXEC], ids=["single", "reaper"])
+def test_a_set_up_error_frame_is_bounded_and_typed(workspace: Path, tool: Any) -> None:
+    """Red-team finding P2: a set-up error frame the tool sent (exiting as the set-up
+    does, so it still reads as one) went raw into the result: 1.5 MB of phase and message
+    against the 1 MiB output cap, an errno of any type, a bytes repr in the message. The
+    phase is now a string of at most 64 characters, the message at most 2000, the errno
+    an int or absent."""
+    forged = {"action": "setup_error", "code": child.EXIT_SETUP}
+
+    async def fn(backend: Any) -> list[SandboxError]:
+        errors = []
+        for fields in (
+            {"phase": "P", "message": "M", "errno": "E" * 5000, "times": 520_000},
+            {"phase": {"a": [b"x"]}, "message": b"\xff", "errno": float("nan")},
+            {"phase": "landlock", "message": "[Errno 1] Operation not permitted", "errno": 1},
+        ):
+            with pytest.raises(SandboxError) as info:
+                await call(backend, tool, workspace, **forged, **fields)
+            errors.append(info.value)
+        return errors
+
+    huge, odd, plain = run_with_backend(fn)
+    assert huge.message.startswith("sandbox set-up failed at PPP")
+    assert len(huge.message) <= 2100
+    assert huge.details["phase"] == "P" * 64
+    assert "errno" not in huge.details
+    assert odd.message == "sandbox set-up failed at unknown"
+    assert odd.details["phase"] == "unknown" and "errno" not in odd.details
+    assert plain.message == "sandbox set-up failed at landlock: [Errno 1] Operation not permitted"
+    assert plain.details["errno"] == 1
+
+
 def test_silence_times_out(workspace: Path) -> None:
     with pytest.raises(ToolTimeout):
         one(PROBE_RW, workspace, action="sleep", seconds=60, limits={"timeout_s": 0.5})
@@ -223,6 +261,31 @@ def test_cpu_limit(workspace: Path) -> None:
 def test_memory_limit(workspace: Path) -> None:
     with pytest.raises(ResourceLimitExceeded):
         one(PROBE_RW, workspace, action="alloc", mb=1024, limits={"memory_mb": 256})
+
+
+@pytest.mark.parametrize("tool", [PROBE_RW, PROBE_EXEC, WRITE_FILE], ids=lambda t: t.name)
+def test_a_call_frame_too_large_for_the_memory_limit_is_a_memory_limit(
+    workspace: Path, tool: Any
+) -> None:
+    """Red-team finding Q6: a 900 KB argument under memory_mb 16 ran the call's process out
+    of address space while it decoded its call frame, before the tool ran; the MemoryError
+    escaped to the fork-server's last resort (exit 125) and the call was 'sandbox set-up
+    failed'. It is the call's memory limit, as when the tool itself runs out; the next
+    call, with room, works."""
+    if tool is WRITE_FILE:
+        arguments: dict[str, Any] = {"path": "m.txt", "content": "x" * 900_000}
+    else:
+        arguments = {"action": "echo", "pad": "x" * 900_000}
+
+    async def fn(backend: SandboxBackend) -> Any:
+        with pytest.raises(ResourceLimitExceeded, match="exceeded its 16 MiB memory limit") as info:
+            await call(backend, tool, workspace, **arguments, limits={"memory_mb": 16})
+        assert info.value.details["limit"] == "memory_mb"
+        return await call(backend, tool, workspace, **arguments, limits={"memory_mb": 256})
+
+    assert run_with_backend(fn).result is not None
+    if tool is WRITE_FILE:
+        assert (workspace / "m.txt").stat().st_size == 900_000
 
 
 def test_broker_requests_round_trip(workspace: Path) -> None:

@@ -492,8 +492,23 @@ class CallChannel:
                 return None
             pending = self.decoder.feed(data)
         if len(pending) > 1:
-            raise FrameError("the child sent frames after its result")
+            # The child may send again only once its broker request is answered, and never
+            # after its result (or error): it says which it broke.
+            kind = pending[0].get("type")
+            if kind == "request":
+                raise FrameError("the child sent another frame before its request was answered")
+            if kind in ("result", "error", "setup_error"):
+                raise FrameError(f"the child sent frames after its {kind} frame, its last")
+            raise FrameError(f"unexpected frame type {kind!r:.64} from the child")
         return pending[0]
+
+    def received(self) -> dict[str, Any] | None:
+        """A frame the socket holds complete already, read without waiting; None when there
+        is none (nothing, part of one, EOF) or what is there is not a valid frame."""
+        try:
+            return self._receive_once()
+        except (BlockingIOError, FrameError):
+            return None
 
     def close(self) -> None:
         if self.sock.fileno() >= 0:

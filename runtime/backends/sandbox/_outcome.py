@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox.child import EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox.child import EXIT_MEMORY, EXIT_PROTOCOL, EXIT_SETUP
 from runtime.errors import (
     CHILD_ERROR_TYPES,
     DeniedPathWritten,
@@ -32,6 +32,7 @@ __all__ = [
     "details",
     "outcome",
     "raise_tool_error",
+    "setup_error",
     "usage",
     "workspace_problem",
 ]
@@ -96,7 +97,11 @@ def outcome(
     report: dict[str, Any],
     limits: Limits,
     usage: dict[str, Any],
+    *,
+    requests: int = 0,
 ) -> Any:
+    """The call's result, or its typed error. ``requests``: how many broker requests the
+    child made before its last frame (after one, its set-up was over: the tool ran)."""
     if report.get("type") == "spawn_failed":
         raise SandboxError(
             f"the sandbox could not start the call: {report.get('message')}", usage=usage
@@ -106,12 +111,7 @@ def outcome(
     if sig is None and isinstance(code, int) and code > 128:
         sig = code - 128
     if terminal is not None and terminal.get("type") == "setup_error":
-        raise SandboxError(
-            f"sandbox set-up failed at {terminal.get('phase')}: {terminal.get('message')}",
-            usage=usage,
-            phase=terminal.get("phase"),
-            errno=terminal.get("errno"),
-        )
+        raise setup_error(terminal, code, requests, usage)
     if report.get("oom_kills"):
         raise ResourceLimitExceeded(
             f"the call exceeded its {limits.memory_mb} MiB memory limit",
@@ -166,6 +166,15 @@ def outcome(
         raise SandboxError(
             f"the sandboxed tool was killed by signal {sig}", usage=usage, signal=sig
         )
+    if code == EXIT_MEMORY:
+        # Its tool process ran out of memory outside the tool function and could not send
+        # the frame that says so (``child._out_of_memory``). A tool exiting with this
+        # status claims what that frame claims, no more.
+        raise ResourceLimitExceeded(
+            f"the call exceeded its {limits.memory_mb} MiB memory limit",
+            usage=usage,
+            limit="memory_mb",
+        )
     if code == EXIT_SETUP:
         raise SandboxError("sandbox set-up failed", usage=usage, exit_code=code)
     if code == EXIT_PROTOCOL:
@@ -177,6 +186,50 @@ def outcome(
         usage=usage,
         exit_code=code,
     )
+
+
+#: Bounds on a set-up error frame's fields (``child._fail`` sends a phase name, the
+#: OSError's text and its errno; anything else in them is not of its making).
+_MAX_PHASE_CHARS = 64
+_MAX_MESSAGE_CHARS = 2000
+
+
+def setup_error(
+    terminal: dict[str, Any], code: Any, requests: int, usage: dict[str, Any]
+) -> SandboxError:
+    """The error of a call whose last frame was a ``setup_error``.
+
+    The set-up sends one (``child._fail``) before the child reads its call frame, and
+    exits with :data:`EXIT_SETUP` right after. The tool, once it runs, holds the same
+    socket and can send the same frame: one that comes after a broker request (the tool
+    was running), or from a child that then exited otherwise, is the tool breaking the
+    protocol, not a set-up failure, and none of its text is shown. The rest is taken as
+    a set-up failure (a tool can still forge one that exits with the set-up's status),
+    its fields bounded and typed: the phase a short string, the message 2000
+    characters, the errno an int or nothing."""
+    if requests or code != EXIT_SETUP:
+        why = (
+            f"after {requests} broker request{'s' if requests != 1 else ''}"
+            if requests
+            else f"and exited with status {code}, not the set-up's {EXIT_SETUP}"
+            if isinstance(code, int)
+            else "and did not exit as the set-up does"
+        )
+        return SandboxError(
+            "the sandboxed tool broke the frame protocol: it sent a set-up error frame "
+            f"{why}, when its set-up was over",
+            usage=usage,
+            reason="protocol",
+            exit_code=code if isinstance(code, int) else None,
+        )
+    phase, message, errno = terminal.get("phase"), terminal.get("message"), terminal.get("errno")
+    phase = phase[:_MAX_PHASE_CHARS] if isinstance(phase, str) and phase else "unknown"
+    message = message[:_MAX_MESSAGE_CHARS] if isinstance(message, str) else ""
+    extra: dict[str, Any] = {"phase": phase}
+    if isinstance(errno, int) and not isinstance(errno, bool):
+        extra["errno"] = errno
+    shown = f"sandbox set-up failed at {phase}"
+    return SandboxError(f"{shown}: {message}" if message else shown, usage=usage, **extra)
 
 
 def _partial_output(terminal: dict[str, Any] | None) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 One zygote per backend. For each call the backend makes a socketpair, hands the child end to
 the zygote (SCM_RIGHTS), and then talks to the sandboxed child directly: it writes the call
 frame, answers the child's broker requests, reads one result frame with the size capped
-while reading, and waits for the zygote's exit report. The child is hostile: anything but a
-well-formed result becomes a typed :mod:`runtime.errors` exception, and the broker lives on.
+while reading, and waits for the zygote's exit report (after a result, a short while only:
+``_EXIT_AFTER_FRAME_S``; a result read by the deadline is the outcome, not a timeout). The
+child is hostile: anything but a well-formed result becomes a typed :mod:`runtime.errors`
+exception, and the broker lives on.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +60,7 @@ from runtime.frames import FrameError
 from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
-__all__ = ["DISABLE_NAMES", "SANDBOX_UID", "SandboxBackend"]
+__all__ = ["DISABLE_NAMES", "MAX_REFUSED_REQUESTS", "SANDBOX_UID", "SandboxBackend"]
 
 log = logging.getLogger("runtime.sandbox")
 
@@ -90,6 +92,12 @@ DISABLE_NAMES = frozenset(
 SANDBOX_UID = 2_000_000_000
 _START_TIMEOUT_S = 60.0
 _EXIT_WAIT_S = 30.0
+#: How long a call's processes have to exit after its last frame (a result, an error)
+#: before the broker ends them (still within the call's timeout): the frame is the call's
+#: outcome, and a tool that sent it and then sleeps no longer holds the call until its
+#: timeout. A tool exits right after its frame (``child._serve``); this is slack for a
+#: loaded machine.
+_EXIT_AFTER_FRAME_S = 2.0
 _MAX_REFS = 1024
 #: Distinct call profiles whose static plan part is kept (see ``_static_plan``).
 _MAX_PLANS = 256
@@ -98,6 +106,14 @@ _MAX_PLANS = 256
 #: fork-server that dies at once would otherwise be restarted by every call).
 _MAX_RESTARTS = 3
 _RESTART_WINDOW_S = 60.0
+#: Broker requests of one call that may be refused (by its handler: egress or ask_user not
+#: granted, an op that does not exist; or malformed, or made with no channel to answer
+#: them). Past it the broker answers no more and ends the call as a ``resource_limit``
+#: (``limit: broker_requests``). A refusal costs the broker a decode of the request and a
+#: check, and a tool refused this often is not doing its work: it is looping. Granted
+#: requests are not counted: each is work done for the tool (a page fetched, a question
+#: asked), bounded by the call's timeout.
+MAX_REFUSED_REQUESTS = 256
 
 
 @dataclass(slots=True)
@@ -110,9 +126,19 @@ class _Call:
     spawn: dict[str, Any]
     started: float
     terminal: dict[str, Any] | None = None
-    refusals: list[RuntimeToolError] = field(default_factory=list)
+    #: The last broker request the handler refused (its error, no traceback: see
+    #: ``_answer``), and how many were refused in all (those answered without the handler
+    #: included). Nothing else of a request outlives its answer.
+    refused: RuntimeToolError | None = None
+    refused_count: int = 0
+    #: Broker requests the child made, answered or not: after one, the tool was running.
+    requests: int = 0
+    #: The call was ended for making more than MAX_REFUSED_REQUESTS refused requests.
+    flooded: bool = False
     frame_error: FrameError | None = None
     exit_report: dict[str, Any] | None = None
+    #: No last frame (result, error, set-up error) by the call's deadline: a timeout. A
+    #: call that sent one in time is not, whenever its processes exit (``_answered``).
     timed_out: bool = False
 
 
@@ -660,13 +686,20 @@ class SandboxBackend:
                 call.theirs.close()
             with anyio.move_on_after(request.limits.timeout_s) as scope:
                 try:
-                    call.terminal = await self._converse(call.channel, request, call.refusals)
+                    call.terminal = await self._converse(call, request)
                 except FrameError as exc:
                     # A child that breaks the protocol gets no second chance.
                     call.frame_error = exc
                     await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
+                except _Flooded:
+                    call.flooded = True  # nor does one that floods the broker
+                    await ctl.send({"type": "kill", "id": call.call_id, "grace_s": 0.0})
+                if _answered(call):
+                    # Its outcome is known: its exit is waited for a short while only.
+                    scope.deadline = min(scope.deadline, anyio.current_time() + _EXIT_AFTER_FRAME_S)
                 call.exit_report = await ctl.wait_for(call.call_id)
-            call.timed_out = scope.cancelled_caught
+            if scope.cancelled_caught:
+                call.timed_out = not _answered(call) and not _last_look(call)
         finally:
             call.channel.close()
             if call.exit_report is None:
@@ -713,13 +746,19 @@ class SandboxBackend:
             finally:
                 call.theirs.close()
             try:
-                call.terminal = self._converse_sync(call.channel, request, call.refusals, deadline)
+                call.terminal = self._converse_sync(call, request, deadline)
             except FrameError as exc:
                 call.frame_error = exc
                 ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
+            except _Flooded:
+                call.flooded = True
+                ctl.send_sync({"type": "kill", "id": call.call_id, "grace_s": 0.0}, None, deadline)
+            if _answered(call):
+                deadline = min(deadline, time.monotonic() + _EXIT_AFTER_FRAME_S)
             call.exit_report = ctl.wait_for_sync(call.call_id, deadline)
         except DeadlinePassed:
-            call.timed_out = True
+            # (A frame already in the socket at the deadline was read: ``wait_fd``.)
+            call.timed_out = not _answered(call)
         finally:
             call.channel.close()
             if call.exit_report is None:
@@ -735,23 +774,30 @@ class SandboxBackend:
     def _conclude(self, call: _Call, request: ExecRequest) -> ExecOutcome:
         limits = request.limits
         usage = call_usage(call.exit_report, call.started)
+        if call.refused_count:
+            usage["broker_refused"] = call.refused_count
         denied = denied_write(call.exit_report, usage, call.terminal)
         if denied is not None:
             raise denied
         if call.timed_out:
-            raise ToolTimeout(
-                f"the call exceeded its {limits.timeout_s:g} s timeout",
-                usage=usage,
-                limit_s=limits.timeout_s,
-            )
+            raise _timeout(request, usage)
+        if call.flooded:
+            raise _flood_error(request, call, usage)
         terminal = call.terminal
-        if call.refusals and terminal is not None and terminal.get("type") == "error":
-            refused = call.refusals[-1]
+        refused = call.refused
+        if refused is not None and terminal is not None and terminal.get("type") == "error":
             if isinstance(refused, ExecutionError):
                 refused.usage = usage
             raise refused
         try:
-            result = outcome(terminal, call.frame_error, call.exit_report or {}, limits, usage)
+            result = outcome(
+                terminal,
+                call.frame_error,
+                call.exit_report or {},
+                limits,
+                usage,
+                requests=call.requests,
+            )
         except SandboxError as exc:
             # Looked at only when a call failed: a workspace removed, or replaced by a file,
             # since the broker opened it fails the set-up in words of its internals.
@@ -794,43 +840,45 @@ class SandboxBackend:
             self._options[command] = options
         return options
 
-    async def _converse(
-        self, call: CallChannel, request: ExecRequest, refusals: list[RuntimeToolError]
-    ) -> dict[str, Any] | None:
-        await call.flush()  # the call frame, begun before the spawn (``CallChannel.begin``)
+    async def _converse(self, call: _Call, request: ExecRequest) -> dict[str, Any] | None:
+        channel = call.channel
+        await channel.flush()  # the call frame, begun before the spawn (``CallChannel.begin``)
         while True:
-            frame = await call.receive()
+            frame = await channel.receive()
             if _is_terminal(frame):
                 return frame
+            call.requests += 1
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:
-                reply = await self._answer(frame, request, refusals)
-            await call.send(reply)
+                reply = await self._answer(frame, request, call)
+            _count_refusal(call, reply)
+            del frame  # nothing of a request outlives its answer
+            await channel.send(reply)
 
     def _converse_sync(
-        self,
-        call: CallChannel,
-        request: ExecRequest,
-        refusals: list[RuntimeToolError],
-        deadline: float,
+        self, call: _Call, request: ExecRequest, deadline: float
     ) -> dict[str, Any] | None:
-        call.flush_sync(deadline)  # the call frame, begun before the spawn
+        channel = call.channel
+        channel.flush_sync(deadline)  # the call frame, begun before the spawn
         while True:
-            frame = call.receive_sync(deadline)
+            frame = channel.receive_sync(deadline)
             if _is_terminal(frame):
                 return frame
+            call.requests += 1
             assert frame is not None
             reply = _reply_without_handler(frame, request)
             if reply is None:
-                reply = self._answer_from_thread(frame, request, refusals, deadline)
-            call.send_sync(reply, deadline)
+                reply = self._answer_from_thread(frame, request, call, deadline)
+            _count_refusal(call, reply)
+            del frame
+            channel.send_sync(reply, deadline)
 
     def _answer_from_thread(
         self,
         frame: dict[str, Any],
         request: ExecRequest,
-        refusals: list[RuntimeToolError],
+        call: _Call,
         deadline: float,
     ) -> dict[str, Any]:
         """A broker request of a call run by :meth:`run_sync`: the handler (egress through
@@ -839,7 +887,7 @@ class SandboxBackend:
 
         async def bounded() -> dict[str, Any] | None:
             with anyio.move_on_after(deadline - time.monotonic()):
-                return await self._answer(frame, request, refusals)
+                return await self._answer(frame, request, call)
             return None
 
         try:
@@ -852,9 +900,7 @@ class SandboxBackend:
         return reply
 
     @staticmethod
-    async def _answer(
-        frame: dict[str, Any], request: ExecRequest, refusals: list[RuntimeToolError]
-    ) -> dict[str, Any]:
+    async def _answer(frame: dict[str, Any], request: ExecRequest, call: _Call) -> dict[str, Any]:
         """The handler's reply (``_reply_without_handler`` said there is one to ask)."""
         handler = request.broker_requests
         assert handler is not None
@@ -862,8 +908,11 @@ class SandboxBackend:
             value = await handler(frame["op"], frame["payload"])
         except RuntimeToolError as exc:
             # Kept on the broker side: if the tool then fails, this refusal (e.g. egress
-            # denied by the policy) is the call's error, whatever the child claims.
-            refusals.append(exc)
+            # denied by the policy) is the call's error, whatever the child claims. Only
+            # the last one, and without its traceback: that pins the frames of this
+            # function and the handler's, and with them the whole request (a tool asking
+            # thousands of times for what it may not have filled the broker's memory).
+            call.refused = _bare(exc)
             return {
                 "type": "reply",
                 "ok": False,
@@ -871,6 +920,94 @@ class SandboxBackend:
                 "error_type": str(exc.error_type),
             }
         return {"type": "reply", "ok": True, "value": value}
+
+
+def _answered(call: _Call) -> bool:
+    """Whether the child sent its last frame (a result, an error, a set-up error): that
+    frame is the call's outcome, whenever its processes exit (they are ended
+    ``_EXIT_AFTER_FRAME_S`` after it at the latest, and at the call's deadline)."""
+    return call.terminal is not None and call.frame_error is None and not call.flooded
+
+
+def _last_look(call: _Call) -> bool:
+    """For a call of :meth:`SandboxBackend.run` cancelled at its deadline before it read a
+    last frame: read one the socket holds already, complete, without waiting (the loop
+    may not have run the call's task since it came), as ``run_sync`` does (``wait_fd``
+    looks once more at the deadline). True if that was the call's last frame."""
+    if call.terminal is not None or call.frame_error is not None or call.flooded:
+        return False
+    frame = call.channel.received()
+    if frame is None or frame.get("type") not in _TERMINAL:
+        return False  # nothing complete, or a broker request: it had not finished
+    call.terminal = frame
+    return True
+
+
+def _timeout(request: ExecRequest, usage: dict[str, Any]) -> ToolTimeout:
+    """The error of a call with no last frame by its deadline (its processes ended then).
+    A tool that may write the workspace may have done part or all of its work: the
+    message says so, and ``details.effect`` is ``unknown`` (a retried append, say, may
+    then be applied twice)."""
+    limit = request.limits.timeout_s
+    if request.spec.sandbox.workspace != WorkspaceAccess.WRITE:
+        return ToolTimeout(f"the call exceeded its {limit:g} s timeout", usage=usage, limit_s=limit)
+    return ToolTimeout(
+        f"the call exceeded its {limit:g} s timeout and was ended before it sent its result; "
+        "the tool may write the workspace, and its changes may or may not have been applied "
+        "(look before retrying it)",
+        usage=usage,
+        limit_s=limit,
+        effect="unknown",
+    )
+
+
+class _Flooded(Exception):
+    """A call made more than :data:`MAX_REFUSED_REQUESTS` refused broker requests: it is
+    answered no more, and ended."""
+
+
+def _count_refusal(call: _Call, reply: dict[str, Any]) -> None:
+    """Count a refused request of ``call``; :class:`_Flooded` past the bound (the request
+    that crossed it is not answered)."""
+    if reply.get("ok"):
+        return
+    call.refused_count += 1
+    if call.refused_count > MAX_REFUSED_REQUESTS:
+        raise _Flooded
+
+
+def _bare(exc: RuntimeToolError) -> RuntimeToolError:
+    """``exc`` as a call keeps it: without the traceback (and the chained exceptions'),
+    which would keep every frame it went through alive, with their locals."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return exc
+
+
+def _flood_error(request: ExecRequest, call: _Call, usage: dict[str, Any]) -> ResourceLimitExceeded:
+    """The error of a call ended for its refused broker requests (``_count_refusal``),
+    naming the last refusal's rule and message."""
+    refused = call.refused
+    extra: dict[str, Any] = {}
+    last = ""
+    if refused is not None:
+        last = f"; the last: {refused.message[:300]}"
+        rule = refused.details.get("rule")
+        if isinstance(rule, str):
+            extra["rule"] = rule
+    return ResourceLimitExceeded(
+        f"{request.spec.name}: the tool made more than {MAX_REFUSED_REQUESTS} broker requests "
+        f"that were refused, and was ended{last}",
+        usage=usage,
+        limit="broker_requests",
+        refused=call.refused_count,
+        max_refused=MAX_REFUSED_REQUESTS,
+        **extra,
+    )
 
 
 class _NotDelivered(SandboxError):
@@ -989,7 +1126,7 @@ def _is_terminal(frame: dict[str, Any] | None) -> bool:
     if kind in _TERMINAL:
         return True
     if kind != "request":
-        raise FrameError(f"unexpected frame type {kind!r} from the child")
+        raise FrameError(f"unexpected frame type {kind!r:.64} from the child")
     return False
 
 

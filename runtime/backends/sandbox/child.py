@@ -23,8 +23,11 @@ sent SIGSEGV, RLIMIT_CPU's SIGXCPU): ``sigexit.c`` handles each fatal one by exi
 the reaper.
 
 Any failing step sends one ``setup_error`` frame naming the phase and errno on the call
-socket and exits with :data:`EXIT_SETUP`: set-up never limps on with half a wall. Nothing in
-this module returns to the zygote's loop: every path ends in ``os._exit``.
+socket and exits with :data:`EXIT_SETUP`: set-up never limps on with half a wall. A
+MemoryError in the tool process outside the tool function (the call's memory limit is in
+force: its cgroup, its rlimits) sends the tool's memory error frame and exits with
+:data:`EXIT_MEMORY` (``_out_of_memory``). Nothing in this module returns to the zygote's
+loop: every path ends in ``os._exit``.
 
 Hazards: this code runs in a forked copy of a Python process, so it must not touch the
 zygote's sockets (closed first thing) and must not take locks other threads held (the zygote
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_NAME",
+    "EXIT_MEMORY",
     "EXIT_PROTOCOL",
     "EXIT_SETUP",
     "PID1_ARGV0",
@@ -82,6 +86,12 @@ __all__ = [
 EXIT_SETUP = 125
 #: Exit code when the call frame from the broker was missing or invalid.
 EXIT_PROTOCOL = 126
+#: Exit code of a call's tool process that ran out of memory outside its tool function
+#: (reading its call frame, the last set-up steps, sending its result: ``_out_of_memory``),
+#: after it sent the frame that says so if it could. The broker reports either as
+#: ``resource_limit`` (``memory_mb``). A tool may exit with it, or send that frame, itself:
+#: either way it claims only that it ran out of memory.
+EXIT_MEMORY = 124
 
 SANDBOX_UID = walls.SANDBOX_UID  # the tool's uid/gid *inside* its user namespace
 _REAPER_SIGNALS = frozenset({signal.SIGTERM, signal.SIGCHLD})
@@ -177,7 +187,32 @@ def _send(fd: int, message: dict[str, Any]) -> None:
         view = view[n:]
 
 
+#: The tool's error frame for a MemoryError (``_serve``), encoded once, here: where it is
+#: sent for want of memory there may be none left to encode it.
+_MEMORY_ERROR = {"type": "error", "kind": "memory", "message": "memory limit reached"}
+_MEMORY_FRAME = encode_frame(_MEMORY_ERROR)
+
+
+def _out_of_memory(call_fd: int) -> NoReturn:
+    """End a call's tool process after a MemoryError outside its tool function: past its
+    limits (its cgroup, and from the rlimits phase on RLIMIT_AS for ``memory_mb``), a copy
+    of the zygote may not even decode a large call frame (a 900 KB write_file under
+    ``memory_mb = 24``). That escaped to the zygote's last resort, exit with
+    :data:`EXIT_SETUP`: a "set-up failure" for a memory limit that was too small. Now the
+    memory error frame goes to the broker (``call_fd``; -1 for none: a spare before its
+    call) when it can, and the exit status says it too (:data:`EXIT_MEMORY`)."""
+    if call_fd >= 0:
+        with contextlib.suppress(BaseException):
+            view = memoryview(_MEMORY_FRAME)
+            while view:
+                view = view[os.write(call_fd, view) :]
+    os._exit(EXIT_MEMORY)
+
+
 def _fail(call_fd: int, exc: SetupFailed) -> NoReturn:
+    """Report a failed set-up step and exit. The broker takes the frame for a set-up
+    failure only from a child that made no broker request and exits with this status
+    (``_outcome.setup_error``): the tool, once it runs, can send the same frame."""
     try:
         _send(
             call_fd,
@@ -600,11 +635,23 @@ def _tool(
                 _linux.seccomp_load_bpf(cfg.bpf_self_kill)
     except SetupFailed as exc:
         _fail(call_fd, exc)
+    except MemoryError:
+        # In the call's cgroup, and maybe past its rlimits: the call's memory limit (a
+        # spare's ``call_fd`` is its activation socket, no call's).
+        _out_of_memory(-1 if isinstance(tool, Mapping) else call_fd)
     call_id = plan.call_id
     if isinstance(tool, Mapping):
-        _warm_spare(plan, limits, tool, private_tmp="mountns" not in off)
-        call_fd, tool, call_id = _activate(call_fd, tool)
-    _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+        try:
+            _warm_spare(plan, limits, tool, private_tmp="mountns" not in off)
+            call_fd, tool, call_id = _activate(call_fd, tool)
+        except MemoryError:
+            _out_of_memory(-1)
+    try:
+        _serve(plan, limits, call_fd, tool, workspace=workspace, call_id=call_id)
+    except MemoryError:
+        # Reading the call frame, or sending the result; the tool function's own is its
+        # error frame (``_serve``).
+        _out_of_memory(call_fd)
 
 
 class FolderTool:
@@ -775,7 +822,7 @@ def _serve(
             "details": _safe_details(exc.details),
         }
     except MemoryError:
-        message = {"type": "error", "kind": "memory", "message": "memory limit reached"}
+        message = _MEMORY_ERROR
     except BaseException as exc:
         message = {
             "type": "error",
@@ -785,6 +832,8 @@ def _serve(
         }
     try:
         frame = encode_frame(message, max_size=1 << 30)
+    except MemoryError:
+        frame = _MEMORY_FRAME  # a result too large to encode in the call's memory
     except Exception as exc:  # msgpack refuses a non-serialisable result
         frame = encode_frame(
             {

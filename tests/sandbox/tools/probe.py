@@ -33,16 +33,22 @@ def _syscall(nr: int, args: list[int]) -> dict[str, Any]:
     return {"ok": True, "value": int(res)}
 
 
-def _send_raw(fd_hint: int, data: bytes) -> None:
+def _frame_fd() -> int:
     # The frame socket is the only fd > 2 the tool holds.
     for fd in range(3, 64):
         try:
             os.fstat(fd)
         except OSError:
             continue
-        os.write(fd, data)
-        return
+        return fd
     raise RuntimeError("no frame socket found")
+
+
+def _send_raw(fd_hint: int, data: bytes) -> None:
+    view = memoryview(data)
+    fd = _frame_fd()
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _path_op(action: str, path: str, args: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -225,6 +231,62 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
         if args.get("hang"):
             time.sleep(1000)
         os._exit(0)
+    if action == "setup_error":
+        # A set-up error frame forged by the running tool: its fields as given (a string
+        # phase and message repeated ``times``), after a broker request if asked, then an
+        # exit with ``code``.
+        from runtime.frames import encode_frame
+
+        if args.get("request_first"):
+            # Raw: the call may have no channel (ctx.ask_broker would not ask). The reply,
+            # a refusal or not, is read (a frame sent before it is a protocol error too).
+            from runtime.frames import FrameDecoder
+
+            _send_raw(3, encode_frame({"type": "request", "op": "http", "payload": {}}))
+            decoder = FrameDecoder()
+            while not decoder.feed(os.read(_frame_fd(), 65536)):
+                pass
+        times = int(args.get("times", 1))
+        frame = {"type": "setup_error"}
+        for key in ("phase", "message", "errno"):
+            if key in args:
+                value = args[key]
+                repeat = key != "errno" and isinstance(value, str)
+                frame[key] = value * times if repeat else value
+        _send_raw(3, encode_frame(frame, max_size=1 << 30))
+        os._exit(int(args.get("code", 0)))
+    if action == "result_then_sleep":
+        # Its result frame sent as the child sends one, then no exit for ``seconds``.
+        from runtime.frames import encode_frame
+
+        _send_raw(3, encode_frame({"type": "result", "value": {"ok": True, "early": True}}))
+        time.sleep(float(args.get("seconds", 1000)))
+        os._exit(0)
+    if action == "raise_unprintable":
+        # An exception whose text cannot be made for want of memory: the MemoryError comes
+        # out of the child's handling of it (``child._serve``), not out of the tool. With
+        # ``shut`` the frame socket is closed first (the child cannot say so in a frame).
+
+        class Unprintable(Exception):
+            def __str__(self) -> str:
+                raise MemoryError
+
+        if args.get("shut"):
+            os.close(_frame_fd())
+        raise Unprintable
+    if action == "unencodable_result":
+        # The child runs out of memory encoding this result (as for one too large for the
+        # call's memory): its next encode_frame raises MemoryError.
+        from runtime.backends.sandbox import child
+
+        real = child.encode_frame  # type: ignore[attr-defined]
+
+        def once(message: dict[str, Any], max_size: int = 1 << 30) -> bytes:
+            child.encode_frame = real  # type: ignore[attr-defined]
+            raise MemoryError
+
+        child.encode_frame = once  # type: ignore[attr-defined]
+        return {"ok": True}
     if action == "huge_frame_header":
         _send_raw(3, struct.pack(">I", 0xFFFFFFF0))
         time.sleep(1000)
