@@ -3,6 +3,7 @@ what each must return when a call reaches a limit or meets an odd workspace."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,32 @@ def test_concurrent_appends_and_edits_in_sandboxes_lose_nothing(workspace: Path)
     assert sorted(lines) == sorted(f"{t}{i}" for t in "ab" for i in range(25))
     text = (workspace / "e.txt").read_text()
     assert text == "".join(f"<A{i}> <B{i}>\n" for i in range(25))
+
+
+def test_a_sandboxed_write_waits_for_the_folders_flock(workspace: Path) -> None:
+    """The lock that keeps appends from dropping one another works inside the sandbox (the
+    tool child's seccomp allows flock; the workspace's inode is the host's): a write waits
+    while another process holds the folder's lock, and goes on when it is released."""
+    import fcntl
+    import threading
+    import time
+
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        warm = {"path": "hello.txt", "content": "x\n", "mode": "append"}
+        assert broker.call({"tool": "write_file", "arguments": warm}).success
+        holder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            timer = threading.Timer(1.5, fcntl.flock, (holder, fcntl.LOCK_UN))
+            t0 = time.monotonic()
+            timer.start()
+            result = broker.call({"tool": "write_file", "arguments": warm})
+            took = time.monotonic() - t0
+            timer.join()
+        finally:
+            os.close(holder)
+    assert result.success, result.error
+    assert took >= 1.4, took
+    assert (workspace / "hello.txt").read_text() == "hello\nx\nx\n"
