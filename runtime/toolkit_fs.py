@@ -11,6 +11,8 @@ the classic holes that string checks leave open:
   emulated by a component-by-component ``O_NOFOLLOW`` walk that expands symlinks itself;
 * writes never touch the target in place: temp file in the same directory, write, fsync,
   rename, fsync the directory. A killed call leaves either the old file or the new one;
+  a write holds its folder's ``flock`` from its look at the file to the rename, so an
+  append or edit (read, change, replace) never drops another call's write;
 * reading streams and stops at a byte cap; walking never follows directory symlinks and
   remembers (st_dev, st_ino), so symlink and bind-mount loops end;
 * what was opened is checked by where it *resolved* against the policy's deny globs
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import fnmatch
 import functools
 import os
@@ -33,6 +36,7 @@ import resource
 import shutil
 import signal
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
     from runtime.toolkit import ToolContext
 
 __all__ = [
+    "LOCK_WAIT_S",
     "SANDBOX_ROOT",
     "STATE_DIR",
     "WALK_MAX_ENTRIES",
@@ -75,6 +80,10 @@ SANDBOX_ROOT = "/workspace"
 STATE_DIR = ".runtime"
 #: Entries a :meth:`Workspace.walk` looks at before it stops (and says so, ``walk_cut``).
 WALK_MAX_ENTRIES = 200_000
+#: Seconds a write waits for the lock on its folder (:meth:`Workspace.exclusive`) before it
+#: fails ``busy``: only another process holding it that long (a shell's ``flock``) does
+#: that; the tools themselves hold it for one copy and rename.
+LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +144,8 @@ class Workspace:
             "write": None if write is None else GlobSet(write),
         }
         self._root_path: str | None = None
+        #: (st_dev, st_ino) of the folders whose lock this object holds (:meth:`exclusive`).
+        self._locked: set[tuple[int, int]] = set()
         #: Set when a :meth:`walk` stopped at its bound on entries.
         self.walk_cut = False
         try:
@@ -610,19 +621,118 @@ class Workspace:
 
     # ---------------------------------------------------------------------------- writing
 
+    @contextlib.contextmanager
+    def exclusive(self, parts: tuple[str, ...]) -> Iterator[None]:
+        """Hold the lock on the folder of ``parts`` (see :meth:`_lock`) for a read of the
+        file and the :meth:`atomic_write` that replaces it (edit_file): no other tool call
+        replaces a file in that folder in between. A folder that cannot be opened is not
+        locked (the caller's open of the file then fails, saying why)."""
+        if not parts:
+            raise _fail("cannot write to the workspace root", "root", ".")
+        try:
+            parent = self.open_dir(parts[:-1], access="write", leaf=parts[-1])
+        except (OSError, ToolFailed):
+            yield  # nothing to lock: the caller's own open of the file says what is wrong
+            return
+        with parent, self._lock(parent.fd, parts):
+            yield
+
+    @contextlib.contextmanager
+    def _lock(self, dir_fd: int, parts: tuple[str, ...]) -> Iterator[None]:
+        """``flock(LOCK_EX)`` on the folder ``dir_fd``, from a read of a file in it to the
+        rename that replaces the file (red team Q4: two appends, or two edit_file calls, each
+        copied the file, changed the copy and renamed it over the file, and the second
+        rename dropped the first's change, both reported done).
+
+        On the folder, not the file: the rename replaces the file's inode, and a file not
+        made yet has none. Every call runs in its own process (its own mount namespace,
+        the same inodes), and flock is the kernel's, between open file descriptions, so it
+        holds between calls, and between threads with their own :class:`Workspace`. A
+        folder this object locked already (:meth:`exclusive`, then :meth:`atomic_write`)
+        is not locked again: a second open file description would wait on the first.
+
+        ``LOCK_NB``, retried for :data:`LOCK_WAIT_S`, then ToolFailed ``busy``: a process
+        in the sandbox (a shell's ``flock DIR sleep``) can hold the lock, and a write must
+        not then wait until the call's timeout. A file system without flock (ENOLCK,
+        EOPNOTSUPP...) goes unlocked: :meth:`atomic_write`'s check of the target before its
+        rename still sees most concurrent changes."""
+        st = os.fstat(dir_fd)
+        ident = (st.st_dev, st.st_ino)
+        if ident in self._locked:
+            yield
+            return
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    rel = self.rel(parts)
+                    raise _fail(
+                        f"the folder of {rel!r} stayed locked by another process for "
+                        f"{LOCK_WAIT_S:g} s (a flock on it); nothing was written: try again",
+                        "busy",
+                        rel,
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+                continue
+            except OSError as exc:
+                if exc.errno not in _NO_FLOCK:
+                    raise self.explain(exc, parts, "file") from exc
+                yield
+                return
+            break
+        self._locked.add(ident)
+        try:
+            yield
+        finally:
+            self._locked.discard(ident)
+            with contextlib.suppress(OSError):
+                fcntl.flock(dir_fd, fcntl.LOCK_UN)
+
+    def _changed(self, parts: tuple[str, ...]) -> ToolFailed:
+        rel = self.rel(parts)
+        return _fail(
+            f"{rel!r} changed while this call rewrote it (another process wrote it at the "
+            "same time); it is left as that writer made it and this call wrote nothing: "
+            "try again",
+            "changed",
+            rel,
+        )
+
     def atomic_write(
-        self, parts: tuple[str, ...], chunks: Iterator[bytes], *, append: bool = False
+        self,
+        parts: tuple[str, ...],
+        chunks: Iterator[bytes],
+        *,
+        append: bool = False,
+        expect: os.stat_result | None = None,
     ) -> int:
         """Replace ``parts`` with the concatenated chunks atomically; returns bytes written
         by the caller's chunks. ``append`` copies the current content into the temp file
         first (so an append is atomic too, at the cost of a copy). The existing mode is kept;
-        a symlink at the target is refused rather than silently replaced or followed."""
+        a symlink at the target is refused rather than silently replaced or followed.
+
+        The folder's lock (:meth:`_lock`) is held from the look at the target to the
+        rename, so tool calls that replace files in one folder take turns. A writer that
+        takes no lock (a shell's ``>>``) is caught by a check: with ``append``, or with
+        ``expect`` (the ``fstat`` of the file the caller read, as edit_file does), the
+        target must still be the file read (device, inode, size, mtime, ctime) just
+        before the rename, else ToolFailed ``changed`` and nothing is written (the
+        caller may retry). Hazard: a change between that check and the rename, or one
+        that keeps the size within one timestamp tick, is still replaced."""
         if not parts:
             raise _fail("cannot write to the workspace root", "root", ".")
         name = parts[-1]
         written = 0
+        check = append or expect is not None
         self._check_would_be(parts, "write")  # before open_dir makes any folder
-        with self.open_dir(parts[:-1], create=True, access="write", leaf=name) as parent:
+        with (
+            self.open_dir(parts[:-1], create=True, access="write", leaf=name) as parent,
+            self._lock(parent.fd, parts),
+        ):
             self.check_allowed(parts, "write", fd=parent.fd, name=name)
             try:
                 old = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
@@ -635,6 +745,8 @@ class Workspace:
                     f"is_{file_type(old.st_mode)}",
                     self.rel(parts),
                 )
+            if expect is not None and not _same_file(old, expect):
+                raise self._changed(parts)
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
             held: set[int | signal.Signals] | None = None  # the signal mask to restore
             try:
@@ -655,12 +767,21 @@ class Workspace:
                                 dir_fd=parent.fd,
                             )
                         ) as src:
+                            if not _same_file(os.fstat(src.fd), old):
+                                raise self._changed(parts)
                             while block := os.read(src.fd, 1 << 20):
                                 write_all(tfd.fd, block)
                     for chunk in chunks:
                         write_all(tfd.fd, chunk)
                         written += len(chunk)
                     os.fsync(tfd.fd)
+                    if check:
+                        try:
+                            now = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+                        except FileNotFoundError:
+                            now = None
+                        if not _same_file(now, old):
+                            raise self._changed(parts)
                     if not named:
                         # The name exists only from here to the rename, and a SIGTERM (how
                         # a call ends when its zygote dies, child.py) waits until the name
@@ -742,6 +863,9 @@ class Workspace:
         with (
             self.open_dir(src[:-1], leaf=src[-1]) as sp,
             self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
+            # Not between an append's (or an edit's) copy of the destination and its
+            # rename, which would drop the moved file (that one's check would also see it).
+            self._lock(dp.fd, dst),
         ):
             # The source is read as well as changed: a move out of write-only paths into
             # readable ones would show what the policy keeps unreadable.
@@ -1007,6 +1131,19 @@ def _fsize_limited() -> bool:
     return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
 
 
+def _same_file(a: os.stat_result | None, b: os.stat_result | None) -> bool:
+    """Whether two looks at a name saw one unchanged file (or both saw none)."""
+    if a is None or b is None:
+        return a is b
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns, a.st_ctime_ns) == (
+        b.st_dev,
+        b.st_ino,
+        b.st_size,
+        b.st_mtime_ns,
+        b.st_ctime_ns,
+    )
+
+
 def _same_inode(a: int, b: int) -> bool:
     sa, sb = os.fstat(a), os.fstat(b)
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
@@ -1061,6 +1198,9 @@ def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
         return True
     return fnmatch.fnmatchcase(rel, pattern)
 
+
+#: flock's errors meaning the file system has no such lock (the write goes unlocked).
+_NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
 #: Held while a written file's temporary name exists (``FileTree.write``).
 _HELD = frozenset({signal.SIGTERM})

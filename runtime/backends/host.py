@@ -43,9 +43,11 @@ class HostBackend:
         # Made here when it can be; a workspace this user may only read has none, and the
         # tools that keep state there (snippets, memory) say so per call (they make it too).
         # None: the broker found an unsafe one and does not use it (broker/_statedir.py).
+        # Never its parents: this runs at the first host call, and a workspace removed
+        # before it was made again, empty (red team Q7); the tools then say it is gone.
         if self._state_dir is not None:
             with contextlib.suppress(OSError):
-                self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._state_dir.mkdir(mode=0o700, exist_ok=True)
 
     async def aclose(self) -> None:
         return None

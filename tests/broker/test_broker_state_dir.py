@@ -5,6 +5,7 @@ root broker's audit.db and state.db (0644, readable by every user) wherever it p
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -207,6 +208,44 @@ def test_a_state_dir_swapped_for_a_link_after_open_is_refused_per_call(
         assert wrote.error is not None and "no longer a directory" in wrote.error.message
     assert store.read_bytes() == before
     assert list(empty.iterdir()) == []  # not even an empty store made there
+
+
+@pytest.mark.parametrize("first", ["write_file", "memory_write"])
+def test_a_removed_workspace_is_not_made_again_by_memory_write(
+    ws: Path, tmp_path: Path, first: str
+) -> None:
+    """Red team Q7: after ``rm -rf WS`` under a running broker (its audit log elsewhere),
+    the file tools said the workspace does not exist, but memory_write made it again
+    (0755, with a new empty store: what was remembered silently gone) and succeeded. It
+    now fails as they do, and makes nothing. ``first``: the host backend starts at its
+    first call, and its start made the state directory's parents too."""
+    audit = tmp_path / "audit" / "audit.db"
+    audit.parent.mkdir()
+    calls = {
+        "write_file": {"path": "a.txt", "content": "1"},
+        "memory_write": {"key": "k", "content": "v"},
+    }
+    with SyncBroker(workspace=ws, audit=audit) as broker:
+        if first == "write_file":
+            assert broker.call({"tool": first, "arguments": calls[first]}).success
+        shutil.rmtree(ws)
+        results = {t: broker.call({"tool": t, "arguments": a}) for t, a in calls.items()}
+        assert not os.path.lexists(ws)
+        snippet = broker.call({"tool": "snippet_save", "arguments": {"name": "n", "code": "c"}})
+        assert not os.path.lexists(ws)
+        ws.write_text("a file")  # replaced by a file
+        by_file = broker.call({"tool": "memory_write", "arguments": calls["memory_write"]})
+    messages = set()
+    for result in (*results.values(), snippet):
+        assert result.error is not None and result.error.type == "sandbox_error", result
+        messages.add(result.error.message)
+    assert messages == {
+        f"the workspace {ws} does not exist (removed or renamed since the broker opened it); "
+        "create it again, or open the broker on another workspace"
+    }
+    assert by_file.error is not None and by_file.error.type == "sandbox_error"
+    assert "not a directory" in by_file.error.message
+    assert ws.read_text() == "a file"
 
 
 def test_a_store_sqlite_reached_through_a_link_is_not_used(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ what each must return when a call reaches a limit or meets an odd workspace."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,84 @@ def test_a_denied_file_with_another_hard_link_is_refused(workspace: Path) -> Non
         assert [t.rel for t in find(fd, MaskSpec(readonly=("y",)))] == ["y"]
     finally:
         os.close(fd)
+
+
+def test_concurrent_appends_and_edits_in_sandboxes_lose_nothing(workspace: Path) -> None:
+    """Red team Q4, through the broker: each call runs in its own sandboxed process (its own
+    mount namespace, the same inodes), and two appends or edit_file calls of one file at once
+    each copied it, changed the copy and renamed it over the file, dropping the other's
+    change (50 appends reported done, 40 lines in the file). The folder's flock is the
+    kernel's, shared across the sandboxes: every write that says done is in the file."""
+    import threading
+
+    from runtime.broker import SyncBroker
+
+    (workspace / "log.txt").write_text("")
+    (workspace / "e.txt").write_text("".join(f"<a{i}> <b{i}>\n" for i in range(25)))
+    done: list[str] = []
+    failed: list[Any] = []
+
+    with SyncBroker(workspace=workspace) as broker:
+
+        def worker(tag: str) -> None:
+            for i in range(25):
+                for call in (
+                    {
+                        "tool": "write_file",
+                        "arguments": {
+                            "path": "log.txt",
+                            "content": f"{tag}{i}\n",
+                            "mode": "append",
+                        },
+                    },
+                    {
+                        "tool": "edit_file",
+                        "arguments": {
+                            "path": "e.txt",
+                            "old_string": f"<{tag}{i}>",
+                            "new_string": f"<{tag.upper()}{i}>",
+                        },
+                    },
+                ):
+                    result = broker.call(call)
+                    (done if result.success else failed).append((tag, i, result.error))
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not failed and len(done) == 100
+    lines = (workspace / "log.txt").read_text().split()
+    assert sorted(lines) == sorted(f"{t}{i}" for t in "ab" for i in range(25))
+    text = (workspace / "e.txt").read_text()
+    assert text == "".join(f"<A{i}> <B{i}>\n" for i in range(25))
+
+
+def test_a_sandboxed_write_waits_for_the_folders_flock(workspace: Path) -> None:
+    """The lock that keeps appends from dropping one another works inside the sandbox (the
+    tool child's seccomp allows flock; the workspace's inode is the host's): a write waits
+    while another process holds the folder's lock, and goes on when it is released."""
+    import fcntl
+    import threading
+    import time
+
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        warm = {"path": "hello.txt", "content": "x\n", "mode": "append"}
+        assert broker.call({"tool": "write_file", "arguments": warm}).success
+        holder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            timer = threading.Timer(1.5, fcntl.flock, (holder, fcntl.LOCK_UN))
+            t0 = time.monotonic()
+            timer.start()
+            result = broker.call({"tool": "write_file", "arguments": warm})
+            took = time.monotonic() - t0
+            timer.join()
+        finally:
+            os.close(holder)
+    assert result.success, result.error
+    assert took >= 1.4, took
+    assert (workspace / "hello.txt").read_text() == "hello\nx\nx\n"

@@ -357,6 +357,111 @@ def test_append_is_atomic_copy(ws: Path) -> None:
     assert (ws / "log").read_text() == "a\nb\n"
 
 
+def test_append_refused_when_the_file_changes_before_the_rename(ws: Path) -> None:
+    """Red team Q4: an append copied the file, extended the copy and renamed it over the
+    file; a writer in between (here one without the folder's lock, as a shell's ``>>``)
+    lost its write. The target is now checked before the rename: ``changed``, nothing
+    written, the other writer's content kept."""
+    (ws / "log").write_text("a\n")
+
+    def chunks() -> Iterator[bytes]:
+        with open(ws / "log", "a") as f:  # another writer, after the copy
+            f.write("other\n")
+        yield b"b\n"
+
+    with Workspace(ws) as w, pytest.raises(ToolFailed) as exc:
+        w.atomic_write(w.parts("log"), chunks(), append=True)
+    assert _reason(exc) == "changed"
+    assert (ws / "log").read_text() == "a\nother\n"
+    assert sorted(p.name for p in ws.iterdir()) == ["log"]  # no temp file left
+
+
+def test_append_refused_when_the_file_appears_meanwhile(ws: Path) -> None:
+    def chunks() -> Iterator[bytes]:
+        (ws / "new.log").write_text("first\n")
+        yield b"b\n"
+
+    with Workspace(ws) as w, pytest.raises(ToolFailed) as exc:
+        w.atomic_write(w.parts("new.log"), chunks(), append=True)
+    assert _reason(exc) == "changed"
+    assert (ws / "new.log").read_text() == "first\n"
+
+
+def test_write_with_expect_refused_when_the_file_is_not_the_one_read(ws: Path) -> None:
+    """edit_file passes the fstat of what it read: a file replaced (another inode) or
+    rewritten since is not overwritten with an edit of the old content."""
+    (ws / "e.txt").write_text("one\n")
+    read = os.stat(ws / "e.txt")
+    (ws / "e.txt.new").write_text("two\n")
+    os.replace(ws / "e.txt.new", ws / "e.txt")
+    with Workspace(ws) as w:
+        with pytest.raises(ToolFailed) as exc:
+            w.atomic_write(w.parts("e.txt"), iter([b"edited\n"]), expect=read)
+        assert _reason(exc) == "changed"
+        assert (ws / "e.txt").read_text() == "two\n"
+        w.atomic_write(w.parts("e.txt"), iter([b"edited\n"]), expect=os.stat(ws / "e.txt"))
+    assert (ws / "e.txt").read_text() == "edited\n"
+
+
+def test_write_waits_for_the_folders_lock_then_fails_busy(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write takes the folder's flock (between calls: each runs in its own process);
+    another process holding it (a shell's ``flock DIR sleep 600``) makes the write fail
+    ``busy`` after LOCK_WAIT_S, not hang until the call's timeout; released in time, the
+    write goes on."""
+    import fcntl
+    import threading
+
+    (ws / "sub").mkdir()
+    (ws / "sub/f").write_text("kept\n")
+    monkeypatch.setattr(toolkit_fs, "LOCK_WAIT_S", 0.3)
+    holder = os.open(ws / "sub", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with Workspace(ws) as w:
+            t0 = time.monotonic()
+            with pytest.raises(ToolFailed) as exc:
+                w.atomic_write(w.parts("sub/f"), iter([b"x\n"]), append=True)
+            assert _reason(exc) == "busy"
+            assert 0.25 < time.monotonic() - t0 < 5
+            assert (ws / "sub/f").read_text() == "kept\n"
+            # Another folder is not locked by it.
+            w.atomic_write(w.parts("other"), iter([b"o"]))
+            timer = threading.Timer(0.1, fcntl.flock, (holder, fcntl.LOCK_UN))
+            timer.start()
+            w.atomic_write(w.parts("sub/f"), iter([b"x\n"]), append=True)
+            timer.join()
+    finally:
+        os.close(holder)
+    assert (ws / "sub/f").read_text() == "kept\nx\n"
+    assert sorted(p.name for p in (ws / "sub").iterdir()) == ["f"]
+
+
+def test_exclusive_holds_the_lock_across_a_read_and_the_write(ws: Path) -> None:
+    """``exclusive`` (edit_file's read, change, rewrite) keeps another writer out for the
+    whole span, and the write inside it does not wait on its own lock."""
+    import fcntl
+
+    (ws / "f").write_text("a")
+    with Workspace(ws) as w:
+        with w.exclusive(w.parts("f")):
+            probe = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(probe)
+            st_ = os.stat(ws / "f")
+            w.atomic_write(w.parts("f"), iter([b"b"]), expect=st_)
+        probe = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+        finally:
+            os.close(probe)
+    assert (ws / "f").read_text() == "b"
+
+
 # ------------------------------------------------------------------------------- reading
 
 

@@ -97,6 +97,102 @@ def test_write_file_create_overwrite_append(tool: Load, ctx: ToolContext, ws: Pa
     assert (ws / "fresh.log").read_text() == "a"
 
 
+def _race(worker: Callable[[str], None], tags: str = "ab") -> None:
+    """Run ``worker(tag)`` for each tag in its own thread, all at once; re-raise the first
+    error."""
+    import threading
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(tags))
+
+    def run(tag: str) -> None:
+        try:
+            start.wait()
+            worker(tag)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in tags]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_concurrent_appends_lose_no_line(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """Red team Q4: two appends at once each copied the file, added a line and renamed the
+    copy over it, and the second rename dropped the first's line; both said done. Each
+    thread has its own Workspace (its own descriptor of the folder), as each sandboxed call
+    has its own process."""
+    write = tool("write_file")
+    (ws / "log.txt").write_text("")
+    done: list[str] = []
+
+    def worker(tag: str) -> None:
+        for i in range(60):
+            write({"path": "log.txt", "content": f"{tag}{i}\n", "mode": "append"}, ctx)
+            done.append(f"{tag}{i}")
+
+    _race(worker, "abc")
+    lines = (ws / "log.txt").read_text().split()
+    assert sorted(lines) == sorted(done) and len(done) == 180
+    assert sorted(p.name for p in ws.iterdir()) == ["log.txt"]
+
+
+def test_concurrent_edits_lose_no_edit(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """Red team Q4: edit_file is read, replace, rewrite; two at once on one file (each
+    replacing its own token) dropped one another's edits."""
+    edit = tool("edit_file")
+    (ws / "e.txt").write_text("".join(f"<a{i}> <b{i}> <c{i}>\n" for i in range(40)))
+
+    def worker(tag: str) -> None:
+        for i in range(40):
+            args = {"path": "e.txt", "old_string": f"<{tag}{i}>", "new_string": f"<{tag}{i}!>"}
+            assert edit(args, ctx) == {"path": "e.txt", "replacements": 1}
+
+    _race(worker, "abc")
+    text = (ws / "e.txt").read_text()
+    assert text == "".join(f"<a{i}!> <b{i}!> <c{i}!>\n" for i in range(40))
+
+
+def test_append_and_edit_retry_after_an_unlocked_writer(
+    tool: Load, ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that takes no lock (a shell's ``>>``) changing the file between the tool's
+    read and its rename makes that attempt write nothing (``changed``); the tool reads the
+    file again and retries, so neither write is lost. One that never stops changing it
+    leaves the call failed ``changed``, the file as that writer left it."""
+    from runtime import toolkit_fs
+
+    real = toolkit_fs.Workspace.atomic_write
+    meddle = {"left": 1}
+
+    def meddling(self: toolkit_fs.Workspace, parts: tuple[str, ...], chunks: Any, **kw: Any) -> int:
+        def interfered() -> Any:
+            if meddle["left"]:
+                meddle["left"] -= 1
+                with open(ws / "f.txt", "a") as f:
+                    f.write("shell\n")
+            yield from chunks
+
+        return real(self, parts, interfered(), **kw)
+
+    monkeypatch.setattr(toolkit_fs.Workspace, "atomic_write", meddling)
+    (ws / "f.txt").write_text("x = 1\n")
+    r = tool("write_file")({"path": "f.txt", "content": "tool\n", "mode": "append"}, ctx)
+    assert r["bytes_written"] == 5
+    assert (ws / "f.txt").read_text() == "x = 1\nshell\ntool\n"
+    meddle["left"] = 1
+    r = tool("edit_file")({"path": "f.txt", "old_string": "x = 1", "new_string": "x = 2"}, ctx)
+    assert r["replacements"] == 1
+    assert (ws / "f.txt").read_text() == "x = 2\nshell\ntool\nshell\n"
+    meddle["left"] = 100
+    _fails(tool("write_file"), {"path": "f.txt", "content": "t", "mode": "append"}, ctx, "changed")
+    assert (ws / "f.txt").read_text() == "x = 2\nshell\ntool\nshell\n" + "shell\n" * 5
+
+
 def test_write_file_base64(tool: Load, ctx: ToolContext, ws: Path) -> None:
     blob = os.urandom(1000)
     r = tool("write_file")(

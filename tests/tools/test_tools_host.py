@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.errors import ResourceLimitExceeded, ToolFailed
+from runtime.errors import ResourceLimitExceeded, SandboxError, ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import SESSION_ENV_MAX_BYTES, SESSION_ENV_MAX_VARS, env_bytes
@@ -149,6 +150,45 @@ def test_snippet_names_are_data(tool: Load, ctx: ToolContext) -> None:
 def test_no_state_dir(tool: Load, ws: Path) -> None:
     ctx = ToolContext(workspace=ws)
     assert _reason(tool("snippet_list"), {}, ctx) == "no_state"
+
+
+@pytest.mark.parametrize("replaced", ["removed", "file", "symlink"])
+def test_state_tools_never_make_the_workspace(tool: Load, tmp_path: Path, replaced: str) -> None:
+    """Red team Q7: the store's folder was made with parents=True, so a workspace removed
+    under the broker came back (0755, an empty store) at the next memory_write, which
+    succeeded. Only ``.runtime`` is made, in a workspace still there and a directory (no
+    symlink); otherwise the sandboxed tools' error (sandbox_error, the same words)."""
+    ws = tmp_path / "gone"
+    ws.mkdir()
+    ctx = ToolContext(workspace=ws, options={"state_dir": ws / ".runtime"})
+    tool("memory_write")({"key": "k", "content": "v"}, ctx)
+    assert (ws / ".runtime").stat().st_mode & 0o777 == 0o700
+    shutil.rmtree(ws)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if replaced == "file":
+        ws.write_text("a file")
+    elif replaced == "symlink":
+        ws.symlink_to(elsewhere)
+    for name, args in (
+        ("memory_write", {"key": "k", "content": "v"}),
+        ("memory_read", {"key": "k"}),
+        ("snippet_list", {}),
+    ):
+        with pytest.raises(SandboxError) as exc:
+            tool(name)(args, ctx)
+        assert exc.value.error_type == "sandbox_error"
+        assert exc.value.details == {"workspace": str(ws)}
+        want = "does not exist" if replaced == "removed" else "not a directory"
+        assert want in exc.value.message, exc.value.message
+    assert list(elsewhere.iterdir()) == []
+    if replaced == "removed":
+        assert not os.path.lexists(ws)
+    # Back again (the user made it anew): the store is made in it.
+    if replaced != "removed":
+        ws.unlink()
+    ws.mkdir()
+    assert tool("memory_write")({"key": "k", "content": "v2"}, ctx)["created"]
 
 
 # ------------------------------------------------------------------------------- memory

@@ -12,9 +12,9 @@ import binascii
 import datetime as _dt
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext, json_head, json_size, warm_with
@@ -47,6 +47,10 @@ _RESULT_MARGIN = 64
 #: A read_file result's JSON but its path and content, at most: keys, encoding, three
 #: numbers of up to 19 digits, ``truncated``; plus the margin, bytes.
 _READ_OVERHEAD = 160 + _RESULT_MARGIN
+#: Tries of an append or edit whose file another writer changed meanwhile (see _retried).
+_ATTEMPTS = 5
+
+_T = TypeVar("_T")
 
 
 #: ``encoding`` values: the seeds' spellings (001 file_read: utf8, ascii, base64; Node's
@@ -186,13 +190,26 @@ def _chunks(data: bytes) -> Iterator[bytes]:
         yield data[i : i + _CHUNK]
 
 
+def _retried(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, again while it fails ``changed``: a writer that takes no lock (a
+    shell) changed the file between its read and its rename (``Workspace.atomic_write``),
+    and nothing was written. The last attempt's error is the call's."""
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return attempt()
+        except ToolFailed as exc:
+            if exc.details.get("reason") != "changed":
+                raise
+    return attempt()
+
+
 def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     data = _payload(args)
     append = args.get("mode", "overwrite") == "append"
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
         existed = ws.lstat(parts, "write") is not None
-        written = ws.atomic_write(parts, _chunks(data), append=append)
+        written = _retried(lambda: ws.atomic_write(parts, _chunks(data), append=append))
         return {
             "path": ws.rel(parts),
             "bytes_written": written,
@@ -209,11 +226,27 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailed("old_string must not be empty", reason="empty_old_string")
     if old == new:
         raise ToolFailed("old_string and new_string are identical", reason="no_change")
-    cap = ctx.limits.fsize_mb * 1_048_576
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
-        rel = ws.rel(parts)
-        fd, _st = ws.open_file(parts, access="write")  # read to be rewritten
+        return _retried(lambda: _edit(ws, parts, old, new, replace_all=replace_all, ctx=ctx))
+
+
+def _edit(
+    ws: Workspace,
+    parts: tuple[str, ...],
+    old: str,
+    new: str,
+    *,
+    replace_all: bool,
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """One read, replace and rewrite of edit_file, under the folder's lock (another call's
+    edit or append of the file waits), the rewrite refused if the file changed since the
+    read (a writer without the lock): see ``Workspace.atomic_write``."""
+    cap = ctx.limits.fsize_mb * 1_048_576
+    rel = ws.rel(parts)
+    with ws.exclusive(parts):
+        fd, st = ws.open_file(parts, access="write")  # read to be rewritten
         with fd:
             raw, truncated = read_bytes(fd.fd, cap)
         if truncated:
@@ -248,7 +281,7 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 occurrences=count,
             )
         text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        ws.atomic_write(parts, _chunks(text.encode("utf-8")))
+        ws.atomic_write(parts, _chunks(text.encode("utf-8")), expect=st)
         return {"path": rel, "replacements": count if replace_all else 1}
 
 

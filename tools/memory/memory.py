@@ -2,7 +2,8 @@
 
 Host backend: these run in the broker on its state store, ``ctx.options["state_dir"] /
 "state.db"`` (SQLite, WAL). They touch no workspace file and run no code. Every statement
-is parameterised; names, keys and tags are data, never SQL.
+is parameterised; names, keys and tags are data, never SQL. They make ``.runtime`` when it is
+missing, never the workspace: one removed under the broker is the sandboxed tools' error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from runtime._fsio import private_file, state_file_problem
-from runtime.errors import ToolFailed
+from runtime.errors import SandboxError, ToolFailed
 from runtime.toolkit import ToolContext
 
 __all__ = [
@@ -56,7 +57,7 @@ class _Store:
         path = Path(state_dir)
         self.db: sqlite3.Connection | None = None
         try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _make_state_dir(path)
             _check_dir(path)
             # Owner-only (SQLite would create it with the umask's 0644, and its -wal/-shm
             # with the file's mode): what agents remember is no other local user's to read.
@@ -94,6 +95,41 @@ class _Store:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _workspace_gone(workspace: Path) -> SandboxError | None:
+    """The error for a workspace (the state directory's parent) that is gone, or no
+    longer a directory, since the broker opened it: the one the sandboxed tools give
+    (``workspace_problem``); None while it is there."""
+    # Here, not at the top: the host tools load without the sandbox backend's modules.
+    from runtime.backends.sandbox._outcome import workspace_problem
+
+    why = workspace_problem(workspace)
+    if why is None and workspace.is_symlink():
+        why = f"the workspace {workspace} is not a directory (a symlink replaced it)"
+    return None if why is None else SandboxError(why, workspace=str(workspace))
+
+
+def _make_state_dir(path: Path) -> None:
+    """Make ``path`` (``.runtime``), 0700, when missing; never its parent, the workspace.
+
+    Red team Q7: with ``parents=True``, a workspace removed under a running broker was made
+    again (0755, holding only a new empty store) by the next memory_write, which succeeded
+    while every file tool said the workspace does not exist, and what was remembered before
+    was silently gone. Now a missing workspace (or one replaced by a file or a symlink) is
+    the file tools' ``sandbox_error``, and nothing is made."""
+    gone = _workspace_gone(path.parent)
+    if gone is not None:
+        raise gone
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        return  # _check_dir judges what is there
+    except FileNotFoundError:
+        gone = _workspace_gone(path.parent)  # removed since the look above
+        if gone is not None:
+            raise gone from None
+        raise
 
 
 def _check_dir(path: Path) -> None:
