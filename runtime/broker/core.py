@@ -87,6 +87,7 @@ log = logging.getLogger("runtime.broker")
 #: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call, False
 #: refuses it (policy_denied); an approver that raises or answers anything else leaves the
 #: call unapproved and not run (approval_required, ``details.reason`` says which).
+#: KeyboardInterrupt or SystemExit out of it propagates, the call recorded as cancelled.
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -476,6 +477,14 @@ class Broker:
             raise
         except Exception as exc:
             st.error = self._internal(st, exc)
+        except BaseException:
+            # KeyboardInterrupt or SystemExit out of a hook (an approver's input() at Ctrl-C,
+            # an ask_user hook calling sys.exit), a GeneratorExit: the call did not complete.
+            # Its completion said "success" (the finally below ran with no error set).
+            # Recorded as interrupted, as call_sync does, and never swallowed.
+            st.cancelled = True
+            st.error = CallCancelled("the call was interrupted")
+            raise
         finally:
             try:
                 result = self._finish(st)
@@ -897,6 +906,11 @@ class Broker:
             egress = st.channel.usage()
             if egress is not None:  # what the tool asked of the network, refusals included
                 usage_data["egress"] = egress
+        if error is None and outcome is None:
+            # Fail safe: a call is a success only with the outcome its backend returned. One
+            # that reached here with neither (a path that left an exception unrecorded) was
+            # recorded as a success that never ran.
+            error = st.error = InternalError("internal error: the call ended without an outcome")
         success = error is None
         if st.cancelled:
             outcome_name = "cancelled"

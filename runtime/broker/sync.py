@@ -21,10 +21,10 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -56,6 +56,30 @@ _BROKER_HOOKS = frozenset({"approver", "ask_user"})
 #: How long an interrupted call waits for its cancelled task to record it (the sandbox's
 #: teardown: a SIGTERM, its grace, the reap).
 _CANCEL_WAIT_S = 30.0
+
+
+class _Raised:
+    """A KeyboardInterrupt or SystemExit a call raised on the loop (a hook's), carried to
+    the calling thread: raised out of the portal's task, it stopped the loop thread itself
+    (asyncio re-raises them out of the loop), and every later use of the SyncBroker, its
+    close included, failed with "This portal is not running"."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_T = TypeVar("_T")
+
+
+async def _carried(awaitable: Awaitable[_T]) -> _T | _Raised:
+    try:
+        return await awaitable
+    except (Exception, anyio.get_cancelled_exc_class()):
+        raise
+    except BaseException as exc:  # the broker recorded the call as cancelled
+        return _Raised(exc)
 
 
 class SyncBroker:
@@ -127,10 +151,10 @@ class SyncBroker:
 
         scopes: list[anyio.CancelScope] = []
 
-        async def _run() -> ToolResult | None:
+        async def _run() -> ToolResult | _Raised | None:
             with anyio.CancelScope() as scope:
                 scopes.append(scope)
-                return await broker.call(call, **kwargs)
+                return await _carried(broker.call(call, **kwargs))
             return None  # cancelled below: the broker recorded the call as cancelled
 
         portal = self._portal
@@ -153,6 +177,8 @@ class SyncBroker:
                 future.cancel()
             raise
         assert result is not None  # only a cancelled scope returns None
+        if isinstance(result, _Raised):
+            raise result.exc
         return result
 
     def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
@@ -161,10 +187,13 @@ class SyncBroker:
             raise RuntimeError("SyncBroker is not open: use 'with SyncBroker(...)'")
         broker, batch = self.broker, list(calls)
 
-        async def _run() -> list[ToolResult]:
-            return await broker.call_many(batch, **kwargs)
+        async def _run() -> list[ToolResult] | _Raised:
+            return await _carried(broker.call_many(batch, **kwargs))
 
-        return self._portal.call(_run)
+        results = self._portal.call(_run)
+        if isinstance(results, _Raised):
+            raise results.exc
+        return results
 
     def __getattr__(self, name: str) -> Any:
         # catalogue, policy, audit, workspace... are the async broker's.
