@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Iterable
 from contextlib import AbstractContextManager
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 import anyio
@@ -82,6 +84,47 @@ async def _carried(awaitable: Awaitable[_T]) -> _T | _Raised:
         return _Raised(exc)
 
 
+class _HeldSignals:
+    """Within ``with``: the signals whose Python handler would raise in the main thread
+    (SIGINT, SIGTERM, SIGHUP with a handler that is a function) are recorded, not handled;
+    :meth:`raise_held` then runs the handlers for them, at a point where what they raise
+    can be cleaned up after. Only in the main thread (no handler runs in another); the
+    kernel's signal mask is left alone (threads started meanwhile, and the processes they
+    spawn, such as the sandbox's fork-server, would inherit a blocked mask)."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._held: list[int] = []
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            for sig in self._SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    self._previous[sig] = handler
+                    signal.signal(sig, self._hold)
+        except BaseException:  # one handled before it was held
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._held.append(signum)
+
+    def raise_held(self) -> None:
+        """Run the handler of each signal held, in order; what one raises propagates."""
+        held, self._held = self._held, []
+        for sig in held:
+            self._previous[sig](sig, sys._getframe(1))
+
+
 class SyncBroker:
     """``with SyncBroker(workspace="ws") as broker: broker.call({...})``.
 
@@ -110,19 +153,39 @@ class SyncBroker:
         self.close()
 
     def open(self) -> None:
+        """Start the loop thread and open the broker.
+
+        A signal whose handler raises in this thread (Ctrl-C's KeyboardInterrupt, the CLI's
+        SIGTERM and SIGHUP) is held while the loop thread starts and while it stops on a
+        failure, then raised once the portal can be stopped: raised while anyio's
+        ``start_blocking_portal`` waited for its thread, it left that thread's loop running
+        and joined it forever (``runtime exec`` hung on a SIGTERM in its first second)."""
         if self._portal is not None:
             # A second broker would replace this one, whose backends (a fork-server) would
             # then run until the interpreter exits: close() ends only the current one.
             raise RuntimeError("SyncBroker is already open: close() it first")
-        self._portal_cm = start_blocking_portal(self._backend_name)
-        self._portal = self._portal_cm.__enter__()
+        portal_cm = start_blocking_portal(self._backend_name)
+        portal: BlockingPortal | None = None
+        broker: Broker | None = None
+        held = _HeldSignals()
         try:
+            with held:
+                portal = portal_cm.__enter__()
+            held.raise_held()
             broker = Broker(*self._args, **self._kwargs)
-            self.broker = self._portal.call(broker.__aenter__)
+            self.broker = portal.call(broker.__aenter__)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = self._portal_cm = None
+            if portal is not None:
+                cleanup = _HeldSignals()
+                with cleanup:
+                    if broker is not None:  # its audit log, a prespawned fork-server
+                        with contextlib.suppress(Exception):
+                            portal.call(broker.aclose)
+                    portal_cm.__exit__(None, None, None)
+                self.broker = None
+                cleanup.raise_held()
             raise
+        self._portal_cm, self._portal = portal_cm, portal
         self._finalizer = weakref.finalize(
             self, _shutdown, self._portal_cm, self._portal, self.broker
         )
