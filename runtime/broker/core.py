@@ -86,7 +86,9 @@ log = logging.getLogger("runtime.broker")
 
 #: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call, False
 #: refuses it (policy_denied); an approver that raises or answers anything else leaves the
-#: call unapproved and not run (approval_required, ``details.reason`` says which).
+#: call unapproved and not run (approval_required, ``details.reason`` says which). On the
+#: event loop a synchronous approver runs in a worker thread (abandoned if the call is
+#: cancelled while it waits); SyncBroker's synchronous path calls it in the caller's thread.
 #: KeyboardInterrupt or SystemExit out of it propagates, the call recorded as cancelled.
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
@@ -803,8 +805,18 @@ class Broker:
                 rule=decision.rule,
                 reasons=decision.reasons,
             )
+        approver = self.approver
         try:
-            verdict = self.approver(tc, decision)
+            if inspect.iscoroutinefunction(approver):
+                verdict = await approver(tc, decision)
+            else:
+                # A synchronous approver (a prompt at a terminal) blocks: run inline, it
+                # stalled the loop, every other call and its timeout with it, and a
+                # cancellation (SyncBroker's Ctrl-C or SIGTERM, the CLI's) waited for its
+                # answer. In a worker thread, abandoned when the call is cancelled.
+                verdict = await anyio.to_thread.run_sync(
+                    approver, tc, decision, abandon_on_cancel=True
+                )
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         except Exception as exc:

@@ -84,6 +84,10 @@ async def _carried(awaitable: Awaitable[_T]) -> _T | _Raised:
         return _Raised(exc)
 
 
+def _cancel(scope: anyio.CancelScope) -> None:
+    scope.cancel()
+
+
 class _HeldSignals:
     """Within ``with``: the signals whose Python handler would raise in the main thread
     (SIGINT, SIGTERM, SIGHUP with a handler that is a function) are recorded, not handled;
@@ -230,10 +234,12 @@ class SyncBroker:
             # command to its timeout) with nobody to take its result. Its scope is
             # cancelled and the task awaited (bounded), so the broker has recorded the call
             # as cancelled when the interruption goes on; cancelling the future alone left
-            # the task to be torn down with the loop, its completion never recorded.
+            # the task to be torn down with the loop, its completion never recorded. The
+            # cancel is scheduled, not waited for: a loop held up (a hook blocking it)
+            # held this thread too, past the bounded wait below.
             if scopes:
                 with contextlib.suppress(Exception):
-                    portal.call(scopes[0].cancel)
+                    portal.start_task_soon(_cancel, scopes[0])
                 with contextlib.suppress(BaseException):
                     future.result(timeout=_CANCEL_WAIT_S)
             else:
