@@ -554,6 +554,10 @@ class Broker:
             finally:
                 slots.release()
             self._check_outcome(st)
+        except SandboxError as exc:
+            # As on the async path: a fork-server ended by close() while the call ran says
+            # so (reason broker_closed), not "the sandbox fork-server is gone".
+            st.error = self._closed_under(st, exc)
         except RuntimeToolError as exc:
             st.error = exc
         except Exception as exc:
