@@ -145,5 +145,7 @@ class CallChannel:
             raise ToolFailed("no way to ask the user in this session", reason="no_user_channel")
         question = str(payload.get("question", ""))
         options = payload.get("options")
-        answer = await anyio.to_thread.run_sync(hook, question, options)
+        # Abandoned when the call is cancelled: a question has no effect to wait for, and
+        # a hook blocked at a terminal held the cancellation (Ctrl-C, SIGTERM) until answered.
+        answer = await anyio.to_thread.run_sync(hook, question, options, abandon_on_cancel=True)
         return {"answer": answer}

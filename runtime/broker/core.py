@@ -86,7 +86,10 @@ log = logging.getLogger("runtime.broker")
 
 #: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call, False
 #: refuses it (policy_denied); an approver that raises or answers anything else leaves the
-#: call unapproved and not run (approval_required, ``details.reason`` says which).
+#: call unapproved and not run (approval_required, ``details.reason`` says which). On the
+#: event loop a synchronous approver runs in a worker thread (abandoned if the call is
+#: cancelled while it waits); SyncBroker's synchronous path calls it in the caller's thread.
+#: KeyboardInterrupt or SystemExit out of it propagates, the call recorded as cancelled.
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -476,6 +479,14 @@ class Broker:
             raise
         except Exception as exc:
             st.error = self._internal(st, exc)
+        except BaseException:
+            # KeyboardInterrupt or SystemExit out of a hook (an approver's input() at Ctrl-C,
+            # an ask_user hook calling sys.exit), a GeneratorExit: the call did not complete.
+            # Its completion said "success" (the finally below ran with no error set).
+            # Recorded as interrupted, as call_sync does, and never swallowed.
+            st.cancelled = True
+            st.error = CallCancelled("the call was interrupted")
+            raise
         finally:
             try:
                 result = self._finish(st)
@@ -543,6 +554,10 @@ class Broker:
             finally:
                 slots.release()
             self._check_outcome(st)
+        except SandboxError as exc:
+            # As on the async path: a fork-server ended by close() while the call ran says
+            # so (reason broker_closed), not "the sandbox fork-server is gone".
+            st.error = self._closed_under(st, exc)
         except RuntimeToolError as exc:
             st.error = exc
         except Exception as exc:
@@ -794,8 +809,18 @@ class Broker:
                 rule=decision.rule,
                 reasons=decision.reasons,
             )
+        approver = self.approver
         try:
-            verdict = self.approver(tc, decision)
+            if inspect.iscoroutinefunction(approver):
+                verdict = await approver(tc, decision)
+            else:
+                # A synchronous approver (a prompt at a terminal) blocks: run inline, it
+                # stalled the loop, every other call and its timeout with it, and a
+                # cancellation (SyncBroker's Ctrl-C or SIGTERM, the CLI's) waited for its
+                # answer. In a worker thread, abandoned when the call is cancelled.
+                verdict = await anyio.to_thread.run_sync(
+                    approver, tc, decision, abandon_on_cancel=True
+                )
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         except Exception as exc:
@@ -897,6 +922,11 @@ class Broker:
             egress = st.channel.usage()
             if egress is not None:  # what the tool asked of the network, refusals included
                 usage_data["egress"] = egress
+        if error is None and outcome is None:
+            # Fail safe: a call is a success only with the outcome its backend returned. One
+            # that reached here with neither (a path that left an exception unrecorded) was
+            # recorded as a success that never ran.
+            error = st.error = InternalError("internal error: the call ended without an outcome")
         success = error is None
         if st.cancelled:
             outcome_name = "cancelled"

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import sys
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from contextlib import AbstractContextManager
-from types import TracebackType
-from typing import Any
+from types import FrameType, TracebackType
+from typing import Any, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -58,6 +60,75 @@ _BROKER_HOOKS = frozenset({"approver", "ask_user"})
 _CANCEL_WAIT_S = 30.0
 
 
+class _Raised:
+    """A KeyboardInterrupt or SystemExit a call raised on the loop (a hook's), carried to
+    the calling thread: raised out of the portal's task, it stopped the loop thread itself
+    (asyncio re-raises them out of the loop), and every later use of the SyncBroker, its
+    close included, failed with "This portal is not running"."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_T = TypeVar("_T")
+
+
+async def _carried(awaitable: Awaitable[_T]) -> _T | _Raised:
+    try:
+        return await awaitable
+    except (Exception, anyio.get_cancelled_exc_class()):
+        raise
+    except BaseException as exc:  # the broker recorded the call as cancelled
+        return _Raised(exc)
+
+
+def _cancel(scope: anyio.CancelScope) -> None:
+    scope.cancel()
+
+
+class _HeldSignals:
+    """Within ``with``: the signals whose Python handler would raise in the main thread
+    (SIGINT, SIGTERM, SIGHUP with a handler that is a function) are recorded, not handled;
+    :meth:`raise_held` then runs the handlers for them, at a point where what they raise
+    can be cleaned up after. Only in the main thread (no handler runs in another); the
+    kernel's signal mask is left alone (threads started meanwhile, and the processes they
+    spawn, such as the sandbox's fork-server, would inherit a blocked mask)."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._held: list[int] = []
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            for sig in self._SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    self._previous[sig] = handler
+                    signal.signal(sig, self._hold)
+        except BaseException:  # one handled before it was held
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._held.append(signum)
+
+    def raise_held(self) -> None:
+        """Run the handler of each signal held, in order; what one raises propagates."""
+        held, self._held = self._held, []
+        for sig in held:
+            self._previous[sig](sig, sys._getframe(1))
+
+
 class SyncBroker:
     """``with SyncBroker(workspace="ws") as broker: broker.call({...})``.
 
@@ -86,19 +157,39 @@ class SyncBroker:
         self.close()
 
     def open(self) -> None:
+        """Start the loop thread and open the broker.
+
+        A signal whose handler raises in this thread (Ctrl-C's KeyboardInterrupt, the CLI's
+        SIGTERM and SIGHUP) is held while the loop thread starts and while it stops on a
+        failure, then raised once the portal can be stopped: raised while anyio's
+        ``start_blocking_portal`` waited for its thread, it left that thread's loop running
+        and joined it forever (``runtime exec`` hung on a SIGTERM in its first second)."""
         if self._portal is not None:
             # A second broker would replace this one, whose backends (a fork-server) would
             # then run until the interpreter exits: close() ends only the current one.
             raise RuntimeError("SyncBroker is already open: close() it first")
-        self._portal_cm = start_blocking_portal(self._backend_name)
-        self._portal = self._portal_cm.__enter__()
+        portal_cm = start_blocking_portal(self._backend_name)
+        portal: BlockingPortal | None = None
+        broker: Broker | None = None
+        held = _HeldSignals()
         try:
+            with held:
+                portal = portal_cm.__enter__()
+            held.raise_held()
             broker = Broker(*self._args, **self._kwargs)
-            self.broker = self._portal.call(broker.__aenter__)
+            self.broker = portal.call(broker.__aenter__)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = self._portal_cm = None
+            if portal is not None:
+                cleanup = _HeldSignals()
+                with cleanup:
+                    if broker is not None:  # its audit log, a prespawned fork-server
+                        with contextlib.suppress(Exception):
+                            portal.call(broker.aclose)
+                    portal_cm.__exit__(None, None, None)
+                self.broker = None
+                cleanup.raise_held()
             raise
+        self._portal_cm, self._portal = portal_cm, portal
         self._finalizer = weakref.finalize(
             self, _shutdown, self._portal_cm, self._portal, self.broker
         )
@@ -127,10 +218,10 @@ class SyncBroker:
 
         scopes: list[anyio.CancelScope] = []
 
-        async def _run() -> ToolResult | None:
+        async def _run() -> ToolResult | _Raised | None:
             with anyio.CancelScope() as scope:
                 scopes.append(scope)
-                return await broker.call(call, **kwargs)
+                return await _carried(broker.call(call, **kwargs))
             return None  # cancelled below: the broker recorded the call as cancelled
 
         portal = self._portal
@@ -143,16 +234,20 @@ class SyncBroker:
             # command to its timeout) with nobody to take its result. Its scope is
             # cancelled and the task awaited (bounded), so the broker has recorded the call
             # as cancelled when the interruption goes on; cancelling the future alone left
-            # the task to be torn down with the loop, its completion never recorded.
+            # the task to be torn down with the loop, its completion never recorded. The
+            # cancel is scheduled, not waited for: a loop held up (a hook blocking it)
+            # held this thread too, past the bounded wait below.
             if scopes:
                 with contextlib.suppress(Exception):
-                    portal.call(scopes[0].cancel)
+                    portal.start_task_soon(_cancel, scopes[0])
                 with contextlib.suppress(BaseException):
                     future.result(timeout=_CANCEL_WAIT_S)
             else:
                 future.cancel()
             raise
         assert result is not None  # only a cancelled scope returns None
+        if isinstance(result, _Raised):
+            raise result.exc
         return result
 
     def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
@@ -161,10 +256,13 @@ class SyncBroker:
             raise RuntimeError("SyncBroker is not open: use 'with SyncBroker(...)'")
         broker, batch = self.broker, list(calls)
 
-        async def _run() -> list[ToolResult]:
-            return await broker.call_many(batch, **kwargs)
+        async def _run() -> list[ToolResult] | _Raised:
+            return await _carried(broker.call_many(batch, **kwargs))
 
-        return self._portal.call(_run)
+        results = self._portal.call(_run)
+        if isinstance(results, _Raised):
+            raise results.exc
+        return results
 
     def __getattr__(self, name: str) -> Any:
         # catalogue, policy, audit, workspace... are the async broker's.

@@ -235,7 +235,8 @@ def _parse_head(text: str) -> tuple[int, str]:
     seq, sep, digest = text.partition(":")
     if (
         not sep
-        or not seq.isdigit()
+        or not (seq.isascii() and seq.isdigit())  # str.isdigit: '١٢' too
+        or len(seq) > 18  # within SQLite's 64-bit integers
         or len(digest) != 64
         or any(c not in "0123456789abcdef" for c in digest)
     ):
@@ -244,9 +245,17 @@ def _parse_head(text: str) -> tuple[int, str]:
     return int(seq), digest
 
 
+#: Most records ``audit tail -n`` prints: a bound, so that a count past SQLite's 64-bit
+#: integers is a usage error (it was an OverflowError traceback) and a negative one too (it
+#: printed nothing, exit 0).
+_TAIL_MAX = 1_000_000_000
+
+
 @audit_app.command("tail")
 def audit_tail(
-    n: Annotated[int, typer.Option("-n", help="Number of records.")] = 20,
+    n: Annotated[
+        int, typer.Option("-n", min=0, max=_TAIL_MAX, help="Number of records (0 to 1e9).")
+    ] = 20,
     audit: AuditOpt = None,
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:

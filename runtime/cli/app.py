@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -84,8 +86,25 @@ def _not_text(value: str) -> bool:
     return False
 
 
+#: Set when ``runtime exec`` is stopped (SIGTERM, SIGHUP, or any way out of the call): a
+#: prompt still waiting at the terminal gives up (raises _GaveUp). The broker asks in a
+#: worker thread, which a cancelled call abandons; a prompt blocked in ``read`` there kept
+#: the process from exiting (the thread is not a daemon) until someone answered.
+_PROMPTS_STOP = threading.Event()
+#: How often a waiting prompt looks at _PROMPTS_STOP (seconds).
+_PROMPT_POLL_S = 0.1
+
+
+class _GaveUp(BaseException):
+    """A question at the terminal given up: ``runtime exec`` is stopping. A BaseException,
+    so that the call is recorded as interrupted (cancelled) whether this or the call's
+    cancellation reaches the broker first, never as the user's "no" (denied) nor as the
+    tool's failure."""
+
+
 def _tty_prompt(prompt: str) -> str | None:
     """Ask on the controlling terminal (stdin may be the call itself). None: no terminal.
+    Raises _GaveUp when ``runtime exec`` is stopped while the question waits.
 
     Unbuffered bytes: a text-mode ``open("/dev/tty", "r+")`` needs a seekable file and
     raises UnsupportedOperation (an OSError) on every terminal, so nothing was ever asked.
@@ -93,10 +112,28 @@ def _tty_prompt(prompt: str) -> str | None:
     try:
         with open("/dev/tty", "r+b", buffering=0) as tty:
             tty.write(prompt.encode("utf-8", "replace"))
-            line = tty.readline(4096)
+            line = _read_line(tty.fileno())
     except OSError:
         return None
+    if line is None:
+        raise _GaveUp
     return line.decode("utf-8", "replace").strip()
+
+
+def _read_line(fd: int, limit: int = 4096) -> bytes | None:
+    """A line typed at the terminal ``fd`` (at most ``limit`` bytes; b"" at end of file);
+    None once _PROMPTS_STOP is set."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    line = b""
+    while not _PROMPTS_STOP.is_set():
+        if not poller.poll(_PROMPT_POLL_S * 1000):
+            continue
+        chunk = os.read(fd, limit - len(line))
+        line += chunk
+        if not chunk or b"\n" in chunk or len(line) >= limit:
+            return line
+    return None
 
 
 #: Characters of a question to the user, and of each of its options, shown at most (the
@@ -246,12 +283,15 @@ def _signals_stop() -> Iterator[None]:
     recorded. The previous handlers come back afterwards."""
 
     def stop(signum: int, frame: Any) -> None:
+        _PROMPTS_STOP.set()  # a question waiting at the terminal gives up
         raise _Stopped(signum)
 
+    _PROMPTS_STOP.clear()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
+        _PROMPTS_STOP.set()  # Ctrl-C, an error: no prompt outlives the call
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

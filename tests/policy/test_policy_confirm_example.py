@@ -79,3 +79,13 @@ def test_through_the_broker(tmp_path: Path) -> None:
         w = broker.call({"tool": "write_file", "arguments": {"path": "b.txt", "content": "x"}})
         assert w.error is not None and w.error.type == "approval_required"
     assert not (ws / "b.txt").exists()
+
+
+def test_its_comment_says_what_approve_does() -> None:
+    """``runtime exec --approve`` approves unattended (README, DESIGN §7); the comment said
+    it "asks on the terminal", and a reader running it unattended got the opposite."""
+    comment = " ".join(
+        line.lstrip("# ") for line in POLICY.read_text().splitlines() if line.startswith("#")
+    )
+    assert "--approve` asks" not in comment
+    assert "`runtime exec --approve` approves unattended" in comment

@@ -1,0 +1,75 @@
+"""A signal whose handler raises (Ctrl-C's KeyboardInterrupt, ``runtime exec``'s SIGTERM and
+SIGHUP) landing while :meth:`SyncBroker.open` waits for its loop thread to start hung the
+process forever: anyio's ``start_blocking_portal`` then joined a loop thread nobody stopped
+(``runtime exec`` hung on ~1 in 60 SIGTERMs sent in its first second). Now the signal is
+held until the portal can be stopped, then raised from open(), which stops it.
+
+Deterministic: in a child process, the first ``Future.result`` (open() waiting for the
+portal) sends the signal to its own process, so that the handler raises right there."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests._pythonpath import python_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_SCRIPT = textwrap.dedent(
+    """
+    import concurrent.futures, os, signal, sys, threading
+
+    from runtime.broker import SyncBroker
+
+    sig = int(sys.argv[1])
+    workspace = sys.argv[2]
+
+    class Stopped(BaseException):
+        pass
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    if sig != signal.SIGINT:  # SIGINT: Python's own handler (KeyboardInterrupt)
+        signal.signal(sig, stop)
+
+    original = concurrent.futures.Future.result
+
+    def result(self, timeout=None):
+        concurrent.futures.Future.result = original
+        os.kill(os.getpid(), sig)  # its handler runs here, as this call waits
+        return original(self, timeout)
+
+    concurrent.futures.Future.result = result
+    try:
+        with SyncBroker(workspace=workspace) as broker:
+            print("opened", flush=True)
+    except (KeyboardInterrupt, Stopped) as exc:
+        print("interrupted", type(exc).__name__, flush=True)
+    # the portal's loop thread was stopped (daemon threads aside, none is left)
+    print("threads", sorted(t.name for t in threading.enumerate() if not t.daemon), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_portal_starts_interrupts_open(tmp_path: Path, sig: int) -> None:
+    script = tmp_path / "open.py"
+    script.write_text(_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(int(sig)), str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Stopped"
+    assert proc.stdout.splitlines() == [f"interrupted {expected}", "threads ['MainThread']"]
