@@ -15,7 +15,9 @@ exclusive ``flock`` on it for its whole life. The table ``audit_journals`` recor
 transaction as each batch, how many bytes of the journal are in the database. On open, every
 journal whose lock can be taken belongs to a dead owner: its lines past that offset are
 inserted (the interrupted call's request record becomes visible, exactly as if the broker had
-died after a synchronous insert), then the file is removed. A torn last line (the process died
+died after a synchronous insert), then the file is removed once a complete checkpoint put
+the records in the database file (a journal of records only in the WAL is kept: see
+``AuditLog._rotate_locked``). A torn last line (the process died
 inside ``write()``) has no newline and is dropped: its ``write()`` never returned, so no caller
 was told about that record.
 
@@ -34,6 +36,10 @@ Hazards:
   it, so its journal is recovered only when that child has exited as well. Opened O_CLOEXEC.
 - A new journal is created under a temporary name, locked, then renamed into place, so a
   recovering process never sees an unlocked live journal.
+- The directory may be shared (1777): a journal's name may hold anything another user put
+  there. Only names a Journal gets are opened, with O_NOFOLLOW|O_NONBLOCK, and the
+  descriptor must be a regular file of this user's (or the log owner's) that others may not
+  write, read no further than its size; else the log is not opened (AuditFileRefused).
 """
 
 from __future__ import annotations
