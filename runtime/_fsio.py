@@ -11,7 +11,7 @@ import errno
 import itertools
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -21,6 +21,7 @@ from runtime._forksafe import ForkSafeLock
 __all__ = [
     "Fd",
     "file_type",
+    "kept_file_problem",
     "library_path",
     "open_beneath",
     "own_library",
@@ -376,12 +377,42 @@ def state_file_problem(path: Path) -> str | None:
             f"is a symlink (to {target}): the runtime does not follow a link out of its state "
             "directory (a checkout can carry one)"
         )
+    return kept_file_problem(st)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return f"file type {stat.S_IFMT(mode):o}"
+
+
+def kept_file_problem(
+    st: os.stat_result, *, owners: Collection[int] = (), shared_write: bool = True
+) -> str | None:
+    """Why a file whose status is ``st`` (``lstat`` by name, or ``fstat`` of a descriptor
+    opened with ``O_NOFOLLOW``) is not one the runtime keeps, or None: it must be a regular
+    file owned by this user (or by a uid in ``owners``), and, unless ``shared_write``, not
+    writable by group or others. The one check behind :func:`state_file_problem` and the
+    audit journals' (``runtime.audit._journal``)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
     if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_uid != os.geteuid():
+        return f"is not a regular file ({_kind(st.st_mode)})"
+    if st.st_uid != os.geteuid() and st.st_uid not in owners:
         return (
             f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): its owner "
             "could read or replace what the runtime keeps there"
+        )
+    if not shared_write and st.st_mode & 0o022:
+        return (
+            f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}): anyone "
+            "who may write it could have changed what the runtime keeps there"
         )
     return None
 

@@ -45,6 +45,7 @@ __all__ = [
     "CHILD_ERROR_TYPES",
     "ApprovalRequired",
     "AuditError",
+    "AuditFileRefused",
     "CallCancelled",
     "CallRejected",
     "ConfigError",
@@ -184,6 +185,14 @@ class ManifestError(ConfigError):
 
 class AuditError(RuntimeToolError):
     """The audit log cannot be written or read. The broker fails closed on it."""
+
+
+class AuditFileRefused(AuditError, ConfigError):
+    """A name beside the audit log that the log's files use (a journal, ``<log>.rtj-…``)
+    holds something the runtime refuses to open: a symlink, a FIFO, a directory, another
+    user's file, a file others may write. An AuditError (the log is not opened) that is
+    also a ConfigError: like the same thing in the log's own place, it is the user's to
+    remove (``runtime exec`` and ``serve`` exit 64 naming it)."""
 
 
 class InternalError(RuntimeToolError):

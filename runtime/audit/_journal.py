@@ -15,7 +15,9 @@ exclusive ``flock`` on it for its whole life. The table ``audit_journals`` recor
 transaction as each batch, how many bytes of the journal are in the database. On open, every
 journal whose lock can be taken belongs to a dead owner: its lines past that offset are
 inserted (the interrupted call's request record becomes visible, exactly as if the broker had
-died after a synchronous insert), then the file is removed. A torn last line (the process died
+died after a synchronous insert), then the file is removed once a complete checkpoint put
+the records in the database file (a journal of records only in the WAL is kept: see
+``AuditLog._rotate_locked``). A torn last line (the process died
 inside ``write()``) has no newline and is dropped: its ``write()`` never returned, so no caller
 was told about that record.
 
@@ -34,26 +36,32 @@ Hazards:
   it, so its journal is recovered only when that child has exited as well. Opened O_CLOEXEC.
 - A new journal is created under a temporary name, locked, then renamed into place, so a
   recovering process never sees an unlocked live journal.
+- The directory may be shared (1777): a journal's name may hold anything another user put
+  there. Only names a Journal gets are opened, with O_NOFOLLOW|O_NONBLOCK, and the
+  descriptor must be a regular file of this user's (or the log owner's) that others may not
+  write, read no further than its size; else the log is not opened (AuditFileRefused).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
-import glob
 import json
 import json.encoder
 import os
+import re
 import secrets
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from runtime._fsio import kept_file_problem
 from runtime.audit import _canonical
-from runtime.errors import AuditError
+from runtime.errors import AuditError, AuditFileRefused
 
-__all__ = ["Journal", "dead_journals", "encode_line", "parse_lines"]
+__all__ = ["Journal", "dead_journals", "encode_line", "journal_names", "parse_lines"]
 
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _SUFFIX = ".rtj-"
@@ -237,39 +245,118 @@ class Journal:
             os.close(fd)  # releases the flock
 
 
+#: How a journal is opened for recovery. O_NOFOLLOW: a symlink in a journal's place (to
+#: /dev/zero, to another log's journal) is refused, not read. O_NONBLOCK: a FIFO opens at
+#: once instead of waiting for a writer for ever (every broker and verify hung on one); it
+#: is then refused by its type. On a regular file O_NONBLOCK changes nothing.
+_RECOVER_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+_NAME = re.compile(r"[0-9a-f]{16}")
+
+
+def _refused(path: Path, why: str) -> AuditFileRefused:
+    return AuditFileRefused(
+        f"audit journal {path} {why}; the log is not opened: move that file away "
+        "(a journal is a regular file of the log's owner, mode 0600)",
+        path=str(path),
+    )
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[int | None]:
-    """The fd of ``path`` with its flock held, or None when its owner is alive (or it is
-    gone)."""
+def _locked(path: Path, owners: frozenset[int]) -> Iterator[tuple[int, int] | None]:
+    """``(fd, size)`` of the journal ``path`` with its flock held, or None when its owner is
+    alive (or it is gone). Raises AuditFileRefused when the name holds anything but a
+    regular file of this user's (or of an uid in ``owners``: the log's owner) that group and
+    others may not write (``runtime._fsio.kept_file_problem``, on the descriptor: no name is
+    looked at twice)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, _RECOVER_FLAGS)
     except FileNotFoundError:
         yield None
         return
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, "is a symlink") from exc
+        raise AuditError(
+            f"audit journal {path} cannot be opened: {exc.strerror or exc}", path=str(path)
+        ) from exc
     try:
+        why = kept_file_problem(os.fstat(fd), owners=owners, shared_write=False)
+        if why is not None:
+            raise _refused(path, why)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield None
             return
         # Another recoverer may have finished and unlinked it while we waited for the lock.
-        yield fd if os.fstat(fd).st_nlink > 0 else None
+        # The size is read under the lock: a dead owner's journal no longer grows.
+        st = os.fstat(fd)
+        yield (fd, st.st_size) if st.st_nlink > 0 else None
     finally:
         os.close(fd)
+
+
+def _read(fd: int, size: int, path: Path) -> bytes:
+    """The first ``size`` bytes of ``fd`` (fewer if it is shorter): bounded by the size
+    fstat gave, never "read until EOF"."""
+    chunks: list[bytes] = []
+    left = size
+    try:
+        while left > 0:
+            chunk = os.pread(fd, min(left, 1 << 24), size - left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise AuditError(
+            f"audit journal {path} cannot be read: {exc.strerror or exc}", path=str(path)
+        ) from exc
+    return b"".join(chunks)
+
+
+def journal_names(db_path: Path) -> list[Path]:
+    """The journals beside ``db_path``: the names a :class:`Journal` gets (the log's name,
+    ``.rtj-`` and 16 lower-case hex digits), sorted. Other names are not ours and are left
+    alone (odd names in a shared directory cannot make recovery open them). Read with
+    ``os.scandir``, one pass over the directory, names compared as strings (the log's name
+    is no pattern: 'a[1].db' or 'a*.db' would have found none of its own or another log's).
+    Raises AuditError when the directory cannot be read."""
+    prefix = db_path.name + _SUFFIX
+    try:
+        with os.scandir(db_path.parent) as entries:
+            names = [
+                e.name
+                for e in entries
+                if e.name.startswith(prefix) and _NAME.fullmatch(e.name, len(prefix))
+            ]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise AuditError(
+            f"cannot list the audit log's directory {db_path.parent}: {exc.strerror or exc}",
+            path=str(db_path.parent),
+        ) from exc
+    return [db_path.with_name(name) for name in sorted(names)]
 
 
 @contextlib.contextmanager
 def dead_journals(db_path: Path) -> Iterator[list[tuple[str, Path, bytes]]]:
     """``(name, path, content)`` of every journal next to ``db_path`` whose owner is gone,
-    each locked until the block ends (the caller inserts the lines, then removes the file)."""
+    each locked until the block ends (the caller inserts the lines, then removes the file).
+
+    Raises AuditFileRefused for a journal name that holds a symlink, a FIFO, a directory,
+    a device, another user's file or a file group or others may write (the log's owner's
+    files are accepted too: a reader of someone else's log reads their journals)."""
+    owners = {os.geteuid()}
+    with contextlib.suppress(OSError):
+        owners.add(os.stat(db_path).st_uid)
+    frozen = frozenset(owners)
     with contextlib.ExitStack() as stack:
         found: list[tuple[str, Path, bytes]] = []
-        # The name is literal: 'a[1].db' or 'a*.db' is no pattern (the first found no
-        # journal of its own, the second took another log's).
-        for path in sorted(db_path.parent.glob(glob.escape(db_path.name) + _SUFFIX + "*")):
-            fd = stack.enter_context(_locked(path))
-            if fd is None:
+        for path in journal_names(db_path):
+            held = stack.enter_context(_locked(path, frozen))
+            if held is None:
                 continue
-            with os.fdopen(os.dup(fd), "rb") as f:
-                found.append((path.name, path, f.read()))
+            found.append((path.name, path, _read(*held, path)))
         yield found

@@ -342,6 +342,9 @@ class AuditLog:
         )
         # Records inserted since the last checkpoint (_CHECKPOINT_ROWS); guarded by _db_lock.
         self._wal_rows = 0
+        # Rotated journals whose records are inserted but maybe only in the WAL: removed
+        # after a complete checkpoint (_rotate_locked). Guarded by _db_lock.
+        self._retired: list[Journal] = []
         # Reads use their own connection: a long verify/export snapshot never blocks appends.
         self._reader: Database | None = None
         self._closed = False
@@ -1090,33 +1093,58 @@ class AuditLog:
 
     def _idle_checkpoint(self) -> None:
         """The idle thread's checkpoint, once _CHECKPOINT_ROWS records were inserted since
-        the last: on the reader connection, holding neither the write nor the database lock,
-        so appends and batch insertions go on while it copies and fsyncs."""
+        the last, or while rotated journals wait for one (_rotate_locked): on the reader
+        connection, holding neither the write nor the database lock, so appends and batch
+        insertions go on while it copies and fsyncs. A complete one removes those journals."""
         with self._db_lock:
-            if self._wal_rows < _CHECKPOINT_ROWS:
+            # Rotated before the checkpoint begins: their records are in the WAL it copies.
+            retired = list(self._retired)
+            if self._wal_rows < _CHECKPOINT_ROWS and not retired:
                 return
             self._wal_rows = 0
         with self._read_lock:
             try:
-                self._db(write=False).checkpoint()
+                complete = self._db(write=False).checkpoint()
             except AuditError as exc:  # closed meanwhile, or the file is busy: next time
                 log.warning("audit: %s", exc)
+                return
+        if complete and retired:  # else a reader held frames back: next tick
+            with self._db_lock:
+                if not self._closed:
+                    self._drop_retired(retired)
+
+    def _drop_retired(self, retired: list[Journal]) -> None:
+        """Remove the rotated journals ``retired``, whose records a complete checkpoint put
+        in the database file, and forget them. Holds _db_lock."""
+        for journal in retired:
+            journal.remove()
+            journal.close()
+            self._retired.remove(journal)
+            # Fails harmlessly: a row for a removed journal is dropped at the next open.
+            with contextlib.suppress(AuditError):
+                self._db(write=True).set_journal(journal.name, None)
 
     def _rotate_locked(self) -> None:
         """Swap a large, fully inserted journal for a fresh file (bounds its size). Holds
-        _write_lock and _db_lock."""
+        _write_lock and _db_lock.
+
+        Hazard: inserted is not enough. Its records are in the WAL until a checkpoint copies
+        them into the database file, and a ``-wal`` removed meanwhile (then the broker
+        killed) took them along with the journal, for good, while verify passed what was
+        left. So the old journal is kept (open and locked, its inserted offset recorded)
+        until a complete checkpoint covered it: the idle thread's next one (at its next
+        tick), or the next opener's (after a crash). A reader holding every checkpoint back
+        keeps them all (one file per _ROTATE_BYTES)."""
         journal = self._journal
         if journal is None or journal.size < _ROTATE_BYTES or self._pending or self._failed:
             return
         self._journal = Journal(self._path)
-        journal.remove()
-        journal.close()
-        # Fails harmlessly: a row for a removed journal is dropped at the next open.
-        with contextlib.suppress(AuditError):
-            self._db(write=True).set_journal(journal.name, None)
+        self._retired.append(journal)
 
     def _recover(self) -> None:
-        """Insert the records of journals whose owner died (crash recovery), then drop them."""
+        """Insert the records of journals whose owner died (crash recovery), then drop them
+        once a checkpoint put them in the database file (kept otherwise, with their inserted
+        offsets, for the next opener: see _rotate_locked)."""
         db = self._db(write=True)
         with dead_journals(self._path) as found:
             for name, path, content in found:
@@ -1137,9 +1165,11 @@ class AuditLog:
                         len(lines),
                         path.name,
                     )
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                db.set_journal(name, None)
+            if found and db.checkpoint():
+                for name, path, _ in found:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                    db.set_journal(name, None)
         # Bookkeeping rows whose journal is gone (removed, then the owner died before it
         # forgot the row).
         try:
@@ -1309,17 +1339,30 @@ class AuditLog:
                 return
             journal = self._journal
             if journal is not None:
-                try:
-                    with self._db_lock:
+                with self._db_lock:
+                    try:
                         self._insert_pending_locked()
-                except AuditError as exc:
-                    log.error("audit: %s; journal %s kept for recovery", exc, journal.path)
-                else:
-                    journal.remove()
-                    with contextlib.suppress(AuditError):
-                        self._db(write=True).set_journal(journal.name, None)
-                journal.close()
+                    except AuditError as exc:
+                        log.error("audit: %s; journal %s kept for recovery", exc, journal.path)
+                        journal.close()
+                    else:
+                        self._retired.append(journal)
                 self._journal = None
+            with self._db_lock:
+                retired, self._retired = self._retired, []
+                # Removed only once their records are in the database file, not just in the
+                # WAL (see _rotate_locked); else kept for the next opener, which removes them.
+                try:
+                    durable = bool(retired) and self._db(write=True).checkpoint()
+                except AuditError as exc:
+                    log.warning("audit: %s; journals kept for the next opener", exc)
+                    durable = False
+                for old in retired:
+                    if durable:
+                        old.remove()
+                        with contextlib.suppress(AuditError):
+                            self._db(write=True).set_journal(old.name, None)
+                    old.close()
             self._closed = True
             for db in (self._writer, self._reader):
                 if db is not None:

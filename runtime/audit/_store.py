@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime._fsio import private_file
+from runtime.audit._journal import journal_names
 from runtime.audit._record import COLUMNS
 from runtime.errors import AuditError
 
@@ -134,6 +135,7 @@ def _insert_rows(n: int) -> str:
 
 
 _HEAD = "SELECT seq, hash FROM audit_records ORDER BY seq DESC LIMIT 1"
+_HAS_RECORDS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_records'"
 _SET_APPLIED = (
     "INSERT INTO audit_journals (name, applied) VALUES (?, ?) "
     "ON CONFLICT (name) DO UPDATE SET applied = excluded.applied"
@@ -243,6 +245,12 @@ def _private(path: Path, *, create: bool) -> None:
         log.debug("audit: cannot check the mode of %s: %s", path, exc)
 
 
+def _ident(path: Path) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of ``path``. Raises OSError."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _wal_mode(conn: sqlite3.Connection, timeout_s: float) -> str:
     """``PRAGMA journal_mode=WAL``'s answer, the switch retried for up to ``timeout_s`` while
     another connection holds the file. Hazard: where waiting could deadlock (two processes
@@ -284,6 +292,9 @@ class Database:
         # The private copy a read-only reader opened instead (_connect_read_only), or None.
         self._scratch: Path | None = None
         self._ident: tuple[int, int] | None = None
+        # The writer's -wal (dev, ino), checked with the database's (_check_file).
+        self._wal = path.with_name(path.name + "-wal")
+        self._wal_ident: tuple[int, int] | None = None
         self._timeout = busy_timeout_s
         # (seq, hash) of the last record this connection knows of; None = read it.
         self._head: tuple[int, str | None] | None = None
@@ -310,6 +321,12 @@ class Database:
                 self._conn.execute("PRAGMA wal_autocheckpoint=0")
             st = os.stat(path)
             self._ident = (st.st_dev, st.st_ino)
+            if create:
+                with contextlib.suppress(FileNotFoundError):  # then it is not checked
+                    self._wal_ident = _ident(self._wal)
+        except AuditError:
+            self.close()
+            raise
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise AuditError(f"cannot open audit log {path}: {exc}", path=str(path)) from exc
@@ -327,6 +344,8 @@ class Database:
                 raise sqlite3.DatabaseError(
                     f"schema version {version}, this runtime reads {SCHEMA_VERSION}"
                 )
+            if not conn.execute(_HAS_RECORDS).fetchone():
+                self._refuse_new_chain()
             # Not executescript(): it COMMITs the open transaction first.
             for statement in _SCHEMA:
                 conn.execute(statement)
@@ -341,6 +360,28 @@ class Database:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+
+    def _refuse_new_chain(self) -> None:
+        """Raise AuditError when journals lie beside a database without its records table.
+
+        Why: a journal exists only once a log's schema was committed (the first writer
+        creates it before any record is journaled), so a table-less database with journals
+        beside it lost its schema and records since: its ``-wal`` removed (the schema and
+        every record not yet checkpointed were only there), the file replaced. Writing the
+        schema again would start a new chain at seq 1 and recover the journals into it, and
+        verify would then call the remains a whole log. Refused under the write lock (no
+        other opener can create the schema meanwhile), nothing written."""
+        names = journal_names(self.path)
+        if not names:
+            return
+        shown = ", ".join(p.name for p in names[:3]) + (", ..." if len(names) > 3 else "")
+        raise AuditError(
+            f"audit log {self.path} has no records table, but journals of an earlier log are "
+            f"beside it ({shown}): its records were lost (its -wal removed, the file "
+            "replaced?); not starting a new chain in it. Keep the journals to inspect them; "
+            "move them away (and the database) to start a new log",
+            path=str(self.path),
+        )
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -434,13 +475,20 @@ class Database:
         finally:
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Copy the WAL's committed pages into the database file (PASSIVE: never waits for
-        readers or writers; what they hold back is copied next time)."""
+        readers or writers; what they hold back is copied next time). True when every frame
+        the WAL held when it began is now in the database file (the pragma's row: not busy,
+        as many frames checkpointed as in the log): then whatever was committed before it
+        no longer depends on the ``-wal`` file (see ``AuditLog``'s journal removal)."""
         try:
-            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            row = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
             raise self.fail("checkpoint", exc) from exc
+        if row is None:
+            return False
+        busy, frames, done = row
+        return bool(busy == 0 and frames >= 0 and done == frames)
 
     def journal_applied(self, name: str) -> int:
         """Bytes of journal ``name`` already in the database (0 if none)."""
@@ -475,6 +523,30 @@ class Database:
         if (st.st_dev, st.st_ino) != self._ident:
             raise AuditError(
                 f"audit log {self.path} was replaced by another file while open",
+                path=str(self.path),
+            )
+        # Hazard: the same for the -wal. SQLite keeps writing the commits to the -wal it has
+        # open, unlinked or not, and a later opener finds a WAL without them (a new, empty
+        # one): every record since the last checkpoint would be lost once this process
+        # dies, while verify still passes. SQLite itself removes the -wal only when the
+        # last connection closes, and this one is open: a -wal gone or replaced under it is
+        # someone else's doing. One stat, under the write lock, per batch (per record of a
+        # synchronous append). Fail closed: the journal keeps the records not yet
+        # checkpointed (the log removes a journal only once a checkpoint covered it).
+        if self._wal_ident is None:
+            return
+        try:
+            wal = _ident(self._wal)
+        except OSError as exc:
+            wal = None
+            why = f"{exc.strerror or exc}"
+        else:
+            why = "another file has its name"
+        if wal != self._wal_ident:
+            raise AuditError(
+                f"audit log {self.path}: its write-ahead file {self._wal.name} was removed or "
+                f"replaced while open ({why}); records are refused, and those not yet in "
+                "the database file stay in this broker's journal for the next opener",
                 path=str(self.path),
             )
 
