@@ -1,4 +1,5 @@
-"""Locks that a forked child gets back unheld: :class:`ForkSafeLock`.
+"""Locks that a forked child gets back unheld (:class:`ForkSafeLock`), and objects that
+know they were forked (:func:`on_fork_in_child`).
 
 Hazard: after ``os.fork()`` only the forking thread exists in the child, but every lock is
 copied in the state it had. A module-level lock that another thread held at that instant (a
@@ -15,6 +16,14 @@ inside its own ``with`` block) stays held in the child, where that block still r
 
 Acquiring in a ``before`` hook instead (so no fork catches a lock held) would make every fork
 wait for a build: the sandbox's spawner forks on the hot path.
+
+Objects that own another process's resources — a broker's event-loop thread, its fork-server,
+an audit log's journal and SQLite connections — are worse than a held lock in a child: using
+them there waits for threads that do not exist, or writes where the parent does not look,
+and ending them ends the parent's. Each registers itself with :func:`on_fork_in_child`; its
+``_forked_child()`` runs in every child forked while it lives (after the locks are renewed)
+and marks it as the parent's, so that the child refuses to use it and lets it go without
+touching what the parent still uses.
 """
 
 from __future__ import annotations
@@ -23,8 +32,9 @@ import os
 import threading
 import weakref
 from types import TracebackType
+from typing import Protocol
 
-__all__ = ["ForkSafeLock"]
+__all__ = ["ForkSafeLock", "on_fork_in_child"]
 
 
 class ForkSafeLock:
@@ -78,9 +88,27 @@ class ForkSafeLock:
 _LOCKS: weakref.WeakSet[ForkSafeLock] = weakref.WeakSet()
 
 
+class ForkAware(Protocol):
+    def _forked_child(self) -> None:
+        """Called in a forked child: only assignments and closing this process's own
+        descriptors (the parent's threads and processes are not this process's to wait
+        for or to end)."""
+
+
+#: Every live object registered with on_fork_in_child (weak: it goes with its object).
+_OBJECTS: weakref.WeakSet[ForkAware] = weakref.WeakSet()
+
+
+def on_fork_in_child(obj: ForkAware) -> None:
+    """Call ``obj._forked_child()`` in every child forked from now on while ``obj`` lives."""
+    _OBJECTS.add(obj)
+
+
 def _forked_child() -> None:
     for lock in list(_LOCKS):
         lock._forked_child()
+    for obj in list(_OBJECTS):
+        obj._forked_child()
 
 
 os.register_at_fork(after_in_child=_forked_child)

@@ -46,7 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TextIO, TypeVar, overload
 
-from runtime import _speedups
+from runtime import _forksafe, _speedups
 from runtime.audit import _canonical
 from runtime.audit._canonical import (
     GENESIS_HASH,
@@ -160,6 +160,11 @@ class PreparedObject:
 
     def __repr__(self) -> str:
         return f"PreparedObject({self.text})"
+
+
+#: In a forked child: the parent's SQLite connections of the logs open at the fork, never
+#: used or closed here (AuditLog._forked_child).
+_INHERITED: list[Database] = []
 
 
 def _idle_loop(ref: weakref.ref[AuditLog], wake: threading.Event) -> None:
@@ -348,6 +353,8 @@ class AuditLog:
         # Reads use their own connection: a long verify/export snapshot never blocks appends.
         self._reader: Database | None = None
         self._closed = False
+        # In a child forked while this log was open (see _forked_child).
+        self._forked = False
         # Deferred appends. Lock order: _write_lock, then _db_lock (held while the writer
         # connection inserts). _pending is guarded by _write_lock, _failed (a batch whose
         # insertion failed; it goes first next time) by _db_lock.
@@ -367,6 +374,7 @@ class AuditLog:
         self._tools: dict[str, str] = {}
         # The digest key, read (or made) at the first call redaction changes (_digestkey).
         self._digest_key: bytes | None = None
+        _forksafe.on_fork_in_child(self)
         if self._writer is None:
             self._reader = Database(
                 self._path, busy_timeout_s=busy_timeout_s, create=False, read_only=True
@@ -377,6 +385,29 @@ class AuditLog:
         except BaseException:
             self._writer.close()
             raise
+
+    def _forked_child(self) -> None:
+        """In a child of ``os.fork()``: this log is the parent's. Its journal, its pending
+        records and its connections go on in the parent, whose close inserts the records
+        it tracks and removes the journal: a record the child journaled there was in no
+        record once the parent closed. So the child's copy is closed without closing
+        anything the parent uses: every write or read raises AuditError (see _db), the
+        journal's descriptor is closed (this process's only: the file, its lock and its
+        records stay the parent's), and the SQLite connections are never used or closed
+        here (SQLite forbids using a connection across fork(); closing one may checkpoint
+        and delete the parent's WAL) but kept for the process's life. The locks are new:
+        another thread of the parent may have held one at the fork."""
+        self._forked = self._closed = True
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._db_lock = threading.Lock()
+        self._thread = None  # the parent's idle thread is not in this process
+        self._pending, self._failed = [], []
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            journal.close()
+        _INHERITED.extend(db for db in (self._writer, self._reader) if db is not None)
+        self._writer = self._reader = None
 
     @property
     def path(self) -> Path:
@@ -1310,6 +1341,13 @@ class AuditLog:
 
     def _db(self, *, write: bool) -> Database:
         if self._closed:
+            if self._forked:
+                raise AuditError(
+                    f"audit log {self._path} was opened before fork(): it is the parent "
+                    "process's; open a new AuditLog (or broker) in the child",
+                    path=str(self._path),
+                    reason="forked",
+                )
             raise AuditError(f"audit log {self._path} is closed", path=str(self._path))
         if write:
             if self._writer is None:

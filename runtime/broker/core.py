@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
-from runtime import _speedups
+from runtime import _forksafe, _speedups
 from runtime._depth import RESULT_MAX_DEPTH, nests_deeper
 from runtime.backends.base import (
     Backend,
@@ -253,6 +253,8 @@ class Broker:
             self._gateway: Any = None
             self._redactor: Redactor | None = None
             self._closed = False
+            # In a child forked while this broker was open (see _forked_child).
+            self._forked = False
             # Async calls between their start and their result; aclose() waits for them (after
             # ending the backends, which ends their work) so that each gets its completion record.
             self._in_flight = 0
@@ -261,6 +263,27 @@ class Broker:
             if self._prespawned is not None:
                 self._prespawned.close()
             raise
+        _forksafe.on_fork_in_child(self)
+
+    def _forked_child(self) -> None:
+        """In a child of ``os.fork()``: this broker is the parent's. Its event loop, backends
+        (the fork-server) and audit log belong to the parent's threads and are the parent's
+        to end, so the child's copy is closed without being torn down: every call is refused
+        with an internal_error that says to open a new broker, and records nothing (the log
+        marks itself forked too); :meth:`aclose` does nothing. The backends and the log
+        release their own copies (their own hooks)."""
+        self._forked = True
+        self._closed = True
+        self._prespawned = None  # the parent's (PrespawnedZygote lets go of its copy)
+        self.events.forked_child()
+
+    def _closed_error(self) -> InternalError:
+        if self._forked:
+            return InternalError(
+                "a broker does not survive fork(): open a new one in the child",
+                reason="forked",
+            )
+        return InternalError("the broker is closed")
 
     def _workspace_error(self, exc: OSError, audit: str | Path | None) -> ConfigError:
         made = exc.filename or self.workspace
@@ -367,7 +390,7 @@ class Broker:
         # Hazard: aclose() ends only the backends started before it; one started by a call
         # made after it (a fork-server for the sandbox) would run until the process exits.
         if self._closed:
-            raise InternalError("the broker is closed")
+            raise self._closed_error()
         async with self._start_lock:
             if kind not in self._started:
                 backend = self._backends.get(kind) or self._make_backend(kind)
@@ -375,7 +398,7 @@ class Broker:
                 await backend.start()
                 if self._closed:  # aclose() ran while it started
                     await backend.aclose()
-                    raise InternalError("the broker is closed")
+                    raise self._closed_error()
                 self._started.add(kind)
         started: Backend = self._backends[kind]
         return started
@@ -446,7 +469,7 @@ class Broker:
         try:
             spec, decision = self._admit(st, session, profile or self.profile)
             if self._closed:
-                raise InternalError("the broker is closed")
+                raise self._closed_error()
             if decision.action == "ask":
                 await self._approve(st, decision)
             assert st.entry is not None
@@ -542,7 +565,7 @@ class Broker:
         try:
             _, decision = self._admit(st, session, profile or self.profile)
             if self._closed:
-                raise InternalError("the broker is closed")
+                raise self._closed_error()
             if decision.action == "ask":
                 self._approve_sync(st, decision)
             request = self._start(st, backend, session)

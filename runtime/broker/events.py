@@ -88,6 +88,13 @@ class EventBus:
                 self._listeners_changed()
             send.close()
 
+    def forked_child(self) -> None:
+        """In a forked child: forget the subscribers' streams (their readers are tasks of
+        the parent's event loop; closing them would wake the parent's copies' waiters in
+        this process, on a loop that does not run here). Callbacks stay."""
+        self._streams = []
+        self._listeners_changed()
+
     def close(self) -> None:
         for stream in self._streams:
             stream.close()

@@ -13,10 +13,17 @@ A SyncBroker that is never closed is closed at interpreter exit (``weakref.final
 runs as an atexit hook while the loop thread still runs) or when it is garbage-collected.
 Without that, exit hung: finalising the portal's context-manager generator after the loop
 thread was frozen waited forever for the loop to stop.
+
+A SyncBroker does not survive ``os.fork()``: the child has no loop thread, and the broker's
+fork-server and audit journal are the parent's. In the child its calls return internal_error
+("a broker does not survive fork(): open a new one in the child") and record nothing, and
+close (or the exit-time finalizer) only lets go of the child's copies; a SyncBroker opened in
+the child works as usual (``runtime/_forksafe.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -31,6 +38,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from runtime import _forksafe
 from runtime.broker.core import Broker, NeedsEventLoop
 from runtime.models import ToolResult
 
@@ -143,6 +151,9 @@ class SyncBroker:
         self._portal: BlockingPortal | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self.broker: Broker | None = None
+        # In a child forked while open (see _forked_child).
+        self._forked = False
+        _forksafe.on_fork_in_child(self)
 
     def __enter__(self) -> SyncBroker:
         self.open()
@@ -194,10 +205,32 @@ class SyncBroker:
             self, _shutdown, self._portal_cm, self._portal, self.broker
         )
 
+    def _forked_child(self) -> None:
+        """In a child of ``os.fork()``: the loop thread is the parent's and is not here, so
+        nothing may cross the portal (it would wait for ever). The portal is marked not
+        running (anyio's own state for that: its context manager's exit then skips the
+        stop call and joins a thread the fork already marked stopped), the exit-time
+        finalizer is dropped, and calls take the broker's refusal path (see call)."""
+        if self._portal is None:
+            return
+        self._forked = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._portal._event_loop_thread_id = None
+
     def close(self) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
+        if self._forked:
+            # The parent's broker: its copy here is let go, nothing of it is ended.
+            assert self._portal_cm is not None
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = self._portal_cm = None
+            self.broker = None
+            self._forked = False
+            return
         if self._portal is not None and self.broker is not None:
             try:
                 self._portal.call(self.broker.aclose)
@@ -214,7 +247,10 @@ class SyncBroker:
         try:
             return broker.call_sync(call, **kwargs)
         except NeedsEventLoop:
-            pass
+            if self._forked:
+                # No loop thread here: the forked broker refuses the call without awaiting
+                # anything, on a loop of this thread's own.
+                return asyncio.run(broker.call(call, **kwargs))
 
         scopes: list[anyio.CancelScope] = []
 
@@ -259,7 +295,7 @@ class SyncBroker:
         async def _run() -> list[ToolResult] | _Raised:
             return await _carried(broker.call_many(batch, **kwargs))
 
-        results = self._portal.call(_run)
+        results = asyncio.run(_run()) if self._forked else self._portal.call(_run)
         if isinstance(results, _Raised):
             raise results.exc
         return results
