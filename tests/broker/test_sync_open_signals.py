@@ -37,8 +37,13 @@ _SCRIPT = textwrap.dedent(
     def stop(signum, frame):
         raise Stopped(signum)
 
-    if sig != signal.SIGINT:  # SIGINT: Python's own handler (KeyboardInterrupt)
+    if sig != signal.SIGINT:
         signal.signal(sig, stop)
+    else:
+        # Python's own handler (KeyboardInterrupt). Installed explicitly: a test run started
+        # as a background job of a non-interactive shell inherits SIGINT ignored, and then
+        # Python installs no handler and the signal is simply dropped.
+        signal.signal(sig, signal.default_int_handler)
 
     original = concurrent.futures.Future.result
 
