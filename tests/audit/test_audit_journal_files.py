@@ -17,7 +17,6 @@ import os
 import pwd
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 from runtime.audit import AuditLog
 from runtime.audit._journal import Journal
 from runtime.errors import AuditError, AuditFileRefused, ConfigError
-from tests.cli.test_cli import ROOT, python_path
+from tests._cli_run import run_runtime
 
 NAME = ".rtj-0000000000000000"
 
@@ -41,19 +40,7 @@ def _log(log_path: Path) -> Path:
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``runtime ARGS`` with a short timeout: a hang is the failure looked for."""
-    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "runtime", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"runtime {' '.join(args)} hung")
+    return run_runtime(*args, cwd=cwd, timeout=30)
 
 
 def _other_uid() -> int:

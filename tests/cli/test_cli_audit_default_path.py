@@ -10,31 +10,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runtime.audit import AuditLog
-from tests.cli.test_cli import ROOT, python_path
+from tests._cli_run import run_runtime
 
 COMMANDS = ["verify", "tail", "export"]
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``runtime ARGS`` with a short timeout: a hang is the failure looked for."""
-    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "runtime", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=20,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"runtime {' '.join(args)} hung")
+    return run_runtime(*args, cwd=cwd, timeout=20)
 
 
 def _state_dir(tmp_path: Path) -> Path:
