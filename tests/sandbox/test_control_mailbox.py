@@ -307,3 +307,25 @@ def test_the_zygotes_receive_buffer_is_not_in_its_copies() -> None:
         os._exit(0 if not mapped() else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.anyio
+async def test_closing_the_channel_wakes_a_task_waiting_on_the_loop() -> None:
+    # The broker's close ends the backend on the loop while a cancelled call's task waits
+    # for its exit report: the descriptor closed under that wait left it waiting 30 s.
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    channel = ControlChannel(ours)
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+
+                async def close_soon() -> None:
+                    await anyio.wait_all_tasks_blocked()
+                    channel.close()
+
+                tg.start_soon(close_soon)
+                with pytest.raises(SandboxError):
+                    await channel.wait_for(1)
+        assert channel.sock.fileno() == -1  # closed once the waiter left
+    finally:
+        theirs.close()

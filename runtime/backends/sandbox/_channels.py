@@ -195,9 +195,13 @@ class ControlChannel:
 
     Hazards: ``anyio.wait_readable`` allows one waiter per socket, so on the event loop only
     the holder of ``read_lock`` takes part in the reading (see :class:`_Mailbox`); and a
-    thread may be blocked in ``poll`` on the socket when the backend closes it, so
+    thread or a task may be waiting on the socket when the backend closes it, so
     :meth:`close` shuts the socket down (waking every waiter) and closes the descriptor only
-    when no thread uses it any more (a closed number can be reused by the next socket).
+    when nobody uses it any more (a closed number can be reused by the next socket; and a
+    descriptor closed under a task's ``wait_readable`` leaves the event loop's epoll set
+    without a word, so that task was never woken: a cancelled call's teardown waited its
+    full 30 s for a report while the broker closed, and its completion came after the
+    audit log had closed).
     """
 
     def __init__(
@@ -224,21 +228,36 @@ class ControlChannel:
     async def send(self, message: dict[str, Any], fd: int | None = None) -> None:
         data = _encoded(message)
         async with self.send_lock:
-            while True:
-                try:
-                    self._send_once(data, fd)
-                    return
-                except BlockingIOError:
-                    await anyio.wait_writable(self.sock)
+            self._enter()
+            try:
+                while True:
+                    try:
+                        self._send_once(data, fd)
+                        return
+                    except BlockingIOError:
+                        await anyio.wait_writable(self.sock)
+            finally:
+                self._leave()
 
     async def receive(self) -> dict[str, Any]:
-        while True:
-            try:
-                return self._receive_once()
-            except BlockingIOError:
-                await anyio.wait_readable(self.sock)
+        self._enter()
+        try:
+            while True:
+                try:
+                    return self._receive_once()
+                except BlockingIOError:
+                    await anyio.wait_readable(self.sock)
+        finally:
+            self._leave()
 
     async def wait_for(self, call_id: int) -> dict[str, Any]:
+        self._enter()
+        try:
+            return await self._wait_for(call_id)
+        finally:
+            self._leave()
+
+    async def _wait_for(self, call_id: int) -> dict[str, Any]:
         while True:
             report = self.mail.take(call_id)
             if report is not None:
@@ -329,7 +348,7 @@ class ControlChannel:
             self._leave()
 
     def _enter(self) -> None:
-        """A thread starts using the socket (see :meth:`close`)."""
+        """A thread or task starts using the socket (see :meth:`close`)."""
         with self.mail.mutex:
             if self.closed:
                 raise SandboxError("the sandbox fork-server is gone")
