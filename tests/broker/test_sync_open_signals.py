@@ -78,3 +78,69 @@ def test_a_signal_while_the_portal_starts_interrupts_open(tmp_path: Path, sig: i
     assert proc.returncode == 0, proc.stderr
     expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Stopped"
     assert proc.stdout.splitlines() == [f"interrupted {expected}", "threads ['MainThread']"]
+
+
+# The same signal landing while close() waits for the broker's aclose (the CLI's ``with``
+# leaving on a first SIGTERM, then ``timeout``'s second one to the group): close() still
+# ends the broker, its fork-server and the loop thread, and the records are all there.
+_CLOSE_SCRIPT = textwrap.dedent(
+    """
+    import concurrent.futures, os, signal, sys, threading
+
+    import psutil
+
+    from runtime.audit import AuditLog
+    from runtime.broker import SyncBroker
+
+    sig, workspace, audit = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    class Stopped(BaseException):
+        pass
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    signal.signal(sig, stop if sig != signal.SIGINT else signal.default_int_handler)
+    original = concurrent.futures.Future.result
+
+    def result(self, timeout=None):
+        concurrent.futures.Future.result = original
+        os.kill(os.getpid(), sig)  # its handler runs here, as close() waits
+        return original(self, timeout)
+
+    try:
+        with SyncBroker(workspace=workspace, audit=audit) as broker:
+            call = {"tool": "shell_exec", "arguments": {"command": "echo hi"}}
+            print("called", broker.call(call).success, flush=True)
+            concurrent.futures.Future.result = result
+    except (KeyboardInterrupt, Stopped) as exc:
+        print("interrupted", type(exc).__name__, flush=True)
+    print("threads", sorted(t.name for t in threading.enumerate() if not t.daemon), flush=True)
+    print("children", len(psutil.Process().children(recursive=True)), flush=True)
+    with AuditLog(audit) as log:
+        print("audit", log.verify().ok, [r.kind for r in log.tail(2)], flush=True)
+    """
+)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_close_waits_loses_nothing(tmp_path: Path, sig: int) -> None:
+    script = tmp_path / "close.py"
+    script.write_text(_CLOSE_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(int(sig)), str(tmp_path / "ws"), str(tmp_path / "a.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Stopped"
+    assert proc.stdout.splitlines() == [
+        "called True",
+        f"interrupted {expected}",
+        "threads ['MainThread']",
+        "children 0",
+        "audit True ['request', 'completion']",
+    ]
