@@ -20,6 +20,7 @@ from runtime._forksafe import ForkSafeLock
 
 __all__ = [
     "Fd",
+    "describe_kind",
     "file_type",
     "kept_file_problem",
     "library_path",
@@ -380,7 +381,8 @@ def state_file_problem(path: Path) -> str | None:
     return kept_file_problem(st)
 
 
-def _kind(mode: int) -> str:
+def describe_kind(mode: int) -> str:
+    """ "a FIFO", "a directory"…: what a file that is not a regular one is, for messages."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -403,7 +405,7 @@ def kept_file_problem(
     if stat.S_ISLNK(st.st_mode):
         return "is a symlink"
     if not stat.S_ISREG(st.st_mode):
-        return f"is not a regular file ({_kind(st.st_mode)})"
+        return f"is not a regular file ({describe_kind(st.st_mode)})"
     if st.st_uid != os.geteuid() and st.st_uid not in owners:
         return (
             f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): its owner "

@@ -188,11 +188,11 @@ class AuditError(RuntimeToolError):
 
 
 class AuditFileRefused(AuditError, ConfigError):
-    """A name beside the audit log that the log's files use (a journal, ``<log>.rtj-…``)
-    holds something the runtime refuses to open: a symlink, a FIFO, a directory, another
-    user's file, a file others may write. An AuditError (the log is not opened) that is
-    also a ConfigError: like the same thing in the log's own place, it is the user's to
-    remove (``runtime exec`` and ``serve`` exit 64 naming it)."""
+    """The audit log's name, or a name beside it that the log's files use (a journal,
+    ``<log>.rtj-…``), holds something the runtime refuses to open: a FIFO, a device, a
+    directory; for a journal also a symlink, another user's file, a file others may write.
+    An AuditError (the log is not opened) that is also a ConfigError: it is the user's to
+    remove or rename (``runtime exec`` and ``serve`` exit 64 naming it)."""
 
 
 class InternalError(RuntimeToolError):

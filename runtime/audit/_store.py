@@ -38,6 +38,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 import urllib.parse
@@ -45,10 +46,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runtime._fsio import private_file
+from runtime._fsio import describe_kind, private_file
 from runtime.audit._journal import journal_names
 from runtime.audit._record import COLUMNS
-from runtime.errors import AuditError
+from runtime.errors import AuditError, AuditFileRefused
 
 __all__ = ["SCHEMA_VERSION", "Database", "WriterBusy"]
 
@@ -245,6 +246,25 @@ def _private(path: Path, *, create: bool) -> None:
         log.debug("audit: cannot check the mode of %s: %s", path, exc)
 
 
+def _check_regular(path: Path) -> None:
+    """AuditFileRefused unless ``path`` (a symlink followed: a name the user gave) is absent
+    or a regular file. SQLite opened a FIFO or a device (``--audit /dev/null`` meant as "no
+    log") and then failed with "disk I/O error": exit 70, as if the disk had failed, where
+    the name was the user's to change (``audit verify`` already refused it, exit 64)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # SQLite's open reports it (a directory it cannot search, a link loop)
+    if not stat.S_ISREG(st.st_mode):
+        raise AuditFileRefused(
+            f"audit log {path} is not a regular file ({describe_kind(st.st_mode)}); the "
+            "log is not opened: name a file for it (--audit PATH)",
+            path=str(path),
+        )
+
+
 def _ident(path: Path) -> tuple[int, int]:
     """``(st_dev, st_ino)`` of ``path``. Raises OSError."""
     st = os.stat(path)
@@ -303,6 +323,7 @@ class Database:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 _private(path, create=True)
+            _check_regular(path)
             if read_only:
                 self._conn, self._scratch = _connect_read_only(path, busy_timeout_s)
             else:

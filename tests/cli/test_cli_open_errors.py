@@ -34,15 +34,18 @@ def test_exec_workspace_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "ws" in proc.stderr and proc.stdout == ""
 
 
-@pytest.mark.parametrize("what", ["garbage", "directory"])
-def test_exec_audit_log_that_cannot_be_opened(tmp_path: Path, what: str) -> None:
+# A file that SQLite cannot open as a database is an internal error (70); a name that is
+# not a file at all (a directory, a FIFO) is the user's to change, a usage error (64), as
+# ``audit verify`` already answered (tests/audit/test_audit_log_not_a_file.py).
+@pytest.mark.parametrize(("what", "status"), [("garbage", 70), ("directory", 64)])
+def test_exec_audit_log_that_cannot_be_opened(tmp_path: Path, what: str, status: int) -> None:
     audit = tmp_path / "audit.db"
     if what == "garbage":
         audit.write_text("this is not a database\n" * 100)
     else:
         audit.mkdir()
     proc = run("exec", "-", "--audit", str(audit), cwd=tmp_path, stdin=CALL)
-    assert proc.returncode == 70
+    assert proc.returncode == status
     _no_traceback(proc)
     assert str(audit) in proc.stderr
 
