@@ -1729,9 +1729,27 @@ static Py_ssize_t json_unescape(const char *s, Py_ssize_t n, char *out) {
     return m;
 }
 
+static int is_hex(unsigned char c) {
+    unsigned char l = c | 0x20;
+    return (c >= '0' && c <= '9') || (l >= 'a' && l <= 'f');
+}
+
+/* Whether ``s`` holds a percent escape (``%`` and two hex digits). */
+static int has_percent_escape(const char *s, Py_ssize_t n) {
+    const char *end = s + n;
+    for (const char *p = memchr(s, '%', (size_t)n); p != NULL && end - p >= 3;
+         p = memchr(p + 1, '%', (size_t)(end - p - 1))) {
+        if (is_hex((unsigned char)p[1]) && is_hex((unsigned char)p[2])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The gate's answer for ``text``: 1 a fragment occurs, 0 none does, 2 not decided here
  * (NotImplemented: text beyond ASCII, a fragment that is not a str, an escape this code does
- * not decode), -1 an error is set. Shared by maybe_secret and journal_request. */
+ * not decode, a percent escape and no fragment in clear), -1 an error is set. Shared by
+ * maybe_secret and journal_request. */
 static int gate_test(PyObject *text, PyObject *exact, PyObject *lowered, PyObject *squashed,
                      int json_text) {
     if (Py_TYPE(text) != &PyUnicode_Type || !PyUnicode_IS_ASCII(text) || !all_str(exact) ||
@@ -1758,6 +1776,8 @@ static int gate_test(PyObject *text, PyObject *exact, PyObject *lowered, PyObjec
         s = low;
         n = m;
     }
+    /* A percent escape may spell a fragment (``t%6Fken=``): the Python code decodes it. */
+    int escaped = has_percent_escape(s, n);
     int hit = any_in(s, n, exact);
     if (!hit) {
         /* Branch-free, so that the compiler vectorises it: bit 5 set on A-Z only. (In place
@@ -1782,7 +1802,7 @@ static int gate_test(PyObject *text, PyObject *exact, PyObject *lowered, PyObjec
     if (low != small) {
         PyMem_Free(low);
     }
-    return hit;
+    return hit ? 1 : escaped ? 2 : 0;
 }
 
 /* maybe_secret(text, exact, lowered, squashed, json_text=False, /) -> bool | NotImplemented */

@@ -158,6 +158,14 @@ _ENCODED_PIECE = re.compile(
     r"(?<![^\s'\"<>=&?#;,])[^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+"
 )
 
+# A parameter whose name is percent-encoded (``?t%6Fken=T``, ``api%5Fkey=K``): the value
+# rules read names in clear, so the name is decoded once and judged as a key. Its name
+# starts at a boundary it cannot contain and stops at the first ``=``: linear.
+_ENCODED_NAME = re.compile(
+    r"(?<![^\s'\"<>=&?#;,])([^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+)"
+    r"=([^\s'\"<>&#;,]++)"
+)
+
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
@@ -583,6 +591,17 @@ def _py_maybe_secret(
         if unescaped is None:
             return True
         text = unescaped
+    if _fragment_in(text, squashed_fragments):
+        return True
+    # A percent escape can spell a fragment (``?t%6Fken=T``): decoded once, as the redactor
+    # decodes (_ENCODED_NAME, _ENCODED_PIECE). The accelerator leaves such text to this code.
+    if "%" in text:
+        decoded = unquote(text, errors="surrogateescape")
+        return decoded != text and _fragment_in(decoded, squashed_fragments)
+    return False
+
+
+def _fragment_in(text: str, squashed_fragments: tuple[str, ...]) -> bool:
     # One test for a character every fragment of a group holds skips the group's tests.
     if "A" in text:
         for prefix in _AWS_PREFIXES:
@@ -743,8 +762,17 @@ class Redactor:
             s = pattern.sub(repl, s)
         s = _redact_command(_redact_assignments(s, self._extra), self._extra)
         if decode and "%" in s:
+            s = _ENCODED_NAME.sub(self._redact_encoded_name, s)
             s = _ENCODED_PIECE.sub(self._redact_encoded, s)
         return s
+
+    def _redact_encoded_name(self, m: re.Match[str]) -> str:
+        """``NAME=VALUE`` (``_ENCODED_NAME``) with VALUE hidden when NAME, decoded once, is
+        a secret key (:meth:`is_secret_key`), as :meth:`redact_url` judges a URL's."""
+        name = m[1]
+        if self.is_secret_key(unquote(name, errors="surrogateescape")):
+            return f"{name}={REDACTED}"
+        return m[0]
 
     def _redact_encoded(self, m: re.Match[str]) -> str:
         """A percent-encoded piece (``_ENCODED_PIECE``) with the secrets of its decoded text
