@@ -64,18 +64,24 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_while_the_portal_starts_interrupts_open(tmp_path: Path, sig: int) -> None:
-    script = tmp_path / "open.py"
-    script.write_text(_SCRIPT)
+def _run_script(tmp_path: Path, source: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``source`` run as a script in a child with ``args``; it must exit 0."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
     proc = subprocess.run(
-        [sys.executable, str(script), str(int(sig)), str(tmp_path / "ws")],
+        [sys.executable, str(script), *args],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "PYTHONPATH": python_path(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_portal_starts_interrupts_open(tmp_path: Path, sig: int) -> None:
+    proc = _run_script(tmp_path, _SCRIPT, str(int(sig)), str(tmp_path / "ws"))
     expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Stopped"
     assert proc.stdout.splitlines() == [f"interrupted {expected}", "threads ['MainThread']"]
 
@@ -126,16 +132,8 @@ _CLOSE_SCRIPT = textwrap.dedent(
 @pytest.mark.sandbox
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_close_waits_loses_nothing(tmp_path: Path, sig: int) -> None:
-    script = tmp_path / "close.py"
-    script.write_text(_CLOSE_SCRIPT)
-    proc = subprocess.run(
-        [sys.executable, str(script), str(int(sig)), str(tmp_path / "ws"), str(tmp_path / "a.db")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr
+    args = (str(int(sig)), str(tmp_path / "ws"), str(tmp_path / "a.db"))
+    proc = _run_script(tmp_path, _CLOSE_SCRIPT, *args)
     expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Stopped"
     assert proc.stdout.splitlines() == [
         "called True",

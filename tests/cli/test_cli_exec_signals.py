@@ -22,9 +22,8 @@ from tests.audit.audit_helpers import wait_for_request_record
 from tests.cli.test_cli import ROOT
 
 
-@pytest.mark.sandbox
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_ends_exec_with_the_call_recorded(tmp_path: Path, sig: int) -> None:
+def _start_sleep(tmp_path: Path) -> tuple[Path, subprocess.Popen[bytes]]:
+    """``runtime exec`` of a sandboxed ``sleep 60``: its audit log's path and its process."""
     audit = tmp_path / "audit.db"
     call = tmp_path / "call.json"
     call.write_text('{"tool": "shell_exec", "arguments": {"command": "sleep 60"}}')
@@ -35,6 +34,13 @@ def test_a_signal_ends_exec_with_the_call_recorded(tmp_path: Path, sig: int) -> 
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": python_path(ROOT)},
     )
+    return audit, proc
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_exec_with_the_call_recorded(tmp_path: Path, sig: int) -> None:
+    audit, proc = _start_sleep(tmp_path)
     try:
         wait_for_request_record(audit)  # the call has started
         proc.send_signal(sig)
@@ -68,16 +74,7 @@ def test_a_second_sigterm_does_not_lose_the_completion(tmp_path: Path) -> None:
     # broker closed the control socket under the teardown's wait for its exit report:
     # never woken, it waited its full 30 s, and its completion met a closed audit log
     # ("audit log write failed", the call listed as interrupted).
-    audit = tmp_path / "audit.db"
-    call = tmp_path / "call.json"
-    call.write_text('{"tool": "shell_exec", "arguments": {"command": "sleep 60"}}')
-    argv = [sys.executable, "-m", "runtime", "exec", str(call), "--audit", str(audit)]
-    proc = subprocess.Popen(
-        [*argv, "--workspace", str(tmp_path / "ws")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": python_path(ROOT)},
-    )
+    audit, proc = _start_sleep(tmp_path)
     zygote = None
     try:
         wait_for_request_record(audit)
