@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -129,8 +130,11 @@ def test_read_only_filesystem(log_path: Path) -> None:
         """
     )
     remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    # An ordinary user may make a mount namespace only inside a user namespace of its own
+    # (-r: this user mapped to root there, owning its files as before).
+    namespaces = ["-m"] if os.geteuid() == 0 else ["-r", "-m"]
     proc = subprocess.run(
-        ["unshare", "-m", "sh", "-c", remount, d, sys.executable, "-c", script],
+        ["unshare", *namespaces, "sh", "-c", remount, d, sys.executable, "-c", script],
         cwd=ROOT,
         capture_output=True,
         text=True,
