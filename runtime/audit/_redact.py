@@ -154,17 +154,13 @@ _ELEMENT = re.compile(rf"<([{_NAME_CHARS}]++)(?:[ \t][^<>]*+)?+>([^<]++)</\1>")
 # A percent-encoded piece of a string: a run between query/shell separators (a URL's
 # ``to=`` value holding a whole encoded URL) with a ``%`` in it. Its start is a boundary the
 # run cannot contain and its first part stops at the first ``%``: linear.
-_ENCODED_PIECE = re.compile(
-    r"(?<![^\s'\"<>=&?#;,])[^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+"
-)
+_PIECE = r"(?<![^\s'\"<>=&?#;,])[^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+"
+_ENCODED_PIECE = re.compile(_PIECE)
 
 # A parameter whose name is percent-encoded (``?t%6Fken=T``, ``api%5Fkey=K``): the value
 # rules read names in clear, so the name is decoded once and judged as a key. Its name
-# starts at a boundary it cannot contain and stops at the first ``=``: linear.
-_ENCODED_NAME = re.compile(
-    r"(?<![^\s'\"<>=&?#;,])([^\s'\"<>=&?#;,%]*+%[0-9A-Fa-f]{2}[^\s'\"<>=&?#;,]*+)"
-    r"=([^\s'\"<>&#;,]++)"
-)
+# is such a piece, so it stops at the first ``=``: linear.
+_ENCODED_NAME = re.compile(rf"({_PIECE})=([^\s'\"<>&#;,]++)")
 
 # (pattern, replacement) applied in order to every string value.
 _VALUE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -4,15 +4,13 @@ result is always JSON)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._pythonpath import python_path
+from tests._cli_run import run_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,16 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(
     *args: str | bytes, cwd: Path, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": python_path(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_runtime(*args, cwd=cwd, timeout=120, stdin=stdin)
 
 
 def result_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
