@@ -9,6 +9,7 @@ chain; pid namespaces take the rest).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,6 @@ import psutil
 import pytest
 
 from runtime.audit import AuditLog
-from runtime.backends.sandbox.backend import SANDBOX_UID
 from tests.reliability.conftest import HERE, POLICY
 from tests.reliability.leaks import temp_leftovers
 
@@ -68,28 +68,38 @@ def _survivors(tree: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _sandboxed(p: psutil.Process) -> bool:
+    """A process in a user namespace of its own: the sandbox's. Not its uid: run by an
+    ordinary user, the sandbox's host uid is that user's, the broker's own."""
+    try:
+        return os.readlink(f"/proc/{p.pid}/ns/user") != os.readlink("/proc/self/ns/user")
+    except (FileNotFoundError, ProcessLookupError):  # a short-lived helper, gone
+        return False
+
+
 def test_kill_mid_call(workspace: Path, base: Path) -> None:
     audit = base / "audit.db"
     proc = _start("nap", workspace, audit, _policy(base))
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "calling"
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "calling"
 
-    def sandbox_uid(p: psutil.Process) -> bool:
-        try:
-            return bool(p.uids().real == SANDBOX_UID)
-        except psutil.NoSuchProcess:  # a short-lived helper (the cloner's id-map holder)
-            return False
+        def sandbox_running() -> bool:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            # The call's process (``nap`` runs no programs: the tool is its call's pid 1)
+            # and the spare forked after it.
+            return sum(1 for p in tree if _sandboxed(p)) >= 2
 
-    def sandbox_running() -> bool:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        # The call's process (``nap`` runs no programs: the tool is its call's pid 1) and
-        # the spare forked after it.
-        return sum(1 for p in tree if sandbox_uid(p)) >= 2
-
-    _poll(sandbox_running)
-    # Looked at before the kill: afterwards the sandbox's processes may be gone already.
-    sandboxed = [p for p in psutil.Process(proc.pid).children(recursive=True) if sandbox_uid(p)]
-    tree = _kill(proc)
+        _poll(sandbox_running)
+        # Looked at before the kill: afterwards the sandbox's processes may be gone already.
+        tree_now = psutil.Process(proc.pid).children(recursive=True)
+        sandboxed = [p for p in tree_now if _sandboxed(p)]
+        tree = _kill(proc)
+    finally:
+        # A failed wait above must not leave the broker and its sandbox running into the
+        # next test (its Popen was then reported there, as an unraisable warning).
+        if proc.poll() is None:
+            _kill(proc)
     assert sandboxed
     assert _survivors([*tree, *sandboxed]) == []
 
