@@ -126,6 +126,14 @@ def _gone(pids: list[int], within_s: float = 10.0) -> list[int]:
         time.sleep(0.05)
 
 
+def _leads_to_bound_code(directory: str) -> bool:
+    """Whether the server's sandbox binds something below ``directory``: its script's folder
+    and the site-packages of :func:`_server`'s ``PYTHONPATH``, each at its host path."""
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    bound = [site, str(EXT_SERVER.parent)]
+    return any(os.path.realpath(b).startswith(directory + "/") for b in bound)
+
+
 async def _call(proxy: McpProxyBackend, tool: str, arguments: dict[str, Any]) -> Any:
     spec = next(s for s in proxy.specs if s.name == tool)
     outcome = await proxy.run(
@@ -156,8 +164,12 @@ async def test_server_inside_the_sandbox(listener: int) -> None:
     # A non-root uid inside, and on the host the sandbox uid (never root).
     assert info["uid"] == 1000
     assert info["host_uid"] == (SANDBOX_UID if os.geteuid() == 0 else os.getuid())
-    # Not mounted: home directories, /run, /var; of its own checkout only the script.
-    assert info["exists"] == dict.fromkeys(("/home", "/root", "/run", "/var", "/opt"), False)
+    # Not mounted: home directories, /run, /var; of its own checkout only the script. A
+    # checkout (or a venv) under one of them, as an ordinary user's in /home, is bound at its
+    # host path, so that one leads to the bound code and to nothing else (below).
+    assert info["exists"] == {
+        d: _leads_to_bound_code(d) for d in ("/home", "/root", "/run", "/var", "/opt")
+    }
     assert info["checkout"] == {
         "ext_server.py": True,
         "test_external.py": False,
