@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import fnmatch
 import functools
 import os
 import re
@@ -37,7 +36,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +52,13 @@ from runtime._fsio import (
     renameat2_noreplace,
     write_all,
 )
-from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
+from runtime._globs import (
+    GlobSet,
+    compile_glob,
+    compile_segments,
+    star_closure,
+    step_segments,
+)
 from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
@@ -68,7 +73,7 @@ __all__ = [
     "Fd",
     "Workspace",
     "file_type",
-    "glob_match",
+    "glob_matcher",
     "printable",
     "read_bytes",
     "read_lines",
@@ -1188,15 +1193,18 @@ def printable(name: str) -> str:
     return name
 
 
-def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
-    """A pattern without '/' matches the name; with '/', the path below ``base``."""
+def glob_matcher(pattern: str, base: tuple[str, ...]) -> Callable[[Entry], bool]:
+    """The filter of a listing's ``pattern``, compiled once: the project's path globs
+    (:mod:`runtime._globs`, as the policy's, case-sensitive): ``*`` and ``?`` never cross
+    '/', ``**`` as a whole segment is zero or more folders, ``[...]`` a class. A pattern
+    without '/' matches an entry's name, at any depth; with '/', its path below ``base``.
+    fnmatch on the whole path let ``src/*.py`` match ``src/sub/x/deeper.py`` and
+    ``src/**/*.py`` miss ``src/a.py``."""
+    rx = compile_glob(pattern)
     if "/" not in pattern:
-        return fnmatch.fnmatchcase(entry.name, pattern)
-    prefix = "/".join(base)
-    rel = entry.path[len(prefix) + 1 :] if prefix else entry.path
-    if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
-        return True
-    return fnmatch.fnmatchcase(rel, pattern)
+        return lambda entry: rx.fullmatch(entry.name) is not None
+    skip = len("/".join(base)) + 1 if base else 0
+    return lambda entry: rx.fullmatch(entry.path[skip:]) is not None
 
 
 #: flock's errors meaning the file system has no such lock (the write goes unlocked).

@@ -180,6 +180,18 @@ def test_file_query_and_limit(cq: Tool, ctx: ToolContext, src: Path) -> None:
     assert len(r["matches"]) == 2 and r["truncated"]
 
 
+def test_glob_queries_are_the_listings_globs(cq: Tool, ctx: ToolContext, src: Path) -> None:
+    """A glob query is matched as list_files' and file_search's patterns are (runtime._globs):
+    fnmatch read '[^P]' as the class of '^' and 'P', where the project's globs (and the
+    policy's) read it as 'not P'."""
+    assert _names(cq({"query": "[P]arser"}, ctx)) == [("Parser", "class", "ast")]
+    assert cq({"query": "[!P]arser"}, ctx)["count"] == 0
+    assert cq({"query": "[^P]arser"}, ctx)["count"] == 0
+    assert [m["file"] for m in cq({"query": "m?d.*", "type": "file"}, ctx)["matches"]] == [
+        "pkg/mod.py"
+    ]
+
+
 def test_bad_input(cq: Tool, ctx: ToolContext, src: Path, outside: Path) -> None:
     with pytest.raises(ToolFailed):
         cq({"query": "   "}, ctx)

@@ -524,3 +524,54 @@ def test_listing_a_file_says_it_is_not_a_directory(
     assert "parent" not in err.message and "'notes.txt' is a file, not a directory" in err.message
     err = _fails(tool(name), {**args, "path": "notes.txt/sub"}, ctx, "not_a_directory")
     assert "'notes.txt' is a file, not a directory" in err.message  # the culprit, named
+
+
+def _glob_tree(ws: Path) -> None:
+    for rel in ("src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("x\n")
+
+
+_GLOBS = [
+    ("src/*.py", ["src/a.py"]),
+    ("*/*.py", ["src/a.py"]),
+    ("src/?.py", ["src/a.py"]),
+    ("src/**/*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py"]),
+    ("**/*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"]),
+    # '**' is zero or more names, so 'src/**' covers src itself (as the policy's '.git/**').
+    (
+        "src/**",
+        ["src", "src/a.py", "src/sub", "src/sub/deep.py", "src/sub/x", "src/sub/x/deeper.py"],
+    ),
+    ("src/s[a-z]b/*.py", ["src/sub/deep.py"]),
+    ("*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"]),  # names
+    ("SRC/*.py", []),  # case-sensitive, as documented
+]
+
+
+@pytest.mark.parametrize(("pattern", "expected"), _GLOBS)
+@pytest.mark.parametrize("name", ["list_files", "file_search"])
+def test_path_globs_match_one_segment_per_star(
+    tool: Load, ctx: ToolContext, ws: Path, name: str, pattern: str, expected: list[str]
+) -> None:
+    """A pattern with '/' is the project's path glob (runtime._globs): '*' and '?' stay
+    within one name, '**' is zero or more folders. fnmatch on the whole path let 'src/*.py'
+    match src/sub/x/deeper.py, and 'src/**/*.py' miss src/a.py."""
+    _glob_tree(ws)
+    if name == "list_files":
+        r = tool(name)({"pattern": pattern, "recursive": True}, ctx)
+        got = [f["path"] for f in r["files"]]
+    else:
+        r = tool(name)({"pattern": pattern, "limit": 100}, ctx)
+        got = [m["path"] for m in r["matches"]]
+    assert got == expected
+
+
+def test_path_globs_are_relative_to_the_listed_folder(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    _glob_tree(ws)
+    r = tool("file_search")({"pattern": "sub/*.py", "path": "src"}, ctx)
+    assert [m["path"] for m in r["matches"]] == ["src/sub/deep.py"]
+    r = tool("list_files")({"pattern": "*/*.py", "path": "src", "recursive": True}, ctx)
+    assert [f["path"] for f in r["files"]] == ["src/sub/deep.py"]

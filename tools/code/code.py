@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 import bisect
-import fnmatch
 import heapq
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runtime._globs import compile_glob
 from runtime.errors import ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_fs import Workspace, printable, read_bytes
@@ -308,7 +308,9 @@ def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
 def _matcher(query: str) -> Callable[[str], int]:
     """0 = no match, 2 = exact, 1 = glob / case-insensitive substring."""
     if any(ch in query for ch in "*?["):
-        return lambda name: 1 if fnmatch.fnmatchcase(name, query) else 0
+        # The project's globs (list_files', file_search's and the policy's), case-sensitive.
+        rx = compile_glob(query)
+        return lambda name: 1 if rx.fullmatch(name) else 0
     q = query.casefold()
     return lambda name: 2 if name == query else (1 if q in name.casefold() else 0)
 
