@@ -91,6 +91,64 @@ def test_python_classes_and_variables(cq: Tool, ctx: ToolContext, src: Path) -> 
     assert cq({"query": "result", "type": "variable"}, ctx)["count"] == 0
 
 
+_NESTED = """\
+try:
+    import ujson
+except ImportError:
+    def in_except(s):
+        return s
+else:
+    def in_try_else(): pass
+finally:
+    IN_FINALLY = 1
+try:
+    pass
+except* ValueError:
+    def star_handler_def(): pass
+async def outer():
+    async with x:
+        def in_async_with(): pass
+    async for i in y:
+        def in_async_for(): pass
+match cmd:
+    case [1, *rest]:
+        class InMatch: pass
+    case _:
+        IN_MATCH_DEFAULT = 2
+while True:
+    def loop_body_def(): pass
+    break
+else:
+    def in_while_else(): pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("in_except", "function"),
+        ("in_try_else", "function"),
+        ("IN_FINALLY", "variable"),
+        ("star_handler_def", "function"),
+        ("in_async_with", "function"),
+        ("in_async_for", "function"),
+        ("InMatch", "class"),
+        ("IN_MATCH_DEFAULT", "variable"),
+        ("loop_body_def", "function"),
+        ("in_while_else", "function"),
+    ],
+)
+def test_python_definitions_in_every_block(
+    cq: Tool, ctx: ToolContext, ws: Path, name: str, kind: str
+) -> None:
+    """Every statement list is searched: except handlers, match cases, async with/for,
+    except*. Only if/try/with/for/while bodies were, so a definition in an except handler
+    was missed by the ast engine, with truncated false (an empty answer to be trusted)."""
+    (ws / "m.py").write_text(_NESTED)
+    r = cq({"query": name}, ctx)
+    assert _names(r) == [(name, kind, "ast")] and not r["truncated"]
+
+
 def test_exact_name_ranks_first(cq: Tool, ctx: ToolContext, src: Path) -> None:
     r = cq({"query": "parse", "path": "pkg"}, ctx)
     assert r["matches"][0]["name"] == "parse"

@@ -95,11 +95,27 @@ def _python_symbols(src: bytes) -> Iterator[Symbol]:
                     for name in ast.walk(target):
                         if isinstance(name, ast.Name):
                             yield "variable", name.id, name.lineno, name.col_offset
-            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
-                for field in ("body", "orelse", "finalbody"):
-                    yield from visit(getattr(node, field, []) or [], local)
+            else:
+                for block in _blocks(node):
+                    yield from visit(block, local)
 
     yield from visit(tree.body, False)
+
+
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """The statement lists a statement holds, whatever its kind: every compound statement's
+    bodies (``body``, ``orelse``, ``finalbody``) and those of its except handlers and match
+    cases, the only other nodes of Python's grammar that hold statements. Naming the
+    compound statements one by one missed except handlers, match cases, ``async with``,
+    ``async for`` and ``except*``, and the ast engine's empty answer was then trusted."""
+    for _, value in ast.iter_fields(node):
+        if not isinstance(value, list) or not value:
+            continue
+        if isinstance(value[0], ast.stmt):
+            yield value
+        elif isinstance(value[0], ast.excepthandler | ast.match_case):
+            for holder in value:
+                yield from _blocks(holder)
 
 
 # ----------------------------------------------------------------------------- tree-sitter
