@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import multiprocessing
 import os
 import re
@@ -16,6 +17,7 @@ import pytest
 
 from runtime import SyncBroker
 from runtime.errors import ToolFailed
+from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
 Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
@@ -449,3 +451,18 @@ def test_file_removed_between_walk_and_open_is_skipped(
     r = cq({"query": "main"}, ctx)
     assert [m["name"] for m in r["matches"] if m["kind"] != "file"] == ["main"]
     assert r["skipped"] == 1
+
+
+@pytest.mark.parametrize("text", ["中文注释" * 100, '\\x01"\n' * 50, "\x01" * 300, "a" * 400])
+def test_result_fits_the_cap_in_bytes(cq: Tool, ws: Path, text: str) -> None:
+    """The matches are cut to the output cap as the other file tools cut theirs, in bytes of
+    the result's JSON (json_size): half the cap counted in characters let 400 matches in
+    Chinese code outgrow it, and the whole query failed output_too_large."""
+    lines = [f"def handler_{i:03d}(): return {text!r}" for i in range(400)]
+    (ws / "cn.py").write_text("\n".join(lines) + "\n")
+    cap = 65536
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = cq({"query": "handler", "limit": 500}, small)
+    size = len(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    assert r["truncated"] and r["count"] == 400 and size <= cap
+    assert size > cap * 3 // 4  # the room is used

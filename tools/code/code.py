@@ -18,7 +18,7 @@ from typing import Any
 
 from runtime._globs import compile_glob
 from runtime.errors import ToolFailed
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, json_size
 from runtime.toolkit_fs import Workspace, printable, read_bytes
 
 __all__ = ["code_query"]
@@ -358,6 +358,23 @@ def _excerpt(lines: list[bytes], line: int, col: int) -> tuple[str, str, int]:
     return _window(text, col).rstrip(), context, column
 
 
+#: A result's JSON but its query, type and matches, at most: keys, the four engines, two
+#: numbers of up to 19 digits; plus room for the frame's envelope and msgpack's encoding
+#: where it is larger than JSON's (as the file tools leave), bytes.
+_RESULT_OVERHEAD = 160 + 64
+#: A match's JSON but its strings' contents: keys, quotes, two numbers of up to 19 digits,
+#: the comma between matches, bytes.
+_MATCH_OVERHEAD = 128
+
+
+def _match_size(m: dict[str, Any]) -> int:
+    """Bytes ``m`` takes in the result's JSON. Measured as the output cap is checked
+    (json_size: UTF-8, escapes), not in characters: half the cap counted in characters let
+    400 matches in Chinese code outgrow it, and the whole query failed output_too_large."""
+    strings = ("file", "kind", "name", "code", "context", "engine")
+    return _MATCH_OVERHEAD + sum(json_size(m[key]) for key in strings)
+
+
 class _Desc:
     """A text that orders in reverse (heap keys: a file earlier in the result ranks higher)."""
 
@@ -483,10 +500,10 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         walk_cut = ws.walk_cut
     found.sort(key=lambda f: f[0], reverse=True)
     matches: list[dict[str, Any]] = []
-    budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
+    budget = ctx.limits.output_bytes - _RESULT_OVERHEAD - json_size(query) - json_size(want)
     for _, m in found:
         m["code"], m["context"] = m["code"][:_MAX_CODE], m["context"][: _MAX_CODE * 3]
-        budget -= len(m["file"]) + len(m["code"]) + len(m["context"]) + 120
+        budget -= _match_size(m)
         if budget < 0:
             break
         matches.append(m)
