@@ -567,9 +567,14 @@ class Workspace:
             return True
         return below and _may_match_below(globs, resolved)
 
-    def lstat(self, parts: tuple[str, ...], access: str = "read") -> os.stat_result | None:
+    def lstat(
+        self, parts: tuple[str, ...], access: str = "read", *, below_file_missing: bool = False
+    ) -> os.stat_result | None:
         """Stat the entry itself (a symlink is reported as such); None when missing. The
         parent is resolved beneath the root, so this never describes an outside file.
+        ``below_file_missing``: a path below a file (``a.txt/x``, ENOTDIR) is missing too,
+        as get_file_info promises; otherwise it is the error ``not_a_directory``, naming
+        the culprit, for the callers that fail on it.
 
         Where the entry is (its parent as it resolved, and its name) must be in the
         policy's ``access`` globs, checked before the stat and, for a missing entry, before
@@ -588,7 +593,9 @@ class Workspace:
         except FileNotFoundError:
             return None
         except ToolFailed as exc:
-            if exc.details.get("reason") == "not_found":
+            reason = exc.details.get("reason")
+            if reason == "not_found" or (below_file_missing and reason == "not_a_directory"):
+                # Judged as a missing path is: "missing" is an answer about where it is.
                 self._check_would_be(parts, access)
                 return None
             raise

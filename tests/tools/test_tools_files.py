@@ -380,6 +380,18 @@ def test_get_file_info(tool: Load, ctx: ToolContext, ws: Path, outside: Path) ->
     _fails(info, {"path": "o/secret.txt"}, ctx, "escape")
 
 
+def test_get_file_info_below_a_file_does_not_exist(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """A path below a regular file (ENOTDIR on a component) is missing, as one below a
+    missing folder is: "a missing path is not an error: exists=false". It was a tool error
+    (not_a_directory), so the caller had to tell the two apart."""
+    (ws / "a.txt").write_text("hi")
+    (ws / "alink").symlink_to("a.txt")
+    info = tool("get_file_info")
+    for path in ("a.txt/x", "a.txt/x/y", "alink/x"):
+        r = info({"path": path}, ctx)
+        assert r["exists"] is False and r["path"] == path and r["type"] is None
+
+
 def test_list_files_respects_output_budget(tool: Load, ws: Path) -> None:
     for i in range(200):
         (ws / f"{'n' * 100}{i:03d}").write_text("")

@@ -358,7 +358,7 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"])
         rel = ws.rel(parts)
-        st = ws.lstat(parts)
+        st = ws.lstat(parts, below_file_missing=True)
         if st is None:
             return {
                 "path": rel,
