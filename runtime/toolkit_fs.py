@@ -68,6 +68,7 @@ __all__ = [
     "LOCK_WAIT_S",
     "SANDBOX_ROOT",
     "STATE_DIR",
+    "WALK_HELD_FDS",
     "WALK_MAX_ENTRIES",
     "Entry",
     "Fd",
@@ -986,6 +987,10 @@ class Workspace:
         truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
         ``.runtime`` at the root.
 
+        Descriptors are held for the top :data:`WALK_HELD_FDS` levels only (see
+        :class:`_Level`), so a tree as deep as the sandbox allows walks within its open-file
+        limit; a deeper folder moved away mid-walk ends the walk, cut (:attr:`walk_cut`).
+
         With read globs narrower than everything, the top is judged by where it resolved
         (:meth:`open_dir` without ``leaf``): outside the globs, and holding nothing they
         could match, it is ``path_not_allowed``, as a missing one is; an empty listing of
@@ -1005,7 +1010,7 @@ class Workspace:
                 real = base
         seen: set[tuple[int, int]] = set()
         count = 0
-        stack: list[tuple[Fd, str, int, Iterator[os.DirEntry[str]]]] = []
+        stack: list[_Level] = []
 
         def push(fd: Fd, rel: str, depth: int) -> None:
             st = os.fstat(fd.fd)
@@ -1015,15 +1020,22 @@ class Workspace:
             seen.add((st.st_dev, st.st_ino))
             with os.scandir(fd.fd) as it:
                 entries = sorted(it, key=lambda e: e.name)
-            stack.append((fd, rel, depth, iter(entries)))
+            if len(stack) >= WALK_HELD_FDS:
+                stack[-1].release()  # its own entries are listed; '..' leads back to it
+            stack.append(_Level(fd, (st.st_dev, st.st_ino), rel, depth, iter(entries)))
 
         try:
             push(top, base, 1)
             while stack:
-                fd, rel, depth, it = stack[-1]
-                entry = next(it, None)
+                level = stack[-1]
+                fd, rel, depth = level.held(), level.rel, level.depth
+                entry = next(level.entries, None)
                 if entry is None:
-                    stack.pop()[0].close()
+                    done = stack.pop()
+                    if stack and not stack[-1].back_from(done):
+                        self.walk_cut = True  # moved away: its parent is out of reach
+                        return
+                    done.release()
                     continue
                 if not rel and entry.name == STATE_DIR and self.refuse_state:
                     continue
@@ -1055,8 +1067,64 @@ class Workspace:
                         continue
                     push(Fd(child), path, depth + 1)
         finally:
-            for fd, *_ in stack:
-                fd.close()
+            for level in stack:
+                level.release()
+
+
+#: Levels of a :meth:`Workspace.walk` that keep their descriptor. Deeper, a level lets its
+#: descriptor go once its child is entered, and is reached again through the child's '..'.
+#: Holding one per level, a tree 250 levels deep (the sandbox accepts 256) met the sandbox's
+#: 256 open files (EMFILE) and failed the call; shallow trees never take the '..' path.
+WALK_HELD_FDS = 32
+
+
+class _Level:
+    """One directory of a :meth:`Workspace.walk`: its descriptor (None while released), its
+    identity, its path and depth, and its sorted entries still to look at."""
+
+    __slots__ = ("depth", "entries", "fd", "ident", "rel")
+
+    def __init__(
+        self,
+        fd: Fd,
+        ident: tuple[int, int],
+        rel: str,
+        depth: int,
+        entries: Iterator[os.DirEntry[str]],
+    ) -> None:
+        self.fd: Fd | None = fd
+        self.ident = ident
+        self.rel = rel
+        self.depth = depth
+        self.entries = entries
+
+    def held(self) -> Fd:
+        assert self.fd is not None, "a walk's current level holds its descriptor"
+        return self.fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            fd.close()
+
+    def back_from(self, child: _Level) -> bool:
+        """Hold this level's descriptor again, coming back from ``child`` (entered from it):
+        ``..`` of the child, accepted only if it is this very directory (device and inode),
+        as :func:`_rmtree_deep` climbs. False when it is not: the child was moved elsewhere
+        meanwhile (a shell in the workspace), and nothing but this directory may be listed
+        as this level's, so the walk stops there. Whatever ``..`` is, it is only fstat'ed."""
+        if self.fd is not None:
+            return True
+        try:
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=child.held().fd)
+        except OSError:
+            return False
+        st = os.fstat(up)
+        if (st.st_dev, st.st_ino) != self.ident:
+            os.close(up)
+            return False
+        self.fd = Fd(up)
+        return True
 
 
 @functools.lru_cache(maxsize=256)

@@ -14,6 +14,7 @@ import pytest
 from runtime.errors import ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
+from tests._forked import in_a_forked_child
 from tests.tools.helpers import Load
 from tests.tools.helpers import fails as _fails
 
@@ -587,3 +588,40 @@ def test_path_globs_are_relative_to_the_listed_folder(
     assert [m["path"] for m in r["matches"]] == ["src/sub/deep.py"]
     r = tool("list_files")({"pattern": "*/*.py", "path": "src", "recursive": True}, ctx)
     assert [f["path"] for f in r["files"]] == ["src/sub/deep.py"]
+
+
+def _deep_tree(ws: Path, levels: int) -> str:
+    """``levels`` folders ``a`` nested (made by descriptor: the path is long), a file in the
+    deepest; its workspace-relative path."""
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(levels):
+        os.mkdir("a", dir_fd=fd)
+        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("leaf_target.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    os.close(fd)
+    return "/".join(["a"] * levels + ["leaf_target.txt"])
+
+
+def test_walks_of_a_tree_deeper_than_the_descriptor_limit(tool: Load, ws: Path) -> None:
+    """A walk held one descriptor per level: a tree 250 levels deep (the sandbox accepts
+    256) against the sandbox's 256 open files failed file_search, list_files and code_query
+    with an unclassified OSError EMFILE. Here the limit is 64, the tree 250 deep."""
+    leaf = _deep_tree(ws, 250)
+    ctx = ToolContext(workspace=ws, limits=Limits(output_bytes=1 << 20))  # 251 long paths
+
+    def body() -> str:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        r = tool("file_search")({"pattern": "leaf_target.txt"}, ctx)
+        got = [[m["path"] for m in r["matches"]], r["truncated"]]
+        r = tool("list_files")({"recursive": True, "limit": 10000}, ctx)
+        got.append([r["count"], r["files"][-1]["path"], r["truncated"]])
+        r = tool("code_query")({"query": "leaf_target", "type": "file"}, ctx)
+        got.append([[m["file"] for m in r["matches"]], r["truncated"]])
+        return json.dumps(got)
+
+    report = in_a_forked_child(body, timeout_s=60)
+    assert report == json.dumps([[leaf], False, [251, leaf, False], [[leaf], False]])
