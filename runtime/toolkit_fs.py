@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import fnmatch
 import functools
 import os
 import re
@@ -37,7 +36,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +52,13 @@ from runtime._fsio import (
     renameat2_noreplace,
     write_all,
 )
-from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
+from runtime._globs import (
+    GlobSet,
+    compile_glob,
+    compile_segments,
+    star_closure,
+    step_segments,
+)
 from runtime.errors import ResourceLimitExceeded, ToolFailed
 
 if TYPE_CHECKING:
@@ -63,12 +68,13 @@ __all__ = [
     "LOCK_WAIT_S",
     "SANDBOX_ROOT",
     "STATE_DIR",
+    "WALK_HELD_FDS",
     "WALK_MAX_ENTRIES",
     "Entry",
     "Fd",
     "Workspace",
     "file_type",
-    "glob_match",
+    "glob_matcher",
     "printable",
     "read_bytes",
     "read_lines",
@@ -562,9 +568,14 @@ class Workspace:
             return True
         return below and _may_match_below(globs, resolved)
 
-    def lstat(self, parts: tuple[str, ...], access: str = "read") -> os.stat_result | None:
+    def lstat(
+        self, parts: tuple[str, ...], access: str = "read", *, below_file_missing: bool = False
+    ) -> os.stat_result | None:
         """Stat the entry itself (a symlink is reported as such); None when missing. The
         parent is resolved beneath the root, so this never describes an outside file.
+        ``below_file_missing``: a path below a file (``a.txt/x``, ENOTDIR) is missing too,
+        as get_file_info promises; otherwise it is the error ``not_a_directory``, naming
+        the culprit, for the callers that fail on it.
 
         Where the entry is (its parent as it resolved, and its name) must be in the
         policy's ``access`` globs, checked before the stat and, for a missing entry, before
@@ -583,7 +594,9 @@ class Workspace:
         except FileNotFoundError:
             return None
         except ToolFailed as exc:
-            if exc.details.get("reason") == "not_found":
+            reason = exc.details.get("reason")
+            if reason == "not_found" or (below_file_missing and reason == "not_a_directory"):
+                # Judged as a missing path is: "missing" is an answer about where it is.
                 self._check_would_be(parts, access)
                 return None
             raise
@@ -974,6 +987,10 @@ class Workspace:
         truncated). Directories named in ``skip_dirs`` are listed but not entered. Skips
         ``.runtime`` at the root.
 
+        Descriptors are held for the top :data:`WALK_HELD_FDS` levels only (see
+        :class:`_Level`), so a tree as deep as the sandbox allows walks within its open-file
+        limit; a deeper folder moved away mid-walk ends the walk, cut (:attr:`walk_cut`).
+
         With read globs narrower than everything, the top is judged by where it resolved
         (:meth:`open_dir` without ``leaf``): outside the globs, and holding nothing they
         could match, it is ``path_not_allowed``, as a missing one is; an empty listing of
@@ -993,7 +1010,7 @@ class Workspace:
                 real = base
         seen: set[tuple[int, int]] = set()
         count = 0
-        stack: list[tuple[Fd, str, int, Iterator[os.DirEntry[str]]]] = []
+        stack: list[_Level] = []
 
         def push(fd: Fd, rel: str, depth: int) -> None:
             st = os.fstat(fd.fd)
@@ -1003,15 +1020,22 @@ class Workspace:
             seen.add((st.st_dev, st.st_ino))
             with os.scandir(fd.fd) as it:
                 entries = sorted(it, key=lambda e: e.name)
-            stack.append((fd, rel, depth, iter(entries)))
+            if len(stack) >= WALK_HELD_FDS:
+                stack[-1].release()  # its own entries are listed; '..' leads back to it
+            stack.append(_Level(fd, (st.st_dev, st.st_ino), rel, depth, iter(entries)))
 
         try:
             push(top, base, 1)
             while stack:
-                fd, rel, depth, it = stack[-1]
-                entry = next(it, None)
+                level = stack[-1]
+                fd, rel, depth = level.held(), level.rel, level.depth
+                entry = next(level.entries, None)
                 if entry is None:
-                    stack.pop()[0].close()
+                    done = stack.pop()
+                    if stack and not stack[-1].back_from(done):
+                        self.walk_cut = True  # moved away: its parent is out of reach
+                        return
+                    done.release()
                     continue
                 if not rel and entry.name == STATE_DIR and self.refuse_state:
                     continue
@@ -1043,8 +1067,64 @@ class Workspace:
                         continue
                     push(Fd(child), path, depth + 1)
         finally:
-            for fd, *_ in stack:
-                fd.close()
+            for level in stack:
+                level.release()
+
+
+#: Levels of a :meth:`Workspace.walk` that keep their descriptor. Deeper, a level lets its
+#: descriptor go once its child is entered, and is reached again through the child's '..'.
+#: Holding one per level, a tree 250 levels deep (the sandbox accepts 256) met the sandbox's
+#: 256 open files (EMFILE) and failed the call; shallow trees never take the '..' path.
+WALK_HELD_FDS = 32
+
+
+class _Level:
+    """One directory of a :meth:`Workspace.walk`: its descriptor (None while released), its
+    identity, its path and depth, and its sorted entries still to look at."""
+
+    __slots__ = ("depth", "entries", "fd", "ident", "rel")
+
+    def __init__(
+        self,
+        fd: Fd,
+        ident: tuple[int, int],
+        rel: str,
+        depth: int,
+        entries: Iterator[os.DirEntry[str]],
+    ) -> None:
+        self.fd: Fd | None = fd
+        self.ident = ident
+        self.rel = rel
+        self.depth = depth
+        self.entries = entries
+
+    def held(self) -> Fd:
+        assert self.fd is not None, "a walk's current level holds its descriptor"
+        return self.fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            fd.close()
+
+    def back_from(self, child: _Level) -> bool:
+        """Hold this level's descriptor again, coming back from ``child`` (entered from it):
+        ``..`` of the child, accepted only if it is this very directory (device and inode),
+        as :func:`_rmtree_deep` climbs. False when it is not: the child was moved elsewhere
+        meanwhile (a shell in the workspace), and nothing but this directory may be listed
+        as this level's, so the walk stops there. Whatever ``..`` is, it is only fstat'ed."""
+        if self.fd is not None:
+            return True
+        try:
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=child.held().fd)
+        except OSError:
+            return False
+        st = os.fstat(up)
+        if (st.st_dev, st.st_ino) != self.ident:
+            os.close(up)
+            return False
+        self.fd = Fd(up)
+        return True
 
 
 @functools.lru_cache(maxsize=256)
@@ -1188,15 +1268,18 @@ def printable(name: str) -> str:
     return name
 
 
-def glob_match(pattern: str, entry: Entry, base: tuple[str, ...]) -> bool:
-    """A pattern without '/' matches the name; with '/', the path below ``base``."""
+def glob_matcher(pattern: str, base: tuple[str, ...]) -> Callable[[Entry], bool]:
+    """The filter of a listing's ``pattern``, compiled once: the project's path globs
+    (:mod:`runtime._globs`, as the policy's, case-sensitive): ``*`` and ``?`` never cross
+    '/', ``**`` as a whole segment is zero or more folders, ``[...]`` a class. A pattern
+    without '/' matches an entry's name, at any depth; with '/', its path below ``base``.
+    fnmatch on the whole path let ``src/*.py`` match ``src/sub/x/deeper.py`` and
+    ``src/**/*.py`` miss ``src/a.py``."""
+    rx = compile_glob(pattern)
     if "/" not in pattern:
-        return fnmatch.fnmatchcase(entry.name, pattern)
-    prefix = "/".join(base)
-    rel = entry.path[len(prefix) + 1 :] if prefix else entry.path
-    if pattern.startswith("**/") and fnmatch.fnmatchcase(entry.name, pattern[3:]):
-        return True
-    return fnmatch.fnmatchcase(rel, pattern)
+        return lambda entry: rx.fullmatch(entry.name) is not None
+    skip = len("/".join(base)) + 1 if base else 0
+    return lambda entry: rx.fullmatch(entry.path[skip:]) is not None
 
 
 #: flock's errors meaning the file system has no such lock (the write goes unlocked).

@@ -10,7 +10,8 @@ import jsonschema_rs
 import pytest
 
 from runtime.models import BackendKind, ToolSpec, WorkspaceAccess
-from runtime.toolkit import builtin_tools_dir, load_entry
+from runtime.toolkit import ToolContext, builtin_tools_dir, load_entry
+from tests.tools.helpers import Load
 
 TOOLS_DIR = builtin_tools_dir()
 OWN_FOLDERS = ("files", "code", "shell", "system", "memory", "interaction")
@@ -114,6 +115,15 @@ def test_schemas_reject_unknown_and_bad_arguments() -> None:
     assert not v.is_valid({"path": "a.txt", "encoding": "latin-1"})
     fs = jsonschema_rs.validator_for(_load(TOOLS_DIR / "files" / "file_search.json").parameters)
     assert not fs.is_valid({"pattern": "*", "limit": 101})
+
+
+def test_file_search_pattern_is_optional(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """file_search's ``pattern`` defaults to '*' (its manifest's default, seed 004's and
+    tools/README's "same names and defaults"), but the manifest required it."""
+    spec = _load(TOOLS_DIR / "files" / "file_search.json")
+    assert jsonschema_rs.validator_for(spec.parameters).is_valid({"path": "."})
+    (ws / "a.txt").write_text("a")
+    assert [m["path"] for m in tool("file_search")({}, ctx)["matches"]] == ["a.txt"]
 
 
 def test_readme_lists_every_tool() -> None:

@@ -526,6 +526,47 @@ def test_walk_depth_and_entry_cap(ws: Path) -> None:
         assert len(list(w.walk((), max_depth=-1, max_entries=2))) == 2
 
 
+def _branches(ws: Path) -> None:
+    for rel in ("a/b/c/d/f1", "a/b/c/zz", "a/b/zz", "a/y", "x/z"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("")
+
+
+def test_walk_holding_few_descriptors_lists_the_same(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below its top WALK_HELD_FDS levels a walk lets each level's descriptor go and comes
+    back through '..': the same entries, in the same order, as holding them all."""
+    _branches(ws)
+    with Workspace(ws) as w:
+        held = [(e.path, e.depth) for e in w.walk((), max_depth=-1)]
+    monkeypatch.setattr(toolkit_fs, "WALK_HELD_FDS", 1)
+    with Workspace(ws) as w:
+        assert [(e.path, e.depth) for e in w.walk((), max_depth=-1)] == held
+        assert not w.walk_cut
+    assert len(held) == 10
+
+
+def test_walk_stops_cut_when_a_released_level_moved_away(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A level whose descriptor was let go is reached again only if '..' of its child is
+    that very directory: a child moved elsewhere meanwhile (a shell in the workspace) ends
+    the walk as cut (truncated), and nothing of the folder it was moved to is listed as
+    the old one's."""
+    _branches(ws)
+    monkeypatch.setattr(toolkit_fs, "WALK_HELD_FDS", 1)
+    with Workspace(ws) as w:
+        walk = w.walk((), max_depth=-1)
+        for entry in walk:
+            if entry.path == "a/b/c/d/f1":
+                break
+        (ws / "a" / "b" / "c").rename(ws / "x" / "c")
+        # d's '..' is still c (the same folder, where it now is); c's is x, not b.
+        assert [e.path for e in walk] == ["a/b/c/zz"]
+        assert w.walk_cut
+
+
 # ------------------------------------------------------------------------------- move/delete
 
 

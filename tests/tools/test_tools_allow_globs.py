@@ -153,6 +153,17 @@ def test_info_through_a_symlinked_folder_is_refused(
     assert "18" not in err.message and "TOPSECRET" not in err.message
 
 
+def test_info_below_a_file_is_judged_as_a_missing_path(tool: Load, linked: ToolContext) -> None:
+    """A path below a file is missing (exists=false), and said so only where a missing path
+    would be: inside the read globs."""
+    linked.options["path_read"] = ["pub/ok.txt", "pub/nothere"]
+    info = tool("get_file_info")
+    assert info({"path": "pub/ok.txt"}, linked)["exists"] is True
+    fails(info, {"path": "pub/nothere/x"}, linked, "path_not_allowed")
+    err = fails(info, {"path": "pub/ok.txt/x"}, linked, "path_not_allowed")
+    assert err.details["resolved"] == "pub/ok.txt/x"
+
+
 def test_info_describes_a_symlink_where_it_lies(tool: Load, linked: ToolContext) -> None:
     # The link is an entry of pub/ (list_files shows it): its own size is that of its
     # target text, which is its content; the file it points to is not described.
@@ -162,6 +173,7 @@ def test_info_describes_a_symlink_where_it_lies(tool: Load, linked: ToolContext)
     assert tool("get_file_info")({"path": "pub/link"}, linked)["type"] == "symlink"
     assert tool("get_file_info")({"path": "pub/ok.txt"}, linked)["size"] == 5
     assert tool("get_file_info")({"path": "pub/nothere"}, linked)["exists"] is False
+    assert tool("get_file_info")({"path": "pub/ok.txt/x"}, linked)["exists"] is False
     assert tool("get_file_info")({"path": "out/new/deeper"}, linked)["exists"] is False
     err = fails(tool("get_file_info"), {"path": "private/secret.txt"}, linked, "path_not_allowed")
     assert err.details["resolved"] == "private/secret.txt"

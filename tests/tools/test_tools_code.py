@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import multiprocessing
 import os
 import re
@@ -16,6 +17,7 @@ import pytest
 
 from runtime import SyncBroker
 from runtime.errors import ToolFailed
+from runtime.models import Limits
 from runtime.toolkit import ToolContext
 
 Tool = Callable[[dict[str, Any], ToolContext], dict[str, Any]]
@@ -89,6 +91,64 @@ def test_python_classes_and_variables(cq: Tool, ctx: ToolContext, src: Path) -> 
     assert _names(cq({"query": "depth", "type": "variable"}, ctx)) == [("depth", "variable", "ast")]
     # locals inside functions are not definitions worth listing
     assert cq({"query": "result", "type": "variable"}, ctx)["count"] == 0
+
+
+_NESTED = """\
+try:
+    import ujson
+except ImportError:
+    def in_except(s):
+        return s
+else:
+    def in_try_else(): pass
+finally:
+    IN_FINALLY = 1
+try:
+    pass
+except* ValueError:
+    def star_handler_def(): pass
+async def outer():
+    async with x:
+        def in_async_with(): pass
+    async for i in y:
+        def in_async_for(): pass
+match cmd:
+    case [1, *rest]:
+        class InMatch: pass
+    case _:
+        IN_MATCH_DEFAULT = 2
+while True:
+    def loop_body_def(): pass
+    break
+else:
+    def in_while_else(): pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("in_except", "function"),
+        ("in_try_else", "function"),
+        ("IN_FINALLY", "variable"),
+        ("star_handler_def", "function"),
+        ("in_async_with", "function"),
+        ("in_async_for", "function"),
+        ("InMatch", "class"),
+        ("IN_MATCH_DEFAULT", "variable"),
+        ("loop_body_def", "function"),
+        ("in_while_else", "function"),
+    ],
+)
+def test_python_definitions_in_every_block(
+    cq: Tool, ctx: ToolContext, ws: Path, name: str, kind: str
+) -> None:
+    """Every statement list is searched: except handlers, match cases, async with/for,
+    except*. Only if/try/with/for/while bodies were, so a definition in an except handler
+    was missed by the ast engine, with truncated false (an empty answer to be trusted)."""
+    (ws / "m.py").write_text(_NESTED)
+    r = cq({"query": name}, ctx)
+    assert _names(r) == [(name, kind, "ast")] and not r["truncated"]
 
 
 def test_exact_name_ranks_first(cq: Tool, ctx: ToolContext, src: Path) -> None:
@@ -178,6 +238,18 @@ def test_file_query_and_limit(cq: Tool, ctx: ToolContext, src: Path) -> None:
     assert r["matches"][0]["engine"] == "path"
     r = cq({"query": "a", "limit": 2}, ctx)
     assert len(r["matches"]) == 2 and r["truncated"]
+
+
+def test_glob_queries_are_the_listings_globs(cq: Tool, ctx: ToolContext, src: Path) -> None:
+    """A glob query is matched as list_files' and file_search's patterns are (runtime._globs):
+    fnmatch read '[^P]' as the class of '^' and 'P', where the project's globs (and the
+    policy's) read it as 'not P'."""
+    assert _names(cq({"query": "[P]arser"}, ctx)) == [("Parser", "class", "ast")]
+    assert cq({"query": "[!P]arser"}, ctx)["count"] == 0
+    assert cq({"query": "[^P]arser"}, ctx)["count"] == 0
+    assert [m["file"] for m in cq({"query": "m?d.*", "type": "file"}, ctx)["matches"]] == [
+        "pkg/mod.py"
+    ]
 
 
 def test_bad_input(cq: Tool, ctx: ToolContext, src: Path, outside: Path) -> None:
@@ -379,3 +451,18 @@ def test_file_removed_between_walk_and_open_is_skipped(
     r = cq({"query": "main"}, ctx)
     assert [m["name"] for m in r["matches"] if m["kind"] != "file"] == ["main"]
     assert r["skipped"] == 1
+
+
+@pytest.mark.parametrize("text", ["中文注释" * 100, '\\x01"\n' * 50, "\x01" * 300, "a" * 400])
+def test_result_fits_the_cap_in_bytes(cq: Tool, ws: Path, text: str) -> None:
+    """The matches are cut to the output cap as the other file tools cut theirs, in bytes of
+    the result's JSON (json_size): half the cap counted in characters let 400 matches in
+    Chinese code outgrow it, and the whole query failed output_too_large."""
+    lines = [f"def handler_{i:03d}(): return {text!r}" for i in range(400)]
+    (ws / "cn.py").write_text("\n".join(lines) + "\n")
+    cap = 65536
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
+    r = cq({"query": "handler", "limit": 500}, small)
+    size = len(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    assert r["truncated"] and r["count"] == 400 and size <= cap
+    assert size > cap * 3 // 4  # the room is used

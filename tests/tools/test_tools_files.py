@@ -14,6 +14,7 @@ import pytest
 from runtime.errors import ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
+from tests._forked import in_a_forked_child
 from tests.tools.helpers import Load
 from tests.tools.helpers import fails as _fails
 
@@ -380,6 +381,18 @@ def test_get_file_info(tool: Load, ctx: ToolContext, ws: Path, outside: Path) ->
     _fails(info, {"path": "o/secret.txt"}, ctx, "escape")
 
 
+def test_get_file_info_below_a_file_does_not_exist(tool: Load, ctx: ToolContext, ws: Path) -> None:
+    """A path below a regular file (ENOTDIR on a component) is missing, as one below a
+    missing folder is: "a missing path is not an error: exists=false". It was a tool error
+    (not_a_directory), so the caller had to tell the two apart."""
+    (ws / "a.txt").write_text("hi")
+    (ws / "alink").symlink_to("a.txt")
+    info = tool("get_file_info")
+    for path in ("a.txt/x", "a.txt/x/y", "alink/x"):
+        r = info({"path": path}, ctx)
+        assert r["exists"] is False and r["path"] == path and r["type"] is None
+
+
 def test_list_files_respects_output_budget(tool: Load, ws: Path) -> None:
     for i in range(200):
         (ws / f"{'n' * 100}{i:03d}").write_text("")
@@ -524,3 +537,91 @@ def test_listing_a_file_says_it_is_not_a_directory(
     assert "parent" not in err.message and "'notes.txt' is a file, not a directory" in err.message
     err = _fails(tool(name), {**args, "path": "notes.txt/sub"}, ctx, "not_a_directory")
     assert "'notes.txt' is a file, not a directory" in err.message  # the culprit, named
+
+
+def _glob_tree(ws: Path) -> None:
+    for rel in ("src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("x\n")
+
+
+_GLOBS = [
+    ("src/*.py", ["src/a.py"]),
+    ("*/*.py", ["src/a.py"]),
+    ("src/?.py", ["src/a.py"]),
+    ("src/**/*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py"]),
+    ("**/*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"]),
+    # '**' is zero or more names, so 'src/**' covers src itself (as the policy's '.git/**').
+    (
+        "src/**",
+        ["src", "src/a.py", "src/sub", "src/sub/deep.py", "src/sub/x", "src/sub/x/deeper.py"],
+    ),
+    ("src/s[a-z]b/*.py", ["src/sub/deep.py"]),
+    ("*.py", ["src/a.py", "src/sub/deep.py", "src/sub/x/deeper.py", "top.py"]),  # names
+    ("SRC/*.py", []),  # case-sensitive, as documented
+]
+
+
+@pytest.mark.parametrize(("pattern", "expected"), _GLOBS)
+@pytest.mark.parametrize("name", ["list_files", "file_search"])
+def test_path_globs_match_one_segment_per_star(
+    tool: Load, ctx: ToolContext, ws: Path, name: str, pattern: str, expected: list[str]
+) -> None:
+    """A pattern with '/' is the project's path glob (runtime._globs): '*' and '?' stay
+    within one name, '**' is zero or more folders. fnmatch on the whole path let 'src/*.py'
+    match src/sub/x/deeper.py, and 'src/**/*.py' miss src/a.py."""
+    _glob_tree(ws)
+    if name == "list_files":
+        r = tool(name)({"pattern": pattern, "recursive": True}, ctx)
+        got = [f["path"] for f in r["files"]]
+    else:
+        r = tool(name)({"pattern": pattern, "limit": 100}, ctx)
+        got = [m["path"] for m in r["matches"]]
+    assert got == expected
+
+
+def test_path_globs_are_relative_to_the_listed_folder(
+    tool: Load, ctx: ToolContext, ws: Path
+) -> None:
+    _glob_tree(ws)
+    r = tool("file_search")({"pattern": "sub/*.py", "path": "src"}, ctx)
+    assert [m["path"] for m in r["matches"]] == ["src/sub/deep.py"]
+    r = tool("list_files")({"pattern": "*/*.py", "path": "src", "recursive": True}, ctx)
+    assert [f["path"] for f in r["files"]] == ["src/sub/deep.py"]
+
+
+def _deep_tree(ws: Path, levels: int) -> str:
+    """``levels`` folders ``a`` nested (made by descriptor: the path is long), a file in the
+    deepest; its workspace-relative path."""
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(levels):
+        os.mkdir("a", dir_fd=fd)
+        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("leaf_target.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    os.close(fd)
+    return "/".join(["a"] * levels + ["leaf_target.txt"])
+
+
+def test_walks_of_a_tree_deeper_than_the_descriptor_limit(tool: Load, ws: Path) -> None:
+    """A walk held one descriptor per level: a tree 250 levels deep (the sandbox accepts
+    256) against the sandbox's 256 open files failed file_search, list_files and code_query
+    with an unclassified OSError EMFILE. Here the limit is 64, the tree 250 deep."""
+    leaf = _deep_tree(ws, 250)
+    ctx = ToolContext(workspace=ws, limits=Limits(output_bytes=1 << 20))  # 251 long paths
+
+    def body() -> str:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        r = tool("file_search")({"pattern": "leaf_target.txt"}, ctx)
+        got = [[m["path"] for m in r["matches"]], r["truncated"]]
+        r = tool("list_files")({"recursive": True, "limit": 10000}, ctx)
+        got.append([r["count"], r["files"][-1]["path"], r["truncated"]])
+        r = tool("code_query")({"query": "leaf_target", "type": "file"}, ctx)
+        got.append([[m["file"] for m in r["matches"]], r["truncated"]])
+        return json.dumps(got)
+
+    report = in_a_forked_child(body, timeout_s=60)
+    assert report == json.dumps([[leaf], False, [251, leaf, False], [[leaf], False]])

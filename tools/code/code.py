@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import ast
 import bisect
-import fnmatch
 import heapq
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runtime._globs import compile_glob
 from runtime.errors import ToolFailed
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, json_size
 from runtime.toolkit_fs import Workspace, printable, read_bytes
 
 __all__ = ["code_query"]
@@ -95,11 +95,27 @@ def _python_symbols(src: bytes) -> Iterator[Symbol]:
                     for name in ast.walk(target):
                         if isinstance(name, ast.Name):
                             yield "variable", name.id, name.lineno, name.col_offset
-            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
-                for field in ("body", "orelse", "finalbody"):
-                    yield from visit(getattr(node, field, []) or [], local)
+            else:
+                for block in _blocks(node):
+                    yield from visit(block, local)
 
     yield from visit(tree.body, False)
+
+
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """The statement lists a statement holds, whatever its kind: every compound statement's
+    bodies (``body``, ``orelse``, ``finalbody``) and those of its except handlers and match
+    cases, the only other nodes of Python's grammar that hold statements. Naming the
+    compound statements one by one missed except handlers, match cases, ``async with``,
+    ``async for`` and ``except*``, and the ast engine's empty answer was then trusted."""
+    for _, value in ast.iter_fields(node):
+        if not isinstance(value, list) or not value:
+            continue
+        if isinstance(value[0], ast.stmt):
+            yield value
+        elif isinstance(value[0], ast.excepthandler | ast.match_case):
+            for holder in value:
+                yield from _blocks(holder)
 
 
 # ----------------------------------------------------------------------------- tree-sitter
@@ -308,7 +324,9 @@ def _symbols(ext: str, src: bytes) -> tuple[str, list[Symbol]]:
 def _matcher(query: str) -> Callable[[str], int]:
     """0 = no match, 2 = exact, 1 = glob / case-insensitive substring."""
     if any(ch in query for ch in "*?["):
-        return lambda name: 1 if fnmatch.fnmatchcase(name, query) else 0
+        # The project's globs (list_files', file_search's and the policy's), case-sensitive.
+        rx = compile_glob(query)
+        return lambda name: 1 if rx.fullmatch(name) else 0
     q = query.casefold()
     return lambda name: 2 if name == query else (1 if q in name.casefold() else 0)
 
@@ -338,6 +356,23 @@ def _excerpt(lines: list[bytes], line: int, col: int) -> tuple[str, str, int]:
     context = "\n".join(_window(lines[i], col if i == line - 1 else 0) for i in range(lo, hi))
     column = len(text[:col].decode("utf-8", "ignore")) + 1
     return _window(text, col).rstrip(), context, column
+
+
+#: A result's JSON but its query, type and matches, at most: keys, the four engines, two
+#: numbers of up to 19 digits; plus room for the frame's envelope and msgpack's encoding
+#: where it is larger than JSON's (as the file tools leave), bytes.
+_RESULT_OVERHEAD = 160 + 64
+#: A match's JSON but its strings' contents: keys, quotes, two numbers of up to 19 digits,
+#: the comma between matches, bytes.
+_MATCH_OVERHEAD = 128
+
+
+def _match_size(m: dict[str, Any]) -> int:
+    """Bytes ``m`` takes in the result's JSON. Measured as the output cap is checked
+    (json_size: UTF-8, escapes), not in characters: half the cap counted in characters let
+    400 matches in Chinese code outgrow it, and the whole query failed output_too_large."""
+    strings = ("file", "kind", "name", "code", "context", "engine")
+    return _MATCH_OVERHEAD + sum(json_size(m[key]) for key in strings)
 
 
 class _Desc:
@@ -465,10 +500,10 @@ def code_query(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         walk_cut = ws.walk_cut
     found.sort(key=lambda f: f[0], reverse=True)
     matches: list[dict[str, Any]] = []
-    budget = ctx.limits.output_bytes // 2  # leave room for the JSON around the matches
+    budget = ctx.limits.output_bytes - _RESULT_OVERHEAD - json_size(query) - json_size(want)
     for _, m in found:
         m["code"], m["context"] = m["code"][:_MAX_CODE], m["context"][: _MAX_CODE * 3]
-        budget -= len(m["file"]) + len(m["code"]) + len(m["context"]) + 120
+        budget -= _match_size(m)
         if budget < 0:
             break
         matches.append(m)

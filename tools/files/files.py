@@ -22,7 +22,7 @@ from runtime.toolkit_fs import (
     Entry,
     Workspace,
     file_type,
-    glob_match,
+    glob_matcher,
     printable,
     read_bytes,
     read_lines,
@@ -324,8 +324,9 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
         budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
+        keep = glob_matcher(pattern, parts) if pattern else None
         for entry in ws.walk(parts, max_depth=-1 if recursive else 1):
-            if pattern and not glob_match(pattern, entry, parts):
+            if keep is not None and not keep(entry):
                 continue
             item, size = _listed(entry)
             budget -= size
@@ -357,7 +358,7 @@ def get_file_info(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"])
         rel = ws.rel(parts)
-        st = ws.lstat(parts)
+        st = ws.lstat(parts, below_file_missing=True)
         if st is None:
             return {
                 "path": rel,
@@ -384,12 +385,13 @@ def file_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args.get("path", "."))
         budget = _listing_room(ws.rel(parts), ctx.limits.output_bytes)
+        keep = glob_matcher(pattern, parts)
         for entry in ws.walk(parts, max_depth=max_depth):
             if want == "file" and entry.type != "file":
                 continue
             if want == "dir" and entry.type != "directory":
                 continue
-            if not glob_match(pattern, entry, parts):
+            if not keep(entry):
                 continue
             item, size = _listed(entry)
             budget -= size
