@@ -216,8 +216,11 @@ class Workspace:
                 )
         comps = tuple(c for c in rel.split("/") if c not in ("", "."))
         if ".." in comps:
+            # Said as it is: "must stay inside the workspace" was false for sub/../a.
             raise _fail(
-                f"path {path!r} uses '..'; paths must stay inside the workspace",
+                f"path {path!r} uses '..', which the file tools refuse even inside the "
+                "workspace (through a symlink its meaning is not lexical); give the path "
+                "from the workspace root without '..'",
                 "parent_ref",
                 path,
             )

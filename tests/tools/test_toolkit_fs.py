@@ -60,6 +60,16 @@ def test_parts_refused(ws: Path, path: str, reason: str) -> None:
     assert _reason(exc) == reason
 
 
+def test_a_parent_ref_inside_the_workspace_is_refused_for_what_it_is(ws: Path) -> None:
+    """``sub/../a`` stays inside the workspace: the refusal says that '..' itself is what
+    the tools refuse, and why, not that the path leaves the workspace (it said so)."""
+    with Workspace(ws) as w, pytest.raises(ToolFailed) as exc:
+        w.parts("sub/../afile")
+    assert _reason(exc) == "parent_ref"
+    assert "must stay inside" not in exc.value.message
+    assert "refuse even inside the workspace" in exc.value.message
+
+
 @pytest.mark.parametrize(
     ("path", "parts"),
     [
