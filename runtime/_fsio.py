@@ -33,6 +33,7 @@ __all__ = [
     "renameat2_noreplace",
     "state_file_problem",
     "write_all",
+    "write_refused",
 ]
 
 _T = TypeVar("_T")
@@ -90,6 +91,17 @@ def renameat2_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), dst)
+
+
+def write_refused(dir_fd: int, name: str) -> int:
+    """The errno that ``faccessat(dir_fd, name, W_OK)`` gives (0: no refusal): whether the
+    file's permission bits (and ACLs) let this process open it for writing. Real ids, the
+    plain syscall (flags 0): this process never runs set-id, and AT_EACCESS needs
+    faccessat2, which some container seccomp profiles answer EPERM for every file."""
+    rc = _libc.faccessat(
+        ctypes.c_int(dir_fd), ctypes.c_char_p(os.fsencode(name)), ctypes.c_int(os.W_OK), 0
+    )
+    return 0 if rc == 0 else ctypes.get_errno()
 
 
 def file_type(mode: int) -> str:

@@ -52,6 +52,7 @@ from runtime._fsio import (
     read_lines,
     renameat2_noreplace,
     write_all,
+    write_refused,
 )
 from runtime._globs import GlobSet, compile_segments, star_closure, step_segments
 from runtime.errors import ResourceLimitExceeded, ToolFailed
@@ -747,6 +748,8 @@ class Workspace:
                 )
             if expect is not None and not _same_file(old, expect):
                 raise self._changed(parts)
+            if old is not None:
+                self._check_writable(parent.fd, parts)
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
             held: set[int | signal.Signals] | None = None  # the signal mask to restore
             try:
@@ -808,6 +811,25 @@ class Workspace:
                 if held is not None:
                     signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return written
+
+    def _check_writable(self, dir_fd: int, parts: tuple[str, ...]) -> None:
+        """Refuse to replace the existing file ``parts`` (in ``dir_fd``) that this process may
+        not write: the rename over it needs only the folder's write permission, so a file
+        made read-only (0444, 0000) was silently replaced, where ``echo x > f`` in a shell
+        gets "Permission denied". Only EACCES and EPERM refuse: a read-only mount (a
+        policy's mask) is left to the rename, which says why in its own words (EBUSY)."""
+        code = write_refused(dir_fd, parts[-1])
+        if code not in (errno.EACCES, errno.EPERM):
+            return
+        rel = self.rel(parts)
+        raise ToolFailed(
+            f"permission denied for file {rel!r}: its permission bits do not let the sandbox "
+            "user write it (read-only); nothing was written. Change its mode first (chmod "
+            "u+w) if it is meant to be changed",
+            reason="permission",
+            path=rel,
+            errno=errno.errorcode[code],
+        )
 
     def delete(self, parts: tuple[str, ...], *, recursive: bool) -> str:
         """Remove a file, symlink (the link itself) or, with ``recursive``, a directory tree
