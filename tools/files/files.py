@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import datetime as _dt
 import os
 import stat
@@ -226,44 +227,58 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailed("old_string must not be empty", reason="empty_old_string")
     if old == new:
         raise ToolFailed("old_string and new_string are identical", reason="no_change")
+    old_b, new_b = _utf8(old, "old_string"), _utf8(new, "new_string")
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
-        return _retried(lambda: _edit(ws, parts, old, new, replace_all=replace_all, ctx=ctx))
+        return _retried(lambda: _edit(ws, parts, old_b, new_b, replace_all=replace_all, ctx=ctx))
+
+
+def _utf8(text: str, name: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (JSON's ``\\udc80``) names no character a file
+    can hold."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailed(
+            f"{name} is not valid Unicode (a lone surrogate); no text file holds it",
+            reason="bad_encoding",
+        ) from exc
 
 
 def _edit(
     ws: Workspace,
     parts: tuple[str, ...],
-    old: str,
-    new: str,
+    old: bytes,
+    new: bytes,
     *,
     replace_all: bool,
     ctx: ToolContext,
 ) -> dict[str, Any]:
     """One read, replace and rewrite of edit_file, under the folder's lock (another call's
     edit or append of the file waits), the rewrite refused if the file changed since the
-    read (a writer without the lock): see ``Workspace.atomic_write``."""
+    read (a writer without the lock): see ``Workspace.atomic_write``.
+
+    The file is held once, as bytes, and the new content is written from it piece by
+    piece (:func:`_replaced`): hunt M6, a decoded copy, a replaced copy and an encoded
+    copy next to the bytes took four times the file, and a 180 MB file exceeded the
+    default 512 MiB memory limit, below the 256 MiB ``fsize_mb`` edits are bounded by.
+    UTF-8 finds a UTF-8 ``old`` at the same places in the bytes as in the text (a match
+    starts on a character's first byte and ends on a character's last)."""
     cap = ctx.limits.fsize_mb * 1_048_576
     rel = ws.rel(parts)
     with ws.exclusive(parts):
         fd, st = ws.open_file(parts, access="write")  # read to be rewritten
         with fd:
-            raw, truncated = read_bytes(fd.fd, cap)
-        if truncated:
-            raise ToolFailed(
-                f"{rel!r} is larger than {ctx.limits.fsize_mb} MiB; too big to edit",
-                reason="too_large",
-                path=rel,
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ToolFailed(
-                f"{rel!r} is not UTF-8 text; edit_file works on text files only",
-                reason="binary",
-                path=rel,
-            ) from exc
-        count = text.count(old)
+            if st.st_size > cap:
+                raise ToolFailed(
+                    f"{rel!r} is larger than {ctx.limits.fsize_mb} MiB; too big to edit",
+                    reason="too_large",
+                    path=rel,
+                )
+            # A file that grew or shrank since the fstat is seen by atomic_write's check.
+            data = _read_all(fd.fd, st.st_size)
+        _check_utf8(data, rel)
+        count = data.count(old)
         if count == 0:
             raise ToolFailed(
                 f"old_string was not found in {rel!r}; read the file and copy the exact text "
@@ -280,9 +295,78 @@ def _edit(
                 path=rel,
                 occurrences=count,
             )
-        text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        ws.atomic_write(parts, _chunks(text.encode("utf-8")), expect=st)
+        ws.atomic_write(parts, _replaced(data, old, new, all_of=replace_all), expect=st)
         return {"path": rel, "replacements": count if replace_all else 1}
+
+
+def _read_all(fd: int, size: int) -> bytearray:
+    """Up to ``size`` bytes of ``fd`` in one buffer of that size (a growing buffer and its
+    final copy took twice the file)."""
+    buf = bytearray(size)
+    got = 0
+    with memoryview(buf) as view, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+        while got < size:
+            n = fh.readinto(view[got:])
+            if not n:
+                break
+            got += n
+    del buf[got:]
+    return buf
+
+
+def _check_utf8(data: bytearray, rel: str) -> None:
+    """Refuse ``data`` unless it is UTF-8 text, decoding a piece at a time (the text itself
+    is not kept)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with memoryview(data) as view:
+            for i in range(0, len(view), _CHUNK):
+                decoder.decode(view[i : i + _CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise ToolFailed(
+            f"{rel!r} is not UTF-8 text; edit_file works on text files only",
+            reason="binary",
+            path=rel,
+        ) from exc
+
+
+def _replaced(data: bytearray, old: bytes, new: bytes, *, all_of: bool) -> Iterator[bytes]:
+    """``data`` with ``old`` replaced by ``new`` (every occurrence with ``all_of``, else the
+    first), as ``bytes.replace`` would make it, in pieces of about :data:`_CHUNK` bytes:
+    never a second copy of the whole file.
+
+    With ``all_of``, each window is replaced in C when no occurrence of ``old`` straddles
+    its end (then the left-to-right matching inside it is the whole file's); otherwise one
+    occurrence is replaced by hand and the next window starts after it. A window is short
+    enough that its replaced copy stays near :data:`_CHUNK` however long ``new`` is."""
+    size, width = len(data), len(old)
+    step = max(_CHUNK * width // max(len(new), width), 1)
+    pos = 0
+    with memoryview(data) as view:
+        while pos < size:
+            end = min(pos + step, size)
+            straddles = end < size and data.find(old, max(end - width + 1, 0), end + width - 1) >= 0
+            if all_of and not straddles:
+                yield bytes(view[pos:end]).replace(old, new)
+                pos = end
+                continue
+            at = data.find(old, pos)
+            if at < 0:
+                yield from _pieces(view, pos, size)
+                return
+            yield from _pieces(view, pos, at)
+            yield new
+            pos = at + width
+            if not all_of:
+                yield from _pieces(view, pos, size)
+                return
+
+
+def _pieces(view: memoryview, start: int, end: int) -> Iterator[bytes]:
+    """``view[start:end]`` as copies of at most :data:`_CHUNK` bytes."""
+    for i in range(start, end, _CHUNK):
+        yield bytes(view[i : min(i + _CHUNK, end)])
 
 
 def _info(rel: str, st: os.stat_result) -> dict[str, Any]:
