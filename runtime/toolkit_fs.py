@@ -51,6 +51,7 @@ from runtime._fsio import (
     read_bytes,
     read_lines,
     renameat2_noreplace,
+    seek_line,
     write_all,
     write_refused,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "printable",
     "read_bytes",
     "read_lines",
+    "seek_line",
 ]
 
 #: Where the sandbox mounts the workspace; such absolute paths mean the workspace root.

@@ -27,6 +27,7 @@ from runtime.toolkit_fs import (
     printable,
     read_bytes,
     read_lines,
+    seek_line,
 )
 
 __all__ = [
@@ -45,9 +46,9 @@ _ENTRY_OVERHEAD = 120  # JSON keys, type, size and timestamp of one listed entry
 #: Room left in the output cap beyond a result's own JSON: the frame's envelope and header,
 #: and msgpack's encoding where it is larger than JSON's, bytes.
 _RESULT_MARGIN = 64
-#: A read_file result's JSON but its path and content, at most: keys, encoding, three
+#: A read_file result's JSON but its path and content, at most: keys, encoding, five
 #: numbers of up to 19 digits, ``truncated``; plus the margin, bytes.
-_READ_OVERHEAD = 160 + _RESULT_MARGIN
+_READ_OVERHEAD = 240 + _RESULT_MARGIN
 #: Tries of an append or edit whose file another writer changed meanwhile (see _retried).
 _ATTEMPTS = 5
 
@@ -119,8 +120,13 @@ def _fit_lines(text: str, lines: int, room: int) -> tuple[str, int, bool]:
 @warm_with(lambda scratch: {"path": _sample(scratch).name})
 def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     encoding = _TEXT_ENCODINGS.get(args.get("encoding", "utf-8"), "base64")
-    offset = int(args.get("offset", 1))
-    limit = int(args.get("limit", 2000))
+    at = args.get("byte_offset")
+    if at is not None and "offset" in args and encoding != "base64":
+        raise ToolFailed(
+            "pass offset (a line number) or byte_offset (a byte position, as a previous "
+            "result's next_byte_offset), not both",
+            reason="bad_offset",
+        )
     cap = ctx.limits.output_bytes
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
@@ -128,30 +134,57 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         fd, st = ws.open_file(parts)
         with fd:
             if encoding == "base64":
-                out: dict[str, Any] = {
-                    "path": rel,
-                    "content": "",
-                    "encoding": "base64",
-                    "size": st.st_size,
-                    "bytes": st.st_size,
-                    "lines": None,
-                    "truncated": True,
-                }
-                raw, truncated = read_bytes(fd.fd, _room(rel, cap) // 4 * 3)
-                out["content"] = base64.b64encode(raw).decode("ascii")
-                out["bytes"], out["truncated"] = len(raw), truncated
-                return out
-            out = {
-                "path": rel,
-                "content": "",
-                "encoding": encoding,
-                "size": st.st_size,
-                "offset": offset,
-                "lines": limit,
-                "truncated": True,
-            }
+                return _read_base64(fd.fd, rel, st, int(at or 0), cap)
+            out: dict[str, Any] = {"path": rel, "content": "", "encoding": encoding}
+            out["size"] = st.st_size
+            if at is None:
+                out["offset"] = offset = int(args.get("offset", 1))
+                first = seek_line(fd.fd, offset)
+            else:
+                first = os.lseek(fd.fd, int(at), os.SEEK_SET)
             room = _room(rel, cap)
-            raw, lines, truncated = read_lines(fd.fd, offset, limit, room)
+            if first is None:  # the file ends before line ``offset``
+                first, (raw, lines, truncated) = st.st_size, (b"", 0, False)
+            else:
+                raw, lines, truncated = read_lines(fd.fd, 1, int(args.get("limit", 2000)), room)
+    text, lines, truncated = _text(
+        raw, lines, truncated, rel=rel, encoding=encoding, room=room, at=at
+    )
+    end = first + len(text.encode("utf-8"))
+    out.update(content=text, lines=lines, truncated=truncated, byte_offset=first)
+    out["next_byte_offset"] = end if truncated else None
+    return out
+
+
+def _read_base64(fd: int, rel: str, st: os.stat_result, at: int, cap: int) -> dict[str, Any]:
+    """read_file with encoding='base64': the bytes from ``at`` that the cap holds."""
+    os.lseek(fd, at, os.SEEK_SET)
+    raw, truncated = read_bytes(fd, _room(rel, cap) // 4 * 3)
+    return {
+        "path": rel,
+        "content": base64.b64encode(raw).decode("ascii"),
+        "encoding": "base64",
+        "size": st.st_size,
+        "bytes": len(raw),
+        "lines": None,
+        "truncated": truncated,
+        "byte_offset": at,
+        "next_byte_offset": at + len(raw) if truncated else None,
+    }
+
+
+def _text(
+    raw: bytes, lines: int, truncated: bool, *, rel: str, encoding: str, room: int, at: int | None
+) -> tuple[str, int, bool]:
+    """The lines read as text that fits ``room``: (text, lines, truncated). ``at``: the
+    byte the read started at when the caller gave one, which must begin a character."""
+    if at is not None and raw and raw[0] & 0xC0 == 0x80:
+        raise ToolFailed(
+            f"byte_offset {at} is inside a UTF-8 character of {rel!r}; continue from a "
+            "result's next_byte_offset (it always starts a character)",
+            reason="bad_offset",
+            path=rel,
+        )
     if b"\0" in raw:
         raise ToolFailed(
             f"{rel!r} looks binary (NUL bytes); read it with encoding='base64'",
@@ -160,16 +193,15 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
     text = _decode(raw, rel, truncated and not raw.endswith(b"\n"))
     if encoding == "ascii" and not text.isascii():
-        at = next(i for i, ch in enumerate(text) if not ch.isascii())
+        bad = next(i for i, ch in enumerate(text) if not ch.isascii())
         raise ToolFailed(
-            f"{rel!r} is not ASCII text (character {text[at]!r} in the lines read); read it "
+            f"{rel!r} is not ASCII text (character {text[bad]!r} in the lines read); read it "
             "with encoding='utf-8'",
             reason="not_ascii",
             path=rel,
         )
     text, lines, cut = _fit_lines(text, lines, room)
-    out.update(content=text, lines=lines, truncated=truncated or cut)
-    return out
+    return text, lines, truncated or cut
 
 
 def _payload(args: dict[str, Any]) -> bytes:
