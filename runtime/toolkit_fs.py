@@ -228,6 +228,37 @@ class Workspace:
             raise _fail("this operation needs a path below the workspace root", "root", path)
         return comps
 
+    def refuse_slash(
+        self, path: str, parts: tuple[str, ...], access: str, *, making: bool = False
+    ) -> None:
+        """Refuse ``path`` when it ends with '/' (or '/.'), which names a directory, and what
+        it names is not one: :meth:`parts` drops the slash, so ``f.txt/`` read the file and
+        a write made ``slash.txt``, where POSIX says ENOTDIR. ``making``: the caller would
+        make a file there, so a missing one is refused too. Symlinks are followed, as the
+        kernel follows them before a trailing slash."""
+        if not parts or path.rsplit("/", 1)[-1] not in ("", "."):
+            return
+        st = self._resolved_stat(parts, access)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return
+        if st is None and not making:
+            return  # missing: the caller's own look says "not found"
+        if st is None:
+            why = "a file cannot be made at such a path"
+        else:
+            why = f"but {self.rel(parts)!r} is a {_kind(st.st_mode)}, not a directory"
+        raise _fail(
+            f"{path!r} ends with '/', which names a directory; {why}: drop the trailing '/' "
+            "to name a file",
+            "not_a_directory",
+            self.rel(parts),
+        )
+
+    def is_directory(self, parts: tuple[str, ...], access: str = "read") -> bool:
+        """Whether ``parts`` names a directory (symlinks followed beneath the root)."""
+        st = self._resolved_stat(parts, access)
+        return st is not None and stat.S_ISDIR(st.st_mode)
+
     @staticmethod
     def rel(parts: tuple[str, ...]) -> str:
         return "/".join(parts) or "."

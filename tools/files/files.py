@@ -130,6 +130,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     cap = ctx.limits.output_bytes
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
+        ws.refuse_slash(args["path"], parts, "read")
         rel = ws.rel(parts)
         fd, st = ws.open_file(parts)
         with fd:
@@ -241,6 +242,7 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     append = args.get("mode", "overwrite") == "append"
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
+        ws.refuse_slash(args["path"], parts, "write", making=True)
         existed = ws.lstat(parts, "write") is not None
         written = _retried(lambda: ws.atomic_write(parts, _chunks(data), append=append))
         return {
@@ -262,6 +264,7 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     old_b, new_b = _utf8(old, "old_string"), _utf8(new, "new_string")
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
+        ws.refuse_slash(args["path"], parts, "write")
         return _retried(lambda: _edit(ws, parts, old_b, new_b, replace_all=replace_all, ctx=ctx))
 
 
@@ -456,6 +459,7 @@ def list_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def delete_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         parts = ws.parts(args["path"], allow_root=False)
+        ws.refuse_slash(args["path"], parts, "write")
         kind = ws.delete(parts, recursive=bool(args.get("recursive", False)))
         return {"path": ws.rel(parts), "deleted": True, "type": kind}
 
@@ -464,6 +468,10 @@ def move_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with Workspace.for_call(ctx) as ws:
         src = ws.parts(args["source"], allow_root=False)
         dst = ws.parts(args["destination"], allow_root=False)
+        ws.refuse_slash(args["source"], src, "write")
+        # 'x/' names a directory: a directory may be moved there, a file may not (rename(2)).
+        making = not ws.is_directory(src, "write")
+        ws.refuse_slash(args["destination"], dst, "write", making=making)
         ws.move(src, dst, overwrite=bool(args.get("overwrite", False)))
         return {"source": ws.rel(src), "destination": ws.rel(dst), "moved": True}
 
