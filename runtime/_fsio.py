@@ -31,8 +31,10 @@ __all__ = [
     "read_bytes",
     "read_lines",
     "renameat2_noreplace",
+    "seek_line",
     "state_file_problem",
     "write_all",
+    "write_refused",
 ]
 
 _T = TypeVar("_T")
@@ -90,6 +92,17 @@ def renameat2_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), dst)
+
+
+def write_refused(dir_fd: int, name: str) -> int:
+    """The errno that ``faccessat(dir_fd, name, W_OK)`` gives (0: no refusal): whether the
+    file's permission bits (and ACLs) let this process open it for writing. Real ids, the
+    plain syscall (flags 0): this process never runs set-id, and AT_EACCESS needs
+    faccessat2, which some container seccomp profiles answer EPERM for every file."""
+    rc = _libc.faccessat(
+        ctypes.c_int(dir_fd), ctypes.c_char_p(os.fsencode(name)), ctypes.c_int(os.W_OK), 0
+    )
+    return 0 if rc == 0 else ctypes.get_errno()
 
 
 def file_type(mode: int) -> str:
@@ -215,11 +228,37 @@ def write_all(fd: int, data: bytes) -> None:
 _BLOCK = 1 << 16
 
 
+def seek_line(fd: int, offset: int) -> int | None:
+    """Move ``fd`` (a seekable file, at the start of a line) to the start of the line
+    ``offset`` lines on (1: where it is); that line's byte position, or None when the file
+    ends before it. read_file reports the position, so a read cut inside a long line can
+    be continued from a byte (``byte_offset``)."""
+    lineno = 1  # number of the line that starts at ``pos``
+    pos = os.lseek(fd, 0, os.SEEK_CUR)
+    while lineno < offset:
+        block = os.read(fd, _BLOCK)
+        if not block:
+            return None
+        n = block.count(b"\n")
+        if lineno + n < offset:
+            lineno += n
+            pos += len(block)
+            continue
+        at = -1
+        for _ in range(offset - lineno):
+            at = block.index(b"\n", at + 1)
+        pos += at + 1
+        return os.lseek(fd, pos, os.SEEK_SET)
+    return pos
+
+
 def read_lines(fd: int, offset: int, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
     """Stream lines ``offset`` (1-based) .. ``offset+limit-1`` from ``fd``, holding at most
     one block plus the selected bytes. Returns (bytes, lines, truncated); stops at
     ``max_bytes`` on a line boundary, or mid-line when a single line is too big. Works a
-    block at a time (bytes.count / find in C), not a line at a time."""
+    block at a time (bytes.count / find in C), not a line at a time. Lines are counted
+    from where ``fd`` is (a caller may seek to a byte first: the rest of a line read
+    before counts as one). ``fd`` may be a pipe (no seeking here)."""
     lineno = 1  # number of the line that starts at the next unread byte
     data = b""
     while lineno < offset:

@@ -50,7 +50,9 @@ from runtime._fsio import (
     read_bytes,
     read_lines,
     renameat2_noreplace,
+    seek_line,
     write_all,
+    write_refused,
 )
 from runtime._globs import (
     GlobSet,
@@ -78,6 +80,7 @@ __all__ = [
     "printable",
     "read_bytes",
     "read_lines",
+    "seek_line",
 ]
 
 #: Where the sandbox mounts the workspace; such absolute paths mean the workspace root.
@@ -233,6 +236,37 @@ class Workspace:
         if not comps and not allow_root:
             raise _fail("this operation needs a path below the workspace root", "root", path)
         return comps
+
+    def refuse_slash(
+        self, path: str, parts: tuple[str, ...], access: str, *, making: bool = False
+    ) -> None:
+        """Refuse ``path`` when it ends with '/' (or '/.'), which names a directory, and what
+        it names is not one: :meth:`parts` drops the slash, so ``f.txt/`` read the file and
+        a write made ``slash.txt``, where POSIX says ENOTDIR. ``making``: the caller would
+        make a file there, so a missing one is refused too. Symlinks are followed, as the
+        kernel follows them before a trailing slash."""
+        if not parts or path.rsplit("/", 1)[-1] not in ("", "."):
+            return
+        st = self._resolved_stat(parts, access)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return
+        if st is None and not making:
+            return  # missing: the caller's own look says "not found"
+        if st is None:
+            why = "a file cannot be made at such a path"
+        else:
+            why = f"but {self.rel(parts)!r} is a {_kind(st.st_mode)}, not a directory"
+        raise _fail(
+            f"{path!r} ends with '/', which names a directory; {why}: drop the trailing '/' "
+            "to name a file",
+            "not_a_directory",
+            self.rel(parts),
+        )
+
+    def is_directory(self, parts: tuple[str, ...], access: str = "read") -> bool:
+        """Whether ``parts`` names a directory (symlinks followed beneath the root)."""
+        st = self._resolved_stat(parts, access)
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
     @staticmethod
     def rel(parts: tuple[str, ...]) -> str:
@@ -763,6 +797,8 @@ class Workspace:
                 )
             if expect is not None and not _same_file(old, expect):
                 raise self._changed(parts)
+            if old is not None:
+                self._check_writable(parent.fd, parts)
             tmp = f".{name[:32]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # < NAME_MAX
             held: set[int | signal.Signals] | None = None  # the signal mask to restore
             try:
@@ -825,6 +861,25 @@ class Workspace:
                     signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return written
 
+    def _check_writable(self, dir_fd: int, parts: tuple[str, ...]) -> None:
+        """Refuse to replace the existing file ``parts`` (in ``dir_fd``) that this process may
+        not write: the rename over it needs only the folder's write permission, so a file
+        made read-only (0444, 0000) was silently replaced, where ``echo x > f`` in a shell
+        gets "Permission denied". Only EACCES and EPERM refuse: a read-only mount (a
+        policy's mask) is left to the rename, which says why in its own words (EBUSY)."""
+        code = write_refused(dir_fd, parts[-1])
+        if code not in (errno.EACCES, errno.EPERM):
+            return
+        rel = self.rel(parts)
+        raise ToolFailed(
+            f"permission denied for file {rel!r}: its permission bits do not let the sandbox "
+            "user write it (read-only); nothing was written. Change its mode first (chmod "
+            "u+w) if it is meant to be changed",
+            reason="permission",
+            path=rel,
+            errno=errno.errorcode[code],
+        )
+
     def delete(self, parts: tuple[str, ...], *, recursive: bool) -> str:
         """Remove a file, symlink (the link itself) or, with ``recursive``, a directory tree
         (shutil's fd-based rmtree: it never follows symlinks). Returns the type removed."""
@@ -870,65 +925,122 @@ class Workspace:
                 self.rel(src),
             )
         if dst[: len(src)] == src:
-            raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
+            self._refuse_inside(src, dst)
         # "Not found" only where the source could be moved; no folder made for a refused
         # destination.
         self._check_would_be(src, "read")
         self._check_would_be(src, "write")
         self._check_would_be(dst, "write")
-        with (
-            self.open_dir(src[:-1], leaf=src[-1]) as sp,
-            self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
-            # Not between an append's (or an edit's) copy of the destination and its
-            # rename, which would drop the moved file (that one's check would also see it).
-            self._lock(dp.fd, dst),
-        ):
+        with self.open_dir(src[:-1], leaf=src[-1]) as sp:
             # The source is read as well as changed: a move out of write-only paths into
             # readable ones would show what the policy keeps unreadable.
             self.check_allowed(src, "read", fd=sp.fd, name=src[-1])
             self.check_allowed(src, "write", fd=sp.fd, name=src[-1])
-            self.check_allowed(dst, "write", fd=dp.fd, name=dst[-1])
             try:
                 sst = os.stat(src[-1], dir_fd=sp.fd, follow_symlinks=False)
             except OSError as exc:
+                # Before the destination's folders are made: a missing source leaves none.
                 raise self.explain(exc, src, "source") from exc
-            self._refuse_same_file(src, sst, dst, sp.fd, dp.fd)
-            try:
-                if overwrite:
-                    os.rename(src[-1], dst[-1], src_dir_fd=sp.fd, dst_dir_fd=dp.fd)
-                else:
-                    renameat2_noreplace(sp.fd, src[-1], dp.fd, dst[-1])
-                os.fsync(dp.fd)
-                if sp.fd != dp.fd:
-                    os.fsync(sp.fd)
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    raise _fail(
-                        f"destination {self.rel(dst)!r} already exists; pass overwrite=true "
-                        "to replace it",
-                        "exists",
-                        self.rel(dst),
-                    ) from exc
-                if exc.errno == errno.EXDEV:
-                    # Inside the sandbox, a mount boundary: a directory pinned because it
-                    # holds an entry the policy protects (runtime.backends.sandbox._pins).
-                    raise _fail(
-                        f"cannot move {self.rel(src)!r} to {self.rel(dst)!r}: one of them is "
-                        "inside a directory that holds an entry the policy hides or protects, "
-                        "and nothing may be moved into or out of it (copy it instead)",
-                        "masked",
-                        self.rel(src),
-                    ) from exc
-                if exc.errno == errno.EINVAL and _below(dp.fd, sst, self.fd):
-                    # The lexical check above misses a destination reached through a
-                    # symlink ('dl/sub' with dl -> d): the kernel's EINVAL says the rest.
-                    raise _fail(
-                        f"cannot move directory {self.rel(src)!r} into itself "
-                        f"({self.rel(dst)!r} is inside it)",
-                        "into_itself",
-                        self.rel(dst),
-                    ) from exc
-                raise self.explain(exc, dst, "destination") from exc
+            with (
+                self.open_dir(dst[:-1], create=True, access="write", leaf=dst[-1]) as dp,
+                # Not between an append's (or an edit's) copy of the destination and its
+                # rename, which would drop the moved file (that one's check would also
+                # see it).
+                self._lock(dp.fd, dst),
+            ):
+                self.check_allowed(dst, "write", fd=dp.fd, name=dst[-1])
+                self._refuse_same_file(src, sst, dst, sp.fd, dp.fd)
+                self._rename(src, sst, dst, sp.fd, dp.fd, overwrite=overwrite)
+
+    def _refuse_inside(self, src: tuple[str, ...], dst: tuple[str, ...]) -> None:
+        """Refuse ``dst``, a path below ``src``: a directory cannot go into itself, and
+        below a file there is nothing (it said "directory into itself" of a file). A
+        missing source is left to the move, which says so."""
+        st = self._resolved_stat(src, "read")
+        if st is None:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            raise _fail("cannot move a directory into itself", "into_itself", self.rel(dst))
+        raise _fail(
+            f"cannot move {self.rel(src)!r} to {self.rel(dst)!r}: {self.rel(src)!r} is a "
+            f"{_kind(st.st_mode)}, not a directory, so nothing can be inside it",
+            "not_a_directory",
+            self.rel(dst),
+        )
+
+    def _rename(
+        self,
+        src: tuple[str, ...],
+        sst: os.stat_result,
+        dst: tuple[str, ...],
+        sp: int,
+        dp: int,
+        *,
+        overwrite: bool,
+    ) -> None:
+        """The rename of :meth:`move`, its errors told in the move's words."""
+        try:
+            if overwrite:
+                os.rename(src[-1], dst[-1], src_dir_fd=sp, dst_dir_fd=dp)
+            else:
+                renameat2_noreplace(sp, src[-1], dp, dst[-1])
+            os.fsync(dp)
+            if sp != dp:
+                os.fsync(sp)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise _fail(
+                    f"destination {self.rel(dst)!r} already exists; pass overwrite=true "
+                    "to replace it",
+                    "exists",
+                    self.rel(dst),
+                ) from exc
+            if exc.errno == errno.EXDEV:
+                # Inside the sandbox, a mount boundary: a directory pinned because it
+                # holds an entry the policy protects (runtime.backends.sandbox._pins).
+                raise _fail(
+                    f"cannot move {self.rel(src)!r} to {self.rel(dst)!r}: one of them is "
+                    "inside a directory that holds an entry the policy hides or protects, "
+                    "and nothing may be moved into or out of it (copy it instead)",
+                    "masked",
+                    self.rel(src),
+                ) from exc
+            if exc.errno == errno.EINVAL and _below(dp, sst, self.fd):
+                # The lexical check above misses a destination reached through a
+                # symlink ('dl/sub' with dl -> d): the kernel's EINVAL says the rest.
+                raise _fail(
+                    f"cannot move directory {self.rel(src)!r} into itself "
+                    f"({self.rel(dst)!r} is inside it)",
+                    "into_itself",
+                    self.rel(dst),
+                ) from exc
+            if exc.errno in (errno.ENOTDIR, errno.EISDIR):
+                mismatch = self._kind_mismatch(src, sst, dst, dp)
+                if mismatch is not None:
+                    raise mismatch from exc
+            raise self.explain(exc, dst, "destination") from exc
+
+    def _kind_mismatch(
+        self, src: tuple[str, ...], sst: os.stat_result, dst: tuple[str, ...], dp: int
+    ) -> ToolFailed | None:
+        """The error for a rename of a directory over a non-directory (ENOTDIR, which
+        explain() blames on a parent) or of a non-directory over a directory (EISDIR);
+        None when the destination is not such a mismatch."""
+        try:
+            dst_st = os.stat(dst[-1], dir_fd=dp, follow_symlinks=False)
+        except OSError:
+            return None
+        src_dir, dst_dir = stat.S_ISDIR(sst.st_mode), stat.S_ISDIR(dst_st.st_mode)
+        if src_dir == dst_dir:
+            return None
+        s, d = self.rel(src), self.rel(dst)
+        return _fail(
+            f"cannot replace {d!r}, a {_kind(dst_st.st_mode)}, with {s!r}, a "
+            f"{_kind(sst.st_mode)}: overwrite replaces a file with a file, or a directory "
+            "with a directory (an empty one); delete the destination first",
+            "is_a_directory" if dst_dir else "not_a_directory",
+            d,
+        )
 
     def _refuse_same_file(
         self, src: tuple[str, ...], sst: os.stat_result, dst: tuple[str, ...], sp: int, dp: int

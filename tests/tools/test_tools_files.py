@@ -37,8 +37,9 @@ def test_read_file_ranges(tool: Load, ctx: ToolContext, ws: Path) -> None:
 def test_read_file_output_cap(tool: Load, ctx: ToolContext, ws: Path) -> None:
     (ws / "big.txt").write_text("x" * 100 + "\n" + "y" * 100 + "\n")
     # The cap bounds the whole result (its JSON), not the content alone: 150 bytes could
-    # not hold even the first line's result, which the sandbox then refused.
-    small = ToolContext(workspace=ws, limits=Limits(output_bytes=400))
+    # not hold even the first line's result, which the sandbox then refused. (450: the
+    # result's byte_offset and next_byte_offset take room too.)
+    small = ToolContext(workspace=ws, limits=Limits(output_bytes=450))
     r = tool("read_file")({"path": "big.txt"}, small)
     assert r["content"] == "x" * 100 + "\n" and r["truncated"]
 
@@ -58,7 +59,7 @@ def test_read_file_cut_multibyte_at_cap(tool: Load, ws: Path) -> None:
     (ws / "u.txt").write_text("é" * 100)  # one line of 200 bytes
     # The cap bounds the whole result's JSON (it used to bound the content alone, which
     # 51 bytes did): an odd and an even room, so one of them cuts inside a character.
-    for cap in (250, 251):
+    for cap in (400, 401):  # the room a result's other fields leave, plus 89 or 90
         small = ToolContext(workspace=ws, limits=Limits(output_bytes=cap))
         r = tool("read_file")({"path": "u.txt"}, small)
         assert r["content"] and r["content"] == "é" * len(r["content"]) and r["truncated"]
