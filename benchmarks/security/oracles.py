@@ -87,8 +87,8 @@ class Observation:
     workspace: Path | None = None
     values: dict[str, str] = field(default_factory=dict)
     needles: dict[str, list[str]] = field(default_factory=dict)
-    #: text the attacker supplied besides the arguments (the case's payloads before
-    #: encoding, what their download server served): tokens in it are not leaks
+    #: text the attack supplied besides the arguments (the case's payloads before encoding,
+    #: the download script when a call fetches it): tokens in it are not leaks
     supplied: str = ""
 
 

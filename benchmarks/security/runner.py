@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
 from .executors import Executor
-from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
+from .fixtures import SCRIPT_PATH, CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
 from .procs import Monitor, host_responsive, kill_pids
 
@@ -120,6 +120,19 @@ def _workspace_effects(fx: CaseFixture, limits: BenchLimits) -> tuple[list[str],
     return big, total / (1 << 20), setid[:10]
 
 
+def _supplied(case: Case, fx: CaseFixture, servers: Servers) -> str:
+    """What the attack itself supplied, whose tokens coming back are not leaks: its calls'
+    text (before encoding), and the download script only when a call names its URL (the
+    attacker fetched its own payload, which names the canary's path).
+
+    Hazard: the script, which every case's fixture sets to ``cat <canary path>``, used to be
+    counted for every case, so the canary's file name could never be scored as leaked."""
+    text = plain_text(case.calls, fx.values)
+    if SCRIPT_PATH in text:
+        text += "\n" + servers.state.script
+    return text
+
+
 def run_case(
     case: Case, executor: Executor, servers: Servers, base: Path, limits: BenchLimits
 ) -> Verdict:
@@ -171,7 +184,7 @@ def run_case(
             workspace=fx.ws,
             values=fx.values,
             needles=fx.leak_needles(),
-            supplied=plain_text(case.calls, fx.values) + "\n" + servers.state.script,
+            supplied=_supplied(case, fx, servers),
         )
         return score(case, obs, limits)
     finally:
