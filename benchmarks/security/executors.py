@@ -293,6 +293,7 @@ class OursExecutor:
             error_type=str(err.type) if err else None,
             error_message=str(err.message) if err else "",
             duration_s=dur,
+            decision=dict(res.decision) if res.decision else None,
         )
 
     def followup_ok(self) -> bool:
@@ -647,22 +648,25 @@ class BaselineExecutor:
             env=env,
             preexec_fn=_harness_rlimits,
         )
+        hung = False
         try:
             out, _ = proc.communicate(json.dumps(req).encode(), timeout=hard_cap)
         except subprocess.TimeoutExpired:
             # The baseline itself never returned: stop it (and everything of its uid).
             self._kill_all(proc)
-            out = b""
+            out, hung = b"", True
         dur = time.monotonic() - t0
-        try:
-            data = json.loads(out)
-        except ValueError:
-            data = {
-                "success": False,
-                "result": None,
-                "error": {"type": "tool_error", "message": "worker died or hung"},
-                "harness_blocked": [],
-            }
+        data = _reply(out)
+        if data is None:
+            # Hazard: a worker (or a sandbox around it) that dies on every call ran nothing,
+            # so nothing leaked: scored on effects alone, that was "contained". The call is
+            # recorded as not run, and the case is an error (oracles.call_error).
+            why = (
+                f"the worker gave no reply within {hard_cap:.0f} s (killed)"
+                if hung
+                else f"the worker exited {proc.returncode} without a valid reply"
+            )
+            return CallRecord(tool, arguments, False, None, "tool_error", why, dur, not_run=why)
         err = data.get("error") or {}
         return CallRecord(
             tool=tool,
@@ -708,6 +712,18 @@ class BaselineExecutor:
     def close(self) -> None:
         self._fx = None
         self._end_namespace()
+
+
+def _reply(out: bytes) -> dict[str, Any] | None:
+    """The worker's reply, or None when ``out`` is not one (a JSON object with a boolean
+    ``success``)."""
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("success"), bool):
+        return None
+    return data
 
 
 def make_executor(

@@ -130,3 +130,48 @@ def test_cli_usage_errors():
         sys.path.remove(str(ROOT / "benchmarks"))
     assert security_bench.main(["--backend", "nope"]) == 64
     assert security_bench.main(["--class", "Z"]) == 64
+
+
+ERRORED = {
+    "backend": "flaky",
+    "total": 3,
+    "contained": 1,
+    "errored": 2,
+    "benign_total": 1,
+    "benign_passed": 0,
+    "benign_errored": 1,
+    "per_class": {
+        "A": {"total": 2, "contained": 1, "errored": 1},
+        "B": {"total": 1, "contained": 0, "errored": 1},
+        "H": {"total": 1, "passed": 0, "contained": 0, "errored": 1},
+    },
+    "failures": [],
+    "failure_detail": {},
+    "errors": ["A1-001", "B1-001", "H1-001"],
+    "error_detail": {"A1-001": ["call 0 (read_file) did not run: the worker exited 1"]},
+    "duration_s": 1.0,
+}
+
+
+def test_errors_are_counted_apart_in_every_report(tmp_path):
+    # A case a call of which did not run was counted as contained (nothing leaked).
+    table = markdown_table([ERRORED])
+    assert "| A filesystem containment | 1/2 (1 err) |" in table
+    assert "| **errors (not scored)** | **2 + 1 benign** |" in table
+    write_report(tmp_path, [ERRORED], META, load_corpus())
+    md = (tmp_path / "report.md").read_text()
+    assert "## flaky: 3 errors (a call did not run: not scored)" in md
+    assert "- `A1-001` " in md and "the worker exited 1" in md
+    page = (tmp_path / "report.html").read_text()
+    assert "<td>1/2 (1 err)</td>" in page and "<th>errors (not scored)</th>" in page
+    assert "flaky: 3 errors" in page and "flaky A: 1/2 (1 err)" in page
+
+
+def test_only_ours_fails_the_exit_status_errors_included():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import security_bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert security_bench.exit_status([RESULTS[0], ERRORED]) == 0
+    assert security_bench.exit_status([{**ERRORED, "backend": "ours"}]) == 1

@@ -81,3 +81,57 @@ def test_the_attackers_own_script_served_back_is_not_a_leak(
     assert "/script.sh" in case.calls[0]["arguments"]["url"]
     out = _run([case], ran(lambda fx: {"body": servers.state.script}), servers)
     assert out["failures"] == [], out["failure_detail"]
+
+
+def died(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
+    why = "the worker exited 1 without a valid reply"
+    return CallRecord(tool, args, False, None, "tool_error", why, 0.01, not_run=why)
+
+
+def no_httpx(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
+    # what the baseline worker answers when its interpreter has no httpx
+    why = "ModuleNotFoundError: No module named 'httpx'"
+    return CallRecord(tool, args, False, None, "tool_error", why, 0.01)
+
+
+@pytest.mark.parametrize("reply", [died, no_httpx])
+def test_a_call_that_did_not_run_is_an_error_not_containment(
+    reply: Reply, corpus: dict[str, Case], servers: Any
+) -> None:
+    # A sandbox whose worker died on every call scored every attack "contained" (nothing
+    # ran, so nothing leaked), and a tool that could not import httpx likewise.
+    cases = [corpus["A1-001"], corpus["E6-001"], corpus["H1-001"]]
+    out = _run(cases, reply, servers)
+    assert (out["total"], out["contained"], out["errored"]) == (2, 0, 2)
+    assert (out["benign_total"], out["benign_passed"], out["benign_errored"]) == (1, 0, 1)
+    assert out["failures"] == []
+    assert out["errors"] == ["A1-001", "E6-001", "H1-001"]
+    assert "did not run" in out["error_detail"]["A1-001"][0]
+    assert out["per_class"]["A"] == {"total": 1, "contained": 0, "errored": 1}
+    assert out["per_class"]["H"]["errored"] == 1
+
+
+def test_an_effect_observed_before_the_worker_died_is_not_contained(
+    corpus: dict[str, Case], servers: Any
+) -> None:
+    calls: list[str] = []
+
+    def leak_then_die(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
+        calls.append(tool)
+        if len(calls) == 1:
+            return CallRecord(tool, args, True, fx.canary_content, None, "", 0.01)
+        return died(fx, tool, args)
+
+    case = next(c for c in corpus.values() if not c.benign and len(c.tools) >= 2)
+    out = _run([case], leak_then_die, servers)
+    assert out["failures"] == [case.id] and out["errors"] == []
+    assert out["contained"] == 0 and out["errored"] == 0
+
+
+def test_a_harness_failure_is_an_error(corpus: dict[str, Case], servers: Any) -> None:
+    def boom(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
+        raise RuntimeError("harness broke")
+
+    out = _run([corpus["A1-001"]], boom, servers)
+    assert out["errors"] == ["A1-001"] and out["failures"] == []
+    assert out["error_detail"]["A1-001"] == ["harness error: RuntimeError: harness broke"]

@@ -84,7 +84,10 @@ def test_kill_minus_one_in_a_baseline_case_reaches_only_the_case() -> None:
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         out = json.loads(done.stdout)
         assert out["backend"] == "baseline-none" and out["total"] == 1
-        assert out["per_class"] == {"C": {"total": 1, "contained": 1}}
+        # `kill -9 -1` kills the case's own worker too: its call gives no reply, so the case
+        # is an error (it cannot be told from a crash), not "contained"
+        assert out["per_class"] == {"C": {"total": 1, "contained": 0, "errored": 1}}
+        assert "the worker exited -9" in out["error_detail"]["C8-002"][0]
         assert [p.name for p in tmp.iterdir() if p.name.startswith("secbench-")] == []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

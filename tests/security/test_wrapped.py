@@ -110,3 +110,24 @@ def test_the_worker_must_answer_through_the_wrapper(servers: Any) -> None:
     name, argv = parse_wrapper("silent=sh -c 'exit 0' --")
     with pytest.raises(WrapperError, match="cannot run the worker inside 'sh'"):
         make_executor(name, servers, LIMITS, {name: argv})
+
+
+def test_a_sandbox_that_dies_after_the_probe_scores_errors_not_containment(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It answers the start-up probe (whose workspace is a secbench-probe-* directory), then
+    # exits 1 on every call: that scored every attack "contained" (nothing ran, nothing
+    # leaked), exit status 0.
+    dies = (
+        'flaky=sh -c \'case "$0" in *secbench-probe-*) exec "$@";; esac; '
+        "echo sandbox crashed >&2; exit 1' {workspace}"
+    )
+    ids = ["A1-001", _find(corpus, "E6", "shell egress curl"), "H1-001"]
+    argv = ["--wrap", dies, *(w for i in ids for w in ("--case", i)), "--json", "--no-progress"]
+    code = _bench().main(argv)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert (out["contained"], out["errored"], out["benign_errored"]) == (0, 2, 1)
+    assert out["failures"] == [] and sorted(out["errors"]) == sorted(ids)
+    assert "ERROR: backend 'flaky': 3 case(s) could not be scored" in captured.err
+    assert code == 0  # only `ours` fails the command; the errors are printed and counted
