@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.security.corpus import load_corpus
 from benchmarks.security import executors
+from benchmarks.security.corpus import load_corpus
 from benchmarks.security.executors import WrapperError, make_executor, parse_wrapper
 from benchmarks.security.oracles import BenchLimits
 from benchmarks.security.runner import run_cases
