@@ -7,10 +7,11 @@
 bubblewrap is installed). ``--wrap NAME=COMMAND`` scores another sandbox under NAME: the
 ``baseline-none`` tools (no check of any kind) run inside ``COMMAND python -I baselines.py``,
 with ``{workspace}``, ``{harness}`` and ``{case_root}`` filled per case. ``--class`` filters
-(repeatable, e.g. ``--class A --class H``). ``--fast`` runs a deterministic subset touching
-every class and group (what CI runs). ``--json`` prints one JSON object (a list when more than
-one backend ran) on stdout; otherwise a table. ``--report DIR`` writes report.md, report.html
-and results.json. A progress bar runs on stderr.
+(repeatable, e.g. ``--class A --class H``); ``--case ID`` runs the named cases only (an
+unknown id, or a selection left empty, is a usage error). ``--fast`` runs a deterministic
+subset touching every class and group (what CI runs). ``--json`` prints one JSON object (a
+list when more than one backend ran) on stdout; otherwise a table. ``--report DIR`` writes
+report.md, report.html and results.json. A progress bar runs on stderr.
 
 A case ends in an *error* when a call of it did not run (the worker or the sandbox around it
 died, hung or gave no valid reply, a tool could not import a module it needs, the harness
@@ -123,12 +124,27 @@ def main(argv: list[str] | None = None) -> int:
     if classes and not set(classes) <= set(corpus.CLASSES):
         print(f"unknown class in {classes}; classes are A-H", file=sys.stderr)
         return 64
-    cases = corpus.load_corpus(classes=classes)
+    everything = corpus.load_corpus()
+    cases = [c for c in everything if classes is None or c.cls in classes]
     if args.fast:
         cases = corpus.fast_subset(cases)
     if args.case:
+        # an id that names no case ran nothing and passed (exit 0): a typo looked like a pass
+        known = {c.id for c in everything}
+        unknown = [cid for cid in dict.fromkeys(args.case) if cid not in known]
+        if unknown:
+            print(
+                f"runtime bench security: unknown case id(s): {', '.join(unknown)}", file=sys.stderr
+            )
+            return 64
         wanted = set(args.case)
         cases = [c for c in cases if c.id in wanted]
+    if not cases:
+        print(
+            "runtime bench security: no case selected (--case ids outside --class or --fast)",
+            file=sys.stderr,
+        )
+        return 64
     # --fast (CI): a 2 s call timeout keeps the resource cases short; same oracles otherwise
     limits = pkg.oracles.BenchLimits(timeout_s=2.0) if args.fast else pkg.oracles.BenchLimits()
     results: list[dict[str, Any]] = []

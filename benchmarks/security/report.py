@@ -108,6 +108,8 @@ def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: 
         "",
         markdown_table(results),
         "",
+        _LISTS_NOTE,
+        "",
     ]
     for r in results:
         for key, detail_key, what in _LISTS:
@@ -116,11 +118,23 @@ def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: 
                 continue
             out.append(f"## {r['backend']}: {len(ids)} {what}")
             out.append("")
-            for cid in ids[:200]:
-                detail = "; ".join(r.get(detail_key, {}).get(cid, []))[:300]
-                out.append(f"- `{cid}` {titles.get(cid, '')}: {detail}")
+            for cid in ids:
+                out.append(f"- `{cid}` {titles.get(cid, '')}: {_detail(r, detail_key, cid)}")
             out.append("")
     return "\n".join(out)
+
+
+#: Characters of a case's detail the Markdown and HTML lists show (results.json: all of it).
+_DETAIL_CHARS = 300
+_LISTS_NOTE = (
+    "The lists below name every case; each one's detail is cut at "
+    f"{_DETAIL_CHARS} characters (marked …), results.json holds it whole."
+)
+
+
+def _detail(res: dict[str, Any], key: str, cid: str) -> str:
+    text = "; ".join(res.get(key, {}).get(cid, []))
+    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + " …"
 
 
 #: The per-backend case lists of the reports: result key, its detail key, what they are.
@@ -203,8 +217,8 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
                 continue
             items = "".join(
                 f"<li><code>{html.escape(cid)}</code> {html.escape(titles.get(cid, ''))}: "
-                f"{html.escape('; '.join(r.get(detail_key, {}).get(cid, []))[:300])}</li>"
-                for cid in ids[:200]
+                f"{html.escape(_detail(r, detail_key, cid))}</li>"
+                for cid in ids
             )
             fails.append(
                 f"<details><summary>{html.escape(r['backend'])}: "
@@ -230,6 +244,7 @@ or hang observed); H counts benign controls that succeeded with the right result
 <tr><th>benign passed</th>{benign}</tr>
 {errors}
 <tr><th>time (s)</th>{times}</tr></table>
+<p>{html.escape(_LISTS_NOTE)}</p>
 {"".join(fails)}
 </body></html>
 """

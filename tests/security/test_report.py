@@ -132,6 +132,37 @@ def test_cli_usage_errors():
     assert security_bench.main(["--class", "Z"]) == 64
 
 
+def test_an_unknown_case_id_is_a_usage_error(capsys):
+    # It ran 0 cases and exited 0: a typo looked like a pass.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import security_bench
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    argv = ["--case", "A1-001", "--case", "A1-9999", "--case", "nope", "--no-progress"]
+    assert security_bench.main(argv) == 64
+    assert "unknown case id(s): A1-9999, nope" in capsys.readouterr().err
+    assert security_bench.main(["--class", "B", "--case", "A1-001", "--no-progress"]) == 64
+    assert "no case selected" in capsys.readouterr().err
+
+
+def test_the_failure_lists_are_complete(tmp_path):
+    # The Markdown and HTML lists stopped at 200 cases, silently.
+    ids = [f"A1-{i:03d}" for i in range(1, 251)]
+    many = {
+        **RESULTS[1],
+        "total": 250,
+        "failures": ids,
+        "failure_detail": {cid: ["leak: x" * 100] for cid in ids},
+    }
+    write_report(tmp_path, [many], META, load_corpus())
+    md = (tmp_path / "report.md").read_text()
+    page = (tmp_path / "report.html").read_text()
+    for cid in ids:
+        assert f"`{cid}`" in md and f"<code>{cid}</code>" in page
+    assert "results.json" in md and "results.json" in page  # where the full detail is
+
+
 ERRORED = {
     "backend": "flaky",
     "total": 3,
