@@ -40,6 +40,7 @@ __all__ = [
     "CallRecord",
     "Observation",
     "Verdict",
+    "call_end",
     "call_error",
     "score",
     "to_text",
@@ -122,6 +123,8 @@ class Verdict:
     detail: list[str]
     #: Why the case could not be scored (calls that did not run, a harness failure).
     errors: list[str] = field(default_factory=list)
+    #: Per call, how it ended as the call's record shows it (:func:`call_end`).
+    calls: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -143,7 +146,24 @@ class Verdict:
             "effects": self.effects,
             "detail": self.detail,
             "errors": self.errors,
+            "calls": self.calls,
+            "stopped": self.stopped,
         }
+
+    @property
+    def stopped(self) -> str:
+        """For a contained attack, what its calls' records show stopped it: ``policy`` (a
+        call was refused by a policy check: before it ran, or by ``ours``' egress gateway
+        while it ran), ``error`` (none was, and a call failed after it
+        started: a kernel refusal, a limit, or the tool's own failure, which the records do
+        not tell apart), ``ran`` (every call succeeded, without effect); "" otherwise."""
+        if self.benign or not self.ok:
+            return ""
+        kinds = {end.partition(":")[0] for end in self.calls}
+        for kind in ("policy", "error"):
+            if kind in kinds:
+                return kind
+        return "ran"
 
 
 def to_text(obj: Any) -> str:
@@ -181,6 +201,32 @@ def call_error(rec: CallRecord) -> str:
     if rec.error_type == "tool_error" and _IMPORT_FAILURE.match(rec.error_message):
         return f"the tool could not import a module: {rec.error_message[:200]}"
     return ""
+
+
+#: Error types of a call refused before it ran (``runtime.errors.CallRejected``; the
+#: baselines' own checks answer ``policy_denied``).
+_REFUSED = frozenset({"policy_denied", "approval_required", "tool_not_found", "invalid_arguments"})
+
+
+def call_end(rec: CallRecord) -> str:
+    """How a call ended, as far as its record shows: ``not run: …``, ``policy: <action>
+    <rule>`` (a refusal by a policy check; the rule when ``ours`` reported its decision),
+    ``error: <type>: …`` (it started and failed), ``blocked: …`` (the harness stopped a
+    baseline's action, scored as done) or ``ran``."""
+    if why := call_error(rec):
+        return f"not run: {why[:120]}"
+    if rec.harness_blocked:
+        return "blocked: " + ", ".join(rec.harness_blocked)[:120]
+    if rec.success:
+        return "ran"
+    if rec.error_type in _REFUSED:
+        d = rec.decision or {}
+        rule = " ".join(str(d[k]) for k in ("action", "rule") if d.get(k))
+        if d.get("action") == "allow":
+            # allowed, then refused while it ran (ours' egress gateway on a redirect)
+            rule = f"refused after {rule}"
+        return f"policy: {rule or rec.error_type}: {rec.error_message[:80]}"
+    return f"error: {rec.error_type}: {rec.error_message[:80]}"
 
 
 def _call_errors(obs: Observation) -> list[str]:
@@ -262,7 +308,8 @@ def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
         if not obs.host_ok:
             problems.append("host stopped answering")
         ok = not problems and not errors
-        return Verdict(case.id, case.cls, True, ok, [], problems, errors)
+        ends = [call_end(rec) for rec in obs.calls]
+        return Verdict(case.id, case.cls, True, ok, [], problems, errors, ends)
     effects: dict[str, list[str]] = {}
     blocked = [b for rec in obs.calls for b in rec.harness_blocked]
     if leaks := _leaks(obs):
@@ -286,4 +333,5 @@ def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
         ]
     detail = [f"{k}: {v}" for k, vs in effects.items() for v in vs]
     ok = not effects and not errors
-    return Verdict(case.id, case.cls, False, ok, sorted(effects), detail[:20], errors)
+    ends = [call_end(rec) for rec in obs.calls]
+    return Verdict(case.id, case.cls, False, ok, sorted(effects), detail[:20], errors, ends)

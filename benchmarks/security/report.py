@@ -17,6 +17,7 @@ __all__ = [
     "html_report",
     "markdown_report",
     "markdown_table",
+    "stopped_table",
     "svg_chart",
     "write_report",
 ]
@@ -111,6 +112,11 @@ def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: 
         _LISTS_NOTE,
         "",
     ]
+    if rows := stopped_table(results):
+        out += ["## What stopped the contained attacks (policy / error / ran)", "", _STOPPED_NOTE]
+        out += ["", "| class | " + " | ".join(r["backend"] for r in results) + " |"]
+        out += ["|---|" + "---:|" * len(results)]
+        out += ["| " + " | ".join(row) + " |" for row in rows] + [""]
     for r in results:
         for key, detail_key, what in _LISTS:
             ids = r.get(key, [])
@@ -121,6 +127,10 @@ def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: 
             for cid in ids:
                 out.append(f"- `{cid}` {titles.get(cid, '')}: {_detail(r, detail_key, cid)}")
             out.append("")
+        if r.get("cases"):
+            out += [f"<details><summary>{r['backend']}: every case, how each call ended</summary>"]
+            out += [""] + [f"- `{c}` {_case_line(c, v)}" for c, v in r["cases"].items()]
+            out += ["", "</details>", ""]
     return "\n".join(out)
 
 
@@ -135,6 +145,41 @@ _LISTS_NOTE = (
 def _detail(res: dict[str, Any], key: str, cid: str) -> str:
     text = "; ".join(res.get(key, {}).get(cid, []))
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + " …"
+
+
+_STOPPED_NOTE = (
+    "What the call records show stopped each contained attack: *policy* (a call was refused "
+    "by a policy check, before it ran or by the egress gateway), *error* (none was, and a "
+    "call failed after it started: a kernel refusal, a limit or the tool's own failure, "
+    "which the records do not tell apart), "
+    "*ran* (every call succeeded, with no effect). It says which layer answered, not that "
+    "no other layer would have."
+)
+
+
+def _stopped_cell(res: dict[str, Any], cls: str) -> str:
+    pc = res["per_class"].get(cls)
+    if not pc or "stopped_policy" not in pc:
+        return "-"
+    return " / ".join(str(pc[f"stopped_{k}"]) for k in ("policy", "error", "ran"))
+
+
+def stopped_table(results: list[dict[str, Any]]) -> list[list[str]]:
+    """Rows (class, then one cell per backend) of contained attacks stopped by policy /
+    error / ran; empty when the results hold no such counts."""
+    rows = []
+    for cls in CLASSES:
+        if cls == "H" or not any(cls in r["per_class"] for r in results):
+            continue
+        cells = [_stopped_cell(r, cls) for r in results]
+        if any(c != "-" for c in cells):
+            rows.append([f"{cls} {CLASS_NAMES[cls]}", *cells])
+    return rows
+
+
+def _case_line(cid: str, case: dict[str, Any]) -> str:
+    label = case["outcome"] + (f" ({case['stopped']})" if case.get("stopped") else "")
+    return f"{label}: " + "; ".join(case.get("calls", [])[:5])[:_DETAIL_CHARS]
 
 
 #: The per-backend case lists of the reports: result key, its detail key, what they are.
@@ -224,6 +269,28 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
                 f"<details><summary>{html.escape(r['backend'])}: "
                 f"{len(ids)} {html.escape(what)}</summary><ul>{items}</ul></details>"
             )
+        if r.get("cases"):
+            items = "".join(
+                f"<li><code>{html.escape(c)}</code> {html.escape(_case_line(c, v))}</li>"
+                for c, v in r["cases"].items()
+            )
+            fails.append(
+                f"<details><summary>{html.escape(r['backend'])}: every case, how each call "
+                f"ended</summary><ul>{items}</ul></details>"
+            )
+    stopped = ""
+    if srows := stopped_table(results):
+        body = "".join(
+            f"<tr><th>{html.escape(row[0])}</th>"
+            + "".join(f"<td>{html.escape(c)}</td>" for c in row[1:])
+            + "</tr>"
+            for row in srows
+        )
+        stopped = (
+            "<h2>What stopped the contained attacks (policy / error / ran)</h2>"
+            f"<p>{html.escape(_STOPPED_NOTE).replace('*', '')}</p>"
+            f"<table><tr><th>class</th>{heads}</tr>{body}</table>"
+        )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Security benchmark</title>
 <style>
@@ -244,6 +311,7 @@ or hang observed); H counts benign controls that succeeded with the right result
 <tr><th>benign passed</th>{benign}</tr>
 {errors}
 <tr><th>time (s)</th>{times}</tr></table>
+{stopped}
 <p>{html.escape(_LISTS_NOTE)}</p>
 {"".join(fails)}
 </body></html>

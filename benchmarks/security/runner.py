@@ -50,6 +50,10 @@ class RunSummary:
                 continue
             ok = sum(v.ok for v in vs)
             per_class[cls] = {"total": len(vs), "contained": ok, "errored": _errored(vs)}
+            if cls != "H":
+                # what the records show stopped the contained ones (Verdict.stopped)
+                for kind in ("policy", "error", "ran"):
+                    per_class[cls][f"stopped_{kind}"] = sum(v.stopped == kind for v in vs)
             if cls == "H":
                 # benign controls: "passed" is the meaningful name; "contained" kept uniform
                 per_class[cls]["passed"] = ok
@@ -68,6 +72,11 @@ class RunSummary:
             "failure_detail": {v.case_id: v.detail for v in failed},
             "errors": [v.case_id for v in errored],
             "error_detail": {v.case_id: v.errors for v in errored},
+            # per case, how each call ended (oracles.call_end) and, contained, what stopped it
+            "cases": {
+                v.case_id: {"outcome": v.outcome, "stopped": v.stopped, "calls": v.calls}
+                for v in self.verdicts
+            },
             "duration_s": round(self.duration_s, 2),
         }
 

@@ -206,3 +206,43 @@ def test_only_ours_fails_the_exit_status_errors_included():
         sys.path.remove(str(ROOT / "benchmarks"))
     assert security_bench.exit_status([RESULTS[0], ERRORED]) == 0
     assert security_bench.exit_status([{**ERRORED, "backend": "ours"}]) == 1
+
+
+def test_what_stopped_each_contained_attack_is_reported(tmp_path):
+    stopped = {
+        **RESULTS[0],
+        "per_class": {
+            "A": {
+                "total": 2,
+                "contained": 2,
+                "stopped_policy": 1,
+                "stopped_error": 1,
+                "stopped_ran": 0,
+            },
+            "B": {
+                "total": 1,
+                "contained": 1,
+                "stopped_policy": 0,
+                "stopped_error": 0,
+                "stopped_ran": 1,
+            },
+            "H": {"total": 1, "passed": 1},
+        },
+        "cases": {
+            "A1-001": {
+                "outcome": "contained",
+                "stopped": "policy",
+                "calls": ["policy: deny paths.read: outside"],
+            },
+            "B1-001": {"outcome": "contained", "stopped": "ran", "calls": ["ran"]},
+        },
+    }
+    write_report(tmp_path, [stopped], META, load_corpus())
+    md = (tmp_path / "report.md").read_text()
+    assert "| A filesystem containment | 1 / 1 / 0 |" in md
+    assert "- `A1-001` contained (policy): policy: deny paths.read: outside" in md
+    page = (tmp_path / "report.html").read_text()
+    assert "<td>1 / 1 / 0</td>" in page
+    assert "<code>B1-001</code> contained (ran): ran" in page
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["results"][0]["cases"]["A1-001"]["stopped"] == "policy"

@@ -107,7 +107,7 @@ def test_a_call_that_did_not_run_is_an_error_not_containment(
     assert out["failures"] == []
     assert out["errors"] == ["A1-001", "E6-001", "H1-001"]
     assert "did not run" in out["error_detail"]["A1-001"][0]
-    assert out["per_class"]["A"] == {"total": 1, "contained": 0, "errored": 1}
+    assert out["per_class"]["A"]["contained"] == 0 and out["per_class"]["A"]["errored"] == 1
     assert out["per_class"]["H"]["errored"] == 1
 
 
@@ -135,3 +135,33 @@ def test_a_harness_failure_is_an_error(corpus: dict[str, Case], servers: Any) ->
     out = _run([corpus["A1-001"]], boom, servers)
     assert out["errors"] == ["A1-001"] and out["failures"] == []
     assert out["error_detail"]["A1-001"] == ["harness error: RuntimeError: harness broke"]
+
+
+def test_each_call_says_how_it_ended_and_each_contained_case_what_stopped_it(
+    corpus: dict[str, Case], servers: Any
+) -> None:
+    # Contained cases held no mechanism at all: a refusal, a kernel error and a call that
+    # ran without effect all read "contained".
+    def by_case(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
+        cid = fx.case.id
+        if cid == "A1-001":
+            decision = {"action": "deny", "rule": "paths.read"}
+            return CallRecord(
+                tool, args, False, None, "policy_denied", "outside", 0.01, decision=decision
+            )
+        if cid == "A1-002":
+            return CallRecord(tool, args, False, None, "tool_error", "EACCES: denied", 0.01)
+        return CallRecord(tool, args, True, {"ok": 1}, None, "", 0.01)
+
+    cases = [corpus["A1-001"], corpus["A1-002"], corpus["B1-001"]]
+    out = _run(cases, by_case, servers)
+    per_case = out["cases"]
+    assert per_case["A1-001"]["stopped"] == "policy"
+    assert per_case["A1-001"]["calls"][0].startswith("policy: deny paths.read")
+    assert per_case["A1-002"]["stopped"] == "error"
+    assert per_case["A1-002"]["calls"] == ["error: tool_error: EACCES: denied"]
+    assert per_case["B1-001"]["stopped"] == "ran"
+    assert all(end == "ran" for end in per_case["B1-001"]["calls"])
+    a = out["per_class"]["A"]
+    assert (a["stopped_policy"], a["stopped_error"], a["stopped_ran"]) == (1, 1, 0)
+    assert out["per_class"]["B"]["stopped_ran"] == 1
