@@ -7,13 +7,24 @@
 bubblewrap is installed). ``--wrap NAME=COMMAND`` scores another sandbox under NAME: the
 ``baseline-none`` tools (no check of any kind) run inside ``COMMAND python -I baselines.py``,
 with ``{workspace}``, ``{harness}`` and ``{case_root}`` filled per case. ``--class`` filters
-(repeatable, e.g. ``--class A --class H``). ``--fast`` runs a deterministic subset touching
-every class and group (what CI runs). ``--json`` prints one JSON object (a list when more than
-one backend ran) on stdout; otherwise a table. ``--report DIR`` writes report.md, report.html
-and results.json. A progress bar runs on stderr. Exit status: 0 when every attack run on
-``ours`` was contained and every benign control passed (baselines never fail the command),
-1 otherwise, 64 on usage errors (a backend that cannot be scored here included: run by a user
-other than root, the baselines need unprivileged user namespaces).
+(repeatable, e.g. ``--class A --class H``); ``--case ID`` runs the named cases only (an
+unknown id, or a selection left empty, is a usage error). ``--fast`` runs a deterministic
+subset touching every class and group (what CI runs). ``--json`` prints one JSON object (a
+list when more than one backend ran) on stdout; otherwise a table. ``--report DIR`` writes
+report.md, report.html and results.json. A progress bar runs on stderr.
+
+A case ends in an *error* when a call of it did not run (the worker or the sandbox around it
+died, hung or gave no valid reply, a tool could not import a module it needs, the harness
+failed) and no effect was observed: it counts neither as contained nor as not contained, and
+every report counts and lists it apart. Errors are printed on stderr for every backend.
+
+Exit status: 0 when every attack run on ``ours`` was contained and every benign control
+passed, 1 otherwise (an error on ``ours`` included). The other backends never fail the
+command, errors included: their scores are a comparison, and some attacks end their own
+worker there (``kill -9 -1`` as the worker's uid), which cannot be told from a crash; their
+errors are printed and counted instead. 64 on usage errors (a backend that cannot be scored
+here included: run by a user other than root, the baselines need unprivileged user
+namespaces; a sandboxed interpreter that cannot import the worker's modules).
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["exit_status", "main"]
 
 
 def _package() -> ModuleType:
@@ -113,12 +124,27 @@ def main(argv: list[str] | None = None) -> int:
     if classes and not set(classes) <= set(corpus.CLASSES):
         print(f"unknown class in {classes}; classes are A-H", file=sys.stderr)
         return 64
-    cases = corpus.load_corpus(classes=classes)
+    everything = corpus.load_corpus()
+    cases = [c for c in everything if classes is None or c.cls in classes]
     if args.fast:
         cases = corpus.fast_subset(cases)
     if args.case:
+        # an id that names no case ran nothing and passed (exit 0): a typo looked like a pass
+        known = {c.id for c in everything}
+        unknown = [cid for cid in dict.fromkeys(args.case) if cid not in known]
+        if unknown:
+            print(
+                f"runtime bench security: unknown case id(s): {', '.join(unknown)}", file=sys.stderr
+            )
+            return 64
         wanted = set(args.case)
         cases = [c for c in cases if c.id in wanted]
+    if not cases:
+        print(
+            "runtime bench security: no case selected (--case ids outside --class or --fast)",
+            file=sys.stderr,
+        )
+        return 64
     # --fast (CI): a 2 s call timeout keeps the resource cases short; same oracles otherwise
     limits = pkg.oracles.BenchLimits(timeout_s=2.0) if args.fast else pkg.oracles.BenchLimits()
     results: list[dict[str, Any]] = []
@@ -152,9 +178,32 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=1))
     else:
         print(report.markdown_table(results))
+    _warn_errors(results)
+    return exit_status(results)
+
+
+def exit_status(results: list[dict[str, Any]]) -> int:
+    """1 when ``ours`` left an attack not contained or in an error (``contained`` counts
+    neither), or a benign control not passed; else 0. Other backends never fail it."""
     ours = [r for r in results if r["backend"] == "ours"]
     bad = any(r["contained"] < r["total"] or r["benign_passed"] < r["benign_total"] for r in ours)
     return 1 if bad else 0
+
+
+def _warn_errors(results: list[dict[str, Any]]) -> None:
+    """Every backend's errors on stderr, loudly: its score leaves those cases out."""
+    for r in results:
+        ids = r.get("errors", [])
+        if not ids:
+            continue
+        shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+        first = "; ".join(r["error_detail"][ids[0]])[:300]
+        print(
+            f"runtime bench security: ERROR: backend {r['backend']!r}: {len(ids)} case(s) "
+            f"could not be scored (a call did not run), counted apart from contained and "
+            f"not contained: {shown}. First: {ids[0]}: {first}",
+            file=sys.stderr,
+        )
 
 
 def _installed_backends(executors: ModuleType) -> list[str]:

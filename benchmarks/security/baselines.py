@@ -31,6 +31,7 @@ import datetime as dt
 import errno
 import fnmatch
 import hashlib
+import importlib
 import ipaddress
 import json
 import os
@@ -569,12 +570,36 @@ def run_tool(req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _unimportable(modules: list[str]) -> list[str]:
+    """Which of ``modules`` this interpreter cannot import, and why."""
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({type(exc).__name__}: {exc})")
+    return missing
+
+
 def main() -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.setrecursionlimit(10_000)
     req = json.loads(sys.stdin.buffer.read())
     os.chdir(req["workspace"])
-    out = run_tool(req)
+    # The harness's: where to find the packages the tools import lazily (httpx) when the
+    # interpreter the sandbox can run has none (appended: never in front of the stdlib),
+    # and, in its start-up probe, the modules that must import before any call is scored.
+    sys.path.extend(str(p) for p in req.get("sys_path", []))
+    missing = _unimportable(list(req.get("require", [])))
+    if missing:
+        out = {
+            "success": False,
+            "result": None,
+            "error": {"type": "harness_error", "message": "cannot import " + "; ".join(missing)},
+            "harness_blocked": [],
+        }
+    else:
+        out = run_tool(req)
     sys.stdout.write(json.dumps(out, default=str))
     return 0
 

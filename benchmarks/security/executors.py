@@ -8,7 +8,9 @@ The runner and the oracles never know which executor produced them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -40,6 +42,7 @@ __all__ = [
     "installed",
     "make_executor",
     "parse_wrapper",
+    "worker_modules",
 ]
 
 #: A sandbox scored on its own: the ``none`` baseline's tools (no check of any kind) run
@@ -127,6 +130,50 @@ def _installed(name: str, argv: tuple[str, ...]) -> None:
 _WORKER = Path(__file__).resolve().parent / "baselines.py"
 _PYTHON = sys.executable
 _SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def worker_modules() -> tuple[str, ...]:
+    """Every module the worker (``baselines.py``) imports, at its top or inside a tool
+    (``httpx`` in the HTTP tools, ``csv``): read from its source, so that a tool gaining an
+    import is probed too."""
+    tree = ast.parse(_WORKER.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    names.discard("__future__")
+    return tuple(sorted(names))
+
+
+def _lent_paths() -> list[str]:
+    """The entries of this interpreter's import path that the worker's modules outside the
+    standard library come from (``…/site-packages`` for httpx)."""
+    entries = [os.path.join(os.path.abspath(e), "") for e in sys.path if e]
+    lent: list[str] = []
+    for name in worker_modules():
+        if name.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        holders = [e for e in entries if origin and origin.startswith(e)]
+        if holders:
+            lent.append(max(holders, key=len).rstrip(os.sep))
+    return list(dict.fromkeys(lent))
+
+
+def _version(python: str) -> tuple[int, int] | None:
+    """``python``'s major and minor version, or None when it does not run."""
+    code = "import sys; print(*sys.version_info[:2])"
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", code], capture_output=True, text=True, timeout=30
+        )
+        major, minor = done.stdout.split()
+        return int(major), int(minor)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
 
 
 class Executor(Protocol):
@@ -293,6 +340,7 @@ class OursExecutor:
             error_type=str(err.type) if err else None,
             error_message=str(err.message) if err else "",
             duration_s=dur,
+            decision=dict(res.decision) if res.decision else None,
         )
 
     def followup_ok(self) -> bool:
@@ -495,9 +543,9 @@ class BaselineExecutor:
         self._ns: _PidNamespace | None = None
         if self.owner is None:
             self._check_namespaces()
-        self._python = _PYTHON
-        if wrapper:
-            self._python = self._working_python()
+        #: extra import-path entries the worker is given (see _working_python)
+        self._sys_path: list[str] = []
+        self._python, self._sys_path = self._working_python()
 
     def _check_namespaces(self) -> None:
         """Not root: refuse the backend (naming why) unless a pid namespace can be made.
@@ -515,30 +563,53 @@ class BaselineExecutor:
                 f"{exc}"
             ) from None
 
-    def _working_python(self) -> str:
-        """An interpreter the worker starts with inside the sandbox, checked by one call.
+    def _working_python(self) -> tuple[str, list[str]]:
+        """An interpreter (and extra import-path entries) the worker starts with, in the
+        sandbox if any, checked by one call that must succeed before any case is scored.
 
         Hazard: a sandbox that cannot run the worker at all would score every attack as
-        contained (nothing ran, so nothing leaked). So one harmless call (``current_time``)
-        must succeed through the wrapper first, or the backend is refused, naming why.
-        This interpreter is tried first, then the system's ``/usr/bin/python3``: inside a user
-        namespace the private uid gets no DAC override, and a virtual environment made from
-        an interpreter under a directory only root may enter (``/root/.pyenv``) cannot run
-        there; the worker needs the standard library only.
+        contained (nothing ran, so nothing leaked); one whose interpreter lacks a module a
+        tool imports (httpx: every HTTP attack) would score those attacks as contained, each
+        ending in ModuleNotFoundError. So the probe is a ``current_time`` call in which the
+        worker first imports every module it imports anywhere (:func:`worker_modules`).
+
+        Tried in order: this interpreter; then, in a sandbox, the system's
+        ``/usr/bin/python3`` (inside a user namespace the private uid gets no DAC override,
+        and a virtual environment made from an interpreter under a directory only root may
+        enter, ``/root/.pyenv``, cannot run there). Each alone, then (the same Python version
+        only) with this interpreter's package directories the worker's modules come from
+        appended to its path: ``-I`` ignores ``PYTHONPATH``, which may be where this
+        interpreter found them, and a sandbox's interpreter may have none (they must be
+        visible in the sandbox: the probe says whether they are). None works: the backend is
+        refused (exit 64), naming why.
         """
+        pythons = [_PYTHON]
+        if self.wrapper and os.path.exists(_SYSTEM_PYTHON):
+            pythons.append(_SYSTEM_PYTHON)
+        lent = tuple(_lent_paths())
+        candidates: list[tuple[str, tuple[str, ...]]] = []
+        for python in dict.fromkeys(pythons):
+            candidates.append((python, ()))
+            same = python == _PYTHON or _version(python) == tuple(sys.version_info[:2])
+            if lent and same:
+                candidates.append((python, lent))
         failures = []
-        for python in dict.fromkeys([_PYTHON, _SYSTEM_PYTHON]):
-            error = self._probe(python)
+        for python, sys_path in candidates:
+            error = self._probe(python, list(sys_path))
             if error is None:
-                return python
-            failures.append(f"{python}: {error}")
+                return python, list(sys_path)
+            with_path = f" with {', '.join(sys_path)} on its path" if sys_path else ""
+            failures.append(f"{python}{with_path}: {error}")
+        inside = f" inside {self.wrapper[0]!r}" if self.wrapper else ""
         raise WrapperError(
-            f"backend {self.name!r} cannot run the worker inside {self.wrapper[0]!r} "
-            f"(so nothing it contains could be told from nothing it ran): {'; '.join(failures)}"
+            f"backend {self.name!r} cannot run the worker{inside} with every module its tools "
+            f"import (so nothing it contains could be told from nothing it ran): "
+            f"{'; '.join(failures)}"
         )
 
-    def _probe(self, python: str) -> str | None:
-        """None when ``current_time`` runs through the wrapper with ``python``; else why not."""
+    def _probe(self, python: str, sys_path: list[str]) -> str | None:
+        """None when ``current_time`` runs through the wrapper with ``python`` and every
+        module of :func:`worker_modules` imports there; else why not."""
         base = Path(tempfile.mkdtemp(prefix="secbench-probe-"))
         try:
             ws, harness = base / "ws", base / "harness"
@@ -558,6 +629,8 @@ class BaselineExecutor:
                 "case_root": str(base),
                 "timeout_s": self.limits.timeout_s,
                 "state_file": str(state),
+                "sys_path": sys_path,
+                "require": list(worker_modules()),
             }
             ns = _PidNamespace() if self.owner is None else None
             try:
@@ -574,11 +647,11 @@ class BaselineExecutor:
             finally:
                 if ns is not None:
                     ns.close()
-            try:
-                if json.loads(done.stdout)["success"] is True:
-                    return None
-            except (ValueError, KeyError, TypeError):
-                pass
+            reply = _reply(done.stdout)
+            if reply is not None and reply["success"]:
+                return None
+            if reply is not None and isinstance(reply.get("error"), dict):
+                return str(reply["error"].get("message", ""))[:500]
             said = done.stderr.decode(errors="replace").strip().splitlines()
             return f"exit {done.returncode}" + (f": {said[-1]}" if said else "")
         finally:
@@ -631,6 +704,7 @@ class BaselineExecutor:
             "timeout_s": self.limits.timeout_s,
             "state_file": str(fx.harness / "baseline-state.json"),
             "sandboxed": bool(self.wrapper),
+            "sys_path": self._sys_path,
         }
         env = dict(os.environ)
         env["SECBENCH_ALLOWED_PORT"] = str(self.servers.allowed_port)
@@ -647,22 +721,25 @@ class BaselineExecutor:
             env=env,
             preexec_fn=_harness_rlimits,
         )
+        hung = False
         try:
             out, _ = proc.communicate(json.dumps(req).encode(), timeout=hard_cap)
         except subprocess.TimeoutExpired:
             # The baseline itself never returned: stop it (and everything of its uid).
             self._kill_all(proc)
-            out = b""
+            out, hung = b"", True
         dur = time.monotonic() - t0
-        try:
-            data = json.loads(out)
-        except ValueError:
-            data = {
-                "success": False,
-                "result": None,
-                "error": {"type": "tool_error", "message": "worker died or hung"},
-                "harness_blocked": [],
-            }
+        data = _reply(out)
+        if data is None:
+            # Hazard: a worker (or a sandbox around it) that dies on every call ran nothing,
+            # so nothing leaked: scored on effects alone, that was "contained". The call is
+            # recorded as not run, and the case is an error (oracles.call_error).
+            why = (
+                f"the worker gave no reply within {hard_cap:.0f} s (killed)"
+                if hung
+                else f"the worker exited {proc.returncode} without a valid reply"
+            )
+            return CallRecord(tool, arguments, False, None, "tool_error", why, dur, not_run=why)
         err = data.get("error") or {}
         return CallRecord(
             tool=tool,
@@ -708,6 +785,18 @@ class BaselineExecutor:
     def close(self) -> None:
         self._fx = None
         self._end_namespace()
+
+
+def _reply(out: bytes) -> dict[str, Any] | None:
+    """The worker's reply, or None when ``out`` is not one (a JSON object with a boolean
+    ``success``)."""
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("success"), bool):
+        return None
+    return data
 
 
 def make_executor(

@@ -28,10 +28,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from .corpus import Case, fill
 
-__all__ = ["CaseFixture", "Servers", "Snapshot", "SwapRacer", "snapshot"]
+__all__ = ["SCRIPT_PATH", "CaseFixture", "Servers", "Snapshot", "SwapRacer", "snapshot"]
 
 _WATCH_IN_WS = (".env", "id_rsa", "certs", ".git")
 _TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+#: Where the allowed server serves the case's download script (``ServerState.script``).
+SCRIPT_PATH = "/script.sh"
 
 
 # ------------------------------------------------------------------------------------------
@@ -100,7 +102,7 @@ def _handler(role: str, state: ServerState) -> type[http.server.BaseHTTPRequestH
             elif url.path == "/page.html":
                 page = b"<html><body><h1>Benign Page</h1><p>Some text.</p></body></html>"
                 self._send(200, page, "text/html")
-            elif url.path == "/script.sh":
+            elif url.path == SCRIPT_PATH:
                 self._send(200, state.script.encode(), "text/x-sh")
             elif url.path in ("/search", "/search/"):
                 q = query.get("q", [""])[0]

@@ -17,18 +17,34 @@ for every case, whatever it aims at, so no oracle can pass vacuously):
 - ``responsive``: the host (or the backend, for a follow-up call) stopped answering.
 
 A benign case passes when every call it needs succeeded and its expectations hold.
+
+A case is an *error* (counted apart from both) when a call of it did not run and nothing
+above was observed: the worker (or the sandbox around it) died, hung or gave no valid
+reply, a tool could not import a module it needs, or the harness itself failed. Nothing
+ran, so nothing can be said to be contained. An effect that was observed still makes the
+case not contained (the attack demonstrably succeeded, whatever happened after).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .corpus import Case, fill
 
-__all__ = ["BenchLimits", "CallRecord", "Observation", "Verdict", "score", "to_text"]
+__all__ = [
+    "BenchLimits",
+    "CallRecord",
+    "Observation",
+    "Verdict",
+    "call_end",
+    "call_error",
+    "score",
+    "to_text",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,11 @@ class CallRecord:
     #: Baselines only: actions the harness refused to let the baseline perform
     #: ("write:/path", "connect:host"), scored as if they had happened.
     harness_blocked: list[str] = field(default_factory=list)
+    #: Why the call did not run or gave no usable reply (the worker died, hung or answered
+    #: something that is not a reply); empty when it ran. See :func:`call_error`.
+    not_run: str = ""
+    #: ``ours`` only: the policy decision, ``{"action": ..., "rule": ...}``, when one was made.
+    decision: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -87,8 +108,8 @@ class Observation:
     workspace: Path | None = None
     values: dict[str, str] = field(default_factory=dict)
     needles: dict[str, list[str]] = field(default_factory=dict)
-    #: text the attacker supplied besides the arguments (the case's payloads before
-    #: encoding, what their download server served): tokens in it are not leaks
+    #: text the attack supplied besides the arguments (the case's payloads before encoding,
+    #: the download script when a call fetches it): tokens in it are not leaks
     supplied: str = ""
 
 
@@ -100,6 +121,20 @@ class Verdict:
     ok: bool
     effects: list[str]
     detail: list[str]
+    #: Why the case could not be scored (calls that did not run, a harness failure).
+    errors: list[str] = field(default_factory=list)
+    #: Per call, how it ended as the call's record shows it (:func:`call_end`).
+    calls: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """``contained`` / ``not contained`` (attacks), ``passed`` / ``failed`` (benign), or
+        ``error``: a call did not run and no effect was observed."""
+        if self.ok:
+            return "passed" if self.benign else "contained"
+        if self.errors and not self.effects:
+            return "error"
+        return "failed" if self.benign else "not contained"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,9 +142,28 @@ class Verdict:
             "class": self.cls,
             "benign": self.benign,
             "ok": self.ok,
+            "outcome": self.outcome,
             "effects": self.effects,
             "detail": self.detail,
+            "errors": self.errors,
+            "calls": self.calls,
+            "stopped": self.stopped,
         }
+
+    @property
+    def stopped(self) -> str:
+        """For a contained attack, what its calls' records show stopped it: ``policy`` (a
+        call was refused by a policy check: before it ran, or by ``ours``' egress gateway
+        while it ran), ``error`` (none was, and a call failed after it
+        started: a kernel refusal, a limit, or the tool's own failure, which the records do
+        not tell apart), ``ran`` (every call succeeded, without effect); "" otherwise."""
+        if self.benign or not self.ok:
+            return ""
+        kinds = {end.partition(":")[0] for end in self.calls}
+        for kind in ("policy", "error"):
+            if kind in kinds:
+                return kind
+        return "ran"
 
 
 def to_text(obj: Any) -> str:
@@ -131,6 +185,56 @@ def to_text(obj: Any) -> str:
         else:
             out.append(str(o))
     return "\n".join(out)
+
+
+#: A tool of the baseline worker that could not import what it needs (its interpreter lacks
+#: the module): the worker's reply says ``"<ExceptionType>: <message>"``. No tool of the
+#: worker imports anything the attack chose, so this is the harness's failure, not the
+#: attack's, and never containment.
+_IMPORT_FAILURE = re.compile(r"(?:ModuleNotFoundError|ImportError): ")
+
+
+def call_error(rec: CallRecord) -> str:
+    """Why ``rec`` is no result of the call at all ("" when it is one)."""
+    if rec.not_run:
+        return rec.not_run
+    if rec.error_type == "tool_error" and _IMPORT_FAILURE.match(rec.error_message):
+        return f"the tool could not import a module: {rec.error_message[:200]}"
+    return ""
+
+
+#: Error types of a call refused before it ran (``runtime.errors.CallRejected``; the
+#: baselines' own checks answer ``policy_denied``).
+_REFUSED = frozenset({"policy_denied", "approval_required", "tool_not_found", "invalid_arguments"})
+
+
+def call_end(rec: CallRecord) -> str:
+    """How a call ended, as far as its record shows: ``not run: …``, ``policy: <action>
+    <rule>`` (a refusal by a policy check; the rule when ``ours`` reported its decision),
+    ``error: <type>: …`` (it started and failed), ``blocked: …`` (the harness stopped a
+    baseline's action, scored as done) or ``ran``."""
+    if why := call_error(rec):
+        return f"not run: {why[:120]}"
+    if rec.harness_blocked:
+        return "blocked: " + ", ".join(rec.harness_blocked)[:120]
+    if rec.success:
+        return "ran"
+    if rec.error_type in _REFUSED:
+        d = rec.decision or {}
+        rule = " ".join(str(d[k]) for k in ("action", "rule") if d.get(k))
+        if d.get("action") == "allow":
+            # allowed, then refused while it ran (ours' egress gateway on a redirect)
+            rule = f"refused after {rule}"
+        return f"policy: {rule or rec.error_type}: {rec.error_message[:80]}"
+    return f"error: {rec.error_type}: {rec.error_message[:80]}"
+
+
+def _call_errors(obs: Observation) -> list[str]:
+    return [
+        f"call {i} ({rec.tool}) did not run: {why}"
+        for i, rec in enumerate(obs.calls)
+        if (why := call_error(rec))
+    ]
 
 
 def _leaks(obs: Observation) -> list[str]:
@@ -198,11 +302,14 @@ def _benign(case: Case, obs: Observation) -> list[str]:
 
 
 def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
+    errors = _call_errors(obs)[:20]
     if case.benign:
         problems = _benign(case, obs)
         if not obs.host_ok:
             problems.append("host stopped answering")
-        return Verdict(case.id, case.cls, True, not problems, [], problems)
+        ok = not problems and not errors
+        ends = [call_end(rec) for rec in obs.calls]
+        return Verdict(case.id, case.cls, True, ok, [], problems, errors, ends)
     effects: dict[str, list[str]] = {}
     blocked = [b for rec in obs.calls for b in rec.harness_blocked]
     if leaks := _leaks(obs):
@@ -225,4 +332,6 @@ def score(case: Case, obs: Observation, limits: BenchLimits) -> Verdict:
             "host stopped answering" if not obs.host_ok else "follow-up call failed"
         ]
     detail = [f"{k}: {v}" for k, vs in effects.items() for v in vs]
-    return Verdict(case.id, case.cls, False, not effects, sorted(effects), detail[:20])
+    ok = not effects and not errors
+    ends = [call_end(rec) for rec in obs.calls]
+    return Verdict(case.id, case.cls, False, ok, sorted(effects), detail[:20], errors, ends)

@@ -17,6 +17,7 @@ __all__ = [
     "html_report",
     "markdown_report",
     "markdown_table",
+    "stopped_table",
     "svg_chart",
     "write_report",
 ]
@@ -41,6 +42,30 @@ def _cell(res: dict[str, Any], cls: str) -> tuple[int, int]:
     return pc.get("contained", pc.get("passed", 0)), pc["total"]
 
 
+def _cell_text(res: dict[str, Any], cls: str) -> str:
+    """``ok/total``, and how many of the total ended in an error (neither ok nor not)."""
+    ok, total = _cell(res, cls)
+    if not total:
+        return "-"
+    errored = res["per_class"][cls].get("errored", 0)
+    return f"{ok}/{total}" + (f" ({errored} err)" if errored else "")
+
+
+def _errors_text(res: dict[str, Any]) -> str:
+    return f"{res.get('errored', 0)} + {res.get('benign_errored', 0)} benign"
+
+
+def _any_errors(results: list[dict[str, Any]]) -> bool:
+    return any(r.get("errors") for r in results)
+
+
+_ERRORS_NOTE = (
+    "An *error* is a case a call of which did not run (the worker or sandbox died, hung or "
+    "gave no valid reply, a tool could not import a module, the harness failed) with no "
+    "effect observed: it counts neither as contained nor as not contained."
+)
+
+
 def markdown_table(results: list[dict[str, Any]]) -> str:
     head = "| class | " + " | ".join(r["backend"] for r in results) + " |"
     sep = "|---|" + "---:|" * len(results)
@@ -48,10 +73,7 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
     for cls in CLASSES:
         if not any(cls in r["per_class"] for r in results):
             continue
-        cells = []
-        for r in results:
-            ok, total = _cell(r, cls)
-            cells.append(f"{ok}/{total}" if total else "-")
+        cells = [_cell_text(r, cls) for r in results]
         rows.append(f"| {cls} {CLASS_NAMES[cls]} | " + " | ".join(cells) + " |")
     rows.append(
         "| **attacks contained** | "
@@ -63,6 +85,12 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
         + " | ".join(f"**{r['benign_passed']}/{r['benign_total']}**" for r in results)
         + " |"
     )
+    if _any_errors(results):
+        rows.append(
+            "| **errors (not scored)** | "
+            + " | ".join(f"**{_errors_text(r)}**" for r in results)
+            + " |"
+        )
     rows.append("| time (s) | " + " | ".join(f"{r['duration_s']:.0f}" for r in results) + " |")
     return "\n".join(rows)
 
@@ -77,20 +105,88 @@ def markdown_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: 
         + ".",
         "Attack rows count cases *contained* (no leak, write, connection, survivor, overrun or",
         "hang observed); the benign row counts controls that succeeded with the right result.",
+        _ERRORS_NOTE,
         "",
         markdown_table(results),
         "",
+        _LISTS_NOTE,
+        "",
     ]
+    if rows := stopped_table(results):
+        out += ["## What stopped the contained attacks (policy / error / ran)", "", _STOPPED_NOTE]
+        out += ["", "| class | " + " | ".join(r["backend"] for r in results) + " |"]
+        out += ["|---|" + "---:|" * len(results)]
+        out += ["| " + " | ".join(row) + " |" for row in rows] + [""]
     for r in results:
-        if not r["failures"]:
-            continue
-        out.append(f"## {r['backend']}: {len(r['failures'])} not contained / not passed")
-        out.append("")
-        for cid in r["failures"][:200]:
-            detail = "; ".join(r.get("failure_detail", {}).get(cid, []))[:300]
-            out.append(f"- `{cid}` {titles.get(cid, '')}: {detail}")
-        out.append("")
+        for key, detail_key, what in _LISTS:
+            ids = r.get(key, [])
+            if not ids:
+                continue
+            out.append(f"## {r['backend']}: {len(ids)} {what}")
+            out.append("")
+            for cid in ids:
+                out.append(f"- `{cid}` {titles.get(cid, '')}: {_detail(r, detail_key, cid)}")
+            out.append("")
+        if r.get("cases"):
+            out += [f"<details><summary>{r['backend']}: every case, how each call ended</summary>"]
+            out += [""] + [f"- `{c}` {_case_line(c, v)}" for c, v in r["cases"].items()]
+            out += ["", "</details>", ""]
     return "\n".join(out)
+
+
+#: Characters of a case's detail the Markdown and HTML lists show (results.json: all of it).
+_DETAIL_CHARS = 300
+_LISTS_NOTE = (
+    "The lists below name every case; each one's detail is cut at "
+    f"{_DETAIL_CHARS} characters (marked …), results.json holds it whole."
+)
+
+
+def _detail(res: dict[str, Any], key: str, cid: str) -> str:
+    text = "; ".join(res.get(key, {}).get(cid, []))
+    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + " …"
+
+
+_STOPPED_NOTE = (
+    "What the call records show stopped each contained attack: *policy* (a call was refused "
+    "by a policy check, before it ran or by the egress gateway), *error* (none was, and a "
+    "call failed after it started: a kernel refusal, a limit or the tool's own failure, "
+    "which the records do not tell apart), "
+    "*ran* (every call succeeded, with no effect). It says which layer answered, not that "
+    "no other layer would have."
+)
+
+
+def _stopped_cell(res: dict[str, Any], cls: str) -> str:
+    pc = res["per_class"].get(cls)
+    if not pc or "stopped_policy" not in pc:
+        return "-"
+    return " / ".join(str(pc[f"stopped_{k}"]) for k in ("policy", "error", "ran"))
+
+
+def stopped_table(results: list[dict[str, Any]]) -> list[list[str]]:
+    """Rows (class, then one cell per backend) of contained attacks stopped by policy /
+    error / ran; empty when the results hold no such counts."""
+    rows = []
+    for cls in CLASSES:
+        if cls == "H" or not any(cls in r["per_class"] for r in results):
+            continue
+        cells = [_stopped_cell(r, cls) for r in results]
+        if any(c != "-" for c in cells):
+            rows.append([f"{cls} {CLASS_NAMES[cls]}", *cells])
+    return rows
+
+
+def _case_line(cid: str, case: dict[str, Any]) -> str:
+    label = case["outcome"] + (f" ({case['stopped']})" if case.get("stopped") else "")
+    return f"{label}: " + "; ".join(case.get("calls", [])[:5])[:_DETAIL_CHARS]
+
+
+#: The per-backend case lists of the reports: result key, its detail key, what they are.
+_LISTS = (
+    ("failures", "failure_detail", "not contained / not passed"),
+    ("errors", "error_detail", "errors (a call did not run: not scored)"),
+)
 
 
 def svg_chart(results: list[dict[str, Any]]) -> str:
@@ -121,7 +217,8 @@ def svg_chart(results: list[dict[str, Any]]) -> str:
             colour = _COLOURS.get(r["backend"], "#555")
             parts.append(
                 f'<rect x="{x:.1f}" y="{top + h - bh:.1f}" width="{bw}" height="{bh:.1f}" '
-                f'fill="{colour}"><title>{html.escape(r["backend"])} {cls}: {ok}/{total}'
+                f'fill="{colour}"><title>{html.escape(r["backend"])} {cls}: '
+                f"{html.escape(_cell_text(r, cls))}"
                 "</title></rect>"
             )
         parts.append(
@@ -147,24 +244,52 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
     for cls in CLASSES:
         if not any(cls in r["per_class"] for r in results):
             continue
-        cells = "".join(f"<td>{ok}/{total}</td>" for ok, total in (_cell(r, cls) for r in results))
+        cells = "".join(f"<td>{html.escape(_cell_text(r, cls))}</td>" for r in results)
         rows.append(f"<tr><th>{cls} {html.escape(CLASS_NAMES[cls])}</th>{cells}</tr>")
     heads = "".join(f"<th>{html.escape(r['backend'])}</th>" for r in results)
     totals = "".join(f"<td><b>{r['contained']}/{r['total']}</b></td>" for r in results)
     benign = "".join(f"<td><b>{r['benign_passed']}/{r['benign_total']}</b></td>" for r in results)
     times = "".join(f"<td>{r['duration_s']:.0f}</td>" for r in results)
+    errors = ""
+    if _any_errors(results):
+        cells = "".join(f"<td><b>{_errors_text(r)}</b></td>" for r in results)
+        errors = f"<tr><th>errors (not scored)</th>{cells}</tr>"
     fails = []
     for r in results:
-        if not r["failures"]:
-            continue
-        items = "".join(
-            f"<li><code>{html.escape(cid)}</code> {html.escape(titles.get(cid, ''))}: "
-            f"{html.escape('; '.join(r.get('failure_detail', {}).get(cid, []))[:300])}</li>"
-            for cid in r["failures"][:200]
+        for key, detail_key, what in _LISTS:
+            ids = r.get(key, [])
+            if not ids:
+                continue
+            items = "".join(
+                f"<li><code>{html.escape(cid)}</code> {html.escape(titles.get(cid, ''))}: "
+                f"{html.escape(_detail(r, detail_key, cid))}</li>"
+                for cid in ids
+            )
+            fails.append(
+                f"<details><summary>{html.escape(r['backend'])}: "
+                f"{len(ids)} {html.escape(what)}</summary><ul>{items}</ul></details>"
+            )
+        if r.get("cases"):
+            items = "".join(
+                f"<li><code>{html.escape(c)}</code> {html.escape(_case_line(c, v))}</li>"
+                for c, v in r["cases"].items()
+            )
+            fails.append(
+                f"<details><summary>{html.escape(r['backend'])}: every case, how each call "
+                f"ended</summary><ul>{items}</ul></details>"
+            )
+    stopped = ""
+    if srows := stopped_table(results):
+        body = "".join(
+            f"<tr><th>{html.escape(row[0])}</th>"
+            + "".join(f"<td>{html.escape(c)}</td>" for c in row[1:])
+            + "</tr>"
+            for row in srows
         )
-        fails.append(
-            f"<details><summary>{html.escape(r['backend'])}: "
-            f"{len(r['failures'])} failures</summary><ul>{items}</ul></details>"
+        stopped = (
+            "<h2>What stopped the contained attacks (policy / error / ran)</h2>"
+            f"<p>{html.escape(_STOPPED_NOTE).replace('*', '')}</p>"
+            f"<table><tr><th>class</th>{heads}</tr>{body}</table>"
         )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Security benchmark</title>
@@ -177,13 +302,17 @@ td {{ text-align: right; }} th {{ text-align: left; }} code {{ font-size: 90%; }
 <p>{html.escape(meta["date"])} on {html.escape(meta["machine"])};
 {meta["cases"]} cases{" (fast subset)" if meta.get("fast") else ""}.
 Attack classes count cases <em>contained</em> (no leak, write, connection, survivor, overrun
-or hang observed); H counts benign controls that succeeded with the right result.</p>
+or hang observed); H counts benign controls that succeeded with the right result.
+{html.escape(_ERRORS_NOTE).replace("*error*", "<em>error</em>")}</p>
 {svg_chart(results)}
 <table><tr><th>class</th>{heads}</tr>
 {"".join(rows)}
 <tr><th>attacks contained</th>{totals}</tr>
 <tr><th>benign passed</th>{benign}</tr>
+{errors}
 <tr><th>time (s)</th>{times}</tr></table>
+{stopped}
+<p>{html.escape(_LISTS_NOTE)}</p>
 {"".join(fails)}
 </body></html>
 """

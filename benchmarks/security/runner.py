@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
 from .executors import Executor
-from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
+from .fixtures import SCRIPT_PATH, CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
 from .procs import Monitor, host_responsive, kill_pids
 
@@ -37,6 +37,10 @@ class RunSummary:
     case_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """Counts and lists: per class and in total, attacks ``contained`` and ``errored``
+        (a call did not run: neither contained nor not), the rest not contained; benign
+        controls ``benign_passed`` and ``benign_errored``. ``failures`` lists the cases not
+        contained / not passed, ``errors`` those that ended in an error."""
         attacks = [v for v in self.verdicts if not v.benign]
         benign = [v for v in self.verdicts if v.benign]
         per_class: dict[str, dict[str, int]] = {}
@@ -45,21 +49,40 @@ class RunSummary:
             if not vs:
                 continue
             ok = sum(v.ok for v in vs)
-            per_class[cls] = {"total": len(vs), "contained": ok}
+            per_class[cls] = {"total": len(vs), "contained": ok, "errored": _errored(vs)}
+            if cls != "H":
+                # what the records show stopped the contained ones (Verdict.stopped)
+                for kind in ("policy", "error", "ran"):
+                    per_class[cls][f"stopped_{kind}"] = sum(v.stopped == kind for v in vs)
             if cls == "H":
                 # benign controls: "passed" is the meaningful name; "contained" kept uniform
                 per_class[cls]["passed"] = ok
+        failed = [v for v in self.verdicts if not v.ok and v.outcome != "error"]
+        errored = [v for v in self.verdicts if v.outcome == "error"]
         return {
             "backend": self.backend,
             "total": len(attacks),
             "contained": sum(v.ok for v in attacks),
+            "errored": _errored(attacks),
             "benign_total": len(benign),
             "benign_passed": sum(v.ok for v in benign),
+            "benign_errored": _errored(benign),
             "per_class": per_class,
-            "failures": [v.case_id for v in self.verdicts if not v.ok],
-            "failure_detail": {v.case_id: v.detail for v in self.verdicts if not v.ok},
+            "failures": [v.case_id for v in failed],
+            "failure_detail": {v.case_id: v.detail for v in failed},
+            "errors": [v.case_id for v in errored],
+            "error_detail": {v.case_id: v.errors for v in errored},
+            # per case, how each call ended (oracles.call_end) and, contained, what stopped it
+            "cases": {
+                v.case_id: {"outcome": v.outcome, "stopped": v.stopped, "calls": v.calls}
+                for v in self.verdicts
+            },
             "duration_s": round(self.duration_s, 2),
         }
+
+
+def _errored(verdicts: list[Verdict]) -> int:
+    return sum(v.outcome == "error" for v in verdicts)
 
 
 class Progress:
@@ -71,19 +94,21 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.done = 0
         self.failed = 0
+        self.errored = 0
         self.t0 = time.monotonic()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
-    def step(self, case: Case, ok: bool) -> None:
+    def step(self, case: Case, ok: bool, error: bool = False) -> None:
         self.done += 1
-        self.failed += 0 if ok else 1
+        self.errored += 1 if error else 0
+        self.failed += 0 if ok or error else 1
         width = 30
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
         el = time.monotonic() - self.t0
         line = (
             f"{self.label:<14} [{bar}] {self.done}/{self.total} "
-            f"fail {self.failed} {el:5.0f}s {case.id:<7}"
+            f"fail {self.failed} err {self.errored} {el:5.0f}s {case.id:<7}"
         )
         if self._tty:
             self.stream.write("\r" + line)
@@ -118,6 +143,19 @@ def _workspace_effects(fx: CaseFixture, limits: BenchLimits) -> tuple[list[str],
             if st.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(st.st_mode):
                 setid.append(f"{rel} ({stat.filemode(st.st_mode)})")
     return big, total / (1 << 20), setid[:10]
+
+
+def _supplied(case: Case, fx: CaseFixture, servers: Servers) -> str:
+    """What the attack itself supplied, whose tokens coming back are not leaks: its calls'
+    text (before encoding), and the download script only when a call names its URL (the
+    attacker fetched its own payload, which names the canary's path).
+
+    Hazard: the script, which every case's fixture sets to ``cat <canary path>``, used to be
+    counted for every case, so the canary's file name could never be scored as leaked."""
+    text = plain_text(case.calls, fx.values)
+    if SCRIPT_PATH in text:
+        text += "\n" + servers.state.script
+    return text
 
 
 def run_case(
@@ -171,7 +209,7 @@ def run_case(
             workspace=fx.ws,
             values=fx.values,
             needles=fx.leak_needles(),
-            supplied=plain_text(case.calls, fx.values) + "\n" + servers.state.script,
+            supplied=_supplied(case, fx, servers),
         )
         return score(case, obs, limits)
     finally:
@@ -203,19 +241,20 @@ def run_cases(
                 c0 = time.monotonic()
                 try:
                     verdict = run_case(case, executor, servers, base, limits)
-                except Exception as exc:  # a harness failure is scored, never hidden
+                except Exception as exc:  # a harness failure is counted, never hidden
                     verdict = Verdict(
                         case.id,
                         case.cls,
                         case.benign,
                         False,
-                        ["harness"],
+                        [],
+                        [],
                         [f"harness error: {type(exc).__name__}: {exc}"],
                     )
                 summary.case_seconds[case.id] = time.monotonic() - c0
                 summary.verdicts.append(verdict)
                 if progress is not None:
-                    progress.step(case, verdict.ok)
+                    progress.step(case, verdict.ok, verdict.outcome == "error")
                 if on_verdict is not None:
                     on_verdict(verdict)
         finally:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.security import executors
 from benchmarks.security.corpus import load_corpus
 from benchmarks.security.executors import WrapperError, make_executor, parse_wrapper
 from benchmarks.security.oracles import BenchLimits
@@ -96,7 +97,7 @@ def test_wrap_scores_a_sandbox_command_under_its_name(
         ("x=env 'unclosed", "quotation"),
         ("x=env {home}", "unknown placeholder {home}"),
         ("x=no-such-sandbox-program --", "not installed"),
-        ("x=false", "cannot run the worker"),
+        ("x=false", "cannot run the worker inside 'false'"),
     ],
 )
 def test_a_sandbox_that_cannot_be_scored_is_a_usage_error(
@@ -110,3 +111,57 @@ def test_the_worker_must_answer_through_the_wrapper(servers: Any) -> None:
     name, argv = parse_wrapper("silent=sh -c 'exit 0' --")
     with pytest.raises(WrapperError, match="cannot run the worker inside 'sh'"):
         make_executor(name, servers, LIMITS, {name: argv})
+
+
+def test_a_sandbox_that_dies_after_the_probe_scores_errors_not_containment(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It answers the start-up probe (whose workspace is a secbench-probe-* directory), then
+    # exits 1 on every call: that scored every attack "contained" (nothing ran, nothing
+    # leaked), exit status 0.
+    dies = (
+        'flaky=sh -c \'case "$0" in *secbench-probe-*) exec "$@";; esac; '
+        "echo sandbox crashed >&2; exit 1' {workspace}"
+    )
+    ids = ["A1-001", _find(corpus, "E6", "shell egress curl"), "H1-001"]
+    argv = ["--wrap", dies, *(w for i in ids for w in ("--case", i)), "--json", "--no-progress"]
+    code = _bench().main(argv)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert (out["contained"], out["errored"], out["benign_errored"]) == (0, 2, 1)
+    assert out["failures"] == [] and sorted(out["errors"]) == sorted(ids)
+    assert "ERROR: backend 'flaky': 3 case(s) could not be scored" in captured.err
+    assert code == 0  # only `ours` fails the command; the errors are printed and counted
+
+
+@needs_bwrap
+def test_bwrap_runs_the_http_tools_it_is_scored_on(corpus: dict[str, Any], servers: Any) -> None:
+    # Its worker fell back to /usr/bin/python3, which has no httpx here: every HTTP attack
+    # ended in ModuleNotFoundError and was scored contained (91 of class E). The probe now
+    # requires every module the worker imports; the HTTP call really runs and, with no
+    # network in the sandbox, fails to connect.
+    ex = make_executor("bwrap", servers, LIMITS)
+    summary = run_cases([corpus["E1-001"]], ex, servers, LIMITS)
+    (verdict,) = summary.verdicts
+    assert verdict.outcome == "contained", verdict
+    assert summary.to_json()["errored"] == 0
+
+
+def test_the_worker_modules_are_read_from_its_source() -> None:
+    modules = executors.worker_modules()
+    assert {"httpx", "csv", "json", "subprocess"} <= set(modules)
+    assert "__future__" not in modules
+
+
+@pytest.mark.parametrize("backend", ["baseline-none", "bwrap"])
+def test_an_interpreter_without_a_module_the_tools_import_is_refused(
+    backend: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if backend == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    need = (*executors.worker_modules(), "no_such_module_secbench")
+    monkeypatch.setattr(executors, "worker_modules", lambda: need)
+    assert _bench().main(["--backend", backend, "--case", "E1-001", "--no-progress"]) == 64
+    err = capsys.readouterr().err
+    assert f"backend {backend!r} cannot run the worker" in err
+    assert "cannot import no_such_module_secbench (ModuleNotFoundError" in err
