@@ -9,8 +9,10 @@ shell brace such as ``${IFS}`` or ``{rm,-rf,x}`` passes through untouched.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ __all__ = [
     "fill",
     "load_corpus",
     "plain_text",
+    "unmet_requirements",
 ]
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -78,6 +81,9 @@ class Case:
     oracle: dict[str, Any]
     race: dict[str, Any] | None = None
     repeat: int = 1
+    #: Shell commands that exit 0 on a host where the attack can work at all (the program
+    #: it drives is installed, the service it needs answers): see :func:`unmet_requirements`.
+    requires: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -141,6 +147,9 @@ def _check(rec: Mapping[str, Any]) -> Case:
     race = rec.get("race")
     if race is not None and not {"path", "target"} <= set(race):
         raise bad("race needs path and target")
+    requires = rec.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) and r for r in requires):
+        raise bad("requires is a list of probe commands")
     return Case(
         id=rec["id"],
         cls=rec["class"],
@@ -153,6 +162,7 @@ def _check(rec: Mapping[str, Any]) -> Case:
         oracle=dict(oracle),
         race=race,
         repeat=int(rec.get("repeat", 1)),
+        requires=tuple(requires),
         raw=dict(rec),
     )
 
@@ -192,6 +202,31 @@ def fast_subset(cases: list[Case], per_group: int = 1) -> list[Case]:
             counts[case.group] = counts.get(case.group, 0) + 1
             picked.append(case)
     return picked
+
+
+@functools.cache
+def _probe_ok(command: str) -> bool:
+    # Run by the harness on the host, once per run; the probes are harmless (`true` under
+    # the program) and short.
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def unmet_requirements(case: Case) -> list[str]:
+    """The case's probes that fail on this host. An attack that drives a program the host
+    lacks cannot happen on any backend: scored, it would be "contained" everywhere, so the
+    runner reports it as not applicable instead."""
+    return [probe for probe in case.requires if not _probe_ok(probe)]
 
 
 def _transform(match: re.Match[str]) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
+from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text, unmet_requirements
 from .executors import Executor
 from .fixtures import CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
@@ -35,6 +35,8 @@ class RunSummary:
     verdicts: list[Verdict] = field(default_factory=list)
     duration_s: float = 0.0
     case_seconds: dict[str, float] = field(default_factory=dict)
+    #: Cases not applicable on this host (case id -> the failed probe): not scored.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         attacks = [v for v in self.verdicts if not v.benign]
@@ -58,6 +60,7 @@ class RunSummary:
             "per_class": per_class,
             "failures": [v.case_id for v in self.verdicts if not v.ok],
             "failure_detail": {v.case_id: v.detail for v in self.verdicts if not v.ok},
+            "not_applicable": dict(self.skipped),
             "duration_s": round(self.duration_s, 2),
         }
 
@@ -200,6 +203,11 @@ def run_cases(
         # log and journal live in it); it is closed while they exist, whatever happens.
         try:
             for case in cases:
+                if unmet := unmet_requirements(case):
+                    summary.skipped[case.id] = f"needs: {unmet[0]}"
+                    if progress is not None:
+                        progress.step(case, True)
+                    continue
                 c0 = time.monotonic()
                 try:
                     verdict = run_case(case, executor, servers, base, limits)
