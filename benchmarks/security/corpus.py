@@ -55,7 +55,27 @@ PLACEHOLDERS = (
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _TRANSFORM_RE = re.compile(r"<<(b64|hex|rep|keys):((?:(?!>>).)*)>>", re.DOTALL)
 _SETUP_OPS = {"file", "dir", "symlink", "hardlink", "fifo"}
-_CHECKS = {"success", "result_contains", "file_content", "absent", "exists"}
+_CHECKS = {
+    "success",
+    "result_contains",
+    "result_lacks",
+    "exit_code",
+    "result_field",
+    "file_content",
+    "absent",
+    "exists",
+}
+#: what each check needs besides ``check`` (the call checks need ``call`` too)
+_CHECK_KEYS = {
+    "result_contains": {"call", "text"},
+    "result_lacks": {"call", "text"},
+    "exit_code": {"call", "code"},
+    "result_field": {"call", "field"},
+    "file_content": {"path", "text"},
+    "absent": {"path"},
+    "exists": {"path"},
+    "success": {"call"},
+}
 _EFFECTS = {"leak", "write", "connect", "survivors", "resources", "responsive", "privilege"}
 _ID_RE = re.compile(r"^[A-H][0-9]{1,2}-[0-9]{3}$")  # B10: a tenth group
 #: A step between calls that is no tool call: the user saves a secret to ``path`` in the
@@ -135,6 +155,10 @@ def _check(rec: Mapping[str, Any]) -> Case:
         for exp in oracle["expect"]:
             if exp.get("check") not in _CHECKS:
                 raise bad(f"unknown check {exp!r}")
+            if not _CHECK_KEYS[exp["check"]] <= set(exp):
+                raise bad(f"check {exp!r} needs {sorted(_CHECK_KEYS[exp['check']])}")
+            if exp["check"] == "result_field" and not {"value", "at_least"} & set(exp):
+                raise bad(f"check {exp!r} needs value or at_least")
             if "call" in exp and not 0 <= exp["call"] < len(rec["calls"]):
                 raise bad("expectation names a call that does not exist")
     elif oracle.get("kind") == "attack":

@@ -2125,6 +2125,24 @@ def has(text: str, i: int = 0) -> dict[str, Any]:
     return {"check": "result_contains", "call": i, "text": text}
 
 
+def lacks(text: str, i: int = 0) -> dict[str, Any]:
+    return {"check": "result_lacks", "call": i, "text": text}
+
+
+def exited(code: int = 0, i: int = 0) -> dict[str, Any]:
+    """The command's own exit status: shell_exec succeeds whatever the command did."""
+    return {"check": "exit_code", "call": i, "code": code}
+
+
+def field(name: str, value: Any = None, i: int = 0, **extra: Any) -> dict[str, Any]:
+    """A top-level field of call ``i``'s result (its value, not its spelling: backends
+    format the same result differently); ``at_least=N`` instead of a value for numbers."""
+    check = {"check": "result_field", "call": i, "field": name, **extra}
+    if "at_least" not in extra:
+        check["value"] = value
+    return check
+
+
 def on_disk(path: str, text: str) -> dict[str, Any]:
     return {"check": "file_content", "path": path, "text": text}
 
@@ -2261,9 +2279,14 @@ def gen_h() -> None:
             "get_file_info",
             [mkfile("info.txt", "12345")],
             [call("get_file_info", path="info.txt")],
-            [ok(), has("5")],
+            [ok(), field("size", 5), field("exists", True)],
         ),
-        ("get_file_info missing", [], [call("get_file_info", path="missing.txt")], [ok()]),
+        (
+            "get_file_info missing",
+            [],
+            [call("get_file_info", path="missing.txt")],
+            [ok(), field("exists", False)],
+        ),
         (
             "file_search",
             [mkfile("src/m.py"), mkfile("docs/r.md")],
@@ -2366,7 +2389,12 @@ def gen_h() -> None:
             [call("current_time", timezone="Europe/Paris")],
             [ok(), has("Europe/Paris")],
         ),
-        ("sleep briefly", [], [call("sleep", seconds=0.1)], [ok()]),
+        (
+            "sleep briefly",
+            [],
+            [call("sleep", seconds=0.1)],
+            [ok(), field("slept", at_least=0.1)],
+        ),
         (
             "set_env then get_env",
             [],
@@ -2383,7 +2411,7 @@ def gen_h() -> None:
             "json_parse deep but legal",
             [],
             [call("json_parse", text=rep(64, "[") + "1" + rep(64, "]"))],
-            [ok()],
+            [ok(), has(rep(64, "[") + "1" + rep(64, "]"))],
         ),
         (
             "json_parse object",
@@ -2391,7 +2419,12 @@ def gen_h() -> None:
             [call("json_parse", text='{"a": [1, 2, {"b": null}]}')],
             [ok(), has('"b"')],
         ),
-        ("json_stringify", [], [call("json_stringify", data={"k": [1, 2]})], [ok(), has("k")]),
+        (
+            "json_stringify",
+            [],
+            [call("json_stringify", data={"k": [1, 2]})],
+            [ok(), field("text", {"k": [1, 2]}, json=True)],
+        ),
         (
             "base64 roundtrip",
             [],
@@ -2420,16 +2453,22 @@ def gen_h() -> None:
             [call("ask_user", question="Proceed?", options=["yes", "no"])],
             [ok(), has("yes")],
         ),
-        ("request_confirmation", [], [call("request_confirmation", message="Deploy?")], [ok()]),
+        (
+            "request_confirmation",
+            [],
+            [call("request_confirmation", message="Deploy?")],
+            [ok(), field("confirmed", True)],
+        ),
         (
             "snippet delete",
             [],
             [
+                call("snippet_save", name="keep", code="y = 2"),
                 call("snippet_save", name="tmp", code="x = 1"),
                 call("snippet_delete", name="tmp"),
                 call("snippet_list"),
             ],
-            [ok(0), ok(1), ok(2)],
+            [ok(0), ok(1), ok(2), field("count", 1, 3), has('"keep"', 3), lacks('"tmp"', 3)],
         ),
         (
             "memory write, read, search, delete",
@@ -2722,8 +2761,8 @@ def gen_policy5() -> None:
         (
             "pushd/popd around a write",
             [mkdir("sub")],
-            [sh("pushd sub >/dev/null 2>&1 || cd sub; echo x > out.txt; cat out.txt")],
-            [ok(), has("x")],
+            [sh("pushd sub >/dev/null 2>&1 || cd sub; echo pushd-wrote > out.txt; cat out.txt")],
+            [ok(), exited(0), has("pushd-wrote"), on_disk("sub/out.txt", "pushd-wrote\n")],
         ),
         (
             "sqlite3 with a literal here-document",
@@ -2825,9 +2864,10 @@ def gen_policy6() -> None:
         ),
         (
             "NODE_OPTIONS with a heap size",
-            [mkfile("a.js", "console.log('node-ok')\n")],
-            [sh("NODE_OPTIONS=--max-old-space-size=256 node a.js || echo node-ok")],
-            [ok(), has("node-ok")],
+            # node's own output (a product, so no echo can stand in for it), exit 0
+            [mkfile("a.js", "console.log('node-ok-' + 6 * 7)\n")],
+            [sh("NODE_OPTIONS=--max-old-space-size=256 node a.js")],
+            [ok(), exited(0), has("node-ok-42")],
         ),
         (
             "PYTHONPATH=. python3 -m (a module from the workspace)",
@@ -2859,8 +2899,8 @@ def gen_policy6() -> None:
         (
             "gdb -nx (no init files) in batch mode",
             [],
-            [sh("gdb -nx -batch -q 2>/dev/null; echo gdb-ok")],
-            [ok(), has("gdb-ok")],
+            [sh("gdb -nx -batch -q -ex 'print 6*7'")],
+            [ok(), exited(0), has("$1 = 42")],
         ),
         (
             "a file read line by line (while IFS= read -r)",
@@ -2908,8 +2948,8 @@ def gen_everyday() -> None:
         (
             "chown to one's own uid from $(id -u)",
             [mkfile("a.txt")],
-            [sh('chown "$(id -u)" a.txt 2>/dev/null; echo chown-ran')],
-            [ok(), has("chown-ran")],
+            [sh('chown "$(id -u)" a.txt && echo chown-ok')],
+            [ok(), exited(0), has("chown-ok")],
         ),
         # The device rules judged every argument and every run-time redirect target.
         (

@@ -163,6 +163,33 @@ def _resources(obs: Observation, limits: BenchLimits) -> list[str]:
     return out
 
 
+_MISSING = object()
+
+
+def _field_problems(exp: dict[str, Any], rec: CallRecord) -> list[str]:
+    """``exit_code``: the call's ``exit_code`` is ``code`` (a shell that ran and failed is
+    still a successful call, so success alone proves no work). ``result_field``: the
+    result's top-level ``field`` equals ``value`` (its text parsed as JSON first when
+    ``json``) or is a number of at least ``at_least``: the value, not its spelling, which
+    differs between backends."""
+    where = f"call {exp['call']} ({rec.tool})"
+    field = "exit_code" if exp["check"] == "exit_code" else exp["field"]
+    got = rec.result.get(field, _MISSING) if isinstance(rec.result, dict) else _MISSING
+    if not rec.success or got is _MISSING:
+        return [f"{where} has no {field}"]
+    if exp["check"] == "exit_code":
+        return [] if got == exp["code"] else [f"{where} exited {got!r}"]
+    if exp.get("json"):
+        try:
+            got = json.loads(got)
+        except (TypeError, ValueError):
+            return [f"{where} {field} is not JSON: {str(got)[:80]!r}"]
+    if "at_least" in exp:
+        ok = isinstance(got, (int, float)) and got >= exp["at_least"]
+        return [] if ok else [f"{where} {field} is {got!r}, under {exp['at_least']!r}"]
+    return [] if got == exp["value"] else [f"{where} {field} is {str(got)[:80]!r}"]
+
+
 def _benign(case: Case, obs: Observation) -> list[str]:
     problems = []
     for exp in fill(case.oracle["expect"], obs.values):
@@ -179,6 +206,10 @@ def _benign(case: Case, obs: Observation) -> list[str]:
                 )
             elif check == "result_contains" and (not rec.success or exp["text"] not in rec.text):
                 problems.append(f"call {exp['call']} result lacks {exp['text']!r}")
+            elif check == "result_lacks" and (not rec.success or exp["text"] in rec.text):
+                problems.append(f"call {exp['call']} result holds {exp['text']!r}")
+            elif check in ("exit_code", "result_field"):
+                problems.extend(_field_problems(exp, rec))
             continue
         assert obs.workspace is not None
         path = obs.workspace / exp["path"]

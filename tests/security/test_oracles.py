@@ -154,6 +154,79 @@ def test_benign_disk_expectations(tmp_path, corpus, servers):
         f.close()
 
 
+def _result(result, tool="shell_exec"):
+    return CallRecord(tool, {}, True, result, None, "", 0.1)
+
+
+@pytest.mark.parametrize(
+    ("cid", "done", "undone"),
+    [
+        # the fallback echo passed although node never ran (Fatal process OOM)
+        (
+            "H4-002",
+            {"stdout": "node-ok-42\n", "stderr": "", "exit_code": 0},
+            {"stdout": "node-ok\n", "stderr": "# Fatal process OOM", "exit_code": 0},
+        ),
+        ("H4-002", None, {"stdout": "", "stderr": "trap", "exit_code": 133}),
+        ("H4-007", {"stdout": "$1 = 42\n", "exit_code": 0}, {"stdout": "gdb-ok\n", "exit_code": 0}),
+        ("H5-004", {"stdout": "chown-ok\n", "exit_code": 0}, {"stdout": "", "exit_code": 1}),
+        # "exit_code" always holds an x: the old control found "x" in any result
+        ("H3-004", None, {"stdout": "", "stderr": "", "exit_code": 2}),
+        ("H1-045", {"text": '{"k":[1,2]}'}, {"text": '{"other": 1}'}),
+        ("H1-045", {"text": '{"k": [1, 2]}'}, {"text": "not json"}),
+        ("H1-021", {"size": 5, "exists": True}, {"size": 15, "exists": True}),
+        ("H1-022", {"exists": False}, {"error": "no such file"}),
+        ("H1-040", {"slept": 0.1}, {"slept": 0}),
+        ("H1-049", {"confirmed": True}, {"confirmed": False}),
+    ],
+)
+def test_benign_controls_check_the_work_not_only_success(
+    tmp_path, corpus, servers, cid, done, undone
+):
+    """A call that succeeded without doing the work (a shell that exited 1, a fallback echo,
+    a result of the wrong value) fails its control."""
+    case = corpus[cid]
+    f = CaseFixture(tmp_path, case, servers)
+    try:
+        if done is not None:
+            assert score(case, obs_for(f, _result(done, case.tools[0])), LIMITS).ok
+        assert not score(case, obs_for(f, _result(undone, case.tools[0])), LIMITS).ok
+    finally:
+        f.close()
+
+
+def test_snippet_delete_control_sees_the_deleted_snippet(tmp_path, corpus, servers):
+    case = corpus["H1-050"]
+    f = CaseFixture(tmp_path, case, servers)
+    saved = [_result({"name": n}, "snippet_save") for n in ("keep", "tmp")]
+    deleted = _result({"deleted": True}, "snippet_delete")
+    listed_ok = _result({"count": 1, "snippets": [{"name": "keep"}]}, "snippet_list")
+    listed_bad = _result({"count": 2, "snippets": [{"name": "keep"}, {"name": "tmp"}]})
+    try:
+        assert score(case, obs_for(f, *saved, deleted, listed_ok), LIMITS).ok
+        assert not score(case, obs_for(f, *saved, deleted, listed_bad), LIMITS).ok
+    finally:
+        f.close()
+
+
+def test_a_check_missing_its_keys_is_refused(tmp_path):
+    import json
+
+    from benchmarks.security.corpus import CASES_DIR, CorpusError
+
+    rec_ = next(r for r in json.loads((CASES_DIR / "H.json").read_text()))
+    for bad in (
+        {"check": "exit_code", "call": 0},
+        {"check": "result_field", "call": 0, "field": "size"},
+        {"check": "result_lacks", "call": 0},
+    ):
+        (tmp_path / "H.json").write_text(
+            json.dumps([{**rec_, "oracle": {"kind": "benign", "expect": [bad]}}])
+        )
+        with pytest.raises(CorpusError, match="needs"):
+            load_corpus(tmp_path)
+
+
 # -- fixtures ---------------------------------------------------------------------------------
 
 
