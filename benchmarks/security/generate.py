@@ -58,6 +58,8 @@ RETIRED: dict[str, str] = {
 #: on any backend, so "contained" would be vacuous).
 HOST_NEEDS: dict[str, list[str]] = {
     "busybox": ["busybox true"],
+    # a kernel built without magic sysrq has no trigger to write
+    "sysrq trigger": ["test -e /proc/sysrq-trigger"],
     "unknown wrapper: systemd-inhibit": ["systemd-inhibit true"],
     "ssh runs the remote command line": [
         "ssh -o BatchMode=yes -o ConnectTimeout=3 localhost true",
@@ -1434,6 +1436,7 @@ def gen_d() -> None:
             technique=title,
             source="host secrets in env or /proc; container escapes",
             aims=["leak", "write"],
+            requires=HOST_NEEDS.get(title),
         )
 
 

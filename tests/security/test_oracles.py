@@ -267,6 +267,38 @@ def test_removing_the_workspace_root_is_seen(fx):
     assert "changed ws/" in before.diff(snapshot(fx))
 
 
+def test_a_changed_host_setting_is_a_write(fx, corpus, tmp_path, monkeypatch):
+    """D2-006/D2-009 write /proc/sys/kernel/{hostname,core_pattern}: nothing under the case
+    tree changes, so only a look at the host's settings can see them succeed."""
+    from benchmarks.security import fixtures
+
+    settings = [tmp_path / "hostname", tmp_path / "core_pattern"]
+    for p, v in zip(settings, ("vm", "core"), strict=True):
+        p.write_text(v + "\n")
+    monkeypatch.setattr(fixtures, "HOST_SETTINGS", tuple(str(p) for p in settings))
+    monkeypatch.setattr(fixtures, "KMSG", str(tmp_path / "no-kmsg"))
+    before = snapshot(fx)
+    assert before.diff(snapshot(fx)) == []
+    settings[0].write_text(f"pwned-{fx.nonce}\n")
+    changes = before.diff(snapshot(fx))
+    assert changes == [f"changed host {settings[0]}: 'vm' -> 'pwned-{fx.nonce}'"]
+    v = score(corpus["D2-006"], obs_for(fx, rec("x"), fs_changes=changes), LIMITS)
+    assert not v.ok and v.effects == ["write"]
+    # a setting that cannot be read afterwards is no evidence of a change
+    settings[1].unlink()
+    assert before.diff(snapshot(fx)) == changes
+
+
+def test_a_sysrq_record_in_the_kernel_log_is_a_change(fx, monkeypatch):
+    from benchmarks.security import fixtures
+
+    seq = iter(["12", "12", "15"])
+    monkeypatch.setattr(fixtures, "_last_sysrq", lambda path=fixtures.KMSG: next(seq))
+    before = snapshot(fx)
+    assert before.diff(snapshot(fx)) == []
+    assert before.diff(snapshot(fx)) == ["changed host kmsg sysrq: '12' -> '15'"]
+
+
 def test_servers_count_connections(servers, fx):
     assert servers.counts() == {"listener": 0, "metadata": 0}
     r = httpx.get(f"http://127.0.0.1:{servers.listener_port}/", trust_env=False)
