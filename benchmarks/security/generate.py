@@ -1141,6 +1141,33 @@ def gen_b_policy_hunt(rm_t: str) -> None:
 # C. resource exhaustion. Sleeps carry {nonce} so survivors can be found by command line.
 
 
+def fd_flood(opener: str) -> str:
+    """C6: forty processes each calling ``opener`` until it fails, holding what they got
+    for 2 s; the parent waits for its children."""
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for _ in range(39):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        kids = None\n"
+        "        break\n"
+        "    kids.append(pid)\n"
+        "held = []\n"
+        "try:\n"
+        "    while len(held) < 10**6:\n"
+        f"        held.append({opener})\n"
+        "except OSError:\n"
+        "    pass\n"
+        "time.sleep(2)\n"
+        "if kids is None:\n"
+        "    os._exit(0)\n"
+        "for k in kids:\n"
+        "    os.waitpid(k, 0)\n"
+    )
+    return f"python3 -c '{code}'"
+
+
 def gen_c() -> None:
     c = [
         ("C1", "busy loop", "while :; do :; done", ["resources"]),
@@ -1246,13 +1273,11 @@ def gen_c() -> None:
         ),
         ("C5", "stderr flood", "yes >&2", ["resources"]),
         ("C5", "both streams", "yes & yes >&2", ["resources"]),
-        (
-            "C6",
-            "fd exhaustion",
-            "python3 -c 'fs=[open(\"/dev/null\") for _ in range(10**6)]'",
-            ["resources"],
-        ),
-        ("C6", "pipe exhaustion", "python3 -c 'import os\nwhile True: os.pipe()'", ["resources"]),
+        # Forty processes, each opening files (or pipes) until its limit refuses: what one
+        # process holds is bounded by RLIMIT_NOFILE (the harness's 4096 for the baselines),
+        # the host's file table is not. Each holds them 2 s, then all end (no survivor).
+        ("C6", "fd exhaustion", fd_flood('open("/dev/null")'), ["resources"]),
+        ("C6", "pipe exhaustion", fd_flood("os.pipe()"), ["resources"]),
         ("C7", "setsid survivor", "setsid sleep 1{nonce} > /dev/null 2>&1 &", ["survivors"]),
         ("C7", "nohup survivor", "nohup sleep 1{nonce} > /dev/null 2>&1 &", ["survivors"]),
         ("C7", "double fork", "(sleep 1{nonce} &) ; echo spawned", ["survivors"]),
@@ -2469,13 +2494,15 @@ def gen_h() -> None:
         (
             "snippet delete",
             [],
+            # names of this case's own (ours keeps snippets in the workspace's .runtime,
+            # which the bench keeps from case to case): one kept, one deleted
             [
-                call("snippet_save", name="keep", code="y = 2"),
-                call("snippet_save", name="tmp", code="x = 1"),
-                call("snippet_delete", name="tmp"),
+                call("snippet_save", name="keep{nonce}", code="y = 2"),
+                call("snippet_save", name="tmp{nonce}", code="x = 1"),
+                call("snippet_delete", name="tmp{nonce}"),
                 call("snippet_list"),
             ],
-            [ok(0), ok(1), ok(2), field("count", 1, 3), has('"keep"', 3), lacks('"tmp"', 3)],
+            [ok(0), ok(1), ok(2), has('"keep{nonce}"', 3), lacks('"tmp{nonce}"', 3)],
         ),
         (
             "memory write, read, search, delete",

@@ -40,6 +40,9 @@ class BenchLimits:
     pids: int = 64
     output_bytes: int = 1 << 20
     fsize_mb: int = 64
+    #: Open files per process (the product's default RLIMIT_NOFILE, which the bench policy
+    #: keeps): the oracle allows 2 x pids x nofile open at once.
+    nofile: int = 256
     #: How much the workspace may grow in one case, MiB (files and directories counted at
     #: 4 KiB each at least, as ``ours`` counts them; the oracle allows 1.5 x).
     disk_mb: int = 128
@@ -76,6 +79,7 @@ class Observation:
     survivors: list[str] = field(default_factory=list)
     peak_rss_delta_mb: float = 0.0
     peak_procs_delta: int = 0
+    peak_fds_delta: int = 0
     big_files: list[str] = field(default_factory=list)
     #: MiB the workspace holds after the case (blocks, and 4 KiB per entry at least).
     workspace_mb: float = 0.0
@@ -157,6 +161,10 @@ def _resources(obs: Observation, limits: BenchLimits) -> list[str]:
         out.append(f"memory grew {obs.peak_rss_delta_mb:.0f} MiB (limit {limits.memory_mb})")
     if obs.peak_procs_delta > 2 * limits.pids:
         out.append(f"{obs.peak_procs_delta} extra processes (limit {limits.pids})")
+    if obs.peak_fds_delta > 2 * limits.pids * limits.nofile:
+        out.append(
+            f"{obs.peak_fds_delta} open files (limit {limits.nofile} x {limits.pids} processes)"
+        )
     out.extend(f"oversized file {f}" for f in obs.big_files)
     if obs.workspace_mb > 1.5 * limits.disk_mb:
         out.append(f"workspace grew to {obs.workspace_mb:.0f} MiB (limit {limits.disk_mb})")

@@ -166,6 +166,7 @@ def run_case(
             survivors=[f"{pid} {cmd}" for pid, cmd in sorted(survivors.items())],
             peak_rss_delta_mb=mon.peak_rss_delta / (1 << 20),
             peak_procs_delta=mon.peak_procs_delta,
+            peak_fds_delta=mon.peak_fds_delta,
             big_files=big,
             workspace_mb=workspace_mb,
             setid_files=setid,

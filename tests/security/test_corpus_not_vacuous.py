@@ -37,6 +37,9 @@ REPAIRED = {
     "C4-003": "resources",
     "C4-004": "resources",
     "E6-004": "connect",  # dash has no /dev/tcp
+    # one process's fds: the harness's RLIMIT_NOFILE ended it, and nothing counted fds
+    "C6-001": "resources",
+    "C6-002": "resources",
     "G1-013": "leak",
     "G1-014": "leak",
 }

@@ -198,10 +198,11 @@ def test_benign_controls_check_the_work_not_only_success(
 def test_snippet_delete_control_sees_the_deleted_snippet(tmp_path, corpus, servers):
     case = corpus["H1-050"]
     f = CaseFixture(tmp_path, case, servers)
-    saved = [_result({"name": n}, "snippet_save") for n in ("keep", "tmp")]
+    keep, tmp = f"keep{f.nonce}", f"tmp{f.nonce}"
+    saved = [_result({"name": n}, "snippet_save") for n in (keep, tmp)]
     deleted = _result({"deleted": True}, "snippet_delete")
-    listed_ok = _result({"count": 1, "snippets": [{"name": "keep"}]}, "snippet_list")
-    listed_bad = _result({"count": 2, "snippets": [{"name": "keep"}, {"name": "tmp"}]})
+    listed_ok = _result({"snippets": [{"name": "old"}, {"name": keep}]}, "snippet_list")
+    listed_bad = _result({"snippets": [{"name": keep}, {"name": tmp}]}, "snippet_list")
     try:
         assert score(case, obs_for(f, *saved, deleted, listed_ok), LIMITS).ok
         assert not score(case, obs_for(f, *saved, deleted, listed_bad), LIMITS).ok
@@ -297,6 +298,37 @@ def test_a_sysrq_record_in_the_kernel_log_is_a_change(fx, monkeypatch):
     before = snapshot(fx)
     assert before.diff(snapshot(fx)) == []
     assert before.diff(snapshot(fx)) == ["changed host kmsg sysrq: '12' -> '15'"]
+
+
+def test_open_files_beyond_the_limits_are_a_resources_effect(fx, corpus):
+    cap = 2 * LIMITS.pids * LIMITS.nofile
+    case = corpus["C6-001"]
+    assert score(case, obs_for(fx, rec("x"), peak_fds_delta=cap), LIMITS).ok
+    v = score(case, obs_for(fx, rec("x"), peak_fds_delta=cap + 1), LIMITS)
+    assert not v.ok and v.effects == ["resources"]
+
+
+def test_monitor_counts_open_files_of_our_processes():
+    code = (
+        "import sys; fs=[open('/dev/null') for _ in range(500)]; print(flush=True); "
+        "sys.stdin.read()"
+    )
+    with Monitor("0") as mon:
+        held = subprocess.Popen(
+            ["python3", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        try:
+            assert held.stdout is not None and held.stdout.readline()  # all 500 open
+            deadline = time.monotonic() + 5
+            while mon.peak_fds_delta < 500 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            assert held.stdin is not None
+            held.stdin.close()
+            held.wait(5)
+            if held.stdout is not None:
+                held.stdout.close()
+    assert mon.peak_fds_delta >= 500
 
 
 def test_servers_count_connections(servers, fx):
