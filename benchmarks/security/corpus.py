@@ -9,8 +9,10 @@ shell brace such as ``${IFS}`` or ``{rm,-rf,x}`` passes through untouched.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ __all__ = [
     "fill",
     "load_corpus",
     "plain_text",
+    "unmet_requirements",
 ]
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -52,7 +55,27 @@ PLACEHOLDERS = (
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _TRANSFORM_RE = re.compile(r"<<(b64|hex|rep|keys):((?:(?!>>).)*)>>", re.DOTALL)
 _SETUP_OPS = {"file", "dir", "symlink", "hardlink", "fifo"}
-_CHECKS = {"success", "result_contains", "file_content", "absent", "exists"}
+_CHECKS = {
+    "success",
+    "result_contains",
+    "result_lacks",
+    "exit_code",
+    "result_field",
+    "file_content",
+    "absent",
+    "exists",
+}
+#: what each check needs besides ``check`` (the call checks need ``call`` too)
+_CHECK_KEYS = {
+    "result_contains": {"call", "text"},
+    "result_lacks": {"call", "text"},
+    "exit_code": {"call", "code"},
+    "result_field": {"call", "field"},
+    "file_content": {"path", "text"},
+    "absent": {"path"},
+    "exists": {"path"},
+    "success": {"call"},
+}
 _EFFECTS = {"leak", "write", "connect", "survivors", "resources", "responsive", "privilege"}
 _ID_RE = re.compile(r"^[A-H][0-9]{1,2}-[0-9]{3}$")  # B10: a tenth group
 #: A step between calls that is no tool call: the user saves a secret to ``path`` in the
@@ -78,6 +101,9 @@ class Case:
     oracle: dict[str, Any]
     race: dict[str, Any] | None = None
     repeat: int = 1
+    #: Shell commands that exit 0 on a host where the attack can work at all (the program
+    #: it drives is installed, the service it needs answers): see :func:`unmet_requirements`.
+    requires: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -129,6 +155,10 @@ def _check(rec: Mapping[str, Any]) -> Case:
         for exp in oracle["expect"]:
             if exp.get("check") not in _CHECKS:
                 raise bad(f"unknown check {exp!r}")
+            if not _CHECK_KEYS[exp["check"]] <= set(exp):
+                raise bad(f"check {exp!r} needs {sorted(_CHECK_KEYS[exp['check']])}")
+            if exp["check"] == "result_field" and not {"value", "at_least"} & set(exp):
+                raise bad(f"check {exp!r} needs value or at_least")
             if "call" in exp and not 0 <= exp["call"] < len(rec["calls"]):
                 raise bad("expectation names a call that does not exist")
     elif oracle.get("kind") == "attack":
@@ -141,6 +171,9 @@ def _check(rec: Mapping[str, Any]) -> Case:
     race = rec.get("race")
     if race is not None and not {"path", "target"} <= set(race):
         raise bad("race needs path and target")
+    requires = rec.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) and r for r in requires):
+        raise bad("requires is a list of probe commands")
     return Case(
         id=rec["id"],
         cls=rec["class"],
@@ -153,6 +186,7 @@ def _check(rec: Mapping[str, Any]) -> Case:
         oracle=dict(oracle),
         race=race,
         repeat=int(rec.get("repeat", 1)),
+        requires=tuple(requires),
         raw=dict(rec),
     )
 
@@ -192,6 +226,31 @@ def fast_subset(cases: list[Case], per_group: int = 1) -> list[Case]:
             counts[case.group] = counts.get(case.group, 0) + 1
             picked.append(case)
     return picked
+
+
+@functools.cache
+def _probe_ok(command: str) -> bool:
+    # Run by the harness on the host, once per run; the probes are harmless (`true` under
+    # the program) and short.
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def unmet_requirements(case: Case) -> list[str]:
+    """The case's probes that fail on this host. An attack that drives a program the host
+    lacks cannot happen on any backend: scored, it would be "contained" everywhere, so the
+    runner reports it as not applicable instead."""
+    return [probe for probe in case.requires if not _probe_ok(probe)]
 
 
 def _transform(match: re.Match[str]) -> str:

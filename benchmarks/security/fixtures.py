@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import hashlib
 import http.server
 import json
@@ -28,10 +29,30 @@ from urllib.parse import parse_qs, urlsplit
 
 from .corpus import Case, fill
 
-__all__ = ["SCRIPT_PATH", "CaseFixture", "Servers", "Snapshot", "SwapRacer", "snapshot"]
+__all__ = [
+    "HOST_SETTINGS",
+    "SCRIPT_PATH",
+    "CaseFixture",
+    "Servers",
+    "Snapshot",
+    "SwapRacer",
+    "host_state",
+    "snapshot",
+]
 
 _WATCH_IN_WS = (".env", "id_rsa", "certs", ".git")
 _TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+#: Host settings the D2 attacks aim at (the UTS names, where a crash dump is piped to, the
+#: sysrq switch): any change between before and after a case is a write to the host.
+HOST_SETTINGS = (
+    "/proc/sys/kernel/hostname",
+    "/proc/sys/kernel/domainname",
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sys/kernel/sysrq",
+)
+#: Where the kernel log is read for sysrq commands run (`echo h > /proc/sysrq-trigger`
+#: changes no setting: the kernel logs "sysrq: ..." and acts).
+KMSG = "/dev/kmsg"
 #: Where the allowed server serves the case's download script (``ServerState.script``).
 SCRIPT_PATH = "/script.sh"
 
@@ -200,9 +221,17 @@ class Servers:
 @dataclass(frozen=True)
 class Snapshot:
     entries: dict[str, tuple[Any, ...]]
+    #: host setting (HOST_SETTINGS, "kmsg sysrq") -> its value; None where unreadable
+    host: dict[str, str | None] = field(default_factory=dict)
 
     def diff(self, after: Snapshot) -> list[str]:
-        changes = []
+        # A host value that cannot be read afterwards is no evidence of a change (the kernel
+        # log's ring may have dropped the record): only a value read, and different, counts.
+        changes = [
+            f"changed host {key}: {self.host.get(key)!r} -> {value!r}"
+            for key, value in sorted(after.host.items())
+            if value is not None and value != self.host.get(key)
+        ]
         for key in sorted(set(self.entries) | set(after.entries)):
             a, b = self.entries.get(key), after.entries.get(key)
             if a == b:
@@ -271,9 +300,55 @@ def _nested_git(ws: Path, bound: int = 50_000) -> Iterator[Path]:
                     continue
 
 
+def _read_setting(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _last_sysrq(path: str = KMSG) -> str | None:
+    """The sequence number of the newest "sysrq" record in the kernel log, or None (none
+    kept, or the log is unreadable). /dev/kmsg hands out one record per read, from the
+    oldest kept, and EAGAIN at the end when opened non-blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    last: str | None = None
+    try:
+        while True:
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten while reading: go on
+                    continue
+                break
+            if not rec:
+                break
+            prefix, _, msg = rec.partition(b";")
+            if b"sysrq" in msg.lower():
+                fields = prefix.split(b",")
+                last = fields[1].decode() if len(fields) > 1 else last
+    finally:
+        os.close(fd)
+    return last
+
+
+def host_state() -> dict[str, str | None]:
+    """The host settings the D2 attacks aim at, and the newest sysrq record's number."""
+    state = {path: _read_setting(path) for path in HOST_SETTINGS}
+    state["kmsg sysrq"] = _last_sysrq(KMSG)
+    return state
+
+
 def snapshot(fx: CaseFixture) -> Snapshot:
     """Everything outside the workspace under the case root, the protected files inside it,
-    and any file in the shared temp dirs whose name carries this case's nonce."""
+    any file in the shared temp dirs whose name carries this case's nonce, and the host
+    settings of :func:`host_state`."""
     entries: dict[str, tuple[Any, ...]] = {}
     for name in sorted(os.listdir(fx.root)):
         if name in ("ws", "harness"):
@@ -295,7 +370,7 @@ def snapshot(fx: CaseFixture) -> Snapshot:
         for n in names:
             if fx.nonce in n:
                 entries[f"{d}/{n}"] = ("tmp",)
-    return Snapshot(entries)
+    return Snapshot(entries, host_state())
 
 
 # ------------------------------------------------------------------------------------------

@@ -56,6 +56,9 @@ class BenchLimits:
     pids: int = 64
     output_bytes: int = 1 << 20
     fsize_mb: int = 64
+    #: Open files per process (the product's default RLIMIT_NOFILE, which the bench policy
+    #: keeps): the oracle allows 2 x pids x nofile open at once.
+    nofile: int = 256
     #: How much the workspace may grow in one case, MiB (files and directories counted at
     #: 4 KiB each at least, as ``ours`` counts them; the oracle allows 1.5 x).
     disk_mb: int = 128
@@ -97,6 +100,7 @@ class Observation:
     survivors: list[str] = field(default_factory=list)
     peak_rss_delta_mb: float = 0.0
     peak_procs_delta: int = 0
+    peak_fds_delta: int = 0
     big_files: list[str] = field(default_factory=list)
     #: MiB the workspace holds after the case (blocks, and 4 KiB per entry at least).
     workspace_mb: float = 0.0
@@ -261,10 +265,41 @@ def _resources(obs: Observation, limits: BenchLimits) -> list[str]:
         out.append(f"memory grew {obs.peak_rss_delta_mb:.0f} MiB (limit {limits.memory_mb})")
     if obs.peak_procs_delta > 2 * limits.pids:
         out.append(f"{obs.peak_procs_delta} extra processes (limit {limits.pids})")
+    if obs.peak_fds_delta > 2 * limits.pids * limits.nofile:
+        out.append(
+            f"{obs.peak_fds_delta} open files (limit {limits.nofile} x {limits.pids} processes)"
+        )
     out.extend(f"oversized file {f}" for f in obs.big_files)
     if obs.workspace_mb > 1.5 * limits.disk_mb:
         out.append(f"workspace grew to {obs.workspace_mb:.0f} MiB (limit {limits.disk_mb})")
     return out
+
+
+_MISSING = object()
+
+
+def _field_problems(exp: dict[str, Any], rec: CallRecord) -> list[str]:
+    """``exit_code``: the call's ``exit_code`` is ``code`` (a shell that ran and failed is
+    still a successful call, so success alone proves no work). ``result_field``: the
+    result's top-level ``field`` equals ``value`` (its text parsed as JSON first when
+    ``json``) or is a number of at least ``at_least``: the value, not its spelling, which
+    differs between backends."""
+    where = f"call {exp['call']} ({rec.tool})"
+    field = "exit_code" if exp["check"] == "exit_code" else exp["field"]
+    got = rec.result.get(field, _MISSING) if isinstance(rec.result, dict) else _MISSING
+    if not rec.success or got is _MISSING:
+        return [f"{where} has no {field}"]
+    if exp["check"] == "exit_code":
+        return [] if got == exp["code"] else [f"{where} exited {got!r}"]
+    if exp.get("json"):
+        try:
+            got = json.loads(got)
+        except (TypeError, ValueError):
+            return [f"{where} {field} is not JSON: {str(got)[:80]!r}"]
+    if "at_least" in exp:
+        ok = isinstance(got, (int, float)) and got >= exp["at_least"]
+        return [] if ok else [f"{where} {field} is {got!r}, under {exp['at_least']!r}"]
+    return [] if got == exp["value"] else [f"{where} {field} is {str(got)[:80]!r}"]
 
 
 def _benign(case: Case, obs: Observation) -> list[str]:
@@ -283,6 +318,10 @@ def _benign(case: Case, obs: Observation) -> list[str]:
                 )
             elif check == "result_contains" and (not rec.success or exp["text"] not in rec.text):
                 problems.append(f"call {exp['call']} result lacks {exp['text']!r}")
+            elif check == "result_lacks" and (not rec.success or exp["text"] in rec.text):
+                problems.append(f"call {exp['call']} result holds {exp['text']!r}")
+            elif check in ("exit_code", "result_field"):
+                problems.extend(_field_problems(exp, rec))
             continue
         assert obs.workspace is not None
         path = obs.workspace / exp["path"]

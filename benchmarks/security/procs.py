@@ -107,6 +107,16 @@ def _entry(p: psutil.Process) -> tuple[int, float] | None:
         return 0, created
 
 
+def _fds(pids: dict[int, tuple[int, float]]) -> int:
+    """Open file descriptors held by ``pids`` (one listing of /proc/PID/fd each; a process
+    gone or unreadable counts none)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += len(os.listdir(f"/proc/{pid}/fd"))
+    return total
+
+
 def our_processes(nonce: str | None = None, uid: int | None = None) -> dict[int, tuple[int, float]]:
     """pid -> (rss bytes, create time) of every process that is ours (see module doc).
     ``uid``: the private uid whose processes count as ours (None when no baseline runs, so
@@ -150,12 +160,16 @@ class Monitor:
         self._n0 = len(self.before)
         self.peak_rss_delta = 0
         self.peak_procs_delta = 0
+        self._fds0 = _fds(self.before)
+        #: open file descriptors of our processes, at the peak, beyond the starting point
+        self.peak_fds_delta = 0
 
     def _sample(self) -> None:
         now = our_processes(self.nonce, self.uid)
         rss = sum(r for r, _ in now.values()) + self._self.memory_info().rss
         self.peak_rss_delta = max(self.peak_rss_delta, rss - self._rss0)
         self.peak_procs_delta = max(self.peak_procs_delta, len(now) - self._n0)
+        self.peak_fds_delta = max(self.peak_fds_delta, _fds(now) - self._fds0)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text
+from .corpus import CLASSES, USER_WRITES, Case, fill, plain_text, unmet_requirements
 from .executors import Executor
 from .fixtures import SCRIPT_PATH, CaseFixture, Servers, SwapRacer, snapshot
 from .oracles import BenchLimits, CallRecord, Observation, Verdict, score
@@ -35,6 +35,8 @@ class RunSummary:
     verdicts: list[Verdict] = field(default_factory=list)
     duration_s: float = 0.0
     case_seconds: dict[str, float] = field(default_factory=dict)
+    #: Cases not applicable on this host (case id -> the failed probe): not scored.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Counts and lists: per class and in total, attacks ``contained`` and ``errored``
@@ -77,6 +79,7 @@ class RunSummary:
                 v.case_id: {"outcome": v.outcome, "stopped": v.stopped, "calls": v.calls}
                 for v in self.verdicts
             },
+            "not_applicable": dict(self.skipped),
             "duration_s": round(self.duration_s, 2),
         }
 
@@ -201,6 +204,7 @@ def run_case(
             survivors=[f"{pid} {cmd}" for pid, cmd in sorted(survivors.items())],
             peak_rss_delta_mb=mon.peak_rss_delta / (1 << 20),
             peak_procs_delta=mon.peak_procs_delta,
+            peak_fds_delta=mon.peak_fds_delta,
             big_files=big,
             workspace_mb=workspace_mb,
             setid_files=setid,
@@ -238,6 +242,11 @@ def run_cases(
         # log and journal live in it); it is closed while they exist, whatever happens.
         try:
             for case in cases:
+                if unmet := unmet_requirements(case):
+                    summary.skipped[case.id] = f"needs: {unmet[0]}"
+                    if progress is not None:
+                        progress.step(case, True)
+                    continue
                 c0 = time.monotonic()
                 try:
                     verdict = run_case(case, executor, servers, base, limits)

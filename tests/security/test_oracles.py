@@ -154,6 +154,80 @@ def test_benign_disk_expectations(tmp_path, corpus, servers):
         f.close()
 
 
+def _result(result, tool="shell_exec"):
+    return CallRecord(tool, {}, True, result, None, "", 0.1)
+
+
+@pytest.mark.parametrize(
+    ("cid", "done", "undone"),
+    [
+        # the fallback echo passed although node never ran (Fatal process OOM)
+        (
+            "H4-002",
+            {"stdout": "node-ok-42\n", "stderr": "", "exit_code": 0},
+            {"stdout": "node-ok\n", "stderr": "# Fatal process OOM", "exit_code": 0},
+        ),
+        ("H4-002", None, {"stdout": "", "stderr": "trap", "exit_code": 133}),
+        ("H4-007", {"stdout": "$1 = 42\n", "exit_code": 0}, {"stdout": "gdb-ok\n", "exit_code": 0}),
+        ("H5-004", {"stdout": "chown-ok\n", "exit_code": 0}, {"stdout": "", "exit_code": 1}),
+        # "exit_code" always holds an x: the old control found "x" in any result
+        ("H3-004", None, {"stdout": "", "stderr": "", "exit_code": 2}),
+        ("H1-045", {"text": '{"k":[1,2]}'}, {"text": '{"other": 1}'}),
+        ("H1-045", {"text": '{"k": [1, 2]}'}, {"text": "not json"}),
+        ("H1-021", {"size": 5, "exists": True}, {"size": 15, "exists": True}),
+        ("H1-022", {"exists": False}, {"error": "no such file"}),
+        ("H1-040", {"slept": 0.1}, {"slept": 0}),
+        ("H1-049", {"confirmed": True}, {"confirmed": False}),
+    ],
+)
+def test_benign_controls_check_the_work_not_only_success(
+    tmp_path, corpus, servers, cid, done, undone
+):
+    """A call that succeeded without doing the work (a shell that exited 1, a fallback echo,
+    a result of the wrong value) fails its control."""
+    case = corpus[cid]
+    f = CaseFixture(tmp_path, case, servers)
+    try:
+        if done is not None:
+            assert score(case, obs_for(f, _result(done, case.tools[0])), LIMITS).ok
+        assert not score(case, obs_for(f, _result(undone, case.tools[0])), LIMITS).ok
+    finally:
+        f.close()
+
+
+def test_snippet_delete_control_sees_the_deleted_snippet(tmp_path, corpus, servers):
+    case = corpus["H1-050"]
+    f = CaseFixture(tmp_path, case, servers)
+    keep, tmp = f"keep{f.nonce}", f"tmp{f.nonce}"
+    saved = [_result({"name": n}, "snippet_save") for n in (keep, tmp)]
+    deleted = _result({"deleted": True}, "snippet_delete")
+    listed_ok = _result({"snippets": [{"name": "old"}, {"name": keep}]}, "snippet_list")
+    listed_bad = _result({"snippets": [{"name": keep}, {"name": tmp}]}, "snippet_list")
+    try:
+        assert score(case, obs_for(f, *saved, deleted, listed_ok), LIMITS).ok
+        assert not score(case, obs_for(f, *saved, deleted, listed_bad), LIMITS).ok
+    finally:
+        f.close()
+
+
+def test_a_check_missing_its_keys_is_refused(tmp_path):
+    import json
+
+    from benchmarks.security.corpus import CASES_DIR, CorpusError
+
+    rec_ = next(r for r in json.loads((CASES_DIR / "H.json").read_text()))
+    for bad in (
+        {"check": "exit_code", "call": 0},
+        {"check": "result_field", "call": 0, "field": "size"},
+        {"check": "result_lacks", "call": 0},
+    ):
+        (tmp_path / "H.json").write_text(
+            json.dumps([{**rec_, "oracle": {"kind": "benign", "expect": [bad]}}])
+        )
+        with pytest.raises(CorpusError, match="needs"):
+            load_corpus(tmp_path)
+
+
 # -- fixtures ---------------------------------------------------------------------------------
 
 
@@ -192,6 +266,69 @@ def test_removing_the_workspace_root_is_seen(fx):
     before = snapshot(fx)
     shutil.rmtree(fx.ws)
     assert "changed ws/" in before.diff(snapshot(fx))
+
+
+def test_a_changed_host_setting_is_a_write(fx, corpus, tmp_path, monkeypatch):
+    """D2-006/D2-009 write /proc/sys/kernel/{hostname,core_pattern}: nothing under the case
+    tree changes, so only a look at the host's settings can see them succeed."""
+    from benchmarks.security import fixtures
+
+    settings = [tmp_path / "hostname", tmp_path / "core_pattern"]
+    for p, v in zip(settings, ("vm", "core"), strict=True):
+        p.write_text(v + "\n")
+    monkeypatch.setattr(fixtures, "HOST_SETTINGS", tuple(str(p) for p in settings))
+    monkeypatch.setattr(fixtures, "KMSG", str(tmp_path / "no-kmsg"))
+    before = snapshot(fx)
+    assert before.diff(snapshot(fx)) == []
+    settings[0].write_text(f"pwned-{fx.nonce}\n")
+    changes = before.diff(snapshot(fx))
+    assert changes == [f"changed host {settings[0]}: 'vm' -> 'pwned-{fx.nonce}'"]
+    v = score(corpus["D2-006"], obs_for(fx, rec("x"), fs_changes=changes), LIMITS)
+    assert not v.ok and v.effects == ["write"]
+    # a setting that cannot be read afterwards is no evidence of a change
+    settings[1].unlink()
+    assert before.diff(snapshot(fx)) == changes
+
+
+def test_a_sysrq_record_in_the_kernel_log_is_a_change(fx, monkeypatch):
+    from benchmarks.security import fixtures
+
+    seq = iter(["12", "12", "15"])
+    monkeypatch.setattr(fixtures, "_last_sysrq", lambda path=fixtures.KMSG: next(seq))
+    before = snapshot(fx)
+    assert before.diff(snapshot(fx)) == []
+    assert before.diff(snapshot(fx)) == ["changed host kmsg sysrq: '12' -> '15'"]
+
+
+def test_open_files_beyond_the_limits_are_a_resources_effect(fx, corpus):
+    cap = 2 * LIMITS.pids * LIMITS.nofile
+    case = corpus["C6-001"]
+    assert score(case, obs_for(fx, rec("x"), peak_fds_delta=cap), LIMITS).ok
+    v = score(case, obs_for(fx, rec("x"), peak_fds_delta=cap + 1), LIMITS)
+    assert not v.ok and v.effects == ["resources"]
+
+
+def test_monitor_counts_open_files_of_our_processes():
+    code = (
+        "import sys; fs=[open('/dev/null') for _ in range(500)]; print(flush=True); "
+        "sys.stdin.read()"
+    )
+    with Monitor("0") as mon:
+        held = subprocess.Popen(
+            ["python3", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        try:
+            assert held.stdout is not None and held.stdout.readline()  # all 500 open
+            deadline = time.monotonic() + 5
+            while mon.peak_fds_delta < 500 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            assert held.stdin is not None
+            held.stdin.close()
+            held.wait(5)
+            if held.stdout is not None:
+                held.stdout.close()
+    assert mon.peak_fds_delta >= 500
 
 
 def test_servers_count_connections(servers, fx):
