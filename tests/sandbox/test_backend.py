@@ -772,3 +772,24 @@ async def _settled_spares(zygote_pid: int) -> int:
         last = now
         await anyio.sleep(0.02)
     return last
+
+
+def test_a_runtime_reserving_more_than_memory_mb_starts(workspace: Path) -> None:
+    """A process may reserve address space it does not use: node's V8 reserves ~700 MiB
+    before running a line, and died under memory_mb 512 ("Failed to reserve virtual memory
+    for CodeRange") while RLIMIT_AS was memory_mb. What it allocates is still bounded:
+    RLIMIT_DATA (per process) and the memory cgroup (per call, where the host gives one)."""
+    script = (
+        "import mmap, sys\n"
+        "m = mmap.mmap(-1, 1 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,"
+        " prot=0)\n"  # PROT_NONE: a reservation, nothing to access
+        "print('reserved')\n"
+        "try:\n"
+        "    b = bytearray(300 << 20)\n"
+        "    print('allocated')\n"
+        "except MemoryError:\n"
+        "    print('refused')\n"
+    )
+    (workspace / "r.py").write_text(script)
+    res = one(SHELL, workspace, command="/usr/bin/python3 -I -S r.py", limits={"memory_mb": 128})
+    assert res["stdout"].split() == ["reserved", "refused"], res

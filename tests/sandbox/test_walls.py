@@ -33,6 +33,7 @@ needs_landlock = pytest.mark.skipif(ABI < 1, reason="no Landlock on this host")
 PRCTL, CAPSET_ZERO, RLIMIT, LL_RULESET, LL_RULE, LL_RESTRICT = 13, 14, 15, 16, 17, 18
 _RESOURCES = (
     resource.RLIMIT_CPU,
+    resource.RLIMIT_DATA,
     resource.RLIMIT_AS,
     resource.RLIMIT_NOFILE,
     resource.RLIMIT_NPROC,
@@ -124,7 +125,8 @@ def test_c_and_python_raise_the_same_walls(
     assert {in_c["status"][k] for k in ("CapEff", "CapPrm", "CapInh")} == {"0000000000000000"}
     assert in_c["rlimits"] == [
         [7, 8],
-        [300 << 20, 300 << 20],
+        [300 << 20, 300 << 20],  # memory_mb: what a process may allocate
+        [(300 + walls.ADDRESS_HEADROOM_MB) << 20, (300 + walls.ADDRESS_HEADROOM_MB) << 20],
         [99, 99],
         [33, 33],
         [5 << 20, 5 << 20],
@@ -155,7 +157,7 @@ def test_the_test_only_switches_leave_out_the_same_walls(
     assert in_c == in_python
     assert in_c["status"]["NoNewPrivs"] == "1"  # never switched off
     assert in_c["probes"] == [0 if os.geteuid() == 0 else errno.EACCES]
-    assert in_c["rlimits"][2] != [99, 99]
+    assert in_c["rlimits"][3] != [99, 99]  # RLIMIT_NOFILE
 
 
 @needs_landlock

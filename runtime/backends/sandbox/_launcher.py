@@ -3,8 +3,8 @@
 Started by :mod:`runtime.backends.sandbox.process` as ``python -I -S -c BOOT PKG_ROOT`` with
 the plan (JSON) in the environment variable :data:`SPEC_ENV`; stdin/stdout/stderr are the
 broker's pipes and reach the program unchanged. It imports only the standard library and the
-sandbox's own phase modules (``_linux``, ``_setup``, ``newroot``, ``landlock``): with ``-S``
-no site-packages are on the path, and nothing of the broker's state is loaded.
+sandbox's own phase modules (``_linux``, ``_setup``, ``newroot``, ``landlock``, ``walls``):
+with ``-S`` no site-packages are on the path, and nothing of the broker's state is loaded.
 
 Process tree (the one-shot call's, ``child.py``, with the program in place of the tool)::
 
@@ -35,7 +35,7 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from runtime.backends.sandbox import _linux, landlock, newroot
+from runtime.backends.sandbox import _linux, landlock, newroot, walls
 from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def _init(spec: dict[str, Any], fds: dict[str, int]) -> NoReturn:
 def _rlimits(limits: _Limits) -> None:
     mib = 1024 * 1024
     for res, value in (
-        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        *walls.memory_rlimits(limits.memory_mb),
         (resource.RLIMIT_NOFILE, limits.nofile),
         (resource.RLIMIT_NPROC, limits.pids),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),

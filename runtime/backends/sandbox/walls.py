@@ -74,6 +74,27 @@ SANDBOX_UID = 1000
 Rule = tuple[str, int, int]
 
 
+#: Address space a process may reserve beyond ``memory_mb``, MiB. JIT runtimes reserve far
+#: more than they use: node's V8 reserves ~700 MiB (its code range) before running a line,
+#: HotSpot sizes its heap to what the limit leaves. With RLIMIT_AS at ``memory_mb`` (512 by
+#: default) node died at start-up ("Failed to reserve virtual memory for CodeRange").
+ADDRESS_HEADROOM_MB = 4096
+
+
+def memory_rlimits(memory_mb: int) -> tuple[tuple[int, int], ...]:
+    """(resource, value) of the per-process memory rlimits for ``memory_mb``: RLIMIT_DATA at
+    ``memory_mb`` (what a process allocates: heap, private writable mappings; a reservation
+    with no access is not counted), and RLIMIT_AS at ``memory_mb`` plus
+    :data:`ADDRESS_HEADROOM_MB`, which bounds shared mappings too. The call as a whole is
+    bounded by its memory cgroup where the host gives one (the audit names it); rlimits are
+    per process either way."""
+    mib = 1024 * 1024
+    return (
+        (resource.RLIMIT_DATA, memory_mb * mib),
+        (resource.RLIMIT_AS, (memory_mb + ADDRESS_HEADROOM_MB) * mib),
+    )
+
+
 def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
     SIGXCPU, the hard one (a second later) SIGKILL."""
@@ -81,7 +102,7 @@ def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     out = []
     for res, value in (
         (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        *memory_rlimits(limits.memory_mb),
         (resource.RLIMIT_NOFILE, limits.nofile),
         (resource.RLIMIT_NPROC, limits.pids),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
