@@ -793,3 +793,17 @@ def test_a_runtime_reserving_more_than_memory_mb_starts(workspace: Path) -> None
     (workspace / "r.py").write_text(script)
     res = one(SHELL, workspace, command="/usr/bin/python3 -I -S r.py", limits={"memory_mb": 128})
     assert res["stdout"].split() == ["reserved", "refused"], res
+
+
+@pytest.mark.skipif(
+    not os.readlink("/usr/bin/awk").startswith("/etc/alternatives/")
+    if os.path.islink("/usr/bin/awk")
+    else True,
+    reason="this host's awk is not a Debian alternative",
+)
+def test_commands_behind_debian_alternatives_run(workspace: Path) -> None:
+    """/usr/bin/awk, which, cc, java… are symlinks through /etc/alternatives on Debian: the
+    sandbox binds that directory read-only, or they were all "not found"."""
+    res = one(SHELL, workspace, command="echo a b | awk '{print $2}'; touch /etc/alternatives/x")
+    assert res["stdout"] == "b\n", res
+    assert "Read-only file system" in res["stderr"], res

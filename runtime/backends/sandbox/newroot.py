@@ -46,6 +46,7 @@ _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of th
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 _ETC_BIND = ("ld.so.cache", "nsswitch.conf")
+_ETC_ALTERNATIVES = "/etc/alternatives"
 _ETC_USERS = (
     "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
 )
@@ -420,6 +421,12 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
             if os.path.isfile(f"/etc/{name}"):
                 add(Op(_TOUCH, phase, f"{root}/etc/{name}", arg=0o644))
                 add(Op(_BIND, phase, f"/etc/{name}", f"{root}/etc/{name}", flags=ro))
+        if os.path.isdir(_ETC_ALTERNATIVES):
+            # Debian's alternatives: /usr/bin/awk, which, cc, java, vi… are symlinks through
+            # it (to /usr); without it those commands were "not found". Symlinks only: what
+            # they name outside the mounted system directories stays absent.
+            add(Op(_MKDIR, phase, f"{root}{_ETC_ALTERNATIVES}", arg=0o755))
+            add(Op(_BIND, phase, _ETC_ALTERNATIVES, f"{root}{_ETC_ALTERNATIVES}", flags=ro))
     # Detached read-only trees (the interpreter's code; for a long-lived sandboxed process
     # also what its command needs). A single file binds onto an empty file.
     for i, path in enumerate(py_paths):

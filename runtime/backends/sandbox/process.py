@@ -91,8 +91,8 @@ _names = itertools.count(1)
 class ProcessLimits:
     """Limits of a long-lived process (the whole sandbox, all its processes)."""
 
-    #: Address space (rlimit) and cgroup memory, MiB. Default 2048 (an interpreter with
-    #: threads reserves far more address space than it uses).
+    #: What each process may allocate (RLIMIT_DATA; the address space gets
+    #: ``walls.ADDRESS_HEADROOM_MB`` more) and cgroup memory, MiB. Default 2048.
     memory_mb: int = 2048
     #: Processes + threads, rlimit and cgroup. Default 128.
     pids: int = 128
