@@ -4,22 +4,29 @@ Host backend: these run in the broker on its state store, ``ctx.options["state_d
 "state.db"`` (SQLite, WAL). They touch no workspace file and run no code. Every statement
 is parameterised; names, keys and tags are data, never SQL. They make ``.runtime`` when it is
 missing, never the workspace: one removed under the broker is the sandboxed tools' error.
+
+One argument names one entry: a snippet's name or a memory's key wins over an id (the entry
+with that name, else the one with that id), and a name or key of an id's form is refused at
+write time, so the two never meet in a new store. Before, ``WHERE key = ? OR id = ?`` made one
+memory_delete remove both an entry and the one keyed by its id.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from runtime._fsio import private_file, state_file_problem
-from runtime.errors import SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, SandboxError, ToolFailed
 from runtime.toolkit import ToolContext
 
 __all__ = [
@@ -43,6 +50,10 @@ CREATE TABLE IF NOT EXISTS tool_memory (
     category TEXT NOT NULL, tags TEXT NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL);
 """
+
+#: The ids the tools make (``snip_``/``m_`` and 16 hex digits): no name or key may take them.
+_SNIPPET_ID = re.compile(r"snip_[0-9a-f]{16}")
+_MEMORY_ID = re.compile(r"m_[0-9a-f]{16}")
 
 
 class _Store:
@@ -200,7 +211,59 @@ def _snippet(row: sqlite3.Row, *, with_code: bool) -> dict[str, Any]:
     return out
 
 
+def _refuse_id_form(value: str, form: re.Pattern[str], field: str) -> None:
+    """Raise InvalidArguments when ``value`` (a name or key) has the form of an id: the
+    other entry's id would then name two entries."""
+    if form.fullmatch(value):
+        raise InvalidArguments(
+            f"{field} {value!r} has the form of an id ({form.pattern}), and an id names an entry "
+            f"too; choose another {field}",
+            field=field,
+        )
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """The statements that find one row of a table by its name (or key), by its id, and
+    delete one by its id: written out whole, so no SQL is ever built from text."""
+
+    by_name: str
+    by_id: str
+    delete: str
+
+
+_SNIPPETS = _Lookup(
+    "SELECT * FROM tool_snippets WHERE name = ?",
+    "SELECT * FROM tool_snippets WHERE id = ?",
+    "DELETE FROM tool_snippets WHERE id = ?",
+)
+_MEMORIES = _Lookup(
+    "SELECT * FROM tool_memory WHERE key = ?",
+    "SELECT * FROM tool_memory WHERE id = ?",
+    "DELETE FROM tool_memory WHERE id = ?",
+)
+
+
+def _one_row(db: sqlite3.Connection, table: _Lookup, value: str) -> sqlite3.Row | None:
+    """The one row ``value`` names: the row whose name (or key) is ``value``, else the row
+    whose id is (names and ids are both unique)."""
+    row: sqlite3.Row | None = db.execute(table.by_name, (value,)).fetchone()
+    if row is None:
+        row = db.execute(table.by_id, (value,)).fetchone()
+    return row
+
+
+def _delete_one(db: sqlite3.Connection, table: _Lookup, value: str) -> bool:
+    """Delete the one row ``value`` names (:func:`_one_row`); whether there was one."""
+    row = _one_row(db, table, value)
+    if row is None:
+        return False
+    db.execute(table.delete, (row["id"],))
+    return True
+
+
 def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _refuse_id_form(args["name"], _SNIPPET_ID, "name")
     now = time.time()
     tags = sorted(set(args.get("tags") or []))
     with _Store(ctx) as st, st.conn as db:
@@ -227,9 +290,7 @@ def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def snippet_load(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name = args["name"]
     with _Store(ctx) as st:
-        row = st.conn.execute(
-            "SELECT * FROM tool_snippets WHERE name = ? OR id = ?", (name, name)
-        ).fetchone()
+        row = _one_row(st.conn, _SNIPPETS, name)
     if row is None:
         raise ToolFailed(
             f"no snippet named {name!r}; snippet_list shows the saved ones",
@@ -254,10 +315,8 @@ def snippet_list(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 def snippet_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st, st.conn as db:
-        cur = db.execute(
-            "DELETE FROM tool_snippets WHERE name = ? OR id = ?", (args["name"], args["name"])
-        )
-    return {"name": args["name"], "deleted": cur.rowcount > 0}
+        deleted = _delete_one(db, _SNIPPETS, args["name"])
+    return {"name": args["name"], "deleted": deleted}
 
 
 def _memory(row: sqlite3.Row) -> dict[str, Any]:
@@ -275,6 +334,7 @@ def _memory(row: sqlite3.Row) -> dict[str, Any]:
 def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     now = time.time()
     key = args.get("key") or f"mem_{uuid.uuid4().hex[:12]}"
+    _refuse_id_form(key, _MEMORY_ID, "key")
     tags = sorted(set(args.get("tags") or []))
     with _Store(ctx) as st, st.conn as db:
         row = db.execute("SELECT id FROM tool_memory WHERE key = ?", (key,)).fetchone()
@@ -291,9 +351,7 @@ def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def memory_read(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     key = args["key"]
     with _Store(ctx) as st:
-        row = st.conn.execute(
-            "SELECT * FROM tool_memory WHERE key = ? OR id = ?", (key, key)
-        ).fetchone()
+        row = _one_row(st.conn, _MEMORIES, key)
     if row is None:
         raise ToolFailed(
             f"no memory with key {key!r}; memory_search finds entries by content",
@@ -333,7 +391,5 @@ def memory_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 def memory_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st, st.conn as db:
-        cur = db.execute(
-            "DELETE FROM tool_memory WHERE key = ? OR id = ?", (args["key"], args["key"])
-        )
-    return {"key": args["key"], "deleted": cur.rowcount > 0}
+        deleted = _delete_one(db, _MEMORIES, args["key"])
+    return {"key": args["key"], "deleted": deleted}
