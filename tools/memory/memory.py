@@ -26,7 +26,8 @@ from types import TracebackType
 from typing import Any
 
 from runtime._fsio import private_file, state_file_problem
-from runtime.errors import InvalidArguments, SandboxError, ToolFailed
+from runtime.audit._canonical import canonical_json_ijson
+from runtime.errors import InvalidArguments, ResourceLimitExceeded, SandboxError, ToolFailed
 from runtime.toolkit import ToolContext
 
 __all__ = [
@@ -262,13 +263,66 @@ def _delete_one(db: sqlite3.Connection, table: _Lookup, value: str) -> bool:
     return True
 
 
+def _result_bytes(value: Any) -> int:
+    """The bytes ``value`` counts against the output limit as a tool's result: the broker
+    sizes the canonical (RFC 8785) JSON the audit log digests (UTF-8, escapes included)."""
+    return len(canonical_json_ijson(value))
+
+
+def _refuse_unreadable(result: dict[str, Any], reader: str, ctx: ToolContext) -> None:
+    """Raise ResourceLimitExceeded when ``result``, what ``reader`` would return for the
+    entry being saved, is over this call's output limit: such an entry was stored and
+    every read of it failed output_too_large. Nothing is written then."""
+    size, cap = _result_bytes(result), ctx.limits.output_bytes
+    if size > cap:
+        raise ResourceLimitExceeded(
+            f"not saved: {reader} would return it as {size} bytes of JSON (UTF-8, escapes and "
+            f"the other fields included), over the output limit of {cap} bytes; save less",
+            reason="result_too_large",
+            limit="output_bytes",
+            size=size,
+            max_bytes=cap,
+        )
+
+
+def _capped(
+    head: dict[str, Any], field: str, items: list[dict[str, Any]], limit: int, cap: int
+) -> dict[str, Any]:
+    """``head`` with ``field`` holding the first of ``items``, at most ``limit``, that fit in
+    ``cap`` bytes (the output limit) with the rest of the result; ``truncated`` when some
+    were left out. A result over the limit would be refused whole (output_too_large).
+    Canonical JSON composes: a list's bytes are its items' and one comma between two."""
+    out: dict[str, Any] = {**head, field: [], "truncated": False}  # "false": the longer
+    size, kept = _result_bytes(out), []
+    for item in items[:limit]:
+        size += _result_bytes(item) + (1 if kept else 0)
+        if size > cap:
+            break
+        kept.append(item)
+    out[field], out["truncated"] = kept, len(kept) < len(items)
+    return out
+
+
 def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     _refuse_id_form(args["name"], _SNIPPET_ID, "name")
     now = time.time()
     tags = sorted(set(args.get("tags") or []))
     with _Store(ctx) as st, st.conn as db:
-        row = db.execute("SELECT id FROM tool_snippets WHERE name = ?", (args["name"],)).fetchone()
+        row = db.execute(
+            "SELECT id, created_at FROM tool_snippets WHERE name = ?", (args["name"],)
+        ).fetchone()
         sid = row["id"] if row else f"snip_{uuid.uuid4().hex[:16]}"
+        loaded = {
+            "id": sid,
+            "name": args["name"],
+            "description": args.get("description", ""),
+            "language": args.get("language", "plaintext"),
+            "tags": tags,
+            "created_at": row["created_at"] if row else now,
+            "updated_at": now,
+            "code": args["code"],
+        }
+        _refuse_unreadable(loaded, "snippet_load", ctx)
         db.execute(
             "INSERT INTO tool_snippets VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO "
             "UPDATE SET code=excluded.code, description=excluded.description, "
@@ -310,7 +364,7 @@ def snippet_list(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st:
         rows = st.conn.execute(sql + " ORDER BY name", params).fetchall()
     found = [_snippet(r, with_code=False) for r in rows if want <= set(json.loads(r["tags"]))]
-    return {"count": len(found), "snippets": found[:limit], "truncated": len(found) > limit}
+    return _capped({"count": len(found)}, "snippets", found, limit, ctx.limits.output_bytes)
 
 
 def snippet_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -336,14 +390,25 @@ def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     key = args.get("key") or f"mem_{uuid.uuid4().hex[:12]}"
     _refuse_id_form(key, _MEMORY_ID, "key")
     tags = sorted(set(args.get("tags") or []))
+    category = args.get("category", "note")
     with _Store(ctx) as st, st.conn as db:
-        row = db.execute("SELECT id FROM tool_memory WHERE key = ?", (key,)).fetchone()
+        row = db.execute("SELECT id, created_at FROM tool_memory WHERE key = ?", (key,)).fetchone()
         mid = row["id"] if row else f"m_{uuid.uuid4().hex[:16]}"
+        read = {
+            "id": mid,
+            "key": key,
+            "content": args["content"],
+            "category": category,
+            "tags": tags,
+            "created_at": row["created_at"] if row else now,
+            "updated_at": now,
+        }
+        _refuse_unreadable(read, "memory_read", ctx)
         db.execute(
             "INSERT INTO tool_memory VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE "
             "SET content=excluded.content, category=excluded.category, tags=excluded.tags, "
             "updated_at=excluded.updated_at",
-            (mid, key, args["content"], args.get("category", "note"), json.dumps(tags), now, now),
+            (mid, key, args["content"], category, json.dumps(tags), now, now),
         )
     return {"id": mid, "key": key, "created": row is None}
 
@@ -382,11 +447,8 @@ def memory_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if all(t in hay for t in terms):
             scored.append((sum(hay.count(t) for t in terms), entry["updated_at"], entry))
     scored.sort(key=lambda s: (-s[0], -s[1]))
-    return {
-        "count": len(scored),
-        "matches": [s[2] for s in scored[:limit]],
-        "truncated": len(scored) > limit,
-    }
+    matches = [s[2] for s in scored]
+    return _capped({"count": len(scored)}, "matches", matches, limit, ctx.limits.output_bytes)
 
 
 def memory_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
