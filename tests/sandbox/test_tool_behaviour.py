@@ -48,6 +48,25 @@ def test_shell_timeout_by_default_keeps_the_partial_output(workspace: Path) -> N
     }
 
 
+def test_shell_timeout_keeps_the_tail_of_the_output(workspace: Path) -> None:
+    """Through the sandbox: a timed-out command's output came back as its first 1 KiB
+    ("1\\n2\\n...283\\n" of `seq 1 100000`), unmarked; now its head and its tail,
+    marked truncated."""
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        result = broker.call(
+            {
+                "tool": "shell_exec",
+                "arguments": {"command": "seq 1 100000; sleep 60", "timeout_s": 1},
+            }
+        )
+    assert result.error is not None and result.error.type == "timeout", result
+    out = result.error.details["stdout"]
+    assert out.startswith("1\n2\n") and out.endswith("\n100000\n") and "left out" in out
+    assert result.error.details["truncated"] is True
+
+
 def test_big_outputs_come_back_truncated_not_refused(workspace: Path) -> None:
     """Through the broker, whose output cap is checked on the result's JSON: a file or a
     command's output larger than the cap is returned cut (truncated=true), as the tools'

@@ -14,7 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox.child import EXIT_MEMORY, EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox.child import (
+    EXIT_MEMORY,
+    EXIT_PROTOCOL,
+    EXIT_SETUP,
+    stream_detail,
+)
 from runtime.errors import (
     CHILD_ERROR_TYPES,
     DeniedPathWritten,
@@ -289,6 +294,7 @@ def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any
 #: data for the result, never trusted, and must not swell it).
 _MAX_DETAILS = 16
 _MAX_DETAIL_CHARS = 1024
+_STREAMS = ("stdout", "stderr")  # a killed command's output: head and tail (stream_detail)
 
 
 def details(raw: Any) -> dict[str, Any]:
@@ -299,7 +305,9 @@ def details(raw: Any) -> dict[str, Any]:
     for key, value in list(raw.items())[:_MAX_DETAILS]:
         if not isinstance(key, str) or len(key) > 64 or key == "usage":
             continue
-        if isinstance(value, str):
+        if isinstance(value, str) and key in _STREAMS:
+            out[key] = stream_detail(value)
+        elif isinstance(value, str):
             out[key] = value[:_MAX_DETAIL_CHARS]
         elif value is None or isinstance(value, (bool, int, float)):
             out[key] = value
