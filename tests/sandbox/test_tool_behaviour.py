@@ -217,3 +217,55 @@ def test_a_sandboxed_write_waits_for_the_folders_flock(workspace: Path) -> None:
     assert result.success, result.error
     assert took >= 1.4, took
     assert (workspace / "hello.txt").read_text() == "hello\nx\nx\n"
+
+
+_NETWORK_POLICY = """
+version = 1
+default = "deny"
+[categories]
+network = "allow"
+[network]
+allow = ["127.0.0.1:9"]
+allow_private = true
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "path"),
+    [
+        # The tool's own check, in the sandboxed child: "url or urls" is no schema anyOf.
+        ("web_fetch", {}, "url"),
+        (
+            "http_post",
+            {"url": "http://127.0.0.1:9/", "body": "!!!", "body_encoding": "base64"},
+            "body",
+        ),
+        ("shell_exec", {"command": "echo hi", "timeout_s": 100}, "timeout_s"),
+        # An environment cannot carry a NUL: refused by the schema, before the policy read
+        # the value as a command ("NUL byte in command", approval_required).
+        ("shell_exec", {"command": "echo hi", "env": {"Z": "a\x00b"}}, "$.env.Z"),
+        ("set_env", {"key": "X", "value": "a\x00b"}, "$.value"),
+    ],
+)
+def test_bad_arguments_are_invalid_arguments(
+    workspace: Path, tool: str, arguments: dict[str, Any], path: str
+) -> None:
+    """DESIGN §7: bad arguments are invalid_arguments (exit 65). These were tool_error (a
+    sandboxed tool's InvalidArguments became tool_error at the broker; timeouts over the
+    policy's limit were the tool's failure) or approval_required (a NUL in a variable's
+    value, read by the policy as a command)."""
+    from runtime.broker import SyncBroker
+    from runtime.cli.exitcodes import EX_INVALID, exit_code_for
+
+    policy = _policy()
+    if tool.startswith(("web_", "http_")):  # denied by the default policy
+        policy = Policy.from_toml(_NETWORK_POLICY, "test")
+    with SyncBroker(workspace=workspace, policy=policy) as broker:
+        result = broker.call({"tool": tool, "arguments": arguments})
+    assert result.error is not None and result.error.type == "invalid_arguments", result
+    details = result.error.details
+    assert path in (details.get("path"), details.get("field")), details
+    if "env" in arguments or tool == "set_env":  # the message names the variable
+        name = next(iter(arguments["env"])) if "env" in arguments else arguments["key"]
+        assert "NUL" in result.error.message and repr(name) in result.error.message
+    assert exit_code_for(result) == EX_INVALID

@@ -45,7 +45,10 @@ def test_sleep(tool: Load, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=1))
     assert tool("sleep")({"seconds": 0.01}, ctx)["slept"] >= 0.01
     assert tool("sleep")({"seconds": 0}, ctx)["slept"] >= 0
-    assert _reason(tool("sleep"), {"seconds": 2}, ctx) == "over_limit"
+    # Longer than the call's limit: an argument out of range, invalid_arguments (DESIGN §7).
+    with pytest.raises(InvalidArguments) as exc:
+        tool("sleep")({"seconds": 2}, ctx)
+    assert exc.value.details["reason"] == "over_limit" and exc.value.details["field"] == "seconds"
 
 
 def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +66,9 @@ def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert get({"key": "FOO"}, ctx)["exists"] is False
     for key in ("LD_PRELOAD", "ld_audit", "BASH_ENV", "BASH_FUNC_x%%", "IFS", "9A", "A B"):
         assert _reason(set_, {"key": key, "value": "x"}, ctx) in ("refused_key", "bad_key")
-    assert _reason(set_, {"key": "OK", "value": "a\0b"}, ctx) == "bad_value"
+    with pytest.raises(InvalidArguments) as nul:  # an environment cannot carry a NUL
+        set_({"key": "OK", "value": "a\0b"}, ctx)
+    assert nul.value.details["reason"] == "bad_value" and "'OK'" in nul.value.message
     no_store = ToolContext(workspace=ws)
     assert _reason(get, {"key": "X"}, no_store) == "no_session_env"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import ToolFailed, ToolTimeout
+from runtime.errors import InvalidArguments, ToolFailed, ToolTimeout
 from runtime.frames import encode_frame
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
@@ -227,8 +227,10 @@ def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
 
 
 def test_timeout_over_limit_refused(sh: Tool, ws: Path) -> None:
+    """An argument out of range (the policy's limit narrows the schema's maximum):
+    invalid_arguments, as DESIGN §7 types bad arguments; it was tool_error."""
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
-    with pytest.raises(ToolFailed) as exc:
+    with pytest.raises(InvalidArguments) as exc:
         sh({"command": "true", "timeout_s": 6}, ctx)
     assert exc.value.details["reason"] == "timeout_over_limit"
 

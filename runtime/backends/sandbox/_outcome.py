@@ -24,6 +24,7 @@ from runtime.errors import (
     CHILD_ERROR_TYPES,
     DeniedPathWritten,
     ErrorType,
+    InvalidArguments,
     OutputTooLarge,
     ResourceLimitExceeded,
     SandboxError,
@@ -261,6 +262,11 @@ def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any
         # The child is hostile: its details are data for the result, kept flat and
         # bounded, and never a keyword of ours ("usage").
         bounded = details(frame.get("details"))
+        if frame.get("error_type") == ErrorType.INVALID_ARGUMENTS:
+            # The tool's own check of its arguments, one a schema cannot say ("url or
+            # urls"): DESIGN §7 types it invalid_arguments (exit 65). A child may claim it:
+            # it speaks of the caller's arguments only, never of the policy or the sandbox.
+            raise InvalidArguments(message, **bounded)
         try:
             cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
         except ValueError:
