@@ -200,8 +200,9 @@ class InternalError(RuntimeToolError):
 
 
 #: The class raised for an ``error.type`` that crosses a process boundary as data (a sandboxed
-#: tool's error frame, a broker reply). Only these types may be claimed by a tool child;
-#: anything else it claims is reported as ``tool_error``.
+#: tool's error frame, a broker reply). Only these types may be claimed by a tool child,
+#: and ``invalid_arguments`` (InvalidArguments, which carries no usage: the tool refused its
+#: arguments); anything else it claims is reported as ``tool_error``.
 CHILD_ERROR_TYPES: dict[ErrorType, type[ExecutionError]] = {
     ErrorType.TOOL_ERROR: ToolFailed,
     ErrorType.TIMEOUT: ToolTimeout,

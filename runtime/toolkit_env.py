@@ -8,9 +8,10 @@ against a prompt-injected agent that tries ``LD_PRELOAD=/workspace/x.so`` or ``B
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from runtime.errors import ResourceLimitExceeded, ToolFailed
+from runtime.errors import InvalidArguments, ResourceLimitExceeded, ToolFailed
 
 __all__ = [
     "DEFAULT_PATH",
@@ -18,6 +19,7 @@ __all__ = [
     "OPTION_HOOK_ENV",
     "SESSION_ENV_MAX_BYTES",
     "SESSION_ENV_MAX_VARS",
+    "check_env_arguments",
     "check_env_key",
     "check_env_size",
     "check_env_value",
@@ -132,10 +134,39 @@ def check_env_key(key: str) -> str:
     return key
 
 
-def check_env_value(key: str, value: str) -> str:
+def check_env_value(key: str, value: str, *, path: str) -> str:
+    """``value`` when an environment can carry it; InvalidArguments naming ``key`` (and
+    ``path``, the JSON path of the argument) when it holds a NUL byte, which ends a string
+    in the block the kernel hands a program: the arguments are wrong, nothing else."""
     if "\0" in value:
-        raise ToolFailed(f"the value of {key!r} contains a NUL byte", reason="bad_value", key=key)
+        raise InvalidArguments(
+            f"the value of the environment variable {key!r} contains a NUL byte, which an "
+            "environment cannot carry",
+            reason="bad_value",
+            key=key,
+            path=path,
+        )
     return value
+
+
+def check_env_arguments(arg_roles: Mapping[str, str], arguments: Mapping[str, Any]) -> None:
+    """Raise InvalidArguments for a variable a call would set whose value holds a NUL byte:
+    an ``env`` argument (an object of NAME: VALUE, shell_exec's) or a ``session_env`` one
+    (the name; its value is the argument ``value``, set_env's). The broker checks this before
+    the policy, which reads the assignment as a command and asked for approval of a "NUL byte
+    in command" the caller never wrote."""
+    for arg, role in arg_roles.items():
+        value = arguments.get(arg)
+        pairs: Iterable[tuple[Any, Any]]
+        if role == "env" and isinstance(value, Mapping):
+            pairs = ((name, (text, f"$.{arg}.{name}")) for name, text in value.items())
+        elif role == "session_env" and isinstance(value, str):
+            pairs = [(value, (arguments.get("value"), "$.value"))]
+        else:
+            continue
+        for name, (text, path) in pairs:
+            if isinstance(text, str):
+                check_env_value(str(name), text, path=path)
 
 
 def env_bytes(env: Mapping[str, str]) -> int:

@@ -38,6 +38,13 @@ _LIMIT_SIGNALS = {
     signal.SIGXCPU: ("cpu_s", "CPU time"),
     signal.SIGXFSZ: ("fsize_mb", "file size"),
 }
+#: A command killed (timeout, rlimit) reports its output in the error's details, which are
+#: bounded (the sandboxed child is hostile: ``backends/sandbox/_outcome.details``). Of each
+#: stream the first and the last this many bytes are kept, with a line between saying how
+#: many were left out: the end is what an agent needs of a hung test run, and only the
+#: first 1 KiB used to come back, unmarked.
+DETAIL_HEAD_BYTES = 4096
+DETAIL_TAIL_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,63 @@ class ProcResult:
         if self.code < 0:
             result["signal"] = signal.Signals(-self.code).name
         return result
+
+
+class _Stream:
+    """One pipe's output: its first ``cap`` bytes, its last :data:`DETAIL_TAIL_BYTES`
+    and how many there were in all."""
+
+    __slots__ = ("head", "tail", "total")
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes, cap: int) -> bool:
+        """Take ``data``; True when some of it went past ``cap`` (the head is full)."""
+        self.total += len(data)
+        room = cap - len(self.head)
+        self.head += data[: max(room, 0)]
+        self.tail += data
+        del self.tail[:-DETAIL_TAIL_BYTES]
+        return len(data) > room
+
+    def text(self) -> str:
+        return self.head.decode("utf-8", "replace")
+
+    def head_and_tail(self, cap: int) -> tuple[str, bool]:
+        """The stream for an error's details: whole when it is short, else its first and
+        last bytes (at most ``cap`` together) around a line naming how many were left
+        out; and whether some were."""
+        budget = min(DETAIL_HEAD_BYTES + DETAIL_TAIL_BYTES, cap)
+        if self.total <= budget:  # all of it is in the head (budget <= cap)
+            return self.text(), False
+        head = _whole_chars(bytes(self.head[: budget // 2]), at_end=True)
+        tail = _whole_chars(bytes(self.tail[-(budget - budget // 2) :]), at_end=False)
+        left_out = self.total - len(head) - len(tail)
+        return (
+            head.decode("utf-8", "replace")
+            + f"\n[... {left_out} bytes of output left out ...]\n"
+            + tail.decode("utf-8", "replace")
+        ), True
+
+
+def _whole_chars(data: bytes, *, at_end: bool) -> bytes:
+    """``data`` without the UTF-8 character cut at its end (``at_end``) or its start: a
+    cut one would decode to U+FFFD, which the command never printed."""
+    if not at_end:
+        skip = 0
+        while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+            skip += 1
+        return data[skip:]
+    for back in range(1, min(4, len(data)) + 1):
+        lead = data[-back]
+        if lead & 0xC0 == 0x80:
+            continue  # a continuation byte: look further back for its lead
+        need = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4
+        return data[:-back] if need > back else data
+    return data
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -123,7 +187,7 @@ def run_capped(
         raise ToolFailed(f"could not start {argv[0]}: {exc.strerror}", reason="spawn") from exc
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    bufs = {out_fd: _Stream(), err_fd: _Stream()}
     truncated = False
     timed_out = False
     deadline = time.monotonic() + timeout
@@ -150,11 +214,8 @@ def run_capped(
                 if not data:
                     sel.unregister(fd)
                     continue
-                buf = bufs[fd]
-                room = cap - len(buf)
-                if len(data) > room:
+                if bufs[fd].add(data, cap):
                     truncated = True
-                buf += data[: max(room, 0)]
         if exited_at is None and not timed_out:
             # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
             # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
@@ -171,16 +232,11 @@ def run_capped(
                 proc.wait(_GRACE_S)
             _killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
-    stdout, stderr, cut = _fit(
-        bufs[out_fd].decode("utf-8", "replace"), bufs[err_fd].decode("utf-8", "replace"), cap
-    )
-    truncated = truncated or cut
     if timed_out:
         raise ToolTimeout(
             f"the command did not finish within {timeout:g} s and was killed",
-            stdout=stdout,
-            stderr=stderr,
             timeout_s=timeout,
+            **_killed_output(bufs[out_fd], bufs[err_fd], cap),
         )
     killer = _limit_signal(code, shell_status=shell_status)
     if killer is not None:
@@ -190,10 +246,18 @@ def run_capped(
             f"{killer.name}",
             limit=limit,
             signal=killer.name,
-            stdout=stdout,
-            stderr=stderr,
+            **_killed_output(bufs[out_fd], bufs[err_fd], cap),
         )
-    return ProcResult(stdout, stderr, code, truncated)
+    stdout, stderr, cut = _fit(bufs[out_fd].text(), bufs[err_fd].text(), cap)
+    return ProcResult(stdout, stderr, code, truncated or cut)
+
+
+def _killed_output(out: _Stream, err: _Stream, cap: int) -> dict[str, Any]:
+    """The details of a killed command's output: each stream's head and tail, and
+    ``truncated`` when some of either was left out."""
+    stdout, out_cut = out.head_and_tail(cap // 2)
+    stderr, err_cut = err.head_and_tail(cap // 2)
+    return {"stdout": stdout, "stderr": stderr, "truncated": out_cut or err_cut}
 
 
 def _limit_signal(code: int, *, shell_status: bool) -> signal.Signals | None:

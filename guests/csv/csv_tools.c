@@ -132,6 +132,58 @@ static uint64_t fail_row(const char *what, size_t row, size_t a, size_t b) {
     return rt_fail_buf(&m);
 }
 
+/* A repeated name in the header, named with its two columns (1-based). Its first 64 bytes
+ * are shown (cut at a character boundary): a name may be as long as the text. */
+static uint64_t fail_duplicate(const field *f, size_t first, size_t second) {
+    rt_buf m;
+    buf_init(&m, 256);
+    buf_puts(&m, "duplicate column name ");
+    size_t n = f->n;
+    if (n > 64) {
+        n = 64;
+        while (n && ((unsigned char)f->s[n] & 0xC0) == 0x80) n--;
+    }
+    json_write_string(&m, f->s, n);
+    if (n < f->n) buf_puts(&m, "...");
+    if (!f->n) buf_puts(&m, " (empty)");
+    buf_puts(&m, " in the header (columns ");
+    buf_put_uint(&m, first);
+    buf_puts(&m, " and ");
+    buf_put_uint(&m, second);
+    buf_puts(&m, "): each row is an object keyed by column name, so names must be unique; "
+                 "rename one, or pass header=false for rows as lists");
+    return rt_fail_buf(&m);
+}
+
+/* FNV-1a over a name: the header's names are checked for repeats in linear time (a header
+ * may have as many fields as the text has characters). */
+static uint32_t name_hash(const field *f) {
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < f->n; i++) h = (h ^ (unsigned char)f->s[i]) * 16777619u;
+    return h;
+}
+
+/* Each row is an object keyed by the header's names: a repeated one kept only its last
+ * value ("a,a\n1,2" gave rows [{"a":"2"}], columns ["a","a"]), silently. The first repeat
+ * is refused; 0 when every name is unique (one empty name is a name like any other). */
+static uint64_t check_names(const record *names) {
+    size_t cap = 16;
+    while (cap < names->n * 2) cap *= 2;
+    uint32_t *slot = rt_xalloc(cap * sizeof(uint32_t)); /* column index + 1; 0: free */
+    memset(slot, 0, cap * sizeof(uint32_t));
+    for (size_t i = 0; i < names->n; i++) {
+        const field *f = &names->f[i];
+        size_t j = name_hash(f) & (cap - 1);
+        for (; slot[j]; j = (j + 1) & (cap - 1)) {
+            const field *g = &names->f[slot[j] - 1];
+            if (g->n == f->n && memcmp(g->s, f->s, f->n) == 0)
+                return fail_duplicate(f, slot[j], i + 1);
+        }
+        slot[j] = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
 RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
     uint64_t err;
     jv *args = rt_args(in, n, &err);
@@ -153,6 +205,9 @@ RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
         delim = d->s[0];
     }
     const char *p = text->s, *end = text->s + text->len;
+    /* A leading UTF-8 byte order mark (Excel's "CSV UTF-8") is no part of the first field:
+     * it stayed in the first column's name ("\ufeffa"). Only the leading one. */
+    if (end - p >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
     record names = {0, 0, 0}, rec = {0, 0, 0};
     const char *err_at = 0;
     size_t row = 0;
@@ -160,6 +215,8 @@ RT_EXPORT("csv_to_json") uint64_t csv_to_json_tool(const char *in, uint32_t n) {
         int st = next_record(&p, end, delim, &names, &err_at);
         row++;
         if (st < 0) return fail_quote(text->s, end, err_at, row, names.n);
+        uint64_t dup = check_names(&names);
+        if (dup) return dup;
     }
     rt_buf out;
     rt_out_init(&out, (size_t)text->len * 2 + 32);

@@ -72,7 +72,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
-from runtime.toolkit_env import check_env_size
+from runtime.toolkit_env import check_env_arguments, check_env_size
 from runtime.validation import SchemaValidator
 
 if TYPE_CHECKING:
@@ -646,6 +646,7 @@ class Broker:
             st.entry = entry
         st.spec = spec = entry.spec
         entry.args.validate_arguments(spec.name, tc.arguments)
+        check_env_arguments(spec.arg_roles, tc.arguments)  # a NUL: before the policy reads it
         st.decision = decision = self._reserve_budget(
             st, session, spec.name, self.policy.decide(tc, spec, profile=profile)
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.backends.sandbox import _outcome
-from runtime.errors import ResourceLimitExceeded
+from runtime.backends.sandbox.child import STREAM_DETAIL_MAX_CHARS
+from runtime.errors import ResourceLimitExceeded, ToolTimeout
 from runtime.models import Limits
 
 
@@ -37,13 +38,38 @@ def test_an_oom_kill_keeps_the_commands_output(terminal: dict[str, object]) -> N
 
 
 def test_an_oom_kill_keeps_only_bounded_strings() -> None:
-    """The child is hostile: only string streams are taken, each bounded like any detail."""
-    terminal = {"type": "result", "value": {"stdout": "x" * 100_000, "stderr": {"a": 1}}}
+    """The child is hostile: only string streams are taken, each bounded (its head and its
+    tail, as a killed command's output is reported: toolkit_proc.DETAIL_*_BYTES)."""
+    stdout = "x" * 100_000 + "END"
+    terminal = {"type": "result", "value": {"stdout": stdout, "stderr": {"a": 1}}}
     report = {"type": "exit", "code": 0, "oom_kills": 1}
     with pytest.raises(ResourceLimitExceeded) as exc:
         _outcome.outcome(terminal, None, report, Limits(), {})
-    assert len(exc.value.details["stdout"]) <= 1024
+    kept = exc.value.details["stdout"]
+    assert len(kept) <= STREAM_DETAIL_MAX_CHARS
+    assert kept.startswith("xxx") and kept.endswith("xEND") and "characters left out" in kept
     assert "stderr" not in exc.value.details
     with pytest.raises(ResourceLimitExceeded) as exc:
         _outcome.outcome(None, None, report, Limits(), {})
     assert set(exc.value.details) == {"limit"}
+
+
+def test_a_timeout_keeps_the_head_and_tail_the_tool_sent() -> None:
+    """A command's timeout (raised by the tool in the child) carries each stream's first
+    and last 4 KiB: the broker's bound on details kept only the first 1 KiB of them."""
+    stdout = "a" * 4096 + "\n[... 99999 bytes of output left out ...]\n" + "z" * 4096
+    frame = {
+        "kind": "typed",
+        "error_type": "timeout",
+        "message": "the command did not finish within 1 s and was killed",
+        "details": {"stdout": stdout, "stderr": "", "truncated": True, "timeout_s": 1},
+    }
+    with pytest.raises(ToolTimeout) as exc:
+        _outcome.raise_tool_error(frame, Limits(), {})
+    assert exc.value.details["stdout"] == stdout
+    assert exc.value.details["truncated"] is True
+    # Other details keep their bound.
+    frame["details"] = {"reason": "r" * 5000}
+    with pytest.raises(ToolTimeout) as exc:
+        _outcome.raise_tool_error(frame, Limits(), {})
+    assert len(exc.value.details["reason"]) == 1024

@@ -48,6 +48,25 @@ def test_shell_timeout_by_default_keeps_the_partial_output(workspace: Path) -> N
     }
 
 
+def test_shell_timeout_keeps_the_tail_of_the_output(workspace: Path) -> None:
+    """Through the sandbox: a timed-out command's output came back as its first 1 KiB
+    ("1\\n2\\n...283\\n" of `seq 1 100000`), unmarked; now its head and its tail,
+    marked truncated."""
+    from runtime.broker import SyncBroker
+
+    with SyncBroker(workspace=workspace) as broker:
+        result = broker.call(
+            {
+                "tool": "shell_exec",
+                "arguments": {"command": "seq 1 100000; sleep 60", "timeout_s": 1},
+            }
+        )
+    assert result.error is not None and result.error.type == "timeout", result
+    out = result.error.details["stdout"]
+    assert out.startswith("1\n2\n") and out.endswith("\n100000\n") and "left out" in out
+    assert result.error.details["truncated"] is True
+
+
 def test_big_outputs_come_back_truncated_not_refused(workspace: Path) -> None:
     """Through the broker, whose output cap is checked on the result's JSON: a file or a
     command's output larger than the cap is returned cut (truncated=true), as the tools'
@@ -198,3 +217,55 @@ def test_a_sandboxed_write_waits_for_the_folders_flock(workspace: Path) -> None:
     assert result.success, result.error
     assert took >= 1.4, took
     assert (workspace / "hello.txt").read_text() == "hello\nx\nx\n"
+
+
+_NETWORK_POLICY = """
+version = 1
+default = "deny"
+[categories]
+network = "allow"
+[network]
+allow = ["127.0.0.1:9"]
+allow_private = true
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "path"),
+    [
+        # The tool's own check, in the sandboxed child: "url or urls" is no schema anyOf.
+        ("web_fetch", {}, "url"),
+        (
+            "http_post",
+            {"url": "http://127.0.0.1:9/", "body": "!!!", "body_encoding": "base64"},
+            "body",
+        ),
+        ("shell_exec", {"command": "echo hi", "timeout_s": 100}, "timeout_s"),
+        # An environment cannot carry a NUL: refused by the schema, before the policy read
+        # the value as a command ("NUL byte in command", approval_required).
+        ("shell_exec", {"command": "echo hi", "env": {"Z": "a\x00b"}}, "$.env.Z"),
+        ("set_env", {"key": "X", "value": "a\x00b"}, "$.value"),
+    ],
+)
+def test_bad_arguments_are_invalid_arguments(
+    workspace: Path, tool: str, arguments: dict[str, Any], path: str
+) -> None:
+    """DESIGN §7: bad arguments are invalid_arguments (exit 65). These were tool_error (a
+    sandboxed tool's InvalidArguments became tool_error at the broker; timeouts over the
+    policy's limit were the tool's failure) or approval_required (a NUL in a variable's
+    value, read by the policy as a command)."""
+    from runtime.broker import SyncBroker
+    from runtime.cli.exitcodes import EX_INVALID, exit_code_for
+
+    policy = _policy()
+    if tool.startswith(("web_", "http_")):  # denied by the default policy
+        policy = Policy.from_toml(_NETWORK_POLICY, "test")
+    with SyncBroker(workspace=workspace, policy=policy) as broker:
+        result = broker.call({"tool": tool, "arguments": arguments})
+    assert result.error is not None and result.error.type == "invalid_arguments", result
+    details = result.error.details
+    assert path in (details.get("path"), details.get("field")), details
+    if "env" in arguments or tool == "set_env":  # the message names the variable
+        name = next(iter(arguments["env"])) if "env" in arguments else arguments["key"]
+        assert "NUL" in result.error.message and repr(name) in result.error.message
+    assert exit_code_for(result) == EX_INVALID

@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.errors import ResourceLimitExceeded, SandboxError, ToolFailed
+from runtime.errors import InvalidArguments, ResourceLimitExceeded, SandboxError, ToolFailed
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import SESSION_ENV_MAX_BYTES, SESSION_ENV_MAX_VARS, env_bytes
@@ -44,7 +45,10 @@ def test_sleep(tool: Load, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=1))
     assert tool("sleep")({"seconds": 0.01}, ctx)["slept"] >= 0.01
     assert tool("sleep")({"seconds": 0}, ctx)["slept"] >= 0
-    assert _reason(tool("sleep"), {"seconds": 2}, ctx) == "over_limit"
+    # Longer than the call's limit: an argument out of range, invalid_arguments (DESIGN §7).
+    with pytest.raises(InvalidArguments) as exc:
+        tool("sleep")({"seconds": 2}, ctx)
+    assert exc.value.details["reason"] == "over_limit" and exc.value.details["field"] == "seconds"
 
 
 def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +66,9 @@ def test_session_env(tool: Load, ws: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert get({"key": "FOO"}, ctx)["exists"] is False
     for key in ("LD_PRELOAD", "ld_audit", "BASH_ENV", "BASH_FUNC_x%%", "IFS", "9A", "A B"):
         assert _reason(set_, {"key": key, "value": "x"}, ctx) in ("refused_key", "bad_key")
-    assert _reason(set_, {"key": "OK", "value": "a\0b"}, ctx) == "bad_value"
+    with pytest.raises(InvalidArguments) as nul:  # an environment cannot carry a NUL
+        set_({"key": "OK", "value": "a\0b"}, ctx)
+    assert nul.value.details["reason"] == "bad_value" and "'OK'" in nul.value.message
     no_store = ToolContext(workspace=ws)
     assert _reason(get, {"key": "X"}, no_store) == "no_session_env"
 
@@ -310,3 +316,50 @@ def test_state_store_is_owner_only(tool: Load, ctx: ToolContext, tmp_path: Path)
         assert {(state / n).stat().st_mode & 0o777 for n in modes} == {0o600}
     finally:
         os.umask(old)
+
+
+# ------------------------------------------------------- one key or id names one entry
+
+
+def test_memory_key_or_id_names_exactly_one_entry(tool: Load, ctx: ToolContext) -> None:
+    """memory_delete ran ``DELETE ... WHERE key = ? OR id = ?``: an entry keyed by another
+    entry's id made one call delete both, and reads took whichever row came first. A key
+    of an id's form is now refused, and a key wins over an id (a store written before
+    the refusal may hold such a key)."""
+    write, read, delete = tool("memory_write"), tool("memory_read"), tool("memory_delete")
+    alpha = write({"key": "alpha", "content": "entry A"}, ctx)
+    with pytest.raises(InvalidArguments) as exc:
+        write({"key": alpha["id"], "content": "entry B"}, ctx)
+    assert exc.value.details["field"] == "key" and "id" in exc.value.message
+    assert read({"key": alpha["id"]}, ctx)["key"] == "alpha"
+    # A legacy store: an entry keyed by alpha's id, written before keys of that form were
+    # refused. The key wins, and one call deletes one entry.
+    with sqlite3.connect(ctx.options["state_dir"] / "state.db") as db:
+        db.execute(
+            "INSERT INTO tool_memory VALUES (?, ?, ?, ?, ?, ?, ?)",
+            ("m_ffffffffffffffff", alpha["id"], "entry B", "note", "[]", 1.0, 1.0),
+        )
+    assert read({"key": alpha["id"]}, ctx)["content"] == "entry B"
+    assert delete({"key": alpha["id"]}, ctx)["deleted"]
+    assert read({"key": "alpha"}, ctx)["content"] == "entry A"
+    assert read({"key": alpha["id"]}, ctx)["key"] == "alpha"  # now the id names alpha
+    assert delete({"key": alpha["id"]}, ctx)["deleted"]
+    assert _reason(read, {"key": "alpha"}, ctx) == "not_found"
+
+
+def test_snippet_name_or_id_names_exactly_one_snippet(tool: Load, ctx: ToolContext) -> None:
+    save, load, delete = tool("snippet_save"), tool("snippet_load"), tool("snippet_delete")
+    one = save({"name": "one", "code": "A"}, ctx)
+    with pytest.raises(InvalidArguments) as exc:
+        save({"name": one["id"], "code": "B"}, ctx)
+    assert exc.value.details["field"] == "name" and "id" in exc.value.message
+    assert load({"name": one["id"]}, ctx)["name"] == "one"
+    with sqlite3.connect(ctx.options["state_dir"] / "state.db") as db:
+        db.execute(
+            "INSERT INTO tool_snippets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("snip_ffffffffffffffff", one["id"], "B", "", "plaintext", "[]", 1.0, 1.0),
+        )
+    assert load({"name": one["id"]}, ctx)["code"] == "B"
+    assert delete({"name": one["id"]}, ctx)["deleted"]
+    assert load({"name": "one"}, ctx)["code"] == "A"
+    assert [s["name"] for s in tool("snippet_list")({}, ctx)["snippets"]] == ["one"]

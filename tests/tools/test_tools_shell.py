@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import ToolFailed, ToolTimeout
+from runtime.errors import InvalidArguments, ToolFailed, ToolTimeout
 from runtime.frames import encode_frame
 from runtime.models import Limits
 from runtime.toolkit import ToolContext
@@ -186,6 +186,40 @@ def test_timeout_holds_when_the_command_lets_go_of_its_output(
     assert exc.value.details["stdout"] == ("started\n" if "started" in command else "")
 
 
+def test_timeout_keeps_the_head_and_the_tail_of_the_output(sh: Tool, ws: Path) -> None:
+    """On a timeout only the first 1 KiB of output came back ("1\\n2\\n...283\\n" of a
+    hung `seq`), unmarked; the end of a hung test run is what tells where it hung. Now each
+    stream keeps its first and last 4 KiB, a line between naming what was left out, and
+    ``truncated`` says so."""
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=60))
+    with pytest.raises(ToolTimeout) as exc:
+        sh({"command": "seq 1 100000; echo ERRTAIL >&2; sleep 20", "timeout_s": 1}, ctx)
+    out = exc.value.details["stdout"]
+    assert out.startswith("1\n2\n3\n") and out.endswith("\n99999\n100000\n")
+    assert len(out.encode()) <= 8192 + 64
+    total = len("".join(f"{i}\n" for i in range(1, 100001)).encode())
+    head, _, tail = out.partition("\n[... ")
+    left_out = int(tail.split(" ", 1)[0])
+    assert left_out + len(head) + len(tail.split("...]\n", 1)[1]) == total
+    assert exc.value.details["stderr"] == "ERRTAIL\n"
+    assert exc.value.details["truncated"] is True
+    with pytest.raises(ToolTimeout) as exc:
+        sh({"command": "echo started; sleep 20", "timeout_s": 0.5}, ctx)
+    assert exc.value.details["stdout"] == "started\n"
+    assert exc.value.details["truncated"] is False
+
+
+def test_timeout_output_keeps_whole_characters(sh: Tool, ws: Path) -> None:
+    """The cuts fall between UTF-8 characters, never inside one (no U+FFFD of our own)."""
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=60))
+    chars = "printf '\\303\\251\\342\\202\\254'"  # "é€": 2 and 3 bytes
+    command = f"i=0; while [ $i -lt 3000 ]; do {chars}; i=$((i+1)); done; sleep 20"
+    with pytest.raises(ToolTimeout) as exc:
+        sh({"command": command, "timeout_s": 2}, ctx)
+    out = exc.value.details["stdout"]
+    assert "\ufffd" not in out and out.startswith("é€") and out.endswith("é€")
+
+
 def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
     with pytest.raises(ToolTimeout):
@@ -193,8 +227,10 @@ def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
 
 
 def test_timeout_over_limit_refused(sh: Tool, ws: Path) -> None:
+    """An argument out of range (the policy's limit narrows the schema's maximum):
+    invalid_arguments, as DESIGN §7 types bad arguments; it was tool_error."""
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
-    with pytest.raises(ToolFailed) as exc:
+    with pytest.raises(InvalidArguments) as exc:
         sh({"command": "true", "timeout_s": 6}, ctx)
     assert exc.value.details["reason"] == "timeout_over_limit"
 

@@ -203,6 +203,47 @@ def test_csv_to_json(backend: WasmBackend) -> None:
         call(backend, "csv_to_json", {"text": 'a\n"x"y'})
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a,a\n1,2\n", 'duplicate column name "a" in the header (columns 1 and 2)'),
+        ("x,,y,\n1,2,3,4\n", 'duplicate column name "" (empty) in the header (columns 2 and 4)'),
+        ('"b",c,b\n1,2,3\n', 'duplicate column name "b" in the header (columns 1 and 3)'),
+    ],
+)
+def test_csv_to_json_refuses_a_header_that_names_a_column_twice(
+    backend: WasmBackend, text: str, fragment: str
+) -> None:
+    """Rows are objects keyed by column name: a repeated name silently kept the last value
+    ({"text": "a,a\\n1,2"} gave rows [{"a": "2"}] and columns ["a", "a"])."""
+    with pytest.raises(ToolFailed) as exc:
+        call(backend, "csv_to_json", {"text": text})
+    assert fragment in exc.value.message and "header=false" in exc.value.message
+    # Without a header the rows are lists: nothing is lost, nothing refused.
+    assert call(backend, "csv_to_json", {"text": text, "header": False})["rows"][0][0] != ""
+
+
+def test_csv_to_json_one_empty_column_name_is_a_name(backend: WasmBackend) -> None:
+    """One empty name is no ambiguity (pandas writes its index column so)."""
+    assert call(backend, "csv_to_json", {"text": ",a\n0,1\n"}) == {
+        "rows": [{"": "0", "a": "1"}],
+        "columns": ["", "a"],
+    }
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_csv_to_json_strips_a_leading_bom(backend: WasmBackend, header: bool) -> None:
+    """A UTF-8 byte order mark (Excel's "CSV UTF-8") stayed in the first column's name."""
+    out = call(backend, "csv_to_json", {"text": "\ufeffa,b\n1,2\n", "header": header})
+    if header:
+        assert out == {"rows": [{"a": "1", "b": "2"}], "columns": ["a", "b"]}
+    else:
+        assert out["rows"] == [["a", "b"], ["1", "2"]]
+    # Only a leading one: elsewhere it is data.
+    out = call(backend, "csv_to_json", {"text": "a,b\n\ufeff1,2\n"})
+    assert out["rows"] == [{"a": "\ufeff1", "b": "2"}]
+
+
 def test_usage_reports_fuel_and_memory(backend: WasmBackend) -> None:
     outcome = backend.run_sync(request(spec_of("json_parse"), {"text": "[1]"}))
     assert outcome.usage["fuel"] > 0

@@ -4,22 +4,30 @@ Host backend: these run in the broker on its state store, ``ctx.options["state_d
 "state.db"`` (SQLite, WAL). They touch no workspace file and run no code. Every statement
 is parameterised; names, keys and tags are data, never SQL. They make ``.runtime`` when it is
 missing, never the workspace: one removed under the broker is the sandboxed tools' error.
+
+One argument names one entry: a snippet's name or a memory's key wins over an id (the entry
+with that name, else the one with that id), and a name or key of an id's form is refused at
+write time, so the two never meet in a new store. Before, ``WHERE key = ? OR id = ?`` made one
+memory_delete remove both an entry and the one keyed by its id.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from runtime._fsio import private_file, state_file_problem
-from runtime.errors import SandboxError, ToolFailed
+from runtime.audit._canonical import canonical_json_ijson
+from runtime.errors import InvalidArguments, ResourceLimitExceeded, SandboxError, ToolFailed
 from runtime.toolkit import ToolContext
 
 __all__ = [
@@ -43,6 +51,10 @@ CREATE TABLE IF NOT EXISTS tool_memory (
     category TEXT NOT NULL, tags TEXT NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL);
 """
+
+#: The ids the tools make (``snip_``/``m_`` and 16 hex digits): no name or key may take them.
+_SNIPPET_ID = re.compile(r"snip_[0-9a-f]{16}")
+_MEMORY_ID = re.compile(r"m_[0-9a-f]{16}")
 
 
 class _Store:
@@ -200,12 +212,117 @@ def _snippet(row: sqlite3.Row, *, with_code: bool) -> dict[str, Any]:
     return out
 
 
+def _refuse_id_form(value: str, form: re.Pattern[str], field: str) -> None:
+    """Raise InvalidArguments when ``value`` (a name or key) has the form of an id: the
+    other entry's id would then name two entries."""
+    if form.fullmatch(value):
+        raise InvalidArguments(
+            f"{field} {value!r} has the form of an id ({form.pattern}), and an id names an entry "
+            f"too; choose another {field}",
+            field=field,
+        )
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """The statements that find one row of a table by its name (or key), by its id, and
+    delete one by its id: written out whole, so no SQL is ever built from text."""
+
+    by_name: str
+    by_id: str
+    delete: str
+
+
+_SNIPPETS = _Lookup(
+    "SELECT * FROM tool_snippets WHERE name = ?",
+    "SELECT * FROM tool_snippets WHERE id = ?",
+    "DELETE FROM tool_snippets WHERE id = ?",
+)
+_MEMORIES = _Lookup(
+    "SELECT * FROM tool_memory WHERE key = ?",
+    "SELECT * FROM tool_memory WHERE id = ?",
+    "DELETE FROM tool_memory WHERE id = ?",
+)
+
+
+def _one_row(db: sqlite3.Connection, table: _Lookup, value: str) -> sqlite3.Row | None:
+    """The one row ``value`` names: the row whose name (or key) is ``value``, else the row
+    whose id is (names and ids are both unique)."""
+    row: sqlite3.Row | None = db.execute(table.by_name, (value,)).fetchone()
+    if row is None:
+        row = db.execute(table.by_id, (value,)).fetchone()
+    return row
+
+
+def _delete_one(db: sqlite3.Connection, table: _Lookup, value: str) -> bool:
+    """Delete the one row ``value`` names (:func:`_one_row`); whether there was one."""
+    row = _one_row(db, table, value)
+    if row is None:
+        return False
+    db.execute(table.delete, (row["id"],))
+    return True
+
+
+def _result_bytes(value: Any) -> int:
+    """The bytes ``value`` counts against the output limit as a tool's result: the broker
+    sizes the canonical (RFC 8785) JSON the audit log digests (UTF-8, escapes included)."""
+    return len(canonical_json_ijson(value))
+
+
+def _refuse_unreadable(result: dict[str, Any], reader: str, ctx: ToolContext) -> None:
+    """Raise ResourceLimitExceeded when ``result``, what ``reader`` would return for the
+    entry being saved, is over this call's output limit: such an entry was stored and
+    every read of it failed output_too_large. Nothing is written then."""
+    size, cap = _result_bytes(result), ctx.limits.output_bytes
+    if size > cap:
+        raise ResourceLimitExceeded(
+            f"not saved: {reader} would return it as {size} bytes of JSON (UTF-8, escapes and "
+            f"the other fields included), over the output limit of {cap} bytes; save less",
+            reason="result_too_large",
+            limit="output_bytes",
+            size=size,
+            max_bytes=cap,
+        )
+
+
+def _capped(
+    head: dict[str, Any], field: str, items: list[dict[str, Any]], limit: int, cap: int
+) -> dict[str, Any]:
+    """``head`` with ``field`` holding the first of ``items``, at most ``limit``, that fit in
+    ``cap`` bytes (the output limit) with the rest of the result; ``truncated`` when some
+    were left out. A result over the limit would be refused whole (output_too_large).
+    Canonical JSON composes: a list's bytes are its items' and one comma between two."""
+    out: dict[str, Any] = {**head, field: [], "truncated": False}  # "false": the longer
+    size, kept = _result_bytes(out), []
+    for item in items[:limit]:
+        size += _result_bytes(item) + (1 if kept else 0)
+        if size > cap:
+            break
+        kept.append(item)
+    out[field], out["truncated"] = kept, len(kept) < len(items)
+    return out
+
+
 def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _refuse_id_form(args["name"], _SNIPPET_ID, "name")
     now = time.time()
     tags = sorted(set(args.get("tags") or []))
     with _Store(ctx) as st, st.conn as db:
-        row = db.execute("SELECT id FROM tool_snippets WHERE name = ?", (args["name"],)).fetchone()
+        row = db.execute(
+            "SELECT id, created_at FROM tool_snippets WHERE name = ?", (args["name"],)
+        ).fetchone()
         sid = row["id"] if row else f"snip_{uuid.uuid4().hex[:16]}"
+        loaded = {
+            "id": sid,
+            "name": args["name"],
+            "description": args.get("description", ""),
+            "language": args.get("language", "plaintext"),
+            "tags": tags,
+            "created_at": row["created_at"] if row else now,
+            "updated_at": now,
+            "code": args["code"],
+        }
+        _refuse_unreadable(loaded, "snippet_load", ctx)
         db.execute(
             "INSERT INTO tool_snippets VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO "
             "UPDATE SET code=excluded.code, description=excluded.description, "
@@ -227,9 +344,7 @@ def snippet_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def snippet_load(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name = args["name"]
     with _Store(ctx) as st:
-        row = st.conn.execute(
-            "SELECT * FROM tool_snippets WHERE name = ? OR id = ?", (name, name)
-        ).fetchone()
+        row = _one_row(st.conn, _SNIPPETS, name)
     if row is None:
         raise ToolFailed(
             f"no snippet named {name!r}; snippet_list shows the saved ones",
@@ -249,15 +364,13 @@ def snippet_list(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st:
         rows = st.conn.execute(sql + " ORDER BY name", params).fetchall()
     found = [_snippet(r, with_code=False) for r in rows if want <= set(json.loads(r["tags"]))]
-    return {"count": len(found), "snippets": found[:limit], "truncated": len(found) > limit}
+    return _capped({"count": len(found)}, "snippets", found, limit, ctx.limits.output_bytes)
 
 
 def snippet_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st, st.conn as db:
-        cur = db.execute(
-            "DELETE FROM tool_snippets WHERE name = ? OR id = ?", (args["name"], args["name"])
-        )
-    return {"name": args["name"], "deleted": cur.rowcount > 0}
+        deleted = _delete_one(db, _SNIPPETS, args["name"])
+    return {"name": args["name"], "deleted": deleted}
 
 
 def _memory(row: sqlite3.Row) -> dict[str, Any]:
@@ -275,15 +388,27 @@ def _memory(row: sqlite3.Row) -> dict[str, Any]:
 def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     now = time.time()
     key = args.get("key") or f"mem_{uuid.uuid4().hex[:12]}"
+    _refuse_id_form(key, _MEMORY_ID, "key")
     tags = sorted(set(args.get("tags") or []))
+    category = args.get("category", "note")
     with _Store(ctx) as st, st.conn as db:
-        row = db.execute("SELECT id FROM tool_memory WHERE key = ?", (key,)).fetchone()
+        row = db.execute("SELECT id, created_at FROM tool_memory WHERE key = ?", (key,)).fetchone()
         mid = row["id"] if row else f"m_{uuid.uuid4().hex[:16]}"
+        read = {
+            "id": mid,
+            "key": key,
+            "content": args["content"],
+            "category": category,
+            "tags": tags,
+            "created_at": row["created_at"] if row else now,
+            "updated_at": now,
+        }
+        _refuse_unreadable(read, "memory_read", ctx)
         db.execute(
             "INSERT INTO tool_memory VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE "
             "SET content=excluded.content, category=excluded.category, tags=excluded.tags, "
             "updated_at=excluded.updated_at",
-            (mid, key, args["content"], args.get("category", "note"), json.dumps(tags), now, now),
+            (mid, key, args["content"], category, json.dumps(tags), now, now),
         )
     return {"id": mid, "key": key, "created": row is None}
 
@@ -291,9 +416,7 @@ def memory_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def memory_read(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     key = args["key"]
     with _Store(ctx) as st:
-        row = st.conn.execute(
-            "SELECT * FROM tool_memory WHERE key = ? OR id = ?", (key, key)
-        ).fetchone()
+        row = _one_row(st.conn, _MEMORIES, key)
     if row is None:
         raise ToolFailed(
             f"no memory with key {key!r}; memory_search finds entries by content",
@@ -324,16 +447,11 @@ def memory_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if all(t in hay for t in terms):
             scored.append((sum(hay.count(t) for t in terms), entry["updated_at"], entry))
     scored.sort(key=lambda s: (-s[0], -s[1]))
-    return {
-        "count": len(scored),
-        "matches": [s[2] for s in scored[:limit]],
-        "truncated": len(scored) > limit,
-    }
+    matches = [s[2] for s in scored]
+    return _capped({"count": len(scored)}, "matches", matches, limit, ctx.limits.output_bytes)
 
 
 def memory_delete(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     with _Store(ctx) as st, st.conn as db:
-        cur = db.execute(
-            "DELETE FROM tool_memory WHERE key = ? OR id = ?", (args["key"], args["key"])
-        )
-    return {"key": args["key"], "deleted": cur.rowcount > 0}
+        deleted = _delete_one(db, _MEMORIES, args["key"])
+    return {"key": args["key"], "deleted": deleted}

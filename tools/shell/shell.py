@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runtime.errors import ToolFailed
+from runtime.errors import InvalidArguments, ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import DEFAULT_PATH, check_env_key, check_env_value
 from runtime.toolkit_fs import Workspace
@@ -25,7 +25,7 @@ def _environment(args: dict[str, Any], ctx: ToolContext) -> dict[str, str]:
     if isinstance(session, dict):
         env.update({str(k): str(v) for k, v in session.items()})
     for key, value in (args.get("env") or {}).items():
-        env[check_env_key(key)] = check_env_value(key, str(value))
+        env[check_env_key(key)] = check_env_value(key, str(value), path=f"$.env.{key}")
     env.setdefault("PATH", DEFAULT_PATH)
     return env
 
@@ -63,9 +63,12 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     limit = ctx.limits.timeout_s
     timeout = float(args.get("timeout_s", limit))
     if timeout > limit:
-        raise ToolFailed(
+        # An argument out of its range (the policy's limit narrows the schema's maximum):
+        # invalid_arguments, as the schema's own bound is.
+        raise InvalidArguments(
             f"timeout_s={timeout:g} exceeds this session's limit of {limit:g} s",
             reason="timeout_over_limit",
+            field="timeout_s",
             limit_s=limit,
         )
     preexec = ctx.options.get("preexec")

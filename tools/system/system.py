@@ -12,7 +12,7 @@ import time
 import zoneinfo
 from typing import Any
 
-from runtime.errors import ToolFailed
+from runtime.errors import InvalidArguments, ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import check_env_key, check_env_size, check_env_value
 
@@ -47,9 +47,12 @@ def sleep(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     seconds = float(args["seconds"])
     limit = ctx.limits.timeout_s
     if seconds > limit:
-        raise ToolFailed(
+        # An argument out of its range (the policy's limit narrows the schema's maximum):
+        # invalid_arguments, as the schema's own bound is.
+        raise InvalidArguments(
             f"cannot sleep {seconds:g} s: this session's time limit per call is {limit:g} s",
             reason="over_limit",
+            field="seconds",
             limit_s=limit,
         )
     start = time.monotonic()
@@ -86,7 +89,7 @@ def set_env(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if value is None:
         env.pop(key, None)
     else:
-        check_env_value(key, value)
+        check_env_value(key, value, path="$.value")
         # Checked before it is stored: a refused value leaves the session as it was.
         check_env_size({**env, key: value})
         env[key] = value

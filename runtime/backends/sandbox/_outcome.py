@@ -14,11 +14,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.sandbox.child import EXIT_MEMORY, EXIT_PROTOCOL, EXIT_SETUP
+from runtime.backends.sandbox.child import (
+    EXIT_MEMORY,
+    EXIT_PROTOCOL,
+    EXIT_SETUP,
+    stream_detail,
+)
 from runtime.errors import (
     CHILD_ERROR_TYPES,
     DeniedPathWritten,
     ErrorType,
+    InvalidArguments,
     OutputTooLarge,
     ResourceLimitExceeded,
     SandboxError,
@@ -256,6 +262,11 @@ def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any
         # The child is hostile: its details are data for the result, kept flat and
         # bounded, and never a keyword of ours ("usage").
         bounded = details(frame.get("details"))
+        if frame.get("error_type") == ErrorType.INVALID_ARGUMENTS:
+            # The tool's own check of its arguments, one a schema cannot say ("url or
+            # urls"): DESIGN §7 types it invalid_arguments (exit 65). A child may claim it:
+            # it speaks of the caller's arguments only, never of the policy or the sandbox.
+            raise InvalidArguments(message, **bounded)
         try:
             cls = CHILD_ERROR_TYPES[ErrorType(str(frame.get("error_type")))]
         except ValueError:
@@ -289,6 +300,7 @@ def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any
 #: data for the result, never trusted, and must not swell it).
 _MAX_DETAILS = 16
 _MAX_DETAIL_CHARS = 1024
+_STREAMS = ("stdout", "stderr")  # a killed command's output: head and tail (stream_detail)
 
 
 def details(raw: Any) -> dict[str, Any]:
@@ -299,7 +311,9 @@ def details(raw: Any) -> dict[str, Any]:
     for key, value in list(raw.items())[:_MAX_DETAILS]:
         if not isinstance(key, str) or len(key) > 64 or key == "usage":
             continue
-        if isinstance(value, str):
+        if isinstance(value, str) and key in _STREAMS:
+            out[key] = stream_detail(value)
+        elif isinstance(value, str):
             out[key] = value[:_MAX_DETAIL_CHARS]
         elif value is None or isinstance(value, (bool, int, float)):
             out[key] = value

@@ -78,6 +78,7 @@ __all__ = [
     "python_trees",
     "run_call",
     "single_process",
+    "stream_detail",
     "unshare_flags",
     "wall_ops",
 ]
@@ -751,11 +752,30 @@ def _activate(act_fd: int, tools: Mapping[str, ToolFunc]) -> tuple[int, ToolFunc
     return fds[0], func, str(msg.get("call_id", ""))
 
 
+#: A killed command's ``stdout``/``stderr`` in its error's details: its first and its last
+#: 4 KiB (``toolkit_proc.DETAIL_HEAD_BYTES``/``DETAIL_TAIL_BYTES``) and the line between.
+STREAM_DETAIL_MAX_CHARS = 8448
+_STREAMS = ("stdout", "stderr")
+
+
+def stream_detail(text: str) -> str:
+    """A stream's text bounded as an error's detail (here, and again by the broker, whose
+    child is hostile): a longer one keeps its head and its tail, the end of a log being
+    what tells why it stopped. Only the first 1 KiB used to come back."""
+    if len(text) <= STREAM_DETAIL_MAX_CHARS:
+        return text
+    half = (STREAM_DETAIL_MAX_CHARS - 64) // 2
+    left_out = len(text) - 2 * half
+    return f"{text[:half]}\n[... {left_out} characters left out ...]\n{text[-half:]}"
+
+
 def _safe_details(details: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in details.items():
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            out[str(key)] = value if not isinstance(value, str) else value[:4096]
+        if isinstance(value, str):
+            out[str(key)] = stream_detail(value) if key in _STREAMS else value[:4096]
+        elif isinstance(value, (int, float, bool)) or value is None:
+            out[str(key)] = value
     return out
 
 
