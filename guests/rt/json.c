@@ -170,6 +170,53 @@ static int parse_string(parser *ps, const char **out, uint32_t *out_len) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* CPython's float() rounds a decimal to the nearest double: from 2**1024 - 2**970 up (halfway
+ * past DBL_MAX, which rounds to even: 2**1024) it gives inf, which JSON cannot carry back. Its
+ * 309 digits; a number lexeme with a fraction or an exponent at least this big is refused
+ * here, where its line and column are known (the host's check of the result cannot name
+ * them). Integers are Python ints, never inf. */
+#define FLOAT_INF_DIGITS 309
+static const char FLOAT_INF_FROM[] =
+    "17976931348623158079372897140530341507993413271003782693617377898044496829276475"
+    "09466490179775872070963302864166928879109465555478519404026306574886715058206819"
+    "08902000708383676273854845817711531764475730270069855571366959622842914819860834"
+    "936475292719074168444365510704342711559699508093042880177904174497792";
+
+/* The exponent's value, with its sign, saturated far past any magnitude that matters (the
+ * digits of a number fit in memory, so |exponent| beyond 10**12 decides on its own). */
+static int64_t exponent_value(const char *p, const char *end) {
+    int neg = p < end && *p == '-';
+    if (p < end && (*p == '-' || *p == '+')) p++;
+    int64_t v = 0;
+    for (; p < end && is_digit(*p); p++)
+        if (v < 1000000000000LL) v = v * 10 + (*p - '0');
+    return neg ? -v : v;
+}
+
+/* Cheap and conservative: whether float() could make this number inf at all. The value is
+ * below 10**(int_digits + exp), so below that no digit needs a look. */
+static int float_may_overflow(size_t int_digits, int64_t exp) {
+    return (int64_t)int_digits + exp >= FLOAT_INF_DIGITS;
+}
+
+/* Exact: whether the number with integer digits [i, i + ni), fraction digits [f, f + nf) and
+ * exponent exp is at least FLOAT_INF_FROM. */
+static int float_overflows(const char *i, size_t ni, const char *f, size_t nf, int64_t exp) {
+    size_t total = ni + nf, lz = 0;
+#define DIGIT(k) ((k) < ni ? i[k] : f[(k) - ni])
+    while (lz < total && DIGIT(lz) == '0') lz++;
+    if (lz == total) return 0; /* zero */
+    /* The value is 0.d1d2... * 10**mag, d1 its first non-zero digit. */
+    int64_t mag = (int64_t)ni - (int64_t)lz + exp;
+    if (mag != FLOAT_INF_DIGITS) return mag > FLOAT_INF_DIGITS;
+    for (size_t k = 0; k < FLOAT_INF_DIGITS; k++) {
+        char d = lz + k < total ? DIGIT(lz + k) : '0';
+        if (d != FLOAT_INF_FROM[k]) return d > FLOAT_INF_FROM[k];
+    }
+#undef DIGIT
+    return 1; /* equal to it, or longer with the same first digits */
+}
+
 static jv *parse_number(parser *ps) {
     const char *start = ps->p, *q = ps->p, *end = ps->end;
     int integral = 1;
@@ -184,21 +231,30 @@ static jv *parse_number(parser *ps) {
         while (q < end && is_digit(*q)) q++;
     }
     size_t int_digits = (size_t)(q - digits);
+    const char *frac = q;
+    size_t frac_digits = 0;
+    int64_t exp = 0;
     if (q < end && *q == '.') {
         integral = 0;
-        q++;
+        frac = ++q;
         if (q >= end || !is_digit(*q)) return fail(ps, "expecting digits after the decimal point", q);
         while (q < end && is_digit(*q)) q++;
+        frac_digits = (size_t)(q - frac);
     }
     if (q < end && (*q == 'e' || *q == 'E')) {
         integral = 0;
-        q++;
+        const char *e = ++q;
         if (q < end && (*q == '+' || *q == '-')) q++;
         if (q >= end || !is_digit(*q)) return fail(ps, "expecting digits in the exponent", q);
         while (q < end && is_digit(*q)) q++;
+        exp = exponent_value(e, q);
     }
     if (integral && int_digits > JSON_MAX_INT_DIGITS)
         return fail(ps, "integer has more than 4300 digits (CPython's limit)", start);
+    if (!integral && float_may_overflow(int_digits, exp) &&
+        float_overflows(digits, int_digits, frac, frac_digits, exp))
+        return fail(ps, "number out of the float range (magnitude about 1.8e308 or more: "
+                        "CPython's float would be inf)", start);
     if (ps->out) {
         buf_put(ps->out, start, (size_t)(q - start));
         ps->p = q;
@@ -427,7 +483,9 @@ value:
             p++;
         else
             while (p < end && is_digit(*p)) p++;
-        if (p - digits > JSON_MAX_INT_DIGITS) integral = 2; /* only an error if integral */
+        size_t int_digits = (size_t)(p - digits);
+        int64_t exp = 0;
+        if (int_digits > JSON_MAX_INT_DIGITS) integral = 2; /* only an error if integral */
         if (p < end && *p == '.') {
             integral = 0;
             p++;
@@ -436,12 +494,15 @@ value:
         }
         if (p < end && (*p == 'e' || *p == 'E')) {
             integral = 0;
-            p++;
+            const char *e = ++p;
             if (p < end && (*p == '+' || *p == '-')) p++;
             if (p >= end || !is_digit(*p)) return 0;
             while (p < end && is_digit(*p)) p++;
+            exp = exponent_value(e, p);
         }
         if (integral == 2) return 0;
+        /* A float that might be inf: the general parser decides (and names its place). */
+        if (!integral && float_may_overflow(int_digits, exp)) return 0;
         memcpy(o, start, (size_t)(p - start));
         o += p - start;
         goto after_value;

@@ -34,8 +34,12 @@ bool, "url": final URL, "redirects": [URLs followed]}``. Bodies in gzip/deflate 
 Errors: :class:`EgressDenied` (``policy_denied``) when a target is refused — its ``rule``
 is the policy's rule id, or ``egress.url``, ``egress.scheme``, ``egress.address`` for the
 gateway's own checks; :class:`~runtime.errors.ToolTimeout` past the time cap;
-:class:`~runtime.errors.ToolFailed` for other network failures;
-:class:`~runtime.errors.InvalidArguments` for a malformed payload.
+:class:`~runtime.errors.ToolFailed` for other network failures, with ``details["reason"]``:
+``connect_failed`` (nothing answered the dial: refused, unreachable), ``connection_closed``
+(the server hung up or reset before a complete reply), ``protocol_error`` (the reply is not
+HTTP/1.1), ``tls_error`` (handshake or certificate), ``network_error`` (any other),
+``name_not_resolved``, ``too_many_redirects``, ``bad_compression``; the message keeps the
+library's own text; :class:`~runtime.errors.InvalidArguments` for a malformed payload.
 """
 
 from __future__ import annotations

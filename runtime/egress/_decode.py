@@ -51,7 +51,9 @@ class BodyDecoder:
                 self._raw_deflate_fallback = False
                 self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
                 return self.decode(chunk, want)
-            raise ToolFailed(f"the response body is not valid compressed data: {exc}") from exc
+            raise ToolFailed(
+                f"the response body is not valid compressed data: {exc}", reason="bad_compression"
+            ) from exc
         self._started = True
         self._tail = self._zlib.unconsumed_tail
         return out

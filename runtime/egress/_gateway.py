@@ -25,6 +25,7 @@ import httpx
 
 from runtime.egress._addresses import address_class
 from runtime.egress._decode import BodyDecoder
+from runtime.egress._failures import wire_failure
 from runtime.egress._transport import PIN_EXTENSION, PinnedTransport
 from runtime.egress._types import EgressDenied, IPAddress, NetworkRulesLike, Resolver
 from runtime.egress._url import TargetURL, parse_target
@@ -109,7 +110,9 @@ async def _system_resolver(host: str, port: int) -> list[IPAddress]:
             abandon_on_cancel=True,
         )
     except (socket.gaierror, UnicodeError) as exc:
-        raise ToolFailed(f"cannot resolve {host!r}: {exc}", host=host) from exc
+        raise ToolFailed(
+            f"cannot resolve {host!r}: {exc}", host=host, reason="name_not_resolved"
+        ) from exc
     addresses: list[IPAddress] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
         ip = ip_address(str(sockaddr[0]))
@@ -249,7 +252,7 @@ class StreamedReply:
         except httpx.TimeoutException as exc:
             raise ToolTimeout(f"reading {self.url[:200]!r} timed out: {exc}") from exc
         except (httpx.HTTPError, OSError) as exc:
-            raise ToolFailed(f"reading {self.url[:200]!r} failed: {exc}") from exc
+            raise wire_failure(f"reading {self.url[:200]!r}", exc) from exc
 
 
 class EgressGateway:
@@ -301,7 +304,7 @@ class EgressGateway:
         except httpx.TimeoutException as exc:
             raise ToolTimeout(f"request to {req.url[:200]!r} timed out: {exc}") from exc
         except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-            raise ToolFailed(f"request to {req.url[:200]!r} failed: {exc}") from exc
+            raise wire_failure(f"request to {req.url[:200]!r}", exc) from exc
 
     @asynccontextmanager
     async def stream(
@@ -325,7 +328,7 @@ class EgressGateway:
         except httpx.TimeoutException as exc:
             raise ToolTimeout(f"request to {req.url[:200]!r} timed out: {exc}") from exc
         except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-            raise ToolFailed(f"request to {req.url[:200]!r} failed: {exc}") from exc
+            raise wire_failure(f"request to {req.url[:200]!r}", exc) from exc
         try:
             yield StreamedReply(response, target.url, redirects)
         finally:
@@ -375,7 +378,9 @@ class EgressGateway:
             await response.aclose()
             if len(redirects) >= self._rules.max_redirects:
                 raise ToolFailed(
-                    f"more than {self._rules.max_redirects} redirects", limit="max_redirects"
+                    f"more than {self._rules.max_redirects} redirects",
+                    limit="max_redirects",
+                    reason="too_many_redirects",
                 )
             try:
                 nxt = parse_target(urljoin(target.url, location))
@@ -496,7 +501,11 @@ class EgressGateway:
         else:
             addresses = await self._resolver(target.host, target.port)
             if not addresses:
-                raise ToolFailed(f"{target.host!r} resolved to no address", host=target.host)
+                raise ToolFailed(
+                    f"{target.host!r} resolved to no address",
+                    host=target.host,
+                    reason="name_not_resolved",
+                )
         for ip in addresses:
             kind = address_class(ip)
             # Every address is put to the policy, public ones too: a deny CIDR covers the

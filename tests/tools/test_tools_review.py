@@ -57,6 +57,29 @@ def test_edit_returns_the_users_text(tool: Load, ws: Path) -> None:
     assert result == {"action": "edit", "content": revised}
 
 
+@pytest.mark.parametrize("lead", ["\n", "  \n\t\n", "\r\n  "])
+def test_edit_after_blank_lines(tool: Load, ws: Path, lead: str) -> None:
+    """The 'edit' line is the first non-blank one: it was found in the stripped answer but
+    the content was sliced from the raw one, so after a leading blank line the 'edit' line
+    itself ended up in the revised text."""
+    revised = "new text\n  indented\n"
+    result, _ = _review(tool, ws, lead + "edit\n" + revised)
+    assert result == {"action": "edit", "content": revised}
+
+
+def test_edit_line_with_crlf(tool: Load, ws: Path) -> None:
+    result, _ = _review(tool, ws, "EDIT\r\nnew text\r\n")
+    assert result == {"action": "edit", "content": "new text\r\n"}
+
+
+def test_default_prompt_says_an_empty_answer_passes(tool: Load, ws: Path) -> None:
+    """An empty answer is taken as 'pass': the user must be told so, or pressing Enter to
+    skip would silently accept the draft."""
+    _, asked = _review(tool, ws, "")
+    ((question, _),) = asked
+    assert "empty answer" in question.rsplit("-" * 40, 1)[1]
+
+
 def test_edit_without_text_fails(tool: Load, ws: Path) -> None:
     for answer in ("edit", "edit\n   \n"):
         with pytest.raises(ToolFailed) as exc:

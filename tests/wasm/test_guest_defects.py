@@ -15,6 +15,7 @@ import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
 from runtime.errors import InvalidArguments, ManifestError, ToolFailed
+from runtime.shapes import DEFAULT_LIMITS, INT_MAX, INT_MIN, normalize_call
 from runtime.validation import compile_schema
 from tests.wasm.test_regex import python_search
 
@@ -265,3 +266,31 @@ def test_json_query_pointer_schema_accepts_exactly_what_the_guest_does(
     except ToolFailed:
         guest_ok = False
     assert schema_ok == guest_ok
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("tool", ["json_stringify", "json_query"])
+def test_json_tools_document_the_argument_limits_json_parse_can_exceed(
+    backend: WasmBackend, tool: str
+) -> None:
+    # json_parse gives back integers past 64 bits and documents to 127 levels; handed on to
+    # json_query or json_stringify, the runtime's argument checks refuse them
+    # (invalid_arguments), which neither manifest said. The limits named are the ones applied.
+    description = spec_of(tool).description
+    levels = DEFAULT_LIMITS.max_depth - 1  # the arguments object is the first level
+    assert f"at most {levels} levels of nesting" in description
+    assert "-2**63..2**64-1" in description and (INT_MIN, INT_MAX) == (-(2**63), 2**64 - 1)
+    extra = {"pointer": ""} if tool == "json_query" else {}
+    parsed = call(backend, "json_parse", {"text": "[" * 64 + "]" * 64})["data"]
+    for data in (parsed, [INT_MAX + 1], [INT_MIN - 1]):
+        with pytest.raises(InvalidArguments):
+            normalize_call({"tool": tool, "arguments": {"data": data, **extra}})
+    for data in (_nested(levels), [INT_MAX, INT_MIN]):
+        normalize_call({"tool": tool, "arguments": {"data": data, **extra}})
+        call(backend, tool, {"data": data, **extra})

@@ -5,9 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime._depth import RESULT_MAX_DEPTH
 from runtime.backends.wasm import WasmBackend
@@ -105,6 +108,91 @@ def test_json_parse_out_of_range_float_refused(backend: WasmBackend) -> None:
     # CPython gives inf, which JSON cannot carry back: refused rather than silently inf.
     with pytest.raises(ToolFailed, match="out of the float range"):
         call(backend, "json_parse", {"text": "1e400"})
+
+
+# 2**1024 - 2**970: halfway between the largest double and 2**1024, the first decimal that
+# CPython's float() rounds to inf.
+_INF_FROM = str(2**970 * (2**54 - 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"a":\n [1,\n 2,\n 1e400]}', "line 4 column 2 (char 16)"),
+        ("[1, -1e400]", "line 1 column 5 (char 4)"),
+        ("1E+309", "line 1 column 1 (char 0)"),
+        ("[" + _INF_FROM + ".0]", "line 1 column 2 (char 1)"),
+        ("[0.00" + _INF_FROM + "e311]", "line 1 column 2 (char 1)"),
+        ("[" + str(int(_INF_FROM[:22]) + 1) + "e287]", "line 1 column 2 (char 1)"),
+        ("[1e99999999999999999999999]", "line 1 column 2 (char 1)"),
+        ('{"é": 9' + "9" * 400 + ".5}", "line 1 column 7 (char 6)"),
+    ],
+)
+def test_json_parse_out_of_range_float_names_its_place(
+    backend: WasmBackend, text: str, where: str
+) -> None:
+    """The guest refuses it where it reads it, as its other errors (the host's check of the
+    result, which cannot say where the number was, was the only one)."""
+    with pytest.raises(ToolFailed) as info:
+        call(backend, "json_parse", {"text": text})
+    message = info.value.message
+    assert message.startswith("invalid JSON: number out of the float range")
+    assert message.endswith(where)
+    assert "numbers out of the float range" in spec_of("json_parse").description
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1.7976931348623157e308, -1.7976931348623158e308]",  # rounds to the largest double
+        "[" + str(2**970 * (2**54 - 1) - 1) + ".9e0]",  # just below the halfway point
+        "[" + _INF_FROM[:22] + "e287]",
+        "[0.0e99999999999, 0e400, 1e-99999999999999999999, 0." + "0" * 400 + "1e400]",
+        "[" + "1" * 4301 + "e-4000]",
+    ],
+)
+def test_json_parse_largest_floats_still_parse(backend: WasmBackend, text: str) -> None:
+    assert call(backend, "json_parse", {"text": text}) == {"data": json.loads(text)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    k=st.integers(min_value=1, max_value=30),
+    delta=st.sampled_from([-1, 0, 1]),
+    tail=st.text("0123456789", max_size=3),
+    point=st.integers(min_value=0, max_value=40),
+    zeros=st.integers(min_value=0, max_value=3),
+    shift=st.sampled_from([-1, 0, 1]),
+    sign=st.sampled_from(["", "-"]),
+)
+def test_json_parse_overflow_exactly_as_cpython(
+    backend: WasmBackend,
+    k: int,
+    delta: int,
+    tail: str,
+    point: int,
+    zeros: int,
+    shift: int,
+    sign: str,
+) -> None:
+    """Digits around the boundary's, written every way (point anywhere, leading zeros in the
+    fraction, any exponent): refused exactly when CPython's float() gives inf."""
+    digits = str(max(1, int(_INF_FROM[:k]) + delta)) + tail
+    point = min(point, len(digits))
+    # 0.<digits> * 10**(309 + shift), written as <int>.<frac>e<exp>.
+    exp = 309 + shift - point
+    if point:
+        mantissa = digits[:point] + ("." + digits[point:] if digits[point:] else "")
+    else:
+        mantissa = "0." + "0" * zeros + digits
+        exp += zeros
+    lexeme = f"{sign}{mantissa}e{exp}"
+    text = f"[{lexeme}]"
+    if math.isinf(float(lexeme)):
+        with pytest.raises(ToolFailed, match=r"out of the float range.*line 1 column 2 \("):
+            call(backend, "json_parse", {"text": text})
+    else:
+        assert call(backend, "json_parse", {"text": text}) == {"data": json.loads(text)}
 
 
 def test_json_parse_size_bomb_refused_before_running(backend: WasmBackend) -> None:

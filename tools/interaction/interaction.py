@@ -19,8 +19,8 @@ _YES, _NO = "yes", "no"
 _PASS, _EDIT = "pass", "edit"
 #: Shown after the content when the call gives no ``prompt`` of its own.
 _REVIEW_PROMPT = (
-    "Answer 'pass' to accept it as it is; 'edit' on the first line followed by the whole "
-    "revised text to replace it; or your feedback."
+    "Answer 'pass' (an empty answer counts as 'pass') to accept it as it is; 'edit' on the "
+    "first line followed by the whole revised text to replace it; or your feedback."
 )
 
 
@@ -89,13 +89,14 @@ def review_with_feedback_content(args: dict[str, Any], ctx: ToolContext) -> dict
     text = answer.strip()
     if text.lower() in ("", _PASS):
         return {"action": _PASS, "content": content}
-    first, newline, rest = text.partition("\n")
+    # Blank lines before the 'edit' line are dropped; what follows it is kept exactly as
+    # written (its leading indentation and trailing newline are the user's text).
+    first, newline, rest = answer.lstrip().partition("\n")
     if first.strip().lower() == _EDIT:
         if not newline or not rest.strip():
             raise ToolFailed(
                 "the answer 'edit' must be followed by the revised text on the next lines",
                 reason="empty_edit",
             )
-        # The revised text as the user wrote it (only the 'edit' line removed).
-        return {"action": _EDIT, "content": answer.partition("\n")[2]}
+        return {"action": _EDIT, "content": rest}
     return {"action": "feedback", "content": content, "feedback": text}

@@ -260,7 +260,11 @@ def _fetch_pages(ctx: ToolContext, urls: list[str], fmt: str, max_chars: int) ->
         except RuntimeToolError as exc:
             # Inside the sandbox a refusal arrives as ToolFailed naming the broker's type.
             kind = str(exc.details.get("refused_by_broker", exc.error_type))
-            pages.append({"url": url, "error": exc.message, "error_type": kind})
+            page = {"url": url, "error": exc.message, "error_type": kind}
+            reason = exc.details.get("reason")
+            if isinstance(reason, str):
+                page["reason"] = reason  # connect_failed, tls_error, ... (see runtime.egress)
+            pages.append(page)
     cap = ctx.limits.output_bytes
     room = max(cap - _RESULT_MARGIN * (len(pages) + 1), 0) // len(pages)
     fitted = [_fit(page, "content", room) if "content" in page else page for page in pages]

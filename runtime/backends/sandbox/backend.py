@@ -913,12 +913,18 @@ class SandboxBackend:
             # function and the handler's, and with them the whole request (a tool asking
             # thousands of times for what it may not have filled the broker's memory).
             call.refused = _bare(exc)
-            return {
+            refusal = {
                 "type": "reply",
                 "ok": False,
                 "message": exc.message,
                 "error_type": str(exc.error_type),
             }
+            # The machine-readable why (an egress failure's connect_failed, tls_error...):
+            # a tool that carries on after it (web_fetch's batch) can report it.
+            reason = exc.details.get("reason")
+            if isinstance(reason, str):
+                refusal["reason"] = reason
+            return refusal
         return {"type": "reply", "ok": True, "value": value}
 
 

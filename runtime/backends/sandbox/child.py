@@ -807,10 +807,13 @@ def _serve(
         if not reply.get("ok"):
             # The broker keeps its own copy of a refusal (e.g. egress denied by policy) and
             # reports that, not what this process says; here it only has to stop the tool.
-            raise ToolFailed(
+            refusal = ToolFailed(
                 str(reply.get("message", f"broker refused {op!r}")),
                 refused_by_broker=str(reply.get("error_type", "tool_error")),
             )
+            if isinstance(reply.get("reason"), str):
+                refusal.details["reason"] = reply["reason"]
+            raise refusal
         value = reply.get("value")
         return value if isinstance(value, dict) else {"value": value}
 
