@@ -91,6 +91,12 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
             + " | ".join(f"**{_errors_text(r)}**" for r in results)
             + " |"
         )
+    if _any_not_applicable(results):
+        rows.append(
+            "| not applicable (not scored) | "
+            + " | ".join(_not_applicable_text(r) for r in results)
+            + " |"
+        )
     rows.append("| time (s) | " + " | ".join(f"{r['duration_s']:.0f}" for r in results) + " |")
     return "\n".join(rows)
 
@@ -143,7 +149,8 @@ _LISTS_NOTE = (
 
 
 def _detail(res: dict[str, Any], key: str, cid: str) -> str:
-    text = "; ".join(res.get(key, {}).get(cid, []))
+    value = res.get(key, {}).get(cid, [])
+    text = value if isinstance(value, str) else "; ".join(value)
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + " …"
 
 
@@ -186,7 +193,17 @@ def _case_line(cid: str, case: dict[str, Any]) -> str:
 _LISTS = (
     ("failures", "failure_detail", "not contained / not passed"),
     ("errors", "error_detail", "errors (a call did not run: not scored)"),
+    # {case id: what it needs}: a program this host lacks (Case.requires): left out.
+    ("not_applicable", "not_applicable", "not applicable on this host (not scored)"),
 )
+
+
+def _not_applicable_text(res: dict[str, Any]) -> str:
+    return str(len(res.get("not_applicable") or {}))
+
+
+def _any_not_applicable(results: list[dict[str, Any]]) -> bool:
+    return any(r.get("not_applicable") for r in results)
 
 
 def svg_chart(results: list[dict[str, Any]]) -> str:
@@ -254,6 +271,9 @@ def html_report(results: list[dict[str, Any]], meta: dict[str, Any], cases: list
     if _any_errors(results):
         cells = "".join(f"<td><b>{_errors_text(r)}</b></td>" for r in results)
         errors = f"<tr><th>errors (not scored)</th>{cells}</tr>"
+    if _any_not_applicable(results):
+        cells = "".join(f"<td>{_not_applicable_text(r)}</td>" for r in results)
+        errors += f"<tr><th>not applicable (not scored)</th>{cells}</tr>"
     fails = []
     for r in results:
         for key, detail_key, what in _LISTS:

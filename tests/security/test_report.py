@@ -246,3 +246,18 @@ def test_what_stopped_each_contained_attack_is_reported(tmp_path):
     assert "<code>B1-001</code> contained (ran): ran" in page
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["results"][0]["cases"]["A1-001"]["stopped"] == "policy"
+
+
+def test_cases_not_applicable_are_listed_with_their_reason(tmp_path):
+    """A case needing a program this host lacks is left out of the score (runner's
+    ``not_applicable``): the reports count and list it, with what it needs."""
+    res = {**RESULTS[0], "not_applicable": {"B5-017": "needs: busybox"}}
+    table = markdown_table([res])
+    assert "| not applicable (not scored) | 1 |" in table
+    write_report(tmp_path, [res], META, load_corpus())
+    md = (tmp_path / "report.md").read_text()
+    assert "## ours: 1 not applicable on this host (not scored)" in md
+    assert "- `B5-017` " in md and "needs: busybox" in md
+    page = (tmp_path / "report.html").read_text()
+    assert "<th>not applicable (not scored)</th><td>1</td>" in page
+    assert "needs: busybox" in page
