@@ -14,9 +14,10 @@ import pytest
 from benchmarks.security.corpus import load_corpus
 from benchmarks.security.oracles import BenchLimits, CallRecord
 from benchmarks.security.runner import run_cases
+from tests.security._quiet_executor import QuietExecutor
 
 
-class _Stub:
+class _Stub(QuietExecutor):
     """An executor that records whether its workspace existed when it was closed."""
 
     name = "stub"
@@ -35,15 +36,6 @@ class _Stub:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
         return CallRecord(tool, arguments, False, None, "policy_denied", "", 0.0)
-
-    def followup_ok(self) -> bool:
-        return True
-
-    def close_case(self) -> None:
-        pass
-
-    def reap(self) -> None:
-        pass
 
     def close(self) -> None:
         assert self.ws is not None

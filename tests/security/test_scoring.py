@@ -13,12 +13,13 @@ from benchmarks.security.corpus import Case, load_corpus
 from benchmarks.security.fixtures import CaseFixture
 from benchmarks.security.oracles import BenchLimits, CallRecord
 from benchmarks.security.runner import run_cases
+from tests.security._quiet_executor import QuietExecutor
 
 LIMITS = BenchLimits(timeout_s=2.0)
 Reply = Callable[[CaseFixture, str, dict[str, Any]], CallRecord]
 
 
-class Scripted:
+class Scripted(QuietExecutor):
     """An executor whose every call answers with ``reply(fixture, tool, arguments)``."""
 
     name = "scripted"
@@ -34,18 +35,6 @@ class Scripted:
     def call(self, tool: str, arguments: dict[str, Any]) -> CallRecord:
         assert self.fx is not None
         return self.reply(self.fx, tool, arguments)
-
-    def followup_ok(self) -> bool:
-        return True
-
-    def close_case(self) -> None:
-        pass
-
-    def reap(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def ran(result: Any) -> Reply:
