@@ -807,3 +807,29 @@ def test_commands_behind_debian_alternatives_run(workspace: Path) -> None:
     res = one(SHELL, workspace, command="echo a b | awk '{print $2}'; touch /etc/alternatives/x")
     assert res["stdout"] == "b\n", res
     assert "Read-only file system" in res["stderr"], res
+
+
+def test_programs_may_reset_their_own_ids_and_no_more(workspace: Path) -> None:
+    """glibc's posix_spawn with POSIX_SPAWN_RESETIDS, as GNU make runs a recipe line, calls
+    setresuid(-1, getuid(), -1) in the child: seccomp refused it (ENOSYS) and make failed
+    every such line ("make: echo: Function not implemented"). The id calls are allowed to
+    exec'd programs; without capabilities the kernel keeps them to the process's own ids."""
+    code = (
+        "import os\n"
+        "os.setresuid(-1, os.getuid(), -1); os.setresgid(-1, os.getgid(), -1)\n"
+        "print('own ids ok')\n"
+        "try:\n"
+        "    os.setresuid(0, 0, 0)\n"
+        "except OSError as exc:  # EINVAL: 0 is not mapped; EPERM: no capability\n"
+        "    print('root refused' if exc.errno in (1, 22) else exc)\n"
+    )
+    (workspace / "ids.py").write_text(code)
+    res = one(SHELL, workspace, command="/usr/bin/python3 -I -S ids.py")
+    assert res["stdout"].split("\n")[:2] == ["own ids ok", "root refused"], res
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/make"), reason="make is not installed")
+def test_make_runs_a_recipe(workspace: Path) -> None:
+    (workspace / "Makefile").write_text("all:\n\techo made\n")
+    res = one(SHELL, workspace, command="make -s")
+    assert res == {"stdout": "made\n", "stderr": "", "exit_code": 0, "truncated": False}, res

@@ -63,8 +63,15 @@ PYTHON_ALLOW = (
     "listen", "accept", "accept4", "connect",
 )  # fmt: skip
 
-#: What exec'd programs (shells, coreutils) need on top: execve and friends.
-EXEC_EXTRA = ("execve", "execveat", "vfork")
+#: What exec'd programs (shells, coreutils) need on top: execve and friends, and the id
+#: calls. glibc's posix_spawn with POSIX_SPAWN_RESETIDS (GNU make runs every recipe line so)
+#: calls setresuid(-1, getuid(), -1) in the child: refused, make failed every recipe with
+#: "Function not implemented". Without capabilities (dropped, no_new_privs) the kernel lets
+#: these only shuffle the process's own ids, all the sandbox uid: the kernel is the wall.
+EXEC_EXTRA = (
+    "execve", "execveat", "vfork",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+)  # fmt: skip
 #: What exec'd programs may not have of ``PYTHON_ALLOW``: openat2, whose mode BPF cannot read
 #: (see ``_mode_rules``). libc's open never uses it; a program that tries it gets ENOSYS.
 EXEC_WITHOUT = frozenset({"openat2"})
