@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import signal
 from pathlib import Path
@@ -833,3 +834,13 @@ def test_make_runs_a_recipe(workspace: Path) -> None:
     (workspace / "Makefile").write_text("all:\n\techo made\n")
     res = one(SHELL, workspace, command="make -s")
     assert res == {"stdout": "made\n", "stderr": "", "exit_code": 0, "truncated": False}, res
+
+
+@pytest.mark.skipif(not glob.glob("/etc/java-*"), reason="no Debian JDK configuration here")
+def test_java_finds_its_configuration(workspace: Path) -> None:
+    """Debian's JDK links conf/java.security into /etc/java-N-openjdk: bound read-only for
+    tools that run programs, or every JVM failed with "Error loading java.security file"."""
+    conf = glob.glob("/etc/java-*/security/java.security")
+    assert conf
+    res = one(SHELL, workspace, command=f"head -c 20 {conf[0]} >/dev/null && echo read")
+    assert res["stdout"] == "read\n", res

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import os
 import stat
 import struct
@@ -46,7 +47,12 @@ _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of th
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 _ETC_BIND = ("ld.so.cache", "nsswitch.conf")
-_ETC_ALTERNATIVES = "/etc/alternatives"
+#: Directories of /etc that programs in /usr reach through symlinks, bound read-only for tools
+#: that run programs (globs, expanded on the host). Debian's alternatives: /usr/bin/awk,
+#: which, cc, java, vi… link through /etc/alternatives, and were "not found" without it.
+#: Debian's JDK links its conf/ files (java.security…) into /etc/java-N-openjdk: java
+#: failed with "Error loading java.security file". Configuration only, no secrets.
+_ETC_TREES = ("/etc/alternatives", "/etc/java-*")
 _ETC_USERS = (
     "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
 )
@@ -58,6 +64,13 @@ _MASKED = "/.masked"
 
 
 @functools.cache
+@functools.lru_cache(maxsize=1)
+def etc_trees() -> tuple[str, ...]:
+    """The :data:`_ETC_TREES` this host has: real directories, not symlinks."""
+    found = (p for pattern in _ETC_TREES for p in sorted(glob.glob(pattern)))
+    return tuple(p for p in found if os.path.isdir(p) and not os.path.islink(p))
+
+
 def python_paths() -> tuple[str, ...]:
     """The interpreter's own code, bound read-only into every call: the standard library and
     site-packages (lazy imports, ``encodings`` look-ups, package data such as ``tzdata``).
@@ -421,12 +434,9 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
             if os.path.isfile(f"/etc/{name}"):
                 add(Op(_TOUCH, phase, f"{root}/etc/{name}", arg=0o644))
                 add(Op(_BIND, phase, f"/etc/{name}", f"{root}/etc/{name}", flags=ro))
-        if os.path.isdir(_ETC_ALTERNATIVES):
-            # Debian's alternatives: /usr/bin/awk, which, cc, java, vi… are symlinks through
-            # it (to /usr); without it those commands were "not found". Symlinks only: what
-            # they name outside the mounted system directories stays absent.
-            add(Op(_MKDIR, phase, f"{root}{_ETC_ALTERNATIVES}", arg=0o755))
-            add(Op(_BIND, phase, _ETC_ALTERNATIVES, f"{root}{_ETC_ALTERNATIVES}", flags=ro))
+        for tree in etc_trees():
+            add(Op(_MKDIR, phase, f"{root}{tree}", arg=0o755))
+            add(Op(_BIND, phase, tree, f"{root}{tree}", flags=ro))
     # Detached read-only trees (the interpreter's code; for a long-lived sandboxed process
     # also what its command needs). A single file binds onto an empty file.
     for i, path in enumerate(py_paths):
