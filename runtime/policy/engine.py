@@ -54,7 +54,10 @@ _LIMIT_FIELDS = frozenset(Limits.model_fields)
 #: Longest policy file read, bytes (4 MiB; the default policy is ~4 KiB).
 _MAX_POLICY_BYTES = 4 * 1024 * 1024
 _ENV_CACHE_SIZE = 64  # distinct (host values, session env) pairs kept; cleared when full
-_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+#: Every sandboxed tool's environment starts here. HOME is the call's private /tmp (the
+#: sandbox user's home in its /etc/passwd): unset, `~` was not expanded and programs that
+#: read $HOME (npm, pip, git) found none. A session may not set it (``[env] deny``).
+_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 _PATH_ROLES = frozenset({"read_path", "write_path", "read_write_path", "cwd"})
 _ROLE_PREFIX = {
     "read_path": "paths",
@@ -296,7 +299,7 @@ class Policy:
         return found
 
     def env(self, session_env: Mapping[str, str]) -> dict[str, str]:
-        """The environment of a sandboxed tool: PATH/LANG, host variables named in
+        """The environment of a sandboxed tool: PATH/LANG/HOME, host variables named in
         ``[env] pass``, ``[env] set``, then the session's variables except ``[env] deny``.
         Nothing else of the broker's environment."""
         if self._env_pass_glob:

@@ -245,6 +245,7 @@ def test_env(monkeypatch: pytest.MonkeyPatch) -> None:
     env = POLICY.env({"FOO": "bar", "LD_PRELOAD": "/x.so", "PATH": "/evil", "LANG": "fr"})
     assert env == {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
         "POLICY_TEST_A": "a",
         "POLICY_TEST_EXACT": "e",
         "LANG": "fr",

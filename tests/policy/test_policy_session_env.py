@@ -126,7 +126,8 @@ def test_a_denied_session_variable_is_also_left_out_at_use(default_policy: Polic
     (or put there through the API) never reaches a tool."""
     env = default_policy.env({"HOME": "/workspace/h", "LESSOPEN": _LESSOPEN, "NOTE": "kept"})
     assert env["NOTE"] == "kept"
-    assert "HOME" not in env and "LESSOPEN" not in env
+    assert "LESSOPEN" not in env
+    assert env["HOME"] == "/tmp"  # the base environment's, not the session's
 
 
 def test_the_default_env_deny_covers_every_variable_the_command_rules_run() -> None:
@@ -237,3 +238,9 @@ def test_the_option_hook_list_is_in_every_place_that_judges_a_name() -> None:
         assert d.action == "ask" and d.rule.endswith("loader-env"), name
         with pytest.raises(ToolFailed):
             check_env_key(name)
+
+
+def test_home_is_the_calls_private_tmp(default_policy: Policy) -> None:
+    """Unset, `~` was not expanded in a shell_exec and npm, pip or git found no home; /tmp is
+    the sandbox user's home in its /etc/passwd, private to the call."""
+    assert default_policy.env({})["HOME"] == "/tmp"
