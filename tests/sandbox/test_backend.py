@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import signal
@@ -844,3 +845,68 @@ def test_java_finds_its_configuration(workspace: Path) -> None:
     assert conf
     res = one(SHELL, workspace, command=f"head -c 20 {conf[0]} >/dev/null && echo read")
     assert res["stdout"] == "read\n", res
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/node"), reason="node is not installed")
+def test_node_collects_within_memory_mb(workspace: Path) -> None:
+    """V8 sized its heap from the host's RAM (4 GiB here), grew it past memory_mb instead of
+    collecting, and died (std::bad_alloc) on a program whose live data fits: tools that
+    run programs get NODE_OPTIONS (and JAVA_TOOL_OPTIONS) saying the call's memory."""
+    (workspace / "g.js").write_text(
+        "const live = [];\n"
+        "for (let i = 0; i < 800000; i++) live.push({ i, s: 'y' + i });\n"
+        "let keep = [];\n"
+        "for (let r = 0; r < 30; r++) {\n"
+        "  const a = [];\n"
+        "  for (let i = 0; i < 300000; i++) a.push({ i, s: 'x' + i });\n"
+        "  keep = a;\n"
+        "}\n"
+        "console.log('collected', live.length + keep.length);\n"
+    )
+    res = one(SHELL, workspace, command="node g.js", limits={"memory_mb": 256, "timeout_s": 60})
+    assert res["stdout"] == "collected 1100000\n", res
+
+
+def test_the_runtime_hints_follow_memory_mb_and_yield_to_the_policy(workspace: Path) -> None:
+    res = one(
+        SHELL,
+        workspace,
+        command='echo "$NODE_OPTIONS|$JAVA_TOOL_OPTIONS"',
+        limits={"memory_mb": 200},
+    )
+    assert res["stdout"] == "--max-old-space-size=150|-XX:MaxRAM=200m -XX:MaxRAMPercentage=50\n"
+
+    async def plans(backend: SandboxBackend) -> tuple[dict[str, str], dict[str, str]]:
+        req = request(SHELL, workspace, {"command": "true"})
+        own = dataclasses.replace(req, env={**req.env, "NODE_OPTIONS": "--max-old-space-size=64"})
+        reader = request(PROBE_RW, workspace, {"action": "env"})
+        return backend._plan(own)["env"], backend._plan(reader)["env"]
+
+    own, reader = run_with_backend(plans)
+    assert own["NODE_OPTIONS"] == "--max-old-space-size=64"  # the policy's own value wins
+    assert "NODE_OPTIONS" not in reader  # a tool that runs no programs gets none
+
+
+def test_posix_shared_memory_and_the_host_name_work(workspace: Path) -> None:
+    """multiprocessing's Pool and Queue need sem_open (/dev/shm, now the call's private
+    /tmp: it failed with ENOENT); the uts name "sandbox" resolves (InetAddress.getLocalHost
+    and ``hostname -f`` failed on a DNS lookup)."""
+    (workspace / "mp.py").write_text(
+        "import multiprocessing as mp\n"
+        "def sq(x):\n"
+        "    return x * x\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.Pool(2) as p:\n"
+        "        print('pool', sum(p.map(sq, range(10))))\n"
+        "    q = mp.Queue(); q.put(3); print('queue', q.get())\n"
+    )
+    res = one(SHELL, workspace, command="/usr/bin/python3 -I mp.py; getent hosts sandbox")
+    assert res["stdout"].split() == ["pool", "285", "queue", "3", "127.0.1.1", "sandbox"], res
+
+
+@pytest.mark.skipif(not os.path.isdir("/etc/maven"), reason="no Debian maven here")
+def test_maven_finds_its_configuration(workspace: Path) -> None:
+    """Debian's maven links its conf/ and bin/m2.conf into /etc/maven: mvn could not start
+    (NoSuchFileException: /usr/share/maven/bin/m2.conf)."""
+    res = one(SHELL, workspace, command="mvn -o -v", limits={"timeout_s": 60})
+    assert "Apache Maven" in res["stdout"], res

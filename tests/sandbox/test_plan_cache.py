@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from runtime.backends.base import ExecRequest
-from runtime.backends.sandbox import SandboxBackend
+from runtime.backends.sandbox import SandboxBackend, walls
 from runtime.backends.sandbox.masks import MaskSpec
 from runtime.models import WorkspaceAccess
 from tests.sandbox.helpers import (
@@ -35,7 +35,12 @@ def _reference_plan(backend: SandboxBackend, req: ExecRequest) -> dict[str, Any]
         "access": str(access),
         "exec": bool(needs.exec),
         "limits": req.limits.model_dump(),
-        "env": dict(req.env),
+        # A call that runs programs is told its memory (walls.runtime_hints); the policy's
+        # environment wins.
+        "env": {
+            **(walls.runtime_hints(req.limits.memory_mb) if needs.exec else {}),
+            **req.env,
+        },
         # A call that may write also pins the directories above masked entries (_pins).
         "masks": replace(masks, pin=access == WorkspaceAccess.WRITE).as_plan() if masks else {},
         # A tool outside the built-in catalogue (the test tools') imports in its call,

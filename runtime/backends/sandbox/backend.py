@@ -30,7 +30,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
-from runtime.backends.sandbox import pid1
+from runtime.backends.sandbox import pid1, walls
 from runtime.backends.sandbox._binds import check_read_only, unreadable_code
 from runtime.backends.sandbox._channels import (
     CallChannel,
@@ -529,10 +529,13 @@ class SandboxBackend:
 
     def _plan(self, request: ExecRequest, key: tuple[Any, ...] | None = None) -> dict[str, Any]:
         """``key``: :meth:`_plan_key` of ``request`` when the caller has it already."""
+        env = dict(request.env)
+        if request.spec.sandbox.exec:  # the policy's environment wins over the hints
+            env = {**walls.runtime_hints(request.limits.memory_mb), **env}
         plan = {
             "call_id": request.call_id,
             **self._static_plan(request, key),
-            "env": dict(request.env),
+            "env": env,
         }
         prune = _removed_whole(request)
         if prune and plan["masks"]:

@@ -46,18 +46,24 @@ WORKSPACE = "/workspace"
 _NEWROOT = "/tmp"  # any existing host directory serves as the mount point of the new root
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-_ETC_BIND = ("ld.so.cache", "nsswitch.conf")
+#: Host files bound read-only for tools that run programs (a symlink is followed): the
+#: loader's cache, name service order, the time zone (``date`` said UTC on any host) and
+#: the locale aliases.
+_ETC_BIND = ("ld.so.cache", "nsswitch.conf", "localtime", "locale.alias")
 #: Directories of /etc that programs in /usr reach through symlinks, bound read-only for tools
 #: that run programs (globs, expanded on the host). Debian's alternatives: /usr/bin/awk,
 #: which, cc, java, vi… link through /etc/alternatives, and were "not found" without it.
 #: Debian's JDK links its conf/ files (java.security…) into /etc/java-N-openjdk: java
-#: failed with "Error loading java.security file". Configuration only, no secrets.
-_ETC_TREES = ("/etc/alternatives", "/etc/java-*")
+#: failed with "Error loading java.security file"; Debian's maven its conf and m2.conf into
+#: /etc/maven (``mvn`` could not start). Configuration only, no secrets.
+_ETC_TREES = ("/etc/alternatives", "/etc/java-*", "/etc/maven")
 _ETC_USERS = (
     "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
 )
 _ETC_GROUP = "root:x:0:\nsandbox:x:1000:\n"
-_ETC_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
+#: The uts namespace names the host "sandbox" (``child``, ``_launcher``): resolvable, or
+#: Java's InetAddress.getLocalHost() and ``hostname -f`` failed on a DNS lookup.
+_ETC_HOSTS = "127.0.0.1 localhost\n127.0.1.1 sandbox\n::1 localhost\n"
 # Sources of the masks over denied paths: an empty file and an empty directory on the new
 # root's tmpfs (read-only once pivoted). The tool may see them at /.masked; they hold nothing.
 _MASKED = "/.masked"
@@ -413,6 +419,10 @@ def _op_lists(  # noqa: PLR0917 - the cache key, one argument per part of the pr
         add(Op(_TOUCH, phase, f"{root}/dev/{name}", arg=0o644))
         add(Op(_BIND, phase, f"/dev/{name}", f"{root}/dev/{name}", flags=_linux.MOUNT_ATTR_NOSUID))
     add(Op(_SYMLINK, phase, "/proc/self/fd", f"{root}/dev/fd"))
+    # POSIX shared memory and named semaphores (shm_open, sem_open: Python's multiprocessing
+    # Pool, Queue and SharedMemory) live in /dev/shm: the call's private /tmp, counted in its
+    # size. Without it they failed with ENOENT.
+    add(Op(_SYMLINK, phase, "/tmp", f"{root}/dev/shm"))
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         add(Op(_SYMLINK, phase, f"/proc/self/fd/{i}", f"{root}/dev/{name}"))
     if exec_:

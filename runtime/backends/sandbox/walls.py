@@ -95,6 +95,19 @@ def memory_rlimits(memory_mb: int) -> tuple[tuple[int, int], ...]:
     )
 
 
+def runtime_hints(memory_mb: int) -> dict[str, str]:
+    """Environment that tells managed runtimes the call's memory, for tools that run
+    programs. The JVM and V8 size their heaps from the host's RAM (a quarter of it, 4 GiB
+    here) and from RLIMIT_AS, not from RLIMIT_DATA or a cgroup they cannot see (no /sys):
+    they grew their heaps past ``memory_mb`` instead of collecting, and died ("committing
+    reserved memory", ``std::bad_alloc``) on programs whose live data fits. A policy's own
+    ``[env] set`` of these names wins."""
+    return {
+        "NODE_OPTIONS": f"--max-old-space-size={max(16, memory_mb * 3 // 4)}",
+        "JAVA_TOOL_OPTIONS": f"-XX:MaxRAM={memory_mb}m -XX:MaxRAMPercentage=50",
+    }
+
+
 def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
     SIGXCPU, the hard one (a second later) SIGKILL."""
