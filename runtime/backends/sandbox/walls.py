@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIR_ONLY",
     "NOFOLLOW",
+    "PRIORITY_RLIMITS",
     "SANDBOX_UID",
     "STRICT",
     "Rule",
@@ -95,6 +96,12 @@ def memory_rlimits(memory_mb: int) -> tuple[tuple[int, int], ...]:
     )
 
 
+#: Exec'd programs may call setpriority and sched_setscheduler (``seccomp.EXEC_EXTRA``): with
+#: these at 0 (and no CAP_SYS_NICE) the kernel refuses them a lower niceness or a real-time
+#: policy, whatever limits the host gave the broker.
+PRIORITY_RLIMITS = ((resource.RLIMIT_NICE, 0), (resource.RLIMIT_RTPRIO, 0))
+
+
 def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
     SIGXCPU, the hard one (a second later) SIGKILL."""
@@ -107,6 +114,7 @@ def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
         (resource.RLIMIT_NPROC, limits.pids),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
         (resource.RLIMIT_CORE, 0),
+        *PRIORITY_RLIMITS,
     ):
         out.append((res, value, value + 1 if res == resource.RLIMIT_CPU else value))
     return tuple(out)
