@@ -910,3 +910,84 @@ def test_maven_finds_its_configuration(workspace: Path) -> None:
     (NoSuchFileException: /usr/share/maven/bin/m2.conf)."""
     res = one(SHELL, workspace, command="mvn -o -v", limits={"timeout_s": 60})
     assert "Apache Maven" in res["stdout"], res
+
+
+def test_programs_may_lower_their_own_priority_and_no_more(workspace: Path) -> None:
+    """nice, renice, taskset, ionice and chrt failed with "Function not implemented" (nice
+    exited 125 without running its command). Exec'd programs may set their own processes'
+    niceness, CPU affinity, I/O priority and a non-real-time policy; RLIMIT_NICE and
+    RLIMIT_RTPRIO are 0 and there is no capability, so the kernel refuses any raise."""
+    code = (
+        "import errno, os, resource\n"
+        "limit = resource.getrlimit\n"
+        "print(limit(resource.RLIMIT_NICE), limit(resource.RLIMIT_RTPRIO))\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))\n"
+        "os.sched_setparam(0, os.sched_param(0))\n"
+        "print('own scheduling ok')\n"
+        "def refused(f, *a):\n"
+        "    try:\n"
+        "        f(*a)\n"
+        "    except OSError as exc:\n"
+        "        return exc.errno in (errno.EPERM, errno.EACCES)\n"
+        "    return False\n"
+        "fifo = refused(os.sched_setscheduler, 0, os.SCHED_FIFO, os.sched_param(1))\n"
+        "nice = os.getpriority(os.PRIO_PROCESS, 0)\n"
+        "down = refused(os.setpriority, os.PRIO_PROCESS, 0, nice - 1)\n"
+        "print('raise refused' if fifo and down else (fifo, down))\n"
+    )
+    (workspace / "prio.py").write_text(code)
+    res = one(
+        SHELL,
+        workspace,
+        command="nice; nice -n 5 sh -c 'echo ran; nice'; /usr/bin/python3 -I -S prio.py",
+    )
+    lines = res["stdout"].split("\n")
+    assert lines[1] == "ran" and int(lines[2]) == min(19, int(lines[0]) + 5), res
+    assert lines[3:6] == ["(0, 0) (0, 0)", "own scheduling ok", "raise refused"], res
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/usr/bin/taskset") and os.path.exists("/usr/bin/ionice")),
+    reason="util-linux's taskset and ionice are not installed",
+)
+def test_taskset_ionice_and_renice_run(workspace: Path) -> None:
+    res = one(
+        SHELL,
+        workspace,
+        command="taskset -c 0 true && ionice -c3 true && ionice -c2 -n7 true && "
+        "renice -n 3 -p $$ >/dev/null && nice && ionice -c1 true || echo rt refused",
+    )
+    assert res["stdout"].split() == ["3", "rt", "refused"], res
+
+
+def test_fifos_may_be_made_and_device_nodes_not(workspace: Path) -> None:
+    """mkfifo failed with "Function not implemented" (and valgrind, which makes FIFOs for
+    vgdb): mknod/mknodat are allowed for a FIFO; any other node type stays refused."""
+    code = (
+        "import errno, os, stat\n"
+        "os.mkfifo('f2')\n"
+        "os.mknod('f3', stat.S_IFIFO | 0o600)\n"
+        "print(stat.S_ISFIFO(os.stat('f2').st_mode), stat.S_ISFIFO(os.stat('f3').st_mode))\n"
+        "for mode in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO | stat.S_ISUID):\n"
+        "    try:\n"
+        "        os.mknod('n', mode | 0o600, os.makedev(1, 3))\n"
+        "    except OSError as exc:\n"
+        "        print(errno.errorcode[exc.errno])\n"
+    )
+    (workspace / "nodes.py").write_text(code)
+    res = one(
+        SHELL,
+        workspace,
+        command="mkfifo ff && test -p ff && echo fifo; mknod x c 1 3 || echo device refused; "
+        "/usr/bin/python3 -I -S nodes.py",
+    )
+    assert res["stdout"].split("\n")[:5] == [
+        "fifo",
+        "device refused",
+        "True True",
+        "ENOSYS",
+        "ENOSYS",
+    ], res
+    assert res["stdout"].split("\n")[5] == "EPERM", res
+    assert not (workspace / "x").exists() and not (workspace / "n").exists()

@@ -8,6 +8,7 @@ ended up with: the two must be the same, and so must their failures (phase and e
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -39,6 +40,8 @@ _RESOURCES = (
     resource.RLIMIT_NPROC,
     resource.RLIMIT_FSIZE,
     resource.RLIMIT_CORE,
+    resource.RLIMIT_NICE,
+    resource.RLIMIT_RTPRIO,
 )
 
 
@@ -71,6 +74,12 @@ def _walled(
     process holds and what each probe (path, write) gets; or the failure."""
 
     def body(_report_fd: int) -> dict[str, Any]:
+        # A host may give the broker nice and real-time limits (systemd's LimitNICE=,
+        # LimitRTPRIO=): the walls must bring them to 0 all the same. Raising them needs
+        # CAP_SYS_RESOURCE; without it they stay as they are.
+        for res in (resource.RLIMIT_NICE, resource.RLIMIT_RTPRIO):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(res, (5, 5))
         workspace = child.call_workspace(cfg, plan)
         if cfg.mount_ops is not None:
             child.wall_ops(cfg, plan, limits).run([], cfg.mount_ops)
@@ -131,6 +140,8 @@ def test_c_and_python_raise_the_same_walls(
         [33, 33],
         [5 << 20, 5 << 20],
         [0, 0],
+        [0, 0],  # RLIMIT_NICE: no lower niceness (exec'd programs may call setpriority)
+        [0, 0],  # RLIMIT_RTPRIO: no real-time policy (nor sched_setscheduler)
     ]
     ok, denied = 0, errno.EACCES
     expected = [
@@ -145,6 +156,14 @@ def test_c_and_python_raise_the_same_walls(
         denied,
     ]
     assert in_c["probes"] == expected
+
+
+def test_no_tool_may_raise_its_priority() -> None:
+    """Exec'd programs may call setpriority and sched_setscheduler: RLIMIT_NICE and
+    RLIMIT_RTPRIO at 0 keep the kernel refusing a lower niceness and a real-time policy."""
+    got = walls.rlimits(child.ChildLimits.from_dict({}))
+    assert (resource.RLIMIT_NICE, 0, 0) in got
+    assert (resource.RLIMIT_RTPRIO, 0, 0) in got
 
 
 @needs_landlock

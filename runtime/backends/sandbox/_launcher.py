@@ -221,6 +221,7 @@ def _rlimits(limits: _Limits) -> None:
         (resource.RLIMIT_NPROC, limits.pids),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
         (resource.RLIMIT_CORE, 0),
+        *walls.PRIORITY_RLIMITS,
     ):
         resource.setrlimit(res, (value, value))
 

@@ -9,7 +9,8 @@ kexec_*, init_module, finit_module, delete_module, personality, acct, swapon, re
 BPF cannot read, so it fails with ENOSYS and libc falls back to ``clone``. ``socket`` and
 ``socketpair`` are allowed for AF_UNIX only. No mode may carry a set-user-ID or
 set-group-ID bit: chmod, open with O_CREAT and the rest refuse one with EPERM
-(``_MODE_ARG``), and exec'd programs have no openat2, whose mode BPF cannot see. A syscall
+(``_MODE_ARG``), and exec'd programs have no openat2, whose mode BPF cannot see. Exec'd
+programs may mknod a FIFO and no other node (``_FIFO_ARG``). A syscall
 from another ABI (i386 ``int 0x80``, x32) kills the process: libseccomp's architecture
 check runs before the table.
 """
@@ -68,9 +69,19 @@ PYTHON_ALLOW = (
 #: calls setresuid(-1, getuid(), -1) in the child: refused, make failed every recipe with
 #: "Function not implemented". Without capabilities (dropped, no_new_privs) the kernel lets
 #: these only shuffle the process's own ids, all the sandbox uid: the kernel is the wall.
+#: Priorities: nice, renice, taskset, ionice and chrt failed "Function not implemented" (nice
+#: exited 125 without running its command). The kernel lets a process without capabilities
+#: set these only on processes of its own uid that its pid namespace shows (the call's own),
+#: and only downwards: a lower niceness needs CAP_SYS_NICE or RLIMIT_NICE, a real-time policy
+#: CAP_SYS_NICE or RLIMIT_RTPRIO (both rlimits are 0, ``walls.rlimits``), the real-time I/O
+#: class CAP_SYS_NICE/CAP_SYS_ADMIN; an affinity stays within the call's cpuset. (Best-effort
+#: I/O level 0 needs nothing, as for any user; the io cgroup, where there is one, bounds it.)
+#: mknod/mknodat are allowed for a FIFO only (``_FIFO_ARG``): mkfifo, valgrind's vgdb.
 EXEC_EXTRA = (
     "execve", "execveat", "vfork",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+    "ioprio_set", "ioprio_get", "mknod", "mknodat",
 )  # fmt: skip
 #: What exec'd programs may not have of ``PYTHON_ALLOW``: openat2, whose mode BPF cannot read
 #: (see ``_mode_rules``). libc's open never uses it; a program that tries it gets ENOSYS.
@@ -94,6 +105,12 @@ _MODE_ARG = {
     "mkdir": 1,
     "mkdirat": 2,
 }
+#: mknod and mknodat, with the index of their mode argument: allowed (where the allowlist
+#: names them) for a FIFO without a set-id bit, EPERM for a FIFO with one, like the calls of
+#: ``_MODE_ARG``. Any other file type (a device, which needs CAP_MKNOD anyway and finds nodev
+#: mounts; a regular file or socket, which open and bind make) stays on the default, ENOSYS.
+_FIFO_ARG = {"mknod": 1, "mknodat": 2}
+_S_IFMT = 0o170000  # a mode's file-type bits (the mask of stat.S_IFMT)
 #: open and openat: (flags, mode) argument indexes. The mode counts only when the flags
 #: create a file (O_CREAT, or O_TMPFILE's own bit, which is linked in later).
 _OPEN_ARGS = {"open": (1, 2), "openat": (2, 3)}
@@ -122,11 +139,14 @@ def build_program(allow: tuple[str, ...], *, inet: bool = False) -> bytes:
     with contextlib.suppress(OSError, ValueError, RuntimeError):
         filt.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
     for name in allow:
+        if name in _FIFO_ARG:
+            continue  # allowed for a FIFO only: ``_fifo_rules``
         try:
             filt.add_rule(pyseccomp.ALLOW, name)
         except (OSError, ValueError, RuntimeError):
             continue  # a name this libseccomp does not know: it stays denied
     _mode_rules(filt)
+    _fifo_rules(filt, [name for name in allow if name in _FIFO_ARG])
     # fallocate reserves blocks without writing them, faster than the zygote's disk_mb
     # watch can look (twenty 60 MiB reservations in a few ms): "not supported", which
     # posix_fallocate and the programs that try it take as the cue to write instead.
@@ -184,6 +204,26 @@ def _mode_rules(filt: pyseccomp.SyscallFilter) -> None:
                     pyseccomp.Arg(flags, pyseccomp.MASKED_EQ, create, create),
                     pyseccomp.Arg(mode, pyseccomp.MASKED_EQ, bit, bit),
                 )
+
+
+def _fifo_rules(filt: pyseccomp.SyscallFilter, names: list[str]) -> None:
+    """mknod/mknodat (``names``) for a FIFO: one masked comparison of the mode argument on
+    the file type and both set-id bits, (mode & (S_IFMT | S_ISUID | S_ISGID)) == S_IFIFO.
+    A FIFO with a set-id bit is EPERM; the rules do not overlap (ALLOW wants both bits
+    clear, EPERM one set; two EPERM rules may both match, with the same action)."""
+    eperm = pyseccomp.ERRNO(errno.EPERM)
+    for name in names:
+        arg = _FIFO_ARG[name]
+        mask = _S_IFMT | sum(_SUID_SGID)
+        filt.add_rule(
+            pyseccomp.ALLOW, name, pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, mask, stat.S_IFIFO)
+        )
+        for bit in _SUID_SGID:
+            filt.add_rule(
+                eperm,
+                name,
+                pyseccomp.Arg(arg, pyseccomp.MASKED_EQ, _S_IFMT | bit, stat.S_IFIFO | bit),
+            )
 
 
 @functools.cache

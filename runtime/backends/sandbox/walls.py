@@ -39,16 +39,20 @@ if TYPE_CHECKING:
     from runtime.backends.sandbox.child import CallPlan, ChildLimits
 
 __all__ = [
+    "ADDRESS_HEADROOM_MB",
     "DIR_ONLY",
     "NOFOLLOW",
+    "PRIORITY_RLIMITS",
     "SANDBOX_UID",
     "STRICT",
     "Rule",
     "identity_ops",
     "landlock_rules",
+    "memory_rlimits",
     "narrow_prefixes",
     "present",
     "rlimits",
+    "runtime_hints",
     "wall_ops",
 ]
 
@@ -108,6 +112,12 @@ def runtime_hints(memory_mb: int) -> dict[str, str]:
     }
 
 
+#: Exec'd programs may call setpriority and sched_setscheduler (``seccomp.EXEC_EXTRA``): with
+#: these at 0 (and no CAP_SYS_NICE) the kernel refuses them a lower niceness or a real-time
+#: policy, whatever limits the host gave the broker.
+PRIORITY_RLIMITS = ((resource.RLIMIT_NICE, 0), (resource.RLIMIT_RTPRIO, 0))
+
+
 def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
     """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
     SIGXCPU, the hard one (a second later) SIGKILL."""
@@ -120,6 +130,7 @@ def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
         (resource.RLIMIT_NPROC, limits.pids),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
         (resource.RLIMIT_CORE, 0),
+        *PRIORITY_RLIMITS,
     ):
         out.append((res, value, value + 1 if res == resource.RLIMIT_CPU else value))
     return tuple(out)
