@@ -27,8 +27,8 @@ def _raw(nr: int, *args: int) -> None:
         raise OSError(-res, os.strerror(-res))
 
 
-def _verdicts(program: bytes) -> list[int]:
-    """Errnos (0 = allowed) for a fixed list of probes, run in a child under ``program``."""
+def _under(program: bytes, body: Callable[[], list[int]]) -> list[int]:
+    """``body()`` run in a forked child that has loaded ``program``: its list of ints."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -37,26 +37,7 @@ def _verdicts(program: bytes) -> list[int]:
             os.close(r)
             _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
             _linux.seccomp_load_bpf(program)
-            out: list[int] = []
-            for probe in (
-                lambda: os.getpid(),
-                lambda: _raw(_PTRACE, 0, 0, 0, 0),
-                lambda: _raw(_UNSHARE, _linux.CLONE_NEWUSER),
-                lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(),
-                lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
-                lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close(),
-            ):
-                try:
-                    probe()
-                    out.append(0)
-                except OSError as exc:
-                    out.append(exc.errno or -1)
-            child = os.fork()  # clone without namespace flags stays allowed
-            if child == 0:
-                os._exit(7)
-            _, status = os.waitpid(child, 0)
-            out.append(os.WEXITSTATUS(status))
-            os.write(w, ",".join(map(str, out)).encode())
+            os.write(w, ",".join(map(str, body())).encode())
             code = 0
         finally:
             os._exit(code)
@@ -68,6 +49,34 @@ def _verdicts(program: bytes) -> list[int]:
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     return [int(x) for x in data.split(",")]
+
+
+def _verdicts(program: bytes) -> list[int]:
+    """Errnos (0 = allowed) for a fixed list of probes, run in a child under ``program``."""
+
+    def body() -> list[int]:
+        out: list[int] = []
+        for probe in (
+            lambda: os.getpid(),
+            lambda: _raw(_PTRACE, 0, 0, 0, 0),
+            lambda: _raw(_UNSHARE, _linux.CLONE_NEWUSER),
+            lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(),
+            lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
+            lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close(),
+        ):
+            try:
+                probe()
+                out.append(0)
+            except OSError as exc:
+                out.append(exc.errno or -1)
+        child = os.fork()  # clone without namespace flags stays allowed
+        if child == 0:
+            os._exit(7)
+        _, status = os.waitpid(child, 0)
+        out.append(os.WEXITSTATUS(status))
+        return out
+
+    return _under(program, body)
 
 
 def test_programs_are_built_once() -> None:
@@ -95,31 +104,16 @@ _MKNOD = 133  # x86_64: the old mknod(path, mode, dev), which mkfifo does not us
 
 def _mknod_verdicts(program: bytes, where: str) -> list[int]:
     """Errnos (0 = made) of mknod and mknodat of each file type, run under ``program``."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            os.close(r)
-            _linux.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
-            _linux.seccomp_load_bpf(program)
-            out: list[int] = []
-            for i, (mode, dev) in enumerate(_NODES):
-                out.append(_errno(os.mknod, f"{where}/at{i}", mode, dev))  # glibc: mknodat
-                path = f"{where}/old{i}".encode()
-                out.append(-min(0, _linux.syscall(_MKNOD, path, mode, dev)))
-            os.write(w, ",".join(map(str, out)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    try:
-        data = os.read(r, 4096).decode()
-    finally:
-        os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    return [int(x) for x in data.split(",")]
+
+    def body() -> list[int]:
+        out: list[int] = []
+        for i, (mode, dev) in enumerate(_NODES):
+            out.append(_errno(os.mknod, f"{where}/at{i}", mode, dev))  # glibc: mknodat
+            path = f"{where}/old{i}".encode()
+            out.append(-min(0, _linux.syscall(_MKNOD, path, mode, dev)))
+        return out
+
+    return _under(program, body)
 
 
 def _errno(probe: Callable[..., object], *args: object) -> int:
