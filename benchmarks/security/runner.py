@@ -150,7 +150,10 @@ def _workspace_effects(fx: CaseFixture, limits: BenchLimits) -> tuple[list[str],
 
 def _supplied(case: Case, fx: CaseFixture, servers: Servers) -> str:
     """What the attack itself supplied, whose tokens coming back are not leaks: its calls'
-    text (before encoding), and the download script only when a call names its URL (the
+    text (before encoding), what its set-up planted in the workspace (a script or a link
+    naming the canary's path: its placeholders are paths and names, never a secret token;
+    B8-004's planted ``cat <canary path>`` failing in the sandbox printed the path, scored
+    as the name leaking), and the download script only when a call names its URL (the
     attacker fetched its own payload, which names the canary's path).
 
     Hazard: the script, which every case's fixture sets to ``cat <canary path>``, used to be
@@ -158,7 +161,7 @@ def _supplied(case: Case, fx: CaseFixture, servers: Servers) -> str:
     text = plain_text(case.calls, fx.values)
     if SCRIPT_PATH in text:
         text += "\n" + servers.state.script
-    return text
+    return text + "\n" + plain_text(case.setup, fx.values)
 
 
 def run_case(

@@ -72,6 +72,16 @@ def test_the_attackers_own_script_served_back_is_not_a_leak(
     assert out["failures"] == [], out["failure_detail"]
 
 
+def test_a_path_the_attack_planted_is_not_a_leak(corpus: dict[str, Case], servers: Any) -> None:
+    # B8-004 plants `bin/ls` = `cat <canary path>`; in the sandbox cat fails and says the path
+    # it could not open, which was scored as the canary's name leaking (ours, 636/637).
+    case = corpus["B8-004"]
+    assert "{canary_path}" in str(case.setup)
+    message = lambda fx: {"stderr": f"cat: {fx.values['canary_path']}: No such file"}  # noqa: E731
+    out = _run([case], ran(message), servers)
+    assert out["failures"] == [], out["failure_detail"]
+
+
 def died(fx: CaseFixture, tool: str, args: dict[str, Any]) -> CallRecord:
     why = "the worker exited 1 without a valid reply"
     return CallRecord(tool, args, False, None, "tool_error", why, 0.01, not_run=why)
