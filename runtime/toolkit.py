@@ -33,6 +33,7 @@ __all__ = [
     "json_head",
     "json_size",
     "load_entry",
+    "result_size",
     "warm_up",
     "warm_with",
 ]
@@ -170,6 +171,15 @@ def json_size(text: str) -> int:
     # escaped byte adds 1 (\n, \", ...) or 5 (\u00XX, the other control characters).
     escaped = raw.translate(None, _JSON_PLAIN)
     return len(raw) + len(escaped) + 4 * len(escaped.translate(None, _JSON_SHORT))
+
+
+def result_size(value: Any) -> int:
+    """Bytes ``value`` counts against the output cap as a whole result: its canonical
+    (RFC 8785) JSON, which the broker sizes and the audit log digests. :func:`json_size` is
+    the same measure for one string, without encoding anything."""
+    from runtime.audit._canonical import canonical_json_ijson
+
+    return len(canonical_json_ijson(value))
 
 
 def json_head(text: str, size: int) -> str:

@@ -26,9 +26,8 @@ from types import TracebackType
 from typing import Any
 
 from runtime._fsio import private_file, state_file_problem
-from runtime.audit._canonical import canonical_json_ijson
 from runtime.errors import InvalidArguments, ResourceLimitExceeded, SandboxError, ToolFailed
-from runtime.toolkit import ToolContext
+from runtime.toolkit import ToolContext, result_size
 
 __all__ = [
     "memory_delete",
@@ -263,17 +262,11 @@ def _delete_one(db: sqlite3.Connection, table: _Lookup, value: str) -> bool:
     return True
 
 
-def _result_bytes(value: Any) -> int:
-    """The bytes ``value`` counts against the output limit as a tool's result: the broker
-    sizes the canonical (RFC 8785) JSON the audit log digests (UTF-8, escapes included)."""
-    return len(canonical_json_ijson(value))
-
-
 def _refuse_unreadable(result: dict[str, Any], reader: str, ctx: ToolContext) -> None:
     """Raise ResourceLimitExceeded when ``result``, what ``reader`` would return for the
     entry being saved, is over this call's output limit: such an entry was stored and
     every read of it failed output_too_large. Nothing is written then."""
-    size, cap = _result_bytes(result), ctx.limits.output_bytes
+    size, cap = result_size(result), ctx.limits.output_bytes
     if size > cap:
         raise ResourceLimitExceeded(
             f"not saved: {reader} would return it as {size} bytes of JSON (UTF-8, escapes and "
@@ -293,9 +286,9 @@ def _capped(
     were left out. A result over the limit would be refused whole (output_too_large).
     Canonical JSON composes: a list's bytes are its items' and one comma between two."""
     out: dict[str, Any] = {**head, field: [], "truncated": False}  # "false": the longer
-    size, kept = _result_bytes(out), []
+    size, kept = result_size(out), []
     for item in items[:limit]:
-        size += _result_bytes(item) + (1 if kept else 0)
+        size += result_size(item) + (1 if kept else 0)
         if size > cap:
             break
         kept.append(item)
