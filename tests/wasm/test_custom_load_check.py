@@ -81,3 +81,13 @@ def test_runtime_tools_refuses_the_folder(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert "sha256 pin" in proc.stderr and "echo.json" in proc.stderr
+
+
+def test_a_directory_as_module_is_a_load_error(tmp_path: Path) -> None:
+    # os.fdopen of a directory raised IsADirectoryError before the regular-file check: a
+    # traceback and exit 1 from `runtime tools`, not the typed refusal a FIFO gets.
+    folder = _tool_dir(tmp_path, wasm=None)
+    (folder / "echo.wasm").mkdir()
+    with pytest.raises(ManifestError, match="is not a regular file") as exc:
+        load_manifests([folder])
+    assert exc.value.details["file"] == str(folder / "echo.json")

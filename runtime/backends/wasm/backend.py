@@ -126,23 +126,19 @@ def _read_module_file(spec: ToolSpec, path: Path) -> bytes:
 
     Hazard: the path comes from a manifest. Read naively, a FIFO there blocks for ever (at
     manifest load, or under a call) and ``/dev/zero`` reads until MemoryError. So it is
-    opened non-blocking, must be a regular file (checked on the descriptor) and is read from
-    that descriptor, no more than the cap."""
+    opened non-blocking, must be a regular file (checked on the descriptor before anything
+    else: ``os.fdopen`` of a directory raises IsADirectoryError, which escaped as a
+    traceback) and is read from that descriptor, no more than the cap."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ManifestError(f"tool {spec.name}: cannot read wasm module {path}: {exc}") from exc
+    try:
+        _check_module_stat(spec, path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ManifestError(f"tool {spec.name}: wasm module {path} is not a regular file")
-        if st.st_size > MAX_MODULE_BYTES:
-            raise ManifestError(
-                f"tool {spec.name}: wasm module {path.name} is {st.st_size} bytes, over the "
-                f"{MAX_MODULE_BYTES} a custom module may have",
-                limit=MAX_MODULE_BYTES,
-                size=st.st_size,
-            )
         try:
             wasm = f.read(MAX_MODULE_BYTES + 1)  # the file may have grown since the fstat
         except OSError as exc:
@@ -154,6 +150,18 @@ def _read_module_file(spec: ToolSpec, path: Path) -> bytes:
             limit=MAX_MODULE_BYTES,
         )
     return wasm
+
+
+def _check_module_stat(spec: ToolSpec, path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise ManifestError(f"tool {spec.name}: wasm module {path} is not a regular file")
+    if st.st_size > MAX_MODULE_BYTES:
+        raise ManifestError(
+            f"tool {spec.name}: wasm module {path.name} is {st.st_size} bytes, over the "
+            f"{MAX_MODULE_BYTES} a custom module may have",
+            limit=MAX_MODULE_BYTES,
+            size=st.st_size,
+        )
 
 
 def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
