@@ -15,7 +15,7 @@ import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
 from runtime.backends.wasm.backend import MAX_MODULE_BYTES
-from runtime.errors import ManifestError
+from runtime.errors import ManifestError, SandboxError
 from runtime.models import ToolSpec
 
 from .conftest import ECHO_WAT, request, wat_tool
@@ -77,7 +77,10 @@ def test_a_module_swapped_for_a_fifo_fails_the_call_not_the_backend(
     path.unlink()
     os.mkfifo(path)
     exc = _in_thread(lambda: native_backend.run_sync(request(spec, {}, timeout_s=1)))
-    assert isinstance(exc, ManifestError)
+    # The call's error (sandbox_error, naming the manifest), no longer a bare ManifestError
+    # that the broker reported as internal_error.
+    assert isinstance(exc, SandboxError) and "not a regular file" in exc.message
+    assert exc.details["file"] == str(spec.source)
 
 
 def _with_custom_section(wasm: bytes, size: int) -> bytes:
