@@ -146,7 +146,7 @@ def _check_limits(spec: ToolSpec, path: Path) -> None:
 
 
 def _check_custom_module(spec: ToolSpec, path: Path) -> None:
-    """A custom wasm tool's module is read, checked against its sha256 pin and
+    """A custom wasm tool's module is read, checked against its sha256 pin (required) and
     compiled and checked as a call would (no imports, the guest ABI's exports, the tool's
     export, what the engine can instantiate) when the manifest loads (issue #5: "pins the
     module's sha256, checked at load"): a module no call could run was found only by each

@@ -157,6 +157,22 @@ def test_a_directory_as_module_is_a_load_error(tmp_path: Path) -> None:
     assert exc.value.details["file"] == str(folder / "echo.json")
 
 
+def test_an_unpinned_module_is_a_load_error_giving_its_digest(tmp_path: Path) -> None:
+    # The pin was optional, so a module replaced on disk ran silently (README: "a wasm
+    # module pinned by sha256"). Refused now, with the digest to pin after checking the file.
+    wasm = wasmtime.wat2wasm(ECHO_WAT)
+    folder = _tool_dir(tmp_path, wasm=wasm)
+    manifest = folder / "echo.json"
+    data = json.loads(manifest.read_text())
+    del data["wasm"]["sha256"]
+    manifest.write_text(json.dumps(data))
+    digest = hashlib.sha256(wasm).hexdigest()
+    with pytest.raises(ManifestError, match="not pinned") as exc:
+        load_manifests([folder])
+    assert digest in exc.value.message
+    assert exc.value.details == {"field": "wasm.sha256", "actual": digest, "file": str(manifest)}
+
+
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "runtime", *args],

@@ -212,6 +212,24 @@ def test_module_swapped_after_load_is_rechecked(backend: WasmBackend, tmp_path: 
     assert info.value.usage["fuel"] == 0
 
 
+def test_unpinned_custom_module_refused(backend: WasmBackend, tmp_path: Path) -> None:
+    # The pin is required: without one, a module replaced on disk ran silently. The refusal
+    # gives the file's digest, to pin once the user has checked the file.
+    spec = wat_tool(tmp_path, "unpinned", ECHO, sha256=None)
+    digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
+    with pytest.raises(ManifestError, match="not pinned") as info:
+        load_custom_module(spec)
+    assert digest in info.value.message
+    assert info.value.details == {"field": "wasm.sha256", "actual": digest}
+    with pytest.raises(SandboxError, match="not pinned"):
+        backend.run_sync(request(spec, {}))
+    # Nor does a pinned spec's compiled module serve another, unpinned spec of the file.
+    pinned = wat_tool(tmp_path, "unpinned", ECHO)
+    assert backend.run_sync(request(pinned, {})).result == {"ok": True}
+    with pytest.raises(SandboxError, match="not pinned"):
+        backend.run_sync(request(spec, {}))
+
+
 def test_wat_text_is_not_a_module(backend: WasmBackend, tmp_path: Path) -> None:
     # wasmtime-py compiles WAT text as well: such a file failed validation at manifest load
     # and then ran at call time. A module is the binary form, at load and at call alike.

@@ -104,7 +104,7 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class GuestModule:
-    """A module's bytes, verified against its pin when the manifest has one."""
+    """A module's bytes; a custom module's are verified against its (required) pin."""
 
     path: Path
     sha256: str
@@ -165,11 +165,24 @@ def _check_module_stat(spec: ToolSpec, path: Path, st: os.stat_result) -> None:
         )
 
 
-def _check_pin(spec: ToolSpec, path: Path, digest: str) -> None:
-    """``wasm.sha256``, when the manifest has one, against the module's digest (hex in
-    either case: PowerShell's Get-FileHash prints upper case)."""
+def _check_pin(spec: ToolSpec, path: Path, digest: str, *, required: bool) -> None:
+    """``wasm.sha256`` against the module's digest (hex in either case: PowerShell's
+    Get-FileHash prints upper case). A custom module must be pinned (``required``): the
+    manifest is what the user reviewed, and without a pin a module replaced on disk ran
+    silently. The refusal gives the module's digest, to pin once the user has checked the
+    file is theirs. A built-in guest is the project's own build: a pin there is optional."""
     pin = (spec.wasm or {}).get("sha256")
-    if pin is not None and (not isinstance(pin, str) or pin.lower() != digest):
+    if pin is None:
+        if required:
+            raise ManifestError(
+                f"tool {spec.name}: wasm module {path.name} is not pinned: a custom module "
+                f'needs "sha256" in the manifest\'s "wasm"; this file\'s sha256 is {digest} '
+                "(pin it once you have checked the file is the module you mean to run)",
+                field="wasm.sha256",
+                actual=digest,
+            )
+        return
+    if not isinstance(pin, str) or pin.lower() != digest:
         raise ManifestError(
             f"tool {spec.name}: wasm module {path.name} does not match its sha256 pin",
             field="wasm.sha256",
@@ -179,10 +192,10 @@ def _check_pin(spec: ToolSpec, path: Path, digest: str) -> None:
 
 
 def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
-    """A custom module's bytes, checked against its pin when it has one."""
+    """A custom module's bytes, checked against its (required) pin."""
     wasm = _read_module_file(spec, path)
     digest = hashlib.sha256(wasm).hexdigest()
-    _check_pin(spec, path, digest)
+    _check_pin(spec, path, digest, required=True)
     return GuestModule(path=path, sha256=digest, wasm=wasm)
 
 
@@ -294,7 +307,7 @@ def load_custom_module(spec: ToolSpec) -> GuestModule:
     """Read a custom tool's module (relative to its manifest) and check it as a call would.
 
     For registration: raises ManifestError when the file is missing or not a regular file,
-    does not match its pin, is not valid wasm, or is valid wasm that no call
+    is unpinned or does not match its pin, is not valid wasm, or is valid wasm that no call
     could run: it imports anything, lacks the ABI's exports, lacks the tool's export (or has
     it with another signature), or is past what the engine gives an instance (a huge table,
     a second memory). The same checks as a call's (``WasmBackend.load``), not a copy."""
@@ -619,8 +632,8 @@ class WasmBackend:
                 self._builtin[ref] = loaded
         _check_export(spec, loaded.exports)
         # The pin was checked against these bytes when they were read, but by the spec that
-        # first reached them: another spec of the same file (another pin) may not match.
-        _check_pin(spec, custom or Path(ref), loaded.sha256)
+        # first reached them: another spec of the same file (another pin, or none) may not.
+        _check_pin(spec, custom or Path(ref), loaded.sha256, required=custom is not None)
         return loaded
 
     def _compile_once(
