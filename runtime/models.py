@@ -252,7 +252,11 @@ class ToolSpec(_Model):
         "{placeholders} filled from validated arguments. Never a shell string.",
     )
     wasm: dict[str, Any] | None = Field(
-        None, description="Wasm guest: {module, sha256?, export?}; see runtime.backends.wasm."
+        None,
+        description=(
+            "Wasm guest: {module, sha256, export?}; sha256 is required for a module file "
+            "(optional for a built-in guest name); see runtime.backends.wasm."
+        ),
     )
     sandbox: SandboxNeeds = Field(default_factory=SandboxNeeds)
     arg_roles: dict[str, ArgRole] = Field(

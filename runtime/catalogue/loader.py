@@ -146,19 +146,22 @@ def _check_limits(spec: ToolSpec, path: Path) -> None:
 
 
 def _check_custom_module(spec: ToolSpec, path: Path) -> None:
-    """A custom wasm tool's module is read, checked against its sha256 pin and validated
-    when the manifest loads (issue #5: "pins the module's sha256, checked at load"): a
-    missing, mis-pinned or invalid module was found only by each call, as internal_error,
-    while `runtime tools` listed the tool. Every call still checks the pin again (the file
-    may change after loading). Built-in guest names cost nothing here: not even the wasm
-    backend's import (wasmtime, ~25 ms a process)."""
+    """A custom wasm tool's module is read, checked against its sha256 pin (required) and
+    compiled and checked as a call would (no imports, the guest ABI's exports, the tool's
+    export, what the engine can instantiate) when the manifest loads (issue #5: "pins the
+    module's sha256, checked at load"): a module no call could run was found only by each
+    call, as internal_error, while `runtime tools` listed the tool. Every call still checks
+    again (the file may change after loading). Built-in guest names cost nothing here: not
+    even the wasm backend's import (wasmtime, ~25 ms a process)."""
     try:
         if module_path(spec) is not None:
             from runtime.backends.wasm.backend import check_custom_module
 
             check_custom_module(spec)
     except ManifestError as exc:
-        raise ManifestError(f"{path}: {exc}", file=str(path), field="wasm.module") from exc
+        # The module's own details (the actual sha256 to pin, the field at fault) are kept.
+        details = {"field": "wasm.module", **exc.details, "file": str(path)}
+        raise ManifestError(f"{path}: {exc}", **details) from exc
 
 
 def load_manifests(folders: Iterable[Path]) -> list[ToolSpec]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,9 +62,14 @@ def call(backend: WasmBackend, tool: str, arguments: dict[str, Any], **limits: A
 
 
 def wat_tool(tmp_path: Path, name: str, wat: str, export: str = "run", **wasm: Any) -> ToolSpec:
-    """A custom tool whose module is compiled from WAT text at test time."""
+    """A custom tool whose module is compiled from WAT text at test time, pinned by its
+    sha256 (a custom module must be) unless ``sha256`` is given (None: no pin)."""
     module = tmp_path / f"{name}.wasm"
-    module.write_bytes(wasmtime.wat2wasm(wat))
+    data = wasmtime.wat2wasm(wat)
+    module.write_bytes(data)
+    wasm.setdefault("sha256", hashlib.sha256(data).hexdigest())
+    if wasm["sha256"] is None:
+        del wasm["sha256"]
     manifest = tmp_path / f"{name}.json"
     spec = ToolSpec(
         name=name,

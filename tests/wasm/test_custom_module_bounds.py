@@ -5,6 +5,7 @@ hold up another tool's first call."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -15,7 +16,7 @@ import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
 from runtime.backends.wasm.backend import MAX_MODULE_BYTES
-from runtime.errors import ManifestError
+from runtime.errors import ManifestError, SandboxError
 from runtime.models import ToolSpec
 
 from .conftest import ECHO_WAT, request, wat_tool
@@ -43,14 +44,14 @@ def _in_thread(fn: object, within_s: float = 5.0) -> BaseException | None:
     return box[0]
 
 
-def _spec_at(module: str, tmp_path: Path) -> ToolSpec:
+def _spec_at(module: str, tmp_path: Path, sha256: str = "0" * 64) -> ToolSpec:
     return ToolSpec(
         name="odd",
         description="test guest",
         category="custom",
         parameters={"type": "object"},
         backend="wasm",  # type: ignore[arg-type]
-        wasm={"module": module, "export": "run"},
+        wasm={"module": module, "export": "run", "sha256": sha256},
         source=tmp_path / "odd.json",
     )
 
@@ -77,7 +78,10 @@ def test_a_module_swapped_for_a_fifo_fails_the_call_not_the_backend(
     path.unlink()
     os.mkfifo(path)
     exc = _in_thread(lambda: native_backend.run_sync(request(spec, {}, timeout_s=1)))
-    assert isinstance(exc, ManifestError)
+    # The call's error (sandbox_error, naming the manifest), no longer a bare ManifestError
+    # that the broker reported as internal_error.
+    assert isinstance(exc, SandboxError) and "not a regular file" in exc.message
+    assert exc.details["file"] == str(spec.source)
 
 
 def _with_custom_section(wasm: bytes, size: int) -> bytes:
@@ -101,8 +105,9 @@ def test_an_oversized_module_is_refused_at_manifest_load(tmp_path: Path) -> None
         load_custom_module(_spec_at("big.wasm", tmp_path))
     assert info.value.details["limit"] == MAX_MODULE_BYTES
     # Just under the cap is fine.
-    (tmp_path / "ok.wasm").write_bytes(_with_custom_section(wasm, MAX_MODULE_BYTES - 4096))
-    load_custom_module(_spec_at("ok.wasm", tmp_path))
+    ok = _with_custom_section(wasm, MAX_MODULE_BYTES - 4096)
+    (tmp_path / "ok.wasm").write_bytes(ok)
+    load_custom_module(_spec_at("ok.wasm", tmp_path, hashlib.sha256(ok).hexdigest()))
 
 
 def test_a_slow_compile_does_not_block_another_tool(

@@ -14,7 +14,7 @@ import pytest
 import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
-from runtime.errors import InvalidArguments, ManifestError, ToolFailed
+from runtime.errors import InvalidArguments, ManifestError, SandboxError, ToolFailed
 from runtime.shapes import DEFAULT_LIMITS, INT_MAX, INT_MIN, normalize_call
 from runtime.validation import compile_schema
 from tests.wasm.test_regex import python_search
@@ -114,7 +114,7 @@ def test_custom_module_pin_in_upper_case_hex(backend: WasmBackend, tmp_path: Pat
     assert load_custom_module(spec).sha256 == digest
     assert backend.run_sync(request(spec, {"x": 1})).result == {"ok": True}
     spec = wat_tool(tmp_path, "wrong", ECHO_WAT, sha256="A" * 64)
-    with pytest.raises(ManifestError, match="sha256 pin"):
+    with pytest.raises(SandboxError, match="sha256 pin"):
         backend.run_sync(request(spec, {}))
 
 
@@ -155,7 +155,12 @@ def test_module_past_the_engine_limits_names_why(
     # Valid wasm that the engine's pooling allocator cannot give an instance (a table of 10^8
     # elements, a second memory) was reported as just "not a valid wasm module".
     spec = wat_tool(tmp_path, "limits", wat)
-    with pytest.raises(ManifestError, match="not a valid wasm module") as info:
+    # Refused when its manifest loads (the same engine settings as the backend's) ...
+    with pytest.raises(ManifestError, match="not a valid wasm module") as loading:
+        load_custom_module(spec)
+    assert f"module {reason} does not fit" in loading.value.message
+    # ... and by a call that reaches it anyway, as the call's sandbox_error.
+    with pytest.raises(SandboxError, match="not a valid wasm module") as info:
         backend.run_sync(request(spec, {}))
     assert f"module {reason} does not fit" in info.value.message
 

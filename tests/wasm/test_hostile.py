@@ -3,10 +3,12 @@ within its limit, and the backend keeps serving calls afterwards."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+import wasmtime
 
 from runtime.backends.wasm import WasmBackend, load_custom_module
 from runtime.errors import (
@@ -179,10 +181,6 @@ def test_other_traps_are_tool_errors_with_code(backend: WasmBackend, tmp_path: P
 
 
 def test_custom_module_with_pin(backend: WasmBackend, tmp_path: Path) -> None:
-    import hashlib
-
-    import wasmtime
-
     digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
     spec = wat_tool(tmp_path, "echo", ECHO, sha256=digest)
     assert load_custom_module(spec).sha256 == digest
@@ -194,20 +192,53 @@ def test_hash_mismatch_refused(backend: WasmBackend, tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="sha256 pin") as info:
         load_custom_module(spec)
     assert info.value.details["expected"] == "0" * 64
-    with pytest.raises(ManifestError, match="sha256 pin"):
+    with pytest.raises(SandboxError, match="sha256 pin"):
         backend.run_sync(request(spec, {}))
 
 
 def test_module_swapped_after_load_is_rechecked(backend: WasmBackend, tmp_path: Path) -> None:
-    import hashlib
-
-    import wasmtime
-
     digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
     spec = wat_tool(tmp_path, "swap", ECHO, sha256=digest)
     assert backend.run_sync(request(spec, {})).result == {"ok": True}
     (tmp_path / "swap.wasm").write_bytes(wasmtime.wat2wasm(LOOP) + b"")
-    with pytest.raises(ManifestError, match="sha256 pin"):
+    # The call's own error (sandbox_error), naming the manifest and the mismatch: it was a
+    # ManifestError, which the broker can only report as internal_error.
+    with pytest.raises(SandboxError, match="sha256 pin") as info:
+        backend.run_sync(request(spec, {}))
+    assert info.value.message.startswith(f"{spec.source}: ")
+    assert info.value.details["file"] == str(spec.source)
+    assert info.value.details["expected"] == digest
+    assert info.value.details["actual"] == hashlib.sha256(wasmtime.wat2wasm(LOOP)).hexdigest()
+    assert info.value.usage["fuel"] == 0
+
+
+def test_unpinned_custom_module_refused(backend: WasmBackend, tmp_path: Path) -> None:
+    # The pin is required: without one, a module replaced on disk ran silently. The refusal
+    # gives the file's digest, to pin once the user has checked the file.
+    spec = wat_tool(tmp_path, "unpinned", ECHO, sha256=None)
+    digest = hashlib.sha256(wasmtime.wat2wasm(ECHO)).hexdigest()
+    with pytest.raises(ManifestError, match="not pinned") as info:
+        load_custom_module(spec)
+    assert digest in info.value.message
+    assert info.value.details == {"field": "wasm.sha256", "actual": digest}
+    with pytest.raises(SandboxError, match="not pinned"):
+        backend.run_sync(request(spec, {}))
+    # Nor does a pinned spec's compiled module serve another, unpinned spec of the file.
+    pinned = wat_tool(tmp_path, "unpinned", ECHO)
+    assert backend.run_sync(request(pinned, {})).result == {"ok": True}
+    with pytest.raises(SandboxError, match="not pinned"):
+        backend.run_sync(request(spec, {}))
+
+
+def test_wat_text_is_not_a_module(backend: WasmBackend, tmp_path: Path) -> None:
+    # wasmtime-py compiles WAT text as well: such a file failed validation at manifest load
+    # and then ran at call time. A module is the binary form, at load and at call alike.
+    text = ECHO.encode()
+    spec = wat_tool(tmp_path, "text", ECHO, sha256=hashlib.sha256(text).hexdigest())
+    (tmp_path / "text.wasm").write_bytes(text)
+    with pytest.raises(ManifestError, match="not WAT text"):
+        load_custom_module(spec)
+    with pytest.raises(SandboxError, match="not WAT text"):
         backend.run_sync(request(spec, {}))
 
 
@@ -217,13 +248,14 @@ def test_module_swapped_after_load_is_rechecked(backend: WasmBackend, tmp_path: 
 def test_malformed_or_truncated_module(
     backend: WasmBackend, tmp_path: Path, content: bytes | None
 ) -> None:
-    spec = wat_tool(tmp_path, "bad", ECHO)
     path = tmp_path / "bad.wasm"
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2] if content is None else content)
+    data = wasmtime.wat2wasm(ECHO)
+    bad = data[: len(data) // 2] if content is None else content
+    spec = wat_tool(tmp_path, "bad", ECHO, sha256=hashlib.sha256(bad).hexdigest())
+    path.write_bytes(bad)
     with pytest.raises(ManifestError, match="not a valid wasm module"):
         load_custom_module(spec)
-    with pytest.raises(ManifestError, match="not a valid wasm module"):
+    with pytest.raises(SandboxError, match="not a valid wasm module"):
         backend.run_sync(request(spec, {}))
 
 
@@ -234,6 +266,8 @@ def test_imports_refused(backend: WasmBackend, tmp_path: Path) -> None:
     )
     spec = wat_tool(tmp_path, "imports", wat)
     with pytest.raises(ManifestError, match="may not import"):
+        load_custom_module(spec)
+    with pytest.raises(SandboxError, match="may not import"):
         backend.run_sync(request(spec, {}))
 
 
@@ -242,10 +276,14 @@ def test_abi_violations_refused(backend: WasmBackend, tmp_path: Path) -> None:
         '(module (memory (export "memory") 1) '
         '(func (export "run") (param i32 i32) (result i64) i64.const 0))'
     )
-    with pytest.raises(ManifestError, match="guest ABI"):
-        backend.run_sync(request(wat_tool(tmp_path, "noalloc", no_alloc), {}))
-    with pytest.raises(ManifestError, match="exports no function nope"):
-        backend.run_sync(request(wat_tool(tmp_path, "noexport", ECHO, export="nope"), {}))
+    for spec, said in [
+        (wat_tool(tmp_path, "noalloc", no_alloc), "guest ABI"),
+        (wat_tool(tmp_path, "noexport", ECHO, export="nope"), "exports no function nope"),
+    ]:
+        with pytest.raises(ManifestError, match=said):
+            load_custom_module(spec)
+        with pytest.raises(SandboxError, match=said):
+            backend.run_sync(request(spec, {}))
 
 
 def test_initial_memory_over_the_limit(backend: WasmBackend, tmp_path: Path) -> None:

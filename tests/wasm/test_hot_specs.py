@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime.backends.wasm import WasmBackend
-from runtime.errors import ManifestError
+from runtime.errors import SandboxError
 
 from .conftest import ECHO_WAT, request, spec_of, wat_tool
 
@@ -40,7 +40,7 @@ def test_another_spec_of_the_same_name_is_checked_again(
     bad = spec_of("json_parse")
     assert bad.wasm is not None
     bad.wasm = {**bad.wasm, field: value}
-    with pytest.raises(ManifestError, match=message):
+    with pytest.raises(SandboxError, match=message):
         backend.run_sync(request(bad, {"text": "[1]"}))
     # The good spec still runs, from its memo or afresh.
     assert backend.run_sync(request(good, {"text": "[1]"})).result is not None
@@ -52,5 +52,5 @@ def test_custom_modules_are_not_memoised(backend: WasmBackend, tmp_path: Path) -
     assert "echo_hot" not in backend._hot
     # The file is still checked on every call: gone, the call fails.
     (tmp_path / "echo_hot.wasm").unlink()
-    with pytest.raises(ManifestError, match="missing"):
+    with pytest.raises(SandboxError, match="missing"):
         backend.run_sync(request(spec, {}))

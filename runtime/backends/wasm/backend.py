@@ -98,12 +98,13 @@ _I64 = wasmtime.ValType.i64()
 _MAX_FUEL = 2**63 - 1
 _ALLOC = GuestABI.ALLOC.encode()
 _OOM = GuestABI.OOM.encode()
+_WASM_MAGIC = b"\0asm"
 _log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class GuestModule:
-    """A module's bytes, verified against its pin when the manifest has one."""
+    """A module's bytes; a custom module's are verified against its (required) pin."""
 
     path: Path
     sha256: str
@@ -126,23 +127,19 @@ def _read_module_file(spec: ToolSpec, path: Path) -> bytes:
 
     Hazard: the path comes from a manifest. Read naively, a FIFO there blocks for ever (at
     manifest load, or under a call) and ``/dev/zero`` reads until MemoryError. So it is
-    opened non-blocking, must be a regular file (checked on the descriptor) and is read from
-    that descriptor, no more than the cap."""
+    opened non-blocking, must be a regular file (checked on the descriptor before anything
+    else: ``os.fdopen`` of a directory raises IsADirectoryError, which escaped as a
+    traceback) and is read from that descriptor, no more than the cap."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ManifestError(f"tool {spec.name}: cannot read wasm module {path}: {exc}") from exc
+    try:
+        _check_module_stat(spec, path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ManifestError(f"tool {spec.name}: wasm module {path} is not a regular file")
-        if st.st_size > MAX_MODULE_BYTES:
-            raise ManifestError(
-                f"tool {spec.name}: wasm module {path.name} is {st.st_size} bytes, over the "
-                f"{MAX_MODULE_BYTES} a custom module may have",
-                limit=MAX_MODULE_BYTES,
-                size=st.st_size,
-            )
         try:
             wasm = f.read(MAX_MODULE_BYTES + 1)  # the file may have grown since the fstat
         except OSError as exc:
@@ -156,38 +153,175 @@ def _read_module_file(spec: ToolSpec, path: Path) -> bytes:
     return wasm
 
 
-def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
-    wasm = _read_module_file(spec, path)
-    digest = hashlib.sha256(wasm).hexdigest()
+def _check_module_stat(spec: ToolSpec, path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise ManifestError(f"tool {spec.name}: wasm module {path} is not a regular file")
+    if st.st_size > MAX_MODULE_BYTES:
+        raise ManifestError(
+            f"tool {spec.name}: wasm module {path.name} is {st.st_size} bytes, over the "
+            f"{MAX_MODULE_BYTES} a custom module may have",
+            limit=MAX_MODULE_BYTES,
+            size=st.st_size,
+        )
+
+
+def _check_pin(spec: ToolSpec, path: Path, digest: str, *, required: bool) -> None:
+    """``wasm.sha256`` against the module's digest (hex in either case: PowerShell's
+    Get-FileHash prints upper case). A custom module must be pinned (``required``): the
+    manifest is what the user reviewed, and without a pin a module replaced on disk ran
+    silently. The refusal gives the module's digest, to pin once the user has checked the
+    file is theirs. A built-in guest is the project's own build: a pin there is optional."""
     pin = (spec.wasm or {}).get("sha256")
-    if pin is not None and (not isinstance(pin, str) or pin.lower() != digest):
+    if pin is None:
+        if required:
+            raise ManifestError(
+                f"tool {spec.name}: wasm module {path.name} is not pinned: a custom module "
+                f'needs "sha256" in the manifest\'s "wasm"; this file\'s sha256 is {digest} '
+                "(pin it once you have checked the file is the module you mean to run)",
+                field="wasm.sha256",
+                actual=digest,
+            )
+        return
+    if not isinstance(pin, str) or pin.lower() != digest:
         raise ManifestError(
             f"tool {spec.name}: wasm module {path.name} does not match its sha256 pin",
+            field="wasm.sha256",
             expected=pin,
             actual=digest,
         )
+
+
+def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
+    """A custom module's bytes, checked against its (required) pin."""
+    wasm = _read_module_file(spec, path)
+    digest = hashlib.sha256(wasm).hexdigest()
+    _check_pin(spec, path, digest, required=True)
     return GuestModule(path=path, sha256=digest, wasm=wasm)
 
 
-def load_custom_module(spec: ToolSpec) -> GuestModule:
-    """Read a custom tool's module (relative to its manifest) and check its sha256 pin.
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What a compiled module offers the guest ABI (guests/README.md): its memory's initial
+    size, its tool functions ``(i32, i32) -> i64`` by name, and whether it has ``rt_oom``."""
 
-    For registration: raises ManifestError when the file is missing, the pin does not match,
-    or the bytes are not a valid WebAssembly module."""
+    min_memory_bytes: int
+    exports: frozenset[str]
+    has_oom: bool
+
+
+def _compiled(
+    spec: ToolSpec, path: Path, guest: GuestModule, modules: ModuleCache
+) -> wasmtime.Module:
+    """``guest`` compiled (or loaded precompiled) by ``modules``' engine; ManifestError with
+    wasmtime's reason when it cannot be."""
+    if not guest.wasm.startswith(_WASM_MAGIC):
+        # wasmtime-py compiles WAT text too: a text file passed no validation at manifest
+        # load and then ran at call time. A module is its binary form (guests/README.md).
+        raise ManifestError(
+            f"tool {spec.name}: {path.name} is not a valid wasm module (no binary module "
+            "header: a .wasm file, not WAT text, is needed)"
+        )
+    try:
+        return modules.load(guest.wasm, guest.sha256)
+    except wasmtime.WasmtimeError as exc:
+        msg = f"tool {spec.name}: {path.name} is not a valid wasm module"
+        # wasmtime's first line says why: a parse error, or valid wasm past what the
+        # pooling allocator gives an instance (a huge table, a second memory), which the
+        # bare sentence above would misname.
+        reason = next(iter(str(exc).strip().splitlines()), "")
+        if reason:
+            msg = f"{msg} for this runtime ({reason})"
+        raise ManifestError(msg) from exc
+
+
+def _abi_shape(spec: ToolSpec, path: Path, module: wasmtime.Module) -> _Shape:
+    """The module's :class:`_Shape`; ManifestError when it imports anything or lacks the
+    ABI's exports (``memory``, ``rt_alloc(i32) -> i32``)."""
+    if module.imports:
+        raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
+    tools: set[str] = set()
+    min_memory = 0
+    has_memory = has_alloc = has_oom = False
+    for exp in module.exports:
+        ty = exp.type
+        if isinstance(ty, wasmtime.MemoryType) and exp.name == GuestABI.MEMORY:
+            has_memory = True
+            min_memory = ty.limits.min * _PAGE
+        elif isinstance(ty, wasmtime.FuncType):
+            params, results = list(ty.params), list(ty.results)
+            if exp.name == GuestABI.ALLOC and params == [_I32] and results == [_I32]:
+                has_alloc = True
+            elif exp.name == GuestABI.OOM and params == [] and results == [_I32]:
+                has_oom = True
+            elif params == [_I32, _I32] and results == [_I64]:
+                tools.add(exp.name)
+    if not (has_memory and has_alloc):
+        raise ManifestError(
+            f"tool {spec.name}: {path.name} does not follow the guest ABI "
+            f"(exports '{GuestABI.MEMORY}' and '{GuestABI.ALLOC}(i32) -> i32' needed)"
+        )
+    return _Shape(min_memory, frozenset(tools), has_oom)
+
+
+def _check_export(spec: ToolSpec, exports: frozenset[str]) -> None:
+    export = _export_name(spec)
+    if export not in exports:
+        raise ManifestError(
+            f"tool {spec.name}: wasm module exports no function {export}(i32, i32) -> i64"
+        )
+
+
+def _module_cache(engine: wasmtime.Engine, pooled: bool, directory: Path | None) -> ModuleCache:
+    """The module cache of an engine from ``make_engine`` (``directory`` None: in memory)."""
+    tag = f"{WasmBackend.CONFIG_TAG}/{'pool' if pooled else 'on-demand'}"
+    return ModuleCache(engine, directory, tag)
+
+
+#: Shapes of modules already checked at manifest load, by sha256: a folder's manifest is
+#: checked when it loads and again when the catalogue registers it, and the compile is the
+#: costly part (about 2 s a MB). The shape depends on the bytes only (and the host's
+#: allocator, the same for a process's engines); the pin and the export, which depend on the
+#: spec, are checked every time. Bounded: manifests come from users' folders. No lock (one
+#: held across a fork would stay held in the child): each dict operation is atomic, and a
+#: race only loses or repeats an entry, which costs a compile.
+_SHAPES: dict[str, _Shape] = {}
+_SHAPES_MAX = 256
+
+
+def _load_shape(spec: ToolSpec, module: GuestModule) -> _Shape:
+    """The checks a call's first compile makes (``WasmBackend._compile``), at manifest load:
+    compiled by an engine made as the backend's is (its pooling allocator refuses what no
+    call could instantiate), in memory (loading manifests writes nothing), then dropped."""
+    shape = _SHAPES.get(module.sha256)
+    if shape is None:
+        engine, pooled = make_engine()
+        compiled = _compiled(spec, module.path, module, _module_cache(engine, pooled, None))
+        shape = _abi_shape(spec, module.path, compiled)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[module.sha256] = shape
+    return shape
+
+
+def load_custom_module(spec: ToolSpec) -> GuestModule:
+    """Read a custom tool's module (relative to its manifest) and check it as a call would.
+
+    For registration: raises ManifestError when the file is missing or not a regular file,
+    is unpinned or does not match its pin, is not valid wasm, or is valid wasm that no call
+    could run: it imports anything, lacks the ABI's exports, lacks the tool's export (or has
+    it with another signature), or is past what the engine gives an instance (a huge table,
+    a second memory). The same checks as a call's (``WasmBackend.load``), not a copy."""
     path = _module_path(spec)
     if path is None:
         raise ManifestError(f"tool {spec.name}: wasm.module is a built-in guest name, not a file")
     module = _read_pinned(spec, path)
-    try:
-        wasmtime.Module.validate(wasmtime.Engine(), module.wasm)
-    except wasmtime.WasmtimeError as exc:
-        raise ManifestError(f"tool {spec.name}: {path.name} is not a valid wasm module") from exc
+    _check_export(spec, _load_shape(spec, module).exports)
     return module
 
 
 def check_custom_module(spec: ToolSpec) -> None:
-    """At manifest load: a custom module (a file) must exist, match its pin and be valid
-    wasm (ManifestError otherwise); a built-in guest name is not checked here."""
+    """At manifest load: a custom module (a file) must pass :func:`load_custom_module`
+    (ManifestError otherwise); a built-in guest name is not checked here."""
     if _module_path(spec) is not None:
         load_custom_module(spec)
 
@@ -355,8 +489,7 @@ class WasmBackend:
         self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
         for _ in range(self._capacity):
             self._slots.put(None)
-        tag = f"{self.CONFIG_TAG}/{'pool' if self.pooled else 'on-demand'}"
-        self._modules = ModuleCache(self.engine, self.cache_dir / "modules", tag)
+        self._modules = _module_cache(self.engine, self.pooled, self.cache_dir / "modules")
         self._linker = wasmtime.Linker(self.engine)
         self._ticker = _EpochTicker(self.engine)
         self._loaded: dict[tuple[str, int, int], _Loaded] = {}
@@ -479,16 +612,14 @@ class WasmBackend:
         guests live in the user's own cache and are resolved once per backend."""
         if self._engine_inherited_busy:  # not one compilation for an engine replaced next
             self._renew_inherited_engine()
-        export = _export_name(spec)
         ref = _wasm_field(spec, "module")
-        loaded = self._builtin.get(ref)
+        loaded = self._builtin.get(ref)  # built-in names never end in .wasm nor hold a "/"
+        custom: Path | None = None
         if loaded is None:
-            path = _module_path(spec)
-            builtin = path is None
+            custom = _module_path(spec)
+            path = custom if custom is not None else self.guests().get(ref)
             if path is None:
-                path = self.guests().get(ref)
-                if path is None:
-                    raise ManifestError(f"tool {spec.name}: no built-in wasm guest named {ref!r}")
+                raise ManifestError(f"tool {spec.name}: no built-in wasm guest named {ref!r}")
             try:
                 st = path.stat()
             except OSError as exc:
@@ -496,18 +627,13 @@ class WasmBackend:
             key = (str(path), st.st_mtime_ns, st.st_size)
             loaded = self._loaded.get(key)
             if loaded is None:
-                loaded = self._compile_once(key, spec, path, builtin)
-            if builtin:
+                loaded = self._compile_once(key, spec, path, custom is None)
+            if custom is None:
                 self._builtin[ref] = loaded
-        if export not in loaded.exports:
-            raise ManifestError(
-                f"tool {spec.name}: wasm module exports no function {export}(i32, i32) -> i64"
-            )
-        pin = (spec.wasm or {}).get("sha256")
-        # Either case of hex, as _read_pinned accepts at registration (an upper-case pin once
-        # passed there and then failed every call).
-        if pin is not None and (not isinstance(pin, str) or pin.lower() != loaded.sha256):
-            raise ManifestError(f"tool {spec.name}: wasm module does not match its sha256 pin")
+        _check_export(spec, loaded.exports)
+        # The pin was checked against these bytes when they were read, but by the spec that
+        # first reached them: another spec of the same file (another pin, or none) may not.
+        _check_pin(spec, custom or Path(ref), loaded.sha256, required=custom is not None)
         return loaded
 
     def _compile_once(
@@ -544,40 +670,8 @@ class WasmBackend:
             guest = GuestModule(path=path, sha256=hashlib.sha256(wasm).hexdigest(), wasm=wasm)
         else:
             guest = _read_pinned(spec, path)
-        try:
-            module = self._modules.load(guest.wasm, guest.sha256)
-        except wasmtime.WasmtimeError as exc:
-            msg = f"tool {spec.name}: {path.name} is not a valid wasm module"
-            # wasmtime's first line says why: a parse error, or valid wasm past what the
-            # pooling allocator gives an instance (a huge table, a second memory), which the
-            # bare sentence above would misname.
-            reason = next(iter(str(exc).strip().splitlines()), "")
-            if reason:
-                msg = f"{msg} for this runtime ({reason})"
-            raise ManifestError(msg) from exc
-        if module.imports:
-            raise ManifestError(f"tool {spec.name}: a wasm guest may not import anything")
-        tools: set[str] = set()
-        min_memory = 0
-        has_memory = has_alloc = has_oom = False
-        for exp in module.exports:
-            ty = exp.type
-            if isinstance(ty, wasmtime.MemoryType) and exp.name == GuestABI.MEMORY:
-                has_memory = True
-                min_memory = ty.limits.min * _PAGE
-            elif isinstance(ty, wasmtime.FuncType):
-                params, results = list(ty.params), list(ty.results)
-                if exp.name == GuestABI.ALLOC and params == [_I32] and results == [_I32]:
-                    has_alloc = True
-                elif exp.name == GuestABI.OOM and params == [] and results == [_I32]:
-                    has_oom = True
-                elif params == [_I32, _I32] and results == [_I64]:
-                    tools.add(exp.name)
-        if not (has_memory and has_alloc):
-            raise ManifestError(
-                f"tool {spec.name}: {path.name} does not follow the guest ABI "
-                f"(exports '{GuestABI.MEMORY}' and '{GuestABI.ALLOC}(i32) -> i32' needed)"
-            )
+        module = _compiled(spec, path, guest, self._modules)
+        shape = _abi_shape(spec, path, module)
         try:
             pre = self._linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
@@ -586,9 +680,9 @@ class WasmBackend:
             module,
             PreLinked(pre),
             guest.sha256,
-            min_memory,
-            frozenset(tools),
-            has_oom,
+            shape.min_memory_bytes,
+            shape.exports,
+            shape.has_oom,
         )
 
     # -- calls -----------------------------------------------------------------------------
@@ -605,7 +699,7 @@ class WasmBackend:
         if hot is not None and hot[0] is spec:
             loaded, export = hot[1], hot[2]
         else:
-            loaded = self.load(spec)
+            loaded = self._load_for_call(spec)
             export = _export_name(spec)
             if self._builtin.get(_wasm_field(spec, "module")) is loaded:
                 if len(self._hot) >= _HOT_MAX:  # names come from manifests: bound the memo
@@ -614,6 +708,23 @@ class WasmBackend:
         payload = GuestABI.encode_arguments(request.arguments, request.arguments_json)
         result, usage = self._call(loaded, export, payload, request.limits)
         return ExecOutcome(result, usage, self._fingerprint)
+
+    def _load_for_call(self, spec: ToolSpec) -> _Loaded:
+        """``load``, whose ManifestError becomes the call's SandboxError naming the manifest.
+
+        The manifest passed these checks when it loaded (the catalogue's loader); failing
+        them now means what is on disk changed since (a module replaced, removed, made
+        unreadable) or the spec never came from a loaded manifest. Either way the backend
+        could not set the call up: ``sandbox_error`` (set-up failed), not ``internal_error``
+        (a bug of ours) nor ``tool_error`` (the guest never ran, so it reported nothing)."""
+        try:
+            return self.load(spec)
+        except ManifestError as exc:
+            details: dict[str, Any] = {"field": "wasm.module", **exc.details}
+            where = f"tool {spec.name}"
+            if spec.source is not None:
+                where = details["file"] = str(spec.source)
+            raise SandboxError(f"{where}: {exc.message}", usage=_not_run(), **details) from exc
 
     def _call(
         self, loaded: _Loaded, export: str, payload: bytes, limits: Limits
