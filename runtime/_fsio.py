@@ -11,6 +11,7 @@ import errno
 import itertools
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +21,7 @@ from runtime._forksafe import ForkSafeLock
 
 __all__ = [
     "Fd",
+    "cache_home",
     "describe_kind",
     "file_type",
     "kept_file_problem",
@@ -33,9 +35,25 @@ __all__ = [
     "renameat2_noreplace",
     "seek_line",
     "state_file_problem",
+    "tmp_cache_home",
     "write_all",
     "write_refused",
 ]
+
+
+def cache_home() -> Path:
+    """The runtime's cache: ``$XDG_CACHE_HOME/runtime``, else ``~/.cache/runtime``. Native
+    code the broker loads (the C accelerator, the sandbox's and the wasm host's helpers) and
+    compiled wasm modules are kept below it, so it must never be in a workspace
+    (``runtime/broker/_hostpaths.py``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "runtime"
+
+
+def tmp_cache_home() -> Path:
+    """The cache's fallback for a user without a usable home: ``/tmp/runtime-<euid>``."""
+    return Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}"
+
 
 _T = TypeVar("_T")
 

@@ -109,6 +109,14 @@ def builtin_tools_dir() -> Path:
     return pkg.parent / "tools"
 
 
+def guests_source_dir() -> Path:
+    """The wasm guests' sources: ``runtime/_guests`` in a wheel, ``<repo>/guests`` in a
+    source checkout."""
+    pkg = Path(__file__).resolve().parent
+    installed = pkg / "_guests"
+    return installed if installed.is_dir() else pkg.parent / "guests"
+
+
 def load_entry(entry: str, base: Path) -> Callable[[dict[str, Any], ToolContext], Any]:
     """Import ``module:function`` where ``module`` is a ``.py`` file in ``base`` (a manifest's
     folder). The folder is a package of a private name (``_runtime_tools_<digest of its

@@ -42,6 +42,7 @@ from runtime.backends.base import (
 )
 from runtime.broker import _fast
 from runtime.broker._channel import CallChannel
+from runtime.broker._hostpaths import HostPath, check_workspace, runtime_paths
 from runtime.broker._statedir import check_state_dir, default_audit_path
 from runtime.broker.events import Event, EventBus, EventKind
 from runtime.broker.limiter import Slots
@@ -72,6 +73,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
+from runtime.toolkit import builtin_tools_dir
 from runtime.toolkit_env import check_env_arguments, check_env_size
 from runtime.validation import SchemaValidator
 
@@ -153,6 +155,37 @@ class NeedsEventLoop(Exception):
     """Raised by :meth:`Broker.call_sync` before any side effect: use the async path."""
 
 
+def _trusted_paths(
+    audit: str | Path | None,
+    policy: Any,
+    tool_folders: Iterable[str | Path],
+    catalogue: Catalogue | None,
+    backends: Mapping[str, Backend],
+) -> list[HostPath]:
+    """The host paths a broker made with these arguments trusts (``_hostpaths``): the
+    runtime's, its audit log (the default one is in the hidden state directory), its policy
+    file, the folders of its catalogue's own tools, a given backend's cache."""
+    keep = "give it a place outside the workspace"
+    paths = runtime_paths()
+    if audit is not None:
+        paths.append(HostPath(Path(audit), "the audit log", f"{keep} (--audit PATH)", tree=False))
+    source = policy if isinstance(policy, (str, Path)) else getattr(policy, "source", None)
+    if isinstance(source, (str, Path)) and Path(source).is_file():
+        paths.append(HostPath(Path(source), "the policy file", keep, tree=False))
+    folders = [Path(f) for f in tool_folders]
+    if catalogue is not None:
+        builtin = builtin_tools_dir()
+        for spec in catalogue.list():
+            if spec.source is not None and not spec.source.resolve().is_relative_to(builtin):
+                folders.append(spec.source.parent)
+    paths.extend(HostPath(f, "a tool folder of the catalogue", keep) for f in folders)
+    for backend in backends.values():
+        cache = getattr(backend, "cache_dir", None)
+        if isinstance(cache, Path):
+            paths.append(HostPath(cache, f"the {backend.name} backend's cache", keep))
+    return paths
+
+
 class Broker:
     """Async broker. Use as ``async with Broker(workspace=...) as broker``.
 
@@ -185,13 +218,21 @@ class Broker:
         # First: the fork-server's process boots on another core while the rest of this
         # set-up runs (imports included; see runtime/backends/sandbox/_prespawn.py); adopted
         # by the sandbox backend when a call starts it, ended by aclose() otherwise.
+        # Before anything is loaded from the cache (the fork-server's helpers below, the C
+        # accelerator at the policy's first canonical text) or made in the workspace: what
+        # this broker loads or keeps must not be the calls' to write (_hostpaths).
+        self.workspace = Path(workspace).resolve()
+        check_workspace(
+            self.workspace,
+            _trusted_paths(audit, policy, tool_folders, catalogue, backends or {}),
+            hidden=_STATE_DIR,
+        )
         custom = BackendKind.SUBPROCESS.value in (backends or {})
         self._prespawned = _prespawn() if prespawn_sandbox and not custom else None
         try:
             from runtime.audit import AuditLog
             from runtime.policy import Policy
 
-            self.workspace = Path(workspace).resolve()
             state_dir = self.workspace / _STATE_DIR
             try:
                 self.workspace.mkdir(parents=True, exist_ok=True)

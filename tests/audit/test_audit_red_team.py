@@ -107,7 +107,7 @@ def test_columns_resplit_under_the_same_hash_are_detected(tmp_path: Path) -> Non
 
 def test_a_number_beyond_a_double_is_refused_and_recorded(tmp_path: Path) -> None:
     db = tmp_path / "audit.db"
-    with SyncBroker(workspace=tmp_path, audit=db) as broker:
+    with SyncBroker(workspace=tmp_path / "ws", audit=db) as broker:
         text = broker.call('{"tool": "json_stringify", "arguments": {"data": [1e400]}}')
         api = broker.call({"tool": "json_stringify", "arguments": {"data": [float("inf")]}})
     for result in (text, api):

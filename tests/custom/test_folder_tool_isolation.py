@@ -20,6 +20,7 @@ import pytest
 
 from runtime.backends.sandbox import probe_host
 from runtime.broker import Broker
+from runtime.errors import ConfigError
 from runtime.models import ToolResult
 from runtime.policy import Policy
 
@@ -176,19 +177,35 @@ def test_a_module_linked_from_outside_the_folder_is_not_reachable(base: Path) ->
 
 
 def test_a_folder_holding_the_workspace_is_refused(base: Path) -> None:
+    """Refused when the broker opens (``broker/_hostpaths``): nothing runs at all."""
     tools = folder(base, name=".")  # the base itself: it holds the workspace
-    probe, read = calls(base, tools, "import_probe", "read_file")
-    assert read.success, read.error
-    assert probe.error is not None and str(probe.error.type) == "sandbox_error"
-    assert "holds the workspace" in probe.error.message
+    with pytest.raises(ConfigError) as info:
+        calls(base, tools, "import_probe", "read_file")
+    assert info.value.details["reason"] == "workspace_in_trusted_path"
+    assert "is inside a tool folder" in info.value.message
     assert not marker(base).exists()
 
 
 def test_a_folder_inside_the_workspace_is_refused(base: Path) -> None:
     tools = folder(base, name="ws/tools")
-    (probe,) = calls(base, tools, "import_probe")
-    assert probe.error is not None and str(probe.error.type) == "sandbox_error"
-    assert "inside the workspace" in probe.error.message
+    with pytest.raises(ConfigError) as info:
+        calls(base, tools, "import_probe")
+    assert info.value.details["reason"] == "trusted_path_in_workspace"
+    assert "holds a tool folder" in info.value.message
+    assert not marker(base).exists()
+
+
+def test_the_backend_refuses_such_folders_by_itself(base: Path) -> None:
+    """The sandbox backend's own check, for a backend used without a broker's."""
+    from runtime.backends.sandbox.backend import _check_tool_dir
+    from runtime.errors import SandboxError
+
+    ws = str(base / "ws")
+    with pytest.raises(SandboxError, match="holds the workspace"):
+        _check_tool_dir(str(base), ws)
+    with pytest.raises(SandboxError, match="inside the workspace"):
+        _check_tool_dir(f"{ws}/tools", ws)
+    _check_tool_dir(str(base / "tools"), ws)
 
 
 def test_builtin_tools_are_still_imported_by_the_fork_server(base: Path) -> None:

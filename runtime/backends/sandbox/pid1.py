@@ -26,13 +26,12 @@ import hashlib
 import os
 import signal
 import struct
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime._forksafe import ForkSafeLock
-from runtime._fsio import library_path, private_dir
+from runtime._fsio import cache_home, library_path, private_dir, tmp_cache_home
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -105,11 +104,10 @@ def _private_dir(path: Path) -> Path | None:
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/runtime/sandbox`` or ``~/.cache/…``; else a private dir in /tmp
     (a system user such as the test suite's ``rtsbx`` may have no home)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    found = _private_dir(Path(base) / "runtime" / "sandbox")
+    found = _private_dir(cache_home() / "sandbox")
     if found is None:
         # Each level checked: whoever owned runtime-<uid> could swap what lies under it.
-        tmp_root = _private_dir(Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}")
+        tmp_root = _private_dir(tmp_cache_home())
         found = _private_dir(tmp_root / "sandbox") if tmp_root is not None else None
     if found is None:
         raise SandboxError("no private cache directory for the sandbox's pid 1")

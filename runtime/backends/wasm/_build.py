@@ -16,15 +16,14 @@ The command line lives in ``runtime.backends.wasm.build`` (kept out of the packa
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
-import runtime
 from runtime._forksafe import ForkSafeLock
-from runtime._fsio import private_dir
+from runtime._fsio import cache_home, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm.cache import read_own_file
 from runtime.errors import SandboxError
+from runtime.toolkit import guests_source_dir
 
 __all__ = ["build_guests", "default_cache_dir", "guests_source_dir"]
 
@@ -52,16 +51,8 @@ SHARED = "rt"
 _lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 
 
-def guests_source_dir() -> Path:
-    """``runtime/_guests`` in a wheel, ``<repo>/guests`` in a source checkout."""
-    pkg = Path(runtime.__file__).resolve().parent
-    installed = pkg / "_guests"
-    return installed if installed.is_dir() else pkg.parent / "guests"
-
-
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "runtime" / "wasm"
+    return cache_home() / "wasm"
 
 
 def _zig_version() -> str:

@@ -1,0 +1,171 @@
+"""A workspace may not hold what the broker loads or keeps (``runtime/broker/_hostpaths.py``).
+
+The hole it closes: with the workspace at the user's home, a sandboxed ``write_file`` (as the
+broker's own uid on the host) replaced ``~/.cache/runtime/wasm/native/…/_native.so``, and the
+next broker ran the library's constructor; a planted ``.cwasm`` under a module's cache key
+made ``json_parse`` answer what the call chose."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.broker import Broker
+from runtime.broker._hostpaths import HostPath, check_workspace
+from runtime.errors import ConfigError
+from tests._pythonpath import python_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _refused(workspace: Path, **kwargs: object) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        Broker(workspace=workspace, **kwargs)  # type: ignore[arg-type]
+    return info.value
+
+
+def test_a_workspace_holding_the_cache_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    (home / ".cache" / "runtime" / "wasm").mkdir(parents=True)
+    err = _refused(home, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "trusted_path_in_workspace"
+    assert err.details["path"] == str(home / ".cache" / "runtime")
+    assert "XDG_CACHE_HOME" in err.message
+    # Not made yet counts too: a call could make it, with what it likes in it.
+    (home / ".cache" / "runtime" / "wasm").rmdir()
+    (home / ".cache" / "runtime").rmdir()
+    assert _refused(home, audit=tmp_path / "audit.db").details["path"].endswith("runtime")
+
+
+def test_the_cache_elsewhere_is_fine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    broker = Broker(workspace=tmp_path / "ws", audit=tmp_path / "audit.db")
+    broker.audit.close()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ws" / "cache"))
+    assert "cache" in _refused(tmp_path / "ws", audit=tmp_path / "audit.db").message
+
+
+def test_a_workspace_inside_the_cache_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ws = tmp_path / "cache" / "runtime" / "wasm" / "native"
+    ws.mkdir(parents=True)
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "workspace_in_trusted_path"
+
+
+def test_the_audit_log_in_the_workspace_is_refused_but_not_in_its_state_dir(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    err = _refused(ws, audit=ws / "logs" / "audit.db")
+    assert "the audit log" in err.message and "--audit" in err.message
+    assert not (ws / "logs").exists()  # refused before anything was made there
+    # The default log is in .runtime, which every call's mounts hide.
+    broker = Broker(workspace=ws)
+    assert broker.audit.path == ws / ".runtime" / "audit.db"
+    broker.audit.close()
+
+
+def test_the_policy_file_in_the_workspace_is_refused(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "policy.toml").write_text('version = 1\n[defaults]\naction = "allow"\n')
+    err = _refused(ws, policy=ws / "policy.toml", audit=tmp_path / "audit.db")
+    assert "the policy file" in err.message
+
+
+def test_a_sys_path_entry_in_the_workspace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(ws / "lib")])
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert "sys.path" in err.message
+
+
+def test_a_tool_folder_in_the_workspace_is_refused(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    folder = ws / "tools"
+    folder.mkdir(parents=True)
+    manifest = {
+        "name": "local_echo",
+        "description": "Echo.",
+        "category": "custom",
+        "backend": "subprocess",
+        "entry": "tool:run",
+        "parameters": {"type": "object", "properties": {}},
+    }
+    (folder / "local_echo.json").write_text(json.dumps(manifest))
+    (folder / "tool.py").write_text("def run(args, ctx):\n    return {}\n")
+    err = _refused(ws, tool_folders=[folder], audit=tmp_path / "audit.db")
+    assert "tool folder" in err.message
+
+
+def test_the_workspace_is_judged_by_identity_not_by_name(tmp_path: Path) -> None:
+    """The same directory under another name (a symlink here; a bind mount alike)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    alias = tmp_path / "alias"
+    alias.symlink_to(ws)
+    item = HostPath(ws / "secret.db", "a kept file", "move it", tree=False)
+    with pytest.raises(ConfigError):
+        check_workspace(alias, [item], hidden=".runtime")
+    with pytest.raises(ConfigError):
+        check_workspace(ws, [HostPath(alias / "x", "a kept file", "move it")], hidden=".runtime")
+    check_workspace(ws, [HostPath(ws / ".runtime" / "x", "kept", "-")], hidden=".runtime")
+
+
+def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call writes as the broker's user: where that user may write neither the path nor
+    a directory between it and the workspace, neither may a call (a read-only checkout run
+    with ``--audit`` elsewhere; ``tests/cli/test_cli_readonly_workspace.py`` runs that as
+    an ordinary user). Root may write anything, so ``os.access`` is stood in for here."""
+    from runtime.broker import _hostpaths
+
+    ws = tmp_path / "ws"
+    (ws / "lib").mkdir(parents=True)
+    item = HostPath(ws / "lib" / "m.py", "code", "-", tree=False)
+    writable = {ws / "lib"}
+    monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: Path(p) in writable)
+    with pytest.raises(ConfigError):  # lib/ may be written: m.py could be made there
+        check_workspace(ws, [item], hidden=".runtime")
+    writable = {ws}
+    with pytest.raises(ConfigError):  # the workspace may be: lib/ could be renamed away
+        check_workspace(ws, [item], hidden=".runtime")
+    writable = {tmp_path}  # above the workspace: not the call's to write
+    check_workspace(ws, [item], hidden=".runtime")
+
+
+def test_runtime_exec_says_why_with_exit_64(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".cache" / "runtime").mkdir(parents=True)
+    call = tmp_path / "call.json"
+    call.write_text(json.dumps({"tool": "json_parse", "arguments": {"text": "[1]"}}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "exec", str(call), "--workspace", str(home)],
+        capture_output=True,
+        text=True,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"},
+            "HOME": str(home),
+            "PYTHONPATH": python_path(ROOT),
+        },
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 64, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "holds the runtime's cache" in proc.stderr
