@@ -152,6 +152,10 @@ async def test_ask_without_elicitation_is_approval_required(connect: Any) -> Non
         result = await session.call_tool("guarded", {"text": "x"})
     error = error_of(result)
     assert error["type"] == "approval_required"
+    # The approver's own refusal, as it raised it: not "the approver failed (...)".
+    assert error["details"]["reason"] == "cannot_ask"
+    assert "the MCP client cannot be asked" in error["message"]
+    assert "approver failed" not in error["message"]
 
 
 def elicitor(answer: dict[str, Any] | None, seen: list[str]) -> Any:
