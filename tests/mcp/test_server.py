@@ -255,7 +255,8 @@ async def test_stdout_carries_only_protocol(workspace: Path) -> None:
 
 
 async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
-    """A line past the HTTP body cap (4 MiB) is answered with Invalid Request, id null, and
+    """A line past the HTTP body cap (4 MiB) is answered with Invalid Request, under the id
+    its first members show (tests/mcp/test_stdio_parse_errors.py: id null otherwise), and
     skipped; the next line is served. It was read whole (100 MB raised RSS by 300 MB)."""
     from runtime.mcp.transport import MAX_LINE
 
@@ -267,7 +268,7 @@ async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
     ]
     lines = await anyio.to_thread.run_sync(_raw_exchange, workspace, messages, 3)
     out = [json.loads(line) for line in lines if line.strip()]
-    assert [m.get("id") for m in out] == [1, None, 3]
+    assert [m.get("id") for m in out] == [1, 2, 3]
     assert out[1]["error"]["code"] == -32600
     assert "longer than" in out[1]["error"]["message"]
     assert "tools" in out[2]["result"]
