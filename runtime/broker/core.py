@@ -88,10 +88,12 @@ log = logging.getLogger("runtime.broker")
 
 #: ``approver(call, decision) -> bool`` (sync or async): True runs an ``ask`` call, False
 #: refuses it (policy_denied); an approver that raises or answers anything else leaves the
-#: call unapproved and not run (approval_required, ``details.reason`` says which). On the
-#: event loop a synchronous approver runs in a worker thread (abandoned if the call is
-#: cancelled while it waits); SyncBroker's synchronous path calls it in the caller's thread.
-#: KeyboardInterrupt or SystemExit out of it propagates, the call recorded as cancelled.
+#: call unapproved and not run (approval_required, ``details.reason`` says which), except
+#: that an ApprovalRequired or PolicyDenied it raises, its own typed answer, is the call's
+#: error as raised. On the event loop a synchronous approver runs in a worker thread
+#: (abandoned if the call is cancelled while it waits); SyncBroker's synchronous path calls
+#: it in the caller's thread. KeyboardInterrupt or SystemExit out of it propagates, the call
+#: recorded as cancelled.
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -888,6 +890,8 @@ class Broker:
                 )
             if inspect.isawaitable(verdict):
                 verdict = await verdict
+        except _APPROVER_REFUSALS:
+            raise
         except Exception as exc:
             raise _approver_failed(tc.tool, decision, exc) from exc
         _approval(tc.tool, decision, verdict)
@@ -904,6 +908,8 @@ class Broker:
             )
         try:
             verdict = self.approver(st.tc, decision)
+        except _APPROVER_REFUSALS:
+            raise
         except Exception as exc:
             raise _approver_failed(st.tc.tool, decision, exc) from exc
         _approval(st.tc.tool, decision, verdict)
@@ -1211,6 +1217,15 @@ def _approval(tool: str, decision: Decision, verdict: object) -> None:
         reasons=decision.reasons,
         reason="approver_answer",
     )
+
+
+#: What an approver raises on purpose: its own answer, typed, with its message and details
+#: (the MCP approver's "the client cannot be asked", "waiting for the client's approval").
+#: They pass through unchanged, neither wrapped as "the approver failed" nor logged with a
+#: traceback. Only the outcomes of an approval are: another RuntimeToolError raised by an
+#: approver (a timeout, a sandbox error) would claim a call that never started ran or broke,
+#: so it stays an approver failure, as any other exception does.
+_APPROVER_REFUSALS = (ApprovalRequired, PolicyDenied)
 
 
 def _approver_failed(tool: str, decision: Decision, exc: Exception) -> ApprovalRequired:

@@ -215,7 +215,9 @@ class Approvals:
 
     # -- elicitation --------------------------------------------------------------------------
     async def approve(self, call: ToolCall, decision: Decision) -> bool:
-        """The broker's approver: ask the MCP client's user, or refuse as approval_required."""
+        """The broker's approver: ask the MCP client's user, or refuse as approval_required
+        (``details.reason`` says why: ``cannot_ask``, ``input_required``, ``ask_timeout``,
+        ``ask_failed``, ``too_long_to_show``); the broker passes the refusal on as raised."""
         current = _current_round.get()
         reasons = "; ".join(decision.reasons) or decision.rule
         roles = self.roles(call.tool)
@@ -232,6 +234,7 @@ class Approvals:
                 "a partial view",
                 rule=decision.rule,
                 reasons=decision.reasons,
+                reason="too_long_to_show",
             )
         if current is not None and _can_elicit(current.ctx):
             try:
@@ -241,11 +244,13 @@ class Approvals:
                 raise ApprovalRequired(
                     f"{call.tool}: no approval within {self.ask_timeout_s:g} s",
                     rule=decision.rule,
+                    reason="ask_timeout",
                 ) from exc
             except MCPError as exc:
                 raise ApprovalRequired(
                     f"{call.tool}: approval could not be asked: {exc.message}",
                     rule=decision.rule,
+                    reason="ask_failed",
                 ) from exc
             action, content = _answer_fields(reply)
             return action == "accept" and content.get("approve") is True
@@ -263,12 +268,14 @@ class Approvals:
                 f"{call.tool}: waiting for the client's approval (input required)",
                 rule=decision.rule,
                 reasons=decision.reasons,
+                reason="input_required",
             )
         raise ApprovalRequired(
             f"{call.tool}: policy rule {decision.rule!r} asks for approval and the MCP "
             "client cannot be asked (no elicitation support on this connection)",
             rule=decision.rule,
             reasons=decision.reasons,
+            reason="cannot_ask",
         )
 
     def ask_user(self, question: str, options: list[str] | None) -> str:

@@ -144,10 +144,34 @@ def _is_wildcard(host: str) -> bool:
         return False
 
 
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _normal_origin(value: str) -> str:
+    """``value`` (an Origin, or a served or allowed one) as one spelling per origin: lower
+    case, with its port always written (the scheme's default when left out) and without
+    leading zeros. Why: ``http://localhost`` and ``http://localhost:80`` are one origin
+    (RFC 6454), and the first, what a browser sends for port 80, was refused where the
+    second passed. Anything else (``null``, a path) is only lowered, and matches nothing
+    served."""
+    value = value.lower()
+    scheme, sep, rest = value.partition("://")
+    default = _DEFAULT_PORTS.get(scheme)
+    if not sep or default is None or not rest:
+        return value
+    if rest.endswith("]") or ":" not in rest:  # no port: [::1], a name, an IPv4 address
+        return f"{value}:{default}"
+    name, _, port = rest.rpartition(":")
+    if port.isascii() and port.isdigit():
+        return f"{scheme}://{name}:{int(port)}"
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Served:
     """The Host and Origin values the endpoint serves: each exact, or ``NAME:*`` for NAME
-    at any port. Compared case-insensitively (host names are; the values are lowered)."""
+    at any port. Compared case-insensitively (host names are; the values are lowered), an
+    origin with its port always written (:func:`_normal_origin`)."""
 
     hosts: tuple[str, ...]
     origins: tuple[str, ...]
@@ -158,7 +182,7 @@ class Served:
     def origin_ok(self, value: str | None) -> bool:
         # No Origin: not a request of a page in a browser (a browser sends one with every
         # POST), which is what this keeps out; curl and the SDK's client send none.
-        return not value or _matches(value, self.origins)
+        return not value or _matches(_normal_origin(value), self.origins)
 
 
 def _matches(value: str, allowed: tuple[str, ...]) -> bool:
@@ -188,8 +212,10 @@ def served_names(
     Remote: the address served at the bound port (see :func:`_host_names` for a wildcard
     address), and no Origin at all unless named.
 
-    Bound to port 80, the same names without a port too (the default port, which clients
-    leave out); on any other port a Host without a port is refused.
+    Bound to port 80, the same names without a port as Host too (the default port, which
+    clients leave out); on any other port a Host without a port is refused. An Origin is
+    an origin whatever the server's port: one without a port is its scheme's default
+    (:func:`_normal_origin`), so ``http://localhost`` is loopback's at port 80.
     """
     if loopback:
         names = list(dict.fromkeys([*_LOOPBACK_NAMES, _bracket(host), _bracket(bound_host)]))
@@ -200,17 +226,15 @@ def served_names(
         hosts = [f"{name}:{bound_port}" for name in names]
         origins = []
     if bound_port == 80:
-        # A Host (and a browser's Origin) without a port means the scheme's default, 80:
-        # curl and browsers omit it there, and were refused (421). Only at port 80: a
-        # portless Host reaching another port came through something that rewrote it.
-        # Rebinding stays shut: the names are still this server's own (a rebound page
-        # sends its own name, which is none of them).
+        # A Host without a port means the scheme's default, 80: curl and browsers omit it
+        # there, and were refused (421). Only at port 80: a portless Host reaching another
+        # port came through something that rewrote it. Rebinding stays shut: the names are
+        # still this server's own (a rebound page sends its own name, which is none of
+        # them). Not for Origin: the page's origin, not this server's address (above).
         hosts += names
-        if loopback:
-            origins += [f"http://{name}" for name in names]
     return Served(
         hosts=tuple(dict.fromkeys(v.lower() for v in [*hosts, *allowed_hosts])),
-        origins=tuple(dict.fromkeys(v.lower() for v in [*origins, *allowed_origins])),
+        origins=tuple(dict.fromkeys(_normal_origin(v) for v in [*origins, *allowed_origins])),
     )
 
 

@@ -44,6 +44,8 @@ __all__ = [
     "invalid_request",
     "is_request_id",
     "leading_members",
+    "parse_error",
+    "request_id_at_start",
 ]
 
 #: How much of a message :func:`leading_members` looks at, characters (or bytes).
@@ -120,8 +122,10 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
     the SDK's reader), or None when nothing can be answered.
 
     * JSON that pydantic-core cannot read (its one error carries the line as its input):
-      a parse error under the request's id; None without one (a notification, a response,
-      text that is not JSON at all);
+      a parse error under the request's id; None without one (a notification, a response);
+    * text that is not JSON at all (trailing text after the object, half of a request
+      cut by a raw newline): :func:`parse_error`'s answer, under the id its first members
+      show, else id null (JSON-RPC 2.0 §5.1); an empty line is no message and gets none;
     * JSON nested deeper than Python's parser reads too: :func:`deep_parse_error`'s
       answer (under the id read before the deep value, else id null);
     * JSON that is not one JSON-RPC message (a batch, ``3``, ``{"hello": 1}``):
@@ -147,15 +151,22 @@ def answer_refused(exc: Exception) -> SessionMessage | None:
     if not isinstance(line, str):
         return None
     try:
-        message = json.loads(line)
+        # Without its line end: a request cut by a raw newline is then reported as the
+        # unterminated string it is, not as a control character.
+        message = json.loads(line.rstrip("\r\n"))
     except RecursionError:
         # Nested deeper than the interpreter's stack (past ~1,000 levels; pydantic-core
         # stops at 200). It must not escape (it ended the stdio server), and its client
         # waits for an answer: a parse error, under the id read before the deep value.
         deep = deep_parse_error(line)
         return None if deep is None else SessionMessage(deep)
-    except ValueError:
-        return None  # not JSON: nothing says it is a request, or which
+    except ValueError as not_json:
+        # Not JSON (trailing text after the object, half of a request cut by a raw
+        # newline): JSON-RPC 2.0 §5.1's parse error. It was left unanswered, and a client
+        # whose request it was waited for ever.
+        if not line.strip():
+            return None  # an empty line carries no message: nothing to answer
+        return SessionMessage(parse_error(line, f"not one JSON value ({not_json})"))
     if not isinstance(message, dict) or "method" not in message:
         return None  # a notification or a response: nothing to answer
     request_id = message.get("id")
@@ -254,19 +265,55 @@ def deep_parse_error(text: str | bytes | bytearray) -> types.JSONRPCError | None
         value = {}
     if "result" in value or "error" in value:
         return None
-    request_id = value.get("id")
-    is_request = isinstance(value.get("method"), str) or "params" in value
-    if not (is_request and is_request_id(request_id)):
-        request_id = None
-    elif isinstance(request_id, str) and not _is_text(request_id):
-        request_id = None  # the answer could not carry it
     return types.JSONRPCError(
         jsonrpc="2.0",
-        id=request_id,
+        id=_request_id(value),
         error=types.ErrorData(
             code=types.PARSE_ERROR, message="Parse error: the message is nested too deeply"
         ),
     )
+
+
+def parse_error(text: str | bytes | bytearray, problem: str) -> types.JSONRPCError:
+    """The parse error (-32700) answering ``text``, a message that cannot be read at all
+    (not JSON, not UTF-8), ``problem`` saying why. Its id is the request's when the
+    members before anything unreadable show one (:func:`leading_members`: a ``method``
+    string, or a ``params`` value, beside a valid id), else null (JSON-RPC 2.0 §5: an id
+    that cannot be read is null). Unlike :func:`deep_parse_error` it always answers: what
+    the text was meant to be is not known."""
+    members, container = leading_members(text)
+    if container is not None:
+        members[container] = ...  # present, not read
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=_request_id(members),
+        error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {problem}"),
+    )
+
+
+def request_id_at_start(text: str | bytes | bytearray) -> str | int | None:
+    """The request id the first members of ``text`` show (:func:`leading_members`), or
+    None: for an answer to a message that is not read whole (over-long)."""
+    members, container = leading_members(text)
+    if container is not None:
+        members[container] = ...
+    return _request_id(members)
+
+
+def _request_id(value: dict[str, Any]) -> str | int | None:
+    """The id of the request ``value`` (its members, those read) shows, else None: a
+    ``method`` string or a ``params`` member beside an id MCP allows, which the answer
+    can carry (a lone surrogate cannot be sent back)."""
+    request_id = value.get("id")
+    is_request = isinstance(value.get("method"), str) or "params" in value
+    if "result" in value or "error" in value or not is_request:
+        return None
+    if not is_request_id(request_id):
+        return None
+    if isinstance(request_id, str) and not _is_text(request_id):
+        return None  # the answer could not carry it
+    assert isinstance(request_id, (str, int))
+    return request_id
 
 
 _UNSEEN = object()

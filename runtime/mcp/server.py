@@ -60,6 +60,7 @@ from runtime.mcp._announce import AnnouncingServer, ToolsChanged
 from runtime.mcp._approval import STATE_TTL_S, Approvals
 from runtime.mcp._http_guard import SessionVersions
 from runtime.mcp._icon import SERVER_ICONS
+from runtime.mcp._lifecycle import LifecycleGate
 from runtime.mcp._progress import HEARTBEAT_S, heartbeat
 from runtime.mcp.external import SEPARATOR
 from runtime.models import ErrorInfo, ToolResult
@@ -216,6 +217,9 @@ class McpToolServer:
             on_subscriptions_listen=self.tools_changed.listen,
             lifespan=self.tools_changed.lifespan,
         )
+        # First, outermost: a repeated initialize, or a request before the first one, is
+        # refused before any other middleware sees it (runtime.mcp._lifecycle).
+        self.server.middleware.append(LifecycleGate(self.server))
         self.server.middleware.append(self.tools_changed.track)
         # The version each HTTP session negotiated, for its MCP-Protocol-Version check.
         self.session_versions = SessionVersions()

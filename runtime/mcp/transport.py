@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import io
 import ipaddress
 import json
 import logging
@@ -49,17 +48,24 @@ from runtime.mcp._http_guard import (
     guarded_app,
     served_names,
 )
-from runtime.mcp._jsonrpc import answer_refused, invalid_request, is_request_id
+from runtime.mcp._jsonrpc import (
+    SCAN_CHARS,
+    answer_refused,
+    invalid_request,
+    is_request_id,
+    parse_error,
+    request_id_at_start,
+)
 from runtime.mcp.server import McpToolServer
 
 __all__ = ["bind_socket", "is_loopback", "parse_host_port", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("runtime.mcp")
 
-#: Longest stdio message (one line), characters: the bound of an HTTP body (4 MiB), one
+#: Longest stdio message (one line), bytes: the bound of an HTTP body (4 MiB), one
 #: constant for both. A longer line is answered with Invalid Request and skipped unread.
 MAX_LINE = DEFAULT_MAX_REQUEST_BODY_SIZE
-_SKIP_CHUNK = 65536  # characters of an over-long line dropped per read
+_SKIP_CHUNK = 65536  # bytes of an over-long line dropped per read
 
 
 async def serve_stdio(tool_server: McpToolServer) -> None:
@@ -124,12 +130,13 @@ async def _end_when_unread(fd: int, scope: anyio.CancelScope) -> None:
 
 @contextlib.contextmanager
 def _claimed_stdin() -> Any:
-    """The wire's stdin as a UTF-8 text file on a private descriptor, with fd 0 pointed
-    at the null device while serving, so a tool or child reading fd 0 reads EOF, not the
-    client's frames (the SDK does this itself only for a stdin it reads on its own; this
-    module reads it, see :class:`_StdinLines`). fd 0 is restored on exit. The private
-    descriptor is never closed: a worker thread may still block reading it after the
-    transport ends, and a recycled number would hand it another file."""
+    """The wire's stdin as a binary file on a private descriptor (:class:`_StdinLines`
+    decodes each line, strictly), with fd 0 pointed at the null device while serving, so a
+    tool or child reading fd 0 reads EOF, not the client's frames (the SDK does this itself
+    only for a stdin it reads on its own; this module reads it, see :class:`_StdinLines`).
+    fd 0 is restored on exit. The private descriptor is never closed: a worker thread may
+    still block reading it after the transport ends, and a recycled number would hand it
+    another file."""
     try:
         private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     except OSError as exc:
@@ -140,9 +147,7 @@ def _claimed_stdin() -> Any:
     finally:
         os.close(null)
     try:
-        yield io.TextIOWrapper(
-            os.fdopen(private, "rb", closefd=False), encoding="utf-8", errors="replace"
-        )
+        yield os.fdopen(private, "rb", closefd=False)
     finally:
         os.dup2(private, 0)
 
@@ -150,7 +155,14 @@ def _claimed_stdin() -> Any:
 class _StdinLines:
     """The lines of the wire's stdin, as the SDK's reader iterates them, minus requests
     whose id is neither a string nor an integer (``1.5``, ``null``, ``true``, ``{}``),
-    which are answered here with Invalid Request, id null (JSON-RPC 2.0 §5).
+    which are answered here with Invalid Request, id null (JSON-RPC 2.0 §5), lines that
+    are not UTF-8 and lines past :data:`MAX_LINE` (both answered here, under the id the
+    line's first members show, else id null).
+
+    Not UTF-8: the wire was decoded with errors="replace", so a request's invalid bytes
+    became U+FFFD and the call ran with arguments the client never sent (written to a file,
+    run as a command); HTTP answers such a body with a parse error. It is a parse error
+    (-32700) here too, and the line never reaches the SDK.
 
     Why here: the SDK's notification model ignores members it does not know, so it reads
     such a request as a notification and drops it, and its client waits for ever. Only a
@@ -159,7 +171,7 @@ class _StdinLines:
     """
 
     def __init__(self, wire: Any) -> None:
-        self._wire = wire  # a text file: read with a bound in a worker thread
+        self._wire = wire  # a binary file: read with a bound in a worker thread
         self._write: Any = None
         self._ready = anyio.Event()
 
@@ -170,21 +182,31 @@ class _StdinLines:
     def __aiter__(self) -> Any:
         return self._lines()
 
-    async def _read(self, size: int) -> str:
-        line: str = await anyio.to_thread.run_sync(self._wire.readline, size)
+    async def _read(self, size: int) -> bytes:
+        line: bytes = await anyio.to_thread.run_sync(self._wire.readline, size)
         return line
 
+    async def _answer(self, answer: Any) -> None:
+        await self._ready.wait()
+        await self._write.send(SessionMessage(answer))
+
     async def _lines(self) -> Any:
-        while line := await self._read(MAX_LINE + 1):
-            if len(line) > MAX_LINE and not line.endswith("\n"):
+        while raw := await self._read(MAX_LINE + 1):
+            if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
                 # Hazard: an unbounded readline held a 100 MB line (and its decoded copies,
                 # ~300 MB) before anything refused it. The rest is dropped a chunk at a time.
-                del line
-                while (rest := await self._read(_SKIP_CHUNK)) and not rest.endswith("\n"):
+                head = raw[:SCAN_CHARS]  # its id, if its first members show one
+                del raw
+                while (rest := await self._read(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
                     pass
-                await self._ready.wait()
-                await self._write.send(SessionMessage(_too_long()))
+                await self._answer(_too_long(head))
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                await self._answer(_not_utf8(raw, exc))
+                continue
+            del raw
             try:
                 answer = _bad_id_answer(line)
             except Exception:  # the line is the client's: it never ends the server
@@ -193,20 +215,30 @@ class _StdinLines:
             if answer is None:
                 yield line
                 continue
-            await self._ready.wait()
-            await self._write.send(SessionMessage(answer))
+            await self._answer(answer)
 
 
-def _too_long() -> Any:
+def _too_long(head: bytes) -> Any:
+    """Invalid Request for a line past :data:`MAX_LINE`, under the id its first members
+    (``head``, its first KiBs) show: the rest was never read, but a request's id usually
+    comes first, and its client's pending call must end."""
     import mcp_types as types
 
     return types.JSONRPCError(
         jsonrpc="2.0",
-        id=None,  # the line was not read: its id is not known
+        id=request_id_at_start(head),
         error=types.ErrorData(
             code=types.INVALID_REQUEST,
-            message=f"message longer than {MAX_LINE} characters: not read",
+            message=f"message longer than {MAX_LINE} bytes: not read",
         ),
+    )
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> Any:
+    """The parse error for a line that is not UTF-8, under the id the members before its
+    first invalid byte show (a cut member is left out)."""
+    return parse_error(
+        raw[: exc.start], f"the message is not UTF-8 text (invalid byte at offset {exc.start})"
     )
 
 

@@ -6,12 +6,14 @@ an audit record; ``False`` and ``None`` stay refusals (``policy_denied``)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 from runtime import SyncBroker
 from runtime.audit import AuditLog
+from runtime.errors import ApprovalRequired, PolicyDenied
 from runtime.models import Decision, ToolCall
 from tests.broker.test_broker import MakeBroker
 
@@ -92,3 +94,80 @@ def test_sync_broker_approver_that_raises_is_audited(tmp_path: Any) -> None:
         records = log.tail(10)
         assert log.verify().ok
     assert [r.error_type for r in records if r.kind == "completion"] == ["approval_required"] * 2
+
+
+def _refuses_typed(call: ToolCall, decision: Decision) -> bool:
+    raise ApprovalRequired(
+        "echo: the user cannot be asked here", rule=decision.rule, reason="cannot_ask"
+    )
+
+
+async def _refuses_typed_async(call: ToolCall, decision: Decision) -> bool:
+    raise ApprovalRequired(
+        "echo: the user cannot be asked here", rule=decision.rule, reason="cannot_ask"
+    )
+
+
+def _denies_typed(call: ToolCall, decision: Decision) -> bool:
+    raise PolicyDenied("echo: refused by the user's standing rule", rule=decision.rule)
+
+
+@pytest.mark.parametrize(
+    ("approver", "error_type"),
+    [
+        (_refuses_typed, "approval_required"),
+        (_refuses_typed_async, "approval_required"),
+        (_denies_typed, "policy_denied"),
+    ],
+    ids=["approval-required", "approval-required-async", "policy-denied"],
+)
+async def test_an_approvers_typed_refusal_is_the_calls_error_as_raised(
+    make_broker: MakeBroker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    approver: Any,
+    error_type: str,
+) -> None:
+    """An approver's own refusal (the MCP server's "the client cannot be asked", "waiting
+    for the client's approval") was wrapped as "the approver failed (ApprovalRequired:
+    ...)", details.reason approver_failed, with a warning and traceback logged each call."""
+    ran: list[object] = []
+    async with make_broker(lambda request: ran.append(request) or {"ok": True}) as broker:
+        monkeypatch.setattr(broker.policy, "decide", _ask_everything)
+        broker.approver = approver
+        with caplog.at_level(logging.WARNING, logger="runtime.broker"):
+            result = await broker.call({"tool": "echo", "arguments": {"text": "x"}})
+    assert not ran
+    assert result.error is not None and result.error.type == error_type
+    assert "approver failed" not in result.error.message
+    assert result.error.message.startswith("echo: ")
+    assert result.error.details.get("reason") != "approver_failed"
+    if error_type == "approval_required":
+        assert result.error.details["reason"] == "cannot_ask"
+    assert not [r for r in caplog.records if "approver raised" in r.getMessage()]
+
+
+def test_sync_broker_passes_an_approvers_typed_refusal_on(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    policy = tmp_path / "ask.toml"
+    policy.write_text(
+        'version = 1\ndefault = "deny"\n[sandbox]\nmode = "best_effort"\n'
+        '[tools.get_env]\naction = "ask"\n'
+    )
+    audit = tmp_path / "audit.db"
+    with (
+        caplog.at_level(logging.WARNING, logger="runtime.broker"),
+        SyncBroker(workspace=ws, policy=policy, audit=audit, approver=_refuses_typed) as broker,
+    ):
+        result = broker.call({"tool": "get_env", "arguments": {"key": "HOME"}})
+    assert result.error is not None and result.error.type == "approval_required"
+    assert result.error.message == "echo: the user cannot be asked here"
+    assert result.error.details["reason"] == "cannot_ask"
+    assert not [r for r in caplog.records if "approver raised" in r.getMessage()]
+    with AuditLog(audit) as log:
+        records = log.tail(10)
+    completion = [r for r in records if r.kind == "completion"]
+    assert [(r.outcome, r.error_type) for r in completion] == [("denied", "approval_required")]

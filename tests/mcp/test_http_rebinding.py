@@ -137,10 +137,46 @@ def test_a_host_without_a_port_is_port_80() -> None:
     assert not at_80.host_ok("evil.example") and not at_80.host_ok("evil.example:80")
     assert not at_80.origin_ok("http://evil.example")
     at_8000 = served_names("127.0.0.1", "127.0.0.1", 8000, loopback=True)
-    assert not at_8000.host_ok("localhost") and not at_8000.origin_ok("http://localhost")
+    assert not at_8000.host_ok("localhost")
     assert at_8000.host_ok("localhost:8000")
+    # An Origin names the page, not this server: http://localhost is loopback's origin at
+    # port 80 on any server port (test_an_origin_is_judged_with_its_default_port).
+    assert at_8000.origin_ok("http://localhost")
     remote = served_names("192.0.2.7", "192.0.2.7", 80, loopback=False)
     assert remote.host_ok("192.0.2.7") and remote.host_ok("192.0.2.7:80")
     assert not remote.host_ok("localhost") and not remote.origin_ok("http://192.0.2.7")
     remote_8080 = served_names("192.0.2.7", "192.0.2.7", 8080, loopback=False)
     assert not remote_8080.host_ok("192.0.2.7")
+
+
+def test_an_origin_is_judged_with_its_default_port() -> None:
+    # http://localhost and http://localhost:80 are one origin (RFC 6454): a page at
+    # http://localhost was refused (403) where the same origin written with :80 passed,
+    # although loopback's names are served at any port. Scheme and name case, and a
+    # port's leading zeros, do not make another origin either.
+    from runtime.mcp._http_guard import served_names
+
+    at_8000 = served_names("127.0.0.1", "127.0.0.1", 8000, loopback=True)
+    for origin in (
+        "http://localhost",
+        "http://localhost:80",
+        "HTTP://LocalHost",
+        "http://127.0.0.1",
+        "http://[::1]",
+        "http://localhost:080",
+    ):
+        assert at_8000.origin_ok(origin), origin
+    for origin in ("https://localhost", "http://evil.example", "http://localhost.evil", "null"):
+        assert not at_8000.origin_ok(origin), origin
+    named = served_names(
+        "127.0.0.1",
+        "127.0.0.1",
+        8000,
+        loopback=True,
+        allowed_origins=["https://app.example", "http://tool.example:8080"],
+    )
+    for origin in ("https://app.example", "https://app.example:443", "HTTPS://APP.EXAMPLE"):
+        assert named.origin_ok(origin), origin
+    assert named.origin_ok("http://tool.example:8080")
+    for origin in ("http://app.example", "https://app.example:8443", "http://tool.example"):
+        assert not named.origin_ok(origin), origin

@@ -11,7 +11,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import HttpServer, child_env, fixture_argv
@@ -69,6 +69,22 @@ async def test_approval_round_trip(target: Any) -> None:
     assert len(seen) == 1 and '"go"' in seen[0]
 
 
+async def test_the_first_leg_of_an_approval_logs_no_approver_failure(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The first leg's "waiting for the client's approval" is the approver's answer, not its
+    failure: every approval round logged "approver raised for guarded" and a traceback."""
+    argv = fixture_argv(workspace)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
+    errlog = tmp_path / "server.err"
+    with errlog.open("w") as err:
+        transport = stdio_client(params, errlog=err)
+        async with client(transport, elicitation_callback=approver({"approve": True}, [])) as c:
+            result = await c.call_tool("guarded", {"text": "go"})
+    assert result.structured_content == {"echo": "go"}
+    assert "approver raised" not in errlog.read_text()
+
+
 async def test_approval_declined(target: Any) -> None:
     seen: list[str] = []
     async with client(target, elicitation_callback=approver(None, seen)) as c:
@@ -82,6 +98,7 @@ async def test_without_elicitation_is_approval_required(target: Any) -> None:
         result = await c.call_tool("guarded", {"text": "go"})
     assert result.is_error and result.structured_content is not None
     assert result.structured_content["error"]["type"] == "approval_required"
+    assert result.structured_content["error"]["details"]["reason"] == "cannot_ask"
 
 
 APPROVED = {"approve": types.ElicitResult(action="accept", content={"approve": True})}

@@ -152,6 +152,10 @@ async def test_ask_without_elicitation_is_approval_required(connect: Any) -> Non
         result = await session.call_tool("guarded", {"text": "x"})
     error = error_of(result)
     assert error["type"] == "approval_required"
+    # The approver's own refusal, as it raised it: not "the approver failed (...)".
+    assert error["details"]["reason"] == "cannot_ask"
+    assert "the MCP client cannot be asked" in error["message"]
+    assert "approver failed" not in error["message"]
 
 
 def elicitor(answer: dict[str, Any] | None, seen: list[str]) -> Any:
@@ -251,7 +255,8 @@ async def test_stdout_carries_only_protocol(workspace: Path) -> None:
 
 
 async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
-    """A line past the HTTP body cap (4 MiB) is answered with Invalid Request, id null, and
+    """A line past the HTTP body cap (4 MiB) is answered with Invalid Request, under the id
+    its first members show (tests/mcp/test_stdio_parse_errors.py: id null otherwise), and
     skipped; the next line is served. It was read whole (100 MB raised RSS by 300 MB)."""
     from runtime.mcp.transport import MAX_LINE
 
@@ -263,7 +268,7 @@ async def test_an_over_long_line_is_refused_unread(workspace: Path) -> None:
     ]
     lines = await anyio.to_thread.run_sync(_raw_exchange, workspace, messages, 3)
     out = [json.loads(line) for line in lines if line.strip()]
-    assert [m.get("id") for m in out] == [1, None, 3]
+    assert [m.get("id") for m in out] == [1, 2, 3]
     assert out[1]["error"]["code"] == -32600
     assert "longer than" in out[1]["error"]["message"]
     assert "tools" in out[2]["result"]

@@ -151,15 +151,14 @@ def test_json_that_is_no_jsonrpc_message_is_answered_with_invalid_request(
     assert answers[6]["result"] == {}
 
 
-def test_a_line_that_is_not_json_is_not_answered(workspace: Path) -> None:
-    # Benign control of the above: text that is not JSON carries no request id and is no
-    # message at all; it stays unanswered, as before, and the next request is served.
-    answers = _exchange(
-        workspace,
-        [*_initialized("2025-11-25"), "garbage", "{", PING_9],
-        expect={1, 9},
-    )
-    assert sorted(answers, key=str) == [1, 9]
+def test_a_line_that_is_not_json_is_a_parse_error_with_id_null(workspace: Path) -> None:
+    # Text that is not JSON shows no request id: JSON-RPC 2.0 §5.1's parse error, id null
+    # (it went unanswered: a client whose request it was waited for ever; more in
+    # tests/mcp/test_stdio_parse_errors.py), and the next request is served.
+    answers = _answers_in_order(workspace, ["garbage", "{"])
+    assert [a["id"] for a in answers] == [1, None, None, 9], answers
+    assert [a["error"]["code"] for a in answers[1:3]] == [-32700, -32700]
+    assert answers[-1]["result"] == {}
 
 
 def test_a_request_whose_id_mcp_does_not_allow_is_answered(workspace: Path) -> None:
@@ -190,7 +189,7 @@ def test_the_tools_read_eof_on_fd_0_while_serving(workspace: Path) -> None:
         os.write(write, b"frame\n")
         with _claimed_stdin() as wire:
             assert os.read(0, 10) == b""  # the null device
-            assert wire.readline() == "frame\n"
+            assert wire.readline() == b"frame\n"  # bytes: each line is decoded strictly
         os.write(write, b"after\n")
         assert os.read(0, 10) == b"after\n"  # fd 0 restored
     finally:
