@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from runtime.backends.sandbox import _linux, landlock, newroot, walls
-from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
+from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
 from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
@@ -439,7 +439,9 @@ def run_call(
     # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
     # SIGTERM from the zygote (timeout, cancel) goes to every process of the namespace;
     # without a pid namespace (test-only) "every process" would be all of the sandbox uid's,
-    # so then only to the tool. "Kill now" is the zygote's SIGKILL to this process.
+    # so then only to the tool. After that SIGTERM the tool's end no longer ends the
+    # namespace: the rest get the grace too (``_reap``). "Kill now" is the zygote's SIGKILL
+    # to this process.
     target = tool_pid if "pidns" in off or not userns else -1
     if cfg.pid1_fd >= 0:
         # The reaper proper is pid1.c: this copy of the zygote's ~25 MB address space goes
@@ -447,15 +449,33 @@ def run_call(
         with contextlib.suppress(OSError):
             os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
     os.close(exec_w)  # the Python reaper stays: the tool may go on
-    signal.signal(signal.SIGTERM, forward(target, signal.SIGTERM))
+    _reap(tool_pid, target)
+
+
+def _reap(tool_pid: int, target: int) -> NoReturn:
+    """pid1.c in Python: reap every process; the tool's end ends the call with its status,
+    except after a forwarded SIGTERM, when every process gets the zygote's grace: reaped
+    until none is left, then the tool's status (the zygote's SIGKILL bounds the wait)."""
+    terminating = False
+    code = EXIT_PROTOCOL
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        nonlocal terminating
+        terminating = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
     _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
         try:
             pid, status = os.wait()
         except ChildProcessError:
-            os._exit(EXIT_PROTOCOL)
+            os._exit(code)  # none left (or the tool was never ours: EXIT_PROTOCOL)
         if pid == tool_pid:
-            os._exit(exit_code(status))
+            code = exit_code(status)
+            if not terminating:
+                os._exit(code)
 
 
 def _call_process(
