@@ -86,7 +86,8 @@ def test_a_process_ignoring_sigterm_dies_at_the_end_of_the_grace(
     workspace: Path, reaper: str
 ) -> None:
     # Its own session too: the tool's end no longer ends the namespace, the grace does.
-    command = "touch ready; setsid sh -c 'trap \"\" TERM; sleep 60' & trap '' TERM; sleep 60"
+    # "ready" once both ignore it (a SIGTERM before would end them at once).
+    command = "trap '' TERM; setsid sh -c 'trap \"\" TERM; touch ready; sleep 60' & sleep 60"
 
     async def fn(backend: SandboxBackend) -> Any:
         assert backend.zygote_pid is not None
