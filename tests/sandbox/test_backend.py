@@ -28,6 +28,7 @@ from runtime.errors import (
     ToolFailed,
     ToolTimeout,
 )
+from runtime.toolkit import result_size
 from tests.sandbox.helpers import (
     HOSTILE_CHILDREN,
     LIST_FILES,
@@ -205,8 +206,31 @@ def test_non_serialisable_result(workspace: Path) -> None:
 def test_result_over_the_output_cap(workspace: Path) -> None:
     with pytest.raises(OutputTooLarge) as info:
         one(PROBE_RW, workspace, action="flood", bytes=200_000, limits={"output_bytes": 10_000})
-    assert info.value.details["preview"].startswith("{'data': 'xxx")
+    # Worded and previewed as the broker's own check: the result's canonical JSON.
+    assert info.value.message == "probe: result of 200011 bytes exceeds the limit of 10000 bytes"
+    assert info.value.details["size"] == 200_011
+    assert info.value.details["preview"].startswith('{"data":"xxx')
     assert len(info.value.details["preview"]) <= 1024
+
+
+def test_the_output_cap_is_on_the_results_json_as_the_broker_counts_it(workspace: Path) -> None:
+    """The child compared its msgpack frame with the cap: a result of 9,980 bytes of JSON
+    (cap 10,000) was refused as 10,001 bytes, with a Python repr for a preview, and one of
+    floats (9 bytes of msgpack, 2 of JSON each) at a third of the cap too."""
+    cap = {"output_bytes": 10_000}
+    at_cap = one(PROBE_RW, workspace, action="flood", bytes=10_000 - 11, limits=cap)
+    assert result_size(at_cap) == 10_000
+    floats = one(PROBE_RW, workspace, action="floats", count=4_500, limits=cap)
+    assert result_size(floats) <= 10_000 and len(floats["floats"]) == 4_500
+    with pytest.raises(OutputTooLarge) as info:
+        one(PROBE_RW, workspace, action="flood", bytes=10_000 - 10, limits=cap)
+    assert info.value.details["size"] == 10_001
+    assert info.value.message == "probe: result of 10001 bytes exceeds the limit of 10000 bytes"
+    # Past the cap, a result of floats is sized by its JSON too, not its frame.
+    with pytest.raises(OutputTooLarge) as info:
+        one(PROBE_RW, workspace, action="floats", count=6_000, limits=cap)
+    assert info.value.details["size"] == result_size({"floats": [0.0] * 6_000})
+    assert info.value.details["preview"].startswith('{"floats":[0,0,')
 
 
 @pytest.mark.parametrize(("args", "error", "match"), HOSTILE_CHILDREN)

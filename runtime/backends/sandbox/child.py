@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -54,8 +55,15 @@ from runtime.backends.sandbox import _linux, landlock, newroot, walls
 from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
-from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
-from runtime.toolkit import ToolContext, load_entry, warm_up
+from runtime.frames import (
+    HEADER,
+    FrameDecoder,
+    FrameError,
+    decode_body,
+    encode_frame,
+    result_frame_bound,
+)
+from runtime.toolkit import ToolContext, load_entry, result_json, warm_up
 
 if TYPE_CHECKING:
     from runtime.models import Limits
@@ -778,6 +786,36 @@ STREAM_DETAIL_MAX_CHARS = 8448
 _STREAMS = ("stdout", "stderr")
 
 
+def _within_cap(message: dict[str, Any], frame: bytes, cap: int) -> bytes:
+    """The frame to send for ``message``, judged as the broker judges a result
+    (``Broker._check_result``): by the size of its canonical JSON, not the frame's (a
+    control character takes 6 bytes of JSON and 1 of msgpack, a float 9 of msgpack and as
+    few as 1 of JSON). One within the cap goes as it is (the broker checks it again); past
+    ``result_frame_bound`` none does, whatever its JSON."""
+    if len(frame) <= cap:
+        return frame
+    value = message.get("value") if message.get("type") == "result" else message
+    try:
+        canonical: bytes | None = result_json(value)
+    except (ValueError, TypeError, RecursionError):
+        canonical = None  # not JSON data: the broker says so, if the frame can carry it
+    except MemoryError:
+        return _MEMORY_FRAME
+    fits = canonical is None or len(canonical) <= cap
+    if fits and len(frame) <= result_frame_bound(cap):
+        return frame
+    if canonical is not None:
+        size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+    else:  # as the broker sizes what is not JSON data
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (ValueError, TypeError, RecursionError):
+            text = ""
+        size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+    too_large = {"type": "error", "kind": "output_too_large", "size": size, "preview": preview}
+    return encode_frame(too_large)
+
+
 def stream_detail(text: str) -> str:
     """A stream's text bounded as an error's detail (here, and again by the broker, whose
     child is hostile): a longer one keeps its head and its tail, the end of a log being
@@ -885,11 +923,7 @@ def _serve(
                 "message": f"result is not serialisable: {type(exc).__name__}",
             }
         )
-    if len(frame) > limits.output_bytes:
-        preview = repr(message.get("value"))[:1024]
-        frame = encode_frame(
-            {"type": "error", "kind": "output_too_large", "size": len(frame), "preview": preview}
-        )
+    frame = _within_cap(message, frame, limits.output_bytes)
     try:
         view = memoryview(frame)
         while view:
