@@ -650,6 +650,32 @@ def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
     }
 
 
+def test_pids_limit_hits_are_in_the_usage() -> None:
+    """The pids cgroup's count of refused forks was read and never reported: a call that
+    hit the limit was a success with "Cannot fork" in its stderr, nothing in its usage or
+    audit record. It is the usage's ``pids_limit_hits`` (the call stays a success)."""
+    from runtime.backends.sandbox import _outcome
+
+    assert _outcome.usage({"pids_max_hits": 3}, 0.0)["pids_limit_hits"] == 3
+    assert "pids_limit_hits" not in _outcome.usage({"pids_max_hits": 0}, 0.0)
+
+
+def test_a_fork_refused_by_the_pids_cgroup_is_counted(workspace: Path) -> None:
+    # Without the rlimits the cgroup is what refuses the fork (RLIMIT_NPROC, at the same
+    # value, is checked first by the kernel).
+    async def fn(backend: Any) -> Any:
+        outcome = await call(
+            backend, PROBE_RW, workspace, action="fork_bomb", n=60, limits={"pids": 16}
+        )
+        return backend.fingerprint(), outcome
+
+    fp, outcome = run_with_backend(fn, disable=frozenset({"rlimits"}))
+    if "cgroup_pids" not in fp.mechanisms:
+        pytest.skip("no writable pids cgroup on this host (unprivileged)")
+    assert outcome.result["forked"] < 16
+    assert outcome.usage["pids_limit_hits"] >= 1
+
+
 async def _spare_ready(zygote_pid: int, old: frozenset[int] = frozenset()) -> None:
     """Until a spare waits under the zygote (a poll, not a timing assertion), and a moment
     more for the zygote to take the cloner's answer that names it. With ``old``, a spare

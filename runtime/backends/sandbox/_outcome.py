@@ -52,6 +52,11 @@ def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
         for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
             if report.get(key) is not None:
                 out[key] = report[key]
+        # A fork refused by the pids limit shows only as the program's own message
+        # ("Cannot fork"): the cgroup's count says so in the result and the audit record.
+        hits = report.get("pids_max_hits")
+        if isinstance(hits, int) and hits > 0:
+            out["pids_limit_hits"] = hits
         # What the deny_write check moved aside: in the audit record's usage too.
         if report.get("quarantined"):
             out["quarantined"] = [f"{old} -> {new}" for old, new in report["quarantined"]]
