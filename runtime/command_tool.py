@@ -26,7 +26,7 @@ from typing import Any
 from runtime.errors import ManifestError, ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import DEFAULT_PATH
-from runtime.toolkit_proc import run_capped, within_call
+from runtime.toolkit_proc import kill_grace, run_capped, within_call
 
 __all__ = ["ENTRY", "check_template", "fill_template", "run_template"]
 
@@ -113,11 +113,14 @@ def run_template(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     env = dict(ctx.env)
     env.setdefault("PATH", DEFAULT_PATH)
     preexec = ctx.options.get("preexec")
+    limit = ctx.limits.timeout_s
+    own = within_call(limit, limit)
     return run_capped(
         fill_template(template, args),
         cwd=str(ctx.workspace),
         env=env,
-        timeout=within_call(ctx.limits.timeout_s, ctx.limits.timeout_s),
+        timeout=own,
+        grace=kill_grace(own, limit),
         cap=ctx.limits.output_bytes,
         preexec=preexec if callable(preexec) else None,
     ).as_result()

@@ -21,11 +21,20 @@ __all__ = [
     "FrameTooLarge",
     "decode_body",
     "encode_frame",
+    "result_frame_bound",
 ]
 
 HEADER = struct.Struct(">I")
 #: Default largest frame, bytes (16 MiB). Results are capped far below by Limits.output_bytes.
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+
+def result_frame_bound(output_bytes: int) -> int:
+    """The largest frame a result within ``output_bytes`` can need. The cap is on the
+    result's canonical JSON (as the broker sizes it), and msgpack takes at most 4.5 times a
+    value's JSON (a float is 9 bytes, ``0,`` in an array 2), plus the frame's envelope: a
+    call's frames are refused past this, so a huge or hostile one is never carried whole."""
+    return output_bytes * 9 // 2 + 4096
 
 
 class FrameError(Exception):

@@ -320,6 +320,12 @@ class Usage(_Model):
     wall_ms: float | None = None
     fuel: int | None = None
     peak_memory_bytes: int | None = None
+    pids_limit_hits: int | None = Field(
+        None,
+        description="Times a fork or thread of the call was refused by its pids limit "
+        "(its cgroup's count); present only when it was. The call is not an error for it: "
+        "the program decided what to do with the failed fork.",
+    )
 
 
 class ToolResult(_Model):

@@ -33,6 +33,7 @@ __all__ = [
     "json_head",
     "json_size",
     "load_entry",
+    "result_json",
     "result_size",
     "warm_up",
     "warm_with",
@@ -181,13 +182,19 @@ def json_size(text: str) -> int:
     return len(raw) + len(escaped) + 4 * len(escaped.translate(None, _JSON_SHORT))
 
 
-def result_size(value: Any) -> int:
-    """Bytes ``value`` counts against the output cap as a whole result: its canonical
-    (RFC 8785) JSON, which the broker sizes and the audit log digests. :func:`json_size` is
-    the same measure for one string, without encoding anything."""
+def result_json(value: Any) -> bytes:
+    """``value`` as the broker sizes a result against the output cap and the audit log
+    digests it: canonical (RFC 8785) JSON, integers beyond 2**53 as strings. Raises
+    ValueError or TypeError for a value that is not JSON data."""
     from runtime.audit._canonical import canonical_json_ijson
 
-    return len(canonical_json_ijson(value))
+    return canonical_json_ijson(value)
+
+
+def result_size(value: Any) -> int:
+    """Bytes ``value`` counts against the output cap as a whole result (:func:`result_json`).
+    :func:`json_size` is the same measure for one string, without encoding anything."""
+    return len(result_json(value))
 
 
 def json_head(text: str, size: int) -> str:

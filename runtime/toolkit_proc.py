@@ -5,6 +5,11 @@ Shared by ``shell_exec`` and command-template tools. The program gets its own pr
 so neither can fill and deadlock the child, and output past the cap is drained and dropped
 rather than buffered. Inside the sandbox the pid namespace is the final wall: whatever
 escapes the group dies with the call's init.
+
+When the call itself is ended (cancel, its deadline), the sandbox's pid 1 sends SIGTERM to
+every process of it and waits the backend's grace: the runner holds its own SIGTERM until
+its program has ended (or the grace here ran out), reading its pipes meanwhile, so that a
+program cleaning up on SIGTERM is not cut short by a SIGPIPE when it writes.
 """
 
 from __future__ import annotations
@@ -14,21 +19,27 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from runtime.errors import ResourceLimitExceeded, ToolFailed, ToolTimeout
 from runtime.toolkit import json_head, json_size
 
-__all__ = ["ProcResult", "run_capped", "within_call"]
+__all__ = ["ProcResult", "kill_grace", "run_capped", "within_call"]
 
-_GRACE_S = 2.0  # SIGTERM → SIGKILL
+_GRACE_S = 2.0  # SIGTERM → SIGKILL, at most
 _DRAIN_AFTER_EXIT_S = 1.0  # background children that keep the pipes open after exit
 #: Time a command's timeout leaves before the call's own deadline: the kill's grace and the
-#: report, seconds (at most a quarter of a short call's limit).
+#: report, seconds (at most :data:`_RESERVE_SHARE` of a short call's limit).
 _REPORT_S = _GRACE_S + 1.0
+_RESERVE_SHARE = 0.2
+#: Of the time between the command's timeout and the call's deadline, the kill's grace's
+#: share; the rest is for reading what is left and reporting it.
+_GRACE_SHARE = 2.0 / 3.0
 #: Room in the output cap for what surrounds the two streams in the result frame (keys,
 #: exit code, signal name, the frame's own header and envelope), bytes.
 _RESULT_OVERHEAD = 256
@@ -152,8 +163,52 @@ def within_call(timeout: float, call_limit: float) -> float:
     """The timeout to give a command so that it ends before the call does. At the call's
     deadline the sandbox is torn down whole and the call reports only "timeout": a command
     timed to that same deadline (the default) lost everything it had printed, because its
-    own timeout (which keeps the partial output) never came first."""
-    return min(timeout, call_limit - min(_REPORT_S, call_limit / 4))
+    own timeout (which keeps the partial output) never came first. What it leaves is for
+    the kill's grace (:func:`kill_grace`) and the report."""
+    return min(timeout, call_limit - min(_REPORT_S, call_limit * _RESERVE_SHARE))
+
+
+def kill_grace(timeout: float, call_limit: float) -> float:
+    """SIGTERM → SIGKILL for a command timed out after ``timeout`` in a call of
+    ``call_limit`` seconds: at most :data:`_GRACE_S`, less when the time left is short, so
+    that the kill, its grace and the report all come before the call's deadline (a fixed
+    2 s grace outlasted the deadline of calls under ~12 s: the call timed out instead, and
+    what the command had printed was lost)."""
+    return max(0.0, min(_GRACE_S, (call_limit - timeout) * _GRACE_SHARE))
+
+
+class _HeldTerm:
+    """The runner's SIGTERM, held while its program runs: noted (``at``), then delivered
+    again once the program is done (``with``'s end), to the handler that was there before
+    (by default: the runner dies of it). Only in the main thread, where Python can handle
+    signals; elsewhere, and when the handler in place is not Python's, nothing is held."""
+
+    __slots__ = ("_previous", "at")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self._previous: Any = None
+
+    def __enter__(self) -> _HeldTerm:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is None:  # set outside Python: it could not be put back
+            return self
+        self._previous = previous
+        signal.signal(signal.SIGTERM, self._note)
+        return self
+
+    def _note(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+
+    def __exit__(self, *_: object) -> None:
+        if self._previous is None:
+            return
+        signal.signal(signal.SIGTERM, self._previous)
+        if self.at is not None:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_capped(
@@ -165,12 +220,41 @@ def run_capped(
     cap: int,
     preexec: Callable[[], Any] | None = None,
     shell_status: bool = False,
+    grace: float = _GRACE_S,
 ) -> ProcResult:
-    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes,
+    """Run ``argv``; raise ToolTimeout (with the partial output) when ``timeout`` passes
+    (SIGTERM to its group, ``grace`` seconds, SIGKILL: :func:`kill_grace`),
     ResourceLimitExceeded when the program is killed by an rlimit's signal
     (``shell_status``: ``argv`` is a POSIX shell, whose exit status 128 + N also says so).
     ``cap`` bounds the whole result in bytes: both streams together and the fields around
-    them (``truncated`` says output was cut)."""
+    them (``truncated`` says output was cut). A SIGTERM to this process is held until the
+    program has ended or ``grace`` passed (:class:`_HeldTerm`)."""
+    with _HeldTerm() as term:
+        return _run(
+            argv,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            cap=cap,
+            preexec=preexec,
+            shell_status=shell_status,
+            grace=grace,
+            term=term,
+        )
+
+
+def _run(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout: float,
+    cap: int,
+    preexec: Callable[[], Any] | None,
+    shell_status: bool,
+    grace: float,
+    term: _HeldTerm,
+) -> ProcResult:
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -202,8 +286,10 @@ def run_capped(
                 exited_at = now
                 _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
             end = deadline if exited_at is None else min(deadline, exited_at + _DRAIN_AFTER_EXIT_S)
+            if term.at is not None:
+                end = min(end, term.at + grace)  # the program's grace, this one's too
             if now >= end:
-                timed_out = exited_at is None
+                timed_out = exited_at is None and term.at is None
                 break
             for key, _ in sel.select(min(end - now, 0.25)):
                 fd = int(key.fd)
@@ -216,21 +302,17 @@ def run_capped(
                     continue
                 if bufs[fd].add(data, cap):
                     truncated = True
-        if exited_at is None and not timed_out:
+        if exited_at is None and not timed_out and term.at is None:
             # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
             # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
             # own deadline, which ends the call without the partial output.
-            try:
-                proc.wait(max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            else:
-                _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
+            timed_out = not _wait_until(proc, deadline, term, grace)
         if timed_out:
             _killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(_GRACE_S)
-            _killpg(proc.pid, signal.SIGKILL)
+                proc.wait(grace)
+        # Leftovers of a finished command, or what outlived the grace.
+        _killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
     if timed_out:
         raise ToolTimeout(
@@ -250,6 +332,24 @@ def run_capped(
         )
     stdout, stderr, cut = _fit(bufs[out_fd].text(), bufs[err_fd].text(), cap)
     return ProcResult(stdout, stderr, code, truncated or cut)
+
+
+def _wait_until(
+    proc: subprocess.Popen[bytes], deadline: float, term: _HeldTerm, grace: float
+) -> bool:
+    """Wait for ``proc`` until ``deadline``, or the end of the grace once this process
+    was SIGTERMed (a handler cannot cut ``wait`` short: it is retried, so it waits in
+    slices); False when the command timed out."""
+    while True:
+        held = term.at is not None
+        end = deadline if term.at is None else min(deadline, term.at + grace)
+        left = end - time.monotonic()
+        try:
+            proc.wait(max(min(left, 0.1), 0.0))
+            return True
+        except subprocess.TimeoutExpired:
+            if left <= 0.1:
+                return held
 
 
 def _killed_output(out: _Stream, err: _Stream, cap: int) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from runtime.errors import (
     ToolFailed,
     ToolTimeout,
 )
+from runtime.toolkit import result_size
 from tests.sandbox.helpers import (
     HOSTILE_CHILDREN,
     LIST_FILES,
@@ -205,8 +206,31 @@ def test_non_serialisable_result(workspace: Path) -> None:
 def test_result_over_the_output_cap(workspace: Path) -> None:
     with pytest.raises(OutputTooLarge) as info:
         one(PROBE_RW, workspace, action="flood", bytes=200_000, limits={"output_bytes": 10_000})
-    assert info.value.details["preview"].startswith("{'data': 'xxx")
+    # Worded and previewed as the broker's own check: the result's canonical JSON.
+    assert info.value.message == "probe: result of 200011 bytes exceeds the limit of 10000 bytes"
+    assert info.value.details["size"] == 200_011
+    assert info.value.details["preview"].startswith('{"data":"xxx')
     assert len(info.value.details["preview"]) <= 1024
+
+
+def test_the_output_cap_is_on_the_results_json_as_the_broker_counts_it(workspace: Path) -> None:
+    """The child compared its msgpack frame with the cap: a result of 9,980 bytes of JSON
+    (cap 10,000) was refused as 10,001 bytes, with a Python repr for a preview, and one of
+    floats (9 bytes of msgpack, 2 of JSON each) at a third of the cap too."""
+    cap = {"output_bytes": 10_000}
+    at_cap = one(PROBE_RW, workspace, action="flood", bytes=10_000 - 11, limits=cap)
+    assert result_size(at_cap) == 10_000
+    floats = one(PROBE_RW, workspace, action="floats", count=4_500, limits=cap)
+    assert result_size(floats) <= 10_000 and len(floats["floats"]) == 4_500
+    with pytest.raises(OutputTooLarge) as info:
+        one(PROBE_RW, workspace, action="flood", bytes=10_000 - 10, limits=cap)
+    assert info.value.details["size"] == 10_001
+    assert info.value.message == "probe: result of 10001 bytes exceeds the limit of 10000 bytes"
+    # Past the cap, a result of floats is sized by its JSON too, not its frame.
+    with pytest.raises(OutputTooLarge) as info:
+        one(PROBE_RW, workspace, action="floats", count=6_000, limits=cap)
+    assert info.value.details["size"] == result_size({"floats": [0.0] * 6_000})
+    assert info.value.details["preview"].startswith('{"floats":[0,0,')
 
 
 @pytest.mark.parametrize(("args", "error", "match"), HOSTILE_CHILDREN)
@@ -624,6 +648,32 @@ def test_cgroup_counters_are_read_from_the_v1_files(tmp_path: Path) -> None:
         "peak_memory_bytes": 7340032,
         "oom_kills": 2,
     }
+
+
+def test_pids_limit_hits_are_in_the_usage() -> None:
+    """The pids cgroup's count of refused forks was read and never reported: a call that
+    hit the limit was a success with "Cannot fork" in its stderr, nothing in its usage or
+    audit record. It is the usage's ``pids_limit_hits`` (the call stays a success)."""
+    from runtime.backends.sandbox import _outcome
+
+    assert _outcome.usage({"pids_max_hits": 3}, 0.0)["pids_limit_hits"] == 3
+    assert "pids_limit_hits" not in _outcome.usage({"pids_max_hits": 0}, 0.0)
+
+
+def test_a_fork_refused_by_the_pids_cgroup_is_counted(workspace: Path) -> None:
+    # Without the rlimits the cgroup is what refuses the fork (RLIMIT_NPROC, at the same
+    # value, is checked first by the kernel).
+    async def fn(backend: Any) -> Any:
+        outcome = await call(
+            backend, PROBE_RW, workspace, action="fork_bomb", n=60, limits={"pids": 16}
+        )
+        return backend.fingerprint(), outcome
+
+    fp, outcome = run_with_backend(fn, disable=frozenset({"rlimits"}))
+    if "cgroup_pids" not in fp.mechanisms:
+        pytest.skip("no writable pids cgroup on this host (unprivileged)")
+    assert outcome.result["forked"] < 16
+    assert outcome.usage["pids_limit_hits"] >= 1
 
 
 async def _spare_ready(zygote_pid: int, old: frozenset[int] = frozenset()) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from runtime import toolkit_proc
 from runtime.errors import InvalidArguments, ToolFailed, ToolTimeout
 from runtime.frames import encode_frame
 from runtime.models import Limits
@@ -224,6 +226,67 @@ def test_trapped_sigterm_still_dies(sh: Tool, ws: Path) -> None:
     ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=5))
     with pytest.raises(ToolTimeout):
         sh({"command": "trap '' TERM; while :; do sleep 0.05; done", "timeout_s": 0.3}, ctx)
+
+
+@pytest.mark.parametrize("limit", [1.0, 3.0, 5.0, 12.0, 30.0, 120.0])
+def test_the_kill_and_its_grace_fit_before_the_calls_deadline(limit: float) -> None:
+    """A command timed to the call's limit is SIGTERMed, given its grace, then SIGKILLed,
+    and all of it (with room to report) comes before the call's own deadline: a fixed 2 s
+    grace outlasted it below ~12 s, and the call timed out with what was printed lost."""
+    own = toolkit_proc.within_call(limit, limit)
+    grace = toolkit_proc.kill_grace(own, limit)
+    # As close to what was asked as the rest allows: 3 s before the deadline, a fifth of
+    # a short call's limit.
+    assert own == pytest.approx(max(limit - 3.0, 0.8 * limit))
+    assert 0 < grace <= 2.0
+    assert limit - (own + grace) >= min(1.0, limit / 16)  # room for the report
+    # A timeout below the limit leaves more room: up to the full grace.
+    assert toolkit_proc.kill_grace(limit / 4, limit) == pytest.approx(min(2.0, limit / 2))
+
+
+def test_a_short_calls_timeout_keeps_the_output_of_a_command_ignoring_sigterm(
+    sh: Tool, ws: Path
+) -> None:
+    """timeout_s = 3, a command that ignores SIGTERM: its SIGKILL came 2 s after the
+    command's timeout (2.25 s), past the call's 3 s; in the sandbox the call then ended
+    first and "part" was lost. Now the whole kill ends before 3 s, with the output."""
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=3))
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout) as exc:
+        sh({"command": "trap '' TERM; echo part; sleep 50"}, ctx)
+    assert time.monotonic() - started < 2.95
+    assert exc.value.details["stdout"] == "part\n"
+
+
+def test_a_sigterm_to_the_runner_waits_for_the_command(sh: Tool, ws: Path) -> None:
+    """In the sandbox a call ended by the broker gets SIGTERM to every process, then a
+    grace. The runner died of it at once, closing its pipes: a command cleaning up on
+    SIGTERM that printed was killed by SIGPIPE, its clean-up cut short. Now the runner
+    holds its SIGTERM, reading, until the command has ended, then dies of it."""
+    ctx = ToolContext(workspace=ws, limits=Limits(timeout_s=30))
+    command = (
+        "trap 'sleep 0.3; echo cleaning up; echo done > cleaned; exit 0' TERM; "
+        "echo $$ > group; sleep 60 & wait"
+    )
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            sh({"command": command}, ctx)
+        finally:
+            os._exit(3)
+    try:
+        group = ws / "group"
+        for _ in range(500):
+            if group.exists() and group.read_text().strip():
+                break
+            time.sleep(0.01)
+        # As the sandbox's pid 1 does: every process at once.
+        os.killpg(int(group.read_text()), signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert (ws / "cleaned").read_text() == "done\n"
 
 
 def test_timeout_over_limit_refused(sh: Tool, ws: Path) -> None:

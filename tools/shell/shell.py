@@ -14,7 +14,7 @@ from runtime.errors import InvalidArguments, ToolFailed
 from runtime.toolkit import ToolContext
 from runtime.toolkit_env import DEFAULT_PATH, check_env_key, check_env_value
 from runtime.toolkit_fs import Workspace
-from runtime.toolkit_proc import run_capped, within_call
+from runtime.toolkit_proc import kill_grace, run_capped, within_call
 
 __all__ = ["shell_exec"]
 
@@ -72,11 +72,13 @@ def shell_exec(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             limit_s=limit,
         )
     preexec = ctx.options.get("preexec")
+    own = within_call(timeout, limit)
     return run_capped(
         ["/bin/sh", "-c", command],
         cwd=_cwd(args, ctx),
         env=_environment(args, ctx),
-        timeout=within_call(timeout, limit),
+        timeout=own,
+        grace=kill_grace(own, limit),
         cap=ctx.limits.output_bytes,
         preexec=preexec if callable(preexec) else None,
         shell_status=True,  # /bin/sh: 128 + N is its report of a child killed by N

@@ -52,6 +52,11 @@ def usage(report: dict[str, Any] | None, started: float) -> dict[str, Any]:
         for key in ("cpu_ms", "max_rss_kb", "peak_memory_bytes"):
             if report.get(key) is not None:
                 out[key] = report[key]
+        # A fork refused by the pids limit shows only as the program's own message
+        # ("Cannot fork"): the cgroup's count says so in the result and the audit record.
+        hits = report.get("pids_max_hits")
+        if isinstance(hits, int) and hits > 0:
+            out["pids_limit_hits"] = hits
         # What the deny_write check moved aside: in the audit record's usage too.
         if report.get("quarantined"):
             out["quarantined"] = [f"{old} -> {new}" for old, new in report["quarantined"]]
@@ -105,9 +110,11 @@ def outcome(
     usage: dict[str, Any],
     *,
     requests: int = 0,
+    tool: str = "",
 ) -> Any:
     """The call's result, or its typed error. ``requests``: how many broker requests the
-    child made before its last frame (after one, its set-up was over: the tool ran)."""
+    child made before its last frame (after one, its set-up was over: the tool ran).
+    ``tool``: its name, for the messages that the broker's own checks word with it."""
     if report.get("type") == "spawn_failed":
         raise SandboxError(
             f"the sandbox could not start the call: {report.get('message')}", usage=usage
@@ -146,7 +153,7 @@ def outcome(
     if terminal is not None and terminal.get("type") == "result":
         return terminal.get("value")
     if terminal is not None and terminal.get("type") == "error":
-        raise_tool_error(terminal, limits, usage)
+        raise_tool_error(terminal, limits, usage, tool=tool)
     # SIGXCPU comes only from RLIMIT_CPU's soft limit; SIGKILL from its hard limit (or an
     # OOM kill, checked above). rusage is tick-sampled and may read below the limit the
     # kernel enforced on exact runtime, hence the loose bound for SIGKILL.
@@ -256,7 +263,9 @@ def _partial_output(terminal: dict[str, Any] | None) -> dict[str, Any]:
     return details({k: raw[k] for k in ("stdout", "stderr") if isinstance(raw.get(k), str)})
 
 
-def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any]) -> None:
+def raise_tool_error(
+    frame: dict[str, Any], limits: Limits, usage: dict[str, Any], *, tool: str = ""
+) -> None:
     kind, message = frame.get("kind"), str(frame.get("message", ""))[:2000]
     if kind == "typed":
         # The child is hostile: its details are data for the result, kept flat and
@@ -281,10 +290,16 @@ def raise_tool_error(frame: dict[str, Any], limits: Limits, usage: dict[str, Any
             limit="memory_mb",
         )
     if kind == "output_too_large":
+        # Sized by the child as the broker sizes a result (its canonical JSON), and worded
+        # as the broker's own check (``Broker._check_result``).
+        size = frame.get("size")
+        prefix = f"{tool}: " if tool else ""
         raise OutputTooLarge(
-            f"the result exceeded {limits.output_bytes} bytes",
+            f"{prefix}result of {size if isinstance(size, int) else '?'} bytes exceeds the "
+            f"limit of {limits.output_bytes} bytes",
             usage=usage,
-            size=frame.get("size"),
+            limit=limits.output_bytes,
+            size=size if isinstance(size, int) else None,
             preview=str(frame.get("preview", ""))[:1024],
         )
     if kind == "exception":

@@ -56,7 +56,7 @@ from runtime.errors import (
     ToolFailed,
     ToolTimeout,
 )
-from runtime.frames import FrameError
+from runtime.frames import FrameError, result_frame_bound
 from runtime.models import ToolSpec, WorkspaceAccess
 from runtime.toolkit import builtin_tools_dir
 
@@ -651,7 +651,7 @@ class SandboxBackend:
             "profile": self._profile(request, plan, plan_key),
         }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        channel = CallChannel(ours, max_frame=request.limits.output_bytes + 4096)
+        channel = CallChannel(ours, max_frame=result_frame_bound(request.limits.output_bytes))
         return _Call(call_id, channel, theirs, spawn, time.monotonic())
 
     async def run(self, request: ExecRequest) -> ExecOutcome:
@@ -800,6 +800,7 @@ class SandboxBackend:
                 limits,
                 usage,
                 requests=call.requests,
+                tool=request.spec.name,
             )
         except SandboxError as exc:
             # Looked at only when a call failed: a workspace removed, or replaced by a file,

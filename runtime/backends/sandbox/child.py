@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -51,11 +52,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from runtime.backends.sandbox import _linux, landlock, newroot, walls
-from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, forward, write
+from runtime.backends.sandbox._setup import Phase, SetupFailed, exit_code, write
 from runtime.backends.sandbox.newroot import WORKSPACE
 from runtime.errors import RuntimeToolError, ToolFailed
-from runtime.frames import HEADER, FrameDecoder, FrameError, decode_body, encode_frame
-from runtime.toolkit import ToolContext, load_entry, warm_up
+from runtime.frames import (
+    HEADER,
+    FrameDecoder,
+    FrameError,
+    decode_body,
+    encode_frame,
+    result_frame_bound,
+)
+from runtime.toolkit import ToolContext, load_entry, result_json, warm_up
 
 if TYPE_CHECKING:
     from runtime.models import Limits
@@ -439,7 +447,9 @@ def run_call(
     # its status (pid 1 exiting SIGKILLs all that is left: setsid, nohup, double forks).
     # SIGTERM from the zygote (timeout, cancel) goes to every process of the namespace;
     # without a pid namespace (test-only) "every process" would be all of the sandbox uid's,
-    # so then only to the tool. "Kill now" is the zygote's SIGKILL to this process.
+    # so then only to the tool. After that SIGTERM the tool's end no longer ends the
+    # namespace: the rest get the grace too (``_reap``). "Kill now" is the zygote's SIGKILL
+    # to this process.
     target = tool_pid if "pidns" in off or not userns else -1
     if cfg.pid1_fd >= 0:
         # The reaper proper is pid1.c: this copy of the zygote's ~25 MB address space goes
@@ -447,15 +457,33 @@ def run_call(
         with contextlib.suppress(OSError):
             os.execve(cfg.pid1_fd, [PID1_ARGV0, str(tool_pid), str(target)], {})  # noqa: S606
     os.close(exec_w)  # the Python reaper stays: the tool may go on
-    signal.signal(signal.SIGTERM, forward(target, signal.SIGTERM))
+    _reap(tool_pid, target)
+
+
+def _reap(tool_pid: int, target: int) -> NoReturn:
+    """pid1.c in Python: reap every process; the tool's end ends the call with its status,
+    except after a forwarded SIGTERM, when every process gets the zygote's grace: reaped
+    until none is left, then the tool's status (the zygote's SIGKILL bounds the wait)."""
+    terminating = False
+    code = EXIT_PROTOCOL
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        nonlocal terminating
+        terminating = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
     _signal.pthread_sigmask(signal.SIG_UNBLOCK, _REAPER_SIGNALS)
     while True:
         try:
             pid, status = os.wait()
         except ChildProcessError:
-            os._exit(EXIT_PROTOCOL)
+            os._exit(code)  # none left (or the tool was never ours: EXIT_PROTOCOL)
         if pid == tool_pid:
-            os._exit(exit_code(status))
+            code = exit_code(status)
+            if not terminating:
+                os._exit(code)
 
 
 def _call_process(
@@ -758,6 +786,36 @@ STREAM_DETAIL_MAX_CHARS = 8448
 _STREAMS = ("stdout", "stderr")
 
 
+def _within_cap(message: dict[str, Any], frame: bytes, cap: int) -> bytes:
+    """The frame to send for ``message``, judged as the broker judges a result
+    (``Broker._check_result``): by the size of its canonical JSON, not the frame's (a
+    control character takes 6 bytes of JSON and 1 of msgpack, a float 9 of msgpack and as
+    few as 1 of JSON). One within the cap goes as it is (the broker checks it again); past
+    ``result_frame_bound`` none does, whatever its JSON."""
+    if len(frame) <= cap:
+        return frame
+    value = message.get("value") if message.get("type") == "result" else message
+    try:
+        canonical: bytes | None = result_json(value)
+    except (ValueError, TypeError, RecursionError):
+        canonical = None  # not JSON data: the broker says so, if the frame can carry it
+    except MemoryError:
+        return _MEMORY_FRAME
+    fits = canonical is None or len(canonical) <= cap
+    if fits and len(frame) <= result_frame_bound(cap):
+        return frame
+    if canonical is not None:
+        size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+    else:  # as the broker sizes what is not JSON data
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (ValueError, TypeError, RecursionError):
+            text = ""
+        size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+    too_large = {"type": "error", "kind": "output_too_large", "size": size, "preview": preview}
+    return encode_frame(too_large)
+
+
 def stream_detail(text: str) -> str:
     """A stream's text bounded as an error's detail (here, and again by the broker, whose
     child is hostile): a longer one keeps its head and its tail, the end of a log being
@@ -865,11 +923,7 @@ def _serve(
                 "message": f"result is not serialisable: {type(exc).__name__}",
             }
         )
-    if len(frame) > limits.output_bytes:
-        preview = repr(message.get("value"))[:1024]
-        frame = encode_frame(
-            {"type": "error", "kind": "output_too_large", "size": len(frame), "preview": preview}
-        )
+    frame = _within_cap(message, frame, limits.output_bytes)
     try:
         view = memoryview(frame)
         while view:

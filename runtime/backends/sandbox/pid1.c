@@ -7,6 +7,13 @@
  * pid namespace, test-only), and when TOOL_PID ends, exits with its status (128 + signal
  * for a killed tool): pid 1 exiting makes the kernel SIGKILL what is left of the namespace.
  *
+ * Once a SIGTERM was forwarded (the zygote ends the call: timeout, cancel), the tool's end
+ * no longer ends the namespace: every process got the SIGTERM and has the zygote's grace to
+ * act on it (a program's handler removing its lock file), so pid 1 goes on reaping until
+ * none is left (ECHILD), then exits with the tool's status; one that outlasts the grace
+ * dies with pid 1 by the zygote's SIGKILL. Without that, a Python tool (shell_exec's
+ * runner) dying of the SIGTERM at once took everything else with it, before the grace.
+ *
  * Why a program of its own: the Python copy of the zygote that set the call up would
  * otherwise stay alive only to wait, its ~25 MB address space torn down at the end of
  * every call, on the path to the result. This is a few hundred bytes, exits at once.
@@ -73,15 +80,24 @@ __attribute__((noreturn, used)) void pid1_main(long *sp) {
     sys4(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0);
     u64 mask = (1UL << (SIGTERM - 1)) | (1UL << (SIGCHLD - 1));
     sys4(SYS_rt_sigprocmask, SIG_BLOCK, (long)&mask, 0, 8);
+    int terminating = 0;          /* a SIGTERM was forwarded: wait for every process */
+    long code = EXIT_PROTOCOL;    /* the tool's status once reaped */
     for (;;) {
         int status = 0;
         long pid;
         while ((pid = sys4(SYS_wait4, -1, (long)&status, WNOHANG, 0)) > 0) {
-            if (pid == tool) finish(exit_code(status));
+            if (pid != tool) continue;
+            code = exit_code(status);
+            if (!terminating) finish(code);
         }
-        if (pid == -ECHILD) finish(EXIT_PROTOCOL); /* the tool was not our child */
+        /* No child left: the namespace is empty after a SIGTERM, or the tool was never
+         * ours (EXIT_PROTOCOL). */
+        if (pid == -ECHILD) finish(code);
         long sig = sys4(SYS_rt_sigtimedwait, (long)&mask, 0, 0, 8);
-        if (sig == SIGTERM) sys4(SYS_kill, target, SIGTERM, 0, 0);
+        if (sig == SIGTERM) {
+            sys4(SYS_kill, target, SIGTERM, 0, 0);
+            terminating = 1;
+        }
     }
 }
 

@@ -64,7 +64,7 @@ from runtime.backends.sandbox import (
 )
 from runtime.backends.sandbox._profile import plan_profile
 from runtime.frames import HEADER, FrameError, decode_body, encode_frame
-from runtime.toolkit import load_entry
+from runtime.toolkit import load_entry, result_json
 
 __all__ = ["CLONER_NAME", "main"]
 
@@ -448,6 +448,10 @@ class Zygote:
         for name in _PRELOAD:
             with contextlib.suppress(ImportError):
                 __import__(name)
+        # The canonical JSON encoder a call sizes a large result with (``child._within_cap``)
+        # picks its accelerator on first use: here, once (the broker built it), not in a
+        # call behind its walls, where loading it would fail over to the slow walk.
+        result_json(None)
         root = os.geteuid() == 0
         if root:
             # Each call's pid 1 inherits these, and inside its user namespace (setgroups

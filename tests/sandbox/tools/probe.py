@@ -199,6 +199,8 @@ def run(args: dict[str, Any], ctx: Any) -> Any:
         return {"ok": True}
     if action == "flood":
         return {"data": "x" * int(args["bytes"])}
+    if action == "floats":  # 9 bytes of msgpack each, 2 of JSON ("0,")
+        return {"floats": [0.0] * int(args["count"])}
     if action == "setsid_survivor":
         # Double fork + setsid: the grandchild outlives the tool unless the pid namespace dies.
         pid = os.fork()
