@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from runtime.backends.wasm import WasmBackend
 from runtime.errors import ToolFailed
 
-from .conftest import call
+from .conftest import call, spec_of
 
 pytestmark = pytest.mark.wasm
 
@@ -154,6 +154,16 @@ def test_error_positions_of_what_only_the_guest_refuses(
     with pytest.raises(ToolFailed, match="invalid pattern") as info:
         call(backend, "regex_match", {"pattern": pattern, "text": ""})
     assert info.value.message.endswith(f" at position {position}")
+
+
+def test_the_repeat_count_limit_is_documented(backend: WasmBackend) -> None:
+    # The guest refuses counts over 1000, which the manifest did not say.
+    assert "repeat counts are at most 1000" in spec_of("regex_match").description
+    for ok in ("a{1000}", "a{0,1000}", "a{1000,}"):
+        call(backend, "regex_match", {"pattern": ok, "text": ""})
+    for bad in ("a{1001}", "a{0,1001}", "\\d{1,5000}"):
+        with pytest.raises(ToolFailed, match="repeat count over 1000"):
+            call(backend, "regex_match", {"pattern": bad, "text": ""})
 
 
 ANCHORS = ("", "^", "$", "\\b", "\\B", "\\A", "\\Z")
