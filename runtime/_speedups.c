@@ -1407,13 +1407,11 @@ static int viol_key(PyObject *keys, PyObject *key) {
     return PyList_Append(keys, key) < 0 ? -1 : 1;
 }
 
-/* 0: nothing; 1: *rule and keys (innermost first) set; V_PYTHON; -1: error. */
+/* 0: nothing; 1: *rule and keys (innermost first) set; V_PYTHON; -1: error. ``depth``: the
+ * arrays/objects around ``v``; only arrays and objects are levels (one at level depth + 1
+ * past max_depth is refused, a scalar never is), as in the Python walk. */
 static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssize_t depth,
                 const char **rule, PyObject *keys) {
-    if (depth > max_depth) {
-        *rule = "max_depth";
-        return 1;
-    }
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyUnicode_Type) {
         if (PyUnicode_GET_LENGTH(v) > max_string) {
@@ -1427,10 +1425,13 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
         return 0;
     }
     if (t == &PyDict_Type) {
+        if (depth >= max_depth) {
+            *rule = "max_depth";
+            return 1;
+        }
         if (depth >= MAX_DEPTH) {
             return V_PYTHON;
         }
-        int leaf_ok = depth < max_depth; /* a string child is at depth + 1 */
         Py_ssize_t pos = 0;
         PyObject *k, *x;
         while (PyDict_Next(v, &pos, &k, &x)) {
@@ -1447,7 +1448,7 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
                 *rule = "unicode";
                 return 1;
             }
-            if (leaf_ok && Py_TYPE(x) == &PyUnicode_Type) {
+            if (Py_TYPE(x) == &PyUnicode_Type) {
                 if (PyUnicode_GET_LENGTH(x) > max_string) {
                     *rule = "max_string";
                     return viol_key(keys, k);
@@ -1469,6 +1470,10 @@ static int viol(PyObject *v, Py_ssize_t max_depth, Py_ssize_t max_string, Py_ssi
         return 0;
     }
     if (t == &PyList_Type) {
+        if (depth >= max_depth) {
+            *rule = "max_depth";
+            return 1;
+        }
         if (depth >= MAX_DEPTH) {
             return V_PYTHON;
         }

@@ -12,6 +12,12 @@ Accepted shapes (DESIGN §7)::
 
 Caps are checked *before* parsing (bytes, nesting depth, string length): a call is attacker
 data and must not be able to make the broker allocate or recurse without bound.
+
+The depth cap is one rule in every shape: arguments nest at most ``CallLimits.max_depth``
+levels of arrays and objects, the arguments object being level 1 (scalars are not a level).
+The envelope a shape wraps around its arguments is not counted: it depended on the shape,
+and ``data`` of 63 levels, which the json tools' manifests promise, was refused as call text
+and accepted as a dict.
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ from runtime import _speedups, _trusted
 from runtime.errors import InvalidArguments, InvalidCall
 from runtime.models import ToolCall, new_call_id
 
-__all__ = ["CallLimits", "normalize_call", "parse_call_bytes"]
+__all__ = [
+    "ENVELOPE_DEPTH",
+    "CallLimits",
+    "call_text_too_deep",
+    "normalize_call",
+    "parse_call_bytes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +47,8 @@ class CallLimits:
     """Caps on one call, checked before and while parsing."""
 
     max_bytes: int = 1_048_576  # whole call, bytes (1 MiB)
-    max_depth: int = 64  # nesting of arrays/objects
+    #: Levels of arrays/objects in the arguments, the arguments object being level 1.
+    max_depth: int = 64
     max_string: int = 1_048_576  # longest single string, characters
 
 
@@ -48,6 +61,25 @@ DEFAULT_LIMITS = CallLimits()
 #: takes them as strings.
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
+
+
+#: Arrays/objects a call's envelope may put around its arguments object: MCP's
+#: ``{"params": {"arguments": ...}}`` and OpenAI's ``{"function": {"arguments": ...}}``. Call
+#: text is refused unparsed past ``max_depth`` plus these (its shape is not known before it
+#: is parsed); the walk after parsing applies the exact rule.
+ENVELOPE_DEPTH = 2
+
+
+def call_text_too_deep(text: str, limits: CallLimits) -> bool:
+    """Whether call text nests too deep for any shape's arguments to be within the cap."""
+    return _depth_exceeds(text, limits.max_depth + ENVELOPE_DEPTH)
+
+
+def _depth_message(where: str, max_depth: int) -> str:
+    return (
+        f"{where} deeper than {max_depth} levels of arrays and objects "
+        "(the arguments object is level 1)"
+    )
 
 
 def _depth_exceeds(text: str, max_depth: int) -> bool:
@@ -74,27 +106,30 @@ def _depth_exceeds(text: str, max_depth: int) -> bool:
     return False
 
 
-def _check_value(value: Any, limits: CallLimits, root: str = "$") -> None:
+def _check_value(value: Any, limits: CallLimits, root: str = "$", envelope: int = 0) -> None:
     """Raise InvalidArguments for the first value beyond ``limits`` (depth, string length) or
     not JSON data (NaN, infinity, a non-text key, a lone surrogate, an integer outside
     INT_MIN..INT_MAX, a value of any other type than str, dict, list, int, float, bool, None).
     ``root``: the JSONPath of ``value`` in the call, which the error's path starts with.
+    ``envelope``: the arrays/objects around the arguments object in ``value`` (0: ``value``
+    is the arguments), which the depth cap does not count.
 
     Runs on every call over every argument: the walk builds no path strings; the JSONPath of a
     violation is assembled only when there is one.
     """
-    found = _find(value, limits.max_depth, limits.max_string)
+    max_depth = limits.max_depth + envelope
+    found = _find(value, max_depth, limits.max_string)
     if found is None:
         return
     if found is NotImplemented:  # a value the C walk leaves to the reference walk
-        found = _violation(value, limits.max_depth, limits.max_string, 0)
+        found = _violation(value, max_depth, limits.max_string, 0)
         if found is None:
             return
     rule, keys = found
     path = root + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
     if rule == "max_depth":
         raise InvalidArguments(
-            f"{path}: nesting deeper than {limits.max_depth} levels", path=path, rule=rule
+            _depth_message(f"{path}: nesting", limits.max_depth), path=path, rule=rule
         )
     if rule == "max_string":
         raise InvalidArguments(
@@ -128,21 +163,22 @@ def _at(value: Any, keys: list[Any]) -> Any:
 def _violation(
     value: Any, max_depth: int, max_string: int, depth: int
 ) -> tuple[str, list[Any]] | None:
-    """``(rule, keys innermost first)`` of the first violation under ``value``, else None."""
-    if depth > max_depth:
-        return ("max_depth", [])
+    """``(rule, keys innermost first)`` of the first violation under ``value``, else None.
+    ``depth``: the arrays/objects around ``value``. Only arrays and objects are levels: one
+    is refused at level ``depth + 1`` past ``max_depth``; a scalar never is."""
     if isinstance(value, str):
         if len(value) > max_string:
             return ("max_string", [])
         return ("unicode", []) if _not_text(value) else None
     if isinstance(value, dict):
-        leaf_ok = depth < max_depth  # a string child is at depth + 1
+        if depth >= max_depth:
+            return ("max_depth", [])
         for k, v in value.items():
             if not isinstance(k, str):
                 return ("key", [])
             if _not_text(k):  # named by the object holding it, as JSON paths have no keys
                 return ("unicode", [])
-            if leaf_ok and type(v) is str:  # the common leaf, checked without a call
+            if type(v) is str:  # the common leaf, checked without a call
                 if len(v) > max_string:
                     return ("max_string", [k])
                 if not v.isascii() and _not_text(v):
@@ -153,6 +189,8 @@ def _violation(
                 found[1].append(k)
                 return found
     elif isinstance(value, list):
+        if depth >= max_depth:
+            return ("max_depth", [])
         for i, v in enumerate(value):
             found = _violation(v, max_depth, max_string, depth + 1)
             if found is not None:
@@ -223,11 +261,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _loads(text: str, what: str, limits: CallLimits, cls: type[InvalidArguments]) -> Any:
+def _loads(
+    text: str, what: str, limits: CallLimits, cls: type[InvalidArguments], envelope: int
+) -> Any:
+    """``text`` parsed, refused unparsed past its bytes cap or past ``max_depth`` plus
+    ``envelope`` levels of brackets (the levels around the arguments object it may hold)."""
     if len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise cls(f"{what} exceeds {limits.max_bytes} bytes", rule="max_bytes")
-    if _depth_exceeds(text, limits.max_depth):
-        raise cls(f"{what} nests deeper than {limits.max_depth} levels", rule="max_depth")
+    if _depth_exceeds(text, limits.max_depth + envelope):
+        raise cls(_depth_message(f"{what} nests", limits.max_depth), rule="max_depth")
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
@@ -286,7 +328,7 @@ def parse_call_bytes(data: bytes | str, limits: CallLimits = DEFAULT_LIMITS) -> 
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidCall(f"call is not UTF-8: {exc}") from exc
-    return normalize_call(_loads(data, "call", limits, InvalidCall), limits)
+    return normalize_call(_loads(data, "call", limits, InvalidCall, ENVELOPE_DEPTH), limits)
 
 
 def _arguments(raw: Any, shape: str, limits: CallLimits, where: str) -> dict[str, Any]:
@@ -298,7 +340,8 @@ def _arguments(raw: Any, shape: str, limits: CallLimits, where: str) -> dict[str
     if raw is None:
         return {}
     if isinstance(raw, str):  # OpenAI sends arguments as a JSON *string*; it may be broken
-        raw = _loads(raw, f"{shape} arguments", limits, InvalidArguments) if raw.strip() else {}
+        what = f"{shape} arguments"
+        raw = _loads(raw, what, limits, InvalidArguments, 0) if raw.strip() else {}
         _check_value(raw, limits, where)
     if not isinstance(raw, dict):
         raise InvalidArguments(
@@ -336,40 +379,35 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
         return obj
     if not isinstance(obj, dict):
         raise InvalidCall(f"a call must be a JSON object, got {type(obj).__name__}")
-    _check_value(obj, limits)
-    kind = obj.get("type")
-    context: dict[str, Any] = {}
-    if kind == "function" and isinstance(obj.get("function"), dict):
+    shape = _shape(obj)
+    # The whole call, its envelope uncounted by the depth cap (for an unrecognised shape:
+    # one level, as most shapes have).
+    _check_value(obj, limits, envelope=1 if shape is None else _ENVELOPES[shape])
+    if shape == "openai":
         fn = obj["function"]
-        shape = "openai"
         name = _name(fn.get("name"), shape)
         args = _arguments(fn.get("arguments"), shape, limits, "$.function.arguments")
         call_id = _call_id(obj.get("id"))
-    elif kind == "function_call":
-        shape = "openai-responses"
+    elif shape == "openai-responses":
         name = _name(obj.get("name"), shape)
         args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
-    elif kind == "tool_use":
-        shape = "anthropic"
+    elif shape == "anthropic":
         name = _name(obj.get("name"), shape)
         args = _arguments(obj.get("input"), shape, limits, "$.input")
         call_id = _call_id(obj.get("id"))
-    elif "tool" in obj:
-        shape = "native"
+    elif shape == "native":
         name = _name(obj.get("tool"), shape)
         args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
         # A "context" in the call body is the model's text, not the caller's: session,
         # profile and environment come from the API (Broker.call), never from the call.
-    elif obj.get("method") == "tools/call" and isinstance(obj.get("params"), dict):
-        shape = "mcp"
+    elif shape == "mcp-request":
         params = obj["params"]
-        name = _name(params.get("name"), shape)
-        args = _arguments(params.get("arguments"), shape, limits, "$.params.arguments")
+        name = _name(params.get("name"), "mcp")
+        args = _arguments(params.get("arguments"), "mcp", limits, "$.params.arguments")
         call_id = _call_id(obj.get("id") if isinstance(obj.get("id"), str) else None)
-    elif "name" in obj and ("arguments" in obj or len(obj) == 1):
-        shape = "mcp"
+    elif shape == "mcp":
         name = _name(obj.get("name"), shape)
         args = _arguments(obj.get("arguments"), shape, limits, "$.arguments")
         call_id = _call_id(obj.get("call_id") or obj.get("id"))
@@ -379,8 +417,37 @@ def normalize_call(obj: Any, limits: CallLimits = DEFAULT_LIMITS) -> ToolCall:
             "{type: function, function}, Responses {type: function_call}, Anthropic "
             "{type: tool_use} or MCP {name, arguments}"
         )
-    context["shape"] = shape
-    return _tool_call(call_id, name, args, context)
+    return _tool_call(call_id, name, args, {"shape": "mcp" if shape == "mcp-request" else shape})
+
+
+#: Arrays/objects around each shape's arguments object (at most ENVELOPE_DEPTH).
+_ENVELOPES = {
+    "openai": 2,  # $.function.arguments
+    "openai-responses": 1,
+    "anthropic": 1,
+    "native": 1,
+    "mcp-request": 2,  # $.params.arguments
+    "mcp": 1,
+}
+
+
+def _shape(obj: dict[Any, Any]) -> str | None:
+    """The shape of the call ``obj`` (a key of _ENVELOPES; an MCP ``tools/call`` request is
+    ``mcp-request``), else None. Reads only top-level members and the dicts it names."""
+    kind = obj.get("type")
+    if kind == "function" and isinstance(obj.get("function"), dict):
+        return "openai"
+    if kind == "function_call":
+        return "openai-responses"
+    if kind == "tool_use":
+        return "anthropic"
+    if "tool" in obj:
+        return "native"
+    if obj.get("method") == "tools/call" and isinstance(obj.get("params"), dict):
+        return "mcp-request"
+    if "name" in obj and ("arguments" in obj or len(obj) == 1):
+        return "mcp"
+    return None
 
 
 _CALL_FIELDS = frozenset(ToolCall.model_fields)

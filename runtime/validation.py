@@ -6,11 +6,15 @@ Each schema is compiled once (jsonschema-rs) and cached by tool. Hazards handled
   URI, so a manifest cannot make the broker talk to the network or read files;
 * ``pattern``: compiled with the linear-time regex engine (no backtracking, no ReDoS), and a
   schema whose pattern needs backtracking features fails to compile at load time;
-* error messages name the JSON path and the rule that failed (``$.path: message [rule]``).
+* error messages name the JSON path and the rule that failed (``$.path: message [rule]``);
+  the value a message quotes is cut to its first characters (jsonschema-rs quotes the whole
+  instance: a 500,000-character argument made a 500,069-character message).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import jsonschema_rs
@@ -20,6 +24,13 @@ from runtime.errors import InvalidArguments, ManifestError, ToolFailed
 __all__ = ["SchemaValidator", "check_schema", "compile_schema"]
 
 _MAX_REPORTED = 5
+#: Characters of a value (a string's text, an array's or object's JSON) an error message
+#: quotes; the rest is elided and the whole length said.
+_QUOTE_MAX = 64
+#: A message still longer (a value quoted otherwise than as JSON, a float written out in
+#: full) keeps its start and its end, where the rule's words are.
+_MESSAGE_MAX = 1024
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _refuse_retrieval(uri: str) -> Any:
@@ -58,6 +69,53 @@ def _json_path(parts: list[str | int]) -> str:
     return out
 
 
+def _bounded(message: str, instance: Any) -> str:
+    """jsonschema-rs's ``message`` about ``instance`` with every value it quotes bounded: the
+    instance's JSON when it is an array or object, any JSON string (the instance, a key)."""
+    if len(message) <= _QUOTE_MAX:
+        return message
+    head, quote, tail = message, "", ""
+    if isinstance(instance, (dict, list)):
+        rendered = _compact(instance)
+        at = message.find(rendered) if len(rendered) > _QUOTE_MAX else -1
+        if at >= 0:
+            # Cut apart from the string pass: the cut may end inside a string literal.
+            head, tail = message[:at], message[at + len(rendered) :]
+            quote = f"{rendered[:_QUOTE_MAX]}… ({len(rendered)} characters of JSON)"
+    message = _short_strings(head) + quote + _short_strings(tail)
+    if len(message) > _MESSAGE_MAX:
+        keep = _MESSAGE_MAX // 2
+        message = f"{message[:keep]}… ({len(message)} characters) …{message[-keep:]}"
+    return message
+
+
+def _compact(value: Any) -> str:
+    """``value`` as jsonschema-rs writes it (compact, non-ASCII as is); "" when it cannot be
+    written (never for checked arguments and results)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
+def _short_strings(text: str) -> str:
+    return _STRING_LITERAL.sub(_short_string, text) if len(text) > _QUOTE_MAX else text
+
+
+def _short_string(match: re.Match[str]) -> str:
+    literal = match.group()
+    if len(literal) <= _QUOTE_MAX + 2:
+        return literal
+    try:
+        value = json.loads(literal)
+    except ValueError:  # not a JSON string after all: the message's length cap bounds it
+        return literal
+    if not isinstance(value, str) or len(value) <= _QUOTE_MAX:
+        return literal
+    cut = json.dumps(value[:_QUOTE_MAX], ensure_ascii=False)
+    return f'{cut[:-1]}…" ({len(value)} characters)'
+
+
 class SchemaValidator:
     """A compiled schema. ``validate_arguments`` raises InvalidArguments with path + rule."""
 
@@ -74,7 +132,11 @@ class SchemaValidator:
             schema_path = list(err.schema_path)
             rule = str(schema_path[-1]) if schema_path else "schema"
             found.append(
-                {"path": _json_path(list(err.instance_path)), "rule": rule, "message": err.message}
+                {
+                    "path": _json_path(list(err.instance_path)),
+                    "rule": rule,
+                    "message": _bounded(err.message, err.instance),
+                }
             )
             if len(found) >= _MAX_REPORTED:
                 break

@@ -111,6 +111,12 @@ def test_violation_on_odd_values_is_the_python_walk_or_leaves_it(
         assert got == _violation(value, max_depth, max_string, 0)
 
 
+def _nested(arrays: int, leaf: Any) -> Any:
+    for _ in range(arrays):
+        leaf = [leaf]
+    return leaf
+
+
 def _outcome(value: Any, limits: CallLimits) -> Any:
     try:
         _check_value(value, limits)
@@ -185,8 +191,10 @@ def test_deep_nesting_is_left_to_the_python_walk(both: tuple[ModuleType, Any]) -
     finally:
         sys.setrecursionlimit(old)
     assert got[1]["rule"] == "max_string"
-    # Within the default caps the C walk answers itself.
-    assert c_mod.violation(deep, 64, 10) == ("max_depth", [0] * 65)
+    # Within the default caps the C walk answers itself: the 65th array is the first too deep
+    # (only arrays and objects are levels; the string inside the 1500th is not looked at).
+    assert c_mod.violation(deep, 64, 10) == ("max_depth", [0] * 64)
+    assert c_mod.violation(_nested(64, "x"), 64, 10) is None
 
 
 @pytest.mark.parametrize("cap", [1.5, True, 2**70, -(2**70), "3", None])

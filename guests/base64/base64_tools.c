@@ -96,7 +96,9 @@ RT_EXPORT("base64_decode") uint64_t base64_decode_tool(const char *in, uint32_t 
     uint32_t acc = 0;
     for (size_t i = 0; i < enc->len; i++) {
         unsigned char c = s[i];
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        /* ASCII whitespace as C's isspace and Python's bytes.isspace have it: \v and \f
+         * were refused, though the manifest says whitespace is ignored. */
+        if (c == ' ' || (c >= '\t' && c <= '\r')) continue;
         if (c == '=') {
             if (count % 4 < 2) return fail_at("misplaced '=' padding", i);
             pad++;

@@ -62,6 +62,7 @@ typedef struct {
     const uint32_t *p; /* pattern code points */
     uint32_t n, i;
     const char *err;
+    uint32_t err_at; /* where the construct that failed starts (Python's error position) */
     cls *classes;
     uint32_t nclasses, cap_classes;
 } rparser;
@@ -229,12 +230,24 @@ static int64_t class_escape(rparser *ps, uint32_t e) {
 
 static node *parse_alt(rparser *ps, int depth);
 
-static node *fail_re(rparser *ps, const char *msg) {
-    if (!ps->err) ps->err = msg;
+/* Fails the parse with msg at position at: the start of the construct that failed, as
+ * Python's re.error.pos (the '(' of an unterminated group, the '[' of an unterminated class,
+ * the '\\' of a bad escape, the start of a bad range, a bad count's first digit, a misplaced
+ * quantifier or parenthesis itself); the first failure is kept. */
+static node *fail_at(rparser *ps, uint32_t at, const char *msg) {
+    if (!ps->err) {
+        ps->err = msg;
+        ps->err_at = at;
+    }
     return 0;
 }
 
-static node *parse_class(rparser *ps) {
+static int is_shorthand(uint32_t e) {
+    return e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S';
+}
+
+/* After the '[' at position open. */
+static node *parse_class(rparser *ps, uint32_t open) {
     int negate = 0;
     if (ps->i < ps->n && ps->p[ps->i] == '^') {
         negate = 1;
@@ -243,39 +256,44 @@ static node *parse_class(rparser *ps) {
     uint32_t k = new_class(ps, negate);
     int first = 1;
     for (;;) {
-        if (ps->i >= ps->n) return fail_re(ps, "unterminated character class");
+        if (ps->i >= ps->n) return fail_at(ps, open, "unterminated character class");
+        uint32_t at = ps->i; /* where this item (and a range it starts) begins */
         uint32_t c = ps->p[ps->i++];
         if (c == ']' && !first) break;
         first = 0;
         int64_t lo;
         if (c == '\\') {
-            if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
+            if (ps->i >= ps->n) return fail_at(ps, at, "pattern ends with a backslash");
             uint32_t e = ps->p[ps->i++];
             if (add_shorthand(ps, k, e)) {
                 /* Python refuses "[\\d-z]"; read as three items it matched '-' too. */
                 if (ps->i + 1 < ps->n && ps->p[ps->i] == '-' && ps->p[ps->i + 1] != ']')
-                    return fail_re(ps, "bad character range (a class shorthand cannot bound a range)");
+                    return fail_at(ps, at, "bad character range (a class shorthand cannot bound a range)");
                 continue;
             }
             lo = class_escape(ps, e);
-            if (escape_error(lo)) return fail_re(ps, escape_error(lo));
-            if (lo < 0) return fail_re(ps, "unsupported escape in a character class");
+            if (escape_error(lo)) return fail_at(ps, at, escape_error(lo));
+            if (lo < 0) return fail_at(ps, at, "unsupported escape in a character class");
         } else {
             lo = c;
         }
         int64_t hi = lo;
         if (ps->i + 1 < ps->n && ps->p[ps->i] == '-' && ps->p[ps->i + 1] != ']') {
             ps->i++;
+            uint32_t hi_at = ps->i;
             uint32_t h = ps->p[ps->i++];
             if (h == '\\') {
-                if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
-                hi = class_escape(ps, ps->p[ps->i++]);
-                if (escape_error(hi)) return fail_re(ps, escape_error(hi));
-                if (hi < 0) return fail_re(ps, "unsupported escape in a character range");
+                if (ps->i >= ps->n) return fail_at(ps, hi_at, "pattern ends with a backslash");
+                uint32_t e = ps->p[ps->i++];
+                if (is_shorthand(e))
+                    return fail_at(ps, at, "bad character range (a class shorthand cannot bound a range)");
+                hi = class_escape(ps, e);
+                if (escape_error(hi)) return fail_at(ps, hi_at, escape_error(hi));
+                if (hi < 0) return fail_at(ps, hi_at, "unsupported escape in a character range");
             } else {
                 hi = h;
             }
-            if (hi < lo) return fail_re(ps, "bad character range (end before start)");
+            if (hi < lo) return fail_at(ps, at, "bad character range (end before start)");
         }
         add_range(ps, k, (uint32_t)lo, (uint32_t)hi);
     }
@@ -312,47 +330,49 @@ static int parse_int(rparser *ps, int *out) {
 }
 
 static node *parse_atom(rparser *ps, int depth) {
+    uint32_t at = ps->i;
     uint32_t c = ps->p[ps->i++];
     switch (c) {
     case '.': return mk(N_ANY, 0, 0);
     case '^': return mk(N_BOL, 0, 0);
     case '$': return mk(N_EOL, 0, 0);
-    case '[': return parse_class(ps);
+    case '[': return parse_class(ps, at);
     case '(': {
-        if (depth > 200) return fail_re(ps, "groups nested too deeply (limit 200)");
+        if (depth > 200) return fail_at(ps, at, "groups nested too deeply (limit 200)");
         if (ps->i < ps->n && ps->p[ps->i] == '?') {
             if (ps->i + 1 < ps->n && ps->p[ps->i + 1] == ':')
                 ps->i += 2;
             else
-                return fail_re(ps, "(?...) groups other than (?:...) are not supported (lookaround is not linear-time; inline flags and named groups are not implemented)");
+                return fail_at(ps, at, "(?...) groups other than (?:...) are not supported (lookaround is not linear-time; inline flags and named groups are not implemented)");
         }
         node *inner = parse_alt(ps, depth + 1);
         if (!inner) return 0;
-        if (ps->i >= ps->n || ps->p[ps->i] != ')') return fail_re(ps, "missing ), unterminated group");
+        if (ps->i >= ps->n || ps->p[ps->i] != ')') return fail_at(ps, at, "missing ), unterminated group");
         ps->i++;
         return inner;
     }
-    case ')': return fail_re(ps, "unbalanced parenthesis");
-    case '*': case '+': case '?': return fail_re(ps, "nothing to repeat");
+    case ')': return fail_at(ps, at, "unbalanced parenthesis");
+    case '*': case '+': case '?': return fail_at(ps, at, "nothing to repeat");
     case '{':
-        if (brace_quantifier(ps, ps->i - 1)) return fail_re(ps, "nothing to repeat");
+        if (brace_quantifier(ps, at)) return fail_at(ps, at, "nothing to repeat");
         break;
     case '\\': {
-        if (ps->i >= ps->n) return fail_re(ps, "pattern ends with a backslash");
+        if (ps->i >= ps->n) return fail_at(ps, at, "pattern ends with a backslash");
         uint32_t e = ps->p[ps->i++];
         /* Python: \0 and a \1-\7 followed by two more octal digits are octal escapes; any
          * other digit starts a group reference. */
         if (e == '0' || (is_octal(e) && ps->i + 1 < ps->n && is_octal(ps->p[ps->i]) &&
                          is_octal(ps->p[ps->i + 1]))) {
             int64_t v = octal_escape(ps, e);
-            if (v < 0) return fail_re(ps, "octal escape value outside of range 0-0o377");
+            if (v < 0) return fail_at(ps, at, "octal escape value outside of range 0-0o377");
             node *n = mk(N_CHAR, 0, 0);
             n->v = (uint32_t)v;
             return n;
         }
-        if (e >= '1' && e <= '9') return fail_re(ps, "backreferences are not supported (not linear-time)");
+        /* At the group number, as Python's "invalid group reference". */
+        if (e >= '1' && e <= '9') return fail_at(ps, at + 1, "backreferences are not supported (not linear-time)");
         uint32_t k = ps->nclasses;
-        if (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S') {
+        if (is_shorthand(e)) {
             k = new_class(ps, 0);
             add_shorthand(ps, k, e);
             node *n = mk(N_CLASS, 0, 0);
@@ -365,8 +385,8 @@ static node *parse_atom(rparser *ps, int depth) {
             return n;
         }
         int64_t ch = escape_char(ps, e);
-        if (escape_error(ch)) return fail_re(ps, escape_error(ch));
-        if (ch < 0) return fail_re(ps, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\b \\B \\A \\Z \\a \\n \\t \\r \\f \\v, \\xhh \\uhhhh \\Uhhhhhhhh, octal \\0 \\012 \\101 and escaped punctuation)");
+        if (escape_error(ch)) return fail_at(ps, at, escape_error(ch));
+        if (ch < 0) return fail_at(ps, at, "unsupported escape (supported: \\d \\w \\s \\D \\W \\S \\b \\B \\A \\Z \\a \\n \\t \\r \\f \\v, \\xhh \\uhhhh \\Uhhhhhhhh, octal \\0 \\012 \\101 and escaped punctuation)");
         node *n = mk(N_CHAR, 0, 0);
         n->v = (uint32_t)ch;
         return n;
@@ -389,6 +409,7 @@ static node *parse_repeat(rparser *ps, int depth) {
     int group = ps->p[ps->i] == '(';
     node *a = parse_atom(ps, depth);
     if (!a || ps->i >= ps->n) return a;
+    uint32_t at = ps->i; /* the quantifier's start */
     uint32_t c = ps->p[ps->i];
     int min, max;
     if (c == '*') {
@@ -413,13 +434,14 @@ static node *parse_repeat(rparser *ps, int depth) {
             if (!parse_int(ps, &max)) max = -1;
         }
         ps->i++; /* the '}' brace_quantifier saw */
-        if (min > MAX_REPEAT || max > MAX_REPEAT) return fail_re(ps, "repeat count over 1000");
-        if (max >= 0 && max < min) return fail_re(ps, "min repeat greater than max repeat");
+        /* Python names the count's first digit, after the '{'. */
+        if (min > MAX_REPEAT || max > MAX_REPEAT) return fail_at(ps, at + 1, "repeat count over 1000");
+        if (max >= 0 && max < min) return fail_at(ps, at + 1, "min repeat greater than max repeat");
     } else {
         return a;
     }
     /* Python refuses a quantifier straight after an anchor (not after a group holding one). */
-    if (!group && (a->t == N_BOL || a->t == N_EOL || a->t == N_ASSERT)) return fail_re(ps, "nothing to repeat");
+    if (!group && (a->t == N_BOL || a->t == N_EOL || a->t == N_ASSERT)) return fail_at(ps, at, "nothing to repeat");
     node *r = mk(N_REP, a, 0);
     r->min = min;
     r->max = max;
@@ -427,9 +449,9 @@ static node *parse_repeat(rparser *ps, int depth) {
         r->greedy = 0;
         ps->i++;
     } else if (ps->i < ps->n && ps->p[ps->i] == '+') {
-        return fail_re(ps, "possessive quantifiers (*+ ++ ?+ {m,n}+) are not supported");
+        return fail_at(ps, at, "possessive quantifiers (*+ ++ ?+ {m,n}+) are not supported");
     }
-    if (at_quantifier(ps)) return fail_re(ps, "multiple repeat");
+    if (at_quantifier(ps)) return fail_at(ps, ps->i, "multiple repeat");
     return r;
 }
 
@@ -702,14 +724,14 @@ RT_EXPORT("regex_match") uint64_t regex_match_tool(const char *in, uint32_t n) {
     ps.p = decode_utf8(pat->s, pat->len, &ps.n);
     if (ps.n > MAX_PATTERN) return rt_fail("pattern longer than 2000 characters");
     node *ast = parse_alt(&ps, 0);
-    if (ast && ps.i < ps.n) ast = fail_re(&ps, "unbalanced parenthesis");
+    if (ast && ps.i < ps.n) ast = fail_at(&ps, ps.i, "unbalanced parenthesis"); /* a ')' */
     if (!ast) {
         rt_buf m;
         buf_init(&m, 128);
         buf_puts(&m, "invalid pattern: ");
         buf_puts(&m, ps.err ? ps.err : "syntax error");
         buf_puts(&m, " at position ");
-        buf_put_uint(&m, ps.i ? ps.i - 1 : 0);
+        buf_put_uint(&m, ps.err_at);
         return rt_fail_buf(&m);
     }
     prog pg = {0, 0, 0, 0, 0, 0};

@@ -72,7 +72,7 @@ from runtime.models import (
     ToolSpec,
     utcnow,
 )
-from runtime.shapes import CallLimits, _depth_exceeds, normalize_call, parse_call_bytes
+from runtime.shapes import CallLimits, call_text_too_deep, normalize_call, parse_call_bytes
 from runtime.toolkit import builtin_tools_dir
 from runtime.toolkit_env import check_env_arguments, check_env_size
 from runtime.validation import SchemaValidator
@@ -1145,7 +1145,7 @@ def _raw_object(raw: Any, limits: CallLimits) -> Any:
         return None
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        if _depth_exceeds(text, limits.max_depth):
+        if call_text_too_deep(text, limits):
             return None
         return json.loads(text)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -16,9 +16,14 @@ LIMITS = CallLimits(max_depth=3, max_string=5)
 
 
 def _reference(value: Any, limits: CallLimits, depth: int = 0, path: str = "$") -> None:
-    if depth > limits.max_depth:
+    # Only arrays and objects are levels (``depth``: those around ``value``), the value
+    # checked being the first; a scalar inside the deepest allowed one is not refused.
+    if isinstance(value, (dict, list)) and depth >= limits.max_depth:
         raise InvalidArguments(
-            f"{path}: nesting deeper than {limits.max_depth} levels", path=path, rule="max_depth"
+            f"{path}: nesting deeper than {limits.max_depth} levels of arrays and objects "
+            "(the arguments object is level 1)",
+            path=path,
+            rule="max_depth",
         )
     if isinstance(value, str):
         if len(value) > limits.max_string:

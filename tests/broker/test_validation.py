@@ -67,3 +67,61 @@ def test_result_mismatch_is_tool_failure() -> None:
     v = compile_schema({"type": "object", "required": ["content"]})
     with pytest.raises(ToolFailed, match="does not match its schema"):
         v.validate_result("read_file", {})
+
+
+# A schema error's message quoted the whole offending value: regex_match with a
+# 500,000-character pattern answered a 500,069-character message. The value is cut to its
+# first 64 characters, its length said, the rule's words kept.
+_LONG = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "maxLength": 2000},
+        "a": {"type": "array", "maxItems": 2},
+        "o": {"type": "object", "propertyNames": {"maxLength": 3}},
+        "f": {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "quote", "end"),
+    [
+        ({"s": "é" * 500_000}, '"' + "é" * 64 + '…" (500000 characters)', "longer than 2000"),
+        (
+            {"a": list(range(100_000))},
+            "[" + ",".join(map(str, range(40)))[:63] + "… (588891 characters of JSON)",
+            "has more than 2 items",
+        ),
+        ({"o": {"k" * 5000: 1}}, '"' + "k" * 64 + '…" (5000 characters)', "longer than 3"),
+        # Cut in the text, not its JSON: never inside an escape.
+        ({"s": 'a"\\' * 1000}, '"' + 'a\\"\\\\' * 21 + 'a…" (3000 characters)', "2000"),
+    ],
+)
+def test_messages_quote_a_long_value_cut(args: dict[str, object], quote: str, end: str) -> None:
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(_LONG).validate_arguments("t", args)
+    message = info.value.message
+    assert quote in message and end in message and len(message) < 300
+    assert all(len(e["message"]) < 300 for e in info.value.details["errors"])
+
+
+def test_a_result_message_is_bounded_too() -> None:
+    with pytest.raises(ToolFailed) as info:
+        compile_schema(_LONG).validate_result("t", {"s": "x" * 10_000})
+    assert '"' + "x" * 64 + '…" (10000 characters)' in info.value.message
+    assert len(info.value.message) < 300
+
+
+def test_a_value_quoted_otherwise_is_bounded_by_the_message_cap() -> None:
+    # jsonschema-rs writes 1e300 out in full (300 digits), so the array's JSON is not found
+    # in its message: the message keeps its start and its end.
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(_LONG).validate_arguments("t", {"a": [1e300] * 1000})
+    message = info.value.message
+    assert len(message) < 1200 and message.endswith("has more than 2 items [maxItems]")
+
+
+def test_short_messages_are_unchanged() -> None:
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(_LONG).validate_arguments("t", {"s": 5})
+    assert info.value.message == 't: $.s: 5 is not of type "string" [type]'

@@ -113,7 +113,7 @@ def test_base64_decode_roundtrips_bytes(backend: WasmBackend, raw: bytes, url_sa
 
 
 @SETTINGS
-@given(encoded=st.text(st.sampled_from(list("QUJDZGVm+/=-_ \n$")), max_size=16))
+@given(encoded=st.text(st.sampled_from(list("QUJDZGVm+/=-_ \n\t\r\v\f$")), max_size=16))
 def test_base64_decode_accepts_what_cpython_strictly_accepts(
     backend: WasmBackend, encoded: str
 ) -> None:
@@ -131,7 +131,7 @@ def test_base64_decode_accepts_what_cpython_strictly_accepts(
 
 
 @SETTINGS
-@given(encoded=st.text(st.sampled_from(list("QUJDZGVm+/=-_ \n$")), max_size=16))
+@given(encoded=st.text(st.sampled_from(list("QUJDZGVm+/=-_ \n\t\r\v\f$")), max_size=16))
 def test_base64_decode_lenient_only_about_padding_and_space(
     backend: WasmBackend, encoded: str
 ) -> None:

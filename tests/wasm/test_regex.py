@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from runtime.backends.wasm import WasmBackend
 from runtime.errors import ToolFailed
 
-from .conftest import call
+from .conftest import call, spec_of
 
 pytestmark = pytest.mark.wasm
 
@@ -115,6 +115,55 @@ def test_bad_patterns(backend: WasmBackend, pattern: str, fragment: str) -> None
     with pytest.raises(ToolFailed, match=r"invalid pattern|pattern too large") as info:
         call(backend, "regex_match", {"pattern": pattern, "text": "aaa"})
     assert fragment in info.value.message
+
+
+# Every error kind the guest shares with Python's re, at the position Python names: the start
+# of the construct that failed. It named the last character read ("abc)def" 2, "ab(cd" 4).
+_PYTHON_REFUSES = [
+    *("abc)def", "(((a)))))", "[a-]b)"),  # unbalanced parenthesis: the ')'
+    *("ab(cd", "(?:ab", "((a)"),  # unterminated group: its '('
+    *("x[abc", "[]", "[^]"),  # unterminated class: its '['
+    *("ab{3,2}", "x{2000,1}"),  # a bad count: its first digit
+    *("[z-a]", "[x-\\0]", "[\\d-z]", "[a-\\d]"),  # a bad range: its start
+    *("a\\qb", "abc\\", "\\400", "x\\x1", "x\\u12", "x\\U00110000"),  # a bad escape: its '\\'
+    *("[\\q]", "[a\\", "[a-\\x1]", "[\\400]", "ab[c-\\q]"),  # the same in a class
+    *("*a", "x^*", "a\\b*", "\\A+", "a|*", "(*a)", "(|*)"),  # nothing to repeat: the quantifier
+    *("a**", "a?*", "a{2}{3}", "x{1,2}?*"),  # multiple repeat: the second quantifier
+    *("\\1", "x\\9"),  # a group reference: its number
+]
+
+
+@pytest.mark.parametrize("pattern", _PYTHON_REFUSES)
+def test_error_positions_are_pythons(backend: WasmBackend, pattern: str) -> None:
+    with pytest.raises(re.error) as expected:
+        re.compile(pattern)
+    with pytest.raises(ToolFailed, match="invalid pattern") as info:
+        call(backend, "regex_match", {"pattern": pattern, "text": ""})
+    assert info.value.message.endswith(f" at position {expected.value.pos}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position"),
+    [("x(?=a)", 1), ("a*+", 1), ("a{1001}", 2), ("\\d{1,5000}", 3), ("x(?i)", 1)],
+)
+def test_error_positions_of_what_only_the_guest_refuses(
+    backend: WasmBackend, pattern: str, position: int
+) -> None:
+    # The construct's start too: a group's '(', a quantifier's first character, a count's
+    # first digit.
+    with pytest.raises(ToolFailed, match="invalid pattern") as info:
+        call(backend, "regex_match", {"pattern": pattern, "text": ""})
+    assert info.value.message.endswith(f" at position {position}")
+
+
+def test_the_repeat_count_limit_is_documented(backend: WasmBackend) -> None:
+    # The guest refuses counts over 1000, which the manifest did not say.
+    assert "repeat counts are at most 1000" in spec_of("regex_match").description
+    for ok in ("a{1000}", "a{0,1000}", "a{1000,}"):
+        call(backend, "regex_match", {"pattern": ok, "text": ""})
+    for bad in ("a{1001}", "a{0,1001}", "\\d{1,5000}"):
+        with pytest.raises(ToolFailed, match="repeat count over 1000"):
+            call(backend, "regex_match", {"pattern": bad, "text": ""})
 
 
 ANCHORS = ("", "^", "$", "\\b", "\\B", "\\A", "\\Z")

@@ -262,6 +262,17 @@ def test_base64(backend: WasmBackend) -> None:
             assert fragment in info.value.message
 
 
+@pytest.mark.parametrize("space", [c for c in map(chr, range(128)) if c.encode().isspace()])
+def test_base64_decode_skips_all_ascii_whitespace(backend: WasmBackend, space: str) -> None:
+    # The manifest says whitespace is ignored; \v and \f were refused as outside the alphabet
+    # (space, \n, \r and \t were skipped). Python's bytes.isspace set, as b64decode skips.
+    encoded = f"{space}QUJD{space}REVG{space}"
+    assert call(backend, "base64_decode", {"encoded": encoded}) == {
+        "decoded": base64.b64decode(encoded).decode(),
+        "binary": False,
+    }
+
+
 @pytest.mark.parametrize("algorithm", ["sha256", "sha512", "sha1", "md5"])
 def test_hash(backend: WasmBackend, algorithm: str) -> None:
     for text in ["", "abc", "x" * 55, "y" * 56, "z" * 119, "é" * 1000]:
