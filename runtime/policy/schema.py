@@ -211,11 +211,12 @@ class PathsSection(_Section):
     'out//./**' are 'out/**'); one that names no path inside the workspace ('..' segments,
     other absolute paths, '', '.', a trailing '/') is refused."""
 
-    # First: the glob lists below are normalised against it.
     workspace_root: str = Field(
-        "/workspace",
-        description="Absolute paths are accepted only under this logical root (the "
-        "workspace as the sandbox shows it). Default '/workspace'.",
+        SANDBOX_ROOT,
+        description="Where the sandbox shows the workspace: always '/workspace', the only "
+        "value accepted (kept for older policy files). Absolute paths are accepted only "
+        "under it. Default '/workspace'.",
+        json_schema_extra={"enum": [SANDBOX_ROOT, SANDBOX_ROOT + "/"]},
     )
     read: list[str] = Field(
         default_factory=lambda: ["**"], description="Readable globs. Default ['**']."
@@ -238,13 +239,26 @@ class PathsSection(_Section):
         "Raise it for a larger workspace. Default 1000000.",
     )
 
+    @field_validator("workspace_root")
+    @classmethod
+    def _sandbox_root(cls, v: str) -> str:
+        # The tools and the sandbox show the workspace at /workspace, always: another root
+        # was read by the policy alone, so '/proj/x' passed the path rules and failed in the
+        # tool, while '/workspace/...' (what the shell really reaches) escaped the command
+        # rules ('rm -rf /workspace/*' was allowed).
+        if v.rstrip("/") != SANDBOX_ROOT:
+            raise ValueError(
+                f"workspace_root {v[:200]!r} is not supported: the sandbox always shows the "
+                f"workspace at {SANDBOX_ROOT!r}; remove the key or set it to {SANDBOX_ROOT!r}"
+            )
+        return SANDBOX_ROOT
+
     @field_validator("read", "write", "deny", "deny_read", "deny_write")
     @classmethod
-    def _workspace_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+    def _workspace_globs(cls, v: list[str]) -> list[str]:
         # A glob spelled otherwise than the normalised paths it is matched against matched
         # none of them, and the sandbox's write binds read it as "anywhere" (_workspace_globs).
-        root = info.data.get("workspace_root", SANDBOX_ROOT)
-        return [workspace_glob(glob, root) for glob in v]
+        return [workspace_glob(glob) for glob in v]
 
 
 class CommandRule(_Section):
