@@ -308,7 +308,11 @@ class CommandRule(_Section):
         "judged, not the files it reads ('cp \"$f\" backup/' writes backup/).",
     )
     assigns: list[str] = Field(
-        default_factory=list, description="The command sets an environment variable named so."
+        default_factory=list,
+        description="The command sets a variable whose name matches one of these globs: "
+        "'NAME=V cmd', 'env NAME=V', export/declare/typeset/readonly/local NAME=V, "
+        "'export NAME' and 'declare -x NAME' (a tool's env argument and set_env are judged "
+        "as 'export NAME=V'). Default [].",
     )
     modes_regex: list[str] = Field(
         default_factory=list,
