@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from runtime.models import Action
+from runtime.models import Action, ToolCategory
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
 
@@ -188,8 +188,10 @@ class Rule(_Section):
     tools: list[str] = Field(
         default_factory=list, description="Tool names or fnmatch globs. Default: any tool."
     )
-    categories: list[str] = Field(
-        default_factory=list, description="Tool categories. Default: any category."
+    categories: list[ToolCategory] = Field(
+        default_factory=list,
+        description="Tool categories (file, shell, code, network, system, data, memory, "
+        "interaction, custom, mcp). Default: any category.",
     )
     when: list[Condition] = Field(
         default_factory=list, description="Conditions on arguments, all must hold."
@@ -405,7 +407,11 @@ class ProfileSection(_Section):
 
     description: str | None = None
     tools: list[str] = Field(default_factory=list, description="Tool names or globs.")
-    categories: list[str] = Field(default_factory=list, description="Whole categories.")
+    categories: list[ToolCategory] = Field(
+        default_factory=list,
+        description="Whole categories (file, shell, code, network, system, data, memory, "
+        "interaction, custom, mcp). Default [].",
+    )
     limits: LimitsSection = Field(
         default_factory=LimitsSection, description="Caps on this profile's limits."
     )
@@ -554,7 +560,7 @@ class AuditSection(_Section):
 class ExampleSpec(_Section):
     """How an example's tool looks to the policy, when it is not a built-in catalogue tool."""
 
-    category: str | None = None
+    category: ToolCategory | None = None
     arg_roles: (
         dict[
             str,
@@ -868,8 +874,10 @@ class PolicyFile(_Section):
         default_factory=dict,
         description="Per tool (name or glob): an action, or a table with action, limits, budget.",
     )
-    categories: dict[str, Action] = Field(
-        default_factory=dict, description="Action per tool category (file, data, ...)."
+    categories: dict[ToolCategory, Action] = Field(
+        default_factory=dict,
+        description="Action per tool category (file, shell, code, network, system, data, "
+        "memory, interaction, custom, mcp); another name is refused. Default: none.",
     )
     rules: list[Rule] = Field(default_factory=list, description="Conditional tool rules.")
     paths: PathsSection = Field(default_factory=PathsSection)

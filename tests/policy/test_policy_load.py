@@ -43,6 +43,14 @@ def load_error(text: str, tmp_path: Path) -> PolicyError:
         ("[commands]\ndisable = ['commands.deny.nope']\n", 2, "commands.disable"),
         ("[commands]\nallow = ['ls']\n", 1, "commands"),
         ("x = [\n", 1, None),
+        # Categories are a closed set: a misspelt one matched no tool and failed open.
+        ("default = 'allow'\n[categories]\nshel = 'deny'\n", 3, "categories.shel"),
+        (
+            "[[rules]]\nid = 'n'\naction = 'deny'\ncategories = ['netwrok']\n",
+            4,
+            "rules.0.categories.0",
+        ),
+        ("[profiles.r]\ncategories = ['flie']\n", 2, "profiles.r.categories.0"),
     ],
 )
 def test_errors_name_file_line_field(
