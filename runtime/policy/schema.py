@@ -155,7 +155,8 @@ class ToolEntry(_Section):
 
 
 class Condition(_Section):
-    """A test on one argument; every operator given must hold."""
+    """A test on one argument; every operator given must hold. An argument the call leaves
+    out is seen as its default in the tool's parameter schema (top-level properties)."""
 
     arg: str = Field(description="Argument name; 'a.b' reaches into nested objects.")
     equals: Any = Field(None, description="Equal to this value.")
