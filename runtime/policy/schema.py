@@ -34,6 +34,7 @@ __all__ = [
     "Example",
     "ExampleSpec",
     "LimitsSection",
+    "LocatedError",
     "McpServerEntry",
     "PathsSection",
     "PolicyFile",
@@ -59,6 +60,16 @@ _RESERVED_PREFIXES = (
 )
 
 
+class LocatedError(ValueError):
+    """A whole-policy check's error on one entry: ``loc`` is that entry's field path (as
+    pydantic's), which the loader turns into the file's line (a model validator's own
+    errors have none)."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 def _check_rule_id(v: str) -> str:
     if not RULE_ID_RE.match(v):
         raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
@@ -66,7 +77,9 @@ def _check_rule_id(v: str) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Strict: TOML gives ints, floats, bools and dates typed, so a string where a number or
+    # a bool belongs is a mistake to refuse, not to coerce (builtin = "off" was false).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 def _check_regexes(values: list[str]) -> list[str]:
@@ -911,22 +924,25 @@ class PolicyFile(_Section):
                 if any(fnmatchcase(name, d) for d in self.env.deny):
                     continue
                 if any(fnmatchcase(name, p) for p in self.env.pass_):
-                    raise ValueError(
+                    raise LocatedError(
                         f"mcp_servers.{i}.headers reads {name!r} from the environment, and "
                         f"[env] pass hands {name!r} to sandboxed tools: add it to [env] deny "
-                        "or rename the variable"
+                        "or rename the variable",
+                        ("mcp_servers", i, "headers"),
                     )
         return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PolicyFile:
         seen: set[str] = set()
-        ids = [r.id for r in self.rules] + [r.id for r in self.commands.rules]
-        for rule_id in ids:
+        ids: list[tuple[str, tuple[str | int, ...]]] = [
+            (r.id, ("rules", i, "id")) for i, r in enumerate(self.rules)
+        ] + [(r.id, ("commands", "rules", i, "id")) for i, r in enumerate(self.commands.rules)]
+        for rule_id, loc in ids:
             if rule_id == "default" or rule_id.startswith(_RESERVED_PREFIXES):
-                raise ValueError(f"rule id {rule_id!r} uses a reserved built-in prefix")
+                raise LocatedError(f"rule id {rule_id!r} uses a reserved built-in prefix", loc)
             if rule_id in seen:
-                raise ValueError(f"duplicate rule id {rule_id!r}")
+                raise LocatedError(f"duplicate rule id {rule_id!r}", loc)
             seen.add(rule_id)
         return self
 
