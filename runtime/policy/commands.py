@@ -464,16 +464,18 @@ class CommandRules:
         # on the workspace root ("rm -rf /workspace/*") must read it so.
         workspace_root = SANDBOX_ROOT
         rules: list[_Compiled] = []
+        deny, services = builtin_rules()
+        disabled = set(section.disable)
         if section.builtin:
-            deny, services = builtin_rules()
-            disabled = set(section.disable)
             rules += [_Compiled(r, r.action, workspace_root) for r in deny if r.id not in disabled]
-            if section.services != "allow":
-                rules += [
-                    _Compiled(r, section.services, workspace_root)
-                    for r in services
-                    if r.id not in disabled
-                ]
+        # 'services' is a setting of its own: 'builtin = false' drops the deny rules, not
+        # the dev-server rules a policy asked for by saying services = "deny" or "ask".
+        if section.services != "allow":
+            rules += [
+                _Compiled(r, section.services, workspace_root)
+                for r in services
+                if r.id not in disabled
+            ]
         rules += [_Compiled(r, r.action, workspace_root) for r in section.rules]
         self._rules = tuple(rules)
         self._allow_programs = tuple(section.allow)

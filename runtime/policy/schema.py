@@ -374,7 +374,9 @@ class CommandsSection(_Section):
         default_factory=list, description="Programs (globs) of allowlist mode. Default []."
     )
     builtin: bool = Field(
-        True, description="Apply the built-in deny rules (rm -rf /, mkfs, ...). Default true."
+        True,
+        description="Apply the built-in deny rules (rm -rf /, mkfs, ...); the dev-server "
+        "rules follow 'services' either way. Default true.",
     )
     disable: list[str] = Field(
         default_factory=list, description="Ids of built-in rules to drop. Default []."
