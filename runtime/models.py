@@ -31,6 +31,7 @@ __all__ = [
     "Limits",
     "SandboxNeeds",
     "ToolCall",
+    "ToolCategory",
     "ToolHints",
     "ToolResult",
     "ToolSpec",
@@ -41,6 +42,12 @@ __all__ = [
 ]
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+#: The tool categories, a closed set: a manifest says one, and a policy's [categories],
+#: rules and profiles name them (a misspelt name there matched no tool and failed open).
+ToolCategory = Literal[
+    "file", "shell", "code", "network", "system", "data", "memory", "interaction", "custom", "mcp"
+]
 
 
 class _CallIds:
@@ -234,7 +241,7 @@ class ToolSpec(_Model):
 
     name: str
     description: str = Field(min_length=1)
-    category: str = Field(
+    category: ToolCategory = Field(
         description="file | shell | code | network | system | data | memory | interaction | "
         "custom | mcp"
     )

@@ -41,6 +41,9 @@ def policy_check(
     try:
         pol = Policy.default() if policy == "default" else Policy.load(policy)
         catalogue = Catalogue(folders=tools_dir or ())
+        # The [[examples]] naming folder tools, with their real manifests, as the broker
+        # checks them when it opens (at load the policy knew only the built-in tools).
+        pol.check_examples(lambda name: catalogue.get(name) if name in catalogue else None)
     except ConfigError as exc:
         _err(f"runtime: {exc.message}")
         _out({"error": {"type": "config_error", "message": exc.message, **exc.details}})

@@ -15,13 +15,48 @@ import re
 
 from runtime.policy.argv import Word, short_cluster
 
-__all__ = ["Assignments", "builtin_assignments"]
+__all__ = ["DECLARERS", "Assignments", "builtin_assignments", "declared_names"]
 
 # Per builtin: its options that take a value (bash's internal_getopt: attached or the next
 # word), and the option whose value is the name assigned.
 _READ_VALUED = frozenset("adinNptu")
 _MAPFILE_VALUED = frozenset("dnOsuCc")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[.*\])?")
+
+#: Builtins whose operands are NAME=VALUE assignments (or bare names).
+DECLARERS = frozenset({"export", "declare", "typeset", "readonly", "local"})
+
+
+def declared_names(name: str, args: list[Word]) -> list[Word]:
+    """The literal ``NAME=VALUE`` operands of ``export``/``declare``/``typeset``/
+    ``readonly``/``local`` ``args`` (``NAME+=V`` and ``a[0]=V`` as ``NAME=``, ``a=``), and
+    the bare names that ``export NAME`` or ``declare -x NAME`` put in the environment of
+    later programs: what a rule on assigned names judges, as it does ``NAME=VALUE cmd``.
+    Words known only at run time are the walker's (it records their names already)."""
+    exports = name == "export"
+    out: list[Word] = []
+    options_done = False
+    for w in args:
+        if w.dynamic:
+            continue
+        if not options_done and w.value[:1] in ("-", "+") and "=" not in w.value:
+            if w.value == "--":
+                options_done = True
+            else:
+                cluster = w.value[1:]
+                if w.value[0] == "-" and "x" in cluster:
+                    exports = True
+                if "f" in cluster or "F" in cluster:
+                    return []  # 'declare -f NAME': functions, no variable
+            continue
+        options_done = True
+        var, eq, _ = w.value.partition("=")
+        var = var.split("[", 1)[0].rstrip("+")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            continue  # no identifier: bash refuses it
+        if eq or exports:
+            out.append(Word(f"{var}="))
+    return out
 
 
 class Assignments:

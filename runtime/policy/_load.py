@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.errors import PolicyError
-from runtime.policy.schema import PolicyFile
+from runtime.policy.schema import LocatedError, PolicyFile
 
 __all__ = ["locate", "parse_policy"]
 
@@ -74,6 +74,15 @@ def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
+def _error_loc(err: Any) -> tuple[Any, ...]:
+    """An error's field path: a whole-policy check (a model validator, whose errors pydantic
+    places at the model itself) names the offending entry by raising LocatedError."""
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, LocatedError):
+        return (*err["loc"], *cause.loc)
+    return tuple(err["loc"])
+
+
 def parse_policy(text: str, source: str) -> PolicyFile:
     try:
         data = tomllib.loads(text)
@@ -99,7 +108,7 @@ def parse_policy(text: str, source: str) -> PolicyFile:
     try:
         return PolicyFile.model_validate(data)
     except ValidationError as exc:
-        errors = [(_clean_loc(e["loc"]), e) for e in exc.errors()]
+        errors = [(_clean_loc(_error_loc(e)), e) for e in exc.errors()]
         # Union members each report an error; the deepest one is the most specific.
         loc, err = max(errors, key=lambda le: len(le[0]))
         field = ".".join(str(p) for p in loc) or None

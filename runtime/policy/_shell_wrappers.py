@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from runtime.policy._builtin_assigns import builtin_assignments
+from runtime.policy._builtin_assigns import DECLARERS, builtin_assignments, declared_names
 from runtime.policy._shell_model import MAX_READINGS, SimpleCommand
 from runtime.policy._shell_state import WalkerState
 from runtime.policy._sweeps import find_delete_roots
@@ -234,7 +234,7 @@ class WrappersMixin(WalkerState):
             self.env_values(words[1:], depth, feeds)
             # A run-time value leaves the name known ('export PATH=$PATH:bin' is PATH,
             # 'export GOPATH=$HOME/go' no PATH): judged by the rules on assigned names, as
-            # 'NAME=VALUE cmd' is. Literal words stay export-loader-env's.
+            # 'NAME=VALUE cmd' is.
             self.assigned_names([w for w in words[1:] if w.dynamic], feeds)
         elif name == "enable":
             # 'enable -n read': 'read' is then found as a function or on PATH.
@@ -262,6 +262,12 @@ class WrappersMixin(WalkerState):
             if not embedded:
                 self.guess_shells(words, depth, feeds)
         rec(name, words)
+        if name in DECLARERS:
+            # The names literal words set ('export AWS_KEY=1', 'declare -x AWS_KEY',
+            # 'readonly AWS_KEY=1'): an 'assigns' rule matches them as it does 'AWS_KEY=1
+            # cmd'. After the builtin's own record, so that export-loader-env (a rule on
+            # the builtin) names the decision it makes.
+            self.assigned_names(declared_names(name, words[1:]), feeds)
         if name == "find":
             # After find's own record, so that a rule on find names the decision.
             roots = find_delete_roots(words)

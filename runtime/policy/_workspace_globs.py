@@ -24,9 +24,9 @@ def _names(path: str) -> list[str]:
     return [seg for seg in path.split("/") if seg not in ("", ".")]
 
 
-def workspace_glob(glob: str, root: str = SANDBOX_ROOT) -> str:
-    """``glob`` in its one workspace-relative form: a leading ``./``, ``/workspace/`` (or
-    ``root/``, the policy's ``workspace_root``) and ``//`` or ``/./`` inside dropped
+def workspace_glob(glob: str) -> str:
+    """``glob`` in its one workspace-relative form: a leading ``./``, ``/workspace/`` and
+    ``//`` or ``/./`` inside dropped
     (``./out//a/./*.txt`` -> ``out/a/*.txt``). Raises ValueError, saying why, for a glob
     that names no path inside the workspace: empty, the workspace root itself, with a
     ``..`` segment, absolute elsewhere, or ending with ``/`` (which no path does: say
@@ -40,16 +40,10 @@ def workspace_glob(glob: str, root: str = SANDBOX_ROOT) -> str:
             f"glob {glob!r} has a '..' segment, which names no path inside the workspace: {_USE}"
         )
     if glob.startswith("/"):
-        # The deeper base first: with workspace_root = '/workspace/app', the path
-        # '/workspace/app/x' is 'x' (paths.normalise), so '/workspace/app/x/**' is 'x/**',
-        # not 'app/x/**' (which a deny glob would then have missed).
-        for base in sorted({SANDBOX_ROOT, root}, key=lambda b: -len(_names(b))):
-            prefix = _names(base)
-            if base.startswith("/") and names[: len(prefix)] == prefix:
-                names = names[len(prefix) :]
-                break
-        else:
+        prefix = _names(SANDBOX_ROOT)
+        if names[: len(prefix)] != prefix:
             raise ValueError(f"glob {glob!r} is an absolute path outside the workspace: {_USE}")
+        names = names[len(prefix) :]
     if not names:
         raise ValueError(
             f"glob {glob!r} names the workspace root itself, which no glob matches; "

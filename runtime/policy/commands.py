@@ -22,6 +22,7 @@ from runtime.policy._modes import granted_modes
 from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
+from runtime.policy._workspace_globs import SANDBOX_ROOT
 from runtime.policy._writes import write_findings, written_operands
 from runtime.policy.argv import Word, proc_alias, program_name
 from runtime.policy.globs import GlobSet
@@ -459,18 +460,22 @@ class CommandRules:
         what ``mv`` moves and the shell writes is judged by them (see :meth:`_moves`)."""
         self.section = section
         self._paths = paths
-        workspace_root = paths.root if paths is not None else "/workspace"
+        # The shell reaches the workspace at /workspace, whatever the caller: a rule
+        # on the workspace root ("rm -rf /workspace/*") must read it so.
+        workspace_root = SANDBOX_ROOT
         rules: list[_Compiled] = []
+        deny, services = builtin_rules()
+        disabled = set(section.disable)
         if section.builtin:
-            deny, services = builtin_rules()
-            disabled = set(section.disable)
             rules += [_Compiled(r, r.action, workspace_root) for r in deny if r.id not in disabled]
-            if section.services != "allow":
-                rules += [
-                    _Compiled(r, section.services, workspace_root)
-                    for r in services
-                    if r.id not in disabled
-                ]
+        # 'services' is a setting of its own: 'builtin = false' drops the deny rules, not
+        # the dev-server rules a policy asked for by saying services = "deny" or "ask".
+        if section.services != "allow":
+            rules += [
+                _Compiled(r, section.services, workspace_root)
+                for r in services
+                if r.id not in disabled
+            ]
         rules += [_Compiled(r, r.action, workspace_root) for r in section.rules]
         self._rules = tuple(rules)
         self._allow_programs = tuple(section.allow)

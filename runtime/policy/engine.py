@@ -176,6 +176,27 @@ class _Plan(NamedTuple):
     limits: Limits
     #: (action, rule, reasons) when no conditional rule and no argument role applies.
     verdict: tuple[Action, str, tuple[str, ...]] | None
+    #: The tool schema's top-level argument defaults, which rule conditions see.
+    defaults: tuple[tuple[str, Any], ...] = ()
+
+
+def _schema_defaults(parameters: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``(name, default)`` of each top-level property of a tool's parameter schema that
+    has a ``default``: what the tool does with an argument the call leaves out."""
+    props = parameters.get("properties")
+    if not isinstance(props, Mapping):
+        return ()
+    return tuple(
+        (name, prop["default"])
+        for name, prop in props.items()
+        if isinstance(name, str) and isinstance(prop, Mapping) and "default" in prop
+    )
+
+
+def _with_defaults(args: dict[str, Any], defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """``args`` with the defaults of the arguments it leaves out filled in."""
+    missing = [(k, v) for k, v in defaults if k not in args]
+    return {**dict(missing), **args} if missing else args
 
 
 def _verdict(cands: list[_Cand]) -> tuple[Action, str, tuple[str, ...]]:
@@ -467,13 +488,17 @@ class Policy:
             action, rule_id, reasons = plan.verdict
         else:
             cands = list(plan.static)
+            # Conditions judge what the tool will do: an argument left out is its schema
+            # default ('mode' of write_file is "overwrite" when not given), so a rule on
+            # the default's value cannot be bypassed by omitting the argument.
+            seen = _with_defaults(args, plan.defaults) if plan.conditional else args
             for rule in plan.conditional:
-                if all(c.holds(args) for c in rule.conditions) or (
+                if all(c.holds(seen) for c in rule.conditions) or (
                     # Deny/ask conditions on a path also see its normal form (policy hunt).
                     rule.action != "allow"
                     and holds_on_paths(
                         rule.conditions,
-                        args,
+                        seen,
                         [a for a, r in plan.roles if r in _PATH_ROLES],
                         self._paths.normal_form,
                     )
@@ -556,6 +581,7 @@ class Policy:
             roles=tuple(roles.items()),
             network_tool=network_tool,
             caps=caps,
+            defaults=_schema_defaults(spec.parameters) if conditional else (),
             # Raises ManifestError for invalid manifest limits: no plan is kept, and every
             # decision of the tool raises it, as before plans held the limits.
             limits=self._limits(tool, profile, network_tool, caps),

@@ -255,7 +255,7 @@ def _numeric_lookalike(host: str) -> bool:
 class NetworkRules(BaseModel):
     """The ``[network]`` table: egress for tools with a ``url`` argument or ``sandbox.egress``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # as the policy sections
 
     allow: list[str] = Field(
         default_factory=list,

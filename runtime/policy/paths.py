@@ -26,6 +26,7 @@ from typing import Literal, NamedTuple
 from runtime._depth import CREATE_MAX_DEPTH
 from runtime._globs import compile_segments
 from runtime.policy._globreach import is_bounded, is_glob, segments_meet, step_glob
+from runtime.policy._workspace_globs import SANDBOX_ROOT
 from runtime.policy.globs import GlobSet
 from runtime.policy.schema import PathsSection
 
@@ -216,7 +217,9 @@ class PathRules:
     """Compiled ``[paths]`` section."""
 
     def __init__(self, section: PathsSection) -> None:
-        self.root = section.workspace_root
+        # Where the sandbox and the tools show the workspace ([paths] workspace_root may
+        # only say the same).
+        self.root = SANDBOX_ROOT
         self._read = GlobSet(section.read)
         self._write = GlobSet(section.write)
         # Deny globs are case-insensitive on purpose: refusing '.ENV' costs little, and a

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from runtime.models import Action
+from runtime.models import Action, ToolCategory
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
 
@@ -34,6 +34,7 @@ __all__ = [
     "Example",
     "ExampleSpec",
     "LimitsSection",
+    "LocatedError",
     "McpServerEntry",
     "PathsSection",
     "PolicyFile",
@@ -59,6 +60,16 @@ _RESERVED_PREFIXES = (
 )
 
 
+class LocatedError(ValueError):
+    """A whole-policy check's error on one entry: ``loc`` is that entry's field path (as
+    pydantic's), which the loader turns into the file's line (a model validator's own
+    errors have none)."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 def _check_rule_id(v: str) -> str:
     if not RULE_ID_RE.match(v):
         raise ValueError(f"rule id {v!r} must match {RULE_ID_RE.pattern}")
@@ -66,7 +77,9 @@ def _check_rule_id(v: str) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Strict: TOML gives ints, floats, bools and dates typed, so a string where a number or
+    # a bool belongs is a mistake to refuse, not to coerce (builtin = "off" was false).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 def _check_regexes(values: list[str]) -> list[str]:
@@ -155,7 +168,8 @@ class ToolEntry(_Section):
 
 
 class Condition(_Section):
-    """A test on one argument; every operator given must hold."""
+    """A test on one argument; every operator given must hold. An argument the call leaves
+    out is seen as its default in the tool's parameter schema (top-level properties)."""
 
     arg: str = Field(description="Argument name; 'a.b' reaches into nested objects.")
     equals: Any = Field(None, description="Equal to this value.")
@@ -188,8 +202,10 @@ class Rule(_Section):
     tools: list[str] = Field(
         default_factory=list, description="Tool names or fnmatch globs. Default: any tool."
     )
-    categories: list[str] = Field(
-        default_factory=list, description="Tool categories. Default: any category."
+    categories: list[ToolCategory] = Field(
+        default_factory=list,
+        description="Tool categories (file, shell, code, network, system, data, memory, "
+        "interaction, custom, mcp). Default: any category.",
     )
     when: list[Condition] = Field(
         default_factory=list, description="Conditions on arguments, all must hold."
@@ -211,11 +227,12 @@ class PathsSection(_Section):
     'out//./**' are 'out/**'); one that names no path inside the workspace ('..' segments,
     other absolute paths, '', '.', a trailing '/') is refused."""
 
-    # First: the glob lists below are normalised against it.
     workspace_root: str = Field(
-        "/workspace",
-        description="Absolute paths are accepted only under this logical root (the "
-        "workspace as the sandbox shows it). Default '/workspace'.",
+        SANDBOX_ROOT,
+        description="Where the sandbox shows the workspace: always '/workspace', the only "
+        "value accepted (kept for older policy files). Absolute paths are accepted only "
+        "under it. Default '/workspace'.",
+        json_schema_extra={"enum": [SANDBOX_ROOT, SANDBOX_ROOT + "/"]},
     )
     read: list[str] = Field(
         default_factory=lambda: ["**"], description="Readable globs. Default ['**']."
@@ -238,13 +255,26 @@ class PathsSection(_Section):
         "Raise it for a larger workspace. Default 1000000.",
     )
 
+    @field_validator("workspace_root")
+    @classmethod
+    def _sandbox_root(cls, v: str) -> str:
+        # The tools and the sandbox show the workspace at /workspace, always: another root
+        # was read by the policy alone, so '/proj/x' passed the path rules and failed in the
+        # tool, while '/workspace/...' (what the shell really reaches) escaped the command
+        # rules ('rm -rf /workspace/*' was allowed).
+        if v.rstrip("/") != SANDBOX_ROOT:
+            raise ValueError(
+                f"workspace_root {v[:200]!r} is not supported: the sandbox always shows the "
+                f"workspace at {SANDBOX_ROOT!r}; remove the key or set it to {SANDBOX_ROOT!r}"
+            )
+        return SANDBOX_ROOT
+
     @field_validator("read", "write", "deny", "deny_read", "deny_write")
     @classmethod
-    def _workspace_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+    def _workspace_globs(cls, v: list[str]) -> list[str]:
         # A glob spelled otherwise than the normalised paths it is matched against matched
         # none of them, and the sandbox's write binds read it as "anywhere" (_workspace_globs).
-        root = info.data.get("workspace_root", SANDBOX_ROOT)
-        return [workspace_glob(glob, root) for glob in v]
+        return [workspace_glob(glob) for glob in v]
 
 
 class CommandRule(_Section):
@@ -294,7 +324,11 @@ class CommandRule(_Section):
         "judged, not the files it reads ('cp \"$f\" backup/' writes backup/).",
     )
     assigns: list[str] = Field(
-        default_factory=list, description="The command sets an environment variable named so."
+        default_factory=list,
+        description="The command sets a variable whose name matches one of these globs: "
+        "'NAME=V cmd', 'env NAME=V', export/declare/typeset/readonly/local NAME=V, "
+        "'export NAME' and 'declare -x NAME' (a tool's env argument and set_env are judged "
+        "as 'export NAME=V'). Default [].",
     )
     modes_regex: list[str] = Field(
         default_factory=list,
@@ -340,7 +374,9 @@ class CommandsSection(_Section):
         default_factory=list, description="Programs (globs) of allowlist mode. Default []."
     )
     builtin: bool = Field(
-        True, description="Apply the built-in deny rules (rm -rf /, mkfs, ...). Default true."
+        True,
+        description="Apply the built-in deny rules (rm -rf /, mkfs, ...); the dev-server "
+        "rules follow 'services' either way. Default true.",
     )
     disable: list[str] = Field(
         default_factory=list, description="Ids of built-in rules to drop. Default []."
@@ -387,7 +423,11 @@ class ProfileSection(_Section):
 
     description: str | None = None
     tools: list[str] = Field(default_factory=list, description="Tool names or globs.")
-    categories: list[str] = Field(default_factory=list, description="Whole categories.")
+    categories: list[ToolCategory] = Field(
+        default_factory=list,
+        description="Whole categories (file, shell, code, network, system, data, memory, "
+        "interaction, custom, mcp). Default [].",
+    )
     limits: LimitsSection = Field(
         default_factory=LimitsSection, description="Caps on this profile's limits."
     )
@@ -536,7 +576,7 @@ class AuditSection(_Section):
 class ExampleSpec(_Section):
     """How an example's tool looks to the policy, when it is not a built-in catalogue tool."""
 
-    category: str | None = None
+    category: ToolCategory | None = None
     arg_roles: (
         dict[
             str,
@@ -850,8 +890,10 @@ class PolicyFile(_Section):
         default_factory=dict,
         description="Per tool (name or glob): an action, or a table with action, limits, budget.",
     )
-    categories: dict[str, Action] = Field(
-        default_factory=dict, description="Action per tool category (file, data, ...)."
+    categories: dict[ToolCategory, Action] = Field(
+        default_factory=dict,
+        description="Action per tool category (file, shell, code, network, system, data, "
+        "memory, interaction, custom, mcp); another name is refused. Default: none.",
     )
     rules: list[Rule] = Field(default_factory=list, description="Conditional tool rules.")
     paths: PathsSection = Field(default_factory=PathsSection)
@@ -884,22 +926,25 @@ class PolicyFile(_Section):
                 if any(fnmatchcase(name, d) for d in self.env.deny):
                     continue
                 if any(fnmatchcase(name, p) for p in self.env.pass_):
-                    raise ValueError(
+                    raise LocatedError(
                         f"mcp_servers.{i}.headers reads {name!r} from the environment, and "
                         f"[env] pass hands {name!r} to sandboxed tools: add it to [env] deny "
-                        "or rename the variable"
+                        "or rename the variable",
+                        ("mcp_servers", i, "headers"),
                     )
         return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PolicyFile:
         seen: set[str] = set()
-        ids = [r.id for r in self.rules] + [r.id for r in self.commands.rules]
-        for rule_id in ids:
+        ids: list[tuple[str, tuple[str | int, ...]]] = [
+            (r.id, ("rules", i, "id")) for i, r in enumerate(self.rules)
+        ] + [(r.id, ("commands", "rules", i, "id")) for i, r in enumerate(self.commands.rules)]
+        for rule_id, loc in ids:
             if rule_id == "default" or rule_id.startswith(_RESERVED_PREFIXES):
-                raise ValueError(f"rule id {rule_id!r} uses a reserved built-in prefix")
+                raise LocatedError(f"rule id {rule_id!r} uses a reserved built-in prefix", loc)
             if rule_id in seen:
-                raise ValueError(f"duplicate rule id {rule_id!r}")
+                raise LocatedError(f"duplicate rule id {rule_id!r}", loc)
             seen.add(rule_id)
         return self
 

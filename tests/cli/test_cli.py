@@ -127,6 +127,46 @@ def test_policy_check_prints_decision(tmp_path: Path) -> None:
     assert out["reasons"]
 
 
+def test_policy_check_rechecks_examples_with_the_folder_tools(tmp_path: Path) -> None:
+    """An [[example]] naming a folder tool is decided at load with an invented spec (no
+    argument roles): 'policy check --tools-dir' now checks it again with the real manifest,
+    as exec does, instead of printing decisions of a policy exec refuses."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    manifest = {
+        "name": "catf",
+        "description": "cat a file",
+        "category": "custom",
+        "parameters": {
+            "type": "object",
+            "properties": {"file": {"type": "string"}},
+            "required": ["file"],
+            "additionalProperties": False,
+        },
+        "backend": "subprocess",
+        "command": ["cat", "--", "{file}"],
+        "arg_roles": {"file": "read_path"},
+        "sandbox": {"exec": True},
+    }
+    (folder / "catf.json").write_text(json.dumps(manifest))
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        'version = 1\n[tools]\ncatf = "allow"\n[paths]\ndeny = ["**/.env"]\n'
+        '[[examples]]\ntool = "catf"\narguments = { file = ".env" }\nmatch = "allow"\n'
+    )
+    call = tmp_path / "call.json"
+    call.write_text('{"tool": "catf", "arguments": {"file": "x"}}')
+    args = ("policy", "check", str(policy), str(call), "--tools-dir", str(folder))
+    proc = run(*args, cwd=tmp_path)
+    assert proc.returncode == 64, proc.stdout
+    err = json.loads(proc.stdout)["error"]
+    assert (err["type"], err["line"], err["decision"]["rule"]) == (
+        "config_error",
+        6,
+        "paths.deny",
+    )
+
+
 @pytest.mark.wasm
 def test_audit_verify_tail_export(tmp_path: Path) -> None:
     audit = tmp_path / "audit.db"

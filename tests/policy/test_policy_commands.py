@@ -165,6 +165,20 @@ def test_services_can_be_allowed_and_rules_disabled() -> None:
     assert bare.check("rm -rf /") == ()
 
 
+@pytest.mark.parametrize("services", ["deny", "ask"])
+def test_services_apply_without_the_builtin_deny_rules(services: str) -> None:
+    """'builtin = false' drops the built-in deny rules; it silently dropped the dev-server
+    rules too, so 'services = "deny"' (or "ask") said one thing and did another."""
+    rules = CommandRules(CommandsSection.model_validate({"builtin": False, "services": services}))
+    for command in ("npm run dev", "vite"):
+        found = rules.check(command)
+        assert found and found[0].action == services, command
+        assert found[0].rule.startswith("commands.service."), command
+    assert rules.check("rm -rf /") == ()
+    allowing = CommandRules(CommandsSection.model_validate({"builtin": False, "services": "allow"}))
+    assert allowing.check("npm run dev") == ()
+
+
 def test_allowlist_mode() -> None:
     rules = CommandRules(
         CommandsSection.model_validate(

@@ -43,6 +43,20 @@ def load_error(text: str, tmp_path: Path) -> PolicyError:
         ("[commands]\ndisable = ['commands.deny.nope']\n", 2, "commands.disable"),
         ("[commands]\nallow = ['ls']\n", 1, "commands"),
         ("x = [\n", 1, None),
+        # Categories are a closed set: a misspelt one matched no tool and failed open.
+        ("default = 'allow'\n[categories]\nshel = 'deny'\n", 3, "categories.shel"),
+        (
+            "[[rules]]\nid = 'n'\naction = 'deny'\ncategories = ['netwrok']\n",
+            4,
+            "rules.0.categories.0",
+        ),
+        ("[profiles.r]\ncategories = ['flie']\n", 2, "profiles.r.categories.0"),
+        # Strict types: a string where TOML has a number or a bool is refused, not coerced
+        # (builtin = "off" was false and dropped every built-in command rule).
+        ("[limits]\ntimeout_s = '30'\n", 2, "limits.timeout_s"),
+        ("[commands]\nbuiltin = 'off'\n", 2, "commands.builtin"),
+        ("[network]\nallow_private = 'yes'\n", 2, "network.allow_private"),
+        ("[tools.x]\nbudget = 5.0\n", 2, "tools.x.budget"),
     ],
 )
 def test_errors_name_file_line_field(
@@ -59,12 +73,31 @@ def test_duplicate_rule_ids(tmp_path: Path) -> None:
         "[[rules]]\nid='a'\naction='deny'\n[[rules]]\nid='a'\naction='allow'\n", tmp_path
     )
     assert "duplicate rule id" in err.message
+    # The second entry's id names the line (it was ':?:', a model validator's error).
+    assert (err.details["line"], err.details["field"]) == (5, "rules.1.id"), err.message
+    assert ":5: rules.1.id: " in err.message
+    err = load_error(
+        "[[rules]]\nid='a'\naction='deny'\n\n[[commands.rules]]\nid='a'\naction='deny'\n",
+        tmp_path,
+    )
+    assert (err.details["line"], err.details["field"]) == (6, "commands.rules.0.id")
 
 
 @pytest.mark.parametrize("rule_id", ["default", "paths.deny", "commands.deny.rm-root"])
 def test_reserved_rule_ids(rule_id: str, tmp_path: Path) -> None:
-    err = load_error(f"[[rules]]\nid='{rule_id}'\naction='deny'\n", tmp_path)
+    err = load_error(f"version = 1\n[[rules]]\nid='{rule_id}'\naction='deny'\n", tmp_path)
     assert "reserved" in err.message
+    assert (err.details["line"], err.details["field"]) == (3, "rules.0.id"), err.message
+
+
+def test_a_header_variable_passed_to_tools_names_its_server(tmp_path: Path) -> None:
+    err = load_error(
+        "version = 1\n[env]\npass = ['TOKEN']\n[[mcp_servers]]\nname = 'a'\n"
+        "url = 'https://mcp.example.com/mcp'\nheaders = { Authorization = 'env:TOKEN' }\n",
+        tmp_path,
+    )
+    assert "[env] pass" in err.message
+    assert (err.details["line"], err.details["field"]) == (7, "mcp_servers.0.headers")
 
 
 @pytest.mark.parametrize(
@@ -144,3 +177,8 @@ def test_from_toml_and_default_paths() -> None:
     assert p.sandbox_mode == "strict"
     assert p.max_concurrent == 3
     assert Policy.default() is Policy.default()
+
+
+def test_an_integer_is_a_float() -> None:
+    doc = Policy.from_toml("[limits]\ntimeout_s = 30\n[network]\ntimeout_s = 5\n").document
+    assert (doc.limits.timeout_s, doc.network.timeout_s) == (30.0, 5.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from _policy_helpers import verdict
 
-from runtime.policy import Policy
+from runtime.policy import Policy, PolicyError
 from runtime.policy.commands import normalise_target, path_form
 
 # Gap 2: a glob that names no fixed character sweeps a directory as '*' does: the names it
@@ -227,13 +227,19 @@ def test_the_workspace_by_its_absolute_path(policy: Policy, command: str) -> Non
     assert verdict(policy, command) == ("deny", "commands.deny.rm-root")
 
 
-def test_the_workspace_root_follows_the_policy() -> None:
+def test_the_workspace_root_is_the_sandboxs() -> None:
+    """The shell reaches the workspace at /workspace whatever [paths] says: with
+    ``workspace_root = "/proj"`` (now refused at load) 'rm -rf /workspace/*' was allowed
+    and really emptied a workspace. The one root a policy may name is /workspace."""
     p = Policy.from_toml(
         'version = 1\ndefault = "deny"\n[categories]\nshell = "allow"\n'
-        '[paths]\nworkspace_root = "/srv/ws"\n'
+        '[paths]\nworkspace_root = "/workspace"\ndeny_write = [".git/**"]\n'
     )
-    assert verdict(p, "rm -rf /srv/ws/*") == ("deny", "commands.deny.rm-root")
-    assert verdict(p, "rm -rf /srv/ws/build")[0] == "allow"
+    assert verdict(p, "rm -rf /workspace/*") == ("deny", "commands.deny.rm-root")
+    assert verdict(p, "echo x > /workspace/.git/config")[0] == "deny"
+    assert verdict(p, "rm -rf /workspace/build")[0] == "allow"
+    with pytest.raises(PolicyError, match="workspace_root"):
+        Policy.from_toml('[paths]\nworkspace_root = "/srv/ws"\n')
 
 
 @pytest.mark.parametrize("command", ["rm -rf /workspace/build", "rm -rf /workspace/dist/*"])

@@ -70,3 +70,11 @@ def test_schema_rejects_unknown_keys() -> None:
 
 def test_default_policy_path() -> None:
     assert default_policy_path() == POLICY_DIR / "default.toml"
+
+
+def test_schema_rejects_unknown_categories() -> None:
+    validator = jsonschema_rs.validator_for(json.loads(schema_text()))
+    assert not validator.is_valid({"categories": {"shel": "deny"}})
+    assert not validator.is_valid({"rules": [{"id": "a", "action": "deny", "categories": ["x"]}]})
+    assert not validator.is_valid({"profiles": {"r": {"categories": ["flie"]}}})
+    assert validator.is_valid({"categories": {"shell": "deny", "mcp": "ask"}})

@@ -244,3 +244,51 @@ def test_home_is_the_calls_private_tmp(default_policy: Policy) -> None:
     """Unset, `~` was not expanded in a shell_exec and npm, pip or git found no home; /tmp is
     the sandbox user's home in its /etc/passwd, private to the call."""
     assert default_policy.env({})["HOME"] == "/tmp"
+
+
+# -- a rule on assigned names sees every way of setting the name (hunter: 'assigns =
+# ["AWS_*"]' caught 'AWS_KEY=1 ls' and 'export AWS_X=$v' only; 'export AWS_X=1', 'declare
+# -x', 'readonly', shell_exec's env and set_env, judged as 'export NAME=VALUE', all ran).
+
+_ASSIGNS = Policy.from_toml(
+    'version = 1\n[categories]\nshell = "allow"\nsystem = "allow"\n'
+    '[[commands.rules]]\nid = "no-aws"\naction = "deny"\nassigns = ["AWS_*"]\n'
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "export AWS_X=1",
+        "export AWS_X=1; ls",
+        "export -n AWS_X=1",
+        "declare -x AWS_X=1",
+        "declare -r AWS_X=1",
+        "typeset AWS_X+=1",
+        "readonly AWS_X=1",
+        "local AWS_X=1",
+        "export AWS_X",
+        "declare -x AWS_X",
+        "export -- AWS_X=1",
+        "export AWS_X=$v",
+        "AWS_KEY=1 ls",
+    ],
+)
+def test_an_assigns_rule_sees_every_declaring_builtin(command: str) -> None:
+    d = _decide(_ASSIGNS, "shell_exec", command=command)
+    assert (d.action, d.rule) == ("deny", "no-aws")
+
+
+@pytest.mark.parametrize(
+    "command", ["export OTHER=1", "declare -f AWS_X", "readonly AWS_X", "local AWS_X", "ls"]
+)
+def test_an_assigns_rule_leaves_other_names_alone(command: str) -> None:
+    assert _decide(_ASSIGNS, "shell_exec", command=command).action == "allow"
+
+
+def test_an_assigns_rule_judges_env_arguments_and_set_env() -> None:
+    d = _decide(_ASSIGNS, "shell_exec", command="ls", env={"AWS_X": "1"})
+    assert (d.action, d.rule) == ("deny", "no-aws")
+    d = _decide(_ASSIGNS, "set_env", key="AWS_X", value="1")
+    assert (d.action, d.rule) == ("deny", "no-aws")
+    assert _decide(_ASSIGNS, "set_env", key="OTHER", value="1").action == "allow"

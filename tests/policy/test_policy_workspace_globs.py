@@ -80,26 +80,21 @@ def test_what_the_sandbox_gets_is_narrowed_to_the_prefix() -> None:
     assert allow_globs(whole.paths) == (None, None)  # '**': not narrowed
 
 
-def test_the_policys_own_workspace_root_is_stripped_too() -> None:
-    doc = Policy.from_toml(
-        '[paths]\nworkspace_root = "/proj"\nwrite = ["/proj/out/**", "/workspace/tmp/*"]\n'
-    ).document
-    assert doc.paths.write == ["out/**", "tmp/*"]
-
-
-def test_a_workspace_root_below_the_sandbox_root_is_stripped_whole() -> None:
-    """Red team: with ``workspace_root = "/workspace/app"``, '/workspace' was stripped first,
-    so ``deny = ["/workspace/app/secrets/**"]`` loaded as 'app/secrets/**', while the path
-    '/workspace/app/secrets/key' is 'secrets/key' under that root: ``read_file`` and the
-    sandbox's masks (one glob for both) let the file be read."""
-    body = 'workspace_root = "/workspace/app"\ndeny = ["/workspace/app/secrets/**"]'
-    doc = Policy.from_toml(f"[paths]\n{body}\n").document
-    assert doc.paths.deny == ["secrets/**"]
-    assert mask_globs(doc.paths) == (("secrets/**",), ())
-    rules = _paths(body)
-    for path in ("secrets/key.txt", "/workspace/app/secrets/key.txt"):
-        verdict = rules.check(path, "read")
-        assert (verdict.allowed, verdict.rule) == (False, "paths.deny"), path
+def test_a_workspace_root_other_than_the_sandboxs_is_refused() -> None:
+    """The sandbox and the tools show the workspace at /workspace, always. Another root
+    ('/proj', '/workspace/app') was read by the policy alone: '/proj/x' passed the path
+    rules and failed in the tool, and the command rules missed '/workspace' (what the shell
+    really reaches): 'rm -rf /workspace/*' was allowed. Such a policy is refused."""
+    for root in ("/proj", "/workspace/app", "/srv/ws", "workspace"):
+        text = f'version = 1\n[paths]\nworkspace_root = "{root}"\n'
+        with pytest.raises(PolicyError, match=r"t\.toml:3: paths\.workspace_root: .*/workspace"):
+            Policy.from_toml(text, "t.toml")
+    for root in ("/workspace", "/workspace/"):
+        doc = Policy.from_toml(f'[paths]\nworkspace_root = "{root}"\nwrite = ["/workspace/o/**"]\n')
+        assert (doc.document.paths.workspace_root, doc.document.paths.write) == (
+            "/workspace",
+            ["o/**"],
+        )
 
 
 @pytest.mark.parametrize(
