@@ -324,7 +324,9 @@ class Usage(_Model):
         None,
         description="Times a fork or thread of the call was refused by its pids limit "
         "(its cgroup's count); present only when it was. The call is not an error for it: "
-        "the program decided what to do with the failed fork.",
+        "the program decided what to do with the failed fork. Only where the call has a "
+        "pids cgroup (the audit's cgroup_pids): with RLIMIT_NPROC alone a refused fork is "
+        "seen by nobody but the program (the kernel counts no rlimit refusals).",
     )
 
 
