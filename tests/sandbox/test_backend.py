@@ -105,6 +105,30 @@ def test_fingerprint_lists_active_and_disabled() -> None:
     assert fp_off.mode == "best_effort"
 
 
+def test_idmap_is_missing_only_for_a_root_broker() -> None:
+    """The idmapped workspace mount is used only when the broker is root. An unprivileged
+    broker's fingerprint listed it as missing in every audit record, though it needs none:
+    ``missing`` must name only what applies to this broker and is absent."""
+    caps = {"landlock_abi": 7, "missing_required": []}
+    unprivileged = SandboxBackend()
+    unprivileged._caps = {**caps, "is_root": False}
+    fp = unprivileged._make_fingerprint([], [])
+    assert "idmap" not in fp.missing and "idmap" not in fp.mechanisms
+    root = SandboxBackend()
+    root._caps = {**caps, "is_root": True}
+    assert "idmap" in root._make_fingerprint([], []).mechanisms
+    root_off = SandboxBackend(disable=frozenset({"mountns"}), mode="best_effort")
+    root_off._caps = {**caps, "is_root": True}
+    assert "idmap" in root_off._make_fingerprint([], []).missing
+
+    async def fn(backend: SandboxBackend) -> Any:
+        return backend.fingerprint()
+
+    started = run_with_backend(fn)  # this host, as this user (the suite runs as both)
+    assert "idmap" not in started.missing
+    assert ("idmap" in started.mechanisms) == (os.geteuid() == 0)
+
+
 def test_read_file_through_the_sandbox(workspace: Path) -> None:
     assert one(READ_FILE, workspace, path="hello.txt") == {"content": "hello\n", "size": 6}
 
