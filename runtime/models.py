@@ -191,11 +191,28 @@ class Limits(_Model):
     """Resource limits of one call. Policy sets them per tool; a manifest may lower them."""
 
     timeout_s: float = Field(30.0, gt=0, le=3600, description="Wall clock, seconds. Default 30.")
-    cpu_s: int = Field(30, gt=0, le=3600, description="CPU time (RLIMIT_CPU), seconds. Default 30.")
-    memory_mb: int = Field(
-        512, gt=0, le=65536, description="Address space / cgroup memory, MiB. Default 512."
+    cpu_s: int = Field(
+        30,
+        gt=0,
+        le=3600,
+        description="CPU time of each process of the call (RLIMIT_CPU), seconds: per process, "
+        "so a call running several processes may use more in all (timeout_s bounds the "
+        "call). Default 30.",
     )
-    pids: int = Field(64, gt=0, le=4096, description="Processes+threads (nproc/pids). Default 64.")
+    memory_mb: int = Field(
+        512,
+        gt=0,
+        le=65536,
+        description="What each process may allocate (RLIMIT_DATA; RLIMIT_AS 4 GiB more) and, "
+        "where the host gives a memory cgroup, what the whole call may hold, MiB. Default 512.",
+    )
+    pids: int = Field(
+        64,
+        gt=0,
+        le=4096,
+        description="Processes+threads of the call: its pids cgroup where the host gives one, "
+        "else RLIMIT_NPROC, counted in the call's own user namespace. Default 64.",
+    )
     nofile: int = Field(256, gt=3, le=65536, description="Open files (RLIMIT_NOFILE). Default 256.")
     fsize_mb: int = Field(
         256, gt=0, le=65536, description="Largest file written (RLIMIT_FSIZE), MiB. Default 256."
@@ -331,7 +348,9 @@ class Usage(_Model):
         None,
         description="Times a fork or thread of the call was refused by its pids limit "
         "(its cgroup's count); present only when it was. The call is not an error for it: "
-        "the program decided what to do with the failed fork.",
+        "the program decided what to do with the failed fork. Only where the call has a "
+        "pids cgroup (the audit's cgroup_pids): with RLIMIT_NPROC alone a refused fork is "
+        "seen by nobody but the program (the kernel counts no rlimit refusals).",
     )
 
 

@@ -340,9 +340,10 @@ def doctor(
     ] = None,
 ) -> None:
     """Report which isolation mechanisms this host offers."""
-    from runtime.backends.sandbox import probe_host
+    from runtime.backends.sandbox.probe import limit_scopes, probe_host
 
-    caps = probe_host().as_dict()
+    host = probe_host()
+    caps = host.as_dict()
     from importlib.metadata import PackageNotFoundError, version
 
     wasm: dict[str, Any]
@@ -367,7 +368,12 @@ def doctor(
     # External MCP servers ([[mcp_servers]]) run behind the same walls as calls, as one
     # long-lived sandboxed process each: strict mode starts them only when all are here.
     refused = isolation_available()
-    mcp = {"strict": "ok" if refused is None else f"refused: {refused}"}
+    mcp: dict[str, Any] = {"strict": "ok" if refused is None else f"refused: {refused}"}
+    # A server uses the cgroups only when the broker is root (``process.plan_process``).
+    server_limits = limit_scopes(host, cgroups=host.is_root)
+    mcp["per_process_only"] = [
+        name for name in server_limits["per_process_only"] if name in ("memory_mb", "pids")
+    ]
     from runtime import _speedups
 
     # The C accelerator of the audit log's encoders (built here if it was not yet): when it
@@ -384,6 +390,8 @@ def doctor(
             "sandbox": caps,
             "wasm": wasm,
             "strict_mode": verdict,
+            # Strict mode may run without cgroups: which limits then bound each process only.
+            "limits": limit_scopes(host),
             "mcp_servers": mcp,
             "speedups": speedups,
             "tool_folders": folders,

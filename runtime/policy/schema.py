@@ -100,9 +100,27 @@ class LimitsSection(_Section):
         le=3600,
         description="Wall clock, seconds. Default 30 (network tools: [network] timeout_s, 60).",
     )
-    cpu_s: int | None = Field(None, gt=0, le=3600, description="CPU seconds. Default 30.")
-    memory_mb: int | None = Field(None, gt=0, le=65536, description="Memory, MiB. Default 512.")
-    pids: int | None = Field(None, gt=0, le=4096, description="Processes+threads. Default 64.")
+    cpu_s: int | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="CPU seconds of each process of a call (RLIMIT_CPU, per process: a call "
+        "running several processes may use more in all, within timeout_s). Default 30.",
+    )
+    memory_mb: int | None = Field(
+        None,
+        gt=0,
+        le=65536,
+        description="Memory, MiB: what each process of a call may allocate (RLIMIT_DATA) "
+        "and, where the host gives a memory cgroup, what the whole call may hold. Default 512.",
+    )
+    pids: int | None = Field(
+        None,
+        gt=0,
+        le=4096,
+        description="Processes+threads of a call (its pids cgroup where the host gives one, "
+        "else RLIMIT_NPROC, counted in the call's own user namespace). Default 64.",
+    )
     nofile: int | None = Field(None, gt=3, le=65536, description="Open files. Default 256.")
     fsize_mb: int | None = Field(
         None, gt=0, le=65536, description="Largest file, MiB. Default 256."

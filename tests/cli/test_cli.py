@@ -245,3 +245,53 @@ def test_doctor_reports_mechanisms(tmp_path: Path) -> None:
     assert out["strict_mode"] in ("ok", "strict mode will refuse to run")
     # External MCP servers: strict start-up follows the same host mechanisms.
     assert (out["mcp_servers"]["strict"] == "ok") == (out["strict_mode"] == "ok")
+
+
+def test_doctor_says_which_limits_bound_each_process_only(tmp_path: Path) -> None:
+    """Strict mode runs without cgroups (an ordinary user without delegated ones): doctor
+    said "ok" and not that memory_mb then bounds each process, not the call."""
+    out = json.loads(run("doctor", cwd=tmp_path).stdout)
+    writable = out["sandbox"]["cgroup_writable"]
+    limits = out["limits"]
+    assert "cpu_s" in limits["per_process_only"]  # RLIMIT_CPU, everywhere
+    assert ("memory_mb" in limits["per_process_only"]) == ("memory" not in writable)
+    assert "pids" not in limits["per_process_only"]  # the call's own user namespace
+    assert {"cpu_s", "memory_mb", "pids"} <= set(limits)
+    assert "memory_mb" in out["mcp_servers"]["per_process_only"] or writable
+
+
+def _caps(writable: tuple[str, ...], userns: bool = True) -> Any:
+    from runtime.backends.sandbox import HostCapabilities
+
+    return HostCapabilities(
+        arch_supported=True,
+        is_root=False,
+        user_namespaces=userns,
+        user_namespaces_error=None if userns else "EPERM",
+        pivot_root=userns,
+        idmapped_mounts=False,
+        landlock_abi=7,
+        seccomp=True,
+        seccomp_filter=True,
+        cgroup_version=1,
+        cgroup_writable=writable,
+    )
+
+
+def test_limit_scopes_follow_the_cgroups_this_user_may_write() -> None:
+    from runtime.backends.sandbox.probe import limit_scopes
+
+    with_cgroups = limit_scopes(_caps(("memory", "pids")))
+    assert with_cgroups["per_process_only"] == ["cpu_s"]
+    assert "pids_limit_hits" in with_cgroups["pids"]
+    without = limit_scopes(_caps(()))
+    assert without["per_process_only"] == ["cpu_s", "memory_mb"]
+    assert "each process only" in without["memory_mb"]
+    assert "not counted" in without["pids"]
+    # A long-lived server uses them only when the broker is root.
+    assert limit_scopes(_caps(("memory", "pids")), cgroups=False)["per_process_only"] == [
+        "cpu_s",
+        "memory_mb",
+    ]
+    # Without a user namespace (best_effort) RLIMIT_NPROC counts the uid on the whole host.
+    assert "pids" in limit_scopes(_caps((), userns=False))["per_process_only"]

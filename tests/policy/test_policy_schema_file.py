@@ -78,3 +78,20 @@ def test_schema_rejects_unknown_categories() -> None:
     assert not validator.is_valid({"rules": [{"id": "a", "action": "deny", "categories": ["x"]}]})
     assert not validator.is_valid({"profiles": {"r": {"categories": ["flie"]}}})
     assert validator.is_valid({"categories": {"shell": "deny", "mcp": "ask"}})
+
+
+def test_cpu_s_is_documented_per_process() -> None:
+    """``cpu_s`` is RLIMIT_CPU, a limit of each process: a shell with cpu_s = 1 ran four
+    1-CPU-second programs and succeeded. Every description of it says so, as memory_mb's
+    do (the policy's [limits], a tool's limits, the policy README)."""
+    from runtime.models import Limits
+
+    schema = json.loads(schema_text())
+    policy_limits = schema["$defs"]["LimitsSection"]["properties"]
+    model = Limits.model_json_schema()["properties"]
+    for props in (policy_limits, model):
+        assert "per process" in props["cpu_s"]["description"]
+        assert "RLIMIT_CPU" in props["cpu_s"]["description"]
+        assert "each process" in props["memory_mb"]["description"]
+    readme = (POLICY_DIR / "README.md").read_text()
+    assert "`cpu_s` is per process" in readme

@@ -20,6 +20,7 @@ from runtime.backends.sandbox import (
     SandboxBackend,
     child,
     probe_host,
+    walls,
 )
 from runtime.errors import (
     OutputTooLarge,
@@ -28,6 +29,7 @@ from runtime.errors import (
     ToolFailed,
     ToolTimeout,
 )
+from runtime.models import ToolSpec
 from runtime.toolkit import result_size
 from tests.sandbox.helpers import (
     HOSTILE_CHILDREN,
@@ -103,6 +105,30 @@ def test_fingerprint_lists_active_and_disabled() -> None:
     assert fp_off.mode == "best_effort"
 
 
+def test_idmap_is_missing_only_for_a_root_broker() -> None:
+    """The idmapped workspace mount is used only when the broker is root. An unprivileged
+    broker's fingerprint listed it as missing in every audit record, though it needs none:
+    ``missing`` must name only what applies to this broker and is absent."""
+    caps = {"landlock_abi": 7, "missing_required": []}
+    unprivileged = SandboxBackend()
+    unprivileged._caps = {**caps, "is_root": False}
+    fp = unprivileged._make_fingerprint([], [])
+    assert "idmap" not in fp.missing and "idmap" not in fp.mechanisms
+    root = SandboxBackend()
+    root._caps = {**caps, "is_root": True}
+    assert "idmap" in root._make_fingerprint([], []).mechanisms
+    root_off = SandboxBackend(disable=frozenset({"mountns"}), mode="best_effort")
+    root_off._caps = {**caps, "is_root": True}
+    assert "idmap" in root_off._make_fingerprint([], []).missing
+
+    async def fn(backend: SandboxBackend) -> Any:
+        return backend.fingerprint()
+
+    started = run_with_backend(fn)  # this host, as this user (the suite runs as both)
+    assert "idmap" not in started.missing
+    assert ("idmap" in started.mechanisms) == (os.geteuid() == 0)
+
+
 def test_read_file_through_the_sandbox(workspace: Path) -> None:
     assert one(READ_FILE, workspace, path="hello.txt") == {"content": "hello\n", "size": 6}
 
@@ -158,11 +184,22 @@ def test_only_the_frame_socket_is_open(workspace: Path) -> None:
     assert fds[:3] == [0, 1, 2]
 
 
-def test_rlimits_are_applied(workspace: Path) -> None:
-    res = one(PROBE_RW, workspace, action="rlimits", limits={"cpu_s": 7, "nofile": 50, "pids": 20})
+@pytest.mark.parametrize(
+    "disable", [frozenset(), frozenset({"cgroup"})], ids=["all-on", "no-cgroup"]
+)
+def test_rlimits_are_applied(workspace: Path, disable: frozenset[str]) -> None:
+    async def fn(backend: Any) -> Any:
+        limits = {"cpu_s": 7, "nofile": 50, "pids": 20}
+        outcome = await call(backend, PROBE_RW, workspace, action="rlimits", limits=limits)
+        return backend.fingerprint(), outcome.result
+
+    fp, res = run_with_backend(fn, disable=disable)
     assert res["RLIMIT_CPU"] == [7, 8]
     assert res["RLIMIT_NOFILE"] == [50, 50]
-    assert res["RLIMIT_NPROC"] == [20, 20]
+    # With a pids cgroup, RLIMIT_NPROC is a backstop above it (the cgroup refuses first and
+    # counts the refusal); without one it is the limit.
+    nproc = 20 + walls.NPROC_MARGIN if "cgroup_pids" in fp.mechanisms else 20
+    assert res["RLIMIT_NPROC"] == [nproc, nproc]
 
 
 def test_runtime_state_dir_is_hidden(workspace: Path) -> None:
@@ -660,16 +697,25 @@ def test_pids_limit_hits_are_in_the_usage() -> None:
     assert "pids_limit_hits" not in _outcome.usage({"pids_max_hits": 0}, 0.0)
 
 
-def test_a_fork_refused_by_the_pids_cgroup_is_counted(workspace: Path) -> None:
-    # Without the rlimits the cgroup is what refuses the fork (RLIMIT_NPROC, at the same
-    # value, is checked first by the kernel).
+@pytest.mark.parametrize("tool", [PROBE_RW, PROBE_EXEC], ids=["one-process", "reaper"])
+@pytest.mark.parametrize(
+    "disable", [frozenset(), frozenset({"rlimits"})], ids=["all-on", "cgroup-only"]
+)
+def test_a_fork_refused_by_the_pids_cgroup_is_counted(
+    workspace: Path, tool: ToolSpec, disable: frozenset[str]
+) -> None:
+    """With every wall on, RLIMIT_NPROC was set to pids.max and the kernel checks it first:
+    it refused the fork, and the usage never said the limit was hit. The cgroup refuses
+    first now (RLIMIT_NPROC a backstop above it), and the call forks exactly as many
+    processes as with the cgroup alone."""
+
     async def fn(backend: Any) -> Any:
         outcome = await call(
-            backend, PROBE_RW, workspace, action="fork_bomb", n=60, limits={"pids": 16}
+            backend, tool, workspace, action="fork_bomb", n=60, limits={"pids": 16}
         )
         return backend.fingerprint(), outcome
 
-    fp, outcome = run_with_backend(fn, disable=frozenset({"rlimits"}))
+    fp, outcome = run_with_backend(fn, disable=disable)
     if "cgroup_pids" not in fp.mechanisms:
         pytest.skip("no writable pids cgroup on this host (unprivileged)")
     assert outcome.result["forked"] < 16

@@ -158,6 +158,33 @@ def test_c_and_python_raise_the_same_walls(
     assert in_c["probes"] == expected
 
 
+def test_with_a_pids_cgroup_the_cgroup_refuses_first() -> None:
+    """RLIMIT_NPROC is checked by the kernel before the pids cgroup: at the same value it
+    refused every fork and the cgroup's count of refusals (the usage's pids_limit_hits)
+    stayed 0. With a cgroup it is a backstop above ``pids``; without one, the limit."""
+    limits = child.ChildLimits.from_dict({"pids": 16})
+
+    def nproc(got: tuple[tuple[int, int, int], ...]) -> tuple[int, int]:
+        return next((soft, hard) for res, soft, hard in got if res == resource.RLIMIT_NPROC)
+
+    assert nproc(walls.rlimits(limits)) == (16, 16)
+    assert walls.NPROC_MARGIN > 0
+    margin = 16 + walls.NPROC_MARGIN
+    assert nproc(walls.rlimits(limits, pids_cgroup=True)) == (margin, margin)
+
+
+@pytest.mark.parametrize("pids_cgroup", [False, True], ids=["rlimit-only", "cgroup"])
+def test_c_and_python_set_the_same_nproc(
+    tmp_path: Path, mount_ops: newroot.MountOps, pids_cgroup: bool
+) -> None:
+    plan = child.CallPlan("c", str(tmp_path), "ro", False, {"pids": 33})
+    off = frozenset({"mountns", "landlock"})
+    in_c, in_python = _both(mount_ops, plan, [], disable=off, pids_cgroup=pids_cgroup)
+    assert in_c == in_python
+    nproc = 33 + walls.NPROC_MARGIN if pids_cgroup else 33
+    assert in_c["rlimits"][4] == [nproc, nproc]
+
+
 def test_no_tool_may_raise_its_priority() -> None:
     """Exec'd programs may call setpriority and sched_setscheduler: RLIMIT_NICE and
     RLIMIT_RTPRIO at 0 keep the kernel refusing a lower niceness and a real-time policy."""

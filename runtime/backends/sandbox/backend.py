@@ -407,7 +407,10 @@ class SandboxBackend:
             "netns": "netns" not in off,
             "ipcns": "userns" not in off,
             "utsns": "userns" not in off,
-            "idmap": bool(caps.get("is_root")) and "mountns" not in off,
+            # The idmapped workspace mount maps the workspace's owner to the sandbox uid for
+            # a root broker only; an unprivileged broker's calls run as its own uid and need
+            # none: there it is neither a mechanism nor missing.
+            **({"idmap": "mountns" not in off} if caps.get("is_root") else {}),
             "no_new_privs": True,
             "capdrop": "capdrop" not in off,
             "rlimits": "rlimits" not in off,

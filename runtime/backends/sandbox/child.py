@@ -138,6 +138,9 @@ class ChildConfig:
     #: ``mountops.c``'s runner of the new root's operations (``pid1.load_mount_ops``), None
     #: if not built: then ``newroot.build`` runs the same operations in Python.
     mount_ops: newroot.MountOps | None = None
+    #: Every call is in a pids cgroup (the zygote made its base): RLIMIT_NPROC is then set
+    #: above ``pids`` so that the cgroup refuses first and counts it (``walls.nproc_rlimit``).
+    pids_cgroup: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,8 +566,8 @@ def _own_trees(
     return ws_fd, py_fds
 
 
-def _rlimits(limits: ChildLimits) -> None:
-    for res, soft, hard in walls.rlimits(limits):
+def _rlimits(cfg: ChildConfig, limits: ChildLimits) -> None:
+    for res, soft, hard in walls.rlimits(limits, pids_cgroup=cfg.pids_cgroup):
         _linux.setrlimit(res, soft, hard)
 
 
@@ -591,7 +594,7 @@ def wall_ops(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits) -> newroot.O
     """The walls before seccomp as one list for ``mountops.c`` (``walls.py``): compiled once
     per profile, by the cloner, and found in the cache by every call of the profile."""
     rules = walls.landlock_rules(plan, call_workspace(cfg, plan), "mountns" not in cfg.disable)
-    return walls.wall_ops(cfg.landlock_abi, cfg.disable, limits, rules)
+    return walls.wall_ops(cfg.landlock_abi, cfg.disable, limits, rules, pids_cgroup=cfg.pids_cgroup)
 
 
 def _walls(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits, workspace: str) -> None:
@@ -605,7 +608,7 @@ def _walls(cfg: ChildConfig, plan: CallPlan, limits: ChildLimits, workspace: str
             _linux.capset_zero()
     with Phase("rlimits"):
         if "rlimits" not in off:
-            _rlimits(limits)
+            _rlimits(cfg, limits)
     with Phase("landlock"):
         if "landlock" not in off and cfg.landlock_abi > 0:
             landlock.apply_ruleset(

@@ -14,7 +14,7 @@ from typing import Any
 
 from runtime.backends.sandbox import _linux
 
-__all__ = ["HostCapabilities", "probe_host"]
+__all__ = ["HostCapabilities", "limit_scopes", "probe_host"]
 
 #: Mechanisms strict mode requires (names as in the fingerprint).
 REQUIRED = ("userns", "landlock", "seccomp")
@@ -54,6 +54,45 @@ class HostCapabilities:
         data["landlock"] = self.landlock
         data["missing_required"] = list(self.missing_required())
         return data
+
+
+def limit_scopes(caps: HostCapabilities, *, cgroups: bool = True) -> dict[str, Any]:
+    """What each process-count and memory limit bounds on this host (``runtime doctor``):
+    a sentence per limit, and ``per_process_only``, the limits that bound each process
+    but not the call as a whole. ``cgroups``: whether this kind of sandbox uses the
+    writable cgroups at all (a long-lived server's, only when the broker is root).
+
+    Strict mode runs without cgroups (rlimits alone, and the audit's fingerprint says
+    which): this is where a user learns it before the first call. ``cpu_s`` is RLIMIT_CPU
+    everywhere, per process. ``pids`` stays a bound of the call without a cgroup:
+    RLIMIT_NPROC counts the uid's tasks in the call's own user namespace (Linux >= 5.14),
+    but a fork it refuses is counted nowhere (no ``pids_limit_hits``)."""
+    writable = set(caps.cgroup_writable) if cgroups else set()
+    per_process = ["cpu_s"]
+    scopes: dict[str, Any] = {"cpu_s": "each process (RLIMIT_CPU), never the call as a whole"}
+    if "memory" in writable:
+        scopes["memory_mb"] = "the call as a whole (memory cgroup) and each process (RLIMIT_DATA)"
+    else:
+        per_process.append("memory_mb")
+        scopes["memory_mb"] = (
+            "each process only (RLIMIT_DATA): no memory cgroup this user may write, so a "
+            "call's processes together may hold more"
+        )
+    if "pids" in writable:
+        scopes["pids"] = "the call as a whole (pids cgroup; a refused fork is pids_limit_hits)"
+    elif caps.user_namespaces:
+        scopes["pids"] = (
+            "the call as a whole (RLIMIT_NPROC, counted in its own user namespace); no pids "
+            "cgroup this user may write, so a refused fork is not counted"
+        )
+    else:
+        per_process.append("pids")
+        scopes["pids"] = (
+            "RLIMIT_NPROC only, without a user namespace: it counts every process of the "
+            "sandbox's uid on this host, not the call's"
+        )
+    scopes["per_process_only"] = per_process
+    return scopes
 
 
 def _probe_userns() -> str | None:

@@ -42,6 +42,7 @@ __all__ = [
     "ADDRESS_HEADROOM_MB",
     "DIR_ONLY",
     "NOFOLLOW",
+    "NPROC_MARGIN",
     "PRIORITY_RLIMITS",
     "SANDBOX_UID",
     "STRICT",
@@ -50,6 +51,7 @@ __all__ = [
     "landlock_rules",
     "memory_rlimits",
     "narrow_prefixes",
+    "nproc_rlimit",
     "present",
     "rlimits",
     "runtime_hints",
@@ -118,16 +120,37 @@ def runtime_hints(memory_mb: int) -> dict[str, str]:
 PRIORITY_RLIMITS = ((resource.RLIMIT_NICE, 0), (resource.RLIMIT_RTPRIO, 0))
 
 
-def rlimits(limits: ChildLimits) -> tuple[tuple[int, int, int], ...]:
+#: RLIMIT_NPROC above ``pids`` when the call has a pids cgroup, so that the cgroup is the
+#: limit that refuses a fork (and counts it: the usage's ``pids_limit_hits``). The kernel
+#: checks RLIMIT_NPROC first (``copy_process``, before ``cgroup_can_fork``); at the same
+#: value it refused every fork the cgroup would have, and the cgroup never counted one.
+#: Both count the same tasks (threads too): RLIMIT_NPROC counts, since Linux 5.14, the
+#: tasks of the uid in the *user namespace* (its ucounts), and each call has a user
+#: namespace of its own whose tasks are all its pid 1's descendants, all in its cgroup.
+#: So one more would do; the margin covers forks racing each other (each is counted by the
+#: rlimit before the cgroup charges it). Without a user namespace (test-only) the rlimit
+#: counts every process of the uid on the host: then it is looser than ``pids`` anyway.
+NPROC_MARGIN = 8
+
+
+def nproc_rlimit(pids: int, pids_cgroup: bool) -> int:
+    """RLIMIT_NPROC for ``pids``: the limit itself without a pids cgroup (the rlimit is the
+    only limit), else :data:`NPROC_MARGIN` above it (the cgroup refuses first, the rlimit
+    stays a backstop)."""
+    return pids + NPROC_MARGIN if pids_cgroup else pids
+
+
+def rlimits(limits: ChildLimits, *, pids_cgroup: bool = False) -> tuple[tuple[int, int, int], ...]:
     """(resource, soft, hard) of every rlimit a tool gets. CPU: the soft limit sends
-    SIGXCPU, the hard one (a second later) SIGKILL."""
+    SIGXCPU, the hard one (a second later) SIGKILL; it is per process, as the memory
+    rlimits are. ``pids_cgroup``: the call is in a pids cgroup (:func:`nproc_rlimit`)."""
     mib = 1024 * 1024
     out = []
     for res, value in (
         (resource.RLIMIT_CPU, limits.cpu_s),
         *memory_rlimits(limits.memory_mb),
         (resource.RLIMIT_NOFILE, limits.nofile),
-        (resource.RLIMIT_NPROC, limits.pids),
+        (resource.RLIMIT_NPROC, nproc_rlimit(limits.pids, pids_cgroup)),
         (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
         (resource.RLIMIT_CORE, 0),
         *PRIORITY_RLIMITS,
@@ -202,12 +225,14 @@ def wall_ops(
     disable: frozenset[str],
     limits: ChildLimits,
     rules: tuple[Rule, ...],
+    *,
+    pids_cgroup: bool = False,
 ) -> OpList:
     """The walls as one list, each operation in the phase the Python path names."""
     return _wall_ops(
         abi,
         "capdrop" not in disable,
-        rlimits(limits) if "rlimits" not in disable else (),
+        rlimits(limits, pids_cgroup=pids_cgroup) if "rlimits" not in disable else (),
         rules if "landlock" not in disable and abi > 0 else None,
     )
 

@@ -485,6 +485,12 @@ class Zygote:
         sigexit = pieces.get("sigexit")
         mount_ops = pieces.get("mountops")
         self.cloner_serve = pieces.get("cloner")
+        # Before the config: whether every call has a pids cgroup decides its RLIMIT_NPROC.
+        if "cgroup" not in disable:
+            cgroups.sweep(caps.cgroup_writable)
+            made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
+            self.cgroup_base.update(made)
+            errors.update(cg_errors)
         self.cfg = child.ChildConfig(
             host_uid=int(msg["sandbox_uid"]) if root else os.getuid(),
             host_gid=int(msg["sandbox_gid"]) if root else os.getgid(),
@@ -498,14 +504,10 @@ class Zygote:
             sigexit=sigexit,
             bpf_self_kill=pid1.self_kill_filter() if sigexit is not None else b"",
             mount_ops=mount_ops,
+            pids_cgroup="pids" in self.cgroup_base,
         )
         self.grace_s = float(msg.get("grace_s", 0.5))
         self.pool_size = int(msg.get("pool_size", 0))
-        if "cgroup" not in disable:
-            cgroups.sweep(caps.cgroup_writable)
-            made, cg_errors = cgroups.bases(caps.cgroup_writable, f"runtime-sandbox-{os.getpid()}")
-            self.cgroup_base.update(made)
-            errors.update(cg_errors)
         # Computed once here, inherited by every fork: the code every call binds read-only.
         newroot.python_paths()
         if mount_ops is not None:
