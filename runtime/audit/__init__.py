@@ -20,14 +20,43 @@ can and cannot prove without an external anchor.
 A request's ``arguments_digest`` is the sha256 of the canonical arguments, or, when redaction
 changed them, ``"hmac-sha256:" + HMAC(key, ...)`` with the log's key in ``<log>.digest-key``
 (0600, never in a record): see ``_digestkey``.
+
+The log, redaction and verification load on first use (PEP 562): a process that needs only
+the canonical encoder (the sandbox's fork-server, which sizes results by it) does not import
+the log's models and their pydantic, which every copy of the fork-server would carry.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from runtime.audit._canonical import GENESIS_HASH, canonical_json
-from runtime.audit._log import OUTCOMES, AuditLog, PreparedObject
-from runtime.audit._redact import REDACTED, redact
-from runtime.audit._verify import VerifyReport
+
+if TYPE_CHECKING:
+    from runtime.audit._log import OUTCOMES, AuditLog, PreparedObject
+    from runtime.audit._redact import REDACTED, redact
+    from runtime.audit._verify import VerifyReport
+
+#: Public names and the module each is loaded from on first use.
+_LAZY = {
+    "OUTCOMES": "_log",
+    "AuditLog": "_log",
+    "PreparedObject": "_log",
+    "REDACTED": "_redact",
+    "redact": "_redact",
+    "VerifyReport": "_verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GENESIS_HASH",
