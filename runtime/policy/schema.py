@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from runtime._bindable import refusal as bindable_refusal
 from runtime.models import Action, ToolCategory
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
@@ -720,8 +721,9 @@ class McpServerEntry(_Section):
         default_factory=list,
         description="Host paths (absolute) bound read-only into the server's sandbox, beyond "
         "the system directories, its program's installation prefix and the absolute paths "
-        "in its command and PYTHONPATH. Never /, a top-level or home directory, /proc, /sys, "
-        "/dev or /run. Default: none.",
+        "in its command and PYTHONPATH. Never /, a top-level or home directory, nor under "
+        "/proc, /sys, /dev, /run, /var/run or /var/lib (refused at load); a path that does "
+        "not exist or holds runtime state is refused when the server starts. Default: none.",
     )
     memory_mb: int = Field(
         2048, gt=0, le=65536, description="Address space and cgroup memory, MiB. Default 2048."
@@ -843,9 +845,14 @@ class McpServerEntry(_Section):
     @field_validator("read_only")
     @classmethod
     def _paths_ok(cls, v: list[str]) -> list[str]:
+        # The sandbox's own rule (runtime._bindable), its host-independent part: a path it
+        # would never bind ('/', '/etc', '/home/x', '/proc/1') made the server fail when it
+        # started, after the policy had loaded and checked. Existence and holding runtime
+        # state depend on the host when the server starts, so they stay the sandbox's.
         for path in v:
-            if not path.startswith("/") or "\0" in path:
-                raise ValueError(f"read_only paths must be absolute: {path!r}")
+            why = bindable_refusal(path)
+            if why is not None:
+                raise ValueError(f"read_only path {path[:200]!r} is never bound: {why}")
         return v
 
     @property
