@@ -23,6 +23,7 @@ from pydantic import (
 
 from runtime._bindable import refusal as bindable_refusal
 from runtime.models import Action, ToolCategory
+from runtime.policy._located import LocatedError
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
 
@@ -59,16 +60,6 @@ _RESERVED_PREFIXES = (
     "categories.",
     "default.",
 )
-
-
-class LocatedError(ValueError):
-    """A whole-policy check's error on one entry: ``loc`` is that entry's field path (as
-    pydantic's), which the loader turns into the file's line (a model validator's own
-    errors have none)."""
-
-    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
-        super().__init__(message)
-        self.loc = loc
 
 
 def _check_rule_id(v: str) -> str:
