@@ -273,7 +273,10 @@ class CommandRule(_Section):
     """A rule on one simple command after wrappers are seen through. All fields given must
     match; lists of alternatives match when any item does."""
 
-    id: str = Field(description="Unique id; decisions name it as 'commands.<action>.<id>'.")
+    id: str = Field(
+        description="Unique id; decisions this rule makes name it as it is (rule = '<id>'), "
+        "as [[rules]] ids are."
+    )
     action: Action
     program: list[str] = Field(
         default_factory=lambda: ["*"],
