@@ -217,7 +217,9 @@ class PathsSection(_Section):
     could match below it through its names ('config' with 'config/prod.env' denied). Each
     glob is normalised when the policy loads ('./out/**', '/workspace/out/**' and
     'out//./**' are 'out/**'); one that names no path inside the workspace ('..' segments,
-    other absolute paths, '', '.', a trailing '/') is refused."""
+    other absolute paths, '', '.', a trailing '/') is refused, and so is one with shell
+    braces ('*.{pem,key}': list the globs separately; '[{]' is a literal brace) or a
+    leading '!' (no negation: deny wins)."""
 
     workspace_root: str = Field(
         SANDBOX_ROOT,
