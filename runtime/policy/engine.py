@@ -37,13 +37,13 @@ from runtime.models import (
     ToolCall,
     ToolSpec,
 )
-from runtime.policy._catalogue import CATALOGUE_HINTS
+from runtime.policy._catalogue import CATALOGUE_HINTS, builtin_parameters
 from runtime.policy._load import locate, parse_policy
 from runtime.policy.commands import CommandRules
 from runtime.policy.conditions import CompiledCondition, holds_on_paths
 from runtime.policy.network import NetworkRules, NetworkVerdict, url_parts
 from runtime.policy.paths import PathRules
-from runtime.policy.schema import PolicyFile, Rule, ToolEntry
+from runtime.policy.schema import Example, PolicyFile, Rule, ToolEntry
 
 __all__ = ["Policy", "default_policy_path"]
 
@@ -694,6 +694,9 @@ class Policy:
                     line=line,
                     field=f"examples.{i}",
                 ) from exc
+            params = real.parameters if real is not None else builtin_parameters(ex.tool)
+            if params is not None:
+                self._check_example_arguments(text, i, ex, label, params)
             d = self.decide(
                 ToolCall(tool=ex.tool, arguments=ex.arguments), spec, profile=ex.profile
             )
@@ -713,6 +716,35 @@ class Policy:
                     example=ex.name or i,
                     decision={"action": d.action, "rule": d.rule, "reasons": d.reasons},
                 )
+
+    def _check_example_arguments(
+        self,
+        text: str,
+        i: int,
+        ex: Example,
+        label: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        """An example's arguments must be a call the tool accepts: one it would refuse as
+        invalid_arguments ('{paht = "x"}' for read_file) is never decided, so its
+        expectation held vacuously (no path, so no path rule, so 'deny' by default)."""
+        from runtime.validation import compile_schema  # only when there are examples
+
+        tool = ex.tool
+        errors = compile_schema(parameters, where=f"{tool}: parameters").errors(ex.arguments)
+        if not errors:
+            return
+        first = errors[0]
+        line = locate(text, ("examples", i, "arguments")) if text else None
+        raise PolicyError(
+            f"{self.source}:{line or '?'}: {label}: its arguments are not a valid {tool} "
+            f"call: {first['path']}: {first['message']} [{first['rule']}]",
+            file=self.source,
+            line=line,
+            field=f"examples.{i}.arguments",
+            example=ex.name or i,
+            argument_errors=errors,
+        )
 
 
 @functools.cache

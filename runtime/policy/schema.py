@@ -594,7 +594,9 @@ class ExampleSpec(_Section):
 
 
 class Example(_Section):
-    """A call and the decision the policy must make for it; checked when the policy loads."""
+    """A call and the decision the policy must make for it; checked when the policy loads.
+    Its arguments must be valid for the tool's parameters schema (a built-in's at load, a
+    folder tool's when the broker or 'runtime policy check --tools-dir' checks again)."""
 
     name: str | None = None
     tool: str
