@@ -58,6 +58,19 @@ def load_error(text: str, tmp_path: Path) -> PolicyError:
         ("[commands]\nbuiltin = 'off'\n", 2, "commands.builtin"),
         ("[network]\nallow_private = 'yes'\n", 2, "network.allow_private"),
         ("[tools.x]\nbudget = 5.0\n", 2, "tools.x.budget"),
+        # A sub-table of an array of tables is its latest entry's: the offending key's
+        # line, not the entry's header.
+        (
+            "[[examples]]\ntool = 'x'\nmatch = 'deny'\n[[examples]]\ntool = 'y'\n"
+            "match = 'deny'\n[examples.spec]\negress = true\ncategory = 'bogus'\n",
+            9,
+            "examples.1.spec.category",
+        ),
+        (
+            "[[mcp_servers]]\nname = 'a'\ncommand = ['x']\n[mcp_servers.env]\nA = '1'\nB = 2\n",
+            6,
+            "mcp_servers.0.env.B",
+        ),
     ],
 )
 def test_errors_name_file_line_field(
