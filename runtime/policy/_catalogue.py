@@ -3,9 +3,11 @@ time (the catalogue itself is not loaded then). An example may override with ``s
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
-__all__ = ["CATALOGUE_HINTS"]
+__all__ = ["CATALOGUE_HINTS", "builtin_parameters"]
 
 _R, _W, _RW = "read_path", "write_path", "read_write_path"
 
@@ -50,3 +52,19 @@ CATALOGUE_HINTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "request_confirmation": ("interaction", {}, False),
     "review_with_feedback_content": ("interaction", {}, False),
 }
+
+
+@functools.cache
+def builtin_parameters(name: str) -> dict[str, Any] | None:
+    """The parameters schema of the built-in tool ``name``, read from its manifest alone
+    (``<builtin tools>/<group>/<name>.json``), so that an example's arguments can be
+    checked at load without loading the catalogue; None when ``name`` is no built-in tool.
+    Shared and cached: not to be modified."""
+    if name not in CATALOGUE_HINTS:
+        return None
+    from runtime.toolkit import builtin_tools_dir  # only when an example names a built-in
+
+    for path in builtin_tools_dir().glob(f"*/{name}.json"):
+        params = json.loads(path.read_text(encoding="utf-8")).get("parameters")
+        return params if isinstance(params, dict) else None
+    return None

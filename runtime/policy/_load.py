@@ -30,6 +30,16 @@ def _split_key(text: str) -> list[str]:
     return [a or b or c for a, b, c in parts]
 
 
+def _indexed(names: list[str], counters: dict[tuple[str, ...], int]) -> list[str]:
+    """``names`` with the index of the current entry after each array of tables."""
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        if tuple(out) in counters:
+            out.append(str(counters[tuple(out)]))
+    return out
+
+
 def locate(text: str, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the TOML key or header that best matches the field path ``loc``."""
     want = [str(p) for p in loc]
@@ -39,7 +49,10 @@ def locate(text: str, loc: tuple[Any, ...]) -> int | None:
     for lineno, line in enumerate(text.splitlines(), 1):
         m = _HEADER_RE.match(line)
         if m and not _KEY_RE.match(line):
-            path = _split_key(m.group(2))
+            names = _split_key(m.group(2))
+            # A header below an array of tables names its latest entry: '[examples.spec]'
+            # after the second '[[examples]]' is examples.1.spec.
+            path = _indexed(names[:-1], counters) + names[-1:]
             if m.group(1) == "[[":
                 key = tuple(path)
                 counters[key] = counters.get(key, -1) + 1

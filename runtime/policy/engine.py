@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,13 +37,13 @@ from runtime.models import (
     ToolCall,
     ToolSpec,
 )
-from runtime.policy._catalogue import CATALOGUE_HINTS
+from runtime.policy._catalogue import CATALOGUE_HINTS, builtin_parameters
 from runtime.policy._load import locate, parse_policy
 from runtime.policy.commands import CommandRules
 from runtime.policy.conditions import CompiledCondition, holds_on_paths
-from runtime.policy.network import NetworkRules, NetworkVerdict
+from runtime.policy.network import NetworkRules, NetworkVerdict, url_parts
 from runtime.policy.paths import PathRules
-from runtime.policy.schema import PolicyFile, Rule, ToolEntry
+from runtime.policy.schema import Example, PolicyFile, Rule, ToolEntry
 
 __all__ = ["Policy", "default_policy_path"]
 
@@ -112,35 +111,6 @@ class _CompiledRule:
         if self.tools and not any(fnmatchcase(tool, t) for t in self.tools):
             return False
         return not (self.categories and (category is None or category not in self.categories))
-
-
-def _url_parts(url: object) -> tuple[str, str, int] | str:
-    """(scheme, host, port) of a URL, or the reason it is refused."""
-    if not isinstance(url, str):
-        return "URL must be a string"
-    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url) or "\\" in url:
-        # Whitespace, control characters and backslashes are where URL parsers disagree
-        # (CVE-2023-24329 and friends): refuse rather than guess which host is meant.
-        return "URL contains whitespace, control characters or backslashes"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        return f"URL does not parse: {exc}"
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        return "URL carries credentials ('user@host'); put them in headers"
-    host = parts.hostname
-    if not host:
-        return "URL has no host"
-    try:
-        host = host.encode("idna").decode("ascii").lower()
-    except UnicodeError as exc:
-        return f"URL host is not a valid domain name: {exc}"
-    scheme = parts.scheme.lower()
-    if port is None:
-        # Unknown schemes get port 0 and are then refused by the scheme rule, by name.
-        port = NetworkRules.default_port_of(scheme) or 0
-    return scheme, host, port
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -627,7 +597,7 @@ class Policy:
             for f in self._commands.check(value):
                 cands.append(_Cand(f.action, f.rule, f.reason))
         elif role == "url":
-            parts = _url_parts(value)
+            parts = url_parts(value)
             if isinstance(parts, str):
                 cands.append(_Cand("deny", "network.invalid-url", parts))
                 return
@@ -724,6 +694,9 @@ class Policy:
                     line=line,
                     field=f"examples.{i}",
                 ) from exc
+            params = real.parameters if real is not None else builtin_parameters(ex.tool)
+            if params is not None:
+                self._check_example_arguments(text, i, ex, label, params)
             d = self.decide(
                 ToolCall(tool=ex.tool, arguments=ex.arguments), spec, profile=ex.profile
             )
@@ -743,6 +716,35 @@ class Policy:
                     example=ex.name or i,
                     decision={"action": d.action, "rule": d.rule, "reasons": d.reasons},
                 )
+
+    def _check_example_arguments(
+        self,
+        text: str,
+        i: int,
+        ex: Example,
+        label: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        """An example's arguments must be a call the tool accepts: one it would refuse as
+        invalid_arguments ('{paht = "x"}' for read_file) is never decided, so its
+        expectation held vacuously (no path, so no path rule, so 'deny' by default)."""
+        from runtime.validation import compile_schema  # only when there are examples
+
+        tool = ex.tool
+        errors = compile_schema(parameters, where=f"{tool}: parameters").errors(ex.arguments)
+        if not errors:
+            return
+        first = errors[0]
+        line = locate(text, ("examples", i, "arguments")) if text else None
+        raise PolicyError(
+            f"{self.source}:{line or '?'}: {label}: its arguments are not a valid {tool} "
+            f"call: {first['path']}: {first['message']} [{first['rule']}]",
+            file=self.source,
+            line=line,
+            field=f"examples.{i}.arguments",
+            example=ex.name or i,
+            argument_errors=errors,
+        )
 
 
 @functools.cache

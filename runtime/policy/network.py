@@ -34,10 +34,13 @@ import ipaddress
 import re
 import socket
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-__all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address"]
+from runtime.policy._located import LocatedError
+
+__all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address", "url_parts"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -241,6 +244,36 @@ def _parse_entry(raw: str) -> _Entry:
     return _Entry(raw, "host", host, None, port)
 
 
+def url_parts(url: object) -> tuple[str, str, int] | str:
+    """(scheme, host, port) of a URL as the policy judges it (a ``url`` argument, the
+    search endpoint), or the reason it is refused."""
+    if not isinstance(url, str):
+        return "URL must be a string"
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url) or "\\" in url:
+        # Whitespace, control characters and backslashes are where URL parsers disagree
+        # (CVE-2023-24329 and friends): refuse rather than guess which host is meant.
+        return "URL contains whitespace, control characters or backslashes"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"URL does not parse: {exc}"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "URL carries credentials ('user@host'); put them in headers"
+    host = parts.hostname
+    if not host:
+        return "URL has no host"
+    try:
+        host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        return f"URL host is not a valid domain name: {exc}"
+    scheme = parts.scheme.lower()
+    if port is None:
+        # Unknown schemes get port 0 and are then refused by the scheme rule, by name.
+        port = _DEFAULT_PORTS.get(scheme) or 0
+    return scheme, host, port
+
+
 def _numeric_lookalike(host: str) -> bool:
     # '127.1', '0x7f000001', '2130706433', '0177.0.0.1': inet_aton (and so most HTTP clients)
     # reads these as addresses although they are not canonical dotted quads. Refuse them
@@ -291,8 +324,9 @@ class NetworkRules(BaseModel):
     retries: int = Field(0, ge=0, le=10, description="Retries of failed requests. Default 0.")
     search_endpoint: str | None = Field(
         None,
-        description="SearXNG-style JSON search API used by web_search (its host must also be "
-        "allowed). Default none: web_search has no backend.",
+        description="SearXNG-style JSON search API used by web_search: an http(s) URL whose "
+        "scheme, host and port these rules allow (else the policy is refused at load). "
+        "Default none: web_search has no backend.",
     )
 
     _allow: tuple[_Entry, ...] = PrivateAttr(default=())
@@ -321,6 +355,37 @@ class NetworkRules(BaseModel):
 
     def model_post_init(self, __context: Any) -> None:
         self._compile()
+
+    @model_validator(mode="after")
+    def _search_endpoint_reachable(self) -> NetworkRules:
+        # web_search asks the egress gateway for this URL: one it refuses (not a URL, not
+        # http(s), a host these very rules deny) made every web_search call that the policy
+        # allowed fail policy_denied. Judged as a url argument is (url_parts, check): the
+        # address a name resolves to is still for the gateway to see when it connects.
+        endpoint = self.search_endpoint
+        if endpoint is None:
+            return self
+        loc = ("search_endpoint",)
+        parts = url_parts(endpoint)
+        if isinstance(parts, str):
+            raise LocatedError(
+                f"search_endpoint {endpoint[:200]!r} is not a usable URL: {parts}", loc
+            )
+        if parts[0] not in ("http", "https"):
+            raise LocatedError(
+                f"search_endpoint {endpoint[:200]!r} must be an http or https URL, "
+                f"not {parts[0]!r}",
+                loc,
+            )
+        verdict = self.check(*parts)
+        if not verdict.allowed:
+            raise LocatedError(
+                f"search_endpoint {endpoint[:200]!r} would be refused by these [network] rules "
+                f"({verdict.rule}: {verdict.reason}): every web_search call would fail; allow "
+                "its host (and port)",
+                loc,
+            )
+        return self
 
     def _compile(self) -> None:
         # Recompiled whenever the lists changed: model_copy(update=...) and in-place edits

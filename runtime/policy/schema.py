@@ -21,7 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from runtime._bindable import refusal as bindable_refusal
 from runtime.models import Action, ToolCategory
+from runtime.policy._located import LocatedError
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
 
@@ -58,16 +60,6 @@ _RESERVED_PREFIXES = (
     "categories.",
     "default.",
 )
-
-
-class LocatedError(ValueError):
-    """A whole-policy check's error on one entry: ``loc`` is that entry's field path (as
-    pydantic's), which the loader turns into the file's line (a model validator's own
-    errors have none)."""
-
-    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
-        super().__init__(message)
-        self.loc = loc
 
 
 def _check_rule_id(v: str) -> str:
@@ -243,7 +235,9 @@ class PathsSection(_Section):
     could match below it through its names ('config' with 'config/prod.env' denied). Each
     glob is normalised when the policy loads ('./out/**', '/workspace/out/**' and
     'out//./**' are 'out/**'); one that names no path inside the workspace ('..' segments,
-    other absolute paths, '', '.', a trailing '/') is refused."""
+    other absolute paths, '', '.', a trailing '/') is refused, and so is one with shell
+    braces ('*.{pem,key}': list the globs separately; '[{]' is a literal brace) or a
+    leading '!' (no negation: deny wins)."""
 
     workspace_root: str = Field(
         SANDBOX_ROOT,
@@ -299,7 +293,10 @@ class CommandRule(_Section):
     """A rule on one simple command after wrappers are seen through. All fields given must
     match; lists of alternatives match when any item does."""
 
-    id: str = Field(description="Unique id; decisions name it as 'commands.<action>.<id>'.")
+    id: str = Field(
+        description="Unique id; decisions this rule makes name it as it is (rule = '<id>'), "
+        "as [[rules]] ids are."
+    )
     action: Action
     program: list[str] = Field(
         default_factory=lambda: ["*"],
@@ -615,7 +612,9 @@ class ExampleSpec(_Section):
 
 
 class Example(_Section):
-    """A call and the decision the policy must make for it; checked when the policy loads."""
+    """A call and the decision the policy must make for it; checked when the policy loads.
+    Its arguments must be valid for the tool's parameters schema (a built-in's at load, a
+    folder tool's when the broker or 'runtime policy check --tools-dir' checks again)."""
 
     name: str | None = None
     tool: str
@@ -738,8 +737,9 @@ class McpServerEntry(_Section):
         default_factory=list,
         description="Host paths (absolute) bound read-only into the server's sandbox, beyond "
         "the system directories, its program's installation prefix and the absolute paths "
-        "in its command and PYTHONPATH. Never /, a top-level or home directory, /proc, /sys, "
-        "/dev or /run. Default: none.",
+        "in its command and PYTHONPATH. Never /, a top-level or home directory, nor under "
+        "/proc, /sys, /dev, /run, /var/run or /var/lib (refused at load); a path that does "
+        "not exist or holds runtime state is refused when the server starts. Default: none.",
     )
     memory_mb: int = Field(
         2048, gt=0, le=65536, description="Address space and cgroup memory, MiB. Default 2048."
@@ -861,9 +861,14 @@ class McpServerEntry(_Section):
     @field_validator("read_only")
     @classmethod
     def _paths_ok(cls, v: list[str]) -> list[str]:
+        # The sandbox's own rule (runtime._bindable), its host-independent part: a path it
+        # would never bind ('/', '/etc', '/home/x', '/proc/1') made the server fail when it
+        # started, after the policy had loaded and checked. Existence and holding runtime
+        # state depend on the host when the server starts, so they stay the sandbox's.
         for path in v:
-            if not path.startswith("/") or "\0" in path:
-                raise ValueError(f"read_only paths must be absolute: {path!r}")
+            why = bindable_refusal(path)
+            if why is not None:
+                raise ValueError(f"read_only path {path[:200]!r} is never bound: {why}")
         return v
 
     @property

@@ -22,3 +22,13 @@ def test_example_of_a_memory_tool_loads() -> None:
         '[[examples]]\ntool = "memory_write"\narguments = { content = "x" }\n'
         'match = "allow"\nrule = "categories.memory"\n'
     )
+
+
+def test_builtin_parameters_are_each_manifests_own() -> None:
+    """What examples' arguments are checked against at load, read without the catalogue."""
+    from runtime.policy._catalogue import builtin_parameters
+
+    specs = Catalogue().list()
+    for spec in specs:
+        assert builtin_parameters(spec.name) == spec.parameters, spec.name
+    assert builtin_parameters("no_such_tool") is None

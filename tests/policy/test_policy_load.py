@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _policy_helpers import make_spec
 
 from runtime.policy import Policy, PolicyError
 
@@ -57,6 +58,19 @@ def load_error(text: str, tmp_path: Path) -> PolicyError:
         ("[commands]\nbuiltin = 'off'\n", 2, "commands.builtin"),
         ("[network]\nallow_private = 'yes'\n", 2, "network.allow_private"),
         ("[tools.x]\nbudget = 5.0\n", 2, "tools.x.budget"),
+        # A sub-table of an array of tables is its latest entry's: the offending key's
+        # line, not the entry's header.
+        (
+            "[[examples]]\ntool = 'x'\nmatch = 'deny'\n[[examples]]\ntool = 'y'\n"
+            "match = 'deny'\n[examples.spec]\negress = true\ncategory = 'bogus'\n",
+            9,
+            "examples.1.spec.category",
+        ),
+        (
+            "[[mcp_servers]]\nname = 'a'\ncommand = ['x']\n[mcp_servers.env]\nA = '1'\nB = 2\n",
+            6,
+            "mcp_servers.0.env.B",
+        ),
     ],
 )
 def test_errors_name_file_line_field(
@@ -182,3 +196,62 @@ def test_from_toml_and_default_paths() -> None:
 def test_an_integer_is_a_float() -> None:
     doc = Policy.from_toml("[limits]\ntimeout_s = 30\n[network]\ntimeout_s = 5\n").document
     assert (doc.limits.timeout_s, doc.network.timeout_s) == (30.0, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ("{ paht = 'x' }", "'paht' was unexpected"),
+        ("{}", '"path" is a required property'),
+        ("{ path = 'a', offset = 'one' }", "[type]"),
+        ("{ path = '' }", "[minLength]"),
+    ],
+)
+def test_an_examples_arguments_must_be_a_call_its_builtin_tool_accepts(
+    arguments: str, says: str
+) -> None:
+    """'{paht = "x"}' with match = "deny" passed vacuously: the call the broker would
+    refuse as invalid_arguments had no path, so no path rule, so the default's deny."""
+    text = (
+        "version = 1\n\n[[examples]]\nname = 'typo'\ntool = 'read_file'\n"
+        f"arguments = {arguments}\nmatch = 'deny'\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text, "p.toml")
+    err = info.value
+    assert (err.details["field"], err.details["line"], err.details["example"]) == (
+        "examples.0.arguments",
+        6,
+        "typo",
+    )
+    assert err.message.startswith("p.toml:6: example 0 (typo): its arguments are not a valid")
+    assert says in err.message
+
+
+def test_an_examples_arguments_are_checked_against_a_folder_tools_manifest() -> None:
+    """At load a folder tool is unknown (its example is decided with the hints); the
+    re-check with the real manifest (broker, 'policy check --tools-dir') checks them."""
+    policy = Policy.from_toml(
+        "version = 1\n[tools]\ncatf = 'deny'\n"
+        "[[examples]]\ntool = 'catf'\narguments = { fiel = 'x' }\nmatch = 'deny'\n",
+        "p.toml",
+    )
+    spec = make_spec("catf").model_copy(
+        update={
+            "parameters": {
+                "type": "object",
+                "properties": {"file": {"type": "string"}},
+                "required": ["file"],
+                "additionalProperties": False,
+            }
+        }
+    )
+    with pytest.raises(PolicyError) as info:
+        policy.check_examples(lambda name: spec if name == "catf" else None)
+    assert info.value.details["field"] == "examples.0.arguments"
+    assert "valid catf call" in info.value.message and "'fiel' was unexpected" in info.value.message
+    # Valid arguments pass the same re-check.
+    Policy.from_toml(
+        "version = 1\n[tools]\ncatf = 'deny'\n"
+        "[[examples]]\ntool = 'catf'\narguments = { file = 'x' }\nmatch = 'deny'\n"
+    ).check_examples(lambda name: spec if name == "catf" else None)

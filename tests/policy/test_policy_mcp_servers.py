@@ -122,3 +122,45 @@ def test_policy_check_reports_table_errors(tmp_path: Path) -> None:
     assert done.returncode == 64
     error = json.loads(done.stdout)["error"]
     assert (error["line"], error["field"]) == (3, "mcp_servers.0.command")
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/", "/ itself"),
+        ("/etc", "a top-level directory"),
+        ("/root", "a top-level directory"),
+        ("/srv/../etc", "a top-level directory"),
+        ("/home/alice", "a home directory"),
+        ("/proc/1", "under /proc"),
+        ("/var/lib/docker", "under /var/lib"),
+    ],
+)
+def test_read_only_paths_the_sandbox_never_binds_are_refused_at_load(path: str, why: str) -> None:
+    """The sandbox's own rule, at load: such a server used to pass the policy check, then
+    fail when it started, logged as a warning while its tools went missing."""
+    text = f'version = 1\n[[mcp_servers]]\nname = "a"\ncommand = ["x"]\nread_only = ["{path}"]\n'
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text, "p")
+    assert (info.value.details["field"], info.value.details["line"]) == (
+        "mcp_servers.0.read_only",
+        5,
+    )
+    assert f"{path!r} is never bound: it is {why}" in info.value.message
+
+
+def test_read_only_paths_are_judged_lexically_at_load() -> None:
+    """Whether a path exists (or holds runtime state) is the host's when the server starts,
+    not the policy's: a path missing here still loads."""
+    text = 'version = 1\n[[mcp_servers]]\nname = "a"\ncommand = ["x"]\n'
+    policy = Policy.from_toml(text + 'read_only = ["/srv/no/such/dir", "/home/u/data"]\n')
+    assert policy.document.mcp_servers[0].read_only == ["/srv/no/such/dir", "/home/u/data"]
+
+
+def test_policy_check_refuses_a_read_only_root(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text('[[mcp_servers]]\nname = "a"\ncommand = ["x"]\nread_only = ["/"]\n')
+    done = _policy_check(policy, {"tool": "a__x", "arguments": {}})
+    assert done.returncode == 64
+    error = json.loads(done.stdout)["error"]
+    assert (error["line"], error["field"]) == (4, "mcp_servers.0.read_only")

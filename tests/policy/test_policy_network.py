@@ -5,6 +5,8 @@ import ipaddress
 import pytest
 from pydantic import ValidationError
 
+from runtime.errors import PolicyError
+from runtime.policy import Policy
 from runtime.policy.network import NetworkRules, is_private_address
 
 RULES = NetworkRules(
@@ -139,3 +141,48 @@ def test_copies_and_edits_are_recompiled() -> None:
     assert not copy.check("https", "a.com", 443).allowed
     base.deny.append("a.com")
     assert base.check("https", "a.com", 443).rule == "network.deny"
+
+
+@pytest.mark.parametrize(
+    ("network", "says"),
+    [
+        ('allow = ["*"]\nsearch_endpoint = "not a url"', "is not a usable URL"),
+        ('allow = ["*"]\nsearch_endpoint = "search.example/x"', "URL has no host"),
+        ('allow = ["*"]\nsearch_endpoint = "ftp://search.example/x"', "http or https URL"),
+        (
+            'allow = ["example.com"]\nsearch_endpoint = "http://127.0.0.1:8090/search"',
+            "refused by these [network] rules (network.private",
+        ),
+        (
+            'allow = ["search.example"]\nsearch_endpoint = "https://other.example/s"',
+            "(network.default",
+        ),
+        (
+            'allow = ["*"]\ndeny = ["*.example"]\nsearch_endpoint = "https://s.example/s"',
+            "(network.deny",
+        ),
+        (
+            'allow = ["*"]\nports = [443]\nsearch_endpoint = "http://s.example:8080/s"',
+            "(network.port",
+        ),
+    ],
+)
+def test_a_search_endpoint_web_search_could_never_reach_is_refused_at_load(
+    network: str, says: str
+) -> None:
+    """It loaded, web_search was decided allow, and every call failed policy_denied."""
+    text = f"version = 1\n\n[network]\n{network}\n"
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text, "p.toml")
+    assert info.value.details["field"] == "network.search_endpoint"
+    assert info.value.details["line"] == text.count("\n")  # its own line, the last
+    assert says in info.value.message
+
+
+def test_a_search_endpoint_the_rules_allow_loads() -> None:
+    for network in (
+        'allow = ["127.0.0.1:8090"]\nsearch_endpoint = "http://127.0.0.1:8090/search"',
+        'allow = ["*.example"]\nsearch_endpoint = "https://search.example/s?n=5"',
+    ):
+        policy = Policy.from_toml(f"version = 1\n[network]\n{network}\n")
+        assert policy.document.network.search_endpoint is not None

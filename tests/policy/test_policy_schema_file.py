@@ -6,6 +6,7 @@ from pathlib import Path
 
 import jsonschema_rs
 import pytest
+from _policy_helpers import decide
 
 from runtime.policy import Policy, default_policy_path
 from runtime.policy.schema import schema_text
@@ -95,3 +96,29 @@ def test_cpu_s_is_documented_per_process() -> None:
         assert "each process" in props["memory_mb"]["description"]
     readme = (POLICY_DIR / "README.md").read_text()
     assert "`cpu_s` is per process" in readme
+
+
+def test_a_command_rule_decision_names_its_id_as_the_description_says() -> None:
+    """The description said 'commands.<action>.<id>'; decisions name the bare id (as
+    ci_strict.toml's own [[examples]] expect)."""
+    policy = Policy.from_toml(
+        'version = 1\n[categories]\nshell = "allow"\n'
+        '[[commands.rules]]\nid = "ci.no-push"\naction = "deny"\nprogram = ["git"]\n'
+        'args_seq = [["push"]]\n'
+    )
+    assert decide(policy, "shell_exec", command="git push").rule == "ci.no-push"
+    described = json.loads(schema_text())["$defs"]["CommandRule"]["properties"]["id"]
+    assert "commands.<action>" not in described["description"]
+    assert "'<id>'" in described["description"]
+
+
+def test_the_readme_says_which_path_rules_judge_a_commands_writes() -> None:
+    """Only deny and deny_write are checked on a command's writes; the README said 'as
+    write_file is', which also checks the write globs."""
+    policy = Policy.load(POLICY_DIR / "examples" / "ci_strict.toml")
+    assert decide(policy, "write_file", path="src/x.txt").rule == "paths.write"
+    assert decide(policy, "shell_exec", command="echo hi > src/x.txt").action == "allow"
+    assert decide(policy, "shell_exec", command="echo hi > .git/x").rule == "paths.deny_write"
+    text = " ".join((POLICY_DIR / "README.md").read_text().split())
+    assert "judged by the path rules as `write_file` is" not in text
+    assert "judged by the `deny` and `deny_write` globs of the path rules" in text

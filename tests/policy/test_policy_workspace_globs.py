@@ -160,3 +160,41 @@ def test_an_accepted_glob_never_widens_the_sandbox(segs: list[str], absolute: bo
     else:
         (prefix,) = prefixes
         assert got == prefix or got.startswith(prefix + "/"), (glob, got)
+
+
+@pytest.mark.parametrize("field", LISTS)
+@pytest.mark.parametrize(
+    ("glob", "says"),
+    [
+        ("**/*.{pem,key}", "list the globs separately ('**/*.pem', '**/*.key')"),
+        ("./src/{a,b}/**", "list the globs separately ('src/a/**', 'src/b/**')"),
+        ("logs/f{1..3}.txt", "list the globs separately (each glob of the sequence)"),
+        ("!public/**", "a leading '!' does not negate"),
+        ("/workspace/!public/**", "a leading '!' does not negate"),
+    ],
+)
+def test_shell_braces_and_a_leading_bang_are_refused_with_a_hint(
+    field: str, glob: str, says: str, tmp_path: Path
+) -> None:
+    """Read literally, 'deny = ["**/*.{pem,key}"]' protected nothing and '!public/**'
+    excepted nothing: both are refused, naming file, line, list and glob."""
+    f = tmp_path / "p.toml"
+    f.write_text(f'default = "deny"\n[paths]\n{field} = ["out/**", "{glob}"]\n')
+    with pytest.raises(PolicyError) as info:
+        Policy.load(f)
+    err = info.value
+    assert (err.details["field"], err.details["line"]) == (f"paths.{field}", 3), err.message
+    assert says in err.message and repr(glob) in err.message, err.message
+
+
+@pytest.mark.parametrize("glob", ["secrets/[!p]*", "a/{b}", "x/!y", "[{]a,b[}]", "[!.]*"])
+def test_classes_a_lone_brace_and_an_inner_bang_still_load(glob: str) -> None:
+    """'[!p]' is a class, '{b}' is not a brace expansion (bash leaves it too), an inner '!'
+    negates nothing in gitignore either, and '[{]' is how a literal brace is written."""
+    assert Policy.from_toml(f'[paths]\ndeny = ["{glob}"]\n').document.paths.deny == [glob]
+
+
+def test_a_literal_brace_written_as_a_class_matches_the_name() -> None:
+    rules = _paths('deny = ["[{]a,b[}]"]')
+    assert not rules.check("{a,b}", "read").allowed
+    assert rules.check("a", "read").allowed

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
-from pathlib import PurePosixPath
 
+from runtime._bindable import NEVER, bindable, refusal, under
 from runtime.errors import SandboxError
 
 __all__ = [
@@ -26,23 +25,8 @@ __all__ = [
     "unreadable_code",
 ]
 
-#: Never bound, whoever asks: kernel interfaces and runtime state of the host.
-NEVER = ("/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib")
 #: The runtime's state directory inside a workspace (audit DB, stores).
 STATE_DIR = ".runtime"
-
-
-def under(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r + "/") for r in roots)
-
-
-def bindable(path: str) -> bool:
-    """A path that may be bound read-only: not /, not a top-level directory or a home
-    directory itself, not a kernel interface or the host's runtime state."""
-    parts = PurePosixPath(path).parts
-    if len(parts) < 3 or (parts[1] == "home" and len(parts) < 4):
-        return False
-    return not under(path, NEVER)
 
 
 def holds_state(path: str) -> bool:
@@ -52,9 +36,10 @@ def holds_state(path: str) -> bool:
 def check_read_only(item: str) -> str:
     """``item`` as a path that may be bound read-only (absolute, normalised); raises
     :class:`SandboxError` naming why it may not."""
+    why = refusal(item)  # the part the policy already checked when it loaded
+    if why is not None:
+        raise SandboxError(f"will not bind {item!r} into a sandbox: {why}", path=item)
     path = os.path.abspath(item)
-    if not item.startswith("/") or not bindable(path):
-        raise SandboxError(f"will not bind {item!r} into a sandbox", path=item)
     if not os.path.exists(path):
         raise SandboxError(f"cannot bind {item!r}: it does not exist", path=item)
     if holds_state(path):
