@@ -77,6 +77,7 @@ def policy_check(
 
 def _audit_log(audit: Path | None, workspace: Path) -> Any:
     from runtime.audit import AuditLog
+    from runtime.audit._store import refuse_foreign_database
 
     try:
         path = _audit_path(audit, workspace)
@@ -90,7 +91,9 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
         # A log is never empty (its first open writes the schema and WAL mode into the
         # file): this one was truncated to nothing, and would "verify" as 0 records.
         raise AuditError(f"{path} is an empty file, not an audit log (truncated?)", path=str(path))
-    _check_is_audit_log(path)
+    # Another program's database: opening it as a log would write the schema and WAL mode
+    # into it, and verify would call its zero records fine (the writer's check as well).
+    refuse_foreign_database(path, allow_no_tables=False)
     try:
         return AuditLog(path)
     except AuditError as exc:
@@ -138,30 +141,6 @@ def _audit_path(audit: Path | None, workspace: Path) -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{audit} is not a regular file, not an audit log", path=str(audit))
     return audit
-
-
-def _check_is_audit_log(path: Path) -> None:
-    """Raise AuditError when ``path`` is a SQLite database without an audit log in it
-    (another program's): opening it as a log would write the schema and WAL mode into it,
-    and verify would call its zero records fine. Looked at read-only; a file SQLite cannot
-    read this way is left to AuditLog, whose error says why."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except (sqlite3.Error, OSError, ValueError):
-        return
-    try:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
-    except sqlite3.Error:
-        return
-    finally:
-        conn.close()
-    if "audit_records" not in tables:
-        shown = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))) or "none"
-        raise AuditError(
-            f"{path} is a SQLite database but not an audit log (its tables: {shown}); "
-            "left untouched",
-            path=str(path),
-        )
 
 
 def _not_creatable(directory: Path) -> str | None:
