@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
+import functools
 import inspect
 import json
 import logging
@@ -26,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, cast
 
 import anyio
 
@@ -93,7 +94,10 @@ log = logging.getLogger("runtime.broker")
 #: error as raised. On the event loop a synchronous approver runs in a worker thread
 #: (abandoned if the call is cancelled while it waits); SyncBroker's synchronous path calls
 #: it in the caller's thread. KeyboardInterrupt or SystemExit out of it propagates, the call
-#: recorded as cancelled.
+#: recorded as cancelled. Every approver gets the same verdict on every path: an ``async
+#: def`` one (a function, a partial of one, or an object whose ``__call__`` is ``async
+#: def``) is awaited on the loop; a synchronous one that returns an awaitable has it awaited
+#: on the loop as well, SyncBroker's synchronous path included (see _await_verdict).
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -302,6 +306,9 @@ class Broker:
             # ending the backends, which ends their work) so that each gets its completion record.
             self._in_flight = 0
             self._drained: anyio.Event | None = None
+            #: Set by SyncBroker: awaits an awaitable on this broker's loop from the calling
+            #: thread (call_sync's approver answering with a coroutine; see _await_verdict).
+            self._await_from_thread: Callable[[Awaitable[Any]], Any] | None = None
         except BaseException:
             if self._prespawned is not None:
                 self._prespawned.close()
@@ -317,6 +324,7 @@ class Broker:
         release their own copies (their own hooks)."""
         self._forked = True
         self._closed = True
+        self._await_from_thread = None  # the parent's loop thread is not in the child
         self._prespawned = None  # the parent's (PrespawnedZygote lets go of its copy)
         self.events.forked_child()
 
@@ -656,7 +664,7 @@ class Broker:
             or not getattr(backend, "sync_capable", False)
         ):
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
-        if self.approver is not None and inspect.iscoroutinefunction(self.approver):
+        if self.approver is not None and _is_async_callable(self.approver):
             raise NeedsEventLoop("the approver is async")
         return tc, entry, backend
 
@@ -878,7 +886,7 @@ class Broker:
             )
         approver = self.approver
         try:
-            if inspect.iscoroutinefunction(approver):
+            if _is_async_callable(approver):
                 verdict = await approver(tc, decision)
             else:
                 # A synchronous approver (a prompt at a terminal) blocks: run inline, it
@@ -908,12 +916,30 @@ class Broker:
             )
         try:
             verdict = self.approver(st.tc, decision)
+            if inspect.isawaitable(verdict):
+                verdict = self._await_verdict(verdict)
         except _APPROVER_REFUSALS:
             raise
         except Exception as exc:
             raise _approver_failed(st.tc.tool, decision, exc) from exc
         _approval(st.tc.tool, decision, verdict)
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
+
+    def _await_verdict(self, verdict: Awaitable[Any]) -> Any:
+        """The answer an awaitable verdict gives, awaited on the broker's loop as the async
+        path awaits it: a synchronous approver may return one (a lambda returning a
+        coroutine), which no check made before the call can tell. It was taken for the
+        approver's answer (not True: the call refused, the coroutine never awaited), so the
+        first call of such an approver (on the loop: its backend was not started) ran and
+        the next ones (synchronous path) did not. Without a loop to await it (call_sync used
+        without SyncBroker), it is closed and the approver counts as failed."""
+        run = self._await_from_thread
+        if run is None:
+            close = getattr(verdict, "close", None)
+            if callable(close):
+                close()  # never started: no "coroutine was never awaited" warning
+            raise RuntimeError("it returned an awaitable, and no event loop can await it here")
+        return run(verdict)
 
     def _check_result(
         self, spec: ToolSpec, limits: Limits, result: Any, validator: SchemaValidator | None
@@ -1198,6 +1224,21 @@ def _raw_tool(raw: Any) -> str:
             if isinstance(value, str) and value and _is_text(value[:64]):
                 return value[:64]
     return "<invalid>"
+
+
+def _is_async_callable(approver: object) -> TypeGuard[Callable[..., Awaitable[Any]]]:
+    """An ``async def`` approver: a coroutine function, a ``functools.partial`` of one, or
+    an object whose ``__call__`` is one. ``inspect.iscoroutinefunction`` (3.11) says False
+    for the last: SyncBroker's synchronous path then called it in the calling thread and
+    took its coroutine for the answer."""
+    while isinstance(approver, functools.partial):
+        approver = approver.func
+    if inspect.iscoroutinefunction(approver):
+        return True
+    if inspect.isfunction(approver) or inspect.ismethod(approver):
+        return False
+    # The class's __call__ (for a class without one, type's own: not a coroutine function).
+    return inspect.iscoroutinefunction(type(approver).__call__)
 
 
 def _approval(tool: str, decision: Decision, verdict: object) -> None:
