@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import functools
 import inspect
 import json
 import logging
@@ -27,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
@@ -42,10 +41,11 @@ from runtime.backends.base import (
     fingerprint_for,
 )
 from runtime.broker import _fast
+from runtime.broker._callables import close_awaitable, is_async_callable
 from runtime.broker._channel import CallChannel
 from runtime.broker._hostpaths import HostPath, check_workspace, runtime_paths
 from runtime.broker._statedir import check_state_dir, default_audit_path
-from runtime.broker.events import Event, EventBus, EventKind
+from runtime.broker.events import Event, EventBus, EventKind, check_callback
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
 from runtime.catalogue.registry import CatalogueEntry
@@ -221,6 +221,8 @@ class Broker:
         call_limits: CallLimits | None = None,
         prespawn_sandbox: bool = False,
     ) -> None:
+        if on_event is not None:
+            check_callback(on_event)  # before anything is opened or made (TypeError)
         # First: the fork-server's process boots on another core while the rest of this
         # set-up runs (imports included; see runtime/backends/sandbox/_prespawn.py); adopted
         # by the sandbox backend when a call starts it, ended by aclose() otherwise.
@@ -664,7 +666,7 @@ class Broker:
             or not getattr(backend, "sync_capable", False)
         ):
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
-        if self.approver is not None and _is_async_callable(self.approver):
+        if self.approver is not None and is_async_callable(self.approver):
             raise NeedsEventLoop("the approver is async")
         return tc, entry, backend
 
@@ -886,7 +888,7 @@ class Broker:
             )
         approver = self.approver
         try:
-            if _is_async_callable(approver):
+            if is_async_callable(approver):
                 verdict = await approver(tc, decision)
             else:
                 # A synchronous approver (a prompt at a terminal) blocks: run inline, it
@@ -935,9 +937,7 @@ class Broker:
         without SyncBroker), it is closed and the approver counts as failed."""
         run = self._await_from_thread
         if run is None:
-            close = getattr(verdict, "close", None)
-            if callable(close):
-                close()  # never started: no "coroutine was never awaited" warning
+            close_awaitable(verdict)  # never started: no "never awaited" warning
             raise RuntimeError("it returned an awaitable, and no event loop can await it here")
         return run(verdict)
 
@@ -1224,21 +1224,6 @@ def _raw_tool(raw: Any) -> str:
             if isinstance(value, str) and value and _is_text(value[:64]):
                 return value[:64]
     return "<invalid>"
-
-
-def _is_async_callable(approver: object) -> TypeGuard[Callable[..., Awaitable[Any]]]:
-    """An ``async def`` approver: a coroutine function, a ``functools.partial`` of one, or
-    an object whose ``__call__`` is one. ``inspect.iscoroutinefunction`` (3.11) says False
-    for the last: SyncBroker's synchronous path then called it in the calling thread and
-    took its coroutine for the answer."""
-    while isinstance(approver, functools.partial):
-        approver = approver.func
-    if inspect.iscoroutinefunction(approver):
-        return True
-    if inspect.isfunction(approver) or inspect.ismethod(approver):
-        return False
-    # The class's __call__ (for a class without one, type's own: not a coroutine function).
-    return inspect.iscoroutinefunction(type(approver).__call__)
 
 
 def _approval(tool: str, decision: Decision, verdict: object) -> None:
