@@ -353,6 +353,15 @@ class Broker:
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
+        if self._closed:
+            # It opened as if new, and every call then failed as internal_error ("the
+            # broker is closed"): its backends and audit log are gone for good.
+            if self._forked:
+                raise RuntimeError("a broker does not survive fork(): open a new one in the child")
+            raise RuntimeError(
+                "this Broker is closed (aclose(), or the end of its 'async with') and cannot "
+                "be opened again: make a new Broker(...)"
+            )
         self._start_lock = anyio.Lock()
         # The audit encoder's C accelerator is built (1-2 s, once per machine) or loaded on
         # first use; decided here in a worker thread, not by the first call on the loop.
