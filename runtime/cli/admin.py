@@ -210,8 +210,14 @@ def audit_verify(
 
 
 def _parse_head(text: str) -> tuple[int, str]:
-    """'SEQ:HASH' -> (SEQ, HASH); a usage error (exit 64) otherwise."""
+    """'SEQ:HASH' -> (SEQ, HASH in lower case: hex is case-insensitive, and a hash copied
+    through a tool that upper-cased it was refused); a usage error (exit 64) otherwise. SEQ
+    0 is the start of every chain, whose hash is the genesis hash: ``0:`` with another
+    hash was accepted as ok, though it names no record of any log."""
+    from runtime.audit import GENESIS_HASH
+
     seq, sep, digest = text.partition(":")
+    digest = digest.lower()
     if (
         not sep
         or not (seq.isascii() and seq.isdigit())  # str.isdigit: '١٢' too
@@ -220,6 +226,13 @@ def _parse_head(text: str) -> tuple[int, str]:
         or any(c not in "0123456789abcdef" for c in digest)
     ):
         _err(f"runtime: --expect-head wants SEQ:HASH (a sha256 in hex), not {text!r}")
+        raise typer.Exit(EX_USAGE)
+    if int(seq) == 0 and digest != GENESIS_HASH:
+        _err(
+            f"runtime: --expect-head {text!r}: record 0 is the start of every chain, whose "
+            f"hash is {GENESIS_HASH} (64 zeros); no record 0 has another: give the SEQ:HASH "
+            "of a record ('head' as verify printed it)"
+        )
         raise typer.Exit(EX_USAGE)
     return int(seq), digest
 
@@ -254,11 +267,22 @@ def audit_tail(
 
 @audit_app.command("export")
 def audit_export(
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="JSON lines (OpenTelemetry keys).")] = True,
+    jsonl: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="JSON lines, the only export format (always used; the flag is accepted, as "
+            "the README's usage shows it).",
+        ),
+    ] = False,
     audit: AuditOpt = None,
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
-    """Export every record (OpenTelemetry GenAI keys next to ours)."""
+    """Export every record as JSON lines (OpenTelemetry GenAI keys next to ours)."""
+    # --jsonl was a flag defaulting to True with no way to turn it off: it chose nothing,
+    # and still does not (JSON lines is the one format); kept so that the documented
+    # spelling works, and said so in its help.
+    del jsonl
     try:
         with _audit_log(audit, workspace) as log:
             log.export_jsonl(sys.stdout)
