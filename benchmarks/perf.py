@@ -282,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--no-sandbox", action="store_true", help="skip the sandbox benchmark")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:
+        # argparse exits 2 on a usage error; the CLI's contract (DESIGN §7) says 64.
+        return 0 if exc.code == 0 else 64
     out = run(quick=args.quick, sandbox=not args.no_sandbox)
     text = json.dumps(out) if args.json else _table(out)
     sys.stdout.write(text + "\n")

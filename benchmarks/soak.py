@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -73,6 +74,8 @@ def _growth(points: list[dict[str, Any]], key: str) -> float:
 
 def run_soak(calls: int, samples: int = 20, max_rss_growth_mb: float = 16.0) -> dict[str, Any]:
     """Run ``calls`` calls; return the samples, the growth figures and the checks."""
+    if calls < 1 or samples < 1:
+        raise ValueError(f"calls and samples must be at least 1, not {calls} and {samples}")
     me = psutil.Process()
     every = max(1, calls // samples)
     points: list[dict[str, Any]] = []
@@ -150,18 +153,51 @@ def run_soak(calls: int, samples: int = 20, max_rss_growth_mb: float = 16.0) -> 
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (0 calls divided by zero and indexed an empty
+    list of samples: tracebacks, not usage errors)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _megabytes(text: str) -> float:
+    """argparse type: a finite number >= 0 (NaN would fail every check, silently)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text!r}")
+    return value
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="runtime bench soak")
-    parser.add_argument("--calls", type=int, default=10_000)
-    parser.add_argument("--samples", type=int, default=20, help="Samples over the run.")
+    parser.add_argument("--calls", type=_positive_int, default=10_000, help="Calls (>= 1).")
+    parser.add_argument(
+        "--samples", type=_positive_int, default=20, help="Samples over the run (>= 1)."
+    )
     parser.add_argument(
         "--max-rss-growth-mb",
-        type=float,
+        type=_megabytes,
         default=16.0,
         help="Allowed RSS growth, last vs first quarter (MiB). Default 16.",
     )
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parse(argv)
+    except SystemExit as exc:
+        # argparse exits 2 on a usage error; the CLI's contract (DESIGN §7) says 64.
+        return 0 if exc.code == 0 else 64
     out = run_soak(args.calls, args.samples, args.max_rss_growth_mb)
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")

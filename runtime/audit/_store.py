@@ -51,7 +51,7 @@ from runtime.audit._journal import journal_names
 from runtime.audit._record import COLUMNS
 from runtime.errors import AuditError, AuditFileRefused
 
-__all__ = ["SCHEMA_VERSION", "Database", "WriterBusy"]
+__all__ = ["SCHEMA_VERSION", "Database", "WriterBusy", "refuse_foreign_database"]
 
 log = logging.getLogger("runtime.audit")
 
@@ -265,6 +265,63 @@ def _check_regular(path: Path) -> None:
         )
 
 
+def _tables_if_not_a_log(path: Path) -> list[str] | None:
+    """The tables of the SQLite database at ``path`` when it has no ``audit_records``; None
+    when it has, or when SQLite cannot read it this way (absent, not a database, not
+    readable: left to the caller's open, whose error says why). Looked at read-only
+    (``mode=ro``: nothing is written, no journal mode changed)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    try:
+        tables = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master")]
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return None if "audit_records" in tables else tables
+
+
+def refuse_foreign_database(path: Path, *, allow_no_tables: bool) -> None:
+    """Raise AuditFileRefused when ``path`` is a SQLite database without an audit log in it
+    (another program's, or a log path mistyped into a neighbouring database). One check for
+    the readers (``audit verify|tail|export``) and the writer (``Database(create=True)``):
+    a reader would call its zero records a fine log; a writer would tighten its mode to
+    0600, switch it to WAL and add the audit tables to the other program's data.
+
+    ``allow_no_tables``: a database with no tables of its own (only ``sqlite_`` ones, or an
+    empty file) is a log to start, for a writer; a reader has nothing to read in it."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return  # absent, empty (a log to create) or not a file (_check_regular's)
+    tables = _tables_if_not_a_log(path)
+    if tables is None:
+        return
+    own = sorted(t for t in tables if not t.startswith("sqlite_"))
+    if allow_no_tables and not own:
+        return
+    raise AuditFileRefused(
+        f"{path} is a SQLite database but not an audit log (its tables: "
+        f"{', '.join(own) or 'none'}); left untouched",
+        path=str(path),
+    )
+
+
+def _missing_parent(path: Path) -> AuditFileRefused | None:
+    """The error for a log whose directory does not exist, else None. Not created: a
+    mistyped ``--audit`` (``/var/lgo/a.db``) made a directory tree wherever it said, and
+    the log nobody would look for in it."""
+    parent = path.parent
+    if parent.is_dir():
+        return None
+    what = "is not a directory" if parent.exists() else "does not exist"
+    return AuditFileRefused(
+        f"audit log {path}: its directory {parent} {what}; create it first, or name a log "
+        "in an existing directory (--audit PATH)",
+        path=str(path),
+    )
+
+
 def _ident(path: Path) -> tuple[int, int]:
     """``(st_dev, st_ino)`` of ``path``. Raises OSError."""
     st = os.stat(path)
@@ -320,10 +377,14 @@ class Database:
         self._head: tuple[int, str | None] | None = None
         self._select = _SELECT
         try:
-            if create:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _private(path, create=True)
             _check_regular(path)
+            if create:
+                # Before anything changes the file (its mode, WAL, the schema).
+                refuse_foreign_database(path, allow_no_tables=True)
+                missing = _missing_parent(path)
+                if missing is not None:
+                    raise missing
+                _private(path, create=True)
             if read_only:
                 self._conn, self._scratch = _connect_read_only(path, busy_timeout_s)
             else:

@@ -32,7 +32,9 @@ class VerifyReport:
     """Result of :meth:`AuditLog.verify`.
 
     ``count`` is the number of records in the log; ``first_bad`` the seq of the first record
-    that is altered, missing or out of place (None when ``ok``); ``head`` the last record's
+    that is altered, missing or out of place (None when ``ok``, and when what failed is the
+    anchor given, which names no record: a negative seq, or 0 without the genesis hash);
+    ``head`` the last record's
     ``(seq, hash)`` — the value to keep as an anchor when the log verifies. ``pending`` counts
     the records a read-only reader found in the journals of brokers that stopped without
     closing the log: not in the chain yet (the next writer to open the log inserts them), so
@@ -102,7 +104,18 @@ def verify_rows(
             head,
         )
     if expected_head is not None:
-        anchor_seq, want = expected_head
+        anchor_seq, want = expected_head[0], expected_head[1].lower()
+        if anchor_seq < 0 or (anchor_seq == 0 and want != GENESIS_HASH):
+            # Record 0 is the start of every chain, with the genesis hash: such an anchor
+            # names no record of this (or any) log, and was taken as a match.
+            return VerifyReport(
+                False,
+                count,
+                None,
+                f"the anchor {anchor_seq}:{want[:16]}... names no record: every chain starts "
+                "at record 0 with the genesis hash (64 zeros); not an anchor of this log",
+                head,
+            )
         if anchor_seq > prev_seq:
             return VerifyReport(
                 False,

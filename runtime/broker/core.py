@@ -41,10 +41,11 @@ from runtime.backends.base import (
     fingerprint_for,
 )
 from runtime.broker import _fast
+from runtime.broker._callables import close_awaitable, is_async_callable
 from runtime.broker._channel import CallChannel
 from runtime.broker._hostpaths import HostPath, check_workspace, runtime_paths
 from runtime.broker._statedir import check_state_dir, default_audit_path
-from runtime.broker.events import Event, EventBus, EventKind
+from runtime.broker.events import Event, EventBus, EventKind, check_callback
 from runtime.broker.limiter import Slots
 from runtime.catalogue import Catalogue
 from runtime.catalogue.registry import CatalogueEntry
@@ -93,7 +94,10 @@ log = logging.getLogger("runtime.broker")
 #: error as raised. On the event loop a synchronous approver runs in a worker thread
 #: (abandoned if the call is cancelled while it waits); SyncBroker's synchronous path calls
 #: it in the caller's thread. KeyboardInterrupt or SystemExit out of it propagates, the call
-#: recorded as cancelled.
+#: recorded as cancelled. Every approver gets the same verdict on every path: an ``async
+#: def`` one (a function, a partial of one, or an object whose ``__call__`` is ``async
+#: def``) is awaited on the loop; a synchronous one that returns an awaitable has it awaited
+#: on the loop as well, SyncBroker's synchronous path included (see _await_verdict).
 Approver = Callable[[ToolCall, Decision], bool | Awaitable[bool]]
 #: ``ask_user(question, options) -> answer`` for the ask_user tool.
 AskUser = Callable[[str, list[str] | None], str]
@@ -217,6 +221,8 @@ class Broker:
         call_limits: CallLimits | None = None,
         prespawn_sandbox: bool = False,
     ) -> None:
+        if on_event is not None:
+            check_callback(on_event)  # before anything is opened or made (TypeError)
         # First: the fork-server's process boots on another core while the rest of this
         # set-up runs (imports included; see runtime/backends/sandbox/_prespawn.py); adopted
         # by the sandbox backend when a call starts it, ended by aclose() otherwise.
@@ -302,6 +308,9 @@ class Broker:
             # ending the backends, which ends their work) so that each gets its completion record.
             self._in_flight = 0
             self._drained: anyio.Event | None = None
+            #: Set by SyncBroker: awaits an awaitable on this broker's loop from the calling
+            #: thread (call_sync's approver answering with a coroutine; see _await_verdict).
+            self._await_from_thread: Callable[[Awaitable[Any]], Any] | None = None
         except BaseException:
             if self._prespawned is not None:
                 self._prespawned.close()
@@ -317,6 +326,7 @@ class Broker:
         release their own copies (their own hooks)."""
         self._forked = True
         self._closed = True
+        self._await_from_thread = None  # the parent's loop thread is not in the child
         self._prespawned = None  # the parent's (PrespawnedZygote lets go of its copy)
         self.events.forked_child()
 
@@ -343,6 +353,15 @@ class Broker:
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Broker:
+        if self._closed:
+            # It opened as if new, and every call then failed as internal_error ("the
+            # broker is closed"): its backends and audit log are gone for good.
+            if self._forked:
+                raise RuntimeError("a broker does not survive fork(): open a new one in the child")
+            raise RuntimeError(
+                "this Broker is closed (aclose(), or the end of its 'async with') and cannot "
+                "be opened again: make a new Broker(...)"
+            )
         self._start_lock = anyio.Lock()
         # The audit encoder's C accelerator is built (1-2 s, once per machine) or loaded on
         # first use; decided here in a worker thread, not by the first call on the loop.
@@ -656,7 +675,7 @@ class Broker:
             or not getattr(backend, "sync_capable", False)
         ):
             raise NeedsEventLoop(f"backend {kind!r} runs on the event loop")
-        if self.approver is not None and inspect.iscoroutinefunction(self.approver):
+        if self.approver is not None and is_async_callable(self.approver):
             raise NeedsEventLoop("the approver is async")
         return tc, entry, backend
 
@@ -878,7 +897,7 @@ class Broker:
             )
         approver = self.approver
         try:
-            if inspect.iscoroutinefunction(approver):
+            if is_async_callable(approver):
                 verdict = await approver(tc, decision)
             else:
                 # A synchronous approver (a prompt at a terminal) blocks: run inline, it
@@ -908,12 +927,28 @@ class Broker:
             )
         try:
             verdict = self.approver(st.tc, decision)
+            if inspect.isawaitable(verdict):
+                verdict = self._await_verdict(verdict)
         except _APPROVER_REFUSALS:
             raise
         except Exception as exc:
             raise _approver_failed(st.tc.tool, decision, exc) from exc
         _approval(st.tc.tool, decision, verdict)
         st.decision = decision.model_copy(update={"reasons": [*decision.reasons, "approved"]})
+
+    def _await_verdict(self, verdict: Awaitable[Any]) -> Any:
+        """The answer an awaitable verdict gives, awaited on the broker's loop as the async
+        path awaits it: a synchronous approver may return one (a lambda returning a
+        coroutine), which no check made before the call can tell. It was taken for the
+        approver's answer (not True: the call refused, the coroutine never awaited), so the
+        first call of such an approver (on the loop: its backend was not started) ran and
+        the next ones (synchronous path) did not. Without a loop to await it (call_sync used
+        without SyncBroker), it is closed and the approver counts as failed."""
+        run = self._await_from_thread
+        if run is None:
+            close_awaitable(verdict)  # never started: no "never awaited" warning
+            raise RuntimeError("it returned an awaitable, and no event loop can await it here")
+        return run(verdict)
 
     def _check_result(
         self, spec: ToolSpec, limits: Limits, result: Any, validator: SchemaValidator | None

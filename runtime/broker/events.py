@@ -8,10 +8,19 @@ call); the others have ``error_type`` and ``duration_ms``, plus ``result`` (comp
 Delivered to callbacks (called inline; a callback that raises is reported, never allowed to
 break the call) and to async iterators (bounded buffers; a subscriber that stops reading
 loses events rather than growing the broker's memory — ``dropped`` counts them).
+
+Callbacks are synchronous: an ``async def`` one (a function, a partial of one, an object
+whose ``__call__`` is one) is refused when it is added (TypeError: use :meth:`subscribe`).
+Called inline it only made a coroutine that nobody awaited (every event lost, "coroutine was
+never awaited"); scheduling it instead would need the broker's loop from whichever thread
+emits (SyncBroker's synchronous path emits in the caller's thread), and a bound of its own,
+which is what the subscription already is. A synchronous callback that returns an awaitable
+anyway has it closed and is reported as a callback that raised.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,7 +30,9 @@ from typing import Any, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-__all__ = ["Event", "EventBus", "EventKind"]
+from runtime.broker._callables import close_awaitable, is_async_callable
+
+__all__ = ["Event", "EventBus", "EventKind", "check_callback"]
 
 log = logging.getLogger("runtime.events")
 
@@ -34,6 +45,18 @@ class Event:
     call_id: str
     tool: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def check_callback(callback: object) -> None:
+    """TypeError unless ``callback`` is a synchronous callable (module doc)."""
+    if not callable(callback):
+        raise TypeError(f"an event callback must be callable, not {type(callback).__name__}")
+    if is_async_callable(callback):
+        raise TypeError(
+            f"event callback {callback!r} is async: callbacks are called inline and never "
+            "awaited; for async code read the events from an async iterator: "
+            "'async with broker.events.subscribe() as events: async for event in events'"
+        )
 
 
 class EventBus:
@@ -51,6 +74,9 @@ class EventBus:
         self.active = bool(self._callbacks or self._streams)
 
     def add_callback(self, callback: Callable[[Event], Any]) -> None:
+        """Call ``callback(event)`` inline for every event. Raises TypeError for an async
+        callback (module doc), or a ``callback`` that cannot be called."""
+        check_callback(callback)
         self._callbacks.append(callback)
         self._listeners_changed()
 
@@ -61,7 +87,13 @@ class EventBus:
     def emit(self, event: Event) -> None:
         for cb in list(self._callbacks):
             try:
-                cb(event)
+                returned = cb(event)
+                if inspect.isawaitable(returned):
+                    close_awaitable(returned)
+                    raise TypeError(
+                        f"event callback {cb!r} returned an awaitable, which is not awaited "
+                        "(closed): use a synchronous callback, or events.subscribe()"
+                    )
             except Exception:
                 log.exception("event callback %r raised; event %s", cb, event.kind)
         for stream in list(self._streams):

@@ -6,7 +6,9 @@ whose backend can run synchronously once started (wasm, host, and the sandbox: i
 loop) runs in the calling thread through :meth:`Broker.call_sync` — the same pipeline steps,
 no event-loop hop (a hop costs ~250 µs here, ~1 ms of CPU for a sandboxed call with its two
 wake-ups on the loop); every other call (the first one of a backend, which starts it, or one
-with an async approver) crosses to the loop and waits. Closing the SyncBroker ends every
+with an async approver: ``async def``, or an object whose ``__call__`` is) crosses to the loop
+and waits. A synchronous approver that returns an awaitable has it awaited on the loop while
+the calling thread waits (``Broker._await_verdict``). Closing the SyncBroker ends every
 sandbox and the loop.
 
 A SyncBroker that is never closed is closed at interpreter exit (``weakref.finalize``, which
@@ -30,7 +32,7 @@ import signal
 import sys
 import threading
 import weakref
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
@@ -94,6 +96,60 @@ async def _carried(awaitable: Awaitable[_T]) -> _T | _Raised:
 
 def _cancel(scope: anyio.CancelScope) -> None:
     scope.cancel()
+
+
+class _Cancelled:
+    """The task of :func:`_wait_on_loop` ended by its cancelled scope (not an answer)."""
+
+
+def _wait_on_loop(portal: BlockingPortal, make: Callable[[], Awaitable[_T]]) -> _T:
+    """``await make()`` on the portal's loop, from the calling thread, and its result.
+
+    Interrupted while waiting (Ctrl-C, or the CLI's SIGTERM, in the calling thread): the
+    task on the loop would otherwise run on (a sandboxed command to its timeout, an approver
+    waiting for an answer) with nobody to take its result. Its scope is cancelled and the
+    task awaited (bounded), so the broker has recorded the call as cancelled when the
+    interruption goes on; cancelling the future alone left the task to be torn down with the
+    loop, its completion never recorded. The cancel is scheduled, not waited for: a loop held
+    up (a hook blocking it) held this thread too, past the bounded wait below."""
+    scopes: list[anyio.CancelScope] = []
+
+    async def _run() -> _T | _Raised | _Cancelled:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            return await _carried(make())
+        return _Cancelled()  # cancelled below, once this thread was interrupted
+
+    future = portal.start_task_soon(_run)
+    try:
+        result = future.result()
+    except BaseException:
+        if scopes:
+            with contextlib.suppress(Exception):
+                portal.start_task_soon(_cancel, scopes[0])
+            with contextlib.suppress(BaseException):
+                future.result(timeout=_CANCEL_WAIT_S)
+        else:
+            future.cancel()
+        raise
+    assert not isinstance(result, _Cancelled)  # only this thread's interruption cancels
+    if isinstance(result, _Raised):
+        raise result.exc
+    return result
+
+
+def _awaiter(portal: BlockingPortal) -> Callable[[Awaitable[Any]], Any]:
+    """The broker's ``_await_from_thread``: an approver's awaitable answer on SyncBroker's
+    synchronous path, awaited on the loop (Broker._await_verdict). Holds the portal only,
+    not the SyncBroker (whose finalizer holds the broker)."""
+
+    def await_it(awaitable: Awaitable[Any]) -> Any:
+        async def _await() -> Any:
+            return await awaitable
+
+        return _wait_on_loop(portal, _await)
+
+    return await_it
 
 
 class _HeldSignals:
@@ -188,6 +244,7 @@ class SyncBroker:
                 portal = portal_cm.__enter__()
             held.raise_held()
             broker = Broker(*self._args, **self._kwargs)
+            broker._await_from_thread = _awaiter(portal)
             self.broker = portal.call(broker.__aenter__)
         except BaseException:
             if portal is not None:
@@ -252,39 +309,7 @@ class SyncBroker:
                 # anything, on a loop of this thread's own.
                 return asyncio.run(broker.call(call, **kwargs))
 
-        scopes: list[anyio.CancelScope] = []
-
-        async def _run() -> ToolResult | _Raised | None:
-            with anyio.CancelScope() as scope:
-                scopes.append(scope)
-                return await _carried(broker.call(call, **kwargs))
-            return None  # cancelled below: the broker recorded the call as cancelled
-
-        portal = self._portal
-        future = portal.start_task_soon(_run)
-        try:
-            result = future.result()
-        except BaseException:
-            # Interrupted while waiting (Ctrl-C, or the CLI's SIGTERM, in the calling
-            # thread): the call's task on the loop would otherwise run on (a sandboxed
-            # command to its timeout) with nobody to take its result. Its scope is
-            # cancelled and the task awaited (bounded), so the broker has recorded the call
-            # as cancelled when the interruption goes on; cancelling the future alone left
-            # the task to be torn down with the loop, its completion never recorded. The
-            # cancel is scheduled, not waited for: a loop held up (a hook blocking it)
-            # held this thread too, past the bounded wait below.
-            if scopes:
-                with contextlib.suppress(Exception):
-                    portal.start_task_soon(_cancel, scopes[0])
-                with contextlib.suppress(BaseException):
-                    future.result(timeout=_CANCEL_WAIT_S)
-            else:
-                future.cancel()
-            raise
-        assert result is not None  # only a cancelled scope returns None
-        if isinstance(result, _Raised):
-            raise result.exc
-        return result
+        return _wait_on_loop(self._portal, lambda: broker.call(call, **kwargs))
 
     def call_many(self, calls: Iterable[Any], **kwargs: Any) -> list[ToolResult]:
         """:meth:`Broker.call_many`: the calls run at once on the broker's loop."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,6 +35,23 @@ def iter_manifest_files(folder: Path) -> Iterator[Path]:
         ):
             continue
         yield path
+
+
+def _check_top_level(parameters: dict[str, Any], path: Path) -> None:
+    """ManifestError for a keyword of :data:`_TOP_LEVEL_REFUSED` at the top of
+    ``parameters``: exported as is (``runtime tools --format openai|anthropic``, MCP's
+    inputSchema), it made the provider refuse every request that listed the tool. A
+    constraint across arguments belongs in the tool's own check, or in a property."""
+    for key in _TOP_LEVEL_REFUSED:
+        if key in parameters:
+            raise ManifestError(
+                f"{path}: parameters.{key}: '{key}' at the top level of parameters is "
+                "refused: the OpenAI and Anthropic APIs reject any request listing a tool "
+                "whose parameters have anyOf, oneOf, allOf (OpenAI also enum, not) at the "
+                "top level; put the constraint inside a property, or check it in the tool",
+                file=str(path),
+                field=f"parameters.{key}",
+            )
 
 
 def load_manifest(path: Path) -> ToolSpec:
@@ -66,6 +84,13 @@ def load_manifest(path: Path) -> ToolSpec:
     return spec
 
 
+#: Keywords the model providers refuse at the top of a tool's parameters: OpenAI (chat and
+#: Responses) all five, Anthropic the first three ("input_schema does not support oneOf,
+#: allOf, or anyOf at the top level"). Either rejects the whole request that lists such a
+#: tool, every other tool with it, so the catalogue refuses it when it loads.
+_TOP_LEVEL_REFUSED = ("anyOf", "oneOf", "allOf", "enum", "not")
+
+
 def _check_spec(spec: ToolSpec, path: Path) -> None:
     check_schema(spec.parameters, where=f"{path}: parameters")
     if spec.parameters.get("type") != "object":
@@ -74,6 +99,7 @@ def _check_spec(spec: ToolSpec, path: Path) -> None:
             file=str(path),
             field="parameters.type",
         )
+    _check_top_level(spec.parameters, path)
     if spec.result is not None:
         check_schema(spec.result, where=f"{path}: result")
     if spec.command is not None:

@@ -80,6 +80,7 @@ def policy_check(
 
 def _audit_log(audit: Path | None, workspace: Path) -> Any:
     from runtime.audit import AuditLog
+    from runtime.audit._store import refuse_foreign_database
 
     try:
         path = _audit_path(audit, workspace)
@@ -93,7 +94,9 @@ def _audit_log(audit: Path | None, workspace: Path) -> Any:
         # A log is never empty (its first open writes the schema and WAL mode into the
         # file): this one was truncated to nothing, and would "verify" as 0 records.
         raise AuditError(f"{path} is an empty file, not an audit log (truncated?)", path=str(path))
-    _check_is_audit_log(path)
+    # Another program's database: opening it as a log would write the schema and WAL mode
+    # into it, and verify would call its zero records fine (the writer's check as well).
+    refuse_foreign_database(path, allow_no_tables=False)
     try:
         return AuditLog(path)
     except AuditError as exc:
@@ -141,30 +144,6 @@ def _audit_path(audit: Path | None, workspace: Path) -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{audit} is not a regular file, not an audit log", path=str(audit))
     return audit
-
-
-def _check_is_audit_log(path: Path) -> None:
-    """Raise AuditError when ``path`` is a SQLite database without an audit log in it
-    (another program's): opening it as a log would write the schema and WAL mode into it,
-    and verify would call its zero records fine. Looked at read-only; a file SQLite cannot
-    read this way is left to AuditLog, whose error says why."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except (sqlite3.Error, OSError, ValueError):
-        return
-    try:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
-    except sqlite3.Error:
-        return
-    finally:
-        conn.close()
-    if "audit_records" not in tables:
-        shown = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))) or "none"
-        raise AuditError(
-            f"{path} is a SQLite database but not an audit log (its tables: {shown}); "
-            "left untouched",
-            path=str(path),
-        )
 
 
 def _not_creatable(directory: Path) -> str | None:
@@ -234,8 +213,14 @@ def audit_verify(
 
 
 def _parse_head(text: str) -> tuple[int, str]:
-    """'SEQ:HASH' -> (SEQ, HASH); a usage error (exit 64) otherwise."""
+    """'SEQ:HASH' -> (SEQ, HASH in lower case: hex is case-insensitive, and a hash copied
+    through a tool that upper-cased it was refused); a usage error (exit 64) otherwise. SEQ
+    0 is the start of every chain, whose hash is the genesis hash: ``0:`` with another
+    hash was accepted as ok, though it names no record of any log."""
+    from runtime.audit import GENESIS_HASH
+
     seq, sep, digest = text.partition(":")
+    digest = digest.lower()
     if (
         not sep
         or not (seq.isascii() and seq.isdigit())  # str.isdigit: '١٢' too
@@ -244,6 +229,13 @@ def _parse_head(text: str) -> tuple[int, str]:
         or any(c not in "0123456789abcdef" for c in digest)
     ):
         _err(f"runtime: --expect-head wants SEQ:HASH (a sha256 in hex), not {text!r}")
+        raise typer.Exit(EX_USAGE)
+    if int(seq) == 0 and digest != GENESIS_HASH:
+        _err(
+            f"runtime: --expect-head {text!r}: record 0 is the start of every chain, whose "
+            f"hash is {GENESIS_HASH} (64 zeros); no record 0 has another: give the SEQ:HASH "
+            "of a record ('head' as verify printed it)"
+        )
         raise typer.Exit(EX_USAGE)
     return int(seq), digest
 
@@ -278,11 +270,22 @@ def audit_tail(
 
 @audit_app.command("export")
 def audit_export(
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="JSON lines (OpenTelemetry keys).")] = True,
+    jsonl: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="JSON lines, the only export format (always used; the flag is accepted, as "
+            "the README's usage shows it).",
+        ),
+    ] = False,
     audit: AuditOpt = None,
     workspace: WorkspaceOpt = Path("workspace"),
 ) -> None:
-    """Export every record (OpenTelemetry GenAI keys next to ours)."""
+    """Export every record as JSON lines (OpenTelemetry GenAI keys next to ours)."""
+    # --jsonl was a flag defaulting to True with no way to turn it off: it chose nothing,
+    # and still does not (JSON lines is the one format); kept so that the documented
+    # spelling works, and said so in its help.
+    del jsonl
     try:
         with _audit_log(audit, workspace) as log:
             log.export_jsonl(sys.stdout)

@@ -24,6 +24,8 @@ def canonical_impl(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def log_path(tmp_path: Path) -> Path:
+    # A directory of the log's own (the log does not create a missing one).
+    (tmp_path / "audit").mkdir()
     return tmp_path / "audit" / "audit.db"
 
 

@@ -18,7 +18,7 @@ from audit_helpers import write_calls
 
 from runtime.audit import AuditLog
 from runtime.audit._store import Database
-from runtime.errors import AuditError
+from runtime.errors import AuditError, AuditFileRefused
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,10 +49,11 @@ def test_file_replaced_while_open(log_path: Path) -> None:
 
 
 def test_parent_is_not_a_directory(tmp_path: Path) -> None:
+    # Was "cannot open" from mkdir's FileExistsError; now said before anything is tried.
     (tmp_path / "file").write_text("x")
-    with pytest.raises(AuditError, match="cannot open") as info:
+    with pytest.raises(AuditFileRefused, match="file is not a directory"):
         AuditLog(tmp_path / "file" / "audit.db")
-    assert isinstance(info.value.__cause__, OSError)
+    assert (tmp_path / "file").read_text() == "x"
 
 
 def test_corrupted_file(tmp_path: Path) -> None:

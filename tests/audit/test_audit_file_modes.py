@@ -59,6 +59,7 @@ def test_symlinked_name_still_opens_the_real_file(tmp_path: Path) -> None:
     """The log's path is resolved first (its journals live beside the real file): a symlink
     to a log is followed as before, and the real file is the one made private."""
     real = tmp_path / "real" / "audit.db"
+    real.parent.mkdir()
     _write(real, "c1")
     link = tmp_path / "link.db"
     link.symlink_to(real)

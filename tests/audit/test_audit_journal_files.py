@@ -82,6 +82,7 @@ def test_exec_and_verify_refuse_a_planted_journal_without_waiting(
     if canonical_impl != "c":
         pytest.skip("the command line runs with the accelerator it finds; once is enough")
     log_path = tmp_path / "shared" / "audit.db"
+    log_path.parent.mkdir()
     journal = _log(log_path)
     make, why = PLANTED[kind]
     make(journal)

@@ -87,4 +87,5 @@ def _open_together(path: Path, openers: int) -> list[BaseException]:
 
 def test_four_openers_of_one_new_log(tmp_path: Path) -> None:
     for round_ in range(20):
+        (tmp_path / f"r{round_}").mkdir()
         assert _open_together(tmp_path / f"r{round_}" / "audit.db", 4) == []

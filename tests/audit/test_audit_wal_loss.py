@@ -91,7 +91,7 @@ _KILLED_AFTER_WAL_LOSS = textwrap.dedent(
 def test_a_removed_wal_then_a_crash_loses_no_record(log_path: Path, canonical_impl: str) -> None:
     if canonical_impl != "c":
         pytest.skip("the broker process runs with the accelerator it finds; once is enough")
-    log_path.parent.mkdir(parents=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", _KILLED_AFTER_WAL_LOSS, str(log_path)],

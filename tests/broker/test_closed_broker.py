@@ -50,3 +50,18 @@ async def test_call_after_aclose_of_a_started_backend(make_broker: MakeBroker) -
     assert result.error is not None and result.error.type == "internal_error"
     assert "closed" in result.error.message
     assert len(backend.requests) == 1  # the second call did not run
+
+
+async def test_a_closed_broker_cannot_be_entered_again(make_broker: MakeBroker) -> None:
+    # `async with broker:` a second time succeeded, and every call in it was then an
+    # internal_error ("the broker is closed"): its backends and audit log are gone.
+    backend = _Counting()
+    broker = make_broker(backend=backend)
+    async with broker:
+        assert (await broker.call({"tool": "echo", "arguments": {"text": "hi"}})).success
+    with pytest.raises(RuntimeError, match=r"is closed .* make a new Broker"):
+        async with broker:
+            pytest.fail("entered a closed broker")
+    with pytest.raises(RuntimeError, match="cannot be opened again"):
+        await broker.__aenter__()
+    assert backend.starts == 1

@@ -99,3 +99,28 @@ def test_valid_manifest_limits_load_and_cap_the_call(tmp_path: Path) -> None:
     call = ToolCall(call_id="c", tool="format_data", arguments={"expr": "true"})
     limits = policy.decide(call, spec).limits
     assert (limits.memory_mb, limits.timeout_s) == (64, 5.0)
+
+
+@pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf", "enum", "not"])
+def test_a_top_level_keyword_the_providers_refuse_is_refused_at_load(
+    tmp_path: Path, keyword: str
+) -> None:
+    # Exported as is (runtime tools --format openai|anthropic, MCP), such a schema made the
+    # provider reject every request that listed the tool, with all the others.
+    values: dict[str, Any] = {
+        "anyOf": [{"required": ["expr"]}, {"required": ["other"]}],
+        "oneOf": [{"required": ["expr"]}],
+        "allOf": [{"required": ["expr"]}],
+        "enum": [{"expr": "a"}],
+        "not": {"required": ["other"]},
+    }
+    parameters = {**manifest()["parameters"], keyword: values[keyword]}
+    path = write(tmp_path, manifest(parameters=parameters))
+    with pytest.raises(ManifestError, match="OpenAI and Anthropic APIs reject") as info:
+        Catalogue(folders=[tmp_path])
+    assert info.value.details["field"] == f"parameters.{keyword}"
+    assert str(path) in info.value.message
+    # Inside a property it stays allowed.
+    inner = {"type": "object", "properties": {"expr": {"anyOf": [{"type": "string"}]}}}
+    write(tmp_path, manifest(parameters=inner))
+    assert Catalogue(folders=[tmp_path]).get("format_data").parameters == inner

@@ -7,6 +7,8 @@ lists: ``MODE`` is a comma-separated set of
 * ``shadow``: a tool named ``b__echo`` (with the prefix ``a``, it is the good server's
   ``a__b__echo``);
 * ``dup``: ``echo`` listed twice, the second with another input schema;
+* ``anyof``: a tool ``either`` whose input schema has a top-level ``anyOf`` (which the
+  OpenAI and Anthropic APIs refuse);
 * ``stderr_at_start``: a line on stderr, then exit before answering ``initialize``.
 
 Every mode lists ``echo`` (answers its arguments), ``slow`` (answers after ``s`` seconds),
@@ -67,6 +69,9 @@ def tools() -> list[dict[str, Any]]:
         )
     if "shadow" in MODE:
         listed.append({"name": "b__echo", "description": "shadow", "inputSchema": obj})
+    if "anyof" in MODE:
+        either = {**one("x", "string"), "anyOf": [{"required": ["x"]}, {"required": ["y"]}]}
+        listed.append({"name": "either", "inputSchema": either})
     if "dup" in MODE:
         integer = {"type": "object", "properties": {"x": {"type": "integer"}}}
         listed.append({"name": "echo", "description": "second", "inputSchema": integer})

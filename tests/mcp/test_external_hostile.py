@@ -267,6 +267,22 @@ async def test_colliding_tool_names_keep_their_own_server(
         assert len([s for s in broker.test_proxy.specs if s.name == "dup__echo"]) == 1
 
 
+async def test_a_tool_the_model_providers_refuse_is_skipped_with_a_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A top-level anyOf, re-exported (serve --mcp, runtime tools), made OpenAI and Anthropic
+    # refuse every request listing the server's tools: skipped as a folder tool is refused.
+    caplog.set_level(logging.WARNING, logger="runtime")
+    async with brokered(tmp_path, [evil(mode="anyof")]) as broker:
+        assert "evil__echo" in broker.test_registered
+        assert "evil__either" not in broker.test_registered
+        assert "evil__either" not in broker.catalogue
+        result = await broker.call({"tool": "evil__either", "arguments": {"x": "hi"}})
+        assert result.error is not None and result.error.type == "tool_not_found"
+    notes = [r.getMessage() for r in caplog.records if "evil__either skipped" in r.getMessage()]
+    assert notes and "parameters.anyOf" in notes[0], notes
+
+
 @pytest.mark.parametrize(
     ("entry", "words"),
     [

@@ -1,0 +1,101 @@
+"""``--audit FILE`` / ``Broker(audit=FILE)`` naming another program's SQLite database: the
+writer tightened it to 0600, switched it to WAL and added the audit tables to it (``audit
+verify`` already refused to read it). Now the writer refuses it before changing anything,
+with the readers' words (one shared check): AuditFileRefused, ``runtime exec`` exits 64.
+A missing directory for the log was created with all its parents wherever the path said
+(a mistyped ``--audit``); it is now an error naming it."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from runtime.audit import AuditLog
+from runtime.errors import AuditFileRefused
+from tests._cli_run import run_runtime
+
+CALL = '{"tool": "json_parse", "arguments": {"text": "[1]"}}'
+
+
+def _foreign(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    conn.execute("create table users(id integer)")
+    conn.execute("insert into users values (1)")
+    conn.commit()
+    conn.close()
+    path.chmod(0o644)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _untouched(path: Path, digest: str) -> None:
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name)) == [
+        path.name
+    ]  # no -wal, -shm, digest key or journal
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        assert conn.execute("pragma journal_mode").fetchone()[0] == "delete"
+    finally:
+        conn.close()
+
+
+def test_the_writer_refuses_another_programs_database(tmp_path: Path) -> None:
+    app = tmp_path / "app.db"
+    digest = _foreign(app)
+    with pytest.raises(AuditFileRefused, match="is a SQLite database but not an audit log") as e:
+        AuditLog(app)
+    assert "its tables: users" in e.value.message and "left untouched" in e.value.message
+    _untouched(app, digest)
+
+
+def test_exec_exits_64_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    app = tmp_path / "app.db"
+    digest = _foreign(app)
+    call = tmp_path / "call.json"
+    call.write_text(CALL)
+    proc = run_runtime(
+        "exec", str(call), "--audit", str(app), "--workspace", str(tmp_path / "ws"), cwd=tmp_path
+    )
+    assert proc.returncode == 64, proc.stderr
+    assert f"{app} is a SQLite database but not an audit log (its tables: users)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _untouched(app, digest)
+
+
+@pytest.mark.parametrize("make", ["empty file", "no tables"])
+def test_a_database_with_no_tables_of_its_own_is_still_a_log_to_start(
+    tmp_path: Path, make: str
+) -> None:
+    path = tmp_path / "a.db"
+    if make == "empty file":
+        path.touch()
+    else:
+        conn = sqlite3.connect(path)
+        conn.execute("create table t(x)")
+        conn.execute("drop table t")  # a header, no tables
+        conn.commit()
+        conn.close()
+    with AuditLog(path) as log:
+        log.record_request(
+            call_id="c", tool="t", arguments={}, decision=None, backend=None, sandbox=None
+        )
+        assert log.verify().count == 1
+
+
+def test_a_missing_directory_is_named_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "no" / "such" / "a.db"
+    with pytest.raises(AuditFileRefused, match=r"its directory .*/no/such does not exist"):
+        AuditLog(path)
+    assert not (tmp_path / "no").exists()
+    call = tmp_path / "call.json"
+    call.write_text(CALL)
+    proc = run_runtime(
+        "exec", str(call), "--audit", str(path), "--workspace", str(tmp_path / "ws"), cwd=tmp_path
+    )
+    assert proc.returncode == 64, proc.stderr
+    assert f"its directory {path.parent} does not exist" in proc.stderr
+    assert not (tmp_path / "no").exists()
