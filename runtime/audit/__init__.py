@@ -28,9 +28,9 @@ the log's models and their pydantic, which every copy of the fork-server would c
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from runtime._lazy import lazy_attributes
 from runtime.audit._canonical import GENESIS_HASH, canonical_json
 
 if TYPE_CHECKING:
@@ -49,13 +49,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

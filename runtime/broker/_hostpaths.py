@@ -103,23 +103,21 @@ def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) 
     for item in paths:
         where = Path(os.path.realpath(item.path))
         if _exposed(where, workspace, hidden):
-            raise ConfigError(
-                f"the workspace {workspace} holds {item.what} ({item.path}): a sandboxed "
-                "call may write the workspace, and so could change what the broker loads "
-                f"or keeps there; {item.fix}",
-                path=str(item.path),
-                workspace=str(workspace),
-                reason="trusted_path_in_workspace",
-            )
+            raise _refusal(workspace, item, "holds", item.fix, "trusted_path_in_workspace")
         if item.tree and _holds(where, workspace):
-            raise ConfigError(
-                f"the workspace {workspace} is inside {item.what} ({item.path}): a sandboxed "
-                "call may write the workspace, and so could change what the broker loads "
-                f"from there; {_MOVE.replace('hold it', 'lie inside it')}",
-                path=str(item.path),
-                workspace=str(workspace),
-                reason="workspace_in_trusted_path",
-            )
+            fix = _MOVE.replace("hold it", "lie inside it")
+            raise _refusal(workspace, item, "is inside", fix, "workspace_in_trusted_path")
+
+
+def _refusal(workspace: Path, item: HostPath, relation: str, fix: str, reason: str) -> ConfigError:
+    return ConfigError(
+        f"the workspace {workspace} {relation} {item.what} ({item.path}): a sandboxed call "
+        "may write the workspace, and so could change what the broker loads or keeps "
+        f"there; {fix}",
+        path=str(item.path),
+        workspace=str(workspace),
+        reason=reason,
+    )
 
 
 def _exposed(where: Path, workspace: Path, hidden: str) -> bool:

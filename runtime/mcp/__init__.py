@@ -14,8 +14,9 @@ without it; only the server, its transports and the proxy need it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from runtime.mcp.app import serve
@@ -55,10 +56,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'runtime.mcp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"runtime.mcp.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _HOME)
