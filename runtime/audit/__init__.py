@@ -28,12 +28,12 @@ the log's models and their pydantic, which every copy of the fork-server would c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
-from runtime._lazy import lazy_attributes
+from runtime._lazy import lazy_attributes as _lazy_attributes
 from runtime.audit._canonical import GENESIS_HASH, canonical_json
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from runtime.audit._log import OUTCOMES, AuditLog, PreparedObject
     from runtime.audit._redact import REDACTED, redact
     from runtime.audit._verify import VerifyReport
@@ -49,7 +49,7 @@ _LAZY = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _LAZY)
+__getattr__ = _lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_attributes
+from runtime._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from runtime.mcp.app import serve
@@ -56,4 +56,4 @@ _HOME = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _HOME)
+__getattr__ = _lazy_attributes(__name__, _HOME)
