@@ -12,6 +12,7 @@ helpers in ``runtime.toolkit_fs`` add defence in depth and clear errors.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from runtime.errors import ToolFailed
 if TYPE_CHECKING:
     # Not imported at run time: the sandbox's fork-server imports this module, and every
     # copy of it pays for pydantic's heap on fork and exit (see benchmarks/SANDBOX.md).
-    from runtime.models import Limits
+    from runtime.models import Limits, ToolSpec
 
 __all__ = [
     "BrokerRequest",
@@ -30,6 +31,8 @@ __all__ = [
     "ToolFailed",
     "WarmUp",
     "builtin_tools_dir",
+    "guests_source_dir",
+    "is_builtin",
     "json_head",
     "json_size",
     "load_entry",
@@ -108,6 +111,24 @@ def builtin_tools_dir() -> Path:
     if installed.is_dir():
         return installed
     return pkg.parent / "tools"
+
+
+def is_builtin(spec: ToolSpec) -> bool:
+    """Whether ``spec`` is a manifest of the built-in catalogue (by where it was loaded
+    from, not by its name, which a catalogue built without the built-ins could give any
+    tool). Asked per call by the sandbox backend when the policy's globs are narrow: an
+    absolute source is resolved once (a relative one depends on the cwd)."""
+    source = spec.source
+    if source is None:
+        return False
+    if not source.is_absolute():
+        return source.resolve().is_relative_to(builtin_tools_dir())
+    return _builtin_source(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _builtin_source(source: Path) -> bool:
+    return source.resolve().is_relative_to(builtin_tools_dir())
 
 
 def guests_source_dir() -> Path:

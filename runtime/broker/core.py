@@ -74,7 +74,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, call_text_too_deep, normalize_call, parse_call_bytes
-from runtime.toolkit import builtin_tools_dir
+from runtime.toolkit import is_builtin
 from runtime.toolkit_env import check_env_arguments, check_env_size
 from runtime.validation import SchemaValidator
 
@@ -180,10 +180,11 @@ def _trusted_paths(
         paths.append(HostPath(Path(source), "the policy file", keep, tree=False))
     folders = [Path(f) for f in tool_folders]
     if catalogue is not None:
-        builtin = builtin_tools_dir()
-        for spec in catalogue.list():
-            if spec.source is not None and not spec.source.resolve().is_relative_to(builtin):
-                folders.append(spec.source.parent)
+        folders.extend(
+            spec.source.parent
+            for spec in catalogue.list()
+            if spec.source is not None and not is_builtin(spec)
+        )
     paths.extend(HostPath(f, "a tool folder of the catalogue", keep) for f in folders)
     for backend in backends.values():
         cache = getattr(backend, "cache_dir", None)

@@ -12,7 +12,6 @@ exception, and the broker lives on.
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import itertools
 import logging
 import os
@@ -58,7 +57,7 @@ from runtime.errors import (
 )
 from runtime.frames import FrameError, result_frame_bound
 from runtime.models import ToolSpec, WorkspaceAccess
-from runtime.toolkit import builtin_tools_dir
+from runtime.toolkit import builtin_tools_dir, is_builtin
 
 __all__ = ["DISABLE_NAMES", "MAX_REFUSED_REQUESTS", "SANDBOX_UID", "SandboxBackend"]
 
@@ -582,7 +581,7 @@ class SandboxBackend:
         globs (``walls.landlock_rules``): it runs programs, or its code is not the built-in
         toolkit. The toolkit applies the globs itself, exactly, and lists the workspace's
         root to show what they allow; a program or a folder tool's code applies nothing."""
-        return self._allow != (None, None) and (spec.sandbox.exec or not _builtin(spec))
+        return self._allow != (None, None) and (spec.sandbox.exec or not is_builtin(spec))
 
     def _static_plan(
         self, request: ExecRequest, key: tuple[Any, ...] | None = None
@@ -1067,7 +1066,7 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
     spec = request.spec
     if spec.name != "delete_file" or request.arguments.get("recursive") is not True:
         return ()
-    if not _builtin(spec):
+    if not is_builtin(spec):
         return ()
     path = request.arguments.get("path")
     if not isinstance(path, str):
@@ -1078,24 +1077,6 @@ def _removed_whole(request: ExecRequest) -> tuple[str, ...]:
         return ()
     parts = tuple(c for c in path.split("/") if c not in ("", "."))
     return () if ".." in parts else parts
-
-
-def _builtin(spec: ToolSpec) -> bool:
-    """Whether ``spec`` is a manifest of the built-in catalogue (by where it was loaded
-    from, not by its name, which a catalogue built without the built-ins could give any
-    tool). Asked per call when the policy's globs are narrow (``_narrowed``): an absolute
-    source is resolved once (a relative one depends on the cwd, as in ``_ref``)."""
-    source = spec.source
-    if source is None:
-        return False
-    if not source.is_absolute():
-        return source.resolve().is_relative_to(builtin_tools_dir())
-    return _builtin_source(source)
-
-
-@functools.lru_cache(maxsize=256)
-def _builtin_source(source: Path) -> bool:
-    return source.resolve().is_relative_to(builtin_tools_dir())
 
 
 def _check_tool_dir(tool_dir: str, workspace: str | None) -> None:
