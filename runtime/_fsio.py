@@ -28,6 +28,7 @@ __all__ = [
     "library_path",
     "open_beneath",
     "own_library",
+    "private_cache_dir",
     "private_dir",
     "private_file",
     "read_bytes",
@@ -53,6 +54,19 @@ def cache_home() -> Path:
 def tmp_cache_home() -> Path:
     """The cache's fallback for a user without a usable home: ``/tmp/runtime-<euid>``."""
     return Path(tempfile.gettempdir()) / f"runtime-{os.geteuid()}"
+
+
+def private_cache_dir(name: str) -> Path | None:
+    """``cache_home() / name`` when :func:`private_dir` accepts it, else the same below
+    :func:`tmp_cache_home` (a system user may have no home), else None. Each level of the
+    fallback is checked: whoever owned runtime-<uid> could swap what lies under it."""
+    root = cache_home() / name
+    if private_dir(root):
+        return root
+    tmp_root = tmp_cache_home()
+    if private_dir(tmp_root) and private_dir(tmp_root / name):
+        return tmp_root / name
+    return None
 
 
 _T = TypeVar("_T")

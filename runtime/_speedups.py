@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from runtime._forksafe import ForkSafeLock
-from runtime._fsio import cache_home, own_library, private_dir, tmp_cache_home
+from runtime._fsio import cache_home, own_library, private_cache_dir, private_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -75,14 +75,11 @@ def _forced_pure() -> bool:
 def _cache_root() -> Path:
     """``$XDG_CACHE_HOME/runtime/speedups`` or ``~/.cache/…``; else a private dir in /tmp
     (a system user may have no home). Raises OSError when neither is private."""
-    root = cache_home() / "speedups"
-    if private_dir(root):
-        return root
-    # Each level checked: whoever owned runtime-<uid> could swap what lies under it.
-    tmp_root = tmp_cache_home()
-    if private_dir(tmp_root) and private_dir(tmp_root / "speedups"):
-        return tmp_root / "speedups"
-    raise OSError(f"no private cache directory for the C accelerator (tried {root})")
+    found = private_cache_dir("speedups")
+    if found is None:
+        tried = cache_home() / "speedups"
+        raise OSError(f"no private cache directory for the C accelerator (tried {tried})")
+    return found
 
 
 def _ext_suffix() -> str:

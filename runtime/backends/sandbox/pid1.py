@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime._forksafe import ForkSafeLock
-from runtime._fsio import cache_home, library_path, private_dir, tmp_cache_home
+from runtime._fsio import library_path, private_cache_dir
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
@@ -96,19 +96,10 @@ _F_ADD_SEALS = 1033
 _SEALS = 0x1 | 0x2 | 0x4 | 0x8  # SEAL, SHRINK, GROW, WRITE
 
 
-def _private_dir(path: Path) -> Path | None:
-    """``path`` if :func:`runtime._fsio.private_dir` accepts it, else None."""
-    return path if private_dir(path) else None
-
-
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/runtime/sandbox`` or ``~/.cache/…``; else a private dir in /tmp
     (a system user such as the test suite's ``rtsbx`` may have no home)."""
-    found = _private_dir(cache_home() / "sandbox")
-    if found is None:
-        # Each level checked: whoever owned runtime-<uid> could swap what lies under it.
-        tmp_root = _private_dir(tmp_cache_home())
-        found = _private_dir(tmp_root / "sandbox") if tmp_root is not None else None
+    found = private_cache_dir("sandbox")
     if found is None:
         raise SandboxError("no private cache directory for the sandbox's pid 1")
     return found
