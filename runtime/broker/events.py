@@ -88,7 +88,7 @@ class EventBus:
         for cb in list(self._callbacks):
             try:
                 returned = cb(event)
-                if inspect.isawaitable(returned):
+                if returned is not None and inspect.isawaitable(returned):
                     close_awaitable(returned)
                     raise TypeError(
                         f"event callback {cb!r} returned an awaitable, which is not awaited "

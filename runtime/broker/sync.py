@@ -144,10 +144,7 @@ def _awaiter(portal: BlockingPortal) -> Callable[[Awaitable[Any]], Any]:
     not the SyncBroker (whose finalizer holds the broker)."""
 
     def await_it(awaitable: Awaitable[Any]) -> Any:
-        async def _await() -> Any:
-            return await awaitable
-
-        return _wait_on_loop(portal, _await)
+        return _wait_on_loop(portal, lambda: awaitable)
 
     return await_it
 

@@ -255,10 +255,7 @@ def deep_parse_error(text: str | bytes | bytearray) -> types.JSONRPCError | None
     try:
         value = json.loads(text.decode("utf-8") if isinstance(text, (bytes, bytearray)) else text)
     except RecursionError:
-        members, container = leading_members(text)
-        value = members
-        if container is not None:
-            value[container] = ...  # present, not read
+        value = _leading(text)
     except ValueError:  # not JSON (or not UTF-8) besides: no member can be trusted
         value = {}
     if not isinstance(value, dict):
@@ -281,12 +278,9 @@ def parse_error(text: str | bytes | bytearray, problem: str) -> types.JSONRPCErr
     string, or a ``params`` value, beside a valid id), else null (JSON-RPC 2.0 §5: an id
     that cannot be read is null). Unlike :func:`deep_parse_error` it always answers: what
     the text was meant to be is not known."""
-    members, container = leading_members(text)
-    if container is not None:
-        members[container] = ...  # present, not read
     return types.JSONRPCError(
         jsonrpc="2.0",
-        id=_request_id(members),
+        id=request_id_at_start(text),
         error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {problem}"),
     )
 
@@ -294,10 +288,16 @@ def parse_error(text: str | bytes | bytearray, problem: str) -> types.JSONRPCErr
 def request_id_at_start(text: str | bytes | bytearray) -> str | int | None:
     """The request id the first members of ``text`` show (:func:`leading_members`), or
     None: for an answer to a message that is not read whole (over-long)."""
+    return _request_id(_leading(text))
+
+
+def _leading(text: str | bytes | bytearray) -> dict[str, Any]:
+    """:func:`leading_members` of ``text``, the container it stopped in marked present
+    (``...``: present, not read)."""
     members, container = leading_members(text)
     if container is not None:
         members[container] = ...
-    return _request_id(members)
+    return members
 
 
 def _request_id(value: dict[str, Any]) -> str | int | None:
