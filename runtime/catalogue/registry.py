@@ -81,7 +81,7 @@ class Catalogue:
         self._listeners: dict[object, Callable[[], None]] = {}
         if builtins:
             for spec in load_manifests([builtin_tools_dir()]):
-                self.register(spec)
+                self._add([spec], replace=False, checked=True)
         for spec in load_manifests(Path(f) for f in folders):
             if spec.backend is BackendKind.HOST:
                 # Host tools run in the broker process: only the built-in catalogue (and
@@ -94,7 +94,7 @@ class Catalogue:
                     field="backend",
                 )
             _check_folder_category(spec)
-            self.register(spec)
+            self._add([spec], replace=False, checked=True)
         for spec in specs:
             self.register(spec)
 
@@ -107,10 +107,17 @@ class Catalogue:
         checked and its schemas compiled first, and a name already registered (or given
         twice) registers none of them, so a plugin's bad manifest never leaves half of
         its tools behind."""
+        self._add(specs, replace=replace, checked=False)
+
+    def _add(self, specs: Iterable[ToolSpec], *, replace: bool, checked: bool) -> None:
+        """:meth:`register_many`; ``checked``: the specs come from :func:`load_manifests`,
+        which checked each already (for a custom wasm tool that is a compile of its
+        module, too costly to make twice)."""
         entries: dict[str, CatalogueEntry] = {}
         for spec in specs:
             where = str(spec.source) if spec.source else spec.name
-            _check_spec(spec, Path(where))
+            if not checked:
+                _check_spec(spec, Path(where))
             if spec.name in entries:
                 raise ManifestError(f"tool {spec.name!r} is given twice", field="name")
             entries[spec.name] = CatalogueEntry(

@@ -277,30 +277,13 @@ def _module_cache(engine: wasmtime.Engine, pooled: bool, directory: Path | None)
     return ModuleCache(engine, directory, tag)
 
 
-#: Shapes of modules already checked at manifest load, by sha256: a folder's manifest is
-#: checked when it loads and again when the catalogue registers it, and the compile is the
-#: costly part (about 2 s a MB). The shape depends on the bytes only (and the host's
-#: allocator, the same for a process's engines); the pin and the export, which depend on the
-#: spec, are checked every time. Bounded: manifests come from users' folders. No lock (one
-#: held across a fork would stay held in the child): each dict operation is atomic, and a
-#: race only loses or repeats an entry, which costs a compile.
-_SHAPES: dict[str, _Shape] = {}
-_SHAPES_MAX = 256
-
-
 def _load_shape(spec: ToolSpec, module: GuestModule) -> _Shape:
     """The checks a call's first compile makes (``WasmBackend._compile``), at manifest load:
     compiled by an engine made as the backend's is (its pooling allocator refuses what no
     call could instantiate), in memory (loading manifests writes nothing), then dropped."""
-    shape = _SHAPES.get(module.sha256)
-    if shape is None:
-        engine, pooled = make_engine()
-        compiled = _compiled(spec, module.path, module, _module_cache(engine, pooled, None))
-        shape = _abi_shape(spec, module.path, compiled)
-        if len(_SHAPES) >= _SHAPES_MAX:
-            _SHAPES.clear()
-        _SHAPES[module.sha256] = shape
-    return shape
+    engine, pooled = make_engine()
+    compiled = _compiled(spec, module.path, module, _module_cache(engine, pooled, None))
+    return _abi_shape(spec, module.path, compiled)
 
 
 def load_custom_module(spec: ToolSpec) -> GuestModule:
