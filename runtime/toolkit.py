@@ -13,6 +13,7 @@ helpers in ``runtime.toolkit_fs`` add defence in depth and clear errors.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from runtime.models import Limits, ToolSpec
 
 __all__ = [
+    "PREVIEW_CHARS",
     "BrokerRequest",
     "ToolContext",
     "ToolFailed",
@@ -38,6 +40,8 @@ __all__ = [
     "load_entry",
     "result_json",
     "result_size",
+    "too_large_message",
+    "unencodable_result",
     "warm_up",
     "warm_with",
 ]
@@ -216,6 +220,28 @@ def result_size(value: Any) -> int:
     """Bytes ``value`` counts against the output cap as a whole result (:func:`result_json`).
     :func:`json_size` is the same measure for one string, without encoding anything."""
     return len(result_json(value))
+
+
+#: Characters of a result past its cap shown in its ``output_too_large`` error.
+PREVIEW_CHARS = 1024
+
+
+def unencodable_result(value: Any) -> tuple[int, str]:
+    """(size, preview) of a result that has no canonical JSON (:func:`result_json` refused
+    it: not JSON data), as the broker and the sandbox's child both size it against the cap:
+    its plain JSON with anything else as text, or nothing."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        text = ""
+    return len(text.encode("utf-8", "surrogatepass")), text[:PREVIEW_CHARS]
+
+
+def too_large_message(tool: str, size: object, limit: int) -> str:
+    """The ``output_too_large`` message of a result of ``size`` bytes, the broker's and the
+    sandbox child's alike."""
+    prefix = f"{tool}: " if tool else ""
+    return f"{prefix}result of {size} bytes exceeds the limit of {limit} bytes"
 
 
 def json_head(text: str, size: int) -> str:

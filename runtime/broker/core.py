@@ -74,7 +74,7 @@ from runtime.models import (
     utcnow,
 )
 from runtime.shapes import CallLimits, call_text_too_deep, normalize_call, parse_call_bytes
-from runtime.toolkit import is_builtin
+from runtime.toolkit import PREVIEW_CHARS, is_builtin, too_large_message, unencodable_result
 from runtime.toolkit_env import check_env_arguments, check_env_size
 from runtime.validation import SchemaValidator
 
@@ -971,17 +971,12 @@ class Broker:
         if canonical is not None:
             size = len(canonical)
             if size > limits.output_bytes:  # the preview only for the error (~1 µs a call)
-                preview = canonical[:1024].decode("utf-8", "replace")
-        else:
-            try:
-                text = json.dumps(result, ensure_ascii=False, default=str)
-            except (ValueError, TypeError, RecursionError):  # not even text: refused below
-                text = ""
-            size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+                preview = canonical[:PREVIEW_CHARS].decode("utf-8", "replace")
+        else:  # not even text: refused below
+            size, preview = unencodable_result(result)
         if size > limits.output_bytes:
             raise OutputTooLarge(
-                f"{spec.name}: result of {size} bytes exceeds the limit of "
-                f"{limits.output_bytes} bytes",
+                too_large_message(spec.name, size, limits.output_bytes),
                 limit=limits.output_bytes,
                 preview=preview,
             )

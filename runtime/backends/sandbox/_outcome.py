@@ -32,6 +32,7 @@ from runtime.errors import (
 )
 from runtime.frames import FrameError, FrameTooLarge
 from runtime.models import Limits
+from runtime.toolkit import PREVIEW_CHARS, too_large_message
 
 __all__ = [
     "denied_write",
@@ -293,14 +294,12 @@ def raise_tool_error(
         # Sized by the child as the broker sizes a result (its canonical JSON), and worded
         # as the broker's own check (``Broker._check_result``).
         size = frame.get("size")
-        prefix = f"{tool}: " if tool else ""
         raise OutputTooLarge(
-            f"{prefix}result of {size if isinstance(size, int) else '?'} bytes exceeds the "
-            f"limit of {limits.output_bytes} bytes",
+            too_large_message(tool, size if isinstance(size, int) else "?", limits.output_bytes),
             usage=usage,
             limit=limits.output_bytes,
             size=size if isinstance(size, int) else None,
-            preview=str(frame.get("preview", ""))[:1024],
+            preview=str(frame.get("preview", ""))[:PREVIEW_CHARS],
         )
     if kind == "exception":
         raise ToolFailed(

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -63,7 +62,14 @@ from runtime.frames import (
     encode_frame,
     result_frame_bound,
 )
-from runtime.toolkit import ToolContext, load_entry, result_json, warm_up
+from runtime.toolkit import (
+    PREVIEW_CHARS,
+    ToolContext,
+    load_entry,
+    result_json,
+    unencodable_result,
+    warm_up,
+)
 
 if TYPE_CHECKING:
     from runtime.models import Limits
@@ -808,13 +814,9 @@ def _within_cap(message: dict[str, Any], frame: bytes, cap: int) -> bytes:
     if fits and len(frame) <= result_frame_bound(cap):
         return frame
     if canonical is not None:
-        size, preview = len(canonical), canonical[:1024].decode("utf-8", "replace")
+        size, preview = len(canonical), canonical[:PREVIEW_CHARS].decode("utf-8", "replace")
     else:  # as the broker sizes what is not JSON data
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=str)
-        except (ValueError, TypeError, RecursionError):
-            text = ""
-        size, preview = len(text.encode("utf-8", "surrogatepass")), text[:1024]
+        size, preview = unencodable_result(value)
     too_large = {"type": "error", "kind": "output_too_large", "size": size, "preview": preview}
     return encode_frame(too_large)
 
