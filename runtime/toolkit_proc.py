@@ -199,6 +199,10 @@ class _HeldTerm:
         signal.signal(signal.SIGTERM, self._note)
         return self
 
+    def until(self, end: float, grace: float) -> float:
+        """``end``, or sooner: the end of ``grace`` after the SIGTERM, once one came."""
+        return end if self.at is None else min(end, self.at + grace)
+
     def _note(self, _signum: int, _frame: FrameType | None) -> None:
         if self.at is None:
             self.at = time.monotonic()
@@ -230,108 +234,86 @@ def run_capped(
     them (``truncated`` says output was cut). A SIGTERM to this process is held until the
     program has ended or ``grace`` passed (:class:`_HeldTerm`)."""
     with _HeldTerm() as term:
-        return _run(
-            argv,
-            cwd=cwd,
-            env=env,
-            timeout=timeout,
-            cap=cap,
-            preexec=preexec,
-            shell_status=shell_status,
-            grace=grace,
-            term=term,
-        )
-
-
-def _run(
-    argv: Sequence[str],
-    *,
-    cwd: str,
-    env: dict[str, str],
-    timeout: float,
-    cap: int,
-    preexec: Callable[[], Any] | None,
-    shell_status: bool,
-    grace: float,
-    term: _HeldTerm,
-) -> ProcResult:
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # own group: a timeout kills the whole tree
-            close_fds=True,
-            preexec_fn=preexec,  # noqa: PLW1509 - the sandbox's exec seccomp filter
-        )
-    except OSError as exc:
-        raise ToolFailed(f"could not start {argv[0]}: {exc.strerror}", reason="spawn") from exc
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    bufs = {out_fd: _Stream(), err_fd: _Stream()}
-    truncated = False
-    timed_out = False
-    deadline = time.monotonic() + timeout
-    exited_at: float | None = None
-    with selectors.DefaultSelector() as sel, proc.stdout, proc.stderr:
-        for f in (proc.stdout, proc.stderr):
-            os.set_blocking(f.fileno(), False)
-            sel.register(f.fileno(), selectors.EVENT_READ)
-        while sel.get_map():
-            now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-                _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
-            end = deadline if exited_at is None else min(deadline, exited_at + _DRAIN_AFTER_EXIT_S)
-            if term.at is not None:
-                end = min(end, term.at + grace)  # the program's grace, this one's too
-            if now >= end:
-                timed_out = exited_at is None and term.at is None
-                break
-            for key, _ in sel.select(min(end - now, 0.25)):
-                fd = int(key.fd)
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    sel.unregister(fd)
-                    continue
-                if bufs[fd].add(data, cap):
-                    truncated = True
-        if exited_at is None and not timed_out and term.at is None:
-            # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
-            # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
-            # own deadline, which ends the call without the partial output.
-            timed_out = not _wait_until(proc, deadline, term, grace)
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own group: a timeout kills the whole tree
+                close_fds=True,
+                preexec_fn=preexec,  # noqa: PLW1509 - the sandbox's exec seccomp filter
+            )
+        except OSError as exc:
+            raise ToolFailed(f"could not start {argv[0]}: {exc.strerror}", reason="spawn") from exc
+        assert proc.stdout is not None and proc.stderr is not None
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        bufs = {out_fd: _Stream(), err_fd: _Stream()}
+        truncated = False
+        timed_out = False
+        deadline = time.monotonic() + timeout
+        exited_at: float | None = None
+        with selectors.DefaultSelector() as sel, proc.stdout, proc.stderr:
+            for f in (proc.stdout, proc.stderr):
+                os.set_blocking(f.fileno(), False)
+                sel.register(f.fileno(), selectors.EVENT_READ)
+            while sel.get_map():
+                now = time.monotonic()
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                    _killpg(proc.pid, signal.SIGKILL)  # leftovers of a finished command
+                end = (
+                    deadline
+                    if exited_at is None
+                    else min(deadline, exited_at + _DRAIN_AFTER_EXIT_S)
+                )
+                end = term.until(end, grace)  # the program's grace, this one's too
+                if now >= end:
+                    timed_out = exited_at is None and term.at is None
+                    break
+                for key, _ in sel.select(min(end - now, 0.25)):
+                    fd = int(key.fd)
+                    try:
+                        data = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        sel.unregister(fd)
+                        continue
+                    if bufs[fd].add(data, cap):
+                        truncated = True
+            if exited_at is None and not timed_out and term.at is None:
+                # Both pipes closed before the command exited (`exec >log 2>&1`, `exec >&-`):
+                # its timeout still holds. Hazard: a bare wait() here ran until the sandbox's
+                # own deadline, which ends the call without the partial output.
+                timed_out = not _wait_until(proc, deadline, term, grace)
+            if timed_out:
+                _killpg(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(grace)
+            # Leftovers of a finished command, or what outlived the grace.
+            _killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
         if timed_out:
-            _killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(grace)
-        # Leftovers of a finished command, or what outlived the grace.
-        _killpg(proc.pid, signal.SIGKILL)
-        code = proc.wait()
-    if timed_out:
-        raise ToolTimeout(
-            f"the command did not finish within {timeout:g} s and was killed",
-            timeout_s=timeout,
-            **_killed_output(bufs[out_fd], bufs[err_fd], cap),
-        )
-    killer = _limit_signal(code, shell_status=shell_status)
-    if killer is not None:
-        limit, what = _LIMIT_SIGNALS[killer]
-        raise ResourceLimitExceeded(
-            f"the command exceeded the call's {what} limit ({limit}) and was killed by "
-            f"{killer.name}",
-            limit=limit,
-            signal=killer.name,
-            **_killed_output(bufs[out_fd], bufs[err_fd], cap),
-        )
-    stdout, stderr, cut = _fit(bufs[out_fd].text(), bufs[err_fd].text(), cap)
-    return ProcResult(stdout, stderr, code, truncated or cut)
+            raise ToolTimeout(
+                f"the command did not finish within {timeout:g} s and was killed",
+                timeout_s=timeout,
+                **_killed_output(bufs[out_fd], bufs[err_fd], cap),
+            )
+        killer = _limit_signal(code, shell_status=shell_status)
+        if killer is not None:
+            limit, what = _LIMIT_SIGNALS[killer]
+            raise ResourceLimitExceeded(
+                f"the command exceeded the call's {what} limit ({limit}) and was killed by "
+                f"{killer.name}",
+                limit=limit,
+                signal=killer.name,
+                **_killed_output(bufs[out_fd], bufs[err_fd], cap),
+            )
+        stdout, stderr, cut = _fit(bufs[out_fd].text(), bufs[err_fd].text(), cap)
+        return ProcResult(stdout, stderr, code, truncated or cut)
 
 
 def _wait_until(
@@ -342,7 +324,7 @@ def _wait_until(
     slices); False when the command timed out."""
     while True:
         held = term.at is not None
-        end = deadline if term.at is None else min(deadline, term.at + grace)
+        end = term.until(deadline, grace)
         left = end - time.monotonic()
         try:
             proc.wait(max(min(left, 0.1), 0.0))
