@@ -12,8 +12,9 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
-  wall), the wasm guests' sources, the Python installation and every ``sys.path`` entry (a
-  module planted there is imported by the next broker);
+  wall), the wasm guests' sources, the Python installation, every ``sys.path`` entry (a
+  module planted there is imported by the next broker) and, where this interpreter reads
+  it, the user's site base (``~/.local``: a ``.pth`` file made there runs at start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
@@ -38,6 +39,7 @@ directory outside the workspace).
 from __future__ import annotations
 
 import os
+import site
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -81,6 +83,19 @@ def runtime_paths() -> list[HostPath]:
     python_fix = f"use a Python environment (venv) outside the workspace, or {_MOVE}"
     for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
         paths.append(HostPath(Path(prefix), "the Python installation", python_fix, tree=False))
+    if site.ENABLE_USER_SITE:
+        # The user's site-packages is put on sys.path at start-up only once it exists, so
+        # sys.path below does not name it before then: a call could create it, with a .pth
+        # file that the next broker's start-up runs. Its base also holds the user's scripts
+        # (``pip install --user`` puts the ``runtime`` command there).
+        paths.append(
+            HostPath(
+                Path(site.getuserbase()),
+                "the user's Python base (its site-packages is imported at start-up)",
+                python_fix,
+                tree=False,
+            )
+        )
     for entry in sys.path:
         # '' is the current directory (python -c, the REPL). Zip files and missing entries
         # are judged by their path all the same: a call could create one.

@@ -169,3 +169,24 @@ def test_runtime_exec_says_why_with_exit_64(tmp_path: Path) -> None:
     assert proc.returncode == 64, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "holds the runtime's cache" in proc.stderr
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_users_site_base_in_the_workspace_is_refused_where_python_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """The user's site-packages is on sys.path only once it exists: a call could make
+    ``~/.local/lib/python3.X/site-packages/x.pth``, which the next broker's start-up runs.
+    Not made yet, it is judged all the same, when this interpreter reads it."""
+    import site
+
+    ws = tmp_path / "home"
+    ws.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", enabled)
+    monkeypatch.setattr(site, "USER_BASE", str(ws / ".local"))
+    if enabled:
+        err = _refused(ws, audit=tmp_path / "audit.db")
+        assert "site-packages" in err.message and err.details["path"] == str(ws / ".local")
+    else:
+        Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
