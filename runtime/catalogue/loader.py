@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from runtime.catalogue._wasm_ref import module_path
 from runtime.errors import ManifestError
 from runtime.models import BackendKind, Limits, ToolSpec
+from runtime.toolkit import is_builtin
 from runtime.validation import check_schema
 
 __all__ = ["iter_manifest_files", "load_manifest", "load_manifests"]
@@ -177,10 +178,11 @@ def _check_custom_module(spec: ToolSpec, path: Path) -> None:
     export, what the engine can instantiate) when the manifest loads (issue #5: "pins the
     module's sha256, checked at load"): a module no call could run was found only by each
     call, as internal_error, while `runtime tools` listed the tool. Every call still checks
-    again (the file may change after loading). Built-in guest names cost nothing here: not
-    even the wasm backend's import (wasmtime, ~25 ms a process)."""
+    again (the file may change after loading). A manifest elsewhere naming a built-in guest
+    is checked too (its export, any pin); the built-in catalogue's own manifests cost
+    nothing here: not even the wasm backend's import (wasmtime, ~25 ms a process)."""
     try:
-        if module_path(spec) is not None:
+        if module_path(spec) is not None or not is_builtin(spec):
             from runtime.backends.wasm.backend import check_custom_module
 
             check_custom_module(spec)

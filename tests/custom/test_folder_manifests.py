@@ -60,7 +60,7 @@ def test_a_wasm_folder_tool_may_say_data(tmp_path: Path) -> None:
         name="shout",
         category="data",
         backend="wasm",
-        wasm={"module": "json_parse"},
+        wasm={"module": "json", "export": "json_parse"},
         command=None,
         sandbox={},
     )

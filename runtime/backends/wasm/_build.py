@@ -22,6 +22,7 @@ from runtime._forksafe import ForkSafeLock
 from runtime._fsio import cache_home, private_dir
 from runtime._zigcc import zig_cc
 from runtime.backends.wasm.cache import read_own_file
+from runtime.catalogue._wasm_ref import GUEST_SHARED, builtin_guest_names
 from runtime.errors import SandboxError
 from runtime.toolkit import guests_source_dir
 
@@ -47,7 +48,6 @@ CFLAGS = (
     "-Wl,--no-entry",
     "-Wl,--strip-all",
 )
-SHARED = "rt"
 _lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
 
 
@@ -77,7 +77,7 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
         raise SandboxError(f"wasm guest sources not found at {src}")
     root = out_dir if out_dir is not None else default_cache_dir() / "guests"
     out = root / _sources_digest(src)[:16]
-    shared = sorted((src / SHARED).glob("*.c"))
+    shared = sorted((src / GUEST_SHARED).glob("*.c"))
     built: dict[str, Path] = {}
     with _lock:
         for directory in (root, out):
@@ -98,11 +98,9 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
                     "XDG_CACHE_HOME to a directory of this user's own",
                     path=str(directory),
                 )
-        for folder in sorted(p for p in src.iterdir() if p.is_dir() and p.name != SHARED):
-            sources = sorted(folder.glob("*.c"))
-            if not sources:
-                continue
-            target = out / f"{folder.name}.wasm"
+        for name in sorted(builtin_guest_names()):
+            sources = sorted((src / name).glob("*.c"))
+            target = out / f"{name}.wasm"
             # Only a file of ours that nobody else may write is kept (cache.read_own_file);
             # anything else there (a symlink, another user's file) is replaced by a build.
             if force or read_own_file(target) is None:
@@ -112,7 +110,7 @@ def build_guests(out_dir: Path | None = None, *, force: bool = False) -> dict[st
                         f"wasm guest {target} is not a private file of this user after building it",
                         path=str(target),
                     )
-            built[folder.name] = target
+            built[name] = target
     return built
 
 

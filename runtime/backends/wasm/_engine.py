@@ -7,24 +7,38 @@ dies, so nothing of one call's memory is visible to the next (wasmtime's multi-t
 wasmtime-py has no Config setter for it, so it is set through the C API.
 
 Hazards: each slot reserves ``POOL_MAX_MEMORY`` of address space (not memory) up front; when
-that reservation fails (a low RLIMIT_AS, a 32-bit host) the backend falls back to the
-on-demand allocator and says so in its fingerprint. At most ``POOL_SLOTS`` instances can be
+that reservation would fail (a low RLIMIT_AS, a 32-bit host) the backend falls back to the
+on-demand allocator and says so in its fingerprint (``pooling_allocator`` in ``missing``).
+That is decided before the engine is made (``pool_fits``): wasmtime's C API does not report a
+failed reservation, it panics and aborts the process. At most ``POOL_SLOTS`` instances can be
 live at once: the backend holds a semaphore of that size around every call. Modules compile
 on the calling thread, never on a pool of wasmtime's (see ``_config``: fork).
 """
 
 from __future__ import annotations
 
+import mmap
+
 import wasmtime
 from wasmtime import _ffi as ffi
 
-__all__ = ["POOL_MAX_MEMORY", "POOL_SLOTS", "make_engine"]
+__all__ = ["POOL_MAX_MEMORY", "POOL_SLOTS", "make_engine", "pool_fits"]
 
 #: Concurrent instances (= concurrent wasm calls) per backend.
 POOL_SLOTS = 64
 #: Largest linear memory a slot holds: Limits.wasm_memory_mb allows up to 4096 MiB.
 POOL_MAX_MEMORY = 4096 * 1024 * 1024
 _TABLE_ELEMENTS = 10_000
+#: The guard wasmtime puts after each slot's memory (and once before the first): its default
+#: ``memory_guard_size`` on 64-bit hosts.
+_GUARD = 32 * 1024 * 1024
+#: Address space asked for on top of the memory slots: the pool's other mappings (~2 GiB,
+#: measured with wasmtime 50: instance and table slots, sized by wasmtime's own defaults) and
+#: room for the rest of the process (thread stacks, malloc arenas, compiled code). A pool that
+#: fits with less would leave wasmtime's next allocation to fail, and Rust aborts on that too.
+_MARGIN = 4 * 1024 * 1024 * 1024
+#: What must be free for the pooled engine to be made: ~264 GiB.
+POOL_RESERVATION = POOL_SLOTS * (POOL_MAX_MEMORY + _GUARD) + _GUARD + _MARGIN
 
 
 def _config(pooled: bool) -> wasmtime.Config:
@@ -61,10 +75,23 @@ def _config(pooled: bool) -> wasmtime.Config:
     return config
 
 
-def make_engine() -> tuple[wasmtime.Engine, bool]:
-    """(engine, pooled). Both allocators generate the same code, so compiled artefacts are
-    shared between them."""
+def pool_fits() -> bool:
+    """Whether this process can reserve ``POOL_RESERVATION`` of address space now: a mapping
+    of that size with no access (which commits no memory, ~20 µs) is made and dropped. It
+    fails where the pool's own reservation would: past RLIMIT_AS (counted with what the
+    process has mapped already), or past a 32-bit host's address space (OverflowError)."""
     try:
-        return wasmtime.Engine(_config(pooled=True)), True
-    except wasmtime.WasmtimeError:
-        return wasmtime.Engine(_config(pooled=False)), False
+        # prot 0 is PROT_NONE (the mmap module does not name it).
+        probe = mmap.mmap(-1, POOL_RESERVATION, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
+    except (OSError, OverflowError):
+        return False
+    probe.close()
+    return True
+
+
+def make_engine() -> tuple[wasmtime.Engine, bool]:
+    """(engine, pooled): pooled when :func:`pool_fits`, else the on-demand allocator. Every
+    Engine of the backend is made here. Both allocators generate the same code, so compiled
+    artefacts are shared between them."""
+    pooled = pool_fits()
+    return wasmtime.Engine(_config(pooled=pooled)), pooled

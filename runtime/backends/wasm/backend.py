@@ -62,6 +62,7 @@ from runtime.backends.wasm._native import (
 )
 from runtime.backends.wasm.abi import GuestABI
 from runtime.backends.wasm.cache import ModuleCache, read_own_file
+from runtime.catalogue._wasm_ref import builtin_guest_names
 from runtime.catalogue._wasm_ref import module_path as _module_path
 from runtime.catalogue._wasm_ref import wasm_field as _wasm_field
 from runtime.errors import (
@@ -74,6 +75,7 @@ from runtime.errors import (
     ToolTimeout,
 )
 from runtime.models import Limits, ToolSpec
+from runtime.toolkit import is_builtin
 
 __all__ = [
     "EPOCH_TICK_S",
@@ -191,6 +193,17 @@ def _check_pin(spec: ToolSpec, path: Path, digest: str, *, required: bool) -> No
         )
 
 
+def _read_guest(path: Path) -> GuestModule:
+    """A built-in guest's bytes, read with the checks ``build_guests`` kept it by: ours, no
+    symlink, closed to others."""
+    wasm = read_own_file(path)
+    if wasm is None:
+        raise SandboxError(
+            f"built-in wasm guest {path} is not a private file of this user", path=str(path)
+        )
+    return GuestModule(path=path, sha256=hashlib.sha256(wasm).hexdigest(), wasm=wasm)
+
+
 def _read_pinned(spec: ToolSpec, path: Path) -> GuestModule:
     """A custom module's bytes, checked against its (required) pin."""
     wasm = _read_module_file(spec, path)
@@ -297,16 +310,48 @@ def load_custom_module(spec: ToolSpec) -> GuestModule:
     path = _module_path(spec)
     if path is None:
         raise ManifestError(f"tool {spec.name}: wasm.module is a built-in guest name, not a file")
-    module = _read_pinned(spec, path)
+    try:
+        module = _read_pinned(spec, path)
+    except ManifestError as exc:
+        raise _not_a_guest_either(spec, path, exc) from exc
     _check_export(spec, _load_shape(spec, module).exports)
     return module
 
 
+def _not_a_guest_either(spec: ToolSpec, path: Path, exc: ManifestError) -> ManifestError:
+    """``exc``, or when a bare name (no folder, no ``.wasm``) names no file, an error that
+    says which guests there are: most likely a built-in guest's name misspelt."""
+    ref = _wasm_field(spec, "module")
+    if "/" in ref or ref.lower().endswith(".wasm") or path.exists():
+        return exc
+    names = ", ".join(sorted(builtin_guest_names()))
+    return ManifestError(
+        f"tool {spec.name}: no built-in wasm guest named {ref!r} (the guests: {names}) and "
+        f"no module file {path}",
+        **exc.details,
+    )
+
+
+def _check_guest_tool(spec: ToolSpec) -> None:
+    """A tool naming a built-in guest, checked as a call would: the guest (built in the
+    default cache if need be) matches the pin if there is one, and has the tool's export."""
+    ref = _wasm_field(spec, "module")
+    path = build_guests(default_cache_dir() / "guests")[ref]
+    guest = _read_guest(path)
+    _check_pin(spec, Path(ref), guest.sha256, required=False)
+    _check_export(spec, _load_shape(spec, guest).exports)
+
+
 def check_custom_module(spec: ToolSpec) -> None:
-    """At manifest load: a custom module (a file) must pass :func:`load_custom_module`
-    (ManifestError otherwise); a built-in guest name is not checked here."""
+    """At manifest load: a module file must pass :func:`load_custom_module`, and a built-in
+    guest named by a manifest outside the built-in catalogue must have the tool's export and
+    match its pin if it has one (ManifestError otherwise). The built-in catalogue's own
+    manifests are not checked here: the project builds and tests them, and checking would
+    compile every guest at every broker's start."""
     if _module_path(spec) is not None:
         load_custom_module(spec)
+    elif not is_builtin(spec):
+        _check_guest_tool(spec)
 
 
 @dataclass(slots=True)
@@ -596,7 +641,7 @@ class WasmBackend:
         if self._engine_inherited_busy:  # not one compilation for an engine replaced next
             self._renew_inherited_engine()
         ref = _wasm_field(spec, "module")
-        loaded = self._builtin.get(ref)  # built-in names never end in .wasm nor hold a "/"
+        loaded = self._builtin.get(ref)  # a built-in guest's name is never a file's
         custom: Path | None = None
         if loaded is None:
             custom = _module_path(spec)
@@ -606,7 +651,8 @@ class WasmBackend:
             try:
                 st = path.stat()
             except OSError as exc:
-                raise ManifestError(f"tool {spec.name}: wasm module {path} is missing") from exc
+                missing = ManifestError(f"tool {spec.name}: wasm module {path} is missing")
+                raise _not_a_guest_either(spec, path, missing) from exc
             key = (str(path), st.st_mtime_ns, st.st_size)
             loaded = self._loaded.get(key)
             if loaded is None:
@@ -642,17 +688,7 @@ class WasmBackend:
                     del self._compiling[key]
 
     def _compile(self, spec: ToolSpec, path: Path, builtin: bool) -> _Loaded:
-        if builtin:
-            # Read with the checks build_guests kept it by: ours, no symlink, closed to others.
-            wasm = read_own_file(path)
-            if wasm is None:
-                raise SandboxError(
-                    f"built-in wasm guest {path} is not a private file of this user",
-                    path=str(path),
-                )
-            guest = GuestModule(path=path, sha256=hashlib.sha256(wasm).hexdigest(), wasm=wasm)
-        else:
-            guest = _read_pinned(spec, path)
+        guest = _read_guest(path) if builtin else _read_pinned(spec, path)
         module = _compiled(spec, path, guest, self._modules)
         shape = _abi_shape(spec, path, module)
         try:
