@@ -881,22 +881,29 @@ def check_mcp_servers(servers: list[McpServerEntry]) -> None:
     ``__`` nor ends with ``_`` (raises ValueError): a tool's name ``<prefix>__<tool>`` then
     splits at its first ``__`` into one prefix only (the proxy refuses remote tool names
     with ``__``), so no server can list a name that is another's (prefix ``a`` with a tool
-    ``b__echo`` was ``a__b__echo`` of the server with prefix ``a__b``)."""
+    ``b__echo`` was ``a__b__echo`` of the server with prefix ``a__b``). The error is a
+    LocatedError naming the later entry's field (``(i, "name")`` or ``(i, "prefix")``): the
+    entry to change is the second one, not the first."""
     names: set[str] = set()
     prefixes: set[str] = set()
-    for server in servers:
+    for i, server in enumerate(servers):
         if server.name in names:
-            raise ValueError(f"mcp server {server.name!r} is defined twice")
+            raise LocatedError(f"mcp server {server.name!r} is defined twice", (i, "name"))
         prefix = server.tool_prefix
+        # The prefix is the name when none is given: the field to change is the one set.
+        prefix_field = "prefix" if server.prefix is not None else "name"
         if "__" in prefix or prefix.endswith("_"):
             what = "prefix" if server.prefix is not None else "name (its default prefix)"
-            raise ValueError(
+            raise LocatedError(
                 f"mcp server {server.name!r}: the {what} {prefix!r} contains '__' or ends "
                 "with '_'; tools are named <prefix>__<tool>, split at the first '__'"
-                + ("" if server.prefix is not None else ": set a prefix")
+                + ("" if server.prefix is not None else ": set a prefix"),
+                (i, prefix_field),
             )
         if prefix in prefixes:
-            raise ValueError(f"mcp prefix {server.tool_prefix!r} is used twice")
+            raise LocatedError(
+                f"mcp prefix {server.tool_prefix!r} is used twice", (i, prefix_field)
+            )
         names.add(server.name)
         prefixes.add(server.tool_prefix)
 
