@@ -6,7 +6,9 @@ runtime.policy.schema``); a test keeps the two equal. Every field names its unit
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
@@ -611,10 +613,34 @@ class ExampleSpec(_Section):
     egress: bool | None = None
 
 
+def _not_json(value: Any, loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], str] | None:
+    """The place and kind of the first value in ``value`` that a JSON call cannot hold (a
+    TOML date or time, a NaN or infinite float), or None when it is all JSON."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _not_json(item, (*loc, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _not_json(item, (*loc, i))
+            if found is not None:
+                return found
+    elif isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        return loc, (
+            f"a TOML {type(value).__name__} ({value.isoformat()}) is no JSON value: a call's "
+            "arguments are JSON, write it as a string"
+        )
+    elif isinstance(value, float) and not math.isfinite(value):
+        return loc, f"{value} is no JSON number: a call's arguments are JSON"
+    return None
+
+
 class Example(_Section):
     """A call and the decision the policy must make for it; checked when the policy loads.
     Its arguments must be valid for the tool's parameters schema (a built-in's at load, a
-    folder tool's when the broker or 'runtime policy check --tools-dir' checks again)."""
+    folder tool's when the broker or 'runtime policy check --tools-dir' checks again), and
+    JSON values: no TOML date or time, no nan or inf."""
 
     name: str | None = None
     tool: str
@@ -624,6 +650,16 @@ class Example(_Section):
     match: Action | None = Field(None, description="Expected action.")
     rule: str | None = Field(None, description="Expected rule id (with match).")
     not_match: Action | None = Field(None, description="An action the decision must not be.")
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_arguments(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # A call's arguments are JSON: a TOML datetime made the schema check raise a bare
+        # ValueError (a traceback), and nan was reported as null, naming the wrong value.
+        found = _not_json(v, ())
+        if found is not None:
+            raise LocatedError(found[1], found[0])
+        return v
 
     @model_validator(mode="after")
     def _one_expectation(self) -> Example:
