@@ -25,6 +25,7 @@ from pydantic import (
 
 from runtime._bindable import refusal as bindable_refusal
 from runtime.models import Action, ToolCategory
+from runtime.policy._glob_syntax import refuse_braces, refuse_leading_bang
 from runtime.policy._located import LocatedError
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
@@ -83,6 +84,20 @@ def _check_regexes(values: list[str]) -> list[str]:
         except re.error as exc:
             raise ValueError(f"bad regex {v!r}: {exc}") from exc
     return values
+
+
+def _plain_globs(v: list[str], where: str, *, names: bool) -> list[str]:
+    """``v``, refused (LocatedError at the item) when a glob has shell braces, or, for
+    ``names`` (fields whose values never start with '!'), a leading '!': neither is glob
+    syntax in a policy, and either made the entry match nothing (``_glob_syntax``)."""
+    for i, glob in enumerate(v):
+        try:
+            refuse_braces(glob, where)
+            if names:
+                refuse_leading_bang(glob, where)
+        except ValueError as exc:
+            raise LocatedError(str(exc), (i,)) from None
+    return v
 
 
 class LimitsSection(_Section):
@@ -196,6 +211,19 @@ class Condition(_Section):
     le: float | None = Field(None, description="A number at most this.")
     exists: bool | None = Field(None, description="The argument is present (true) or not.")
 
+    @field_validator("glob")
+    @classmethod
+    def _glob_ok(cls, v: str | None) -> str | None:
+        # Argument values may start with '!': only braces are refused.
+        if v is not None:
+            # A rule's conditions must all hold: one glob per rule, or a regex, instead.
+            refuse_braces(
+                v,
+                "[[rules]] glob conditions",
+                instead="write a rule for each glob, or a regex condition",
+            )
+        return v
+
     @model_validator(mode="after")
     def _has_operator(self) -> Condition:
         ops = self.model_dump(exclude={"arg"}, exclude_none=True)
@@ -228,6 +256,11 @@ class Rule(_Section):
     @classmethod
     def _id_ok(cls, v: str) -> str:
         return _check_rule_id(v)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "[[rules]] tools", names=True)
 
 
 class PathsSection(_Section):
@@ -378,6 +411,27 @@ class CommandRule(_Section):
     def _regex_ok(cls, v: list[str]) -> list[str]:
         return _check_regexes(v)
 
+    @field_validator("program", "piped_from", "redirect_to", "writes_to", "assigns")
+    @classmethod
+    def _name_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        return _plain_globs(v, f"command-rule {info.field_name} globs", names=True)
+
+    @field_validator("args", "unless_args")
+    @classmethod
+    def _arg_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        # A word may be '!' (find's and test's negation): only braces are refused.
+        return _plain_globs(v, f"command-rule {info.field_name} globs", names=False)
+
+    @field_validator("args_seq")
+    @classmethod
+    def _seq_globs(cls, v: list[list[str]]) -> list[list[str]]:
+        for i, seq in enumerate(v):
+            try:
+                _plain_globs(seq, "command-rule args_seq globs", names=False)
+            except LocatedError as exc:
+                raise LocatedError(str(exc), (i, *exc.loc)) from None
+        return v
+
 
 class CommandsSection(_Section):
     """Rules for arguments with role 'command' (shell strings)."""
@@ -428,6 +482,11 @@ class CommandsSection(_Section):
             raise ValueError(f"no built-in command rule with id {unknown[0]!r}")
         return v
 
+    @field_validator("allow")
+    @classmethod
+    def _allow_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "[commands] allow globs", names=True)
+
     @model_validator(mode="after")
     def _allow_needs_allowlist(self) -> CommandsSection:
         if self.allow and self.mode != "allowlist":
@@ -448,6 +507,11 @@ class ProfileSection(_Section):
     limits: LimitsSection = Field(
         default_factory=LimitsSection, description="Caps on this profile's limits."
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "profile tools", names=True)
 
 
 class EnvSection(_Section):
@@ -576,6 +640,12 @@ class EnvSection(_Section):
         "EDITOR, PAGER, LESSOPEN, TAR_OPTIONS, ZIPOPT, MAKEFLAGS, PS1, HOME, XDG_CONFIG_HOME, "
         "GIT_* and similar.",
     )
+
+    @field_validator("pass_", "deny")
+    @classmethod
+    def _name_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        where = "[env] " + ("pass" if info.field_name == "pass_" else "deny") + " globs"
+        return _plain_globs(v, where, names=True)
 
 
 class AuditSection(_Section):
@@ -975,6 +1045,17 @@ class PolicyFile(_Section):
         "or reached by URL through the egress gateway (url, Streamable HTTP); their tools are "
         "decided, validated and audited like built-ins. Default: none.",
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, v: dict[str, Action | ToolEntry]) -> dict[str, Action | ToolEntry]:
+        for name in v:
+            try:
+                refuse_braces(name, "[tools] names")
+                refuse_leading_bang(name, "[tools] names")
+            except ValueError as exc:
+                raise LocatedError(str(exc), (name,)) from None
+        return v
 
     @field_validator("mcp_servers")
     @classmethod
