@@ -50,7 +50,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from runtime.errors import PolicyError
 from runtime.models import TOOL_NAME_RE, BackendKind, ToolHints, ToolSpec
-from runtime.policy.schema import McpServerEntry, check_mcp_servers
+from runtime.policy.schema import LocatedError, McpServerEntry, check_mcp_servers
 
 if TYPE_CHECKING:
     from runtime.policy import Policy
@@ -112,8 +112,11 @@ def parse_external_servers(data: Any, *, where: str = "policy") -> list[External
         raise PolicyError(f"{where}: {field}: {err['msg']}", field=field) from exc
     try:
         check_mcp_servers(servers)
-    except ValueError as exc:
-        raise PolicyError(f"{where}: {exc}", field="mcp_servers") from exc
+    except LocatedError as exc:
+        # The later entry's field, spelled as the schema errors above spell theirs.
+        index, name = exc.loc
+        field = f"mcp_servers[{index}].{name}"
+        raise PolicyError(f"{where}: {field}: {exc}", field=field) from exc
     return [s for s in servers if s.enabled]
 
 

@@ -12,17 +12,12 @@ that cannot name a path in the workspace is refused with the list and the glob n
 
 from __future__ import annotations
 
-import re
+from runtime.policy._glob_syntax import refuse_braces
 
 __all__ = ["SANDBOX_ROOT", "workspace_glob"]
 
 #: Where the sandbox shows the workspace (``newroot.WORKSPACE``); the file tools accept it.
 SANDBOX_ROOT = "/workspace"
-
-#: A shell-style brace group: alternatives ('{pem,key}') or a sequence ('{1..3}').
-_BRACES = re.compile(r"\{([^{}]*(?:,|\.\.)[^{}]*)\}")
-#: A character class, as runtime._globs reads one ('[{]' is a literal brace).
-_CLASS = re.compile(r"\[[!^]?\]?[^\]/]*\]")
 
 _USE = "a glob is relative to the workspace ('out/**') or under /workspace ('/workspace/out/**')"
 
@@ -70,21 +65,7 @@ def _refuse_shell_syntax(glob: str, rel: str) -> None:
     """Raise ValueError for the shell and gitignore forms these globs do not have, which
     were read literally: '**/*.{pem,key}' matched only a name with braces in it (it
     protected nothing), '!public/**' only a name starting with '!' (it excepted nothing)."""
-    # Classes blanked out, same length, so that a match's span is the glob's own.
-    group = _BRACES.search(_CLASS.sub(lambda m: "_" * len(m.group()), rel))
-    if group is not None:
-        body = group.group(1)
-        if ".." in body and "," not in body:
-            listed = "each glob of the sequence"
-        else:
-            listed = ", ".join(
-                repr(rel[: group.start()] + alt + rel[group.end() :]) for alt in body.split(",")
-            )
-        raise ValueError(
-            f"glob {glob!r}: braces are not expanded in [paths] globs (it would match a name "
-            f"with braces in it): list the globs separately ({listed}); a literal brace is "
-            "'[{]' or '[}]'"
-        )
+    refuse_braces(glob, "[paths] globs", rel)
     if rel.startswith("!"):
         raise ValueError(
             f"glob {glob!r}: a leading '!' does not negate in [paths] globs (it would match "

@@ -213,6 +213,8 @@ class Policy:
         # budget() per tool name: the tool entries never change after load.
         self._budgets: dict[str, int | None] = {}
         self._text = text
+        # Examples whose load decision waits for the tool's manifest (_check_examples).
+        self._held_examples: dict[int, PolicyError] = {}
         self._check_examples(text)
 
     # -- construction ----------------------------------------------------------------------
@@ -659,63 +661,113 @@ class Policy:
         """Check the ``[[examples]]`` again, each with the manifest ``manifest(tool)`` gives
         (None: not in the catalogue) instead of the built-in hints: at load the policy knows
         only the built-in tools, and an example naming a folder tool was decided with an
-        invented spec (category ``custom``, no argument roles), so it could pass while the
-        real tool goes the other way. The real manifest wins over an example's own ``spec``
-        (which only stands in for it at load). Raises PolicyError as a failing example does
-        at load. The broker calls it with its catalogue when it is made."""
+        invented spec (category ``custom``, no argument roles, no parameter defaults), so it
+        could pass while the real tool goes the other way. The real manifest wins over an
+        example's own ``spec`` (which only stands in for it at load). An example whose load
+        decision was held (see :meth:`_check_examples`) fails here when ``manifest`` does not
+        know its tool either. Raises PolicyError as a failing example does at load. The
+        broker calls it with its catalogue when it is made."""
         self._check_examples(self._text, manifest)
 
     def _check_examples(
         self, text: str, manifest: Callable[[str], ToolSpec | None] | None = None
     ) -> None:
+        """Decide every example, at load (``manifest`` None: built-in tools with their real
+        parameters, others with a stand-in) or again with the catalogue's manifests.
+
+        At load, an example about a tool that is not built-in, that fails, and that leaves
+        out an argument a ``[[rules]]`` condition for the tool reads, is held instead of
+        raised: conditions see a left-out argument as its schema default, which only the
+        tool's manifest knows, so the example may be right ('greeting' defaults to "hi").
+        The re-check decides it with the manifest; when the catalogue has no such tool, the
+        held failure is raised then."""
         for i, ex in enumerate(self.document.examples):
             label = f"example {i}" + (f" ({ex.name})" if ex.name else "")
             line = locate(text, ("examples", i)) if text else None
             real = manifest(ex.tool) if manifest is not None else None
             if manifest is not None and real is None:
+                held = self._held_examples.get(i)
+                if held is not None:
+                    raise held
                 continue  # decided at load already, with the same hints
-            hint = CATALOGUE_HINTS.get(ex.tool, ("custom", {}, False))
-            try:
-                spec = real or ToolSpec(
-                    name=ex.tool,
-                    description="policy example",
-                    category=ex.spec.category or hint[0],
-                    parameters={"type": "object"},
-                    backend=BackendKind.MOCK,
-                    arg_roles=ex.spec.arg_roles if ex.spec.arg_roles is not None else hint[1],
-                    sandbox=SandboxNeeds(
-                        egress=ex.spec.egress if ex.spec.egress is not None else hint[2]
-                    ),
-                )
-            except ValueError as exc:
-                raise PolicyError(
-                    f"{self.source}:{line or '?'}: {label}: {exc}",
-                    file=self.source,
-                    line=line,
-                    field=f"examples.{i}",
-                ) from exc
+            spec = real or self._example_stand_in(ex, i, label, line)
             params = real.parameters if real is not None else builtin_parameters(ex.tool)
             if params is not None:
                 self._check_example_arguments(text, i, ex, label, params)
-            d = self.decide(
-                ToolCall(tool=ex.tool, arguments=ex.arguments), spec, profile=ex.profile
-            )
-            problem = None
-            if ex.match is not None and d.action != ex.match:
-                problem = f"expected {ex.match}, got {d.action} (rule {d.rule})"
-            elif ex.match is not None and ex.rule is not None and d.rule != ex.rule:
-                problem = f"expected rule {ex.rule}, got {d.rule} ({d.action})"
-            elif ex.not_match is not None and d.action == ex.not_match:
-                problem = f"must not be {ex.not_match}, got it (rule {d.rule})"
-            if problem:
-                raise PolicyError(
-                    f"{self.source}:{line or '?'}: {label} fails: {problem}",
-                    file=self.source,
-                    line=line,
-                    field=f"examples.{i}",
-                    example=ex.name or i,
-                    decision={"action": d.action, "rule": d.rule, "reasons": d.reasons},
+            failure = self._example_failure(ex, spec, i, label, line)
+            if failure is None:
+                continue
+            if real is None and self._defaults_unknown(ex):
+                self._held_examples[i] = PolicyError(
+                    f"{failure.message} ({ex.tool!r} is neither built in nor in the "
+                    "catalogue: the arguments the example leaves out were decided without "
+                    "their schema defaults)",
+                    **failure.details,
                 )
+                continue
+            raise failure
+
+    def _example_stand_in(self, ex: Example, i: int, label: str, line: int | None) -> ToolSpec:
+        """The spec an example is decided with at load: a built-in's hints and its real
+        parameters (so that conditions see its argument defaults, as the broker's decision
+        does), else the example's ``spec`` over category ``custom``."""
+        hint = CATALOGUE_HINTS.get(ex.tool, ("custom", {}, False))
+        try:
+            return ToolSpec(
+                name=ex.tool,
+                description="policy example",
+                category=ex.spec.category or hint[0],
+                parameters=builtin_parameters(ex.tool) or {"type": "object"},
+                backend=BackendKind.MOCK,
+                arg_roles=ex.spec.arg_roles if ex.spec.arg_roles is not None else hint[1],
+                sandbox=SandboxNeeds(
+                    egress=ex.spec.egress if ex.spec.egress is not None else hint[2]
+                ),
+            )
+        except ValueError as exc:
+            raise PolicyError(
+                f"{self.source}:{line or '?'}: {label}: {exc}",
+                file=self.source,
+                line=line,
+                field=f"examples.{i}",
+            ) from exc
+
+    def _example_failure(
+        self, ex: Example, spec: ToolSpec, i: int, label: str, line: int | None
+    ) -> PolicyError | None:
+        """The error for an example whose decision with ``spec`` is not the expected one."""
+        d = self.decide(ToolCall(tool=ex.tool, arguments=ex.arguments), spec, profile=ex.profile)
+        problem = None
+        if ex.match is not None and d.action != ex.match:
+            problem = f"expected {ex.match}, got {d.action} (rule {d.rule})"
+        elif ex.match is not None and ex.rule is not None and d.rule != ex.rule:
+            problem = f"expected rule {ex.rule}, got {d.rule} ({d.action})"
+        elif ex.not_match is not None and d.action == ex.not_match:
+            problem = f"must not be {ex.not_match}, got it (rule {d.rule})"
+        if problem is None:
+            return None
+        return PolicyError(
+            f"{self.source}:{line or '?'}: {label} fails: {problem}",
+            file=self.source,
+            line=line,
+            field=f"examples.{i}",
+            example=ex.name or i,
+            decision={"action": d.action, "rule": d.rule, "reasons": d.reasons},
+        )
+
+    def _defaults_unknown(self, ex: Example) -> bool:
+        """Whether a schema default the policy cannot know at load could change the
+        example's decision: it is not about a built-in tool, and a condition of a rule that
+        names the tool (categories aside: the real one may differ from the stand-in's) reads
+        a top-level argument the example leaves out."""
+        if builtin_parameters(ex.tool) is not None:
+            return False
+        return any(
+            c.arg.split(".", 1)[0] not in ex.arguments
+            for r in self._rules
+            if not r.tools or any(fnmatchcase(ex.tool, t) for t in r.tools)
+            for c in r.conditions
+        )
 
     def _check_example_arguments(
         self,

@@ -6,7 +6,9 @@ runtime.policy.schema``); a test keeps the two equal. Every field names its unit
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
@@ -23,6 +25,7 @@ from pydantic import (
 
 from runtime._bindable import refusal as bindable_refusal
 from runtime.models import Action, ToolCategory
+from runtime.policy._glob_syntax import refuse_braces, refuse_leading_bang
 from runtime.policy._located import LocatedError
 from runtime.policy._workspace_globs import SANDBOX_ROOT, workspace_glob
 from runtime.policy.network import NetworkRules
@@ -81,6 +84,20 @@ def _check_regexes(values: list[str]) -> list[str]:
         except re.error as exc:
             raise ValueError(f"bad regex {v!r}: {exc}") from exc
     return values
+
+
+def _plain_globs(v: list[str], where: str, *, names: bool) -> list[str]:
+    """``v``, refused (LocatedError at the item) when a glob has shell braces, or, for
+    ``names`` (fields whose values never start with '!'), a leading '!': neither is glob
+    syntax in a policy, and either made the entry match nothing (``_glob_syntax``)."""
+    for i, glob in enumerate(v):
+        try:
+            refuse_braces(glob, where)
+            if names:
+                refuse_leading_bang(glob, where)
+        except ValueError as exc:
+            raise LocatedError(str(exc), (i,)) from None
+    return v
 
 
 class LimitsSection(_Section):
@@ -194,6 +211,19 @@ class Condition(_Section):
     le: float | None = Field(None, description="A number at most this.")
     exists: bool | None = Field(None, description="The argument is present (true) or not.")
 
+    @field_validator("glob")
+    @classmethod
+    def _glob_ok(cls, v: str | None) -> str | None:
+        # Argument values may start with '!': only braces are refused.
+        if v is not None:
+            # A rule's conditions must all hold: one glob per rule, or a regex, instead.
+            refuse_braces(
+                v,
+                "[[rules]] glob conditions",
+                instead="write a rule for each glob, or a regex condition",
+            )
+        return v
+
     @model_validator(mode="after")
     def _has_operator(self) -> Condition:
         ops = self.model_dump(exclude={"arg"}, exclude_none=True)
@@ -226,6 +256,11 @@ class Rule(_Section):
     @classmethod
     def _id_ok(cls, v: str) -> str:
         return _check_rule_id(v)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "[[rules]] tools", names=True)
 
 
 class PathsSection(_Section):
@@ -376,6 +411,27 @@ class CommandRule(_Section):
     def _regex_ok(cls, v: list[str]) -> list[str]:
         return _check_regexes(v)
 
+    @field_validator("program", "piped_from", "redirect_to", "writes_to", "assigns")
+    @classmethod
+    def _name_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        return _plain_globs(v, f"command-rule {info.field_name} globs", names=True)
+
+    @field_validator("args", "unless_args")
+    @classmethod
+    def _arg_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        # A word may be '!' (find's and test's negation): only braces are refused.
+        return _plain_globs(v, f"command-rule {info.field_name} globs", names=False)
+
+    @field_validator("args_seq")
+    @classmethod
+    def _seq_globs(cls, v: list[list[str]]) -> list[list[str]]:
+        for i, seq in enumerate(v):
+            try:
+                _plain_globs(seq, "command-rule args_seq globs", names=False)
+            except LocatedError as exc:
+                raise LocatedError(str(exc), (i, *exc.loc)) from None
+        return v
+
 
 class CommandsSection(_Section):
     """Rules for arguments with role 'command' (shell strings)."""
@@ -426,6 +482,11 @@ class CommandsSection(_Section):
             raise ValueError(f"no built-in command rule with id {unknown[0]!r}")
         return v
 
+    @field_validator("allow")
+    @classmethod
+    def _allow_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "[commands] allow globs", names=True)
+
     @model_validator(mode="after")
     def _allow_needs_allowlist(self) -> CommandsSection:
         if self.allow and self.mode != "allowlist":
@@ -446,6 +507,11 @@ class ProfileSection(_Section):
     limits: LimitsSection = Field(
         default_factory=LimitsSection, description="Caps on this profile's limits."
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_globs(cls, v: list[str]) -> list[str]:
+        return _plain_globs(v, "profile tools", names=True)
 
 
 class EnvSection(_Section):
@@ -575,6 +641,12 @@ class EnvSection(_Section):
         "GIT_* and similar.",
     )
 
+    @field_validator("pass_", "deny")
+    @classmethod
+    def _name_globs(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        where = "[env] " + ("pass" if info.field_name == "pass_" else "deny") + " globs"
+        return _plain_globs(v, where, names=True)
+
 
 class AuditSection(_Section):
     redact: list[str] = Field(
@@ -611,10 +683,34 @@ class ExampleSpec(_Section):
     egress: bool | None = None
 
 
+def _not_json(value: Any, loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], str] | None:
+    """The place and kind of the first value in ``value`` that a JSON call cannot hold (a
+    TOML date or time, a NaN or infinite float), or None when it is all JSON."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _not_json(item, (*loc, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _not_json(item, (*loc, i))
+            if found is not None:
+                return found
+    elif isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        return loc, (
+            f"a TOML {type(value).__name__} ({value.isoformat()}) is no JSON value: a call's "
+            "arguments are JSON, write it as a string"
+        )
+    elif isinstance(value, float) and not math.isfinite(value):
+        return loc, f"{value} is no JSON number: a call's arguments are JSON"
+    return None
+
+
 class Example(_Section):
     """A call and the decision the policy must make for it; checked when the policy loads.
     Its arguments must be valid for the tool's parameters schema (a built-in's at load, a
-    folder tool's when the broker or 'runtime policy check --tools-dir' checks again)."""
+    folder tool's when the broker or 'runtime policy check --tools-dir' checks again), and
+    JSON values: no TOML date or time, no nan or inf."""
 
     name: str | None = None
     tool: str
@@ -624,6 +720,16 @@ class Example(_Section):
     match: Action | None = Field(None, description="Expected action.")
     rule: str | None = Field(None, description="Expected rule id (with match).")
     not_match: Action | None = Field(None, description="An action the decision must not be.")
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_arguments(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # A call's arguments are JSON: a TOML datetime made the schema check raise a bare
+        # ValueError (a traceback), and nan was reported as null, naming the wrong value.
+        found = _not_json(v, ())
+        if found is not None:
+            raise LocatedError(found[1], found[0])
+        return v
 
     @model_validator(mode="after")
     def _one_expectation(self) -> Example:
@@ -881,22 +987,29 @@ def check_mcp_servers(servers: list[McpServerEntry]) -> None:
     ``__`` nor ends with ``_`` (raises ValueError): a tool's name ``<prefix>__<tool>`` then
     splits at its first ``__`` into one prefix only (the proxy refuses remote tool names
     with ``__``), so no server can list a name that is another's (prefix ``a`` with a tool
-    ``b__echo`` was ``a__b__echo`` of the server with prefix ``a__b``)."""
+    ``b__echo`` was ``a__b__echo`` of the server with prefix ``a__b``). The error is a
+    LocatedError naming the later entry's field (``(i, "name")`` or ``(i, "prefix")``): the
+    entry to change is the second one, not the first."""
     names: set[str] = set()
     prefixes: set[str] = set()
-    for server in servers:
+    for i, server in enumerate(servers):
         if server.name in names:
-            raise ValueError(f"mcp server {server.name!r} is defined twice")
+            raise LocatedError(f"mcp server {server.name!r} is defined twice", (i, "name"))
         prefix = server.tool_prefix
+        # The prefix is the name when none is given: the field to change is the one set.
+        prefix_field = "prefix" if server.prefix is not None else "name"
         if "__" in prefix or prefix.endswith("_"):
             what = "prefix" if server.prefix is not None else "name (its default prefix)"
-            raise ValueError(
+            raise LocatedError(
                 f"mcp server {server.name!r}: the {what} {prefix!r} contains '__' or ends "
                 "with '_'; tools are named <prefix>__<tool>, split at the first '__'"
-                + ("" if server.prefix is not None else ": set a prefix")
+                + ("" if server.prefix is not None else ": set a prefix"),
+                (i, prefix_field),
             )
         if prefix in prefixes:
-            raise ValueError(f"mcp prefix {server.tool_prefix!r} is used twice")
+            raise LocatedError(
+                f"mcp prefix {server.tool_prefix!r} is used twice", (i, prefix_field)
+            )
         names.add(server.name)
         prefixes.add(server.tool_prefix)
 
@@ -932,6 +1045,17 @@ class PolicyFile(_Section):
         "or reached by URL through the egress gateway (url, Streamable HTTP); their tools are "
         "decided, validated and audited like built-ins. Default: none.",
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, v: dict[str, Action | ToolEntry]) -> dict[str, Action | ToolEntry]:
+        for name in v:
+            try:
+                refuse_braces(name, "[tools] names")
+                refuse_leading_bang(name, "[tools] names")
+            except ValueError as exc:
+                raise LocatedError(str(exc), (name,)) from None
+        return v
 
     @field_validator("mcp_servers")
     @classmethod

@@ -255,3 +255,35 @@ def test_an_examples_arguments_are_checked_against_a_folder_tools_manifest() -> 
         "version = 1\n[tools]\ncatf = 'deny'\n"
         "[[examples]]\ntool = 'catf'\narguments = { file = 'x' }\nmatch = 'deny'\n"
     ).check_examples(lambda name: spec if name == "catf" else None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field", "says"),
+    [
+        (
+            "write_file",
+            "{ path = 'a', content = 1979-05-27T07:32:00Z }",
+            "examples.0.arguments.content",
+            "a TOML datetime (1979-05-27T07:32:00+00:00) is no JSON value",
+        ),
+        ("read_file", "{ path = 'a', limit = nan }", "examples.0.arguments.limit", "nan is no"),
+        ("read_file", "{ path = 'a', limit = -inf }", "examples.0.arguments.limit", "-inf is no"),
+        ("custom_x", "{ d = { when = 1979-05-27 } }", "examples.0.arguments.d.when", "TOML date"),
+        ("custom_x", "{ t = [1, 07:32:00] }", "examples.0.arguments.t.1", "TOML time"),
+    ],
+)
+def test_an_examples_arguments_are_json_values(
+    tool: str, arguments: str, field: str, says: str
+) -> None:
+    """A TOML date/time reached the schema check, which raised a bare ValueError (a
+    traceback from 'policy check' and exec); nan was reported as 'null', the wrong value."""
+    text = (
+        "version = 1\n[categories]\nfile = 'allow'\n\n[[examples]]\n"
+        f"tool = '{tool}'\narguments = {arguments}\nmatch = 'allow'\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text, "p.toml")
+    err = info.value
+    assert (err.details["field"], err.details["line"]) == (field, 7)
+    assert err.message.startswith(f"p.toml:7: {field}: ")
+    assert says in err.message

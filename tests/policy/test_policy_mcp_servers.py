@@ -66,8 +66,11 @@ def test_table_is_parsed() -> None:
         ('name = "a"\ncommand = ["x"]\nread_only = ["rel"]\n', "mcp_servers.1.read_only", 10),
         ('name = "a"\ncommand = ["x"]\nmemory_mb = 0\n', "mcp_servers.1.memory_mb", 10),
         ('name = "a"\ncommand = ["x"]\nenv = { "A=B" = "1" }\n', "mcp_servers.1.env", 10),
-        ('name = "z"\ncommand = ["x"]\n', "mcp_servers", 4),  # name "z" twice
-        ('name = "y"\nprefix = "z"\ncommand = ["x"]\n', "mcp_servers", 4),  # prefix twice
+        # A duplicate names the second entry, the one to change (not the first's header).
+        ('name = "z"\ncommand = ["x"]\n', "mcp_servers.1.name", 8),  # name "z" twice
+        ('name = "y"\nprefix = "z"\ncommand = ["x"]\n', "mcp_servers.1.prefix", 9),
+        ('name = "y"\nprefix = "a__b"\ncommand = ["x"]\n', "mcp_servers.1.prefix", 9),
+        ('name = "y_"\ncommand = ["x"]\n', "mcp_servers.1.name", 8),
     ],
 )
 def test_errors_name_file_line_and_field(entry: str, field: str, line: int) -> None:
@@ -164,3 +167,13 @@ def test_policy_check_refuses_a_read_only_root(tmp_path: Path) -> None:
     assert done.returncode == 64
     error = json.loads(done.stdout)["error"]
     assert (error["line"], error["field"]) == (4, "mcp_servers.0.read_only")
+
+
+def test_a_table_built_in_code_names_the_duplicate_entry() -> None:
+    from runtime.mcp.external import parse_external_servers
+
+    entries = [{"name": "a", "command": ["x"]}, {"name": "b", "prefix": "a", "command": ["x"]}]
+    with pytest.raises(PolicyError) as info:
+        parse_external_servers(entries, where="code")
+    assert info.value.details["field"] == "mcp_servers[1].prefix"
+    assert info.value.message == "code: mcp_servers[1].prefix: mcp prefix 'a' is used twice"
