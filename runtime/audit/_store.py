@@ -265,6 +265,22 @@ def _check_regular(path: Path) -> None:
         )
 
 
+#: The first 16 bytes of every SQLite database file (its header string).
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _not_sqlite(path: Path) -> bool:
+    """True when ``path`` is a non-empty file that does not begin with SQLite's header (a
+    text file named by mistake). False when it does, is empty, or cannot be read (left to
+    the caller's open, whose error says why)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return False
+    return bool(head) and head != _SQLITE_MAGIC
+
+
 def _tables_if_not_a_log(path: Path) -> list[str] | None:
     """The tables of the SQLite database at ``path`` when it has no ``audit_records``; None
     when it has, or when SQLite cannot read it this way (absent, not a database, not
@@ -284,16 +300,24 @@ def _tables_if_not_a_log(path: Path) -> list[str] | None:
 
 
 def refuse_foreign_database(path: Path, *, allow_no_tables: bool) -> None:
-    """Raise AuditFileRefused when ``path`` is a SQLite database without an audit log in it
-    (another program's, or a log path mistyped into a neighbouring database). One check for
-    the readers (``audit verify|tail|export``) and the writer (``Database(create=True)``):
-    a reader would call its zero records a fine log; a writer would tighten its mode to
-    0600, switch it to WAL and add the audit tables to the other program's data.
+    """Raise AuditFileRefused when ``path`` is a file but not an audit log: not a SQLite
+    database at all (a text file), or a database without an audit log in it (another
+    program's, or a log path mistyped into a neighbouring database). One check for the
+    readers (``audit verify|tail|export``) and the writer (``Database(create=True)``), made
+    before anything changes the file: a reader would call its zero records a fine log; a
+    writer would tighten its mode to 0600, switch it to WAL and add the audit tables to the
+    other program's data (or tighten a text file's mode, then fail to open it).
 
     ``allow_no_tables``: a database with no tables of its own (only ``sqlite_`` ones, or an
     empty file) is a log to start, for a writer; a reader has nothing to read in it."""
     if not path.is_file() or path.stat().st_size == 0:
         return  # absent, empty (a log to create) or not a file (_check_regular's)
+    if _not_sqlite(path):
+        raise AuditFileRefused(
+            f"{path} is not a SQLite database (it does not begin with SQLite's header); "
+            "left untouched",
+            path=str(path),
+        )
     tables = _tables_if_not_a_log(path)
     if tables is None:
         return

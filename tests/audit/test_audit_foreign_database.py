@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,49 @@ def test_a_missing_directory_is_named_not_created(tmp_path: Path) -> None:
     assert proc.returncode == 64, proc.stderr
     assert f"its directory {path.parent} does not exist" in proc.stderr
     assert not (tmp_path / "no").exists()
+
+
+def _cli(tmp_path: Path, command: str, audit: Path) -> subprocess.CompletedProcess[str]:
+    """``exec`` and ``serve`` (which open the log for writing; serve before reading a
+    request), ``audit verify`` (a reader): each naming ``audit``."""
+    ws = str(tmp_path / "ws")
+    if command == "verify":
+        return run_runtime("audit", "verify", "--audit", str(audit), cwd=tmp_path)
+    if command == "serve":
+        return run_runtime("serve", "--mcp", "--workspace", ws, "--audit", str(audit), cwd=tmp_path)
+    call = tmp_path / "call.json"
+    call.write_text(CALL)
+    return run_runtime("exec", str(call), "--audit", str(audit), "--workspace", ws, cwd=tmp_path)
+
+
+# An existing file that is not a SQLite database at all (``--audit notes.txt``): its mode
+# was tightened to 0600 before SQLite's open failed ("file is not a database", exit 70).
+
+
+@pytest.mark.parametrize("text", [b"my notes\n", b"x", b"this is not a database\n" * 100])
+def test_a_file_that_is_not_a_database_is_refused_unchanged(tmp_path: Path, text: bytes) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(text)
+    notes.chmod(0o644)
+    with pytest.raises(AuditFileRefused, match="is not a SQLite database") as e:
+        AuditLog(notes)
+    assert str(notes) in e.value.message and "left untouched" in e.value.message
+    assert notes.read_bytes() == text
+    assert notes.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(("command", "status"), [("exec", 64), ("serve", 64), ("verify", 70)])
+def test_the_cli_leaves_a_file_that_is_not_a_database_as_it_was(
+    tmp_path: Path, command: str, status: int
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes\n")
+    notes.chmod(0o644)
+    proc = _cli(tmp_path, command, notes)
+    assert proc.returncode == status, proc.stderr
+    assert f"{notes} is not a SQLite database" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert notes.read_bytes() == b"my notes\n"
+    assert notes.stat().st_mode & 0o777 == 0o644
+    assert not list(tmp_path.glob("notes.txt?*"))  # no -wal, -shm, journal
