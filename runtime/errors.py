@@ -192,9 +192,10 @@ class AuditFileRefused(AuditError, ConfigError):
     ``<log>.rtj-…``), holds something the runtime refuses to open: a FIFO, a device, a
     directory; for a journal also a symlink, another user's file, a file others may write.
     Also a log whose directory does not exist (not created), another program's SQLite
-    database (tables of its own, no audit records) and a file that is not a SQLite database
-    (both left untouched). An AuditError (the log is not opened) that is also a ConfigError:
-    it is the user's to remove or rename (``runtime exec`` and ``serve`` exit 64 naming it)."""
+    database (tables of its own, no audit records: an ``audit_records`` table without the
+    log's columns is not a log's) and a file that is not a SQLite database (both left
+    untouched). An AuditError (the log is not opened) that is also a ConfigError: it is the
+    user's to remove or rename (``runtime exec`` and ``serve`` exit 64 naming it)."""
 
 
 class InternalError(RuntimeToolError):

@@ -102,6 +102,57 @@ def test_a_missing_directory_is_named_not_created(tmp_path: Path) -> None:
     assert not (tmp_path / "no").exists()
 
 
+# Another program's database with a table of its own named audit_records: recognised by the
+# name alone, it was taken for a log and changed (0600, WAL, our columns, tables and
+# triggers: the program's own UPDATE refused) while the call ran and its record never
+# reached the file ("no such column: seq"). A log is now recognised by its columns.
+
+
+def _app_with_its_own_audit_records(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    conn.execute("create table users(name text)")
+    conn.execute("create table audit_records(id integer primary key, who text, what text)")
+    conn.execute("insert into audit_records(who, what) values ('bob', 'login')")
+    conn.commit()
+    conn.close()
+    path.chmod(0o644)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _app_can_still_update(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("update audit_records set what = 'logout' where who = 'bob'")
+        conn.rollback()  # the file stays as it was for the callers' checks
+    finally:
+        conn.close()
+
+
+def test_a_table_named_audit_records_that_is_not_a_log_is_refused(tmp_path: Path) -> None:
+    app = tmp_path / "app.db"
+    digest = _app_with_its_own_audit_records(app)
+    with pytest.raises(AuditFileRefused, match="is a SQLite database but not an audit log") as e:
+        AuditLog(app)
+    assert "its tables: audit_records, users" in e.value.message
+    assert "audit_records has the columns id, who, what, without the log's seq" in e.value.message
+    _untouched(app, digest)
+    _app_can_still_update(app)
+
+
+@pytest.mark.parametrize(("command", "status"), [("exec", 64), ("serve", 64), ("verify", 70)])
+def test_the_cli_leaves_a_foreign_audit_records_table_as_it_was(
+    tmp_path: Path, command: str, status: int
+) -> None:
+    app = tmp_path / "app.db"
+    digest = _app_with_its_own_audit_records(app)
+    proc = _cli(tmp_path, command, app)
+    assert proc.returncode == status, proc.stderr
+    assert f"{app} is a SQLite database but not an audit log" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _untouched(app, digest)
+    _app_can_still_update(app)
+
+
 def _cli(tmp_path: Path, command: str, audit: Path) -> subprocess.CompletedProcess[str]:
     """``exec`` and ``serve`` (which open the log for writing; serve before reading a
     request), ``audit verify`` (a reader): each naming ``audit``."""
