@@ -191,10 +191,11 @@ class AuditFileRefused(AuditError, ConfigError):
     """The audit log's name, or a name beside it that the log's files use (a journal,
     ``<log>.rtj-…``), holds something the runtime refuses to open: a FIFO, a device, a
     directory; for a journal also a symlink, another user's file, a file others may write.
-    Also a log whose directory does not exist (not created), and another program's SQLite
-    database (tables of its own, no audit records: left untouched). An AuditError (the log
-    is not opened) that is also a ConfigError: it is the user's to remove or rename
-    (``runtime exec`` and ``serve`` exit 64 naming it)."""
+    Also a log whose directory does not exist (not created), another program's SQLite
+    database (tables of its own, no audit records: an ``audit_records`` table without the
+    log's columns is not a log's) and a file that is not a SQLite database (both left
+    untouched). An AuditError (the log is not opened) that is also a ConfigError: it is the
+    user's to remove or rename (``runtime exec`` and ``serve`` exit 64 naming it)."""
 
 
 class InternalError(RuntimeToolError):

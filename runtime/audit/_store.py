@@ -265,46 +265,90 @@ def _check_regular(path: Path) -> None:
         )
 
 
-def _tables_if_not_a_log(path: Path) -> list[str] | None:
-    """The tables of the SQLite database at ``path`` when it has no ``audit_records``; None
-    when it has, or when SQLite cannot read it this way (absent, not a database, not
-    readable: left to the caller's open, whose error says why). Looked at read-only
-    (``mode=ro``: nothing is written, no journal mode changed)."""
+#: The first 16 bytes of every SQLite database file (its header string).
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The columns an audit log's ``audit_records`` has in every schema version this runtime
+#: opens: version 1 lacked ``session`` (migrated in place by a writer, module doc).
+_LOG_COLUMNS = frozenset(COLUMNS) - {"session"}
+
+
+def _not_sqlite(path: Path) -> bool:
+    """True when ``path`` is a non-empty file that does not begin with SQLite's header (a
+    text file named by mistake). False when it does, is empty, or cannot be read (left to
+    the caller's open, whose error says why)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return False
+    return bool(head) and head != _SQLITE_MAGIC
+
+
+def _foreign_shape(path: Path) -> tuple[list[str], list[str]] | None:
+    """``(tables, columns)`` of the SQLite database at ``path`` when it is not an audit log:
+    its tables, and the columns of its ``audit_records`` (none when it has no such table).
+    None when it is a log (or a database with no tables yet), or when SQLite cannot read it
+    this way (absent, not readable: left to the caller's open, whose error says why). Looked
+    at read-only (``mode=ro``: nothing is written, no journal mode changed).
+
+    Why the columns and not the table's name: another program's database may have a table
+    of its own called ``audit_records`` (an application's audit trail); taken for a log, it
+    was switched to WAL, given our columns, tables and triggers, and its own UPDATEs
+    refused. Any table with every column a log has had is a log: a version 1 log (no
+    ``session``) still opens, a newer runtime's (more columns) gets the version error."""
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except (sqlite3.Error, OSError, ValueError):
         return None
     try:
         tables = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master")]
+        columns = (
+            [str(r[1]) for r in conn.execute("PRAGMA table_info(audit_records)")]
+            if "audit_records" in tables
+            else []
+        )
     except sqlite3.Error:
         return None
     finally:
         conn.close()
-    return None if "audit_records" in tables else tables
+    return None if set(columns) >= _LOG_COLUMNS else (tables, columns)
+
+
+def _refused(path: Path, what: str) -> AuditFileRefused:
+    return AuditFileRefused(f"{path} {what}; left untouched", path=str(path))
 
 
 def refuse_foreign_database(path: Path, *, allow_no_tables: bool) -> None:
-    """Raise AuditFileRefused when ``path`` is a SQLite database without an audit log in it
-    (another program's, or a log path mistyped into a neighbouring database). One check for
-    the readers (``audit verify|tail|export``) and the writer (``Database(create=True)``):
-    a reader would call its zero records a fine log; a writer would tighten its mode to
-    0600, switch it to WAL and add the audit tables to the other program's data.
+    """Raise AuditFileRefused when ``path`` is a file but not an audit log: not a SQLite
+    database at all (a text file), or a database without an audit log in it (another
+    program's, or a log path mistyped into a neighbouring database). One check for the
+    readers (``audit verify|tail|export``) and the writer (``Database(create=True)``), made
+    before anything changes the file: a reader would call its zero records a fine log; a
+    writer would tighten its mode to 0600, switch it to WAL and add the audit tables to the
+    other program's data (or tighten a text file's mode, then fail to open it).
 
     ``allow_no_tables``: a database with no tables of its own (only ``sqlite_`` ones, or an
     empty file) is a log to start, for a writer; a reader has nothing to read in it."""
     if not path.is_file() or path.stat().st_size == 0:
         return  # absent, empty (a log to create) or not a file (_check_regular's)
-    tables = _tables_if_not_a_log(path)
-    if tables is None:
+    if _not_sqlite(path):
+        raise _refused(path, "is not a SQLite database (it does not begin with SQLite's header)")
+    shape = _foreign_shape(path)
+    if shape is None:
         return
+    tables, columns = shape
     own = sorted(t for t in tables if not t.startswith("sqlite_"))
     if allow_no_tables and not own:
         return
-    raise AuditFileRefused(
-        f"{path} is a SQLite database but not an audit log (its tables: "
-        f"{', '.join(own) or 'none'}); left untouched",
-        path=str(path),
-    )
+    found = f"its tables: {', '.join(own) or 'none'}"
+    if columns:
+        # Named: a table of the log's name that is not the log's is the surprise here.
+        missing = [c for c in COLUMNS if c in _LOG_COLUMNS and c not in columns]
+        found += (
+            f"; its audit_records has the columns {', '.join(columns)}, without the log's "
+            f"{', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}"
+        )
+    raise _refused(path, f"is a SQLite database but not an audit log ({found})")
 
 
 def _missing_parent(path: Path) -> AuditFileRefused | None:

@@ -34,10 +34,11 @@ def test_exec_workspace_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "ws" in proc.stderr and proc.stdout == ""
 
 
-# A file that SQLite cannot open as a database is an internal error (70); a name that is
-# not a file at all (a directory, a FIFO) is the user's to change, a usage error (64), as
-# ``audit verify`` already answered (tests/audit/test_audit_log_not_a_file.py).
-@pytest.mark.parametrize(("what", "status"), [("garbage", 70), ("directory", 64)])
+# A file that is not a SQLite database (a text file named by mistake) and a name that is
+# not a file at all (a directory, a FIFO) are the user's to change, a usage error (64), as
+# ``audit verify`` already answered (tests/audit/test_audit_log_not_a_file.py). A text file
+# was opened by SQLite, which failed (70), after its mode had been tightened to 0600.
+@pytest.mark.parametrize(("what", "status"), [("garbage", 64), ("directory", 64)])
 def test_exec_audit_log_that_cannot_be_opened(tmp_path: Path, what: str, status: int) -> None:
     audit = tmp_path / "audit.db"
     if what == "garbage":
@@ -55,9 +56,9 @@ def test_audit_commands_on_a_database_that_cannot_be_opened(tmp_path: Path, comm
     audit = tmp_path / "audit.db"
     audit.write_text("this is not a database\n" * 100)
     proc = run("audit", command, "--audit", str(audit), cwd=tmp_path)
-    assert proc.returncode == 70
+    assert proc.returncode == 70  # a reader's "not an audit log", as for a foreign database
     _no_traceback(proc)
-    assert str(audit) in proc.stderr
+    assert f"{audit} is not a SQLite database" in proc.stderr
 
 
 @pytest.mark.parametrize("command", ["tail", "export"])
@@ -121,9 +122,9 @@ def test_serve_with_an_audit_log_that_cannot_be_opened(tmp_path: Path) -> None:
     audit = tmp_path / "audit.db"
     audit.write_text("this is not a database\n" * 100)
     proc = run("serve", "--mcp", "--workspace", "ws", "--audit", str(audit), cwd=tmp_path)
-    assert proc.returncode == 70
+    assert proc.returncode == 64  # not a database: refused unchanged, as by exec
     _no_traceback(proc)
-    assert str(audit) in proc.stderr
+    assert f"{audit} is not a SQLite database" in proc.stderr
 
 
 def _as_reader_without_write_access(
