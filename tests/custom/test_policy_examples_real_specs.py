@@ -37,7 +37,7 @@ def _folder(tmp_path: Path) -> Path:
         "category": "data",
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
         "backend": "wasm",
-        "wasm": {"module": "json_parse"},
+        "wasm": {"module": "json", "export": "json_parse"},
     }
     (folder / "shout.json").write_text(json.dumps(manifest))
     return folder
