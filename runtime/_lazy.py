@@ -12,9 +12,17 @@ from typing import Any
 __all__ = ["lazy_attributes"]
 
 
-def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: each name of ``homes`` is imported from its
-    module (``package.<home>``) on first use, then kept in the package's namespace."""
+def lazy_attributes(
+    package: str, homes: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module ``__getattr__`` and ``__dir__`` for ``package``.
+
+    ``__getattr__``: each name of ``homes`` is imported from its module
+    (``package.<home>``) on first use, then kept in the package's namespace.
+    ``__dir__``: the package's globals and the names of ``homes``, sorted, as ``dir()``
+    would list them were they loaded (``help()`` and completion read ``dir()``); it
+    imports nothing, so listing the package does not load what it defers.
+    """
 
     def __getattr__(name: str) -> Any:
         home = homes.get(name)
@@ -24,4 +32,7 @@ def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], A
         setattr(sys.modules[package], name, value)
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *homes})
+
+    return __getattr__, __dir__

@@ -49,7 +49,7 @@ _LAZY = {
 }
 
 
-__getattr__ = _lazy_attributes(__name__, _LAZY)
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

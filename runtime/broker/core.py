@@ -363,10 +363,23 @@ class Broker:
                 "this Broker is closed (aclose(), or the end of its 'async with') and cannot "
                 "be opened again: make a new Broker(...)"
             )
+        if self._start_lock is not None:
+            # A second enter was accepted, and the end of the inner block closed the broker
+            # under the outer one (its calls: internal_error "the broker is closed"); it also
+            # replaced the start lock, so a backend starting under the old one could be
+            # started twice, the first copy (a fork-server) never closed.
+            raise RuntimeError(
+                "this Broker is already open: enter it once (the end of its 'async with' "
+                "closes it), or make a second Broker(...)"
+            )
         self._start_lock = anyio.Lock()
-        # The audit encoder's C accelerator is built (1-2 s, once per machine) or loaded on
-        # first use; decided here in a worker thread, not by the first call on the loop.
-        await anyio.to_thread.run_sync(_speedups.module)
+        try:
+            # The audit encoder's C accelerator is built (1-2 s, once per machine) or loaded
+            # on first use; decided here in a worker thread, not by the first call on the loop.
+            await anyio.to_thread.run_sync(_speedups.module)
+        except BaseException:
+            self._start_lock = None  # not opened: an enter may be tried again
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -69,9 +69,10 @@ def serve(  # noqa: PLR0917 - typer maps parameters to options
         list[str] | None,
         typer.Option(
             "--allowed-origin",
-            help="With --http: a browser Origin to serve (http(s)://NAME[:PORT], ':*' any "
-            "port; repeatable). Default: none remotely, loopback's own on loopback; a "
-            "request without Origin is not a browser's and is served.",
+            help="With --http: a browser Origin to serve (http(s)://NAME[:PORT], PORT "
+            "1-65535 or '*' for any port, IPv6 in brackets; repeatable). Default: none "
+            "remotely, loopback's own on loopback; a request without Origin is not a "
+            "browser's and is served.",
         ),
     ] = None,
     ask_timeout: Annotated[

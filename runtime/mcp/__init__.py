@@ -56,4 +56,4 @@ _HOME = {
 }
 
 
-__getattr__ = _lazy_attributes(__name__, _HOME)
+__getattr__, __dir__ = _lazy_attributes(__name__, _HOME)

@@ -78,22 +78,31 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def check_allowed_host(value: str) -> str:
-    """An ``--allowed-host`` value as the Host header carries it: ``NAME`` (no port: what
-    a client sends for port 80, or through a proxy), ``NAME:PORT`` or ``NAME:*``."""
+def _authority_ok(value: str) -> bool:
+    """Whether ``value`` is ``NAME``, ``NAME:PORT`` (1-65535) or ``NAME:*``, with an IPv6
+    address in brackets: what a Host header, and an Origin after its scheme, can carry. A
+    value outside these can never match a request's, so it is refused where it is given
+    (a typo there silently refused every request: 421 or 403)."""
     name, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
     if not sep:
         name, port = value, ""
-    ok = (
+    return (
         bool(name)
         and not any(c in name for c in "/@?#* \t")
         and (":" not in name or (name.startswith("[") and name.endswith("]")))
-        and (not sep or port == "*" or (port.isdigit() and 0 < int(port) <= 65535))
+        and (
+            not sep or port == "*" or (port.isascii() and port.isdigit() and 0 < int(port) <= 65535)
+        )
     )
-    if not ok:
+
+
+def check_allowed_host(value: str) -> str:
+    """An ``--allowed-host`` value as the Host header carries it: ``NAME`` (no port: what
+    a client sends for port 80, or through a proxy), ``NAME:PORT`` or ``NAME:*``."""
+    if not _authority_ok(value):
         raise ConfigError(
             f"--allowed-host {value!r}: expected NAME, NAME:PORT or NAME:* "
-            "(IPv6 in brackets: [::1]:8080)",
+            "(PORT 1-65535; IPv6 in brackets: [::1]:8080)",
             field="allowed_host",
         )
     return value.lower()
@@ -101,19 +110,13 @@ def check_allowed_host(value: str) -> str:
 
 def check_allowed_origin(value: str) -> str:
     """An ``--allowed-origin`` value: ``http(s)://NAME[:PORT]`` (``:*``: any port), as a
-    browser sends it — no path, no trailing slash."""
+    browser sends it — no path, no trailing slash; after the scheme, what
+    ``--allowed-host`` takes (:func:`_authority_ok`)."""
     scheme, sep, rest = value.partition("://")
-    ok = (
-        sep
-        and scheme.lower() in ("http", "https")
-        and rest
-        and not any(c in rest for c in "/@?# \t")
-        and not rest.startswith("*")
-    )
-    if not ok:
+    if not (sep and scheme.lower() in ("http", "https") and _authority_ok(rest)):
         raise ConfigError(
             f"--allowed-origin {value!r}: expected http(s)://NAME[:PORT] with no path "
-            "(':*' for any port)",
+            "(PORT 1-65535, ':*' for any port; IPv6 in brackets: http://[::1]:8080)",
             field="allowed_origin",
         )
     return value.lower()

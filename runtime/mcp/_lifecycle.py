@@ -15,6 +15,13 @@ kept by server middleware in front of the SDK's own checks.
   LSP's -32002 "server not initialized" is MCP's "resource not found", and -32602 says
   the parameters are wrong. A method the server does not serve stays the SDK's -32601,
   whatever the state (clients probe a server with it before the handshake).
+* ``notifications/initialized`` counts only after an answered ``initialize``. The SDK
+  takes a bare one as the whole handshake (its ``initialize_accepted``), which let a stdio
+  client skip ``initialize``: its requests were served with nothing negotiated. Such a
+  notification is now dropped, as the SDK drops other notifications that come too early,
+  so the connection stays uninitialized (its requests get "not initialized", and it may
+  still ``initialize``). Over HTTP a session is only opened by ``initialize``, so only
+  stdio could reach this.
 
 The 2026-07-28 era has no handshake: its connections are born ready, and the SDK refuses
 ``initialize`` on them itself, so nothing here applies to them.
@@ -22,6 +29,7 @@ The 2026-07-28 era has no handshake: its connections are born ready, and the SDK
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import mcp_types as types
@@ -30,6 +38,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 __all__ = ["LifecycleGate"]
+
+log = logging.getLogger("runtime.mcp")
 
 #: What a client may send before ``initialize`` (MCP lifecycle: pings only).
 _BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
@@ -47,12 +57,16 @@ class LifecycleGate:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         conn = getattr(ctx.session, "_connection", None)
-        if conn is None or ctx.request_id is None:  # a notification: the SDK's rules
+        if conn is None:
+            return await call_next(ctx)
+        if ctx.request_id is None:  # a notification: the SDK's rules, but for one
+            if ctx.method == "notifications/initialized" and _no_handshake(conn):
+                log.debug("dropped notifications/initialized: no initialize was answered")
+                return None
             return await call_next(ctx)
         if ctx.method == "initialize":
-            # client_params is set when an initialize was accepted; a bare
-            # notifications/initialized (which the SDK also takes as the handshake) does
-            # not set it, and such a client may still initialize.
+            # client_params is set when an initialize was accepted (committed by the SDK
+            # after this chain succeeds).
             if getattr(conn, "client_params", None) is not None:
                 raise MCPError(
                     code=types.INVALID_REQUEST,
@@ -70,3 +84,13 @@ class LifecycleGate:
                 "send initialize first (only ping may come before it)",
             )
         return await call_next(ctx)
+
+
+def _no_handshake(conn: Any) -> bool:
+    """Whether ``conn`` is a handshake-era connection that no ``initialize`` has opened:
+    no client parameters negotiated and not initialized. A 2026-era connection is born
+    initialized (``Connection.from_envelope``), with or without client parameters, so it
+    never counts here."""
+    initialized = getattr(conn, "initialized", None)
+    born_ready = initialized is not None and initialized.is_set()
+    return getattr(conn, "client_params", None) is None and not born_ready

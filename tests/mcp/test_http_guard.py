@@ -276,6 +276,28 @@ def test_allowed_values_are_checked() -> None:
             check_allowed_origin(bad)
 
 
+def test_an_allowed_origin_that_can_never_match_is_refused() -> None:
+    # --allowed-origin took any port (empty, not a number, out of range) and an unbracketed
+    # IPv6 address: none can match a browser's Origin, so every request of the page it
+    # was meant for got 403, while --allowed-host refused the same mistakes.
+    for bad in (
+        "http://app.example:",
+        "http://app.example:abc",
+        "https://app.example:99999",
+        "https://app.example:0",
+        "http://app.example:\u00b2",  # a digit to str.isdigit, not to int()
+        "http://::1",
+        "http://::1:8080",
+        "http://[::1",
+    ):
+        with pytest.raises(ConfigError, match="allowed-origin"):
+            check_allowed_origin(bad)
+    for good in ("http://[::1]", "http://[::1]:8080", "http://[::1]:*", "https://app.example:1"):
+        assert check_allowed_origin(good) == good
+    with pytest.raises(ConfigError, match="allowed-host"):
+        check_allowed_host("app.example:\u00b2")  # was a ValueError from int()
+
+
 # -- a request id still in flight ----------------------------------------------------------
 def test_an_id_in_flight_in_the_session_is_refused(shared_http_server: HttpServer) -> None:
     # A second request reusing the id of one still being answered in the same session took

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from tests.mcp.conftest import (
+    ACCEPT,
     INITIALIZE,
     INITIALIZED,
     HttpServer,
@@ -94,6 +95,52 @@ def test_a_request_before_initialize_on_stdio_says_so(workspace: Path) -> None:
     assert answers[3]["error"]["code"] == -32601  # not served: the SDK's answer, as before
     assert answers[4]["result"]["protocolVersion"] == "2025-06-18"  # initialize still works
     assert answers[5]["result"]["tools"]
+
+
+def test_a_bare_initialized_on_stdio_does_not_open_the_connection(workspace: Path) -> None:
+    # The SDK took notifications/initialized with no initialize before it as the whole
+    # handshake: the requests after it were served with nothing negotiated.
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "x"}},
+    }
+    written = _serve(
+        workspace,
+        [
+            INITIALIZED,
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            call,
+            _initialize(3, "2025-06-18", {}),
+            INITIALIZED,
+            {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+        ],
+    )
+    answers = _by_id(written)
+    for request_id, method in ((1, "tools/list"), (2, "tools/call")):
+        error = answers[request_id]["error"]
+        assert error["code"] == -32600
+        assert error["message"].startswith(f"not initialized: {method} was sent")
+    assert answers[3]["result"]["protocolVersion"] == "2025-06-18"  # initialize still works
+    assert answers[4]["result"]["tools"]
+
+
+def test_a_bare_initialized_over_http_opens_no_session(shared_http_server: HttpServer) -> None:
+    # Over HTTP only initialize opens a session: a bare notifications/initialized is
+    # refused and the session id it was answered with names nothing.
+    url = shared_http_server.url
+    bare = httpx.post(url, json=INITIALIZED, headers={"Accept": ACCEPT}, timeout=10)
+    assert bare.status_code == 400
+    session = bare.headers.get("mcp-session-id")
+    if session is not None:
+        listed = httpx.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": ACCEPT, "Mcp-Session-Id": session},
+            timeout=10,
+        )
+        assert listed.status_code == 404
 
 
 def _answer(response: httpx.Response) -> dict[str, Any]:

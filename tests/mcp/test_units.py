@@ -197,6 +197,8 @@ def test_isolated_launch(monkeypatch: pytest.MonkeyPatch) -> None:
         ["serve"],
         ["serve", "--mcp", "--http", "nonsense"],
         ["serve", "--mcp", "--http", "0.0.0.0:0"],  # no authentication: loopback only
+        # an Origin no browser can send (unbracketed IPv6), as --allowed-host refuses it
+        ["serve", "--mcp", "--http", "127.0.0.1:0", "--allowed-origin", "http://::1"],
     ],
 )
 def test_serve_usage_errors(args: list[str], tmp_path: Path) -> None:
