@@ -21,7 +21,8 @@ the broker later *loads* from a path inside the workspace is then the call's to 
 
 So a workspace that holds one of these where this user may write (the path itself, or a
 directory between it and the workspace: a call writes as this user, and renaming any of
-them changes what the path names), or (for those loaded from below a directory) lies
+them changes what the path names; one this user owns counts whatever its mode, since a call
+may chmod it, unless it is on a read-only mount), or (for those loaded from below a directory) lies
 inside one, is refused when the broker opens, with a typed error saying which and what to
 do: a ConfigError (exit 64). Paths in the workspace's state directory (``.runtime``, where
 the default audit log lives) are fine: every call's mounts hide it (``backends/sandbox``).
@@ -174,13 +175,30 @@ def _writable_chain(path: Path, ws_id: tuple[int, int]) -> bool:
     """Whether this user may write ``path`` or a directory between it and the workspace
     (the workspace included): a call writes as this user, and a rename of any directory
     on the way changes what ``path`` names. A workspace this user may only read (a
-    read-only checkout, run with ``--audit`` elsewhere) exposes nothing."""
+    read-only checkout of someone else's, one on a read-only mount, run with ``--audit``
+    elsewhere) exposes nothing; one of this user's own is the call's to chmod."""
     for ancestor, st in _ancestors(path):
-        if os.access(ancestor, os.W_OK):
+        if _writable(ancestor, st):
             return True
         if (st.st_dev, st.st_ino) == ws_id:
             return False
     return True  # not reached: the workspace is one of the ancestors (see _below)
+
+
+def _writable(path: Path, st: os.stat_result) -> bool:
+    """Whether a call may write ``path``: its mode lets this user (root: anything), or this
+    user owns it, and a call (mapped to the owner) may chmod it first, unless it is on a
+    read-only mount (where chmod fails as well)."""
+    if os.access(path, os.W_OK):
+        return True
+    return st.st_uid == os.geteuid() and not _read_only_mount(path)
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False  # gone since its stat: judged as the owner's to write
 
 
 def _holds(path: Path, workspace: Path) -> bool:

@@ -132,7 +132,8 @@ def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
     """A call writes as the broker's user: where that user may write neither the path nor
     a directory between it and the workspace, neither may a call (a read-only checkout run
     with ``--audit`` elsewhere; ``tests/cli/test_cli_readonly_workspace.py`` runs that as
-    an ordinary user). Root may write anything, so ``os.access`` is stood in for here."""
+    an ordinary user). Root may write anything, so ``os.access`` is stood in for here, and
+    the files are another user's (an owner may chmod: see the next test)."""
     from runtime.broker import _hostpaths
 
     ws = tmp_path / "ws"
@@ -140,12 +141,32 @@ def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
     item = HostPath(ws / "lib" / "m.py", "code", "-", tree=False)
     writable = {ws / "lib"}
     monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: Path(p) in writable)
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid + 1)
     with pytest.raises(ConfigError):  # lib/ may be written: m.py could be made there
         check_workspace(ws, [item], hidden=".runtime")
     writable = {ws}
     with pytest.raises(ConfigError):  # the workspace may be: lib/ could be renamed away
         check_workspace(ws, [item], hidden=".runtime")
     writable = {tmp_path}  # above the workspace: not the call's to write
+    check_workspace(ws, [item], hidden=".runtime")
+
+
+def test_a_read_only_workspace_of_this_users_own_is_the_calls_to_chmod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mode bits that forbid writing do not stop a call that runs as the owner: ``chmod
+    u+w`` and write. Only a read-only mount does (chmod fails there too)."""
+    from runtime.broker import _hostpaths
+
+    ws = tmp_path / "ws"
+    (ws / "lib").mkdir(parents=True)
+    item = HostPath(ws / "lib" / "m.py", "code", "-", tree=False)
+    monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: False)  # all of it 0555
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid)
+    with pytest.raises(ConfigError):
+        check_workspace(ws, [item], hidden=".runtime")
+    read_only = os.statvfs_result((0,) * 8 + (os.ST_RDONLY, 255))
+    monkeypatch.setattr(_hostpaths.os, "statvfs", lambda p: read_only)
     check_workspace(ws, [item], hidden=".runtime")
 
 
