@@ -13,8 +13,10 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
   wall), the wasm guests' sources, the Python installation, every ``sys.path`` entry (a
-  module planted there is imported by the next broker) and, where this interpreter reads
-  it, the user's site base (``~/.local``: a ``.pth`` file made there runs at start-up);
+  module planted there is imported by the next broker), Python's bytecode cache when
+  ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
+  where this interpreter reads it, the user's site base (``~/.local``: a ``.pth`` file made
+  there runs at start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
@@ -81,6 +83,16 @@ def runtime_paths() -> list[HostPath]:
         HostPath(builtin_tools_dir(), "the built-in tools' code", code_fix),
         HostPath(guests_source_dir(), "the wasm guests' sources", code_fix),
     ]
+    if sys.pycache_prefix:
+        # PYTHONPYCACHEPREFIX: Python reads every module's bytecode from this tree instead of
+        # __pycache__ beside it, and runs a cached .pyc whose header matches its source.
+        paths.append(
+            HostPath(
+                Path(sys.pycache_prefix),
+                "Python's bytecode cache (PYTHONPYCACHEPREFIX)",
+                f"set PYTHONPYCACHEPREFIX to a directory outside the workspace, or {_MOVE}",
+            )
+        )
     python_fix = f"use a Python environment (venv) outside the workspace, or {_MOVE}"
     for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
         paths.append(HostPath(Path(prefix), "the Python installation", python_fix, tree=False))

@@ -94,6 +94,25 @@ def test_a_sys_path_entry_in_the_workspace_is_refused(
     assert "sys.path" in err.message
 
 
+def test_pythons_bytecode_cache_in_the_workspace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With PYTHONPYCACHEPREFIX, every module's .pyc is read from that tree: a call could
+    overwrite the runtime's, and the next broker would run it."""
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "pycache_prefix", str(ws / "pyc"))
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert "PYTHONPYCACHEPREFIX" in err.message
+    assert err.details["reason"] == "trusted_path_in_workspace"
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pyc"))
+    (tmp_path / "pyc" / "ws").mkdir(parents=True)
+    err = _refused(tmp_path / "pyc" / "ws", audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "workspace_in_trusted_path"
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
 def test_a_tool_folder_in_the_workspace_is_refused(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     folder = ws / "tools"
