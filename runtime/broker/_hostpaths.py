@@ -12,8 +12,9 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
-  wall), the wasm guests' sources, the Python installation, every ``sys.path`` entry (a
-  module planted there is imported by the next broker), Python's bytecode cache when
+  wall), the wasm guests' sources, the Python installation (its prefixes; a venv, the
+  standard library and site-packages as trees), every ``sys.path`` entry (a module planted
+  there is imported by the next broker), Python's bytecode cache when
   ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
   where this interpreter reads it, the user's site base (``~/.local``: a ``.pth`` file made
   there runs at start-up);
@@ -44,6 +45,7 @@ from __future__ import annotations
 import os
 import site
 import sys
+import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +96,7 @@ def runtime_paths() -> list[HostPath]:
             )
         )
     python_fix = f"use a Python environment (venv) outside the workspace, or {_MOVE}"
-    for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
-        paths.append(HostPath(Path(prefix), "the Python installation", python_fix, tree=False))
+    paths.extend(_python_installation(python_fix))
     if site.ENABLE_USER_SITE:
         # The user's site-packages is put on sys.path at start-up only once it exists, so
         # sys.path below does not name it before then: a call could create it, with a .pth
@@ -121,6 +122,25 @@ def runtime_paths() -> list[HostPath]:
             )
         )
     return paths
+
+
+def _python_installation(fix: str) -> list[HostPath]:
+    """The interpreter's prefixes, which a workspace may not hold, and below them what Python
+    loads modules from, which a workspace may not lie inside either (a call could add a
+    module, or a ``.pth`` file that start-up runs): a venv as a whole, the standard library
+    (``lib-dynload`` in it), the site-packages directories.
+
+    Not a base installation's prefix as a whole: it is often a shared root (``/usr``,
+    ``/usr/local``) where a workspace such as ``/usr/src/app`` is loaded from by nobody. Nor
+    every ``sys.path`` entry (``runtime_paths``): the current directory, or the source
+    checkout of an editable install, holds ``./workspace``, the default workspace."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    trees = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    trees.update(site.getsitepackages())
+    if sys.prefix != sys.base_prefix:
+        trees.update((sys.prefix, sys.exec_prefix))  # a venv: all of it is the installation's
+    what = "the Python installation"
+    return [HostPath(Path(p), what, fix, tree=p in trees) for p in sorted(prefixes | trees)]
 
 
 def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.broker import Broker
-from runtime.broker._hostpaths import HostPath, check_workspace
+from runtime.broker._hostpaths import HostPath, check_workspace, runtime_paths
 from runtime.errors import ConfigError
 from tests._pythonpath import python_path
 
@@ -111,6 +111,59 @@ def test_pythons_bytecode_cache_in_the_workspace_is_refused(
     assert err.details["reason"] == "workspace_in_trusted_path"
     monkeypatch.setattr(sys, "pycache_prefix", None)
     Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_workspace_inside_the_python_installation_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module, or a ``.pth`` file, made below the standard library, a site-packages
+    directory or a venv is imported by the next broker."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    inside = [
+        Path(os.__file__).parent / "encodings",  # the standard library
+        Path(pytest.__file__).parent,  # a package in site-packages
+    ]
+    if sys.prefix != sys.base_prefix:
+        inside.append(Path(sys.prefix) / "bin")  # a venv
+    for ws in inside:
+        with pytest.raises(ConfigError) as info:
+            check_workspace(ws, runtime_paths(), hidden=".runtime")
+        assert info.value.details["reason"] == "workspace_in_trusted_path", ws
+        assert "the Python installation" in info.value.message
+
+
+def test_a_fresh_clone_layout_is_accepted(tmp_path: Path) -> None:
+    """The README's main command: ``python3 -m venv .venv && .venv/bin/pip install -e .``
+    in a checkout, then ``.venv/bin/runtime exec`` there with the default workspace,
+    ``./workspace``. The checkout is on sys.path (the editable install, the current
+    directory) and holds the venv; the workspace in it holds neither."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    venv = checkout / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_packages,) = venv.glob("lib/python3.*/site-packages")
+    # What an editable install adds (the checkout), and this run's own code and deps.
+    (site_packages / "checkout.pth").write_text(
+        "\n".join([str(checkout), str(ROOT), *_site_packages()]) + "\n"
+    )
+    script = "from runtime.broker import Broker; Broker().audit.close(); print('opened')"
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        cwd=checkout,
+        check=False,
+        timeout=120,
+    )
+    assert proc.stdout == "opened\n", proc.stderr
+    assert (checkout / "workspace" / ".runtime").is_dir()
+
+
+def _site_packages() -> list[str]:
+    import sysconfig
+
+    return sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
 
 
 def test_a_tool_folder_in_the_workspace_is_refused(tmp_path: Path) -> None:
