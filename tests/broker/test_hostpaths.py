@@ -198,6 +198,65 @@ def test_the_workspace_is_judged_by_identity_not_by_name(tmp_path: Path) -> None
     check_workspace(ws, [HostPath(ws / ".runtime" / "x", "kept", "-")], hidden=".runtime")
 
 
+def test_a_symlink_in_the_workspace_on_the_way_to_a_trusted_path_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interpreter run as ``ws/.venv/bin/python``, ``.venv`` a symlink to a venv
+    outside: the venv resolves outside the workspace, but a call may replace the symlink
+    (``rm .venv && mkdir -p .venv/bin``) and the next broker, started the same way, runs
+    the call's interpreter. Alike a home workspace whose ``~/.cache`` links elsewhere."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (ws / ".venv").symlink_to(venv)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "prefix", str(ws / ".venv"))
+    monkeypatch.setattr(sys, "exec_prefix", str(ws / ".venv"))
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "symlink_to_trusted_path_in_workspace"
+    assert err.details["link"] == str(ws / ".venv")
+    assert "the Python installation" in err.message
+    monkeypatch.undo()
+
+    elsewhere = tmp_path / "big" / "cache"
+    elsewhere.mkdir(parents=True)
+    (ws / ".cache").symlink_to(elsewhere)
+    monkeypatch.setenv("HOME", str(ws))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["link"] == str(ws / ".cache")
+    assert err.details["path"] == str(ws / ".cache" / "runtime")
+
+
+def test_only_symlinks_a_call_could_replace_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One outside the workspace, in its hidden state directory, or in a directory the call
+    may not write is left alone (a symlink's own mode does not matter: replacing it is
+    writing its directory)."""
+    from runtime.broker import _hostpaths
+
+    ws = tmp_path / "ws"
+    (ws / ".runtime").mkdir(parents=True)
+    (ws / "lib").mkdir()
+    target = tmp_path / "kept"
+    target.mkdir()
+    (tmp_path / "outside").symlink_to(target)
+    (ws / ".runtime" / "hidden").symlink_to(target)
+    (ws / "lib" / "link").symlink_to(target)
+    for name in ("outside", "ws/.runtime/hidden"):
+        check_workspace(ws, [HostPath(tmp_path / name / "x", "kept", "-")], hidden=".runtime")
+    item = HostPath(ws / "lib" / "link" / "x", "kept", "-")
+    writable = {ws / "lib" / "link"}
+    monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: Path(p) in writable)
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid + 1)
+    check_workspace(ws, [item], hidden=".runtime")
+    writable = {ws}  # lib/ could be renamed away, and another lib/link made
+    with pytest.raises(ConfigError):
+        check_workspace(ws, [item], hidden=".runtime")
+
+
 def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
