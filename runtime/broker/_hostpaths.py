@@ -39,9 +39,13 @@ symlink's own directory, are compared with the workspace by ``(st_dev, st_ino)``
 workspace reachable under two names (a bind mount of it or of a directory above it, a
 symlinked parent) is recognised under either.
 
-Hazard left: the check is made once, when the broker opens; moving the cache or the code
+Hazards left: the check is made once, when the broker opens; moving the cache or the code
 into the workspace afterwards is the user's doing, not a call's (a call cannot create a
-directory outside the workspace).
+directory outside the workspace). Nor is a mount *inside* the workspace recognised: a bind
+mount of the cache at ``ws/sub`` makes the cache writable as ``ws/sub``, but the cache's
+own path and ancestors never meet the workspace (seeing it would take mapping every path
+through ``/proc/self/mountinfo``). Mounting takes a privilege no call has: it is the user's
+doing too, and the README says not to.
 """
 
 from __future__ import annotations
