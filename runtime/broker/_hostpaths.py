@@ -12,36 +12,51 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
-  wall), the wasm guests' sources, the Python installation, every ``sys.path`` entry (a
-  module planted there is imported by the next broker) and, where this interpreter reads
-  it, the user's site base (``~/.local``: a ``.pth`` file made there runs at start-up);
+  wall), the wasm guests' sources, the Python installation (its prefixes; a venv, the
+  standard library and site-packages as trees), every ``sys.path`` entry (a module planted
+  there is imported by the next broker), Python's bytecode cache when
+  ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
+  where this interpreter reads it, the user's site base (``~/.local``: a ``.pth`` file made
+  there runs at start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
 
 So a workspace that holds one of these where this user may write (the path itself, or a
 directory between it and the workspace: a call writes as this user, and renaming any of
-them changes what the path names), or (for those loaded from below a directory) lies
-inside one, is refused when the broker opens, with a typed error saying which and what to
-do: a ConfigError (exit 64). Paths in the workspace's state directory (``.runtime``, where
-the default audit log lives) are fine: every call's mounts hide it (``backends/sandbox``).
+them changes what the path names; one this user owns counts whatever its mode, since a call
+may chmod it, unless it is on a read-only mount), or holds a symlink on the way to one (in a
+directory so written: a call may replace it, and the next broker follows the call's link),
+or (for those loaded from below a directory) lies inside one, is refused when the broker
+opens, with a typed error saying which and what to do: a ConfigError (exit 64). Paths in
+the workspace's state directory (``.runtime``, where the default audit log lives) are fine:
+every call's mounts hide it (``backends/sandbox``).
 
-Judged by the kernel's identities, not by strings: each path is resolved (symlinks
-followed, as the broker follows them when it opens the file), then its existing ancestors
-are compared with the workspace by ``(st_dev, st_ino)``, so a workspace reachable under two
-names (a bind mount, a symlinked parent) is recognised under either.
+Judged by the kernel's identities, not by strings: each path is resolved a component at a
+time as the kernel resolves it (``lstat``, each symlink followed where it is met, as the
+broker follows them when it opens the file), and the resolved path's components, and each
+symlink's own directory, are compared with the workspace by ``(st_dev, st_ino)``, so a
+workspace reachable under two names (a bind mount of it or of a directory above it, a
+symlinked parent) is recognised under either.
 
-Hazard left: the check is made once, when the broker opens; moving the cache or the code
+Hazards left: the check is made once, when the broker opens; moving the cache or the code
 into the workspace afterwards is the user's doing, not a call's (a call cannot create a
-directory outside the workspace).
+directory outside the workspace). Nor is a mount *inside* the workspace recognised: a bind
+mount of the cache at ``ws/sub`` makes the cache writable as ``ws/sub``, but the cache's
+own path and ancestors never meet the workspace (seeing it would take mapping every path
+through ``/proc/self/mountinfo``). Mounting takes a privilege no call has: it is the user's
+doing too, and the README says not to.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import site
+import stat
 import sys
-from collections.abc import Iterable, Iterator
+import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,9 +95,18 @@ def runtime_paths() -> list[HostPath]:
         HostPath(builtin_tools_dir(), "the built-in tools' code", code_fix),
         HostPath(guests_source_dir(), "the wasm guests' sources", code_fix),
     ]
+    if sys.pycache_prefix:
+        # PYTHONPYCACHEPREFIX: Python reads every module's bytecode from this tree instead of
+        # __pycache__ beside it, and runs a cached .pyc whose header matches its source.
+        paths.append(
+            HostPath(
+                Path(sys.pycache_prefix),
+                "Python's bytecode cache (PYTHONPYCACHEPREFIX)",
+                f"set PYTHONPYCACHEPREFIX to a directory outside the workspace, or {_MOVE}",
+            )
+        )
     python_fix = f"use a Python environment (venv) outside the workspace, or {_MOVE}"
-    for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
-        paths.append(HostPath(Path(prefix), "the Python installation", python_fix, tree=False))
+    paths.extend(_python_installation(python_fix))
     if site.ENABLE_USER_SITE:
         # The user's site-packages is put on sys.path at start-up only once it exists, so
         # sys.path below does not name it before then: a call could create it, with a .pth
@@ -110,16 +134,49 @@ def runtime_paths() -> list[HostPath]:
     return paths
 
 
+def _python_installation(fix: str) -> list[HostPath]:
+    """The interpreter's prefixes, which a workspace may not hold, and below them what Python
+    loads modules from, which a workspace may not lie inside either (a call could add a
+    module, or a ``.pth`` file that start-up runs): a venv as a whole, the standard library
+    (``lib-dynload`` in it), the site-packages directories.
+
+    Not a base installation's prefix as a whole: it is often a shared root (``/usr``,
+    ``/usr/local``) where a workspace such as ``/usr/src/app`` is loaded from by nobody. Nor
+    every ``sys.path`` entry (``runtime_paths``): the current directory, or the source
+    checkout of an editable install, holds ``./workspace``, the default workspace."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    trees = set(_library_dirs())
+    trees.update(site.getsitepackages())
+    if sys.prefix != sys.base_prefix:
+        trees.update((sys.prefix, sys.exec_prefix))  # a venv: all of it is the installation's
+    what = "the Python installation"
+    return [HostPath(Path(p), what, fix, tree=p in trees) for p in sorted(prefixes | trees)]
+
+
+@functools.cache
+def _library_dirs() -> frozenset[str]:
+    """The standard library's and site-packages' directories by sysconfig's scheme. Kept:
+    working them out takes a third of a millisecond, at every broker open, and sysconfig
+    keeps the variables it expands from its first call on anyway."""
+    found = sysconfig.get_paths()
+    return frozenset(found[name] for name in ("stdlib", "platstdlib", "purelib", "platlib"))
+
+
 def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) -> None:
     """Raise ConfigError when ``workspace`` holds one of ``paths`` (other than inside its
-    ``hidden`` state directory) or, for a ``tree`` path, lies inside it. A workspace that
-    does not exist yet (the broker makes it) is judged by its path: all of it will be the
-    calls' to write."""
+    ``hidden`` state directory), or a symlink on the way to one, or, for a ``tree`` path,
+    lies inside it. A workspace that does not exist yet (the broker makes it) is judged by
+    its path: all of it will be the calls' to write."""
+    lstat = _Lstat()
+    ws = _Workspace.of(workspace, lstat)
     for item in paths:
-        where = Path(os.path.realpath(item.path))
-        if _exposed(where, workspace, hidden):
+        found = _resolve(str(item.path), lstat)
+        if ws.exposes(found.chain, hidden, entry_itself=True):
             raise _refusal(workspace, item, "holds", item.fix, "trusted_path_in_workspace")
-        if item.tree and _holds(where, workspace):
+        for link in found.links:
+            if ws.exposes(link, hidden, entry_itself=False):
+                raise _link_refusal(workspace, item, link[-1].path)
+        if item.tree and ws.is_inside(found.chain):
             fix = _MOVE.replace("hold it", "lie inside it")
             raise _refusal(workspace, item, "is inside", fix, "workspace_in_trusted_path")
 
@@ -135,60 +192,169 @@ def _refusal(workspace: Path, item: HostPath, relation: str, fix: str, reason: s
     )
 
 
-def _exposed(where: Path, workspace: Path, hidden: str) -> bool:
-    """Whether ``where`` (resolved) is in the workspace, outside ``hidden``, where a call
-    could write it."""
-    try:
-        st = os.stat(workspace)
-    except OSError:
-        real = Path(os.path.realpath(workspace))
-        if not where.is_relative_to(real):
-            return False
-        rest = where.relative_to(real).parts
-        return not rest or rest[0] != hidden
-    ws_id = (st.st_dev, st.st_ino)
-    below = _below(where, ws_id)
-    return below is not None and below != hidden and _writable_chain(where, ws_id)
+def _link_refusal(workspace: Path, item: HostPath, link: str) -> ConfigError:
+    return ConfigError(
+        f"the workspace {workspace} holds a symlink ({link}) on the way to {item.what} "
+        f"({item.path}): a sandboxed call may replace it, and so choose what the broker "
+        f"loads or keeps there; name it by a path that does not pass through the workspace, "
+        f"or {item.fix}",
+        path=str(item.path),
+        link=link,
+        workspace=str(workspace),
+        reason="symlink_to_trusted_path_in_workspace",
+    )
 
 
-def _ancestors(path: Path) -> Iterator[tuple[Path, os.stat_result]]:
-    """``path``'s existing ancestors (itself first when it exists), with their stat."""
-    for candidate in (path, *path.parents):
-        try:
-            yield candidate, os.stat(candidate)
-        except OSError:
+_MAX_LINKS = 40  # the kernel's bound (ELOOP): past it a path names nothing
+
+
+class _Lstat:
+    """``os.lstat``, None for a path that is not there, remembered for one check: the paths
+    judged share most of their ancestors."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, os.stat_result | None] = {}
+
+    def __call__(self, path: str) -> os.stat_result | None:
+        if path not in self._seen:
+            try:
+                self._seen[path] = os.lstat(path)
+            except OSError:
+                self._seen[path] = None
+        return self._seen[path]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A component of a resolved path, with its lstat (None: not there)."""
+
+    path: str
+    st: os.stat_result | None
+
+    @property
+    def ident(self) -> tuple[int, int] | None:
+        return None if self.st is None else (self.st.st_dev, self.st.st_ino)
+
+
+_Chain = tuple[_Entry, ...]
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """A path resolved as the kernel resolves it, a component at a time. ``chain``: the
+    resolved path from the root, each component with its lstat (no symlink among them);
+    ``links``: each symlink followed on the way, as the chain to its own entry (the
+    symlink last). A call that may replace one of those changes what the path names, so
+    judging the resolved path alone (``realpath``) is not enough."""
+
+    chain: _Chain
+    links: tuple[_Chain, ...]
+
+
+def _resolve(path: str, lstat: _Lstat) -> _Resolved:
+    if not os.path.isabs(path):
+        path = os.path.join(os.getcwd(), path)  # getcwd has no symlink in it
+    chain = [_Entry("/", lstat("/"))]
+    links: list[_Chain] = []
+    todo = path.split("/")[::-1]
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
             continue
+        if name == "..":
+            if len(chain) > 1:
+                chain.pop()  # the chain has no symlink: its parent is the real one
+            continue
+        here = os.path.join(chain[-1].path, name)
+        st = lstat(here) if chain[-1].st is not None else None
+        target = _link_target(here, st) if len(links) < _MAX_LINKS else None
+        if target is None:
+            chain.append(_Entry(here, st))
+            continue
+        links.append((*chain, _Entry(here, st)))
+        if target.startswith("/"):
+            del chain[1:]
+        todo.extend(target.split("/")[::-1])
+    return _Resolved(tuple(chain), tuple(links))
 
 
-def _below(path: Path, ws_id: tuple[int, int]) -> str | None:
-    """None when the workspace is not ``path`` nor one of its ancestors; else the name of
-    the entry of the workspace that ``path`` lies in ("" for the workspace itself)."""
-    for ancestor, st in _ancestors(path):
-        if (st.st_dev, st.st_ino) == ws_id:
-            rest = path.relative_to(ancestor).parts
-            return rest[0] if rest else ""
+def _link_target(path: str, st: os.stat_result | None) -> str | None:
+    if st is None or not stat.S_ISLNK(st.st_mode):
+        return None
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None  # replaced since its lstat: judged as what it was
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    """The workspace as the kernel knows it: ``real``, its resolved path; ``ident``, its
+    identity (None: not made yet); ``around``, the identities of it and its existing
+    ancestors."""
+
+    real: str
+    ident: tuple[int, int] | None
+    around: frozenset[tuple[int, int]]
+
+    @classmethod
+    def of(cls, workspace: Path, lstat: _Lstat) -> _Workspace:
+        chain = _resolve(str(workspace), lstat).chain
+        around = frozenset(e.ident for e in chain if e.ident is not None)
+        return cls(chain[-1].path, chain[-1].ident, around)
+
+    def exposes(self, chain: _Chain, hidden: str, *, entry_itself: bool) -> bool:
+        """Whether the last entry of ``chain`` lies in the workspace, outside ``hidden``,
+        where a call could change it: this user may write (``_writable``) the entry
+        itself, when ``entry_itself`` (a symlink's own mode does not count: replacing it
+        is writing its directory), or a directory between it and the workspace, the
+        workspace included (renaming one changes what the path names). A workspace this user may
+        only read (someone else's checkout, one on a read-only mount, run with
+        ``--audit`` elsewhere) exposes nothing."""
+        if self.ident is None:  # not made yet: all of it will be the calls'
+            parts = _parts_below(chain[-1].path, self.real)
+            return parts is not None and (not parts or parts[0] != hidden)
+        at = _deepest(chain, self.ident)
+        if at is None:
+            return False
+        rest = chain[at + 1 :]
+        if rest and os.path.basename(rest[0].path) == hidden:
+            return False
+        mutable = chain[at:] if entry_itself else chain[at:-1]
+        return any(e.st is not None and _writable(e.path, e.st) for e in mutable)
+
+    def is_inside(self, chain: _Chain) -> bool:
+        """Whether the path ``chain`` resolves to is the workspace or one of its ancestors."""
+        ident = chain[-1].ident
+        return ident is not None and ident in self.around
+
+
+def _deepest(chain: _Chain, ident: tuple[int, int]) -> int | None:
+    for at in range(len(chain) - 1, -1, -1):
+        if chain[at].ident == ident:
+            return at
     return None
 
 
-def _writable_chain(path: Path, ws_id: tuple[int, int]) -> bool:
-    """Whether this user may write ``path`` or a directory between it and the workspace
-    (the workspace included): a call writes as this user, and a rename of any directory
-    on the way changes what ``path`` names. A workspace this user may only read (a
-    read-only checkout, run with ``--audit`` elsewhere) exposes nothing."""
-    for ancestor, st in _ancestors(path):
-        if os.access(ancestor, os.W_OK):
-            return True
-        if (st.st_dev, st.st_ino) == ws_id:
-            return False
-    return True  # not reached: the workspace is one of the ancestors (see _below)
+def _parts_below(path: str, top: str) -> tuple[str, ...] | None:
+    """``path``'s components below ``top`` (both resolved), None when it is not there."""
+    if path == top:
+        return ()
+    prefix = top.rstrip("/") + "/"
+    return tuple(path[len(prefix) :].split("/")) if path.startswith(prefix) else None
 
 
-def _holds(path: Path, workspace: Path) -> bool:
-    """Whether ``path`` (an existing directory) is the workspace or one of its ancestors."""
+def _writable(path: str, st: os.stat_result) -> bool:
+    """Whether a call may write ``path``: its mode lets this user (root: anything), or this
+    user owns it, and a call (mapped to the owner) may chmod it first, unless it is on a
+    read-only mount (where chmod fails as well)."""
+    if os.access(path, os.W_OK):
+        return True
+    return st.st_uid == os.geteuid() and not _read_only_mount(path)
+
+
+def _read_only_mount(path: str) -> bool:
     try:
-        st = os.stat(path)
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
-        return False
-    target = (st.st_dev, st.st_ino)
-    real = Path(os.path.realpath(workspace))
-    return any((a.st_dev, a.st_ino) == target for _, a in _ancestors(real))
+        return False  # gone since its stat: judged as the owner's to write

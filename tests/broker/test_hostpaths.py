@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.broker import Broker
-from runtime.broker._hostpaths import HostPath, check_workspace
+from runtime.broker._hostpaths import HostPath, check_workspace, runtime_paths
 from runtime.errors import ConfigError
 from tests._pythonpath import python_path
 
@@ -94,6 +94,78 @@ def test_a_sys_path_entry_in_the_workspace_is_refused(
     assert "sys.path" in err.message
 
 
+def test_pythons_bytecode_cache_in_the_workspace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With PYTHONPYCACHEPREFIX, every module's .pyc is read from that tree: a call could
+    overwrite the runtime's, and the next broker would run it."""
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "pycache_prefix", str(ws / "pyc"))
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert "PYTHONPYCACHEPREFIX" in err.message
+    assert err.details["reason"] == "trusted_path_in_workspace"
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pyc"))
+    (tmp_path / "pyc" / "ws").mkdir(parents=True)
+    err = _refused(tmp_path / "pyc" / "ws", audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "workspace_in_trusted_path"
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_workspace_inside_the_python_installation_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module, or a ``.pth`` file, made below the standard library, a site-packages
+    directory or a venv is imported by the next broker."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    inside = [
+        Path(os.__file__).parent / "encodings",  # the standard library
+        Path(pytest.__file__).parent,  # a package in site-packages
+    ]
+    if sys.prefix != sys.base_prefix:
+        inside.append(Path(sys.prefix) / "bin")  # a venv
+    for ws in inside:
+        with pytest.raises(ConfigError) as info:
+            check_workspace(ws, runtime_paths(), hidden=".runtime")
+        assert info.value.details["reason"] == "workspace_in_trusted_path", ws
+        assert "the Python installation" in info.value.message
+
+
+def test_a_fresh_clone_layout_is_accepted(tmp_path: Path) -> None:
+    """The README's main command: ``python3 -m venv .venv && .venv/bin/pip install -e .``
+    in a checkout, then ``.venv/bin/runtime exec`` there with the default workspace,
+    ``./workspace``. The checkout is on sys.path (the editable install, the current
+    directory) and holds the venv; the workspace in it holds neither."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    venv = checkout / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_packages,) = venv.glob("lib/python3.*/site-packages")
+    # What an editable install adds (the checkout), and this run's own code and deps.
+    (site_packages / "checkout.pth").write_text(
+        "\n".join([str(checkout), str(ROOT), *_site_packages()]) + "\n"
+    )
+    script = "from runtime.broker import Broker; Broker().audit.close(); print('opened')"
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        cwd=checkout,
+        check=False,
+        timeout=120,
+    )
+    assert proc.stdout == "opened\n", proc.stderr
+    assert (checkout / "workspace" / ".runtime").is_dir()
+
+
+def _site_packages() -> list[str]:
+    import sysconfig
+
+    return sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+
+
 def test_a_tool_folder_in_the_workspace_is_refused(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     folder = ws / "tools"
@@ -126,13 +198,73 @@ def test_the_workspace_is_judged_by_identity_not_by_name(tmp_path: Path) -> None
     check_workspace(ws, [HostPath(ws / ".runtime" / "x", "kept", "-")], hidden=".runtime")
 
 
+def test_a_symlink_in_the_workspace_on_the_way_to_a_trusted_path_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interpreter run as ``ws/.venv/bin/python``, ``.venv`` a symlink to a venv
+    outside: the venv resolves outside the workspace, but a call may replace the symlink
+    (``rm .venv && mkdir -p .venv/bin``) and the next broker, started the same way, runs
+    the call's interpreter. Alike a home workspace whose ``~/.cache`` links elsewhere."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (ws / ".venv").symlink_to(venv)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "prefix", str(ws / ".venv"))
+    monkeypatch.setattr(sys, "exec_prefix", str(ws / ".venv"))
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "symlink_to_trusted_path_in_workspace"
+    assert err.details["link"] == str(ws / ".venv")
+    assert "the Python installation" in err.message
+    monkeypatch.undo()
+
+    elsewhere = tmp_path / "big" / "cache"
+    elsewhere.mkdir(parents=True)
+    (ws / ".cache").symlink_to(elsewhere)
+    monkeypatch.setenv("HOME", str(ws))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["link"] == str(ws / ".cache")
+    assert err.details["path"] == str(ws / ".cache" / "runtime")
+
+
+def test_only_symlinks_a_call_could_replace_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One outside the workspace, in its hidden state directory, or in a directory the call
+    may not write is left alone (a symlink's own mode does not matter: replacing it is
+    writing its directory)."""
+    from runtime.broker import _hostpaths
+
+    ws = tmp_path / "ws"
+    (ws / ".runtime").mkdir(parents=True)
+    (ws / "lib").mkdir()
+    target = tmp_path / "kept"
+    target.mkdir()
+    (tmp_path / "outside").symlink_to(target)
+    (ws / ".runtime" / "hidden").symlink_to(target)
+    (ws / "lib" / "link").symlink_to(target)
+    for name in ("outside", "ws/.runtime/hidden"):
+        check_workspace(ws, [HostPath(tmp_path / name / "x", "kept", "-")], hidden=".runtime")
+    item = HostPath(ws / "lib" / "link" / "x", "kept", "-")
+    writable = {ws / "lib" / "link"}
+    monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: Path(p) in writable)
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid + 1)
+    check_workspace(ws, [item], hidden=".runtime")
+    writable = {ws}  # lib/ could be renamed away, and another lib/link made
+    with pytest.raises(ConfigError):
+        check_workspace(ws, [item], hidden=".runtime")
+
+
 def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call writes as the broker's user: where that user may write neither the path nor
     a directory between it and the workspace, neither may a call (a read-only checkout run
     with ``--audit`` elsewhere; ``tests/cli/test_cli_readonly_workspace.py`` runs that as
-    an ordinary user). Root may write anything, so ``os.access`` is stood in for here."""
+    an ordinary user). Root may write anything, so ``os.access`` is stood in for here, and
+    the files are another user's (an owner may chmod: see the next test)."""
     from runtime.broker import _hostpaths
 
     ws = tmp_path / "ws"
@@ -140,12 +272,32 @@ def test_a_path_the_user_may_not_write_on_the_way_exposes_nothing(
     item = HostPath(ws / "lib" / "m.py", "code", "-", tree=False)
     writable = {ws / "lib"}
     monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: Path(p) in writable)
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid + 1)
     with pytest.raises(ConfigError):  # lib/ may be written: m.py could be made there
         check_workspace(ws, [item], hidden=".runtime")
     writable = {ws}
     with pytest.raises(ConfigError):  # the workspace may be: lib/ could be renamed away
         check_workspace(ws, [item], hidden=".runtime")
     writable = {tmp_path}  # above the workspace: not the call's to write
+    check_workspace(ws, [item], hidden=".runtime")
+
+
+def test_a_read_only_workspace_of_this_users_own_is_the_calls_to_chmod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mode bits that forbid writing do not stop a call that runs as the owner: ``chmod
+    u+w`` and write. Only a read-only mount does (chmod fails there too)."""
+    from runtime.broker import _hostpaths
+
+    ws = tmp_path / "ws"
+    (ws / "lib").mkdir(parents=True)
+    item = HostPath(ws / "lib" / "m.py", "code", "-", tree=False)
+    monkeypatch.setattr(_hostpaths.os, "access", lambda p, mode: False)  # all of it 0555
+    monkeypatch.setattr(_hostpaths.os, "geteuid", lambda: os.stat(ws).st_uid)
+    with pytest.raises(ConfigError):
+        check_workspace(ws, [item], hidden=".runtime")
+    read_only = os.statvfs_result((0,) * 8 + (os.ST_RDONLY, 255))
+    monkeypatch.setattr(_hostpaths.os, "statvfs", lambda p: read_only)
     check_workspace(ws, [item], hidden=".runtime")
 
 
