@@ -20,6 +20,11 @@ Hazards:
   ``runtime doctor`` prints it. ``RUNTIME_PURE_PYTHON=1`` forces the pure path.
 - Every process imports the audit package (``import runtime`` does), sandbox children
   included: nothing is built or loaded at import, only at the first canonical encoding.
+- A process the broker starts decides nothing of its own: its environment (HOME, no
+  ``XDG_CACHE_HOME``) would name another cache than the one the broker judged
+  (``broker/_hostpaths.py``), perhaps one in the workspace that every call may write. The
+  broker sends the file it loaded (:func:`loaded_path`, none when it runs pure) and that
+  process loads exactly it (:func:`adopt`): the sandbox's fork-server (``zygote.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from runtime._fsio import cache_home, own_library, private_cache_dir, private_di
 from runtime._zigcc import zig_cc
 from runtime.errors import SandboxError
 
-__all__ = ["PURE_ENV", "build_and_load", "module", "status"]
+__all__ = ["PURE_ENV", "adopt", "build_and_load", "loaded_path", "module", "status"]
 
 #: Set to a non-empty value other than ``0``, the pure-Python code is used.
 PURE_ENV = "RUNTIME_PURE_PYTHON"
@@ -64,8 +69,9 @@ CFLAGS = (
     "-nostdlib",
 )
 _lock = ForkSafeLock()  # a forked child gets it unheld (runtime._forksafe)
-# The one loaded module (or None) and why not, once decided; guarded by _lock.
-_state: dict[str, Any] = {"decided": False, "module": None, "error": None}
+# The one loaded module (or None) and why not, and the file it was loaded from, once
+# decided; guarded by _lock.
+_state: dict[str, Any] = {"decided": False, "module": None, "error": None, "path": None}
 
 
 def _forced_pure() -> bool:
@@ -133,15 +139,25 @@ def build_and_load(cache_dir: Path | None = None, *, include: Path | None = None
 
     Raises OSError (no headers or compiler, a cache that is not private, a file that is not
     ours) or ImportError (a file that is not a loadable extension)."""
+    return _build_and_load(cache_dir, include)[0]
+
+
+def _build_and_load(cache_dir: Path | None, include: Path | None) -> tuple[ModuleType, Path]:
+    """:func:`build_and_load`, and the file it loaded."""
     root = cache_dir if cache_dir is not None else _cache_root()
-    out = root / _digest()
-    if not (private_dir(root) and private_dir(out)):
-        raise OSError(f"{out} is not a private directory; the C accelerator is not loaded")
-    target = out / f"{_NAME}{_ext_suffix()}"
+    target = root / _digest() / f"{_NAME}{_ext_suffix()}"
+    _check_dirs(target)
     if not target.exists():
         headers = include if include is not None else Path(sysconfig.get_paths()["include"])
         _compile(target, headers, root / "zig-cache")
-    return _load_own(target)
+    return _load_own(target), target
+
+
+def _check_dirs(target: Path) -> None:
+    """Raise OSError unless ``target``'s directory and the cache root above it are private."""
+    out = target.parent
+    if not (private_dir(out.parent) and private_dir(out)):
+        raise OSError(f"{out} is not a private directory; the C accelerator is not loaded")
 
 
 def module() -> ModuleType | None:
@@ -155,10 +171,38 @@ def module() -> ModuleType | None:
                 _state["error"] = f"disabled by {PURE_ENV}"
             else:
                 try:
-                    _state["module"] = build_and_load()
+                    _state["module"], _state["path"] = _build_and_load(None, None)
                 except (OSError, ImportError) as exc:
                     _state["error"] = f"{type(exc).__name__}: {exc}"
             _state["decided"] = True
+    return _state["module"]  # type: ignore[no-any-return]
+
+
+def loaded_path() -> Path | None:
+    """The file this process's extension was loaded from (deciding first, as :func:`module`);
+    None when it runs the pure-Python code. What a process it starts is told to
+    :func:`adopt`."""
+    module()
+    return _state["path"]  # type: ignore[no-any-return]
+
+
+def adopt(path: str) -> ModuleType | None:
+    """Decide this process's extension as its starter decided its own: the file ``path``
+    (its :func:`loaded_path`) or, for ``""``, none. Never builds, never looks in this
+    process's own cache, whatever this process's environment says (``PURE_ENV``
+    included: the starter's decision already holds its own). Returns what :func:`module`
+    will; a file that does not pass the checks leaves the pure-Python code in use."""
+    with _lock:
+        _state.update(decided=True, module=None, error=None, path=None)
+        if not path:
+            _state["error"] = "not loaded by the process that started this one"
+        else:
+            try:
+                target = Path(path)
+                _check_dirs(target)
+                _state["module"], _state["path"] = _load_own(target), target
+            except (OSError, ImportError) as exc:
+                _state["error"] = f"{type(exc).__name__}: {exc}"
     return _state["module"]  # type: ignore[no-any-return]
 
 

@@ -290,7 +290,9 @@ def test_wrong_arguments(c_mod: ModuleType) -> None:
 @pytest.fixture
 def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """module() decides again, and the process's decision is restored afterwards."""
-    monkeypatch.setattr(_speedups, "_state", {"decided": False, "module": None, "error": None})
+    monkeypatch.setattr(
+        _speedups, "_state", {"decided": False, "module": None, "error": None, "path": None}
+    )
     yield
 
 
@@ -415,6 +417,56 @@ def test_file_of_another_owner_is_not_loaded(tmp_path: Path, _built: tuple[Path,
     os.chown(built, 65534, 65534)
     with pytest.raises(OSError, match="not ours alone"):
         _speedups.build_and_load(tmp_path / "cache")
+
+
+def test_adopt_loads_exactly_the_named_file_whatever_the_environment(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None, _built: tuple[Path, Path]
+) -> None:
+    """A process the broker starts takes the broker's file (``adopt``), even with PURE_ENV
+    set (the fork-server's guard until its init) and a cache of its own elsewhere."""
+    _, built = _built
+    monkeypatch.setenv(_speedups.PURE_ENV, "1")
+    monkeypatch.setattr(_speedups, "_cache_root", _no_own_cache)
+    mod = _speedups.adopt(str(built))
+    assert mod is not None and mod.canonical([1.5, "x"], False) == b'[1.5,"x"]'
+    assert _speedups.module() is mod
+    assert _speedups.loaded_path() == built
+    assert _speedups.status() == {"loaded": True, "error": None}
+
+
+def test_adopt_of_nothing_is_the_pure_path(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None
+) -> None:
+    monkeypatch.delenv(_speedups.PURE_ENV, raising=False)
+    monkeypatch.setattr(_speedups, "_cache_root", _no_own_cache)
+    assert _speedups.adopt("") is None
+    assert _speedups.module() is None and _speedups.loaded_path() is None
+    assert _speedups.status()["error"] == "not loaded by the process that started this one"
+
+
+def test_adopt_checks_the_file_as_a_build_does(
+    monkeypatch: pytest.MonkeyPatch, fresh_state: None, _built: tuple[Path, Path]
+) -> None:
+    out, built = _built
+    monkeypatch.setattr(_speedups, "_cache_root", _no_own_cache)
+    os.chmod(out, 0o777)
+    assert _speedups.adopt(str(built)) is None
+    assert "not a private directory" in _speedups.status()["error"]
+    assert _speedups.loaded_path() is None
+
+
+def test_loaded_path_names_the_file_module_loaded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_state: None, _built: tuple[Path, Path]
+) -> None:
+    _, built = _built
+    monkeypatch.delenv(_speedups.PURE_ENV, raising=False)
+    monkeypatch.setattr(_speedups, "_cache_root", lambda: tmp_path / "cache")
+    assert _speedups.loaded_path() == built
+    assert _speedups.module() is not None
+
+
+def _no_own_cache() -> Path:
+    raise AssertionError("adopt looked for a cache of its own")
 
 
 def test_symlinked_file_is_not_followed(tmp_path: Path, _built: tuple[Path, Path]) -> None:

@@ -6,7 +6,8 @@ the broker later *loads* from a path inside the workspace is then the call's to 
 
 - the runtime's cache (``$XDG_CACHE_HOME/runtime``, or its ``/tmp/runtime-<uid>``
   fallback) holds native code the broker loads into itself (the C accelerator, the wasm
-  host's native helper, the sandbox's helpers) and compiled wasm modules that wasmtime
+  host's native helper, the sandbox's helpers; its fork-server is sent the broker's files,
+  never finding a cache of its own: ``_speedups.adopt``) and compiled wasm modules that wasmtime
   deserialises without checking (a ``.cwasm`` is native code). Their checks (owner, mode)
   stop other users, not a call running as the same uid: a ``write_file`` of a library to
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home

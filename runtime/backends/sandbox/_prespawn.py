@@ -25,6 +25,7 @@ import subprocess
 import sys
 import weakref
 
+from runtime import _speedups
 from runtime.backends.sandbox._boot import PKG_ROOT, boot_source
 from runtime.backends.sandbox._spawner import spawn_in_owner_thread
 from runtime.errors import SandboxUnavailable
@@ -47,12 +48,16 @@ def _spawn() -> tuple[socket.socket, subprocess.Popen[bytes]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # The zygote's environment is its own, never the broker's (which may hold secrets):
     # just enough to find this package and the broker's installed dependencies.
+    # PURE_ENV: until its init names the C accelerator the broker loaded (``_speedups.adopt``),
+    # nothing in it may build or load one from a cache of its own finding (no
+    # XDG_CACHE_HOME here: its passwd HOME's, which the broker never judged).
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     env = {
         "PYTHONPATH": os.pathsep.join([PKG_ROOT, *site]),
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
+        _speedups.PURE_ENV: "1",
     }
     # zygote.main's arguments: its end of the socket, and its owner's pid (checked once its
     # parent-death signal is armed).

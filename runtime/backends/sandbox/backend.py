@@ -28,6 +28,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from runtime import _speedups
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.sandbox import pid1, walls
 from runtime.backends.sandbox._binds import check_read_only, unreadable_code
@@ -328,6 +329,9 @@ class SandboxBackend:
             pid1_error = None
         except SandboxError as exc:
             pid1_path, pid1_error = "", str(exc)
+        # The zygote loads exactly the accelerator this process loaded, from the cache the
+        # broker judged (``broker/_hostpaths.py``), or none; never one of its own finding.
+        speedups = await anyio.to_thread.run_sync(_speedups.loaded_path)
         try:
             bpf_python, bpf_exec = await anyio.to_thread.run_sync(_seccomp_programs)
             bpf_error = None
@@ -360,6 +364,7 @@ class SandboxBackend:
             "grace_s": self._grace_s,
             "pool_size": self._pool,
             "pid1": pid1_path,
+            "speedups": str(speedups) if speedups is not None else "",
             "bpf_python": bpf_python,
             "bpf_exec": bpf_exec,
             "seccomp_error": bpf_error,

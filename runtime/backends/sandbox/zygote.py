@@ -50,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime import _speedups
 from runtime.backends.sandbox import (
     _denywrite,
     _linux,
@@ -430,13 +431,20 @@ class Zygote:
     # -- set-up -----------------------------------------------------------------------
 
     def init(self, msg: dict[str, Any]) -> None:
+        errors: dict[str, str] = {}
+        # First, before any tool's import could encode: the C accelerator is the file the
+        # broker loaded (none when it runs pure), never one from this process's own idea of
+        # the cache (its HOME is the passwd one, not the broker's XDG_CACHE_HOME, and may be
+        # the workspace), which the broker never judged (``_speedups.adopt``).
+        speedups = str(msg.get("speedups") or "")
+        if _speedups.adopt(speedups) is None and speedups:
+            errors["speedups"] = str(_speedups.status()["error"])
         caps = probe.probe_host()
         disable = frozenset(msg.get("disable", ()))
         if not caps.user_namespaces or "userns" in disable:
             # best_effort on a host without user namespaces: no namespace at all (the
             # backend refuses to get here in strict mode).
             disable |= {"userns", "mountns", "pidns", "netns"}
-        errors: dict[str, str] = {}
         for key, entry, base in msg.get("tools", ()):
             # Only the built-in tools (the broker sends no folder tool here): their code is
             # the project's own, and imported once here it makes every call fast.
@@ -449,8 +457,8 @@ class Zygote:
             with contextlib.suppress(ImportError):
                 __import__(name)
         # The canonical JSON encoder a call sizes a large result with (``child._within_cap``)
-        # picks its accelerator on first use: here, once (the broker built it), not in a
-        # call behind its walls, where loading it would fail over to the slow walk.
+        # picks its accelerator (the one adopted above) on first use: here, once, not in a
+        # call behind its walls.
         result_json(None)
         root = os.geteuid() == 0
         if root:
