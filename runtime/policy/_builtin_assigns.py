@@ -1,18 +1,20 @@
 """Shell builtins that assign variables without ``NAME=VALUE`` syntax.
 
-``printf -v NAME FORMAT``, ``read NAME``, ``mapfile NAME``, ``getopts OPTS NAME`` and a
-nameref (``declare -n REF=NAME``, then ``REF=VALUE``) set a variable as ``NAME=VALUE``
-does; with ``set -a``, or when the name is already exported (``LD_PRELOAD``, ``PATH``), the
-value reaches every later program. The walker judges them as that plain assignment
+``printf -v NAME FORMAT``, ``read NAME``, ``mapfile NAME``, ``getopts OPTS NAME``, ``let
+EXPR...`` (each an arithmetic expression: ``let N=1 "M+=2" K++``) and a nameref (``declare
+-n REF=NAME``, then ``REF=VALUE``) set a variable as ``NAME=VALUE`` does; with ``set -a``,
+or when the name is already exported (``LD_PRELOAD``, ``PATH``), the value reaches every
+later program. The walker judges them as that plain assignment
 (:meth:`runtime.policy._shell_code.CodeMixin.environment`): by the rules on assigned names
 and by what the value stands for. A value only known at run time (what ``read`` reads, a
-``printf`` format it cannot expand here) is a run-time value.
+``printf`` format it cannot expand here, an arithmetic result) is a run-time value.
 """
 
 from __future__ import annotations
 
 import re
 
+from runtime.policy._arith import RUNTIME_TEXT, arith_targets
 from runtime.policy.argv import Word, short_cluster
 
 __all__ = ["DECLARERS", "Assignments", "builtin_assignments", "declared_names"]
@@ -78,6 +80,17 @@ class Assignments:
             self.words.append(Word(f"{base}=", dynamic=True))
         else:
             self.words.append(Word(f"{base}={value}"))
+
+    def arithmetic(self, expr: Word) -> None:
+        """The variables an arithmetic expression assigns (:func:`._arith.arith_targets`),
+        to values known at run time only; a target built at run time ('x$i=1') is a name
+        not known here, and so is every name an expression built at run time assigns
+        ('let "$x"', 'let "i=$n"': the expansion is read as part of the expression)."""
+        names, runtime = arith_targets(expr.value)
+        if runtime or expr.dynamic or RUNTIME_TEXT.intersection(expr.value):
+            self.unknown_name = True
+        for name in names:
+            self.words.append(Word(f"{name}=", dynamic=True))
 
 
 def _options(
@@ -181,6 +194,9 @@ def builtin_assignments(
             out.code.append(opts["C"])
         for w in names[:1]:
             out.assign(w, None)
+    elif name == "let":
+        for w in words[1:]:
+            out.arithmetic(w)
     elif name == "getopts":
         if len(words) > 2:
             out.assign(words[2], None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runtime.policy._arith import text_assignments
 from runtime.policy._arrays import rewrite_arrays
 from runtime.policy._bashlex_tables import import_bashlex
 from runtime.policy._braces import expand_braces
@@ -144,6 +145,7 @@ class ParseMixin(WalkerState):
             return
         if not text.strip():
             return
+        self.expansion_assignments(text, depth, feeds)
         try:
             trees = bashlex.parse(text)
         except Exception as exc:  # bashlex raises many types; all mean "cannot read it"
@@ -163,11 +165,24 @@ class ParseMixin(WalkerState):
         for tree in trees:
             self.node(tree, text, depth, feeds)
 
+    def expansion_assignments(self, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """Variables ``text`` sets in arithmetic ('$((N=1))', '((N++))', 'a[N=1]') and
+        default expansions ('${N:=V}'), judged as 'N=V' is (:mod:`._arith`). Read from the
+        text, not the tree: bashlex parses no arithmetic (the retry replaces it) and keeps a
+        '${...}' expansion's text, here-documents' bodies included, unparsed."""
+        found = text_assignments(text)
+        if found.unknown_name:
+            self.hazard("dynamic", "an expansion assigns a variable named at run time", feeds)
+        if found.words:
+            self.environment(found.words, depth, feeds)
+
     def node(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
         if self.full():
             return
         kind = n.kind
-        if kind == "command":
+        if kind == "for":
+            self.for_loop(n, text, depth, feeds)
+        elif kind == "command":
             self.command(n, text, depth, feeds, piped=False)
         elif kind == "pipeline":
             self.pipeline(n, text, depth, feeds)
@@ -180,6 +195,31 @@ class ParseMixin(WalkerState):
         else:
             for child in self.children(n):
                 self.node(child, text, depth, feeds)
+
+    def for_loop(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
+        """'for NAME in WORDS; do ...; done' assigns each word to NAME before the body
+        runs (and 'for NAME; do' each positional parameter, known at run time only): judged
+        as 'NAME=WORD' is, so that 'for PATH in /tmp/bin; do ls; done' is PATH's rule's."""
+        parts = list(n.parts)
+        name = parts[1] if len(parts) > 1 and parts[1].kind == "word" else None
+        rest = parts[2:] if name is not None else parts
+        values: list[Word] | None = None  # None: no 'in': the positional parameters
+        if rest and rest[0].kind == "reservedword" and rest[0].word == "in":
+            values = []
+            rest = rest[1:]
+            while rest and rest[0].kind == "word":
+                w, _ = self.word(rest[0], text, depth)
+                values.extend(_brace_words(rest[0], text, w))
+                rest = rest[1:]
+        if name is not None:
+            var, _ = self.word(name, text, depth)
+            env = [
+                Word(f"{var.value}={v.value}", var.dynamic or v.dynamic)
+                for v in (values if values is not None else [Word("", dynamic=True)])
+            ]
+            self.environment(env, depth, feeds)
+        for child in rest:
+            self.node(child, text, depth, feeds)
 
     def compound(self, n: Any, text: str, depth: int, feeds: tuple[str, ...]) -> None:
         """A compound command with redirects ('{ ...; } > FILE', 'for ...; done < IN',

@@ -377,8 +377,10 @@ class CommandRule(_Section):
         default_factory=list,
         description="The command sets a variable whose name matches one of these globs: "
         "'NAME=V cmd', 'env NAME=V', export/declare/typeset/readonly/local NAME=V, "
-        "'export NAME' and 'declare -x NAME' (a tool's env argument and set_env are judged "
-        "as 'export NAME=V'). Default [].",
+        "'export NAME' and 'declare -x NAME', the builtins that assign (read, printf -v, "
+        "mapfile, getopts, let), 'for NAME in ...', arithmetic ('$((NAME=1))', '((NAME++))', "
+        "'a[NAME=1]') and '${NAME:=V}' (a tool's env argument and set_env are judged as "
+        "'export NAME=V'). Default [].",
     )
     modes_regex: list[str] = Field(
         default_factory=list,

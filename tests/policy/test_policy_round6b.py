@@ -361,3 +361,97 @@ def test_single_quotes_keep_what_is_expanded(
     policy: Policy, command: str, verdict_: tuple[str, str]
 ) -> None:
     assert verdict(policy, command) == verdict_
+
+
+# 8. Assignments without 'NAME=VALUE' in the command's syntax (hunter: 'for PATH in
+# /workspace/bin; do ls; done', ': ${PATH:=...}', 'set -a; : $((AWS_X=5))' and 'let AWS_X=1'
+# were allowed, past loader-env and a user's 'assigns' rule alike; 'PATH=...; ls' asks).
+_NO_AWS = Policy.from_toml(
+    'version = 1\n[categories]\nshell = "allow"\n'
+    '[[commands.rules]]\nid = "no-aws"\naction = "deny"\nassigns = ["AWS_*"]\n'
+)
+# Each form, with NAME standing for the variable it sets.
+_ASSIGNING_FORMS = [
+    "for NAME in /workspace/bin; do ls; done",
+    "for NAME; do ls; done",
+    "for x in a; do for NAME in b; do ls; done; done",
+    "for NAME in a; do ls; done > out.txt",
+    "unset NAME; : ${NAME:=/workspace/bin}; ls",
+    ": ${NAME=/workspace/x}",
+    'echo "${NAME:=x}"',
+    "echo ${x:-${NAME:=y}}",
+    "cat <<EOF\n${NAME:=x}\nEOF",
+    "set -a; : $((NAME=5)); env",
+    "((NAME=1))",
+    "(( NAME = 1 ))",
+    "((NAME++))",
+    "(( x = --NAME ))",
+    "let NAME=1",
+    "let 'a=1' NAME+=2",
+    'let "a[0]=1, NAME<<=1"',
+    "builtin let NAME=1",
+    'bash -c "set -a; let NAME=1; env"',
+    "echo ${a[NAME=1]}",
+    "read 'a[NAME=1]'",
+    "a=([NAME=1]=x)",
+    "echo ${x:NAME=1:2}",
+    "[[ NAME=1 -eq 1 ]]",
+    "declare -i n; n=NAME=1",
+]
+
+
+@pytest.mark.parametrize("form", _ASSIGNING_FORMS)
+@pytest.mark.parametrize("name", ["PATH", "BASH_ENV", "IFS", "LD_PRELOAD"])
+def test_assignments_in_any_syntax_meet_loader_env(policy: Policy, form: str, name: str) -> None:
+    assert verdict(policy, form.replace("NAME", name)) == ("ask", LOADER)
+
+
+# bashlex reads neither (the default policy asks for them as unparseable): a deny rule on
+# the name they set still denies.
+_UNREADABLE_FORMS = ["echo $((1 + (NAME += 2)))", "echo $[NAME=1]"]
+
+
+@pytest.mark.parametrize("form", _ASSIGNING_FORMS + _UNREADABLE_FORMS)
+def test_assignments_in_any_syntax_meet_an_assigns_rule(form: str) -> None:
+    assert verdict(_NO_AWS, form.replace("NAME", "AWS_X")) == ("deny", "no-aws")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ": $((x$i=1))",  # the target is built at run time
+        "((p${i}++))",
+        'let "$expr"',  # the expression is: '$expr' may be 'PATH=1'
+        'let "i=$n"',
+        "(( i += $n ))",
+        ": ${!ref:=x}",  # the variable ref names
+    ],
+)
+def test_assignments_to_run_time_names_are_dynamic(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", DYN)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'for f in *.txt; do wc -l "$f"; done',
+        "for i in $(seq 3); do echo $i; done",
+        "i=0; i=$((i + 1)); echo $i",
+        "((i++)); let n=n+1",
+        "echo ${a[i]} ${x:1:2} ${HOME:-/tmp}",
+        ": ${EDITOR:=vi}",
+        '[[ "$n" -gt 0 ]] && echo y',
+        "echo ${a[$i]}",
+    ],
+)
+def test_ordinary_loops_and_arithmetic_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", verdict(policy, command)
+
+
+def test_let_assigns_what_each_expression_does() -> None:
+    got = builtin_assignments("let", _w("let", "a=1", "b+=2", "c++", "--d", "e==f"), None, False)
+    assert got is not None and not got.unknown_name
+    assert [w.value for w in got.words] == ["a=", "b=", "c=", "d="]
+    assert all(w.dynamic for w in got.words)
+    got = builtin_assignments("let", _w("let", "x$i=1"), None, False)
+    assert got is not None and got.unknown_name

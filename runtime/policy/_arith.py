@@ -1,0 +1,189 @@
+"""Variables a command sets without ``NAME=VALUE`` syntax: arithmetic and ``${N:=V}``.
+
+Bash assigns inside an arithmetic expression (``$((N=1))``, ``((N+=1))``, ``$[N++]``, ``let
+N=1``, an indexed array's subscript ``a[N=1]`` wherever a name is read as a variable, the
+offset of ``${x:N=1}``, the operands of ``[[ A -eq B ]]``, and every value assigned to a
+``declare -i`` variable) and in a default assignment (``${N:=V}``, ``${N=V}``). With ``set
+-a``, or when the name is already exported (``PATH``, ``BASH_ENV``), the value reaches
+every later program, as ``N=V`` does: the walker judges them as that plain assignment
+(:meth:`runtime.policy._shell_code.CodeMixin.environment`).
+
+:func:`text_assignments` reads them from a command's text as written, quotes ignored: a
+form inside single quotes or a quoted here-document assigns nothing but is still read
+(over-approximation: a name a rule denies then asks or denies, never the reverse). An
+assignment whose target is built at run time (``$((x$i=1))``, ``${!ref:=V}``) names no
+variable known here, which the walker treats as it does any name only known at run time;
+so does an expansion anywhere in the text of ``((...))``, ``$((...))``, ``$[...]`` or
+``let`` (:data:`RUNTIME_TEXT`): it is expanded into the expression before it is read, so
+``i=1,N=2; ((x=$i))`` assigns N.
+
+Not followed: an arithmetic expression reads a variable's value as an expression again
+(``x=N=1; : $((x))``, ``[[ x -eq 1 ]]``), and an expansion in a subscript or an ``[[ -eq
+]]`` operand (``${a[$i]}``, ``[[ $n -gt 0 ]]``, everyday code) is read only for the names
+it assigns in its own text: what such a value holds is data flow the walker does not track.
+"""
+
+from __future__ import annotations
+
+import re
+
+from runtime.policy.argv import Word
+
+__all__ = ["RUNTIME_TEXT", "Found", "arith_targets", "text_assignments"]
+
+#: What makes an arithmetic expression's text known only at run time: an expansion
+#: ('$x', '${x}', '$(cmd)') or a command substitution in backquotes.
+RUNTIME_TEXT = frozenset("$`")
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An assignment operator in an arithmetic expression: '=' (not '==', '<=', '>=', '!='),
+# 'OP=' and '++'/'--' (on the operand before or after it).
+_ASSIGN_OP_RE = re.compile(r"<<=|>>=|[-+*/%&|^]=|\+\+|--|(?<![=!<>])=(?!=)")
+# The characters an operand's name may be made of, with those of an expansion in it
+# ('x$i', '${x}', '`cmd`'): an operand holding an expansion is named at run time.
+_OPERAND_RE = re.compile(r"[A-Za-z0-9_${}`]+")
+_EXPANSION_CHARS = frozenset("${}`")
+# Where an arithmetic expression starts: '((' (a command, 'for ((', '$(('), '$['.
+_ARITH_OPEN_RE = re.compile(r"\(\(|\$\[")
+# An indexed array's subscript: 'NAME[' not preceded by a name's character, or an element's
+# in a compound assignment ('a=([N=1]=x)').
+_SUBSCRIPT_RE = re.compile(
+    r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*\[|(?<=[(\s])\[(?=[^\]]*\]\+?=)"
+)
+# '${' and the parameter: an indirection ('!'), a name or special parameter, a subscript.
+_PARAM_RE = re.compile(r"(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?")
+_DBRACKET_RE = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+_ARITH_TEST_RE = re.compile(r"\s-(eq|ne|lt|le|gt|ge)\s")
+# 'declare -i', 'local -ai', ...: the variable's later values are arithmetic expressions.
+_INTEGER_DECL_RE = re.compile(
+    r"(?<![A-Za-z0-9_-])(declare|typeset|local|export|readonly)\s(?:[^;&|\n]*\s)?[-+][A-Za-z]*i"
+)
+# What makes a default value's text something the walker does not expand here.
+_RUNTIME_VALUE_CHARS = frozenset("$`\"'\\")
+
+
+class Found:
+    """What a text assigns: ``NAME=VALUE`` words (a value only known at run time is a
+    dynamic word), and whether some assignment's name is only known at run time."""
+
+    def __init__(self) -> None:
+        self.words: list[Word] = []
+        self.unknown_name = False
+
+    def arithmetic(self, expr: str, *, whole: bool = False) -> None:
+        """The names the arithmetic expression ``expr`` assigns, to values known at run
+        time only. ``whole``: ``expr`` is a whole expression (not a subscript or an
+        operand), whose expansions make it known only at run time."""
+        names, runtime = arith_targets(expr)
+        if runtime or (whole and RUNTIME_TEXT.intersection(expr)):
+            self.unknown_name = True
+        for name in names:
+            self.words.append(Word(f"{name}=", dynamic=True))
+
+
+def _closing(text: str, start: int, opener: str, closer: str, depth: int) -> int:
+    """Where the text that opened ``depth`` levels of ``opener`` just before ``start`` is
+    closed: the index of the last closer (the end of ``text`` when it is not closed)."""
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == opener:
+            depth += 1
+        elif c == closer:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)
+
+
+def _operand_before(expr: str, end: int) -> str:
+    """The operand that ends at ``end`` (an array element's subscript skipped)."""
+    head = expr[:end].rstrip()
+    if head.endswith("]"):
+        depth = 0
+        for i in range(len(head) - 1, -1, -1):
+            depth += {"]": 1, "[": -1}.get(head[i], 0)
+            if depth == 0:
+                head = head[:i].rstrip()
+                break
+    m = re.search(_OPERAND_RE.pattern + "$", head)
+    return m.group(0) if m else ""
+
+
+def _operand_after(expr: str, start: int) -> str:
+    m = _OPERAND_RE.match(expr[start:].lstrip())
+    return m.group(0) if m else ""
+
+
+def _operands(expr: str) -> list[str]:
+    """The operands the assignment operators in ``expr`` assign to ('++'/'--' either side)."""
+    out: list[str] = []
+    for m in _ASSIGN_OP_RE.finditer(expr):
+        out.append(_operand_before(expr, m.start()))
+        if m.group(0) in ("++", "--"):
+            out.append(_operand_after(expr, m.end()))
+    return [o for o in out if o]
+
+
+def arith_targets(expr: str) -> tuple[list[str], bool]:
+    """The variables the arithmetic expression ``expr`` assigns ('a=1, b+=2, c++', 'a[i]=1'
+    is 'a'), and whether some assignment's target is built at run time ('x$i=1',
+    '${p}++'). An operand that is no name (a number) assigns nothing (bash refuses it)."""
+    operands = _operands(expr)
+    runtime = any(_EXPANSION_CHARS.intersection(o) for o in operands)
+    return [o for o in operands if _NAME_RE.fullmatch(o)], runtime
+
+
+def _arith_spans(text: str, found: Found) -> None:
+    for m in _ARITH_OPEN_RE.finditer(text):
+        if m.group(0) == "$[":
+            end = _closing(text, m.end(), "[", "]", 1)
+        else:
+            end = _closing(text, m.end(), "(", ")", 2)
+        found.arithmetic(text[m.end() : end], whole=True)
+
+
+def _subscripts(text: str, found: Found) -> None:
+    for m in _SUBSCRIPT_RE.finditer(text):
+        found.arithmetic(text[m.end() : _closing(text, m.end(), "[", "]", 1)])
+
+
+def _parameter_expansions(text: str, found: Found) -> None:
+    """'${N:=V}' and '${N=V}' assign N; the offset and length of '${x:OFF:LEN}' are
+    arithmetic. Nested expansions are found on their own (every '${' is read)."""
+    for start in (m.end() for m in re.finditer(r"\$\{", text)):
+        body = text[start : _closing(text, start, "{", "}", 1)]
+        p = _PARAM_RE.match(body)
+        if p is None:
+            continue
+        rest = body[p.end() :]
+        if rest.startswith((":=", "=")):
+            value = rest[2:] if rest.startswith(":") else rest[1:]
+            if p.group(1):  # '${!ref:=V}': the variable ref names, at run time
+                found.unknown_name = True
+            elif _NAME_RE.fullmatch(p.group(2)):
+                runtime = bool(_RUNTIME_VALUE_CHARS.intersection(value))
+                found.words.append(Word(f"{p.group(2)}={value}", dynamic=runtime))
+        elif rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
+            found.arithmetic(rest[1:])
+
+
+def _arith_tests(text: str, found: Found) -> None:
+    """'[[ A -eq B ]]' (and -ne, -lt, ...) reads A and B as arithmetic expressions."""
+    for m in _DBRACKET_RE.finditer(text):
+        if _ARITH_TEST_RE.search(m.group(1)):
+            found.arithmetic(m.group(1))
+
+
+def text_assignments(text: str) -> Found:
+    """What the shell text ``text`` assigns in arithmetic and default expansions."""
+    found = Found()
+    if _INTEGER_DECL_RE.search(text):
+        # A 'declare -i' variable's every assignment is an arithmetic expression
+        # ('declare -i n; n=PATH=1'): the whole text is read as one.
+        found.arithmetic(text)
+    else:
+        _arith_spans(text, found)
+        _subscripts(text, found)
+        _arith_tests(text, found)
+    _parameter_expansions(text, found)
+    return found
