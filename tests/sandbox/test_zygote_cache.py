@@ -68,6 +68,10 @@ def _run(home: Path, xdg: Path, *, prespawn: bool, pure: bool) -> dict[str, Any]
         "LANG": "C.UTF-8",
         "HOME": str(home),
         "XDG_CACHE_HOME": str(xdg),
+        # The workspace is this HOME: a Python reading a user site-packages (the system's,
+        # as the unprivileged run uses) would have the broker refuse it for ~/.local, a
+        # different check (tests/broker/test_hostpaths.py).
+        "PYTHONNOUSERSITE": "1",
         **({_speedups.PURE_ENV: "1"} if pure else {}),
     }
     audit = home.parent / "audit.db"  # outside the workspace, as the check wants
