@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime import _speedups, _trusted
+from runtime._quote import cut
 from runtime.errors import InvalidArguments, InvalidCall
 from runtime.models import ToolCall, new_call_id
 
@@ -126,7 +127,8 @@ def _check_value(value: Any, limits: CallLimits, root: str = "$", envelope: int 
         if found is None:
             return
     rule, keys = found
-    path = root + "".join(f"[{k}]" if type(k) is int else f".{k}" for k in reversed(keys))
+    # A long key is cut (runtime._quote): a 300,000-character key made a message as long.
+    path = root + "".join(f"[{k}]" if type(k) is int else f".{cut(k)}" for k in reversed(keys))
     if rule == "max_depth":
         raise InvalidArguments(
             _depth_message(f"{path}: nesting", limits.max_depth), path=path, rule=rule

@@ -8,7 +8,9 @@ Each schema is compiled once (jsonschema-rs) and cached by tool. Hazards handled
   schema whose pattern needs backtracking features fails to compile at load time;
 * error messages name the JSON path and the rule that failed (``$.path: message [rule]``);
   the value a message quotes is cut to its first characters (jsonschema-rs quotes the whole
-  instance: a 500,000-character argument made a 500,069-character message).
+  instance: a 500,000-character argument made a 500,069-character message), and so is each
+  key a path names (a 300,000-character ``env`` key made a 300,052-character message and
+  the same path again in every reported error).
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from typing import Any
 
 import jsonschema_rs
 
+from runtime._quote import QUOTE_MAX as _QUOTE_MAX
+from runtime._quote import cut
 from runtime.errors import InvalidArguments, ManifestError, ToolFailed
 
 __all__ = ["SchemaValidator", "check_schema", "compile_schema"]
 
 _MAX_REPORTED = 5
-#: Characters of a value (a string's text, an array's or object's JSON) an error message
-#: quotes; the rest is elided and the whole length said.
-_QUOTE_MAX = 64
+# _QUOTE_MAX: characters of a value (a string's text, an array's or object's JSON, a key
+# in a path) an error message quotes; the rest is elided and the whole length said.
 #: A message still longer (a value quoted otherwise than as JSON, a float written out in
 #: full) keeps its start and its end, where the rule's words are.
 _MESSAGE_MAX = 1024
@@ -63,10 +66,19 @@ def check_schema(schema: Any, *, where: str = "schema") -> None:
 
 
 def _json_path(parts: list[str | int]) -> str:
+    """``$.key[3].key`` with each long key cut as a quoted value is; a path still longer
+    (many long keys) keeps its start and its end, where the failing member is named."""
     out = "$"
     for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
+        out += f"[{p}]" if isinstance(p, int) else f".{cut(p)}"
+    return _keep_ends(out)
+
+
+def _keep_ends(text: str) -> str:
+    if len(text) <= _MESSAGE_MAX:
+        return text
+    keep = _MESSAGE_MAX // 2
+    return f"{text[:keep]}… ({len(text)} characters) …{text[-keep:]}"
 
 
 def _bounded(message: str, instance: Any) -> str:
@@ -82,11 +94,7 @@ def _bounded(message: str, instance: Any) -> str:
             # Cut apart from the string pass: the cut may end inside a string literal.
             head, tail = message[:at], message[at + len(rendered) :]
             quote = f"{rendered[:_QUOTE_MAX]}… ({len(rendered)} characters of JSON)"
-    message = _short_strings(head) + quote + _short_strings(tail)
-    if len(message) > _MESSAGE_MAX:
-        keep = _MESSAGE_MAX // 2
-        message = f"{message[:keep]}… ({len(message)} characters) …{message[-keep:]}"
-    return message
+    return _keep_ends(_short_strings(head) + quote + _short_strings(tail))
 
 
 def _compact(value: Any) -> str:

@@ -23,6 +23,7 @@ from urllib.parse import urljoin
 import anyio
 import httpx
 
+from runtime._quote import quoted
 from runtime.egress._addresses import address_class
 from runtime.egress._decode import BodyDecoder
 from runtime.egress._failures import wire_failure
@@ -137,12 +138,12 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     size = 0
     for name, value in raw_headers.items():
         if not isinstance(name, str) or not _TOKEN_RE.match(name):
-            raise InvalidArguments(f"bad header name {name!r}", field="headers")
+            raise InvalidArguments(f"bad header name {quoted(name)}", field="headers")
         if not isinstance(value, str) or not _VALUE_RE.match(value):
             # CR/LF would split the request (header injection); non-ASCII has no agreed
             # encoding on the wire.
             raise InvalidArguments(
-                f"value of header {name!r} must be printable ASCII", field="headers"
+                f"value of header {quoted(name)} must be printable ASCII", field="headers"
             )
         size += len(name) + len(value)
         if name.lower() not in _DROPPED_HEADERS:

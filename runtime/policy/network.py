@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from runtime._quote import cut, quoted
 from runtime.policy._located import LocatedError
 
 __all__ = ["IPAddress", "NetworkRules", "NetworkVerdict", "is_private_address", "url_parts"]
@@ -417,7 +418,7 @@ class NetworkRules(BaseModel):
         scheme = scheme.lower()
         if scheme not in self.schemes:
             return NetworkVerdict(
-                False, "network.scheme", f"scheme {scheme!r} is not allowed ({self.schemes})"
+                False, "network.scheme", f"scheme {quoted(scheme)} is not allowed ({self.schemes})"
             )
         if self.ports and port not in self.ports:
             return NetworkVerdict(False, "network.port", f"port {port} is not allowed")
@@ -427,10 +428,10 @@ class NetworkRules(BaseModel):
         ip = _parse_ip(host)
         if ip is None:
             if not _HOST_RE.match(host):
-                return NetworkVerdict(False, "network.invalid-host", f"invalid host {host!r}")
+                return NetworkVerdict(False, "network.invalid-host", f"invalid host {quoted(host)}")
             if _numeric_lookalike(host):
                 return NetworkVerdict(
-                    False, "network.invalid-host", f"ambiguous numeric host {host!r}"
+                    False, "network.invalid-host", f"ambiguous numeric host {quoted(host)}"
                 )
         for entry in self._deny:
             if (
@@ -442,7 +443,9 @@ class NetworkRules(BaseModel):
                     and entry.denies_ip(ip)
                 )
             ):
-                return NetworkVerdict(False, "network.deny", f"{host} is denied by {entry.text!r}")
+                return NetworkVerdict(
+                    False, "network.deny", f"{cut(host)} is denied by {entry.text!r}"
+                )
         if ip is not None and is_private_address(ip):
             for entry in self._allow:
                 if entry.port is not None and entry.port != port:
@@ -451,15 +454,19 @@ class NetworkRules(BaseModel):
                     entry.kind == "net" and entry.covers_ip(ip) and _all_private(entry.net)
                 ):
                     return NetworkVerdict(
-                        True, "network.allow", f"{host} is named explicitly by {entry.text!r}"
+                        True, "network.allow", f"{cut(host)} is named explicitly by {entry.text!r}"
                     )
             return NetworkVerdict(
                 False, "network.private", f"{host} is a private address not named by the policy"
             )
         for entry in self._allow:
             if self._host_matches(entry, host, ip, port):
-                return NetworkVerdict(True, "network.allow", f"{host} allowed by {entry.text!r}")
-        return NetworkVerdict(False, "network.default", f"{host} is not in the network allow list")
+                return NetworkVerdict(
+                    True, "network.allow", f"{cut(host)} allowed by {entry.text!r}"
+                )
+        return NetworkVerdict(
+            False, "network.default", f"{cut(host)} is not in the network allow list"
+        )
 
     def address_allowed(self, host: str, ip: IPAddress, port: int | None = None) -> bool:
         """May the (already host-checked) ``host`` connect to its resolved address ``ip``

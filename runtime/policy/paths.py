@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 
 from runtime._depth import CREATE_MAX_DEPTH
 from runtime._globs import compile_segments
+from runtime._quote import cut, quoted
 from runtime.policy._globreach import is_bounded, is_glob, segments_meet, step_glob
 from runtime.policy._workspace_globs import SANDBOX_ROOT
 from runtime.policy.globs import GlobSet
@@ -58,14 +59,14 @@ def normalise(path: str, root: str = "/workspace", *, backslash: bool = False) -
         if stripped == r or stripped.startswith(r + "/"):
             p = stripped[len(r) :]
         else:
-            raise ValueError(f"absolute path {path!r} is outside the workspace")
+            raise ValueError(f"absolute path {quoted(path)} is outside the workspace")
     out: list[str] = []
     for seg in p.split("/"):
         if seg in ("", "."):
             continue
         if seg == "..":
             if not out:
-                raise _Escape(f"path {path!r} leaves the workspace")
+                raise _Escape(f"path {quoted(path)} leaves the workspace")
             out.pop()
             continue
         out.append(seg)
@@ -259,7 +260,9 @@ class PathRules:
     def check(self, value: object, access: Access, *, role: str = "read_path") -> PathVerdict:
         """The verdict for one path argument. Verdicts are cached: agents reread paths."""
         if not isinstance(value, str):
-            return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+            return PathVerdict(
+                False, "paths.invalid", f"path must be a string, not {cut(repr(value))}", ""
+            )
         if len(value) > _CACHED_PATH_CHARS:
             return self._check(value, access, role)
         key = (value, access, role == "cwd")
@@ -273,15 +276,20 @@ class PathRules:
 
     def _check(self, value: object, access: Access, role: str) -> PathVerdict:
         if not isinstance(value, str):
-            return PathVerdict(False, "paths.invalid", f"path must be a string, not {value!r}", "")
+            return PathVerdict(
+                False, "paths.invalid", f"path must be a string, not {cut(repr(value))}", ""
+            )
         # Fast path: printable ASCII has no control characters and is its own NFKC form.
         plain = value.isascii() and value.isprintable()
         bad = None if plain else _bad_char(value)
         if bad is not None:
-            return PathVerdict(False, "paths.invalid", f"{bad} in path {value!r}", "")
+            return PathVerdict(False, "paths.invalid", f"{bad} in path {quoted(value)}", "")
         if value.startswith("~"):
             return PathVerdict(
-                False, "paths.invalid", f"'~' is not expanded; path {value!r} is ambiguous", ""
+                False,
+                "paths.invalid",
+                f"'~' is not expanded; path {quoted(value)} is ambiguous",
+                "",
             )
         if value == "" and access == "write":
             return PathVerdict(False, "paths.invalid", "empty path", "")
@@ -326,7 +334,7 @@ class PathRules:
                 hit = globs.match(v)
                 if hit is not None:
                     return PathVerdict(
-                        False, rule, f"{value!r} matches protected pattern {hit!r}", rel
+                        False, rule, f"{quoted(value)} matches protected pattern {hit!r}", rel
                     )
         if access == "write" and rel:
             held = self._held_below(value, variants, rel, globs=False)
@@ -336,7 +344,7 @@ class PathRules:
         if rel == "" or allow.match(rel) is not None:
             return PathVerdict(True, f"paths.{access}", "", rel)
         return PathVerdict(
-            False, f"paths.{access}", f"{value!r} is not in the {access}able paths", rel
+            False, f"paths.{access}", f"{quoted(value)} is not in the {access}able paths", rel
         )
 
     def _held_below(
@@ -353,7 +361,7 @@ class PathRules:
                         return PathVerdict(
                             False,
                             rule,
-                            f"{value!r} {what} protected by {glob.pattern!r}: "
+                            f"{quoted(value)} {what} protected by {glob.pattern!r}: "
                             "a delete or move would take them along",
                             rel,
                         )

@@ -140,3 +140,15 @@ def test_call_body_cannot_set_its_own_context() -> None:
         {"tool": "t", "arguments": {}, "context": {"profile": "admin", "env": {"X": "1"}}}
     )
     assert call.context == {"shape": "native"}
+
+
+# The path of a shape error quoted a key whole: a 300,000-character key made a
+# 300,066-character message. Each key is cut to its first 64 characters, its length said.
+@pytest.mark.parametrize("value", [2**70, {"a": float("nan")}, [[[[1]]]]])
+def test_a_long_key_in_a_shape_error_is_cut(value: object) -> None:
+    limits = CallLimits(max_depth=3)
+    with pytest.raises(InvalidArguments) as info:
+        normalize_call({"tool": "x", "arguments": {"K" * 300_000: value}}, limits)
+    path = "$.arguments." + "K" * 64 + "… (300000 characters)"
+    assert info.value.details["path"].startswith(path)
+    assert len(info.value.message) < 300

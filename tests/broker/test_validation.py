@@ -125,3 +125,44 @@ def test_short_messages_are_unchanged() -> None:
     with pytest.raises(InvalidArguments) as info:
         compile_schema(_LONG).validate_arguments("t", {"s": 5})
     assert info.value.message == 't: $.s: 5 is not of type "string" [type]'
+
+
+# A long key was quoted whole in the path: shell_exec with a 300,000-character env key
+# answered a 300,052-character message, and details.path and every details.errors[].path
+# repeated it. Each key a path names is cut as a quoted value is.
+_KEYED = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def test_a_long_key_in_a_path_is_cut() -> None:
+    key = "k" * 200_000
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(_KEYED).validate_arguments("t", {f"{key}{i}": i for i in range(5)})
+    path = "$." + "k" * 64 + "… (200001 characters)"
+    assert info.value.message == f't: {path}: 0 is not of type "string" [type]'
+    assert info.value.details["path"] == path
+    assert [e["path"] for e in info.value.details["errors"]] == [path] * 5
+
+
+def test_a_path_through_many_long_keys_keeps_its_ends() -> None:
+    nested: object = {"last": 1}
+    for i in range(40):
+        nested = {f"{i:02}" + "k" * 100: nested}
+    deep = {"type": ["object", "string"], "additionalProperties": {"$ref": "#"}}
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(deep).validate_arguments("t", {"a": nested})
+    path = info.value.details["path"]
+    assert len(path) < 1100 and path.startswith("$.a.39kk") and path.endswith(".last")
+    assert len(info.value.message) < 1200
+
+
+def test_a_long_key_in_a_result_path_is_cut() -> None:
+    with pytest.raises(ToolFailed) as info:
+        compile_schema(_KEYED).validate_result("t", {"x" * 10_000: 1})
+    assert "$." + "x" * 64 + "… (10000 characters): 1 is not" in info.value.message
+    assert len(info.value.message) < 300
+
+
+def test_short_keys_in_a_path_are_unchanged() -> None:
+    with pytest.raises(InvalidArguments) as info:
+        compile_schema(_KEYED).validate_arguments("t", {"k" * 64: 1})
+    assert info.value.details["path"] == "$." + "k" * 64

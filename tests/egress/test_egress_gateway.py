@@ -573,3 +573,20 @@ async def test_deadline_mid_body(server: Server) -> None:
     async with make_gateway(local_rules(), RecordingBackend()) as gw:
         with pytest.raises(ToolTimeout):
             await gw.handle("http", {"url": f"{server.base}/stall", "timeout_s": 0.3})
+
+
+# An error quoted a header's whole name: a 300,000-character bad name made a
+# 300,000-character message. It is quoted cut to its first 64 characters, its length said.
+@pytest.mark.parametrize(
+    ("headers", "start"),
+    [
+        ({"H" * 300_000 + " ": "1"}, "bad header name 'HHH"),
+        ({"H" * 300_000: "\x01"}, "value of header 'HHH"),
+    ],
+)
+async def test_a_long_header_name_is_quoted_cut(headers: dict[str, str], start: str) -> None:
+    async with make_gateway(FakeRules(), CannedBackend(), FakeResolver()) as gw:
+        with pytest.raises(InvalidArguments) as info:
+            await gw.handle("http", {"url": "http://x.example/", "headers": headers})
+    message = info.value.message
+    assert message.startswith(start) and "… (30000" in message and len(message) < 200

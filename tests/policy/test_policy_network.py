@@ -186,3 +186,20 @@ def test_a_search_endpoint_the_rules_allow_loads() -> None:
     ):
         policy = Policy.from_toml(f"version = 1\n[network]\n{network}\n")
         assert policy.document.network.search_endpoint is not None
+
+
+# A denial quoted a caller's whole scheme or host (a custom tool's url argument has no
+# schema length limit): each is cut to its first 64 characters, its length said.
+@pytest.mark.parametrize(
+    ("scheme", "host", "rule"),
+    [
+        ("f" * 300_000, "example.com", "network.scheme"),
+        ("https", "a b" * 100_000, "network.invalid-host"),
+        ("https", "a." * 150_000 + "com", "network.default"),
+        ("https", "a." * 150_000 + "evil.allowed.com", "network.deny"),
+    ],
+)
+def test_a_long_scheme_or_host_is_quoted_cut(scheme: str, host: str, rule: str) -> None:
+    v = RULES.check(scheme, host, 443)
+    assert (v.allowed, v.rule) == (False, rule)
+    assert "… (300" in v.reason and len(v.reason) < 200

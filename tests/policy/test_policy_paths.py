@@ -171,3 +171,31 @@ def test_allow_globs_for_the_toolkit_only_when_narrower_than_everything() -> Non
         None,
         ("build/**",),
     )
+
+
+# A denial quoted the whole path: a custom tool's read_path (no schema length limit) of
+# 300,000 characters made a 300,000-character reason, in the error and the audited
+# decision. The path is quoted cut to its first 64 characters, its length said.
+@pytest.mark.parametrize(
+    ("path", "access", "rule", "start"),
+    [
+        ("/etc/" + "a" * 300_000, "read", "paths.absolute", "absolute path '/etc/aaa"),
+        ("../" + "a" * 300_000, "read", "paths.escape", "path '../aaa"),
+        ("~" + "a" * 300_000, "read", "paths.invalid", "'~' is not expanded; path '~aaa"),
+        ("a\x00" + "a" * 300_000, "read", "paths.invalid", "NUL byte in path 'a\\x00aaa"),
+        ("x/.env" + "a" * 300_000, "read", "paths.deny", "'x/.envaaa"),
+        (".git/" + "a" * 300_000, "write", "paths.deny_write", "'.git/aaa"),
+        (["a" * 300_000], "read", "paths.invalid", "path must be a string, not ['aaa"),
+    ],
+)
+def test_a_long_path_is_quoted_cut(path: object, access: str, rule: str, start: str) -> None:
+    rules = PathRules(PathsSection(deny=["**/.env*"], deny_write=[".git/**"]))
+    v = rules.check(path, access)  # type: ignore[arg-type]
+    assert (v.allowed, v.rule) == (False, rule)
+    assert v.reason.startswith(start) and "… (3000" in v.reason and len(v.reason) < 200
+
+
+def test_a_short_path_is_quoted_whole() -> None:
+    assert RULES.check("/etc/passwd", "read").reason == (
+        "absolute path '/etc/passwd' is outside the workspace"
+    )

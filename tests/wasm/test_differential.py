@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from runtime.backends.wasm import WasmBackend
 from runtime.errors import ToolFailed
 
-from .conftest import call
+from .conftest import call, spec_of
 
 pytestmark = pytest.mark.wasm
 
@@ -228,3 +228,37 @@ def test_csv_to_json_matches_strict_csv_reader(
         assert "malformed quoted field" in exc.message
         return
     assert got["rows"] == expected
+
+
+# The manifest said "Whitespace is ignored" and "missing '=' padding is accepted", which
+# read as any whitespace (U+00A0, U+3000, \x1c are str.isspace) and as partial padding
+# ('QQ=') too. It now names both; the guest does what it names.
+_DOCUMENTED_BASE64 = [
+    ("Q Q\t=\n=\r", "A"),
+    ("QQ\v==\f", "A"),
+    ("QQ", "A"),
+    ("QUI", "AB"),
+    ("QQ==", "A"),
+    ("QUI=", "AB"),
+    ("QQ\u00a0", None),
+    ("QQ\u3000", None),
+    ("QQ\x1c", None),
+    ("QQ=", None),
+    ("QUJD=", None),
+    ("QQ==QQ==", None),
+]
+
+
+@pytest.mark.parametrize(("encoded", "decoded"), _DOCUMENTED_BASE64)
+def test_base64_decode_does_what_its_manifest_says(
+    backend: WasmBackend, encoded: str, decoded: str | None
+) -> None:
+    description = spec_of("base64_decode").description
+    assert "ASCII whitespace (space, \\t, \\n, \\r, \\v, \\f) is ignored" in description
+    assert "partial padding ('QQ='), '=' after a complete group of 4 ('QUJD=')" in description
+    if decoded is None:
+        with pytest.raises(ToolFailed, match="invalid base64"):
+            call(backend, "base64_decode", {"encoded": encoded})
+    else:
+        out = call(backend, "base64_decode", {"encoded": encoded})
+        assert out == {"decoded": decoded, "binary": False}

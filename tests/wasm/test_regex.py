@@ -251,3 +251,24 @@ def test_too_many_vm_states_is_refused_clearly(backend: WasmBackend) -> None:
     assert call(backend, "regex_match", {"pattern": pattern, "text": "aab"}) == python_search(
         pattern, "aab"
     )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position", "pythons"),
+    [("(a\\1)", 3, 2), ("a\\u00\\", 1, 5)],
+)
+def test_error_positions_that_are_not_pythons_are_documented(
+    backend: WasmBackend, pattern: str, position: int, pythons: int
+) -> None:
+    # 817c7e2 made positions the failing construct's start, as Python's re.error.pos, but
+    # a few differ (an open group's reference: its number, Python its backslash; several
+    # errors: another is reported first). The manifest said nothing of it.
+    description = spec_of("regex_match").description
+    assert "the position (a character index) where the failing construct starts" in description
+    assert "usually Python's re.error.pos, but not always" in description
+    with pytest.raises(re.error) as expected:
+        re.compile(pattern)
+    assert expected.value.pos == pythons
+    with pytest.raises(ToolFailed, match="invalid pattern") as info:
+        call(backend, "regex_match", {"pattern": pattern, "text": ""})
+    assert info.value.message.endswith(f" at position {position}")
