@@ -28,10 +28,12 @@ directory between it and the workspace: a call writes as this user, and renaming
 them changes what the path names; one this user owns counts whatever its mode, since a call
 may chmod it, unless it is on a read-only mount), or holds a symlink on the way to one (in a
 directory so written: a call may replace it, and the next broker follows the call's link),
-or (for those loaded from below a directory) lies inside one, is refused when the broker
-opens, with a typed error saying which and what to do: a ConfigError (exit 64). Paths in
-the workspace's state directory (``.runtime``, where the default audit log lives) are fine:
-every call's mounts hide it (``backends/sandbox``).
+or a directory the path passes through and leaves by ``..`` (``ws/sub/../../cache``: a call
+may replace ``sub`` by a symlink, and the same string then names a directory of the call's
+choosing; one not made yet alike), or (for those loaded from below a directory) lies inside
+one, is refused when the broker opens, with a typed error saying which and what to do: a
+ConfigError (exit 64). Paths in the workspace's state directory (``.runtime``, where the
+default audit log lives) are fine: every call's mounts hide it (``backends/sandbox``).
 
 Judged by the kernel's identities, not by strings: each path is resolved a component at a
 time as the kernel resolves it (``lstat``, each symlink followed where it is met, as the
@@ -177,6 +179,9 @@ def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) 
         for link in found.links:
             if ws.exposes(link, hidden, entry_itself=False):
                 raise _link_refusal(workspace, item, link[-1].path)
+        for left in found.left:
+            if ws.exposes(left, hidden, entry_itself=False):
+                raise _dotdot_refusal(workspace, item, left[-1].path)
         if item.tree and ws.is_inside(found.chain):
             fix = _MOVE.replace("hold it", "lie inside it")
             raise _refusal(workspace, item, "is inside", fix, "workspace_in_trusted_path")
@@ -203,6 +208,19 @@ def _link_refusal(workspace: Path, item: HostPath, link: str) -> ConfigError:
         link=link,
         workspace=str(workspace),
         reason="symlink_to_trusted_path_in_workspace",
+    )
+
+
+def _dotdot_refusal(workspace: Path, item: HostPath, left: str) -> ConfigError:
+    return ConfigError(
+        f"the workspace {workspace} holds a directory ({left}) that the path to {item.what} "
+        f"({item.path}) passes through and leaves by '..': a sandboxed call may replace it "
+        f"with a symlink, and so choose what the broker loads or keeps there; name it by a "
+        f"path without '..' (or one that does not pass through the workspace), or {item.fix}",
+        path=str(item.path),
+        passes=left,
+        workspace=str(workspace),
+        reason="dotdot_through_workspace",
     )
 
 
@@ -245,11 +263,14 @@ class _Resolved:
     """A path resolved as the kernel resolves it, a component at a time. ``chain``: the
     resolved path from the root, each component with its lstat (no symlink among them);
     ``links``: each symlink followed on the way, as the chain to its own entry (the
-    symlink last). A call that may replace one of those changes what the path names, so
+    symlink last); ``left``: each component a ``..`` left, as the chain to it (``a`` in
+    ``a/..``, whether or not it is there). A call that may replace one of those changes
+    what the path names (``a`` made a symlink, ``a/..`` is the link target's parent), so
     judging the resolved path alone (``realpath``) is not enough."""
 
     chain: _Chain
     links: tuple[_Chain, ...]
+    left: tuple[_Chain, ...]
 
 
 def _resolve(path: str, lstat: _Lstat) -> _Resolved:
@@ -257,6 +278,7 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
         path = os.path.join(os.getcwd(), path)  # getcwd has no symlink in it
     chain = [_Entry("/", lstat("/"))]
     links: list[_Chain] = []
+    left: list[_Chain] = []
     todo = path.split("/")[::-1]
     while todo:
         name = todo.pop()
@@ -264,7 +286,10 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
             continue
         if name == "..":
             if len(chain) > 1:
-                chain.pop()  # the chain has no symlink: its parent is the real one
+                # The chain has no symlink: its parent is the real one, today. Kept to be
+                # judged as a symlink's entry is: replaced by one, ``..`` leads elsewhere.
+                left.append(tuple(chain))
+                chain.pop()
             continue
         here = os.path.join(chain[-1].path, name)
         st = lstat(here) if chain[-1].st is not None else None
@@ -276,7 +301,7 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
         if target.startswith("/"):
             del chain[1:]
         todo.extend(target.split("/")[::-1])
-    return _Resolved(tuple(chain), tuple(links))
+    return _Resolved(tuple(chain), tuple(links), tuple(left))
 
 
 def _link_target(path: str, st: os.stat_result | None) -> str | None:
@@ -314,7 +339,9 @@ class _Workspace:
         ``--audit`` elsewhere) exposes nothing."""
         if self.ident is None:  # not made yet: all of it will be the calls'
             parts = _parts_below(chain[-1].path, self.real)
-            return parts is not None and (not parts or parts[0] != hidden)
+            if parts is None or (not parts and not entry_itself):
+                return False  # not in it, or the workspace itself (replacing it is not theirs)
+            return not parts or parts[0] != hidden
         at = _deepest(chain, self.ident)
         if at is None:
             return False

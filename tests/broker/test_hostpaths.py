@@ -342,3 +342,64 @@ def test_the_users_site_base_in_the_workspace_is_refused_where_python_reads_it(
         assert "site-packages" in err.message and err.details["path"] == str(ws / ".local")
     else:
         Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_path_leaving_a_workspace_directory_by_dotdot_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``XDG_CACHE_HOME=ws/sub/../../cache`` names ``tmp/cache`` today, but a call may turn
+    ``sub`` into a symlink (``mv sub x && mkdir -p d1/d2 && ln -s d1/d2 sub``): the same
+    string then names ``ws/cache``, and the broker kept its native code there. A component
+    not made yet (``ws/missing/../..``) is the call's to make as a link alike."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    for through in ("sub", "missing"):
+        monkeypatch.setenv("XDG_CACHE_HOME", f"{ws}/{through}/../../cache")
+        err = _refused(ws, audit=tmp_path / "audit.db")
+        assert err.details["reason"] == "dotdot_through_workspace"
+        assert err.details["passes"] == str(ws / through)
+        assert "'..'" in err.message and "XDG_CACHE_HOME" in err.message
+    # Leaving the workspace itself, or a directory outside it, is fine: no call may
+    # replace either.
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{ws}/../cache")
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+    (tmp_path / "out").mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{tmp_path}/out/../cache")
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_dotdot_through_a_workspace_not_made_yet_is_refused(tmp_path: Path) -> None:
+    """All of a workspace the broker is about to make will be the calls' to write, but not
+    the workspace itself."""
+    ws = tmp_path / "ws"
+    kept = HostPath(Path(f"{ws}/sub/../../kept"), "kept", "-", tree=False)
+    with pytest.raises(ConfigError) as info:
+        check_workspace(ws, [kept], hidden=".runtime")
+    assert info.value.details["reason"] == "dotdot_through_workspace"
+    check_workspace(ws, [HostPath(Path(f"{ws}/../kept"), "kept", "-")], hidden=".runtime")
+    hidden = HostPath(Path(f"{ws}/.runtime/x/../../../kept"), "kept", "-")
+    check_workspace(ws, [hidden], hidden=".runtime")
+
+
+def test_dotdot_is_judged_in_every_trusted_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTHONPYCACHEPREFIX (read unnormalised at every import), ``--audit`` and a tool
+    folder are judged by the same walk."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    through = f"{ws}/sub/../.."
+    monkeypatch.setattr(sys, "pycache_prefix", f"{through}/pyc")
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "PYTHONPYCACHEPREFIX" in err.message
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    err = _refused(ws, audit=f"{through}/audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "the audit log" in err.message
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    err = _refused(ws, tool_folders=[f"{through}/tools"], audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "tool folder" in err.message
