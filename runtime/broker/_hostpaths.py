@@ -17,8 +17,8 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   standard library and site-packages as trees), every ``sys.path`` entry (a module planted
   there is imported by the next broker), Python's bytecode cache when
   ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
-  where this interpreter reads it, the user's site base (``~/.local``: a ``.pth`` file made
-  there runs at start-up);
+  where this interpreter reads it, the user's site base (``~/.local``) and site-packages as a
+  tree, even before it exists (a ``.pth`` file made there runs at start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
@@ -121,6 +121,15 @@ def runtime_paths() -> list[HostPath]:
                 "the user's Python base (its site-packages is imported at start-up)",
                 python_fix,
                 tree=False,
+            )
+        )
+        # And that site-packages as a tree, made or not: a workspace between it and the base
+        # (``~/.local/lib/python3.X``) holds it, one below it would hold what it imports.
+        paths.append(
+            HostPath(
+                Path(site.getusersitepackages()),
+                "the user's site-packages (imported at start-up, its .pth files run)",
+                python_fix,
             )
         )
     for entry in sys.path:
@@ -316,18 +325,16 @@ def _link_target(path: str, st: os.stat_result | None) -> str | None:
 @dataclass(frozen=True)
 class _Workspace:
     """The workspace as the kernel knows it: ``real``, its resolved path; ``ident``, its
-    identity (None: not made yet); ``around``, the identities of it and its existing
-    ancestors."""
+    identity (None: not made yet); ``chain``, its resolved path's components."""
 
     real: str
     ident: tuple[int, int] | None
-    around: frozenset[tuple[int, int]]
+    chain: _Chain
 
     @classmethod
     def of(cls, workspace: Path, lstat: _Lstat) -> _Workspace:
         chain = _resolve(str(workspace), lstat).chain
-        around = frozenset(e.ident for e in chain if e.ident is not None)
-        return cls(chain[-1].path, chain[-1].ident, around)
+        return cls(chain[-1].path, chain[-1].ident, chain)
 
     def exposes(self, chain: _Chain, hidden: str, *, entry_itself: bool) -> bool:
         """Whether the last entry of ``chain`` lies in the workspace, outside ``hidden``,
@@ -352,9 +359,19 @@ class _Workspace:
         return any(e.st is not None and _writable(e.path, e.st) for e in mutable)
 
     def is_inside(self, chain: _Chain) -> bool:
-        """Whether the path ``chain`` resolves to is the workspace or one of its ancestors."""
-        ident = chain[-1].ident
-        return ident is not None and ident in self.around
+        """Whether the path ``chain`` resolves to is the workspace or one of its ancestors.
+        A path not made yet (the user's site-packages before its first install) is judged
+        all the same, by its deepest existing directory's identity and the names of the
+        rest below it: a workspace not made yet may lie inside it, and once either is made
+        the other would be the workspace's."""
+        known = max(at for at, e in enumerate(chain) if e.ident is not None)  # "/" is there
+        tail = [os.path.basename(e.path) for e in chain[known + 1 :]]
+        for at, entry in enumerate(self.chain):
+            if entry.ident == chain[known].ident:
+                below = self.chain[at + 1 : at + 1 + len(tail)]
+                if [os.path.basename(e.path) for e in below] == tail:
+                    return True
+        return False
 
 
 def _deepest(chain: _Chain, ident: tuple[int, int]) -> int | None:

@@ -337,6 +337,7 @@ def test_the_users_site_base_in_the_workspace_is_refused_where_python_reads_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(site, "ENABLE_USER_SITE", enabled)
     monkeypatch.setattr(site, "USER_BASE", str(ws / ".local"))
+    monkeypatch.setattr(site, "USER_SITE", None)  # worked out again (and restored after)
     if enabled:
         err = _refused(ws, audit=tmp_path / "audit.db")
         assert "site-packages" in err.message and err.details["path"] == str(ws / ".local")
@@ -403,3 +404,48 @@ def test_dotdot_is_judged_in_every_trusted_path(
     err = _refused(ws, tool_folders=[f"{through}/tools"], audit=tmp_path / "audit.db")
     assert err.details["reason"] == "dotdot_through_workspace"
     assert "tool folder" in err.message
+
+
+def test_the_users_site_packages_is_a_tree_made_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace between the user's base and its site-packages (``~/.local/lib/python3.X``)
+    holds the site-packages: a ``write_file`` of ``site-packages/x.pth`` there ran in the next
+    Python. One inside it (``.../site-packages/mypkg``) would write what start-up imports.
+    Either judged whether the site-packages, or the workspace, is made yet."""
+    import site
+
+    base = tmp_path / "home" / ".local"
+    user_site = base / "lib" / "python3.X" / "site-packages"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "USER_BASE", str(base))
+    monkeypatch.setattr(site, "USER_SITE", str(user_site))
+    err = _refused(user_site.parent, audit=tmp_path / "audit.db")  # neither made
+    assert err.details["reason"] == "trusted_path_in_workspace"
+    assert err.details["path"] == str(user_site)
+    assert "the user's site-packages" in err.message
+    # A workspace inside it: neither made, the site-packages made, both made.
+    ws = user_site / "mypkg"
+    for make in (None, user_site, ws):
+        if make is not None:
+            make.mkdir(parents=True)
+        err = _refused(ws, audit=tmp_path / "audit.db")
+        assert err.details["reason"] == "workspace_in_trusted_path", make
+        assert err.details["path"] == str(user_site)
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    Broker(workspace=user_site / "mypkg", audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_tree_not_made_yet_is_judged_for_a_workspace_inside_it(tmp_path: Path) -> None:
+    """By its deepest existing directory and the names below it, whatever name reaches that
+    directory (here a symlink to it)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    tree = HostPath(tmp_path / "real" / "a" / "b", "a tree", "-")
+    for ws in ("alias/a/b/c", "alias/a/b/c/d"):
+        with pytest.raises(ConfigError) as info:
+            check_workspace(tmp_path / ws, [tree], hidden=".runtime")
+        assert info.value.details["reason"] == "workspace_in_trusted_path"
+    for ws in ("alias/a/bb", "alias/b/a/b", "other/a/b"):  # beside it, not inside
+        check_workspace(tmp_path / ws, [tree], hidden=".runtime")
