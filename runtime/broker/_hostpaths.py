@@ -13,12 +13,13 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
-  wall), the wasm guests' sources, the Python installation (its prefixes; a venv, the
-  standard library and site-packages as trees), every ``sys.path`` entry (a module planted
-  there is imported by the next broker), Python's bytecode cache when
-  ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
-  where this interpreter reads it, the user's site base (``~/.local``) and site-packages as a
-  tree, even before it exists (a ``.pth`` file made there runs at start-up);
+  wall), the wasm guests' sources, the Python installation (its prefixes; a venv's ``bin``,
+  ``lib`` and ``include``, the standard library and site-packages as trees), every
+  ``sys.path`` entry (a module planted there is imported by the next broker), Python's
+  bytecode cache when ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside
+  each module, and, where this interpreter reads it, the user's site base (``~/.local``)
+  and site-packages as a tree, even before it exists (a ``.pth`` file made there runs at
+  start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
@@ -149,20 +150,32 @@ def runtime_paths() -> list[HostPath]:
 def _python_installation(fix: str) -> list[HostPath]:
     """The interpreter's prefixes, which a workspace may not hold, and below them what Python
     loads modules from, which a workspace may not lie inside either (a call could add a
-    module, or a ``.pth`` file that start-up runs): a venv as a whole, the standard library
-    (``lib-dynload`` in it), the site-packages directories.
+    module, or a ``.pth`` file that start-up runs): the standard library (``lib-dynload`` in
+    it), the site-packages directories, a venv's own directories (``_venv_dirs``).
 
-    Not a base installation's prefix as a whole: it is often a shared root (``/usr``,
-    ``/usr/local``) where a workspace such as ``/usr/src/app`` is loaded from by nobody. Nor
-    every ``sys.path`` entry (``runtime_paths``): the current directory, or the source
-    checkout of an editable install, holds ``./workspace``, the default workspace."""
+    Not a prefix as a whole, a base installation's (often a shared root, ``/usr``,
+    ``/usr/local``, where a workspace such as ``/usr/src/app`` is loaded from by nobody) nor
+    a venv's (made in the project's directory, ``python -m venv .``, or Docker's ``/app``, it
+    holds ``./workspace``, whose calls reach none of what the venv loads). Nor every
+    ``sys.path`` entry (``runtime_paths``): the current directory, or the source checkout of
+    an editable install, holds ``./workspace``, the default workspace."""
     prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
     trees = set(_library_dirs())
     trees.update(site.getsitepackages())
     if sys.prefix != sys.base_prefix:
-        trees.update((sys.prefix, sys.exec_prefix))  # a venv: all of it is the installation's
+        trees.update(_venv_dirs())
     what = "the Python installation"
     return [HostPath(Path(p), what, fix, tree=p in trees) for p in sorted(prefixes | trees)]
+
+
+def _venv_dirs() -> list[str]:
+    """A venv's directories that hold what it loads or runs, made or not: ``bin`` (the
+    interpreter, the ``runtime`` command's script), ``lib`` and ``lib64`` (site-packages,
+    ``.pth`` files), ``include`` (headers a build compiles against)."""
+    found = {sysconfig.get_path("scripts")}
+    for prefix in {sys.prefix, sys.exec_prefix}:
+        found.update(os.path.join(prefix, name) for name in ("bin", "lib", "lib64", "include"))
+    return sorted(found)
 
 
 @functools.cache

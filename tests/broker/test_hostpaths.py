@@ -124,11 +124,15 @@ def test_a_workspace_inside_the_python_installation_is_refused(
         Path(pytest.__file__).parent,  # a package in site-packages
     ]
     if sys.prefix != sys.base_prefix:
-        inside.append(Path(sys.prefix) / "bin")  # a venv
+        inside.append(Path(sys.prefix) / "bin" / "sub")  # a venv's (not made yet)
     for ws in inside:
         with pytest.raises(ConfigError) as info:
             check_workspace(ws, runtime_paths(), hidden=".runtime")
         assert info.value.details["reason"] == "workspace_in_trusted_path", ws
+        assert "the Python installation" in info.value.message
+    if sys.prefix != sys.base_prefix:  # its bin itself: one of the trees, so it holds one
+        with pytest.raises(ConfigError) as info:
+            check_workspace(Path(sys.prefix) / "bin", runtime_paths(), hidden=".runtime")
         assert "the Python installation" in info.value.message
 
 
@@ -449,3 +453,47 @@ def test_a_tree_not_made_yet_is_judged_for_a_workspace_inside_it(tmp_path: Path)
         assert info.value.details["reason"] == "workspace_in_trusted_path"
     for ws in ("alias/a/bb", "alias/b/a/b", "other/a/b"):  # beside it, not inside
         check_workspace(tmp_path / ws, [tree], hidden=".runtime")
+
+
+def test_a_venv_as_the_project_root_opens_its_workspace(tmp_path: Path) -> None:
+    """``python -m venv .`` in the project (or Docker's ``python -m venv /app``), then the
+    default ``./workspace`` in it: no call there reaches ``pyvenv.cfg``, ``bin/`` or
+    ``lib/``. The venv's own directories stay trees, and the venv itself may not be the
+    workspace (it holds them)."""
+    project = tmp_path / "app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project)], check=True)
+    (site_packages,) = project.glob("lib/python3.*/site-packages")
+    (site_packages / "run.pth").write_text("\n".join([str(ROOT), *_site_packages()]) + "\n")
+    script = """if True:
+        import json
+        from pathlib import Path
+        from runtime.broker import Broker
+        from runtime.broker._hostpaths import check_workspace, runtime_paths
+        from runtime.errors import ConfigError
+        Broker().audit.close()
+        reasons = {}
+        for ws in ("bin/x", "lib/x", "include/x", "lib64/x", "."):
+            try:
+                check_workspace(Path(ws).resolve(), runtime_paths(), hidden=".runtime")
+            except ConfigError as exc:
+                reasons[ws] = exc.details["reason"]
+        print(json.dumps(reasons))
+    """
+    proc = subprocess.run(
+        [str(project / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        cwd=project,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "workspace" / ".runtime").is_dir()
+    assert json.loads(proc.stdout) == {
+        "bin/x": "workspace_in_trusted_path",
+        "lib/x": "workspace_in_trusted_path",
+        "include/x": "workspace_in_trusted_path",
+        "lib64/x": "workspace_in_trusted_path",
+        ".": "trusted_path_in_workspace",
+    }
