@@ -23,7 +23,8 @@ Hazards:
 - A process the broker starts decides nothing of its own: its environment (HOME, no
   ``XDG_CACHE_HOME``) would name another cache than the one the broker judged
   (``broker/_hostpaths.py``), perhaps one in the workspace that every call may write. The
-  broker sends the file it loaded (:func:`loaded_path`, none when it runs pure) and that
+  broker sends the file it loaded, by its real path (:func:`loaded_path`, none when it runs
+  pure; the cache's path as written may hold a ``..`` or a symlink to resolve again) and that
   process loads exactly it (:func:`adopt`): the sandbox's fork-server (``zygote.py``).
 """
 
@@ -118,9 +119,19 @@ def _compile(target: Path, include: Path, zig_cache: Path) -> None:
         raise OSError(f"{exc.message}: {stderr[-2000:]}" if stderr else exc.message) from exc
 
 
-def _load_own(path: Path) -> ModuleType:
-    """Import exactly the file that was checked (:func:`runtime._fsio.own_library`)."""
-    return own_library(path, "the C accelerator", _import)
+def _load_own(path: Path) -> tuple[ModuleType, Path]:
+    """Import exactly the file that was checked (:func:`runtime._fsio.own_library`), and its
+    real path, read from the descriptor it was loaded through: what a process this one starts
+    is sent (:func:`loaded_path`). Not ``path`` itself: it may hold a ``..`` or a symlink
+    (``XDG_CACHE_HOME`` as the user wrote it), whose meaning could change before that
+    process opens it; the real path, judged when the broker opened, has neither."""
+    real: list[str] = []
+
+    def load(fd_path: str) -> ModuleType:
+        real.append(os.readlink(fd_path))  # the open file's path, as the kernel names it
+        return _import(fd_path)
+
+    return own_library(path, "the C accelerator", load), Path(real[0])
 
 
 def _import(fd_path: str) -> ModuleType:
@@ -143,14 +154,14 @@ def build_and_load(cache_dir: Path | None = None, *, include: Path | None = None
 
 
 def _build_and_load(cache_dir: Path | None, include: Path | None) -> tuple[ModuleType, Path]:
-    """:func:`build_and_load`, and the file it loaded."""
+    """:func:`build_and_load`, and the real path of the file it loaded."""
     root = cache_dir if cache_dir is not None else _cache_root()
     target = root / _digest() / f"{_NAME}{_ext_suffix()}"
     _check_dirs(target)
     if not target.exists():
         headers = include if include is not None else Path(sysconfig.get_paths()["include"])
         _compile(target, headers, root / "zig-cache")
-    return _load_own(target), target
+    return _load_own(target)
 
 
 def _check_dirs(target: Path) -> None:
@@ -179,9 +190,9 @@ def module() -> ModuleType | None:
 
 
 def loaded_path() -> Path | None:
-    """The file this process's extension was loaded from (deciding first, as :func:`module`);
-    None when it runs the pure-Python code. What a process it starts is told to
-    :func:`adopt`."""
+    """The real path (no symlink, no ``..``) of the file this process's extension was loaded
+    from (deciding first, as :func:`module`); None when it runs the pure-Python code. What a
+    process it starts is told to :func:`adopt`."""
     module()
     return _state["path"]  # type: ignore[no-any-return]
 
@@ -200,7 +211,7 @@ def adopt(path: str) -> ModuleType | None:
             try:
                 target = Path(path)
                 _check_dirs(target)
-                _state["module"], _state["path"] = _load_own(target), target
+                _state["module"], _state["path"] = _load_own(target)
             except (OSError, ImportError) as exc:
                 _state["error"] = f"{type(exc).__name__}: {exc}"
     return _state["module"]  # type: ignore[no-any-return]

@@ -465,6 +465,24 @@ def test_loaded_path_names_the_file_module_loaded(
     assert _speedups.module() is not None
 
 
+def test_loaded_path_is_the_real_path_of_what_was_loaded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_state: None, _built: tuple[Path, Path]
+) -> None:
+    """The cache as the user named it (``XDG_CACHE_HOME=.../sub/../cache``) may hold a
+    ``..`` or a symlink whose meaning a later open would resolve again: the fork-server is
+    sent the path of the file the broker loaded, with neither."""
+    _, built = _built
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
+    monkeypatch.delenv(_speedups.PURE_ENV, raising=False)
+    monkeypatch.setattr(_speedups, "_cache_root", lambda: Path(f"{tmp_path}/link/../cache"))
+    real = Path(os.path.realpath(built))
+    assert _speedups.loaded_path() == real
+    assert _speedups.module() is not None
+    _speedups.adopt(f"{tmp_path}/link/../cache/{built.parent.name}/{built.name}")
+    assert _speedups.loaded_path() == real
+
+
 def _no_own_cache() -> Path:
     raise AssertionError("adopt looked for a cache of its own")
 

@@ -13,12 +13,13 @@ the broker later *loads* from a path inside the workspace is then the call's to 
   ``~/.cache/runtime/wasm/native/…/_native.so`` in a workspace that holds the home
   directory ran its constructor in the next broker;
 - the runtime's own code, the built-in tools (imported by the fork-server, outside every
-  wall), the wasm guests' sources, the Python installation (its prefixes; a venv, the
-  standard library and site-packages as trees), every ``sys.path`` entry (a module planted
-  there is imported by the next broker), Python's bytecode cache when
-  ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside each module, and,
-  where this interpreter reads it, the user's site base (``~/.local``: a ``.pth`` file made
-  there runs at start-up);
+  wall), the wasm guests' sources, the Python installation (its prefixes; a venv's ``bin``,
+  ``lib`` and ``include``, the standard library and site-packages as trees), every
+  ``sys.path`` entry (a module planted there is imported by the next broker), Python's
+  bytecode cache when ``PYTHONPYCACHEPREFIX`` moves it out of the ``__pycache__`` beside
+  each module, and, where this interpreter reads it, the user's site base (``~/.local``)
+  and site-packages as a tree, even before it exists (a ``.pth`` file made there runs at
+  start-up);
 - the audit log (a call could rewrite or delete what it says of earlier calls, or append
   forged lines to a journal that recovery would chain), the policy file (a call could grant
   the next broker's calls more), and the folders of the catalogue's own tools.
@@ -28,10 +29,12 @@ directory between it and the workspace: a call writes as this user, and renaming
 them changes what the path names; one this user owns counts whatever its mode, since a call
 may chmod it, unless it is on a read-only mount), or holds a symlink on the way to one (in a
 directory so written: a call may replace it, and the next broker follows the call's link),
-or (for those loaded from below a directory) lies inside one, is refused when the broker
-opens, with a typed error saying which and what to do: a ConfigError (exit 64). Paths in
-the workspace's state directory (``.runtime``, where the default audit log lives) are fine:
-every call's mounts hide it (``backends/sandbox``).
+or a directory the path passes through and leaves by ``..`` (``ws/sub/../../cache``: a call
+may replace ``sub`` by a symlink, and the same string then names a directory of the call's
+choosing; one not made yet alike), or (for those loaded from below a directory) lies inside
+one, is refused when the broker opens, with a typed error saying which and what to do: a
+ConfigError (exit 64). Paths in the workspace's state directory (``.runtime``, where the
+default audit log lives) are fine: every call's mounts hide it (``backends/sandbox``).
 
 Judged by the kernel's identities, not by strings: each path is resolved a component at a
 time as the kernel resolves it (``lstat``, each symlink followed where it is met, as the
@@ -121,6 +124,15 @@ def runtime_paths() -> list[HostPath]:
                 tree=False,
             )
         )
+        # And that site-packages as a tree, made or not: a workspace between it and the base
+        # (``~/.local/lib/python3.X``) holds it, one below it would hold what it imports.
+        paths.append(
+            HostPath(
+                Path(site.getusersitepackages()),
+                "the user's site-packages (imported at start-up, its .pth files run)",
+                python_fix,
+            )
+        )
     for entry in sys.path:
         # '' is the current directory (python -c, the REPL). Zip files and missing entries
         # are judged by their path all the same: a call could create one.
@@ -138,20 +150,32 @@ def runtime_paths() -> list[HostPath]:
 def _python_installation(fix: str) -> list[HostPath]:
     """The interpreter's prefixes, which a workspace may not hold, and below them what Python
     loads modules from, which a workspace may not lie inside either (a call could add a
-    module, or a ``.pth`` file that start-up runs): a venv as a whole, the standard library
-    (``lib-dynload`` in it), the site-packages directories.
+    module, or a ``.pth`` file that start-up runs): the standard library (``lib-dynload`` in
+    it), the site-packages directories, a venv's own directories (``_venv_dirs``).
 
-    Not a base installation's prefix as a whole: it is often a shared root (``/usr``,
-    ``/usr/local``) where a workspace such as ``/usr/src/app`` is loaded from by nobody. Nor
-    every ``sys.path`` entry (``runtime_paths``): the current directory, or the source
-    checkout of an editable install, holds ``./workspace``, the default workspace."""
+    Not a prefix as a whole, a base installation's (often a shared root, ``/usr``,
+    ``/usr/local``, where a workspace such as ``/usr/src/app`` is loaded from by nobody) nor
+    a venv's (made in the project's directory, ``python -m venv .``, or Docker's ``/app``, it
+    holds ``./workspace``, whose calls reach none of what the venv loads). Nor every
+    ``sys.path`` entry (``runtime_paths``): the current directory, or the source checkout of
+    an editable install, holds ``./workspace``, the default workspace."""
     prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
     trees = set(_library_dirs())
     trees.update(site.getsitepackages())
     if sys.prefix != sys.base_prefix:
-        trees.update((sys.prefix, sys.exec_prefix))  # a venv: all of it is the installation's
+        trees.update(_venv_dirs())
     what = "the Python installation"
     return [HostPath(Path(p), what, fix, tree=p in trees) for p in sorted(prefixes | trees)]
+
+
+def _venv_dirs() -> list[str]:
+    """A venv's directories that hold what it loads or runs, made or not: ``bin`` (the
+    interpreter, the ``runtime`` command's script), ``lib`` and ``lib64`` (site-packages,
+    ``.pth`` files), ``include`` (headers a build compiles against)."""
+    found = {sysconfig.get_path("scripts")}
+    for prefix in {sys.prefix, sys.exec_prefix}:
+        found.update(os.path.join(prefix, name) for name in ("bin", "lib", "lib64", "include"))
+    return sorted(found)
 
 
 @functools.cache
@@ -177,6 +201,9 @@ def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) 
         for link in found.links:
             if ws.exposes(link, hidden, entry_itself=False):
                 raise _link_refusal(workspace, item, link[-1].path)
+        for left in found.left:
+            if ws.exposes(left, hidden, entry_itself=False):
+                raise _dotdot_refusal(workspace, item, left[-1].path)
         if item.tree and ws.is_inside(found.chain):
             fix = _MOVE.replace("hold it", "lie inside it")
             raise _refusal(workspace, item, "is inside", fix, "workspace_in_trusted_path")
@@ -203,6 +230,19 @@ def _link_refusal(workspace: Path, item: HostPath, link: str) -> ConfigError:
         link=link,
         workspace=str(workspace),
         reason="symlink_to_trusted_path_in_workspace",
+    )
+
+
+def _dotdot_refusal(workspace: Path, item: HostPath, left: str) -> ConfigError:
+    return ConfigError(
+        f"the workspace {workspace} holds a directory ({left}) that the path to {item.what} "
+        f"({item.path}) passes through and leaves by '..': a sandboxed call may replace it "
+        f"with a symlink, and so choose what the broker loads or keeps there; name it by a "
+        f"path without '..' (or one that does not pass through the workspace), or {item.fix}",
+        path=str(item.path),
+        passes=left,
+        workspace=str(workspace),
+        reason="dotdot_through_workspace",
     )
 
 
@@ -245,11 +285,14 @@ class _Resolved:
     """A path resolved as the kernel resolves it, a component at a time. ``chain``: the
     resolved path from the root, each component with its lstat (no symlink among them);
     ``links``: each symlink followed on the way, as the chain to its own entry (the
-    symlink last). A call that may replace one of those changes what the path names, so
+    symlink last); ``left``: each component a ``..`` left, as the chain to it (``a`` in
+    ``a/..``, whether or not it is there). A call that may replace one of those changes
+    what the path names (``a`` made a symlink, ``a/..`` is the link target's parent), so
     judging the resolved path alone (``realpath``) is not enough."""
 
     chain: _Chain
     links: tuple[_Chain, ...]
+    left: tuple[_Chain, ...]
 
 
 def _resolve(path: str, lstat: _Lstat) -> _Resolved:
@@ -257,6 +300,7 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
         path = os.path.join(os.getcwd(), path)  # getcwd has no symlink in it
     chain = [_Entry("/", lstat("/"))]
     links: list[_Chain] = []
+    left: list[_Chain] = []
     todo = path.split("/")[::-1]
     while todo:
         name = todo.pop()
@@ -264,7 +308,10 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
             continue
         if name == "..":
             if len(chain) > 1:
-                chain.pop()  # the chain has no symlink: its parent is the real one
+                # The chain has no symlink: its parent is the real one, today. Kept to be
+                # judged as a symlink's entry is: replaced by one, ``..`` leads elsewhere.
+                left.append(tuple(chain))
+                chain.pop()
             continue
         here = os.path.join(chain[-1].path, name)
         st = lstat(here) if chain[-1].st is not None else None
@@ -276,7 +323,7 @@ def _resolve(path: str, lstat: _Lstat) -> _Resolved:
         if target.startswith("/"):
             del chain[1:]
         todo.extend(target.split("/")[::-1])
-    return _Resolved(tuple(chain), tuple(links))
+    return _Resolved(tuple(chain), tuple(links), tuple(left))
 
 
 def _link_target(path: str, st: os.stat_result | None) -> str | None:
@@ -291,18 +338,16 @@ def _link_target(path: str, st: os.stat_result | None) -> str | None:
 @dataclass(frozen=True)
 class _Workspace:
     """The workspace as the kernel knows it: ``real``, its resolved path; ``ident``, its
-    identity (None: not made yet); ``around``, the identities of it and its existing
-    ancestors."""
+    identity (None: not made yet); ``chain``, its resolved path's components."""
 
     real: str
     ident: tuple[int, int] | None
-    around: frozenset[tuple[int, int]]
+    chain: _Chain
 
     @classmethod
     def of(cls, workspace: Path, lstat: _Lstat) -> _Workspace:
         chain = _resolve(str(workspace), lstat).chain
-        around = frozenset(e.ident for e in chain if e.ident is not None)
-        return cls(chain[-1].path, chain[-1].ident, around)
+        return cls(chain[-1].path, chain[-1].ident, chain)
 
     def exposes(self, chain: _Chain, hidden: str, *, entry_itself: bool) -> bool:
         """Whether the last entry of ``chain`` lies in the workspace, outside ``hidden``,
@@ -314,7 +359,9 @@ class _Workspace:
         ``--audit`` elsewhere) exposes nothing."""
         if self.ident is None:  # not made yet: all of it will be the calls'
             parts = _parts_below(chain[-1].path, self.real)
-            return parts is not None and (not parts or parts[0] != hidden)
+            if parts is None or (not parts and not entry_itself):
+                return False  # not in it, or the workspace itself (replacing it is not theirs)
+            return not parts or parts[0] != hidden
         at = _deepest(chain, self.ident)
         if at is None:
             return False
@@ -325,9 +372,19 @@ class _Workspace:
         return any(e.st is not None and _writable(e.path, e.st) for e in mutable)
 
     def is_inside(self, chain: _Chain) -> bool:
-        """Whether the path ``chain`` resolves to is the workspace or one of its ancestors."""
-        ident = chain[-1].ident
-        return ident is not None and ident in self.around
+        """Whether the path ``chain`` resolves to is the workspace or one of its ancestors.
+        A path not made yet (the user's site-packages before its first install) is judged
+        all the same, by its deepest existing directory's identity and the names of the
+        rest below it: a workspace not made yet may lie inside it, and once either is made
+        the other would be the workspace's."""
+        known = max(at for at, e in enumerate(chain) if e.ident is not None)  # "/" is there
+        tail = [os.path.basename(e.path) for e in chain[known + 1 :]]
+        for at, entry in enumerate(self.chain):
+            if entry.ident == chain[known].ident:
+                below = self.chain[at + 1 : at + 1 + len(tail)]
+                if [os.path.basename(e.path) for e in below] == tail:
+                    return True
+        return False
 
 
 def _deepest(chain: _Chain, ident: tuple[int, int]) -> int | None:

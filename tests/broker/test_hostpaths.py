@@ -124,11 +124,15 @@ def test_a_workspace_inside_the_python_installation_is_refused(
         Path(pytest.__file__).parent,  # a package in site-packages
     ]
     if sys.prefix != sys.base_prefix:
-        inside.append(Path(sys.prefix) / "bin")  # a venv
+        inside.append(Path(sys.prefix) / "bin" / "sub")  # a venv's (not made yet)
     for ws in inside:
         with pytest.raises(ConfigError) as info:
             check_workspace(ws, runtime_paths(), hidden=".runtime")
         assert info.value.details["reason"] == "workspace_in_trusted_path", ws
+        assert "the Python installation" in info.value.message
+    if sys.prefix != sys.base_prefix:  # its bin itself: one of the trees, so it holds one
+        with pytest.raises(ConfigError) as info:
+            check_workspace(Path(sys.prefix) / "bin", runtime_paths(), hidden=".runtime")
         assert "the Python installation" in info.value.message
 
 
@@ -337,8 +341,159 @@ def test_the_users_site_base_in_the_workspace_is_refused_where_python_reads_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(site, "ENABLE_USER_SITE", enabled)
     monkeypatch.setattr(site, "USER_BASE", str(ws / ".local"))
+    monkeypatch.setattr(site, "USER_SITE", None)  # worked out again (and restored after)
     if enabled:
         err = _refused(ws, audit=tmp_path / "audit.db")
         assert "site-packages" in err.message and err.details["path"] == str(ws / ".local")
     else:
         Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_path_leaving_a_workspace_directory_by_dotdot_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``XDG_CACHE_HOME=ws/sub/../../cache`` names ``tmp/cache`` today, but a call may turn
+    ``sub`` into a symlink (``mv sub x && mkdir -p d1/d2 && ln -s d1/d2 sub``): the same
+    string then names ``ws/cache``, and the broker kept its native code there. A component
+    not made yet (``ws/missing/../..``) is the call's to make as a link alike."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    for through in ("sub", "missing"):
+        monkeypatch.setenv("XDG_CACHE_HOME", f"{ws}/{through}/../../cache")
+        err = _refused(ws, audit=tmp_path / "audit.db")
+        assert err.details["reason"] == "dotdot_through_workspace"
+        assert err.details["passes"] == str(ws / through)
+        assert "'..'" in err.message and "XDG_CACHE_HOME" in err.message
+    # Leaving the workspace itself, or a directory outside it, is fine: no call may
+    # replace either.
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{ws}/../cache")
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+    (tmp_path / "out").mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{tmp_path}/out/../cache")
+    Broker(workspace=ws, audit=tmp_path / "audit.db").audit.close()
+
+
+def test_dotdot_through_a_workspace_not_made_yet_is_refused(tmp_path: Path) -> None:
+    """All of a workspace the broker is about to make will be the calls' to write, but not
+    the workspace itself."""
+    ws = tmp_path / "ws"
+    kept = HostPath(Path(f"{ws}/sub/../../kept"), "kept", "-", tree=False)
+    with pytest.raises(ConfigError) as info:
+        check_workspace(ws, [kept], hidden=".runtime")
+    assert info.value.details["reason"] == "dotdot_through_workspace"
+    check_workspace(ws, [HostPath(Path(f"{ws}/../kept"), "kept", "-")], hidden=".runtime")
+    hidden = HostPath(Path(f"{ws}/.runtime/x/../../../kept"), "kept", "-")
+    check_workspace(ws, [hidden], hidden=".runtime")
+
+
+def test_dotdot_is_judged_in_every_trusted_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTHONPYCACHEPREFIX (read unnormalised at every import), ``--audit`` and a tool
+    folder are judged by the same walk."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    through = f"{ws}/sub/../.."
+    monkeypatch.setattr(sys, "pycache_prefix", f"{through}/pyc")
+    err = _refused(ws, audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "PYTHONPYCACHEPREFIX" in err.message
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    err = _refused(ws, audit=f"{through}/audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "the audit log" in err.message
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    err = _refused(ws, tool_folders=[f"{through}/tools"], audit=tmp_path / "audit.db")
+    assert err.details["reason"] == "dotdot_through_workspace"
+    assert "tool folder" in err.message
+
+
+def test_the_users_site_packages_is_a_tree_made_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace between the user's base and its site-packages (``~/.local/lib/python3.X``)
+    holds the site-packages: a ``write_file`` of ``site-packages/x.pth`` there ran in the next
+    Python. One inside it (``.../site-packages/mypkg``) would write what start-up imports.
+    Either judged whether the site-packages, or the workspace, is made yet."""
+    import site
+
+    base = tmp_path / "home" / ".local"
+    user_site = base / "lib" / "python3.X" / "site-packages"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "USER_BASE", str(base))
+    monkeypatch.setattr(site, "USER_SITE", str(user_site))
+    err = _refused(user_site.parent, audit=tmp_path / "audit.db")  # neither made
+    assert err.details["reason"] == "trusted_path_in_workspace"
+    assert err.details["path"] == str(user_site)
+    assert "the user's site-packages" in err.message
+    # A workspace inside it: neither made, the site-packages made, both made.
+    ws = user_site / "mypkg"
+    for make in (None, user_site, ws):
+        if make is not None:
+            make.mkdir(parents=True)
+        err = _refused(ws, audit=tmp_path / "audit.db")
+        assert err.details["reason"] == "workspace_in_trusted_path", make
+        assert err.details["path"] == str(user_site)
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    Broker(workspace=user_site / "mypkg", audit=tmp_path / "audit.db").audit.close()
+
+
+def test_a_tree_not_made_yet_is_judged_for_a_workspace_inside_it(tmp_path: Path) -> None:
+    """By its deepest existing directory and the names below it, whatever name reaches that
+    directory (here a symlink to it)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    tree = HostPath(tmp_path / "real" / "a" / "b", "a tree", "-")
+    for ws in ("alias/a/b/c", "alias/a/b/c/d"):
+        with pytest.raises(ConfigError) as info:
+            check_workspace(tmp_path / ws, [tree], hidden=".runtime")
+        assert info.value.details["reason"] == "workspace_in_trusted_path"
+    for ws in ("alias/a/bb", "alias/b/a/b", "other/a/b"):  # beside it, not inside
+        check_workspace(tmp_path / ws, [tree], hidden=".runtime")
+
+
+def test_a_venv_as_the_project_root_opens_its_workspace(tmp_path: Path) -> None:
+    """``python -m venv .`` in the project (or Docker's ``python -m venv /app``), then the
+    default ``./workspace`` in it: no call there reaches ``pyvenv.cfg``, ``bin/`` or
+    ``lib/``. The venv's own directories stay trees, and the venv itself may not be the
+    workspace (it holds them)."""
+    project = tmp_path / "app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project)], check=True)
+    (site_packages,) = project.glob("lib/python3.*/site-packages")
+    (site_packages / "run.pth").write_text("\n".join([str(ROOT), *_site_packages()]) + "\n")
+    script = """if True:
+        import json
+        from pathlib import Path
+        from runtime.broker import Broker
+        from runtime.broker._hostpaths import check_workspace, runtime_paths
+        from runtime.errors import ConfigError
+        Broker().audit.close()
+        reasons = {}
+        for ws in ("bin/x", "lib/x", "include/x", "lib64/x", "."):
+            try:
+                check_workspace(Path(ws).resolve(), runtime_paths(), hidden=".runtime")
+            except ConfigError as exc:
+                reasons[ws] = exc.details["reason"]
+        print(json.dumps(reasons))
+    """
+    proc = subprocess.run(
+        [str(project / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        cwd=project,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "workspace" / ".runtime").is_dir()
+    assert json.loads(proc.stdout) == {
+        "bin/x": "workspace_in_trusted_path",
+        "lib/x": "workspace_in_trusted_path",
+        "include/x": "workspace_in_trusted_path",
+        "lib64/x": "workspace_in_trusted_path",
+        ".": "trusted_path_in_workspace",
+    }

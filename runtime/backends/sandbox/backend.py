@@ -331,6 +331,8 @@ class SandboxBackend:
             pid1_path, pid1_error = "", str(exc)
         # The zygote loads exactly the accelerator this process loaded, from the cache the
         # broker judged (``broker/_hostpaths.py``), or none; never one of its own finding.
+        # Named by its real path (``loaded_path``): not the cache's path as the user wrote
+        # it, which the zygote would resolve again, later.
         speedups = await anyio.to_thread.run_sync(_speedups.loaded_path)
         try:
             bpf_python, bpf_exec = await anyio.to_thread.run_sync(_seccomp_programs)
