@@ -250,6 +250,9 @@ class _Compiled:
         self.literal_only = rule.literal_only
         self.heads = tuple(_glob_head(g) for g in (*rule.redirect_to, *rule.writes_to))
         self.assigns = tuple(rule.assigns)
+        # One regex for the globs, as program_rx: 'export A B C ...' sets one name a word,
+        # and loader-env has some 70 globs.
+        self.assigns_rx = re.compile("|".join(fnmatch.translate(p) for p in self.assigns))
         self.modes_regex = [re.compile(r) for r in rule.modes_regex]
         # Rules that look at arguments are also tried on a program named among another
         # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
@@ -384,7 +387,7 @@ class _Compiled:
                 written += [rebased(w, cmd.cwd) for w in written]
             results.append(self._any_word(tuple(written), self.writes_to))
         if self.assigns:
-            hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
+            hit = any(self.assigns_rx.match(a) is not None for a in cmd.assigns)
             results.append("yes" if hit else "no")
         if self.modes_regex:
             results.append(self._modes(cmd))
