@@ -83,8 +83,10 @@ _CROSS_ORIGIN_HEADERS = frozenset(
     }
 )
 _CROSS_ORIGIN_BODY_HEADERS = frozenset({"content-type", "content-encoding", "content-language"})
-_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_VALUE_RE = re.compile(r"^[\t\x20-\x7e]*$")
+# fullmatch, not match: '$' also matches before a trailing newline ("X-A\n", "v\n"), which
+# h11 then refused when sending (tool_error instead of invalid_arguments).
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE_RE = re.compile(r"[\t\x20-\x7e]*")
 _MAX_HEADERS = 100
 _MAX_HEADER_BYTES = 65536
 _MAX_BODY = 16 * 1024 * 1024
@@ -137,9 +139,9 @@ def _validated(payload: dict[str, Any], rules: NetworkRulesLike) -> _Request:
     headers: dict[str, str] = {}
     size = 0
     for name, value in raw_headers.items():
-        if not isinstance(name, str) or not _TOKEN_RE.match(name):
+        if not isinstance(name, str) or not _TOKEN_RE.fullmatch(name):
             raise InvalidArguments(f"bad header name {quoted(name)}", field="headers")
-        if not isinstance(value, str) or not _VALUE_RE.match(value):
+        if not isinstance(value, str) or not _VALUE_RE.fullmatch(value):
             # CR/LF would split the request (header injection); non-ASCII has no agreed
             # encoding on the wire.
             raise InvalidArguments(

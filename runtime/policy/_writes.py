@@ -49,6 +49,7 @@ __all__ = [
     "runtime_script",
     "sqlite_text_writes",
     "write_findings",
+    "writes_through_arguments",
     "written_operands",
 ]
 
@@ -373,7 +374,44 @@ def written_operands(cmd: SimpleCommand) -> list[Word]:
     return list(cmd.writes) + _argument_writes(cmd)
 
 
+#: Programs :func:`_argument_writes` reads beyond the tables below (each has its own reader).
+_OWN_READERS = frozenset(
+    {
+        "sed",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "find",
+        "sqlite3",
+        "sqlite",
+        "yq",
+        "dd",
+        "rsync",
+        "tar",
+        "git",
+    }
+)
+
+
+def writes_through_arguments(program: str) -> bool:
+    """Whether :func:`written_operands` may find a file ``program`` writes in its own
+    arguments. For any other program it is ``cmd.writes`` alone, whatever the arguments:
+    the command rules skip such a program when they read an argument as a program's start
+    (:meth:`runtime.policy.commands._Compiled.match`)."""
+    return (
+        program in _OWN_READERS
+        or program in _WORD_OUTPUTS
+        or program in _OUTPUT_OPTIONS
+        or program in _WRITERS
+        or _is_compiler(program)
+    )
+
+
 def _argument_writes(cmd: SimpleCommand) -> list[Word]:
+    # The one gate: a program writes_through_arguments does not name has no reader here.
+    if not writes_through_arguments(cmd.program):
+        return []
     if cmd.program == "sed":
         return _sed_files(cmd.args) + sed_script_writes(cmd.args)
     if cmd.program in ("awk", "gawk", "mawk", "nawk"):

@@ -23,7 +23,7 @@ from runtime.policy._moves import move_findings, rebased, workspace_relative
 from runtime.policy._shell_model import CACHED_COMMAND_CHARS
 from runtime.policy._sweeps import fixes_a_character, sweeps
 from runtime.policy._workspace_globs import SANDBOX_ROOT
-from runtime.policy._writes import write_findings, written_operands
+from runtime.policy._writes import write_findings, writes_through_arguments, written_operands
 from runtime.policy.argv import Word, proc_alias, program_name
 from runtime.policy.globs import GlobSet
 from runtime.policy.paths import PathRules
@@ -41,6 +41,13 @@ __all__ = [
 
 Tri = Literal["yes", "no", "maybe"]
 _BUILTIN = Path(__file__).with_name("builtin_commands.toml")
+#: Words the readings of arguments as a program's start (:meth:`_Compiled.match`) may visit
+#: in one command string, all rules together. Each reading looks at the words after its
+#: argument: one per argument was quadratic ('echo rm rm rm ...' of 20,000 words held the
+#: broker for minutes). An ordinary command makes few readings of a few words; past the
+#: budget a rule with readings left may apply (ask).
+MAX_READING_WORDS = 16_384
+_CUT_SHORT = "too many of its arguments may name a program to read each as one"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +250,9 @@ class _Compiled:
         self.literal_only = rule.literal_only
         self.heads = tuple(_glob_head(g) for g in (*rule.redirect_to, *rule.writes_to))
         self.assigns = tuple(rule.assigns)
+        # One regex for the globs, as program_rx: 'export A B C ...' sets one name a word,
+        # and loader-env has some 70 globs.
+        self.assigns_rx = re.compile("|".join(fnmatch.translate(p) for p in self.assigns))
         self.modes_regex = [re.compile(r) for r in rule.modes_regex]
         # Rules that look at arguments are also tried on a program named among another
         # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
@@ -255,21 +265,50 @@ class _Compiled:
             )
             or bool(rule.writes_to)
         )
+        # An any-program rule whose only condition on the name or arguments is writes_to:
+        # a reading of a program that writes nothing through its own arguments (not
+        # writes_through_arguments) writes only the command's walker-found files, a subset
+        # of what the command's own reading judged, with every other condition (redirects,
+        # feeds, assigns) the same; that reading said "no" (match reads only then), so this
+        # one does too, and match skips it. Without the skip the device-write rule read
+        # every literal argument of every command.
+        self.skips_non_writers = self.any_program and not (
+            self.flags
+            or rule.args
+            or self.args_regex
+            or self.args_seq
+            or self.modes_regex
+            or rule.unless_args
+        )
 
-    def match(self, cmd: SimpleCommand, named: tuple[tuple[int, str], ...] = ()) -> Tri:
-        """``named``: :func:`_named_programs` of ``cmd`` (computed once per command)."""
+    def match(
+        self,
+        cmd: SimpleCommand,
+        named: tuple[tuple[int, str], ...] = (),
+        budget: _ReadingBudget | None = None,
+    ) -> Tri:
+        """``named``: :func:`_named_programs` of ``cmd`` (computed once per command);
+        ``budget``: what its readings may still visit (one per command string)."""
         tri = self.match_program(cmd)
         if tri != "no" or not self.argument_reading or not named:
             return tri
+        budget = budget if budget is not None else _ReadingBudget()
         # A program the wrapper tables do not know may run its arguments ('ifne rm -rf /',
         # 'parallel rm -rf ::: /', 'eatmydata', 'pkexec', 'lckdo LOCK', 'docker exec C'):
         # every argument naming the rule's program is read as that program's start. The
         # reading is a guess, so a hit is "may match" (ask), never a deny of its own.
         for k, name in named:
-            if self.program_rx.match(name) is not None:
-                inner = replace(cmd, program=name, args=cmd.args[k + 1 :], speculative=True)
-                if self.match_program(inner) != "no":
-                    return "maybe"
+            if self.program_rx.match(name) is None:
+                continue
+            if self.skips_non_writers and not writes_through_arguments(name):
+                continue  # the command's own reading's "no" (see skips_non_writers)
+            args = cmd.args[k + 1 :]
+            if not budget.spend(len(args) + 1):
+                budget.cut.add(self.id)
+                return "maybe"
+            inner = replace(cmd, program=name, args=args, speculative=True)
+            if self.match_program(inner) != "no":
+                return "maybe"
         return "no"
 
     def match_program(self, cmd: SimpleCommand) -> Tri:
@@ -348,7 +387,7 @@ class _Compiled:
                 written += [rebased(w, cmd.cwd) for w in written]
             results.append(self._any_word(tuple(written), self.writes_to))
         if self.assigns:
-            hit = any(fnmatchcase(a, p) for a in cmd.assigns for p in self.assigns)
+            hit = any(self.assigns_rx.match(a) is not None for a in cmd.assigns)
             results.append("yes" if hit else "no")
         if self.modes_regex:
             results.append(self._modes(cmd))
@@ -371,6 +410,24 @@ class _Compiled:
         if not self.literal_only:
             return "maybe" if any(w.dynamic for w in words) else "no"
         return "maybe" if any(w.dynamic and _heads_for(w, self.heads) for w in words) else "no"
+
+
+class _ReadingBudget:
+    """The words the readings of one command string may still visit (MAX_READING_WORDS),
+    and the ids of the rules whose readings it cut short."""
+
+    __slots__ = ("cut", "left")
+
+    def __init__(self) -> None:
+        self.left = MAX_READING_WORDS
+        self.cut: set[str] = set()
+
+    def spend(self, words: int) -> bool:
+        """Take ``words`` from what is left; False (nothing taken) when too few are."""
+        if words > self.left:
+            return False
+        self.left -= words
+        return True
 
 
 def _named_programs(cmd: SimpleCommand) -> tuple[tuple[int, str], ...]:
@@ -514,11 +571,13 @@ class CommandRules:
             else:
                 action: Action = getattr(sec, h.kind)
                 out.append(CommandFinding(action, f"commands.hazard.{h.kind}", h.detail))
+        budget = _ReadingBudget()
         for cmd in analysis.commands:
             allowed_by_rule = False
             named = _named_programs(cmd)
+            budget.cut.clear()  # the rules cut short reading this command
             for rule in self._rules:
-                m = rule.match(cmd, named)
+                m = rule.match(cmd, named, budget)
                 if m == "no":
                     continue
                 if cmd.guess and m == "yes":
@@ -527,13 +586,12 @@ class CommandRules:
                     allowed_by_rule = allowed_by_rule or m == "yes"
                     continue
                 if m == "maybe":
-                    out.append(
-                        CommandFinding(
-                            "ask",
-                            rule.id,
-                            f"{rule.reason} (may apply: an argument is only known at run time)",
-                        )
+                    why = (
+                        _CUT_SHORT
+                        if rule.id in budget.cut
+                        else "an argument is only known at run time"
                     )
+                    out.append(CommandFinding("ask", rule.id, f"{rule.reason} (may apply: {why})"))
                 else:
                     out.append(CommandFinding(rule.action, rule.id, rule.reason))
             if (

@@ -84,7 +84,8 @@ async def test_transport_errors_translated(exc: Exception, expected: type[Except
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("value", ["caf\u00e9", "a\x01b", "a\x7fb", "a\nb"])
+# "v\n": a regex ending in '$' also matched before a trailing newline.
+@pytest.mark.parametrize("value", ["caf\u00e9", "a\x01b", "a\x7fb", "a\nb", "v\n", "v\r\n"])
 async def test_header_values_must_be_printable_ascii(value: str) -> None:
     gw = EgressGateway(
         FakeRules(),
@@ -94,6 +95,19 @@ async def test_header_values_must_be_printable_ascii(value: str) -> None:
     async with gw:
         with pytest.raises(InvalidArguments):
             await gw.handle("http", {"url": "http://x.example/", "headers": {"X-A": value}})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["X-A\n", "X A", "", "X-\u00e9", "X-A\r\n"])
+async def test_header_names_must_be_tokens(name: str) -> None:
+    gw = EgressGateway(
+        FakeRules(),
+        resolver=FakeResolver(),
+        transport_factory=lambda: _raising(AssertionError("never sent")),
+    )
+    async with gw:
+        with pytest.raises(InvalidArguments, match="bad header name"):
+            await gw.handle("http", {"url": "http://x.example/", "headers": {name: "v"}})
 
 
 @pytest.mark.anyio
