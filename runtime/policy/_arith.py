@@ -8,14 +8,28 @@ offset of ``${x:N=1}``, the operands of ``[[ A -eq B ]]``, and every value assig
 every later program, as ``N=V`` does: the walker judges them as that plain assignment
 (:meth:`runtime.policy._shell_code.CodeMixin.environment`).
 
-:func:`text_assignments` reads them from a command's text as written, quotes ignored: a
-form inside single quotes or a quoted here-document assigns nothing but is still read
-(over-approximation: a name a rule denies then asks or denies, never the reverse). An
-assignment whose target is built at run time (``$((x$i=1))``, ``${!ref:=V}``) names no
-variable known here, which the walker treats as it does any name only known at run time;
-so does an expansion anywhere in the text of ``((...))``, ``$((...))``, ``$[...]`` or
-``let`` (:data:`RUNTIME_TEXT`): it is expanded into the expression before it is read, so
-``i=1,N=2; ((x=$i))`` assigns N.
+:func:`text_assignments` reads them from a command's text as written. Quotes inside an
+expression are dropped before its operands are read (bash removes double quotes there:
+``(( "PATH"=5 ))`` and ``(( P""ATH=5 ))`` assign PATH). A form inside single quotes or a
+quoted here-document assigns nothing but its names are still read (over-approximation: a
+name a rule denies then asks or denies, never the reverse).
+
+The run-time rule: an assignment whose target is built at run time (``$((x$i=1))``,
+``${!ref:=V}``) names no variable known here, which the walker treats as it does any name
+only known at run time; so does an expansion anywhere in the text of ``((...))``,
+``$((...))``, ``$[...]`` or ``let`` (:data:`RUNTIME_TEXT`): it is expanded into the
+expression before it is read, so ``i=1,N=2; ((x=$i))`` assigns N; and so does a value known
+at run time given to a ``declare -i`` variable (:mod:`._integer_vars`). This is deliberate
+for everyday arithmetic too: ``((count += $n))``, ``while (( i < $max ))`` and ``let "x = $a
++ 1"`` ask, because ``$n`` is whatever text the variable holds at that point (read from a
+file, a command's output), and bash evaluates that text as an expression; telling a number
+from ``PATH=5`` would need the value's origin, data flow the walker does not track. (The
+same loop written with a bare name, ``((count += n))``, is allowed: bash reads n's value
+as an expression again too, the case not followed below.) The rule does not apply to text bash
+reads as literal here (:mod:`._literal_spans`): an awk or jq program in single quotes
+(``awk '{ if ((n = split($0, a)) > 1) ... }'``) expands nothing; shell code in single
+quotes given to ``bash -c``, ``sh -c`` or ``eval`` is parsed again by the walker, where the
+rule applies.
 
 Not followed: an arithmetic expression reads a variable's value as an expression again
 (``x=N=1; : $((x))``, ``[[ x -eq 1 ]]``), and an expansion in a subscript or an ``[[ -eq
@@ -27,6 +41,8 @@ from __future__ import annotations
 
 import re
 
+from runtime.policy._integer_vars import INTEGER_DECL_RE, integer_variables, runtime_values
+from runtime.policy._literal_spans import LiteralSpans, literal_spans
 from runtime.policy.argv import Word
 
 __all__ = ["RUNTIME_TEXT", "Found", "arith_targets", "text_assignments"]
@@ -54,10 +70,12 @@ _SUBSCRIPT_RE = re.compile(
 _PARAM_RE = re.compile(r"(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?")
 _DBRACKET_RE = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _ARITH_TEST_RE = re.compile(r"\s-(eq|ne|lt|le|gt|ge)\s")
-# 'declare -i', 'local -ai', ...: the variable's later values are arithmetic expressions.
-_INTEGER_DECL_RE = re.compile(
-    r"(?<![A-Za-z0-9_-])(declare|typeset|local|export|readonly)\s(?:[^;&|\n]*\s)?[-+][A-Za-z]*i"
-)
+# Quoting inside an arithmetic expression: bash removes double quotes from it ('((
+# "PATH"=5 ))', '$(( P""ATH=5 ))' and '${a["PATH"=5]}' assign PATH) and refuses single
+# quotes and backslashes, which other shells may not. All are dropped before the operands
+# are read, so that no quote splits a name; a '$' before a quote with them ('$"PATH"' is a
+# translated string: PATH where no message catalogue translates it).
+_QUOTING_RE = re.compile(r"\$?[\"']|\\")
 # What makes a default value's text something the walker does not expand here.
 _RUNTIME_VALUE_CHARS = frozenset("$`\"'\\")
 
@@ -70,12 +88,14 @@ class Found:
         self.words: list[Word] = []
         self.unknown_name = False
 
-    def arithmetic(self, expr: str, *, whole: bool = False) -> None:
+    def arithmetic(self, expr: str, *, whole: bool = False, literal: bool = False) -> None:
         """The names the arithmetic expression ``expr`` assigns, to values known at run
         time only. ``whole``: ``expr`` is a whole expression (not a subscript or an
-        operand), whose expansions make it known only at run time."""
+        operand), whose expansions make it known only at run time. ``literal``: ``expr``
+        is text bash does not evaluate here (single quotes, a quoted here-document): its
+        names are kept, over-read, but its '$' is no expansion."""
         names, runtime = arith_targets(expr)
-        if runtime or (whole and RUNTIME_TEXT.intersection(expr)):
+        if not literal and (runtime or (whole and RUNTIME_TEXT.intersection(expr))):
             self.unknown_name = True
         for name in names:
             self.words.append(Word(f"{name}=", dynamic=True))
@@ -127,63 +147,81 @@ def _operands(expr: str) -> list[str]:
 def arith_targets(expr: str) -> tuple[list[str], bool]:
     """The variables the arithmetic expression ``expr`` assigns ('a=1, b+=2, c++', 'a[i]=1'
     is 'a'), and whether some assignment's target is built at run time ('x$i=1',
-    '${p}++'). An operand that is no name (a number) assigns nothing (bash refuses it)."""
-    operands = _operands(expr)
+    '${p}++'). An operand that is no name (a number) assigns nothing (bash refuses it).
+    Quotes are dropped first (:data:`_QUOTING_RE`): '"PATH"=5' and 'P""ATH=5' assign PATH."""
+    operands = _operands(_QUOTING_RE.sub("", expr))
     runtime = any(_EXPANSION_CHARS.intersection(o) for o in operands)
     return [o for o in operands if _NAME_RE.fullmatch(o)], runtime
 
 
-def _arith_spans(text: str, found: Found) -> None:
+def _arith_spans(text: str, found: Found, spans: LiteralSpans) -> None:
     for m in _ARITH_OPEN_RE.finditer(text):
         if m.group(0) == "$[":
             end = _closing(text, m.end(), "[", "]", 1)
         else:
             end = _closing(text, m.end(), "(", ")", 2)
-        found.arithmetic(text[m.end() : end], whole=True)
+        literal = spans.holds(m.start(), end)
+        found.arithmetic(text[m.end() : end], whole=True, literal=literal)
 
 
-def _subscripts(text: str, found: Found) -> None:
+def _subscripts(text: str, found: Found, spans: LiteralSpans) -> None:
     for m in _SUBSCRIPT_RE.finditer(text):
-        found.arithmetic(text[m.end() : _closing(text, m.end(), "[", "]", 1)])
+        end = _closing(text, m.end(), "[", "]", 1)
+        found.arithmetic(text[m.end() : end], literal=spans.holds(m.start(), end))
 
 
-def _parameter_expansions(text: str, found: Found) -> None:
+def _parameter_expansions(
+    text: str, found: Found, spans: LiteralSpans, integers: frozenset[str]
+) -> None:
     """'${N:=V}' and '${N=V}' assign N; the offset and length of '${x:OFF:LEN}' are
     arithmetic. Nested expansions are found on their own (every '${' is read)."""
-    for start in (m.end() for m in re.finditer(r"\$\{", text)):
-        body = text[start : _closing(text, start, "{", "}", 1)]
+    for m in re.finditer(r"\$\{", text):
+        end = _closing(text, m.end(), "{", "}", 1)
+        literal = spans.holds(m.start(), end)
+        body = text[m.end() : end]
         p = _PARAM_RE.match(body)
         if p is None:
             continue
         rest = body[p.end() :]
         if rest.startswith((":=", "=")):
             value = rest[2:] if rest.startswith(":") else rest[1:]
+            runtime = bool(_RUNTIME_VALUE_CHARS.intersection(value))
             if p.group(1):  # '${!ref:=V}': the variable ref names, at run time
-                found.unknown_name = True
+                found.unknown_name = found.unknown_name or not literal
             elif _NAME_RE.fullmatch(p.group(2)):
-                runtime = bool(_RUNTIME_VALUE_CHARS.intersection(value))
                 found.words.append(Word(f"{p.group(2)}={value}", dynamic=runtime))
+                # An integer variable's value is an expression: one known at run time
+                # only may assign any variable.
+                if runtime and p.group(2) in integers and not literal:
+                    found.unknown_name = True
         elif rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
-            found.arithmetic(rest[1:])
+            found.arithmetic(rest[1:], literal=literal)
 
 
-def _arith_tests(text: str, found: Found) -> None:
+def _arith_tests(text: str, found: Found, spans: LiteralSpans) -> None:
     """'[[ A -eq B ]]' (and -ne, -lt, ...) reads A and B as arithmetic expressions."""
     for m in _DBRACKET_RE.finditer(text):
         if _ARITH_TEST_RE.search(m.group(1)):
-            found.arithmetic(m.group(1))
+            found.arithmetic(m.group(1), literal=spans.holds(m.start(), m.end()))
 
 
 def text_assignments(text: str) -> Found:
     """What the shell text ``text`` assigns in arithmetic and default expansions."""
     found = Found()
-    if _INTEGER_DECL_RE.search(text):
+    spans = literal_spans(text)
+    integers = frozenset[str]()
+    if INTEGER_DECL_RE.search(text):
         # A 'declare -i' variable's every assignment is an arithmetic expression
-        # ('declare -i n; n=PATH=1'): the whole text is read as one.
-        found.arithmetic(text)
-    else:
-        _arith_spans(text, found)
-        _subscripts(text, found)
-        _arith_tests(text, found)
-    _parameter_expansions(text, found)
+        # ('declare -i n; n=PATH=1'): the whole text is read as one for the names it
+        # assigns (over-read: its '$' may be anything), and a value known only at run
+        # time given to such a variable is the run-time rule's (:mod:`._integer_vars`).
+        found.arithmetic(text, literal=True)
+        declared = integer_variables(text, spans)
+        if declared is None or runtime_values(text, declared, spans):
+            found.unknown_name = True
+        integers = declared or frozenset()
+    _arith_spans(text, found, spans)
+    _subscripts(text, found, spans)
+    _arith_tests(text, found, spans)
+    _parameter_expansions(text, found, spans, integers)
     return found

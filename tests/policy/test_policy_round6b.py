@@ -16,9 +16,11 @@ import pytest
 from _policy_helpers import verdict
 
 from runtime.policy import Policy
+from runtime.policy._arith import arith_targets
 from runtime.policy._builtin_assigns import builtin_assignments
 from runtime.policy._env_options import option_env_words, startup_files
 from runtime.policy._gdb import gdb_code
+from runtime.policy._literal_spans import literal_spans
 from runtime.policy.argv import Word
 
 RM = "commands.deny.rm-root"
@@ -455,3 +457,181 @@ def test_let_assigns_what_each_expression_does() -> None:
     assert all(w.dynamic for w in got.words)
     got = builtin_assignments("let", _w("let", "x$i=1"), None, False)
     assert got is not None and got.unknown_name
+
+
+# Quotes inside arithmetic (hunter: each was allowed; bash 5.2 removes double quotes in an
+# arithmetic expression, so each sets the name). Single quotes and backslashes are
+# dropped too: bash refuses them, another shell's arithmetic may not.
+# Each form's {n} is the name, {h} its first character, {m} its middle and {t} its last.
+_QUOTED_FORMS = [
+    '(( "{n}"=5 )); ls',
+    '(( {h}""{m}{t}=5 )); ls',
+    ': $(( {h}"{m}"{t}=5 )); ls',
+    '(( "{h}"{m}{t}=5 )); ls',
+    ': "$(( "{n}"=5 ))"',
+    'a=(1); : ${{a["{n}"=5]}}; ls',
+    'x=(); : "${{x[ "{n}"=5 ]}}"; ls',
+    ": $(( '{n}'=5 ))",
+    '[[ "{n}=5" -eq 5 ]]',
+    "let \"'{n}'=5\"",
+]
+
+
+def _named(form: str, name: str) -> str:
+    return form.format(n=name, h=name[0], m=name[1:-1], t=name[-1])
+
+
+@pytest.mark.parametrize("form", _QUOTED_FORMS)
+@pytest.mark.parametrize("name", ["PATH", "BASH_ENV"])
+def test_quotes_inside_arithmetic_do_not_hide_the_name(
+    policy: Policy, form: str, name: str
+) -> None:
+    assert verdict(policy, _named(form, name)) == ("ask", LOADER)
+
+
+# '$[' is unparseable for the default policy (it asks): a deny rule on the name denies.
+@pytest.mark.parametrize("form", [*_QUOTED_FORMS, ': $[ "{n}"=5 ]', ': $[ {h}"{m}"{t}=5 ]'])
+def test_quotes_inside_arithmetic_meet_an_assigns_rule(form: str) -> None:
+    assert verdict(_NO_AWS, _named(form, "AWS_X")) == ("deny", "no-aws")
+
+
+def test_arith_targets_drop_quotes() -> None:
+    assert arith_targets('"PATH"=5') == (["PATH"], False)
+    assert arith_targets('P""ATH=5, x') == (["PATH"], False)
+    assert arith_targets("'A'B=1") == (["AB"], False)
+    assert arith_targets('$"PATH"=5') == (["PATH"], False)  # a translated string
+    assert arith_targets('P"$x"=5') == ([], True)
+
+
+# A 'declare -i' anywhere in the text turned the run-time rule off (hunter: bash sets
+# PATH=5 in each when cfg holds 'PATH=5'; the last asked without the unrelated declare).
+@pytest.mark.parametrize(
+    "command",
+    [
+        "declare -i n; n=$(cat cfg); ls",
+        "typeset -i n; read n < cfg; ls",
+        "declare -i z; i=$(cat cfg); ((x=$i)); ls",
+        "local -i n=$1",
+        'declare -i n; n+="$(cat cfg)"',
+        "declare -ai a; a=($(cat cfg))",
+        "declare -ia a; mapfile -t a < cfg",
+        'declare -i n; printf -v n "%s" "$x"',
+        "declare -i n; for n in *; do :; done",  # a file's name
+        "declare -i n; for n; do :; done",
+        "declare -i n; : ${n:=$x}",
+        'declare -i "$v"',  # the variable is named at run time
+    ],
+)
+def test_run_time_values_of_integer_variables_are_dynamic(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", DYN)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "declare -i n; n=5; echo $n",
+        "declare -i n=0; for f in a b; do n+=1; done; echo $n",
+        "declare -i n; for n in 1 2 3; do echo $n; done",
+        "local -i i=0; read x < cfg; echo $i",
+        "declare -i n; awk '{ n = $1 }' f",
+    ],
+)
+def test_integer_variables_with_literal_values_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", verdict(policy, command)
+
+
+# Single-quoted text is no bash arithmetic here (hunter: these asked 'dynamic' after
+# f494cc0, allowed before): its names are still read, for the rules that deny a name.
+@pytest.mark.parametrize(
+    "command",
+    [
+        "awk '{ if (($3 + 0) > max) max = $3 } END { print max }' f",
+        "awk '{ if ((n = split($0, a, \",\")) > 1) print n }' f",
+        "jq --arg n 1 '.[] | select((.x|tonumber) > ($n|tonumber))' f",
+        "awk '{ a[$1 = tolower($1)]++ }' f",
+        "awk -v x=\"$HOME\" '{ b[$2]++; if ((c = $3)) d[c] = $1 }' f",
+        "cat <<'EOF' > x.awk\n{ if ((n = split($0, a)) > 1) print $n }\nEOF",
+        'cat <<-"EOF" > x.awk\n\t{ a[$1 = $2]++ }\n\tEOF',
+        "echo '${!ref:=x}'",
+    ],
+)
+def test_single_quoted_programs_stay_allowed(policy: Policy, command: str) -> None:
+    assert verdict(policy, command)[0] == "allow", verdict(policy, command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "awk '{ if ((AWS_X = $1)) print }' f",
+        "awk '{ a[AWS_X = $1]++ }' f",
+        "cat <<'EOF'\n$((AWS_X=1))\nEOF",
+    ],
+)
+def test_single_quoted_names_still_meet_an_assigns_rule(command: str) -> None:
+    assert verdict(_NO_AWS, command) == ("deny", "no-aws")
+
+
+# Code in single quotes that a shell runs is parsed again as a command line, where the
+# arithmetic is bash's: the names and the run-time rule apply there.
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("bash -c '(( PATH=5 ))'", LOADER),
+        ("sh -c ': $((PATH=5))'", LOADER),
+        ("bash -c 'i=$(cat cfg); ((x=$i))'", DYN),
+        ("sh -c ': $((x=$i))'", DYN),
+        ("find . -exec sh -c '((x=$i))' \\;", DYN),
+        ("xargs sh -c '((x=$i))'", DYN),
+        ("bash <<'EOF'\n((x=$i))\nEOF", DYN),
+        ("eval '(( PATH=5 ))'", DYN),  # eval asks as such; loader-env is among the reasons
+        ("eval '((x=$i))'", DYN),
+    ],
+)
+def test_single_quoted_shell_code_is_read_again(policy: Policy, command: str, rule: str) -> None:
+    assert verdict(policy, command) == ("ask", rule)
+
+
+# Text a naive quote reader would take for single-quoted: bash evaluates the arithmetic.
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo "$(echo "\'")"; ((x=$i)); echo "\'"',
+        "echo hi # it's\ni=$(cat cfg); ((x=$i)); echo 'x'",
+        "cat <<EOF\nit's\nEOF\n((x=$i)); echo 'x'",
+        "echo ${x:-$'a\\'b'}; ((y=$i)); echo 'c'",
+        "echo $'it\\'s'; ((x=$i)); echo 'b'",
+        "cat <<EOF > x.txt\n$((x=$i))\nEOF",
+        'echo "\'"; ((x=$i)); echo "\'"',
+    ],
+)
+def test_arithmetic_outside_single_quotes_keeps_the_run_time_rule(
+    policy: Policy, command: str
+) -> None:
+    assert verdict(policy, command) == ("ask", DYN)
+
+
+# Bash arithmetic that expands a variable in its text asks, deliberately: bash evaluates
+# the value's text as an expression, and where it came from is not tracked (_arith).
+@pytest.mark.parametrize(
+    "command",
+    ["((count += $n))", "while (( i < $max )); do i=$((i+1)); done", 'let "x = $a + 1"'],
+)
+def test_arithmetic_expanding_a_variable_still_asks(policy: Policy, command: str) -> None:
+    assert verdict(policy, command) == ("ask", DYN)
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ("awk '{ ((a)) }'", ["{ ((a)) }"]),
+        ("cat <<'EOF'\n((x))\nEOF\necho 'b'", ["((x))\n", "b"]),
+        ("cat <<< 'a'; echo '(( $x ))'", ["a", "(( $x ))"]),
+        ("echo \"${x:-'a'}\"; echo 'b'", []),  # not followed: nothing is literal
+        ("echo `echo 'a'`", []),
+        ("echo $(case x in a) echo 'q';; esac)", []),
+        ("echo 'unclosed", []),
+        ("x=$(( 1 << 2 )); echo 'a'", ["a"]),
+    ],
+)
+def test_literal_spans_follow_bash_quoting(text: str, literal: list[str]) -> None:
+    assert [text[a:b] for a, b in literal_spans(text).spans] == literal
