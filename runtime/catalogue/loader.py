@@ -179,8 +179,10 @@ def _check_custom_module(spec: ToolSpec, path: Path) -> None:
     module's sha256, checked at load"): a module no call could run was found only by each
     call, as internal_error, while `runtime tools` listed the tool. Every call still checks
     again (the file may change after loading). A manifest elsewhere naming a built-in guest
-    is checked too (its export, any pin); the built-in catalogue's own manifests cost
-    nothing here: not even the wasm backend's import (wasmtime, ~25 ms a process)."""
+    is checked too (its export, any pin; its name alone where the guests cannot be built on
+    this machine, whose calls then fail as sandbox_error); the built-in catalogue's own
+    manifests cost nothing here: not even the wasm backend's import (wasmtime, ~25 ms a
+    process)."""
     try:
         if module_path(spec) is not None or not is_builtin(spec):
             from runtime.backends.wasm.backend import check_custom_module

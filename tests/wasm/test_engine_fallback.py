@@ -20,7 +20,7 @@ from tests._pythonpath import python_path
 from tests.wasm.conftest import ECHO_WAT
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Room for the interpreter and one on-demand instance (4 GiB of reservation and its guard),
+#: Room for the interpreter and on-demand instances (their memory's size plus 64 MiB each),
 #: far below the pool's.
 _LIMIT = 8 * 1024**3
 

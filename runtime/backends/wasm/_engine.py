@@ -8,7 +8,8 @@ wasmtime-py has no Config setter for it, so it is set through the C API.
 
 Hazards: each slot reserves ``POOL_MAX_MEMORY`` of address space (not memory) up front; when
 that reservation would fail (a low RLIMIT_AS, a 32-bit host) the backend falls back to the
-on-demand allocator and says so in its fingerprint (``pooling_allocator`` in ``missing``).
+on-demand allocator and says so in its fingerprint (``pooling_allocator`` in ``missing``),
+with small memory reservations (``_on_demand_memories``) since its address space is short.
 That is decided before the engine is made (``pool_fits``): wasmtime's C API does not report a
 failed reservation, it panics and aborts the process. At most ``POOL_SLOTS`` instances can be
 live at once: the backend holds a semaphore of that size around every call. Modules compile
@@ -22,7 +23,14 @@ import mmap
 import wasmtime
 from wasmtime import _ffi as ffi
 
-__all__ = ["POOL_MAX_MEMORY", "POOL_SLOTS", "make_engine", "pool_fits"]
+__all__ = [
+    "ENGINE_TAGS",
+    "ON_DEMAND_GROWTH",
+    "POOL_MAX_MEMORY",
+    "POOL_SLOTS",
+    "make_engine",
+    "pool_fits",
+]
 
 #: Concurrent instances (= concurrent wasm calls) per backend.
 POOL_SLOTS = 64
@@ -39,6 +47,18 @@ _GUARD = 32 * 1024 * 1024
 _MARGIN = 4 * 1024 * 1024 * 1024
 #: What must be free for the pooled engine to be made: ~264 GiB.
 POOL_RESERVATION = POOL_SLOTS * (POOL_MAX_MEMORY + _GUARD) + _GUARD + _MARGIN
+#: The on-demand engine's linear memories (see ``_on_demand_memories``): reserved at their
+#: initial size plus ``ON_DEMAND_GROWTH`` (again after each move), guarded by
+#: ``_ON_DEMAND_GUARD``. 64 MiB is ``Limits.wasm_memory_mb``'s default: a call within it
+#: never moves its memory.
+ON_DEMAND_GROWTH = 64 * 1024 * 1024
+_ON_DEMAND_GUARD = 64 * 1024
+#: What changes the code an engine generates, for the module cache's key: a module compiled
+#: for one kind of engine is never offered to the other (wasmtime would refuse it anyway).
+ENGINE_TAGS = {
+    True: "pool",
+    False: f"on-demand/reserve0+grow{ON_DEMAND_GROWTH}+guard{_ON_DEMAND_GUARD}",
+}
 
 
 def _config(pooled: bool) -> wasmtime.Config:
@@ -72,7 +92,26 @@ def _config(pooled: bool) -> wasmtime.Config:
             ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)
         finally:
             ffi.wasmtime_pooling_allocation_config_delete(pool)
+    else:
+        _on_demand_memories(config)
     return config
+
+
+def _on_demand_memories(config: wasmtime.Config) -> None:
+    """Small reservations for the on-demand engine's linear memories.
+
+    Hazard: it is the engine of a process whose address space is short (a low RLIMIT_AS:
+    ``pool_fits``), yet wasmtime's defaults reserve 4 GiB + a 32 MiB guard of address space
+    for every instance (so that compiled code needs no bounds checks): under ``ulimit -v``
+    4 GiB no call could run, and 16 concurrent calls under 8 GiB failed by the handful. Here
+    each memory reserves its initial size plus ``ON_DEMAND_GROWTH`` (and a small guard), and
+    moves (a copy) when it outgrows that: a call growing far past it copies its memory once
+    per ``ON_DEMAND_GROWTH`` of growth, the price of the fallback. The code checks bounds
+    explicitly, so it differs from the pooled engine's (``ENGINE_TAGS``)."""
+    config.memory_reservation = 0
+    config.memory_guard_size = _ON_DEMAND_GUARD
+    config.memory_reservation_for_growth = ON_DEMAND_GROWTH
+    config.memory_may_move = True
 
 
 def pool_fits() -> bool:
@@ -90,8 +129,8 @@ def pool_fits() -> bool:
 
 
 def make_engine() -> tuple[wasmtime.Engine, bool]:
-    """(engine, pooled): pooled when :func:`pool_fits`, else the on-demand allocator. Every
-    Engine of the backend is made here. Both allocators generate the same code, so compiled
-    artefacts are shared between them."""
+    """(engine, pooled): pooled when :func:`pool_fits`, else the on-demand allocator with
+    small memory reservations. Every Engine of the backend is made here. The two generate
+    different code (bounds checks): their compiled modules are cached apart (``ENGINE_TAGS``)."""
     pooled = pool_fits()
     return wasmtime.Engine(_config(pooled=pooled)), pooled

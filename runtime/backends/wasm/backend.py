@@ -10,6 +10,9 @@ Limits (all from :class:`runtime.models.Limits`) and what exceeding them becomes
 - ``wasm_memory_mb`` (linear memory, store limit) -> :class:`ResourceLimitExceeded`
   ``limit="wasm_memory_mb"``; a wasm stack overflow -> ``limit="wasm_stack"``;
 - ``output_bytes`` -> :class:`OutputTooLarge`, checked before the output is copied out;
+- an instance that cannot be created (its memory's reservation failed: the address space is
+  short; or the store's limits refuse its memory or tables) -> :class:`ResourceLimitExceeded`
+  ``limit="wasm_instance"``, wasmtime's reason in ``details["cause"]``;
 - a guest's status-1 message -> :class:`ToolFailed`; any other trap -> :class:`ToolFailed`.
 
 Every error of a call carries its usage (``fuel``, ``peak_memory_bytes``, ``cpu_ms``,
@@ -51,7 +54,7 @@ import wasmtime
 
 from runtime.backends.base import ExecOutcome, ExecRequest, Fingerprint
 from runtime.backends.wasm._build import build_guests, default_cache_dir
-from runtime.backends.wasm._engine import POOL_SLOTS, make_engine
+from runtime.backends.wasm._engine import ENGINE_TAGS, POOL_SLOTS, make_engine
 from runtime.backends.wasm._hot import GuestStore, PreLinked, address_of
 from runtime.backends.wasm._native import (
     NativeCaller,
@@ -286,7 +289,7 @@ def _check_export(spec: ToolSpec, exports: frozenset[str]) -> None:
 
 def _module_cache(engine: wasmtime.Engine, pooled: bool, directory: Path | None) -> ModuleCache:
     """The module cache of an engine from ``make_engine`` (``directory`` None: in memory)."""
-    tag = f"{WasmBackend.CONFIG_TAG}/{'pool' if pooled else 'on-demand'}"
+    tag = f"{WasmBackend.CONFIG_TAG}/{ENGINE_TAGS[pooled]}"
     return ModuleCache(engine, directory, tag)
 
 
@@ -332,12 +335,31 @@ def _not_a_guest_either(spec: ToolSpec, path: Path, exc: ManifestError) -> Manif
     )
 
 
+def _built_guest(ref: str) -> GuestModule | None:
+    """The built-in guest ``ref``, built in the default cache if need be; None when it cannot
+    be built or read on this machine (a cache that cannot be made or is not private, no
+    compiler): the SandboxError every call of a built-in wasm tool reports then."""
+    try:
+        return _read_guest(build_guests(default_cache_dir() / "guests")[ref])
+    except SandboxError as exc:
+        _log.warning("wasm: built-in guest %r not checked at manifest load (%s)", ref, exc)
+        return None
+
+
 def _check_guest_tool(spec: ToolSpec) -> None:
     """A tool naming a built-in guest, checked as a call would: the guest (built in the
-    default cache if need be) matches the pin if there is one, and has the tool's export."""
+    default cache if need be) matches the pin if there is one, and has the tool's export.
+
+    Where the guests cannot be built on this machine, only the guest's name is checked (by
+    ``module_path``, which found it among the built-in guests): the pin and the export need
+    the binary, and are left to the tool's calls. Those fail as every built-in wasm tool's
+    do there (sandbox_error naming the cause); refusing the manifest instead would stop the
+    whole folder loading, and every command given it, for a cache or a compiler, not for
+    anything wrong with the manifest."""
     ref = _wasm_field(spec, "module")
-    path = build_guests(default_cache_dir() / "guests")[ref]
-    guest = _read_guest(path)
+    guest = _built_guest(ref)
+    if guest is None:
+        return
     _check_pin(spec, Path(ref), guest.sha256, required=False)
     _check_export(spec, _load_shape(spec, guest).exports)
 
@@ -345,7 +367,8 @@ def _check_guest_tool(spec: ToolSpec) -> None:
 def check_custom_module(spec: ToolSpec) -> None:
     """At manifest load: a module file must pass :func:`load_custom_module`, and a built-in
     guest named by a manifest outside the built-in catalogue must have the tool's export and
-    match its pin if it has one (ManifestError otherwise). The built-in catalogue's own
+    match its pin if it has one (ManifestError otherwise; not checked where the guests cannot
+    be built: :func:`_check_guest_tool`). The built-in catalogue's own
     manifests are not checked here: the project builds and tests them, and checking would
     compile every guest at every broker's start."""
     if _module_path(spec) is not None:
@@ -856,6 +879,9 @@ class WasmBackend:
                 return res.memory_size + _PAGE > memory_limit
 
             err = self._trap_error(res.trap, usage=usage, out_of_memory=out_of_memory)
+        elif status == Status.ERROR and not res.has_memory and res.error is not None:
+            # An error before the instance had its memory: instantiating failed.
+            err = _instance_error(res.error, usage)
         elif status in (Status.NO_STORE, Status.FUEL_ERROR):
             err = SandboxError("wasm store could not be set up", usage=usage)
         elif status == Status.ALLOC_FAILED:
@@ -909,7 +935,11 @@ class WasmBackend:
             raise SandboxError("wasm store could not be set up", usage=_not_run()) from exc
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         try:
-            store.instantiate(loaded.pre)
+            try:
+                store.instantiate(loaded.pre)
+            except wasmtime.WasmtimeError as exc:
+                usage = self._usage(store, fuel, cpu0, wall0)
+                raise _instance_error(exc, usage) from exc
             ptr = store.call_i32(store.func(_ALLOC), len(payload))
             if not ptr:
                 raise ResourceLimitExceeded(
@@ -1010,6 +1040,22 @@ class WasmBackend:
             except (wasmtime.Trap, wasmtime.WasmtimeError):
                 return False
         return store.memory_size() + _PAGE > memory_limit
+
+
+def _instance_error(exc: wasmtime.WasmtimeError, usage: dict[str, Any]) -> ExecutionError:
+    """A guest's instance that could not be created (an error, not a trap, from
+    instantiating a module that loaded): its memory's reservation failed (the address space
+    is short: a low RLIMIT_AS, see ``_engine``) or the store's limits refused its memory or
+    tables. Resources, not a defect of ours: resource_limit, with wasmtime's reason in
+    ``details["cause"]`` (the error object says nothing more structured)."""
+    cause = str(exc).strip()
+    return ResourceLimitExceeded(
+        "the wasm guest's instance could not be created (its memory could not be reserved, "
+        "or its memory or tables are past the store's limits)",
+        usage=usage,
+        limit="wasm_instance",
+        cause=cause[:2000],
+    )
 
 
 def _not_run() -> dict[str, Any]:
