@@ -98,14 +98,15 @@ def _authority_ok(value: str) -> bool:
 
 def check_allowed_host(value: str) -> str:
     """An ``--allowed-host`` value as the Host header carries it: ``NAME`` (no port: what
-    a client sends for port 80, or through a proxy), ``NAME:PORT`` or ``NAME:*``."""
+    a client sends for port 80, or through a proxy), ``NAME:PORT`` or ``NAME:*``; as
+    :func:`_normal_host` spells it ('example.com:080' is 'example.com:80')."""
     if not _authority_ok(value):
         raise ConfigError(
             f"--allowed-host {value!r}: expected NAME, NAME:PORT or NAME:* "
             "(PORT 1-65535; IPv6 in brackets: [::1]:8080)",
             field="allowed_host",
         )
-    return value.lower()
+    return _normal_host(value)
 
 
 def check_allowed_origin(value: str) -> str:
@@ -150,6 +151,21 @@ def _is_wildcard(host: str) -> bool:
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
+def _normal_host(value: str) -> str:
+    """``value`` (a Host header, or a served or allowed one) lower case, with its port
+    without leading zeros. Why: clients write the port as a number (curl, browsers, httpx
+    send 'example.com:8080' for a URL's ':08080'), so an allowed 'example.com:08080'
+    matched no request (421), while the same origin was served (:func:`_normal_origin`).
+    A port left out stays out (a proxy's Host, or port 80: :func:`served_names`)."""
+    value = value.lower()
+    if value.endswith("]") or ":" not in value:
+        return value
+    name, _, port = value.rpartition(":")
+    if port.isascii() and port.isdigit():
+        return f"{name}:{int(port)}"
+    return value
+
+
 def _normal_origin(value: str) -> str:
     """``value`` (an Origin, or a served or allowed one) as one spelling per origin: lower
     case, with its port always written (the scheme's default when left out) and without
@@ -173,14 +189,15 @@ def _normal_origin(value: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Served:
     """The Host and Origin values the endpoint serves: each exact, or ``NAME:*`` for NAME
-    at any port. Compared case-insensitively (host names are; the values are lowered), an
-    origin with its port always written (:func:`_normal_origin`)."""
+    at any port. Compared case-insensitively (host names are; the values are lowered),
+    ports without leading zeros (:func:`_normal_host`), an origin with its port always
+    written (:func:`_normal_origin`)."""
 
     hosts: tuple[str, ...]
     origins: tuple[str, ...]
 
     def host_ok(self, value: str | None) -> bool:
-        return value is not None and _matches(value, self.hosts)
+        return value is not None and _matches(_normal_host(value), self.hosts)
 
     def origin_ok(self, value: str | None) -> bool:
         # No Origin: not a request of a page in a browser (a browser sends one with every
@@ -236,7 +253,7 @@ def served_names(
         # them). Not for Origin: the page's origin, not this server's address (above).
         hosts += names
     return Served(
-        hosts=tuple(dict.fromkeys(v.lower() for v in [*hosts, *allowed_hosts])),
+        hosts=tuple(dict.fromkeys(_normal_host(v) for v in [*hosts, *allowed_hosts])),
         origins=tuple(dict.fromkeys(_normal_origin(v) for v in [*origins, *allowed_origins])),
     )
 

@@ -92,7 +92,9 @@ def _plain_globs(v: list[str], where: str, *, names: bool) -> list[str]:
     syntax in a policy, and either made the entry match nothing (``_glob_syntax``)."""
     for i, glob in enumerate(v):
         try:
-            refuse_braces(glob, where)
+            # An argument word may well hold a literal brace ('{print $1}', a JSON body):
+            # the message leads with that spelling there.
+            refuse_braces(glob, where, literal_first=not names)
             if names:
                 refuse_leading_bang(glob, where)
         except ValueError as exc:
@@ -221,6 +223,7 @@ class Condition(_Section):
                 v,
                 "[[rules]] glob conditions",
                 instead="write a rule for each glob, or a regex condition",
+                literal_first=True,
             )
         return v
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin
+from runtime.mcp._http_guard import check_allowed_host, check_allowed_origin, served_names
 from tests.mcp.conftest import (
     ACCEPT,
     INITIALIZE,
@@ -296,6 +296,26 @@ def test_an_allowed_origin_that_can_never_match_is_refused() -> None:
         assert check_allowed_origin(good) == good
     with pytest.raises(ConfigError, match="allowed-host"):
         check_allowed_host("app.example:\u00b2")  # was a ValueError from int()
+
+
+def test_a_host_port_with_leading_zeros_matches_the_port_clients_send() -> None:
+    # '--allowed-host example.com:080' was accepted but kept as written, and clients write
+    # the port as a number (curl, browsers and httpx send 'example.com:8080' for a URL's
+    # ':08080'): it matched no request, while the origin https://example.com:0443 was
+    # normalised and matched. Both the allowed value and the request's Host are normalised.
+    assert check_allowed_host("Example.com:080") == "example.com:80"
+    assert check_allowed_host("[::1]:00443") == "[::1]:443"
+    served = served_names(
+        "127.0.0.1",
+        "127.0.0.1",
+        8080,
+        loopback=True,
+        allowed_hosts=[check_allowed_host("example.com:080")],
+        allowed_origins=[check_allowed_origin("https://example.com:0443")],
+    )
+    assert served.host_ok("example.com:80") and served.host_ok("example.com:080")
+    assert not served.host_ok("example.com:8080") and not served.host_ok("example.com")
+    assert served.origin_ok("https://example.com:443")
 
 
 # -- a request id still in flight ----------------------------------------------------------

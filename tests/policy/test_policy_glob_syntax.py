@@ -102,3 +102,109 @@ def test_a_literal_brace_written_as_a_class_is_matched_in_a_command_rule() -> No
     )
     assert decide(policy, "shell_exec", command="awk '{print $1,$2}' f").rule == "k"
     assert decide(policy, "shell_exec", command="awk '{print $1}' f").action == "allow"
+
+
+# -- argument globs meant to match literal braces ------------------------------------------
+# An awk program, a JSON body, jq's object, a parameter expansion: in a command word a
+# brace is one the shell left (quoted), so a glob for it means the brace. They were refused
+# with the expansion as the main advice, and for the JSON glob that offered '***', which
+# matches every word: copied into unless_args it turned the rule off.
+_HUNTED = [
+    # (glob, a word it is written for, the literal spelling; None: it loads as it is)
+    ("{print $1,$2}", "{print $1,$2}", "[{]print $1,$2[}]"),
+    ('*{"admin":true,*}*', '{"admin":true,"role":1}', '*[{]"admin":true,*[}]*'),
+    ("{name,id}", "{name,id}", "[{]name,id[}]"),
+    ("${A:-x,y}", "${A:-x,y}", None),  # '${' is bash's parameter expansion, never braces
+]
+_COMMAND_RULE = 'version = 1\n[categories]\nshell = "allow"\n' + _RULE + 'program = ["x"]\n'
+_FIELDS = {
+    "args": _COMMAND_RULE + "args = ['{}']\n",
+    "unless_args": _COMMAND_RULE + "unless_args = ['{}']\n",
+    "args_seq": _COMMAND_RULE + "args_seq = [['{}']]\n",
+    "glob condition": 'version = 1\n[categories]\ndata = "allow"\n[[rules]]\nid = "k"\n'
+    'action = "deny"\ntools = ["json_parse"]\nwhen = [{{ arg = "text", glob = \'{}\' }}]\n',
+}
+
+
+def _suggestions(message: str) -> tuple[str, list[str]]:
+    """The literal spelling a refusal offers first, and the alternatives it offers."""
+    import ast
+    import re
+
+    literal = re.search(r"; to match these braces literally, write ('[^']*'|\"[^\"]*\")", message)
+    assert literal is not None and message.index("write") > message.index("expanded"), message
+    listed = re.search(r"if you meant alternatives, [^(]*\((.*)\)$", message)
+    alternatives = list(ast.literal_eval(f"({listed.group(1)},)")) if listed else []
+    return ast.literal_eval(literal.group(1)), alternatives
+
+
+def _denied(policy: Policy, field: str, word: str) -> bool:
+    from _policy_helpers import decide
+
+    if field == "glob condition":
+        return decide(policy, "json_parse", text=word).rule == "k"
+    return decide(policy, "shell_exec", command=f"x '{word}'").rule == "k"
+
+
+@pytest.mark.parametrize("field", list(_FIELDS))
+@pytest.mark.parametrize(("glob", "word", "literal"), _HUNTED)
+def test_a_literal_brace_glob_loads_or_is_refused_with_its_literal_spelling_first(
+    field: str, glob: str, word: str, literal: str | None
+) -> None:
+    text = _FIELDS[field]
+    try:
+        policy = Policy.from_toml(text.format(glob))
+    except PolicyError as exc:
+        assert literal is not None, exc.message
+        first, alternatives = _suggestions(exc.message)
+        assert first == literal, exc.message
+        assert "***" not in alternatives, exc.message
+        policy = Policy.from_toml(text.format(first))  # the suggestion, copied, loads
+    else:
+        assert literal is None, f"{glob!r} loaded in {field}"
+    # ... and matches the word it was written for: the rule applies (unless_args: it
+    # does not), and not to another word.
+    hits = field != "unless_args"
+    assert _denied(policy, field, word) is hits
+    assert _denied(policy, field, "other") is not hits
+
+
+@pytest.mark.parametrize("field", list(_FIELDS))
+@pytest.mark.parametrize(
+    "glob",
+    ['*{"admin":true,*}*', "*.{tmp,*}", "{,x}", "a{,b}", "{*,x}", "**/{*,a}", "*{?,ab}", "x{/,y}"],
+)
+def test_no_offered_alternative_is_empty_or_only_wildcards(field: str, glob: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(_FIELDS[field].format(glob))
+    message = info.value.message
+    literal, alternatives = _suggestions(message)
+    Policy.from_toml(_FIELDS[field].format(literal))
+    for alt in alternatives:
+        assert alt.strip("*?/"), message  # not '', '*', '***', '**/*', '?'
+    if not alternatives:
+        assert "alternatives are not offered" in message, message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tools."{*,x}"]\naction = "deny"\n',
+        '[env]\ndeny = ["{,LD_PRELOAD}"]\n',
+        '[paths]\ndeny = ["**/{*,a}"]\n',
+    ],
+)
+def test_name_fields_offer_no_match_all_alternative_either(text: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml("version = 1\n" + text)
+    message = info.value.message
+    assert "alternatives are not offered" in message and "'[{]'" in message, message
+    assert "'*'" not in message and "'**/*'" not in message and "''" not in message, message
+
+
+def test_a_parameter_expansion_is_not_a_brace_group_but_braces_inside_it_are() -> None:
+    Policy.from_toml("version = 1\n" + _RULE + "args = ['${v,,}', 'a${A:-x,y}b']\n")
+    with pytest.raises(PolicyError, match="braces are not expanded"):
+        Policy.from_toml("version = 1\n" + _RULE + "args = ['${A:-{a,b}}']\n")
+    with pytest.raises(PolicyError, match="braces are not expanded"):
+        Policy.from_toml("version = 1\n" + _RULE + "args = ['[$]{a,b}']\n")
