@@ -200,10 +200,10 @@ def check_workspace(workspace: Path, paths: Iterable[HostPath], *, hidden: str) 
             raise _refusal(workspace, item, "holds", item.fix, "trusted_path_in_workspace")
         for link in found.links:
             if ws.exposes(link, hidden, entry_itself=False):
-                raise _link_refusal(workspace, item, link[-1].path)
+                raise _way_refusal(workspace, item, link[-1].path, dotdot=False)
         for left in found.left:
             if ws.exposes(left, hidden, entry_itself=False):
-                raise _dotdot_refusal(workspace, item, left[-1].path)
+                raise _way_refusal(workspace, item, left[-1].path, dotdot=True)
         if item.tree and ws.is_inside(found.chain):
             fix = _MOVE.replace("hold it", "lie inside it")
             raise _refusal(workspace, item, "is inside", fix, "workspace_in_trusted_path")
@@ -220,29 +220,30 @@ def _refusal(workspace: Path, item: HostPath, relation: str, fix: str, reason: s
     )
 
 
-def _link_refusal(workspace: Path, item: HostPath, link: str) -> ConfigError:
+def _way_refusal(workspace: Path, item: HostPath, entry: str, *, dotdot: bool) -> ConfigError:
+    """A workspace entry on the way to ``item`` that a call may replace: a symlink followed
+    there, or a directory the path passes through and leaves by '..' (which a call may
+    replace with a symlink)."""
+    if dotdot:  # a call may replace the directory with a symlink
+        held = (
+            f"a directory ({entry}) that the path to {item.what} ({item.path}) passes "
+            "through and leaves by '..'"
+        )
+        how, name = (
+            "with a symlink",
+            "a path without '..' (or one that does not pass through the workspace)",
+        )
+    else:
+        held = f"a symlink ({entry}) on the way to {item.what} ({item.path})"
+        how, name = "", "a path that does not pass through the workspace"
     return ConfigError(
-        f"the workspace {workspace} holds a symlink ({link}) on the way to {item.what} "
-        f"({item.path}): a sandboxed call may replace it, and so choose what the broker "
-        f"loads or keeps there; name it by a path that does not pass through the workspace, "
-        f"or {item.fix}",
+        f"the workspace {workspace} holds {held}: a sandboxed call may replace it"
+        f"{' ' + how if how else ''}, and so choose what the broker loads or keeps there; "
+        f"name it by {name}, or {item.fix}",
         path=str(item.path),
-        link=link,
         workspace=str(workspace),
-        reason="symlink_to_trusted_path_in_workspace",
-    )
-
-
-def _dotdot_refusal(workspace: Path, item: HostPath, left: str) -> ConfigError:
-    return ConfigError(
-        f"the workspace {workspace} holds a directory ({left}) that the path to {item.what} "
-        f"({item.path}) passes through and leaves by '..': a sandboxed call may replace it "
-        f"with a symlink, and so choose what the broker loads or keeps there; name it by a "
-        f"path without '..' (or one that does not pass through the workspace), or {item.fix}",
-        path=str(item.path),
-        passes=left,
-        workspace=str(workspace),
-        reason="dotdot_through_workspace",
+        reason="dotdot_through_workspace" if dotdot else "symlink_to_trusted_path_in_workspace",
+        **({"passes": entry} if dotdot else {"link": entry}),
     )
 
 
