@@ -602,6 +602,9 @@ def test_single_quoted_shell_code_is_read_again(policy: Policy, command: str, ru
         "echo $'it\\'s'; ((x=$i)); echo 'b'",
         "cat <<EOF > x.txt\n$((x=$i))\nEOF",
         'echo "\'"; ((x=$i)); echo "\'"',
+        # '#' after the ')' of '$(...)' is no comment: the quote after it opens.
+        "v=PATH=5; echo $(true)#'\n' ; (( x = $v )) ; echo \\'",
+        "echo <(true)#'\n' ; ((x=$i)); echo \\'",
     ],
 )
 def test_arithmetic_outside_single_quotes_keeps_the_run_time_rule(
@@ -631,6 +634,8 @@ def test_arithmetic_expanding_a_variable_still_asks(policy: Policy, command: str
         ("echo $(case x in a) echo 'q';; esac)", []),
         ("echo 'unclosed", []),
         ("x=$(( 1 << 2 )); echo 'a'", ["a"]),
+        ("echo $(true)#'a'", []),  # '#' after ')': a comment or not, not followed
+        ("(true) #'a'\necho 'b'", ["b"]),  # after a space it is a comment
     ],
 )
 def test_literal_spans_follow_bash_quoting(text: str, literal: list[str]) -> None:
