@@ -25,9 +25,13 @@ from runtime.policy._literal_spans import LiteralSpans
 
 __all__ = ["INTEGER_DECL_RE", "integer_variables", "runtime_values"]
 
-#: 'declare -i', 'local -ai', ...: the variable's later values are arithmetic expressions.
+#: 'declare -i', 'local -r -ai', ...: the variable's later values are arithmetic expressions.
+#: The keyword is a word of its own (not 'local' in '/usr/local'), and the 'i' is in one of
+#: the option words right after it, before the first name ('export CFLAGS="-fpic"' and
+#: 'find /usr/local -iname x' declare nothing).
 INTEGER_DECL_RE = re.compile(
-    r"(?<![A-Za-z0-9_-])(declare|typeset|local|export|readonly)\s(?:[^;&|\n]*\s)?[-+][A-Za-z]*i"
+    r"(?<![A-Za-z0-9_./-])(declare|typeset|local|export|readonly)"
+    r"(?:[ \t]+[-+][A-Za-z]+)*[ \t]+[-+][A-Za-z]*i[A-Za-z]*(?=[ \t;&|\n)]|$)"
 )
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUNTIME = frozenset("$`")

@@ -534,6 +534,13 @@ def test_run_time_values_of_integer_variables_are_dynamic(policy: Policy, comman
         "declare -i n; for n in 1 2 3; do echo $n; done",
         "local -i i=0; read x < cfg; echo $i",
         "declare -i n; awk '{ n = $1 }' f",
+        # No integer declaration at all: 'local' in a path, '-i…' options of other
+        # programs, an option inside a quoted value.
+        'find /usr/local -iname "$pat"',
+        'find . -path ./local -prune -o -iname "$p" -print',
+        'ls /usr/local -li "$d"',
+        'export CFLAGS="$CFLAGS -fpic"',
+        'export CFLAGS="-O1 -fsanitize=address $EXTRA"',
     ],
 )
 def test_integer_variables_with_literal_values_stay_allowed(policy: Policy, command: str) -> None:
