@@ -520,6 +520,12 @@ def test_arith_targets_drop_quotes() -> None:
         "declare -i n; for n; do :; done",
         "declare -i n; : ${n:=$x}",
         'declare -i "$v"',  # the variable is named at run time
+        # The declaration spelled with quotes or backslashes, which bash removes.
+        "'declare' -i n; n=$(cat cfg); ls",
+        'declare "-i" n; n=$(cat cfg); ls',
+        "d\\eclare -i n; n=$(cat cfg); ls",
+        "\\declare -i n; n=$(cat cfg); ls",
+        'declare -r -"i" n; n=$(cat cfg); ls',
     ],
 )
 def test_run_time_values_of_integer_variables_are_dynamic(policy: Policy, command: str) -> None:
