@@ -90,9 +90,7 @@ def _authority_ok(value: str) -> bool:
         bool(name)
         and not any(c in name for c in "/@?#* \t")
         and (":" not in name or (name.startswith("[") and name.endswith("]")))
-        and (
-            not sep or port == "*" or (port.isascii() and port.isdigit() and 0 < int(port) <= 65535)
-        )
+        and (not sep or port == "*" or 0 < (_port_number(port) or 0) <= 65535)
     )
 
 
@@ -151,6 +149,16 @@ def _is_wildcard(host: str) -> bool:
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
+def _port_number(port: str) -> int | None:
+    """A port written in ASCII digits as its number (leading zeros dropped); None for
+    anything else, and for a run of digits too long to be a port: ``int`` of one past 4,300
+    digits raises (a Host header of a 5,000-digit port was a 500 and a traceback)."""
+    if not (port.isascii() and port.isdigit()):
+        return None
+    digits = port.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 5 else None
+
+
 def _normal_host(value: str) -> str:
     """``value`` (a Host header, or a served or allowed one) lower case, with its port
     without leading zeros. Why: clients write the port as a number (curl, browsers, httpx
@@ -161,9 +169,8 @@ def _normal_host(value: str) -> str:
     if value.endswith("]") or ":" not in value:
         return value
     name, _, port = value.rpartition(":")
-    if port.isascii() and port.isdigit():
-        return f"{name}:{int(port)}"
-    return value
+    number = _port_number(port)
+    return value if number is None else f"{name}:{number}"
 
 
 def _normal_origin(value: str) -> str:
@@ -181,9 +188,8 @@ def _normal_origin(value: str) -> str:
     if rest.endswith("]") or ":" not in rest:  # no port: [::1], a name, an IPv4 address
         return f"{value}:{default}"
     name, _, port = rest.rpartition(":")
-    if port.isascii() and port.isdigit():
-        return f"{scheme}://{name}:{int(port)}"
-    return value
+    number = _port_number(port)
+    return value if number is None else f"{scheme}://{name}:{number}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,12 @@ from __future__ import annotations
 
 import re
 
-from runtime.policy._integer_vars import INTEGER_DECL_RE, integer_variables, runtime_values
+from runtime.policy._integer_vars import (
+    INTEGER_DECL_RE,
+    integer_variables,
+    obscured_declaration,
+    runtime_values,
+)
 from runtime.policy._literal_spans import LiteralSpans, literal_spans
 from runtime.policy.argv import Word
 
@@ -220,6 +225,9 @@ def text_assignments(text: str) -> Found:
         if declared is None or runtime_values(text, declared, spans):
             found.unknown_name = True
         integers = declared or frozenset()
+    if obscured_declaration(text, spans):  # '\\declare -i n; n=$(cat cfg)'
+        found.arithmetic(text, literal=True)
+        found.unknown_name = True
     _arith_spans(text, found, spans)
     _subscripts(text, found, spans)
     _arith_tests(text, found, spans)

@@ -12,6 +12,10 @@ declared integer variable, which name a variable no one knows here (the walker's
 text, as :mod:`._arith` reads it; text bash reads as literal (:mod:`._literal_spans`)
 declares and assigns nothing.
 
+A declaration spelled with quotes or backslashes in its words (``'declare' -i n``,
+``declare "-i" n``) is not read for its names: every value in the text is then taken for a
+run-time one (:func:`obscured_declaration`).
+
 Not followed: a variable given the attribute at run time (``declare -$opt n``), and a
 value that reaches the variable by a way not listed (``declare -n`` to it): the walker does
 not track data flow.
@@ -23,11 +27,27 @@ import re
 
 from runtime.policy._literal_spans import LiteralSpans
 
-__all__ = ["INTEGER_DECL_RE", "integer_variables", "runtime_values"]
+__all__ = ["INTEGER_DECL_RE", "integer_variables", "obscured_declaration", "runtime_values"]
 
-#: 'declare -i', 'local -ai', ...: the variable's later values are arithmetic expressions.
+#: 'declare -i', 'local -r -ai', ...: the variable's later values are arithmetic expressions.
+#: The keyword is a word of its own (not 'local' in '/usr/local'), and the 'i' is in one of
+#: the option words right after it, before the first name ('export CFLAGS="-fpic"' and
+#: 'find /usr/local -iname x' declare nothing).
 INTEGER_DECL_RE = re.compile(
-    r"(?<![A-Za-z0-9_-])(declare|typeset|local|export|readonly)\s(?:[^;&|\n]*\s)?[-+][A-Za-z]*i"
+    r"(?<![A-Za-z0-9_./-])(declare|typeset|local|export|readonly)"
+    r"(?:[ \t]+[-+][A-Za-z]+)*[ \t]+[-+][A-Za-z]*i[A-Za-z]*(?=[ \t;&|\n)]|$)"
+)
+#: The same spelled with quotes or backslashes in its words ('\\declare -i', 'declare "-i"',
+#: "'local' -i"): bash removes them, so the declaration is made all the same.
+_QUOTING = "[\"'\\\\]*"
+_OBSCURED_DECL_RE = re.compile(
+    r"(?<![A-Za-z0-9_./-])"
+    + _QUOTING
+    + "(?:"
+    + "|".join(_QUOTING.join(w) for w in ("declare", "typeset", "local", "export", "readonly"))
+    + ")"
+    + _QUOTING
+    + rf"(?:[ \t]+{_QUOTING}[-+][A-Za-z\"'\\]+)*[ \t]+{_QUOTING}[-+][A-Za-z\"'\\]*i"
 )
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUNTIME = frozenset("$`")
@@ -44,6 +64,19 @@ _QUOTES_RE = re.compile(r"[\"'\\]")
 def _statement(text: str, start: int) -> str:
     m = _COMMAND_END_RE.search(text, start)
     return text[start : m.start() if m else len(text)]
+
+
+def obscured_declaration(text: str, spans: LiteralSpans) -> bool:
+    """Whether ``text`` declares an integer variable in a spelling :data:`INTEGER_DECL_RE`
+    does not read (quotes or backslashes in its words) outside literal text: its names and
+    their values are not followed, so the caller takes them for run-time ones."""
+    plain = {m.start() for m in INTEGER_DECL_RE.finditer(text)}
+    for m in _OBSCURED_DECL_RE.finditer(text):
+        core = m.group().lstrip("\"'\\")
+        start = m.end() - len(core)
+        if start not in plain and not spans.holds(start, m.end()):
+            return True
+    return False
 
 
 def integer_variables(text: str, spans: LiteralSpans) -> frozenset[str] | None:

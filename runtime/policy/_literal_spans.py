@@ -14,7 +14,8 @@ documents (a quoted delimiter makes the body literal; an unquoted body is read a
 double-quoted word in which ``"`` is ordinary). What an attacker controls is the whole
 text, and a string wrongly taken for literal would hide a real expansion: where the reader
 cannot follow bash for certain (quotes inside arithmetic or backquotes, ``case`` or a
-here-document inside ``$(...)``, an unclosed quote, ``'`` inside ``"${...}"``) it finds no
+here-document inside ``$(...)``, an unclosed quote, ``'`` inside ``"${...}"``, a ``#``
+right after a ``)``) it finds no
 literal text at all, and every form is judged as unquoted.
 """
 
@@ -66,6 +67,12 @@ class _Reader:
                     raise _Unsure
                 self.spans.append((i + 1, end))
                 i = end + 1
+            elif c == "#" and i > 0 and t[i - 1] == ")":
+                # After a subshell's ')' bash starts a comment; after the ')' closing a
+                # '$(', '$((' or '<(' the word goes on ('echo $(true)#x' prints '#x'). Which
+                # one closed is not followed here: a comment wrongly read would hide the
+                # quotes on the rest of the line.
+                raise _Unsure
             elif c == "#" and (i == 0 or t[i - 1] in _WORD_BREAKS):
                 end = t.find("\n", i)
                 i = len(t) if end < 0 else end

@@ -128,16 +128,17 @@ def test_serve_with_an_audit_log_that_cannot_be_opened(tmp_path: Path) -> None:
 
 
 def _as_reader_without_write_access(
-    directory: Path, *args: str
+    directory: Path, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI as a user who can read ``directory`` and its files and write none: as
-    root, the unprivileged ``rtsbx`` (as in tests/sandbox/test_unprivileged.py); else this
-    user after a chmod."""
+    """Run the CLI (in ``cwd``, ``directory`` by default) as a user who can read
+    ``directory`` and its files and write none: as root, the unprivileged ``rtsbx`` (as in
+    tests/sandbox/test_unprivileged.py); else this user after a chmod (which this user, the
+    owner, could undo: the broker counts such a tree as writable by a call)."""
     if os.geteuid() != 0:
         for p in directory.iterdir():
             p.chmod(0o444)
         directory.chmod(0o555)
-        return run(*args, cwd=directory)
+        return run(*args, cwd=cwd or directory)
     runuser = shutil.which("runuser")
     if runuser is None or subprocess.run(["id", "rtsbx"], capture_output=True).returncode:
         pytest.skip("needs runuser and the user rtsbx to read as someone else")
@@ -146,7 +147,7 @@ def _as_reader_without_write_access(
     python = sys.executable if probe.returncode == 0 else "/usr/bin/python3"
     return subprocess.run(
         [runuser, "-u", "rtsbx", "--", python, "-m", "runtime", *args],
-        cwd=directory,
+        cwd=cwd or directory,
         env={
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",

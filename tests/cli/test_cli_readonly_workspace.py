@@ -6,6 +6,10 @@ pointing elsewhere ('cannot create …/.runtime as a directory: Permission denie
 nothing of the way out. Now: with ``--audit`` elsewhere the read tools work (and the call is
 recorded there); without it, one line names the default log that cannot be made and the
 ``--audit`` option (exit 64), before anything runs.
+
+The CLI runs from outside the workspace (``python -m runtime`` puts its current directory
+on sys.path): without root the read-only tree is this user's own after a chmod, which a call
+could undo, so the broker refuses a workspace holding a directory it imports from.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ def checkout() -> Iterator[tuple[Path, Path]]:
 def test_without_audit_the_error_names_the_default_log_and_the_fix(
     checkout: tuple[Path, Path],
 ) -> None:
-    ws, _ = checkout
-    proc = _as_reader_without_write_access(ws, "exec", "call.json", "--workspace", str(ws))
+    ws, logs = checkout
+    proc = _as_reader_without_write_access(
+        ws, "exec", str(ws / "call.json"), "--workspace", str(ws), cwd=logs
+    )
     assert proc.returncode == 64, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert f"{ws}/.runtime" in proc.stderr and "--audit" in proc.stderr
@@ -60,7 +66,7 @@ def test_with_audit_elsewhere_read_tools_work(checkout: tuple[Path, Path]) -> No
     ws, logs = checkout
     audit = logs / "audit.db"
     proc = _as_reader_without_write_access(
-        ws, "exec", "call.json", "--workspace", str(ws), "--audit", str(audit)
+        ws, "exec", str(ws / "call.json"), "--workspace", str(ws), "--audit", str(audit), cwd=logs
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

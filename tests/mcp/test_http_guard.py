@@ -318,6 +318,30 @@ def test_a_host_port_with_leading_zeros_matches_the_port_clients_send() -> None:
     assert served.origin_ok("https://example.com:443")
 
 
+def test_a_port_of_thousands_of_digits_is_no_port() -> None:
+    # int() of a run of digits past 4,300 raises: a Host (or Origin) header with such a port
+    # was a 500 and a traceback in the server's log, and such an --allowed-host value a
+    # traceback at start. It is a port that matches nothing, and a refused value.
+    huge = "1" * 5000
+    served = served_names(
+        "0.0.0.0",
+        "0.0.0.0",
+        8080,
+        loopback=False,
+        allowed_hosts=[check_allowed_host("example.com:8080")],
+        allowed_origins=[check_allowed_origin("https://example.com:8080")],
+    )
+    assert not served.host_ok(f"example.com:{huge}")
+    assert not served.origin_ok(f"https://example.com:{huge}")
+    assert served.host_ok("example.com:" + "0" * 5000 + "8080")  # leading zeros: a number
+    assert served.origin_ok("https://example.com:" + "0" * 5000 + "8080")
+    for bad in (f"example.com:{huge}", f"example.com:0{huge}"):
+        with pytest.raises(ConfigError):
+            check_allowed_host(bad)
+        with pytest.raises(ConfigError):
+            check_allowed_origin(f"http://{bad}")
+
+
 # -- a request id still in flight ----------------------------------------------------------
 def test_an_id_in_flight_in_the_session_is_refused(shared_http_server: HttpServer) -> None:
     # A second request reusing the id of one still being answered in the same session took

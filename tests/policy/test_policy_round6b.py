@@ -520,6 +520,12 @@ def test_arith_targets_drop_quotes() -> None:
         "declare -i n; for n; do :; done",
         "declare -i n; : ${n:=$x}",
         'declare -i "$v"',  # the variable is named at run time
+        # The declaration spelled with quotes or backslashes, which bash removes.
+        "'declare' -i n; n=$(cat cfg); ls",
+        'declare "-i" n; n=$(cat cfg); ls',
+        "d\\eclare -i n; n=$(cat cfg); ls",
+        "\\declare -i n; n=$(cat cfg); ls",
+        'declare -r -"i" n; n=$(cat cfg); ls',
     ],
 )
 def test_run_time_values_of_integer_variables_are_dynamic(policy: Policy, command: str) -> None:
@@ -534,6 +540,13 @@ def test_run_time_values_of_integer_variables_are_dynamic(policy: Policy, comman
         "declare -i n; for n in 1 2 3; do echo $n; done",
         "local -i i=0; read x < cfg; echo $i",
         "declare -i n; awk '{ n = $1 }' f",
+        # No integer declaration at all: 'local' in a path, '-i…' options of other
+        # programs, an option inside a quoted value.
+        'find /usr/local -iname "$pat"',
+        'find . -path ./local -prune -o -iname "$p" -print',
+        'ls /usr/local -li "$d"',
+        'export CFLAGS="$CFLAGS -fpic"',
+        'export CFLAGS="-O1 -fsanitize=address $EXTRA"',
     ],
 )
 def test_integer_variables_with_literal_values_stay_allowed(policy: Policy, command: str) -> None:
@@ -602,6 +615,9 @@ def test_single_quoted_shell_code_is_read_again(policy: Policy, command: str, ru
         "echo $'it\\'s'; ((x=$i)); echo 'b'",
         "cat <<EOF > x.txt\n$((x=$i))\nEOF",
         'echo "\'"; ((x=$i)); echo "\'"',
+        # '#' after the ')' of '$(...)' is no comment: the quote after it opens.
+        "v=PATH=5; echo $(true)#'\n' ; (( x = $v )) ; echo \\'",
+        "echo <(true)#'\n' ; ((x=$i)); echo \\'",
     ],
 )
 def test_arithmetic_outside_single_quotes_keeps_the_run_time_rule(
@@ -631,6 +647,8 @@ def test_arithmetic_expanding_a_variable_still_asks(policy: Policy, command: str
         ("echo $(case x in a) echo 'q';; esac)", []),
         ("echo 'unclosed", []),
         ("x=$(( 1 << 2 )); echo 'a'", ["a"]),
+        ("echo $(true)#'a'", []),  # '#' after ')': a comment or not, not followed
+        ("(true) #'a'\necho 'b'", ["b"]),  # after a space it is a comment
     ],
 )
 def test_literal_spans_follow_bash_quoting(text: str, literal: list[str]) -> None:
