@@ -39,6 +39,7 @@ it assigns in its own text: what such a value holds is data flow the walker does
 
 from __future__ import annotations
 
+import functools
 import re
 
 from runtime.policy._integer_vars import (
@@ -63,17 +64,15 @@ _ASSIGN_OP_RE = re.compile(r"<<=|>>=|[-+*/%&|^]=|\+\+|--|(?<![=!<>])=(?!=)")
 # The characters an operand's name may be made of, with those of an expansion in it
 # ('x$i', '${x}', '`cmd`'): an operand holding an expansion is named at run time.
 _OPERAND_RE = re.compile(r"[A-Za-z0-9_${}`]+")
+_OPERAND_TAIL_RE = re.compile(r"[A-Za-z0-9_${}`]+$")
 _EXPANSION_CHARS = frozenset("${}`")
 # Where an arithmetic expression starts: '((' (a command, 'for ((', '$(('), '$['.
 _ARITH_OPEN_RE = re.compile(r"\(\(|\$\[")
 # An indexed array's subscript: 'NAME[' not preceded by a name's character, or an element's
 # in a compound assignment ('a=([N=1]=x)').
-_SUBSCRIPT_RE = re.compile(
-    r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*\[|(?<=[(\s])\[(?=[^\]]*\]\+?=)"
-)
+_SUBSCRIPT_RE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*\[|(?<=[(\s])\[")
 # '${' and the parameter: an indirection ('!'), a name or special parameter, a subscript.
 _PARAM_RE = re.compile(r"(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?")
-_DBRACKET_RE = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _ARITH_TEST_RE = re.compile(r"\s-(eq|ne|lt|le|gt|ge)\s")
 # Quoting inside an arithmetic expression: bash removes double quotes from it ('((
 # "PATH"=5 ))', '$(( P""ATH=5 ))' and '${a["PATH"=5]}' assign PATH) and refuses single
@@ -108,21 +107,38 @@ class Found:
 
 def _closing(text: str, start: int, opener: str, closer: str, depth: int) -> int:
     """Where the text that opened ``depth`` levels of ``opener`` just before ``start`` is
-    closed: the index of the last closer (the end of ``text`` when it is not closed)."""
-    for i in range(start, len(text)):
-        c = text[i]
+    closed: the index of the closer that closes the outermost of them (the end of ``text``
+    when it is not closed). One pass over the text per bracket kind (:func:`_matches`): a
+    scan from every opener was quadratic in a text of many openers."""
+    return _matches(text, opener, closer)[start - depth]
+
+
+@functools.lru_cache(maxsize=8)
+def _matches(text: str, opener: str, closer: str) -> tuple[int, ...]:
+    """For every index of ``text`` holding ``opener``, the index of the closer that closes
+    it (``len(text)`` when none does); other indexes hold ``len(text)`` too."""
+    out = [len(text)] * len(text)
+    stack: list[int] = []
+    for i, c in enumerate(text):
         if c == opener:
-            depth += 1
-        elif c == closer:
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
+            stack.append(i)
+        elif c == closer and stack:
+            out[stack.pop()] = i
+    return tuple(out)
+
+
+#: How far before an assignment operator its operand is looked for. An operand, or a
+#: subscript skipped, reaching that far is taken for one named at run time (a name is never
+#: that long): reading the whole text before each of many operators was quadratic.
+_OPERAND_WINDOW = 1024
 
 
 def _operand_before(expr: str, end: int) -> str:
-    """The operand that ends at ``end`` (an array element's subscript skipped)."""
-    head = expr[:end].rstrip()
+    """The operand that ends at ``end`` (an array element's subscript skipped), looked for
+    in the :data:`_OPERAND_WINDOW` characters before it; one that may reach past them is
+    returned marked as named at run time ('$...')."""
+    lo = max(0, end - _OPERAND_WINDOW)
+    head = expr[lo:end].rstrip()
     if head.endswith("]"):
         depth = 0
         for i in range(len(head) - 1, -1, -1):
@@ -130,8 +146,12 @@ def _operand_before(expr: str, end: int) -> str:
             if depth == 0:
                 head = head[:i].rstrip()
                 break
-    m = re.search(_OPERAND_RE.pattern + "$", head)
-    return m.group(0) if m else ""
+        else:
+            return "$" if lo else ""  # its '[' is before the window (or nowhere)
+    m = _OPERAND_TAIL_RE.search(head)
+    if m is None:
+        return ""
+    return "$" + m.group(0) if lo and m.start() == 0 else m.group(0)
 
 
 def _operand_after(expr: str, start: int) -> str:
@@ -160,54 +180,97 @@ def arith_targets(expr: str) -> tuple[list[str], bool]:
 
 
 def _arith_spans(text: str, found: Found, spans: LiteralSpans) -> None:
+    covered = 0  # an expression inside one already read was read with it (its names, '$')
     for m in _ARITH_OPEN_RE.finditer(text):
+        if m.start() < covered:
+            continue
         if m.group(0) == "$[":
             end = _closing(text, m.end(), "[", "]", 1)
         else:
             end = _closing(text, m.end(), "(", ")", 2)
+        covered = end
         literal = spans.holds(m.start(), end)
         found.arithmetic(text[m.end() : end], whole=True, literal=literal)
 
 
 def _subscripts(text: str, found: Found, spans: LiteralSpans) -> None:
+    covered = 0  # as in _arith_spans: reading each nested one again was quadratic
     for m in _SUBSCRIPT_RE.finditer(text):
+        if m.start() < covered:
+            continue
         end = _closing(text, m.end(), "[", "]", 1)
+        if m.group(0) == "[" and not text.startswith(("]=", "]+="), end):
+            continue  # a bare '[' that is no element's subscript ('[ -f x ]', a glob)
+        covered = end
         found.arithmetic(text[m.end() : end], literal=spans.holds(m.start(), end))
+
+
+#: A run-time default value is kept in its word up to this many characters (it is matched
+#: as dynamic); copying each nested one whole was quadratic.
+_VALUE_KEPT = 4096
 
 
 def _parameter_expansions(
     text: str, found: Found, spans: LiteralSpans, integers: frozenset[str]
 ) -> None:
     """'${N:=V}' and '${N=V}' assign N; the offset and length of '${x:OFF:LEN}' are
-    arithmetic. Nested expansions are found on their own (every '${' is read)."""
+    arithmetic. Nested expansions are found on their own (every '${' is read); an offset's
+    expression inside one already read was read with it."""
+    special = _next_runtime_char(text)
+    covered = 0
     for m in re.finditer(r"\$\{", text):
         end = _closing(text, m.end(), "{", "}", 1)
         literal = spans.holds(m.start(), end)
-        body = text[m.end() : end]
-        p = _PARAM_RE.match(body)
+        p = _PARAM_RE.match(text, m.end(), end)
         if p is None:
             continue
-        rest = body[p.end() :]
-        if rest.startswith((":=", "=")):
-            value = rest[2:] if rest.startswith(":") else rest[1:]
-            runtime = bool(_RUNTIME_VALUE_CHARS.intersection(value))
+        at = p.end()
+        if text.startswith(":=", at, end) or text.startswith("=", at, end):
+            start = at + (2 if text[at] == ":" else 1)
+            runtime = special[start] < end
             if p.group(1):  # '${!ref:=V}': the variable ref names, at run time
                 found.unknown_name = found.unknown_name or not literal
             elif _NAME_RE.fullmatch(p.group(2)):
+                value = text[start : min(end, start + _VALUE_KEPT) if runtime else end]
                 found.words.append(Word(f"{p.group(2)}={value}", dynamic=runtime))
                 # An integer variable's value is an expression: one known at run time
                 # only may assign any variable.
                 if runtime and p.group(2) in integers and not literal:
                     found.unknown_name = True
-        elif rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
-            found.arithmetic(rest[1:], literal=literal)
+        elif (
+            text.startswith(":", at, end)
+            and text[at + 1 : at + 2] not in ("-", "=", "?", "+")
+            and m.start() >= covered
+        ):
+            covered = end
+            found.arithmetic(text[at + 1 : end], literal=literal)
+
+
+def _next_runtime_char(text: str) -> list[int]:
+    """For every index of ``text`` (and its end), the index of the first character at or
+    after it that makes a value known at run time only (``len(text)`` when none)."""
+    out = [len(text)] * (len(text) + 1)
+    nxt = len(text)
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] in _RUNTIME_VALUE_CHARS:
+            nxt = i
+        out[i] = nxt
+    return out
 
 
 def _arith_tests(text: str, found: Found, spans: LiteralSpans) -> None:
-    """'[[ A -eq B ]]' (and -ne, -lt, ...) reads A and B as arithmetic expressions."""
-    for m in _DBRACKET_RE.finditer(text):
-        if _ARITH_TEST_RE.search(m.group(1)):
-            found.arithmetic(m.group(1), literal=spans.holds(m.start(), m.end()))
+    """'[[ A -eq B ]]' (and -ne, -lt, ...) reads A and B as arithmetic expressions. Each
+    '[[' to the next ']]', found by str.find (a lazy regex tried every '[[' to the end of a
+    text with no ']]': quadratic)."""
+    i = text.find("[[")
+    while i >= 0:
+        j = text.find("]]", i + 2)
+        if j < 0:
+            return  # no '[[' after this one is closed either
+        body = text[i + 2 : j]
+        if _ARITH_TEST_RE.search(body):
+            found.arithmetic(body, literal=spans.holds(i, j + 2))
+        i = text.find("[[", j + 2)
 
 
 def text_assignments(text: str) -> Found:

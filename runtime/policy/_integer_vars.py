@@ -50,6 +50,8 @@ _OBSCURED_DECL_RE = re.compile(
     + rf"(?:[ \t]+{_QUOTING}[-+][A-Za-z\"'\\]+)*[ \t]+{_QUOTING}[-+][A-Za-z\"'\\]*i"
 )
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Integer variables whose values are followed through the text, each by a scan of it.
+_NAMES_FOLLOWED = 64
 _RUNTIME = frozenset("$`")
 _GLOB = frozenset("*?[")
 # Where a simple command ends (approximately: enough to bound a builtin's words).
@@ -59,6 +61,8 @@ _READERS_RE = re.compile(r"(?<![A-Za-z0-9_.-])(read|mapfile|readarray|getopts|pr
 # 'for NAME in LIST' / 'select NAME in LIST'; without 'in', the positional parameters.
 _LOOP_RE = re.compile(r"(?<![A-Za-z0-9_.-])(?:for|select)\s+([A-Za-z_][A-Za-z0-9_]*)(\s+in\s)?")
 _QUOTES_RE = re.compile(r"[\"'\\]")
+# Where a loop's list ends.
+_LIST_END_RE = re.compile(r"[;\n]|\bdo\b")
 
 
 def _statement(text: str, start: int) -> str:
@@ -82,10 +86,13 @@ def obscured_declaration(text: str, spans: LiteralSpans) -> bool:
 def integer_variables(text: str, spans: LiteralSpans) -> frozenset[str] | None:
     """The names ``text`` declares integer (None when one is only known at run time)."""
     names: set[str] = set()
+    covered = 0  # a declaration inside the statement of one already read: read with it
     for m in INTEGER_DECL_RE.finditer(text):
-        if spans.holds(m.start(), m.end()):
+        if m.start() < covered or spans.holds(m.start(), m.end()):
             continue
-        for word in _statement(text, m.start()).split()[1:]:
+        statement = _statement(text, m.start())
+        covered = m.start() + len(statement)
+        for word in statement.split()[1:]:
             if word[:1] in ("-", "+"):
                 continue
             target = _QUOTES_RE.sub("", word.split("=", 1)[0])
@@ -136,10 +143,12 @@ def _assigned(text: str, name: str, spans: LiteralSpans) -> bool:
 def _read_into(text: str, names: frozenset[str], spans: LiteralSpans) -> bool:
     """Whether read, mapfile, readarray, getopts or printf -v (with an expansion in its
     arguments) assigns one of ``names``."""
+    covered = 0  # a reader's name inside the statement of one already read: its argument
     for m in _READERS_RE.finditer(text):
-        if spans.holds(m.start(), m.end()):
+        if m.start() < covered or spans.holds(m.start(), m.end()):
             continue
         statement = _statement(text, m.end())
+        covered = m.end() + len(statement)
         words = {_QUOTES_RE.sub("", w).split("[", 1)[0] for w in statement.split()}
         if not words & names:
             continue
@@ -150,13 +159,15 @@ def _read_into(text: str, names: frozenset[str], spans: LiteralSpans) -> bool:
 
 def _looped(text: str, names: frozenset[str], spans: LiteralSpans) -> bool:
     """Whether 'for NAME' or 'select NAME' gives one of ``names`` a run-time value."""
+    covered = 0  # a loop inside the list of one already read: that list held its words
     for m in _LOOP_RE.finditer(text):
-        if m.group(1) not in names or spans.holds(m.start(), m.end()):
+        if m.start() < covered or m.group(1) not in names or spans.holds(m.start(), m.end()):
             continue
         if m.group(2) is None:
             return True  # the positional parameters
-        listed = re.split(r"[;\n]|\bdo\b", text[m.end() :], maxsplit=1)[0]
-        if (_RUNTIME | _GLOB).intersection(listed):
+        stop = _LIST_END_RE.search(text, m.end())
+        covered = stop.start() if stop else len(text)
+        if (_RUNTIME | _GLOB).intersection(text[m.end() : covered]):
             return True
     return False
 
@@ -166,6 +177,8 @@ def runtime_values(text: str, names: frozenset[str], spans: LiteralSpans) -> boo
     time only (see the module's docstring for the ways followed)."""
     if not names:
         return False
+    if len(names) > _NAMES_FOLLOWED:
+        return True  # each name is a scan of the text: past this many, not followed
     if any(_assigned(text, name, spans) for name in names):
         return True
     return _read_into(text, names, spans) or _looped(text, names, spans)
