@@ -216,6 +216,8 @@ def _parameter_expansions(
     """'${N:=V}' and '${N=V}' assign N; the offset and length of '${x:OFF:LEN}' are
     arithmetic. Nested expansions are found on their own (every '${' is read); an offset's
     expression inside one already read was read with it."""
+    if "${" not in text:
+        return  # nothing to read (and no index of the text to build)
     special = _next_runtime_char(text)
     covered = 0
     for m in re.finditer(r"\$\{", text):
