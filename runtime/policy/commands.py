@@ -252,7 +252,12 @@ class _Compiled:
         self.assigns = tuple(rule.assigns)
         # One regex for the globs, as program_rx: 'export A B C ...' sets one name a word,
         # and loader-env has some 70 globs.
-        self.assigns_rx = re.compile("|".join(fnmatch.translate(p) for p in self.assigns))
+        # None without globs: an empty alternation would match every name.
+        self.assigns_rx = (
+            re.compile("|".join(fnmatch.translate(p) for p in self.assigns))
+            if self.assigns
+            else None
+        )
         self.modes_regex = [re.compile(r) for r in rule.modes_regex]
         # Rules that look at arguments are also tried on a program named among another
         # program's arguments (see match): a program-only rule ('vite', 'at') would refuse
@@ -386,7 +391,7 @@ class _Compiled:
             if cmd.cwd is not None:  # 'cd /dev && cp x sda'
                 written += [rebased(w, cmd.cwd) for w in written]
             results.append(self._any_word(tuple(written), self.writes_to))
-        if self.assigns:
+        if self.assigns_rx is not None:
             hit = any(self.assigns_rx.match(a) is not None for a in cmd.assigns)
             results.append("yes" if hit else "no")
         if self.modes_regex:
